@@ -1,0 +1,99 @@
+"""tfcompress: make trained TensorFlow/Keras models fit edge devices, and prove it.
+
+Importing this package never imports TensorFlow: the public functions below are loaded
+on first use (PEP 562), and they import TensorFlow only when they run.
+
+Example:
+    >>> import tfcompress
+    >>> result = tfcompress.quantize(model, recipe="int8", representative_data=x_train)
+    >>> tfcompress.evaluate({"float": model, "int8": result.model}, (x_test, y_test))
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from tfcompress.errors import (
+    BackendUnavailableError,
+    ConversionError,
+    GateFailedError,
+    InvalidDataError,
+    InvalidInputError,
+    MissingDependencyError,
+    ModelLoadError,
+    OutputExistsError,
+    TFCompressError,
+    UnsupportedModelError,
+)
+
+__version__ = "0.1.0"
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+# public name -> module that defines it; loaded lazily by __getattr__.
+_LAZY = {
+    "Dataset": "tfcompress.data",
+    "load_data": "tfcompress.data",
+    "load_model": "tfcompress.models",
+    "TFLiteModel": "tfcompress.models",
+    "Recipe": "tfcompress.quantization",
+    "QuantizationResult": "tfcompress.quantization",
+    "list_recipes": "tfcompress.quantization",
+    "quantize": "tfcompress.quantization",
+    "Evaluation": "tfcompress.bench.accuracy",
+    "evaluate": "tfcompress.bench.accuracy",
+    "create_runner": "tfcompress.runtime",
+    "list_backends": "tfcompress.runtime",
+    "inspect_model": "tfcompress.models.inspect",
+}
+
+__all__ = [
+    "BackendUnavailableError",
+    "ConversionError",
+    "GateFailedError",
+    "InvalidDataError",
+    "InvalidInputError",
+    "MissingDependencyError",
+    "ModelLoadError",
+    "OutputExistsError",
+    "TFCompressError",
+    "UnsupportedModelError",
+    "Dataset",
+    "Evaluation",
+    "QuantizationResult",
+    "Recipe",
+    "TFLiteModel",
+    "__version__",
+    "create_runner",
+    "evaluate",
+    "inspect_model",
+    "list_backends",
+    "list_recipes",
+    "load_data",
+    "load_model",
+    "quantize",
+]
+
+if TYPE_CHECKING:
+    from tfcompress.bench.accuracy import Evaluation, evaluate
+    from tfcompress.data import Dataset, load_data
+    from tfcompress.models import TFLiteModel, load_model
+    from tfcompress.models.inspect import inspect_model
+    from tfcompress.quantization import QuantizationResult, Recipe, list_recipes, quantize
+    from tfcompress.runtime import create_runner, list_backends
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if name == "datasets":
+        return importlib.import_module("tfcompress.datasets")
+    raise AttributeError(f"module 'tfcompress' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*__all__, "datasets"])

@@ -1,0 +1,5 @@
+"""``python -m tfcompress``."""
+
+from tfcompress.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""Keras 3 (``import keras``) vs tf-keras (``import tf_keras``): the one place that knows.
+
+Both flavours are accepted everywhere. tfcompress never changes ``TF_USE_LEGACY_KERAS``
+after TensorFlow has been imported: ``tf.keras`` keeps meaning what the user chose.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from types import ModuleType
+from typing import Any
+
+from tfcompress._compat.tf import native_quiet, tensorflow
+
+
+class KerasFlavour(enum.StrEnum):
+    """Which Keras implementation built a model."""
+
+    KERAS3 = "keras3"
+    TF_KERAS = "tf_keras"
+
+
+def flavour_of(obj: Any) -> KerasFlavour | None:
+    """Tell which Keras built ``obj`` without importing anything.
+
+    Args:
+        obj: Any object; typically a model.
+
+    Returns:
+        The flavour, or None when ``obj`` is not a Keras model.
+
+    Example:
+        >>> flavour_of(object()) is None
+        True
+    """
+    for klass in type(obj).__mro__:
+        module = klass.__module__
+        if klass.__name__ not in {"Model", "Functional", "Sequential"}:
+            continue
+        if module.startswith("keras."):
+            return KerasFlavour.KERAS3
+        if module.startswith("tf_keras."):
+            return KerasFlavour.TF_KERAS
+    return None
+
+
+def keras_module(flavour: KerasFlavour) -> ModuleType:
+    """Import the Keras package of ``flavour`` (TensorFlow first, quietly)."""
+    tensorflow()
+    with native_quiet():
+        return importlib.import_module("keras" if flavour is KerasFlavour.KERAS3 else "tf_keras")

@@ -1,0 +1,1 @@
+"""Measure: accuracy, latency, throughput and size of models and artifacts."""

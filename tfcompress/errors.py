@@ -1,0 +1,64 @@
+"""Typed errors. Every message says what is wrong and what to do next.
+
+The CLI maps :attr:`TFCompressError.exit_code` to its exit status: 2 for bad usage or
+input, 1 for a check (gate, budget) that failed.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailableError",
+    "ConversionError",
+    "GateFailedError",
+    "InvalidDataError",
+    "InvalidInputError",
+    "MissingDependencyError",
+    "ModelLoadError",
+    "OutputExistsError",
+    "TFCompressError",
+    "UnsupportedModelError",
+]
+
+
+class TFCompressError(Exception):
+    """Base class of every error tfcompress raises on purpose."""
+
+    exit_code: int = 2
+
+
+class InvalidInputError(TFCompressError, ValueError):
+    """An option or argument the user gave cannot be used (unknown recipe, bad range...)."""
+
+
+class InvalidDataError(InvalidInputError):
+    """Data does not fit the model: wrong shape or dtype, NaN/Inf, empty, missing labels."""
+
+
+class ModelLoadError(InvalidInputError):
+    """A model file is missing, truncated, corrupt or not in the format its name claims."""
+
+
+class UnsupportedModelError(InvalidInputError):
+    """A valid model that this operation cannot handle (e.g. several inputs, subclassed)."""
+
+
+class OutputExistsError(InvalidInputError):
+    """The output path exists (pass overwrite/--force) or would overwrite an input."""
+
+
+class ConversionError(TFCompressError):
+    """The TFLite/ONNX converter rejected the model."""
+
+
+class MissingDependencyError(TFCompressError, ImportError):
+    """An optional dependency is not installed; the message names the pip command."""
+
+
+class BackendUnavailableError(TFCompressError):
+    """A runtime backend (GPU, Edge TPU, ONNX Runtime...) is not available here."""
+
+
+class GateFailedError(TFCompressError, AssertionError):
+    """A compressed model lost more accuracy than allowed, or missed a budget."""
+
+    exit_code = 1

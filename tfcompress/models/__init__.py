@@ -1,0 +1,27 @@
+"""Model I/O: recognise, load and (atomically) save every format tfcompress accepts."""
+
+from tfcompress.models.formats import ModelFormat, sniff_format
+from tfcompress.models.loading import (
+    SavedModelDir,
+    TFLiteModel,
+    load_model,
+    model_name,
+    resolve_model,
+)
+from tfcompress.models.saving import check_output_path, write_bytes_atomic, write_text_atomic
+from tfcompress.models.signature import InputSpec, input_spec
+
+__all__ = [
+    "InputSpec",
+    "ModelFormat",
+    "SavedModelDir",
+    "TFLiteModel",
+    "check_output_path",
+    "input_spec",
+    "load_model",
+    "model_name",
+    "resolve_model",
+    "sniff_format",
+    "write_bytes_atomic",
+    "write_text_atomic",
+]

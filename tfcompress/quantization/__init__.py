@@ -1,0 +1,6 @@
+"""Quantization: post-training recipes through the TFLite converter."""
+
+from tfcompress.quantization.ptq import QuantizationResult, quantize
+from tfcompress.quantization.recipes import Recipe, list_recipes, register_recipe
+
+__all__ = ["QuantizationResult", "Recipe", "list_recipes", "quantize", "register_recipe"]

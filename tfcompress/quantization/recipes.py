@@ -1,0 +1,193 @@
+"""Post-training quantization recipes: small, frozen, JSON round-trippable data.
+
+Each recipe's converter settings are registered right here, next to its definition.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from tfcompress.errors import InvalidInputError
+
+Configure = Callable[[Any, "Recipe", Any], None]  # (converter, recipe, tensorflow module)
+
+
+@dataclass(frozen=True)
+class RecipeSpec:
+    """What a recipe name means: converter settings and the options it allows."""
+
+    name: str
+    summary: str
+    needs_calibration: bool
+    io_types: tuple[str, ...]
+    configure: Configure
+
+
+_RECIPES: dict[str, RecipeSpec] = {}
+
+
+def register_recipe(
+    name: str, *, summary: str, needs_calibration: bool, io_types: tuple[str, ...]
+) -> Callable[[Configure], Configure]:
+    """Register the converter settings of recipe ``name``."""
+
+    def decorate(configure: Configure) -> Configure:
+        _RECIPES[name] = RecipeSpec(name, summary, needs_calibration, io_types, configure)
+        return configure
+
+    return decorate
+
+
+def recipe_spec(name: str) -> RecipeSpec:
+    """The registered spec of ``name``.
+
+    Raises:
+        InvalidInputError: Unknown recipe.
+    """
+    if name not in _RECIPES:
+        raise InvalidInputError(
+            f"unknown recipe {name!r}; choose one of {', '.join(list_recipes())}."
+        )
+    return _RECIPES[name]
+
+
+def list_recipes(*, include_float: bool = False) -> list[str]:
+    """Names of the quantization recipes (optionally with the float32 reference)."""
+    return [n for n in _RECIPES if include_float or n != "float32"]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A post-training quantization recipe.
+
+    Attributes:
+        name: ``dynamic``, ``float16``, ``int8``, ``int16x8`` (or ``float32``: no quantization).
+        input_type: dtype of the model input: ``float32``; ``int8``/``uint8`` for ``int8``;
+            ``int16`` for ``int16x8``.
+        output_type: dtype of the model output (same choices as ``input_type``).
+        per_channel: Per-channel weight scales (more accurate); False for per-tensor.
+        calibration_samples: Representative samples used to calibrate activation ranges.
+
+    Example:
+        >>> Recipe.from_json(Recipe("int8", input_type="uint8").to_json()).input_type
+        'uint8'
+    """
+
+    name: str
+    input_type: str = "float32"
+    output_type: str = "float32"
+    per_channel: bool = True
+    calibration_samples: int = 200
+
+    def __post_init__(self) -> None:
+        spec = recipe_spec(self.name)
+        for option in ("input_type", "output_type"):
+            value = getattr(self, option)
+            if value not in spec.io_types:
+                raise InvalidInputError(
+                    f"recipe {self.name!r} does not support {option}={value!r}; choose one of "
+                    f"{', '.join(spec.io_types)}."
+                )
+        if not isinstance(self.calibration_samples, int) or self.calibration_samples < 1:
+            raise InvalidInputError(
+                f"calibration_samples must be a positive integer, got {self.calibration_samples!r}."
+            )
+
+    @property
+    def spec(self) -> RecipeSpec:
+        """The registered converter settings."""
+        return recipe_spec(self.name)
+
+    def with_options(self, **changes: Any) -> Recipe:
+        """A copy with ``changes`` applied (None values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form, for reports and replay."""
+        return asdict(self)
+
+    def to_json(self) -> str:
+        """JSON form; :meth:`from_json` reads it back."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Recipe:
+        """Build from :meth:`to_dict` output; unknown keys are an error."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidInputError(
+                f"unknown recipe fields {sorted(unknown)}; allowed: {sorted(known)}."
+            )
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> Recipe:
+        """Build from :meth:`to_json` output."""
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def coerce(cls, recipe: str | Recipe) -> Recipe:
+        """Accept a recipe name or a :class:`Recipe`."""
+        return recipe if isinstance(recipe, Recipe) else cls(str(recipe))
+
+
+_FLOAT = ("float32",)
+
+
+@register_recipe(
+    "float32", summary="no quantization (reference)", needs_calibration=False, io_types=_FLOAT
+)
+def _float32(converter: Any, recipe: Recipe, tf: Any) -> None:
+    del converter, recipe, tf  # the converter's defaults are the float32 reference
+
+
+@register_recipe(
+    "dynamic", summary="int8 weights, float activations", needs_calibration=False, io_types=_FLOAT
+)
+def _dynamic(converter: Any, recipe: Recipe, tf: Any) -> None:
+    del recipe
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+
+
+@register_recipe(
+    "float16",
+    summary="float16 weights, float32 compute on CPU",
+    needs_calibration=False,
+    io_types=_FLOAT,
+)
+def _float16(converter: Any, recipe: Recipe, tf: Any) -> None:
+    del recipe
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_types = [tf.float16]
+
+
+@register_recipe(
+    "int8",
+    summary="full integer: int8 weights and activations",
+    needs_calibration=True,
+    io_types=("float32", "int8", "uint8"),
+)
+def _int8(converter: Any, recipe: Recipe, tf: Any) -> None:
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = getattr(tf, recipe.input_type)
+    converter.inference_output_type = getattr(tf, recipe.output_type)
+
+
+@register_recipe(
+    "int16x8",
+    summary="int16 activations, int8 weights",
+    needs_calibration=True,
+    io_types=("float32", "int16"),
+)
+def _int16x8(converter: Any, recipe: Recipe, tf: Any) -> None:
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_ops = [
+        tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+    ]
+    converter.inference_input_type = getattr(tf, recipe.input_type)
+    converter.inference_output_type = getattr(tf, recipe.output_type)

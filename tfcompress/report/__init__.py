@@ -1,0 +1,1 @@
+"""Report: tables, versioned JSON, CSV, Markdown and plots."""

@@ -1,0 +1,131 @@
+"""LiteRT interpreter backend (CPU, with or without XNNPACK)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tfcompress._compat.litert import make_interpreter
+from tfcompress.errors import InvalidInputError, UnsupportedModelError
+from tfcompress.models.loading import TFLiteModel
+from tfcompress.runtime.base import Runner, register_backend
+
+
+@register_backend("cpu")
+class LiteRTRunner(Runner):
+    """Runs a ``.tflite`` on the CPU through the LiteRT interpreter.
+
+    Quantized inputs and outputs are converted with their scale and zero point, so callers
+    feed float data to any variant. Batches run in one invoke when the model's batch
+    dimension is dynamic; otherwise in chunks of the fixed batch size.
+
+    Args:
+        model: The ``.tflite`` to run.
+        threads: CPU threads for kernels and XNNPACK.
+        use_xnnpack: False runs LiteRT's built-in kernels only.
+
+    Example:
+        >>> with LiteRTRunner(TFLiteModel(content), threads=1) as runner:  # doctest: +SKIP
+        ...     probabilities = runner.predict(x_test)
+    """
+
+    def __init__(self, model: TFLiteModel, *, threads: int = 1, use_xnnpack: bool = True) -> None:
+        if threads < 1:
+            raise InvalidInputError(f"threads must be at least 1, got {threads}.")
+        if not isinstance(model, TFLiteModel):
+            raise UnsupportedModelError(
+                "the 'cpu' backend runs .tflite models; convert with tfcompress.quantize() or "
+                "use backend='keras' for Keras models."
+            )
+        self.model = model
+        self.threads = threads
+        self.use_xnnpack = use_xnnpack
+        self.interpreter = make_interpreter(
+            model.content, num_threads=threads, use_xnnpack=use_xnnpack
+        )
+        inputs, outputs = (
+            self.interpreter.get_input_details(),
+            self.interpreter.get_output_details(),
+        )
+        if len(inputs) != 1 or len(outputs) != 1:
+            raise UnsupportedModelError(
+                f"{model.name} has {len(inputs)} inputs and {len(outputs)} outputs; tfcompress "
+                "runs single-input, single-output models."
+            )
+        self._input, self._output = inputs[0], outputs[0]
+        signature = self._input.get("shape_signature", self._input["shape"])
+        self.dynamic_batch = int(signature[0]) == -1
+        self._batch = int(self._input["shape"][0])
+        self.interpreter.allocate_tensors()
+
+    @property
+    def preferred_batch_size(self) -> int:
+        """64 for a dynamic batch dimension, else the model's fixed batch size."""
+        return 64 if self.dynamic_batch else self._batch
+
+    @property
+    def input_details(self) -> dict[str, Any]:
+        """The interpreter's input tensor details."""
+        return self._input
+
+    def predict_batch(self, x: np.ndarray) -> np.ndarray:
+        """Run ``x`` (float samples) and return dequantized float outputs."""
+        if self.dynamic_batch:
+            return self._invoke(x)
+        chunks = []
+        for start in range(0, len(x), self._batch):
+            chunk = x[start : start + self._batch]
+            missing = self._batch - len(chunk)
+            padded = np.concatenate([chunk, np.zeros((missing, *chunk.shape[1:]), chunk.dtype)])
+            chunks.append(self._invoke(padded)[: len(chunk)])
+        return np.concatenate(chunks)
+
+    def predict(
+        self, x: np.ndarray, *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
+        """Run all of ``x``; the last short batch is padded so the interpreter keeps its shape."""
+        size = batch_size or self.preferred_batch_size
+        tail = len(x) % size
+        if not self.dynamic_batch or tail == 0 or len(x) < size:
+            return super().predict(x, batch_size=size, progress=progress)
+        padding = np.zeros((size - tail, *x.shape[1:]), x.dtype)
+        padded = np.concatenate([x, padding])
+        return super().predict(padded, batch_size=size, progress=progress)[: len(x)]
+
+    def _invoke(self, x: np.ndarray) -> np.ndarray:
+        index = self._input["index"]
+        if len(x) != self._batch:
+            self.interpreter.resize_tensor_input(index, [len(x), *x.shape[1:]], strict=True)
+            self.interpreter.allocate_tensors()
+            self._batch = len(x)
+        self.interpreter.set_tensor(index, quantize(x, self._input))
+        self.interpreter.invoke()
+        return dequantize(self.interpreter.get_tensor(self._output["index"]), self._output)
+
+    def close(self) -> None:
+        """Drop the interpreter."""
+        self.interpreter = None
+
+
+def quantize(x: np.ndarray, detail: dict[str, Any]) -> np.ndarray:
+    """Map float data to a tensor's dtype with its (scale, zero point); pass-through if float.
+
+    Example:
+        >>> quantize(np.array([0.5]), {"dtype": np.int8, "quantization": (0.5, -1)})
+        array([0], dtype=int8)
+    """
+    dtype = np.dtype(detail["dtype"])
+    scale, zero_point = detail["quantization"]
+    if dtype.kind == "f" or scale == 0:
+        return np.asarray(x, dtype=dtype)
+    info = np.iinfo(dtype)
+    return np.clip(np.round(x / scale + zero_point), info.min, info.max).astype(dtype)
+
+
+def dequantize(q: np.ndarray, detail: dict[str, Any]) -> np.ndarray:
+    """Map a quantized tensor back to float32 with its (scale, zero point)."""
+    scale, zero_point = detail["quantization"]
+    if q.dtype.kind == "f" or scale == 0:
+        return q.astype(np.float32, copy=False)
+    return ((q.astype(np.float32) - zero_point) * scale).astype(np.float32)
