@@ -1,0 +1,1 @@
+"""Testing helpers and the pytest plugin for accuracy-drop gates."""
