@@ -1,0 +1,162 @@
+"""What a gate checks: threshold, metric, mode, interval and backend, validated in one place.
+
+The pytest plugin resolves these from marker, command line and ini file; the CLI from its
+flags; :func:`~tfcompress.testing.assert_accuracy_drop` from its keyword arguments. Importing
+this module imports no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tfcompress.bench.metrics import MetricLike, resolve_metric
+from tfcompress.errors import InvalidInputError
+from tfcompress.testing.stats import INTERVAL_METHODS
+
+__all__ = ["DEFAULT_BACKEND", "DEFAULT_MAX_DROP", "GATE_MODES", "GateSettings", "parse_max_drop"]
+
+GATE_MODES = ("strict", "tolerant", "proven")
+DEFAULT_MAX_DROP = 0.01
+DEFAULT_BACKEND = "cpu"
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """The options of one accuracy gate; invalid values raise on construction.
+
+    Attributes:
+        max_drop: Largest allowed drop as a fraction in [0, 1] (0.01 = one point).
+        metric: ``"top1"``/``"accuracy"``, ``"topK"`` or ``callable(labels, outputs)``.
+        mode: ``"strict"`` (point estimate <= max_drop), ``"tolerant"`` (fail only when the
+            interval's lower bound exceeds max_drop) or ``"proven"`` (pass only when its upper
+            bound is within max_drop).
+        backend: Runtime for the candidate ``.tflite`` (``"cpu"``, ``"gpu"``, ``"edgetpu"``...).
+        confidence: Two-sided level of the interval of the drop.
+        interval: ``"mcnemar"``, ``"bootstrap"`` or ``"auto"`` (McNemar for top-k metrics,
+            bootstrap for callables).
+        resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+
+    Raises:
+        InvalidInputError: A value out of range or an unknown name; the message lists the
+            allowed ones.
+
+    Example:
+        >>> GateSettings(max_drop=0.02, mode="tolerant").mode
+        'tolerant'
+    """
+
+    max_drop: float = DEFAULT_MAX_DROP
+    metric: MetricLike = "top1"
+    mode: str = "strict"
+    backend: str = DEFAULT_BACKEND
+    confidence: float = 0.95
+    interval: str = "auto"
+    resamples: int = 2000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "max_drop", parse_max_drop(self.max_drop))
+        if self.mode not in GATE_MODES:
+            raise InvalidInputError(
+                f"unknown gate mode {self.mode!r}; choose one of {', '.join(GATE_MODES)}."
+            )
+        resolve_metric(self.metric)
+        if not isinstance(self.backend, str) or not self.backend:
+            raise InvalidInputError(
+                f"backend must be a backend name such as 'cpu', got {self.backend!r}."
+            )
+        confidence = _number(self.confidence, "confidence")
+        if not 0.0 < confidence < 1.0:
+            raise InvalidInputError(
+                f"confidence must lie strictly between 0 and 1 (e.g. 0.95), got {confidence!r}."
+            )
+        object.__setattr__(self, "confidence", confidence)
+        if self.interval not in ("auto", *INTERVAL_METHODS):
+            raise InvalidInputError(
+                f"unknown interval {self.interval!r}; choose auto, {', '.join(INTERVAL_METHODS)}."
+            )
+        if self.interval == "mcnemar" and callable(self.metric):
+            raise InvalidInputError(
+                "interval='mcnemar' needs per-sample correctness (top1/topK metrics); use "
+                "interval='bootstrap' with a callable metric."
+            )
+        if isinstance(self.resamples, bool) or not isinstance(self.resamples, int):
+            raise InvalidInputError(f"resamples must be an integer, got {self.resamples!r}.")
+        if self.resamples < 1:
+            raise InvalidInputError(f"resamples must be at least 1, got {self.resamples}.")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise InvalidInputError(f"seed must be an integer, got {self.seed!r}.")
+
+    @property
+    def metric_name(self) -> str:
+        """The metric's display name ("accuracy", "top5", a callable's name)."""
+        return resolve_metric(self.metric)[0]
+
+    @property
+    def top_k(self) -> int | None:
+        """The k of top-k metrics (1 for accuracy), None for a callable metric."""
+        name = self.metric_name
+        if callable(self.metric):
+            return None
+        return 1 if name == "accuracy" else int(name[3:])
+
+    @property
+    def interval_method(self) -> str:
+        """The interval actually used once ``"auto"`` is resolved."""
+        if self.interval != "auto":
+            return self.interval
+        return "mcnemar" if self.top_k is not None else "bootstrap"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (the metric by name)."""
+        data = asdict(self)
+        data["metric"] = self.metric_name
+        return data
+
+    def __str__(self) -> str:
+        return (
+            f"max_drop={self.max_drop:g} metric={self.metric_name} mode={self.mode} "
+            f"backend={self.backend} confidence={self.confidence:g} interval={self.interval_method}"
+        )
+
+
+def parse_max_drop(value: Any, *, source: str = "max_drop") -> float:
+    """A drop threshold as a fraction in [0, 1], from a number or a string such as "0.01".
+
+    Args:
+        value: The threshold.
+        source: Where it came from, for the message ("--tfc-max-drop", "ini tfc_max_drop").
+
+    Returns:
+        The threshold as a float.
+
+    Raises:
+        InvalidInputError: Not a number, NaN, or outside [0, 1].
+
+    Example:
+        >>> parse_max_drop("0.005")
+        0.005
+    """
+    number = _number(value, source)
+    if not 0.0 <= number <= 1.0:
+        hint = f" (did you mean {number / 100:g}?)" if 1.0 < number <= 100.0 else ""
+        raise InvalidInputError(
+            f"{source} must be a fraction in [0, 1] (0.01 = one accuracy point), got "
+            f"{value!r}{hint}."
+        )
+    return number
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool):
+        raise InvalidInputError(f"{what} must be a number, got {value!r}.")
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"{what} must be a number, got {value!r}.") from error
+    if math.isnan(number):
+        raise InvalidInputError(f"{what} must be a number, got NaN.")
+    return number

@@ -1,0 +1,405 @@
+"""Paired statistics for accuracy drops: both models are scored on the same samples.
+
+Two intervals for the drop (reference score minus candidate score):
+
+* ``"mcnemar"``: exact and conditional on the discordant pairs. Of the ``b + c`` samples
+  where exactly one model is right, ``b`` favour the reference; the Clopper-Pearson interval
+  of ``b / (b + c)`` maps to the drop as ``(2 * theta - 1) * (b + c) / n``. The p-value is
+  McNemar's exact (binomial) test of "no difference".
+* ``"bootstrap"``: resample the samples (pairs kept together) with a fixed seed and take
+  percentiles of the drop. Works for any metric, not only per-sample correctness.
+
+Only numpy is needed: the binomial tail is summed in log space and inverted by bisection.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from tfcompress.errors import InvalidInputError
+
+__all__ = [
+    "INTERVAL_METHODS",
+    "PairedDifference",
+    "binomial_cdf",
+    "bootstrap_interval",
+    "clopper_pearson",
+    "mcnemar_exact",
+    "paired_difference",
+    "paired_metric_difference",
+]
+
+INTERVAL_METHODS = ("mcnemar", "bootstrap")
+_CHUNK = 256  # bootstrap resamples drawn per block (bounds memory at 256 x n indices)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """The drop of a candidate against a reference on the same samples, with its interval.
+
+    Attributes:
+        samples: Number of paired samples.
+        reference_score: Reference metric on all samples.
+        candidate_score: Candidate metric on all samples.
+        drop: ``reference_score - candidate_score`` (positive = the candidate lost accuracy).
+        ci_low: Lower bound of the two-sided interval of the drop.
+        ci_high: Upper bound of the interval.
+        confidence: Two-sided confidence level of the interval (each bound is one-sided at
+            ``(1 + confidence) / 2``).
+        method: ``"mcnemar"`` or ``"bootstrap"``.
+        reference_only: Samples only the reference gets right (``b``); None for metrics that
+            are not per-sample correctness.
+        candidate_only: Samples only the candidate gets right (``c``).
+        p_value: McNemar's exact two-sided p-value for "no difference", when defined.
+        resamples: Bootstrap resamples (None for McNemar).
+        seed: Bootstrap seed (None for McNemar).
+    """
+
+    samples: int
+    reference_score: float
+    candidate_score: float
+    drop: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    method: str
+    reference_only: int | None = None
+    candidate_only: int | None = None
+    p_value: float | None = None
+    resamples: int | None = None
+    seed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON reports."""
+        return asdict(self)
+
+    def __str__(self) -> str:
+        pct = round(self.confidence * 100, 2)
+        text = (
+            f"drop {self.drop * 100:+.2f} pt, {pct:g}% interval "
+            f"[{self.ci_low * 100:+.2f}, {self.ci_high * 100:+.2f}] pt ({self.method}, "
+            f"{self.samples} samples)"
+        )
+        if self.reference_only is not None:
+            text += (
+                f"; only reference right: {self.reference_only}, "
+                f"only candidate right: {self.candidate_only}"
+            )
+        return text
+
+
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p), summed in log space (exact to float precision).
+
+    Example:
+        >>> round(binomial_cdf(1, 7, 0.5), 6)  # (1 + 7) / 128
+        0.0625
+    """
+    if k < 0:
+        return 0.0
+    if k >= n or p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 0.0
+    ks = np.arange(k + 1, dtype=np.float64)
+    steps = np.log(np.arange(n, n - k, -1, dtype=np.float64)) - np.log(ks[1:])
+    log_comb = np.concatenate([[0.0], np.cumsum(steps)])
+    logs = log_comb + ks * math.log(p) + (n - ks) * math.log1p(-p)
+    peak = float(logs.max())
+    return float(min(1.0, math.exp(peak) * float(np.exp(logs - peak).sum())))
+
+
+def mcnemar_exact(reference_only: int, candidate_only: int) -> float:
+    """McNemar's exact two-sided p-value from the discordant counts ``b`` and ``c``.
+
+    Under "no difference" ``b ~ Binomial(b + c, 1/2)``; the p-value doubles the smaller tail.
+
+    Args:
+        reference_only: Samples only the reference gets right (``b``).
+        candidate_only: Samples only the candidate gets right (``c``).
+
+    Returns:
+        The p-value in [0, 1]; 1.0 when there are no discordant pairs.
+
+    Example:
+        >>> round(mcnemar_exact(6, 1), 12)  # 2 * (1 + 7) / 2**7
+        0.125
+    """
+    _check_count(reference_only, "reference_only")
+    _check_count(candidate_only, "candidate_only")
+    n = reference_only + candidate_only
+    if n == 0:
+        return 1.0
+    return min(1.0, 2.0 * binomial_cdf(min(reference_only, candidate_only), n, 0.5))
+
+
+def clopper_pearson(
+    successes: int, trials: int, *, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Exact two-sided interval of a binomial proportion.
+
+    Args:
+        successes: Observed successes ``k``.
+        trials: Trials ``n`` (0 gives the uninformative interval (0, 1)).
+        confidence: Two-sided level; each tail holds ``(1 - confidence) / 2``.
+
+    Returns:
+        ``(low, high)`` with ``P(X >= k; low) = P(X <= k; high) = (1 - confidence) / 2``.
+
+    Raises:
+        InvalidInputError: Counts out of range or confidence outside (0, 1).
+
+    Example:
+        >>> low, high = clopper_pearson(5, 5)
+        >>> round(low, 6), high  # 0.025 ** (1 / 5)
+        (0.478176, 1.0)
+    """
+    _check_count(successes, "successes")
+    _check_count(trials, "trials")
+    _check_confidence(confidence)
+    if successes > trials:
+        raise InvalidInputError(f"successes ({successes}) cannot exceed trials ({trials}).")
+    tail = (1.0 - confidence) / 2.0
+    low = 0.0
+    if successes > 0:  # P(X >= k; p) = 1 - cdf(k - 1) rises with p
+        low = _bisect(lambda p: 1.0 - binomial_cdf(successes - 1, trials, p) - tail)
+    high = 1.0
+    if successes < trials:  # cdf(k; p) falls with p
+        high = _bisect(lambda p: tail - binomial_cdf(successes, trials, p))
+    return low, high
+
+
+def bootstrap_interval(
+    statistic: Callable[[np.ndarray], float],
+    samples: int,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile interval of ``statistic`` over paired bootstrap resamples.
+
+    Each resample draws ``samples`` indices with replacement from a generator seeded with
+    ``seed``, so the interval is the same on every run and machine.
+
+    Args:
+        statistic: Maps an index array (shape ``(samples,)``) to a number, e.g. the drop of
+            both models on those samples.
+        samples: Number of paired samples.
+        confidence: Two-sided level.
+        resamples: Bootstrap resamples.
+        seed: Seed of ``numpy.random.default_rng``.
+
+    Returns:
+        ``(low, high)``: the lower ``(1 - confidence) / 2`` quantile (rounded down to an
+        observed value) and the upper one (rounded up).
+
+    Raises:
+        InvalidInputError: No samples, fewer than one resample, or confidence outside (0, 1).
+
+    Example:
+        >>> d = np.array([1.0, 0.0, 0.0, 0.0])
+        >>> bootstrap_interval(lambda i: float(d[i].mean()), 4, resamples=10000)
+        (0.0, 0.75)
+    """
+    _check_confidence(confidence)
+    if samples < 1:
+        raise InvalidInputError("bootstrap needs at least one sample.")
+    if resamples < 1:
+        raise InvalidInputError(f"resamples must be at least 1, got {resamples}.")
+    values = _draw(samples, resamples, seed, lambda block: [statistic(row) for row in block])
+    return _percentiles(values, confidence)
+
+
+def paired_difference(
+    reference_correct: np.ndarray,
+    candidate_correct: np.ndarray,
+    *,
+    confidence: float = 0.95,
+    method: str = "mcnemar",
+    resamples: int = 2000,
+    seed: int = 0,
+) -> PairedDifference:
+    """Accuracy drop between two models from their per-sample correctness on the same samples.
+
+    Args:
+        reference_correct: Booleans (or 0/1), one per sample: was the reference right?
+        candidate_correct: The same for the candidate, in the same sample order.
+        confidence: Two-sided level of the interval.
+        method: ``"mcnemar"`` (exact, conditional on discordant pairs) or ``"bootstrap"``.
+        resamples: Bootstrap resamples (``"bootstrap"`` only).
+        seed: Bootstrap seed (``"bootstrap"`` only).
+
+    Returns:
+        Point estimate, interval, discordant counts and McNemar's p-value.
+
+    Raises:
+        InvalidInputError: Vectors of different lengths, empty, not 0/1, or bad options.
+
+    Example:
+        >>> ref = np.array([1] * 12 + [0] * 1 + [1] * 6 + [0] * 1, bool)
+        >>> cand = np.array([1] * 12 + [1] * 1 + [0] * 6 + [0] * 1, bool)
+        >>> result = paired_difference(ref, cand)
+        >>> result.drop, result.reference_only, result.candidate_only, round(result.p_value, 9)
+        (0.25, 6, 1, 0.125)
+    """
+    _check_confidence(confidence)
+    method = _check_method(method)
+    ref = _as_correctness(reference_correct, "reference_correct")
+    cand = _as_correctness(candidate_correct, "candidate_correct")
+    if ref.shape != cand.shape:
+        raise InvalidInputError(
+            f"reference has {ref.size} samples but candidate has {cand.size}; score both "
+            "models on the same samples."
+        )
+    n = int(ref.size)
+    b = int(np.count_nonzero(ref & ~cand))
+    c = int(np.count_nonzero(~ref & cand))
+    ref_score, cand_score = float(ref.mean()), float(cand.mean())
+    drop = (b - c) / n
+    if method == "mcnemar":
+        theta_low, theta_high = clopper_pearson(b, b + c, confidence=confidence)
+        scale = (b + c) / n
+        low, high = (2.0 * theta_low - 1.0) * scale + 0.0, (2.0 * theta_high - 1.0) * scale + 0.0
+        extra: dict[str, Any] = {}
+    else:
+        if resamples < 1:
+            raise InvalidInputError(f"resamples must be at least 1, got {resamples}.")
+        diff = ref.astype(np.int8) - cand.astype(np.int8)
+        values = _draw(n, resamples, seed, lambda block: diff[block].mean(axis=1))
+        low, high = _percentiles(values, confidence)
+        extra = {"resamples": resamples, "seed": seed}
+    return PairedDifference(
+        n,
+        ref_score,
+        cand_score,
+        drop,
+        low,
+        high,
+        confidence,
+        method,
+        b,
+        c,
+        mcnemar_exact(b, c),
+        **extra,
+    )
+
+
+def paired_metric_difference(
+    reference_score: Callable[[np.ndarray], float],
+    candidate_score: Callable[[np.ndarray], float],
+    samples: int,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> PairedDifference:
+    """Drop of any metric (not per-sample correctness) with a paired bootstrap interval.
+
+    Args:
+        reference_score: Metric of the reference on the samples at the given indices.
+        candidate_score: Metric of the candidate on the samples at the given indices.
+        samples: Number of paired samples.
+        confidence: Two-sided level.
+        resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+
+    Returns:
+        Point estimate and bootstrap interval (no discordant counts or p-value).
+
+    Raises:
+        InvalidInputError: See :func:`bootstrap_interval`.
+
+    Example:
+        >>> f1 = lambda idx: my_f1(labels[idx], ref_out[idx])  # doctest: +SKIP
+    """
+    everything = np.arange(samples)
+    ref, cand = float(reference_score(everything)), float(candidate_score(everything))
+    low, high = bootstrap_interval(
+        lambda idx: float(reference_score(idx)) - float(candidate_score(idx)),
+        samples,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+    )
+    drop = ref - cand
+    return PairedDifference(
+        samples,
+        ref,
+        cand,
+        drop,
+        low,
+        high,
+        confidence,
+        "bootstrap",
+        resamples=resamples,
+        seed=seed,
+    )
+
+
+def _draw(
+    samples: int, resamples: int, seed: int, evaluate: Callable[[np.ndarray], Any]
+) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    values: list[np.ndarray] = []
+    for start in range(0, resamples, _CHUNK):
+        block = rng.integers(0, samples, size=(min(_CHUNK, resamples - start), samples))
+        values.append(np.asarray(evaluate(block), dtype=np.float64))
+    return np.concatenate(values)
+
+
+def _percentiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    tail = (1.0 - confidence) / 2.0
+    low = float(np.quantile(values, tail, method="lower"))
+    high = float(np.quantile(values, 1.0 - tail, method="higher"))
+    return low + 0.0, high + 0.0
+
+
+def _bisect(increasing: Callable[[float], float]) -> float:
+    low, high = 0.0, 1.0
+    for _ in range(80):  # 2**-80 is far below float precision of a proportion
+        middle = (low + high) / 2.0
+        if increasing(middle) < 0.0:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2.0
+
+
+def _as_correctness(values: np.ndarray, what: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.ndim != 1 or array.size == 0:
+        raise InvalidInputError(
+            f"{what} must be a non-empty 1-D vector (one entry per sample), got shape "
+            f"{array.shape}."
+        )
+    if array.dtype != np.bool_:
+        if array.dtype.kind not in "iuf" or not np.isin(array, (0, 1)).all():
+            raise InvalidInputError(f"{what} must hold booleans or 0/1, got {array.dtype}.")
+        array = array.astype(bool)
+    return array
+
+
+def _check_count(value: int, what: str) -> None:
+    if int(value) != value or value < 0:
+        raise InvalidInputError(f"{what} must be a count (integer >= 0), got {value!r}.")
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise InvalidInputError(
+            f"confidence must lie strictly between 0 and 1 (e.g. 0.95), got {confidence!r}."
+        )
+
+
+def _check_method(method: str) -> str:
+    if method not in INTERVAL_METHODS:
+        raise InvalidInputError(
+            f"unknown interval method {method!r}; choose one of {', '.join(INTERVAL_METHODS)}."
+        )
+    return method
