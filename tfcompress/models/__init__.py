@@ -8,12 +8,14 @@ from tfcompress.models.loading import (
     model_name,
     resolve_model,
 )
+from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.saving import check_output_path, write_bytes_atomic, write_text_atomic
 from tfcompress.models.signature import InputSpec, input_spec
 
 __all__ = [
     "InputSpec",
     "ModelFormat",
+    "OnnxModel",
     "SavedModelDir",
     "TFLiteModel",
     "check_output_path",

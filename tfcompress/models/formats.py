@@ -8,11 +8,12 @@ import zipfile
 from pathlib import Path
 
 from tfcompress.errors import ModelLoadError
+from tfcompress.models.onnx import is_onnx_bytes
 
 TFLITE_IDENTIFIER = b"TFL3"
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _ZIP_MAGIC = b"PK\x03\x04"
-_SUPPORTED = "a .keras file, an .h5 file, a SavedModel directory or a .tflite file"
+_SUPPORTED = "a .keras file, an .h5 file, a SavedModel directory, a .tflite or an .onnx file"
 
 
 class ModelFormat(enum.StrEnum):
@@ -22,6 +23,7 @@ class ModelFormat(enum.StrEnum):
     H5 = "h5"
     SAVED_MODEL = "saved_model"
     TFLITE = "tflite"
+    ONNX = "onnx"
 
 
 def is_tflite_bytes(content: bytes) -> bool:
@@ -65,6 +67,13 @@ def sniff_format(path: Path) -> ModelFormat:
     if head.startswith(_ZIP_MAGIC):
         return ModelFormat.KERAS
     claimed = path.suffix.lower()
+    if claimed == ".onnx":
+        if not is_onnx_bytes(head):
+            raise ModelLoadError(
+                f"{path}: not an ONNX model (no ModelProto header); the file is corrupt or "
+                "another format; export it again."
+            )
+        return ModelFormat.ONNX
     if claimed == ".tflite":
         raise ModelLoadError(
             f"{path}: not a TFLite model (no 'TFL3' identifier); the file is corrupt or not "

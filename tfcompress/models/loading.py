@@ -2,7 +2,8 @@
 
 * a Keras model object (Keras 3 or tf-keras),
 * :class:`TFLiteModel` (the flatbuffer bytes, validated),
-* :class:`SavedModelDir` (a plain TensorFlow SavedModel that is not a Keras model).
+* :class:`SavedModelDir` (a plain TensorFlow SavedModel that is not a Keras model),
+* :class:`~tfcompress.models.onnx.OnnxModel` (an ``.onnx`` file, run by ONNX Runtime).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from tfcompress._compat.keras import KerasFlavour, flavour_of, keras_module
 from tfcompress.errors import ModelLoadError
 from tfcompress.models.formats import ModelFormat, is_tflite_bytes, keras_version_of, sniff_format
+from tfcompress.models.onnx import OnnxModel, load_onnx
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +75,14 @@ def load_model(path: str | os.PathLike[str], *, safe_mode: bool = True) -> Any:
     """Load a model file or directory.
 
     Args:
-        path: A ``.keras`` or ``.h5`` file, a SavedModel directory, or a ``.tflite`` file.
+        path: A ``.keras`` or ``.h5`` file, a SavedModel directory, a ``.tflite`` or an
+            ``.onnx`` file.
         safe_mode: Refuse Keras files whose Lambda layers carry Python bytecode. Only turn
             it off for files you trust: such a layer can run arbitrary code.
 
     Returns:
-        A Keras model, a :class:`TFLiteModel` or a :class:`SavedModelDir`.
+        A Keras model, a :class:`TFLiteModel`, a :class:`SavedModelDir` or an
+        :class:`~tfcompress.models.onnx.OnnxModel`.
 
     Raises:
         ModelLoadError: Missing, truncated, corrupt or unsafe model.
@@ -92,6 +96,8 @@ def load_model(path: str | os.PathLike[str], *, safe_mode: bool = True) -> Any:
         content = path.read_bytes()
         _check_tflite_loads(content, path)
         return TFLiteModel(content, path)
+    if model_format is ModelFormat.ONNX:
+        return load_onnx(path)
     if model_format is ModelFormat.SAVED_MODEL:
         if (path / "keras_metadata.pb").is_file():
             return _load_keras(path, KerasFlavour.TF_KERAS, safe_mode=safe_mode)
@@ -115,7 +121,7 @@ def resolve_model(model: ModelLike, *, safe_mode: bool = True) -> Any:
         tflite = TFLiteModel(content)
         _check_tflite_loads(content, "<bytes>")
         return tflite
-    if isinstance(model, TFLiteModel | SavedModelDir) or flavour_of(model) is not None:
+    if isinstance(model, TFLiteModel | SavedModelDir | OnnxModel) or flavour_of(model) is not None:
         return model
     raise TypeError(
         f"expected a Keras model, .tflite bytes or a model path, got {type(model).__name__}"
@@ -124,7 +130,7 @@ def resolve_model(model: ModelLike, *, safe_mode: bool = True) -> Any:
 
 def model_name(model: Any) -> str:
     """A short human label for a loaded model."""
-    if isinstance(model, TFLiteModel | SavedModelDir):
+    if isinstance(model, TFLiteModel | SavedModelDir | OnnxModel):
         return model.name
     return str(getattr(model, "name", type(model).__name__))
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from tfcompress.errors import UnsupportedModelError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name
+from tfcompress.models.onnx import OnnxModel, onnx_input_spec
 
 Shape = tuple[int | None, ...]
 
@@ -60,6 +61,8 @@ def input_spec(model: Any) -> InputSpec:
         return _tflite_input_spec(model)
     if isinstance(model, SavedModelDir):
         return _saved_model_input_spec(model)
+    if isinstance(model, OnnxModel):
+        return onnx_input_spec(model)
     inputs = _keras_inputs(model)
     tensor = inputs[0]
     shape = tensor.shape.as_list() if hasattr(tensor.shape, "as_list") else list(tensor.shape)

@@ -5,15 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from tfcompress.models.loading import ModelLike, TFLiteModel, resolve_model
-from tfcompress.runtime import keras, litert  # noqa: F401 - importing registers the backends
+from tfcompress.models.onnx import OnnxModel
+
+# Importing a backend module registers it; none imports its runtime library before use.
+from tfcompress.runtime import edgetpu, gpu, keras, litert, onnxruntime  # noqa: F401
 from tfcompress.runtime.base import Runner, backend_class, list_backends, register_backend
 
 __all__ = ["Runner", "create_runner", "default_backend", "list_backends", "register_backend"]
 
 
 def default_backend(model: Any) -> str:
-    """'cpu' (LiteRT) for a ``.tflite``, 'keras' for anything TensorFlow runs."""
-    return litert.LiteRTRunner.backend if isinstance(model, TFLiteModel) else "keras"
+    """'cpu' (LiteRT) for a ``.tflite``, 'onnxruntime' for an ``.onnx``, else 'keras'."""
+    if isinstance(model, TFLiteModel):
+        return litert.LiteRTRunner.backend
+    if isinstance(model, OnnxModel):
+        return onnxruntime.OnnxRuntimeRunner.backend
+    return "keras"
 
 
 def create_runner(model: ModelLike, *, backend: str | None = None, **options: Any) -> Runner:

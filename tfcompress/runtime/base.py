@@ -54,6 +54,25 @@ class Runner(abc.ABC):
         bar = tqdm(starts, desc=f"{self.backend} inference", unit="batch", disable=not progress)
         return np.concatenate([self.predict_batch(x[start : start + size]) for start in bar])
 
+    def bind(self, x: np.ndarray) -> Callable[[], object]:
+        """Prepare one batch and return a call that runs just the inference on it.
+
+        The benchmark harness times the returned call, the way LiteRT's benchmark_model
+        times ``Invoke()``: input conversion and copies happen here, once, not in the loop.
+        The default runs :meth:`predict_batch`; backends override it to time less.
+
+        Args:
+            x: One batch of float samples.
+
+        Returns:
+            A callable without arguments; each call runs the model once on ``x``.
+        """
+        return lambda: self.predict_batch(x)
+
+    def details(self) -> dict[str, object]:
+        """Backend facts for reports (delegated ops, accelerators, providers...)."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold no resources
         """Release the model's resources."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -41,9 +42,7 @@ class LiteRTRunner(Runner):
         self.model = model
         self.threads = threads
         self.use_xnnpack = use_xnnpack
-        self.interpreter = make_interpreter(
-            model.content, num_threads=threads, use_xnnpack=use_xnnpack
-        )
+        self.interpreter = self._create_interpreter()
         inputs, outputs = (
             self.interpreter.get_input_details(),
             self.interpreter.get_output_details(),
@@ -58,6 +57,12 @@ class LiteRTRunner(Runner):
         self.dynamic_batch = int(signature[0]) == -1
         self._batch = int(self._input["shape"][0])
         self.interpreter.allocate_tensors()
+
+    def _create_interpreter(self) -> Any:
+        """Build the interpreter; subclasses (Edge TPU) add delegates here."""
+        return make_interpreter(
+            self.model.content, num_threads=self.threads, use_xnnpack=self.use_xnnpack
+        )
 
     @property
     def preferred_batch_size(self) -> int:
@@ -93,19 +98,70 @@ class LiteRTRunner(Runner):
         padded = np.concatenate([x, padding])
         return super().predict(padded, batch_size=size, progress=progress)[: len(x)]
 
-    def _invoke(self, x: np.ndarray) -> np.ndarray:
+    def bind(self, x: np.ndarray) -> Callable[[], object]:
+        """Set ``x`` as the input once and return ``Interpreter.invoke`` (what gets timed)."""
+        if not self.dynamic_batch and len(x) != self._batch:
+            return super().bind(x)  # fixed batch: chunks of the model's own batch size
+        self._set_input(x)
+        return self.interpreter.invoke
+
+    def details(self) -> dict[str, object]:
+        """Threads, XNNPACK on/off and how many of the model's ops run inside delegates."""
+        total, delegated = delegated_ops(self.interpreter)
+        return {
+            "threads": self.threads,
+            "xnnpack": self.use_xnnpack,
+            "ops": total,
+            "delegated_ops": delegated,
+        }
+
+    def _set_input(self, x: np.ndarray) -> None:
         index = self._input["index"]
         if len(x) != self._batch:
             self.interpreter.resize_tensor_input(index, [len(x), *x.shape[1:]], strict=True)
             self.interpreter.allocate_tensors()
             self._batch = len(x)
         self.interpreter.set_tensor(index, quantize(x, self._input))
+
+    def _invoke(self, x: np.ndarray) -> np.ndarray:
+        self._set_input(x)
         self.interpreter.invoke()
         return dequantize(self.interpreter.get_tensor(self._output["index"]), self._output)
 
     def close(self) -> None:
         """Drop the interpreter."""
         self.interpreter = None
+
+
+def delegated_ops(interpreter: Any) -> tuple[int, int]:
+    """Count the model's ops, and those that run inside delegate kernels (XNNPACK, Edge TPU...).
+
+    A delegate replaces a partition of the graph with one ``DELEGATE`` node appended after
+    the model's own nodes; the ops of a partition are those between its input and output
+    tensors.
+
+    Args:
+        interpreter: An allocated LiteRT interpreter.
+
+    Returns:
+        ``(ops, delegated)``: the model's op count and how many of them a delegate runs.
+    """
+    nodes = interpreter._get_ops_details()  # the public API has no per-node view
+    own = [n for n in nodes if n["op_name"] != "DELEGATE"]
+    producer = {int(t): n["index"] for n in own for t in n["outputs"]}
+    delegated: set[int] = set()
+    for node in nodes:
+        if node["op_name"] != "DELEGATE":
+            continue
+        boundary = {int(t) for t in node["inputs"]}
+        stack = [int(t) for t in node["outputs"]]
+        while stack:
+            op = producer.get(stack.pop())
+            if op is None or op in delegated:
+                continue
+            delegated.add(op)
+            stack.extend(int(t) for t in nodes[op]["inputs"] if int(t) not in boundary)
+    return len(own), len(delegated)
 
 
 def quantize(x: np.ndarray, detail: dict[str, Any]) -> np.ndarray:

@@ -1,0 +1,152 @@
+"""ONNX models held in memory: recognised by name and bytes, read without onnxruntime.
+
+Only what running and measuring an ``.onnx`` needs lives here; exporting Keras models to
+ONNX is :mod:`tfcompress.targets.onnx`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tfcompress.errors import ModelLoadError, UnsupportedModelError
+
+if TYPE_CHECKING:
+    from tfcompress.models.signature import InputSpec
+
+# An ONNX ModelProto starts with field 1 (ir_version, varint): tag byte 0x08. Exporters
+# write the fields in order, so this tells a protobuf ModelProto from the other formats.
+_IR_VERSION_TAG = 0x08
+_ONNX_DTYPES = {
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(double)": "float64",
+    "tensor(int8)": "int8",
+    "tensor(uint8)": "uint8",
+    "tensor(int32)": "int32",
+    "tensor(int64)": "int64",
+}
+
+
+def is_onnx_bytes(content: bytes) -> bool:
+    r"""True when ``content`` looks like a serialized ONNX ``ModelProto``.
+
+    Example:
+        >>> is_onnx_bytes(b"\x08\x08\x12\x07tf2onnx")
+        True
+    """
+    return len(content) >= 2 and content[0] == _IR_VERSION_TAG and content[1] < 0x80
+
+
+@dataclass(frozen=True)
+class OnnxModel:
+    """An ``.onnx`` model held in memory (run it with the ``onnxruntime`` backend).
+
+    Example:
+        >>> OnnxModel(b"not a model")
+        Traceback (most recent call last):
+        ...
+        tfcompress.errors.ModelLoadError: <bytes>: not an ONNX model (no ModelProto header) ...
+    """
+
+    content: bytes = field(repr=False)
+    path: Path | None = None
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if not is_onnx_bytes(self.content):
+            raise ModelLoadError(
+                f"{self.path or '<bytes>'}: not an ONNX model (no ModelProto header) or corrupt; "
+                "export it again (tfcompress.targets.onnx.export_onnx)."
+            )
+
+    @property
+    def size_bytes(self) -> int:
+        """Size of the serialized model in bytes."""
+        return len(self.content)
+
+    @property
+    def name(self) -> str:
+        """A short label: ``label``, else the file name, else 'onnx'."""
+        return self.label or (self.path.name if self.path else "onnx")
+
+
+def load_onnx(path: Path) -> OnnxModel:
+    """Read an ``.onnx`` file and check that ONNX can parse it (when ``onnx`` is installed).
+
+    Args:
+        path: The file.
+
+    Returns:
+        The model.
+
+    Raises:
+        ModelLoadError: The file is not an ONNX model, or is truncated/corrupt.
+
+    Example:
+        >>> load_onnx(Path("model.onnx")).name  # doctest: +SKIP
+        'model.onnx'
+    """
+    model = OnnxModel(path.read_bytes(), path)
+    parse(model)
+    return model
+
+
+def parse(model: OnnxModel) -> Any | None:
+    """The parsed ``onnx.ModelProto``, or None when the ``onnx`` package is not installed.
+
+    Raises:
+        ModelLoadError: The bytes do not parse as an ONNX model.
+    """
+    try:
+        import onnx
+        from google.protobuf.message import DecodeError
+    except ImportError:
+        return None
+    try:
+        proto = onnx.load_from_string(model.content)
+    except (DecodeError, ValueError, RuntimeError) as error:
+        raise ModelLoadError(
+            f"{model.path or model.name}: the ONNX model is truncated or corrupt "
+            f"({type(error).__name__}: {error}); export it again."
+        ) from error
+    if not proto.graph.node:
+        raise ModelLoadError(f"{model.path or model.name}: the ONNX graph has no nodes.")
+    return proto
+
+
+def onnx_input_spec(model: OnnxModel) -> InputSpec:
+    """The single input of an ONNX model, read from its graph.
+
+    Raises:
+        UnsupportedModelError: Several inputs, or ``onnx`` is not installed to read them.
+    """
+    from tfcompress.models.signature import InputSpec
+
+    proto = parse(model)
+    if proto is None:
+        raise UnsupportedModelError(
+            f"{model.name}: reading an ONNX model's input needs the onnx package; "
+            "pip install 'tfcompress[onnx]'."
+        )
+    constants = {init.name for init in proto.graph.initializer}
+    inputs = [i for i in proto.graph.input if i.name not in constants]
+    if len(inputs) != 1:
+        raise UnsupportedModelError(
+            f"{model.name} has {len(inputs)} inputs; tfcompress handles single-input models only."
+        )
+    tensor = inputs[0].type.tensor_type
+    shape = tuple(
+        int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else None
+        for d in tensor.shape.dim
+    )
+    import onnx
+
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
+    return InputSpec(shape, dtype, inputs[0].name)
+
+
+def ort_dtype(type_name: str) -> str:
+    """Map an onnxruntime type string (``'tensor(float)'``) to a numpy dtype name."""
+    return _ONNX_DTYPES.get(type_name, "float32")

@@ -1,0 +1,141 @@
+"""ONNX Runtime backend: CPU, plus the CUDA execution provider when this machine has one."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tfcompress._compat.onnx import onnxruntime_module
+from tfcompress.errors import BackendUnavailableError, InvalidInputError, UnsupportedModelError
+from tfcompress.models.onnx import OnnxModel, ort_dtype
+from tfcompress.runtime.base import Runner, register_backend
+
+logger = logging.getLogger(__name__)
+
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+
+
+def default_providers(available: Sequence[str]) -> list[str]:
+    """CUDA first when ONNX Runtime offers it, CPU always (it runs what CUDA cannot).
+
+    Example:
+        >>> default_providers(["CUDAExecutionProvider", "CPUExecutionProvider"])
+        ['CUDAExecutionProvider', 'CPUExecutionProvider']
+    """
+    return [CUDA, CPU] if CUDA in available else [CPU]
+
+
+@register_backend("onnxruntime")
+class OnnxRuntimeRunner(Runner):
+    """Runs an ``.onnx`` with ONNX Runtime (graph optimizations on, sequential execution).
+
+    Args:
+        model: The ``.onnx`` to run.
+        threads: Intra-op threads (inter-op is 1: the graph runs op after op).
+        providers: Execution providers in priority order; default CUDA (when present) then CPU.
+
+    Raises:
+        MissingDependencyError: onnxruntime is not installed.
+        BackendUnavailableError: A requested provider is not available here.
+        UnsupportedModelError: Not an ONNX model, or several inputs/outputs.
+
+    Example:
+        >>> with OnnxRuntimeRunner(load_model("model.onnx"), threads=2) as runner:  # doctest: +SKIP
+        ...     outputs = runner.predict(x)
+    """
+
+    def __init__(
+        self,
+        model: OnnxModel,
+        *,
+        threads: int = 1,
+        providers: Sequence[str] | None = None,
+        **_: Any,
+    ) -> None:
+        if not isinstance(model, OnnxModel):
+            raise UnsupportedModelError(
+                "the 'onnxruntime' backend runs .onnx models; export Keras models with "
+                "tfcompress.targets.onnx.export_onnx()."
+            )
+        if threads < 1:
+            raise InvalidInputError(f"threads must be at least 1, got {threads}.")
+        ort = onnxruntime_module()
+        available = ort.get_available_providers()
+        chosen = list(providers) if providers else default_providers(available)
+        missing = [p for p in chosen if p not in available]
+        if missing:
+            raise BackendUnavailableError(
+                f"{', '.join(missing)} not available in this onnxruntime (has "
+                f"{', '.join(available)}); install onnxruntime-gpu for CUDA."
+            )
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        self.model, self.threads = model, threads
+        try:
+            self.session = ort.InferenceSession(model.content, options, providers=chosen)
+        except (RuntimeError, ValueError) as error:
+            reason = str(error).strip().splitlines()[0]
+            raise UnsupportedModelError(
+                f"{model.name}: ONNX Runtime cannot load the model ({reason})."
+            ) from error
+        inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
+        if len(inputs) != 1 or len(outputs) != 1:
+            raise UnsupportedModelError(
+                f"{model.name} has {len(inputs)} inputs and {len(outputs)} outputs; tfcompress "
+                "runs single-input, single-output models."
+            )
+        self._input_name = inputs[0].name
+        self._dtype = np.dtype(ort_dtype(inputs[0].type))
+        first = inputs[0].shape[0] if inputs[0].shape else None
+        self._fixed_batch = first if isinstance(first, int) and first > 0 else None
+
+    @property
+    def providers(self) -> list[str]:
+        """The execution providers the session actually uses."""
+        return list(self.session.get_providers())
+
+    @property
+    def preferred_batch_size(self) -> int:
+        """64, or the model's fixed batch size."""
+        return self._fixed_batch or 64
+
+    def predict_batch(self, x: np.ndarray) -> np.ndarray:
+        """Run ``x`` and return the float outputs."""
+        if self._fixed_batch and len(x) != self._fixed_batch:
+            size = self._fixed_batch
+            parts = [self._padded(x[i : i + size]) for i in range(0, len(x), size)]
+            return np.concatenate(parts)
+        return self._run(self._feed(x))
+
+    def bind(self, x: np.ndarray) -> Callable[[], object]:
+        """Build the input feed once and return the bare ``session.run``."""
+        if self._fixed_batch and len(x) != self._fixed_batch:
+            return super().bind(x)
+        feed = self._feed(x)
+        return lambda: self.session.run(None, feed)
+
+    def details(self) -> dict[str, object]:
+        """Threads and the execution providers in use."""
+        return {"threads": self.threads, "providers": ",".join(self.providers)}
+
+    def close(self) -> None:
+        """Drop the session."""
+        self.session = None
+
+    def _feed(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        return {self._input_name: np.ascontiguousarray(x, dtype=self._dtype)}
+
+    def _run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        return np.asarray(self.session.run(None, feed)[0], dtype=np.float32)
+
+    def _padded(self, chunk: np.ndarray) -> np.ndarray:
+        missing = (self._fixed_batch or len(chunk)) - len(chunk)
+        full = np.concatenate([chunk, np.zeros((missing, *chunk.shape[1:]), chunk.dtype)])
+        return self._run(self._feed(full))[: len(chunk)]
