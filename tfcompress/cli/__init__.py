@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import IO
 
 from tfcompress import __version__
-from tfcompress._compat.tf import set_native_quiet
-from tfcompress.cli._io import OneLineArgumentParser, protected_stdout
+from tfcompress.cli._io import OneLineArgumentParser, protected_stdio
 from tfcompress.errors import TFCompressError
 
 # Modules under tfcompress.cli, in the order `--help` lists them.
@@ -52,21 +53,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, --version or a usage error
         return int(exit_.code or 0)
-    _configure_logging(args.verbose)
-    set_native_quiet(not args.verbose)
+    if not args.verbose:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # read when TensorFlow is imported
     try:
-        with protected_stdout() as out:
+        with protected_stdio(quiet_native=not args.verbose) as out:
+            _configure_logging(args.verbose)
             return int(args.run(args, out))
     except TFCompressError as error:
-        print(f"tfcompress {args.command}: error: {error}", file=sys.stderr)
+        message = " ".join(str(error).split())  # one line, whatever the message holds
+        print(f"tfcompress {args.command}: error: {message}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("tfcompress: interrupted", file=sys.stderr)
         return 130
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at emit time (it is swapped during a command)."""
+
+    @property
+    def stream(self) -> IO[str]:  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: IO[str]) -> None:
+        pass
+
+
 def _configure_logging(verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("tfcompress")
     root.handlers[:] = [handler]

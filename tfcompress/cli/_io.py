@@ -1,9 +1,10 @@
-"""Keep stdout clean for machine-readable output and errors to one line on stderr."""
+"""Keep stdout clean for machine-readable output, and errors to one line on stderr."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import sys
 from collections.abc import Iterator
@@ -19,23 +20,43 @@ class OneLineArgumentParser(argparse.ArgumentParser):
 
 
 @contextlib.contextmanager
-def protected_stdout() -> Iterator[IO[str]]:
-    """Point file descriptor 1 at stderr for the block and yield the real stdout.
+def protected_stdio(*, quiet_native: bool) -> Iterator[IO[str]]:
+    """Give the command the real stdout and keep every other byte off it.
 
-    TensorFlow, Keras and the converter print to stdout from Python and C++; inside this
-    block only what the command writes to the yielded stream reaches stdout.
+    TensorFlow, Keras and the converter print to stdout and stderr from Python and C++.
+    Inside the block Python's ``sys.stdout`` and ``sys.stderr`` both write to the real
+    stderr (logs, progress bars, tracebacks), native writes to file descriptors 1 and 2 go
+    to /dev/null when ``quiet_native`` (else to stderr), and only what the command writes
+    to the yielded stream reaches stdout.
+
+    When stdout is not a real file descriptor (pytest's capsys, a notebook) nothing is
+    redirected and the current ``sys.stdout`` is yielded.
     """
-    sys.stdout.flush()
-    saved = os.dup(1)
-    real = os.fdopen(os.dup(saved), "w", encoding="utf-8", closefd=True)
-    python_stdout = sys.stdout
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
     try:
-        yield real
-    finally:
-        real.flush()
-        sys.stdout = python_stdout
-        os.dup2(saved, 1)
-        os.close(saved)
-        real.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        fds = sys.stdout.fileno(), sys.stderr.fileno()
+    except (AttributeError, io.UnsupportedOperation, ValueError):
+        yield sys.stdout
+        return
+    saved_out, saved_err = os.dup(fds[0]), os.dup(fds[1])
+    real_out = os.fdopen(os.dup(saved_out), "w", encoding="utf-8")
+    real_err = os.fdopen(os.dup(saved_err), "w", encoding="utf-8", buffering=1)
+    python_streams = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = real_err
+    with open(os.devnull, "w") as devnull:
+        sink = devnull.fileno() if quiet_native else saved_err
+        os.dup2(sink, fds[0])
+        os.dup2(sink, fds[1])
+        try:
+            yield real_out
+        finally:
+            real_out.flush()
+            real_err.flush()
+            sys.stdout, sys.stderr = python_streams
+            os.dup2(saved_out, fds[0])
+            os.dup2(saved_err, fds[1])
+            for fd in (saved_out, saved_err):
+                os.close(fd)
+            real_out.close()
+            real_err.close()

@@ -48,7 +48,7 @@ def small_cnn(
 
 
 def train_classifier(
-    model: Any, train: Dataset, *, epochs: int = 3, batch_size: int = 64, seed: int = 0
+    model: Any, train: Dataset, *, epochs: int = 3, batch_size: int = 32, seed: int = 0
 ) -> Any:
     """Compile with Adam + sparse cross-entropy and fit on ``train`` (seeded, silent).
 

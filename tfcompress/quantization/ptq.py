@@ -171,7 +171,7 @@ def _calibration_set(
 ) -> Dataset | None:
     if not recipe.spec.needs_calibration:
         if data is not None:
-            logger.info("recipe %s needs no calibration; representative data unused", recipe.name)
+            logger.debug("recipe %s needs no calibration; representative data unused", recipe.name)
         return None
     if data is None:
         raise InvalidInputError(
