@@ -1,0 +1,136 @@
+"""The data adapter (every source) and validation against a model's input."""
+
+import numpy as np
+import pytest
+
+from tfcompress.data import Dataset, load_data, validate_for_model
+from tfcompress.errors import InvalidDataError
+from tfcompress.models.signature import InputSpec
+
+SPEC = InputSpec(shape=(None, 28, 28, 1), dtype="float32")
+RNG = np.random.default_rng(0)
+X = RNG.random((6, 28, 28, 1), dtype=np.float32)
+Y = np.array([0, 1, 2, 3, 4, 5])
+
+
+def _same(dataset: Dataset, labels=True):
+    np.testing.assert_array_equal(dataset.x, X)
+    if labels:
+        np.testing.assert_array_equal(dataset.y, Y)
+    else:
+        assert dataset.y is None
+
+
+def test_arrays_and_tuples():
+    _same(load_data(X), labels=False)
+    _same(load_data((X, Y)))
+
+
+def test_npz_and_npy_files(tmp_path):
+    np.savez(tmp_path / "d.npz", x=X, y=Y)
+    np.save(tmp_path / "d.npy", X)
+    _same(load_data(tmp_path / "d.npz"))
+    _same(load_data(str(tmp_path / "d.npy")), labels=False)
+
+
+def test_npz_without_x_names_the_keys(tmp_path):
+    np.savez(tmp_path / "d.npz", images=X)
+    with pytest.raises(InvalidDataError, match=r"no array named 'x' \(found \['images'\]\)"):
+        load_data(tmp_path / "d.npz")
+
+
+def test_corrupt_npz_is_a_data_error(tmp_path):
+    (tmp_path / "d.npz").write_bytes(b"garbage")
+    with pytest.raises(InvalidDataError, match="not a readable .npz"):
+        load_data(tmp_path / "d.npz")
+
+
+def test_tf_data_batched_and_unbatched():
+    import tensorflow as tf
+
+    unbatched = tf.data.Dataset.from_tensor_slices((X, Y))
+    _same(load_data(unbatched, sample_rank=3))
+    _same(load_data(unbatched.batch(4), sample_rank=3))
+
+
+def test_generator_function_and_iterables():
+    def generator():
+        for i in range(len(X)):
+            yield [X[i : i + 1]]  # the TFLite representative_dataset convention
+
+    _same(load_data(generator, sample_rank=3), labels=False)
+    _same(load_data(list(zip(X, Y, strict=True)), sample_rank=3))
+    _same(load_data(({"x": x, "y": y} for x, y in zip(X, Y, strict=True)), sample_rank=3))
+
+
+def test_endless_generator_stops_at_max_samples():
+    def endless():
+        while True:
+            yield X[0]
+
+    assert len(load_data(endless, sample_rank=3, max_samples=5)) == 5
+
+
+def test_image_folder(tmp_path):
+    import tensorflow as tf
+
+    for label in ("cat", "dog"):
+        (tmp_path / label).mkdir()
+        for i in range(2):
+            pixels = tf.constant(RNG.integers(0, 255, (10, 12, 3), dtype=np.uint8))
+            (tmp_path / label / f"{i}.png").write_bytes(tf.io.encode_png(pixels).numpy())
+    dataset = load_data(tmp_path, image_size=(8, 8))
+    assert dataset.x.shape == (4, 8, 8, 3)
+    assert dataset.x.max() <= 1.0
+    np.testing.assert_array_equal(dataset.y, [0, 0, 1, 1])
+
+
+def test_empty_folder_is_rejected(tmp_path):
+    with pytest.raises(InvalidDataError, match="no images found"):
+        load_data(tmp_path)
+
+
+def test_validation_accepts_and_normalises():
+    ints = Dataset((X * 255).astype(np.uint8), np.eye(6)[Y])  # one-hot labels
+    checked = validate_for_model(ints, SPEC, require_labels=True)
+    assert checked.x.dtype == np.float32
+    np.testing.assert_array_equal(checked.y, Y)
+    squeezed = validate_for_model(Dataset(X[..., 0]), SPEC)  # (N, 28, 28) gains its channel
+    assert squeezed.x.shape == (6, 28, 28, 1)
+
+
+@pytest.mark.parametrize(
+    ("dataset", "message"),
+    [
+        (Dataset(np.zeros((0, 28, 28, 1), np.float32)), "is empty"),
+        (
+            Dataset(np.zeros((2, 32, 32, 3), np.float32)),
+            r"shape \(2, 32, 32, 3\) but the model "
+            r"expects \(N, 28, 28, 1\) float32",
+        ),
+        (Dataset(np.array([["a"]] * 2)), "dtype <U1"),
+        (Dataset(np.where(X > 0.5, np.nan, X)), "NaN or Inf"),
+        (Dataset(X, Y[:3]), "labels of shape"),
+        (Dataset(X, -Y), "class indices start at 0"),
+    ],
+)
+def test_validation_errors_say_what_is_wrong(dataset, message):
+    with pytest.raises(InvalidDataError, match=message):
+        validate_for_model(dataset, SPEC)
+
+
+def test_missing_labels_when_required():
+    with pytest.raises(InvalidDataError, match="has no labels"):
+        validate_for_model(Dataset(X), SPEC, require_labels=True, what="--eval data")
+
+
+def test_labels_beyond_the_model_outputs():
+    with pytest.raises(InvalidDataError, match="model has 3 outputs"):
+        validate_for_model(Dataset(X, Y), SPEC, num_classes=3)
+
+
+def test_bundled_mnist_is_stratified_and_real(mnist_split):
+    assert len(mnist_split.test) == 1250
+    assert np.bincount(mnist_split.test.y).tolist() == [125] * 10
+    assert mnist_split.train.x.shape[1:] == (28, 28, 1)
+    assert mnist_split.train.x.min() >= 0.0 and mnist_split.train.x.max() == 1.0

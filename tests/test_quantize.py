@@ -1,0 +1,142 @@
+"""Post-training quantization on a CNN trained on real MNIST digits."""
+
+import json
+
+import numpy as np
+import pytest
+
+import tfcompress
+from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedModelError
+from tfcompress.quantization import Recipe, list_recipes
+
+
+@pytest.fixture(scope="module")
+def recipes(trained_cnn, mnist_split, int8_result):
+    results = {"int8": int8_result}
+    for name in ("dynamic", "float16", "int16x8"):
+        results[name] = tfcompress.quantize(
+            trained_cnn, recipe=name, representative_data=mnist_split.train
+        )
+    return results
+
+
+@pytest.fixture(scope="module")
+def evaluation(trained_cnn, recipes, mnist_split):
+    variants = {"keras": trained_cnn, "float32": recipes["int8"].reference}
+    variants |= {name: result.model for name, result in recipes.items()}
+    return tfcompress.evaluate(variants, mnist_split.test)
+
+
+@pytest.mark.parametrize(
+    ("recipe", "max_ratio"), [("int8", 0.30), ("dynamic", 0.35), ("float16", 0.55)]
+)
+def test_size_ratios(recipes, recipe, max_ratio):
+    result = recipes[recipe]
+    assert result.size_ratio <= max_ratio, str(result)
+    assert result.size_bytes == len(result.model_content)
+
+
+def test_reference_is_the_float32_tflite(evaluation):
+    assert evaluation["keras"].score > 0.93  # the fixture really learned
+    assert abs(evaluation["float32"].score - evaluation["keras"].score) <= 0.002
+
+
+@pytest.mark.parametrize(
+    ("recipe", "max_drop"),
+    [("int8", 0.01), ("dynamic", 0.01), ("float16", 0.002), ("int16x8", 0.005)],
+)
+def test_accuracy_drop_on_held_out_digits(evaluation, recipe, max_drop):
+    assert evaluation.samples >= 1000
+    assert evaluation.drop(recipe) <= max_drop, str(evaluation)
+
+
+def test_int8_artifact_is_full_integer(int8_result):
+    info = tfcompress.inspect_model(int8_result.model_content)
+    assert info.op_histogram.get("QUANTIZE") == 1  # float input quantized once
+    assert info.op_histogram.get("DEQUANTIZE") == 1  # and the output dequantized once
+    assert int8_result.calibration_samples == 200
+
+
+def test_tf_keras_model_quantizes(trained_tf_keras_cnn, mnist_split):
+    result = tfcompress.quantize(
+        trained_tf_keras_cnn, recipe="int8", representative_data=mnist_split.train
+    )
+    assert result.size_ratio <= 0.30
+    evaluation = tfcompress.evaluate(
+        {"keras": trained_tf_keras_cnn, "int8": result.model}, mnist_split.test
+    )
+    assert evaluation.drop("int8") <= 0.01, str(evaluation)
+
+
+@pytest.mark.parametrize("io_type", ["int8", "uint8"])
+def test_integer_input_and_output_types(trained_cnn, mnist_split, io_type):
+    result = tfcompress.quantize(
+        trained_cnn,
+        recipe="int8",
+        representative_data=mnist_split.train.x[:100],
+        input_type=io_type,
+    )
+    info = tfcompress.inspect_model(result.model_content)
+    assert info.inputs[0].dtype == io_type and info.outputs[0].dtype == io_type
+    evaluation = tfcompress.evaluate([trained_cnn, result.model], mnist_split.test.take(300))
+    assert evaluation.rows[0].score - evaluation.rows[1].score <= 0.02
+
+
+def test_per_tensor_and_sample_count_are_recorded(trained_cnn, mnist_split):
+    result = tfcompress.quantize(
+        trained_cnn,
+        recipe="int8",
+        representative_data=mnist_split.train,
+        per_channel=False,
+        calibration_samples=32,
+    )
+    assert result.recipe == Recipe("int8", per_channel=False, calibration_samples=32)
+    assert result.calibration_samples == 32
+    assert json.loads(json.dumps(result.to_dict()))["recipe"]["per_channel"] is False
+
+
+def test_recipe_round_trips_through_json():
+    for name in list_recipes():
+        recipe = Recipe(name)
+        assert Recipe.from_json(recipe.to_json()) == recipe
+    assert list_recipes() == ["dynamic", "float16", "int8", "int16x8"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"recipe": "int4"}, "unknown recipe 'int4'; choose one of dynamic, float16, int8"),
+        ({"recipe": "float16", "input_type": "int8"}, "does not support input_type='int8'"),
+        ({"recipe": "int8", "calibration_samples": 0}, "positive integer"),
+        ({"recipe": "int8"}, "pass representative_data"),
+    ],
+)
+def test_bad_options(trained_cnn, kwargs, message):
+    with pytest.raises(InvalidInputError, match=message):
+        tfcompress.quantize(trained_cnn, **kwargs)
+
+
+def test_calibration_data_of_the_wrong_shape(trained_cnn):
+    with pytest.raises(InvalidDataError, match=r"calibration data has shape \(4, 32, 32, 3\)"):
+        tfcompress.quantize(
+            trained_cnn, recipe="int8", representative_data=np.zeros((4, 32, 32, 3), np.float32)
+        )
+
+
+def test_calibration_data_with_nan(trained_cnn, mnist_split):
+    poisoned = mnist_split.train.x[:10].copy()
+    poisoned[3, 0, 0, 0] = np.nan
+    with pytest.raises(InvalidDataError, match="NaN or Inf values in 1 of 10 samples"):
+        tfcompress.quantize(trained_cnn, recipe="int8", representative_data=poisoned)
+
+
+def test_tflite_input_is_rejected(int8_result):
+    with pytest.raises(UnsupportedModelError, match="already a .tflite"):
+        tfcompress.quantize(int8_result.model_content, recipe="dynamic")
+
+
+def test_save_is_atomic_and_refuses_overwrite(tmp_path, int8_result):
+    path = int8_result.save(tmp_path / "m.tflite")
+    assert path.read_bytes() == int8_result.model_content
+    with pytest.raises(tfcompress.OutputExistsError):
+        int8_result.save(path)
