@@ -41,7 +41,7 @@ def test_npz_without_x_names_the_keys(tmp_path):
 
 def test_corrupt_npz_is_a_data_error(tmp_path):
     (tmp_path / "d.npz").write_bytes(b"garbage")
-    with pytest.raises(InvalidDataError, match="not a readable .npz"):
+    with pytest.raises(InvalidDataError, match=r"not a readable \.npz"):
         load_data(tmp_path / "d.npz")
 
 

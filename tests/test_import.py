@@ -33,6 +33,7 @@ def test_quantizing_never_flips_legacy_keras_switch():
         "before = os.environ.get('TF_USE_LEGACY_KERAS')\n"
         "tfcompress.quantize(small_cnn(), recipe='dynamic')\n"
         "import tensorflow as tf\n"
-        "print(before == os.environ.get('TF_USE_LEGACY_KERAS'), tf.keras.__name__.startswith('keras'))"
+        "unchanged = before == os.environ.get('TF_USE_LEGACY_KERAS')\n"
+        "print(unchanged, tf.keras.__name__.startswith('keras'))"
     )
     assert _run(code).splitlines()[-1] == "True True"

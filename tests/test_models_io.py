@@ -97,7 +97,7 @@ def test_truncated_tflite_is_rejected(tmp_path, int8_result):
 def test_text_file_named_keras_is_rejected(tmp_path):
     fake = tmp_path / "model.keras"
     fake.write_text("this is not a model\n")
-    with pytest.raises(ModelLoadError, match="not a Keras .keras file"):
+    with pytest.raises(ModelLoadError, match=r"not a Keras \.keras file"):
         load_model(fake)
 
 

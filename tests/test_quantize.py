@@ -131,7 +131,7 @@ def test_calibration_data_with_nan(trained_cnn, mnist_split):
 
 
 def test_tflite_input_is_rejected(int8_result):
-    with pytest.raises(UnsupportedModelError, match="already a .tflite"):
+    with pytest.raises(UnsupportedModelError, match=r"already a \.tflite"):
         tfcompress.quantize(int8_result.model_content, recipe="dynamic")
 
 
