@@ -1,0 +1,238 @@
+"""The quantize and inspect commands through main(argv), plus one real subprocess run."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tfcompress.cli import main
+from tfcompress.models import TFLiteModel, load_model
+from tfcompress.runtime import create_runner
+
+
+def run_cli(capfd, *argv):
+    code = main([str(a) for a in argv])
+    captured = capfd.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("flavour", ["keras3", "tf_keras"])
+def test_quantize_int8_with_eval_json(capfd, tmp_path, model_files, flavour):
+    out = tmp_path / f"{flavour}_int8.tflite"
+    code, stdout, stderr = run_cli(
+        capfd,
+        "quantize",
+        model_files[flavour],
+        "--recipe",
+        "int8",
+        "--data",
+        model_files["calib"],
+        "--eval",
+        model_files["test"],
+        "--out",
+        out,
+        "--json",
+    )
+    assert code == 0, stderr
+    report = json.loads(stdout)  # stdout holds exactly one JSON object
+    assert report["recipe"] == "int8" and report["output"] == str(out)
+    assert report["size_bytes"] == out.stat().st_size
+    assert report["size_ratio"] == pytest.approx(
+        report["size_bytes"] / report["reference_size_bytes"], abs=1e-4
+    )
+    assert report["size_ratio"] <= 0.30
+    assert report["accuracy_drop"] <= 0.01
+    assert report["accuracy_drop"] == pytest.approx(
+        report["reference_accuracy"] - report["accuracy"], abs=1e-6
+    )
+    with create_runner(load_model(out)) as runner:  # the LiteRT interpreter runs it
+        assert runner.predict(np.zeros((2, 28, 28, 1), np.float32)).shape == (2, 10)
+
+
+def test_quantize_prints_a_table(capfd, tmp_path, model_files):
+    code, stdout, _ = run_cli(
+        capfd,
+        "quantize",
+        model_files["keras3"],
+        "--recipe",
+        "float16",
+        "--eval",
+        model_files["test"],
+        "--out",
+        tmp_path / "f16.tflite",
+    )
+    assert code == 0
+    lines = stdout.splitlines()
+    assert lines[0].split() == ["variant", "bytes", "ratio", "accuracy", "drop"]
+    assert lines[2].startswith("float32") and lines[3].startswith("float16")
+
+
+def test_max_drop_failure_exits_1(capfd, tmp_path, model_files):
+    calib = tmp_path / "bad_calib.npz"
+    with np.load(model_files["calib"]) as data:
+        np.savez(calib, x=data["x"] * 200.0)  # ranges 200x too wide: int8 loses the signal
+    code, stdout, stderr = run_cli(
+        capfd,
+        "quantize",
+        model_files["keras3"],
+        "--data",
+        calib,
+        "--eval",
+        model_files["test"],
+        "--out",
+        tmp_path / "bad.tflite",
+        "--max-drop",
+        "0.01",
+        "--json",
+    )
+    assert code == 1
+    assert json.loads(stdout)["passed"] is False
+    assert "more than --max-drop" in stderr
+
+
+def test_inspect_tflite_and_keras(capfd, tmp_path, model_files, int8_result):
+    path = int8_result.save(tmp_path / "m.tflite")
+    code, stdout, _ = run_cli(capfd, "inspect", path, "--json")
+    info = json.loads(stdout)
+    assert code == 0 and info["format"] == "tflite"
+    assert info["inputs"][0]["dtype"] == "float32"
+    assert info["op_histogram"]["CONV_2D"] == 2
+    assert info["weight_bytes"] + info["graph_bytes"] == path.stat().st_size
+    code, stdout, _ = run_cli(capfd, "inspect", model_files["keras3"])
+    assert code == 0 and "225,034 parameters" in stdout
+
+
+def _bad_inputs(tmp_path, model_files, int8_result):
+    random_tflite = tmp_path / "random.tflite"
+    random_tflite.write_bytes(np.random.default_rng(1).bytes(2048))
+    truncated = tmp_path / "truncated.tflite"
+    truncated.write_bytes(int8_result.model_content[:5000])
+    text_keras = tmp_path / "notes.keras"
+    text_keras.write_text("hello")
+    wrong_shape = tmp_path / "wrong.npz"
+    np.savez(wrong_shape, x=np.zeros((8, 32, 32, 3), np.float32))
+    nan_data = tmp_path / "nan.npz"
+    np.savez(nan_data, x=np.full((8, 28, 28, 1), np.nan, np.float32))
+    empty = tmp_path / "empty.npz"
+    np.savez(empty, x=np.zeros((0, 28, 28, 1), np.float32))
+    model, calib = model_files["keras3"], model_files["calib"]
+    return {
+        "missing model": (["quantize", tmp_path / "nope.keras", "--data", calib], "no such file"),
+        "random tflite": (["inspect", random_tflite], "TFL3"),
+        "truncated tflite": (["inspect", truncated], "truncated or corrupt"),
+        "tflite to quantize": (["quantize", truncated, "--recipe", "dynamic"], "corrupt"),
+        "text .keras": (["quantize", text_keras, "--data", calib], "not a Keras .keras file"),
+        "wrong shape": (["quantize", model, "--data", wrong_shape], "expects (N, 28, 28, 1)"),
+        "nan data": (["quantize", model, "--data", nan_data], "NaN or Inf"),
+        "empty data": (["quantize", model, "--data", empty], "is empty"),
+        "no calibration": (["quantize", model], "pass representative_data"),
+        "missing data file": (["quantize", model, "--data", tmp_path / "x.npz"], "no such data"),
+        "unknown recipe": (["quantize", model, "--recipe", "int4"], "invalid choice: 'int4'"),
+        "bad --samples": (["quantize", model, "--samples", "0"], "must be at least 1"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing model",
+        "random tflite",
+        "truncated tflite",
+        "tflite to quantize",
+        "text .keras",
+        "wrong shape",
+        "nan data",
+        "empty data",
+        "no calibration",
+        "missing data file",
+        "unknown recipe",
+        "bad --samples",
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_no_output(
+    capfd, tmp_path, model_files, int8_result, case
+):
+    argv, message = _bad_inputs(tmp_path, model_files, int8_result)[case]
+    out = tmp_path / "out.tflite"
+    if argv[0] == "quantize":
+        argv = [*argv, "--out", out]
+    code, stdout, stderr = run_cli(capfd, *argv)
+    assert code == 2
+    assert stdout == ""
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert "error:" in stderr and message in stderr
+    assert "Traceback" not in stderr
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+
+
+def test_eval_data_without_labels(capfd, tmp_path, model_files):
+    unlabelled = tmp_path / "unlabelled.npz"
+    np.savez(unlabelled, x=np.zeros((4, 28, 28, 1), np.float32))
+    out = tmp_path / "o.tflite"
+    code, _, stderr = run_cli(
+        capfd,
+        "quantize",
+        model_files["keras3"],
+        "--recipe",
+        "dynamic",
+        "--eval",
+        unlabelled,
+        "--out",
+        out,
+    )
+    assert code == 2 and "has no labels" in stderr and not out.exists()
+
+
+def test_existing_output_needs_force(capfd, tmp_path, model_files):
+    out = tmp_path / "exists.tflite"
+    out.write_bytes(b"keep me")
+    args = ["quantize", model_files["keras3"], "--recipe", "dynamic", "--out", out]
+    code, _, stderr = run_cli(capfd, *args)
+    assert code == 2 and "already exists; pass --force" in stderr
+    assert out.read_bytes() == b"keep me"
+    code, _, _ = run_cli(capfd, *args, "--force")
+    assert code == 0 and TFLiteModel(out.read_bytes()).size_bytes > 0
+
+
+def test_output_may_not_overwrite_the_input(capfd, model_files):
+    code, _, stderr = run_cli(
+        capfd,
+        "quantize",
+        model_files["keras3"],
+        "--recipe",
+        "dynamic",
+        "--out",
+        model_files["keras3"],
+        "--force",
+    )
+    assert code == 2 and "overwrite an input" in stderr
+    assert load_model(model_files["keras3"]) is not None
+
+
+def test_python_dash_m_subprocess(tmp_path, model_files):
+    out = tmp_path / "sub.tflite"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tfcompress",
+            "quantize",
+            str(model_files["tf_keras"]),
+            "--recipe",
+            "int8",
+            "--data",
+            str(model_files["calib"]),
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["size_bytes"] == out.stat().st_size
+    assert "Traceback" not in done.stderr
