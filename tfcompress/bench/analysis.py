@@ -1,0 +1,128 @@
+"""Ratios to the reference artifact, and what the int8-vs-float numbers mean on this CPU."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+
+import numpy as np
+
+from tfcompress.bench.environment import Environment
+from tfcompress.bench.result import BenchmarkRow
+
+CPU_BACKENDS = frozenset({"cpu", "onnxruntime"})
+FASTER = 1.05  # int8 counts as faster when its median latency is at least 5% lower
+
+
+def pick_reference(rows: list[BenchmarkRow], requested: str | None) -> str | None:
+    """The artifact ratios compare to: ``requested``, else the first float32 one, else the first.
+
+    Example:
+        >>> pick_reference([], None) is None
+        True
+    """
+    names = list(dict.fromkeys(r.artifact for r in rows))
+    if requested is not None:
+        return requested
+    for row in rows:
+        if row.ok and row.size is not None and row.size.precision == "float32":
+            return row.artifact
+    return names[0] if names else None
+
+
+def with_ratios(rows: list[BenchmarkRow], reference: str | None) -> list[BenchmarkRow]:
+    """Rows with ``size_ratio`` and ``speedup`` against ``reference`` filled in.
+
+    ``speedup`` is reference median latency / row median latency at the same threads and
+    batch, on the same backend when the reference ran there, else on its first backend.
+    """
+    refs = [r for r in rows if r.artifact == reference and r.ok]
+    if not refs:
+        return rows
+    ref_size = next((r.size.file_bytes for r in refs if r.size), None)
+    out = []
+    for row in rows:
+        size_ratio = row.size.file_bytes / ref_size if row.size and ref_size else None
+        speedup = None
+        if row.ok and row.latency is not None:
+            match = _match(refs, row)
+            if match is not None and match.latency is not None and row.latency.p50 > 0:
+                speedup = match.latency.p50 / row.latency.p50
+        out.append(replace(row, size_ratio=size_ratio, speedup=speedup))
+    return out
+
+
+def _match(refs: list[BenchmarkRow], row: BenchmarkRow) -> BenchmarkRow | None:
+    same = [r for r in refs if (r.threads, r.batch) == (row.threads, row.batch)]
+    for candidate in same:
+        if candidate.backend == row.backend:
+            return candidate
+    return same[0] if same else None
+
+
+def int8_notes(rows: list[BenchmarkRow], environment: Environment) -> list[str]:
+    """One sentence per int8 artifact and CPU backend: faster than float32 here or not, and why.
+
+    The comparison pairs each int8 row with the float32 artifact on the same backend,
+    threads and batch (the one with the same MAC count when there are several), and
+    explains the outcome with the CPU's int8 dot-product extensions (VNNI, AMX, dotprod).
+
+    Args:
+        rows: Measured rows.
+        environment: The machine they were measured on.
+
+    Returns:
+        Sentences for the report; empty when no int8/float32 pair was measured.
+    """
+    measured = [r for r in rows if r.ok and r.latency is not None and r.size is not None]
+    floats = [r for r in measured if r.size.precision == "float32"]
+    ratios: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for row in measured:
+        if row.size.precision != "int8" or row.backend not in CPU_BACKENDS:
+            continue
+        peers = [
+            f
+            for f in floats
+            if (f.backend, f.threads, f.batch) == (row.backend, row.threads, row.batch)
+        ]
+        peers.sort(key=lambda f: f.size.macs != row.size.macs)
+        if peers:
+            ratios[(row.artifact, peers[0].artifact, row.backend)].append(
+                peers[0].latency.p50 / row.latency.p50
+            )
+    return [
+        _sentence(int8, fp32, backend, values, environment)
+        for (int8, fp32, backend), values in ratios.items()
+    ]
+
+
+def _sentence(
+    int8: str, fp32: str, backend: str, ratios: list[float], environment: Environment
+) -> str:
+    median = float(np.median(ratios))
+    spread = f"{min(ratios):.2f}-{max(ratios):.2f}x" if len(ratios) > 1 else f"{median:.2f}x"
+    settings = f"{len(ratios)} thread/batch setting{'s' if len(ratios) > 1 else ''}"
+    head = f"{int8} vs {fp32} on {backend}: "
+    dots = environment.int8_dot_product
+    have = ", ".join(dots)
+    if median >= FASTER:
+        verdict = f"int8 is faster ({spread} of float32 speed over {settings})"
+        why = (
+            f"consistent with this CPU's int8 dot-product instructions ({have})"
+            if dots
+            else "even without int8 dot-product instructions on this CPU (smaller weights "
+            "ease memory traffic)"
+        )
+    else:
+        word = "slower" if median < 1 / FASTER else "not faster"
+        verdict = f"int8 is {word} than float32 ({spread} of float32 speed over {settings})"
+        why = (
+            f"even though this CPU has int8 dot-product instructions ({have}): the kernels "
+            "in use did not turn them into a speed-up for this model (quantize/requantize "
+            "overhead, small layers, or int8 kernels without paths for these instructions)"
+            if dots
+            else "because this CPU has no int8 dot-product instructions (no VNNI/AMX on x86, "
+            "no dotprod/i8mm on ARM), so int8 kernels widen to 16 bits and lose to float32 "
+            "SIMD; on such CPUs int8 buys size, not speed"
+        )
+    return f"{head}{verdict}, {why}. Measure on the target device before deciding."

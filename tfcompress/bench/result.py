@@ -1,0 +1,223 @@
+"""The benchmark result: one row per artifact x backend x threads x batch, plus the machine."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfcompress.bench.environment import Environment
+from tfcompress.bench.size import SizeInfo
+from tfcompress.bench.stats import LatencyStats
+from tfcompress.report.table import format_table
+
+OK = "ok"
+
+
+@dataclass(frozen=True)
+class BenchmarkRow:
+    """One measurement: an artifact on a backend at a thread count and batch size.
+
+    ``status`` is ``"ok"``, ``"unavailable: <reason>"`` (backend missing here) or
+    ``"error: <reason>"`` (this row failed; the other rows are unaffected). Latency is per
+    call of ``batch`` samples; ``throughput_per_s`` is samples per second at that batch.
+    """
+
+    artifact: str
+    backend: str
+    threads: int | None
+    batch: int | None
+    status: str = OK
+    size: SizeInfo | None = None
+    init_ms: float | None = None
+    first_inference_ms: float | None = None
+    latency: LatencyStats | None = None
+    accuracy: float | None = None
+    peak_rss_mb: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    size_ratio: float | None = None
+    speedup: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the row was measured."""
+        return self.status == OK
+
+    @property
+    def throughput_per_s(self) -> float | None:
+        """Samples per second at this batch size (batch / mean latency)."""
+        if self.latency is None or self.batch is None or self.latency.mean <= 0:
+            return None
+        return self.batch * 1000.0 / self.latency.mean
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for reports (the JSON row of :data:`tfcompress.report.schema`)."""
+        size = self.size.to_dict() if self.size else {}
+        return {
+            "artifact": self.artifact,
+            "backend": self.backend,
+            "threads": self.threads,
+            "batch": self.batch,
+            "status": self.status,
+            "size_bytes": size.get("file_bytes"),
+            "gzip_bytes": size.get("gzip_bytes"),
+            "params": size.get("params"),
+            "macs": size.get("macs"),
+            "ops": size.get("ops"),
+            "precision": size.get("precision"),
+            "delegated_ops": self.details.get("delegated_ops"),
+            "init_ms": _round(self.init_ms),
+            "first_inference_ms": _round(self.first_inference_ms),
+            "latency_ms": self.latency.to_dict() if self.latency else None,
+            "throughput_per_s": _round(self.throughput_per_s, 2),
+            "accuracy": _round(self.accuracy, 6),
+            "peak_rss_mb": _round(self.peak_rss_mb, 1),
+            "size_ratio": _round(self.size_ratio, 4),
+            "speedup": _round(self.speedup, 4),
+            "backend_details": dict(self.details),
+        }
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """Everything one :func:`tfcompress.benchmark` call measured, and where.
+
+    Attributes:
+        rows: One per artifact x backend x threads x batch (failed ones included).
+        environment: The machine and library versions.
+        settings: The options the run used (runs, min_seconds, warm-up...).
+        metric: Name of the accuracy metric (rows carry ``accuracy`` when data had labels).
+        samples: Labelled samples accuracy was computed on (0 when none).
+        reference: Artifact the ratios compare to (the float32 one when present).
+        notes: Findings in words, e.g. whether int8 was faster than float32 here and why.
+        report_files: Files written by :meth:`save` (or ``report_dir``).
+
+    Example:
+        >>> result = tfcompress.benchmark(["m.tflite", "m_int8.tflite"], runs=20)  # doctest: +SKIP
+        >>> print(result)  # doctest: +SKIP
+    """
+
+    rows: tuple[BenchmarkRow, ...]
+    environment: Environment
+    settings: dict[str, Any]
+    metric: str = "accuracy"
+    samples: int = 0
+    reference: str | None = None
+    notes: tuple[str, ...] = ()
+    report_files: tuple[Path, ...] = ()
+
+    def __getitem__(self, artifact: str) -> list[BenchmarkRow]:
+        rows = [r for r in self.rows if r.artifact == artifact]
+        if not rows:
+            raise KeyError(f"no artifact named {artifact!r}; have {self.artifacts}")
+        return rows
+
+    @property
+    def artifacts(self) -> list[str]:
+        """Artifact names, in order."""
+        return list(dict.fromkeys(r.artifact for r in self.rows))
+
+    @property
+    def failed(self) -> list[BenchmarkRow]:
+        """Rows that are not ``ok`` (unavailable or error)."""
+        return [r for r in self.rows if not r.ok]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The versioned report (see :mod:`tfcompress.report.schema`)."""
+        from tfcompress.report.schema import SCHEMA, SCHEMA_VERSION
+
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "environment": self.environment.to_dict(),
+            "settings": dict(self.settings),
+            "metric": self.metric,
+            "samples": self.samples,
+            "reference": self.reference,
+            "notes": list(self.notes),
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+    def save(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        formats: Sequence[str] = ("json", "csv", "md", "png"),
+        overwrite: bool = True,
+    ) -> BenchmarkResult:
+        """Write the report files into ``directory`` (created when missing).
+
+        Args:
+            directory: Output folder.
+            formats: Any of ``json``, ``csv``, ``md`` and ``png`` (plots need matplotlib).
+            overwrite: Replace existing report files of the same names.
+
+        Returns:
+            A copy of this result whose ``report_files`` lists the files written.
+
+        Raises:
+            MissingDependencyError: ``png`` asked for without matplotlib.
+            InvalidInputError: Unknown format.
+        """
+        from dataclasses import replace
+
+        from tfcompress.report.writers import write_report
+
+        files = write_report(self, Path(directory), formats=formats, overwrite=overwrite)
+        return replace(self, report_files=tuple(files))
+
+    def table(self, *, markdown: bool = False) -> str:
+        """The rows as an aligned text (or Markdown) table."""
+        header = ["artifact", "backend", "thr", "batch", "status", "size", "gzip", "prec"]
+        header += ["init ms", "p50 ms", "mean ms", "p90 ms", "samples/s", "x ref"]
+        header += [self.metric] if self.samples else []
+        rows = [_cells(r, with_accuracy=bool(self.samples)) for r in self.rows]
+        return format_table(header, rows, markdown=markdown)
+
+    def __str__(self) -> str:
+        parts = [self.table(), "", str(self.environment)]
+        if self.notes:
+            parts += ["", *(f"* {note}" for note in self.notes)]
+        if self.report_files:
+            parts += ["", "Reports: " + ", ".join(str(p) for p in self.report_files)]
+        return "\n".join(parts)
+
+
+def _cells(row: BenchmarkRow, *, with_accuracy: bool) -> list[str]:
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    size = row.size
+    status = row.status if len(row.status) <= 60 else row.status[:57] + "..."
+    cells = [
+        row.artifact,
+        row.backend,
+        num(row.threads, "d"),
+        num(row.batch, "d"),
+        status,
+        _bytes(size.file_bytes) if size else "-",
+        _bytes(size.gzip_bytes) if size else "-",
+        size.precision if size else "-",
+        num(row.init_ms, ".1f"),
+        num(row.latency.p50 if row.latency else None, ".3f"),
+        num(row.latency.mean if row.latency else None, ".3f"),
+        num(row.latency.p90 if row.latency else None, ".3f"),
+        num(row.throughput_per_s, ".1f"),
+        num(row.speedup, ".2f"),
+    ]
+    if with_accuracy:
+        cells.append("-" if row.accuracy is None else f"{row.accuracy:.2%}")
+    return cells
+
+
+def _bytes(count: int) -> str:
+    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"

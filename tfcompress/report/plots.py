@@ -1,0 +1,161 @@
+"""PNG plots of a benchmark: accuracy vs latency (Pareto front), sizes, latency vs batch.
+
+matplotlib is an optional extra (``pip install 'tfcompress[plot]'``), imported on first use
+with the non-interactive Agg backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tfcompress.errors import MissingDependencyError
+
+if TYPE_CHECKING:
+    from tfcompress.bench.result import BenchmarkResult
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats: lower latency (x) and higher accuracy (y).
+
+    A point is on the front when no other point has latency <= and accuracy >= with at
+    least one strictly better. Returned in order of increasing latency.
+
+    Example:
+        >>> pareto_front([(1.0, 0.90), (2.0, 0.95), (3.0, 0.93), (1.5, 0.89)])
+        [0, 1]
+    """
+    front = []
+    for i, (x, y) in enumerate(points):
+        dominated = any(
+            (ox <= x and oy >= y) and (ox < x or oy > y)
+            for j, (ox, oy) in enumerate(points)
+            if j != i
+        )
+        if not dominated:
+            front.append(i)
+    return sorted(front, key=lambda i: (points[i][0], -points[i][1]))
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend.
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed.
+    """
+    try:
+        matplotlib = importlib.import_module("matplotlib")
+    except ImportError as error:
+        raise MissingDependencyError(
+            "plots need matplotlib; pip install 'tfcompress[plot]' (or leave out the png "
+            "report format)."
+        ) from error
+    matplotlib.use("Agg", force=True)
+    return importlib.import_module("matplotlib.pyplot")
+
+
+def plot_all(result: BenchmarkResult) -> dict[str, bytes]:
+    """Render every plot the result has data for, as PNG bytes by name.
+
+    Returns:
+        ``{"accuracy_latency": ..., "size": ..., "batch": ...}`` (plots without data left out).
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed.
+    """
+    plt = pyplot()
+    plots = {}
+    for name, draw in (
+        ("accuracy_latency", _accuracy_latency),
+        ("size", _sizes),
+        ("batch", _batch),
+    ):
+        figure = draw(plt, result)
+        if figure is not None:
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+            plt.close(figure)
+            plots[name] = buffer.getvalue()
+    return plots
+
+
+def _label(row: Any) -> str:
+    return f"{row.artifact} [{row.backend}, {row.threads}t]"
+
+
+def _accuracy_latency(plt: Any, result: BenchmarkResult) -> Any:
+    smallest = min((r.batch for r in result.rows if r.ok and r.batch), default=None)
+    rows = [
+        r
+        for r in result.rows
+        if r.ok and r.accuracy is not None and r.latency is not None and r.batch == smallest
+    ]
+    if not rows:
+        return None
+    points = [(r.latency.p50, r.accuracy * 100) for r in rows]
+    front = pareto_front(points)
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    axes.scatter([p[0] for p in points], [p[1] for p in points], color="tab:blue", zorder=2)
+    for row, (x, y) in zip(rows, points, strict=True):
+        axes.annotate(_label(row), (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    axes.plot(
+        [points[i][0] for i in front],
+        [points[i][1] for i in front],
+        color="tab:red",
+        marker="o",
+        label="Pareto front",
+        zorder=3,
+    )
+    axes.set_xlabel(f"median latency, batch {smallest} (ms)")
+    axes.set_ylabel(f"{result.metric} (%)")
+    axes.set_title("Accuracy vs latency")
+    axes.legend(loc="lower right")
+    axes.grid(alpha=0.3)
+    return figure
+
+
+def _sizes(plt: Any, result: BenchmarkResult) -> Any:
+    sizes: dict[str, tuple[int, int]] = {}
+    for row in result.rows:
+        if row.size is not None and row.artifact not in sizes:
+            sizes[row.artifact] = (row.size.file_bytes, row.size.gzip_bytes)
+    if not sizes:
+        return None
+    names = list(sizes)
+    positions = range(len(names))
+    figure, axes = plt.subplots(figsize=(max(5, 1.2 * len(names)), 4))
+    axes.bar([p - 0.2 for p in positions], [sizes[n][0] / 1024 for n in names], 0.4, label="file")
+    axes.bar([p + 0.2 for p in positions], [sizes[n][1] / 1024 for n in names], 0.4, label="gzip")
+    axes.set_xticks(list(positions), names, rotation=30, ha="right", fontsize=8)
+    axes.set_ylabel("KiB")
+    axes.set_title("Artifact size")
+    axes.legend()
+    return figure
+
+
+def _batch(plt: Any, result: BenchmarkResult) -> Any:
+    series: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+    for row in result.rows:
+        if row.ok and row.latency is not None and row.batch is not None:
+            series[_label(row)].append((row.batch, row.latency.p50, row.throughput_per_s or 0))
+    if not series or max(len(v) for v in series.values()) < 2:
+        return None
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for label, values in series.items():
+        values.sort()
+        left.plot([v[0] for v in values], [v[1] for v in values], marker="o", label=label)
+        right.plot([v[0] for v in values], [v[2] for v in values], marker="o", label=label)
+    for axes, title, unit in (
+        (left, "Latency per call", "median ms"),
+        (right, "Throughput", "samples / s"),
+    ):
+        axes.set_xscale("log", base=2)
+        axes.set_xlabel("batch size")
+        axes.set_ylabel(unit)
+        axes.set_title(title)
+        axes.grid(alpha=0.3)
+    right.legend(fontsize=7)
+    return figure

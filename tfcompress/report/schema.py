@@ -1,0 +1,92 @@
+"""The versioned benchmark report schema: what every JSON report holds, and a validator.
+
+Bump :data:`SCHEMA_VERSION` on any change that breaks readers: its major part on removed or
+renamed keys, its minor part on added keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfcompress.errors import InvalidInputError
+
+SCHEMA = "tfcompress.benchmark"
+SCHEMA_VERSION = "1.0"
+
+#: Keys of the top-level report object.
+REPORT_KEYS = (
+    "schema",
+    "schema_version",
+    "environment",
+    "settings",
+    "metric",
+    "samples",
+    "reference",
+    "notes",
+    "rows",
+)
+#: Keys of every row (values are null when not measured; ``status`` says why).
+ROW_KEYS = (
+    "artifact",
+    "backend",
+    "threads",
+    "batch",
+    "status",
+    "size_bytes",
+    "gzip_bytes",
+    "params",
+    "macs",
+    "ops",
+    "precision",
+    "delegated_ops",
+    "init_ms",
+    "first_inference_ms",
+    "latency_ms",
+    "throughput_per_s",
+    "accuracy",
+    "peak_rss_mb",
+    "size_ratio",
+    "speedup",
+    "backend_details",
+)
+LATENCY_KEYS = ("runs", "mean", "std", "min", "p50", "p90", "p99", "max")
+
+
+def validate_report(report: dict[str, Any]) -> dict[str, Any]:
+    """Check that ``report`` is a benchmark report this version of tfcompress can read.
+
+    Args:
+        report: A parsed JSON report.
+
+    Returns:
+        The same report.
+
+    Raises:
+        InvalidInputError: Another schema, a newer major version, or missing keys.
+
+    Example:
+        >>> validate_report({"schema": "other"})
+        Traceback (most recent call last):
+        ...
+        tfcompress.errors.InvalidInputError: not a tfcompress benchmark report (schema 'other') ...
+    """
+    if report.get("schema") != SCHEMA:
+        raise InvalidInputError(
+            f"not a tfcompress benchmark report (schema {report.get('schema')!r}); "
+            "pass a file written by `tfcompress benchmark --report`."
+        )
+    major = str(report.get("schema_version", "0")).split(".")[0]
+    if major != SCHEMA_VERSION.split(".")[0]:
+        raise InvalidInputError(
+            f"report schema version {report.get('schema_version')} is not readable by this "
+            f"tfcompress (reads {SCHEMA_VERSION}); upgrade tfcompress."
+        )
+    missing = [k for k in REPORT_KEYS if k not in report]
+    for index, row in enumerate(report.get("rows", [])):
+        missing += [f"rows[{index}].{k}" for k in ROW_KEYS if k not in row]
+        latency = row.get("latency_ms")
+        if latency is not None:
+            missing += [f"rows[{index}].latency_ms.{k}" for k in LATENCY_KEYS if k not in latency]
+    if missing:
+        raise InvalidInputError(f"benchmark report lacks keys: {', '.join(missing[:10])}.")
+    return report
