@@ -1,0 +1,1 @@
+"""Deployment targets: export and target-specific compression (ONNX; Edge TPU later)."""
