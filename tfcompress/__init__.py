@@ -47,6 +47,8 @@ _LAZY = {
     "create_runner": "tfcompress.runtime",
     "list_backends": "tfcompress.runtime",
     "inspect_model": "tfcompress.models.inspect",
+    "BenchmarkResult": "tfcompress.bench.result",
+    "benchmark": "tfcompress.bench.harness",
 }
 
 __all__ = [
@@ -60,12 +62,14 @@ __all__ = [
     "OutputExistsError",
     "TFCompressError",
     "UnsupportedModelError",
+    "BenchmarkResult",
     "Dataset",
     "Evaluation",
     "QuantizationResult",
     "Recipe",
     "TFLiteModel",
     "__version__",
+    "benchmark",
     "create_runner",
     "evaluate",
     "inspect_model",
@@ -78,6 +82,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     from tfcompress.bench.accuracy import Evaluation, evaluate
+    from tfcompress.bench.harness import benchmark
+    from tfcompress.bench.result import BenchmarkResult
     from tfcompress.data import Dataset, load_data
     from tfcompress.models import TFLiteModel, load_model
     from tfcompress.models.inspect import inspect_model

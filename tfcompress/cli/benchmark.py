@@ -1,0 +1,94 @@
+"""``tfcompress benchmark ARTIFACT... [--data TEST.npz] [--backend cpu,gpu] [--threads 1,2]``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import IO, Any
+
+from tfcompress.cli.common import add_json_flag, csv_of, emit_json, positive_int, show_progress
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the subcommand."""
+    parser = subparsers.add_parser(
+        "benchmark",
+        help="size, accuracy, latency and throughput of artifacts per backend",
+        description=(
+            "Measure .tflite, .onnx and Keras artifacts side by side on LiteRT CPU/GPU, the "
+            "Edge TPU, ONNX Runtime or TensorFlow. Exit 0 when every row was measured (or its "
+            "backend is unavailable here), 1 when a row failed, 2 on bad input."
+        ),
+    )
+    parser.add_argument("artifacts", nargs="+", metavar="ARTIFACT", help=".tflite/.onnx/.keras")
+    parser.add_argument("--data", help="test samples (.npz with x and y for accuracy)")
+    parser.add_argument(
+        "--backend",
+        type=csv_of(str, "--backend"),
+        default=["cpu"],
+        help="comma list of cpu,gpu,edgetpu,onnxruntime,keras (default cpu)",
+    )
+    parser.add_argument(
+        "--threads", type=csv_of(positive_int, "--threads"), default=[1], help="e.g. 1,2"
+    )
+    parser.add_argument(
+        "--batch", type=csv_of(positive_int, "--batch"), default=[1], help="e.g. 1,8,32"
+    )
+    parser.add_argument("--runs", type=positive_int, default=50, help="minimum timed runs (50)")
+    parser.add_argument(
+        "--min-seconds", type=_seconds, default=1.0, help="minimum timed seconds per row (1)"
+    )
+    parser.add_argument(
+        "--warmup-seconds", type=_seconds, default=0.5, help="minimum warm-up seconds (0.5)"
+    )
+    parser.add_argument("--metric", default="accuracy", help="accuracy (top-1) or topK, e.g. top5")
+    parser.add_argument("--reference", help="artifact name ratios compare to (default: float32)")
+    parser.add_argument(
+        "--no-xnnpack", action="store_true", help="cpu backend: LiteRT built-in kernels only"
+    )
+    parser.add_argument("--edgetpu-lib", help="Edge TPU runtime library (libedgetpu.so.1)")
+    parser.add_argument("--edgetpu-device", help="Edge TPU device, e.g. usb:0 or pci:0")
+    parser.add_argument("--report", metavar="DIR", help="write JSON, CSV, Markdown and PNG here")
+    add_json_flag(parser)
+    return parser
+
+
+def run(args: argparse.Namespace, out: IO[str]) -> int:
+    """Benchmark, print the table (or JSON), write reports; exit 1 when a row failed."""
+    import tfcompress
+
+    options: dict[str, dict[str, Any]] = {}
+    if args.no_xnnpack:
+        options["cpu"] = {"use_xnnpack": False}
+    edgetpu = {"library": args.edgetpu_lib, "device": args.edgetpu_device}
+    if any(edgetpu.values()):
+        options["edgetpu"] = {k: v for k, v in edgetpu.items() if v}
+    result = tfcompress.benchmark(
+        args.artifacts,
+        data=args.data,
+        backends=tuple(args.backend),
+        threads=tuple(args.threads),
+        batch_sizes=tuple(args.batch),
+        runs=args.runs,
+        min_seconds=args.min_seconds,
+        warmup_seconds=args.warmup_seconds,
+        metric=args.metric,
+        reference=args.reference,
+        backend_options=options,
+        report_dir=args.report,
+        progress=show_progress(),
+    )
+    if args.json:
+        payload = result.to_dict()
+        payload["report_files"] = [str(p) for p in result.report_files]
+        emit_json(out, payload)
+    else:
+        out.write(f"{result}\n")
+    failed = [r for r in result.rows if r.status.startswith("error")]
+    return 1 if failed else 0
