@@ -20,7 +20,7 @@ from tfcompress.cli._io import OneLineArgumentParser, protected_stdio
 from tfcompress.errors import TFCompressError
 
 # Modules under tfcompress.cli, in the order `--help` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "quantize", "inspect")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "quantize", "inspect", "benchmark")
 
 
 def build_parser() -> OneLineArgumentParser:
