@@ -146,7 +146,8 @@ def check_accuracy_drop(
     Raises:
         InvalidInputError: Bad options, different output shapes.
         InvalidDataError: Data without labels or not fitting the models.
-        UnsupportedModelError: A non-default backend asked for a Keras candidate.
+        UnsupportedModelError: A delegate backend asked for a candidate that is not a
+            ``.tflite`` (a Keras candidate runs on Keras, an ``.onnx`` on ONNX Runtime).
         BackendUnavailableError: The backend cannot run here (no GPU, no Edge TPU...).
 
     Example:
@@ -155,6 +156,7 @@ def check_accuracy_drop(
     from tfcompress.bench.accuracy import evaluate
     from tfcompress.data import load_data, validate_for_model
     from tfcompress.models import TFLiteModel, input_spec, model_name, resolve_model
+    from tfcompress.runtime import default_backend
 
     if settings is None:
         settings = GateSettings(
@@ -166,10 +168,11 @@ def check_accuracy_drop(
             interval=interval,
         )
     ref, cand = resolve_model(reference), resolve_model(candidate)
-    if not isinstance(cand, TFLiteModel) and settings.backend not in (DEFAULT_BACKEND, "keras"):
+    natural = default_backend(cand)
+    if not isinstance(cand, TFLiteModel) and settings.backend not in (DEFAULT_BACKEND, natural):
         raise UnsupportedModelError(
-            f"backend {settings.backend!r} runs deployed artifacts, but the candidate "
-            f"{model_name(cand)!r} is a TensorFlow model; pass its converted .tflite."
+            f"backend {settings.backend!r} runs .tflite artifacts, but the candidate "
+            f"{model_name(cand)!r} runs on {natural!r}; pass its converted .tflite."
         )
     spec = input_spec(ref)
     raw = load_data(data, sample_rank=len(spec.sample_shape))
@@ -190,7 +193,7 @@ def check_accuracy_drop(
         reference_backend=ref_row.backend,
         backend=cand_row.backend,
     )
-    logger.info("%s", result)
+    logger.debug("%s", result)
     return result
 
 
