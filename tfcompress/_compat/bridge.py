@@ -1,0 +1,207 @@
+"""Keras 3 -> tf-keras bridge: rebuild a Sequential/Functional model for tfmot, same weights.
+
+tfmot only wraps tf-keras models. A Keras 3 model is rebuilt layer by layer from its
+config (Keras 3 serialization details translated to tf-keras's), its weights are copied
+layer by layer, and the copy must reproduce the original's outputs within ``atol`` before
+any training starts. Subclassed models and layers tf-keras does not know are refused with
+an :class:`~tfcompress.errors.UnsupportedModelError` that says what to do.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any
+
+import numpy as np
+
+from tfcompress._compat.keras import KerasFlavour, flavour_of
+from tfcompress._compat.tf import tensorflow
+from tfcompress._compat.tfmot import tf_keras
+from tfcompress.errors import UnsupportedModelError
+
+logger = logging.getLogger(__name__)
+
+_GRAPH_CLASSES = frozenset({"Functional", "Sequential"})
+# Keyword arguments every tf-keras layer accepts through ``Layer.__init__(**kwargs)``.
+_BASE_KWARGS = frozenset({"name", "trainable", "dtype", "dynamic", "input_shape", "batch_size"})
+_TENSOR = "__keras_tensor__"
+
+
+def ensure_graph_model(model: Any) -> None:
+    """Refuse models tfmot cannot rewrite: subclassed models (either flavour).
+
+    Raises:
+        UnsupportedModelError: ``model`` is not a Sequential or Functional model.
+    """
+    if type(model).__name__ not in _GRAPH_CLASSES:
+        raise UnsupportedModelError(
+            f"model {getattr(model, 'name', type(model).__name__)!r} is a subclassed "
+            f"{type(model).__name__}; tfmot can only rewrite Sequential or Functional models: "
+            "rebuild it with keras.Sequential or keras.Model(inputs, outputs)."
+        )
+
+
+def to_tf_keras(model: Any, samples: np.ndarray, *, atol: float = 1e-5) -> tuple[Any, float]:
+    """Return a tf-keras copy of ``model`` that tfmot can wrap, and its max output difference.
+
+    A tf-keras model is cloned (so training never touches the caller's model); a Keras 3
+    model is rebuilt from its config with the same weights.
+
+    Args:
+        model: A Sequential or Functional model, Keras 3 or tf-keras.
+        samples: Inputs the copy is checked on (a few dozen real samples).
+        atol: Largest allowed absolute difference between the two models' outputs.
+
+    Returns:
+        The tf-keras model and the max absolute difference seen on ``samples``.
+
+    Raises:
+        UnsupportedModelError: Subclassed model, a layer tf-keras does not know, weights that
+            do not fit, or outputs that differ by more than ``atol``.
+
+    Example:
+        >>> legacy, diff = to_tf_keras(keras3_model, x_train[:32])  # doctest: +SKIP
+    """
+    ensure_graph_model(model)
+    keras2 = tf_keras()
+    flavour = flavour_of(model)
+    if flavour is KerasFlavour.TF_KERAS:
+        copy = keras2.models.clone_model(model)
+        copy.set_weights(model.get_weights())
+    else:
+        copy = _rebuild(model, keras2)
+        _copy_weights(model, copy)
+    expected = np.asarray(model(samples, training=False), dtype=np.float64)
+    actual = np.asarray(copy(samples, training=False), dtype=np.float64)
+    diff = float(np.max(np.abs(expected - actual))) if expected.size else 0.0
+    if expected.shape != actual.shape or not diff <= atol:
+        raise UnsupportedModelError(
+            f"the tf-keras copy of {model.name!r} does not reproduce it (max abs difference "
+            f"{diff:.3g} > {atol:g}); a layer behaves differently in tf-keras: build the model "
+            "with tf_keras directly or report the layer."
+        )
+    logger.info("bridged %s to tf-keras (max abs difference %.2g)", model.name, diff)
+    return copy, diff
+
+
+def _rebuild(model: Any, keras2: Any) -> Any:
+    config = model.get_config()
+    if type(model).__name__ == "Sequential":
+        layers = [_layer_from_config(entry, keras2) for entry in config["layers"]]
+        return keras2.Sequential(layers, name=model.name)
+    tensors: dict[tuple[str, int, int], Any] = {}
+    for entry in config["layers"]:
+        layer = _layer_from_config(entry, keras2)
+        if entry["class_name"] == "InputLayer":
+            tensors[(layer.name, 0, 0)] = layer.output
+            continue
+        for node_index, node in enumerate(entry.get("inbound_nodes", [])):
+            args = _resolve(node.get("args", []), tensors, entry["name"])
+            kwargs = _resolve(node.get("kwargs", {}), tensors, entry["name"])
+            outputs = layer(*args, **kwargs)
+            for tensor_index, output in enumerate(tensorflow().nest.flatten(outputs)):
+                tensors[(entry["name"], node_index, tensor_index)] = output
+    inputs = [tensors[tuple(ref)] for ref in _refs(config["input_layers"])]
+    outputs = [tensors[tuple(ref)] for ref in _refs(config["output_layers"])]
+    return keras2.Model(
+        inputs if len(inputs) > 1 else inputs[0],
+        outputs if len(outputs) > 1 else outputs[0],
+        name=model.name,
+    )
+
+
+def _refs(value: Any) -> list[list[Any]]:
+    return [value] if value and isinstance(value[0], str) else list(value)
+
+
+def _resolve(value: Any, tensors: dict[tuple[str, int, int], Any], owner: str) -> Any:
+    if isinstance(value, dict) and value.get("class_name") == _TENSOR:
+        key = tuple(value["config"]["keras_history"])
+        if key not in tensors:
+            raise UnsupportedModelError(
+                f"layer {owner!r} reads {key[0]!r} before it is built; only plain "
+                "Sequential/Functional graphs can be bridged to tf-keras."
+            )
+        return tensors[key]
+    if isinstance(value, list | tuple):
+        return type(value)(_resolve(v, tensors, owner) for v in value)
+    if isinstance(value, dict):
+        return {k: _resolve(v, tensors, owner) for k, v in value.items()}
+    return value
+
+
+def _layer_from_config(entry: dict[str, Any], keras2: Any) -> Any:
+    class_name = entry["class_name"]
+    module = str(entry.get("module") or "")
+    cls = getattr(keras2.layers, class_name, None)
+    if cls is None or entry.get("registered_name") or not module.startswith("keras"):
+        raise UnsupportedModelError(
+            f"layer {entry['config'].get('name')!r} is a {class_name} ({module or 'custom'}) that "
+            "tf-keras does not provide, so tfmot cannot wrap it; replace it with built-in layers "
+            "or build the model with tf_keras and register the layer with tfmot."
+        )
+    config = _translate(entry["config"], class_name, cls)
+    try:
+        return cls.from_config(config)
+    except (TypeError, ValueError) as error:
+        raise UnsupportedModelError(
+            f"layer {config.get('name')!r} ({class_name}) cannot be rebuilt in tf-keras: "
+            f"{error}; build the model with tf_keras directly."
+        ) from error
+
+
+def _translate(config: dict[str, Any], class_name: str, cls: type) -> dict[str, Any]:
+    config = {k: _plain(v, k) for k, v in config.items()}
+    if class_name == "InputLayer":
+        shape = config.pop("batch_shape", None)
+        if shape is not None:
+            config["batch_input_shape"] = shape
+    if isinstance(config.get("dtype"), dict):
+        config["dtype"] = config["dtype"].get("config", {}).get("name", "float32")
+    accepted = _BASE_KWARGS | {
+        name for klass in cls.__mro__ for name in inspect.signature(klass.__init__).parameters
+    }
+    accepted |= {"batch_input_shape"} if class_name == "InputLayer" else set()
+    dropped = {k: v for k, v in config.items() if k not in accepted}
+    meaningful = {k: v for k, v in dropped.items() if v not in (None, False, 0, {}, [])}
+    if meaningful:
+        raise UnsupportedModelError(
+            f"layer {config.get('name')!r} ({class_name}) uses Keras 3 options tf-keras lacks "
+            f"({', '.join(sorted(meaningful))}); remove them or build the model with tf_keras."
+        )
+    return {k: v for k, v in config.items() if k in accepted}
+
+
+def _plain(value: Any, key: str = "") -> Any:
+    """Keras 3 nested objects -> tf-keras's legacy ``{"class_name", "config"}`` form."""
+    if isinstance(value, dict):
+        if "class_name" in value and "config" in value and "module" in value:
+            inner = value["config"] if isinstance(value["config"], dict) else {}
+            if key.endswith("_initializer"):
+                inner = {"seed": inner["seed"]} if inner.get("seed") is not None else {}
+            return {"class_name": value["class_name"], "config": _plain(inner)}
+        return {k: _plain(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _copy_weights(source: Any, target: Any) -> None:
+    by_name = {layer.name: layer for layer in target.layers}
+    for layer in source.layers:
+        weights = layer.get_weights()
+        twin = by_name.get(layer.name)
+        if twin is None:
+            if weights:
+                raise UnsupportedModelError(
+                    f"layer {layer.name!r} has no tf-keras twin to receive its weights."
+                )
+            continue
+        expected = [tuple(w.shape) for w in twin.get_weights()]
+        if expected != [tuple(w.shape) for w in weights]:
+            raise UnsupportedModelError(
+                f"layer {layer.name!r} ({type(layer).__name__}) stores its weights differently "
+                "in tf-keras; build the model with tf_keras directly."
+            )
+        twin.set_weights(weights)

@@ -1,0 +1,15 @@
+"""Training-time compression with tfmot: QAT, pruning and clustering, for Keras 3 and tf-keras.
+
+tfmot only rewrites tf-keras models; Keras 3 models are bridged (rebuilt with the same
+weights and checked) first. Every function fine-tunes a copy, exports a ``.tflite`` through
+the same converter path as post-training quantization, and measures it.
+"""
+
+from tfcompress.training.cluster import cluster
+from tfcompress.training.coverage import LayerCoverage
+from tfcompress.training.prune import prune
+from tfcompress.training.qat import qat
+from tfcompress.training.result import TrainingResult
+from tfcompress.training.sparsity import WeightSparsity
+
+__all__ = ["LayerCoverage", "TrainingResult", "WeightSparsity", "cluster", "prune", "qat"]

@@ -1,0 +1,137 @@
+"""Weight clustering with tfmot: each kernel keeps N shared values, which gzip compresses well."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from tfcompress._compat.tfmot import tf_keras, tfmot
+from tfcompress.data import DataLike
+from tfcompress.errors import InvalidInputError
+from tfcompress.models.loading import ModelLike
+from tfcompress.training.coverage import clusterable_layers
+from tfcompress.training.export import check_recipe, finish
+from tfcompress.training.qat import quantization_aware
+from tfcompress.training.result import TrainingResult
+from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
+
+logger = logging.getLogger(__name__)
+
+MAX_CLUSTERS = 256
+
+
+def cluster(
+    model: ModelLike,
+    *,
+    train_data: DataLike,
+    val_data: DataLike,
+    clusters: int = 16,
+    epochs: int = 1,
+    learning_rate: float = 1e-4,
+    batch_size: int = 32,
+    then: str | None = None,
+    qat_epochs: int = 1,
+    skip_layers: Iterable[str] = (),
+    seed: int = 0,
+    safe_mode: bool = True,
+) -> TrainingResult:
+    """Cluster each kernel's weights into ``clusters`` shared values, fine-tune and export.
+
+    The raw ``.tflite`` keeps its size (every weight is still stored); the gzip size
+    shrinks because each kernel holds only ``clusters`` distinct values.
+
+    Args:
+        model: A Keras Sequential/Functional classifier (Keras 3 or tf-keras) or its path.
+        train_data: Labelled samples to fine-tune on.
+        val_data: Labelled samples to score the models on.
+        clusters: Distinct values per clustered kernel, 2 to 256 (16 is a common choice).
+        epochs: Fine-tuning epochs with clustering applied.
+        learning_rate: Adam learning rate.
+        batch_size: Samples per step.
+        then: Export precision: None (float32), ``"float16"``, ``"dynamic"`` or ``"int8"``.
+            ``"int8"`` runs cluster-preserving QAT for ``qat_epochs`` (0: post-training int8).
+        qat_epochs: Epochs of cluster-preserving QAT when ``then="int8"``.
+        skip_layers: Names of layers to leave unclustered.
+        seed: Seed of training, centroid initialization and calibration sampling.
+        safe_mode: See :func:`tfcompress.models.load_model` (paths only).
+
+    Returns:
+        The clustered model with unique values per exported kernel, sizes and accuracies.
+
+    Raises:
+        InvalidInputError: A bad option or nothing to cluster.
+        InvalidDataError: Data that does not match the model.
+        UnsupportedModelError: Subclassed model or unknown custom layers.
+
+    Example:
+        >>> result = tfcompress.cluster(model, train_data=train, val_data=val, clusters=16)
+        >>> max(w.unique_values for w in result.rewritten_weights)  # doctest: +SKIP
+        16
+    """
+    if isinstance(clusters, bool) or not isinstance(clusters, int):
+        raise InvalidInputError(f"clusters must be an integer, got {clusters!r}.")
+    if not 2 <= clusters <= MAX_CLUSTERS:
+        raise InvalidInputError(
+            f"clusters must lie in [2, {MAX_CLUSTERS}], got {clusters}; 16 is a common choice."
+        )
+    recipe = check_recipe(then)
+    if not isinstance(qat_epochs, int) or qat_epochs < 0:
+        raise InvalidInputError(f"qat_epochs must be an integer >= 0, got {qat_epochs!r}.")
+    options = TrainingOptions(epochs, batch_size, learning_rate, seed)
+    setup = prepare(model, train_data, val_data, safe_mode=safe_mode)
+    coverage = clusterable_layers(setup.legacy, clusters=clusters, skip=frozenset(skip_layers))
+    names = {row.layer for row in coverage if row.status == "clustered"}
+    if not names:
+        raise InvalidInputError(
+            f"no layer of {setup.name!r} can be clustered; clustering would change nothing."
+        )
+    stripped, seconds, losses = _cluster(setup, options, names, clusters)
+    tuned = stripped
+    if recipe == "int8" and qat_epochs > 0:
+        qat_options = TrainingOptions(qat_epochs, batch_size, learning_rate, seed)
+        tuned, qat_rows, qat_seconds, qat_losses = quantization_aware(
+            setup, stripped, qat_options, scheme="cluster_preserve"
+        )
+        coverage += qat_rows
+        seconds, losses = seconds + qat_seconds, losses + qat_losses
+    recorded = {
+        "clusters": clusters,
+        "epochs": epochs,
+        "learning_rate": learning_rate,
+        "batch_size": batch_size,
+        "then": then,
+        "qat_epochs": qat_epochs if recipe == "int8" else 0,
+        "skip_layers": sorted(skip_layers),
+        "seed": seed,
+    }
+    return finish(
+        setup,
+        tuned,
+        technique="cluster",
+        options=recorded,
+        recipe=recipe,
+        coverage=coverage,
+        train_seconds=seconds,
+        losses=losses,
+    )
+
+
+def _cluster(
+    setup: Setup, options: TrainingOptions, names: set[str], clusters: int
+) -> tuple[Any, float, tuple[float, ...]]:
+    clustering = tfmot().clustering.keras
+    init = clustering.CentroidInitialization.KMEANS_PLUS_PLUS
+    logger.info("clustering %d layer(s) into %d values each", len(names), clusters)
+    tf_keras().utils.set_random_seed(options.seed)
+
+    def wrap(layer: Any) -> Any:
+        if layer.name not in names:
+            return layer
+        return clustering.cluster_weights(
+            layer, number_of_clusters=clusters, cluster_centroids_init=init
+        )
+
+    wrapped = tf_keras().models.clone_model(setup.legacy, clone_function=wrap)
+    seconds, losses = fine_tune(wrapped, setup, options)
+    return clustering.strip_clustering(wrapped), seconds, losses

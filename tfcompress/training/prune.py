@@ -1,0 +1,221 @@
+"""Magnitude pruning (unstructured or M:N) with tfmot, verified on the exported ``.tflite``."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from tfcompress._compat.tfmot import tf_keras, tfmot
+from tfcompress.data import DataLike
+from tfcompress.errors import InvalidDataError, InvalidInputError
+from tfcompress.models.loading import ModelLike
+from tfcompress.training.coverage import prunable_layers
+from tfcompress.training.export import check_recipe, finish
+from tfcompress.training.qat import quantization_aware
+from tfcompress.training.result import TrainingResult
+from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
+
+logger = logging.getLogger(__name__)
+
+SCHEDULES = ("polynomial", "constant")
+MIN_STEPS = 10  # fewer optimizer steps cannot ramp sparsity up and let accuracy recover
+_STRUCTURE = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
+
+
+def prune(
+    model: ModelLike,
+    *,
+    train_data: DataLike,
+    val_data: DataLike,
+    target_sparsity: float | None = None,
+    schedule: str = "polynomial",
+    structure: str | None = None,
+    epochs: int = 2,
+    learning_rate: float = 5e-4,
+    batch_size: int = 32,
+    then: str | None = None,
+    qat_epochs: int = 1,
+    skip_layers: Iterable[str] = (),
+    seed: int = 0,
+    safe_mode: bool = True,
+) -> TrainingResult:
+    """Prune the smallest weights while fine-tuning, strip the wrappers and export.
+
+    Sparsity is measured on the exported ``.tflite`` (``result.weights``), per kernel. Zeros
+    are stored like any other value, so the raw file does not shrink; its gzip size does.
+
+    Args:
+        model: A Keras Sequential/Functional classifier (Keras 3 or tf-keras) or its path.
+        train_data: Labelled samples to fine-tune on.
+        val_data: Labelled samples to score the models on.
+        target_sparsity: Share of each pruned kernel set to zero, in (0, 1); default 0.75.
+            With ``structure`` it must equal M/N (or be left out).
+        schedule: ``"polynomial"`` (sparsity ramps up over the first ~70% of the steps)
+            or ``"constant"`` (target sparsity from the first step).
+        structure: ``"M:N"`` (e.g. ``"2:4"``): M zeros in every N consecutive weights along the
+            input-channel axis, the pattern sparse kernels can exploit. Conv2D/Dense only.
+        epochs: Fine-tuning epochs while pruning.
+        learning_rate: Adam learning rate.
+        batch_size: Samples per step.
+        then: Export precision: None (float32), ``"float16"``, ``"dynamic"`` or ``"int8"``.
+            ``"int8"`` runs pruning-preserving QAT for ``qat_epochs`` (0: post-training int8).
+        qat_epochs: Epochs of pruning-preserving QAT when ``then="int8"``.
+        skip_layers: Names of layers to leave dense (e.g. a small first convolution).
+        seed: Seed of training and calibration sampling.
+        safe_mode: See :func:`tfcompress.models.load_model` (paths only).
+
+    Returns:
+        The pruned model with sparsity per exported kernel, raw and gzip sizes next to the
+        dense model at the same precision, and accuracies.
+
+    Raises:
+        InvalidInputError: Sparsity outside (0, 1), unknown schedule, a structure other than
+            M:N, or an unknown ``then``.
+        InvalidDataError: Too few training samples for the schedule, or data that does not
+            match the model.
+        UnsupportedModelError: Subclassed model or unknown custom layers.
+
+    Example:
+        >>> result = tfcompress.prune(model, train_data=train, val_data=val, then="int8")
+        >>> result.sparsity, result.gzip_bytes / result.float_gzip_bytes  # doctest: +SKIP
+        (0.75, 0.11)
+    """
+    m_by_n = parse_structure(structure)
+    sparsity = check_sparsity(target_sparsity, m_by_n)
+    if schedule not in SCHEDULES:
+        raise InvalidInputError(
+            f"schedule={schedule!r} is not known; choose {' or '.join(SCHEDULES)}."
+        )
+    recipe = check_recipe(then)
+    if not isinstance(qat_epochs, int) or qat_epochs < 0:
+        raise InvalidInputError(f"qat_epochs must be an integer >= 0, got {qat_epochs!r}.")
+    options = TrainingOptions(epochs, batch_size, learning_rate, seed)
+    setup = prepare(model, train_data, val_data, safe_mode=safe_mode)
+    steps = options.steps(len(setup.train))
+    if steps < MIN_STEPS:
+        raise InvalidDataError(
+            f"{len(setup.train)} training samples make {steps} optimizer steps at batch size "
+            f"{batch_size} over {epochs} epoch(s); the pruning schedule needs at least "
+            f"{MIN_STEPS}: give more samples or epochs, or a smaller batch size."
+        )
+    coverage = prunable_layers(setup.legacy, m_by_n=m_by_n, skip=frozenset(skip_layers))
+    pruned_names = {row.layer for row in coverage if row.status == "pruned"}
+    if not pruned_names:
+        raise InvalidInputError(
+            f"no layer of {setup.name!r} can be pruned ({_reasons(coverage)}); pruning would "
+            "change nothing."
+        )
+    stripped, seconds, losses = _prune(setup, options, pruned_names, sparsity, schedule, m_by_n)
+    tuned = stripped
+    if recipe == "int8" and qat_epochs > 0:
+        qat_options = TrainingOptions(qat_epochs, batch_size, min(learning_rate, 1e-4), seed)
+        tuned, qat_rows, qat_seconds, qat_losses = quantization_aware(
+            setup, stripped, qat_options, scheme="prune_preserve"
+        )
+        coverage += qat_rows
+        seconds, losses = seconds + qat_seconds, losses + qat_losses
+    recorded = {
+        "target_sparsity": sparsity,
+        "schedule": schedule,
+        "structure": None if m_by_n is None else f"{m_by_n[0]}:{m_by_n[1]}",
+        "epochs": epochs,
+        "learning_rate": learning_rate,
+        "batch_size": batch_size,
+        "then": then,
+        "qat_epochs": qat_epochs if recipe == "int8" else 0,
+        "skip_layers": sorted(skip_layers),
+        "seed": seed,
+    }
+    return finish(
+        setup,
+        tuned,
+        technique="prune",
+        options=recorded,
+        recipe=recipe,
+        coverage=coverage,
+        train_seconds=seconds,
+        losses=losses,
+        m_by_n=m_by_n,
+    )
+
+
+def parse_structure(structure: str | tuple[int, int] | None) -> tuple[int, int] | None:
+    """Read ``"M:N"`` (or ``(M, N)``) with 0 < M < N.
+
+    Raises:
+        InvalidInputError: Anything else.
+
+    Example:
+        >>> parse_structure("2:4")
+        (2, 4)
+    """
+    if structure is None:
+        return None
+    if isinstance(structure, tuple) and len(structure) == 2:
+        m, n = structure
+    else:
+        match = _STRUCTURE.match(str(structure))
+        if match is None:
+            raise InvalidInputError(
+                f"structure={structure!r} is not M:N; use e.g. '2:4' (2 zeros in every 4 "
+                "consecutive weights) or None for unstructured pruning."
+            )
+        m, n = int(match.group(1)), int(match.group(2))
+    if not (isinstance(m, int) and isinstance(n, int) and 0 < m < n):
+        raise InvalidInputError(f"structure {m}:{n} needs 0 < M < N, e.g. '2:4'.")
+    return m, n
+
+
+def check_sparsity(target: float | None, m_by_n: tuple[int, int] | None) -> float:
+    """Validate the target sparsity (default 0.75, or M/N with a structure).
+
+    Raises:
+        InvalidInputError: Outside (0, 1), or in conflict with the structure.
+    """
+    if target is None:
+        return 0.75 if m_by_n is None else m_by_n[0] / m_by_n[1]
+    if isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target < 1:
+        raise InvalidInputError(
+            f"target sparsity must lie strictly between 0 and 1, got {target!r}; 0.75 sets "
+            "three quarters of each pruned kernel to zero."
+        )
+    if m_by_n is not None and abs(target - m_by_n[0] / m_by_n[1]) > 1e-9:
+        raise InvalidInputError(
+            f"structure {m_by_n[0]}:{m_by_n[1]} fixes sparsity at {m_by_n[0] / m_by_n[1]:g}, "
+            f"not {target:g}; leave target_sparsity out with a structure."
+        )
+    return float(target)
+
+
+def _prune(
+    setup: Setup,
+    options: TrainingOptions,
+    names: set[str],
+    sparsity: float,
+    schedule: str,
+    m_by_n: tuple[int, int] | None,
+) -> tuple[Any, float, tuple[float, ...]]:
+    sparse = tfmot().sparsity.keras
+    steps = options.steps(len(setup.train))
+    frequency = max(1, min(100, steps // 10))
+    if schedule == "polynomial" and m_by_n is None:
+        end = frequency * max(1, int(0.7 * steps) // frequency)
+        plan = sparse.PolynomialDecay(0.0, sparsity, 0, end, frequency=frequency)
+    else:
+        plan = sparse.ConstantSparsity(sparsity, 0, frequency=frequency)
+    logger.info("pruning %d layer(s) to %.0f%% over %d steps", len(names), sparsity * 100, steps)
+
+    def wrap(layer: Any) -> Any:
+        if layer.name not in names:
+            return layer
+        return sparse.prune_low_magnitude(layer, pruning_schedule=plan, sparsity_m_by_n=m_by_n)
+
+    wrapped = tf_keras().models.clone_model(setup.legacy, clone_function=wrap)
+    seconds, losses = fine_tune(wrapped, setup, options, callbacks=[sparse.UpdatePruningStep()])
+    return sparse.strip_pruning(wrapped), seconds, losses
+
+
+def _reasons(coverage: list[Any]) -> str:
+    return "; ".join(f"{row.layer}: {row.reason}" for row in coverage) or "it has no weights"

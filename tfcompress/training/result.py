@@ -1,0 +1,192 @@
+"""The frozen result of QAT, pruning or clustering: artifact, accuracy, sizes and coverage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfcompress.models.loading import TFLiteModel
+from tfcompress.models.saving import PathLike, write_bytes_atomic
+from tfcompress.report.table import format_table
+from tfcompress.training.coverage import LayerCoverage
+from tfcompress.training.sparsity import WeightSparsity, gzip_size
+
+
+@dataclass(frozen=True, eq=False)
+class TrainingResult:
+    """A ``.tflite`` made by training-time compression, with the evidence of what it cost.
+
+    Attributes:
+        technique: ``qat``, ``prune`` or ``cluster``.
+        options: The options that produced it (replayable).
+        source: Name of the original model.
+        recipe: Precision of the export (``float32``, ``int8``, ``float16``, ``dynamic``).
+        model_content: The exported flatbuffer.
+        reference_content: The original (dense, not fine-tuned) model exported at the same
+            precision: the fair baseline for sizes.
+        float_content: The original model as a float32 ``.tflite``.
+        accuracy: Accuracy of the exported ``.tflite`` on the validation data (LiteRT).
+        keras_accuracy: Accuracy of the fine-tuned Keras model before export.
+        reference_accuracy: Accuracy of the original Keras model on the same data.
+        val_samples: Validation samples scored.
+        coverage: What the technique did to each layer (skipped layers with the reason).
+        weights: Per-kernel sparsity and unique values measured on ``model_content``.
+        train_samples: Samples fine-tuned on.
+        train_seconds: Wall time of all fine-tuning.
+        losses: Training loss after each epoch (all phases in order).
+        bridge_difference: Max abs output difference of the Keras 3 -> tf-keras bridge.
+        keras_model: The fine-tuned tf-keras model (wrappers stripped), for further steps.
+        warnings: Converter warnings.
+    """
+
+    technique: str
+    options: dict[str, Any]
+    source: str
+    recipe: str
+    model_content: bytes = field(repr=False)
+    reference_content: bytes = field(repr=False)
+    float_content: bytes = field(repr=False)
+    accuracy: float
+    keras_accuracy: float
+    reference_accuracy: float
+    val_samples: int
+    coverage: tuple[LayerCoverage, ...]
+    weights: tuple[WeightSparsity, ...]
+    train_samples: int
+    train_seconds: float
+    losses: tuple[float, ...]
+    bridge_difference: float
+    keras_model: Any = field(repr=False, default=None)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def model(self) -> TFLiteModel:
+        """The exported model, ready for :func:`tfcompress.evaluate` or a runner."""
+        return TFLiteModel(self.model_content, label=f"{self.source}_{self.technique}")
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of the exported ``.tflite``."""
+        return len(self.model_content)
+
+    @property
+    def gzip_bytes(self) -> int:
+        """Bytes of the exported ``.tflite`` after gzip -9."""
+        return gzip_size(self.model_content)
+
+    @property
+    def reference_size_bytes(self) -> int:
+        """Bytes of the original model exported at the same precision."""
+        return len(self.reference_content)
+
+    @property
+    def reference_gzip_bytes(self) -> int:
+        """Gzip bytes of the original model exported at the same precision."""
+        return gzip_size(self.reference_content)
+
+    @property
+    def float_size_bytes(self) -> int:
+        """Bytes of the original model as a float32 ``.tflite``."""
+        return len(self.float_content)
+
+    @property
+    def float_gzip_bytes(self) -> int:
+        """Gzip bytes of the original model as a float32 ``.tflite``."""
+        return gzip_size(self.float_content)
+
+    @property
+    def accuracy_drop(self) -> float:
+        """Reference accuracy minus exported accuracy (positive = lost accuracy)."""
+        return self.reference_accuracy - self.accuracy
+
+    @property
+    def skipped_layers(self) -> list[dict[str, str]]:
+        """Layers the technique left alone, each with the reason."""
+        return [
+            {"layer": c.layer, "kind": c.kind, "reason": c.reason}
+            for c in self.coverage
+            if c.status == "skipped"
+        ]
+
+    @property
+    def sparsity(self) -> float:
+        """Share of zeros over the exported kernels of the layers the technique rewrote."""
+        rows = self.rewritten_weights
+        total = sum(r.size for r in rows)
+        return sum(r.sparsity * r.size for r in rows) / total if total else 0.0
+
+    @property
+    def rewritten_weights(self) -> list[WeightSparsity]:
+        """Exported kernels that belong to pruned or clustered layers."""
+        touched = {c.layer for c in self.coverage if c.status in {"pruned", "clustered"}}
+        return [w for w in self.weights if w.layer in touched]
+
+    def save(self, path: PathLike, *, overwrite: bool = False) -> Path:
+        """Write the ``.tflite`` atomically; refuses to replace a file unless ``overwrite``."""
+        return write_bytes_atomic(path, self.model_content, overwrite=overwrite)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON reports (no model bytes)."""
+        return {
+            "technique": self.technique,
+            "source": self.source,
+            "recipe": self.recipe,
+            "options": dict(self.options),
+            "size_bytes": self.size_bytes,
+            "gzip_bytes": self.gzip_bytes,
+            "reference_size_bytes": self.reference_size_bytes,
+            "reference_gzip_bytes": self.reference_gzip_bytes,
+            "float32_size_bytes": self.float_size_bytes,
+            "float32_gzip_bytes": self.float_gzip_bytes,
+            "sparsity": round(self.sparsity, 4),
+            "accuracy": round(self.accuracy, 6),
+            "keras_accuracy": round(self.keras_accuracy, 6),
+            "reference_accuracy": round(self.reference_accuracy, 6),
+            "accuracy_drop": round(self.accuracy_drop, 6),
+            "val_samples": self.val_samples,
+            "train_samples": self.train_samples,
+            "train_seconds": round(self.train_seconds, 2),
+            "losses": [round(v, 5) for v in self.losses],
+            "bridge_max_abs_difference": self.bridge_difference,
+            "skipped_layers": self.skipped_layers,
+            "coverage": [c.to_dict() for c in self.coverage],
+            "weights": [w.to_dict() for w in self.weights],
+            "warnings": list(self.warnings),
+        }
+
+    def __str__(self) -> str:
+        head = (
+            f"{self.source} [{self.technique} -> {self.recipe}]: "
+            f"accuracy {self.accuracy:.2%} (reference {self.reference_accuracy:.2%}, "
+            f"{self.accuracy_drop * 100:+.2f} pt drop; fine-tuned Keras {self.keras_accuracy:.2%})"
+        )
+        sizes = (
+            f"size {self.size_bytes:,} B raw / {self.gzip_bytes:,} B gzip; same-precision dense "
+            f"{self.reference_size_bytes:,} / {self.reference_gzip_bytes:,}; float32 "
+            f"{self.float_size_bytes:,} / {self.float_gzip_bytes:,}"
+        )
+        coverage = format_table(
+            ["layer", "kind", "status", "reason"],
+            [[c.layer, c.kind, c.status, c.reason] for c in self.coverage],
+        )
+        weights = format_table(
+            ["layer", "op", "dtype", "shape", "sparsity", "unique/channel", "M:N"],
+            [
+                [
+                    w.layer or w.tensor[:40],
+                    w.op,
+                    w.dtype,
+                    "x".join(str(d) for d in w.shape),
+                    f"{w.sparsity:.1%}",
+                    str(w.unique_values),
+                    {None: "-", True: "ok", False: "no"}[w.m_by_n_ok],
+                ]
+                for w in self.weights
+            ],
+        )
+        note = (
+            "Zeros and shared values do not shrink the raw .tflite (weights are stored densely); "
+            "they shrink the gzip size."
+        )
+        return "\n".join([head, sizes, "", coverage, "", weights, "", note])
