@@ -49,6 +49,10 @@ _LAZY = {
     "inspect_model": "tfcompress.models.inspect",
     "BenchmarkResult": "tfcompress.bench.result",
     "benchmark": "tfcompress.bench.harness",
+    "TrainingResult": "tfcompress.training",
+    "cluster": "tfcompress.training",
+    "prune": "tfcompress.training",
+    "qat": "tfcompress.training",
 }
 
 __all__ = [
@@ -68,8 +72,10 @@ __all__ = [
     "QuantizationResult",
     "Recipe",
     "TFLiteModel",
+    "TrainingResult",
     "__version__",
     "benchmark",
+    "cluster",
     "create_runner",
     "evaluate",
     "inspect_model",
@@ -77,6 +83,8 @@ __all__ = [
     "list_recipes",
     "load_data",
     "load_model",
+    "prune",
+    "qat",
     "quantize",
 ]
 
@@ -89,6 +97,7 @@ if TYPE_CHECKING:
     from tfcompress.models.inspect import inspect_model
     from tfcompress.quantization import QuantizationResult, Recipe, list_recipes, quantize
     from tfcompress.runtime import create_runner, list_backends
+    from tfcompress.training import TrainingResult, cluster, prune, qat
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,15 @@ from tfcompress.cli._io import OneLineArgumentParser, protected_stdio
 from tfcompress.errors import TFCompressError
 
 # Modules under tfcompress.cli, in the order `--help` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "quantize", "inspect", "benchmark")
+SUBCOMMANDS: tuple[str, ...] = (
+    "demo",
+    "quantize",
+    "inspect",
+    "benchmark",
+    "qat",
+    "prune",
+    "cluster",
+)
 
 
 def build_parser() -> OneLineArgumentParser:

@@ -1,0 +1,34 @@
+"""``tfcompress qat MODEL --train TRAIN.npz --val VAL.npz --epochs N --out OUT.tflite``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import IO, Any
+
+from tfcompress.cli._training import add_training_arguments, run_training
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the subcommand."""
+    parser = subparsers.add_parser(
+        "qat",
+        help="quantization-aware training to a full-int8 .tflite",
+        description=(
+            "Fine-tune a Keras model with fake-quant ops (tfmot) and export a full-int8 .tflite. "
+            "Layers tfmot cannot quantize stay float and are listed as skipped."
+        ),
+    )
+    add_training_arguments(parser, epochs=1, learning_rate=1e-4)
+    parser.add_argument(
+        "--preserve",
+        choices=("sparsity", "clusters"),
+        help="keep the zeros of a pruned model or the shared weights of a clustered one",
+    )
+    return parser
+
+
+def run(args: argparse.Namespace, out: IO[str]) -> int:
+    """Run QAT, write the int8 .tflite atomically, report."""
+    import tfcompress
+
+    return run_training(args, out, tfcompress.qat, preserve=args.preserve)
