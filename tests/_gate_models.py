@@ -13,6 +13,15 @@ from typing import Any
 
 import numpy as np
 
+_BUILT: dict[str, Path] = {}
+
+
+def gate_models(tmp_path_factory: Any) -> dict[str, Path]:
+    """The files below, built once per test process (shared by the gate test modules)."""
+    if not _BUILT:
+        _BUILT.update(build_gate_models(tmp_path_factory.mktemp("gate_models")))
+    return dict(_BUILT)
+
 
 def build_gate_models(root: Path) -> dict[str, Path]:
     """Train, damage, convert and save everything into ``root``; return the paths."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _gate_models import build_gate_models
+from _gate_models import gate_models
 
 from tfcompress.errors import BackendUnavailableError
 from tfcompress.runtime import base as runtime_base
@@ -87,7 +87,7 @@ class _MissingRunner(Runner):
 
 @pytest.fixture(scope="module")
 def gate_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return build_gate_models(tmp_path_factory.mktemp("gate_models"))
+    return gate_models(tmp_path_factory)
 
 
 @pytest.fixture

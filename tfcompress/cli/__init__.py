@@ -25,6 +25,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "quantize",
     "inspect",
     "benchmark",
+    "gate",
     "qat",
     "prune",
     "cluster",

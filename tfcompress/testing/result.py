@@ -145,7 +145,7 @@ class GateResult:
 
     def explain(self) -> str:
         """The failure message: verdict, table, worst classes, sample count and what to do."""
-        lines = [self._verdict(), "", self.table(), ""]
+        lines = [self.headline(), "", self.table(), ""]
         diff = self.difference
         lines.append(f"{diff.samples} samples, interval: {diff.method}")
         if diff.reference_only is not None:
@@ -172,9 +172,10 @@ class GateResult:
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        return f"{self._verdict()}\n{self.table()}\n{self.samples} samples"
+        return f"{self.headline()}\n{self.table()}\n{self.samples} samples"
 
-    def _verdict(self) -> str:
+    def headline(self) -> str:
+        """One line: PASSED/FAILED, mode, the deciding number against max_drop, both scores."""
         s = self.settings
         status = "PASSED" if self.passed else "FAILED"
         rule = {

@@ -1,0 +1,172 @@
+"""``tfcompress gate`` through main(argv), plus one real subprocess run for the exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _gate_models import gate_models
+
+from tfcompress.cli import main
+
+JSON_KEYS = {"reference_accuracy", "candidate_accuracy", "drop", "ci_low", "ci_high", "passed"}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return gate_models(tmp_path_factory)
+
+
+def run_cli(capfd: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capfd.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_faithful_candidate_passes_with_json(
+    capfd: pytest.CaptureFixture[str], files: dict[str, Path]
+) -> None:
+    code, stdout, stderr = run_cli(
+        capfd, "gate", files["reference"], files["int8"], "--data", files["test"], "--json"
+    )
+    assert code == 0, stderr
+    report = json.loads(stdout)  # stdout holds exactly one JSON object
+    assert set(report) >= JSON_KEYS
+    assert report["passed"] is True and report["mode"] == "strict" and report["samples"] == 450
+    assert report["max_drop"] == 0.01 and report["metric"] == "accuracy"
+    assert report["ci_low"] <= report["drop"] <= report["ci_high"] <= 0.01
+    assert report["backend"] == "cpu" and report["reference_backend"] == "keras"
+
+
+def test_damaged_candidate_fails_with_table(
+    capfd: pytest.CaptureFixture[str], files: dict[str, Path]
+) -> None:
+    code, stdout, stderr = run_cli(
+        capfd,
+        "gate",
+        files["reference"],
+        files["damaged"],
+        "--data",
+        files["test"],
+        "--max-drop",
+        "0.05",
+        "--mode",
+        "proven",
+    )
+    assert code == 1
+    assert stdout.startswith("accuracy gate FAILED (proven)")
+    assert "damaged.tflite" in stdout and "450 samples" in stdout and "per-class change" in stdout
+    assert "FAILED" in stderr  # the verdict is logged for people reading CI logs
+
+
+def test_mode_decides_on_a_small_noisy_test_set(
+    capfd: pytest.CaptureFixture[str], files: dict[str, Path], tmp_path: Path
+) -> None:
+    import numpy as np
+
+    data = np.load(files["test"])
+    small = tmp_path / "small.npz"
+    np.savez(small, x=data["x"][:40], y=data["y"][:40])
+    verdicts = {}
+    for mode in ("strict", "tolerant", "proven"):
+        code, stdout, _ = run_cli(
+            capfd,
+            "gate",
+            files["reference"],
+            files["damaged"],
+            "--data",
+            small,
+            "--max-drop",
+            "0.35",
+            "--mode",
+            mode,
+            "--json",
+        )
+        report = json.loads(stdout)
+        assert code == (0 if report["passed"] else 1)
+        verdicts[mode] = report
+    # the same numbers, judged by different bounds of the same interval
+    assert len({(r["drop"], r["ci_low"], r["ci_high"]) for r in verdicts.values()}) == 1
+    report = verdicts["strict"]
+    assert verdicts["strict"]["passed"] is (report["drop"] <= 0.35)
+    assert verdicts["tolerant"]["passed"] is (report["ci_low"] <= 0.35)
+    assert verdicts["proven"]["passed"] is (report["ci_high"] <= 0.35)
+    assert report["ci_high"] - report["ci_low"] > 0.1  # 40 samples cannot pin the drop down
+    # here the measured drop is above 35 pt but not significantly so
+    assert [verdicts[m]["passed"] for m in ("strict", "tolerant", "proven")] == [False, True, False]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("{reference}", "{int8}", "--data", "{unlabelled}"), "has no labels"),
+        (("{reference}", "{wide}", "--data", "{test}"), "reference outputs shape (10,)"),
+        (("{reference}", "{int8}", "--data", "{test}", "--max-drop", "1.5"), "fraction in [0, 1]"),
+        (("{reference}", "{int8}", "--data", "{test}", "--max-drop", "-0.1"), "fraction in [0, 1]"),
+        (("{reference}", "{int8}", "--data", "{test}", "--mode", "lax"), "invalid choice: 'lax'"),
+        (("{reference}", "{int8}", "--data", "{test}", "--metric", "f1"), "unknown metric 'f1'"),
+        (("{reference}", "{int8}", "--data", "{test}", "--backend", "tpu9"), "unknown backend"),
+        (("{reference}", "missing.tflite", "--data", "{test}"), "missing.tflite"),
+        (("{reference}", "{int8}"), "--data"),
+    ],
+)
+def test_bad_input_exits_2(
+    capfd: pytest.CaptureFixture[str],
+    files: dict[str, Path],
+    argv: tuple[str, ...],
+    message: str,
+) -> None:
+    code, stdout, stderr = run_cli(capfd, "gate", *(a.format(**files) for a in argv))
+    assert code == 2
+    assert stdout == ""
+    assert message in stderr
+
+
+def test_unavailable_backend_exits_2(
+    capfd: pytest.CaptureFixture[str], files: dict[str, Path]
+) -> None:
+    from tfcompress.errors import BackendUnavailableError
+    from tfcompress.runtime import create_runner, list_backends
+
+    if "edgetpu" not in list_backends():
+        pytest.skip("no edgetpu backend registered in this build")
+    try:
+        create_runner(files["int8"], backend="edgetpu").close()
+    except BackendUnavailableError:
+        pass
+    else:
+        pytest.skip("an Edge TPU is available here")
+    code, stdout, stderr = run_cli(
+        capfd,
+        "gate",
+        files["reference"],
+        files["int8"],
+        "--data",
+        files["test"],
+        "--backend",
+        "edgetpu",
+    )
+    assert code == 2 and stdout == ""
+    assert "edgetpu" in stderr.lower()
+
+
+def test_real_process_exit_code_and_clean_stdout(files: dict[str, Path]) -> None:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    command = [sys.executable, "-m", "tfcompress", "gate", files["reference"], files["damaged"]]
+    completed = subprocess.run(
+        [*map(str, command), "--data", str(files["test"]), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 1, completed.stderr
+    lines = completed.stdout.splitlines()
+    assert len(lines) == 1  # nothing but the JSON object on stdout
+    report = json.loads(lines[0])
+    assert report["passed"] is False and report["drop"] > 0.01
