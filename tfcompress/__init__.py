@@ -53,6 +53,7 @@ _LAZY = {
     "cluster": "tfcompress.training",
     "prune": "tfcompress.training",
     "qat": "tfcompress.training",
+    "assert_accuracy_drop": "tfcompress.testing.gates",
 }
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "TFLiteModel",
     "TrainingResult",
     "__version__",
+    "assert_accuracy_drop",
     "benchmark",
     "cluster",
     "create_runner",
@@ -97,6 +99,7 @@ if TYPE_CHECKING:
     from tfcompress.models.inspect import inspect_model
     from tfcompress.quantization import QuantizationResult, Recipe, list_recipes, quantize
     from tfcompress.runtime import create_runner, list_backends
+    from tfcompress.testing.gates import assert_accuracy_drop
     from tfcompress.training import TrainingResult, cluster, prune, qat
 
 
