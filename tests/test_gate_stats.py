@@ -157,6 +157,17 @@ def test_metric_difference_uses_bootstrap() -> None:
     assert result.ci_low <= result.drop <= result.ci_high
 
 
+def test_bootstrap_interval_is_widened_to_hold_the_point_estimate() -> None:
+    # a statistic that is 1 only on the full sample (every index once): resamples almost
+    # never reach it, so the raw percentile interval would be [0, 0] around a drop of 1
+    def everything_once(idx: np.ndarray) -> float:
+        return float(len(np.unique(idx)) == 20)
+
+    result = paired_metric_difference(everything_once, lambda idx: 0.0, 20, resamples=200)
+    assert result.drop == 1.0
+    assert (result.ci_low, result.ci_high) == (0.0, 1.0)
+
+
 @pytest.mark.parametrize(
     ("ref", "cand", "options", "message"),
     [
