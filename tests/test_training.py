@@ -1,0 +1,237 @@
+"""QAT, pruning and clustering on real MNIST digits, measured on the exported .tflite files.
+
+Every artifact is trained once per module and shared by the tests that check it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import tfcompress
+from tfcompress.data import Dataset
+from tfcompress.training.sparsity import has_m_by_n, kernel_arrays
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def legacy_env_before() -> str | None:
+    """TF_USE_LEGACY_KERAS as it was before any tfmot import in this module."""
+    return os.environ.get("TF_USE_LEGACY_KERAS")
+
+
+@pytest.fixture(scope="module")
+def qat_result(legacy_env_before, trained_cnn, mnist_split):
+    return tfcompress.qat(
+        trained_cnn, train_data=mnist_split.train, val_data=mnist_split.test, epochs=1
+    )
+
+
+@pytest.fixture(scope="module")
+def pruned_int8(trained_cnn, mnist_split):
+    return tfcompress.prune(
+        trained_cnn,
+        train_data=mnist_split.train,
+        val_data=mnist_split.test,
+        target_sparsity=0.75,
+        epochs=2,
+        then="int8",
+        qat_epochs=1,
+    )
+
+
+@pytest.fixture(scope="module")
+def pruned_2_4(trained_cnn, mnist_split):
+    return tfcompress.prune(
+        trained_cnn,
+        train_data=mnist_split.train,
+        val_data=mnist_split.test,
+        structure="2:4",
+        epochs=1,
+    )
+
+
+@pytest.fixture(scope="module")
+def residual_model(mnist_split):
+    """Keras 3 Functional: residual Add, BatchNormalization, DepthwiseConv2D and a PReLU."""
+    import keras
+
+    from tfcompress.models.reference import train_classifier
+
+    layers = keras.layers
+    inputs = keras.Input((28, 28, 1))
+    x = layers.Conv2D(16, 3, padding="same")(inputs)
+    x = layers.BatchNormalization()(x)
+    x = layers.ReLU()(x)
+    x = layers.MaxPooling2D()(x)
+    y = layers.DepthwiseConv2D(3, padding="same")(x)
+    y = layers.BatchNormalization()(y)
+    y = layers.ReLU()(y)
+    y = layers.Conv2D(16, 1)(y)
+    x = layers.Add()([x, y])
+    x = layers.PReLU(shared_axes=[1, 2], name="prelu")(x)  # tfmot can neither quantize nor prune it
+    x = layers.MaxPooling2D()(x)
+    x = layers.Flatten()(x)
+    outputs = layers.Dense(10, activation="softmax")(x)
+    model = keras.Model(inputs, outputs, name="residual")
+    return train_classifier(model, mnist_split.train.take(2000), epochs=2)
+
+
+def _accuracy(model, data) -> float:
+    return tfcompress.evaluate(model, data).rows[0].score
+
+
+# --- QAT ---------------------------------------------------------------------------------------
+
+
+def test_qat_int8_within_half_a_point_of_float(qat_result):
+    assert qat_result.recipe == "int8"
+    assert qat_result.reference_accuracy > 0.9  # the float model is a real classifier
+    assert qat_result.accuracy_drop <= 0.005, str(qat_result)
+    assert all(w.dtype == "int8" for w in qat_result.weights)
+    assert qat_result.skipped_layers == []
+
+
+def test_qat_no_worse_than_ptq_int8(qat_result, int8_result, mnist_split):
+    ptq = _accuracy(int8_result.model, mnist_split.test)
+    assert qat_result.accuracy >= ptq - 0.003, (qat_result.accuracy, ptq)
+
+
+def test_qat_keeps_tf_keras_choice_and_caller_model(
+    qat_result, legacy_env_before, trained_cnn, mnist_split
+):
+    import tensorflow as tf
+
+    assert os.environ.get("TF_USE_LEGACY_KERAS") == legacy_env_before
+    assert tf.keras.version().startswith("3.")  # tf.keras still means Keras 3
+    assert type(trained_cnn).__module__.startswith("keras.")
+    assert qat_result.bridge_difference <= 1e-5
+    # The caller's model was not fine-tuned in place.
+    assert _accuracy(trained_cnn, mnist_split.test) == pytest.approx(qat_result.reference_accuracy)
+
+
+def test_qat_result_reports(qat_result, tmp_path):
+    data = qat_result.to_dict()
+    for key in ("size_bytes", "accuracy", "reference_accuracy", "accuracy_drop", "skipped_layers"):
+        assert key in data
+    assert {row["status"] for row in data["coverage"]} == {"quantized"}
+    assert "qat -> int8" in str(qat_result)
+    path = qat_result.save(tmp_path / "qat.tflite")
+    assert path.read_bytes() == qat_result.model_content
+    with pytest.raises(tfcompress.OutputExistsError):
+        qat_result.save(path)
+
+
+# --- pruning -----------------------------------------------------------------------------------
+
+
+def test_pruning_75_sparsity_measured_on_exported_file(pruned_int8):
+    pruned = {c.layer for c in pruned_int8.coverage if c.status == "pruned"}
+    assert pruned == {"conv2d", "conv2d_1", "dense", "dense_1"}
+    rows = pruned_int8.rewritten_weights
+    assert {w.layer for w in rows} == pruned
+    assert all(w.sparsity >= 0.74 for w in rows), [(w.layer, w.sparsity) for w in rows]
+    # Independent of the result's own table: read the kernels back from the bytes.
+    for _, _, dtype, values in kernel_arrays(pruned_int8.model_content):
+        assert dtype == "int8"
+        assert np.mean(values == 0) >= 0.74
+
+
+def test_pruning_75_accuracy_and_gzip(pruned_int8):
+    assert pruned_int8.accuracy_drop <= 0.015, str(pruned_int8)
+    assert pruned_int8.gzip_bytes <= 0.5 * pruned_int8.reference_gzip_bytes
+    assert pruned_int8.gzip_bytes <= 0.15 * pruned_int8.float_gzip_bytes
+    # Zeros are stored like any value: the raw file is as large as the dense int8 one.
+    assert pruned_int8.size_bytes >= 0.9 * pruned_int8.reference_size_bytes
+
+
+def test_structured_2_4_on_exported_file(pruned_2_4):
+    rows = pruned_2_4.rewritten_weights
+    assert {w.layer for w in rows} == {"conv2d_1", "dense", "dense_1"}
+    assert all(w.m_by_n_ok for w in rows)
+    skipped = {s["layer"]: s["reason"] for s in pruned_2_4.skipped_layers}
+    assert "input channel" in skipped["conv2d"]  # 1 input channel cannot hold groups of 4
+    by_layer = {w.tensor: w.layer for w in pruned_2_4.weights}
+    for tensor, _, _, values in kernel_arrays(pruned_2_4.model_content):
+        if by_layer[tensor] != "conv2d":
+            assert has_m_by_n(values, (2, 4))
+            assert np.mean(values == 0) >= 0.5
+    assert pruned_2_4.accuracy_drop <= 0.02
+
+
+def test_has_m_by_n_detects_a_bad_group():
+    good = np.array([[0, 1, 0, 2, 0, 0, 3, 4]], np.float32)
+    assert has_m_by_n(good, (2, 4))
+    assert not has_m_by_n(np.array([[0, 1, 5, 2]], np.float32), (2, 4))
+    assert not has_m_by_n(np.zeros((2, 6), np.float32), (2, 4))  # 6 is no multiple of 4
+
+
+# --- clustering ------------------------------------------------------------------------------
+
+
+def test_cluster_16_shrinks_gzip(trained_cnn, mnist_split):
+    result = tfcompress.cluster(
+        trained_cnn,
+        train_data=mnist_split.train,
+        val_data=mnist_split.test,
+        clusters=16,
+        epochs=1,
+    )
+    rows = result.rewritten_weights
+    assert len(rows) == 4
+    assert all(w.unique_values <= 16 for w in rows), [(w.layer, w.unique_values) for w in rows]
+    assert result.gzip_bytes <= 0.5 * result.reference_gzip_bytes
+    assert result.accuracy_drop <= 0.015, str(result)
+
+
+# --- a model tfmot only partly supports ------------------------------------------------------
+
+
+def test_residual_model_qat_skips_prelu(residual_model, mnist_split):
+    result = tfcompress.qat(
+        residual_model,
+        train_data=mnist_split.train.take(1000),
+        val_data=mnist_split.test.take(400),
+        epochs=1,
+    )
+    skipped = [s["layer"] for s in result.skipped_layers]
+    assert skipped == ["prelu"]
+    statuses = {c.kind: c.status for c in result.coverage}
+    for kind in ("Conv2D", "BatchNormalization", "DepthwiseConv2D", "Add", "Dense"):
+        assert statuses[kind] == "quantized"
+    assert {w.op for w in result.weights} >= {"conv", "depthwise", "dense"}
+    assert all(w.dtype == "int8" for w in result.weights)
+    assert result.bridge_difference <= 1e-5
+    assert result.accuracy >= result.reference_accuracy - 0.05
+
+
+def test_residual_model_pruning_skips_prelu(residual_model, mnist_split):
+    result = tfcompress.prune(
+        residual_model,
+        train_data=mnist_split.train.take(1000),
+        val_data=mnist_split.test.take(400),
+        epochs=1,
+    )
+    skipped = {s["layer"]: s["reason"] for s in result.skipped_layers}
+    assert "PReLU" in skipped["prelu"]
+    pruned = sorted(c.kind for c in result.coverage if c.status == "pruned")
+    assert pruned == ["Conv2D", "Conv2D", "Dense"]
+    assert all(w.sparsity >= 0.74 for w in result.rewritten_weights)
+
+
+def test_tf_keras_model_is_pruned_without_bridge_changes(mnist_split):
+    from tfcompress.models.reference import small_cnn, train_classifier
+
+    train = Dataset(mnist_split.train.x[:1000], mnist_split.train.y[:1000])
+    model = train_classifier(small_cnn(flavour="tf_keras"), train, epochs=1)
+    before = [w.copy() for w in model.get_weights()]
+    result = tfcompress.prune(
+        model, train_data=train, val_data=mnist_split.test.take(300), epochs=1, then="float16"
+    )
+    assert result.bridge_difference == 0.0
+    assert all(w.dtype == "float16" for w in result.weights)
+    assert all(w.sparsity >= 0.74 for w in result.rewritten_weights)
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights(), strict=True))
