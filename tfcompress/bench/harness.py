@@ -353,7 +353,10 @@ def _batch_of(x: np.ndarray, batch: int) -> np.ndarray:
     """The first ``batch`` samples, repeated when the data holds fewer."""
     if len(x) >= batch:
         return np.ascontiguousarray(x[:batch])
-    return np.ascontiguousarray(np.resize(x, (batch, *x.shape[1:])))
+    out = np.empty((batch, *x.shape[1:]), x.dtype)  # MemoryError at once when too large
+    for start in range(0, batch, len(x)):
+        out[start : start + len(x)] = x[: batch - start]
+    return out
 
 
 def _status(error: BaseException) -> str:

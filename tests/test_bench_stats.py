@@ -1,0 +1,159 @@
+"""Latency statistics, the measuring loop, environment parsing, Pareto front and ratios."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from tfcompress.bench.analysis import int8_notes, with_ratios
+from tfcompress.bench.environment import Environment, capture_environment, parse_cpuinfo
+from tfcompress.bench.result import BenchmarkRow
+from tfcompress.bench.size import SizeInfo
+from tfcompress.bench.stats import measure, summarize
+from tfcompress.errors import InvalidInputError
+from tfcompress.report.plots import pareto_front
+
+
+def test_summarize_known_values():
+    stats = summarize([0.001, 0.002, 0.003, 0.004, 0.010])  # seconds -> ms
+    assert stats.runs == 5
+    assert stats.mean == pytest.approx(4.0)
+    assert stats.std == pytest.approx(np.std([1, 2, 3, 4, 10]))  # population std
+    assert (stats.min, stats.max) == (pytest.approx(1.0), pytest.approx(10.0))
+    assert stats.p50 == pytest.approx(3.0)
+    assert stats.p90 == pytest.approx(4 + 0.6 * 6)  # linear between 4 and 10
+    assert stats.p99 == pytest.approx(4 + 0.96 * 6)
+
+
+def test_summarize_rejects_no_runs():
+    with pytest.raises(InvalidInputError, match="no timed runs"):
+        summarize([])
+
+
+class FakeClock:
+    """Each call of the model advances time by the next scripted duration."""
+
+    def __init__(self, durations, then=None):
+        self.now = 0.0
+        tail = itertools.repeat(then) if then is not None else itertools.cycle(durations)
+        self.durations = itertools.chain(durations if then is not None else [], tail)
+        self.calls = 0
+
+    def clock(self):
+        return self.now
+
+    def call(self):
+        self.calls += 1
+        self.now += next(self.durations)
+
+
+def test_measure_times_first_call_apart_and_honours_runs_and_seconds():
+    fake = FakeClock([0.5], then=0.01)  # first call slow, then 10 ms
+    timing = measure(
+        fake.call, runs=5, min_seconds=0.2, warmup_runs=2, warmup_seconds=0, clock=fake.clock
+    )
+    assert timing.first_ms == pytest.approx(500.0)
+    assert timing.warmup_runs == 2
+    # 5 runs would take 0.05 s (< 0.2 s): the loop keeps going until 0.2 s are spent.
+    assert 20 <= timing.latency.runs <= 21
+    assert timing.latency.p50 == pytest.approx(10.0)
+    assert timing.latency.max == pytest.approx(10.0)  # the slow first call is not a timed run
+
+
+def test_measure_runs_at_least_n_when_time_is_short():
+    fake = FakeClock([0.002])
+    timing = measure(fake.call, runs=7, min_seconds=0, warmup_seconds=0, clock=fake.clock)
+    assert timing.latency.runs == 7
+    assert timing.latency.mean == pytest.approx(2.0)
+    assert fake.calls == 1 + 7  # the first call doubles as the only warm-up run
+
+
+def test_measure_stops_at_max_seconds():
+    fake = FakeClock([1.0])
+    timing = measure(
+        fake.call, runs=2, min_seconds=100, max_seconds=3, warmup_seconds=0, clock=fake.clock
+    )
+    assert timing.latency.runs == 3
+
+
+def test_measure_rejects_bad_options():
+    with pytest.raises(InvalidInputError):
+        measure(lambda: None, runs=0)
+    with pytest.raises(InvalidInputError):
+        measure(lambda: None, min_seconds=-1)
+
+
+X86 = "model name : Intel Xeon\nflags : fpu sse avx2 fma avx512f avx512_vnni amx_int8\n"
+ARM = "processor : 0\nFeatures : fp asimd asimddp i8mm\nCPU part : 0xd0b\nHardware : BCM2712\n"
+OLD_X86 = "model name : Intel Core i7-6700\nflags : fpu avx avx2 fma\n"
+
+
+def test_parse_cpuinfo_x86_and_arm():
+    assert parse_cpuinfo(X86) == (
+        "Intel Xeon",
+        ("AVX2", "FMA", "AVX-512", "AVX512-VNNI", "AMX-INT8"),
+    )
+    assert parse_cpuinfo(ARM) == ("BCM2712", ("NEON", "DOTPROD", "I8MM"))
+    assert parse_cpuinfo("") == ("", ())
+
+
+def test_capture_environment_is_tensorflow_free_and_complete():
+    import sys
+
+    had_tf = "tensorflow" in sys.modules
+    env = capture_environment(cpuinfo=X86)
+    assert env.int8_dot_product == ("AVX512-VNNI", "AMX-INT8")
+    data = env.to_dict()
+    assert {"cpu", "cpu_flags", "cores", "gpu", "versions"} <= set(data)
+    assert "numpy" in data["versions"]
+    assert had_tf or "tensorflow" not in sys.modules
+
+
+def test_pareto_front():
+    points = [(1.0, 0.90), (2.0, 0.95), (3.0, 0.93), (1.5, 0.89), (2.0, 0.95)]
+    assert pareto_front(points) == [0, 1, 4]
+    assert pareto_front([]) == []
+
+
+def _row(name, precision, p50, *, backend="cpu", macs=100, size=1000):
+    from tfcompress.bench.stats import LatencyStats
+
+    latency = LatencyStats(10, p50, 0.0, p50, p50, p50, p50, p50)
+    info = SizeInfo(size, size, 10, macs, 5, precision)
+    return BenchmarkRow(name, backend, 1, 1, size=info, latency=latency)
+
+
+def _env(flags):
+    return Environment("cpu", "x86_64", flags, 2, 2, None, "linux", "3.11")
+
+
+def test_ratios_against_reference():
+    rows = with_ratios(
+        [_row("f32", "float32", 4.0, size=1000), _row("i8", "int8", 2.0, size=250)], "f32"
+    )
+    assert rows[1].speedup == pytest.approx(2.0)
+    assert rows[1].size_ratio == pytest.approx(0.25)
+    assert rows[0].speedup == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("flags", "int8_ms", "expected"),
+    [
+        ((), 5.0, ["int8 is slower", "no int8 dot-product instructions"]),
+        (("AVX512-VNNI",), 2.0, ["int8 is faster", "AVX512-VNNI"]),
+        (("AMX-INT8",), 4.1, ["int8 is not faster", "even though this CPU has"]),
+    ],
+)
+def test_int8_notes_follow_measured_numbers_and_flags(flags, int8_ms, expected):
+    rows = [_row("f32", "float32", 4.0), _row("i8", "int8", int8_ms)]
+    notes = int8_notes(rows, _env(flags))
+    assert len(notes) == 1
+    for text in expected:
+        assert text in notes[0]
+
+
+def test_int8_notes_need_a_float_sibling_on_the_same_backend():
+    rows = [_row("f32", "float32", 4.0, backend="keras"), _row("i8", "int8", 2.0)]
+    assert int8_notes(rows, _env(())) == []

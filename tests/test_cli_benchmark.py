@@ -1,0 +1,81 @@
+"""`tfcompress benchmark` through tfcompress.cli.main: table, --json keys, reports, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _bench_artifacts import build
+
+from tfcompress.cli import main
+
+FAST = ["--runs", "3", "--min-seconds", "0", "--warmup-seconds", "0"]
+ROW_KEYS = {"artifact", "backend", "threads", "batch", "status", "size_bytes", "gzip_bytes"}
+ROW_KEYS |= {"init_ms", "latency_ms", "throughput_per_s", "accuracy"}
+
+
+@pytest.fixture(scope="module")
+def files(trained_cnn, int8_result, mnist_split):
+    return build(trained_cnn, int8_result, mnist_split)
+
+
+def test_json_output(files, model_files, capsys):
+    code = main(
+        [
+            "benchmark",
+            str(files["float32"]),
+            str(files["int8"]),
+            "--data",
+            str(model_files["test"]),
+            "--backend",
+            "cpu,edgetpu",
+            "--threads",
+            "1,2",
+            "--batch",
+            "1,8",
+            "--json",
+            *FAST,
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    payload = json.loads(captured.out)
+    assert {"environment", "rows", "schema_version"} <= set(payload)
+    ok = [r for r in payload["rows"] if r["status"] == "ok"]
+    assert len(ok) == 2 * 2 * 2
+    for row in ok:
+        assert set(row) >= ROW_KEYS
+        assert set(row["latency_ms"]) >= {"mean", "std", "min", "p50", "p90", "p99", "max"}
+        assert row["accuracy"] > 0.85
+    unavailable = [r for r in payload["rows"] if r["backend"] == "edgetpu"]
+    assert unavailable and all(r["status"].startswith("unavailable: ") for r in unavailable)
+
+
+def test_table_and_reports(files, tmp_path, capsys):
+    report = tmp_path / "report"
+    code = main(["benchmark", str(files["int8"]), "--report", str(report), *FAST])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "cnn_int8.tflite" in captured.out and "p50 ms" in captured.out
+    assert (report / "benchmark.json").is_file() and (report / "benchmark.csv").is_file()
+    assert (report / "benchmark.md").is_file()
+
+
+def test_failed_row_exits_1_but_keeps_other_rows(files, capsys):
+    code = main(["benchmark", str(files["int8"]), str(files["corrupt"]), "--json", *FAST])
+    payload = json.loads(capsys.readouterr().out)
+    assert code == 1
+    statuses = {r["artifact"]: r["status"] for r in payload["rows"]}
+    assert statuses["cnn_int8.tflite"] == "ok"
+    assert statuses["corrupt.tflite"].startswith("error: ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--backend", "tpu"], ["--threads", "0"], ["--batch", "x"], ["--min-seconds", "-1"]],
+)
+def test_bad_usage_exits_2(files, capsys, argv):
+    assert main(["benchmark", str(files["int8"]), *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "error" in captured.err

@@ -1,0 +1,119 @@
+"""Reports: versioned JSON schema, CSV, Markdown and PNG plots, written atomically."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from tfcompress.bench.environment import capture_environment
+from tfcompress.bench.result import BenchmarkResult, BenchmarkRow
+from tfcompress.bench.size import SizeInfo
+from tfcompress.bench.stats import summarize
+from tfcompress.errors import InvalidInputError, MissingDependencyError
+from tfcompress.report.schema import ROW_KEYS, SCHEMA_VERSION, validate_report
+from tfcompress.report.writers import csv_columns
+
+
+def _result() -> BenchmarkResult:
+    size = SizeInfo(1000, 900, 200, 5000, 7, "float32")
+    int8 = SizeInfo(300, 280, 200, 5000, 9, "int8")
+    rows = []
+    for name, info, ms in (("m.tflite", size, [0.004, 0.005]), ("m_int8.tflite", int8, [0.002])):
+        for batch, scale in ((1, 1), (8, 6)):
+            latency = summarize([s * scale for s in ms])
+            rows.append(
+                BenchmarkRow(
+                    name,
+                    "cpu",
+                    1,
+                    batch,
+                    size=info,
+                    init_ms=1.0,
+                    latency=latency,
+                    first_inference_ms=2.0,
+                    accuracy=0.9 if "int8" in name else 0.92,
+                    peak_rss_mb=100.0,
+                    details={"delegated_ops": 5},
+                )
+            )
+    rows.append(
+        BenchmarkRow("m.tflite", "edgetpu", None, None, "unavailable: libedgetpu.so.1 not found")
+    )
+    settings = {"runs": 3, "min_seconds": 0, "warmup_runs": 1, "warmup_seconds": 0}
+    return BenchmarkResult(
+        tuple(rows),
+        capture_environment(),
+        settings,
+        samples=100,
+        reference="m.tflite",
+        notes=("a finding",),
+    )
+
+
+def test_json_is_versioned_and_valid(tmp_path):
+    result = _result().save(tmp_path, formats=("json",))
+    (path,) = result.report_files
+    report = json.loads(path.read_text())
+    assert report["schema_version"] == SCHEMA_VERSION
+    validate_report(report)
+    row = report["rows"][0]
+    assert set(ROW_KEYS) <= set(row)
+    assert set(row["latency_ms"]) == {"runs", "mean", "std", "min", "p50", "p90", "p99", "max"}
+    assert report["rows"][-1]["status"].startswith("unavailable: ")
+    assert report["environment"]["cpu_flags"] is not None
+
+
+def test_validate_report_rejects_other_versions_and_missing_keys():
+    report = _result().to_dict()
+    with pytest.raises(InvalidInputError, match="not readable"):
+        validate_report({**report, "schema_version": "2.0"})
+    del report["rows"][0]["status"]
+    with pytest.raises(InvalidInputError, match=r"rows\[0\]\.status"):
+        validate_report(report)
+
+
+def test_csv_and_markdown(tmp_path):
+    result = _result().save(tmp_path, formats=("csv", "md"))
+    csv_path, md_path = result.report_files
+    rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
+    assert list(rows[0]) == csv_columns()
+    assert len(rows) == 5
+    assert float(rows[0]["latency_p50_ms"]) == pytest.approx(4.5)
+    markdown = md_path.read_text()
+    assert "| m_int8.tflite" in markdown and "## Environment" in markdown
+    assert "a finding" in markdown and "benchmark_model" in markdown
+
+
+def test_png_plots(tmp_path):
+    pytest.importorskip("matplotlib")
+    result = _result().save(tmp_path, formats=("png",))
+    names = sorted(p.name for p in result.report_files)
+    assert names == ["benchmark_accuracy_latency.png", "benchmark_batch.png", "benchmark_size.png"]
+    for path in result.report_files:
+        assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_missing_matplotlib_names_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    with pytest.raises(MissingDependencyError, match=r"tfcompress\[plot\]"):
+        _result().save(tmp_path / "out", formats=("json", "png"))
+    assert not (tmp_path / "out" / "benchmark.json").exists()  # nothing half-written
+
+
+def test_unknown_format_and_file_as_folder(tmp_path):
+    with pytest.raises(InvalidInputError, match="unknown report format"):
+        _result().save(tmp_path, formats=("pdf",))
+    target = tmp_path / "file"
+    target.write_text("x")
+    with pytest.raises(InvalidInputError, match="is a file"):
+        _result().save(target, formats=("json",))
+
+
+def test_str_is_readable():
+    text = str(_result())
+    assert "m_int8.tflite" in text and "unavailable" in text and "* a finding" in text
