@@ -1,0 +1,198 @@
+"""qat/prune/cluster: bad input fails fast with one line and exit 2; the CLI reports JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tfcompress
+from tfcompress.cli import main
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, trained_cnn, mnist_split) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("training_cli")
+    paths = {
+        "model": root / "cnn.keras",
+        "train": root / "train.npz",
+        "val": root / "val.npz",
+        "tiny": root / "tiny.npz",
+        "bad_val": root / "bad_val.npz",
+    }
+    trained_cnn.save(paths["model"])
+    train, test = mnist_split.train, mnist_split.test
+    np.savez(paths["train"], x=train.x[:640], y=train.y[:640])
+    np.savez(paths["val"], x=test.x[:300], y=test.y[:300])
+    np.savez(paths["tiny"], x=train.x[:50], y=train.y[:50])
+    np.savez(paths["bad_val"], x=test.x[:20, :14, :14], y=test.y[:20])
+    return paths
+
+
+def _run(capsys, argv: list[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _base(files, command: str, out: Path, *extra: str) -> list[str]:
+    return [
+        command,
+        str(files["model"]),
+        "--train",
+        str(files["train"]),
+        "--val",
+        str(files["val"]),
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+# --- bad input: clear error, exit 2, no output -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--sparsity", "1.0"], "strictly between 0 and 1"),
+        (["--sparsity", "0"], "strictly between 0 and 1"),
+        (["--sparsity", "-0.5"], "strictly between 0 and 1"),
+        (["--structure", "2x4"], "not M:N"),
+        (["--structure", "4:2"], "0 < M < N"),
+        (["--structure", "2:4", "--sparsity", "0.75"], "fixes sparsity"),
+    ],
+)
+def test_prune_bad_options_exit_2(files, tmp_path, capsys, extra, message):
+    out = tmp_path / "p.tflite"
+    code, stdout, stderr = _run(capsys, _base(files, "prune", out, *extra))
+    assert code == 2
+    assert message in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert stdout == ""
+    assert not out.exists()
+
+
+def test_prune_too_few_samples_for_schedule(files, tmp_path, capsys):
+    out = tmp_path / "p.tflite"
+    argv = _base(files, "prune", out)
+    argv[argv.index("--train") + 1] = str(files["tiny"])
+    code, _, stderr = _run(capsys, argv)
+    assert code == 2
+    assert "pruning schedule needs at least" in stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["qat", "prune", "cluster"])
+def test_validation_data_not_matching_model(files, tmp_path, capsys, command):
+    out = tmp_path / "x.tflite"
+    argv = _base(files, command, out)
+    argv[argv.index("--val") + 1] = str(files["bad_val"])
+    code, _, stderr = _run(capsys, argv)
+    assert code == 2
+    assert "validation data has shape" in stderr
+    assert not out.exists()
+
+
+def test_existing_output_refused_before_training(files, tmp_path, capsys):
+    out = tmp_path / "exists.tflite"
+    out.write_bytes(b"keep me")
+    code, _, stderr = _run(capsys, _base(files, "qat", out))
+    assert code == 2
+    assert "already exists" in stderr
+    assert out.read_bytes() == b"keep me"
+
+
+def test_subclassed_model_refused(mnist_split):
+    import keras
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.flat = keras.layers.Flatten()
+            self.out = keras.layers.Dense(10, activation="softmax")
+
+        def call(self, x):
+            return self.out(self.flat(x))
+
+    net = Net()
+    net(mnist_split.test.x[:2])
+    for verb in (tfcompress.qat, tfcompress.prune, tfcompress.cluster):
+        with pytest.raises(tfcompress.UnsupportedModelError, match="subclassed"):
+            verb(net, train_data=mnist_split.train, val_data=mnist_split.test)
+
+
+def test_custom_layer_refused_by_bridge(mnist_split):
+    import keras
+
+    from tfcompress._compat.bridge import to_tf_keras
+
+    @keras.saving.register_keras_serializable(package="tests")
+    class Doubler(keras.layers.Layer):
+        def call(self, x):
+            return x * 2.0
+
+    inputs = keras.Input((28, 28, 1))
+    x = Doubler()(inputs)
+    outputs = keras.layers.Dense(10)(keras.layers.Flatten()(x))
+    model = keras.Model(inputs, outputs)
+    with pytest.raises(tfcompress.UnsupportedModelError, match="tf-keras does not provide"):
+        to_tf_keras(model, mnist_split.test.x[:4])
+
+
+def test_unknown_options_refused(trained_cnn, mnist_split):
+    data = {"train_data": mnist_split.train, "val_data": mnist_split.test}
+    with pytest.raises(tfcompress.InvalidInputError, match="schedule"):
+        tfcompress.prune(trained_cnn, schedule="cubic", **data)
+    with pytest.raises(tfcompress.InvalidInputError, match="then="):
+        tfcompress.prune(trained_cnn, then="int4", **data)
+    with pytest.raises(tfcompress.InvalidInputError, match="clusters"):
+        tfcompress.cluster(trained_cnn, clusters=1, **data)
+    with pytest.raises(tfcompress.InvalidInputError, match="preserve"):
+        tfcompress.qat(trained_cnn, preserve="zeros", **data)
+    with pytest.raises(tfcompress.InvalidInputError, match="learning_rate"):
+        tfcompress.qat(trained_cnn, learning_rate=5.0, **data)
+
+
+# --- happy paths: JSON on stdout, artifact written ---------------------------------------------
+
+
+@pytest.mark.slow
+def test_qat_cli_json(files, tmp_path, capsys):
+    out = tmp_path / "qat.tflite"
+    code, stdout, _ = _run(capsys, [*_base(files, "qat", out), "--json"])
+    assert code == 0
+    data = json.loads(stdout)
+    for key in ("output", "size_bytes", "accuracy", "reference_accuracy", "accuracy_drop"):
+        assert key in data
+    assert data["skipped_layers"] == []
+    assert data["output"] == str(out)
+    assert out.stat().st_size == data["size_bytes"]
+    assert data["accuracy_drop"] <= 0.02
+
+
+@pytest.mark.slow
+def test_prune_cli_json(files, tmp_path, capsys):
+    out = tmp_path / "pruned.tflite"
+    argv = [*_base(files, "prune", out), "--sparsity", "0.75", "--epochs", "2", "--json"]
+    code, stdout, _ = _run(capsys, argv)
+    assert code == 0
+    data = json.loads(stdout)
+    keys = ("output", "size_bytes", "gzip_bytes", "reference_gzip_bytes", "sparsity", "accuracy")
+    for key in (*keys, "reference_accuracy", "accuracy_drop"):
+        assert key in data
+    assert data["sparsity"] >= 0.74
+    assert data["gzip_bytes"] < data["reference_gzip_bytes"]
+    assert out.read_bytes()[4:8] == b"TFL3"
+
+
+@pytest.mark.slow
+def test_cluster_cli_human_output(files, tmp_path, capsys):
+    out = tmp_path / "clustered.tflite"
+    code, stdout, _ = _run(capsys, [*_base(files, "cluster", out), "--clusters", "8"])
+    assert code == 0
+    assert "cluster -> float32" in stdout
+    assert f"wrote {out}" in stdout
+    assert out.exists()
