@@ -78,6 +78,10 @@ def test_clopper_pearson_agrees_with_scipy() -> None:
 # --- paired differences -------------------------------------------------------------------
 
 
+def _binomial_tail_at_least(k: int, n: int, p: float) -> float:
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
 def test_mcnemar_interval_all_discordant_favour_reference() -> None:
     ref, cand = pairs(both=40, ref_only=5, cand_only=0, neither=5)  # n = 50
     result = paired_difference(ref, cand)
@@ -85,9 +89,16 @@ def test_mcnemar_interval_all_discordant_favour_reference() -> None:
     assert result.reference_score == pytest.approx(0.9)
     assert result.candidate_score == pytest.approx(0.8)
     assert result.drop == pytest.approx(0.1)
-    theta_low = 0.025 ** (1 / 5)
-    assert result.ci_low == pytest.approx((2 * theta_low - 1) * 5 / 50, abs=1e-12)
-    assert result.ci_high == pytest.approx(0.1, abs=1e-12)
+    # 97.5% intervals (Bonferroni for 95%): theta in [0.0125 ** (1/5), 1]; pi = P(disagree)
+    # in [pi_low, pi_high] with P(X >= 5; pi_low) = P(X <= 5; pi_high) = 0.0125, X ~ B(50, pi).
+    theta_low = 0.0125 ** (1 / 5)
+    pi_low, pi_high = clopper_pearson(5, 50, confidence=0.975)
+    assert _binomial_tail_at_least(5, 50, pi_low) == pytest.approx(0.0125, abs=1e-9)
+    assert 1 - _binomial_tail_at_least(6, 50, pi_high) == pytest.approx(0.0125, abs=1e-9)
+    # 2 * theta_low - 1 = -0.17 < 0: the lowest drop pairs it with the highest disagreement rate
+    assert result.ci_low == pytest.approx((2 * theta_low - 1) * pi_high, abs=1e-12)
+    assert result.ci_high == pytest.approx(pi_high, abs=1e-12)
+    assert result.ci_low < result.drop < result.ci_high
     assert result.p_value == pytest.approx(2 / 32)
     assert result.method == "mcnemar"
 
@@ -96,15 +107,22 @@ def test_mcnemar_interval_six_to_one() -> None:
     ref, cand = pairs(both=12, ref_only=6, cand_only=1, neither=1)  # n = 20
     result = paired_difference(ref, cand)
     assert result.drop == pytest.approx(0.25)
-    assert result.ci_high == pytest.approx((2 * 0.975 ** (1 / 7) - 1) * 7 / 20, abs=1e-12)
+    _, pi_high = clopper_pearson(7, 20, confidence=0.975)
+    assert result.ci_high == pytest.approx((2 * 0.9875 ** (1 / 7) - 1) * pi_high, abs=1e-12)
     assert result.ci_low < result.drop < result.ci_high
     assert result.p_value == pytest.approx(0.125)
 
 
-def test_no_discordant_pairs_means_zero_drop() -> None:
-    ref, cand = pairs(both=30, ref_only=0, cand_only=0, neither=3)
+def test_no_discordant_pairs_still_bounds_the_drop_by_the_sample_size() -> None:
+    ref, cand = pairs(both=30, ref_only=0, cand_only=0, neither=3)  # n = 33
     result = paired_difference(ref, cand)
-    assert (result.drop, result.ci_low, result.ci_high, result.p_value) == (0.0, 0.0, 0.0, 1.0)
+    # models that never disagreed on 33 samples may still disagree up to pi_high of the time
+    pi_high = 1 - 0.0125 ** (1 / 33)
+    assert (result.drop, result.p_value) == (0.0, 1.0)
+    assert result.ci_low == pytest.approx(-pi_high, abs=1e-12)
+    assert result.ci_high == pytest.approx(pi_high, abs=1e-12)
+    big = paired_difference(*pairs(both=3000, ref_only=0, cand_only=0, neither=300))
+    assert big.ci_high == pytest.approx(1 - 0.0125 ** (1 / 3300), abs=1e-12)  # ~0.13 pt
 
 
 def test_bootstrap_matches_exact_resampling_distribution() -> None:
@@ -133,15 +151,16 @@ def test_bootstrap_is_seeded_and_paired() -> None:
     assert first.ci_high - first.ci_low < 0.05
 
 
-def test_bootstrap_and_mcnemar_agree_on_large_samples() -> None:
+def test_bootstrap_sits_inside_the_exact_interval_on_large_samples() -> None:
     rng = np.random.default_rng(1)
     ref = rng.random(10_000) < 0.9
     cand = rng.random(10_000) < 0.88
     exact = paired_difference(ref, cand)
     boot = paired_difference(ref, cand, method="bootstrap")
     assert exact.drop == boot.drop
-    assert boot.ci_low == pytest.approx(exact.ci_low, abs=0.002)
-    assert boot.ci_high == pytest.approx(exact.ci_high, abs=0.002)
+    # the exact interval is conservative (Bonferroni over two parameters), never narrower
+    assert exact.ci_low <= boot.ci_low <= boot.drop <= boot.ci_high <= exact.ci_high
+    assert (exact.ci_high - exact.ci_low) < 1.5 * (boot.ci_high - boot.ci_low)
 
 
 def test_metric_difference_uses_bootstrap() -> None:
@@ -210,21 +229,22 @@ def verdicts(both: int, ref_only: int, cand_only: int, neither: int, max_drop: f
 
 
 def test_modes_small_drop_on_small_sample() -> None:
-    # drop 2 pt on 100 samples: interval [-1.37, +2.00] pt
+    # drop 2 pt on 100 samples: interval [-6.12, +7.88] pt (2 disagreements say little)
     assert verdicts(98, 2, 0, 0, max_drop=0.01) == {
         "strict": False,  # 2 pt > 1 pt
         "tolerant": True,  # not significantly above 1 pt
-        "proven": False,  # upper bound 2 pt > 1 pt
+        "proven": False,  # upper bound 7.9 pt > 1 pt
     }
     assert verdicts(98, 2, 0, 0, max_drop=0.03) == {
         "strict": True,
         "tolerant": True,
-        "proven": True,
+        "proven": False,  # 3 pt is not proven on 100 samples
     }
+    assert verdicts(98, 2, 0, 0, max_drop=0.08)["proven"] is True
 
 
 def test_modes_measured_ok_but_not_proven() -> None:
-    # drop 0.1 pt on 1000 samples, but 19 discordant pairs make the interval ~[-0.8, +1.0] pt
+    # drop 0.1 pt on 1000 samples, but 19 discordant pairs make the interval [-1.48, +1.75] pt
     assert verdicts(960, 10, 9, 21, max_drop=0.005) == {
         "strict": True,
         "tolerant": True,
@@ -235,7 +255,7 @@ def test_modes_measured_ok_but_not_proven() -> None:
 def test_modes_significant_loss_fails_everywhere() -> None:
     assert verdicts(60, 30, 0, 10, max_drop=0.01) == {
         "strict": False,
-        "tolerant": False,  # lower bound (2 * 0.025**(1/30) - 1) * 0.3 = 23 pt > 1 pt
+        "tolerant": False,  # lower bound (2 * 0.0125**(1/30) - 1) * pi_low(30/100) > 14 pt
         "proven": False,
     }
 

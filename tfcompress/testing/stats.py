@@ -2,10 +2,13 @@
 
 Two intervals for the drop (reference score minus candidate score):
 
-* ``"mcnemar"``: exact and conditional on the discordant pairs. Of the ``b + c`` samples
-  where exactly one model is right, ``b`` favour the reference; the Clopper-Pearson interval
-  of ``b / (b + c)`` maps to the drop as ``(2 * theta - 1) * (b + c) / n``. The p-value is
-  McNemar's exact (binomial) test of "no difference".
+* ``"mcnemar"``: exact and unconditional. Of the ``b + c`` samples where exactly one model
+  is right, ``b`` favour the reference. The drop is ``(2 * theta - 1) * pi`` with ``theta``
+  the share of disagreements won by the reference and ``pi`` the disagreement rate; both get
+  Clopper-Pearson intervals at level ``1 - alpha / 2`` and the drop's interval is the range
+  of the product over them, so it never collapses to [0, 0] when the models happen to agree
+  on every sample of a small test set. The p-value is McNemar's exact (binomial) test of
+  "no difference".
 * ``"bootstrap"``: resample the samples (pairs kept together) with a fixed seed and take
   percentiles of the drop (widened to include the point estimate should a skewed metric
   put it outside). Works for any metric, not only per-sample correctness.
@@ -232,7 +235,7 @@ def paired_difference(
         reference_correct: Booleans (or 0/1), one per sample: was the reference right?
         candidate_correct: The same for the candidate, in the same sample order.
         confidence: Two-sided level of the interval.
-        method: ``"mcnemar"`` (exact, conditional on discordant pairs) or ``"bootstrap"``.
+        method: ``"mcnemar"`` (exact, unconditional) or ``"bootstrap"``.
         resamples: Bootstrap resamples (``"bootstrap"`` only).
         seed: Bootstrap seed (``"bootstrap"`` only).
 
@@ -264,9 +267,7 @@ def paired_difference(
     ref_score, cand_score = float(ref.mean()), float(cand.mean())
     drop = (b - c) / n
     if method == "mcnemar":
-        theta_low, theta_high = clopper_pearson(b, b + c, confidence=confidence)
-        scale = (b + c) / n
-        low, high = (2.0 * theta_low - 1.0) * scale + 0.0, (2.0 * theta_high - 1.0) * scale + 0.0
+        low, high = _unconditional_mcnemar_interval(b, c, n, confidence)
         extra: dict[str, Any] = {}
     else:
         if resamples < 1:
@@ -342,6 +343,22 @@ def paired_metric_difference(
         resamples=resamples,
         seed=seed,
     )
+
+
+def _unconditional_mcnemar_interval(
+    b: int, c: int, n: int, confidence: float
+) -> tuple[float, float]:
+    # drop = (2 * theta - 1) * pi, with theta = P(reference right | models disagree) and
+    # pi = P(models disagree). Conditioning on the observed b + c would treat pi as known and
+    # give [0, 0] whenever the models agree on every sample, however few samples there are.
+    # Bounding both at level 1 - alpha / 2 (Bonferroni) keeps joint coverage >= confidence.
+    level = 1.0 - (1.0 - confidence) / 2.0
+    theta_low, theta_high = clopper_pearson(b, b + c, confidence=level)
+    pi_low, pi_high = clopper_pearson(b + c, n, confidence=level)
+    slope_low, slope_high = 2.0 * theta_low - 1.0, 2.0 * theta_high - 1.0
+    low = slope_low * (pi_high if slope_low < 0 else pi_low)
+    high = slope_high * (pi_high if slope_high > 0 else pi_low)
+    return low + 0.0, high + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
 def _draw(
