@@ -11,7 +11,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from tfcompress._compat.tf import native_quiet, tensorflow
+from tfcompress._compat.tf import tensorflow
 
 
 class KerasFlavour(enum.StrEnum):
@@ -48,5 +48,4 @@ def flavour_of(obj: Any) -> KerasFlavour | None:
 def keras_module(flavour: KerasFlavour) -> ModuleType:
     """Import the Keras package of ``flavour`` (TensorFlow first, quietly)."""
     tensorflow()
-    with native_quiet():
-        return importlib.import_module("keras" if flavour is KerasFlavour.KERAS3 else "tf_keras")
+    return importlib.import_module("keras" if flavour is KerasFlavour.KERAS3 else "tf_keras")

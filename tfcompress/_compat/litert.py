@@ -7,7 +7,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from tfcompress._compat.tf import native_quiet, tensorflow
+from tfcompress._compat.tf import tensorflow
 
 
 @functools.cache
@@ -19,8 +19,7 @@ def interpreter_module() -> tuple[ModuleType, str]:
     """
     for name in ("ai_edge_litert.interpreter", "tflite_runtime.interpreter"):
         try:
-            with native_quiet():
-                return importlib.import_module(name), name.split(".")[0]
+            return importlib.import_module(name), name.split(".")[0]
         except ImportError:
             continue
     return tensorflow().lite, "tensorflow.lite"
@@ -44,8 +43,7 @@ def make_interpreter(model_content: bytes, *, num_threads: int, use_xnnpack: boo
         kwargs["experimental_op_resolver_type"] = (
             module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
         )
-    with native_quiet():
-        return module.Interpreter(**kwargs)
+    return module.Interpreter(**kwargs)
 
 
 @functools.cache

@@ -10,7 +10,7 @@ import functools
 import importlib
 from types import ModuleType
 
-from tfcompress._compat.tf import native_quiet, tensorflow
+from tfcompress._compat.tf import tensorflow
 from tfcompress.errors import MissingDependencyError
 
 _HINT = "pip install 'tfcompress[onnx]'"
@@ -18,8 +18,7 @@ _HINT = "pip install 'tfcompress[onnx]'"
 
 def _require(name: str) -> ModuleType:
     try:
-        with native_quiet():
-            return importlib.import_module(name)
+        return importlib.import_module(name)
     except ImportError as error:
         raise MissingDependencyError(
             f"{name.split('.')[0]} is not installed; {_HINT} (installs onnx, onnxruntime and "

@@ -15,7 +15,7 @@ import os
 from types import ModuleType
 
 from tfcompress._compat.keras import KerasFlavour, keras_module
-from tfcompress._compat.tf import native_quiet, tensorflow
+from tfcompress._compat.tf import tensorflow
 from tfcompress.errors import MissingDependencyError
 
 _ENV = "TF_USE_LEGACY_KERAS"
@@ -38,9 +38,8 @@ def tfmot() -> ModuleType:
     getattr(tf.keras, "__name__", None)  # resolve tf.keras with the user's setting, now
     saved = os.environ.get(_ENV)
     try:
-        with native_quiet():
-            module = importlib.import_module("tensorflow_model_optimization")
-            importlib.import_module("tensorflow_model_optimization.python.core.keras.compat")
+        module = importlib.import_module("tensorflow_model_optimization")
+        importlib.import_module("tensorflow_model_optimization.python.core.keras.compat")
     except ImportError as error:
         raise MissingDependencyError(
             f"QAT, pruning and clustering need tfmot and tf-keras ({error}); "

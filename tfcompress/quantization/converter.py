@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfcompress._compat.keras import KerasFlavour, flavour_of
-from tfcompress._compat.tf import native_quiet, tensorflow
+from tfcompress._compat.tf import tensorflow
 from tfcompress.errors import ConversionError, UnsupportedModelError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name
 
@@ -50,8 +50,7 @@ def converter_for(model: Any) -> Iterator[Any]:
         yield tf.lite.TFLiteConverter.from_keras_model(model)
         return
     with tempfile.TemporaryDirectory(prefix="tfcompress-export-") as export_dir:
-        with native_quiet():
-            model.export(export_dir, format="tf_saved_model", verbose=False)
+        model.export(export_dir, format="tf_saved_model", verbose=False)
         yield tf.lite.TFLiteConverter.from_saved_model(export_dir)
 
 
@@ -75,8 +74,7 @@ def convert(model: Any, configure: Callable[[Any], None]) -> Conversion:
     with _capture_warnings() as captured, converter_for(model) as converter:
         configure(converter)
         try:
-            with native_quiet():
-                content = converter.convert()
+            content = converter.convert()
         except Exception as error:  # the converter raises ConverterError, RuntimeError...
             raise ConversionError(
                 f"the TFLite converter rejected {model_name(model)!r}: {_first_error(error)}; "

@@ -8,7 +8,6 @@ import os
 from typing import Any
 
 from tfcompress._compat.litert import interpreter_module
-from tfcompress._compat.tf import native_quiet
 from tfcompress.errors import BackendUnavailableError
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.runtime.base import register_backend
@@ -98,19 +97,17 @@ class EdgeTPURunner(LiteRTRunner):
         module, _ = interpreter_module()
         options = {"device": self.device} if self.device else {}
         try:
-            with native_quiet():
-                delegate = module.load_delegate(self.library, options)
+            delegate = module.load_delegate(self.library, options)
         except (OSError, ValueError, RuntimeError) as error:
             raise BackendUnavailableError(
                 f"the Edge TPU delegate did not load from {self.library} ({error}); check that "
                 "the Coral device is plugged in and visible (lsusb / lspci)."
             ) from error
-        with native_quiet():
-            return module.Interpreter(
-                model_content=self.model.content,
-                num_threads=self.threads,
-                experimental_delegates=[delegate],
-            )
+        return module.Interpreter(
+            model_content=self.model.content,
+            num_threads=self.threads,
+            experimental_delegates=[delegate],
+        )
 
     def details(self) -> dict[str, object]:
         """Adds the Edge TPU library, device and how many compiled Edge TPU ops the model has."""

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from tfcompress._compat.litert import make_interpreter
-from tfcompress._compat.tf import native_quiet
 from tfcompress.errors import (
     BackendUnavailableError,
     InvalidInputError,
@@ -26,8 +25,7 @@ logger = logging.getLogger(__name__)
 
 def _litert_compiled_model() -> tuple[Any, Any, Any, Any]:
     try:
-        with native_quiet():
-            compiled = importlib.import_module("ai_edge_litert.compiled_model")
+        compiled = importlib.import_module("ai_edge_litert.compiled_model")
     except ImportError as error:
         raise MissingDependencyError(
             "the LiteRT CompiledModel API needs ai-edge-litert >= 2: pip install -U ai-edge-litert"
@@ -85,14 +83,13 @@ class CompiledModelRunner(Runner):
             flags |= accelerator[name.upper()]
         self.model, self.threads, self.accelerators = model, threads, tuple(accelerators)
         try:
-            with native_quiet():
-                self._compiled = compiled_model.from_buffer(
-                    model.content,
-                    options=options(
-                        hardware_accelerators=accelerator(flags),
-                        cpu_options=cpu_options(num_threads=threads),
-                    ),
-                )
+            self._compiled = compiled_model.from_buffer(
+                model.content,
+                options=options(
+                    hardware_accelerators=accelerator(flags),
+                    cpu_options=cpu_options(num_threads=threads),
+                ),
+            )
         except RuntimeError as error:
             wanted = "|".join(a.upper() for a in accelerators)
             missing = "no GPU" if "gpu" in accelerators else f"no {wanted}"

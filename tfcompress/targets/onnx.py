@@ -16,7 +16,7 @@ import numpy as np
 
 from tfcompress._compat.keras import flavour_of
 from tfcompress._compat.onnx import ort_quantization, tf2onnx_module
-from tfcompress._compat.tf import native_quiet, tensorflow
+from tfcompress._compat.tf import tensorflow
 from tfcompress.data import DataLike, load_data, validate_for_model
 from tfcompress.errors import ConversionError, UnsupportedModelError
 from tfcompress.models.loading import ModelLike, resolve_model
@@ -73,10 +73,7 @@ def export_onnx(
     signature = (tf.TensorSpec((None, *spec.sample_shape), spec.dtype, name=INPUT_NAME),)
     function = tf.function(lambda x: loaded(x, training=False), input_signature=signature)
     try:
-        with native_quiet():
-            proto, _ = tf2onnx.convert.from_function(
-                function, input_signature=signature, opset=opset
-            )
+        proto, _ = tf2onnx.convert.from_function(function, input_signature=signature, opset=opset)
     except (ValueError, TypeError, RuntimeError, KeyError) as error:
         raise ConversionError(
             f"tf2onnx could not convert {getattr(loaded, 'name', 'the model')} "
