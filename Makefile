@@ -30,6 +30,8 @@ format: install
 
 bench: install
 	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/ptq_accuracy.py
+	$(BIN)/python benchmarks/tfmot_sizes.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -10,8 +10,14 @@ from tfcompress.errors import BackendUnavailableError, UnsupportedModelError
 from tfcompress.models import load_model
 from tfcompress.runtime import create_runner, list_backends
 
-ARTIFACT_FOR = {"cpu": "int8", "gpu": "float32", "edgetpu": "int8", "onnxruntime": "onnx"}
-EXPECTED = {"cpu", "gpu", "edgetpu", "onnxruntime", "keras"}
+ARTIFACT_FOR = {
+    "cpu": "int8",
+    "cpu-compiled": "int8",
+    "gpu": "float32",
+    "edgetpu": "int8",
+    "onnxruntime": "onnx",
+}
+EXPECTED = {"cpu", "cpu-compiled", "gpu", "edgetpu", "onnxruntime", "keras"}
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +74,24 @@ def test_compiled_model_path_runs_on_cpu_accelerator(files, mnist_split):
         outputs = runner.predict(x)
         assert runner.details()["fully_accelerated"] is False
     np.testing.assert_allclose(outputs, expected, atol=0.02)
+
+
+def test_each_backend_says_which_artifacts_it_runs(files):
+    from tfcompress.runtime.base import backend_class
+
+    loaded = {name: load_model(files[name]) for name in ("int8", "onnx", "keras")}
+    runs = {
+        backend: sorted(n for n, m in loaded.items() if backend_class(backend).accepts(m))
+        for backend in EXPECTED
+    }
+    assert runs == {
+        "cpu": ["int8"],
+        "cpu-compiled": ["int8"],
+        "gpu": ["int8"],
+        "edgetpu": ["int8"],
+        "onnxruntime": ["onnx"],
+        "keras": ["keras"],
+    }
 
 
 def test_unavailable_backends_say_why():

@@ -27,22 +27,16 @@ from tfcompress.errors import (
     InvalidInputError,
     TFCompressError,
 )
-from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name, resolve_model
-from tfcompress.models.onnx import OnnxModel
+from tfcompress.models.loading import model_name, resolve_model
 from tfcompress.models.signature import input_spec
 from tfcompress.runtime import create_runner, default_backend, list_backends
+from tfcompress.runtime.base import backend_class
 
 logger = logging.getLogger(__name__)
 
 # What can fail inside one row without being a bug of tfcompress: our typed errors, and the
 # native runtimes' own (RuntimeError/ValueError from LiteRT and ORT, OSError, out of memory).
 ROW_ERRORS = (TFCompressError, RuntimeError, ValueError, OSError, MemoryError)
-_ACCEPTS = {
-    "cpu": (TFLiteModel,),
-    "gpu": (TFLiteModel,),
-    "edgetpu": (TFLiteModel,),
-    "onnxruntime": (OnnxModel,),
-}
 
 
 @dataclass(frozen=True)
@@ -221,16 +215,8 @@ def _label(item: Any) -> str:
 
 
 def _backends_for(model: Any, requested: tuple[str, ...]) -> list[str]:
-    accepted = [
-        b
-        for b in requested
-        if (isinstance(model, _ACCEPTS[b]) if b in _ACCEPTS else _is_tf_model(model))
-    ]
+    accepted = [b for b in requested if backend_class(b).accepts(model)]
     return accepted or [default_backend(model)]
-
-
-def _is_tf_model(model: Any) -> bool:
-    return not isinstance(model, TFLiteModel | OnnxModel) or isinstance(model, SavedModelDir)
 
 
 def _artifact_rows(

@@ -26,6 +26,12 @@ class Runner(abc.ABC):
     """
 
     backend: ClassVar[str]
+    formats: ClassVar[tuple[type, ...]] = ()  # artifact types this backend runs
+
+    @classmethod
+    def accepts(cls, model: object) -> bool:
+        """Whether this backend can run ``model`` (a loaded model)."""
+        return isinstance(model, cls.formats)
 
     @abc.abstractmethod
     def predict_batch(self, x: np.ndarray) -> np.ndarray:

@@ -59,6 +59,7 @@ class CompiledModelRunner(Runner):
     """
 
     backend = "litert-compiled"
+    formats = (TFLiteModel,)
 
     def __init__(
         self,
@@ -195,3 +196,24 @@ class GpuRunner(CompiledModelRunner):
 
     def __init__(self, model: TFLiteModel, *, threads: int = 1, **_: Any) -> None:
         super().__init__(model, accelerators=("gpu", "cpu"), threads=threads)
+
+
+@register_backend("cpu-compiled")
+class CompiledCpuRunner(CompiledModelRunner):
+    """LiteRT ``CompiledModel`` on ``HardwareAccelerator.CPU`` only.
+
+    This is the runtime path of LiteRT's own benchmark tool
+    (``python -m ai_edge_litert.tools.benchmark_litert_model``), and the newer alternative to
+    the ``cpu`` backend's ``Interpreter``; both use XNNPACK kernels.
+
+    Args:
+        model: The ``.tflite`` to run.
+        threads: CPU threads.
+
+    Example:
+        >>> with CompiledCpuRunner(model, threads=1) as runner:  # doctest: +SKIP
+        ...     outputs = runner.predict(x)
+    """
+
+    def __init__(self, model: TFLiteModel, *, threads: int = 1, **_: Any) -> None:
+        super().__init__(model, accelerators=("cpu",), threads=threads)

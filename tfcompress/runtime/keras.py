@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from tfcompress._compat.keras import flavour_of
 from tfcompress._compat.tf import tensorflow
 from tfcompress.errors import UnsupportedModelError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel
@@ -23,6 +24,11 @@ class KerasRunner(Runner):
         >>> with KerasRunner(model) as runner:  # doctest: +SKIP
         ...     logits = runner.predict(x_test)
     """
+
+    @classmethod
+    def accepts(cls, model: object) -> bool:
+        """Keras models (either flavour) and SavedModel directories."""
+        return isinstance(model, SavedModelDir) or flavour_of(model) is not None
 
     def __init__(self, model: Any, **_: Any) -> None:
         if isinstance(model, TFLiteModel):

@@ -31,6 +31,8 @@ class LiteRTRunner(Runner):
         ...     probabilities = runner.predict(x_test)
     """
 
+    formats = (TFLiteModel,)
+
     def __init__(self, model: TFLiteModel, *, threads: int = 1, use_xnnpack: bool = True) -> None:
         if threads < 1:
             raise InvalidInputError(f"threads must be at least 1, got {threads}.")

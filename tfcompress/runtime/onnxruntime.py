@@ -48,6 +48,8 @@ class OnnxRuntimeRunner(Runner):
         ...     outputs = runner.predict(x)
     """
 
+    formats = (OnnxModel,)
+
     def __init__(
         self,
         model: OnnxModel,
