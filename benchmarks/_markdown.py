@@ -15,14 +15,13 @@ HEADER = (
 
 def machine_line() -> str:
     """CPU model, core count and Python version of this machine."""
-    model = platform.processor() or platform.machine()
+    from tfcompress.bench.environment import parse_cpuinfo
+
     cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    model, _ = parse_cpuinfo(cpuinfo.read_text()) if cpuinfo.exists() else ("", ())
+    return (
+        f"{model or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
 
 
 def write_section(name: str, body: str) -> Path:
