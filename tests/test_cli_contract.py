@@ -1,0 +1,126 @@
+"""The CLI's promises on outputs and exit codes: nothing lost, one line, codes that mean one thing."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfcompress.cli import EXIT_INTERNAL_ERROR, main
+from tfcompress.errors import OutputExistsError, OutputLocationError
+from tfcompress.models.saving import check_output_path, write_bytes_atomic
+
+
+def _one_error_line(err: str, command: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"tfcompress {command}: error: "), lines[0]
+    return lines[0]
+
+
+def test_dangling_symlink_counts_as_existing(tmp_path):
+    link = tmp_path / "out.tflite"
+    link.symlink_to(tmp_path / "missing.tflite")
+    with pytest.raises(OutputExistsError, match="symlink to a missing file"):
+        write_bytes_atomic(link, b"data")
+    assert link.is_symlink() and not (tmp_path / "missing.tflite").exists()
+    write_bytes_atomic(link, b"data", overwrite=True)  # --force replaces the link itself
+    assert not link.is_symlink() and link.read_bytes() == b"data"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_special_files_are_never_replaced_even_with_force(tmp_path, kind):
+    target = tmp_path / "out.tflite"
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to("/dev/null")
+    with pytest.raises(OutputExistsError, match="only replaces regular files"):
+        check_output_path(target, overwrite=True)
+    assert stat.S_ISFIFO(target.stat().st_mode) if kind == "fifo" else target.is_symlink()
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("/proc/tfcompress.tflite", "cannot write in /proc"),
+        ("/sys/tfcompress.tflite", "cannot write in /sys"),
+    ],
+)
+def test_unwritable_locations_fail_before_any_work(path, reason):
+    with pytest.raises(OutputLocationError, match=reason):
+        check_output_path(path)
+
+
+def test_over_long_name_fails_before_any_work(tmp_path):
+    with pytest.raises(OutputLocationError, match="longer than this file system allows"):
+        check_output_path(tmp_path / ("m" * 300 + ".tflite"))
+
+
+def test_written_files_honour_the_umask(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        written = write_bytes_atomic(tmp_path / "a.tflite", b"x")
+        assert stat.S_IMODE(written.stat().st_mode) == 0o644
+        os.umask(0o077)
+        written = write_bytes_atomic(tmp_path / "b.tflite", b"x")
+        assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    finally:
+        os.umask(previous)
+    assert not list(tmp_path.glob(".tfcompress-*"))
+
+
+def test_quantize_to_proc_fails_in_a_second_with_one_line(model_files, capsys):
+    code = main(["quantize", str(model_files["keras3"]), "--out", "/proc/x.tflite"])
+    assert code == 2
+    _one_error_line(capsys.readouterr().err, "quantize")
+
+
+def test_internal_error_is_exit_3_with_one_line(monkeypatch, capsys, tmp_path):
+    def broken(*_, **__):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr("tfcompress.models.load_model", lambda *_, **__: object())
+    monkeypatch.setattr("tfcompress.models.inspect.inspect_model", broken)
+    monkeypatch.delenv("TFCOMPRESS_DEBUG", raising=False)
+    assert main(["inspect", str(tmp_path / "m.keras")]) == EXIT_INTERNAL_ERROR
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "internal error (a bug in tfcompress): ZeroDivisionError: boom" in line
+    assert "--debug" in line
+
+
+def test_debug_shows_the_traceback(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr("tfcompress.models.load_model", lambda *_, **__: object())
+    monkeypatch.setattr(
+        "tfcompress.models.inspect.inspect_model",
+        lambda *_: (_ for _ in ()).throw(ZeroDivisionError("boom")),
+    )
+    assert main(["--debug", "inspect", str(tmp_path / "m.keras")]) == EXIT_INTERNAL_ERROR
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().splitlines()[-1].startswith("tfcompress inspect:")
+    monkeypatch.setenv("TFCOMPRESS_DEBUG", "1")
+    assert main(["inspect", str(tmp_path / "m.keras")]) == EXIT_INTERNAL_ERROR
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_real_process_prints_nothing_after_the_error_line(model_files, tmp_path):
+    """Native destructors log at exit (``INFO: DestroyAccelerator``); none of it may follow."""
+    broken = tmp_path / "broken.tflite"
+    broken.write_bytes(Path(model_files["keras3"]).read_bytes()[:10])
+    good = tmp_path / "good.tflite"
+    code = main(["quantize", str(model_files["keras3"]), "--recipe", "float32", "--out", str(good)])
+    assert code == 0
+    process = subprocess.run(
+        [sys.executable, "-m", "tfcompress", "benchmark", str(good), str(broken)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TFCOMPRESS_DEBUG": ""},
+    )
+    assert process.returncode == 2
+    assert process.stdout == ""
+    _one_error_line(process.stderr, "benchmark")
