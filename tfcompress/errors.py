@@ -10,11 +10,13 @@ __all__ = [
     "BackendUnavailableError",
     "ConversionError",
     "GateFailedError",
+    "InvalidArgumentTypeError",
     "InvalidDataError",
     "InvalidInputError",
     "MissingDependencyError",
     "ModelLoadError",
     "OutputExistsError",
+    "OutputLocationError",
     "TFCompressError",
     "UnsupportedModelError",
 ]
@@ -34,6 +36,10 @@ class InvalidDataError(InvalidInputError):
     """Data does not fit the model: wrong shape or dtype, NaN/Inf, empty, missing labels."""
 
 
+class InvalidArgumentTypeError(InvalidInputError, TypeError):
+    """An argument of the wrong type (e.g. ``None`` where a model is expected)."""
+
+
 class ModelLoadError(InvalidInputError):
     """A model file is missing, truncated, corrupt or not in the format its name claims."""
 
@@ -44,6 +50,10 @@ class UnsupportedModelError(InvalidInputError):
 
 class OutputExistsError(InvalidInputError):
     """The output path exists (pass overwrite/--force) or would overwrite an input."""
+
+
+class OutputLocationError(InvalidInputError):
+    """The output cannot be written there: missing or read-only folder, name too long."""
 
 
 class ConversionError(TFCompressError):

@@ -10,7 +10,9 @@ import numpy as np
 
 from tfcompress.bench.metrics import MetricLike, resolve_metric
 from tfcompress.data import DataLike, load_data, validate_for_model
-from tfcompress.errors import InvalidDataError, InvalidInputError
+from tfcompress.data.sources import describe_source
+from tfcompress.data.validation import check_count
+from tfcompress.errors import InvalidArgumentTypeError, InvalidDataError, InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.signature import input_spec
 from tfcompress.report.table import format_table
@@ -106,19 +108,25 @@ def evaluate(
 
     Raises:
         InvalidDataError: Data without labels, or not matching a model's input.
-        InvalidInputError: No models, or models with different output shapes.
+        InvalidInputError: No models, models with different output shapes, or ``threads``
+            or ``batch_size`` below 1.
+        InvalidArgumentTypeError: A model (or ``threads``, ``batch_size``) of the wrong type.
 
     Example:
         >>> result = tfcompress.evaluate({"float": model, "int8": q.model}, (x_test, y_test))
         >>> result.drop("int8")  # doctest: +SKIP
         0.0016
     """
+    check_count(threads, "threads", "e.g. 1, up to os.cpu_count()")
+    if batch_size is not None:
+        check_count(batch_size, "batch_size", "e.g. 32, or None for the runner's default")
     named = _named_models(models)
     metric_name, score = resolve_metric(metric)
     first = next(iter(named.values()))
     spec = input_spec(first)
     raw = load_data(data, sample_rank=len(spec.sample_shape))
-    dataset = validate_for_model(raw, spec, require_labels=True, what="evaluation data")
+    what = describe_source(data, "evaluation data")
+    dataset = validate_for_model(raw, spec, require_labels=True, what=what)
     rows: list[EvaluationRow] = []
     for name, model in named.items():
         checked = validate_for_model(dataset, input_spec(model), what=f"data for {name!r}")
@@ -142,7 +150,11 @@ def _named_models(models: Any) -> dict[str, Any]:
         raise InvalidInputError("no models to evaluate; pass at least one.")
     named: dict[str, Any] = {}
     for label, model in pairs:
-        loaded = resolve_model(model)
+        try:
+            loaded = resolve_model(model)
+        except InvalidArgumentTypeError as error:
+            where = f"model {label!r}" if label is not None else "a model"
+            raise InvalidArgumentTypeError(f"{where}: {error}") from error
         name = str(label) if label is not None else model_name(loaded)
         while name in named:
             name += "'"

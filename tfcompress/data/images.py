@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
 from tfcompress._compat.tf import tensorflow
+from tfcompress._files import check_regular_file, read_regular_bytes
 from tfcompress.data.dataset import Dataset
-from tfcompress.errors import InvalidDataError
+from tfcompress.errors import InvalidDataError, InvalidInputError
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif"})
 
@@ -22,26 +24,31 @@ def load_image_folder(
 ) -> Dataset:
     """Read ``root/<class>/<image>`` files; labels are class indices in sorted folder order.
 
+    Every image file is checked to be a regular file before it is opened, so a FIFO or a
+    device named ``cat.png`` is refused instead of blocking forever.
+
     Args:
         root: Folder with one subfolder per class.
         image_size: ``(height, width)`` to resize to; needed when images differ in size.
-        channels: 1 (grayscale) or 3 (RGB); default keeps each file's own channels.
+        channels: 1 (grayscale), 3 (RGB) or 4 (RGBA); default keeps each file's own channels.
         rescale: Multiplies pixel values (the default maps 0..255 to 0..1).
 
     Returns:
         float32 images ``(N, H, W, C)`` and int64 labels.
 
     Raises:
-        InvalidDataError: No class folders, no images, or an undecodable image.
+        InvalidDataError: No class folders, no images, an unreadable folder, a special file
+            (FIFO, device) or an undecodable image.
+        InvalidInputError: ``image_size``, ``channels`` or ``rescale`` out of range.
 
     Example:
         >>> ds = load_image_folder(Path("flowers"), image_size=(224, 224))  # doctest: +SKIP
     """
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    _check_options(image_size, channels, rescale)
     files = [
         (path, label)
-        for label, name in enumerate(classes)
-        for path in sorted((root / name).iterdir())
+        for label, folder in enumerate(_class_folders(root))
+        for path in _listing(folder)
         if path.suffix.lower() in IMAGE_SUFFIXES
     ]
     if not files:
@@ -49,14 +56,16 @@ def load_image_folder(
             f"{root}: no images found; expected one subfolder per class holding "
             f"{'/'.join(sorted(IMAGE_SUFFIXES))} files."
         )
+    for path, _ in files:
+        # Refuse FIFOs and devices up front: before the slow TensorFlow import, not after.
+        check_regular_file(path, error=InvalidDataError, what="an image file")
     tf = tensorflow()
     images = []
     for path, _ in files:
+        content = read_regular_bytes(path, error=InvalidDataError, what="an image file")
         try:
-            image = tf.io.decode_image(
-                path.read_bytes(), channels=channels or 0, expand_animations=False
-            )
-        except tf.errors.InvalidArgumentError as error:
+            image = tf.io.decode_image(content, channels=channels or 0, expand_animations=False)
+        except tf.errors.OpError as error:
             raise InvalidDataError(f"{path}: cannot decode the image; remove or fix it.") from error
         if image_size is not None:
             image = tf.image.resize(image, image_size)
@@ -68,3 +77,35 @@ def load_image_folder(
             f"{root}: images differ in size or channels; pass image_size and channels."
         ) from error
     return Dataset(x, np.array([label for _, label in files], dtype=np.int64))
+
+
+def _check_options(
+    image_size: tuple[int, int] | None, channels: int | None, rescale: float
+) -> None:
+    if image_size is not None and not (
+        isinstance(image_size, tuple | list)
+        and len(image_size) == 2
+        and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in image_size)
+    ):
+        raise InvalidInputError(
+            f"image_size must be (height, width) in positive pixels, got {image_size!r}; "
+            "pass e.g. (224, 224)."
+        )
+    if channels not in (None, 1, 3, 4):
+        raise InvalidInputError(f"channels must be 1, 3 or 4, got {channels!r}; pass e.g. 3.")
+    if not isinstance(rescale, int | float) or not math.isfinite(rescale):
+        raise InvalidInputError(f"rescale must be a finite number, got {rescale!r}; e.g. 1/255.")
+
+
+def _class_folders(root: Path) -> list[Path]:
+    return [p for p in _listing(root) if p.is_dir() and not p.name.startswith(".")]
+
+
+def _listing(folder: Path) -> list[Path]:
+    """Sorted entries of ``folder``; an unreadable folder is a data error, not a traceback."""
+    try:
+        return sorted(folder.iterdir())
+    except OSError as failure:
+        raise InvalidDataError(
+            f"{folder}: cannot list the image folder ({failure.strerror}); check its permissions."
+        ) from None

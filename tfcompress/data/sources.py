@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 
 from tfcompress.data.dataset import Dataset
-from tfcompress.errors import InvalidDataError
+from tfcompress.data.npfiles import read_npy, read_npz
+from tfcompress.data.validation import check_count
+from tfcompress.errors import InvalidArgumentTypeError, InvalidDataError
 
 DataLike = Any  # Dataset | array | (x, y) | .npz/.npy path | image folder | tf.data | iterable
 
@@ -44,20 +46,25 @@ def load_data(
         The samples and labels (labels None when the source has none).
 
     Raises:
-        InvalidDataError: The source cannot be read or holds no usable arrays.
+        InvalidDataError: The source cannot be read or holds no usable arrays: a missing,
+            special (FIFO, device) or corrupt file, a pickled, 0-d or non-numeric array.
+        InvalidArgumentTypeError: ``source`` is of a type tfcompress cannot read.
+        InvalidInputError: ``max_samples`` is not a positive integer.
 
     Example:
         >>> load_data((np.zeros((2, 3), np.float32), np.array([0, 1]))).y
         array([0, 1])
     """
+    if max_samples is not None:
+        check_count(max_samples, "max_samples", "e.g. 200, or None to read everything")
     if isinstance(source, Dataset):
         dataset = source
     elif isinstance(source, str | os.PathLike):
         dataset = _from_path(Path(source), image_size, channels, rescale)
     elif isinstance(source, np.ndarray):
-        dataset = Dataset(source)
+        dataset = Dataset(_samples(source, "data"))
     elif isinstance(source, tuple) and len(source) == 2 and _is_array_like(source[0]):
-        dataset = Dataset(np.asarray(source[0]), _optional_array(source[1]))
+        dataset = Dataset(_samples(_array(source[0], "x"), "x"), _optional_array(source[1]))
     elif type(source).__module__.startswith("tensorflow") and hasattr(source, "as_numpy_iterator"):
         dataset = _from_elements(source.as_numpy_iterator(), sample_rank, max_samples)
     elif callable(source):
@@ -65,40 +72,43 @@ def load_data(
     elif isinstance(source, Iterable) and not isinstance(source, str | bytes | Mapping):
         dataset = _from_elements(source, sample_rank, max_samples)
     else:
-        raise InvalidDataError(
-            f"cannot read data from a {type(source).__name__}; pass arrays, (x, y), a .npz/.npy "
-            "file, an image folder, a tf.data.Dataset or a generator."
+        raise InvalidArgumentTypeError(
+            f"cannot read data from an object of type {type(source).__name__}; pass arrays, "
+            "(x, y), a .npz/.npy file, an image folder, a tf.data.Dataset or a generator."
         )
     return dataset
+
+
+def describe_source(source: DataLike, what: str) -> str:
+    """Name data in messages, with its file when it came from one.
+
+    Example:
+        >>> describe_source("calib.npz", "calibration data")
+        'calibration data calib.npz'
+    """
+    return f"{what} {source}" if isinstance(source, str | os.PathLike) else what
 
 
 def _from_path(
     path: Path, image_size: tuple[int, int] | None, channels: int | None, rescale: float
 ) -> Dataset:
     if not path.exists():
-        raise InvalidDataError(f"{path}: no such data file or folder.")
+        raise InvalidDataError(
+            f"{path}: no such data file or folder; check the path (tfcompress reads a .npz "
+            "with arrays x and y, a .npy, or an image folder)."
+        )
     if path.is_dir():
         from tfcompress.data.images import load_image_folder
 
         return load_image_folder(path, image_size=image_size, channels=channels, rescale=rescale)
     suffix = path.suffix.lower()
-    try:
-        if suffix == ".npz":
-            with np.load(path, allow_pickle=False) as archive:
-                if "x" not in archive.files:
-                    raise InvalidDataError(
-                        f"{path}: no array named 'x' (found {sorted(archive.files)}); save it "
-                        "with np.savez(path, x=samples, y=labels)."
-                    )
-                return Dataset(archive["x"], archive["y"] if "y" in archive.files else None)
-        if suffix == ".npy":
-            return Dataset(np.load(path, allow_pickle=False))
-    except (OSError, ValueError, EOFError) as error:
-        raise InvalidDataError(
-            f"{path}: not a readable {suffix} file ({error}); save it with numpy."
-        ) from error
+    if suffix == ".npz":
+        return Dataset(*read_npz(path))
+    if suffix == ".npy":
+        return Dataset(read_npy(path))
     raise InvalidDataError(
-        f"{path}: unsupported data file; use a .npz (arrays x and y), a .npy or an image folder."
+        f"{path}: unsupported data file ({suffix or 'no suffix'}); convert it to a .npz "
+        "(np.savez(path, x=samples, y=labels)), a .npy, or an image folder."
     )
 
 
@@ -122,27 +132,52 @@ def _from_elements(elements: Iterable[Any], sample_rank: int | None, limit: int 
     try:
         return Dataset(np.concatenate(xs), np.concatenate(ys) if ys else None)
     except ValueError as error:
-        raise InvalidDataError(f"elements have different shapes ({error}).") from error
+        reason = " ".join(str(error).split())[:200]
+        raise InvalidDataError(
+            f"elements have different shapes ({reason}); give every sample the same shape."
+        ) from error
 
 
 def _split_element(element: Any) -> tuple[np.ndarray, np.ndarray | None]:
     if isinstance(element, Mapping):
         if "x" not in element:
             raise InvalidDataError(f"dict elements need a key 'x' (got {sorted(element)}).")
-        return np.asarray(element["x"]), _optional_array(element.get("y"))
+        return _array(element["x"], "x"), _optional_array(element.get("y"))
     if isinstance(element, tuple | list):
         if len(element) == 1:
-            return np.asarray(element[0]), None
+            return _array(element[0], "x"), None
         if len(element) == 2:
-            return np.asarray(element[0]), _optional_array(element[1])
+            return _array(element[0], "x"), _optional_array(element[1])
         raise InvalidDataError(
             f"elements must be x, (x,), (x, y) or a dict; got a sequence of {len(element)}."
         )
-    return np.asarray(element), None
+    return _array(element, "x"), None
+
+
+def _array(value: Any, what: str) -> np.ndarray:
+    """``np.asarray`` with ragged or odd values turned into a data error."""
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError) as error:
+        reason = " ".join(str(error).split())[:200]
+        raise InvalidDataError(
+            f"{what} cannot be made into one numeric array ({reason}); give arrays of equal "
+            "shape per sample."
+        ) from error
+
+
+def _samples(array: np.ndarray, what: str) -> np.ndarray:
+    """Refuse a 0-d array, which has no batch dimension to count samples along."""
+    if array.ndim == 0:
+        raise InvalidDataError(
+            f"{what} is a single value (a 0-d array), not a batch; pass an array with the "
+            "batch dimension first, e.g. shape (N, 28, 28, 1)."
+        )
+    return array
 
 
 def _optional_array(value: Any) -> np.ndarray | None:
-    return None if value is None else np.asarray(value)
+    return None if value is None else _array(value, "y")
 
 
 def _is_array_like(value: Any) -> bool:

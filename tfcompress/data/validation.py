@@ -7,10 +7,12 @@ import logging
 import numpy as np
 
 from tfcompress.data.dataset import Dataset
-from tfcompress.errors import InvalidDataError
+from tfcompress.errors import InvalidArgumentTypeError, InvalidDataError, InvalidInputError
 from tfcompress.models.signature import InputSpec
 
 logger = logging.getLogger(__name__)
+
+_NAN, _NAN_FIX = "holds NaN or Inf values", "clean or drop them"
 
 
 def validate_for_model(
@@ -25,7 +27,9 @@ def validate_for_model(
 
     Integer samples are cast to the model's float dtype, as Keras does. A missing trailing
     channel axis of size 1 (``(N, 28, 28)`` for a ``(N, 28, 28, 1)`` model) is added.
-    One-hot labels become class indices.
+    One-hot labels become class indices. Values are checked *after* the cast: float64 data
+    beyond float32's range would become Inf there (and crash the TFLite converter), and
+    integers cast to a narrower integer dtype would silently wrap.
 
     Args:
         dataset: The data to check.
@@ -38,7 +42,8 @@ def validate_for_model(
         A dataset safe to feed the model.
 
     Raises:
-        InvalidDataError: Empty data, wrong shape or dtype, NaN/Inf, or bad/missing labels.
+        InvalidDataError: Empty data, wrong shape or dtype, NaN/Inf, values the model's
+            dtype cannot hold, or bad/missing labels.
 
     Example:
         >>> spec = InputSpec(shape=(None, 2), dtype="float32")
@@ -55,16 +60,108 @@ def validate_for_model(
             f"{expected}."
         )
     x = _fit_shape(x, spec, what)
-    if x.dtype.kind == "f":
-        finite = np.isfinite(x)
-        if not finite.all():
-            bad = int(x.shape[0] - finite.reshape(len(x), -1).all(axis=1).sum())
-            raise InvalidDataError(
-                f"{what} holds NaN or Inf values in {bad} of {len(x)} samples; clean or drop them."
-            )
-    x = x.astype(spec.dtype, copy=False)
+    x = cast_samples(x, np.dtype(spec.dtype), what)
     y = _check_labels(dataset.y, len(x), require_labels, num_classes, what)
     return Dataset(x, y)
+
+
+def cast_samples(x: np.ndarray, dtype: np.dtype, what: str = "data") -> np.ndarray:
+    """Cast ``x`` to ``dtype`` and prove every value survived the cast.
+
+    Args:
+        x: Numeric samples, batch dimension first.
+        dtype: The model's input dtype.
+        what: How to call the data in messages.
+
+    Returns:
+        ``x`` as ``dtype`` (no copy when it already is).
+
+    Raises:
+        InvalidDataError: NaN/Inf in ``x``, floats that overflow ``dtype`` (1e300 to
+            float32), or values outside an integer ``dtype``'s range or not whole.
+
+    Example:
+        >>> cast_samples(np.array([[1e300]]), np.dtype("float32"))
+        Traceback (most recent call last):
+        ...
+        tfcompress.errors.InvalidDataError: data holds values beyond float32's range ...
+    """
+    if dtype.kind in "iu":
+        if x.dtype.kind == "f":
+            _check_finite(x, what, _NAN, _NAN_FIX)
+        _check_integer_range(x, dtype, what)
+    # Overflow to Inf is detected right below; numpy's warning would only repeat it.
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = x.astype(dtype, copy=False)
+    if dtype.kind == "f" and not np.isfinite(cast).all():
+        # One pass over the data when all is well; a second only to word the error.
+        if x.dtype.kind == "f":
+            _check_finite(x, what, _NAN, _NAN_FIX)
+        limit = float(np.finfo(dtype).max)
+        _check_finite(
+            cast,
+            what,
+            f"holds values beyond {dtype}'s range (+/-{limit:.3g})",
+            "rescale them as in training (e.g. to [0, 1])",
+        )
+    return cast
+
+
+def check_count(value: object, name: str, hint: str) -> None:
+    """Refuse an argument that should be a positive integer (a count of samples, threads...).
+
+    Args:
+        value: What the caller passed.
+        name: The argument's name, for the message.
+        hint: What to pass instead, e.g. ``"e.g. 32"``.
+
+    Raises:
+        InvalidArgumentTypeError: ``value`` is not an int (``bool`` included).
+        InvalidInputError: ``value`` is below 1.
+
+    Example:
+        >>> check_count(0, "batch_size", "e.g. 32")
+        Traceback (most recent call last):
+        ...
+        tfcompress.errors.InvalidInputError: batch_size must be at least 1, got 0; pass e.g. 32.
+    """
+    if not isinstance(value, int | np.integer) or isinstance(value, bool | np.bool_):
+        raise InvalidArgumentTypeError(
+            f"{name} must be a positive integer, got {type(value).__name__} {value!r}; pass {hint}."
+        )
+    if value < 1:
+        raise InvalidInputError(f"{name} must be at least 1, got {value}; pass {hint}.")
+
+
+def _check_finite(x: np.ndarray, what: str, problem: str, fix: str) -> None:
+    finite = np.isfinite(x)
+    if not finite.all():
+        bad = int(x.shape[0] - finite.reshape(len(x), -1).all(axis=1).sum())
+        raise InvalidDataError(f"{what} {problem} in {bad} of {len(x)} samples; {fix}.")
+
+
+def _check_integer_range(x: np.ndarray, dtype: np.dtype, what: str) -> None:
+    if x.dtype.kind == "f" and not np.all(np.mod(x, 1) == 0):
+        raise InvalidDataError(
+            f"{what} holds fractional values but the model expects {dtype}; pass whole numbers."
+        )
+    info = np.iinfo(dtype)
+    low, high = _number(x.min()), _number(x.max())
+    if low < info.min or high > info.max:
+        raise InvalidDataError(
+            f"{what} ranges from {_show(low)} to {_show(high)}, outside {dtype}'s [{info.min}, "
+            f"{info.max}]; the values would wrap: rescale or clip them as in training."
+        )
+
+
+def _show(value: int | float) -> str:
+    """Integers in full (10000000, not 1e+07), floats short (1e+300)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _number(value: np.generic) -> int | float:
+    """A numpy scalar as a Python number, so comparisons never wrap or lose sign."""
+    return int(value) if np.issubdtype(value.dtype, np.integer) else float(value)
 
 
 def _fit_shape(x: np.ndarray, spec: InputSpec, what: str) -> np.ndarray:
@@ -96,6 +193,15 @@ def _check_labels(
                 "or pass (x, y)."
             )
         return None
+    if y.dtype.kind not in "fiu":
+        raise InvalidDataError(
+            f"{what} labels have dtype {y.dtype}; give integer class indices (or one-hot rows)."
+        )
+    if y.dtype.kind == "f" and y.size and not np.isfinite(y).all():
+        bad = int(np.size(y) - np.isfinite(y).sum())
+        raise InvalidDataError(
+            f"{what} labels hold {bad} NaN or Inf values; give integer class indices."
+        )
     if y.ndim == 2 and y.shape[1] > 1:
         y = y.argmax(axis=1)  # one-hot
     y = y.reshape(-1) if y.ndim == 2 else y
@@ -104,14 +210,23 @@ def _check_labels(
             f"{what} has {count} samples but labels of shape {tuple(y.shape)}; give one class "
             "index (or one-hot row) per sample."
         )
-    if y.dtype.kind not in "fiu" or (y.dtype.kind == "f" and not np.all(np.mod(y, 1) == 0)):
-        raise InvalidDataError(f"{what} labels must be integer class indices, got {y.dtype}.")
-    y = y.astype(np.int64)
-    if y.min() < 0:
-        raise InvalidDataError(f"{what} labels include {int(y.min())}; class indices start at 0.")
-    if num_classes is not None and y.max() >= num_classes:
+    if y.dtype.kind == "f" and not np.all(np.mod(y, 1) == 0):
         raise InvalidDataError(
-            f"{what} labels go up to {int(y.max())} but the model has {num_classes} outputs; "
+            f"{what} labels must be whole class indices, got fractions in {y.dtype}; round "
+            "them or pass integer labels."
+        )
+    # Range checks on the original values: casting 1e300 or a huge uint64 to int64 wraps.
+    low, high = _number(y.min()), _number(y.max())
+    if low < 0:
+        raise InvalidDataError(f"{what} labels include {_show(low)}; class indices start at 0.")
+    if num_classes is not None and high >= num_classes:
+        raise InvalidDataError(
+            f"{what} labels go up to {_show(high)} but the model has {num_classes} outputs; "
             "check that the data belongs to this model."
         )
-    return y
+    if high > np.iinfo(np.int64).max:
+        raise InvalidDataError(
+            f"{what} labels go up to {_show(high)}, too large for a class index; check that "
+            "these are class labels."
+        )
+    return y.astype(np.int64)

@@ -13,6 +13,8 @@ from tqdm.auto import tqdm
 
 from tfcompress._compat.tf import tensorflow
 from tfcompress.data import DataLike, Dataset, load_data, validate_for_model
+from tfcompress.data.sources import describe_source
+from tfcompress.data.validation import check_count
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.saving import PathLike, write_bytes_atomic
@@ -127,7 +129,9 @@ def quantize(
         The quantized model with its recipe, sizes and converter warnings.
 
     Raises:
-        InvalidInputError: Unknown recipe or option, or calibration data missing.
+        InvalidInputError: Unknown recipe or option, calibration data missing, or
+            ``calibration_samples`` below 1.
+        InvalidArgumentTypeError: ``model`` (or ``calibration_samples``) of the wrong type.
         InvalidDataError: Calibration data does not fit the model.
         ConversionError: The converter rejected the model.
 
@@ -135,6 +139,8 @@ def quantize(
         >>> result = tfcompress.quantize(model, recipe="int8", representative_data=x_train)
         >>> result.save("model_int8.tflite")  # doctest: +SKIP
     """
+    if calibration_samples is not None:
+        check_count(calibration_samples, "calibration_samples", "e.g. 200 (the default)")
     loaded = resolve_model(model, safe_mode=safe_mode)
     chosen = Recipe.coerce(recipe).with_options(
         input_type=input_type,
@@ -181,7 +187,8 @@ def _calibration_set(
     spec = input_spec(model)
     limit = recipe.calibration_samples
     dataset = load_data(data, sample_rank=len(spec.sample_shape), max_samples=limit)
-    dataset = validate_for_model(Dataset(dataset.x), spec, what="calibration data")
+    what = describe_source(data, "calibration data")
+    dataset = validate_for_model(Dataset(dataset.x), spec, what=what)
     if len(dataset) > limit:
         chosen = np.sort(np.random.default_rng(seed).choice(len(dataset), limit, replace=False))
         dataset = Dataset(dataset.x[chosen])

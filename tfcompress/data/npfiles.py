@@ -1,0 +1,281 @@
+"""Read ``.npy`` and ``.npz`` files from strangers: every declared size is checked first.
+
+``np.load`` trusts a file's header: a ``.npy`` whose header declares shape
+``(10**12, 28, 28)`` makes it try to allocate terabytes, a zip member that claims an
+absurd uncompressed size is a zip bomb, and a FIFO named ``data.npz`` blocks forever.
+Here the kind of file, the header, the dtype and the size the header declares are all
+checked against what the file can hold *before* any array memory is allocated, and every
+failure is one :class:`~tfcompress.errors.InvalidDataError` naming the file.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+from numpy.lib import format as npy_format
+
+from tfcompress._files import check_regular_file, file_kind
+from tfcompress.errors import InvalidDataError, TFCompressError
+
+__all__ = ["read_npy", "read_npz"]
+
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = b"PK\x03\x04"
+_MAX_HEADER = 10_000  # numpy's own limit on .npy header length
+_CHUNK = 1 << 24  # read 16 MiB at a time so a lying stream cannot force one huge read
+# Deflate cannot expand data more than 1032:1; a member claiming more lies about its size.
+_MAX_DEFLATE_RATIO = 1032
+_DEFLATE_SLACK = 1 << 16
+_KIND_NAMES = {
+    "V": "structured or void records",
+    "c": "complex numbers",
+    "S": "byte strings",
+    "U": "text strings",
+    "M": "dates",
+    "m": "time deltas",
+}
+# Errors numpy and zipfile raise on malformed input; our own (also ValueErrors) pass through.
+_FORMAT_ERRORS = (ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error, TypeError)
+
+
+def read_npy(path: Path) -> np.ndarray:
+    """Read the array of a ``.npy`` file after checking its header against the file size.
+
+    Args:
+        path: A ``.npy`` file written by ``np.save``.
+
+    Returns:
+        The array (writable, at least 1-d, of a bool, integer or float dtype).
+
+    Raises:
+        InvalidDataError: Not a regular file, not a ``.npy``, a pickled/object, string,
+            complex or structured array, a 0-d array, or a header that declares more data
+            than the file holds (or than this machine's memory).
+
+    Example:
+        >>> np.save("/tmp/x.npy", np.zeros((2, 3), np.float32))
+        >>> read_npy(Path("/tmp/x.npy")).shape
+        (2, 3)
+    """
+    with _open_regular(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if handle.read(len(_ZIP_MAGIC)) == _ZIP_MAGIC:
+            raise InvalidDataError(
+                f"{path}: is a .npz archive, not a .npy array; rename it to .npz "
+                "(arrays x and y inside)."
+            )
+        handle.seek(0)
+        try:
+            return _read_array(handle, size, str(path), key="x", exact=False)
+        except TFCompressError:
+            raise
+        except _FORMAT_ERRORS as error:
+            raise InvalidDataError(
+                f"{path}: not a readable .npy file ({_reason(error)}); save it with np.save."
+            ) from error
+
+
+def read_npz(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
+    """Read arrays ``x`` and (optionally) ``y`` of a ``.npz`` archive, checking sizes first.
+
+    Each member's declared uncompressed size is checked against its compressed size (no
+    zip bombs) and against the shape its ``.npy`` header declares; CRCs are verified.
+
+    Args:
+        path: A ``.npz`` file written by ``np.savez`` or ``np.savez_compressed``.
+
+    Returns:
+        ``(x, y)``, ``y`` None when the archive has no ``y``.
+
+    Raises:
+        InvalidDataError: Not a regular file or not a zip archive, no ``x``, a corrupt or
+            encrypted member, or any array :func:`read_npy` would refuse.
+
+    Example:
+        >>> np.savez("/tmp/d.npz", x=np.zeros((2, 3)), y=np.array([0, 1]))
+        >>> read_npz(Path("/tmp/d.npz"))[1]
+        array([0, 1])
+    """
+    with _open_regular(path) as handle:
+        if handle.read(len(_NPY_MAGIC)) == _NPY_MAGIC:
+            raise InvalidDataError(
+                f"{path}: is a .npy array, not a .npz archive; rename it to .npy, or save "
+                "samples and labels with np.savez(path, x=samples, y=labels)."
+            )
+        handle.seek(0)
+        try:
+            with zipfile.ZipFile(handle) as archive:
+                members = {_key(info.filename): info for info in archive.infolist()}
+                if "x" not in members:
+                    raise InvalidDataError(
+                        f"{path}: no array named 'x' (found {sorted(members)}); save it "
+                        "with np.savez(path, x=samples, y=labels)."
+                    )
+                x = _read_member(archive, members["x"], path)
+                y = _read_member(archive, members["y"], path) if "y" in members else None
+        except TFCompressError:
+            raise
+        except (*_FORMAT_ERRORS, NotImplementedError) as error:
+            raise InvalidDataError(
+                f"{path}: not a readable .npz file ({_reason(error)}); save it with "
+                "np.savez(path, x=samples, y=labels)."
+            ) from error
+    return x, y
+
+
+@contextmanager
+def _open_regular(path: Path) -> Iterator[IO[bytes]]:
+    """Open a regular file without blocking; a FIFO or device is refused before ``open``."""
+    check_regular_file(path, error=InvalidDataError, what="a data file")
+    try:
+        # O_NONBLOCK: if a FIFO is swapped in after the check, open() still returns at once.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as failure:
+        raise InvalidDataError(
+            f"{path}: cannot be opened ({failure.strerror}); check it."
+        ) from None
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise InvalidDataError(
+                f"{path}: is {file_kind(mode)}, not a data file; pass a regular file."
+            )
+        yield handle
+
+
+def _key(member: str) -> str:
+    """The array name np.load shows for a member (``x.npy`` -> ``x``)."""
+    return member[: -len(".npy")] if member.endswith(".npy") else member
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> np.ndarray:
+    key = _key(info.filename)
+    origin = f"{path}: array {key!r}"
+    if info.flag_bits & 0x1:
+        raise InvalidDataError(f"{origin} is encrypted; save the archive without a password.")
+    if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+        raise InvalidDataError(
+            f"{origin} claims {_bytes(info.file_size)} stored in {_bytes(info.compress_size)}; "
+            "the archive is corrupt: save it again with np.savez."
+        )
+    limit = info.compress_size * _MAX_DEFLATE_RATIO + _DEFLATE_SLACK
+    if info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > limit:
+        raise InvalidDataError(
+            f"{origin} claims {_bytes(info.file_size)} uncompressed from "
+            f"{_bytes(info.compress_size)}, more than deflate can produce; the archive is "
+            "corrupt or a zip bomb: save it again with np.savez_compressed."
+        )
+    _check_memory(info.file_size, origin)
+    with archive.open(info) as member:
+        array = _read_array(member, info.file_size, origin, key=key, exact=True)
+        # Reading past the last byte makes zipfile compare the CRC (BadZipFile if wrong).
+        if member.read(1):
+            raise InvalidDataError(f"{origin} has trailing bytes; save it again with np.savez.")
+    return array
+
+
+def _read_array(stream: IO[bytes], size: int, origin: str, *, key: str, exact: bool) -> np.ndarray:
+    """Parse a ``.npy`` header from ``stream``, check it against ``size`` bytes, read the data."""
+    version = npy_format.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran, dtype = npy_format.read_array_header_1_0(stream, _MAX_HEADER)
+    elif version == (2, 0):
+        shape, fortran, dtype = npy_format.read_array_header_2_0(stream, _MAX_HEADER)
+    else:
+        # Version 3.0 only differs by UTF-8 field names of structured dtypes, refused anyway.
+        raise InvalidDataError(
+            f"{origin}: .npy format version {version[0]}.{version[1]} is not supported; "
+            "save plain numbers with np.save."
+        )
+    _check_dtype(dtype, origin)
+    nbytes = _check_shape(shape, dtype, origin, key)
+    available = size - stream.tell()
+    if nbytes > available or (exact and nbytes != available):
+        raise InvalidDataError(
+            f"{origin}: the header declares shape {shape} {dtype} ({_bytes(nbytes)}) but the "
+            f"data holds {_bytes(max(available, 0))}; the file is truncated or corrupt: save "
+            "it again with numpy."
+        )
+    _check_memory(nbytes, origin)
+    buffer = bytearray(nbytes)
+    view = memoryview(buffer)
+    filled = 0
+    while filled < nbytes:
+        got = stream.readinto(view[filled : filled + _CHUNK])
+        if not got:
+            raise InvalidDataError(
+                f"{origin}: ends after {_bytes(filled)} of {_bytes(nbytes)}; the file is "
+                "truncated: save it again with numpy."
+            )
+        filled += got
+    array = np.frombuffer(buffer, dtype=dtype)  # a view of the bytearray: writable, no copy
+    return array.reshape(shape, order="F" if fortran else "C")
+
+
+def _check_dtype(dtype: np.dtype, origin: str) -> None:
+    if dtype.hasobject:
+        raise InvalidDataError(
+            f"{origin}: holds Python objects (a pickled array), which tfcompress refuses "
+            "because unpickling can run code; save plain numbers, e.g. "
+            "np.save(path, x.astype(np.float32))."
+        )
+    if dtype.kind not in "biuf":
+        kind = _KIND_NAMES.get(dtype.kind, "not plain numbers")
+        raise InvalidDataError(
+            f"{origin}: has dtype {dtype} ({kind}); save plain numbers, e.g. "
+            "x.astype(np.float32) for samples or integer class indices for labels."
+        )
+
+
+def _check_shape(shape: tuple[int, ...], dtype: np.dtype, origin: str, key: str) -> int:
+    """Return the bytes ``shape`` needs, refusing 0-d and negative shapes."""
+    if not shape:
+        example = "(N,) class indices" if key == "y" else "(N, 28, 28, 1)"
+        raise InvalidDataError(
+            f"{origin}: is a single value (a 0-d array), not a batch; save an array with the "
+            f"batch dimension first, e.g. shape {example}."
+        )
+    if any(dim < 0 for dim in shape):
+        raise InvalidDataError(
+            f"{origin}: the header declares a negative shape {shape}; the file is corrupt: "
+            "save it again with numpy."
+        )
+    return math.prod(shape) * dtype.itemsize  # Python ints: no overflow on absurd shapes
+
+
+def _check_memory(nbytes: int, origin: str) -> None:
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return  # the platform cannot say; the size checks against the file still hold
+    if nbytes > memory:
+        raise InvalidDataError(
+            f"{origin}: needs {_bytes(nbytes)}, more than this machine's "
+            f"{_bytes(memory)} of memory; pass fewer samples."
+        )
+
+
+def _bytes(count: int) -> str:
+    """Human size, e.g. ``3.1 TB``."""
+    if count < 1000:
+        return f"{count} bytes"
+    value = float(count)
+    for unit in ("KB", "MB", "GB", "TB"):
+        value /= 1000
+        if value < 1000:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1000:.1f} PB"
+
+
+def _reason(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text[:200] if text else type(error).__name__
