@@ -9,7 +9,7 @@ import pytest
 from _bench_artifacts import build
 
 import tfcompress
-from tfcompress.errors import InvalidInputError
+from tfcompress.errors import InvalidDataError, InvalidInputError, ModelLoadError
 
 FAST = {"runs": 3, "min_seconds": 0, "warmup_seconds": 0}
 
@@ -74,11 +74,7 @@ def test_without_data_uses_random_inputs_and_reports_no_accuracy(files):
 
 def test_failing_rows_do_not_lose_the_others(files, test_data):
     result = tfcompress.benchmark(
-        {
-            "good": files["float32"],
-            "corrupt": files["corrupt"],
-            "unpreparable": files["unresolved"],
-        },
+        {"good": files["float32"], "unpreparable": files["unresolved"]},
         data=test_data,
         batch_sizes=(1, 2),
         **FAST,
@@ -87,17 +83,24 @@ def test_failing_rows_do_not_lose_the_others(files, test_data):
     for row in result.rows:
         by_name.setdefault(row.artifact, []).append(row)
     assert all(r.ok for r in by_name["good"]) and len(by_name["good"]) == 2
-    (corrupt,) = by_name["corrupt"]
-    assert corrupt.status.startswith("error: ") and "corrupt" in corrupt.status
     (unpreparable,) = by_name["unpreparable"]
     assert "NotARealOp" in unpreparable.status
 
 
-def test_wrong_shape_data_is_a_row_error(files, mnist_split):
+def test_corrupt_artifact_is_an_error_before_anything_is_timed(files, test_data, monkeypatch):
+    timed = []
+    monkeypatch.setattr("tfcompress.bench.harness.measure", lambda *a, **k: timed.append(a))
+    with pytest.raises(ModelLoadError, match="corrupt"):
+        tfcompress.benchmark(
+            {"good": files["float32"], "corrupt": files["corrupt"]}, data=test_data, **FAST
+        )
+    assert timed == []
+
+
+def test_wrong_shape_data_is_an_input_error(files):
     small = (np.zeros((10, 8, 8, 1), np.float32), np.zeros(10, np.int64))
-    result = tfcompress.benchmark([files["float32"]], data=small, **FAST)
-    (row,) = result.rows
-    assert row.status.startswith("error: ") and "shape" in row.status
+    with pytest.raises(InvalidDataError, match="shape"):
+        tfcompress.benchmark([files["float32"]], data=small, **FAST)
 
 
 def test_allocation_failure_is_a_row_error(files):

@@ -61,13 +61,24 @@ def test_table_and_reports(files, tmp_path, capsys):
     assert (report / "benchmark.md").is_file()
 
 
-def test_failed_row_exits_1_but_keeps_other_rows(files, capsys):
+def test_corrupt_artifact_exits_2_with_one_line_and_no_output(files, capsys):
     code = main(["benchmark", str(files["int8"]), str(files["corrupt"]), "--json", *FAST])
-    payload = json.loads(capsys.readouterr().out)
-    assert code == 1
-    statuses = {r["artifact"]: r["status"] for r in payload["rows"]}
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith("tfcompress benchmark: error: ") and "corrupt.tflite" in line
+
+
+def test_failed_row_exits_2_but_keeps_other_rows(files, capsys):
+    code = main(["benchmark", str(files["int8"]), str(files["unresolved"]), "--json", *FAST])
+    captured = capsys.readouterr()
+    assert code == 2
+    statuses = {r["artifact"]: r["status"] for r in json.loads(captured.out)["rows"]}
     assert statuses["cnn_int8.tflite"] == "ok"
-    assert statuses["corrupt.tflite"].startswith("error: ")
+    assert statuses["unresolved_op.tflite"].startswith("error: ")
+    (line,) = captured.err.strip().splitlines()
+    assert "1 of 2 rows could not be measured" in line and "NotARealOp" in line
 
 
 @pytest.mark.parametrize(

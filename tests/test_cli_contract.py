@@ -1,4 +1,4 @@
-"""The CLI's promises on outputs and exit codes: nothing lost, one line, codes that mean one thing."""
+"""CLI promises on outputs and exit codes: nothing lost, one line, codes that mean one thing."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``python -m tfcompress``."""
 
-from tfcompress.cli import main
+from tfcompress.cli import entry
 
-raise SystemExit(main())
+entry()

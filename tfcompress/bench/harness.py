@@ -119,14 +119,18 @@ def benchmark(
     metric_name, score = resolve_metric(metric)
     raw = load_data(data) if data is not None else None
     environment = capture_environment()
+    # Every artifact is loaded, measured and matched with the data before anything is timed:
+    # a missing or corrupt file is bad input (one error, nothing measured), not a report row.
+    prepared = {name: _prepare(name, source, raw) for name, source in named.items()}
     rows: list[BenchmarkRow] = []
     samples = 0
     total = len(named) * len(plan.backends) * len(plan.threads) * len(plan.batch_sizes)
     with tqdm(total=total, desc="benchmark", unit="row", disable=not progress) as bar:
-        for name, source in named.items():
-            new_rows, counted = _artifact_rows(name, source, raw, plan, score, bar)
+        for name, artifact in prepared.items():
+            new_rows, counted = _artifact_rows(name, artifact, plan, score)
             rows.extend(new_rows)
             samples = max(samples, counted)
+            bar.update(len(plan.backends) * len(plan.threads) * len(plan.batch_sizes))
     chosen = analysis.pick_reference(rows, reference)
     rows = analysis.with_ratios(rows, chosen)
     result = BenchmarkResult(
@@ -219,26 +223,30 @@ def _backends_for(model: Any, requested: tuple[str, ...]) -> list[str]:
     return accepted or [default_backend(model)]
 
 
+@dataclass(frozen=True)
+class _Artifact:
+    model: Any
+    size: SizeInfo
+    dataset: Dataset
+
+
+def _prepare(name: str, source: Any, raw: Dataset | None) -> _Artifact:
+    model = resolve_model(source)
+    path = Path(source) if isinstance(source, str | os.PathLike) else None
+    return _Artifact(model, measure_size(model, path=path), _fit_data(raw, model, name))
+
+
 def _artifact_rows(
-    name: str, source: Any, raw: Dataset | None, plan: _Plan, score: Any, bar: Any
+    name: str, artifact: _Artifact, plan: _Plan, score: Any
 ) -> tuple[list[BenchmarkRow], int]:
-    per_artifact = len(plan.backends) * len(plan.threads) * len(plan.batch_sizes)
-    try:
-        model = resolve_model(source)
-        path = Path(source) if isinstance(source, str | os.PathLike) else None
-        size = measure_size(model, path=path)
-        dataset = _fit_data(raw, model, name)
-    except ROW_ERRORS as error:
-        logger.warning("%s: %s", name, error)
-        bar.update(per_artifact)
-        return [BenchmarkRow(name, "-", None, None, _status(error))], 0
     rows: list[BenchmarkRow] = []
     samples = 0
-    for backend in _backends_for(model, plan.backends):
-        backend_rows, counted = _backend_rows(name, model, size, dataset, backend, plan, score)
+    for backend in _backends_for(artifact.model, plan.backends):
+        backend_rows, counted = _backend_rows(
+            name, artifact.model, artifact.size, artifact.dataset, backend, plan, score
+        )
         rows.extend(backend_rows)
         samples = max(samples, counted)
-    bar.update(per_artifact)
     return rows, samples
 
 
@@ -279,7 +287,7 @@ def _backend_rows(
             logger.info("%s on %s: %s", name, backend, error)
             return [BenchmarkRow(name, backend, None, None, f"unavailable: {error}", size)], 0
         except ROW_ERRORS as error:
-            logger.warning("%s on %s (%d threads): %s", name, backend, threads, error)
+            logger.debug("%s on %s (%d threads): %s", name, backend, threads, error)
             rows.append(BenchmarkRow(**base, batch=None, status=_status(error)))
             continue
         with runner:
@@ -287,7 +295,7 @@ def _backend_rows(
                 try:
                     accuracy, samples = _accuracy(runner, dataset, score, name), len(dataset)
                 except ROW_ERRORS as error:
-                    logger.warning("%s on %s: accuracy failed: %s", name, backend, error)
+                    logger.debug("%s on %s: accuracy failed: %s", name, backend, error)
                     rows.append(BenchmarkRow(**base, batch=None, status=_status(error)))
                     return rows, 0
             for batch in plan.batch_sizes:
@@ -321,7 +329,7 @@ def _timed_row(
         timing = measure(call, **plan.timing)
         details = runner.details()
     except ROW_ERRORS as error:
-        logger.warning("%s on %s (batch %d): %s", base["artifact"], base["backend"], batch, error)
+        logger.debug("%s on %s (batch %d): %s", base["artifact"], base["backend"], batch, error)
         return BenchmarkRow(**base, batch=batch, status=_status(error), init_ms=init_ms)
     return BenchmarkRow(
         **base,

@@ -1,23 +1,37 @@
 """Command line: ``tfcompress SUBCOMMAND ...`` / ``python -m tfcompress SUBCOMMAND ...``.
 
 Every subcommand is a thin shim over the public API, in its own module with two functions:
-``add_parser(subparsers)`` and ``run(args, out) -> int``. Exit codes: 0 success, 1 a check
-failed, 2 bad usage or input. Machine-readable output goes to ``out`` (the real stdout);
-logs go to stderr.
+``add_parser(subparsers)`` and ``run(args, out) -> int``. Machine-readable output goes to
+``out`` (the real stdout); logs go to stderr.
+
+Exit codes mean one thing each:
+
+* 0: success;
+* 1: a check the user asked for failed (a gate, a budget);
+* 2: bad usage or input (a missing, corrupt or hostile file, data that does not fit, an
+  impossible option), always with one line on stderr that says what to do;
+* 3: an internal error, i.e. a bug in tfcompress: one line saying so, and the traceback
+  only with ``--debug`` or ``TFCOMPRESS_DEBUG=1`` (CI must never read a bug as a failed gate);
+* 130: interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import importlib
+import itertools
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import IO
 
 from tfcompress import __version__
 from tfcompress.cli._io import OneLineArgumentParser, protected_stdio
 from tfcompress.errors import TFCompressError
+
+EXIT_INTERNAL_ERROR = 3
+EXIT_INTERRUPTED = 130
 
 # Modules under tfcompress.cli, in the order `--help` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
@@ -41,6 +55,11 @@ def build_parser() -> OneLineArgumentParser:
     parser.add_argument("--version", action="version", version=f"tfcompress {__version__}")
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="debug logs and TensorFlow's native logs"
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of an internal error (also TFCOMPRESS_DEBUG=1)",
     )
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=OneLineArgumentParser
@@ -69,12 +88,44 @@ def main(argv: Sequence[str] | None = None) -> int:
             _configure_logging(args.verbose)
             return int(args.run(args, out))
     except TFCompressError as error:
-        message = " ".join(str(error).split())  # one line, whatever the message holds
-        print(f"tfcompress {args.command}: error: {message}", file=sys.stderr)
+        print(f"tfcompress {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("tfcompress: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as error:  # anything else is our bug, never exit 1
+        if args.debug or os.environ.get("TFCOMPRESS_DEBUG", "") not in {"", "0"}:
+            traceback.print_exception(error, file=sys.stderr)
+        print(
+            f"tfcompress {args.command}: internal error (a bug in tfcompress): "
+            f"{type(error).__name__}: {_one_line(error)[:300]}; rerun with --debug and report "
+            "the traceback (docs/security.md, 'Reporting a problem')",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL_ERROR
+
+
+def entry() -> None:
+    """Console-script entry point: run :func:`main`, then exit without native chatter.
+
+    Native runtimes print from their destructors while the interpreter shuts down
+    (``INFO: DestroyAccelerator``...): after the last line of tfcompress has been written,
+    file descriptors 1 and 2 are pointed at /dev/null unless ``--verbose`` was given.
+    """
+    argv = sys.argv[1:]
+    code = main(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    global_options = itertools.takewhile(lambda arg: arg.startswith("-"), argv)
+    if not {"-v", "--verbose"} & set(global_options):
+        with open(os.devnull, "w") as devnull:
+            for fd in (1, 2):
+                os.dup2(devnull.fileno(), fd)
+    raise SystemExit(code)
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or "no message"  # one line, whatever the message holds
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -96,3 +147,8 @@ def _configure_logging(verbose: bool) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     root.propagate = False
+    # Python warnings and the libraries' own loggers (TensorFlow, absl) are noise in a CLI
+    # whose failures are one line; --verbose shows them.
+    logging.captureWarnings(True)
+    for noisy in ("py.warnings", "absl", "tensorflow", "h5py"):
+        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.ERROR)

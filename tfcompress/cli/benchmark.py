@@ -23,7 +23,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=(
             "Measure .tflite, .onnx and Keras artifacts side by side on LiteRT CPU/GPU, the "
             "Edge TPU, ONNX Runtime or TensorFlow. Exit 0 when every row was measured (or its "
-            "backend is unavailable here), 1 when a row failed, 2 on bad input."
+            "backend is unavailable here); 2 on bad input: an artifact or data file that "
+            "cannot be read, or a row the model cannot run (the table still shows every row)."
         ),
     )
     parser.add_argument("artifacts", nargs="+", metavar="ARTIFACT", help=".tflite/.onnx/.keras")
@@ -62,6 +63,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     """Benchmark, print the table (or JSON), write reports; exit 1 when a row failed."""
     import tfcompress
+    from tfcompress.errors import UnsupportedModelError
 
     options: dict[str, dict[str, Any]] = {}
     if args.no_xnnpack:
@@ -91,4 +93,11 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     else:
         out.write(f"{result}\n")
     failed = [r for r in result.rows if r.status.startswith("error")]
-    return 1 if failed else 0
+    if failed:
+        first = failed[0]
+        raise UnsupportedModelError(
+            f"{len(failed)} of {len(result.rows)} rows could not be measured (first: "
+            f"{first.artifact} on {first.backend}: {first.status.removeprefix('error: ')}); "
+            "see the status column."
+        )
+    return 0

@@ -58,9 +58,25 @@ def check_output_path(
             raise OutputExistsError(
                 f"{out}: the output would overwrite an input; choose another output path."
             )
+    _check_folder_and_name(out)
     _check_existing(out, overwrite)
     _probe_folder(out)
     return out
+
+
+def _check_folder_and_name(out: Path) -> None:
+    folder = out.parent
+    if not folder.is_dir():
+        raise OutputLocationError(f"{out}: the folder {folder} does not exist; create it first.")
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if len(os.fsencode(out.name)) > limit:
+        raise OutputLocationError(
+            f"{out.name[:40]}...: the file name is longer than this file system allows "
+            f"({limit} bytes); choose a shorter name."
+        )
 
 
 def _check_existing(out: Path, overwrite: bool) -> None:
@@ -91,17 +107,6 @@ def _check_existing(out: Path, overwrite: bool) -> None:
 
 def _probe_folder(out: Path) -> None:
     folder = out.parent
-    if not folder.is_dir():
-        raise OutputLocationError(f"{out}: the folder {folder} does not exist; create it first.")
-    try:
-        limit = os.pathconf(folder, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        limit = 255
-    if len(os.fsencode(out.name)) > limit:
-        raise OutputLocationError(
-            f"{out.name[:40]}...: the file name is longer than this file system allows "
-            f"({limit} bytes); choose a shorter name."
-        )
     try:
         handle, temporary = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".probe", dir=folder)
     except OSError as failure:

@@ -44,7 +44,10 @@ class LiteRTRunner(Runner):
         self.model = model
         self.threads = threads
         self.use_xnnpack = use_xnnpack
-        self.interpreter = self._create_interpreter()
+        try:
+            self.interpreter = self._create_interpreter()
+        except (RuntimeError, ValueError) as error:
+            raise self._cannot_run(error) from error
         inputs, outputs = (
             self.interpreter.get_input_details(),
             self.interpreter.get_output_details(),
@@ -58,7 +61,20 @@ class LiteRTRunner(Runner):
         signature = self._input.get("shape_signature", self._input["shape"])
         self.dynamic_batch = int(signature[0]) == -1
         self._batch = int(self._input["shape"][0])
-        self.interpreter.allocate_tensors()
+        try:
+            self.interpreter.allocate_tensors()
+        except (RuntimeError, ValueError) as error:
+            raise self._cannot_run(error) from error
+
+    def _cannot_run(self, error: Exception) -> UnsupportedModelError:
+        """A typed error for a model this interpreter cannot prepare (bad params, custom op)."""
+        reason = " ".join(str(error).split()) or type(error).__name__
+        where = "with XNNPACK" if self.use_xnnpack else "without XNNPACK"
+        return UnsupportedModelError(
+            f"{self.model.name}: LiteRT ({self.backend} backend, {where}) cannot prepare the "
+            f"model: {reason[:400]}. A custom op needs the runtime or delegate that defines "
+            "it; otherwise the file is corrupt or was made for another runtime: re-export it."
+        )
 
     def _create_interpreter(self) -> Any:
         """Build the interpreter; subclasses (Edge TPU) add delegates here."""
