@@ -116,6 +116,10 @@ def benchmark(
         {k: dict(v) for k, v in (backend_options or {}).items()},
     )
     named = _named(artifacts)
+    if report_dir is not None:
+        from tfcompress.report.writers import check_report_dir
+
+        check_report_dir(Path(report_dir))  # a bad report folder fails now, not after timing
     metric_name, score = resolve_metric(metric)
     raw = load_data(data) if data is not None else None
     environment = capture_environment()

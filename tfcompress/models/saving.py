@@ -60,7 +60,7 @@ def check_output_path(
             )
     _check_folder_and_name(out)
     _check_existing(out, overwrite)
-    _probe_folder(out)
+    check_writable_folder(out.parent, what=out)
     return out
 
 
@@ -105,13 +105,31 @@ def _check_existing(out: Path, overwrite: bool) -> None:
         )
 
 
-def _probe_folder(out: Path) -> None:
-    folder = out.parent
+def check_writable_folder(folder: PathLike, *, what: PathLike | None = None) -> None:
+    """Create and delete a temporary file in ``folder``: the only honest writability test.
+
+    ``os.access`` says yes to root in ``/proc``, ``/sys`` and on read-only mounts; a real
+    file creation does not.
+
+    Args:
+        folder: An existing directory.
+        what: The output the message should name (default: the folder).
+
+    Raises:
+        OutputLocationError: ``folder`` does not accept new files.
+
+    Example:
+        >>> check_writable_folder("/proc")
+        Traceback (most recent call last):
+        ...
+        tfcompress.errors.OutputLocationError: /proc: cannot write in /proc (...); ...
+    """
     try:
         handle, temporary = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".probe", dir=folder)
     except OSError as failure:
         raise OutputLocationError(
-            f"{out}: cannot write in {folder} ({failure.strerror}); choose a writable folder."
+            f"{what or folder}: cannot write in {folder} ({failure.strerror}); choose a "
+            "writable folder."
         ) from None
     os.close(handle)
     os.unlink(temporary)

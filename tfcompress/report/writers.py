@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfcompress.errors import InvalidInputError
-from tfcompress.models.saving import write_bytes_atomic, write_text_atomic
+from tfcompress.errors import InvalidInputError, OutputExistsError, OutputLocationError
+from tfcompress.models.saving import check_writable_folder, write_bytes_atomic, write_text_atomic
 from tfcompress.report.schema import LATENCY_KEYS, ROW_KEYS
 
 if TYPE_CHECKING:
@@ -73,6 +73,33 @@ def write_report(
             written.append(write_bytes_atomic(path, data, overwrite=overwrite))
     logger.info("wrote %s", ", ".join(str(p) for p in written))
     return written
+
+
+def check_report_dir(directory: Path) -> Path:
+    """Fail now, before a long benchmark, when reports could not be written into ``directory``.
+
+    Nothing is created: a missing folder's nearest existing ancestor must accept new files.
+
+    Raises:
+        OutputExistsError: ``directory`` is a file.
+        OutputLocationError: The folder (or where it would be created) is not writable.
+
+    Example:
+        >>> check_report_dir(Path("reports"))  # doctest: +SKIP
+        PosixPath('reports')
+    """
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise OutputExistsError(f"{directory}: is a file; give a folder for the reports.")
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OutputLocationError(
+            f"{directory}: cannot create the report folder under {existing}, which is a file."
+        )
+    check_writable_folder(existing, what=directory)
+    return directory
 
 
 def _write(path: Path, text: str, overwrite: bool) -> Path:
