@@ -5,8 +5,10 @@ from __future__ import annotations
 import enum
 import json
 import zipfile
+import zlib
 from pathlib import Path
 
+from tfcompress._files import read_regular_bytes
 from tfcompress.errors import ModelLoadError
 from tfcompress.models.onnx import is_onnx_bytes
 
@@ -58,8 +60,7 @@ def sniff_format(path: Path) -> ModelFormat:
         if (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file():
             return ModelFormat.SAVED_MODEL
         raise ModelLoadError(f"{path}: directory holds no saved_model.pb; pass {_SUPPORTED}.")
-    with path.open("rb") as handle:
-        head = handle.read(8)
+    head = read_regular_bytes(path, error=ModelLoadError, what="a model file", limit=8)
     if is_tflite_bytes(head):
         return ModelFormat.TFLITE
     if head.startswith(_HDF5_MAGIC):
@@ -88,19 +89,59 @@ def sniff_format(path: Path) -> ModelFormat:
 
 
 def keras_version_of(path: Path, model_format: ModelFormat) -> str:
-    """Read the Keras version a .keras or .h5 file was saved with ('' when not recorded)."""
+    """Read the Keras version a .keras or .h5 file was saved with ('' when not recorded).
+
+    Args:
+        path: A ``.keras`` archive or an ``.h5`` file.
+        model_format: Its sniffed format.
+
+    Returns:
+        The recorded version, e.g. ``"3.15.1"`` or ``"2.21.0"``.
+
+    Raises:
+        ModelLoadError: The file is truncated or corrupt, or its ``metadata.json`` is not a
+            JSON object.
+
+    Example:
+        >>> keras_version_of(Path("model.keras"), ModelFormat.KERAS)  # doctest: +SKIP
+        '3.15.1'
+    """
     try:
         if model_format is ModelFormat.KERAS:
             with zipfile.ZipFile(path) as archive:
+                if archive.getinfo("metadata.json").file_size > 2**20:
+                    raise ValueError("metadata.json is over 1 MiB")
                 metadata = json.loads(archive.read("metadata.json"))
-            return str(metadata.get("keras_version", ""))
-        import h5py  # ships with TensorFlow and Keras
+        else:
+            import h5py  # ships with TensorFlow and Keras
 
-        with h5py.File(path, "r") as handle:
-            version = handle.attrs.get("keras_version", "")
-        return version.decode() if isinstance(version, bytes) else str(version)
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as error:
+            with h5py.File(path, "r") as handle:
+                version = handle.attrs.get("keras_version", "")
+            return version.decode() if isinstance(version, bytes) else str(version)
+    except RecursionError:
         raise ModelLoadError(
-            f"{path}: the {model_format.value} file is truncated or corrupt ({error}); "
+            f"{path}: metadata.json nests deeper than any real file (hostile or corrupt); "
+            "save the model again."
+        ) from None
+    # zlib.error, EOFError, NotImplementedError: a damaged or exotic deflate stream;
+    # RuntimeError: h5py's word for HDF5 library errors.
+    except (
+        OSError,
+        KeyError,
+        ValueError,
+        RuntimeError,
+        zipfile.BadZipFile,
+        zlib.error,
+        EOFError,
+    ) as error:
+        reason = " ".join(str(error).split())[:200] or type(error).__name__
+        raise ModelLoadError(
+            f"{path}: the {model_format.value} file is truncated or corrupt ({reason}); "
             "save the model again."
         ) from error
+    if not isinstance(metadata, dict):
+        raise ModelLoadError(
+            f"{path}: metadata.json is a JSON {type(metadata).__name__}, not an object; the "
+            ".keras file is corrupt; save the model again."
+        )
+    return str(metadata.get("keras_version", ""))

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tfcompress.errors import UnsupportedModelError
-from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name
+from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name, saved_model_errors
 from tfcompress.models.onnx import OnnxModel, onnx_input_spec
 
 Shape = tuple[int | None, ...]
@@ -108,7 +108,8 @@ def _tflite_input_spec(model: TFLiteModel) -> InputSpec:
 def _saved_model_input_spec(model: SavedModelDir) -> InputSpec:
     from tfcompress._compat.tf import tensorflow
 
-    loaded = tensorflow().saved_model.load(str(model.path))
+    with saved_model_errors(model.path):
+        loaded = tensorflow().saved_model.load(str(model.path))
     signature = loaded.signatures.get(model.signature_key)
     if signature is None:
         raise UnsupportedModelError(

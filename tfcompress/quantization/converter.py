@@ -14,7 +14,7 @@ from typing import Any
 from tfcompress._compat.keras import KerasFlavour, flavour_of
 from tfcompress._compat.tf import tensorflow
 from tfcompress.errors import ConversionError, UnsupportedModelError
-from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name
+from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name, saved_model_errors
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ def converter_for(model: Any) -> Iterator[Any]:
 
     Raises:
         UnsupportedModelError: ``model`` is already a ``.tflite``.
+        ModelLoadError: TensorFlow cannot read the SavedModel (truncated or corrupt).
     """
     tf = tensorflow()
     if isinstance(model, TFLiteModel):
@@ -44,7 +45,9 @@ def converter_for(model: Any) -> Iterator[Any]:
             f"{model.name} is already a .tflite; quantize the original Keras model or SavedModel."
         )
     if isinstance(model, SavedModelDir):
-        yield tf.lite.TFLiteConverter.from_saved_model(str(model.path))
+        with saved_model_errors(model.path):  # not around the yield: the caller's errors pass
+            converter = tf.lite.TFLiteConverter.from_saved_model(str(model.path))
+        yield converter
         return
     if flavour_of(model) is KerasFlavour.TF_KERAS:
         yield tf.lite.TFLiteConverter.from_keras_model(model)

@@ -9,7 +9,7 @@ import numpy as np
 from tfcompress._compat.keras import flavour_of
 from tfcompress._compat.tf import tensorflow
 from tfcompress.errors import UnsupportedModelError
-from tfcompress.models.loading import SavedModelDir, TFLiteModel
+from tfcompress.models.loading import SavedModelDir, TFLiteModel, saved_model_errors
 from tfcompress.runtime.base import Runner, register_backend
 
 
@@ -38,7 +38,8 @@ class KerasRunner(Runner):
             )
         self.model = model
         if isinstance(model, SavedModelDir):
-            loaded = tensorflow().saved_model.load(str(model.path))
+            with saved_model_errors(model.path):
+                loaded = tensorflow().saved_model.load(str(model.path))
             self._signature = loaded.signatures[model.signature_key]
             self._keep_alive = loaded  # the signature's variables live on this object
         else:
