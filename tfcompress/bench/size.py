@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import math
 import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -14,6 +15,7 @@ import numpy as np
 
 from tfcompress.models.loading import SavedModelDir, TFLiteModel
 from tfcompress.models.onnx import OnnxModel, parse
+from tfcompress.models.tflite_file import Subgraph, TFLiteFile, read_tflite
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +70,35 @@ def measure_size(model: Any, *, path: Path | None = None) -> SizeInfo:
         return _onnx_size(model)
     if isinstance(model, SavedModelDir):
         data = _directory_bytes(model.path)
-        return SizeInfo(len(data), _gzip(data), None, None, None, "float32")
+        precision = _saved_model_precision(model.path)
+        return SizeInfo(len(data), _gzip(data), None, None, None, precision)
     return _keras_size(model, path)
+
+
+def _saved_model_precision(path: Path) -> str:
+    """The stored dtype of a SavedModel's weights, read from its variables' checkpoint index.
+
+    Integer variables (step counters, RNG seeds) are bookkeeping, not weights, and are left
+    out. Several float dtypes give ``"mixed"``; no readable variables give ``"unknown"``
+    (weights frozen into graph constants cannot be told without loading the graph).
+
+    Example:
+        >>> _saved_model_precision(Path("exported_model"))  # doctest: +SKIP
+        'float32'
+    """
+    from tfcompress._compat.tf import tensorflow
+
+    tf = tensorflow()
+    try:
+        dtypes = tf.train.load_checkpoint(str(path / "variables" / "variables"))
+        stored = dtypes.get_variable_to_dtype_map().values()
+    except (tf.errors.OpError, ValueError) as error:  # no variables/, or a corrupt index
+        logger.info("%s: variables not readable (%s); precision unknown", path, error)
+        return "unknown"
+    weights = {dtype.name for dtype in stored if dtype.is_floating}
+    if not weights:
+        return "unknown"
+    return weights.pop() if len(weights) == 1 else "mixed"
 
 
 def _gzip(data: bytes) -> int:
@@ -96,97 +125,72 @@ def _keras_size(model: Any, path: Path | None) -> SizeInfo:
 
 
 def _tflite_size(content: bytes) -> SizeInfo:
-    from tfcompress._compat.litert import flatbuffer_utils
-
-    flatbuffer = flatbuffer_utils().read_model_from_bytearray(bytearray(content))
-    schema = _schema()
-    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
-    graph = flatbuffer.subgraphs[0]
-    tensors, buffers = graph.tensors, flatbuffer.buffers
-
-    def constant(index: int) -> bool:
-        if index < 0:
-            return False
-        buffer = buffers[tensors[index].buffer]
-        return (buffer.data is not None and len(buffer.data) > 0) or bool(
-            getattr(buffer, "offset", 0)
-        )
+    parsed = read_tflite(content)
+    parsed.validate()  # indices are in range from here on
+    graph = parsed.subgraphs[0]
+    tensors = graph.tensors
 
     def shape(index: int) -> list[int]:
-        return [abs(int(d)) for d in (tensors[index].shape if index >= 0 else [])]
+        return [abs(d) for d in (tensors[index].shape or ())] if index >= 0 else []
 
-    params = sum(
-        int(np.prod(t.shape)) if t.shape is not None else 1
-        for i, t in enumerate(tensors)
-        if constant(i)
-    )
-    ops = sum(len(g.operators) for g in flatbuffer.subgraphs)
-    macs, weight_types, activation_types = 0, Counter(), Counter()
+    params = sum(math.prod(t.shape or ()) for t in tensors if parsed.is_constant(t))
+    ops = sum(len(g.operators) for g in parsed.subgraphs)
+    macs, weight_types, activation_types = 0, Counter[str](), Counter[str]()
     for op in graph.operators:
-        code = flatbuffer.operatorCodes[op.opcodeIndex]
-        name = names.get(max(code.builtinCode, code.deprecatedBuiltinCode), "CUSTOM")
-        macs += _tflite_macs(name, list(op.inputs), list(op.outputs), shape)
-        if name in _WEIGHT_OPS and len(op.inputs) > 1:
-            data_index = op.inputs[2] if name == "TRANSPOSE_CONV" else op.inputs[0]
-            weight_types[_weight_type(op.inputs[1], graph, constant, flatbuffer, names)] += 1
-            activation_types[tensors[data_index].type] += 1
-    precision = _tflite_precision(weight_types, activation_types, schema.TensorType)
+        macs += _tflite_macs(op.opcode, list(op.inputs), list(op.outputs), shape)
+        needed = 3 if op.opcode == "TRANSPOSE_CONV" else 2  # (output shape,) weights, data
+        if op.opcode in _WEIGHT_OPS and len(op.inputs) >= needed:
+            data_index = op.inputs[2] if op.opcode == "TRANSPOSE_CONV" else op.inputs[0]
+            weight_types[_weight_type(op.inputs[1], parsed, graph)] += 1
+            activation_types[tensors[data_index].dtype if data_index >= 0 else "none"] += 1
+    precision = _tflite_precision(weight_types, activation_types)
     return SizeInfo(len(content), _gzip(content), params, macs or None, ops, precision)
 
 
-def _schema() -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module("ai_edge_litert.schema_py_generated")
-    except ImportError:
-        return importlib.import_module("tensorflow.lite.python.schema_py_generated")
-
-
-def _weight_type(index: int, graph: Any, constant: Any, flatbuffer: Any, names: dict) -> int:
+def _weight_type(index: int, parsed: TFLiteFile, graph: Subgraph) -> str:
     """The stored type of a weight, looking through a DEQUANTIZE (float16/dynamic models)."""
-    if constant(index):
-        return int(graph.tensors[index].type)
+    if index < 0:
+        return "none"
+    if parsed.is_constant(graph.tensors[index]):
+        return graph.tensors[index].dtype
     for op in graph.operators:
-        code = flatbuffer.operatorCodes[op.opcodeIndex]
-        name = names.get(max(code.builtinCode, code.deprecatedBuiltinCode))
-        if name == "DEQUANTIZE" and index in list(op.outputs):
-            return int(graph.tensors[op.inputs[0]].type)
-    return int(graph.tensors[index].type)
+        if op.opcode == "DEQUANTIZE" and index in op.outputs and op.inputs and op.inputs[0] >= 0:
+            return graph.tensors[op.inputs[0]].dtype
+    return graph.tensors[index].dtype
 
 
 def _tflite_macs(name: str, inputs: list[int], outputs: list[int], shape: Any) -> int:
+    """Multiply-accumulates of one op for one sample; 0 when a shape is too short to tell."""
     out = shape(outputs[0]) if outputs else []
     if not out:
         return 0
-    per_sample = int(np.prod(out[1:])) if len(out) > 1 else int(np.prod(out))
-    if name == "CONV_2D" and len(inputs) > 1:
-        _, kh, kw, cin = shape(inputs[1])
-        return per_sample * kh * kw * cin
-    if name == "DEPTHWISE_CONV_2D" and len(inputs) > 1:
-        _, kh, kw, _ = shape(inputs[1])
-        return per_sample * kh * kw
-    if name == "FULLY_CONNECTED" and len(inputs) > 1:
-        return per_sample * shape(inputs[1])[-1]
-    if name == "TRANSPOSE_CONV" and len(inputs) > 2:
-        _, kh, kw, cin = shape(inputs[1])
+    per_sample = math.prod(out[1:]) if len(out) > 1 else math.prod(out)
+    kernel = shape(inputs[1]) if len(inputs) > 1 else []
+    if name == "CONV_2D" and len(kernel) == 4:
+        return per_sample * math.prod(kernel[1:])
+    if name == "DEPTHWISE_CONV_2D" and len(kernel) == 4:
+        return per_sample * kernel[1] * kernel[2]
+    if name == "FULLY_CONNECTED" and kernel:
+        return per_sample * kernel[-1]
+    if name == "TRANSPOSE_CONV" and len(kernel) == 4 and len(inputs) > 2:
         source = shape(inputs[2])
-        return int(np.prod(source[1:])) * kh * kw * cin if source else 0
+        return math.prod(source[1:]) * math.prod(kernel[1:]) if source else 0
     if name == "BATCH_MATMUL" and len(inputs) > 1:
-        return per_sample * (shape(inputs[0])[-1] if shape(inputs[0]) else 0)
+        left = shape(inputs[0])
+        return per_sample * left[-1] if left else 0
     return 0
 
 
-def _tflite_precision(weights: Counter, activations: Counter, types: Any) -> str:
+def _tflite_precision(weights: Counter[str], activations: Counter[str]) -> str:
     if not weights:
         return "float32"
-    if types.FLOAT16 in weights:
+    if "float16" in weights:
         return "float16"
-    if types.INT8 in weights or types.INT4 in weights:
-        if types.INT16 in activations:
+    if "int8" in weights or "int4" in weights:
+        if "int16" in activations:
             return "int16x8"
-        if types.INT8 in activations or types.UINT8 in activations:
-            return "int8" if types.FLOAT32 not in activations else "mixed"
+        if "int8" in activations or "uint8" in activations:
+            return "int8" if "float32" not in activations else "mixed"
         return "dynamic"
     return "float32"
 

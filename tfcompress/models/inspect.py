@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from tfcompress._compat.keras import flavour_of
-from tfcompress._compat.litert import flatbuffer_utils, make_interpreter
 from tfcompress.errors import UnsupportedModelError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.signature import input_spec
+from tfcompress.models.tflite_file import Tensor, read_tflite
 from tfcompress.report.table import format_table
 
 
@@ -137,37 +137,32 @@ def inspect_model(model: ModelLike) -> TFLiteInfo | KerasInfo:
 
 
 def _inspect_tflite(model: TFLiteModel) -> TFLiteInfo:
-    utils = flatbuffer_utils()
-    parsed = utils.read_model_from_bytearray(bytearray(model.content))
-    ops: Counter[str] = Counter()
-    tensors = 0
-    for subgraph in parsed.subgraphs:
-        tensors += len(subgraph.tensors or [])
-        for op in subgraph.operators or []:
-            ops[utils.opcode_to_name(parsed, op.opcodeIndex) or "CUSTOM"] += 1
-    weight_bytes = sum(len(b.data) for b in parsed.buffers or [] if b.data is not None)
-    interpreter = make_interpreter(model.content, num_threads=1, use_xnnpack=False)
+    parsed = read_tflite(model.content, source=model.path or model.name)
+    parsed.validate(source=model.path or model.name)
+    ops = Counter(op.opcode for graph in parsed.subgraphs for op in graph.operators)
+    main = parsed.subgraphs[0]
     return TFLiteInfo(
         name=model.name,
         size_bytes=model.size_bytes,
-        weight_bytes=int(weight_bytes),
-        inputs=tuple(_tensor_info(d) for d in interpreter.get_input_details()),
-        outputs=tuple(_tensor_info(d) for d in interpreter.get_output_details()),
+        weight_bytes=parsed.weight_bytes,
+        inputs=tuple(_tensor_info(main.tensors[i]) for i in main.inputs),
+        outputs=tuple(_tensor_info(main.tensors[i]) for i in main.outputs),
         op_histogram=dict(ops.most_common()),
-        tensor_count=tensors,
+        tensor_count=sum(len(graph.tensors) for graph in parsed.subgraphs),
         subgraph_count=len(parsed.subgraphs),
     )
 
 
-def _tensor_info(detail: dict[str, Any]) -> TensorInfo:
-    signature = detail.get("shape_signature", detail["shape"])
-    scale, zero_point = detail["quantization"]
+def _tensor_info(tensor: Tensor) -> TensorInfo:
+    # Like the interpreter's details: a (scale, zero point) only for per-tensor quantization.
+    params = tensor.quantization
+    per_tensor = params is not None and len(params.scales) == 1 and len(params.zero_points) == 1
     return TensorInfo(
-        name=str(detail["name"]),
-        dtype=np.dtype(detail["dtype"]).name,
-        shape=tuple(None if int(d) < 0 else int(d) for d in signature),
-        scale=float(scale),
-        zero_point=int(zero_point),
+        name=tensor.name,
+        dtype=tensor.dtype,
+        shape=tuple(None if d < 0 else d for d in tensor.signature),
+        scale=params.scales[0] if per_tensor else 0.0,  # type: ignore[union-attr]
+        zero_point=params.zero_points[0] if per_tensor else 0,  # type: ignore[union-attr]
     )
 
 

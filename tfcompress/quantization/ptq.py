@@ -50,12 +50,14 @@ class QuantizationResult:
     @property
     def model(self) -> TFLiteModel:
         """The quantized model, ready for :func:`tfcompress.evaluate` or a runner."""
-        return TFLiteModel(self.model_content, label=f"{self.source}_{self.recipe.name}")
+        return TFLiteModel(
+            self.model_content, label=f"{self.source}_{self.recipe.name}", verified=True
+        )
 
     @property
     def reference(self) -> TFLiteModel:
         """The float32 ``.tflite`` of the same model."""
-        return TFLiteModel(self.reference_content, label=f"{self.source}_float32")
+        return TFLiteModel(self.reference_content, label=f"{self.source}_float32", verified=True)
 
     @property
     def size_bytes(self) -> int:

@@ -106,7 +106,7 @@ def finish(
         {
             "reference": setup.original,
             "keras": tuned,
-            "tflite": TFLiteModel(exported.content, label=technique),
+            "tflite": TFLiteModel(exported.content, label=technique, verified=True),
         },
         setup.val,
     )

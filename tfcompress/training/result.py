@@ -63,7 +63,9 @@ class TrainingResult:
     @property
     def model(self) -> TFLiteModel:
         """The exported model, ready for :func:`tfcompress.evaluate` or a runner."""
-        return TFLiteModel(self.model_content, label=f"{self.source}_{self.technique}")
+        return TFLiteModel(
+            self.model_content, label=f"{self.source}_{self.technique}", verified=True
+        )
 
     @property
     def size_bytes(self) -> int:

@@ -1,0 +1,343 @@
+"""Untrusted model files: one structural validator, and a probe that contains native crashes.
+
+Each hostile ``.tflite`` is made from a real int8 model by editing one field through
+LiteRT's schema object API, so the file differs from a sound one in exactly that field.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tfcompress
+from tfcompress.bench.size import measure_size
+from tfcompress.cli import main
+from tfcompress.errors import ModelLoadError
+from tfcompress.models import TFLiteModel, load_model, probe, resolve_model
+from tfcompress.models.onnx import load_onnx
+from tfcompress.models.tflite_file import read_tflite
+
+BENCHMARK_FAST = ["--runs", "1", "--min-seconds", "0", "--warmup-seconds", "0"]
+INT8 = 9  # TensorType.INT8
+
+
+@pytest.fixture(scope="module")
+def seed() -> bytes:
+    """A tiny Keras 3 CNN quantized to int8 (per-channel conv, per-tensor activations)."""
+    import keras
+
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            keras.layers.Conv2D(4, 3, activation="relu"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(3),
+        ]
+    )
+    data = np.random.default_rng(0).random((32, 8, 8, 1), dtype=np.float32)
+    return tfcompress.quantize(model, recipe="int8", representative_data=data).model_content
+
+
+@pytest.fixture(autouse=True)
+def fresh_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts with no cached verdict and with the probe on."""
+    monkeypatch.delenv("TFCOMPRESS_NO_PROBE", raising=False)
+    probe.clear_cache()
+
+
+def _edit(content: bytes, edit: Callable[[Any], None]) -> bytes:
+    from tfcompress._compat.litert import flatbuffer_utils
+
+    utils = flatbuffer_utils()
+    model = utils.read_model_from_bytearray(bytearray(content))
+    edit(model)
+    return bytes(utils.convert_object_to_bytearray(model))
+
+
+def _quantized(model: Any, dtype: int = INT8) -> Any:
+    """The first tensor of ``dtype`` with per-tensor quantization (an activation)."""
+    tensors = model.subgraphs[0].tensors
+    return next(
+        t
+        for t in tensors
+        if t.type == dtype and t.quantization is not None and len(t.quantization.scale) == 1
+    )
+
+
+def _set_scale(value: float) -> Callable[[Any], None]:
+    def edit(model: Any) -> None:
+        quantization = _quantized(model).quantization
+        quantization.scale = np.full_like(quantization.scale, value)
+
+    return edit
+
+
+def _zero_point(model: Any) -> None:
+    quantization = _quantized(model).quantization
+    quantization.zeroPoint = np.full_like(quantization.zeroPoint, 1000)
+
+
+def _zero_point_count(model: Any) -> None:
+    quantization = _quantized(model).quantization
+    quantization.zeroPoint = np.zeros(3, np.int64)
+
+
+def _tensor_index(model: Any) -> None:
+    graph = model.subgraphs[0]
+    graph.operators[1].inputs[0] = len(graph.tensors) + 7
+
+
+def _buffer_index(model: Any) -> None:
+    model.subgraphs[0].tensors[1].buffer = 10**6
+
+
+def _opcode_index(model: Any) -> None:
+    model.subgraphs[0].operators[0].opcodeIndex = 200
+
+
+def _negative_shape(model: Any) -> None:
+    tensor = _quantized(model)
+    tensor.shape[-1] = -7
+
+
+def _input_name(model: Any) -> None:
+    graph = model.subgraphs[0]
+    graph.tensors[graph.inputs[0]].name = b"\xff\xfe\xc3(bad"
+
+
+def _truncated(content: bytes) -> bytes:
+    return content[: len(content) // 2]
+
+
+def _random_body(_: bytes) -> bytes:
+    body = np.random.default_rng(7).bytes(2048)
+    return body[:4] + b"TFL3" + body[8:]
+
+
+HOSTILE: dict[str, tuple[Callable[[bytes], bytes], str]] = {
+    "nan_scale": (lambda c: _edit(c, _set_scale(np.nan)), r"scale nan; scales must be finite"),
+    "inf_scale": (lambda c: _edit(c, _set_scale(np.inf)), r"scale inf; scales must be finite"),
+    "zero_scale": (lambda c: _edit(c, _set_scale(0.0)), r"scale 0\.0; scales must be finite"),
+    "negative_scale": (lambda c: _edit(c, _set_scale(-0.5)), r"scale -0\.5; scales must be"),
+    "zero_point": (lambda c: _edit(c, _zero_point), r"zero point 1000, outside -128\.\.127"),
+    "zero_point_count": (lambda c: _edit(c, _zero_point_count), r"1 quantization scale\(s\) but 3"),
+    "tensor_index": (lambda c: _edit(c, _tensor_index), r"operator 1 .*: input tensor \d+ is not"),
+    "buffer_index": (lambda c: _edit(c, _buffer_index), r"tensor 1 .* uses buffer 1000000"),
+    "opcode_index": (lambda c: _edit(c, _opcode_index), r"operator 0 .* uses opcode 200"),
+    "negative_shape": (lambda c: _edit(c, _negative_shape), r"negative dimension in its shape"),
+    "input_name": (lambda c: _edit(c, _input_name), r"input tensor 0 has a name that is not UTF-8"),
+    "truncated": (_truncated, r"truncated or corrupt"),
+    "random_body": (_random_body, r"truncated or corrupt"),
+}
+
+
+@pytest.fixture(scope="module")
+def hostile(seed: bytes, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("hostile")
+    files = {}
+    for name, (make, _) in HOSTILE.items():
+        files[name] = folder / f"{name}.tflite"
+        files[name].write_bytes(make(seed))
+    return files
+
+
+def _one_error_line(err: str, command: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"tfcompress {command}: error: "), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_tflite_is_refused_with_its_reason(hostile, case):
+    reason = HOSTILE[case][1]
+    path = hostile[case]
+    with pytest.raises(ModelLoadError, match=reason) as raised:
+        load_model(path)
+    message = str(raised.value)
+    assert "\n" not in message and str(path) in message and "re-export" in message
+    with pytest.raises(ModelLoadError, match=reason):
+        resolve_model(path.read_bytes())
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_cli_refuses_hostile_tflite_in_one_line(hostile, case, capsys):
+    path = str(hostile[case])
+    assert main(["inspect", path]) == 2
+    _one_error_line(capsys.readouterr().err, "inspect")
+    assert main(["benchmark", path, *BENCHMARK_FAST]) == 2
+    _one_error_line(capsys.readouterr().err, "benchmark")
+
+
+def _all_nan(model: Any) -> None:
+    for tensor in model.subgraphs[0].tensors:
+        if tensor.quantization is not None and tensor.quantization.scale is not None:
+            tensor.quantization.scale = np.full_like(tensor.quantization.scale, np.nan)
+
+
+def test_nan_scale_that_crashes_litert_is_refused_before_native_code(seed, monkeypatch):
+    # Every scale NaN: LiteRT 2.3's XNNPACK segfaults on this file. The validator must stop
+    # it first, so the probe child is never started.
+    monkeypatch.setattr(probe, "child_command", _never_called)
+    with pytest.raises(ModelLoadError, match=r"scale nan; .*more problem"):
+        resolve_model(_edit(seed, _all_nan))
+
+
+def test_real_runtime_crash_is_contained_by_the_probe(seed):
+    # The same file handed straight to the probe: the real interpreter meets it in the child
+    # (where LiteRT 2.3 usually dies of SIGSEGV) and this process only sees a one-line error.
+    with pytest.raises(ModelLoadError, match="LiteRT interpreter") as raised:
+        probe.probe_model(_edit(seed, _all_nan), "tflite", source="nan.tflite")
+    assert "\n" not in str(raised.value)
+
+
+def _never_called(kind: str) -> list[str]:
+    raise AssertionError("the probe ran on a file the validator should have refused")
+
+
+def test_non_utf8_name_of_an_inner_tensor_is_only_a_label(seed, tmp_path, capsys):
+    def rename(model: Any) -> None:
+        model.subgraphs[0].tensors[1].name = b"\xff\xfe\xc3(bad"
+
+    path = tmp_path / "odd_name.tflite"
+    path.write_bytes(_edit(seed, rename))
+    assert isinstance(load_model(path), TFLiteModel)
+    assert "\ufffd\ufffd(bad" in read_tflite(path.read_bytes()).subgraphs[0].tensors[1].name
+    assert main(["inspect", str(path)]) == 0
+    assert "CONV_2D" in capsys.readouterr().out
+
+
+def test_size_of_rank0_shapes_counts_no_macs(seed):
+    # The conv's kernel and output claim rank 0: MAC estimation counts 0 for it (the dense
+    # layer's 144 x 3 remain) instead of failing to unpack the kernel's shape.
+    def flatten(model: Any) -> None:
+        graph = model.subgraphs[0]
+        codes = model.operatorCodes
+        conv = next(op for op in graph.operators if codes[op.opcodeIndex].builtinCode == 3)
+        for index in (conv.inputs[1], conv.outputs[0]):
+            tensor = graph.tensors[index]
+            tensor.shape, tensor.shapeSignature, tensor.buffer = [], None, 0
+        graph.tensors[conv.inputs[1]].quantization = None  # per-channel needs a rank
+
+    assert measure_size(TFLiteModel(seed)).macs == 6 * 6 * 4 * 3 * 3 + 144 * 3
+    assert measure_size(TFLiteModel(_edit(seed, flatten))).macs == 144 * 3
+
+
+def _fake_child(code: str) -> Callable[[str], list[str]]:
+    return lambda kind: [sys.executable, "-c", code]
+
+
+def test_crash_of_the_runtime_is_an_error_naming_the_signal(seed, tmp_path, monkeypatch):
+    path = tmp_path / "model.tflite"
+    path.write_bytes(seed)
+    crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    monkeypatch.setattr(probe, "child_command", _fake_child(crash))
+    with pytest.raises(
+        ModelLoadError, match=r"LiteRT interpreter crashed on this file \(SIGSEGV\)"
+    ):
+        load_model(path)
+
+
+def test_hang_is_stopped_and_not_cached(seed, monkeypatch):
+    calls = []
+
+    def sleeper(kind: str) -> list[str]:
+        calls.append(kind)
+        return [sys.executable, "-c", "import time; time.sleep(60)"]
+
+    monkeypatch.setattr(probe, "child_command", sleeper)
+    for _ in range(2):
+        with pytest.raises(ModelLoadError, match=r"within 1 s and was stopped \(it hung\)"):
+            probe.probe_model(seed, "tflite", timeout=1)
+    assert len(calls) == 2
+
+
+def test_runtime_refusal_is_the_childs_one_line_reason(seed, monkeypatch):
+    verdict = {"ok": False, "stage": "load", "reason": "ValueError: bad\nthings"}
+    reply = f"import sys; sys.stdout.write({json.dumps(json.dumps(verdict))})"
+    monkeypatch.setattr(probe, "child_command", _fake_child(reply))
+    with pytest.raises(ModelLoadError, match=r"cannot load it \(ValueError: bad things\)"):
+        probe.probe_model(seed, "tflite", source="m.tflite")
+
+
+def test_refusal_to_run_custom_ops_is_accepted(seed, monkeypatch):
+    verdict = {"ok": False, "stage": "run", "reason": "RuntimeError: unresolved custom op"}
+    reply = f"import sys; sys.stdout.write({json.dumps(json.dumps(verdict))})"
+    monkeypatch.setattr(probe, "child_command", _fake_child(reply))
+    probe.probe_model(seed, "tflite", must_run=False)
+    with pytest.raises(ModelLoadError, match="cannot run it"):
+        probe.probe_model(seed, "tflite")
+
+
+def test_valid_model_is_probed_once(seed, tmp_path, monkeypatch):
+    path = tmp_path / "model.tflite"
+    path.write_bytes(seed)
+    calls = []
+    real = probe.child_command
+
+    def counting(kind: str) -> list[str]:
+        calls.append(kind)
+        return real(kind)
+
+    monkeypatch.setattr(probe, "child_command", counting)
+    assert isinstance(load_model(path), TFLiteModel)
+    assert isinstance(resolve_model(seed), TFLiteModel)
+    tfcompress.inspect_model(path)
+    assert calls == ["tflite"]
+
+
+def test_opt_out_skips_the_probe_not_the_validator(seed, hostile, tmp_path, monkeypatch):
+    monkeypatch.setenv("TFCOMPRESS_NO_PROBE", "1")
+    monkeypatch.setattr(probe, "child_command", _never_called)
+    assert isinstance(resolve_model(seed), TFLiteModel)
+    with pytest.raises(ModelLoadError, match="scale nan"):
+        load_model(hostile["nan_scale"])
+
+
+def test_probe_child_never_imports_tensorflow(seed):
+    child = Path(probe.__file__).with_name("_probe_child.py")
+    run_child = (
+        "import atexit, runpy, sys; "
+        "atexit.register(lambda: print('TF', 'tensorflow' in sys.modules)); "
+        f"sys.argv = ['child', 'tflite']; runpy.run_path({str(child)!r}, run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", run_child], input=seed, capture_output=True, timeout=120
+    )
+    assert json.loads(done.stdout.decode().splitlines()[0]) == {"ok": True}
+    assert "TF False" in done.stderr.decode()
+
+
+def _onnx_file(folder: Path) -> Path:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = folder / "relu.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def test_onnx_is_probed_in_a_child(tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    path = _onnx_file(tmp_path)
+    assert load_onnx(path).name == "relu.onnx"
+    probe.clear_cache()
+    crash = "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"
+    monkeypatch.setattr(probe, "child_command", _fake_child(crash))
+    with pytest.raises(ModelLoadError, match=r"ONNX Runtime crashed on this file \(SIGABRT\)"):
+        load_model(path)

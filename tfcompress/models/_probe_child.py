@@ -1,0 +1,145 @@
+"""Probe child: let a native runtime load and run an untrusted model, in its own process.
+
+Run by :mod:`tfcompress.models.probe` as ``python -P _probe_child.py KIND`` with the model's
+bytes on stdin (``KIND`` is ``tflite`` or ``onnx``). It loads the model, allocates its
+tensors and runs it once on zeros, then writes one JSON verdict line to the stdout it was
+started with::
+
+    {"ok": true}
+    {"ok": false, "stage": "load" | "run", "reason": "ValueError: ..."}
+
+A crash of the runtime kills only this process; the parent reads the signal from the exit
+status. The file is run as a script (not ``-m``) so that importing it never imports the
+tfcompress package: the child needs only numpy and the runtime, never TensorFlow.
+
+Example:
+    >>> # python -P tfcompress/models/_probe_child.py tflite < model.tflite  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+# onnxruntime type strings -> numpy dtype names, for the zeros fed to an ONNX model.
+_ORT_DTYPES = {
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(double)": "float64",
+    "tensor(int8)": "int8",
+    "tensor(uint8)": "uint8",
+    "tensor(int16)": "int16",
+    "tensor(int32)": "int32",
+    "tensor(int64)": "int64",
+    "tensor(bool)": "bool",
+}
+
+
+class _StageError(Exception):
+    """A runtime error, with the stage (``load`` or ``run``) it happened in."""
+
+    def __init__(self, stage: str, error: BaseException) -> None:
+        super().__init__(f"{type(error).__name__}: {' '.join(str(error).split())[:300]}")
+        self.stage = stage
+
+
+def _interpreter_class() -> Any:
+    """LiteRT's Interpreter, falling back like tfcompress._compat.litert does."""
+    import importlib
+
+    for name in ("ai_edge_litert.interpreter", "tflite_runtime.interpreter"):
+        try:
+            return importlib.import_module(name).Interpreter
+        except ImportError:
+            continue
+    import tensorflow as tf  # the last resort, as in the parent
+
+    return tf.lite.Interpreter
+
+
+def probe_tflite(content: bytes) -> None:
+    """Create the interpreter (XNNPACK on, as the cpu backend runs), allocate, invoke once.
+
+    Dynamic dimensions are set to 1 before the invoke, and the zeros are fed at that shape.
+    """
+    import numpy as np
+
+    try:
+        interpreter = _interpreter_class()(model_content=content, num_threads=1)
+    except Exception as error:  # the runtime's own refusal is the verdict, whatever its type
+        raise _StageError("load", error) from error
+    try:
+        interpreter.allocate_tensors()  # with the file's own shapes, as the cpu backend does
+        resized = False
+        for detail in interpreter.get_input_details():
+            signature = detail.get("shape_signature", detail["shape"])
+            if any(int(d) < 0 for d in signature):
+                shape = [max(int(d), 1) for d in signature]
+                interpreter.resize_tensor_input(detail["index"], shape, strict=False)
+                resized = True
+        if resized:
+            interpreter.allocate_tensors()
+        for detail in interpreter.get_input_details():
+            dtype = np.dtype(detail["dtype"])
+            if dtype.kind in "biuf":  # strings and resources have no zeros to feed
+                interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], dtype))
+        interpreter.invoke()
+    except Exception as error:  # idem: reported to the parent, which decides
+        raise _StageError("run", error) from error
+
+
+def probe_onnx(content: bytes) -> None:
+    """Create an ONNX Runtime CPU session, then run it once on zeros."""
+    import numpy as np
+    import onnxruntime as ort
+
+    try:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        session = ort.InferenceSession(
+            content, sess_options=options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as error:  # the runtime's own refusal is the verdict, whatever its type
+        raise _StageError("load", error) from error
+    try:
+        feeds = {}
+        for item in session.get_inputs():
+            if item.type not in _ORT_DTYPES:
+                return  # a sequence or map input: loading it was the test
+            shape = [d if isinstance(d, int) and d > 0 else 1 for d in item.shape]
+            feeds[item.name] = np.zeros(shape, _ORT_DTYPES[item.type])
+        session.run(None, feeds)
+    except Exception as error:  # idem: reported to the parent, which decides
+        raise _StageError("run", error) from error
+
+
+def main(argv: list[str]) -> int:
+    """Probe the model on stdin with the runtime named by ``argv[1]``; print the verdict."""
+    # Native code may print to stdout: keep the real stdout for the verdict alone.
+    verdict_out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    # A crash must not leave a core file of an untrusted model in the user's folder.
+    if sys.platform != "win32":  # Windows has no core files (nor the resource module)
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    probes = {"tflite": probe_tflite, "onnx": probe_onnx}
+    if len(argv) != 2 or argv[1] not in probes:
+        print(f"usage: _probe_child.py {'|'.join(probes)} < MODEL", file=sys.stderr)
+        return 2
+    content = sys.stdin.buffer.read()
+    try:
+        probes[argv[1]](content)
+        verdict: dict[str, Any] = {"ok": True}
+    except _StageError as error:
+        verdict = {"ok": False, "stage": error.stage, "reason": str(error)}
+    verdict_out.write(json.dumps(verdict) + "\n")
+    verdict_out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
