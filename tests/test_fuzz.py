@@ -1,0 +1,32 @@
+"""A seeded fuzz campaign over the CLI: every hostile input ends in exit 0 or one clean error.
+
+`benchmarks/fuzz.py` runs the long campaign (>= 2,000 cases) and records its totals.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tfcompress.testing.fuzz import all_strategies, run_campaign
+
+CASES = 300
+SEED = 20261123
+
+
+@pytest.mark.slow
+def test_fuzz_campaign_keeps_the_untrusted_input_contract(tmp_path):
+    result = run_campaign(tmp_path / "fuzz", cases=CASES, seed=SEED)
+    assert len(result.outcomes) == CASES
+    assert {o.case.strategy for o in result.outcomes} == set(all_strategies())
+    assert {o.case.entry for o in result.outcomes} == {"inspect", "benchmark", "quantize", "gate"}
+    report = "\n".join(
+        f"case {o.case.index} {o.case.strategy} via {o.case.entry}: {'; '.join(o.violations)}"
+        f" | argv {' '.join(o.case.argv)} | stderr {o.stderr.strip()[-400:]}"
+        for o in result.violations
+    )
+    assert not result.violations, report
+    totals = result.totals()
+    assert sum(row["crashes"] + row["hangs"] for row in totals.values()) == 0
+    # The campaign is not vacuous: most mutants are refused, and some are fine.
+    assert sum(row["clean_errors"] for row in totals.values()) > CASES // 2
+    assert sum(row["accepted"] for row in totals.values()) > 0

@@ -1,0 +1,255 @@
+"""Run a seeded fuzz campaign against the CLI and judge every case by the input contract.
+
+The contract, for every input a stranger can hand tfcompress: exit 0 (it was fine), 1 only
+for a gate that failed, or 2 with exactly one stderr line ``tfcompress CMD: error: ...``; never
+a traceback, a signal, a hang, an internal error (exit 3), an output left behind by a failed
+run, a changed input, or code from the file run without ``--unsafe``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import select
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tfcompress.testing.fuzz.cases import ENTRY_POINTS, Case, all_strategies, make_case
+from tfcompress.testing.fuzz.seeds import Seeds, build_seeds
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one case did, and which promises it broke (``violations``, empty when none)."""
+
+    case: Case
+    exit_code: int | None
+    signal: str | None
+    hung: bool
+    stderr: str
+    seconds: float
+    violations: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CampaignResult:
+    """Every case's outcome, with totals per entry point."""
+
+    seed: int
+    outcomes: tuple[Outcome, ...]
+    seconds: float
+
+    @property
+    def violations(self) -> list[Outcome]:
+        """The cases that broke the contract."""
+        return [o for o in self.outcomes if o.violations]
+
+    def totals(self) -> dict[str, dict[str, int]]:
+        """Per entry point: cases, clean errors (exit 2), successes, gate failures, crashes..."""
+        table: dict[str, Counter[str]] = {entry: Counter() for entry in ENTRY_POINTS}
+        for outcome in self.outcomes:
+            row = table[outcome.case.entry]
+            row["cases"] += 1
+            row["clean_errors"] += outcome.exit_code == 2 and not outcome.violations
+            row["accepted"] += outcome.exit_code == 0 and not outcome.violations
+            row["gate_failed"] += outcome.exit_code == 1 and not outcome.violations
+            row["crashes"] += outcome.signal is not None
+            row["hangs"] += outcome.hung
+            row["violations"] += bool(outcome.violations)
+        return {entry: dict(counts) for entry, counts in table.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for a JSON record."""
+        return {
+            "seed": self.seed,
+            "cases": len(self.outcomes),
+            "seconds": round(self.seconds, 1),
+            "strategies": dict(Counter(o.case.strategy for o in self.outcomes)),
+            "totals": self.totals(),
+            "violations": [
+                {**asdict(o.case), "violations": list(o.violations), "stderr": o.stderr[-2000:]}
+                for o in self.violations
+            ],
+        }
+
+
+def run_campaign(
+    root: Path, *, cases: int, seed: int = 0, case_timeout_s: float = 120.0
+) -> CampaignResult:
+    """Build seeds in ``root``, run ``cases`` mutated invocations, judge each one.
+
+    Strategies are used in turn (every one at least once when ``cases`` allows), each with
+    its own random draw from the seeded generator, so a campaign is reproducible.
+
+    Args:
+        root: An empty work folder (seeds, one folder per case; passing cases are removed).
+        cases: How many invocations to run.
+        seed: Seeds the generator of mutations and the seed models.
+        case_timeout_s: A case running longer than this is a hang.
+
+    Returns:
+        The outcomes.
+
+    Example:
+        >>> result = run_campaign(Path("/tmp/fuzz"), cases=200)  # doctest: +SKIP
+        >>> assert not result.violations
+    """
+    start = time.perf_counter()
+    (root / "seeds").mkdir(parents=True, exist_ok=True)
+    seeds = build_seeds(root / "seeds", seed=seed)
+    rng = np.random.default_rng(seed)
+    names = all_strategies()
+    outcomes: list[Outcome] = []
+    worker = _Worker(root / "worker.log")
+    try:
+        for index in range(cases):
+            case = make_case(index, names[index % len(names)], seeds, root / "cases", rng)
+            outcomes.append(_run_one(case, seeds, worker, case_timeout_s))
+            if not outcomes[-1].violations:
+                shutil.rmtree(case.folder, ignore_errors=True)
+    finally:
+        worker.close()
+    return CampaignResult(seed, tuple(outcomes), time.perf_counter() - start)
+
+
+def _run_one(case: Case, seeds: Seeds, worker: _Worker, timeout: float) -> Outcome:
+    before = {path: _fingerprint(Path(path)) for path in case.inputs}
+    seeds.marker.unlink(missing_ok=True)
+    reply = worker.run(case, timeout)
+    violations: list[str] = []
+    code = reply.get("exit_code")
+    stderr = str(reply.get("stderr", ""))
+    if reply.get("signal"):
+        violations.append(f"crashed with {reply['signal']}")
+    if reply.get("hung"):
+        violations.append(f"hung (no answer in {timeout:.0f} s)")
+    if code is not None:
+        violations += _judge_exit(case, int(code), stderr)
+    if seeds.marker.exists():
+        violations.append("code from the file ran without --unsafe")
+    changed = [p for p, print_ in before.items() if _fingerprint(Path(p)) != print_]
+    violations += [f"input changed: {p}" for p in changed]
+    if code not in (0, None) and case.output and os.path.lexists(case.output):
+        violations.append(f"a failed run left {case.output}")
+    leftovers = [p.name for p in Path(case.folder).glob(".tfcompress-*")]
+    violations += [f"temporary file left: {name}" for name in leftovers]
+    return Outcome(
+        case=case,
+        exit_code=None if code is None else int(code),
+        signal=reply.get("signal"),
+        hung=bool(reply.get("hung")),
+        stderr=stderr,
+        seconds=float(reply.get("seconds", timeout)),
+        violations=tuple(violations),
+    )
+
+
+def _judge_exit(case: Case, code: int, stderr: str) -> list[str]:
+    problems = []
+    allowed = {0, 2} | ({1} if case.entry == "gate" else set())
+    if code not in allowed:
+        problems.append(f"exit code {code}")
+    if case.must_fail and code != 2:
+        problems.append(f"accepted an input every correct run must refuse (exit {code})")
+    if "Traceback" in stderr:
+        problems.append("printed a traceback")
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if code == 2:
+        prefix = f"tfcompress {case.entry}: error: "
+        if len(lines) != 1 or not lines[0].startswith(prefix):
+            problems.append(f"exit 2 without exactly one '{prefix}' line ({len(lines)} lines)")
+    return problems
+
+
+def _fingerprint(path: Path) -> str:
+    """A digest of what a path holds, without ever reading a pipe or a device."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return "missing"
+    if stat.S_ISLNK(info.st_mode):
+        return f"link:{os.readlink(path)}"
+    if stat.S_ISDIR(info.st_mode):
+        parts = [f"{p.relative_to(path)}={_fingerprint(p)}" for p in sorted(path.rglob("*"))]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    if not stat.S_ISREG(info.st_mode):
+        return f"special:{stat.S_IFMT(info.st_mode)}"
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class _Worker:
+    """A ``tfcompress.testing.fuzz.worker`` process, restarted after a crash or a hang."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+        self.results: Any = None
+
+    def _start(self) -> None:
+        read_fd, write_fd = os.pipe()
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "tfcompress.testing.fuzz.worker", str(write_fd)],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=log,
+                pass_fds=(write_fd,),
+                start_new_session=True,  # a hang is killed with all its children
+            )
+        os.close(write_fd)
+        self.results = os.fdopen(read_fd, "r")
+        ready = self._read(600.0)
+        if ready is None or not ready.get("ready"):
+            raise RuntimeError(f"the fuzz worker did not start; see {self.log}")
+
+    def _read(self, timeout: float) -> dict[str, Any] | None:
+        readable, _, _ = select.select([self.results], [], [], timeout)
+        if not readable:
+            return None
+        line = self.results.readline()
+        return json.loads(line) if line else {}
+
+    def run(self, case: Case, timeout: float) -> dict[str, Any]:
+        if self.process is None:
+            self._start()
+        process = self.process
+        if process is None or process.stdin is None:
+            raise RuntimeError("the fuzz worker is not running")
+        try:
+            process.stdin.write((json.dumps(asdict(case)) + "\n").encode())
+            process.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died between cases; the read below reports how
+        reply = self._read(timeout)
+        if reply:
+            return reply
+        if reply is None:
+            self.close()
+            return {"hung": True}
+        code = process.wait()
+        self.close()
+        name = signal.Signals(-code).name if code < 0 else f"exit {code}"
+        return {"signal": name}
+
+    def close(self) -> None:
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            if self.process.stdin is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    self.process.stdin.close()
+            self.results.close()
+        self.process = None
