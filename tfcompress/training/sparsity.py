@@ -13,16 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from tfcompress._compat.litert import flatbuffer_utils
+from tfcompress.models.tflite_file import Tensor, TFLiteFile, read_tflite
 
 # Ops whose second input is a kernel, stored with the input channels on the last axis.
 _KERNEL_OPS = {"CONV_2D": "conv", "DEPTHWISE_CONV_2D": "depthwise", "FULLY_CONNECTED": "dense"}
 _DTYPES = {
-    "FLOAT32": np.float32,
-    "FLOAT16": np.float16,
-    "INT8": np.int8,
-    "UINT8": np.uint8,
-    "INT16": np.int16,
+    "float32": np.float32,
+    "float16": np.float16,
+    "int8": np.int8,
+    "uint8": np.uint8,
+    "int16": np.int16,
 }
 
 
@@ -84,26 +84,21 @@ def kernel_arrays(content: bytes) -> list[tuple[str, str, str, np.ndarray]]:
     Returns:
         ``(tensor name, op, dtype name, values)`` per kernel, in operator order.
     """
-    utils = flatbuffer_utils()
-    model = utils.read_model_from_bytearray(bytearray(content))
+    model = read_tflite(content)
     found: list[tuple[str, str, str, np.ndarray]] = []
     for graph in model.subgraphs:
         producers = {out: op for op in graph.operators for out in op.outputs}
         for op in graph.operators:
-            name = utils.opcode_to_name(model, op.opcodeIndex)
-            if name not in _KERNEL_OPS or len(op.inputs) < 2:
+            if op.opcode not in _KERNEL_OPS or len(op.inputs) < 2 or op.inputs[1] < 0:
                 continue
             index = op.inputs[1]
             producer = producers.get(index)
-            if producer is not None and utils.opcode_to_name(model, producer.opcodeIndex) == (
-                "DEQUANTIZE"
-            ):
+            if producer is not None and producer.opcode == "DEQUANTIZE":
                 index = producer.inputs[0]
-            values = _tensor_values(utils, model, graph.tensors[index])
-            if values is None:
-                continue
             tensor = graph.tensors[index]
-            found.append((_text(tensor.name), _KERNEL_OPS[name], str(values.dtype), values))
+            values = _tensor_values(model, tensor)
+            if values is not None:
+                found.append((tensor.name, _KERNEL_OPS[op.opcode], str(values.dtype), values))
     return found
 
 
@@ -172,16 +167,9 @@ def _mentions(tensor: str, layer: str) -> bool:
     )
 
 
-def _tensor_values(utils: Any, model: Any, tensor: Any) -> np.ndarray | None:
-    buffer = model.buffers[tensor.buffer]
-    data = getattr(buffer, "data", None)
-    if data is None or len(data) == 0:
+def _tensor_values(model: TFLiteFile, tensor: Tensor) -> np.ndarray | None:
+    dtype = _DTYPES.get(tensor.dtype)
+    if dtype is None or tensor.shape is None or not model.is_constant(tensor) or tensor.sparse:
         return None
-    dtype = _DTYPES.get(utils.type_to_name(tensor.type).upper())
-    if dtype is None:
-        return None
-    return np.frombuffer(bytes(np.asarray(data, np.uint8)), dtype=dtype).reshape(tensor.shape)
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    data = model.buffer_data(tensor.buffer)
+    return np.frombuffer(data, dtype=dtype).reshape(tensor.shape).copy()
