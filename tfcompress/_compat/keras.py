@@ -49,3 +49,18 @@ def keras_module(flavour: KerasFlavour) -> ModuleType:
     """Import the Keras package of ``flavour`` (TensorFlow first, quietly)."""
     tensorflow()
     return importlib.import_module("keras" if flavour is KerasFlavour.KERAS3 else "tf_keras")
+
+
+def saved_metadata_message() -> Any:
+    """An empty ``SavedMetadata`` protobuf: the schema of a tf-keras SavedModel's metadata.
+
+    Only tf-keras writes ``keras_metadata.pb``; its schema ships with tf-keras, and parsing it
+    runs no Keras code (it is plain protobuf), so untrusted files can be read with it.
+
+    Example:
+        >>> message = saved_metadata_message()  # doctest: +SKIP
+        >>> message.ParseFromString(Path("m/keras_metadata.pb").read_bytes())  # doctest: +SKIP
+    """
+    from tf_keras.protobuf import saved_metadata_pb2
+
+    return saved_metadata_pb2.SavedMetadata()

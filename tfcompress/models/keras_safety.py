@@ -379,12 +379,13 @@ def _zip_member(path: Path, member: str) -> bytes:
 
 def _saved_model_metadata(path: Path) -> list[tuple[bytes | str, str]]:
     from google.protobuf.message import DecodeError
-    from tf_keras.protobuf import saved_metadata_pb2
+
+    from tfcompress._compat.keras import saved_metadata_message
 
     content = read_regular_bytes(
         path / "keras_metadata.pb", error=ModelLoadError, what="a keras_metadata.pb file"
     )
-    metadata = saved_metadata_pb2.SavedMetadata()
+    metadata = saved_metadata_message()
     try:
         metadata.ParseFromString(content)
     except DecodeError as error:

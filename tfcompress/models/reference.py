@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfcompress._compat.keras import KerasFlavour, keras_module
+from tfcompress._compat.keras import KerasFlavour, flavour_of, keras_module
 from tfcompress.data.dataset import Dataset
 
 
@@ -55,8 +55,7 @@ def train_classifier(
     Returns:
         The same model, trained.
     """
-    flavour = "tf_keras" if type(model).__module__.startswith("tf_keras") else "keras3"
-    keras = keras_module(KerasFlavour(flavour))
+    keras = keras_module(flavour_of(model) or KerasFlavour.KERAS3)
     keras.utils.set_random_seed(seed)
     model.compile(
         optimizer=keras.optimizers.Adam(1e-3),

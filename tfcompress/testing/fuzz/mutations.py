@@ -269,9 +269,9 @@ def _saved_model_lambda(rng: np.random.Generator, seeds: Seeds, folder: Path) ->
 
 
 def _escape_in_protobuf(content: bytes, spelling: str) -> bytes:
-    from tf_keras.protobuf import saved_metadata_pb2
+    from tfcompress._compat.keras import saved_metadata_message
 
-    message = saved_metadata_pb2.SavedMetadata()
+    message = saved_metadata_message()
     message.ParseFromString(content)
     for node in message.nodes:
         node.metadata = _LAMBDA_SPELLINGS[spelling](node.metadata)
