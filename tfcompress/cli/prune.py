@@ -29,8 +29,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--schedule",
         choices=("polynomial", "constant"),
-        default="polynomial",
-        help="default: polynomial",
+        default=None,
+        help="default: polynomial, or constant with --structure (the only one M:N can use)",
     )
     parser.add_argument("--structure", help="M:N structured sparsity, e.g. 2:4")
     add_export_arguments(parser, what="pruning")
