@@ -14,6 +14,7 @@ from tfcompress.models.reference import small_cnn, train_classifier
 
 
 def main(out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)  # a new folder is fine; a bad one fails now
     split = mnist()  # stratified 3,750 train / 1,250 test
     model = train_classifier(small_cnn(), split.train, epochs=3)
 

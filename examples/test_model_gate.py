@@ -36,6 +36,13 @@ def gate_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str
     """(reference, artifact, test data) paths: yours, or a demo built from bundled MNIST."""
     if REFERENCE and ARTIFACT and TEST_DATA:
         return REFERENCE, ARTIFACT, TEST_DATA
+    if REFERENCE or ARTIFACT or TEST_DATA:
+        # Half a configuration must not quietly gate the demo model instead of yours.
+        pytest.fail(
+            "set all three of TFC_REFERENCE, TFC_ARTIFACT and TFC_TEST_DATA (or none, for "
+            "the MNIST demo)",
+            pytrace=False,
+        )
     import numpy as np
 
     import tfcompress
@@ -45,9 +52,11 @@ def gate_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str
     root = tmp_path_factory.mktemp("demo_gate")
     split = mnist(seed=0)
     model = train_classifier(small_cnn(), split.train, epochs=3)
-    model.save(root / "model.keras")
+    # The folder is new, so nothing is replaced; overwrite=True keeps the demo from stopping
+    # on leftovers should the fixture ever build into a folder that already holds them.
+    model.save(root / "model.keras", overwrite=True)
     int8 = tfcompress.quantize(model, recipe="int8", representative_data=split.train)
-    int8.save(root / "model_int8.tflite")
+    int8.save(root / "model_int8.tflite", overwrite=True)
     np.savez(root / "test.npz", x=split.test.x, y=split.test.y)
     return str(root / "model.keras"), str(root / "model_int8.tflite"), str(root / "test.npz")
 

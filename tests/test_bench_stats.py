@@ -105,10 +105,100 @@ def test_capture_environment_is_tensorflow_free_and_complete():
     had_tf = "tensorflow" in sys.modules
     env = capture_environment(cpuinfo=X86)
     assert env.int8_dot_product == ("AVX512-VNNI", "AMX-INT8")
+    assert env.cpu_flags_source == "/proc/cpuinfo"
     data = env.to_dict()
-    assert {"cpu", "cpu_flags", "cores", "gpu", "versions"} <= set(data)
+    assert {"cpu", "cpu_flags", "cpu_flags_source", "cores", "gpu", "versions"} <= set(data)
     assert "numpy" in data["versions"]
     assert had_tf or "tensorflow" not in sys.modules
+
+
+def test_kernel_flags_without_int8_extensions_mean_none():
+    env = capture_environment(cpuinfo=OLD_X86)
+    assert env.cpu_flags == ("AVX2", "FMA") and env.int8_dot_product == ()
+    assert env.int8_dot_product_unknown_because is None
+    assert "AVX2, FMA (from /proc/cpuinfo)" in str(env)
+
+
+def _no_py_cpuinfo(monkeypatch):
+    from tfcompress.bench import environment
+
+    monkeypatch.setattr(environment, "_py_cpuinfo", lambda: {})
+
+
+def test_no_source_means_unknown_not_none(monkeypatch):
+    """macOS/Windows without an answer from py-cpuinfo: unknown, never "no instructions"."""
+    _no_py_cpuinfo(monkeypatch)
+    env = capture_environment(cpuinfo="")  # no /proc/cpuinfo, as on macOS and Windows
+    assert env.cpu_flags is None and env.cpu_flags_source is None
+    assert env.int8_dot_product is None
+    data = env.to_dict()
+    assert data["cpu_flags"] is None and data["int8_dot_product"] is None
+    assert "Flags:    unknown" in str(env)
+    # A /proc/cpuinfo without a flags line (s390, some boards) is no evidence either.
+    assert capture_environment(cpuinfo="processor : 0\nvendor_id : IBM/S390\n").cpu_flags is None
+
+
+@pytest.mark.parametrize(
+    ("info", "flags", "dots"),
+    [
+        # macOS on Intel: sysctl's upper-case names; Windows: py-cpuinfo's CPUID probe.
+        ({"brand_raw": "Intel Core i9", "flags": ["avx2", "fma", "avx512vnni"]},
+         ("AVX2", "FMA", "AVX512-VNNI"), ("AVX512-VNNI",)),
+        ({"brand_raw": "Intel Core i7", "flags": ["AVX2", "FMA", "AVX1.0"]},
+         ("AVX2", "FMA"), None),
+        # Apple Silicon: py-cpuinfo knows the model but lists no flags.
+        ({"brand_raw": "Apple M2", "arch": "ARM_8"}, None, None),
+    ],
+)  # fmt: skip
+def test_py_cpuinfo_when_there_is_no_proc_cpuinfo(monkeypatch, info, flags, dots):
+    from tfcompress.bench import environment
+
+    monkeypatch.setattr(environment, "_py_cpuinfo", lambda: info)
+    env = capture_environment(cpuinfo="")
+    assert env.cpu == info["brand_raw"]
+    assert env.cpu_flags == flags
+    assert env.cpu_flags_source == ("py-cpuinfo" if flags is not None else None)
+    # py-cpuinfo cannot see AVX-VNNI or AMX: finding no int8 extension proves nothing.
+    assert env.int8_dot_product == dots
+    if dots is None:
+        assert env.int8_dot_product_unknown_because
+
+
+def test_py_cpuinfo_missing_or_failing_is_logged_and_unknown(monkeypatch, caplog):
+    import sys
+
+    from tfcompress.bench.environment import _py_cpuinfo
+
+    caplog.set_level("INFO", logger="tfcompress.bench.environment")
+    monkeypatch.setitem(sys.modules, "cpuinfo", None)  # as if not installed
+    assert _py_cpuinfo() == {}
+    assert "pip install 'py-cpuinfo" in caplog.text
+    monkeypatch.undo()
+    import cpuinfo
+
+    def broken() -> dict:
+        raise OSError("cannot start a child process")
+
+    monkeypatch.setattr(cpuinfo, "get_cpu_info", broken)
+    assert _py_cpuinfo() == {}
+    assert "cannot start a child process" in caplog.text
+
+
+def test_real_py_cpuinfo_reads_this_machine():
+    import platform
+
+    from tfcompress.bench.environment import _py_cpuinfo
+
+    info = _py_cpuinfo()
+    assert info.get("brand_raw") or info.get("arch")
+    if platform.machine() in {"x86_64", "AMD64"}:  # every x86-64 CPU has SSE2
+        assert "sse2" in info["flags"]
+
+
+def test_detect_cpu_is_cached():
+    from tfcompress.bench.environment import detect_cpu
+
+    assert detect_cpu() is detect_cpu()
 
 
 def test_pareto_front():
@@ -125,8 +215,8 @@ def _row(name, precision, p50, *, backend="cpu", macs=100, size=1000):
     return BenchmarkRow(name, backend, 1, 1, size=info, latency=latency)
 
 
-def _env(flags):
-    return Environment("cpu", "x86_64", flags, 2, 2, None, "linux", "3.11")
+def _env(flags, source="/proc/cpuinfo"):
+    return Environment("cpu", "x86_64", flags, 2, 2, None, "linux", "3.11", cpu_flags_source=source)
 
 
 def test_ratios_against_reference():
@@ -154,6 +244,39 @@ def test_int8_notes_follow_measured_numbers_and_flags(flags, int8_ms, expected):
         assert text in notes[0]
 
 
+@pytest.mark.parametrize(
+    ("flags", "source", "int8_ms", "expected"),
+    [
+        (None, None, 5.0, ["int8 is slower", "is unknown (no source could read", "cannot be"]),
+        (None, None, 2.0, ["int8 is faster", "is unknown (no source could read"]),
+        (("AVX2",), "py-cpuinfo", 5.0, ["int8 is slower", "is unknown (the flags come from"]),
+    ],
+)
+def test_int8_notes_say_unknown_when_the_flags_are(flags, source, int8_ms, expected):
+    rows = [_row("f32", "float32", 4.0), _row("i8", "int8", int8_ms)]
+    (note,) = int8_notes(rows, _env(flags, source))
+    for text in expected:
+        assert text in note
+    # Never a claim about what the CPU lacks (or has) when nobody could tell.
+    assert "has no int8" not in note and "this CPU's int8 dot-product instructions (" not in note
+    assert "even without" not in note
+
+
 def test_int8_notes_need_a_float_sibling_on_the_same_backend():
     rows = [_row("f32", "float32", 4.0, backend="keras"), _row("i8", "int8", 2.0)]
     assert int8_notes(rows, _env(())) == []
+
+
+def test_current_rss_follows_an_allocation_and_peak_only_grows():
+    from tfcompress.bench.memory import current_rss_mb, growth_mb, peak_rss_mb
+
+    before = current_rss_mb()
+    if before is None:
+        pytest.skip("no /proc/self/statm and no psutil here")
+    block = np.ones(64 << 20, np.uint8)  # 64 MiB, every page touched
+    grown = growth_mb(before, current_rss_mb())
+    assert 60 <= grown <= 80, grown
+    peak = peak_rss_mb()
+    del block
+    assert growth_mb(before, current_rss_mb()) < 16  # freed: resident memory falls back
+    assert peak_rss_mb() >= peak  # the high-water mark never does

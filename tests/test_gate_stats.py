@@ -151,16 +151,17 @@ def test_bootstrap_is_seeded_and_paired() -> None:
     assert first.ci_high - first.ci_low < 0.05
 
 
-def test_bootstrap_sits_inside_the_exact_interval_on_large_samples() -> None:
+def test_bootstrap_sits_inside_the_conservative_mcnemar_interval_on_large_samples() -> None:
     rng = np.random.default_rng(1)
     ref = rng.random(10_000) < 0.9
     cand = rng.random(10_000) < 0.88
-    exact = paired_difference(ref, cand)
+    mcnemar = paired_difference(ref, cand)
     boot = paired_difference(ref, cand, method="bootstrap")
-    assert exact.drop == boot.drop
-    # the exact interval is conservative (Bonferroni over two parameters), never narrower
-    assert exact.ci_low <= boot.ci_low <= boot.drop <= boot.ci_high <= exact.ci_high
-    assert (exact.ci_high - exact.ci_low) < 1.5 * (boot.ci_high - boot.ci_low)
+    assert mcnemar.drop == boot.drop
+    # the McNemar interval is conservative (Bonferroni over two exact intervals), never
+    # narrower than the bootstrap's, but not by much on 10,000 samples
+    assert mcnemar.ci_low <= boot.ci_low <= boot.drop <= boot.ci_high <= mcnemar.ci_high
+    assert (mcnemar.ci_high - mcnemar.ci_low) < 1.5 * (boot.ci_high - boot.ci_low)
 
 
 def test_metric_difference_uses_bootstrap() -> None:

@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("tensorflow", "keras", "tf_keras", "onnxruntime", "tf2onnx", "matplotlib")
 
 
@@ -26,14 +28,35 @@ def test_public_api_resolves_lazily():
     assert _run(code) == "True True"
 
 
-def test_quantizing_never_flips_legacy_keras_switch():
+def _legacy_switch_after(import_line: str, before: str | None) -> list[str]:
+    """Run ``import_line`` in a fresh process with TF_USE_LEGACY_KERAS at ``before``."""
+    setup = "os.environ.pop(_ENV, None)" if before is None else f"os.environ[_ENV] = {before!r}"
     code = (
-        "import os, numpy as np, tfcompress\n"
-        "from tfcompress.models.reference import small_cnn\n"
-        "before = os.environ.get('TF_USE_LEGACY_KERAS')\n"
-        "tfcompress.quantize(small_cnn(), recipe='dynamic')\n"
+        "import os, sys\n"
+        "_ENV = 'TF_USE_LEGACY_KERAS'\n"
+        f"{setup}\n"
+        f"{import_line}\n"
         "import tensorflow as tf\n"
-        "unchanged = before == os.environ.get('TF_USE_LEGACY_KERAS')\n"
-        "print(unchanged, tf.keras.__name__.startswith('keras'))"
+        "print('tensorflow_model_optimization' in sys.modules)\n"
+        "print(repr(os.environ.get(_ENV)))\n"
+        "print(tf.keras.__name__)\n"
     )
-    assert _run(code).splitlines()[-1] == "True True"
+    return _run(code).splitlines()[-3:]
+
+
+# tfmot sets TF_USE_LEGACY_KERAS=1 when imported; this path really imports it (QAT, pruning
+# and clustering all go through it) and must leave the switch as the user had it.
+@pytest.mark.parametrize("before", [None, "0"])
+def test_tfmot_import_never_flips_legacy_keras_switch(before):
+    imported, after, keras_name = _legacy_switch_after(
+        "from tfcompress._compat.tfmot import tfmot; tfmot()", before
+    )
+    assert imported == "True"  # the path under test did import tfmot
+    assert after == repr(before)
+    assert keras_name.startswith("keras")  # tf.keras is still Keras 3, not tf_keras
+
+
+def test_bare_tfmot_import_does_flip_the_switch():
+    """The control: without tfcompress's guard the switch flips, so the test above can fail."""
+    imported, after, _ = _legacy_switch_after("import tensorflow_model_optimization", None)
+    assert imported == "True" and after == "'1'"

@@ -9,20 +9,49 @@ from typing import Any
 
 from tfcompress._compat.tf import tensorflow
 
+#: Interpreter modules tried in order; each holds ``Interpreter``, ``OpResolverType`` and
+#: ``load_delegate`` at its top level.
+INTERPRETER_MODULES = ("ai_edge_litert.interpreter", "tflite_runtime.interpreter")
+
 
 @functools.cache
 def interpreter_module() -> tuple[ModuleType, str]:
     """Return the module that holds ``Interpreter`` and the name of the package it came from.
 
     ai-edge-litert is the maintained runtime. ``tflite_runtime`` (frozen at 2.14, numpy 1)
-    is kept for old devices, and ``tf.lite`` (deprecated) as the last resort.
+    is kept for old devices, and ``tf.lite`` (deprecated) as the last resort. Whichever is
+    found, the module returned has the same three names at its top level: ``Interpreter``,
+    ``OpResolverType`` and ``load_delegate``, so callers never need to know which it is.
+    The answer is cached for the process; tests that force a fallback call
+    ``interpreter_module.cache_clear()``.
+
+    Returns:
+        ``(module, package)`` with package ``"ai_edge_litert"``, ``"tflite_runtime"`` or
+        ``"tensorflow.lite"``.
+
+    Example:
+        >>> interpreter_module()[1]  # with ai-edge-litert installed
+        'ai_edge_litert'
     """
-    for name in ("ai_edge_litert.interpreter", "tflite_runtime.interpreter"):
+    for name in INTERPRETER_MODULES:
         try:
             return importlib.import_module(name), name.split(".")[0]
         except ImportError:
             continue
-    return tensorflow().lite, "tensorflow.lite"
+    return _tf_lite_interpreter_module(), "tensorflow.lite"
+
+
+def _tf_lite_interpreter_module() -> ModuleType:
+    # tf.lite spreads the interpreter's names over two namespaces: in TF 2.21
+    # ``OpResolverType`` and ``load_delegate`` live only in ``tf.lite.experimental``, not on
+    # ``tf.lite`` (returning ``tf.lite`` itself made every XNNPACK-off or Edge TPU call fail
+    # with AttributeError). Gather the public names into one module shaped like the others.
+    lite = tensorflow().lite
+    module = ModuleType("tensorflow.lite", "tf.lite's interpreter names, gathered by tfcompress.")
+    module.Interpreter = lite.Interpreter  # type: ignore[attr-defined]
+    module.OpResolverType = lite.experimental.OpResolverType  # type: ignore[attr-defined]
+    module.load_delegate = lite.experimental.load_delegate  # type: ignore[attr-defined]
+    return module
 
 
 def make_interpreter(model_content: bytes, *, num_threads: int, use_xnnpack: bool) -> Any:
@@ -36,6 +65,12 @@ def make_interpreter(model_content: bytes, *, num_threads: int, use_xnnpack: boo
 
     Returns:
         An un-allocated interpreter.
+
+    Example:
+        >>> interpreter = make_interpreter(
+        ...     content, num_threads=1, use_xnnpack=False
+        ... )  # doctest: +SKIP
+        >>> interpreter.allocate_tensors()  # doctest: +SKIP
     """
     module, _ = interpreter_module()
     kwargs: dict[str, Any] = {"model_content": model_content, "num_threads": num_threads}
@@ -48,7 +83,20 @@ def make_interpreter(model_content: bytes, *, num_threads: int, use_xnnpack: boo
 
 @functools.cache
 def flatbuffer_utils() -> ModuleType:
-    """The flatbuffer helpers that read a ``.tflite`` into Python objects."""
+    """The flatbuffer helpers that read a ``.tflite`` into Python objects.
+
+    ai-edge-litert ships them; without it, TensorFlow's copy (same functions, same
+    ``schema_fb``) is used. Cached like :func:`interpreter_module`.
+
+    Returns:
+        The ``flatbuffer_utils`` module.
+
+    Example:
+        >>> utils = flatbuffer_utils()
+        >>> model = utils.read_model_from_bytearray(bytearray(content))  # doctest: +SKIP
+        >>> len(model.subgraphs)  # doctest: +SKIP
+        1
+    """
     try:
         return importlib.import_module("ai_edge_litert.tools.flatbuffer_utils")
     except ImportError:

@@ -65,7 +65,8 @@ def int8_notes(rows: list[BenchmarkRow], environment: Environment) -> list[str]:
 
     The comparison pairs each int8 row with the float32 artifact on the same backend,
     threads and batch (the one with the same MAC count when there are several), and
-    explains the outcome with the CPU's int8 dot-product extensions (VNNI, AMX, dotprod).
+    explains the outcome with the CPU's int8 dot-product extensions (VNNI, AMX, dotprod)
+    when the environment knows them; when it does not, the sentence says so.
 
     Args:
         rows: Measured rows.
@@ -73,6 +74,10 @@ def int8_notes(rows: list[BenchmarkRow], environment: Environment) -> list[str]:
 
     Returns:
         Sentences for the report; empty when no int8/float32 pair was measured.
+
+    Example:
+        >>> int8_notes([], capture_environment())  # doctest: +SKIP
+        []
     """
     measured = [r for r in rows if r.ok and r.latency is not None and r.size is not None]
     floats = [r for r in measured if r.size.precision == "float32"]
@@ -99,14 +104,42 @@ def int8_notes(rows: list[BenchmarkRow], environment: Environment) -> list[str]:
 def _sentence(
     int8: str, fp32: str, backend: str, ratios: list[float], environment: Environment
 ) -> str:
+    """One finding: what was measured, then what the CPU's flags say about it (if known).
+
+    The verdict comes from the measurements alone; the explanation names the CPU's int8
+    dot-product instructions only when a source listed them, and says "unknown" otherwise
+    (no flags read, e.g. a platform py-cpuinfo cannot read, or a source blind to some).
+
+    Example:
+        >>> from tfcompress.bench.environment import Environment
+        >>> env = Environment("cpu", "arm64", None, 8, 8, None, "macOS", "3.11")
+        >>> print(_sentence("i8", "f32", "cpu", [0.8], env))  # doctest: +NORMALIZE_WHITESPACE
+        i8 vs f32 on cpu: int8 is slower than float32 (0.80x of float32 speed over 1
+        thread/batch setting); whether this CPU has int8 dot-product instructions is unknown
+        (no source could read this CPU's flags), so the cause cannot be told from here.
+        Measure on the target device before deciding.
+    """
     median = float(np.median(ratios))
     spread = f"{min(ratios):.2f}-{max(ratios):.2f}x" if len(ratios) > 1 else f"{median:.2f}x"
     settings = f"{len(ratios)} thread/batch setting{'s' if len(ratios) > 1 else ''}"
     head = f"{int8} vs {fp32} on {backend}: "
     dots = environment.int8_dot_product
-    have = ", ".join(dots)
-    if median >= FASTER:
+    faster = median >= FASTER
+    if faster:
         verdict = f"int8 is faster ({spread} of float32 speed over {settings})"
+    else:
+        word = "slower" if median < 1 / FASTER else "not faster"
+        verdict = f"int8 is {word} than float32 ({spread} of float32 speed over {settings})"
+    if dots is None:
+        # Unknown flags must read as unknown: no claim about what the CPU lacks.
+        why = (
+            "; whether this CPU has int8 dot-product instructions is unknown "
+            f"({environment.int8_dot_product_unknown_because})"
+            + ("" if faster else ", so the cause cannot be told from here")
+        )
+        return f"{head}{verdict}{why}. Measure on the target device before deciding."
+    have = ", ".join(dots)
+    if faster:
         why = (
             f"consistent with this CPU's int8 dot-product instructions ({have})"
             if dots
@@ -114,8 +147,6 @@ def _sentence(
             "ease memory traffic)"
         )
     else:
-        word = "slower" if median < 1 / FASTER else "not faster"
-        verdict = f"int8 is {word} than float32 ({spread} of float32 speed over {settings})"
         why = (
             f"even though this CPU has int8 dot-product instructions ({have}): the kernels "
             "in use did not turn them into a speed-up for this model (quantize/requantize "

@@ -11,7 +11,10 @@ from typing import Any
 from tfcompress.errors import InvalidInputError
 
 SCHEMA = "tfcompress.benchmark"
-SCHEMA_VERSION = "1.0"
+# 2.0: the row key "peak_rss_mb" became "process_peak_rss_mb" (it always was the process's
+# high-water mark, not one model's), rows gained "rss_growth_mb" (per-row memory), and
+# environment.cpu_flags may be null (flags unknown) with environment.cpu_flags_source.
+SCHEMA_VERSION = "2.0"
 
 #: Keys of the top-level report object.
 REPORT_KEYS = (
@@ -44,7 +47,8 @@ ROW_KEYS = (
     "latency_ms",
     "throughput_per_s",
     "accuracy",
-    "peak_rss_mb",
+    "rss_growth_mb",
+    "process_peak_rss_mb",
     "size_ratio",
     "speedup",
     "backend_details",

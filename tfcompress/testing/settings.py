@@ -35,7 +35,8 @@ class GateSettings:
         backend: Runtime for the candidate ``.tflite`` (``"cpu"``, ``"gpu"``, ``"edgetpu"``...).
         confidence: Two-sided level of the interval of the drop.
         interval: ``"mcnemar"``, ``"bootstrap"`` or ``"auto"`` (McNemar for top-k metrics,
-            bootstrap for callables).
+            bootstrap for callables). ``"mcnemar"`` is a conservative interval (two
+            Clopper-Pearson intervals, Bonferroni-combined) with McNemar's exact p-value.
         resamples: Bootstrap resamples.
         seed: Bootstrap seed.
 

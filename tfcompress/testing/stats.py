@@ -2,13 +2,15 @@
 
 Two intervals for the drop (reference score minus candidate score):
 
-* ``"mcnemar"``: exact and unconditional. Of the ``b + c`` samples where exactly one model
-  is right, ``b`` favour the reference. The drop is ``(2 * theta - 1) * pi`` with ``theta``
-  the share of disagreements won by the reference and ``pi`` the disagreement rate; both get
-  Clopper-Pearson intervals at level ``1 - alpha / 2`` and the drop's interval is the range
-  of the product over them, so it never collapses to [0, 0] when the models happen to agree
-  on every sample of a small test set. The p-value is McNemar's exact (binomial) test of
-  "no difference".
+* ``"mcnemar"``: unconditional and conservative, not exact. Of the ``b + c`` samples where
+  exactly one model is right, ``b`` favour the reference. The drop is
+  ``(2 * theta - 1) * pi`` with ``theta`` the share of disagreements won by the reference
+  and ``pi`` the disagreement rate; each gets an exact (Clopper-Pearson) interval at level
+  ``1 - alpha / 2`` and the drop's interval is the range of the product over both, a
+  Bonferroni combination whose coverage is at least the stated level, and usually more
+  (wider than an exact joint interval would be). It never collapses to [0, 0] when the
+  models happen to agree on every sample of a small test set. The p-value is McNemar's
+  exact (binomial) test of "no difference"; only that part is exact.
 * ``"bootstrap"``: resample the samples (pairs kept together) with a fixed seed and take
   percentiles of the drop (widened to include the point estimate should a skewed metric
   put it outside). Works for any metric, not only per-sample correctness.
@@ -55,7 +57,8 @@ class PairedDifference:
         ci_high: Upper bound of the interval.
         confidence: Two-sided confidence level of the interval (each bound is one-sided at
             ``(1 + confidence) / 2``).
-        method: ``"mcnemar"`` or ``"bootstrap"``.
+        method: ``"mcnemar"`` (McNemar's exact p-value with a conservative Bonferroni
+            interval from two Clopper-Pearson intervals) or ``"bootstrap"``.
         reference_only: Samples only the reference gets right (``b``); None for metrics that
             are not per-sample correctness.
         candidate_only: Samples only the candidate gets right (``c``).
@@ -235,12 +238,13 @@ def paired_difference(
         reference_correct: Booleans (or 0/1), one per sample: was the reference right?
         candidate_correct: The same for the candidate, in the same sample order.
         confidence: Two-sided level of the interval.
-        method: ``"mcnemar"`` (exact, unconditional) or ``"bootstrap"``.
+        method: ``"mcnemar"`` (unconditional, conservative: two Clopper-Pearson intervals
+            combined with a Bonferroni bound, coverage >= ``confidence``) or ``"bootstrap"``.
         resamples: Bootstrap resamples (``"bootstrap"`` only).
         seed: Bootstrap seed (``"bootstrap"`` only).
 
     Returns:
-        Point estimate, interval, discordant counts and McNemar's p-value.
+        Point estimate, interval, discordant counts and McNemar's exact p-value.
 
     Raises:
         InvalidInputError: Vectors of different lengths, empty, not 0/1, or bad options.
@@ -351,7 +355,8 @@ def _unconditional_mcnemar_interval(
     # drop = (2 * theta - 1) * pi, with theta = P(reference right | models disagree) and
     # pi = P(models disagree). Conditioning on the observed b + c would treat pi as known and
     # give [0, 0] whenever the models agree on every sample, however few samples there are.
-    # Bounding both at level 1 - alpha / 2 (Bonferroni) keeps joint coverage >= confidence.
+    # Bounding both at level 1 - alpha / 2 (Bonferroni) keeps joint coverage >= confidence:
+    # a conservative interval, not an exact one (the two exact intervals are only combined).
     level = 1.0 - (1.0 - confidence) / 2.0
     theta_low, theta_high = clopper_pearson(b, b + c, confidence=level)
     pi_low, pi_high = clopper_pearson(b + c, n, confidence=level)

@@ -1,0 +1,155 @@
+"""Every file in examples/ runs as a user runs it, in a fresh process, and does what it says.
+
+The scripts run with ``python examples/X.py OUT_DIR`` from an empty working folder; the
+gate file runs under ``python -m pytest``, in its default (demo) mode. Examples that take
+over a minute on two cores honour ``TFC_EXAMPLE_QUICK=1`` (fewer training samples and
+epochs, the same steps), which these tests set; their default stays what a user wants.
+
+Much of each run is single-threaded (imports, data loading, conversion), so the selected
+examples start together, two at a time, when the first test needs them: the file takes
+about half the wall time of running them one after another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+TIMEOUT_S = 420  # each takes 20-60 s alone on two cores; a hang must not stall CI for long
+PARALLEL = 2
+GATE = "test_model_gate.py"
+
+
+def _check_quantize(out: Path, stdout: str) -> None:
+    assert (out / "mnist_int8.tflite").is_file()
+    assert "wrote" in stdout and "int8" in stdout
+
+
+def _check_benchmark(out: Path, stdout: str) -> None:
+    from tfcompress.report.schema import validate_report
+
+    report = validate_report(json.loads((out / "benchmark.json").read_text()))
+    names = {row["artifact"] for row in report["rows"] if row["status"] == "ok"}
+    assert names == {"float32.tflite", "int8.tflite", "keras"}
+    assert (out / "benchmark.md").is_file() and "int8.tflite" in stdout
+
+
+def _check_qat(out: Path, stdout: str) -> None:
+    assert (out / "mnist_qat_int8.tflite").is_file()
+    assert "qat_int8" in stdout
+
+
+def _check_prune(out: Path, stdout: str) -> None:
+    assert (out / "mnist_pruned_int8.tflite").is_file()
+    assert "clustered: gzip" in stdout
+
+
+def _check_gate(out: Path, stdout: str) -> None:
+    assert "3 passed" in stdout
+    assert "tfcompress accuracy gates" in stdout  # the plugin's summary of both gates
+
+
+@dataclass(frozen=True)
+class Example:
+    """How to run one example and what its run must leave behind."""
+
+    quick: bool  # needs TFC_EXAMPLE_QUICK=1 to stay near a minute
+    check: Callable[[Path, str], None]
+    under_pytest: bool = False
+
+    def args(self, name: str, out: Path) -> list[str]:
+        if self.under_pytest:  # exactly as the gate file's docstring runs it
+            flags = ["-q", "-p", "no:cacheprovider", f"--basetemp={out}"]
+            return ["-m", "pytest", str(EXAMPLES / name), *flags]
+        return [str(EXAMPLES / name), str(out)]
+
+
+EXAMPLE_FILES = {
+    "quantize_mnist.py": Example(quick=False, check=_check_quantize),
+    "benchmark_variants.py": Example(quick=False, check=_check_benchmark),
+    "qat_mnist.py": Example(quick=True, check=_check_qat),
+    "prune_mnist.py": Example(quick=True, check=_check_prune),
+    GATE: Example(quick=False, check=_check_gate, under_pytest=True),
+}
+
+
+def _env(**extra: str) -> dict[str, str]:
+    # The gate file reads TFC_REFERENCE/TFC_ARTIFACT/TFC_TEST_DATA: none may leak in.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFC_")}
+    return {**env, "TF_CPP_MIN_LOG_LEVEL": "2", **extra}
+
+
+def _run(name: str, root: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    example = EXAMPLE_FILES[name]
+    out, cwd = root / "out", root / "cwd"  # anything written by accident lands in cwd
+    cwd.mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, *example.args(name, out)],
+        cwd=cwd,
+        env=_env(**({"TFC_EXAMPLE_QUICK": "1"} if example.quick else {})),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    return out, done
+
+
+@pytest.fixture(scope="module")
+def example_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[tuple[Path, subprocess.CompletedProcess[str]]]]]:
+    """Start every selected example at once (two at a time); tests wait for their own."""
+    selected = [
+        item.callspec.params["name"]
+        for item in request.session.items
+        if item.module is request.module and hasattr(item, "callspec")
+    ]
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        futures = {
+            name: pool.submit(_run, name, tmp_path_factory.mktemp(name.removesuffix(".py")))
+            for name in dict.fromkeys(selected)
+        }
+        yield futures
+        for future in futures.values():
+            future.cancel()  # those not started when a test was interrupted
+
+
+def test_every_example_has_a_test():
+    assert {p.name for p in EXAMPLES.glob("*.py")} == set(EXAMPLE_FILES)
+
+
+@pytest.mark.parametrize("name", list(EXAMPLE_FILES))
+def test_example_runs(name: str, example_runs) -> None:
+    out, done = example_runs[name].result()
+    assert done.returncode == 0, (
+        f"{name} exited {done.returncode}\n--- stdout\n{done.stdout[-4000:]}"
+        f"\n--- stderr\n{done.stderr[-4000:]}"
+    )
+    EXAMPLE_FILES[name].check(out, done.stdout)
+
+
+def test_gate_example_refuses_half_a_configuration(tmp_path: Path) -> None:
+    """One of the three variables set must not silently gate the demo model instead."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(EXAMPLES / GATE), "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        env=_env(TFC_ARTIFACT=str(tmp_path / "mine.tflite")),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert "set all three of TFC_REFERENCE" in done.stdout
