@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from _bench_artifacts import build
+from _bench_artifacts import build, runnable_backends
 
+from tfcompress.bench import harness
 from tfcompress.cli import main
 
 FAST = ["--runs", "3", "--min-seconds", "0", "--warmup-seconds", "0"]
@@ -42,13 +43,23 @@ def test_json_output(files, model_files, capsys):
     payload = json.loads(captured.out)
     assert {"environment", "rows", "schema_version"} <= set(payload)
     ok = [r for r in payload["rows"] if r["status"] == "ok"]
-    assert len(ok) == 2 * 2 * 2
+    # 2 artifacts x the backends that run each here x 2 threads x 2 batches (8 without an
+    # Edge TPU, 16 with one).
+    runnable = {
+        p.name: runnable_backends(p, ("cpu", "edgetpu")) for p in (files["float32"], files["int8"])
+    }
+    assert len(ok) == sum(len(found) for found in runnable.values()) * 2 * 2
     for row in ok:
         assert set(row) >= ROW_KEYS
         assert set(row["latency_ms"]) >= {"mean", "std", "min", "p50", "p90", "p99", "max"}
         assert row["accuracy"] > 0.85
-    unavailable = [r for r in payload["rows"] if r["backend"] == "edgetpu"]
-    assert unavailable and all(r["status"].startswith("unavailable: ") for r in unavailable)
+    edgetpu = [r for r in payload["rows"] if r["backend"] == "edgetpu"]
+    assert edgetpu  # a row per artifact either way: measured, or why not
+    for row in edgetpu:
+        if "edgetpu" in runnable[row["artifact"]]:
+            assert row["status"] == "ok"
+        else:
+            assert row["status"].startswith("unavailable: ") and "libedgetpu" in row["status"]
 
 
 def test_table_and_reports(files, tmp_path, capsys):
@@ -59,6 +70,34 @@ def test_table_and_reports(files, tmp_path, capsys):
     assert "cnn_int8.tflite" in captured.out and "p50 ms" in captured.out
     assert (report / "benchmark.json").is_file() and (report / "benchmark.csv").is_file()
     assert (report / "benchmark.md").is_file()
+
+
+def test_existing_report_needs_force(files, tmp_path, capsys, monkeypatch):
+    """One rule for every output: an existing report is replaced only with --force."""
+    report = tmp_path / "report"
+    assert main(["benchmark", str(files["int8"]), "--report", str(report), *FAST]) == 0
+    capsys.readouterr()
+    before = (report / "benchmark.json").read_bytes()
+    timed = []
+    real_measure = harness.measure
+
+    def counting_measure(*args, **kwargs):
+        timed.append(1)
+        return real_measure(*args, **kwargs)
+
+    monkeypatch.setattr(harness, "measure", counting_measure)
+    code = main(["benchmark", str(files["int8"]), "--report", str(report), "--json", *FAST])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith("tfcompress benchmark: error: ")
+    assert "already holds benchmark.json" in line and "--force" in line
+    assert timed == []  # refused before anything was timed
+    assert (report / "benchmark.json").read_bytes() == before
+    code = main(["benchmark", str(files["int8"]), "--report", str(report), "--force", *FAST])
+    assert code == 0, capsys.readouterr().err
+    assert timed  # measured this time, and the report replaced
+    assert (report / "benchmark.json").read_bytes() != before
 
 
 def test_corrupt_artifact_exits_2_with_one_line_and_no_output(files, capsys):

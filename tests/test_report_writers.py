@@ -12,9 +12,9 @@ from tfcompress.bench.environment import capture_environment
 from tfcompress.bench.result import BenchmarkResult, BenchmarkRow
 from tfcompress.bench.size import SizeInfo
 from tfcompress.bench.stats import summarize
-from tfcompress.errors import InvalidInputError, MissingDependencyError
+from tfcompress.errors import InvalidInputError, MissingDependencyError, OutputExistsError
 from tfcompress.report.schema import ROW_KEYS, SCHEMA_VERSION, validate_report
-from tfcompress.report.writers import csv_columns
+from tfcompress.report.writers import check_report_dir, csv_columns, report_paths
 
 
 def _result() -> BenchmarkResult:
@@ -35,7 +35,8 @@ def _result() -> BenchmarkResult:
                     latency=latency,
                     first_inference_ms=2.0,
                     accuracy=0.9 if "int8" in name else 0.92,
-                    peak_rss_mb=100.0,
+                    process_peak_rss_mb=100.0,
+                    rss_growth_mb=12.0,
                     details={"delegated_ops": 5},
                 )
             )
@@ -63,13 +64,20 @@ def test_json_is_versioned_and_valid(tmp_path):
     assert set(ROW_KEYS) <= set(row)
     assert set(row["latency_ms"]) == {"runs", "mean", "std", "min", "p50", "p90", "p99", "max"}
     assert report["rows"][-1]["status"].startswith("unavailable: ")
-    assert report["environment"]["cpu_flags"] is not None
+    # Flags may be unknown (null) on a machine no source can read; the source says which.
+    environment = report["environment"]
+    assert {"cpu_flags", "cpu_flags_source", "int8_dot_product"} <= set(environment)
+    assert (environment["cpu_flags"] is None) == (environment["cpu_flags_source"] is None)
+    assert row["process_peak_rss_mb"] == 100.0 and row["rss_growth_mb"] == 12.0
+    assert "peak_rss_mb" not in row  # renamed in schema 2.0: it is the process's, not the row's
 
 
 def test_validate_report_rejects_other_versions_and_missing_keys():
     report = _result().to_dict()
     with pytest.raises(InvalidInputError, match="not readable"):
-        validate_report({**report, "schema_version": "2.0"})
+        validate_report({**report, "schema_version": "3.0"})
+    with pytest.raises(InvalidInputError, match="not readable"):
+        validate_report({**report, "schema_version": "1.0"})  # peak_rss_mb meant the process
     del report["rows"][0]["status"]
     with pytest.raises(InvalidInputError, match=r"rows\[0\]\.status"):
         validate_report(report)
@@ -94,6 +102,34 @@ def test_png_plots(tmp_path):
     assert names == ["benchmark_accuracy_latency.png", "benchmark_batch.png", "benchmark_size.png"]
     for path in result.report_files:
         assert path.read_bytes().startswith(b"\x89PNG")
+    # The existence check before a benchmark covers exactly the plots plot_all can draw.
+    assert sorted(p.name for p in report_paths(tmp_path, ("png",))) == names
+
+
+def test_existing_report_is_refused_without_overwrite_and_nothing_is_written(tmp_path):
+    first = _result().save(tmp_path, formats=("json", "csv", "md"))
+    before = {p: p.read_bytes() for p in first.report_files}
+    (tmp_path / "benchmark.json").unlink()  # one file gone, two still there
+    with pytest.raises(OutputExistsError, match=r"already holds benchmark\.csv, benchmark\.md"):
+        _result().save(tmp_path, formats=("json", "csv", "md"))
+    # Checked before the first write: no new benchmark.json beside the refused report.
+    assert not (tmp_path / "benchmark.json").exists()
+    assert all(p.read_bytes() == data for p, data in before.items() if p.exists())
+    with pytest.raises(OutputExistsError, match="--force"):
+        check_report_dir(tmp_path, formats=("md",))
+    replaced = _result().save(tmp_path, formats=("json", "csv", "md"), overwrite=True)
+    assert sorted(p.name for p in replaced.report_files) == [
+        "benchmark.csv",
+        "benchmark.json",
+        "benchmark.md",
+    ]
+    check_report_dir(tmp_path, formats=("png",))  # no plot there: nothing to refuse
+
+
+def test_a_folder_in_place_of_a_report_file_is_refused_even_with_overwrite(tmp_path):
+    (tmp_path / "benchmark.json").mkdir()
+    with pytest.raises(OutputExistsError, match="is a directory"):
+        _result().save(tmp_path, formats=("json",), overwrite=True)
 
 
 def test_missing_matplotlib_names_the_extra(tmp_path, monkeypatch):

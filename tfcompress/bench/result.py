@@ -20,9 +20,26 @@ OK = "ok"
 class BenchmarkRow:
     """One measurement: an artifact on a backend at a thread count and batch size.
 
-    ``status`` is ``"ok"``, ``"unavailable: <reason>"`` (backend missing here) or
+    ``status`` is ``"ok"``, ``"unavailable: <reason>"`` (backend missing here, or not with
+    this setting, e.g. a thread count TensorFlow can no longer switch to), ``"skipped:
+    <reason>"`` (a backend the user named does not run this artifact's format) or
     ``"error: <reason>"`` (this row failed; the other rows are unaffected). Latency is per
     call of ``batch`` samples; ``throughput_per_s`` is samples per second at that batch.
+
+    ``init_ms`` is the time from the artifact's bytes to a ready runner: creating this
+    row's runner (interpreter build and allocation, ONNX Runtime session, GPU compilation,
+    SavedModel load) plus, for a Keras file, deserializing it. It is None when a Keras
+    model was passed already loaded, since its load time is unknown.
+    ``rss_growth_mb`` is this row's own memory: the resident memory the process gained from
+    just before its runner was created until its timing ended (the runner, its buffers, and
+    those of the accuracy pass and earlier batch sizes on it; it can be near 0 or negative
+    when memory freed by earlier rows was reused). ``process_peak_rss_mb`` is the whole
+    process's high-water mark after this row (Python, TensorFlow, every model so far): it
+    only grows.
+
+    Example:
+        >>> BenchmarkRow("m.tflite", "gpu", None, None, "unavailable: no GPU").ok
+        False
     """
 
     artifact: str
@@ -35,7 +52,8 @@ class BenchmarkRow:
     first_inference_ms: float | None = None
     latency: LatencyStats | None = None
     accuracy: float | None = None
-    peak_rss_mb: float | None = None
+    process_peak_rss_mb: float | None = None
+    rss_growth_mb: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
     size_ratio: float | None = None
     speedup: float | None = None
@@ -73,7 +91,8 @@ class BenchmarkRow:
             "latency_ms": self.latency.to_dict() if self.latency else None,
             "throughput_per_s": _round(self.throughput_per_s, 2),
             "accuracy": _round(self.accuracy, 6),
-            "peak_rss_mb": _round(self.peak_rss_mb, 1),
+            "rss_growth_mb": _round(self.rss_growth_mb, 1),
+            "process_peak_rss_mb": _round(self.process_peak_rss_mb, 1),
             "size_ratio": _round(self.size_ratio, 4),
             "speedup": _round(self.speedup, 4),
             "backend_details": dict(self.details),
@@ -125,7 +144,7 @@ class BenchmarkResult:
 
     @property
     def failed(self) -> list[BenchmarkRow]:
-        """Rows that are not ``ok`` (unavailable or error)."""
+        """Rows that are not ``ok`` (unavailable, skipped or error)."""
         return [r for r in self.rows if not r.ok]
 
     def to_dict(self) -> dict[str, Any]:
@@ -149,9 +168,12 @@ class BenchmarkResult:
         directory: str | os.PathLike[str],
         *,
         formats: Sequence[str] = ("json", "csv", "md", "png"),
-        overwrite: bool = True,
+        overwrite: bool = False,
     ) -> BenchmarkResult:
         """Write the report files into ``directory`` (created when missing).
+
+        Like every tfcompress output, an existing report file is replaced only with
+        ``overwrite``; every file is checked before the first one is written.
 
         Args:
             directory: Output folder.
@@ -164,6 +186,12 @@ class BenchmarkResult:
         Raises:
             MissingDependencyError: ``png`` asked for without matplotlib.
             InvalidInputError: Unknown format.
+            OutputExistsError: Report files exist there and ``overwrite`` is False.
+
+        Example:
+            >>> saved = result.save("reports", formats=("json", "md"))  # doctest: +SKIP
+            >>> saved.report_files  # doctest: +SKIP
+            (PosixPath('reports/benchmark.json'), PosixPath('reports/benchmark.md'))
         """
         from dataclasses import replace
 

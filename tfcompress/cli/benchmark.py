@@ -22,9 +22,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="size, accuracy, latency and throughput of artifacts per backend",
         description=(
             "Measure .tflite, .onnx and Keras artifacts side by side on LiteRT CPU/GPU, the "
-            "Edge TPU, ONNX Runtime or TensorFlow. Exit 0 when every row was measured (or its "
-            "backend is unavailable here); 2 on bad input: an artifact or data file that "
-            "cannot be read, or a row the model cannot run (the table still shows every row)."
+            "Edge TPU, ONNX Runtime or TensorFlow. Exit 0 when every row was measured or says "
+            "why not (its backend is unavailable here, or skipped: it runs none of the "
+            "artifacts); 2 on bad input: an artifact or data file that cannot be read, a "
+            "--report folder that already holds a report (without --force), or a row the "
+            "model cannot run (the table still shows every row)."
         ),
     )
     parser.add_argument("artifacts", nargs="+", metavar="ARTIFACT", help=".tflite/.onnx/.keras")
@@ -56,21 +58,36 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--edgetpu-lib", help="Edge TPU runtime library (libedgetpu.so.1)")
     parser.add_argument("--edgetpu-device", help="Edge TPU device, e.g. usb:0 or pci:0")
     parser.add_argument("--report", metavar="DIR", help="write JSON, CSV, Markdown and PNG here")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace report files already in --report DIR (checked before anything is timed)",
+    )
     add_json_flag(parser)
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Benchmark, print the table (or JSON), write reports; exit 1 when a row failed."""
+    """Benchmark, print the table (or JSON), write reports; exit 2 when a row failed."""
     import tfcompress
-    from tfcompress.errors import UnsupportedModelError
+    from tfcompress.errors import InvalidInputError, UnsupportedModelError
 
+    # A flag that no row would honour is refused, never ignored.
+    if args.force and not args.report:
+        raise InvalidInputError("--force replaces report files; give it with --report DIR.")
     options: dict[str, dict[str, Any]] = {}
     if args.no_xnnpack:
         options["cpu"] = {"use_xnnpack": False}
     edgetpu = {"library": args.edgetpu_lib, "device": args.edgetpu_device}
     if any(edgetpu.values()):
         options["edgetpu"] = {k: v for k, v in edgetpu.items() if v}
+    flags = {"cpu": "--no-xnnpack", "edgetpu": "--edgetpu-lib/--edgetpu-device"}
+    for backend in options:
+        if backend not in args.backend:
+            raise InvalidInputError(
+                f"{flags[backend]} applies to the {backend} backend, which --backend does not "
+                f"name ({','.join(args.backend)}); add {backend} to --backend or drop the flag."
+            )
     result = tfcompress.benchmark(
         args.artifacts,
         data=args.data,
@@ -84,6 +101,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         reference=args.reference,
         backend_options=options,
         report_dir=args.report,
+        overwrite=args.force,
         progress=show_progress(),
     )
     if args.json:

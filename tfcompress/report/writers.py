@@ -6,12 +6,18 @@ import csv
 import io
 import json
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfcompress.errors import InvalidInputError, OutputExistsError, OutputLocationError
-from tfcompress.models.saving import check_writable_folder, write_bytes_atomic, write_text_atomic
+from tfcompress.models.saving import (
+    check_output_path,
+    check_writable_folder,
+    write_bytes_atomic,
+    write_text_atomic,
+)
 from tfcompress.report.schema import LATENCY_KEYS, ROW_KEYS
 
 if TYPE_CHECKING:
@@ -21,39 +27,58 @@ logger = logging.getLogger(__name__)
 
 FORMATS = ("json", "csv", "md", "png")
 STEM = "benchmark"
+#: Every plot :func:`tfcompress.report.plots.plot_all` can draw (one PNG each, when it has
+#: data). The existence check covers them all: a stale plot of another run must not sit
+#: unnoticed beside a new report. A test keeps this list equal to what plot_all draws.
+PLOTS = ("accuracy_latency", "size", "batch")
+
+
+def report_paths(directory: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Every file a report in ``formats`` may write into ``directory``.
+
+    Example:
+        >>> [p.name for p in report_paths(Path("reports"), ("json", "md"))]
+        ['benchmark.json', 'benchmark.md']
+    """
+    paths = [directory / f"{STEM}.{kind}" for kind in ("json", "csv", "md") if kind in formats]
+    if "png" in formats:
+        paths += [directory / f"{STEM}_{name}.png" for name in PLOTS]
+    return paths
 
 
 def write_report(
     result: BenchmarkResult,
-    directory: Path,
+    directory: str | os.PathLike[str],
     *,
     formats: Sequence[str] = FORMATS,
-    overwrite: bool = True,
+    overwrite: bool = False,
 ) -> list[Path]:
     """Write ``benchmark.json``, ``benchmark.csv``, ``benchmark.md`` and plots into ``directory``.
+
+    Like every tfcompress output, existing files are replaced only with ``overwrite``; all
+    of them are checked before the first is written, so a refusal leaves no half report.
 
     Args:
         result: What to write.
         directory: Output folder (created when missing).
         formats: A subset of ``json``, ``csv``, ``md``, ``png``.
-        overwrite: Replace files of the same names.
+        overwrite: Replace report files of the same names (see :func:`report_paths`).
 
     Returns:
         The files written.
 
     Raises:
-        InvalidInputError: Unknown format, or ``directory`` is a file.
+        InvalidInputError: Unknown format.
+        OutputExistsError: ``directory`` is a file, or holds report files and ``overwrite``
+            is False.
+        OutputLocationError: The folder cannot be created or written.
         MissingDependencyError: ``png`` without matplotlib.
 
     Example:
         >>> write_report(result, Path("reports"), formats=("json", "md"))  # doctest: +SKIP
         [PosixPath('reports/benchmark.json'), PosixPath('reports/benchmark.md')]
     """
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown:
-        raise InvalidInputError(f"unknown report format(s) {unknown}; choose from {FORMATS}.")
-    if directory.exists() and not directory.is_dir():
-        raise InvalidInputError(f"{directory}: is a file; give a folder for the reports.")
+    directory = check_report_dir(directory, overwrite=overwrite, formats=formats)
     directory.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     if "png" in formats:  # first: a missing matplotlib fails before anything is written
@@ -75,22 +100,49 @@ def write_report(
     return written
 
 
-def check_report_dir(directory: Path) -> Path:
+def check_report_dir(
+    directory: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    formats: Sequence[str] = FORMATS,
+) -> Path:
     """Fail now, before a long benchmark, when reports could not be written into ``directory``.
 
     Nothing is created: a missing folder's nearest existing ancestor must accept new files.
+    In an existing folder, every file the report may write (:func:`report_paths`) must be
+    absent, unless ``overwrite``; a folder or special file in their place is refused even
+    then.
+
+    Args:
+        directory: The report folder.
+        overwrite: Allow replacing existing report files (``--force``).
+        formats: The report formats that will be written.
+
+    Returns:
+        ``directory`` as a :class:`~pathlib.Path`.
 
     Raises:
-        OutputExistsError: ``directory`` is a file.
+        InvalidInputError: Unknown format.
+        OutputExistsError: ``directory`` is a file, or report files exist without
+            ``overwrite``.
         OutputLocationError: The folder (or where it would be created) is not writable.
 
     Example:
         >>> check_report_dir(Path("reports"))  # doctest: +SKIP
         PosixPath('reports')
+        >>> check_report_dir(Path("reports_of_yesterday"))  # doctest: +SKIP
+        Traceback (most recent call last):
+        ...
+        tfcompress.errors.OutputExistsError: reports_of_yesterday: already holds ...
     """
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise InvalidInputError(f"unknown report format(s) {unknown}; choose from {FORMATS}.")
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise OutputExistsError(f"{directory}: is a file; give a folder for the reports.")
+    if directory.is_dir():
+        _check_report_files(directory, overwrite, formats)
     existing = directory
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -100,6 +152,21 @@ def check_report_dir(directory: Path) -> Path:
         )
     check_writable_folder(existing, what=directory)
     return directory
+
+
+def _check_report_files(directory: Path, overwrite: bool, formats: Sequence[str]) -> None:
+    paths = report_paths(directory, formats)
+    existing = [p for p in paths if os.path.lexists(p)]  # a dangling symlink counts too
+    if existing and not overwrite:
+        names = ", ".join(p.name for p in existing)
+        raise OutputExistsError(
+            f"{directory}: already holds {names}; pass --force (overwrite=True) to replace "
+            "the report, or choose another folder."
+        )
+    for path in existing:
+        # With overwrite, what stands there must still be a file: the same rules as every
+        # other output (never a directory, pipe or device).
+        check_output_path(path, overwrite=True)
 
 
 def _write(path: Path, text: str, overwrite: bool) -> Path:

@@ -10,7 +10,24 @@ from typing import ClassVar
 import numpy as np
 from tqdm.auto import tqdm
 
+from tfcompress.errors import BackendUnavailableError, InvalidInputError
+
 _REGISTRY: dict[str, type[Runner]] = {}
+
+
+class SettingUnavailableError(BackendUnavailableError):
+    """The backend runs here, but not with this setting in this process.
+
+    Raised instead of running with another setting than the one asked for, so that no report
+    labels a row with a setting that did not happen. The benchmark harness turns it into an
+    ``unavailable: <reason>`` row for that setting and measures the others.
+
+    Example:
+        >>> create_runner(model, backend="keras", threads=4)  # doctest: +SKIP
+        Traceback (most recent call last):
+        ...
+        SettingUnavailableError: the keras backend cannot run with 4 thread(s) ...
+    """
 
 
 class Runner(abc.ABC):
@@ -27,6 +44,7 @@ class Runner(abc.ABC):
 
     backend: ClassVar[str]
     formats: ClassVar[tuple[type, ...]] = ()  # artifact types this backend runs
+    runs: ClassVar[str] = ".tflite"  # what it runs, in words, for "skipped: ..." report rows
 
     @classmethod
     def accepts(cls, model: object) -> bool:
@@ -111,8 +129,6 @@ def backend_class(name: str) -> type[Runner]:
     Raises:
         InvalidInputError: No such backend.
     """
-    from tfcompress.errors import InvalidInputError
-
     if name not in _REGISTRY:
         raise InvalidInputError(
             f"unknown backend {name!r}; choose one of {', '.join(sorted(_REGISTRY))}."

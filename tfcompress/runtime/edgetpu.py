@@ -87,7 +87,6 @@ class EdgeTPURunner(LiteRTRunner):
         threads: int = 1,
         library: str | None = None,
         device: str | None = None,
-        **_: Any,
     ) -> None:
         self.library = find_library(library)
         self.device = device

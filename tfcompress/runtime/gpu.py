@@ -67,7 +67,6 @@ class CompiledModelRunner(Runner):
         *,
         accelerators: tuple[str, ...] = ("gpu", "cpu"),
         threads: int = 1,
-        **_: Any,
     ) -> None:
         if not isinstance(model, TFLiteModel):
             raise UnsupportedModelError(
@@ -194,7 +193,7 @@ class GpuRunner(CompiledModelRunner):
         True
     """
 
-    def __init__(self, model: TFLiteModel, *, threads: int = 1, **_: Any) -> None:
+    def __init__(self, model: TFLiteModel, *, threads: int = 1) -> None:
         super().__init__(model, accelerators=("gpu", "cpu"), threads=threads)
 
 
@@ -215,5 +214,5 @@ class CompiledCpuRunner(CompiledModelRunner):
         ...     outputs = runner.predict(x)
     """
 
-    def __init__(self, model: TFLiteModel, *, threads: int = 1, **_: Any) -> None:
+    def __init__(self, model: TFLiteModel, *, threads: int = 1) -> None:
         super().__init__(model, accelerators=("cpu",), threads=threads)

@@ -1,53 +1,214 @@
-"""TensorFlow backends: the original Keras model, or a plain SavedModel signature."""
+"""TensorFlow backends: the original Keras model, or a plain SavedModel signature.
+
+TensorFlow has one intra-op and one inter-op thread pool per process, and fixes both when
+its runtime starts (the first op or variable): after that
+``tf.config.threading.set_intra_op_parallelism_threads`` raises ``RuntimeError``. So the
+``keras`` backend pins the pools when TensorFlow has not started yet, accepts a thread count
+equal to the one TensorFlow already runs, and refuses any other with
+:class:`~tfcompress.runtime.base.SettingUnavailableError`: a row is never labelled with a
+thread count that did not happen.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from tfcompress._compat.keras import flavour_of
 from tfcompress._compat.tf import tensorflow
-from tfcompress.errors import UnsupportedModelError
+from tfcompress.errors import InvalidInputError, UnsupportedModelError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel, saved_model_errors
-from tfcompress.runtime.base import Runner, register_backend
+from tfcompress.runtime.base import Runner, SettingUnavailableError, register_backend
+
+#: How the Keras model is called: traced once into a graph, as a served model runs.
+KERAS_CALL = "tf.function"
+#: How a SavedModel runs: its serving signature, a graph already.
+SIGNATURE_CALL = "saved_model_signature"
+
+
+def tensorflow_threads() -> tuple[int, int]:
+    """The intra-op and inter-op thread counts TensorFlow runs (or will run) with.
+
+    A pool left at TensorFlow's default (configured as 0) gets the size TensorFlow gives it:
+    ``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS`` when set, else the CPUs this
+    process may run on.
+
+    Returns:
+        ``(intra_op, inter_op)`` thread counts.
+
+    Example:
+        >>> pin_tensorflow_threads(2)  # doctest: +SKIP
+        True
+        >>> tensorflow_threads()  # doctest: +SKIP
+        (2, 1)
+    """
+    threading = tensorflow().config.threading
+    intra = threading.get_intra_op_parallelism_threads()
+    inter = threading.get_inter_op_parallelism_threads()
+    return (
+        intra or _default_pool_size("TF_NUM_INTRAOP_THREADS"),
+        inter or _default_pool_size("TF_NUM_INTEROP_THREADS"),
+    )
+
+
+def _default_pool_size(variable: str) -> int:
+    # TensorFlow's own rule (process_util.cc): the environment variable when positive, else
+    # port::MaxParallelism(), the CPUs this process is allowed to run on.
+    configured = os.environ.get(variable, "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def threads_pinned() -> bool:
+    """Whether TensorFlow's intra-op pool size was set explicitly (not left to its default).
+
+    Example:
+        >>> threads_pinned()  # doctest: +SKIP
+        False
+    """
+    return bool(tensorflow().config.threading.get_intra_op_parallelism_threads())
+
+
+def pin_tensorflow_threads(threads: int) -> bool:
+    """Run TensorFlow's ops on ``threads`` intra-op threads, one op at a time, if still possible.
+
+    Sets the intra-op pool to ``threads`` and the inter-op pool to 1 (ops run one after the
+    other, as the ``onnxruntime`` backend runs them). This works only before TensorFlow's
+    runtime starts, and holds for the rest of the process. Afterwards nothing changes and
+    the answer says whether TensorFlow already runs ``threads`` intra-op threads.
+
+    Args:
+        threads: Intra-op threads, at least 1.
+
+    Returns:
+        True when TensorFlow's ops now run on ``threads`` intra-op threads.
+
+    Raises:
+        InvalidInputError: ``threads`` is not an integer >= 1.
+
+    Example:
+        >>> pin_tensorflow_threads(1)  # first thing in a script  # doctest: +SKIP
+        True
+    """
+    _check_threads(threads)
+    threading = tensorflow().config.threading
+    try:
+        threading.set_intra_op_parallelism_threads(threads)
+        threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:
+        # TensorFlow has started: its pools are fixed ("cannot be modified after
+        # initialization"), and setting the value they already have is a no-op that does not
+        # raise. What matters is whether the intra-op pool has the size asked for.
+        return tensorflow_threads()[0] == threads
+    return True
+
+
+def _check_threads(threads: object) -> None:
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise InvalidInputError(f"threads must be an integer >= 1, got {threads!r}.")
 
 
 @register_backend("keras")
 class KerasRunner(Runner):
     """Runs a Keras model (Keras 3 or tf-keras) in inference mode, or a SavedModel signature.
 
+    The Keras model runs as a user would serve it: ``model(x, training=False)`` traced once
+    into a ``tf.function`` (``jit_compile`` off, ``reduce_retracing`` on, so new batch sizes
+    do not retrace each time), not op by op in eager mode. A SavedModel runs its serving
+    signature. :meth:`details` says which (``"call"``), and the thread counts TensorFlow ran.
+
     Args:
         model: A Keras model or a :class:`~tfcompress.models.SavedModelDir`.
+        threads: Intra-op threads. None leaves TensorFlow's thread pools as they are. A
+            number pins them when TensorFlow has not started yet, is accepted when
+            TensorFlow already runs that many intra-op threads, and refused otherwise.
+
+    Raises:
+        UnsupportedModelError: A ``.tflite`` (use the ``cpu`` backend).
+        InvalidInputError: ``threads`` is not an integer >= 1.
+        SettingUnavailableError: TensorFlow already runs another number of intra-op threads
+            in this process.
+        ModelLoadError: A SavedModel that cannot be read.
 
     Example:
         >>> with KerasRunner(model) as runner:  # doctest: +SKIP
         ...     logits = runner.predict(x_test)
+        >>> runner.details()  # doctest: +SKIP
+        {'threads': 2, 'inter_op_threads': 2, 'threads_pinned': False, 'call': 'tf.function', ...}
     """
+
+    runs = "Keras models and SavedModels"
 
     @classmethod
     def accepts(cls, model: object) -> bool:
         """Keras models (either flavour) and SavedModel directories."""
         return isinstance(model, SavedModelDir) or flavour_of(model) is not None
 
-    def __init__(self, model: Any, **_: Any) -> None:
+    def __init__(self, model: Any, *, threads: int | None = None) -> None:
         if isinstance(model, TFLiteModel):
             raise UnsupportedModelError(
                 "the 'keras' backend runs Keras and SavedModel models; use backend='cpu' for "
                 ".tflite files."
             )
+        if threads is not None and not pin_tensorflow_threads(threads):
+            intra, _ = tensorflow_threads()
+            raise SettingUnavailableError(
+                f"the keras backend cannot run with {threads} thread(s) in this process: "
+                f"TensorFlow fixes its thread pools when it starts and already runs {intra} "
+                f"intra-op thread(s); pass threads={intra}, or measure {threads} thread(s) in a "
+                "new process that pins them before loading any model (tfcompress benchmark "
+                "does so for its first --threads value)."
+            )
         self.model = model
+        self.threads = threads
+        tf = tensorflow()
         if isinstance(model, SavedModelDir):
             with saved_model_errors(model.path):
-                loaded = tensorflow().saved_model.load(str(model.path))
+                loaded = tf.saved_model.load(str(model.path))
             self._signature = loaded.signatures[model.signature_key]
             self._keep_alive = loaded  # the signature's variables live on this object
+            self.call = SIGNATURE_CALL
         else:
             self._signature = None
+            self._function = tf.function(self._inference, jit_compile=False, reduce_retracing=True)
+            self.call = KERAS_CALL
+
+    def _inference(self, x: Any) -> Any:
+        return self.model(x, training=False)
 
     def predict_batch(self, x: np.ndarray) -> np.ndarray:
         """Run one batch in inference mode (dropout off, batch-norm statistics frozen)."""
+        return self._run(tensorflow().constant(x))
+
+    def bind(self, x: np.ndarray) -> Callable[[], object]:
+        """Make ``x`` a tensor once and return the graph call (with its result read back).
+
+        Reading the result into numpy is part of each call: it is what waits for the
+        computation to finish where TensorFlow runs ops asynchronously (a GPU).
+        """
+        tensor = tensorflow().constant(x)
+        return lambda: self._run(tensor)
+
+    def _run(self, tensor: Any) -> np.ndarray:
         if self._signature is None:
-            return np.asarray(self.model(x, training=False), dtype=np.float32)
-        outputs = self._signature(tensorflow().constant(x))
+            return np.asarray(self._function(tensor), dtype=np.float32)
+        outputs = self._signature(tensor)
         return np.asarray(next(iter(outputs.values())), dtype=np.float32)
+
+    def details(self) -> dict[str, object]:
+        """Thread counts TensorFlow ran with, whether they were pinned, the call and device."""
+        intra, inter = tensorflow_threads()
+        gpus = tensorflow().config.list_logical_devices("GPU")
+        return {
+            "threads": intra,
+            "inter_op_threads": inter,
+            "threads_pinned": threads_pinned(),
+            "call": self.call,
+            "device": "GPU" if gpus else "CPU",
+        }

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -49,6 +48,7 @@ class OnnxRuntimeRunner(Runner):
     """
 
     formats = (OnnxModel,)
+    runs = ".onnx"
 
     def __init__(
         self,
@@ -56,7 +56,6 @@ class OnnxRuntimeRunner(Runner):
         *,
         threads: int = 1,
         providers: Sequence[str] | None = None,
-        **_: Any,
     ) -> None:
         if not isinstance(model, OnnxModel):
             raise UnsupportedModelError(

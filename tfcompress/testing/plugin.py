@@ -7,6 +7,13 @@ Settings resolve per test with the precedence
 Each gate's verdict travels in the test report's ``user_properties`` (so JUnit XML and
 pytest-xdist see it); the terminal summary and ``--tfc-gate-report`` JSON are built from there.
 
+``--tfc-gate-report PATH`` replaces an existing file at PATH, unlike tfcompress's other
+outputs (which need ``--force``): it is this test session's record, named on the pytest
+command line, and follows pytest's own reports (``--junitxml``, ``--report-log``), which
+every CI run rewrites in place. It is checked when the session starts (a directory, special
+file, or missing or read-only folder there is a usage error) and written atomically at the
+end, so a crashed session leaves the previous report whole.
+
 Example:
     >>> @pytest.mark.accuracy_gate(max_drop=0.01, mode="tolerant")  # doctest: +SKIP
     ... def test_int8_model(accuracy_gate):
@@ -78,7 +85,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--tfc-gate-report",
         default=None,
         metavar="PATH",
-        help="write every gate's verdict to this JSON file",
+        help="write every gate's verdict to this JSON file (replaced on every run, like "
+        "--junitxml)",
     )
     group.addoption(
         "--tfc-require-backend",
@@ -283,6 +291,8 @@ class GateRecorder:
         }
         payload = {"version": 1, **counts, "gates": records}
         path = _report_path(self.config)
+        # Replaced on every run like pytest's --junitxml (see the module docstring); never a
+        # directory or special file, which _report_path refuses.
         write_text_atomic(path, json.dumps(payload, indent=2) + "\n", overwrite=True)
         logger.info("wrote %d gate verdicts to %s", len(records), path)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Iterable
@@ -30,7 +31,7 @@ def prune(
     train_data: DataLike,
     val_data: DataLike,
     target_sparsity: float | None = None,
-    schedule: str = "polynomial",
+    schedule: str | None = None,
     structure: str | None = None,
     epochs: int = 2,
     learning_rate: float = 5e-4,
@@ -53,7 +54,11 @@ def prune(
         target_sparsity: Share of each pruned kernel set to zero, in (0, 1); default 0.75.
             With ``structure`` it must equal M/N (or be left out).
         schedule: ``"polynomial"`` (sparsity ramps up over the first ~70% of the steps)
-            or ``"constant"`` (target sparsity from the first step).
+            or ``"constant"`` (target sparsity from the first step). Default (None):
+            polynomial, or constant with ``structure``. An M:N structure always runs the
+            constant schedule (tfmot applies the whole M:N mask at every pruning step, so
+            there is nothing to ramp): ``"polynomial"`` with a structure runs constant, says
+            so in ``result.warnings`` and is recorded as ``"constant"``.
         structure: ``"M:N"`` (e.g. ``"2:4"``): M zeros in every N consecutive weights along the
             input-channel axis, the pattern sparse kernels can exploit. Conv2D/Dense only.
         epochs: Fine-tuning epochs while pruning.
@@ -68,7 +73,8 @@ def prune(
 
     Returns:
         The pruned model with sparsity per exported kernel, raw and gzip sizes next to the
-        dense model at the same precision, and accuracies.
+        dense model at the same precision, and accuracies. ``result.options`` records what
+        ran (``schedule`` included), so ``prune(model, **result.options, ...)`` replays it.
 
     Raises:
         InvalidInputError: Sparsity outside (0, 1), unknown schedule, a structure other than
@@ -84,10 +90,7 @@ def prune(
     """
     m_by_n = parse_structure(structure)
     sparsity = check_sparsity(target_sparsity, m_by_n)
-    if schedule not in SCHEDULES:
-        raise InvalidInputError(
-            f"schedule={schedule!r} is not known; choose {' or '.join(SCHEDULES)}."
-        )
+    ran, schedule_warning = resolve_schedule(schedule, m_by_n)
     recipe = check_recipe(then)
     if not isinstance(qat_epochs, int) or qat_epochs < 0:
         raise InvalidInputError(f"qat_epochs must be an integer >= 0, got {qat_epochs!r}.")
@@ -107,7 +110,7 @@ def prune(
             f"no layer of {setup.name!r} can be pruned ({_reasons(coverage)}); pruning would "
             "change nothing."
         )
-    stripped, seconds, losses = _prune(setup, options, pruned_names, sparsity, schedule, m_by_n)
+    stripped, seconds, losses = _prune(setup, options, pruned_names, sparsity, ran, m_by_n)
     tuned = stripped
     if recipe == "int8" and qat_epochs > 0:
         qat_options = TrainingOptions(qat_epochs, batch_size, min(learning_rate, 1e-4), seed)
@@ -118,7 +121,7 @@ def prune(
         seconds, losses = seconds + qat_seconds, losses + qat_losses
     recorded = {
         "target_sparsity": sparsity,
-        "schedule": schedule,
+        "schedule": ran,  # what ran, not what was asked: the record must replay the run
         "structure": None if m_by_n is None else f"{m_by_n[0]}:{m_by_n[1]}",
         "epochs": epochs,
         "learning_rate": learning_rate,
@@ -128,7 +131,7 @@ def prune(
         "skip_layers": sorted(skip_layers),
         "seed": seed,
     }
-    return finish(
+    result = finish(
         setup,
         tuned,
         technique="prune",
@@ -139,6 +142,53 @@ def prune(
         losses=losses,
         m_by_n=m_by_n,
     )
+    if schedule_warning is None:
+        return result
+    return dataclasses.replace(result, warnings=(schedule_warning, *result.warnings))
+
+
+def resolve_schedule(
+    schedule: str | None, m_by_n: tuple[int, int] | None
+) -> tuple[str, str | None]:
+    """The pruning schedule that will run, and a warning when it is not the one asked for.
+
+    tfmot applies an M:N mask whole at every pruning step: a structure always runs the
+    constant schedule. ``None`` asks for the natural schedule (polynomial unstructured,
+    constant with a structure).
+
+    Args:
+        schedule: ``"polynomial"``, ``"constant"`` or None.
+        m_by_n: The parsed structure, or None for unstructured pruning.
+
+    Returns:
+        ``(schedule_that_runs, warning_or_None)``.
+
+    Raises:
+        InvalidInputError: An unknown schedule.
+
+    Example:
+        >>> resolve_schedule(None, (2, 4))
+        ('constant', None)
+        >>> resolve_schedule("polynomial", None)
+        ('polynomial', None)
+    """
+    if schedule is not None and schedule not in SCHEDULES:
+        raise InvalidInputError(
+            f"schedule={schedule!r} is not known; choose {' or '.join(SCHEDULES)}."
+        )
+    if m_by_n is None:
+        return schedule or "polynomial", None
+    if schedule == "polynomial":
+        # Accepted rather than refused because `tfcompress prune` passes "polynomial" as its
+        # default; the warning and the record say what ran instead.
+        message = (
+            f"schedule='polynomial' does not apply to structure {m_by_n[0]}:{m_by_n[1]}: "
+            "tfmot applies the whole M:N mask at every pruning step, so the constant "
+            "schedule ran (recorded as schedule='constant')."
+        )
+        logger.warning("%s", message)
+        return "constant", message
+    return "constant", None
 
 
 def parse_structure(structure: str | tuple[int, int] | None) -> tuple[int, int] | None:
@@ -200,7 +250,7 @@ def _prune(
     sparse = tfmot().sparsity.keras
     steps = options.steps(len(setup.train))
     frequency = max(1, min(100, steps // 10))
-    if schedule == "polynomial" and m_by_n is None:
+    if schedule == "polynomial":  # resolve_schedule never gives it with a structure
         end = frequency * max(1, int(0.7 * steps) // frequency)
         plan = sparse.PolynomialDecay(0.0, sparsity, 0, end, frequency=frequency)
     else:

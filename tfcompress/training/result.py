@@ -19,7 +19,8 @@ class TrainingResult:
 
     Attributes:
         technique: ``qat``, ``prune`` or ``cluster``.
-        options: The options that produced it (replayable).
+        options: The options that produced it, as they ran (replayable: a setting that
+            could not run as asked is recorded as what ran, and ``warnings`` says so).
         source: Name of the original model.
         recipe: Precision of the export (``float32``, ``int8``, ``float16``, ``dynamic``).
         model_content: The exported flatbuffer.
@@ -37,7 +38,7 @@ class TrainingResult:
         losses: Training loss after each epoch (all phases in order).
         bridge_difference: Max abs output difference of the Keras 3 -> tf-keras bridge.
         keras_model: The fine-tuned tf-keras model (wrappers stripped), for further steps.
-        warnings: Converter warnings.
+        warnings: Options that ran otherwise than asked, then converter warnings.
     """
 
     technique: str
