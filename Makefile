@@ -32,6 +32,7 @@ bench: install
 	$(BIN)/python benchmarks/run_all.py
 	$(BIN)/python benchmarks/ptq_accuracy.py
 	$(BIN)/python benchmarks/tfmot_sizes.py
+	$(BIN)/python benchmarks/doc_examples.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
