@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from tfcompress.bench.analysis import int8_notes, with_ratios
+from tfcompress.bench.analysis import int8_notes, recipe_notes, with_ratios
 from tfcompress.bench.environment import Environment, capture_environment, parse_cpuinfo
 from tfcompress.bench.result import BenchmarkRow
 from tfcompress.bench.size import SizeInfo
@@ -265,6 +265,28 @@ def test_int8_notes_say_unknown_when_the_flags_are(flags, source, int8_ms, expec
 def test_int8_notes_need_a_float_sibling_on_the_same_backend():
     rows = [_row("f32", "float32", 4.0, backend="keras"), _row("i8", "int8", 2.0)]
     assert int8_notes(rows, _env(())) == []
+
+
+def test_recipe_notes_cover_int16x8_float16_and_dynamic_with_the_delegates_share():
+    import dataclasses
+
+    slow = dataclasses.replace(
+        _row("i16", "int16x8", 148.0), details={"ops": 12, "delegated_ops": 1}
+    )
+    rows = [
+        _row("f32", "float32", 4.0),
+        slow,
+        _row("f16", "float16", 4.05),
+        _row("dyn", "dynamic", 3.0),
+        _row("i8", "int8", 2.0),  # int8 has its own notes
+    ]
+    notes = {note.split(" ")[0]: note for note in recipe_notes(rows)}
+    assert set(notes) == {"i16", "f16", "dyn"}
+    assert "slower than float32 (0.03x of its speed; 37.0x the time)" in notes["i16"]
+    assert "XNNPACK has no kernels for 16-bit activations" in notes["i16"]
+    assert "the delegate ran 1 of its 12 ops" in notes["i16"]
+    assert "as fast as float32" in notes["f16"] and "delegate ran" not in notes["f16"]
+    assert "faster than float32 (1.33x" in notes["dyn"]
 
 
 def test_current_rss_follows_an_allocation_and_peak_only_grows():

@@ -157,3 +157,82 @@ def _sentence(
             "SIMD; on such CPUs int8 buys size, not speed"
         )
     return f"{head}{verdict}, {why}. Measure on the target device before deciding."
+
+
+# What each recipe's kernels do on a CPU: facts about LiteRT/XNNPACK, not about a machine.
+_HOW_IT_RUNS = {
+    "float16": "float16 weights are expanded to float32 when the model loads, so the math is "
+    "float32's",
+    "dynamic": "dynamic-range ops quantize their activations on the fly at every call",
+    "int16x8": "XNNPACK has no kernels for 16-bit activations",
+    "mixed": "the model mixes integer and float ops, with conversions between them",
+}
+
+
+def recipe_notes(rows: list[BenchmarkRow]) -> list[str]:
+    """One sentence per non-int8 quantized artifact and CPU backend: its speed vs float32.
+
+    int8 has :func:`int8_notes`; float16, dynamic, int16x8 and mixed artifacts are compared
+    here with the float32 artifact on the same backend, threads and batch. The sentence
+    states the measured ratio and, from the row's own ``delegated_ops`` detail, how many of
+    the model's ops the delegate (XNNPACK) ran: an int16x8 model that runs 37x slower shows
+    why, in its own numbers.
+
+    Args:
+        rows: Measured rows.
+
+    Returns:
+        Sentences for the report; empty when no such pair was measured.
+
+    Example:
+        >>> recipe_notes([])
+        []
+    """
+    measured = [r for r in rows if r.ok and r.latency is not None and r.size is not None]
+    floats = [r for r in measured if r.size.precision == "float32"]
+    pairs: dict[tuple[str, str, str, str], list[tuple[float, BenchmarkRow]]] = defaultdict(list)
+    for row in measured:
+        precision = row.size.precision
+        if precision not in _HOW_IT_RUNS or row.backend not in CPU_BACKENDS:
+            continue
+        peers = [
+            f
+            for f in floats
+            if (f.backend, f.threads, f.batch) == (row.backend, row.threads, row.batch)
+        ]
+        peers.sort(key=lambda f: f.size.macs != row.size.macs)
+        if peers:
+            key = (row.artifact, peers[0].artifact, row.backend, precision)
+            pairs[key].append((peers[0].latency.p50 / row.latency.p50, row))
+    return [_recipe_sentence(*key, measured_pairs) for key, measured_pairs in pairs.items()]
+
+
+def _recipe_sentence(
+    artifact: str,
+    fp32: str,
+    backend: str,
+    precision: str,
+    measured: list[tuple[float, BenchmarkRow]],
+) -> str:
+    ratios = [ratio for ratio, _ in measured]
+    median = float(np.median(ratios))
+    spread = f"{min(ratios):.2f}-{max(ratios):.2f}x" if len(ratios) > 1 else f"{median:.2f}x"
+    if median >= FASTER:
+        verdict = f"faster than float32 ({spread} of its speed)"
+    elif median < 1 / FASTER:
+        verdict = f"slower than float32 ({spread} of its speed; {1 / median:.1f}x the time)"
+    else:
+        verdict = f"as fast as float32 ({spread} of its speed)"
+    details = measured[0][1].details or {}
+    ops, delegated = details.get("ops"), details.get("delegated_ops")
+    coverage = (
+        f"; the delegate ran {delegated} of its {ops} ops, the rest ran on LiteRT's built-in "
+        "kernels"
+        if isinstance(ops, int) and isinstance(delegated, int) and delegated < ops
+        else ""
+    )
+    return (
+        f"{artifact} ({precision}) vs {fp32} on {backend}: {verdict}, over {len(ratios)} "
+        f"thread/batch setting{'s' if len(ratios) > 1 else ''}; {_HOW_IT_RUNS[precision]}"
+        f"{coverage}."
+    )

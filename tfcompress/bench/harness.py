@@ -183,7 +183,11 @@ def benchmark(
         metric=metric_name,
         samples=samples,
         reference=chosen,
-        notes=(*analysis.int8_notes(rows, environment), *_init_notes(prepared)),
+        notes=(
+            *analysis.int8_notes(rows, environment),
+            *analysis.recipe_notes(rows),
+            *_init_notes(prepared),
+        ),
     )
     return result.save(report_dir, overwrite=overwrite) if report_dir is not None else result
 
