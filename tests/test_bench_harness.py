@@ -113,7 +113,7 @@ def test_failing_rows_do_not_lose_the_others(files, test_data):
 
 def test_corrupt_artifact_is_an_error_before_anything_is_timed(files, test_data, monkeypatch):
     timed = []
-    monkeypatch.setattr("tfcompress.bench.harness.measure", lambda *a, **k: timed.append(a))
+    monkeypatch.setattr("tfcompress.bench.rows.measure", lambda *a, **k: timed.append(a))
     with pytest.raises(ModelLoadError, match="corrupt"):
         tfcompress.benchmark(
             {"good": files["float32"], "corrupt": files["corrupt"]}, data=test_data, **FAST
@@ -206,7 +206,7 @@ def test_keras_init_includes_loading_the_file(files, test_data, trained_cnn):
 
 def test_rss_growth_is_measured_around_each_rows_runner(files, monkeypatch):
     readings = iter([100.0, 130.0, 135.0])  # before the runner, after batch 1, after batch 2
-    monkeypatch.setattr("tfcompress.bench.harness.current_rss_mb", lambda: next(readings))
+    monkeypatch.setattr("tfcompress.bench.rows.current_rss_mb", lambda: next(readings))
     result = tfcompress.benchmark(files["int8"], batch_sizes=(1, 2), **FAST)
     assert [r.rss_growth_mb for r in result.rows] == [30.0, 35.0]
     assert all(r.process_peak_rss_mb > 0 for r in result.rows)

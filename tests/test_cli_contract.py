@@ -128,7 +128,7 @@ def test_real_process_prints_nothing_after_the_error_line(model_files, tmp_path)
 
 def test_unwritable_report_folder_fails_before_timing(model_files, capsys, monkeypatch):
     timed = []
-    monkeypatch.setattr("tfcompress.bench.harness.measure", lambda *a, **k: timed.append(a))
+    monkeypatch.setattr("tfcompress.bench.rows.measure", lambda *a, **k: timed.append(a))
     code = main(["benchmark", str(model_files["keras3"]), "--report", "/proc/tfc-reports"])
     assert code == 2 and timed == []
     line = _one_error_line(capsys.readouterr().err, "benchmark")

@@ -270,7 +270,7 @@ def test_benchmark_refuses_options_no_row_would_honour(
     files, monkeypatch, backends, options, message
 ):
     timed = []
-    monkeypatch.setattr("tfcompress.bench.harness.measure", lambda *a, **k: timed.append(a))
+    monkeypatch.setattr("tfcompress.bench.rows.measure", lambda *a, **k: timed.append(a))
     with pytest.raises(InvalidInputError, match=message):
         tfcompress.benchmark(files["int8"], backends=backends, backend_options=options, **FAST)
     assert timed == []
@@ -295,7 +295,7 @@ def test_report_folder_with_a_report_is_refused_before_timing(files, tmp_path, m
     assert first.report_files
     written = {p: p.read_bytes() for p in first.report_files}
     timed = []
-    monkeypatch.setattr("tfcompress.bench.harness.measure", lambda *a, **k: timed.append(a))
+    monkeypatch.setattr("tfcompress.bench.rows.measure", lambda *a, **k: timed.append(a))
     with pytest.raises(OutputExistsError, match=r"already holds benchmark\.json"):
         tfcompress.benchmark(files["int8"], report_dir=tmp_path, **FAST)
     assert timed == []  # refused before anything was timed

@@ -6,7 +6,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,43 +16,25 @@ from tqdm.auto import tqdm
 from tfcompress._compat.keras import flavour_of
 from tfcompress.bench import analysis
 from tfcompress.bench.environment import capture_environment
-from tfcompress.bench.memory import current_rss_mb, growth_mb, peak_rss_mb
 from tfcompress.bench.metrics import MetricLike, resolve_metric
 from tfcompress.bench.result import BenchmarkResult, BenchmarkRow
-from tfcompress.bench.size import SizeInfo, measure_size
-from tfcompress.bench.stats import measure
+from tfcompress.bench.rows import ROW_ERRORS, Artifact, Plan, backend_rows, row_status
+from tfcompress.bench.size import measure_size
 from tfcompress.data import DataLike, Dataset, load_data, validate_for_model
 from tfcompress.errors import (
-    BackendUnavailableError,
     InvalidDataError,
     InvalidInputError,
-    TFCompressError,
 )
 from tfcompress.models.loading import model_name, resolve_model
 from tfcompress.models.signature import input_spec
 from tfcompress.runtime import (
-    SettingUnavailableError,
     check_backend_options,
-    create_runner,
     list_backends,
 )
 from tfcompress.runtime.keras import pin_tensorflow_threads
 from tfcompress.runtime.routing import Route, may_run_on_keras, plan_routes
 
 logger = logging.getLogger(__name__)
-
-# What can fail inside one row without being a bug of tfcompress: our typed errors, and the
-# native runtimes' own (RuntimeError/ValueError from LiteRT and ORT, OSError, out of memory).
-ROW_ERRORS = (TFCompressError, RuntimeError, ValueError, OSError, MemoryError)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    backends: tuple[str, ...]
-    threads: tuple[int, ...]
-    batch_sizes: tuple[int, ...]
-    timing: dict[str, float]
-    options: dict[str, dict[str, Any]]
 
 
 def benchmark(
@@ -129,7 +111,7 @@ def benchmark(
         >>> print(result)  # doctest: +SKIP
     """
     plan = _plan(backends, threads, batch_sizes, runs, min_seconds, warmup_runs, warmup_seconds)
-    plan = _Plan(
+    plan = Plan(
         plan.backends,
         plan.threads,
         plan.batch_sizes,
@@ -200,7 +182,7 @@ def _plan(
     min_seconds: float,
     warmup_runs: int,
     warmup_seconds: float,
-) -> _Plan:
+) -> Plan:
     known = list_backends()
     if isinstance(backends, str):
         backends = [backends]
@@ -223,7 +205,7 @@ def _plan(
         "warmup_runs": warmup_runs,
         "warmup_seconds": warmup_seconds,
     }
-    return _Plan(
+    return Plan(
         tuple(dict.fromkeys(backends)),
         tuple(dict.fromkeys(int(v) for v in threads)),
         tuple(dict.fromkeys(int(v) for v in batch_sizes)),
@@ -259,7 +241,7 @@ def _label(item: Any) -> str:
     return model_name(item)
 
 
-def _check_options(plan: _Plan) -> None:
+def _check_options(plan: Plan) -> None:
     """Refuse, before anything is loaded, backend options that no row would honour."""
     for backend, options in plan.options.items():
         if backend not in plan.backends:
@@ -273,15 +255,6 @@ def _check_options(plan: _Plan) -> None:
                 "instead, which labels every row with the thread count it ran."
             )
         check_backend_options(backend, options)
-
-
-@dataclass(frozen=True)
-class _Artifact:
-    model: Any
-    size: SizeInfo
-    dataset: Dataset
-    load_ms: float | None  # share of init before the runner; None: unknown (loaded Keras)
-    converted: dict[str, Any] = field(default_factory=dict)  # into its rows' backend_details
 
 
 def _load(source: Any) -> tuple[Any, float | None]:
@@ -319,12 +292,12 @@ def _read_data(data: DataLike, model: Any) -> Dataset:
 
 def _prepare(
     name: str, source: Any, model: Any, load_ms: float | None, raw: Dataset | None
-) -> _Artifact:
+) -> Artifact:
     path = Path(source) if isinstance(source, str | os.PathLike) else None
-    return _Artifact(model, measure_size(model, path=path), _fit_data(raw, model, name), load_ms)
+    return Artifact(model, measure_size(model, path=path), _fit_data(raw, model, name), load_ms)
 
 
-def _init_notes(prepared: Mapping[str, _Artifact]) -> list[str]:
+def _init_notes(prepared: Mapping[str, Artifact]) -> list[str]:
     """Say why ``init_ms`` is empty for artifacts passed as loaded Keras models."""
     unknown = [name for name, artifact in prepared.items() if artifact.load_ms is None]
     if not unknown:
@@ -336,7 +309,7 @@ def _init_notes(prepared: Mapping[str, _Artifact]) -> list[str]:
 
 
 def _artifact_rows(
-    name: str, artifact: _Artifact, routes: Sequence[Route], plan: _Plan, score: Any
+    name: str, artifact: Artifact, routes: Sequence[Route], plan: Plan, score: Any
 ) -> tuple[list[BenchmarkRow], int]:
     rows: list[BenchmarkRow] = []
     samples = 0
@@ -351,16 +324,16 @@ def _artifact_rows(
             except ROW_ERRORS as error:
                 logger.debug("%s: %s failed: %s", name, route.convert, error)
                 rows.append(
-                    BenchmarkRow(name, route.backend, None, None, _status(error), artifact.size)
+                    BenchmarkRow(name, route.backend, None, None, row_status(error), artifact.size)
                 )
                 continue
-        backend_rows, counted = _backend_rows(name, runs, route.backend, plan, score)
-        rows.extend(backend_rows)
+        measured, counted = backend_rows(name, runs, route.backend, plan, score)
+        rows.extend(measured)
         samples = max(samples, counted)
     return rows, samples
 
 
-def _converted(name: str, artifact: _Artifact, conversion: str) -> _Artifact:
+def _converted(name: str, artifact: Artifact, conversion: str) -> Artifact:
     """The artifact's ONNX export, made once per artifact, to run on ``onnxruntime``.
 
     Its rows keep the artifact's name and size (the artifact the user gave) and say in
@@ -395,113 +368,3 @@ def _fit_data(raw: Dataset | None, model: Any, name: str) -> Dataset:
     rng = np.random.default_rng(0)
     sample_shape = tuple(int(d) for d in spec.sample_shape if d is not None)
     return Dataset(rng.random((8, *sample_shape), dtype=np.float32).astype(spec.dtype))
-
-
-def _backend_rows(
-    name: str,
-    artifact: _Artifact,
-    backend: str,
-    plan: _Plan,
-    score: Any,
-) -> tuple[list[BenchmarkRow], int]:
-    model, size, dataset = artifact.model, artifact.size, artifact.dataset
-    rows: list[BenchmarkRow] = []
-    accuracy: float | None = None
-    samples = 0
-    options = plan.options.get(backend, {})
-    for threads in plan.threads:
-        base = {"artifact": name, "backend": backend, "threads": threads, "size": size}
-        try:
-            rss_before = current_rss_mb()
-            start = time.perf_counter()
-            runner = create_runner(model, backend=backend, threads=threads, **options)
-            created_ms = (time.perf_counter() - start) * 1000.0
-            # The row's init is everything from the artifact as given to a ready runner.
-            load_ms = artifact.load_ms
-            init_ms = None if load_ms is None else load_ms + created_ms
-        except SettingUnavailableError as error:
-            # The backend runs here, not at this thread count (TensorFlow's pools are fixed
-            # per process): say so on this row and measure the other thread counts.
-            logger.info("%s on %s (%d threads): %s", name, backend, threads, error)
-            rows.append(BenchmarkRow(**base, batch=None, status=f"unavailable: {error}"))
-            continue
-        except BackendUnavailableError as error:
-            logger.info("%s on %s: %s", name, backend, error)
-            return [BenchmarkRow(name, backend, None, None, f"unavailable: {error}", size)], 0
-        except ROW_ERRORS as error:
-            logger.debug("%s on %s (%d threads): %s", name, backend, threads, error)
-            rows.append(BenchmarkRow(**base, batch=None, status=_status(error)))
-            continue
-        with runner:
-            if accuracy is None and dataset.has_labels:
-                try:
-                    accuracy, samples = _accuracy(runner, dataset, score, name), len(dataset)
-                except ROW_ERRORS as error:
-                    logger.debug("%s on %s: accuracy failed: %s", name, backend, error)
-                    rows.append(BenchmarkRow(**base, batch=None, status=_status(error)))
-                    return rows, 0
-            for batch in plan.batch_sizes:
-                row = _timed_row(runner, dataset, batch, base, init_ms, accuracy, plan)
-                if row.ok:  # this row's own memory: what the process gained since its runner
-                    row = replace(row, rss_growth_mb=growth_mb(rss_before, current_rss_mb()))
-                rows.append(row)
-    if artifact.converted:  # every row of a converted artifact says what actually ran
-        rows = [replace(r, details={**r.details, **artifact.converted}) for r in rows]
-    return rows, samples
-
-
-def _accuracy(runner: Any, dataset: Dataset, score: Any, name: str) -> float:
-    outputs = runner.predict(dataset.x)
-    classes = int(np.prod(outputs.shape[1:]))
-    if classes > 1 and int(dataset.y.max()) >= classes:
-        raise InvalidDataError(
-            f"labels go up to {int(dataset.y.max())} but {name!r} has {classes} outputs; check "
-            "that the data belongs to this model."
-        )
-    return float(score(dataset.y, outputs))
-
-
-def _timed_row(
-    runner: Any,
-    dataset: Dataset,
-    batch: int,
-    base: dict[str, Any],
-    init_ms: float | None,
-    accuracy: float | None,
-    plan: _Plan,
-) -> BenchmarkRow:
-    try:
-        x = _batch_of(dataset.x, batch)
-        call = runner.bind(x)
-        timing = measure(call, **plan.timing)
-        details = runner.details()
-    except ROW_ERRORS as error:
-        logger.debug("%s on %s (batch %d): %s", base["artifact"], base["backend"], batch, error)
-        return BenchmarkRow(**base, batch=batch, status=_status(error), init_ms=init_ms)
-    return BenchmarkRow(
-        **base,
-        batch=batch,
-        init_ms=init_ms,
-        first_inference_ms=timing.first_ms,
-        latency=timing.latency,
-        accuracy=accuracy,
-        process_peak_rss_mb=peak_rss_mb(),
-        details=details,
-    )
-
-
-def _batch_of(x: np.ndarray, batch: int) -> np.ndarray:
-    """The first ``batch`` samples, repeated when the data holds fewer."""
-    if len(x) >= batch:
-        return np.ascontiguousarray(x[:batch])
-    out = np.empty((batch, *x.shape[1:]), x.dtype)  # MemoryError at once when too large
-    for start in range(0, batch, len(x)):
-        out[start : start + len(x)] = x[: batch - start]
-    return out
-
-
-def _status(error: BaseException) -> str:
-    if isinstance(error, TFCompressError):
-        return f"error: {error}"
-    message = " ".join(str(error).split()) or "no message"
-    return f"error: {type(error).__name__}: {message}"
