@@ -335,13 +335,13 @@ def _marker_arguments(marker: pytest.Mark, nodeid: str) -> dict[str, Any]:
 
 
 def _report_path(config: pytest.Config) -> Path:
-    from tfcompress.errors import OutputExistsError
+    from tfcompress.errors import InvalidInputError
     from tfcompress.models.saving import check_output_path
 
     path = Path(config.invocation_params.dir, config.getoption("tfc_gate_report"))
     try:
         return check_output_path(path, overwrite=True)
-    except OutputExistsError as error:
+    except InvalidInputError as error:  # exists as a folder or special file, or unwritable
         raise pytest.UsageError(f"--tfc-gate-report: {error}") from error
 
 
