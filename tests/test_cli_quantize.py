@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+import tfcompress
 from tfcompress.cli import main
 from tfcompress.models import TFLiteModel, load_model
 from tfcompress.runtime import create_runner
@@ -69,10 +70,8 @@ def test_quantize_prints_a_table(capfd, tmp_path, model_files):
     assert lines[2].startswith("float32") and lines[3].startswith("float16")
 
 
-def test_max_drop_failure_exits_1(capfd, tmp_path, model_files):
-    calib = tmp_path / "bad_calib.npz"
-    with np.load(model_files["calib"]) as data:
-        np.savez(calib, x=data["x"] * 200.0)  # ranges 200x too wide: int8 loses the signal
+def _gate_run(capfd, tmp_path, model_files, calib, test, *options):
+    out = tmp_path / f"gate{len(list(tmp_path.iterdir()))}.tflite"
     code, stdout, stderr = run_cli(
         capfd,
         "quantize",
@@ -80,16 +79,74 @@ def test_max_drop_failure_exits_1(capfd, tmp_path, model_files):
         "--data",
         calib,
         "--eval",
-        model_files["test"],
+        test,
         "--out",
-        tmp_path / "bad.tflite",
-        "--max-drop",
-        "0.01",
+        out,
         "--json",
+        *options,
+    )
+    return code, json.loads(stdout), stderr, out
+
+
+@pytest.fixture
+def gate_inputs(tmp_path, model_files):
+    calib = tmp_path / "bad_calib.npz"
+    with np.load(model_files["calib"]) as data:
+        np.savez(calib, x=data["x"] * 200.0)  # ranges 200x too wide: int8 loses the signal
+    test = tmp_path / "small_test.npz"
+    with np.load(model_files["test"]) as data:  # few samples: a wide interval
+        np.savez(test, x=data["x"][:40], y=data["y"][:40])
+    return calib, test
+
+
+def test_max_drop_failure_exits_1_and_still_writes(capfd, tmp_path, model_files, gate_inputs):
+    code, report, stderr, out = _gate_run(
+        capfd, tmp_path, model_files, *gate_inputs, "--max-drop", "0.01"
     )
     assert code == 1
-    assert json.loads(stdout)["passed"] is False
-    assert "more than --max-drop" in stderr
+    assert report["passed"] is False and report["mode"] == "strict"  # gate's default
+    gate = report["gate"]
+    assert gate["passed"] is False and gate["mode"] == "strict" and gate["max_drop"] == 0.01
+    assert gate["ci_low"] <= gate["drop"] <= gate["ci_high"]
+    assert gate["interval"] == "mcnemar" and gate["samples"] == 40
+    assert gate["drop"] == pytest.approx(report["accuracy_drop"], abs=1e-6)
+    assert "accuracy gate FAILED (strict)" in stderr and f"{out} was still written" in stderr
+    assert out.stat().st_size == report["size_bytes"]
+
+
+def test_max_drop_modes_are_the_gates(capfd, tmp_path, model_files, gate_inputs):
+    _, strict, _, out = _gate_run(capfd, tmp_path, model_files, *gate_inputs, "--max-drop", "0")
+    drop, ci_low = strict["gate"]["drop"], strict["gate"]["ci_low"]
+    assert ci_low < drop  # 40 samples leave room between the bound and the estimate
+    between = f"{(ci_low + drop) / 2:.6f}"
+    code, tolerant, _, _ = _gate_run(
+        capfd, tmp_path, model_files, *gate_inputs, "--max-drop", between, "--mode", "tolerant"
+    )
+    assert code == 0 and tolerant["passed"] is True and tolerant["gate"]["mode"] == "tolerant"
+    code, proven, _, _ = _gate_run(
+        capfd, tmp_path, model_files, *gate_inputs, "--max-drop", between, "--mode", "proven"
+    )
+    assert code == 1 and proven["passed"] is False
+    # the same verdict as `tfcompress gate` / assert_accuracy_drop on the same two files
+    from tfcompress.testing.gates import check_accuracy_drop
+
+    reference = tfcompress.quantize(
+        load_model(model_files["keras3"]), recipe="float32"
+    ).reference_content
+    verdict = check_accuracy_drop(
+        reference, out, gate_inputs[1], max_drop=float(between), mode="tolerant"
+    )
+    assert verdict.passed is True
+    assert (verdict.drop, verdict.ci_low, verdict.ci_high) == pytest.approx(
+        (tolerant["gate"]["drop"], tolerant["gate"]["ci_low"], tolerant["gate"]["ci_high"])
+    )
+
+
+def test_gate_modes_match_the_gate_settings():
+    from tfcompress.cli.quantize import GATE_MODES
+    from tfcompress.testing import settings
+
+    assert GATE_MODES == settings.GATE_MODES
 
 
 def test_inspect_tflite_and_keras(capfd, tmp_path, model_files, int8_result):
@@ -131,6 +188,12 @@ def _bad_inputs(tmp_path, model_files, int8_result):
         "missing data file": (["quantize", model, "--data", tmp_path / "x.npz"], "no such data"),
         "unknown recipe": (["quantize", model, "--recipe", "int4"], "invalid choice: 'int4'"),
         "bad --samples": (["quantize", model, "--samples", "0"], "must be at least 1"),
+        "percent --max-drop": (["quantize", model, "--max-drop", "5"], "did you mean 0.05"),
+        "--max-drop without --eval": (["quantize", model, "--max-drop", "0.01"], "needs --eval"),
+        "--mode without --max-drop": (
+            ["quantize", model, "--recipe", "dynamic", "--mode", "tolerant"],
+            "pass --max-drop too",
+        ),
     }
 
 
@@ -149,6 +212,9 @@ def _bad_inputs(tmp_path, model_files, int8_result):
         "missing data file",
         "unknown recipe",
         "bad --samples",
+        "percent --max-drop",
+        "--max-drop without --eval",
+        "--mode without --max-drop",
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_output(

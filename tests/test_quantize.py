@@ -55,6 +55,7 @@ def test_int8_artifact_is_full_integer(int8_result):
     assert info.op_histogram.get("QUANTIZE") == 1  # float input quantized once
     assert info.op_histogram.get("DEQUANTIZE") == 1  # and the output dequantized once
     assert int8_result.calibration_samples == 200
+    assert int8_result.float_ops == ()  # no op stayed float
 
 
 def test_tf_keras_model_quantizes(trained_tf_keras_cnn, mnist_split):
@@ -107,7 +108,7 @@ def test_recipe_round_trips_through_json():
     [
         ({"recipe": "int4"}, "unknown recipe 'int4'; choose one of dynamic, float16, int8"),
         ({"recipe": "float16", "input_type": "int8"}, "does not support input_type='int8'"),
-        ({"recipe": "int8", "calibration_samples": 0}, "positive integer"),
+        ({"recipe": "int8", "calibration_samples": 0}, "calibration_samples must be at least 1"),
         ({"recipe": "int8"}, "pass representative_data"),
     ],
 )
@@ -140,3 +141,77 @@ def test_save_is_atomic_and_refuses_overwrite(tmp_path, int8_result):
     assert path.read_bytes() == int8_result.model_content
     with pytest.raises(tfcompress.OutputExistsError):
         int8_result.save(path)
+
+
+def _bare_conversions(model, x):
+    """What quantize must equal: TF's converter on one export, float32 then int8."""
+    import tempfile
+
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory() as export_dir:
+        model.export(export_dir, format="tf_saved_model", verbose=False)
+        reference = tf.lite.TFLiteConverter.from_saved_model(export_dir).convert()
+        converter = tf.lite.TFLiteConverter.from_saved_model(export_dir)
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.representative_dataset = lambda: ([sample[np.newaxis]] for sample in x)
+        return reference, converter.convert()
+
+
+def test_quantize_traces_once_and_matches_the_bare_converter(trained_cnn, mnist_split, monkeypatch):
+    x = mnist_split.train.x[:32]  # exactly calibration_samples: no random subset
+    reference, quantized = _bare_conversions(trained_cnn, x)
+    exports = []
+    original = type(trained_cnn).export
+
+    def counting_export(self, *args, **kwargs):
+        exports.append(args)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(trained_cnn), "export", counting_export)
+    result = tfcompress.quantize(
+        trained_cnn, recipe="int8", representative_data=x, calibration_samples=32
+    )
+    assert len(exports) == 1  # one trace serves the float32 reference and the int8 file
+    assert result.reference_content == reference
+    assert result.model_content == quantized
+    assert result.conversion_seconds > 0
+
+
+def test_tf_keras_model_is_saved_once(trained_tf_keras_cnn, mnist_split, monkeypatch):
+    import tensorflow as tf
+
+    saves = []
+    original = tf.saved_model.save
+
+    def counting_save(*args, **kwargs):
+        saves.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(tf.saved_model, "save", counting_save)
+    result = tfcompress.quantize(
+        trained_tf_keras_cnn, recipe="dynamic", representative_data=mnist_split.train
+    )
+    assert len(saves) == 1
+    assert result.size_ratio <= 0.35
+
+
+def test_float32_recipe_is_the_reference_converted_once(trained_cnn):
+    result = tfcompress.quantize(trained_cnn, recipe="float32")
+    assert result.model_content == result.reference_content
+    assert result.float_ops is None  # activations are float anyway: nothing to report
+
+
+def test_convert_all_never_reuses_a_configured_converter(trained_cnn):
+    import tensorflow as tf
+
+    from tfcompress.quantization.converter import convert, convert_all
+
+    def dynamic(converter):
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+
+    quantized, plain = convert_all(trained_cnn, [dynamic, None])
+    float32 = convert(trained_cnn, lambda converter: None)
+    assert plain.content == float32.content  # the dynamic setting did not leak into it
+    assert len(quantized.content) < 0.35 * len(plain.content)

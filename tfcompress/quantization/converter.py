@@ -1,13 +1,22 @@
-"""The one path from an in-memory model to ``.tflite`` bytes, used by PTQ, QAT and pruning."""
+"""The one path from an in-memory model to ``.tflite`` bytes, used by PTQ, QAT and pruning.
+
+Most of a conversion is tracing the model and the graph work around it, not calibration. So a
+model is traced once, into a temporary SavedModel, and every output asked of it (the float32
+reference and the quantized file of :func:`~tfcompress.quantize`) is converted from that one
+export. A converter that another conversion configured is never reused, so no setting of one
+output can leak into the next; one that converted with its defaults (the float32 reference)
+is still in its defaults and serves the next output, which saves loading the SavedModel again.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,46 +27,35 @@ from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name, sa
 
 logger = logging.getLogger(__name__)
 
+Configure = Callable[[Any], None]  # sets optimizations, representative data... on a converter
+# None instead of a Configure: the converter's defaults, i.e. the float32 conversion
+
+# What the TF 2.21 quantizer says about an op it has no integer kernel for, e.g.
+# "Quantization to 16x8-bit not yet supported for op: 'NEG'."
+_NO_KERNEL = re.compile(
+    r"Quantization (?:to (?P<bits>\S+) )?not yet supported for op: '(?P<op>[A-Za-z0-9_]+)'"
+)
+# ... and when an integer input/output was asked of a model whose first/last op stayed float:
+# "Unsupported input type INT16 for input tensor 0 of type FLOAT32."
+_FLOAT_IO = re.compile(
+    r"Unsupported (?P<kind>input|output) type (?P<dtype>\w+) for (?:input|output) tensor"
+)
+
 
 @dataclass(frozen=True)
 class Conversion:
-    """Bytes out of the converter, with how long it took and what it warned about."""
+    """Bytes out of the converter, with how long it took and what it warned about.
+
+    ``seconds`` and ``warnings`` include the model's one trace, which every output of a
+    :func:`convert_all` call needed.
+    """
 
     content: bytes
     seconds: float
     warnings: tuple[str, ...]
 
 
-@contextlib.contextmanager
-def converter_for(model: Any) -> Iterator[Any]:
-    """Yield a ``tf.lite.TFLiteConverter`` for a Keras model or SavedModel.
-
-    Keras 3 models are exported to a temporary SavedModel first (what
-    ``from_keras_model`` does internally, minus its print to stdout).
-
-    Raises:
-        UnsupportedModelError: ``model`` is already a ``.tflite``.
-        ModelLoadError: TensorFlow cannot read the SavedModel (truncated or corrupt).
-    """
-    tf = tensorflow()
-    if isinstance(model, TFLiteModel):
-        raise UnsupportedModelError(
-            f"{model.name} is already a .tflite; quantize the original Keras model or SavedModel."
-        )
-    if isinstance(model, SavedModelDir):
-        with saved_model_errors(model.path):  # not around the yield: the caller's errors pass
-            converter = tf.lite.TFLiteConverter.from_saved_model(str(model.path))
-        yield converter
-        return
-    if flavour_of(model) is KerasFlavour.TF_KERAS:
-        yield tf.lite.TFLiteConverter.from_keras_model(model)
-        return
-    with tempfile.TemporaryDirectory(prefix="tfcompress-export-") as export_dir:
-        model.export(export_dir, format="tf_saved_model", verbose=False)
-        yield tf.lite.TFLiteConverter.from_saved_model(export_dir)
-
-
-def convert(model: Any, configure: Callable[[Any], None]) -> Conversion:
+def convert(model: Any, configure: Configure) -> Conversion:
     """Convert ``model`` to ``.tflite`` after ``configure(converter)`` sets the options.
 
     Args:
@@ -68,22 +66,147 @@ def convert(model: Any, configure: Callable[[Any], None]) -> Conversion:
         The flatbuffer, the wall time and the converter's warnings.
 
     Raises:
+        UnsupportedModelError: ``model`` is already a ``.tflite``.
+        ModelLoadError: TensorFlow cannot read the SavedModel.
         ConversionError: The converter rejected the model.
 
     Example:
         >>> conversion = convert(model, lambda converter: None)  # doctest: +SKIP
     """
-    start = time.perf_counter()
-    with _capture_warnings() as captured, converter_for(model) as converter:
-        configure(converter)
-        try:
-            content = converter.convert()
-        except Exception as error:  # the converter raises ConverterError, RuntimeError...
-            raise ConversionError(
-                f"the TFLite converter rejected {model_name(model)!r}: {_first_error(error)}; "
-                "check the model's ops are TFLite built-ins (see docs/quantization.md)."
-            ) from error
-    return Conversion(bytes(content), time.perf_counter() - start, tuple(captured))
+    return convert_all(model, [configure])[0]
+
+
+def convert_all(model: Any, configures: Sequence[Configure | None]) -> tuple[Conversion, ...]:
+    """Convert ``model`` once per entry of ``configures``, tracing the model only once.
+
+    Args:
+        model: A Keras model (either flavour) or a :class:`SavedModelDir`.
+        configures: One ``configure(converter)`` per output, or None for the converter's
+            defaults (float32). Every ``configure`` gets a converter no other ``configure``
+            touched.
+
+    Returns:
+        One conversion per entry, in order. Each one's ``seconds`` is the trace plus its own
+        conversion, and its ``warnings`` are the trace's followed by its own.
+
+    Raises:
+        UnsupportedModelError: ``model`` is already a ``.tflite``.
+        ModelLoadError: TensorFlow cannot read the SavedModel.
+        ConversionError: The converter rejected the model.
+
+    Example:
+        >>> reference, quantized = convert_all(model, [None, configure_int8])  # doctest: +SKIP
+    """
+    conversions: list[Conversion] = []
+    with _capture_warnings() as captured:
+        start = time.perf_counter()
+        with _traced(model) as new_converter:
+            trace_seconds = time.perf_counter() - start
+            trace_warnings = captured.take()
+            converter: Any = None
+            for configure in configures:
+                start = time.perf_counter()
+                if converter is None:
+                    converter = new_converter()
+                if configure is not None:
+                    configure(converter)
+                content = _run(converter, model)
+                if configure is not None:  # its settings must not reach the next output
+                    converter = None
+                conversions.append(
+                    Conversion(
+                        bytes(content),
+                        trace_seconds + time.perf_counter() - start,
+                        trace_warnings + captured.take(),
+                    )
+                )
+    return tuple(conversions)
+
+
+@contextlib.contextmanager
+def _traced(model: Any) -> Iterator[Callable[[], Any]]:
+    """Trace ``model`` once; yield a factory of fresh converters over that one trace.
+
+    Keras 3 models are exported with ``model.export`` and tf-keras models saved with
+    ``tf.saved_model.save``: what ``from_keras_model`` does internally for each flavour, done
+    once instead of once per conversion.
+    """
+    tf = tensorflow()
+    if isinstance(model, TFLiteModel):
+        raise UnsupportedModelError(
+            f"{model.name} is already a .tflite; quantize the original Keras model or SavedModel."
+        )
+    if isinstance(model, SavedModelDir):
+        yield lambda: _from_saved_model(str(model.path), model)
+        return
+    with tempfile.TemporaryDirectory(prefix="tfcompress-export-") as export_dir:
+        if flavour_of(model) is KerasFlavour.TF_KERAS:
+            if not _save_tf_keras(model, export_dir, tf):
+                yield lambda: tf.lite.TFLiteConverter.from_keras_model(model)
+                return
+        else:
+            model.export(export_dir, format="tf_saved_model", verbose=False)
+        yield lambda: _from_saved_model(export_dir, None)
+
+
+def _from_saved_model(path: str, source: SavedModelDir | None) -> Any:
+    tf = tensorflow()
+    if source is None:  # our own fresh export: its errors are conversion errors
+        return tf.lite.TFLiteConverter.from_saved_model(path)
+    with saved_model_errors(source.path):  # not around the conversion: its errors pass
+        return tf.lite.TFLiteConverter.from_saved_model(path)
+
+
+def _save_tf_keras(model: Any, export_dir: str, tf: Any) -> bool:
+    """Save a tf-keras model the way ``from_keras_model`` does; False when it cannot be saved.
+
+    ``from_keras_model`` itself falls back to freezing the model's call when saving fails
+    (some subclassed models); returning False keeps that path for such models.
+    """
+    options = tf.saved_model.SaveOptions(save_debug_info=True)
+    try:
+        tf.saved_model.save(model, export_dir, options=options)
+    # The converter catches everything here too; the reason is logged, and the conversion
+    # still runs (through from_keras_model), so nothing the user asked for is lost.
+    except Exception as error:
+        logger.info(
+            "tf.saved_model.save failed for %s (%s); converting with from_keras_model",
+            model_name(model),
+            _first_error(error),
+        )
+        return False
+    return True
+
+
+def _run(converter: Any, model: Any) -> bytes:
+    try:
+        return bytes(converter.convert())
+    except Exception as error:  # the converter raises ConverterError, RuntimeError...
+        raise ConversionError(_explain(error, model_name(model))) from error
+
+
+def _explain(error: Exception, name: str) -> str:
+    """One line: the op without an integer kernel and the fix, or the converter's error."""
+    found = _NO_KERNEL.search(str(error))
+    if found:
+        kernel = f"{found['bits']} " if found["bits"] else "integer "
+        return (
+            f"the TFLite converter has no {kernel}kernel for op {found['op']} in {name!r}; "
+            "pass --float-fallback (float_fallback=True) to keep it in float (the result lists "
+            "the ops that stayed float), or replace the layer that makes it."
+        )
+    io = _FLOAT_IO.search(str(error))
+    if io:
+        kind, dtype = io["kind"], io["dtype"].lower()
+        return (
+            f"the TFLite converter cannot give {name!r} an {dtype} {kind}: the op next to it has "
+            f"no integer kernel and stays float; use --{kind}-type float32 "
+            f"({kind}_type='float32')."
+        )
+    return (
+        f"the TFLite converter rejected {name!r}: {_first_error(error)}; check the model's "
+        "ops are TFLite built-ins (see docs/quantization.md)."
+    )
 
 
 def _first_error(error: Exception) -> str:
@@ -94,24 +217,37 @@ def _first_error(error: Exception) -> str:
     return lines[0] if lines else type(error).__name__
 
 
+class _Captured:
+    """Warnings collected so far, taken (and cleared) one conversion at a time."""
+
+    def __init__(self, caught: list[warnings.WarningMessage]) -> None:
+        self.logged: list[str] = []
+        self.caught = caught
+
+    def take(self) -> tuple[str, ...]:
+        messages = (*self.logged, *(str(w.message).strip() for w in self.caught))
+        self.logged.clear()
+        self.caught.clear()
+        return messages
+
+
 @contextlib.contextmanager
-def _capture_warnings() -> Iterator[list[str]]:
+def _capture_warnings() -> Iterator[_Captured]:
     """Collect Python warnings and TensorFlow/absl WARNING logs emitted during conversion."""
-    captured: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        captured = _Captured(caught)
 
-    class _Collector(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            captured.append(record.getMessage().strip())
+        class _Collector(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                captured.logged.append(record.getMessage().strip())
 
-    collector = _Collector(level=logging.WARNING)
-    loggers = [logging.getLogger(name) for name in ("tensorflow", "absl")]
-    for lg in loggers:
-        lg.addHandler(collector)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            yield captured
-        captured.extend(str(w.message).strip() for w in caught)
-    finally:
+        collector = _Collector(level=logging.WARNING)
+        loggers = [logging.getLogger(name) for name in ("tensorflow", "absl")]
         for lg in loggers:
-            lg.removeHandler(collector)
+            lg.addHandler(collector)
+        try:
+            yield captured
+        finally:
+            for lg in loggers:
+                lg.removeHandler(collector)

@@ -19,7 +19,8 @@ from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.saving import PathLike, write_bytes_atomic
 from tfcompress.models.signature import input_spec
-from tfcompress.quantization.converter import convert
+from tfcompress.quantization.converter import Configure, convert_all
+from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
 from tfcompress.quantization.recipes import Recipe
 
 logger = logging.getLogger(__name__)
@@ -34,9 +35,19 @@ class QuantizationResult:
         model_content: The quantized flatbuffer.
         reference_content: The float32 ``.tflite`` of the same model, for comparison.
         source: Name of the model that was quantized.
-        conversion_seconds: Wall time of the quantized conversion (with calibration).
+        conversion_seconds: Wall time of the quantized conversion: the model's trace (shared
+            with the reference) plus its conversion and calibration.
         calibration_samples: Samples actually used for calibration (0 when none needed).
         warnings: Warnings the converter emitted.
+        float_ops: For ``int8``/``int16x8``: the ops that stayed float, one name per operator
+            in graph order (empty unless ``recipe.float_fallback``); None for the recipes whose
+            activations are float anyway. See :mod:`tfcompress.quantization.float_ops`.
+
+    Example:
+        >>> result = tfcompress.quantize(model, recipe="int16x8", representative_data=x,
+        ...     float_fallback=True)  # doctest: +SKIP
+        >>> result.float_ops  # doctest: +SKIP
+        ('NEG',)
     """
 
     recipe: Recipe
@@ -46,6 +57,7 @@ class QuantizationResult:
     conversion_seconds: float
     calibration_samples: int
     warnings: tuple[str, ...] = ()
+    float_ops: tuple[str, ...] | None = None
 
     @property
     def model(self) -> TFLiteModel:
@@ -89,14 +101,20 @@ class QuantizationResult:
             "conversion_seconds": round(self.conversion_seconds, 3),
             "calibration_samples": self.calibration_samples,
             "warnings": list(self.warnings),
+            "float_ops": None if self.float_ops is None else list(self.float_ops),
         }
 
     def __str__(self) -> str:
-        return (
+        text = (
             f"{self.source} [{self.recipe.name}]: {self.size_bytes:,} bytes "
             f"({self.size_ratio:.1%} of float32 {self.reference_size_bytes:,}) "
             f"in {self.conversion_seconds:.1f}s"
         )
+        if self.float_ops:
+            text += (
+                f"; {len(self.float_ops)} op(s) stayed float: {describe_float_ops(self.float_ops)}"
+            )
+        return text
 
 
 def quantize(
@@ -108,6 +126,7 @@ def quantize(
     output_type: str | None = None,
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
+    float_fallback: bool | None = None,
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
@@ -123,6 +142,8 @@ def quantize(
         output_type: Overrides the recipe's output dtype; defaults to ``input_type``.
         per_channel: Overrides per-channel weight quantization.
         calibration_samples: Overrides how many samples calibrate (a seeded random subset).
+        float_fallback: ``int8``/``int16x8``: keep ops without an integer kernel in float
+            (listed in ``result.float_ops``) instead of raising :class:`ConversionError`.
         seed: Seed of the calibration subset.
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
         progress: Show a progress bar during calibration.
@@ -135,7 +156,9 @@ def quantize(
             ``calibration_samples`` below 1.
         InvalidArgumentTypeError: ``model`` (or ``calibration_samples``) of the wrong type.
         InvalidDataError: Calibration data does not fit the model.
-        ConversionError: The converter rejected the model.
+        ConversionError: The converter rejected the model, or an ``int8``/``int16x8`` model
+            has ops without an integer kernel and ``float_fallback`` is off (the message
+            names them), or an integer input/output type could not be kept.
 
     Example:
         >>> result = tfcompress.quantize(model, recipe="int8", representative_data=x_train)
@@ -149,10 +172,10 @@ def quantize(
         output_type=output_type or input_type,
         per_channel=per_channel,
         calibration_samples=calibration_samples,
+        float_fallback=float_fallback,
     )
     calibration = _calibration_set(loaded, chosen, representative_data, seed)
     tf = tensorflow()
-    reference = convert(loaded, lambda converter: None)
 
     def configure(converter: Any) -> None:
         chosen.spec.configure(converter, chosen, tf)
@@ -161,7 +184,23 @@ def quantize(
         if calibration is not None:
             converter.representative_dataset = lambda: _representative(calibration, progress)
 
-    quantized = convert(loaded, configure)
+    # One trace for both outputs (None: the float32 defaults); float32 asks for the reference
+    # itself, converted once.
+    configures: list[Configure | None] = [None]
+    if chosen.name != "float32":
+        configures.append(configure)
+    conversions = convert_all(loaded, configures)
+    reference, quantized = conversions[0], conversions[-1]
+    float_ops = None
+    if chosen.spec.float_fallback:  # integer activations: check what the file really holds
+        float_ops = check_integer_model(
+            quantized.content,
+            recipe=chosen.name,
+            input_type=chosen.input_type,
+            output_type=chosen.output_type,
+            float_fallback=chosen.float_fallback,
+            source=model_name(loaded),
+        )
     logger.info("quantized %s with %s in %.1fs", model_name(loaded), chosen.name, quantized.seconds)
     return QuantizationResult(
         recipe=chosen,
@@ -171,6 +210,7 @@ def quantize(
         conversion_seconds=quantized.seconds,
         calibration_samples=0 if calibration is None else len(calibration),
         warnings=quantized.warnings,
+        float_ops=float_ops,
     )
 
 

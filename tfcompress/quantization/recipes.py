@@ -24,18 +24,42 @@ class RecipeSpec:
     needs_calibration: bool
     io_types: tuple[str, ...]
     configure: Configure
+    float_fallback: bool = False  # may keep ops without an integer kernel in float
 
 
 _RECIPES: dict[str, RecipeSpec] = {}
 
 
 def register_recipe(
-    name: str, *, summary: str, needs_calibration: bool, io_types: tuple[str, ...]
+    name: str,
+    *,
+    summary: str,
+    needs_calibration: bool,
+    io_types: tuple[str, ...],
+    float_fallback: bool = False,
 ) -> Callable[[Configure], Configure]:
-    """Register the converter settings of recipe ``name``."""
+    """Register the converter settings of recipe ``name``.
+
+    Args:
+        name: The recipe's name.
+        summary: One line for listings.
+        needs_calibration: The recipe calibrates activation ranges on representative data.
+        io_types: dtypes the model's input and output may take.
+        float_fallback: The recipe quantizes activations to integers and may keep ops that
+            have no integer kernel in float (``Recipe(..., float_fallback=True)``).
+
+    Returns:
+        A decorator registering ``configure(converter, recipe, tf)``.
+
+    Example:
+        >>> @register_recipe("mine", summary="...", needs_calibration=False, io_types=("float32",))
+        ... def _mine(converter, recipe, tf): ...  # doctest: +SKIP
+    """
 
     def decorate(configure: Configure) -> Configure:
-        _RECIPES[name] = RecipeSpec(name, summary, needs_calibration, io_types, configure)
+        _RECIPES[name] = RecipeSpec(
+            name, summary, needs_calibration, io_types, configure, float_fallback
+        )
         return configure
 
     return decorate
@@ -70,6 +94,9 @@ class Recipe:
         output_type: dtype of the model output (same choices as ``input_type``).
         per_channel: Per-channel weight scales (more accurate); False for per-tensor.
         calibration_samples: Representative samples used to calibrate activation ranges.
+        float_fallback: ``int8``/``int16x8`` only: keep ops that have no integer kernel in
+            float (between DEQUANTIZE and QUANTIZE) instead of refusing the model; the result
+            lists them as ``float_ops``.
 
     Example:
         >>> Recipe.from_json(Recipe("int8", input_type="uint8").to_json()).input_type
@@ -81,6 +108,7 @@ class Recipe:
     output_type: str = "float32"
     per_channel: bool = True
     calibration_samples: int = 200
+    float_fallback: bool = False
 
     def __post_init__(self) -> None:
         spec = recipe_spec(self.name)
@@ -94,6 +122,16 @@ class Recipe:
         if not isinstance(self.calibration_samples, int) or self.calibration_samples < 1:
             raise InvalidInputError(
                 f"calibration_samples must be a positive integer, got {self.calibration_samples!r}."
+            )
+        if not isinstance(self.float_fallback, bool):
+            raise InvalidInputError(
+                f"float_fallback must be True or False, got {self.float_fallback!r}."
+            )
+        if self.float_fallback and not spec.float_fallback:
+            allowed = ", ".join(n for n, s in _RECIPES.items() if s.float_fallback)
+            raise InvalidInputError(
+                f"recipe {self.name!r} has no integer activations to fall back from; "
+                f"float_fallback applies to {allowed}."
             )
 
     @property
@@ -165,15 +203,25 @@ def _float16(converter: Any, recipe: Recipe, tf: Any) -> None:
     converter.target_spec.supported_types = [tf.float16]
 
 
+def _with_fallback(ops: list[Any], recipe: Recipe, tf: Any) -> list[Any]:
+    # TFLITE_BUILTINS next to the integer set is the converter's documented "allow float"
+    # switch (QuantizationMode.is_allow_float): ops without an integer kernel stay float
+    # between DEQUANTIZE and QUANTIZE instead of failing the conversion.
+    return [*ops, tf.lite.OpsSet.TFLITE_BUILTINS] if recipe.float_fallback else ops
+
+
 @register_recipe(
     "int8",
     summary="full integer: int8 weights and activations",
     needs_calibration=True,
     io_types=("float32", "int8", "uint8"),
+    float_fallback=True,
 )
 def _int8(converter: Any, recipe: Recipe, tf: Any) -> None:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.target_spec.supported_ops = _with_fallback(
+        [tf.lite.OpsSet.TFLITE_BUILTINS_INT8], recipe, tf
+    )
     converter.inference_input_type = getattr(tf, recipe.input_type)
     converter.inference_output_type = getattr(tf, recipe.output_type)
 
@@ -183,11 +231,12 @@ def _int8(converter: Any, recipe: Recipe, tf: Any) -> None:
     summary="int16 activations, int8 weights",
     needs_calibration=True,
     io_types=("float32", "int16"),
+    float_fallback=True,
 )
 def _int16x8(converter: Any, recipe: Recipe, tf: Any) -> None:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.target_spec.supported_ops = [
-        tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
-    ]
+    converter.target_spec.supported_ops = _with_fallback(
+        [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8], recipe, tf
+    )
     converter.inference_input_type = getattr(tf, recipe.input_type)
     converter.inference_output_type = getattr(tf, recipe.output_type)

@@ -1,0 +1,138 @@
+"""Which ops of an integer-quantized ``.tflite`` still compute in float, read from the file.
+
+The converter keeps an op that has no integer kernel in float by wrapping it in
+DEQUANTIZE ... QUANTIZE. This module reads the produced flatbuffer (through the one reader,
+:func:`tfcompress.models.tflite_file.read_tflite`) and names those ops, so a result can say
+exactly what stayed float, and a recipe without ``float_fallback`` can refuse the model.
+
+An operator *stayed float* when all of these hold:
+
+- it is not ``QUANTIZE`` or ``DEQUANTIZE`` (those are the boundary, not the work);
+- one of its outputs is a floating-point tensor (float16, float32, float64, bfloat16), or one
+  of its inputs that is not a constant is, and the op reads values rather than only the shape
+  (``SHAPE`` and ``RANK`` of a float input are not float computation);
+
+in any subgraph (control-flow bodies included), in graph order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+
+from tfcompress.errors import ConversionError
+from tfcompress.models.tflite_file import Subgraph, TFLiteFile, read_tflite
+
+__all__ = ["FLOAT_DTYPES", "check_integer_model", "describe_float_ops", "find_float_ops"]
+
+FLOAT_DTYPES = frozenset({"float16", "float32", "float64", "bfloat16"})
+_BOUNDARY = frozenset({"QUANTIZE", "DEQUANTIZE"})
+_SHAPE_ONLY = frozenset({"SHAPE", "RANK"})  # read the shape of a float tensor, not its values
+
+
+def find_float_ops(model: TFLiteFile | bytes) -> tuple[str, ...]:
+    """Opcode names of the operators that compute in float, one entry per operator.
+
+    Args:
+        model: A parsed ``.tflite`` or its bytes.
+
+    Returns:
+        Names in graph order (subgraph by subgraph); ``("NEG", "NEG")`` means two NEG ops.
+
+    Raises:
+        ModelLoadError: ``model`` is bytes that are not a readable ``.tflite``.
+
+    Example:
+        >>> find_float_ops(result.model_content)  # doctest: +SKIP
+        ('NEG',)
+    """
+    parsed = model if isinstance(model, TFLiteFile) else read_tflite(model)
+    return tuple(op for graph in parsed.subgraphs for op in _float_ops_of(parsed, graph))
+
+
+def _float_ops_of(model: TFLiteFile, graph: Subgraph) -> Iterator[str]:
+    tensors = graph.tensors
+
+    def is_float(index: int) -> bool:  # -1 marks an omitted optional input
+        return 0 <= index < len(tensors) and tensors[index].dtype in FLOAT_DTYPES
+
+    for op in graph.operators:
+        if op.opcode in _BOUNDARY:
+            continue
+        float_out = any(is_float(i) for i in op.outputs)
+        float_in = op.opcode not in _SHAPE_ONLY and any(
+            is_float(i) and not model.is_constant(tensors[i]) for i in op.inputs
+        )
+        if float_out or float_in:
+            yield op.opcode
+
+
+def describe_float_ops(ops: Sequence[str]) -> str:
+    """``"NEG x2, PRELU"``: each name once, with its count when above one.
+
+    Example:
+        >>> describe_float_ops(["NEG", "PRELU", "NEG"])
+        'NEG x2, PRELU'
+    """
+    counts = Counter(ops)
+    return ", ".join(name if n == 1 else f"{name} x{n}" for name, n in counts.items())
+
+
+def check_integer_model(
+    content: bytes,
+    *,
+    recipe: str,
+    input_type: str,
+    output_type: str,
+    float_fallback: bool,
+    source: str,
+) -> tuple[str, ...]:
+    """Check a converted integer model keeps its promises; return the ops that stayed float.
+
+    The converter of TF 2.21 leaves some ops float even without ``TFLITE_BUILTINS`` in the
+    supported ops (``int8`` with NEG, SIN, ... has no error), and it silently keeps a float
+    input or output when the first or last op stayed float: both are checked here.
+
+    Args:
+        content: The converted flatbuffer.
+        recipe: Recipe name, for messages.
+        input_type: The input dtype the recipe asked for.
+        output_type: The output dtype the recipe asked for.
+        float_fallback: Whether float ops are allowed.
+        source: Model name, for messages.
+
+    Returns:
+        The ops that stayed float (see :func:`find_float_ops`).
+
+    Raises:
+        ConversionError: Float ops without ``float_fallback``, or an input/output whose dtype
+            is not the one asked for.
+
+    Example:
+        >>> check_integer_model(content, recipe="int8", input_type="float32",
+        ...     output_type="float32", float_fallback=True, source="m")  # doctest: +SKIP
+        ('NEG',)
+    """
+    parsed = read_tflite(content, source=source)
+    ops = find_float_ops(parsed)
+    if ops and not float_fallback:
+        raise ConversionError(
+            f"{recipe} left {len(ops)} op(s) of {source!r} without an {recipe} kernel in float "
+            f"({describe_float_ops(ops)}); pass --float-fallback (float_fallback=True) to accept "
+            "float ops, or replace the layers that make them."
+        )
+    main = parsed.subgraphs[0] if parsed.subgraphs else None
+    if main is not None:
+        for kind, wanted, indices in (
+            ("input", input_type, main.inputs),
+            ("output", output_type, main.outputs),
+        ):
+            got = {main.tensors[i].dtype for i in indices if 0 <= i < len(main.tensors)}
+            if got and got != {wanted}:
+                raise ConversionError(
+                    f"{recipe} kept the {kind} of {source!r} as {', '.join(sorted(got))}, not "
+                    f"{wanted}: the op next to it has no {recipe} kernel and stayed float "
+                    f"({describe_float_ops(ops)}); use {kind}_type float32 "
+                    f"(--{kind}-type float32)."
+                )
+    return ops
