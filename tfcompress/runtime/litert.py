@@ -67,11 +67,14 @@ class LiteRTRunner(Runner):
             raise self._cannot_run(error) from error
 
     def _cannot_run(self, error: Exception) -> UnsupportedModelError:
-        """A typed error for a model this interpreter cannot prepare (bad params, custom op)."""
+        """A typed error for a model this interpreter cannot prepare or run.
+
+        Bad parameters, a kernel without the types it was given, an unresolved custom op.
+        """
         reason = " ".join(str(error).split()) or type(error).__name__
         where = "with XNNPACK" if self.use_xnnpack else "without XNNPACK"
         return UnsupportedModelError(
-            f"{self.model.name}: LiteRT ({self.backend} backend, {where}) cannot prepare the "
+            f"{self.model.name}: LiteRT ({self.backend} backend, {where}) cannot run the "
             f"model: {reason[:400]}. A custom op needs the runtime or delegate that defines "
             "it; otherwise the file is corrupt or was made for another runtime: re-export it."
         )
@@ -143,7 +146,10 @@ class LiteRTRunner(Runner):
 
     def _invoke(self, x: np.ndarray) -> np.ndarray:
         self._set_input(x)
-        self.interpreter.invoke()
+        try:
+            self.interpreter.invoke()
+        except RuntimeError as error:  # a kernel that refuses its inputs' types at run time
+            raise self._cannot_run(error) from error
         return dequantize(self.interpreter.get_tensor(self._output["index"]), self._output)
 
     def close(self) -> None:
