@@ -479,30 +479,12 @@ def residual_model() -> tuple[Any, Any]:
     Returns:
         The trained Keras 3 model and the MNIST split it was trained on.
     """
-    import keras
-
     from tfcompress.datasets import mnist
-    from tfcompress.models.reference import train_classifier
+    from tfcompress.models.reference import residual_cnn, train_classifier
 
-    # A copy of the residual_model fixture of tests/test_training.py (a fixture inside a test
-    # module cannot be imported); keep the two in step.
+    # As the residual_model fixture of tests/test_training.py trains it.
     split = mnist(test_fraction=0.25, seed=0)
-    layers = keras.layers
-    inputs = keras.Input((28, 28, 1))
-    x = layers.Conv2D(16, 3, padding="same")(inputs)
-    x = layers.BatchNormalization()(x)
-    x = layers.ReLU()(x)
-    x = layers.MaxPooling2D()(x)
-    y = layers.DepthwiseConv2D(3, padding="same")(x)
-    y = layers.BatchNormalization()(y)
-    y = layers.ReLU()(y)
-    y = layers.Conv2D(16, 1)(y)
-    x = layers.Add()([x, y])
-    x = layers.PReLU(shared_axes=[1, 2], name="prelu")(x)
-    x = layers.MaxPooling2D()(x)
-    x = layers.Flatten()(x)
-    outputs = layers.Dense(10, activation="softmax")(x)
-    model = keras.Model(inputs, outputs, name="residual")
+    model = residual_cnn()
     return train_classifier(model, split.train.take(2000), epochs=2), split
 
 

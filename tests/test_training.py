@@ -57,26 +57,9 @@ def pruned_2_4(trained_cnn, mnist_split):
 @pytest.fixture(scope="module")
 def residual_model(mnist_split):
     """Keras 3 Functional: residual Add, BatchNormalization, DepthwiseConv2D and a PReLU."""
-    import keras
+    from tfcompress.models.reference import residual_cnn, train_classifier
 
-    from tfcompress.models.reference import train_classifier
-
-    layers = keras.layers
-    inputs = keras.Input((28, 28, 1))
-    x = layers.Conv2D(16, 3, padding="same")(inputs)
-    x = layers.BatchNormalization()(x)
-    x = layers.ReLU()(x)
-    x = layers.MaxPooling2D()(x)
-    y = layers.DepthwiseConv2D(3, padding="same")(x)
-    y = layers.BatchNormalization()(y)
-    y = layers.ReLU()(y)
-    y = layers.Conv2D(16, 1)(y)
-    x = layers.Add()([x, y])
-    x = layers.PReLU(shared_axes=[1, 2], name="prelu")(x)  # tfmot can neither quantize nor prune it
-    x = layers.MaxPooling2D()(x)
-    x = layers.Flatten()(x)
-    outputs = layers.Dense(10, activation="softmax")(x)
-    model = keras.Model(inputs, outputs, name="residual")
+    model = residual_cnn()  # tfmot can neither quantize nor prune its PReLU
     return train_classifier(model, mnist_split.train.take(2000), epochs=2)
 
 

@@ -85,20 +85,23 @@ def int8_notes(rows: list[BenchmarkRow], environment: Environment) -> list[str]:
     for row in measured:
         if row.size.precision != "int8" or row.backend not in CPU_BACKENDS:
             continue
-        peers = [
-            f
-            for f in floats
-            if (f.backend, f.threads, f.batch) == (row.backend, row.threads, row.batch)
-        ]
-        peers.sort(key=lambda f: f.size.macs != row.size.macs)
-        if peers:
-            ratios[(row.artifact, peers[0].artifact, row.backend)].append(
-                peers[0].latency.p50 / row.latency.p50
+        peer = _float_peer(row, floats)
+        if peer is not None:
+            ratios[(row.artifact, peer.artifact, row.backend)].append(
+                peer.latency.p50 / row.latency.p50
             )
     return [
         _sentence(int8, fp32, backend, values, environment)
         for (int8, fp32, backend), values in ratios.items()
     ]
+
+
+def _float_peer(row: BenchmarkRow, floats: list[BenchmarkRow]) -> BenchmarkRow | None:
+    """The float32 row measured like ``row`` (backend, threads, batch), same MACs first."""
+    setting = (row.backend, row.threads, row.batch)
+    peers = [f for f in floats if (f.backend, f.threads, f.batch) == setting]
+    peers.sort(key=lambda f: f.size.macs != row.size.macs)
+    return peers[0] if peers else None
 
 
 def _sentence(
@@ -195,15 +198,10 @@ def recipe_notes(rows: list[BenchmarkRow]) -> list[str]:
         precision = row.size.precision
         if precision not in _HOW_IT_RUNS or row.backend not in CPU_BACKENDS:
             continue
-        peers = [
-            f
-            for f in floats
-            if (f.backend, f.threads, f.batch) == (row.backend, row.threads, row.batch)
-        ]
-        peers.sort(key=lambda f: f.size.macs != row.size.macs)
-        if peers:
-            key = (row.artifact, peers[0].artifact, row.backend, precision)
-            pairs[key].append((peers[0].latency.p50 / row.latency.p50, row))
+        peer = _float_peer(row, floats)
+        if peer is not None:
+            key = (row.artifact, peer.artifact, row.backend, precision)
+            pairs[key].append((peer.latency.p50 / row.latency.p50, row))
     return [_recipe_sentence(*key, measured_pairs) for key, measured_pairs in pairs.items()]
 
 

@@ -47,6 +47,34 @@ def small_cnn(
     )
 
 
+def residual_cnn(*, flavour: str | KerasFlavour = KerasFlavour.KERAS3) -> Any:
+    """A Functional MNIST model with a residual Add, BatchNorm, a DepthwiseConv2D and a PReLU.
+
+    Shaped like the mobile blocks users bring, with one layer (PReLU) that tfmot can neither
+    quantize nor prune: the model behind the coverage tests and docs/qat.md's table.
+
+    Example:
+        >>> model = residual_cnn()  # doctest: +SKIP
+    """
+    keras = keras_module(KerasFlavour(flavour))
+    layers = keras.layers
+    inputs = keras.Input((28, 28, 1))
+    x = layers.Conv2D(16, 3, padding="same")(inputs)
+    x = layers.BatchNormalization()(x)
+    x = layers.ReLU()(x)
+    x = layers.MaxPooling2D()(x)
+    y = layers.DepthwiseConv2D(3, padding="same")(x)
+    y = layers.BatchNormalization()(y)
+    y = layers.ReLU()(y)
+    y = layers.Conv2D(16, 1)(y)
+    x = layers.Add()([x, y])
+    x = layers.PReLU(shared_axes=[1, 2], name="prelu")(x)
+    x = layers.MaxPooling2D()(x)
+    x = layers.Flatten()(x)
+    outputs = layers.Dense(10, activation="softmax")(x)
+    return keras.Model(inputs, outputs, name="residual")
+
+
 def train_classifier(
     model: Any, train: Dataset, *, epochs: int = 3, batch_size: int = 32, seed: int = 0
 ) -> Any:
