@@ -25,12 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 from _markdown import write_section
-from compare_litert_tool import compare
+from compare_litert_tool import TOLERANCE, compare
 
 import tfcompress
 from tfcompress._compat.keras import KerasFlavour, keras_module
 from tfcompress.datasets import mnist
 from tfcompress.models.reference import small_cnn, train_classifier
+from tfcompress.runtime.keras import pin_tensorflow_threads
 from tfcompress.targets.onnx import export_onnx, quantize_onnx_static
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -64,6 +65,7 @@ def run(name: str, artifacts: dict[str, object], data, *, runs: int, min_seconds
         min_seconds=min_seconds,
         reference=f"{name}_float32.tflite",
         report_dir=RESULTS / name,
+        overwrite=True,  # this script owns benchmarks/results/ and regenerates it
         progress=True,
     )
     print(result, file=sys.stderr)
@@ -80,88 +82,132 @@ def tool_check(artifacts: dict[str, object], names: list[str]) -> list[dict]:
     return checks
 
 
-def section(results, checks, seconds: float) -> str:
+def section(results, checks, seconds: float, timing: dict[str, dict[str, float]]) -> str:
+    """The `harness` section; every sentence about speed is computed from ``results``."""
     environment = results[0][1].environment
     lines = [
         "## Benchmark harness: every variant side by side",
         "",
         f"`make bench` (`benchmarks/run_all.py`), {time.strftime('%Y-%m-%d')}, {seconds / 60:.1f} "
-        "min in one process. Latency is the median (p50) of at least the stated runs after "
-        "warm-up, per call of `batch` samples; `x ref` is the speed-up over the float32 "
-        "`.tflite` at the same threads and batch; reports (JSON, CSV, PNG) are in "
-        "`benchmarks/results/`.",
+        "min in one process. Latency is the median (p50) per call of `batch` samples; `x ref` "
+        "is the speed-up over the float32 `.tflite` at the same threads and batch; reports "
+        "(JSON, CSV, PNG) are in `benchmarks/results/`. How to read the columns: "
+        "[benchmarking.md](benchmarking.md#reading-the-report).",
         "",
         "```",
         str(environment),
         "```",
     ]
     for title, result in results:
-        lines += ["", f"### {title}", "", result.table(markdown=True)]
+        settings = timing[title]
+        lines += [
+            "",
+            f"### {title}",
+            "",
+            f"Each row: at least {settings['runs']:.0f} timed runs and "
+            f"{settings['min_seconds']:g} s after warm-up.",
+            "",
+            result.table(markdown=True),
+        ]
         if result.samples:
             lines.append(f"\n{result.metric} on {result.samples} held-out real MNIST digits.")
-        if result.notes:
-            lines += ["", *(f"- {note}" for note in result.notes)]
-    lines += [
-        "",
+        findings = [*result.notes, *thread_findings(result), *keras_findings(result)]
+        if findings:
+            lines += ["", *(f"- {note}" for note in findings)]
+    lines += ["", *tool_section(checks)]
+    return "\n".join(lines)
+
+
+def thread_findings(result) -> list[str]:
+    """How much a second thread helped each artifact, from the measured medians."""
+    notes = []
+    for artifact in result.artifacts:
+        for backend in sorted({r.backend for r in result[artifact] if r.ok}):
+            by_threads = {
+                (r.threads, r.batch): r.latency.p50
+                for r in result[artifact]
+                if r.ok and r.backend == backend and r.latency is not None
+            }
+            ratios = [
+                by_threads[(1, batch)] / by_threads[(2, batch)]
+                for (threads, batch) in by_threads
+                if threads == 1 and (2, batch) in by_threads and by_threads[(2, batch)] > 0
+            ]
+            if ratios:
+                notes.append(
+                    f"{artifact} on {backend}: 2 threads ran {_span(ratios)}x as fast as 1 "
+                    f"thread (over {len(ratios)} batch size(s))."
+                )
+    return notes
+
+
+def keras_findings(result) -> list[str]:
+    """How the unconverted Keras baseline compares with the float32 .tflite, as measured."""
+    keras_rows = [r for r in result.rows if r.backend == "keras" and r.ok and r.latency]
+    reference = {
+        (r.threads, r.batch): r.latency.p50
+        for r in result.rows
+        if r.artifact == result.reference and r.backend == "cpu" and r.ok and r.latency
+    }
+    ratios = [
+        r.latency.p50 / reference[(r.threads, r.batch)]
+        for r in keras_rows
+        if (r.threads, r.batch) in reference and reference[(r.threads, r.batch)] > 0
+    ]
+    if not ratios:
+        return []
+    call = keras_rows[0].details.get("call", "model call")
+    return [
+        f"The Keras model ({call}) took {_span(ratios)}x the float32 `.tflite`'s median time "
+        f"on LiteRT at the same threads and batch ({len(ratios)} settings)."
+    ]
+
+
+def tool_section(checks) -> list[str]:
+    lines = [
         "### Harness vs LiteRT's own tool (1 thread)",
         "",
-        "LiteRT's tool runs `CompiledModel` on the CPU accelerator; the check compares it with "
-        "the harness on the same runtime (backend `cpu-compiled`). Each figure is the median "
-        "of 3 interleaved runs' medians of 300 timed calls; `tool spread` is how far the "
-        "tool's own 3 medians lie apart, the noise floor of this machine. The last column is "
-        "the harness on the `cpu` backend (the `Interpreter`), a different runtime, for "
-        "reference.",
+        f"Both time the same `.tflite` on the same runtime (`CompiledModel`, harness backend "
+        f"`cpu-compiled`) with one thread, in {checks[0]['repeats'] if checks else 0} "
+        "interleaved rounds of 300 calls each. `ratio` is harness/tool with its 95% interval "
+        "over the rounds, widened by the tool's rounding to 0.01 ms; the verdict says `agree` "
+        f"only when the whole interval lies within "
+        f"±{TOLERANCE:.0%}, `disagree` when it lies wholly outside, and `inconclusive` "
+        "otherwise. `tool spread` is how far the tool's own round medians lie apart; "
+        "`rounding` is one 0.01 ms step of the tool's output relative to its median. The last "
+        "column is the harness on the `cpu` backend (the `Interpreter`), another runtime.",
         "",
-        "| model | LiteRT tool median ms | tool spread | harness (cpu-compiled) median ms "
-        "| difference | within 10% | harness (cpu) median ms |",
-        "|---|---:|---:|---:|---:|---|---:|",
+        "| model | tool median ms | tool spread | rounding | harness median ms | ratio "
+        "| 95% interval | verdict | harness (cpu) median ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for c in checks:
         lines.append(
             f"| {c['model']} | {c['litert_tool_median_ms']} | {c['tool_spread']:.0%} | "
-            f"{c['harness_median_ms']} | "
-            f"{c['difference']:.1%} | {'yes' if c['agree'] else 'NO'} | "
+            f"{c['rounding_share']:.0%} | {c['harness_median_ms']} | {c['ratio']:.3f} | "
+            f"{c['ratio_low']:.3f}-{c['ratio_high']:.3f} | {c['verdict']} | "
             f"{c['interpreter_median_ms']} |"
         )
-    lines += ["", MEANING]
-    return "\n".join(lines)
+    for c in checks:
+        gap = c["interpreter_median_ms"] / c["harness_median_ms"] - 1
+        lines.append(
+            f"\n{c['model']}: the `cpu` backend's median was {abs(gap):.0%} "
+            f"{'above' if gap >= 0 else 'below'} `cpu-compiled`'s."
+        )
+    return lines
 
 
-MEANING = """### What the numbers mean
-
-- **Size is certain, speed is not.** int8 and dynamic `.tflite` files are about 4x smaller
-  than float32 and float16 about 2x on every machine; gzip barely shrinks any of them
-  (weights look random), so the download is the file size. Latency depends on the CPU.
-- **int8 speed depends on int8 dot-product instructions.** This machine has AVX512-VNNI,
-  AVX-VNNI and AMX-INT8 (see the flags above), and the findings under each table state
-  from the measured medians whether int8 beat float32 here. On x86 CPUs without VNNI (most
-  laptops and servers before Ice Lake / Zen 4), XNNPACK's int8 kernels have no fast path
-  and int8 is typically *not* faster than float32; on ARM cores with the dot-product
-  extension (Cortex-A55/A76 and later, Raspberry Pi 5) int8 is usually faster. Decide with
-  `tfcompress benchmark` on the target device, not on a workstation.
-- **float16 and dynamic run float math on CPUs.** float16 weights are expanded to float32
-  at load (same speed as float32, half the file); dynamic-range models quantize
-  activations on the fly, which helps large dense layers and can hurt small convolutions.
-- **ONNX Runtime vs LiteRT.** Both use all-float kernels for float32; for int8, ONNX
-  Runtime's QDQ graphs are fused at load, and the speed-up again depends on VNNI.
-- **Threads and noise.** Two threads help the large MobileNetV2 and barely the tiny CNN,
-  whose layers are too small to split. Every figure is a median of at least 50 runs and one
-  second; rerun `make bench` on an idle machine before quoting absolute numbers, and compare
-  rows within one run. The `cpu` (Interpreter) and `cpu-compiled` (CompiledModel) backends
-  are two LiteRT runtimes over the same XNNPACK kernels; their medians can differ by 10-20%.
-- **Harness vs LiteRT's tool.** On MobileNetV2 the two agree within 10% when both are
-  timed long enough (300 calls, 3 interleaved repeats); shorter runs on this virtual
-  machine moved by 20-50% from one run to the next. The tool writes medians rounded to
-  0.01 ms, so on the 0.08 ms CNN one rounding step is already 12%: that row cannot show
-  10% agreement either way.
-- **Keras/TensorFlow** is the unconverted baseline: its per-call overhead dominates at
-  batch 1, which is why edge deployments ship a converted artifact.
-"""
+def _span(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.2f}" if abs(high - low) < 0.005 else f"{low:.2f}-{high:.2f}"
 
 
 def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     started = time.perf_counter()
+    # TensorFlow fixes its thread pools when it starts: pin them before training, so the
+    # Keras rows are measured at the 1 thread they are labelled with.
+    pin_tensorflow_threads(1)
     keras = keras_module(KerasFlavour.KERAS3)
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
@@ -174,19 +220,20 @@ def main() -> int:
     cnn = train_classifier(small_cnn(), split.train, epochs=2)
     cnn_variants = variants(cnn, split.train.x[:200], "mnist_cnn")
 
-    mobile_result, _ = run("mobilenet_v2", mobile, None, runs=30, min_seconds=0.5)
-    cnn_result, _ = run("mnist_cnn", cnn_variants, split.test, runs=50, min_seconds=0.5)
+    mobile_timing = {"runs": 30, "min_seconds": 0.5}
+    cnn_timing = {"runs": 50, "min_seconds": 0.5}
+    mobile_result, _ = run("mobilenet_v2", mobile, None, **mobile_timing)
+    cnn_result, _ = run("mnist_cnn", cnn_variants, split.test, **cnn_timing)
     checks = tool_check(mobile, ["mobilenet_v2_float32.tflite", "mobilenet_v2_int8.tflite"])
     checks += tool_check(cnn_variants, ["mnist_cnn_float32.tflite"])
     for c in checks:
         print(c, file=sys.stderr)
-    results = [
-        ("MobileNetV2 1.0, 224x224 (random weights)", mobile_result),
-        ("MNIST small CNN (trained)", cnn_result),
-    ]
-    path = write_section("harness", section(results, checks, time.perf_counter() - started))
-    print(f"wrote {path}", file=sys.stderr)
-    return 0 if all(c["agree"] for c in checks) else 1
+    mobile_title, cnn_title = "MobileNetV2 1.0, 224x224 (random weights)", "MNIST small CNN"
+    results = [(mobile_title, mobile_result), (f"{cnn_title} (trained)", cnn_result)]
+    timing = {mobile_title: mobile_timing, f"{cnn_title} (trained)": cnn_timing}
+    text = section(results, checks, time.perf_counter() - started, timing)
+    print(f"wrote {write_section('harness', text)}", file=sys.stderr)
+    return 1 if any(c["verdict"] == "disagree" for c in checks) else 0
 
 
 if __name__ == "__main__":
