@@ -102,3 +102,22 @@ def flatbuffer_utils() -> ModuleType:
     except ImportError:
         tensorflow()
         return importlib.import_module("tensorflow.lite.tools.flatbuffer_utils")
+
+
+def compiled_model_module() -> ModuleType:
+    """LiteRT's ``CompiledModel`` API (ai-edge-litert >= 2 only: the GPU route in Python).
+
+    Raises:
+        MissingDependencyError: ai-edge-litert is missing or older than 2.
+
+    Example:
+        >>> compiled_model_module().HardwareAccelerator.GPU  # doctest: +SKIP
+    """
+    from tfcompress.errors import MissingDependencyError
+
+    try:
+        return importlib.import_module("ai_edge_litert.compiled_model")
+    except ImportError as error:
+        raise MissingDependencyError(
+            "the LiteRT CompiledModel API needs ai-edge-litert >= 2: pip install -U ai-edge-litert"
+        ) from error

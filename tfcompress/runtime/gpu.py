@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tfcompress._compat.litert import make_interpreter
+from tfcompress._compat.litert import compiled_model_module, make_interpreter
 from tfcompress.errors import (
     BackendUnavailableError,
     InvalidInputError,
-    MissingDependencyError,
     UnsupportedModelError,
 )
 from tfcompress.models.loading import TFLiteModel
@@ -24,12 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 def _litert_compiled_model() -> tuple[Any, Any, Any, Any]:
-    try:
-        compiled = importlib.import_module("ai_edge_litert.compiled_model")
-    except ImportError as error:
-        raise MissingDependencyError(
-            "the LiteRT CompiledModel API needs ai-edge-litert >= 2: pip install -U ai-edge-litert"
-        ) from error
+    compiled = compiled_model_module()
     return (
         compiled.CompiledModel,
         compiled.HardwareAccelerator,
