@@ -79,9 +79,17 @@ def check_tree(root: Path, *, error: type[TFCompressError], what: str) -> None:
     cannot make the walk endless.
 
     Raises:
-        TFCompressError: ``error`` naming the first special file found.
+        TFCompressError: ``error`` naming the first special file or unreadable folder found.
+
+    Example:
+        >>> check_tree(Path("saved_model_dir"), error=TFCompressError, what="a SavedModel")
+        ... # doctest: +SKIP
     """
-    for current, folders, files in os.walk(root, onerror=None, followlinks=False):
+
+    def unreadable(failure: OSError) -> None:
+        raise error(f"{failure.filename}: cannot be listed inside {what} ({failure.strerror}).")
+
+    for current, folders, files in os.walk(root, onerror=unreadable, followlinks=False):
         for name in (*folders, *files):
             entry = Path(current, name)
             try:
