@@ -3,7 +3,7 @@
 Run: .venv/bin/python benchmarks/fuzz.py [--cases 2000] [--seed N]   (writes the `fuzz` section)
 
 Every case mutates a seed model or data file with a named strategy (see
-tfcompress/testing/fuzz/mutations.py and cases.py) and runs `inspect`, `benchmark`,
+tfcompress/testing/fuzz/mutations*.py and cases.py) and runs `inspect`, `benchmark`,
 `quantize` or `gate` on it through the real CLI. The goal is zero crashes, zero hangs and
 zero contract violations; the section records the seed, so a campaign can be replayed.
 """

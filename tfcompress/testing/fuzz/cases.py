@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tfcompress.testing.fuzz.mutations import STRATEGIES
+from tfcompress.testing.fuzz.mutations import load_all
 from tfcompress.testing.fuzz.seeds import Seeds
 
 ENTRY_POINTS = ("inspect", "benchmark", "quantize", "gate")
@@ -85,7 +85,7 @@ OPTION_ABUSES: dict[str, tuple[str, tuple[str, ...]]] = {
 
 def all_strategies() -> list[str]:
     """Every strategy name a campaign cycles through, in a stable order."""
-    return sorted(STRATEGIES) + list(OUTPUT_ABUSES) + sorted(OPTION_ABUSES)
+    return sorted(load_all()) + list(OUTPUT_ABUSES) + sorted(OPTION_ABUSES)
 
 
 def make_case(index: int, name: str, seeds: Seeds, root: Path, rng: np.random.Generator) -> Case:
@@ -101,7 +101,7 @@ def make_case(index: int, name: str, seeds: Seeds, root: Path, rng: np.random.Ge
         entry, extra = OPTION_ABUSES[name]
         argv, output = _argv(entry, seeds, folder, model=None, data=None)
         return Case(index, entry, name, (*argv, *extra), _inputs(seeds), output, True, str(folder))
-    mutant = STRATEGIES[name](rng, seeds, folder)
+    mutant = load_all()[name](rng, seeds, folder)
     entries = _ENTRIES_BY_ROLE[mutant.role]
     entry = entries[int(rng.integers(0, len(entries)))]
     is_data = mutant.role in {"data", "labels"}
