@@ -17,6 +17,7 @@ __all__ = [
     "ModelLoadError",
     "OutputExistsError",
     "OutputLocationError",
+    "SettingUnavailableError",
     "TFCompressError",
     "UnsupportedModelError",
 ]
@@ -66,6 +67,21 @@ class MissingDependencyError(TFCompressError, ImportError):
 
 class BackendUnavailableError(TFCompressError):
     """A runtime backend (GPU, Edge TPU, ONNX Runtime...) is not available here."""
+
+
+class SettingUnavailableError(BackendUnavailableError):
+    """The backend runs here, but not with this setting in this process.
+
+    Raised instead of running with another setting than the one asked for, so that no report
+    labels a row with a setting that did not happen. The benchmark harness turns it into an
+    ``unavailable: <reason>`` row for that setting and measures the others.
+
+    Example:
+        >>> create_runner(model, backend="keras", threads=4)  # doctest: +SKIP
+        Traceback (most recent call last):
+        ...
+        SettingUnavailableError: the keras backend cannot run with 4 thread(s) ...
+    """
 
 
 class GateFailedError(TFCompressError, AssertionError):

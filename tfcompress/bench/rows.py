@@ -19,8 +19,13 @@ from tfcompress.bench.result import BenchmarkRow
 from tfcompress.bench.size import SizeInfo
 from tfcompress.bench.stats import measure
 from tfcompress.data import Dataset
-from tfcompress.errors import BackendUnavailableError, InvalidDataError, TFCompressError
-from tfcompress.runtime import SettingUnavailableError, create_runner
+from tfcompress.errors import (
+    BackendUnavailableError,
+    InvalidDataError,
+    SettingUnavailableError,
+    TFCompressError,
+)
+from tfcompress.runtime import create_runner
 
 logger = logging.getLogger(__name__)
 

@@ -7,19 +7,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tfcompress.errors import InvalidInputError
+from tfcompress.errors import (
+    InvalidInputError,
+    SettingUnavailableError,  # re-exported: raised by runners
+)
 from tfcompress.models.loading import ModelLike, TFLiteModel, resolve_model
 from tfcompress.models.onnx import OnnxModel
 
 # Importing a backend module registers it; none imports its runtime library before use.
 from tfcompress.runtime import edgetpu, gpu, keras, litert, onnxruntime  # noqa: F401
-from tfcompress.runtime.base import (
-    Runner,
-    SettingUnavailableError,
-    backend_class,
-    list_backends,
-    register_backend,
-)
+from tfcompress.runtime.base import Runner, backend_class, list_backends, register_backend
 
 __all__ = [
     "Runner",

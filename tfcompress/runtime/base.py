@@ -10,24 +10,9 @@ from typing import ClassVar
 import numpy as np
 from tqdm.auto import tqdm
 
-from tfcompress.errors import BackendUnavailableError, InvalidInputError
+from tfcompress.errors import InvalidInputError
 
 _REGISTRY: dict[str, type[Runner]] = {}
-
-
-class SettingUnavailableError(BackendUnavailableError):
-    """The backend runs here, but not with this setting in this process.
-
-    Raised instead of running with another setting than the one asked for, so that no report
-    labels a row with a setting that did not happen. The benchmark harness turns it into an
-    ``unavailable: <reason>`` row for that setting and measures the others.
-
-    Example:
-        >>> create_runner(model, backend="keras", threads=4)  # doctest: +SKIP
-        Traceback (most recent call last):
-        ...
-        SettingUnavailableError: the keras backend cannot run with 4 thread(s) ...
-    """
 
 
 class Runner(abc.ABC):

@@ -5,7 +5,7 @@ its runtime starts (the first op or variable): after that
 ``tf.config.threading.set_intra_op_parallelism_threads`` raises ``RuntimeError``. So the
 ``keras`` backend pins the pools when TensorFlow has not started yet, accepts a thread count
 equal to the one TensorFlow already runs, and refuses any other with
-:class:`~tfcompress.runtime.base.SettingUnavailableError`: a row is never labelled with a
+:class:`~tfcompress.errors.SettingUnavailableError`: a row is never labelled with a
 thread count that did not happen.
 """
 
@@ -19,9 +19,9 @@ import numpy as np
 
 from tfcompress._compat.keras import flavour_of
 from tfcompress._compat.tf import tensorflow
-from tfcompress.errors import InvalidInputError, UnsupportedModelError
+from tfcompress.errors import InvalidInputError, SettingUnavailableError, UnsupportedModelError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel, saved_model_errors
-from tfcompress.runtime.base import Runner, SettingUnavailableError, register_backend
+from tfcompress.runtime.base import Runner, register_backend
 
 #: How the Keras model is called: traced once into a graph, as a served model runs.
 KERAS_CALL = "tf.function"
