@@ -49,6 +49,13 @@ def check_output_path(
         >>> check_output_path("model_int8.tflite", overwrite=True)
         PosixPath('model_int8.tflite')
     """
+    out = _check_destination(path, overwrite=overwrite, inputs=inputs)
+    check_writable_folder(out.parent, what=out)
+    return out
+
+
+def _check_destination(path: PathLike, *, overwrite: bool, inputs: Iterable[PathLike]) -> Path:
+    """Every check of :func:`check_output_path` except the writability probe."""
     out = Path(path)
     if not out.name or out.name in {".", ".."}:
         raise OutputLocationError(f"{out}: give a file path for the output, not a folder.")
@@ -60,7 +67,6 @@ def check_output_path(
             )
     _check_folder_and_name(out)
     _check_existing(out, overwrite)
-    check_writable_folder(out.parent, what=out)
     return out
 
 
@@ -124,15 +130,19 @@ def check_writable_folder(folder: PathLike, *, what: PathLike | None = None) -> 
         ...
         tfcompress.errors.OutputLocationError: /proc: cannot write in /proc (...); ...
     """
+    handle, temporary = _temporary_file(Path(folder), what=what, suffix=".probe")
+    os.close(handle)
+    os.unlink(temporary)
+
+
+def _temporary_file(folder: Path, *, what: PathLike | None, suffix: str) -> tuple[int, str]:
     try:
-        handle, temporary = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".probe", dir=folder)
+        return tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=suffix, dir=folder)
     except OSError as failure:
         raise OutputLocationError(
             f"{what or folder}: cannot write in {folder} ({failure.strerror}); choose a "
             "writable folder."
         ) from None
-    os.close(handle)
-    os.unlink(temporary)
 
 
 def write_bytes_atomic(
@@ -156,8 +166,9 @@ def write_bytes_atomic(
     Example:
         >>> write_bytes_atomic("model_int8.tflite", result.model_content)  # doctest: +SKIP
     """
-    out = check_output_path(path, overwrite=overwrite, inputs=inputs)
-    handle, temporary = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".tmp", dir=out.parent)
+    out = _check_destination(path, overwrite=overwrite, inputs=inputs)
+    # The temporary file is itself the writability probe: no second file is created.
+    handle, temporary = _temporary_file(out.parent, what=out, suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as stream:
             os.fchmod(stream.fileno(), 0o666 & ~_umask())
