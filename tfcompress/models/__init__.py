@@ -10,18 +10,29 @@ from tfcompress.models.loading import (
 )
 from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.saving import check_output_path, write_bytes_atomic, write_text_atomic
-from tfcompress.models.signature import InputSpec, input_spec
+from tfcompress.models.signature import (
+    InputSpec,
+    ModelSignature,
+    TensorSpec,
+    format_shape,
+    input_spec,
+    model_signature,
+)
 
 __all__ = [
     "InputSpec",
+    "ModelSignature",
     "ModelFormat",
     "OnnxModel",
     "SavedModelDir",
     "TFLiteModel",
+    "TensorSpec",
     "check_output_path",
+    "format_shape",
     "input_spec",
     "load_model",
     "model_name",
+    "model_signature",
     "resolve_model",
     "sniff_format",
     "write_bytes_atomic",

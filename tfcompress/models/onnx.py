@@ -8,13 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tfcompress.errors import ModelLoadError, UnsupportedModelError
 from tfcompress.models.probe import probe_model
-
-if TYPE_CHECKING:
-    from tfcompress.models.signature import InputSpec
 
 # An ONNX ModelProto starts with field 1 (ir_version, varint): tag byte 0x08. Exporters
 # write the fields in order, so this tells a protobuf ModelProto from the other formats.
@@ -125,35 +122,37 @@ def parse(model: OnnxModel) -> Any | None:
     return proto
 
 
-def onnx_input_spec(model: OnnxModel) -> InputSpec:
-    """The single input of an ONNX model, read from its graph.
+def onnx_signature(
+    model: OnnxModel,
+) -> tuple[
+    list[tuple[tuple[int | None, ...], str, str]], list[tuple[tuple[int | None, ...], str, str]]
+]:
+    """The inputs and outputs of an ONNX model as ``(shape, dtype, name)``, read from its graph.
+
+    Initializers listed as graph inputs (older exporters do so) are constants, not inputs.
 
     Raises:
-        UnsupportedModelError: Several inputs, or ``onnx`` is not installed to read them.
+        UnsupportedModelError: ``onnx`` is not installed to read them.
     """
-    from tfcompress.models.signature import InputSpec
-
     proto = parse(model)
     if proto is None:
         raise UnsupportedModelError(
-            f"{model.name}: reading an ONNX model's input needs the onnx package; "
+            f"{model.name}: reading an ONNX model's inputs needs the onnx package; "
             "pip install 'tfcompress[onnx]'."
         )
-    constants = {init.name for init in proto.graph.initializer}
-    inputs = [i for i in proto.graph.input if i.name not in constants]
-    if len(inputs) != 1:
-        raise UnsupportedModelError(
-            f"{model.name} has {len(inputs)} inputs; tfcompress handles single-input models only."
-        )
-    tensor = inputs[0].type.tensor_type
-    shape = tuple(
-        int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else None
-        for d in tensor.shape.dim
-    )
     import onnx
 
-    dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
-    return InputSpec(shape, dtype, inputs[0].name)
+    def spec(value: Any) -> tuple[tuple[int | None, ...], str, str]:
+        tensor = value.type.tensor_type
+        shape = tuple(
+            int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else None
+            for d in tensor.shape.dim
+        )
+        return shape, onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name, value.name
+
+    constants = {init.name for init in proto.graph.initializer}
+    inputs = [spec(i) for i in proto.graph.input if i.name not in constants]
+    return inputs, [spec(o) for o in proto.graph.output]
 
 
 def ort_dtype(type_name: str) -> str:

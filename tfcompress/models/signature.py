@@ -1,26 +1,48 @@
-"""The one input (and output) a model expects, whatever its format."""
+"""The inputs and outputs a model has, whatever its format: names, shapes and dtypes.
+
+Tensors are matched by name everywhere in tfcompress: signature names for a ``.tflite``
+(``serving_default``'s keys, e.g. ``image`` and ``Identity_1``), input/output names for Keras
+and ONNX. Where a format stores no names, the tensors keep the model's own order.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from tfcompress.errors import UnsupportedModelError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name, saved_model_errors
-from tfcompress.models.onnx import OnnxModel, onnx_input_spec
+from tfcompress.models.onnx import OnnxModel, onnx_signature
 
 Shape = tuple[int | None, ...]
 
 
-@dataclass(frozen=True)
-class InputSpec:
-    """Shape (batch dimension first, None = any size) and dtype of a model's single input.
+def format_shape(shape: Shape) -> str:
+    """A shape as people read it: ``N`` for the batch dimension, ``?`` for other unknown ones.
 
     Example:
-        >>> InputSpec(shape=(None, 28, 28, 1), dtype="float32").sample_shape
-        (28, 28, 1)
+        >>> format_shape((None, None, 1))
+        '(N, ?, 1)'
+        >>> format_shape((1, 16000))
+        '(1, 16000)'
+    """
+    dims = [
+        "N" if i == 0 and d is None else "?" if d is None else str(d) for i, d in enumerate(shape)
+    ]
+    return f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Name, shape (batch dimension first, None = any size) and dtype of one model tensor.
+
+    For a quantized ``.tflite`` the dtype is the one tfcompress feeds or returns (float32):
+    runners quantize and dequantize with the tensor's scale and zero point, so one dataset
+    feeds every variant of a model.
+
+    Example:
+        >>> TensorSpec(shape=(None, 28, 28, 1), dtype="float32", name="image").describe()
+        'image (N, 28, 28, 1) float32'
     """
 
     shape: Shape
@@ -32,80 +54,192 @@ class InputSpec:
         """The shape of one sample (without the batch dimension)."""
         return self.shape[1:]
 
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether a dimension other than the batch is unknown (e.g. audio length)."""
+        return any(d is None for d in self.sample_shape)
+
     def describe(self) -> str:
-        """Human form, e.g. ``(N, 28, 28, 1) float32``."""
-        dims = ", ".join("N" if i == 0 else str(d) for i, d in enumerate(self.shape))
-        return f"({dims}) {self.dtype}"
+        """Human form, e.g. ``image (N, 28, 28, 1) float32``."""
+        return f"{self.name} {format_shape(self.shape)} {self.dtype}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON: ``{"name", "shape" (None = any), "dtype"}``."""
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
 
 
-def input_spec(model: Any) -> InputSpec:
-    """Read the single input a loaded model expects.
+#: The former name, kept for code written against one-input models.
+InputSpec = TensorSpec
 
-    For a quantized ``.tflite`` the spec is float32: runners quantize float data with the
-    input's scale and zero point, so callers always feed the same data to every variant.
+
+@dataclass(frozen=True)
+class ModelSignature:
+    """Every input and output of a model, in a stable order.
+
+    Example:
+        >>> a, p = TensorSpec((None, 4), name="a"), TensorSpec((None, 2), name="p")
+        >>> sig = ModelSignature((a,), (p,))
+        >>> sig.input_names, sig.output_names
+        (('a',), ('p',))
+    """
+
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Input names in order."""
+        return tuple(spec.name for spec in self.inputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """Output names in order."""
+        return tuple(spec.name for spec in self.outputs)
+
+    def output(self, name: str) -> TensorSpec:
+        """The output called ``name``.
+
+        Raises:
+            UnsupportedModelError: No such output (the message lists the outputs).
+        """
+        for spec in self.outputs:
+            if spec.name == name:
+                return spec
+        raise UnsupportedModelError(
+            f"the model has no output {name!r}; its outputs are {', '.join(self.output_names)}."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: ``{"inputs": [...], "outputs": [...]}``."""
+        return {
+            "inputs": [spec.to_dict() for spec in self.inputs],
+            "outputs": [spec.to_dict() for spec in self.outputs],
+        }
+
+
+def model_signature(model: Any) -> ModelSignature:
+    """Read every input and output of a loaded model.
 
     Args:
         model: A loaded model (see :func:`tfcompress.models.load_model`).
 
     Returns:
-        The input spec.
+        Inputs and outputs, named and in a stable order.
 
     Raises:
-        UnsupportedModelError: The model has several inputs or no known input signature.
+        UnsupportedModelError: A model without a readable signature (a subclassed Keras
+            model never built, a SavedModel without its serving signature).
+
+    Example:
+        >>> model_signature(load_model("face_landmark.tflite")).output_names  # doctest: +SKIP
+        ('Identity', 'Identity_1')
+    """
+    if isinstance(model, TFLiteModel):
+        return _tflite_signature(model)
+    if isinstance(model, SavedModelDir):
+        return _saved_model_signature(model)
+    if isinstance(model, OnnxModel):
+        inputs, outputs = onnx_signature(model)
+        return ModelSignature(
+            tuple(TensorSpec(*spec) for spec in inputs),
+            tuple(TensorSpec(*spec) for spec in outputs),
+        )
+    return _keras_signature(model)
+
+
+def input_spec(model: Any) -> TensorSpec:
+    """The input of a single-input model.
+
+    Raises:
+        UnsupportedModelError: The model has several inputs (use :func:`model_signature`).
 
     Example:
         >>> input_spec(keras_model).describe()  # doctest: +SKIP
-        '(N, 28, 28, 1) float32'
+        'image (N, 28, 28, 1) float32'
     """
-    if isinstance(model, TFLiteModel):
-        return _tflite_input_spec(model)
-    if isinstance(model, SavedModelDir):
-        return _saved_model_input_spec(model)
-    if isinstance(model, OnnxModel):
-        return onnx_input_spec(model)
-    inputs = _keras_inputs(model)
-    tensor = inputs[0]
-    shape = tensor.shape.as_list() if hasattr(tensor.shape, "as_list") else list(tensor.shape)
-    dtype = getattr(tensor.dtype, "name", tensor.dtype)
-    return InputSpec(tuple(shape), str(dtype), str(getattr(tensor, "name", "input")))
+    signature = model_signature(model)
+    if len(signature.inputs) != 1:
+        raise UnsupportedModelError(
+            f"{model_name(model)} has {len(signature.inputs)} inputs "
+            f"({', '.join(signature.input_names)}); pass data as a dict or an .npz with one "
+            "array per input name."
+        )
+    return signature.inputs[0]
 
 
-def _keras_inputs(model: Any) -> list[Any]:
+def _keras_signature(model: Any) -> ModelSignature:
     try:
         inputs = list(model.inputs or [])
+        outputs = list(model.outputs or [])
     except (AttributeError, ValueError):
-        inputs = []
-    if not inputs:
+        inputs, outputs = [], []
+    if not inputs or not outputs:
         raise UnsupportedModelError(
             f"model {model_name(model)!r} has no input signature (subclassed or never built); "
             "build it as a Sequential/Functional model starting with keras.Input(shape=...)."
         )
-    if len(inputs) > 1:
-        raise UnsupportedModelError(
-            f"model {model_name(model)!r} has {len(inputs)} inputs; tfcompress handles "
-            "single-input models only, so wrap the extra inputs into one tensor."
+    output_names = _keras_output_names(model, len(outputs))
+    return ModelSignature(
+        tuple(_keras_tensor(t, _keras_input_name(t, i)) for i, t in enumerate(inputs)),
+        tuple(_keras_tensor(t, name) for t, name in zip(outputs, output_names, strict=True)),
+    )
+
+
+def _keras_input_name(tensor: Any, index: int) -> str:
+    # Keras 3 names an input tensor after its Input layer; tf-keras after the layer too,
+    # with a ":0" suffix on graph tensors.
+    history = getattr(tensor, "_keras_history", None)
+    layer = getattr(history, "operation", None) or getattr(history, "layer", None)
+    name = getattr(layer, "name", None) or getattr(tensor, "name", None) or f"x{index}"
+    return str(name).split(":")[0]
+
+
+def _keras_output_names(model: Any, count: int) -> list[str]:
+    names = list(getattr(model, "output_names", None) or [])
+    if len(names) == count and len(set(names)) == count:
+        return [str(n) for n in names]
+    found = []
+    for index, tensor in enumerate(model.outputs):
+        history = getattr(tensor, "_keras_history", None)
+        layer = getattr(history, "operation", None) or getattr(history, "layer", None)
+        found.append(str(getattr(layer, "name", None) or f"output_{index}"))
+    return found if len(set(found)) == count else [f"output_{i}" for i in range(count)]
+
+
+def _keras_tensor(tensor: Any, name: str) -> TensorSpec:
+    shape = tensor.shape.as_list() if hasattr(tensor.shape, "as_list") else list(tensor.shape)
+    dtype = getattr(tensor.dtype, "name", tensor.dtype)
+    return TensorSpec(tuple(None if d is None else int(d) for d in shape), str(dtype), name)
+
+
+def _tflite_signature(model: TFLiteModel) -> ModelSignature:
+    from tfcompress.models.tflite_file import read_tflite
+
+    parsed = read_tflite(model.content, source=model.path or model.name)
+    if not parsed.subgraphs:
+        raise UnsupportedModelError(f"{model.name} has no subgraph to run; re-export it.")
+    graph = parsed.subgraphs[0]
+    names: dict[int, str] = {}
+    for signature in parsed.signature_defs:
+        if signature.subgraph_index == 0:
+            names.update({index: key for key, index in (*signature.inputs, *signature.outputs)})
+            break
+
+    def spec(index: int) -> TensorSpec:
+        tensor = graph.tensors[index]
+        shape = tuple(None if int(d) < 0 else int(d) for d in tensor.signature)
+        params = tensor.quantization
+        float_fed = tensor.dtype in {"int8", "uint8", "int16"} and bool(params and params.scales)
+        return TensorSpec(
+            shape, "float32" if float_fed else tensor.dtype, names.get(index, tensor.name)
         )
-    return inputs
+
+    return ModelSignature(
+        tuple(spec(i) for i in graph.inputs), tuple(spec(i) for i in graph.outputs)
+    )
 
 
-def _tflite_input_spec(model: TFLiteModel) -> InputSpec:
-    from tfcompress._compat.litert import make_interpreter
-
-    details = make_interpreter(model.content, num_threads=1, use_xnnpack=False).get_input_details()
-    if len(details) != 1:
-        raise UnsupportedModelError(
-            f"{model.name} has {len(details)} inputs; tfcompress handles single-input models only."
-        )
-    detail = details[0]
-    signature = detail.get("shape_signature", detail["shape"])
-    shape = tuple(None if int(d) < 0 else int(d) for d in signature)
-    scale, _ = detail["quantization"]
-    dtype = np.dtype(detail["dtype"])
-    float_fed = dtype.kind in "iu" and scale > 0
-    return InputSpec(shape, "float32" if float_fed else dtype.name, str(detail["name"]))
-
-
-def _saved_model_input_spec(model: SavedModelDir) -> InputSpec:
+def _saved_model_signature(model: SavedModelDir) -> ModelSignature:
     from tfcompress._compat.tf import tensorflow
 
     with saved_model_errors(model.path):
@@ -115,9 +249,13 @@ def _saved_model_input_spec(model: SavedModelDir) -> InputSpec:
         raise UnsupportedModelError(
             f"{model.path}: no {model.signature_key!r} signature; export the model with one."
         )
-    specs = list(signature.structured_input_signature[1].values())
-    if len(specs) != 1:
-        raise UnsupportedModelError(
-            f"{model.path}: {len(specs)} inputs; tfcompress handles single-input models only."
-        )
-    return InputSpec(tuple(specs[0].shape.as_list()), specs[0].dtype.name, specs[0].name or "input")
+    inputs = signature.structured_input_signature[1]
+    outputs = signature.structured_outputs
+
+    def spec(name: str, tensor: Any) -> TensorSpec:
+        return TensorSpec(tuple(tensor.shape.as_list()), tensor.dtype.name, name)
+
+    return ModelSignature(
+        tuple(spec(name, inputs[name]) for name in sorted(inputs)),
+        tuple(spec(name, outputs[name]) for name in sorted(outputs)),
+    )

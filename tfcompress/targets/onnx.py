@@ -20,7 +20,8 @@ from tfcompress._compat.tf import tensorflow
 from tfcompress.data import DataLike, load_data, validate_for_model
 from tfcompress.errors import ConversionError, UnsupportedModelError
 from tfcompress.models.loading import ModelLike, resolve_model
-from tfcompress.models.onnx import OnnxModel, onnx_input_spec
+from tfcompress.models.onnx import OnnxModel
+from tfcompress.models.signature import input_spec
 from tfcompress.models.saving import PathLike, check_output_path, write_bytes_atomic
 from tfcompress.models.signature import input_spec
 
@@ -123,7 +124,7 @@ def quantize_onnx_static(
     source = model if isinstance(model, OnnxModel) else resolve_model(model)
     if not isinstance(source, OnnxModel):
         raise UnsupportedModelError("quantize_onnx_static takes an .onnx model; export first.")
-    spec = onnx_input_spec(source)
+    spec = input_spec(source)
     raw = load_data(representative_data, sample_rank=len(spec.sample_shape))
     dataset = validate_for_model(raw.take(max_samples), spec, what="calibration data")
     if path is not None:
