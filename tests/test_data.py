@@ -33,9 +33,20 @@ def test_npz_and_npy_files(tmp_path):
     _same(load_data(str(tmp_path / "d.npy")), labels=False)
 
 
-def test_npz_without_x_names_the_keys(tmp_path):
+def test_npz_with_other_names_is_matched_to_inputs_by_name(tmp_path):
     np.savez(tmp_path / "d.npz", images=X)
-    with pytest.raises(InvalidDataError, match=r"no array named 'x' \(found \['images'\]\)"):
+    dataset = load_data(tmp_path / "d.npz")
+    assert dataset.input_names == ("images",)
+    spec = InputSpec(shape=(None, *X.shape[1:]), name="image")
+    with pytest.raises(InvalidDataError, match=r"arrays 'images' but the model's inputs are image"):
+        validate_for_model(dataset, spec)
+    renamed = validate_for_model(dataset, InputSpec(shape=(None, *X.shape[1:]), name="images"))
+    np.testing.assert_array_equal(renamed.x, X)
+
+
+def test_npz_with_only_labels_names_the_keys(tmp_path):
+    np.savez(tmp_path / "d.npz", y=Y)
+    with pytest.raises(InvalidDataError, match=r"no samples \(found only \['y'\]\)"):
         load_data(tmp_path / "d.npz")
 
 

@@ -1,59 +1,77 @@
-"""The in-memory dataset every tfcompress step consumes."""
+"""The in-memory dataset every tfcompress step consumes: one array or one per model input."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any, Union
 
 import numpy as np
 
 from tfcompress.errors import InvalidArgumentTypeError, InvalidDataError, InvalidInputError
 
+#: Samples for one input, or one array per input name (batch dimension first in each).
+Arrays = Union[np.ndarray, dict[str, np.ndarray]]  # noqa: UP007 - a runtime alias
+
 
 @dataclass(frozen=True, eq=False)
 class Dataset:
-    """Samples ``x`` (batch dimension first) and optional integer class labels ``y``.
+    """Samples ``x`` and optional labels ``y``, each one array or a dict of named arrays.
+
+    A single-input model takes ``x`` as one array; a model with several inputs takes a dict
+    keyed by input name (or ``x0``, ``x1``, ... in input order). Labels are one array (class
+    indices, targets or masks of a single-output model) or a dict keyed by output name.
 
     Raises:
-        InvalidArgumentTypeError: ``x`` or ``y`` is not a numpy array.
-        InvalidDataError: ``x`` is 0-d (no batch dimension to count samples along).
+        InvalidArgumentTypeError: ``x`` or ``y`` is not a numpy array (or dict of them).
+        InvalidDataError: A 0-d array (no batch dimension), an empty dict, or input arrays
+            with different sample counts.
 
     Example:
         >>> ds = Dataset(np.zeros((4, 2), np.float32), np.array([0, 1, 0, 1]))
         >>> len(ds), ds.has_labels
         (4, True)
+        >>> Dataset({"image": np.zeros((3, 8, 8)), "scale": np.ones((3, 1))}).input_names
+        ('image', 'scale')
     """
 
-    x: np.ndarray
-    y: np.ndarray | None = None
+    x: Arrays
+    y: Arrays | None = None
 
     def __post_init__(self) -> None:
         # Checked here so that len() and slicing can never fail later on a bad Dataset.
-        for name, value in (("x", self.x), ("y", self.y)):
-            if value is not None and not isinstance(value, np.ndarray):
-                raise InvalidArgumentTypeError(
-                    f"Dataset.{name} must be a numpy array, got {type(value).__name__}; "
-                    "wrap it with np.asarray(...)."
+        object.__setattr__(self, "x", _arrays(self.x, "x"))
+        if self.y is not None:
+            object.__setattr__(self, "y", _arrays(self.y, "y"))
+        # Labels are matched to the samples where they are read, with a message per source.
+        if isinstance(self.x, dict):
+            counts = {name: int(array.shape[0]) for name, array in self.x.items()}
+            if len(set(counts.values())) > 1:
+                listed = ", ".join(f"{name!r}: {count}" for name, count in counts.items())
+                raise InvalidDataError(
+                    f"the input arrays hold different numbers of samples ({listed}); give "
+                    "every input the same number of samples along the first axis."
                 )
-        if self.x.ndim == 0:
-            raise InvalidDataError(
-                "Dataset.x is a single value (a 0-d array), not a batch; give samples with "
-                "the batch dimension first, e.g. shape (N, 28, 28, 1)."
-            )
 
     def __len__(self) -> int:
-        return int(self.x.shape[0])
+        first = next(iter(self.x.values())) if isinstance(self.x, dict) else self.x
+        return int(first.shape[0])
 
     @property
     def has_labels(self) -> bool:
         """Whether labels are present."""
         return self.y is not None
 
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The keys of a dict ``x`` (empty for a single array)."""
+        return tuple(self.x) if isinstance(self.x, dict) else ()
+
     def take(self, count: int) -> Dataset:
         """The first ``count`` samples (all when there are fewer)."""
-        return Dataset(self.x[:count], None if self.y is None else self.y[:count])
+        return Dataset(slice_arrays(self.x, 0, count), _slice_optional(self.y, 0, count))
 
-    def batches(self, batch_size: int) -> Iterator[np.ndarray]:
+    def batches(self, batch_size: int) -> Iterator[Arrays]:
         """Yield ``x`` in consecutive batches; the last one may be smaller.
 
         Raises:
@@ -64,4 +82,44 @@ class Dataset:
                 f"batch_size must be a positive integer, got {batch_size!r}; pass e.g. 32."
             )
         for start in range(0, len(self), batch_size):
-            yield self.x[start : start + batch_size]
+            yield slice_arrays(self.x, start, start + batch_size)
+
+
+def slice_arrays(arrays: Arrays, start: int, stop: int) -> Arrays:
+    """Samples ``start:stop`` of one array or of every array in a dict.
+
+    Example:
+        >>> slice_arrays({"a": np.arange(4)}, 1, 3)
+        {'a': array([1, 2])}
+    """
+    if isinstance(arrays, dict):
+        return {name: array[start:stop] for name, array in arrays.items()}
+    return arrays[start:stop]
+
+
+def _slice_optional(arrays: Arrays | None, start: int, stop: int) -> Arrays | None:
+    return None if arrays is None else slice_arrays(arrays, start, stop)
+
+
+def _arrays(value: Any, field: str) -> Arrays:
+    if isinstance(value, Mapping):
+        if not value:
+            raise InvalidDataError(
+                f"Dataset.{field} is an empty dict; give one array per model input."
+            )
+        return {str(name): _array(array, f"{field}[{name!r}]") for name, array in value.items()}
+    return _array(value, field)
+
+
+def _array(value: Any, what: str) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise InvalidArgumentTypeError(
+            f"Dataset.{what} must be a numpy array, got {type(value).__name__}; wrap it with "
+            "np.asarray(...)."
+        )
+    if value.ndim == 0:
+        raise InvalidDataError(
+            f"Dataset.{what} is a single value (a 0-d array), not a batch; give samples with "
+            "the batch dimension first, e.g. shape (N, 28, 28, 1)."
+        )
+    return value

@@ -84,8 +84,8 @@ def read_npy(path: Path) -> np.ndarray:
             ) from error
 
 
-def read_npz(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
-    """Read arrays ``x`` and (optionally) ``y`` of a ``.npz`` archive, checking sizes first.
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Read every array of a ``.npz`` archive, checking sizes first.
 
     Each member's declared uncompressed size is checked against its compressed size (no
     zip bombs) and against the shape its ``.npy`` header declares; CRCs are verified.
@@ -94,15 +94,16 @@ def read_npz(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
         path: A ``.npz`` file written by ``np.savez`` or ``np.savez_compressed``.
 
     Returns:
-        ``(x, y)``, ``y`` None when the archive has no ``y``.
+        The arrays by name, in archive order (``x`` and ``y``, or one per input and
+        ``y_<output>`` per output: :func:`tfcompress.data.dataset_from_arrays` sorts them).
 
     Raises:
-        InvalidDataError: Not a regular file or not a zip archive, no ``x``, a corrupt or
+        InvalidDataError: Not a regular file or not a zip archive, no arrays, a corrupt or
             encrypted member, or any array :func:`read_npy` would refuse.
 
     Example:
         >>> np.savez("/tmp/d.npz", x=np.zeros((2, 3)), y=np.array([0, 1]))
-        >>> read_npz(Path("/tmp/d.npz"))[1]
+        >>> read_npz(Path("/tmp/d.npz"))["y"]
         array([0, 1])
     """
     with _open_regular(path) as handle:
@@ -115,13 +116,12 @@ def read_npz(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
         try:
             with zipfile.ZipFile(handle) as archive:
                 members = {_key(info.filename): info for info in archive.infolist()}
-                if "x" not in members:
+                if not members:
                     raise InvalidDataError(
-                        f"{path}: no array named 'x' (found {sorted(members)}); save it "
-                        "with np.savez(path, x=samples, y=labels)."
+                        f"{path}: the archive holds no arrays; save them with "
+                        "np.savez(path, x=samples, y=labels)."
                     )
-                x = _read_member(archive, members["x"], path)
-                y = _read_member(archive, members["y"], path) if "y" in members else None
+                arrays = {key: _read_member(archive, info, path) for key, info in members.items()}
         except TFCompressError:
             raise
         except (*_FORMAT_ERRORS, NotImplementedError) as error:
@@ -129,7 +129,7 @@ def read_npz(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
                 f"{path}: not a readable .npz file ({_reason(error)}); save it with "
                 "np.savez(path, x=samples, y=labels)."
             ) from error
-    return x, y
+    return arrays
 
 
 @contextmanager

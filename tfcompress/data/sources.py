@@ -30,8 +30,10 @@ def load_data(
     """Read ``source`` into memory.
 
     Args:
-        source: A :class:`Dataset`; a numpy array ``x``; a tuple ``(x, y)``; a ``.npz``
-            file (arrays ``x`` and optionally ``y``) or ``.npy`` file (``x``); a folder of
+        source: A :class:`Dataset`; a numpy array ``x``; a tuple ``(x, y)``; a dict of
+            arrays (one per input name, labels as ``y`` or ``y_<output name>``); a ``.npz``
+            file (arrays ``x`` and optionally ``y``, or named like the dict) or ``.npy``
+            file (``x``); a folder of
             images with one subfolder per class; a ``tf.data.Dataset``; or an iterable or
             generator function yielding ``x``, ``(x, y)``, ``[x]`` or ``{"x": ..., "y": ...}``,
             each a single sample or a batch.
@@ -63,8 +65,14 @@ def load_data(
         dataset = _from_path(Path(source), image_size, channels, rescale)
     elif isinstance(source, np.ndarray):
         dataset = Dataset(_samples(source, "data"))
+    elif isinstance(source, tuple) and len(source) == 2 and isinstance(source[0], Mapping):
+        dataset = Dataset(_named_samples(source[0], "x"), _optional_labels(source[1]))
     elif isinstance(source, tuple) and len(source) == 2 and _is_array_like(source[0]):
-        dataset = Dataset(_samples(_array(source[0], "x"), "x"), _optional_array(source[1]))
+        dataset = Dataset(_samples(_array(source[0], "x"), "x"), _optional_labels(source[1]))
+    elif isinstance(source, Mapping):
+        dataset = dataset_from_arrays(
+            {str(k): _samples(_array(v, repr(k)), repr(k)) for k, v in source.items()}, "the dict"
+        )
     elif type(source).__module__.startswith("tensorflow") and hasattr(source, "as_numpy_iterator"):
         dataset = _from_elements(source.as_numpy_iterator(), sample_rank, max_samples)
     elif callable(source):
@@ -74,7 +82,8 @@ def load_data(
     else:
         raise InvalidArgumentTypeError(
             f"cannot read data from an object of type {type(source).__name__}; pass arrays, "
-            "(x, y), a .npz/.npy file, an image folder, a tf.data.Dataset or a generator."
+            "(x, y), a dict of arrays per input, a .npz/.npy file, an image folder, a "
+            "tf.data.Dataset or a generator."
         )
     return dataset
 
@@ -87,6 +96,45 @@ def describe_source(source: DataLike, what: str) -> str:
         'calibration data calib.npz'
     """
     return f"{what} {source}" if isinstance(source, str | os.PathLike) else what
+
+
+def dataset_from_arrays(arrays: Mapping[str, np.ndarray], origin: str) -> Dataset:
+    """Sort named arrays into samples and labels, the way ``.npz`` files name them.
+
+    ``y`` holds the labels of a single-output model and ``y_<output name>`` those of one
+    output; every other array is samples: ``x`` alone for a single-input model, otherwise
+    one array per input name (or ``x0``, ``x1``, ... in input order).
+
+    Args:
+        arrays: Arrays by name.
+        origin: Where they came from, for messages.
+
+    Returns:
+        The dataset (``x`` an array when the only samples are named ``x``, else a dict).
+
+    Raises:
+        InvalidDataError: No samples, or both ``y`` and ``y_<name>`` labels.
+
+    Example:
+        >>> ds = dataset_from_arrays({"image": np.zeros((2, 4)), "y_box": np.ones((2, 4))}, "d")
+        >>> ds.input_names, sorted(ds.y)
+        (('image',), ['box'])
+    """
+    samples = {k: v for k, v in arrays.items() if k != "y" and not k.startswith("y_")}
+    labels = {k[2:]: v for k, v in arrays.items() if k.startswith("y_")}
+    if not samples:
+        raise InvalidDataError(
+            f"{origin}: no samples (found only {sorted(arrays)}); save the samples as 'x', or "
+            "one array per input name."
+        )
+    if "y" in arrays and labels:
+        raise InvalidDataError(
+            f"{origin}: both 'y' and per-output labels ({', '.join('y_' + k for k in labels)}); "
+            "use 'y' for a single-output model, 'y_<output name>' for each output otherwise."
+        )
+    x = samples["x"] if list(samples) == ["x"] else samples
+    y = labels or arrays.get("y")
+    return Dataset(x, y)
 
 
 def _from_path(
@@ -103,7 +151,7 @@ def _from_path(
         return load_image_folder(path, image_size=image_size, channels=channels, rescale=rescale)
     suffix = path.suffix.lower()
     if suffix == ".npz":
-        return Dataset(*read_npz(path))
+        return dataset_from_arrays(read_npz(path), str(path))
     if suffix == ".npy":
         return Dataset(read_npy(path))
     raise InvalidDataError(
@@ -178,6 +226,19 @@ def _samples(array: np.ndarray, what: str) -> np.ndarray:
 
 def _optional_array(value: Any) -> np.ndarray | None:
     return None if value is None else _array(value, "y")
+
+
+def _optional_labels(value: Any) -> np.ndarray | dict[str, np.ndarray] | None:
+    """Labels as one array, or a dict of arrays keyed by output name."""
+    if isinstance(value, Mapping):
+        return {str(k): _array(v, f"y[{k!r}]") for k, v in value.items()}
+    return _optional_array(value)
+
+
+def _named_samples(value: Mapping[Any, Any], what: str) -> dict[str, np.ndarray]:
+    return {
+        str(k): _samples(_array(v, f"{what}[{k!r}]"), f"{what}[{k!r}]") for k, v in value.items()
+    }
 
 
 def _is_array_like(value: Any) -> bool:

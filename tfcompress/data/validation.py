@@ -8,7 +8,7 @@ import numpy as np
 
 from tfcompress.data.dataset import Dataset
 from tfcompress.errors import InvalidArgumentTypeError, InvalidDataError, InvalidInputError
-from tfcompress.models.signature import InputSpec
+from tfcompress.models.signature import InputSpec, ModelSignature
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,16 @@ def validate_for_model(
         dtype('float32')
     """
     x = dataset.x
+    if isinstance(x, dict):  # a one-input model fed by name ({"image": ...} or {"x0": ...})
+        x = _match_inputs(dataset, ModelSignature((spec,), ()), what)[spec.name]
+    labels = dataset.y
+    if isinstance(labels, dict):
+        if len(labels) != 1:
+            raise InvalidDataError(
+                f"{what} has labels for {len(labels)} outputs ({', '.join(labels)}); this step "
+                "reads one label array: save it as 'y'."
+            )
+        labels = next(iter(labels.values()))
     expected = spec.describe()
     if len(dataset) == 0:
         raise InvalidDataError(f"{what} is empty; the model expects samples of shape {expected}.")
@@ -61,8 +71,121 @@ def validate_for_model(
         )
     x = _fit_shape(x, spec, what)
     x = cast_samples(x, np.dtype(spec.dtype), what)
-    y = _check_labels(dataset.y, len(x), require_labels, num_classes, what)
+    y = _check_labels(labels, len(x), require_labels, num_classes, what)
     return Dataset(x, y)
+
+
+def validate_for_signature(
+    dataset: Dataset, signature: ModelSignature, *, what: str = "data"
+) -> Dataset:
+    """Match ``dataset`` to every input (and labels to outputs) of a model, by name.
+
+    Samples: one array for a single-input model, else a dict keyed by input name or by
+    ``x0``, ``x1``, ... in input order. Each array is checked as :func:`validate_for_model`
+    checks a single input (shape, dtype, NaN/Inf, range after the cast); the error names the
+    input and its expected shape. Labels: one array for a single-output model, else a dict
+    keyed by output name; their content is checked by the metric that reads them.
+
+    Args:
+        dataset: The data to check.
+        signature: The model's inputs and outputs.
+        what: How to call the data in messages.
+
+    Returns:
+        A dataset whose ``x`` is a dict keyed by input name, in the model's input order, and
+        whose ``y`` is None or a dict keyed by output name.
+
+    Raises:
+        InvalidDataError: Missing or unknown input names, arrays that do not fit an input,
+            or labels for outputs the model does not have.
+
+    Example:
+        >>> a, b = InputSpec((None, 2), name="a"), InputSpec((None, 1), name="b")
+        >>> data = Dataset({"x0": np.ones((3, 2)), "x1": np.ones((3, 1))})
+        >>> checked = validate_for_signature(data, ModelSignature((a, b), ()))
+        >>> sorted(checked.x)
+        ['a', 'b']
+    """
+    if len(dataset) == 0:
+        raise InvalidDataError(f"{what} is empty; the model expects {_expected(signature)}.")
+    arrays = _match_inputs(dataset, signature, what)
+    checked = {
+        spec.name: validate_for_model(
+            Dataset(arrays[spec.name]), spec, what=_input_what(what, spec.name, signature)
+        ).x
+        for spec in signature.inputs
+    }
+    return Dataset(checked, _match_labels(dataset.y, signature, len(dataset), what))
+
+
+def _input_what(what: str, name: str, signature: ModelSignature) -> str:
+    return what if len(signature.inputs) == 1 else f"{what} for input {name!r}"
+
+
+def _expected(signature: ModelSignature) -> str:
+    return "; ".join(f"{spec.name} {spec.describe()}" for spec in signature.inputs)
+
+
+def _match_inputs(dataset: Dataset, signature: ModelSignature, what: str) -> dict[str, np.ndarray]:
+    names = signature.input_names
+    if not isinstance(dataset.x, dict):
+        if len(names) == 1:
+            return {names[0]: dataset.x}
+        raise InvalidDataError(
+            f"{what} is one array but the model has {len(names)} inputs ({_expected(signature)}); "
+            "pass a dict (or an .npz) with one array per input name, or x0, x1, ... in order."
+        )
+    keys = list(dataset.x)
+    if set(keys) == set(names):
+        return dict(dataset.x)
+    positional = [f"x{i}" for i in range(len(names))]
+    if set(keys) == set(positional):
+        return {name: dataset.x[key] for name, key in zip(names, positional, strict=True)}
+    if len(names) == 1 and keys == ["x"]:
+        return {names[0]: dataset.x["x"]}
+    missing = [n for n in names if n not in keys]
+    unknown = [k for k in keys if k not in names]
+    raise InvalidDataError(
+        f"{what} has arrays {', '.join(map(repr, keys))} but the model's inputs are "
+        f"{_expected(signature)}"
+        + (f"; missing {', '.join(map(repr, missing))}" if missing else "")
+        + (f"; no input is called {', '.join(map(repr, unknown))}" if unknown else "")
+        + f"; name the arrays after the inputs, or x0..x{len(names) - 1} in input order."
+    )
+
+
+def _match_labels(
+    labels: np.ndarray | dict[str, np.ndarray] | None,
+    signature: ModelSignature,
+    count: int,
+    what: str,
+) -> dict[str, np.ndarray] | None:
+    if labels is None:
+        return None
+    names = signature.output_names
+    if not isinstance(labels, dict):
+        if len(names) == 1:
+            labels = {names[0]: labels}
+        else:
+            raise InvalidDataError(
+                f"{what} has one label array 'y' but the model has {len(names)} outputs "
+                f"({', '.join(names)}); save labels per output as y_<output name>."
+            )
+    unknown = [k for k in labels if k not in names]
+    if unknown:
+        raise InvalidDataError(
+            f"{what} has labels for {', '.join(map(repr, unknown))}, which the model does not "
+            f"output; its outputs are {', '.join(names)} (labels go in y_<output name>)."
+        )
+    matched = {name: labels[name] for name in names if name in labels}
+    for name, array in matched.items():
+        if array.ndim == 0 or len(array) != count:
+            raise InvalidDataError(
+                f"{what} has {count} samples but labels of shape {array.shape} for output "
+                f"{name!r}; "
+                "give one label per sample."
+            )
+    return matched
 
 
 def cast_samples(x: np.ndarray, dtype: np.dtype, what: str = "data") -> np.ndarray:

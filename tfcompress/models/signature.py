@@ -42,7 +42,7 @@ class TensorSpec:
 
     Example:
         >>> TensorSpec(shape=(None, 28, 28, 1), dtype="float32", name="image").describe()
-        'image (N, 28, 28, 1) float32'
+        '(N, 28, 28, 1) float32'
     """
 
     shape: Shape
@@ -60,8 +60,8 @@ class TensorSpec:
         return any(d is None for d in self.sample_shape)
 
     def describe(self) -> str:
-        """Human form, e.g. ``image (N, 28, 28, 1) float32``."""
-        return f"{self.name} {format_shape(self.shape)} {self.dtype}"
+        """Shape and dtype, e.g. ``(N, 28, 28, 1) float32`` (the name is :attr:`name`)."""
+        return f"{format_shape(self.shape)} {self.dtype}"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON: ``{"name", "shape" (None = any), "dtype"}``."""
@@ -155,7 +155,7 @@ def input_spec(model: Any) -> TensorSpec:
 
     Example:
         >>> input_spec(keras_model).describe()  # doctest: +SKIP
-        'image (N, 28, 28, 1) float32'
+        '(N, 28, 28, 1) float32'
     """
     signature = model_signature(model)
     if len(signature.inputs) != 1:
