@@ -81,7 +81,7 @@ class _MissingRunner(Runner):
     def __init__(self, model: Any, **_: Any) -> None:
         raise BackendUnavailableError(f"no {MISSING} accelerator found; plug one in")
 
-    def predict_batch(self, x: np.ndarray) -> np.ndarray:  # pragma: no cover - never loads
+    def predict_batch(self, feed: dict) -> dict:  # pragma: no cover - never loads
         raise NotImplementedError
 
 

@@ -21,7 +21,7 @@ def test_batched_equals_one_by_one(int8_result, mnist_split):
     x = mnist_split.test.x[:70]
     with create_runner(int8_result.model, threads=2) as runner:
         batched = runner.predict(x, batch_size=32)  # 32 + 32 + padded 6
-        single = np.concatenate([runner.predict_batch(x[i : i + 1]) for i in range(len(x))])
+        single = np.concatenate([runner.predict(x[i : i + 1]) for i in range(len(x))])
     np.testing.assert_allclose(batched, single, atol=1e-6)
     assert batched.shape == (70, 10)
 

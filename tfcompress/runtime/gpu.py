@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -15,8 +15,10 @@ from tfcompress.errors import (
     UnsupportedModelError,
 )
 from tfcompress.models.loading import TFLiteModel
-from tfcompress.runtime.base import Runner, register_backend
-from tfcompress.runtime.litert import dequantize, quantize
+from tfcompress.models.signature import model_signature
+from tfcompress.models.tflite_file import read_tflite
+from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend, run_in_chunks
+from tfcompress.runtime.litert import custom_op_advice, dequantize, quantize
 
 logger = logging.getLogger(__name__)
 
@@ -84,33 +86,38 @@ class CompiledModelRunner(Runner):
                 ),
             )
         except RuntimeError as error:
+            if read_tflite(model.content).custom_ops:
+                raise UnsupportedModelError(
+                    f"{model.name}: LiteRT ({self.backend} backend) cannot prepare the model "
+                    f"({' '.join(str(error).split())[:300]}). {custom_op_advice(model)}"
+                ) from error
             wanted = "|".join(a.upper() for a in accelerators)
             missing = "no GPU" if "gpu" in accelerators else f"no {wanted}"
             raise BackendUnavailableError(
                 f"{missing}: LiteRT could not compile {model.name} for {wanted} "
                 f"({' '.join(str(error).split())}); without a GPU use backend 'cpu'."
             ) from error
-        self._signature = next(iter(self._compiled.get_signature_list()))
-        inputs = self._compiled.get_input_tensor_details(self._signature)
-        outputs = self._compiled.get_output_tensor_details(self._signature)
-        if len(inputs) != 1 or len(outputs) != 1:
-            raise UnsupportedModelError(
-                f"{model.name} has {len(inputs)} inputs and {len(outputs)} outputs; tfcompress "
-                "runs single-input, single-output models."
-            )
-        # CompiledModel reports dtypes and shapes, not quantization: read those once here.
+        self.signature = model_signature(model)
+        key = next(iter(self._compiled.get_signature_list()))
+        listed = self._compiled.get_signature_by_index(0)
+        compiled_inputs = self._compiled.get_input_tensor_details(key)
+        compiled_outputs = self._compiled.get_output_tensor_details(key)
+        # CompiledModel reports dtypes and shapes, not quantization: read those once from an
+        # interpreter, whose details follow the graph's order, as the signature's names do.
         interpreter = make_interpreter(model.content, num_threads=1, use_xnnpack=False)
-        self._input = interpreter.get_input_details()[0]
-        self._output = interpreter.get_output_details()[0]
-        self._in_shape = tuple(next(iter(inputs.values()))["shape"])
-        self._out_shape = tuple(next(iter(outputs.values()))["shape"])
+        ours_in = _by_tensor(interpreter.get_input_details(), self.signature.input_names)
+        ours_out = _by_tensor(interpreter.get_output_details(), self.signature.output_names)
+        # (our name, quantization details, shape) in the compiled signature's buffer order.
+        self._in = [_slot(compiled_inputs[n], ours_in) for n in listed["inputs"]]
+        self._out = [_slot(compiled_outputs[n], ours_out) for n in listed["outputs"]]
         self._in_buffers = self._compiled.create_input_buffers(0)
         self._out_buffers = self._compiled.create_output_buffers(0)
 
     @property
     def batch(self) -> int:
         """The model's own batch size (each run processes this many samples)."""
-        return int(self._in_shape[0])
+        shape = self._in[0][2] if self._in else (1,)
+        return int(shape[0]) if shape else 1
 
     @property
     def preferred_batch_size(self) -> int:
@@ -122,21 +129,16 @@ class CompiledModelRunner(Runner):
         """True when every op runs on the accelerator (never for CPU only)."""
         return bool(self._compiled.is_fully_accelerated())
 
-    def predict_batch(self, x: np.ndarray) -> np.ndarray:
-        """Run ``x`` in chunks of the model's batch size (the last chunk zero-padded)."""
-        chunks = []
-        for start in range(0, len(x), self.batch):
-            chunk = x[start : start + self.batch]
-            self._write(chunk)
-            self._run()
-            chunks.append(self._read()[: len(chunk)])
-        return np.concatenate(chunks)
+    def predict_batch(self, feed: Feed) -> Outputs:
+        """Run ``feed`` in chunks of the model's batch size (the last chunk zero-padded)."""
+        return run_in_chunks(feed, self.batch, self._invoke)
 
-    def bind(self, x: np.ndarray) -> Callable[[], object]:
-        """Write ``x`` once and return the bare run when it fits one call."""
-        if len(x) != self.batch:
-            return super().bind(x)
-        self._write(x)
+    def bind(self, x: np.ndarray | Mapping[str, np.ndarray]) -> Callable[[], object]:
+        """Write the inputs once and return the bare run when they fit one call."""
+        feed = self.feed(x)
+        if len(next(iter(feed.values()))) != self.batch:
+            return super().bind(feed)
+        self._write(feed)
         return self._run
 
     def details(self) -> dict[str, object]:
@@ -151,19 +153,34 @@ class CompiledModelRunner(Runner):
         """Release the compiled model."""
         self._compiled.close()
 
-    def _write(self, chunk: np.ndarray) -> None:
-        missing = self.batch - len(chunk)
-        if missing:
-            chunk = np.concatenate([chunk, np.zeros((missing, *chunk.shape[1:]), chunk.dtype)])
-        self._in_buffers[0].write(np.ascontiguousarray(quantize(chunk, self._input)))
+    def _invoke(self, feed: Feed) -> Outputs:
+        self._write(feed)
+        self._run()
+        return self._read()
+
+    def _write(self, feed: Feed) -> None:
+        for buffer, (name, detail, _) in zip(self._in_buffers, self._in, strict=True):
+            buffer.write(np.ascontiguousarray(quantize(feed[name], detail)))
 
     def _run(self) -> None:
         self._compiled.run_by_index(0, self._in_buffers, self._out_buffers)
 
-    def _read(self) -> np.ndarray:
-        count = int(np.prod(self._out_shape))
-        raw = self._out_buffers[0].read(count, np.dtype(self._output["dtype"]))
-        return dequantize(raw.reshape(self._out_shape), self._output)
+    def _read(self) -> Outputs:
+        outputs = {}
+        for buffer, (name, detail, shape) in zip(self._out_buffers, self._out, strict=True):
+            raw = buffer.read(int(np.prod(shape)), np.dtype(detail["dtype"]))
+            outputs[name] = dequantize(raw.reshape(shape), detail)
+        return {name: outputs[name] for name in self.signature.output_names}
+
+
+def _by_tensor(details: list[dict[str, Any]], names: tuple[str, ...]) -> dict[int, Any]:
+    """Interpreter details keyed by tensor index, each with the signature name it has here."""
+    return {int(d["index"]): (name, d) for d, name in zip(details, names, strict=True)}
+
+
+def _slot(compiled: dict[str, Any], ours: dict[int, Any]) -> tuple[str, dict[str, Any], tuple]:
+    name, detail = ours[int(compiled["index"])]
+    return name, detail, tuple(int(n) for n in compiled["shape"])
 
 
 @register_backend("gpu")

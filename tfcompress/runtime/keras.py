@@ -12,7 +12,7 @@ thread count that did not happen.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,8 @@ from tfcompress._compat.keras import flavour_of
 from tfcompress._compat.tf import tensorflow
 from tfcompress.errors import InvalidInputError, SettingUnavailableError, UnsupportedModelError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel, saved_model_errors
-from tfcompress.runtime.base import Runner, register_backend
+from tfcompress.models.signature import model_signature
+from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
 
 #: How the Keras model is called: traced once into a graph, as a served model runs.
 KERAS_CALL = "tf.function"
@@ -167,6 +168,7 @@ class KerasRunner(Runner):
             )
         self.model = model
         self.threads = threads
+        self.signature = model_signature(model)
         tf = tensorflow()
         if isinstance(model, SavedModelDir):
             with saved_model_errors(model.path):
@@ -179,27 +181,40 @@ class KerasRunner(Runner):
             self._function = tf.function(self._inference, jit_compile=False, reduce_retracing=True)
             self.call = KERAS_CALL
 
-    def _inference(self, x: Any) -> Any:
-        return self.model(x, training=False)
+    def _inference(self, inputs: list[Any]) -> Any:
+        return self.model(inputs[0] if len(inputs) == 1 else inputs, training=False)
 
-    def predict_batch(self, x: np.ndarray) -> np.ndarray:
+    def predict_batch(self, feed: Feed) -> Outputs:
         """Run one batch in inference mode (dropout off, batch-norm statistics frozen)."""
-        return self._run(tensorflow().constant(x))
+        return self._run(self._tensors(feed))
 
-    def bind(self, x: np.ndarray) -> Callable[[], object]:
-        """Make ``x`` a tensor once and return the graph call (with its result read back).
+    def bind(self, x: np.ndarray | Mapping[str, np.ndarray]) -> Callable[[], object]:
+        """Make the inputs tensors once and return the graph call (with results read back).
 
         Reading the result into numpy is part of each call: it is what waits for the
         computation to finish where TensorFlow runs ops asynchronously (a GPU).
         """
-        tensor = tensorflow().constant(x)
-        return lambda: self._run(tensor)
+        tensors = self._tensors(self.feed(x))
+        return lambda: self._run(tensors)
 
-    def _run(self, tensor: Any) -> np.ndarray:
-        if self._signature is None:
-            return np.asarray(self._function(tensor), dtype=np.float32)
-        outputs = self._signature(tensor)
-        return np.asarray(next(iter(outputs.values())), dtype=np.float32)
+    def _tensors(self, feed: Feed) -> list[Any]:
+        constant = tensorflow().constant
+        return [constant(feed[name]) for name in self.signature.input_names]
+
+    def _run(self, tensors: list[Any]) -> Outputs:
+        names = self.signature.output_names
+        if self._signature is not None:
+            results = self._signature(**dict(zip(self.signature.input_names, tensors, strict=True)))
+            return {name: np.asarray(results[name], dtype=np.float32) for name in names}
+        results = self._function(tensors)
+        if isinstance(results, Mapping):
+            return {name: np.asarray(results[name], dtype=np.float32) for name in names}
+        if not isinstance(results, list | tuple):
+            results = [results]
+        return {
+            name: np.asarray(value, dtype=np.float32)
+            for name, value in zip(names, results, strict=True)
+        }
 
     def details(self) -> dict[str, object]:
         """Thread counts TensorFlow ran with, whether they were pinned, the call and device."""

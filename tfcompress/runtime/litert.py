@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from tfcompress._compat.litert import make_interpreter
-from tfcompress.errors import InvalidInputError, UnsupportedModelError
+from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.loading import TFLiteModel
-from tfcompress.runtime.base import Runner, register_backend
+from tfcompress.models.signature import model_signature
+from tfcompress.runtime.base import (
+    Feed,
+    Outputs,
+    Runner,
+    pad_feed,
+    register_backend,
+    run_in_chunks,
+)
 
 
 @register_backend("cpu")
@@ -18,8 +26,10 @@ class LiteRTRunner(Runner):
     """Runs a ``.tflite`` on the CPU through the LiteRT interpreter.
 
     Quantized inputs and outputs are converted with their scale and zero point, so callers
-    feed float data to any variant. Batches run in one invoke when the model's batch
-    dimension is dynamic; otherwise in chunks of the fixed batch size.
+    feed float data to any variant. Inputs and outputs are named by the model's signature
+    (``serving_default``), in the graph's order. Batches run in one invoke when the model's
+    batch dimension is dynamic; otherwise in chunks of the fixed batch size. Other dynamic
+    dimensions (an audio length) take the size of the data fed.
 
     Args:
         model: The ``.tflite`` to run.
@@ -44,23 +54,18 @@ class LiteRTRunner(Runner):
         self.model = model
         self.threads = threads
         self.use_xnnpack = use_xnnpack
+        self.signature = model_signature(model)
         try:
             self.interpreter = self._create_interpreter()
         except (RuntimeError, ValueError) as error:
             raise self._cannot_run(error) from error
-        inputs, outputs = (
-            self.interpreter.get_input_details(),
-            self.interpreter.get_output_details(),
-        )
-        if len(inputs) != 1 or len(outputs) != 1:
-            raise UnsupportedModelError(
-                f"{model.name} has {len(inputs)} inputs and {len(outputs)} outputs; tfcompress "
-                "runs single-input, single-output models."
-            )
-        self._input, self._output = inputs[0], outputs[0]
-        signature = self._input.get("shape_signature", self._input["shape"])
-        self.dynamic_batch = int(signature[0]) == -1
-        self._batch = int(self._input["shape"][0])
+        self._inputs = self.interpreter.get_input_details()
+        self._outputs = self.interpreter.get_output_details()
+        first = self._inputs[0] if self._inputs else None
+        signature = first.get("shape_signature", first["shape"]) if first is not None else [1]
+        self.dynamic_batch = len(signature) > 0 and int(signature[0]) == -1
+        self._batch = int(first["shape"][0]) if first is not None and len(first["shape"]) else 1
+        self._shapes = {d["index"]: tuple(int(n) for n in d["shape"]) for d in self._inputs}
         try:
             self.interpreter.allocate_tensors()
         except (RuntimeError, ValueError) as error:
@@ -69,14 +74,14 @@ class LiteRTRunner(Runner):
     def _cannot_run(self, error: Exception) -> UnsupportedModelError:
         """A typed error for a model this interpreter cannot prepare or run.
 
-        Bad parameters, a kernel without the types it was given, an unresolved custom op.
+        Bad parameters, a kernel without the types it was given, an unresolved custom op
+        (named, with the backends that could run it).
         """
         reason = " ".join(str(error).split()) or type(error).__name__
         where = "with XNNPACK" if self.use_xnnpack else "without XNNPACK"
         return UnsupportedModelError(
             f"{self.model.name}: LiteRT ({self.backend} backend, {where}) cannot run the "
-            f"model: {reason[:400]}. A custom op needs the runtime or delegate that defines "
-            "it; otherwise the file is corrupt or was made for another runtime: re-export it."
+            f"model: {reason[:400]}. {custom_op_advice(self.model)}"
         )
 
     def _create_interpreter(self) -> Any:
@@ -92,38 +97,39 @@ class LiteRTRunner(Runner):
 
     @property
     def input_details(self) -> dict[str, Any]:
-        """The interpreter's input tensor details."""
-        return self._input
+        """The interpreter's details of the first input tensor."""
+        return self._inputs[0]
 
-    def predict_batch(self, x: np.ndarray) -> np.ndarray:
-        """Run ``x`` (float samples) and return dequantized float outputs."""
+    def predict_batch(self, feed: Feed) -> Outputs:
+        """Run ``feed`` (float samples by input name) and return dequantized float outputs."""
         if self.dynamic_batch:
-            return self._invoke(x)
-        chunks = []
-        for start in range(0, len(x), self._batch):
-            chunk = x[start : start + self._batch]
-            missing = self._batch - len(chunk)
-            padded = np.concatenate([chunk, np.zeros((missing, *chunk.shape[1:]), chunk.dtype)])
-            chunks.append(self._invoke(padded)[: len(chunk)])
-        return np.concatenate(chunks)
+            return self._invoke(feed)
+        return run_in_chunks(feed, self._batch, self._invoke)
 
-    def predict(
-        self, x: np.ndarray, *, batch_size: int | None = None, progress: bool = False
-    ) -> np.ndarray:
-        """Run all of ``x``; the last short batch is padded so the interpreter keeps its shape."""
+    def run(
+        self,
+        x: np.ndarray | Mapping[str, np.ndarray],
+        *,
+        batch_size: int | None = None,
+        progress: bool = False,
+    ) -> Outputs:
+        """Run all samples; the last short batch is padded so the interpreter keeps its shape."""
+        feed = self.feed(x)
+        count = len(next(iter(feed.values())))
         size = batch_size or self.preferred_batch_size
-        tail = len(x) % size
-        if not self.dynamic_batch or tail == 0 or len(x) < size:
-            return super().predict(x, batch_size=size, progress=progress)
-        padding = np.zeros((size - tail, *x.shape[1:]), x.dtype)
-        padded = np.concatenate([x, padding])
-        return super().predict(padded, batch_size=size, progress=progress)[: len(x)]
+        tail = count % size
+        if not self.dynamic_batch or tail == 0 or count < size:
+            return super().run(feed, batch_size=size, progress=progress)
+        padded = pad_feed(feed, count + size - tail)
+        outputs = super().run(padded, batch_size=size, progress=progress)
+        return {name: array[:count] for name, array in outputs.items()}
 
-    def bind(self, x: np.ndarray) -> Callable[[], object]:
-        """Set ``x`` as the input once and return ``Interpreter.invoke`` (what gets timed)."""
-        if not self.dynamic_batch and len(x) != self._batch:
-            return super().bind(x)  # fixed batch: chunks of the model's own batch size
-        self._set_input(x)
+    def bind(self, x: np.ndarray | Mapping[str, np.ndarray]) -> Callable[[], object]:
+        """Set the inputs once and return ``Interpreter.invoke`` (what gets timed)."""
+        feed = self.feed(x)
+        if not self.dynamic_batch and len(next(iter(feed.values()))) != self._batch:
+            return super().bind(feed)  # fixed batch: chunks of the model's own batch size
+        self._set_inputs(feed)
         return self.interpreter.invoke
 
     def details(self) -> dict[str, object]:
@@ -136,25 +142,66 @@ class LiteRTRunner(Runner):
             "delegated_ops": delegated,
         }
 
-    def _set_input(self, x: np.ndarray) -> None:
-        index = self._input["index"]
-        if len(x) != self._batch:
-            self.interpreter.resize_tensor_input(index, [len(x), *x.shape[1:]], strict=True)
-            self.interpreter.allocate_tensors()
-            self._batch = len(x)
-        self.interpreter.set_tensor(index, quantize(x, self._input))
+    def _set_inputs(self, feed: Feed) -> None:
+        resized = False
+        for detail, name in zip(self._inputs, self.signature.input_names, strict=True):
+            shape = tuple(int(n) for n in feed[name].shape)
+            if shape != self._shapes[detail["index"]]:
+                try:
+                    self.interpreter.resize_tensor_input(detail["index"], list(shape), strict=True)
+                except (RuntimeError, ValueError) as error:
+                    raise InvalidDataError(
+                        f"input {name!r} of {self.model.name} cannot take shape {shape}: "
+                        f"{' '.join(str(error).split())[:200]}; feed its declared shape."
+                    ) from error
+                self._shapes[detail["index"]] = shape
+                resized = True
+        if resized:
+            try:
+                self.interpreter.allocate_tensors()
+            except (RuntimeError, ValueError) as error:
+                raise self._cannot_run(error) from error
+        for detail, name in zip(self._inputs, self.signature.input_names, strict=True):
+            self.interpreter.set_tensor(detail["index"], quantize(feed[name], detail))
+        self._batch = len(next(iter(feed.values())))
 
-    def _invoke(self, x: np.ndarray) -> np.ndarray:
-        self._set_input(x)
+    def _invoke(self, feed: Feed) -> Outputs:
+        self._set_inputs(feed)
         try:
             self.interpreter.invoke()
         except RuntimeError as error:  # a kernel that refuses its inputs' types at run time
             raise self._cannot_run(error) from error
-        return dequantize(self.interpreter.get_tensor(self._output["index"]), self._output)
+        return {
+            name: dequantize(self.interpreter.get_tensor(detail["index"]), detail)
+            for detail, name in zip(self._outputs, self.signature.output_names, strict=True)
+        }
 
     def close(self) -> None:
         """Drop the interpreter."""
         self.interpreter = None
+
+
+def custom_op_advice(model: TFLiteModel) -> str:
+    """What to do when a runtime cannot prepare ``model``: name its custom ops, if any.
+
+    Example:
+        >>> custom_op_advice(TFLiteModel(content))  # doctest: +SKIP
+        "It uses custom op(s) Convolution2DTransposeBias: run it where they are defined ..."
+    """
+    from tfcompress.models.tflite_file import read_tflite
+
+    custom = sorted({code or "(no code)" for code in read_tflite(model.content).custom_ops})
+    if not custom:
+        return "The file is corrupt or was made for another runtime: re-export it."
+    ops = ", ".join(custom)
+    edgetpu = any("edgetpu" in code for code in custom)
+    where = (
+        "the 'edgetpu' backend (a Coral device and libedgetpu)"
+        if edgetpu
+        else "a LiteRT build or delegate that registers them (e.g. the MediaPipe runtime for "
+        "its ops), or the 'cpu' backend if they are among LiteRT's built-in custom ops"
+    )
+    return f"It uses custom op(s) {ops}, which only {where} can run."
 
 
 def delegated_ops(interpreter: Any) -> tuple[int, int]:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from tfcompress._compat.onnx import onnxruntime_module
 from tfcompress.errors import BackendUnavailableError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.onnx import OnnxModel, ort_dtype
-from tfcompress.runtime.base import Runner, register_backend
+from tfcompress.models.signature import ModelSignature, TensorSpec
+from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend, run_in_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -87,14 +89,11 @@ class OnnxRuntimeRunner(Runner):
                 f"{model.name}: ONNX Runtime cannot load the model ({reason})."
             ) from error
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
-        if len(inputs) != 1 or len(outputs) != 1:
-            raise UnsupportedModelError(
-                f"{model.name} has {len(inputs)} inputs and {len(outputs)} outputs; tfcompress "
-                "runs single-input, single-output models."
-            )
-        self._input_name = inputs[0].name
-        self._dtype = np.dtype(ort_dtype(inputs[0].type))
-        first = inputs[0].shape[0] if inputs[0].shape else None
+        self.signature = ModelSignature(
+            tuple(_spec(i) for i in inputs), tuple(_spec(o) for o in outputs)
+        )
+        self._dtypes = {i.name: np.dtype(ort_dtype(i.type)) for i in inputs}
+        first = inputs[0].shape[0] if inputs and inputs[0].shape else None
         self._fixed_batch = first if isinstance(first, int) and first > 0 else None
 
     @property
@@ -107,20 +106,21 @@ class OnnxRuntimeRunner(Runner):
         """64, or the model's fixed batch size."""
         return self._fixed_batch or 64
 
-    def predict_batch(self, x: np.ndarray) -> np.ndarray:
-        """Run ``x`` and return the float outputs."""
-        if self._fixed_batch and len(x) != self._fixed_batch:
-            size = self._fixed_batch
-            parts = [self._padded(x[i : i + size]) for i in range(0, len(x), size)]
-            return np.concatenate(parts)
-        return self._run(self._feed(x))
+    def predict_batch(self, feed: Feed) -> Outputs:
+        """Run ``feed`` and return the float outputs by name."""
+        if self._fixed_batch and len(next(iter(feed.values()))) != self._fixed_batch:
+            return run_in_chunks(
+                feed, self._fixed_batch, lambda chunk: self._run(self._cast(chunk))
+            )
+        return self._run(self._cast(feed))
 
-    def bind(self, x: np.ndarray) -> Callable[[], object]:
+    def bind(self, x: np.ndarray | Mapping[str, np.ndarray]) -> Callable[[], object]:
         """Build the input feed once and return the bare ``session.run``."""
-        if self._fixed_batch and len(x) != self._fixed_batch:
-            return super().bind(x)
-        feed = self._feed(x)
-        return lambda: self.session.run(None, feed)
+        feed = self.feed(x)
+        if self._fixed_batch and len(next(iter(feed.values()))) != self._fixed_batch:
+            return super().bind(feed)
+        cast = self._cast(feed)
+        return lambda: self.session.run(None, cast)
 
     def details(self) -> dict[str, object]:
         """Threads and the execution providers in use."""
@@ -130,13 +130,21 @@ class OnnxRuntimeRunner(Runner):
         """Drop the session."""
         self.session = None
 
-    def _feed(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        return {self._input_name: np.ascontiguousarray(x, dtype=self._dtype)}
+    def _cast(self, feed: Feed) -> Feed:
+        return {
+            name: np.ascontiguousarray(array, dtype=self._dtypes[name])
+            for name, array in feed.items()
+        }
 
-    def _run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
-        return np.asarray(self.session.run(None, feed)[0], dtype=np.float32)
+    def _run(self, feed: Feed) -> Outputs:
+        results = self.session.run(None, feed)
+        names = self.signature.output_names
+        return {
+            name: np.asarray(value, dtype=np.float32)
+            for name, value in zip(names, results, strict=True)
+        }
 
-    def _padded(self, chunk: np.ndarray) -> np.ndarray:
-        missing = (self._fixed_batch or len(chunk)) - len(chunk)
-        full = np.concatenate([chunk, np.zeros((missing, *chunk.shape[1:]), chunk.dtype)])
-        return self._run(self._feed(full))[: len(chunk)]
+
+def _spec(node: Any) -> TensorSpec:
+    shape = tuple(d if isinstance(d, int) and d > 0 else None for d in (node.shape or []))
+    return TensorSpec(shape, ort_dtype(node.type), node.name)
