@@ -10,23 +10,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from tqdm.auto import tqdm
 
 from tfcompress._compat.keras import flavour_of
 from tfcompress.bench import analysis
 from tfcompress.bench.environment import capture_environment
+from tfcompress.bench.inputs import check_input_shapes, random_inputs
 from tfcompress.bench.metrics import MetricLike, resolve_metric
 from tfcompress.bench.result import BenchmarkResult, BenchmarkRow
 from tfcompress.bench.rows import ROW_ERRORS, Artifact, Plan, backend_rows, row_status
 from tfcompress.bench.size import measure_size
-from tfcompress.data import DataLike, Dataset, load_data, validate_for_model
-from tfcompress.errors import (
-    InvalidDataError,
-    InvalidInputError,
-)
+from tfcompress.data import DataLike, Dataset, load_data, validate_for_signature
+from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import model_name, resolve_model
-from tfcompress.models.signature import input_spec
+from tfcompress.models.signature import model_signature
 from tfcompress.runtime import (
     check_backend_options,
     list_backends,
@@ -49,6 +46,7 @@ def benchmark(
     warmup_runs: int = 1,
     warmup_seconds: float = 0.5,
     metric: MetricLike = "accuracy",
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
     reference: str | None = None,
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
     report_dir: str | os.PathLike[str] | None = None,
@@ -77,7 +75,10 @@ def benchmark(
         artifacts: Paths, loaded models or ``.tflite`` bytes; a sequence or a mapping of
             display name to artifact.
         data: Samples for latency inputs and, with labels, accuracy (see
-            :func:`tfcompress.data.load_data`). Without it inputs are seeded random values.
+            :func:`tfcompress.data.load_data`); a dict or ``.npz`` with one array per input
+            name for models with several inputs. Without it every input gets seeded random
+            values of its dtype (see :func:`tfcompress.bench.inputs.random_inputs`), so any
+            model gets latency rows.
         backends: Backend names (see :func:`tfcompress.runtime.list_backends`).
         threads: CPU thread counts to measure.
         batch_sizes: Batch sizes to measure (throughput vs latency).
@@ -86,6 +87,9 @@ def benchmark(
         warmup_runs: Minimum warm-up runs (the first call included).
         warmup_seconds: Minimum warm-up seconds.
         metric: ``"accuracy"`` (top-1), ``"top5"`` or ``callable(labels, outputs)``.
+        input_shapes: Full shapes (batch first) for inputs with unknown dimensions when no
+            data is given, e.g. ``{"audio": (1, 43844, 1)}``; the batch dimension must
+            equal every batch size measured.
         reference: Artifact name the ratios compare to (default: the first float32 one).
         backend_options: Extra runner options per requested backend, e.g.
             ``{"cpu": {"use_xnnpack": False}, "edgetpu": {"device": "usb:0"}}``. An option
@@ -140,7 +144,17 @@ def benchmark(
     # batched tf.data.Dataset or generator from one sample (a generator can be read once).
     first_model = next(iter(loaded.values()))[0]
     raw = _read_data(data, first_model) if data is not None else None
-    prepared = {name: _prepare(name, source, *loaded[name], raw) for name, source in named.items()}
+    shapes = dict(input_shapes or {})
+    if shapes and raw is not None:
+        raise InvalidInputError(
+            "input_shapes sets the shapes of random inputs; with data the shapes come from the "
+            "data: drop one of them."
+        )
+    check_input_shapes(shapes, plan.batch_sizes)
+    prepared = {
+        name: _prepare(name, source, *loaded[name], raw, shapes, plan)
+        for name, source in named.items()
+    }
     rows: list[BenchmarkRow] = []
     samples = 0
     total = len(named) * len(plan.backends) * len(plan.threads) * len(plan.batch_sizes)
@@ -287,14 +301,21 @@ def _read_data(data: DataLike, model: Any) -> Dataset:
         >>> len(_read_data(batched, model)) == len(x)  # doctest: +SKIP
         True
     """
-    return load_data(data, sample_rank=len(input_spec(model).sample_shape))
+    return load_data(data, sample_rank=len(model_signature(model).inputs[0].sample_shape))
 
 
 def _prepare(
-    name: str, source: Any, model: Any, load_ms: float | None, raw: Dataset | None
+    name: str,
+    source: Any,
+    model: Any,
+    load_ms: float | None,
+    raw: Dataset | None,
+    input_shapes: Mapping[str, tuple[int, ...]],
+    plan: Plan,
 ) -> Artifact:
     path = Path(source) if isinstance(source, str | os.PathLike) else None
-    return Artifact(model, measure_size(model, path=path), _fit_data(raw, model, name), load_ms)
+    data = _fit_data(raw, model, name, input_shapes, plan.batch_sizes)
+    return Artifact(model, measure_size(model, path=path), data, load_ms)
 
 
 def _init_notes(prepared: Mapping[str, Artifact]) -> list[str]:
@@ -356,15 +377,14 @@ def _converted(name: str, artifact: Artifact, conversion: str) -> Artifact:
     return replace(artifact, model=onnx_model, load_ms=0.0, converted=details)
 
 
-def _fit_data(raw: Dataset | None, model: Any, name: str) -> Dataset:
-    spec = input_spec(model)
+def _fit_data(
+    raw: Dataset | None,
+    model: Any,
+    name: str,
+    input_shapes: Mapping[str, tuple[int, ...]],
+    batch_sizes: Sequence[int],
+) -> Dataset:
+    signature = model_signature(model)
     if raw is not None:
-        return validate_for_model(raw, spec, what=f"data for {name!r}")
-    if any(d is None for d in spec.sample_shape):
-        raise InvalidDataError(
-            f"{name}: the input {spec.describe()} has unknown dimensions; pass data to "
-            "benchmark with."
-        )
-    rng = np.random.default_rng(0)
-    sample_shape = tuple(int(d) for d in spec.sample_shape if d is not None)
-    return Dataset(rng.random((8, *sample_shape), dtype=np.float32).astype(spec.dtype))
+        return validate_for_signature(raw, signature, what=f"data for {name!r}")
+    return random_inputs(signature, name=name, input_shapes=input_shapes, batch_sizes=batch_sizes)

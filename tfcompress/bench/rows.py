@@ -123,6 +123,11 @@ def backend_rows(
 
 def _accuracy(runner: Any, dataset: Dataset, score: Any, name: str) -> float:
     outputs = runner.predict(dataset.x)
+    if isinstance(outputs, dict) or isinstance(dataset.y, dict):
+        raise InvalidDataError(
+            f"{name!r} has several outputs: the benchmark's accuracy column scores one output; "
+            "gate each output with `tfcompress gate` (--output NAME, --metric)."
+        )
     classes = int(np.prod(outputs.shape[1:]))
     if classes > 1 and int(dataset.y.max()) >= classes:
         raise InvalidDataError(
@@ -161,8 +166,10 @@ def _timed_row(
     )
 
 
-def _batch_of(x: np.ndarray, batch: int) -> np.ndarray:
-    """The first ``batch`` samples, repeated when the data holds fewer."""
+def _batch_of(x: np.ndarray | dict[str, np.ndarray], batch: int) -> Any:
+    """The first ``batch`` samples (of every input), repeated when the data holds fewer."""
+    if isinstance(x, dict):
+        return {name: _batch_of(array, batch) for name, array in x.items()}
     if len(x) >= batch:
         return np.ascontiguousarray(x[:batch])
     out = np.empty((batch, *x.shape[1:]), x.dtype)  # MemoryError at once when too large

@@ -15,6 +15,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    from tfcompress.bench.inputs import parse_input_shape
+    from tfcompress.errors import InvalidInputError
+
+    try:
+        return parse_input_shape(text)
+    except InvalidInputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register the subcommand."""
     parser = subparsers.add_parser(
@@ -30,7 +40,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("artifacts", nargs="+", metavar="ARTIFACT", help=".tflite/.onnx/.keras")
-    parser.add_argument("--data", help="test samples (.npz with x and y for accuracy)")
+    parser.add_argument(
+        "--data",
+        help="test samples (.npz with x and y for accuracy; one array per input name for "
+        "several inputs); without it, latency runs on seeded random inputs",
+    )
+    parser.add_argument(
+        "--input-shape",
+        action="append",
+        type=_input_shape,
+        default=[],
+        metavar="NAME=DxD...",
+        help="full shape (batch first) of an input with unknown dimensions, for runs without "
+        "--data, e.g. audio=1x43844x1; repeat per input",
+    )
     parser.add_argument(
         "--backend",
         type=csv_of(str, "--backend"),
@@ -98,6 +121,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         min_seconds=args.min_seconds,
         warmup_seconds=args.warmup_seconds,
         metric=args.metric,
+        input_shapes=dict(args.input_shape),
         reference=args.reference,
         backend_options=options,
         report_dir=args.report,
