@@ -12,13 +12,19 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tfcompress._compat.tf import tensorflow
-from tfcompress.data import DataLike, Dataset, load_data, validate_for_model
+from tfcompress.data import (
+    DataLike,
+    Dataset,
+    load_data,
+    validate_for_model,
+    validate_for_signature,
+)
 from tfcompress.data.sources import describe_source
 from tfcompress.data.validation import check_count
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.saving import PathLike, write_bytes_atomic
-from tfcompress.models.signature import input_spec
+from tfcompress.models.signature import model_signature
 from tfcompress.quantization.converter import Configure, convert_all
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
 from tfcompress.quantization.recipes import Recipe
@@ -226,18 +232,37 @@ def _calibration_set(
             f"recipe {recipe.name!r} calibrates activation ranges: pass representative_data "
             "(--data CALIB.npz) with a few hundred typical samples."
         )
-    spec = input_spec(model)
+    signature = model_signature(model)
     limit = recipe.calibration_samples
-    dataset = load_data(data, sample_rank=len(spec.sample_shape), max_samples=limit)
+    first = signature.inputs[0]
+    dataset = load_data(data, sample_rank=len(first.sample_shape), max_samples=limit)
     what = describe_source(data, "calibration data")
-    dataset = validate_for_model(Dataset(dataset.x), spec, what=what)
+    if len(signature.inputs) == 1:
+        dataset = validate_for_model(Dataset(dataset.x), first, what=what)
+    else:  # one array per input, by name; labels are not needed to calibrate
+        dataset = Dataset(validate_for_signature(Dataset(dataset.x), signature, what=what).x)
     if len(dataset) > limit:
         chosen = np.sort(np.random.default_rng(seed).choice(len(dataset), limit, replace=False))
-        dataset = Dataset(dataset.x[chosen])
+        dataset = Dataset(_rows(dataset.x, chosen))
     return dataset
 
 
-def _representative(calibration: Dataset, progress: bool) -> Iterator[list[np.ndarray]]:
-    samples = tqdm(calibration.x, desc="calibrating", unit="sample", disable=not progress)
-    for sample in samples:
-        yield [sample[np.newaxis]]
+def _rows(x: np.ndarray | dict[str, np.ndarray], chosen: np.ndarray) -> Any:
+    if isinstance(x, dict):
+        return {name: array[chosen] for name, array in x.items()}
+    return x[chosen]
+
+
+def _representative(calibration: Dataset, progress: bool) -> Iterator[Any]:
+    """One sample at a time: a list for a single input, a dict by input name for several.
+
+    The converter calibrates a signature's inputs by name from a dict, so several inputs
+    cannot be fed in the wrong order.
+    """
+    x = calibration.x
+    indices = tqdm(range(len(calibration)), desc="calibrating", unit="sample", disable=not progress)
+    for i in indices:
+        if isinstance(x, dict):
+            yield {name: array[i : i + 1] for name, array in x.items()}
+        else:
+            yield [x[i : i + 1]]
