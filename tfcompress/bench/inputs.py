@@ -112,7 +112,9 @@ def random_inputs(
 def _sample_shape(spec: TensorSpec, given: Sequence[int] | None, name: str) -> tuple[int, ...]:
     if given is None:
         if spec.is_dynamic:
-            example = "x".join("1" if i == 0 else "?" for i in range(len(spec.shape)))
+            example = "x".join(
+                "1" if i == 0 else "?" if d is None else str(d) for i, d in enumerate(spec.shape)
+            )
             raise InvalidDataError(
                 f"{name}: input {spec.name!r} {format_shape(spec.shape)} has unknown dimensions; "
                 f"pass data, or its shape: --input-shape {spec.name}={example} with the ? "

@@ -309,5 +309,11 @@ def _check_tflite_loads(content: bytes, source: object) -> None:
 
     parsed = read_tflite(content, source=source)
     parsed.validate(source=source)
-    # Custom ops (the Edge TPU's) cannot run here: a clean refusal to run them is no error.
-    probe_model(content, "tflite", source=source, must_run=not parsed.custom_ops)
+    # Custom ops (the Edge TPU's) cannot run here, and a dynamic dimension other than the
+    # batch (an audio length) set to 1 may be too small for the model (a convolution wider
+    # than 1): a clean refusal to run is no error then; only a crash or a refusal to load is.
+    main = parsed.subgraphs[0] if parsed.subgraphs else None
+    dynamic = main is not None and any(
+        -1 in main.tensors[i].signature[1:] for i in main.inputs if i < len(main.tensors)
+    )
+    probe_model(content, "tflite", source=source, must_run=not parsed.custom_ops and not dynamic)

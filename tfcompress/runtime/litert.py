@@ -66,10 +66,15 @@ class LiteRTRunner(Runner):
         self.dynamic_batch = len(signature) > 0 and int(signature[0]) == -1
         self._batch = int(first["shape"][0]) if first is not None and len(first["shape"]) else 1
         self._shapes = {d["index"]: tuple(int(n) for n in d["shape"]) for d in self._inputs}
+        self._allocated = False
         try:
             self.interpreter.allocate_tensors()
+            self._allocated = True
         except (RuntimeError, ValueError) as error:
-            raise self._cannot_run(error) from error
+            # An unknown length stored as 1 can be too short for the model (a convolution
+            # wider than 1): such a model is prepared when the data's shape is known.
+            if not any(spec.is_dynamic for spec in self.signature.inputs):
+                raise self._cannot_run(error) from error
 
     def _cannot_run(self, error: Exception) -> UnsupportedModelError:
         """A typed error for a model this interpreter cannot prepare or run.
@@ -156,11 +161,12 @@ class LiteRTRunner(Runner):
                     ) from error
                 self._shapes[detail["index"]] = shape
                 resized = True
-        if resized:
+        if resized or not self._allocated:
             try:
                 self.interpreter.allocate_tensors()
             except (RuntimeError, ValueError) as error:
                 raise self._cannot_run(error) from error
+            self._allocated = True
         for detail, name in zip(self._inputs, self.signature.input_names, strict=True):
             self.interpreter.set_tensor(detail["index"], quantize(feed[name], detail))
         self._batch = len(next(iter(feed.values())))
