@@ -1,4 +1,4 @@
-"""``tfcompress inspect MODEL``: tensors, ops and size breakdown of a model."""
+"""``tfcompress inspect MODEL``: inputs, outputs, ops or layers, and weights of any model."""
 
 from __future__ import annotations
 
@@ -9,21 +9,38 @@ from tfcompress.cli.common import add_json_flag, add_unsafe_flag, emit_json
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register the subcommand."""
+    """Register the subcommand.
+
+    Example:
+        >>> parser = add_parser(argparse.ArgumentParser().add_subparsers())  # doctest: +SKIP
+    """
     parser = subparsers.add_parser(
         "inspect",
-        help="show a model's inputs, ops and size breakdown",
-        description="Describe a .tflite (tensors, quantization, op histogram, weights vs graph "
-        "bytes) or a Keras model (layers, parameters, input signature).",
+        help="show a model's inputs, outputs, ops and where its bytes go",
+        description="Describe a model of any format. Every input and output (N = batch, "
+        "? = other unknown dimension) and the weights by dtype, plus: for a .tflite the stored "
+        "dtype and quantization of each input/output, the op histogram (custom ops named by "
+        "their code) and weights vs graph bytes; for an .onnx the IR version, opsets, producer "
+        "and op histogram; for a Keras model its layers and parameters; for a SavedModel its "
+        "serving signature and variables size.",
     )
-    parser.add_argument("model", help=".tflite, .keras, .h5 or SavedModel directory")
+    parser.add_argument("model", help=".tflite, .onnx, .keras, .h5 file or SavedModel directory")
     add_unsafe_flag(parser)
     add_json_flag(parser)
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Print the description."""
+    """Print the description (the human report, or one JSON object with ``--json``).
+
+    Returns:
+        0; bad input raises a typed error (exit code 2).
+
+    Example:
+        >>> from tfcompress.cli import main
+        >>> main(["inspect", "detector.tflite", "--json"])  # doctest: +SKIP
+        0
+    """
     from tfcompress.models import load_model
     from tfcompress.models.inspect import inspect_model
 

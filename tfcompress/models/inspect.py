@@ -1,96 +1,85 @@
-"""What is inside a model: tensors, ops and where the bytes go (``.tflite``), or layers (Keras)."""
+"""What is inside a model, whatever its format: inputs, outputs, ops or layers, weights.
+
+:func:`inspect_model` answers for every format tfcompress loads: a ``.tflite``
+(:mod:`~tfcompress.models.inspect_tflite`), an ``.onnx`` (:mod:`~tfcompress.models.inspect_onnx`),
+a Keras model and a plain SavedModel (here). Every answer lists all inputs and outputs with
+``N`` for the batch dimension and ``?`` for other unknown ones, and the weights by dtype.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tfcompress._compat.keras import flavour_of
 from tfcompress.errors import UnsupportedModelError
-from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
-from tfcompress.models.signature import input_spec
-from tfcompress.models.tflite_file import Tensor, read_tflite
+from tfcompress.models.inspect_common import (
+    WeightGroup,
+    group_weights,
+    io_lines,
+    weights_line,
+)
+from tfcompress.models.inspect_onnx import OnnxInfo, inspect_onnx
+from tfcompress.models.inspect_tflite import TensorInfo, TFLiteInfo, inspect_tflite
+from tfcompress.models.loading import (
+    ModelLike,
+    SavedModelDir,
+    TFLiteModel,
+    model_name,
+    resolve_model,
+    saved_model_errors,
+)
+from tfcompress.models.onnx import OnnxModel
+from tfcompress.models.signature import TensorSpec, model_signature
 from tfcompress.report.table import format_table
 
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """One input or output tensor of a ``.tflite``."""
-
-    name: str
-    dtype: str
-    shape: tuple[int | None, ...]
-    scale: float
-    zero_point: int
-
-    def describe(self) -> str:
-        """``name int8 (N, 28, 28, 1) q=(0.0039, -128)``."""
-        dims = ", ".join("N" if d is None else str(d) for d in self.shape)
-        quant = f" q=({self.scale:.6g}, {self.zero_point})" if self.scale else ""
-        return f"{self.name} {self.dtype} ({dims}){quant}"
-
-
-@dataclass(frozen=True)
-class TFLiteInfo:
-    """Structure and size breakdown of a ``.tflite``."""
-
-    name: str
-    size_bytes: int
-    weight_bytes: int
-    inputs: tuple[TensorInfo, ...]
-    outputs: tuple[TensorInfo, ...]
-    op_histogram: dict[str, int]
-    tensor_count: int
-    subgraph_count: int
-
-    @property
-    def graph_bytes(self) -> int:
-        """Everything that is not a constant buffer: ops, tensors, metadata."""
-        return self.size_bytes - self.weight_bytes
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data for ``--json``."""
-        return {"format": "tflite", **asdict(self), "graph_bytes": self.graph_bytes}
-
-    def __str__(self) -> str:
-        ops = format_table(["op", "count"], [[op, str(n)] for op, n in self.op_histogram.items()])
-        weights = self.weight_bytes / self.size_bytes if self.size_bytes else 0.0
-        return "\n".join(
-            [
-                f"{self.name}: {self.size_bytes:,} bytes (weights {self.weight_bytes:,} = "
-                f"{weights:.1%}, graph {self.graph_bytes:,}); {self.tensor_count} tensors, "
-                f"{sum(self.op_histogram.values())} ops in {self.subgraph_count} subgraph(s)",
-                *(f"input  {t.describe()}" for t in self.inputs),
-                *(f"output {t.describe()}" for t in self.outputs),
-                "",
-                ops,
-            ]
-        )
+__all__ = [
+    "KerasInfo",
+    "ModelInfo",
+    "OnnxInfo",
+    "SavedModelInfo",
+    "TFLiteInfo",
+    "TensorInfo",
+    "WeightGroup",
+    "inspect_model",
+]
 
 
 @dataclass(frozen=True)
 class KerasInfo:
-    """Layers and parameters of a Keras model."""
+    """Inputs, outputs, layers and parameters of a Keras model.
+
+    Attributes:
+        flavour: ``keras3`` or ``tf_keras``.
+        inputs: Every input (name, shape, dtype), in the model's order.
+        outputs: Every output, in the model's order.
+        layers: ``(name, class, output shape, params)`` per layer.
+        weights_by_dtype: The model's variables grouped by dtype.
+    """
 
     name: str
     flavour: str
-    input: str
-    layers: tuple[tuple[str, str, str, int], ...]  # (name, class, output shape, params)
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    layers: tuple[tuple[str, str, str, int], ...]
     total_params: int
     trainable_params: int
+    weights_by_dtype: tuple[WeightGroup, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for ``--json``."""
+        """Plain data for ``--json``: inputs and outputs are lists of objects."""
         return {
             "format": "keras",
             "name": self.name,
             "flavour": self.flavour,
-            "input": self.input,
+            "inputs": [spec.to_dict() for spec in self.inputs],
+            "outputs": [spec.to_dict() for spec in self.outputs],
             "total_params": self.total_params,
             "trainable_params": self.trainable_params,
+            "weights_by_dtype": [g.to_dict() for g in self.weights_by_dtype],
             "layers": [
                 {"name": n, "class": c, "output_shape": s, "params": p}
                 for n, c, s, p in self.layers
@@ -101,69 +90,107 @@ class KerasInfo:
         rows = [[n, c, s, f"{p:,}"] for n, c, s, p in self.layers]
         return "\n".join(
             [
-                f"{self.name} ({self.flavour}): input {self.input}, {self.total_params:,} "
-                f"parameters ({self.trainable_params:,} trainable)",
+                f"{self.name} ({self.flavour}): {len(self.inputs)} input(s), "
+                f"{len(self.outputs)} output(s), {self.total_params:,} parameters "
+                f"({self.trainable_params:,} trainable)",
+                *io_lines(self.inputs, self.outputs),
+                weights_line(self.weights_by_dtype),
                 "",
                 format_table(["layer", "class", "output shape", "params"], rows),
             ]
         )
 
 
-def inspect_model(model: ModelLike) -> TFLiteInfo | KerasInfo:
-    """Describe a ``.tflite`` (tensors, op histogram, size breakdown) or a Keras model (layers).
+@dataclass(frozen=True)
+class SavedModelInfo:
+    """A plain TensorFlow SavedModel: its serving signature and what it holds on disk.
+
+    Attributes:
+        signature_key: The signature described (``serving_default``).
+        inputs: The signature's inputs, by name.
+        outputs: The signature's outputs, by name.
+        graph_bytes: Size of ``saved_model.pb`` (or ``.pbtxt``).
+        variables_bytes: Size of the files under ``variables/`` on disk.
+        weights_by_dtype: The checkpoint's variables grouped by dtype.
+    """
+
+    name: str
+    path: str
+    signature_key: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    graph_bytes: int
+    variables_bytes: int
+    weights_by_dtype: tuple[WeightGroup, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for ``--json``: inputs and outputs are lists of objects."""
+        return {
+            "format": "saved_model",
+            "name": self.name,
+            "path": self.path,
+            "signature_key": self.signature_key,
+            "inputs": [spec.to_dict() for spec in self.inputs],
+            "outputs": [spec.to_dict() for spec in self.outputs],
+            "graph_bytes": self.graph_bytes,
+            "variables_bytes": self.variables_bytes,
+            "weights_by_dtype": [g.to_dict() for g in self.weights_by_dtype],
+        }
+
+    def __str__(self) -> str:
+        return "\n".join(
+            [
+                f"{self.name} (saved_model): signature {self.signature_key!r}; graph "
+                f"{self.graph_bytes:,} bytes, variables {self.variables_bytes:,} bytes on disk",
+                *io_lines(self.inputs, self.outputs),
+                weights_line(self.weights_by_dtype),
+            ]
+        )
+
+
+ModelInfo = TFLiteInfo | KerasInfo | SavedModelInfo | OnnxInfo
+
+
+def inspect_model(model: ModelLike) -> ModelInfo:
+    """Describe a model of any format tfcompress loads.
+
+    * ``.tflite``: every input and output (signature name, stored dtype, shape, scale and
+      zero point), the op histogram (custom ops as ``CUSTOM: <code>``), weights by dtype,
+      and the size split into weights and graph.
+    * ``.onnx``: IR version, opsets, producer, op histogram, initializers by dtype, inputs
+      and outputs.
+    * Keras: inputs, outputs, layers, parameters, weights by dtype.
+    * SavedModel: the serving signature's inputs and outputs, graph and variables size.
 
     Args:
         model: A loaded model, ``.tflite`` bytes, or a path.
 
     Returns:
-        :class:`TFLiteInfo` or :class:`KerasInfo`; ``str()`` gives the human report.
+        :class:`TFLiteInfo`, :class:`OnnxInfo`, :class:`KerasInfo` or
+        :class:`SavedModelInfo`; ``str()`` gives the human report, ``to_dict()`` the JSON.
 
     Raises:
         ModelLoadError: A bad path or file.
-        UnsupportedModelError: A plain SavedModel (inspect its Keras source or .tflite).
+        UnsupportedModelError: A Keras model without inputs (subclassed, never built), a
+            SavedModel without its serving signature.
+        MissingDependencyError: An ``.onnx`` without the onnx package installed.
 
     Example:
         >>> print(inspect_model("model_int8.tflite"))  # doctest: +SKIP
+        >>> inspect_model("detector.onnx").to_dict()["outputs"]  # doctest: +SKIP
     """
     loaded = resolve_model(model)
     if isinstance(loaded, TFLiteModel):
-        return _inspect_tflite(loaded)
-    if flavour_of(loaded) is None:
+        return inspect_tflite(loaded)
+    if isinstance(loaded, OnnxModel):
+        return inspect_onnx(loaded)
+    if isinstance(loaded, SavedModelDir):
+        return _inspect_saved_model(loaded)
+    if flavour_of(loaded) is None:  # resolve_model lets nothing else through today
         raise UnsupportedModelError(
-            f"{model_name(loaded)}: inspect reads .tflite files and Keras models; convert the "
-            "SavedModel first with `tfcompress quantize --recipe float32`."
+            f"{model_name(loaded)}: inspect reads .tflite, .onnx, Keras and SavedModel models."
         )
     return _inspect_keras(loaded)
-
-
-def _inspect_tflite(model: TFLiteModel) -> TFLiteInfo:
-    parsed = read_tflite(model.content, source=model.path or model.name)
-    parsed.validate(source=model.path or model.name)
-    ops = Counter(op.opcode for graph in parsed.subgraphs for op in graph.operators)
-    main = parsed.subgraphs[0]
-    return TFLiteInfo(
-        name=model.name,
-        size_bytes=model.size_bytes,
-        weight_bytes=parsed.weight_bytes,
-        inputs=tuple(_tensor_info(main.tensors[i]) for i in main.inputs),
-        outputs=tuple(_tensor_info(main.tensors[i]) for i in main.outputs),
-        op_histogram=dict(ops.most_common()),
-        tensor_count=sum(len(graph.tensors) for graph in parsed.subgraphs),
-        subgraph_count=len(parsed.subgraphs),
-    )
-
-
-def _tensor_info(tensor: Tensor) -> TensorInfo:
-    # Like the interpreter's details: a (scale, zero point) only for per-tensor quantization.
-    params = tensor.quantization
-    per_tensor = params is not None and len(params.scales) == 1 and len(params.zero_points) == 1
-    return TensorInfo(
-        name=tensor.name,
-        dtype=tensor.dtype,
-        shape=tuple(None if d < 0 else d for d in tensor.signature),
-        scale=params.scales[0] if per_tensor else 0.0,  # type: ignore[union-attr]
-        zero_point=params.zero_points[0] if per_tensor else 0,  # type: ignore[union-attr]
-    )
 
 
 def _inspect_keras(model: Any) -> KerasInfo:
@@ -175,11 +202,59 @@ def _inspect_keras(model: Any) -> KerasInfo:
             shape = "?"
         layers.append((layer.name, type(layer).__name__, shape, int(layer.count_params())))
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    signature = model_signature(model)
+    weights: list[tuple[str, int, bool | None]] = []
+    for variable in model.weights:
+        dtype = str(getattr(variable.dtype, "name", variable.dtype))
+        name = str(getattr(variable, "path", None) or variable.name)
+        count = math.prod(int(d) for d in variable.shape)
+        is_bias = name.split(":")[0].rsplit("/", 1)[-1] == "bias"
+        weights.append((dtype, count * _itemsize(dtype), is_bias))
     return KerasInfo(
         name=model_name(model),
         flavour=str(flavour_of(model)),
-        input=input_spec(model).describe(),
+        inputs=signature.inputs,
+        outputs=signature.outputs,
         layers=tuple(layers),
         total_params=int(model.count_params()),
         trainable_params=trainable,
+        weights_by_dtype=group_weights(weights),
     )
+
+
+def _inspect_saved_model(model: SavedModelDir) -> SavedModelInfo:
+    from tfcompress._compat.tf import tensorflow
+
+    signature = model_signature(model)  # loads the SavedModel, wrapped in saved_model_errors
+    graph = model.path / "saved_model.pb"
+    if not graph.is_file():
+        graph = model.path / "saved_model.pbtxt"
+    folder = model.path / "variables"
+    files = [f for f in folder.iterdir() if f.is_file()] if folder.is_dir() else []
+    on_disk = sum(f.stat().st_size for f in files)
+    weights: list[tuple[str, int, bool | None]] = []
+    if (folder / "variables.index").is_file():
+        with saved_model_errors(model.path):
+            reader = tensorflow().train.load_checkpoint(str(folder / "variables"))
+            shapes = reader.get_variable_to_shape_map()
+            for name, dtype in reader.get_variable_to_dtype_map().items():
+                if dtype.name != "string":  # the checkpoint's own object graph
+                    size = math.prod(int(d) for d in shapes[name]) * dtype.size
+                    weights.append((dtype.name, size, None))
+    return SavedModelInfo(
+        name=model.name,
+        path=str(model.path),
+        signature_key=model.signature_key,
+        inputs=signature.inputs,
+        outputs=signature.outputs,
+        graph_bytes=graph.stat().st_size if graph.is_file() else 0,
+        variables_bytes=on_disk,
+        weights_by_dtype=group_weights(weights),
+    )
+
+
+def _itemsize(dtype: str) -> int:
+    """Bytes per element of a Keras variable's dtype (TensorFlow's names: bfloat16 too)."""
+    from tfcompress._compat.tf import tensorflow
+
+    return int(tensorflow().as_dtype(dtype).size)

@@ -259,3 +259,37 @@ def _saved_model_signature(model: SavedModelDir) -> ModelSignature:
         tuple(spec(name, inputs[name]) for name in sorted(inputs)),
         tuple(spec(name, outputs[name]) for name in sorted(outputs)),
     )
+
+
+def tflite_io_tensors(
+    model: TFLiteModel,
+) -> tuple[tuple[tuple[TensorSpec, Any], ...], tuple[tuple[TensorSpec, Any], ...]]:
+    """Each input and output of a ``.tflite`` as (its spec, its tensor in the file).
+
+    The spec is :func:`model_signature`'s (signature name, the dtype tfcompress feeds); the
+    :class:`~tfcompress.models.tflite_file.Tensor` keeps what the file stores: the dtype
+    (``int8``, ``uint8``), quantization and the graph's own tensor name.
+
+    Args:
+        model: A ``.tflite`` model.
+
+    Returns:
+        ``(inputs, outputs)``, each a tuple of ``(TensorSpec, Tensor)`` in signature order.
+
+    Raises:
+        UnsupportedModelError: The model has no subgraph.
+
+    Example:
+        >>> inputs, _ = tflite_io_tensors(load_model("model_int8.tflite"))  # doctest: +SKIP
+        >>> [(spec.name, tensor.dtype) for spec, tensor in inputs]  # doctest: +SKIP
+        [('image', 'int8')]
+    """
+    from tfcompress.models.tflite_file import read_tflite
+
+    signature = _tflite_signature(model)
+    graph = read_tflite(model.content, source=model.path or model.name).subgraphs[0]
+    # _tflite_signature lists the tensors in the subgraph's own input/output order.
+    return (
+        tuple(zip(signature.inputs, (graph.tensors[i] for i in graph.inputs), strict=True)),
+        tuple(zip(signature.outputs, (graph.tensors[i] for i in graph.outputs), strict=True)),
+    )

@@ -1,0 +1,144 @@
+"""What every format's inspect report shares: weights grouped by dtype, input/output lines.
+
+Example:
+    >>> groups = group_weights([("int8", 864, False), ("int32", 16, True), ("int8", 96, False)])
+    >>> weights_line(groups)
+    'weights: int8 2 tensors 960 bytes; int32 1 tensor 16 bytes (biases)'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+TIMES = "\u00d7"  # the multiplication sign (U+00D7), for counts such as "Conv x3"
+
+
+class Describable(Protocol):
+    """An input or output: a name, and its shape and dtype in one line."""
+
+    @property
+    def name(self) -> str:
+        """The tensor's name (``image``)."""
+        ...
+
+    def describe(self) -> str:
+        """Shape and dtype, e.g. ``(N, 28, 28, 1) float32``."""
+        ...
+
+
+@dataclass(frozen=True)
+class WeightGroup:
+    """The constant tensors (weights, biases, other constants) of one dtype.
+
+    Attributes:
+        dtype: Lower-case dtype name (``"int8"``, ``"float32"``).
+        tensors: How many constant tensors have this dtype.
+        bytes: Their bytes; data shared by several tensors counts once.
+        biases: How many of them are the bias of a convolution or dense op; None where the
+            format does not say which tensors are biases.
+
+    Example:
+        >>> WeightGroup("int32", 6, 1024, biases=6).describe()
+        'int32 6 tensors 1,024 bytes (biases)'
+    """
+
+    dtype: str
+    tensors: int
+    bytes: int
+    biases: int | None = None
+
+    def describe(self) -> str:
+        """``int8 12 tensors 91,008 bytes``, with ``(biases)`` or ``(3 biases)`` when known."""
+        noun = "tensor" if self.tensors == 1 else "tensors"
+        text = f"{self.dtype} {self.tensors} {noun} {self.bytes:,} bytes"
+        if self.biases and self.biases == self.tensors:
+            return f"{text} (biases)"
+        if self.biases:
+            return f"{text} ({self.biases} {'bias' if self.biases == 1 else 'biases'})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: ``{"dtype", "tensors", "bytes", "biases"}`` (biases None = unknown)."""
+        return {
+            "dtype": self.dtype,
+            "tensors": self.tensors,
+            "bytes": self.bytes,
+            "biases": self.biases,
+        }
+
+
+def group_weights(
+    entries: Iterable[tuple[str, int, bool | None]],
+) -> tuple[WeightGroup, ...]:
+    """Group constant tensors by dtype, largest group first.
+
+    Args:
+        entries: ``(dtype, bytes, is_bias)`` per constant tensor; ``is_bias`` None when the
+            format does not say.
+
+    Returns:
+        One :class:`WeightGroup` per dtype, by bytes then name.
+
+    Example:
+        >>> group_weights([("float32", 40, None)])
+        (WeightGroup(dtype='float32', tensors=1, bytes=40, biases=None),)
+    """
+    totals: dict[str, list[int]] = {}
+    known: dict[str, bool] = {}
+    for dtype, size, is_bias in entries:
+        counts = totals.setdefault(dtype, [0, 0, 0])
+        counts[0] += 1
+        counts[1] += size
+        counts[2] += bool(is_bias)
+        known[dtype] = known.get(dtype, True) and is_bias is not None
+    groups = (
+        WeightGroup(dtype, tensors, size, biases if known[dtype] else None)
+        for dtype, (tensors, size, biases) in totals.items()
+    )
+    return tuple(sorted(groups, key=lambda g: (-g.bytes, g.dtype)))
+
+
+def weights_line(groups: Sequence[WeightGroup]) -> str:
+    """``weights: int8 12 tensors 91,008 bytes; int32 6 tensors 1,024 bytes (biases)``.
+
+    Example:
+        >>> weights_line(())
+        'weights: none'
+    """
+    return "weights: " + ("; ".join(g.describe() for g in groups) or "none")
+
+
+def io_lines(inputs: Sequence[Describable], outputs: Sequence[Describable]) -> list[str]:
+    """One ``input  NAME SHAPE DTYPE`` line per input, one ``output ...`` line per output.
+
+    Example:
+        >>> from tfcompress.models.signature import TensorSpec
+        >>> io_lines([TensorSpec((None, None, 1), name="audio")], [])
+        ['input  audio (N, ?, 1) float32']
+    """
+    return [
+        *(f"input  {printable(tensor.name)} {tensor.describe()}" for tensor in inputs),
+        *(f"output {printable(tensor.name)} {tensor.describe()}" for tensor in outputs),
+    ]
+
+
+def printable(text: str) -> str:
+    r"""``text`` with control characters shown as ``?``, so a crafted name stays on one line.
+
+    Example:
+        >>> printable("a\nb")
+        'a?b'
+    """
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def share(part: int, whole: int) -> str:
+    """``part`` as a percentage of ``whole`` (``0.0%`` for an empty whole).
+
+    Example:
+        >>> share(1, 4)
+        '25.0%'
+    """
+    return f"{part / whole:.1%}" if whole else "0.0%"

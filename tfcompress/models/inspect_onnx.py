@@ -1,0 +1,190 @@
+"""Inspect an ``.onnx``: opsets, IR version, producer, node histogram, initializers by dtype.
+
+Read with the ``onnx`` package (no ONNX Runtime): ``pip install 'tfcompress[onnx]'``.
+
+Example:
+    >>> print(inspect_onnx(load_model("model.onnx")))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tfcompress.errors import MissingDependencyError
+from tfcompress.models import onnx as onnx_file
+from tfcompress.models.inspect_common import (
+    TIMES,
+    WeightGroup,
+    group_weights,
+    io_lines,
+    printable,
+    share,
+    weights_line,
+)
+from tfcompress.models.onnx import OnnxModel
+from tfcompress.models.signature import TensorSpec, model_signature
+from tfcompress.report.table import format_table
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+# Which input of a node is its bias.
+_BIAS_INPUT = {"Conv": 2, "ConvTranspose": 2, "Gemm": 2, "QLinearConv": 8}
+
+
+@dataclass(frozen=True)
+class OnnxInfo:
+    """What an ``.onnx`` holds.
+
+    Attributes:
+        opsets: ``(domain, version)`` pairs the model imports; ``ai.onnx`` is the default.
+        producer: The exporter that wrote it and its version (``tf2onnx 1.17.0``).
+        node_count: Nodes of the graph and of its subgraphs (``If``/``Loop`` bodies).
+        op_histogram: Op type -> count, most used first; ops of another domain than
+            ``ai.onnx`` are ``domain:OpType``.
+        custom_ops: Those ``domain:OpType`` ops: they need a runtime that implements them.
+        weights_by_dtype: Initializers grouped by dtype (bytes = elements x item size).
+    """
+
+    name: str
+    size_bytes: int
+    ir_version: int
+    producer: str
+    opsets: tuple[tuple[str, int], ...]
+    node_count: int
+    op_histogram: dict[str, int]
+    custom_ops: tuple[str, ...]
+    weights_by_dtype: tuple[WeightGroup, ...]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of all initializers."""
+        return sum(group.bytes for group in self.weights_by_dtype)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for ``--json``: inputs and outputs are lists of objects."""
+        return {
+            "format": "onnx",
+            "name": self.name,
+            "size_bytes": self.size_bytes,
+            "ir_version": self.ir_version,
+            "producer": self.producer,
+            "opsets": [{"domain": d, "version": v} for d, v in self.opsets],
+            "node_count": self.node_count,
+            "weight_bytes": self.weight_bytes,
+            "inputs": [spec.to_dict() for spec in self.inputs],
+            "outputs": [spec.to_dict() for spec in self.outputs],
+            "weights_by_dtype": [g.to_dict() for g in self.weights_by_dtype],
+            "op_histogram": dict(self.op_histogram),
+            "custom_ops": list(self.custom_ops),
+        }
+
+    def __str__(self) -> str:
+        opsets = ", ".join(f"{printable(d)} {v}" for d, v in self.opsets) or "none"
+        lines = [
+            f"{self.name}: {self.size_bytes:,} bytes (weights {self.weight_bytes:,} = "
+            f"{share(self.weight_bytes, self.size_bytes)}); ONNX IR {self.ir_version}, "
+            f"opset {opsets}; producer {printable(self.producer) or 'unknown'}; "
+            f"{self.node_count} nodes",
+            *io_lines(self.inputs, self.outputs),
+            weights_line(self.weights_by_dtype),
+        ]
+        if self.custom_ops:
+            used = ", ".join(
+                f"{printable(op)} {TIMES}{self.op_histogram.get(op, 0)}" for op in self.custom_ops
+            )
+            lines.append(
+                f"ops outside ai.onnx: {used}; they run only on a runtime that implements "
+                "their domain (ONNX Runtime implements com.microsoft)"
+            )
+        rows = [[printable(op), str(n)] for op, n in self.op_histogram.items()]
+        return "\n".join([*lines, "", format_table(["op", "count"], rows)])
+
+
+def inspect_onnx(model: OnnxModel) -> OnnxInfo:
+    """Describe an ONNX model from its ``ModelProto``.
+
+    Args:
+        model: A loaded ``.onnx`` (:func:`~tfcompress.models.load_model`).
+
+    Returns:
+        The description; ``str()`` is the human report, ``to_dict()`` the JSON.
+
+    Raises:
+        MissingDependencyError: The ``onnx`` package is not installed.
+        ModelLoadError: The bytes do not parse as an ONNX model.
+
+    Example:
+        >>> inspect_onnx(load_model("model.onnx")).opsets  # doctest: +SKIP
+        (('ai.onnx', 13),)
+    """
+    proto = onnx_file.parse(model)
+    if proto is None:
+        raise MissingDependencyError(
+            f"{model.name}: inspecting an ONNX model needs the onnx package; "
+            "pip install 'tfcompress[onnx]'."
+        )
+    import onnx
+
+    ops: Counter[str] = Counter()
+    entries = []
+    for graph in _graphs(proto.graph):
+        biases = set()
+        for node in graph.node:
+            ops[_op_name(node)] += 1
+            position = _BIAS_INPUT.get(node.op_type) if node.domain in _DEFAULT_DOMAINS else None
+            if position is not None and len(node.input) > position:
+                biases.add(node.input[position])
+        for tensor in graph.initializer:
+            entries.append((*_initializer_size(onnx, tensor), tensor.name in biases))
+    histogram = dict(ops.most_common())
+    signature = model_signature(model)
+    producer = " ".join(p for p in (proto.producer_name, proto.producer_version) if p)
+    return OnnxInfo(
+        name=model.name,
+        size_bytes=model.size_bytes,
+        ir_version=int(proto.ir_version),
+        producer=producer,
+        opsets=tuple(
+            (opset.domain or "ai.onnx", int(opset.version)) for opset in proto.opset_import
+        ),
+        node_count=sum(histogram.values()),
+        op_histogram=histogram,
+        custom_ops=tuple(op for op in histogram if ":" in op),
+        weights_by_dtype=group_weights(entries),
+        inputs=signature.inputs,
+        outputs=signature.outputs,
+    )
+
+
+def _graphs(graph: Any) -> Iterator[Any]:
+    """The graph and every subgraph its nodes hold (``If`` branches, ``Loop`` bodies)."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _graphs(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _graphs(subgraph)
+
+
+def _op_name(node: Any) -> str:
+    if node.domain in _DEFAULT_DOMAINS:
+        return str(node.op_type)
+    return f"{node.domain}:{node.op_type}"
+
+
+def _initializer_size(onnx: Any, tensor: Any) -> tuple[str, int]:
+    """``(dtype, bytes)`` of an initializer: elements x item size (external data included)."""
+    if tensor.data_type == onnx.TensorProto.STRING:
+        return "string", sum(len(s) for s in tensor.string_data)
+    try:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    except (KeyError, ValueError, TypeError):
+        return f"onnx_type({tensor.data_type})", len(tensor.raw_data)
+    # Python ints: a crafted shape cannot overflow, and nothing is allocated.
+    return dtype.name, math.prod(max(int(d), 0) for d in tensor.dims) * dtype.itemsize
