@@ -31,13 +31,17 @@ from tfcompress.errors import InvalidInputError
 
 __all__ = [
     "INTERVAL_METHODS",
+    "MetricEstimate",
     "PairedDifference",
     "binomial_cdf",
+    "bootstrap_estimate",
     "bootstrap_interval",
     "clopper_pearson",
     "mcnemar_exact",
     "paired_difference",
     "paired_metric_difference",
+    "point_estimate",
+    "proportion_estimate",
 ]
 
 INTERVAL_METHODS = ("mcnemar", "bootstrap")
@@ -52,7 +56,10 @@ class PairedDifference:
         samples: Number of paired samples.
         reference_score: Reference metric on all samples.
         candidate_score: Candidate metric on all samples.
-        drop: ``reference_score - candidate_score`` (positive = the candidate lost accuracy).
+        drop: ``reference_score - candidate_score`` (positive = the candidate lost accuracy);
+            for a lower-is-better metric (:func:`paired_metric_difference` with
+            ``higher_is_better=False``) ``candidate_score - reference_score``: positive is
+            always worse.
         ci_low: Lower bound of the two-sided interval of the drop.
         ci_high: Upper bound of the interval.
         confidence: Two-sided confidence level of the interval (each bound is one-sided at
@@ -304,6 +311,7 @@ def paired_metric_difference(
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
+    higher_is_better: bool = True,
 ) -> PairedDifference:
     """Drop of any metric (not per-sample correctness) with a paired bootstrap interval.
 
@@ -314,6 +322,9 @@ def paired_metric_difference(
         confidence: Two-sided level.
         resamples: Bootstrap resamples.
         seed: Bootstrap seed.
+        higher_is_better: The metric's direction. The drop is always the worsening, positive
+            when the candidate is worse: ``reference - candidate`` for scores such as
+            accuracy or mIoU, ``candidate - reference`` for errors such as mse (False).
 
     Returns:
         Point estimate and bootstrap interval (no discordant counts or p-value).
@@ -324,16 +335,17 @@ def paired_metric_difference(
     Example:
         >>> f1 = lambda idx: my_f1(labels[idx], ref_out[idx])  # doctest: +SKIP
     """
+    sign = 1.0 if higher_is_better else -1.0
     everything = np.arange(samples)
     ref, cand = float(reference_score(everything)), float(candidate_score(everything))
     low, high = bootstrap_interval(
-        lambda idx: float(reference_score(idx)) - float(candidate_score(idx)),
+        lambda idx: sign * (float(reference_score(idx)) - float(candidate_score(idx))),
         samples,
         confidence=confidence,
         resamples=resamples,
         seed=seed,
     )
-    drop = ref - cand
+    drop = sign * (ref - cand) + 0.0
     low, high = _contain((low, high), drop)
     return PairedDifference(
         samples,
@@ -347,6 +359,128 @@ def paired_metric_difference(
         resamples=resamples,
         seed=seed,
     )
+
+
+@dataclass(frozen=True)
+class MetricEstimate:
+    """One metric of one model (e.g. a fidelity value), with its interval where it has one.
+
+    Attributes:
+        samples: Samples the value was measured on.
+        value: The metric on all samples.
+        ci_low: Lower bound of the two-sided interval; None when there is none.
+        ci_high: Upper bound; None when there is none.
+        confidence: Two-sided level of the interval.
+        method: ``"clopper-pearson"`` (exact, a proportion), ``"bootstrap"`` or ``"none"``.
+        successes: Samples counted as successes (Clopper-Pearson only).
+        resamples: Bootstrap resamples (bootstrap only).
+        seed: Bootstrap seed (bootstrap only).
+
+    Example:
+        >>> proportion_estimate(np.array([True, True, False, True])).value
+        0.75
+    """
+
+    samples: int
+    value: float
+    ci_low: float | None
+    ci_high: float | None
+    confidence: float
+    method: str
+    successes: int | None = None
+    resamples: int | None = None
+    seed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON reports (non-finite numbers as they are; see the judge)."""
+        return asdict(self)
+
+
+def proportion_estimate(successes: np.ndarray, *, confidence: float = 0.95) -> MetricEstimate:
+    """A rate (e.g. top-1 agreement) with its exact Clopper-Pearson interval.
+
+    Args:
+        successes: Booleans (or 0/1), one per sample.
+        confidence: Two-sided level.
+
+    Returns:
+        The share of successes and its interval.
+
+    Raises:
+        InvalidInputError: Not a non-empty 0/1 vector, or confidence outside (0, 1).
+
+    Example:
+        >>> estimate = proportion_estimate(np.array([True] * 5))
+        >>> estimate.value, round(estimate.ci_low, 6), estimate.ci_high
+        (1.0, 0.478176, 1.0)
+    """
+    hits = _as_correctness(successes, "successes")
+    k, n = int(np.count_nonzero(hits)), int(hits.size)
+    low, high = clopper_pearson(k, n, confidence=confidence)
+    return MetricEstimate(n, k / n, low, high, confidence, "clopper-pearson", successes=k)
+
+
+def bootstrap_estimate(
+    score: Callable[[np.ndarray], float],
+    samples: int,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> MetricEstimate:
+    """Any metric of one model (snr, cosine...) with a seeded percentile bootstrap interval.
+
+    The interval is widened to hold the point estimate, as for the paired drops. Infinite
+    values (an snr of identical outputs) are kept as they are.
+
+    Args:
+        score: Metric on the samples at the given indices.
+        samples: Number of samples.
+        confidence: Two-sided level.
+        resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+
+    Returns:
+        The value on all samples and its interval.
+
+    Raises:
+        InvalidInputError: See :func:`bootstrap_interval`.
+
+    Example:
+        >>> values = np.array([1.0, 0.0, 0.0, 0.0])
+        >>> estimate = bootstrap_estimate(lambda i: float(values[i].mean()), 4, resamples=10000)
+        >>> estimate.value, estimate.ci_low, estimate.ci_high
+        (0.25, 0.0, 0.75)
+    """
+    low, high = bootstrap_interval(
+        lambda idx: float(score(idx)),
+        samples,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+    )
+    value = float(score(np.arange(samples)))
+    if not math.isnan(value):
+        low, high = _contain((low, high), value)
+    return MetricEstimate(
+        samples, value, low, high, confidence, "bootstrap", resamples=resamples, seed=seed
+    )
+
+
+def point_estimate(
+    score: Callable[[np.ndarray], float], samples: int, *, confidence: float = 0.95
+) -> MetricEstimate:
+    """A metric without an interval, such as a maximum (``max_abs``): no useful bootstrap.
+
+    A bootstrap resample can only repeat or leave out the worst sample, so its "interval" of a
+    maximum says nothing about unseen samples; the value is reported alone.
+
+    Example:
+        >>> point_estimate(lambda i: 0.5, 3).method
+        'none'
+    """
+    _check_confidence(confidence)
+    return MetricEstimate(samples, float(score(np.arange(samples))), None, None, confidence, "none")
 
 
 def _unconditional_mcnemar_interval(

@@ -1,0 +1,400 @@
+"""Label-free fidelity metrics: how closely a candidate's outputs follow the reference's.
+
+Pure numpy. The statistics take both models' outputs on the same samples (sample axis first,
+same shape) and return one number per sample, or sums per sample that add up over any subset
+(so scoring a bootstrap resample is a sum, not a re-run). ``snr_metric()`` and friends wrap
+them as :class:`~tfcompress.bench.metrics.MetricDef` (``snr``, ``cosine``, ``max_abs``,
+``agreement``); :func:`~tfcompress.bench.metrics.get_metric` is the way in. The class
+helpers here are shared with the task metrics of :mod:`tfcompress.bench.metrics`.
+
+Example:
+    >>> ref = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> snr_db(snr_stats(ref, ref + 0.1).sum(axis=0)) > 25
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tfcompress.errors import InvalidDataError, InvalidInputError
+
+if TYPE_CHECKING:
+    from tfcompress.bench.metrics import MetricDef
+
+Prepared = tuple[np.ndarray, np.ndarray]  # (target, outputs) after validation
+
+# Defaults of the fidelity thresholds. 20 dB: the error's power is 1% of the output's (RMS
+# error 10% of RMS output); per-channel int8 PTQ usually lands above it on final outputs.
+# 0.99 cosine is the same idea a little looser: an error uncorrelated with the output gives
+# cos = 1 / sqrt(1 + 1 / snr), so 20 dB is 0.995 and 0.99 is 17 dB. 0.99 agreement: at most
+# 1% of top-1 decisions flip, which bounds the accuracy change by one point, the gate's
+# DEFAULT_MAX_DROP. max_abs has no unit-free default (it is in the outputs' own unit).
+DEFAULT_MIN_SNR_DB = 20.0
+DEFAULT_MIN_COSINE = 0.99
+DEFAULT_MIN_AGREEMENT = 0.99
+
+__all__ = [
+    "DEFAULT_MIN_AGREEMENT",
+    "DEFAULT_MIN_COSINE",
+    "DEFAULT_MIN_SNR_DB",
+    "FIDELITY_METRICS",
+    "agreement_metric",
+    "agreement_per_sample",
+    "binary_threshold",
+    "class_predictions",
+    "class_scores",
+    "cosine_metric",
+    "cosine_per_sample",
+    "describe_shape",
+    "max_abs_metric",
+    "max_abs_per_sample",
+    "snr_db",
+    "snr_db_of_rows",
+    "snr_metric",
+    "snr_stats",
+]
+
+
+def binary_threshold(outputs: np.ndarray) -> float:
+    """The cut of a single-unit output: 0.5 for probabilities in [0, 1], 0.0 for logits.
+
+    Args:
+        outputs: Outputs of one model (the reference's, so both models share the cut).
+
+    Returns:
+        ``0.5`` when every finite output lies in [0, 1], else ``0.0``.
+
+    Example:
+        >>> binary_threshold(np.array([0.2, 0.9])), binary_threshold(np.array([-3.0, 2.0]))
+        (0.5, 0.0)
+    """
+    finite = np.asarray(outputs, dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    if finite.size == 0 or (finite.min() >= 0.0 and finite.max() <= 1.0):
+        return 0.5
+    return 0.0
+
+
+def class_scores(outputs: np.ndarray) -> np.ndarray | None:
+    """Outputs as a ``(N, C)`` score matrix when they are class-like, else None.
+
+    Class-like: shape ``(N, C)``, or ``(N, 1, ..., 1, C)`` (a convolutional head), or ``(N,)``
+    (one unit per sample, read as ``(N, 1)``).
+
+    Args:
+        outputs: One model's outputs, sample axis first.
+
+    Returns:
+        The ``(N, C)`` view, or None for masks, sequences and other structured outputs.
+
+    Example:
+        >>> class_scores(np.zeros((3, 1, 1, 10))).shape
+        (3, 10)
+        >>> class_scores(np.zeros((3, 8, 8, 2))) is None
+        True
+    """
+    array = np.asarray(outputs)
+    if array.ndim == 1:
+        return array.reshape(-1, 1)
+    if array.ndim >= 2 and all(size == 1 for size in array.shape[1:-1]):
+        return array.reshape(array.shape[0], array.shape[-1])
+    return None
+
+
+def class_predictions(scores: np.ndarray, threshold: float) -> np.ndarray:
+    """Top-1 class per sample of an ``(N, C)`` score matrix (``C == 1``: ``score > threshold``).
+
+    Example:
+        >>> class_predictions(np.array([[0.2, 0.8], [0.9, 0.1]]), 0.5)
+        array([1, 0])
+    """
+    if scores.shape[1] == 1:
+        return (scores[:, 0] > threshold).astype(np.int64)
+    return scores.argmax(axis=1)
+
+
+def snr_stats(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
+    """Per-sample ``[sum(reference**2), sum((reference - candidate)**2)]``, shape ``(N, 2)``.
+
+    Summing rows over any subset and passing the sums to :func:`snr_db` gives the pooled
+    signal-to-noise ratio of that subset.
+
+    Example:
+        >>> snr_stats(np.array([[3.0, 4.0]]), np.array([[3.0, 3.0]]))
+        array([[25.,  1.]])
+    """
+    ref, cand = _flat(reference), _flat(candidate)
+    return np.stack([(ref**2).sum(axis=1), ((ref - cand) ** 2).sum(axis=1)], axis=1)
+
+
+def snr_db(sums: np.ndarray) -> float:
+    """``10 * log10(signal / noise)`` in dB from summed :func:`snr_stats` rows.
+
+    Args:
+        sums: ``[signal, noise]``.
+
+    Returns:
+        The ratio in dB: ``+inf`` when the noise is 0 (identical outputs), ``-inf`` when the
+        signal is 0 but the noise is not, NaN when a sum is NaN (non-finite outputs).
+
+    Example:
+        >>> snr_db(np.array([100.0, 1.0])), snr_db(np.array([4.0, 0.0]))
+        (20.0, inf)
+    """
+    signal, noise = float(sums[0]), float(sums[1])
+    if math.isnan(signal) or math.isnan(noise):
+        return math.nan
+    if noise == 0.0:
+        return math.inf
+    if signal == 0.0:
+        return -math.inf
+    return 10.0 * math.log10(signal / noise)
+
+
+def cosine_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each sample's flattened outputs, shape ``(N,)``.
+
+    Zero norms: two all-zero outputs are identical (1.0); exactly one all-zero output shares no
+    direction with the other (0.0).
+
+    Example:
+        >>> ref, cand = np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([[1.0, 1.0], [0.0, 0.0]])
+        >>> cosine_per_sample(ref, cand)
+        array([0.70710678, 1.        ])
+    """
+    ref, cand = _flat(reference), _flat(candidate)
+    ref_norm, cand_norm = np.linalg.norm(ref, axis=1), np.linalg.norm(cand, axis=1)
+    denominator = ref_norm * cand_norm
+    both_zero = (ref_norm == 0.0) & (cand_norm == 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cosine = np.where(denominator > 0.0, (ref * cand).sum(axis=1) / denominator, 0.0)
+    cosine = np.where(both_zero, 1.0, cosine)
+    nan_rows = np.isnan(ref).any(axis=1) | np.isnan(cand).any(axis=1)
+    return np.where(nan_rows, np.nan, np.clip(cosine, -1.0, 1.0))
+
+
+def max_abs_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
+    """Largest absolute difference within each sample, shape ``(N,)``.
+
+    Example:
+        >>> max_abs_per_sample(np.array([[1.0, 2.0]]), np.array([[1.5, 1.0]]))
+        array([1.])
+    """
+    return np.abs(_flat(reference) - _flat(candidate)).max(axis=1)
+
+
+def agreement_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
+    """Does the candidate pick the reference's top-1 class? Booleans, shape ``(N,)``.
+
+    Single-unit outputs are cut at :func:`binary_threshold` of the reference for both models.
+
+    Args:
+        reference: Class-like reference outputs (see :func:`class_scores`).
+        candidate: Candidate outputs of the same shape.
+
+    Returns:
+        One boolean per sample.
+
+    Raises:
+        InvalidInputError: Outputs that are not class-like.
+
+    Example:
+        >>> agreement_per_sample(np.array([[0.1, 0.9], [0.8, 0.2]]), np.array([[0.3, 0.7]] * 2))
+        array([ True, False])
+    """
+    ref_scores, cand_scores = class_scores(reference), class_scores(candidate)
+    if ref_scores is None or cand_scores is None:
+        raise InvalidInputError(
+            "agreement needs class-like outputs of shape (N, C); use snr or cosine for others."
+        )
+    threshold = binary_threshold(ref_scores)
+    return class_predictions(ref_scores, threshold) == class_predictions(cand_scores, threshold)
+
+
+def _flat(outputs: np.ndarray) -> np.ndarray:
+    array = np.asarray(outputs, dtype=np.float64)
+    return array.reshape(array.shape[0], -1)
+
+
+def describe_shape(shape: Sequence[int | None]) -> str:
+    """A shape with the sample axis written ``N``: ``(N, 4)``, ``(N,)``.
+
+    Example:
+        >>> describe_shape((32, 224, 224, 3))
+        '(N, 224, 224, 3)'
+    """
+    rest = [str(size) for size in tuple(shape)[1:]]
+    return "(N,)" if not rest else f"(N, {', '.join(rest)})"
+
+
+def snr_metric() -> MetricDef:
+    """``snr``: ``10 * log10(sum ref**2 / sum (ref - cand)**2)`` in dB, +inf when identical.
+
+    Example:
+        >>> snr_metric().score(np.array([[3.0, 4.0]]), np.array([[3.0, 3.0]]))  # 10·log10(25)
+        13.979400086720377
+    """
+    return _fidelity(
+        "snr",
+        "higher",
+        "dB",
+        "signal-to-noise ratio of the candidate's outputs against the reference's, "
+        "10*log10(sum ref^2 / sum (ref - cand)^2) over the samples (+inf when identical)",
+        "min_snr",
+        DEFAULT_MIN_SNR_DB,
+        "bootstrap",
+        snr_stats,
+        snr_db_of_rows,
+    )
+
+
+def cosine_metric() -> MetricDef:
+    """``cosine``: mean per-sample cosine similarity of the flattened outputs.
+
+    Example:
+        >>> cosine_metric().score(np.array([[1.0, 0.0]]), np.array([[2.0, 0.0]]))
+        1.0
+    """
+    return _fidelity(
+        "cosine",
+        "higher",
+        "number",
+        "mean over samples of the cosine similarity of the flattened outputs (both all-zero: "
+        "1, one all-zero: 0)",
+        "min_cosine",
+        DEFAULT_MIN_COSINE,
+        "bootstrap",
+        lambda ref, cand: cosine_per_sample(ref, cand)[:, np.newaxis],
+        _mean_of_first,
+    )
+
+
+def max_abs_metric() -> MetricDef:
+    """``max_abs``: the largest absolute difference over all samples and elements.
+
+    Example:
+        >>> max_abs_metric().score(np.array([[1.0], [2.0]]), np.array([[1.5], [1.0]]))
+        1.0
+    """
+    return _fidelity(
+        "max_abs",
+        "lower",
+        "number",
+        "largest absolute difference between the outputs (no interval: a maximum has no "
+        "useful bootstrap)",
+        "max_abs",
+        None,
+        "none",
+        lambda ref, cand: max_abs_per_sample(ref, cand)[:, np.newaxis],
+        lambda rows: float(rows[:, 0].max()),
+    )
+
+
+def agreement_metric() -> MetricDef:
+    """``agreement``: share of samples where both models pick the same top-1 class.
+
+    Example:
+        >>> agreement_metric().score(np.eye(2), np.array([[0.9, 0.1], [0.6, 0.4]]))
+        0.5
+    """
+    return _fidelity(
+        "agreement",
+        "higher",
+        "fraction",
+        "share of samples where the candidate's top-1 class is the reference's (single-unit "
+        "outputs cut at the reference's binary threshold)",
+        "min_agreement",
+        DEFAULT_MIN_AGREEMENT,
+        "clopper-pearson",
+        lambda ref, cand: agreement_per_sample(ref, cand)[:, np.newaxis].astype(np.float64),
+        _mean_of_first,
+        correctness=agreement_per_sample,
+        class_like=True,
+    )
+
+
+FIDELITY_METRICS: dict[str, Callable[[], MetricDef]] = {
+    "snr": snr_metric,
+    "cosine": cosine_metric,
+    "max_abs": max_abs_metric,
+    "agreement": agreement_metric,
+}
+
+
+def snr_db_of_rows(rows: np.ndarray) -> float:
+    """:func:`snr_db` of the summed :func:`snr_stats` rows of a subset.
+
+    Example:
+        >>> snr_db_of_rows(np.array([[50.0, 0.5], [50.0, 0.5]]))
+        20.0
+    """
+    return snr_db(rows.sum(axis=0))
+
+
+def _mean_of_first(rows: np.ndarray) -> float:
+    return float(rows[:, 0].mean())
+
+
+def _fidelity(
+    name: str,
+    direction: str,
+    unit: str,
+    description: str,
+    threshold_name: str,
+    default: float | None,
+    interval: str,
+    per_sample: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    aggregate: Callable[[np.ndarray], float],
+    *,
+    correctness: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    class_like: bool = False,
+) -> MetricDef:
+    from tfcompress.bench.metrics import MetricDef  # metrics imports this module at load
+
+    def prepare(reference: np.ndarray, candidate: np.ndarray, output: str) -> Prepared:
+        for what, array in (("reference", reference), ("candidate", candidate)):
+            if array.dtype.kind not in "biuf":
+                raise InvalidDataError(
+                    f"the {what} outputs of {output!r} are {array.dtype}, not numbers."
+                )
+        if reference.shape != candidate.shape:
+            raise InvalidInputError(
+                f"{name} on output {output!r}: the reference outputs "
+                f"{describe_shape(reference.shape)} but the candidate "
+                f"{describe_shape(candidate.shape)} (over {reference.shape[:1]} vs "
+                f"{candidate.shape[:1]} samples); compare variants of the same model on the "
+                "same samples."
+            )
+        if reference.ndim == 0 or len(reference) == 0:
+            raise InvalidDataError(f"no samples for output {output!r}; pass at least one.")
+        if not np.isfinite(reference).all():
+            raise InvalidDataError(
+                f"the reference outputs of {output!r} hold NaN or Inf; fidelity needs a finite "
+                "reference: check the reference model and the data."
+            )
+        if class_like and class_scores(reference) is None:
+            raise InvalidInputError(
+                f"{name} needs class scores of shape (N, C), but output {output!r} has shape "
+                f"{describe_shape(reference.shape)}; use --metric snr or cosine."
+            )
+        return reference, candidate
+
+    return MetricDef(
+        name,
+        "fidelity",
+        direction,
+        unit,
+        description,
+        threshold_name,
+        default,
+        interval,
+        prepare,
+        per_sample,
+        aggregate,
+        correctness,
+    )

@@ -1,0 +1,559 @@
+"""Judge a candidate on every output of a model, with the metric each output needs.
+
+A gate over many outputs is a list of :class:`Check` (output, metric, threshold): a class head
+keeps its top-1 accuracy drop, a box head is judged by mse against labels or by its fidelity
+to the reference (snr) when there are none, a mask by mIoU. With no checks, every output gets
+the metric :func:`~tfcompress.bench.metrics.choose_metric` picks, and the report says why.
+
+Thresholds are in each metric's unit (``--max-drop`` for task metrics: a fraction for
+accuracy-like metrics and mIoU, the metric's own unit for mse/mae/rmse; ``--min-snr`` in dB;
+``--min-cosine``; ``--max-abs`` in the outputs' unit; ``--min-agreement`` a fraction).
+Defaults when none is given: the settings' ``max_drop`` (0.01) for fraction task metrics,
+20 dB, 0.99 cosine and 0.99 agreement (see :mod:`tfcompress.bench.fidelity` for why); mse,
+mae, rmse and max_abs have no unit-free default and must be given one.
+
+Importing this module imports no TensorFlow.
+
+Example:
+    >>> checks = build_checks(["box"], ["snr"], min_snr=25)
+    >>> checks
+    (Check(output='box', metric='snr', threshold=25.0),)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from tfcompress.bench.metrics import MetricDef, choose_metric, get_metric
+from tfcompress.errors import InvalidDataError, InvalidInputError
+from tfcompress.testing.result import ClassChange, GateReport, Verdict
+from tfcompress.testing.settings import GateSettings, parse_max_drop
+from tfcompress.testing.stats import (
+    MetricEstimate,
+    PairedDifference,
+    bootstrap_estimate,
+    paired_difference,
+    paired_metric_difference,
+    point_estimate,
+    proportion_estimate,
+)
+
+__all__ = ["THRESHOLD_OPTIONS", "Check", "build_checks", "judge_outputs_by_name"]
+
+THRESHOLD_OPTIONS = {
+    "max_drop": "--max-drop",
+    "min_snr": "--min-snr",
+    "min_cosine": "--min-cosine",
+    "max_abs": "--max-abs",
+    "min_agreement": "--min-agreement",
+}
+_IMPLIED = {
+    "min_snr": "snr",
+    "min_cosine": "cosine",
+    "max_abs": "max_abs",
+    "min_agreement": "agreement",
+}
+_TASK_NAMES = "accuracy, topK, binary_accuracy, mse, mae, rmse, miou"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing a gate checks: a metric on an output against a threshold.
+
+    Attributes:
+        output: Output name; None checks every output.
+        metric: Metric name (canonicalised, e.g. ``"top1"`` -> ``"accuracy"``); None lets
+            :func:`~tfcompress.bench.metrics.choose_metric` pick one per output.
+        threshold: In the metric's unit, for its :attr:`MetricDef.threshold_name`; None
+            takes the default. With ``metric=None`` it is a ``max_drop`` and applies where
+            the chosen metric is a task metric.
+
+    Raises:
+        InvalidInputError: An unknown metric, or a threshold out of the metric's range.
+
+    Example:
+        >>> Check("class", "top1", 0.02)
+        Check(output='class', metric='accuracy', threshold=0.02)
+    """
+
+    output: str | None = None
+    metric: str | None = None
+    threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.output is not None and (not isinstance(self.output, str) or not self.output):
+            raise InvalidInputError(
+                f"an output is named by a non-empty string, got {self.output!r}."
+            )
+        if self.metric is not None:
+            definition = get_metric(self.metric)
+            object.__setattr__(self, "metric", definition.name)
+            if self.threshold is not None:
+                option = THRESHOLD_OPTIONS[definition.threshold_name]
+                value = definition.check_threshold(self.threshold, source=option)
+                object.__setattr__(self, "threshold", value)
+        elif self.threshold is not None:
+            # a max_drop for a metric chosen later: its range is checked once it is known
+            try:
+                value = float(self.threshold)
+            except (TypeError, ValueError) as error:
+                raise InvalidInputError(
+                    f"--max-drop must be a number, got {self.threshold!r}."
+                ) from error
+            if isinstance(self.threshold, bool) or not 0.0 <= value < math.inf:
+                raise InvalidInputError(
+                    "--max-drop must be a finite number >= 0 (the allowed worsening of the "
+                    f"chosen task metric, in its unit), got {self.threshold!r}."
+                )
+            object.__setattr__(self, "threshold", value)
+
+    @property
+    def threshold_name(self) -> str:
+        """``max_drop``, ``min_snr``... (``max_drop`` when the metric is chosen later)."""
+        return "max_drop" if self.metric is None else get_metric(self.metric).threshold_name
+
+
+def build_checks(
+    outputs: Sequence[str] | None = None,
+    metrics: Sequence[str] | None = None,
+    *,
+    max_drop: float | None = None,
+    min_snr: float | None = None,
+    min_cosine: float | None = None,
+    max_abs: float | None = None,
+    min_agreement: float | None = None,
+) -> tuple[Check, ...]:
+    """Checks from CLI-style options: ``--output``, ``--metric`` and the threshold flags.
+
+    Every option given is used or refused. With ``metrics``, each threshold applies to the
+    metrics it belongs to (``max_drop`` to every task metric) and one that fits none is
+    refused. Without ``metrics``, a fidelity threshold asks for its metric (``min_snr`` ->
+    snr...) and the remaining check lets :func:`choose_metric` pick per output, with
+    ``max_drop`` for the task metrics it picks (omitted when only fidelity thresholds are
+    given).
+
+    Args:
+        outputs: Output names to check; None or empty checks every output.
+        metrics: Metric names; None or empty lets the judge choose.
+        max_drop: Allowed worsening of task metrics, in the metric's unit.
+        min_snr: Smallest allowed snr, dB.
+        min_cosine: Smallest allowed cosine similarity, in [-1, 1].
+        max_abs: Largest allowed absolute difference, in the outputs' unit.
+        min_agreement: Smallest allowed top-1 agreement, in [0, 1].
+
+    Returns:
+        One :class:`Check` per (output, metric).
+
+    Raises:
+        InvalidInputError: A threshold no requested metric uses (``min_snr`` with only
+            ``accuracy``; ``max_drop`` with only fidelity metrics), an unknown metric, or a
+            threshold out of range (cosine > 1, agreement > 1, negative max_drop).
+
+    Example:
+        >>> [(c.metric, c.threshold) for c in build_checks(metrics=["top1", "snr"], max_drop=0.02)]
+        [('accuracy', 0.02), ('snr', None)]
+    """
+    given = {
+        name: value
+        for name, value in (
+            ("max_drop", max_drop),
+            ("min_snr", min_snr),
+            ("min_cosine", min_cosine),
+            ("max_abs", max_abs),
+            ("min_agreement", min_agreement),
+        )
+        if value is not None
+    }
+    names: list[str | None] = list(dict.fromkeys(outputs or ())) or [None]
+    named = [get_metric(m) for m in metrics or ()]
+    if "max_drop" in given and not any(
+        d.threshold_name == "max_drop" and d.unit != "fraction" for d in named
+    ):
+        # Only fraction metrics can take it (a metric chosen for you always is one): refuse a
+        # percentage now, before any model runs, rather than after a conversion.
+        parse_max_drop(given["max_drop"], source="--max-drop")
+    if metrics:
+        definitions = list({d.name: d for d in (get_metric(m) for m in metrics)}.values())
+        for option in given:
+            if not any(d.threshold_name == option for d in definitions):
+                raise InvalidInputError(_unused_option(option, definitions))
+        return tuple(
+            Check(name, d.name, given.get(d.threshold_name)) for name in names for d in definitions
+        )
+    implied = [(option, _IMPLIED[option]) for option in given if option != "max_drop"]
+    checks: list[Check] = []
+    for name in names:
+        if "max_drop" in given or not implied:
+            checks.append(Check(name, None, given.get("max_drop")))
+        checks += [Check(name, metric, given[option]) for option, metric in implied]
+    return tuple(checks)
+
+
+def judge_outputs_by_name(
+    labels: Mapping[str, Any] | None,
+    reference_outputs: Mapping[str, Any],
+    candidate_outputs: Mapping[str, Any],
+    *,
+    checks: Sequence[Check] | None,
+    settings: GateSettings,
+    reference: str = "reference",
+    candidate: str = "candidate",
+    reference_backend: str = "",
+    backend: str = "",
+) -> GateReport:
+    """Judge a candidate from both models' outputs, output by output, metric by metric.
+
+    Task metrics compare each model to the labels and judge the drop (McNemar for per-sample
+    correctness, a seeded paired bootstrap otherwise); fidelity metrics compare the candidate
+    to the reference and judge the value (Clopper-Pearson for agreement, bootstrap for snr
+    and cosine, no interval for max_abs). ``settings.mode`` applies to every verdict: strict
+    judges the point value, tolerant the favourable end of the interval, proven the
+    unfavourable end; a verdict without an interval uses the point value in every mode.
+
+    Args:
+        labels: Output name -> labels for it; an output missing here (or None) has none.
+        reference_outputs: Output name -> the reference's outputs, sample axis first.
+        candidate_outputs: Output name -> the candidate's outputs, same names and shapes.
+        checks: What to check (see :func:`build_checks`); None lets
+            :func:`~tfcompress.bench.metrics.choose_metric` pick one metric per output.
+        settings: Mode, confidence, interval (``"auto"``; ``"bootstrap"`` for every interval;
+            ``"mcnemar"`` for task metrics with per-sample correctness), resamples, seed, and
+            ``max_drop``, the default threshold of fraction task metrics. Its ``metric`` is
+            not used: the checks name the metrics.
+        reference: Reference display name.
+        candidate: Candidate display name.
+        reference_backend: Where the reference ran (for the report).
+        backend: Where the candidate ran.
+
+    Returns:
+        The report; it does not raise when a check fails.
+
+    Raises:
+        InvalidInputError: Different output names or shapes, an unknown output in a check,
+            a metric that cannot mean anything for an output, a metric without a default
+            threshold given none, an option that nothing uses.
+        InvalidDataError: A task metric on an output without labels, labels that do not fit
+            (wrong shape, class ids out of range, masks not whole numbers).
+
+    Example:
+        >>> labels = {"class": np.array([0, 1, 1])}
+        >>> ref = {"class": np.eye(2)[[0, 1, 1]], "box": np.array([[1.0, 2.0]] * 3)}
+        >>> cand = {"class": np.eye(2)[[0, 1, 0]], "box": np.array([[1.0, 2.1]] * 3)}
+        >>> report = judge_outputs_by_name(labels, ref, cand, checks=None, settings=GateSettings())
+        >>> [(v.output, v.metric, v.passed) for v in report.verdicts]
+        [('class', 'accuracy', False), ('box', 'snr', True)]
+    """
+    refs = _outputs(reference_outputs, "reference")
+    cands = _outputs(candidate_outputs, "candidate")
+    label_map = {str(k): v for k, v in (labels or {}).items() if v is not None}
+    samples = _check_outputs(refs, cands, label_map)
+    plan = _plan(tuple(checks) if checks else (Check(),), refs, label_map, settings)
+    verdicts = [
+        _judge(
+            out, definition, threshold, reason, label_map.get(out), refs[out], cands[out], settings
+        )
+        for out, definition, threshold, reason in plan
+    ]
+    if settings.interval == "mcnemar" and not any(v.method == "mcnemar" for v in verdicts):
+        raise InvalidInputError(
+            "interval='mcnemar' compares both models' per-sample correctness against labels, "
+            "but no check here is such a metric; use interval='auto' or 'bootstrap'."
+        )
+    return GateReport(
+        tuple(verdicts), reference, candidate, reference_backend, backend, settings, samples
+    )
+
+
+def _outputs(outputs: Mapping[str, Any], what: str) -> dict[str, np.ndarray]:
+    if not isinstance(outputs, Mapping) or not outputs:
+        raise InvalidInputError(
+            f"the {what} outputs must be a non-empty mapping of output name -> array, got "
+            f"{type(outputs).__name__}."
+        )
+    return {str(name): np.asarray(array) for name, array in outputs.items()}
+
+
+def _check_outputs(
+    refs: dict[str, np.ndarray], cands: dict[str, np.ndarray], labels: dict[str, Any]
+) -> int:
+    if set(refs) != set(cands):
+        raise InvalidInputError(
+            f"the reference has outputs {', '.join(refs)} but the candidate "
+            f"{', '.join(cands)}; gate a compressed variant of the same model."
+        )
+    unknown = sorted(set(labels) - set(refs))
+    if unknown:
+        raise InvalidInputError(
+            f"labels for {', '.join(map(repr, unknown))}, which the model does not output; its "
+            f"outputs are {', '.join(map(repr, refs))}."
+        )
+    counts = set()
+    for name, ref in refs.items():
+        cand = cands[name]
+        if ref.shape != cand.shape or ref.ndim == 0:
+            raise InvalidInputError(
+                f"output {name!r}: the reference outputs shape {ref.shape[1:]} but the candidate "
+                f"{cand.shape[1:]} (over {ref.shape[:1]} vs {cand.shape[:1]} samples); gate a "
+                "compressed variant of the same model on the same samples."
+            )
+        counts.add(len(ref))
+    if len(counts) != 1 or 0 in counts:
+        raise InvalidInputError(
+            f"the outputs cover different numbers of samples ({sorted(counts)}); run both "
+            "models on the same samples."
+        )
+    return counts.pop()
+
+
+def _plan(
+    checks: tuple[Check, ...],
+    refs: dict[str, np.ndarray],
+    labels: dict[str, Any],
+    settings: GateSettings,
+) -> list[tuple[str, MetricDef, float, str | None]]:
+    # (output, metric) -> (definition, threshold, reason, named by the user)
+    entries: dict[tuple[str, str], tuple[MetricDef, float | None, str | None, bool]] = {}
+    skipped_max_drop: list[str] = []  # reasons of outputs where a max_drop found no task metric
+    max_drop_used = False
+    for check in checks:
+        if check.output is not None and check.output not in refs:
+            raise InvalidInputError(
+                f"no output named {check.output!r}; the model's outputs are "
+                f"{', '.join(map(repr, refs))}."
+            )
+        for out in [check.output] if check.output is not None else list(refs):
+            threshold, reason, named = check.threshold, None, check.metric is not None
+            if check.metric is None:
+                definition, reason = choose_metric(
+                    refs[out].shape, labels.get(out), output=out, reference_outputs=refs[out]
+                )
+                if threshold is not None and definition.kind != "task":
+                    if check.output is not None:
+                        raise InvalidInputError(
+                            f"--max-drop applies to task metrics, but {reason}; give labels "
+                            "for it, or a fidelity threshold such as --min-snr."
+                        )
+                    skipped_max_drop.append(reason)
+                    threshold = None
+                elif threshold is not None:
+                    threshold = definition.check_threshold(threshold, source="--max-drop")
+                    max_drop_used = True
+            else:
+                definition = get_metric(check.metric)
+            key = (out, definition.name)
+            if key in entries:
+                _, old_threshold, _, old_named = entries[key]
+                if old_named and not named:
+                    continue  # a metric the user named wins over the same metric chosen
+                clash = old_named == named and None not in (old_threshold, threshold)
+                if clash and old_threshold != threshold:
+                    raise InvalidInputError(
+                        f"two thresholds for {definition.name} on output {out!r}: "
+                        f"{old_threshold:g} and {threshold:g}; give one."
+                    )
+                if old_named == named and threshold is None:
+                    continue
+            entries[key] = (definition, threshold, reason, named)
+    if skipped_max_drop and not max_drop_used:
+        raise InvalidInputError(
+            "--max-drop applies to task metrics, but no output has labels to score one ("
+            + "; ".join(skipped_max_drop)
+            + "); give labels, or use a fidelity threshold such as --min-snr."
+        )
+    order = {name: index for index, name in enumerate(refs)}
+    plan = []
+    for (out, _), (definition, threshold, reason, _) in sorted(
+        entries.items(), key=lambda item: order[item[0][0]]
+    ):
+        if definition.kind == "task" and out not in labels:
+            raise InvalidDataError(
+                f"{definition.name} on output {out!r} compares it to labels, but there are none "
+                "for it; pass its labels, or judge it by fidelity to the reference (e.g. "
+                "--metric snr)."
+            )
+        plan.append((out, definition, _threshold(definition, threshold, out, settings), reason))
+    return plan
+
+
+def _threshold(
+    definition: MetricDef, threshold: float | None, output: str, settings: GateSettings
+) -> float:
+    if threshold is not None:
+        return threshold
+    if definition.kind == "task" and definition.unit == "fraction":
+        return settings.max_drop
+    if definition.default_threshold is not None:
+        return definition.default_threshold
+    option = THRESHOLD_OPTIONS[definition.threshold_name]
+    unit = (
+        f"the largest allowed increase of {definition.name}"
+        if definition.kind == "task"
+        else "the largest allowed absolute difference"
+    )
+    raise InvalidInputError(
+        f"{definition.name} on output {output!r} is in the output's own unit, so it has no "
+        f"default threshold; pass {option} ({unit}, in that unit)."
+    )
+
+
+def _judge(
+    output: str,
+    definition: MetricDef,
+    threshold: float,
+    reason: str | None,
+    labels: Any,
+    ref: np.ndarray,
+    cand: np.ndarray,
+    settings: GateSettings,
+) -> Verdict:
+    bound = definition.for_reference(ref)  # e.g. one binary cut for both models
+    notes: list[str] = []
+    if cand.dtype.kind == "f" and not np.isfinite(cand).all():
+        bad = int(np.count_nonzero(~np.isfinite(cand)))
+        notes.append(f"the candidate's outputs hold {bad} NaN or Inf values")
+    per_class: tuple[ClassChange, ...] = ()
+    difference: PairedDifference | None = None
+    estimate: MetricEstimate | None = None
+    if bound.kind == "task":
+        difference, per_class = _drop(bound, labels, ref, cand, output, settings)
+        ref_score, cand_score = difference.reference_score, difference.candidate_score
+        value, low, high = difference.drop, difference.ci_low, difference.ci_high
+        method = difference.method
+    else:
+        estimate = _fidelity(bound, ref, cand, output, settings)
+        ref_score, cand_score, value = None, estimate.value, estimate.value
+        low, high, method = estimate.ci_low, estimate.ci_high, estimate.method
+        if estimate.method == "none":
+            notes.append(
+                f"no interval ({bound.name} is a maximum: a bootstrap cannot bound it), so the "
+                f"point value decides in mode {settings.mode}"
+            )
+    verdict = Verdict(
+        output,
+        bound.name,
+        bound.kind,
+        ref_score,
+        cand_score,
+        value,
+        low,
+        high,
+        threshold,
+        bound.threshold_name,
+        False,
+        reason,
+        method,
+        len(ref),
+        settings.confidence,
+        settings.mode,
+        bound,
+        per_class,
+        difference,
+        estimate,
+        tuple(notes),
+    )
+    return replace(verdict, passed=verdict.meets_threshold())
+
+
+def _drop(
+    metric: MetricDef,
+    labels: Any,
+    ref: np.ndarray,
+    cand: np.ndarray,
+    output: str,
+    settings: GateSettings,
+) -> tuple[PairedDifference, tuple[ClassChange, ...]]:
+    options = _bootstrap_options(settings)
+    ref_target, ref_ready = metric.validate(labels, ref, output=output)
+    cand_target, cand_ready = metric.validate(labels, cand, output=output)
+    if metric.correctness is not None:
+        ref_ok = metric.correctness(ref_target, ref_ready)
+        cand_ok = metric.correctness(cand_target, cand_ready)
+        if ref_ok is not None and cand_ok is not None:
+            method = "bootstrap" if settings.interval == "bootstrap" else "mcnemar"
+            difference = paired_difference(ref_ok, cand_ok, method=method, **options)
+            return difference, _per_class(ref_target, ref_ok, cand_ok)
+    if settings.interval == "mcnemar":
+        raise InvalidInputError(
+            f"interval='mcnemar' needs per-sample correctness, but {metric.name} on output "
+            f"{output!r} is not; use interval='auto' or 'bootstrap'."
+        )
+    ref_rows = metric.per_sample(ref_target, ref_ready)
+    cand_rows = metric.per_sample(cand_target, cand_ready)
+    difference = paired_metric_difference(
+        lambda idx: metric.aggregate(ref_rows[idx]),
+        lambda idx: metric.aggregate(cand_rows[idx]),
+        len(ref),
+        higher_is_better=metric.higher_is_better,
+        **options,
+    )
+    return difference, ()
+
+
+def _fidelity(
+    metric: MetricDef, ref: np.ndarray, cand: np.ndarray, output: str, settings: GateSettings
+) -> MetricEstimate:
+    target, ready = metric.validate(ref, cand, output=output)
+    rows = metric.per_sample(target, ready)
+
+    def score(indices: np.ndarray) -> float:
+        return float(metric.aggregate(rows[indices]))
+
+    method = metric.interval
+    if method != "none" and settings.interval == "bootstrap":
+        method = "bootstrap"
+    if method == "clopper-pearson" and metric.correctness is not None:
+        hits = metric.correctness(target, ready)
+        if hits is not None:
+            return proportion_estimate(hits, confidence=settings.confidence)
+    if method in ("bootstrap", "clopper-pearson"):
+        return bootstrap_estimate(score, len(ref), **_bootstrap_options(settings))
+    return point_estimate(score, len(ref), confidence=settings.confidence)
+
+
+def _bootstrap_options(settings: GateSettings) -> dict[str, Any]:
+    return {
+        "confidence": settings.confidence,
+        "resamples": settings.resamples,
+        "seed": settings.seed,
+    }
+
+
+def _per_class(
+    target: np.ndarray, reference_ok: np.ndarray, candidate_ok: np.ndarray
+) -> tuple[ClassChange, ...]:
+    flat = target.reshape(len(target), -1)
+    if flat.shape[1] != 1:
+        return ()
+    labels = flat[:, 0].astype(np.int64)
+    changes = []
+    for label in np.unique(labels):
+        mask = labels == label
+        changes.append(
+            ClassChange(
+                int(label),
+                int(mask.sum()),
+                float(reference_ok[mask].mean()),
+                float(candidate_ok[mask].mean()),
+            )
+        )
+    return tuple(sorted(changes, key=lambda c: (c.change, c.label)))
+
+
+def _unused_option(option: str, definitions: list[MetricDef]) -> str:
+    flag = THRESHOLD_OPTIONS[option]
+    asked = ", ".join(d.name for d in definitions)
+    if option == "max_drop":
+        flags = ", ".join(THRESHOLD_OPTIONS[d.threshold_name] for d in definitions)
+        return (
+            f"{flag} applies to task metrics ({_TASK_NAMES}), but --metric names only fidelity "
+            f"metrics ({asked}); use {flags} for those."
+        )
+    return (
+        f"{flag} applies to the {_IMPLIED[option]} metric, but --metric names {asked}; add "
+        f"{_IMPLIED[option]} to --metric or drop {flag}."
+    )
