@@ -1,43 +1,107 @@
-"""Accuracy of several models or artifacts on the same samples, each through its runtime."""
+"""Scores of several variants of a model on the same samples, each through its runtime.
+
+One column per (output, metric): task metrics (accuracy, top-k, binary accuracy, MSE/MAE/
+RMSE, mean IoU) score each model against the labels; fidelity metrics (SNR, cosine, max
+abs, top-1 agreement) score each model against the first one, the reference, and need no
+labels. With no metric named, each output gets the one
+:func:`~tfcompress.bench.metrics.choose_metric` picks from its shape and labels, and the
+evaluation keeps the reason.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tfcompress.bench.metrics import MetricLike, resolve_metric
-from tfcompress.data import DataLike, load_data, validate_for_model
-from tfcompress.data.sources import describe_source
+from tfcompress.bench.metrics import MetricDef, choose_metric, get_metric
+from tfcompress.bench.paired import ModelRun, read_for_reference, run_model
+from tfcompress.data import DataLike
 from tfcompress.data.validation import check_count
 from tfcompress.errors import InvalidArgumentTypeError, InvalidDataError, InvalidInputError
-from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
-from tfcompress.models.signature import input_spec
+from tfcompress.models.loading import ModelLike, model_name, resolve_model
+from tfcompress.models.signature import model_signature
 from tfcompress.report.table import format_table
-from tfcompress.runtime import create_runner, default_backend
+
+MetricOption = str | Callable[[np.ndarray, np.ndarray], float] | Sequence[str] | None
+
+
+@dataclass(frozen=True)
+class Column:
+    """One (output, metric) scored for every model.
+
+    Attributes:
+        output: The output's name (the reference's).
+        metric: The metric's name.
+        definition: Its :class:`MetricDef`, or None for a user's callable.
+        chosen_because: Why tfcompress chose it (None when the user named it).
+        function: The user's ``callable(labels, outputs) -> float`` when ``definition`` is
+            None.
+    """
+
+    output: str
+    metric: str
+    definition: MetricDef | None = field(repr=False, compare=False)
+    chosen_because: str | None = None
+    function: Callable[[np.ndarray, np.ndarray], float] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Callables are read as scores (higher is better), like accuracy."""
+        return True if self.definition is None else self.definition.higher_is_better
+
+    def show(self, value: float | None) -> str:
+        """A score in the metric's unit."""
+        if value is None:
+            return ""
+        if self.definition is None:
+            return f"{value:.4g}"
+        return self.definition.format_value(value)
+
+    def show_change(self, value: float | None) -> str:
+        """A drop in the metric's unit (points for fractions)."""
+        if value is None:
+            return ""
+        if self.definition is None:
+            return f"{value:+.4g}"
+        return self.definition.format_change(value)
 
 
 @dataclass(frozen=True)
 class EvaluationRow:
-    """One model's score; ``outputs`` keeps its per-sample float outputs for paired analyses."""
+    """One model's scores (one per column) and its outputs by name, for paired analyses."""
 
     name: str
     backend: str
-    score: float
+    scores: tuple[float, ...]
     size_bytes: int | None
-    outputs: np.ndarray = field(repr=False, compare=False)
+    outputs: dict[str, np.ndarray] = field(repr=False, compare=False)
+
+    @property
+    def score(self) -> float:
+        """The first column's score (the only one for a single-output model)."""
+        return self.scores[0]
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Scores of several models on the same labelled samples; the first row is the reference."""
+    """Scores of several models on the same samples; the first row is the reference.
 
-    metric: str
+    Example:
+        >>> models = {"float": model, "int8": q.model}
+        >>> evaluation = tfcompress.evaluate(models, "test.npz")  # doctest: +SKIP
+        >>> evaluation.drop("int8")  # doctest: +SKIP
+        0.0022
+    """
+
+    columns: tuple[Column, ...]
     samples: int
     rows: tuple[EvaluationRow, ...]
-    labels: np.ndarray = field(repr=False, compare=False)
+    labels: dict[str, np.ndarray] | None = field(repr=False, compare=False)
 
     def __getitem__(self, name: str) -> EvaluationRow:
         for row in self.rows:
@@ -46,70 +110,116 @@ class Evaluation:
         raise KeyError(f"no model named {name!r}; have {[r.name for r in self.rows]}")
 
     @property
+    def metric(self) -> str:
+        """The first column's metric name."""
+        return self.columns[0].metric
+
+    @property
     def reference(self) -> EvaluationRow:
         """The first model evaluated."""
         return self.rows[0]
 
-    def drop(self, name: str) -> float:
-        """Reference score minus the score of ``name`` (positive = lost accuracy)."""
-        return self.reference.score - self[name].score
+    def drop(self, name: str, column: int = 0) -> float:
+        """How much worse ``name`` scores than the reference (positive = worse).
+
+        For scores (accuracy) that is reference minus candidate; for errors (mse) the
+        candidate minus the reference. A fidelity column (snr, agreement) already compares
+        each model with the reference: its drop is only a difference of those values.
+        """
+        change = self.reference.scores[column] - self[name].scores[column]
+        change = change if self.columns[column].higher_is_better else -change
+        return change + 0.0  # -0.0 reads as a loss; it is none
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for JSON reports."""
+        """Plain data for JSON reports: one entry per (output, metric) for every model."""
         return {
             "metric": self.metric,
             "samples": self.samples,
+            "columns": [
+                {"output": c.output, "metric": c.metric, "chosen_because": c.chosen_because}
+                for c in self.columns
+            ],
             "rows": [
                 {
                     "name": r.name,
                     "backend": r.backend,
-                    self.metric: round(r.score, 6),
-                    "drop": round(self.drop(r.name), 6),
+                    self.metric: _number(r.score),
+                    "drop": None if _fidelity(self.columns[0]) else _number(self.drop(r.name)),
                     "size_bytes": r.size_bytes,
+                    "scores": [
+                        {
+                            "output": c.output,
+                            "metric": c.metric,
+                            "value": _number(r.scores[i]),
+                            "drop": None if _fidelity(c) else _number(self.drop(r.name, i)),
+                        }
+                        for i, c in enumerate(self.columns)
+                    ],
                 }
                 for r in self.rows
             ],
         }
 
     def __str__(self) -> str:
-        rows = [
-            [r.name, r.backend, f"{r.score:.2%}", f"{self.drop(r.name) * 100:+.2f} pt"]
-            for r in self.rows
-        ]
-        header = ["model", "backend", self.metric, "drop"]
-        return f"{format_table(header, rows)}\n{self.samples} samples"
+        several = len({c.output for c in self.columns}) > 1
+        header = ["model", "backend"]
+        for column in self.columns:
+            title = f"{column.output} {column.metric}" if several else column.metric
+            header += [title, "drop"]
+        rows = []
+        for row in self.rows:
+            cells = [row.name, row.backend]
+            for i, column in enumerate(self.columns):
+                change = "" if _fidelity(column) else column.show_change(self.drop(row.name, i))
+                cells += [column.show(row.scores[i]), change]
+            rows.append(cells)
+        lines = [format_table(header, rows), f"{self.samples} samples"]
+        lines += [f"{c.output}: {c.chosen_because}" for c in self.columns if c.chosen_because]
+        return "\n".join(lines)
 
 
 def evaluate(
     models: ModelLike | Sequence[ModelLike] | Mapping[str, ModelLike],
     data: DataLike,
     *,
-    metric: MetricLike = "accuracy",
+    metric: MetricOption = None,
+    outputs: Sequence[str] | None = None,
     backend: str | None = None,
     threads: int = 1,
     batch_size: int | None = None,
     progress: bool = False,
 ) -> Evaluation:
-    """Score models and artifacts on the same labelled samples, each through its real runtime.
+    """Score models and artifacts on the same samples, each through its real runtime.
 
     Args:
         models: One model, a sequence, or a mapping of display name to model. Keras models,
-            SavedModels, ``.tflite`` bytes/files or paths; the first is the reference.
-        data: Labelled samples (see :func:`tfcompress.data.load_data`), float as in training.
-        metric: ``"accuracy"`` (top-1), ``"top5"`` (any k) or ``callable(labels, outputs)``.
+            SavedModels, ``.tflite``/``.onnx`` bytes, files or paths; the first is the
+            reference (fidelity metrics compare the others with it).
+        data: Samples, float as in training: one array (or ``(x, y)``) for a single-input
+            model; a dict or ``.npz`` with one array per input name (or ``x0``, ``x1``...)
+            otherwise, labels as ``y`` or ``y_<output name>``. See
+            :func:`tfcompress.data.load_data`.
+        metric: None (choose per output from its shape and labels), a metric name
+            (``"accuracy"``, ``"top5"``, ``"binary_accuracy"``, ``"mse"``, ``"mae"``,
+            ``"rmse"``, ``"miou"``, ``"snr"``, ``"cosine"``, ``"max_abs"``,
+            ``"agreement"``), several names, or ``callable(labels, outputs) -> float`` for a
+            single-output model.
+        outputs: Output names to score (default: every output).
         backend: Runner for ``.tflite`` models (default ``"cpu"``: LiteRT with XNNPACK);
-            Keras models always run on ``"keras"``.
+            other formats run on their natural backend.
         threads: CPU threads for LiteRT runners.
         batch_size: Samples per inference call.
         progress: Draw a progress bar per model.
 
     Returns:
-        Scores per model, in order, with per-sample outputs kept for paired statistics.
+        Scores per model and (output, metric), with outputs kept for paired statistics.
 
     Raises:
-        InvalidDataError: Data without labels, or not matching a model's input.
-        InvalidInputError: No models, models with different output shapes, or ``threads``
-            or ``batch_size`` below 1.
+        InvalidDataError: Data that does not fit a model (the message names the input),
+            a task metric without labels, labels that do not fit the output.
+        InvalidInputError: No models, an unknown metric or output, a metric that means
+            nothing for an output (accuracy on a box), variants whose outputs differ, or
+            ``threads``/``batch_size`` below 1.
         InvalidArgumentTypeError: A model (or ``threads``, ``batch_size``) of the wrong type.
 
     Example:
@@ -121,23 +231,121 @@ def evaluate(
     if batch_size is not None:
         check_count(batch_size, "batch_size", "e.g. 32, or None for the runner's default")
     named = _named_models(models)
-    metric_name, score = resolve_metric(metric)
     first = next(iter(named.values()))
-    spec = input_spec(first)
-    raw = load_data(data, sample_rank=len(spec.sample_shape))
-    what = describe_source(data, "evaluation data")
-    dataset = validate_for_model(raw, spec, require_labels=True, what=what)
-    rows: list[EvaluationRow] = []
-    for name, model in named.items():
-        checked = validate_for_model(dataset, input_spec(model), what=f"data for {name!r}")
-        chosen = backend if isinstance(model, TFLiteModel) and backend else default_backend(model)
-        options = {"threads": threads} if isinstance(model, TFLiteModel) else {}
-        with create_runner(model, backend=chosen, **options) as runner:
-            outputs = runner.predict(checked.x, batch_size=batch_size, progress=progress)
-        _check_outputs(name, outputs, rows, dataset.y)
-        size = model.size_bytes if isinstance(model, TFLiteModel) else None
-        rows.append(EvaluationRow(name, chosen, score(dataset.y, outputs), size, outputs))
-    return Evaluation(metric_name, len(dataset), tuple(rows), dataset.y)
+    reference = model_signature(first)
+    dataset = read_for_reference(data, first, "evaluation data")
+    runs: list[ModelRun] = [
+        run_model(
+            model,
+            dataset,
+            reference,
+            name=name,
+            backend=backend,
+            threads=threads,
+            batch_size=batch_size,
+            progress=progress,
+        )
+        for name, model in named.items()
+    ]
+    _check_same_shapes(runs)
+    labels = dataset.y if isinstance(dataset.y, dict) else None
+    columns = _columns(metric, outputs, reference.output_names, runs[0].outputs, labels)
+    rows = tuple(
+        EvaluationRow(
+            run.name,
+            run.backend,
+            tuple(_score(column, run, runs[0], labels) for column in columns),
+            run.size_bytes,
+            run.outputs,
+        )
+        for run in runs
+    )
+    return Evaluation(columns, len(dataset), rows, labels)
+
+
+def _columns(
+    metric: MetricOption,
+    outputs: Sequence[str] | None,
+    names: tuple[str, ...],
+    reference_outputs: dict[str, np.ndarray],
+    labels: dict[str, np.ndarray] | None,
+) -> tuple[Column, ...]:
+    chosen = list(dict.fromkeys(outputs or names))
+    unknown = [name for name in chosen if name not in names]
+    if unknown:
+        raise InvalidInputError(
+            f"the model has no output {unknown[0]!r}; its outputs are {', '.join(names)}."
+        )
+    if callable(metric):
+        if len(chosen) != 1:
+            raise InvalidInputError(
+                f"a metric function scores one output, but the model has {len(chosen)} "
+                f"({', '.join(chosen)}); pass outputs=[NAME] or metric names."
+            )
+        return (Column(chosen[0], getattr(metric, "__name__", "custom"), None, None, metric),)
+    if isinstance(metric, str):
+        metric = [metric]
+    columns = []
+    for output in chosen:
+        target = None if labels is None else labels.get(output)
+        if metric:
+            columns += [Column(output, get_metric(m).name, get_metric(m)) for m in metric]
+            continue
+        definition, reason = choose_metric(
+            reference_outputs[output].shape,
+            target,
+            output=output,
+            reference_outputs=reference_outputs[output],
+        )
+        columns.append(Column(output, definition.name, definition, reason))
+    return tuple(columns)
+
+
+def _score(
+    column: Column, run: ModelRun, reference: ModelRun, labels: dict[str, np.ndarray] | None
+) -> float:
+    outputs = run.outputs[column.output]
+    target = None if labels is None else labels.get(column.output)
+    if column.function is not None:  # a user's callable(labels, outputs)
+        if target is None:
+            raise InvalidDataError(
+                f"the metric function needs labels for output {column.output!r}; save them "
+                "as 'y' (or y_<output name>) with the samples."
+            )
+        return float(column.function(target, outputs))
+    definition = (column.definition or get_metric(column.metric)).for_reference(
+        reference.outputs[column.output]
+    )
+    if definition.kind == "fidelity":
+        return definition.score(reference.outputs[column.output], outputs, output=column.output)
+    if target is None:
+        raise InvalidDataError(
+            f"{definition.name} compares output {column.output!r} with labels, but the data "
+            f"has none for it: save them as y_{column.output} (or 'y' for a single output), "
+            "or choose a fidelity metric (snr, cosine, max_abs, agreement)."
+        )
+    return definition.score(target, outputs, output=column.output)
+
+
+def _check_same_shapes(runs: list[ModelRun]) -> None:
+    first = runs[0]
+    for run in runs[1:]:
+        for name, array in run.outputs.items():
+            if array.shape != first.outputs[name].shape:
+                raise InvalidInputError(
+                    f"{run.name!r} output {name!r} has shape {array.shape[1:]} but "
+                    f"{first.name!r} has {first.outputs[name].shape[1:]}; compare variants of "
+                    "the same model."
+                )
+
+
+def _fidelity(column: Column) -> bool:
+    return column.definition is not None and column.definition.kind == "fidelity"
+
+
+def _number(value: float) -> float | None:
+    """JSON has no infinity: an infinite or NaN score is written as null."""
+    return round(float(value), 6) if np.isfinite(value) else None
 
 
 def _named_models(models: Any) -> dict[str, Any]:
@@ -160,19 +368,3 @@ def _named_models(models: Any) -> dict[str, Any]:
             name += "'"
         named[name] = loaded
     return named
-
-
-def _check_outputs(
-    name: str, outputs: np.ndarray, previous: list[EvaluationRow], labels: np.ndarray
-) -> None:
-    if previous and outputs.shape != previous[0].outputs.shape:
-        raise InvalidInputError(
-            f"{name!r} outputs shape {outputs.shape[1:]} but {previous[0].name!r} outputs "
-            f"{previous[0].outputs.shape[1:]}; compare variants of the same model."
-        )
-    classes = int(np.prod(outputs.shape[1:]))
-    if classes > 1 and labels.max() >= classes:
-        raise InvalidDataError(
-            f"labels go up to {int(labels.max())} but {name!r} has {classes} outputs; check "
-            "that the data belongs to this model."
-        )

@@ -1,0 +1,187 @@
+"""Gates on every output of a model: task metrics against labels, fidelity without them.
+
+:func:`check_gate` runs the reference and the candidate on the same samples (each through
+its runtime, the candidate on the backend it is deployed with), matches their inputs and
+outputs by name, and judges one verdict per (output, metric) with
+:func:`~tfcompress.testing.judge.judge_outputs_by_name`. It is what ``tfcompress gate``,
+the pytest plugin and ``quantize/qat/prune/cluster --max-drop`` run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from tfcompress.errors import GateFailedError, InvalidInputError, UnsupportedModelError
+from tfcompress.testing.judge import Check, build_checks, judge_outputs_by_name
+from tfcompress.testing.result import GateReport
+from tfcompress.testing.settings import DEFAULT_BACKEND, GateSettings
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["GateError", "assert_gate", "check_gate"]
+
+
+class GateError(GateFailedError):
+    """A gate failed; :attr:`report` holds every verdict (also an ``AssertionError``)."""
+
+    def __init__(self, report: GateReport) -> None:
+        super().__init__(report.explain())
+        self.report = report
+
+
+def check_gate(
+    reference: Any,
+    candidate: Any,
+    data: Any,
+    *,
+    outputs: Sequence[str] | None = None,
+    metrics: Sequence[str] | str | None = None,
+    max_drop: float | None = None,
+    min_snr: float | None = None,
+    min_cosine: float | None = None,
+    max_abs: float | None = None,
+    min_agreement: float | None = None,
+    mode: str = "strict",
+    backend: str = DEFAULT_BACKEND,
+    confidence: float = 0.95,
+    interval: str = "auto",
+    threads: int = 1,
+    checks: Sequence[Check] | None = None,
+    settings: GateSettings | None = None,
+) -> GateReport:
+    """Run both models on ``data`` and judge each (output, metric); a failed gate is returned.
+
+    With no metric named, each output gets one chosen from its shape and the data (labels
+    present and class-like -> accuracy; a mask with integer labels -> mean IoU; no labels ->
+    top-1 agreement for probabilities, SNR otherwise) and the verdict says why.
+
+    Args:
+        reference: The model the candidate must match (Keras, SavedModel, ``.tflite``,
+            ``.onnx``; a loaded model, bytes or a path).
+        candidate: The deployed artifact.
+        data: Samples (one array, ``(x, y)``, a dict or ``.npz`` with one array per input
+            name); labels per output as ``y`` or ``y_<output name>``, optional.
+        outputs: Output names to gate (default: every output).
+        metrics: Metric names (``accuracy``, ``top5``, ``binary_accuracy``, ``mse``, ``mae``,
+            ``rmse``, ``miou``, ``snr``, ``cosine``, ``max_abs``, ``agreement``).
+        max_drop: Allowed worsening of task metrics, in the metric's unit (a fraction for
+            accuracy-like metrics); default 0.01 for those.
+        min_snr: Smallest allowed SNR in dB (default 20).
+        min_cosine: Smallest allowed cosine similarity (default 0.99).
+        max_abs: Largest allowed absolute difference (no default).
+        min_agreement: Smallest allowed top-1 agreement (default 0.99).
+        mode: ``"strict"``, ``"tolerant"`` or ``"proven"`` (see :class:`GateSettings`).
+        backend: Runtime of a ``.tflite`` candidate.
+        confidence: Two-sided level of the intervals.
+        interval: ``"auto"``, ``"mcnemar"`` or ``"bootstrap"``.
+        threads: CPU threads for LiteRT.
+        checks: Ready-made checks; when given, the metric and threshold options above must
+            be left out.
+        settings: Ready-made settings; when given, ``mode``/``backend``/``confidence``/
+            ``interval`` are taken from it.
+
+    Returns:
+        The report: one verdict per (output, metric); ``report.passed`` when all pass.
+
+    Raises:
+        InvalidInputError: Options that contradict each other or fit no output, a metric
+            that cannot mean anything for an output (accuracy on a box), a metric without
+            a default threshold given none.
+        InvalidDataError: Data that does not fit the models, a task metric without labels.
+        UnsupportedModelError: Outputs that cannot be matched, a delegate backend for a
+            candidate that is not a ``.tflite``.
+        BackendUnavailableError: The backend cannot run here.
+
+    Example:
+        >>> report = check_gate("model.keras", "model_int8.tflite", "test.npz")  # doctest: +SKIP
+        >>> [(v.output, v.metric, v.passed) for v in report.verdicts]  # doctest: +SKIP
+        [('cls', 'accuracy', True), ('box', 'snr', True)]
+    """
+    from tfcompress.bench.paired import read_for_reference, run_model
+    from tfcompress.models import TFLiteModel, model_name, model_signature, resolve_model
+    from tfcompress.runtime import default_backend
+
+    if settings is None:
+        # max_drop travels on the checks (in each metric's unit), not as the default here.
+        settings = GateSettings(
+            mode=mode,
+            backend=backend,
+            confidence=confidence,
+            interval=interval,
+        )
+    names = [metrics] if isinstance(metrics, str) else list(metrics or ())
+    thresholds = (max_drop, min_snr, min_cosine, max_abs, min_agreement)
+    if checks is not None and (names or any(t is not None for t in thresholds)):
+        raise InvalidInputError(
+            "pass either checks=[...] or the metric and threshold options, not both."
+        )
+    if checks is None:
+        checks = build_checks(
+            outputs,
+            names,
+            max_drop=max_drop,
+            min_snr=min_snr,
+            min_cosine=min_cosine,
+            max_abs=max_abs,
+            min_agreement=min_agreement,
+        )
+    ref, cand = resolve_model(reference), resolve_model(candidate)
+    natural = default_backend(cand)
+    if not isinstance(cand, TFLiteModel) and settings.backend not in (DEFAULT_BACKEND, natural):
+        raise UnsupportedModelError(
+            f"backend {settings.backend!r} runs .tflite artifacts, but the candidate "
+            f"{model_name(cand)!r} runs on {natural!r}; pass its converted .tflite."
+        )
+    signature = model_signature(ref)
+    dataset = read_for_reference(data, ref, "gate data")
+    ref_name, cand_name = _display_names(model_name(ref), model_name(cand))
+    ref_run = run_model(ref, dataset, signature, name=ref_name, threads=threads)
+    cand_run = run_model(
+        cand, dataset, signature, name=cand_name, backend=settings.backend, threads=threads
+    )
+    report = judge_outputs_by_name(
+        dataset.y if isinstance(dataset.y, dict) else None,
+        ref_run.outputs,
+        cand_run.outputs,
+        checks=checks,
+        settings=settings,
+        reference=ref_name,
+        candidate=cand_name,
+        reference_backend=ref_run.backend,
+        backend=cand_run.backend,
+    )
+    logger.debug("%s", report.headline())
+    return report
+
+
+def assert_gate(reference: Any, candidate: Any, data: Any, **options: Any) -> GateReport:
+    """Like :func:`check_gate`, but raise :class:`GateError` when any verdict fails.
+
+    Args:
+        reference: The model the candidate must match.
+        candidate: The deployed artifact.
+        data: Samples, with or without labels.
+        **options: The keyword options of :func:`check_gate`.
+
+    Returns:
+        The report of a passing gate.
+
+    Raises:
+        GateError: A verdict failed (an ``AssertionError`` too); the message holds every
+            verdict and what to do.
+
+    Example:
+        >>> assert_gate(model, "detector_int8.tflite", "frames.npz", min_snr=25)  # doctest: +SKIP
+    """
+    report = check_gate(reference, candidate, data, **options)
+    if not report.passed:
+        raise GateError(report)
+    return report
+
+
+def _display_names(reference: str, candidate: str) -> tuple[str, str]:
+    if reference == candidate:
+        return f"{reference} (reference)", f"{candidate} (candidate)"
+    return reference, candidate
