@@ -1,4 +1,7 @@
-"""``tfcompress gate REFERENCE CANDIDATE --data TEST.npz --max-drop 0.01``: exit 1 on a drop."""
+"""``tfcompress gate REF CAND --data D.npz [--output NAME] [--metric M] [--max-drop X ...]``.
+
+One verdict per (output, metric); exit 1 when one fails.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +9,11 @@ import argparse
 import logging
 from typing import IO, Any
 
+from tfcompress.cli._gating import add_gate_options, flat, threshold_options
 from tfcompress.cli.common import add_json_flag, add_unsafe_flag, emit_json, positive_int
 
 logger = logging.getLogger(__name__)
 
-MODES = ("strict", "tolerant", "proven")
 INTERVALS = ("auto", "mcnemar", "bootstrap")
 
 
@@ -18,35 +21,33 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register the subcommand."""
     parser = subparsers.add_parser(
         "gate",
-        help="fail (exit 1) when a compressed model lost more accuracy than allowed",
-        description="Score REFERENCE and CANDIDATE on the same labelled samples (the candidate "
-        "through --backend) and judge the drop with a paired interval. Exit 0 pass, 1 fail, "
-        "2 bad input or unavailable backend.",
+        help="fail (exit 1) when a compressed model lost more than allowed, output by output",
+        description="Run REFERENCE and CANDIDATE on the same samples (the candidate through "
+        "--backend), match their outputs by name and judge one verdict per (output, metric): "
+        "task metrics against labels (y, or y_<output> per output) on the paired drop, "
+        "fidelity metrics (snr, cosine, max_abs, agreement) against the reference, no labels "
+        "needed. Without --metric each output gets a metric chosen from its shape and the "
+        "data, and the table says why. Exit 0 pass, 1 fail, 2 bad input or unavailable "
+        "backend.",
     )
-    parser.add_argument("reference", help="model to match: .keras, .h5, SavedModel or .tflite")
+    parser.add_argument("reference", help="model to match: .keras, .h5, SavedModel, .tflite, .onnx")
     parser.add_argument("candidate", help="deployed artifact, usually a .tflite")
-    parser.add_argument("--data", required=True, help="labelled test data (.npz with x and y)")
     parser.add_argument(
-        "--max-drop",
-        type=_max_drop,
-        default=0.01,
-        metavar="FRACTION",
-        help="allowed drop as a fraction in [0, 1] (default 0.01 = one point)",
+        "--data",
+        required=True,
+        help="samples: .npz with x (or one array per input name) and optional labels y "
+        "(or y_<output name>)",
     )
-    parser.add_argument(
-        "--mode",
-        choices=MODES,
-        default="strict",
-        help="strict: measured drop <= max; tolerant: fail only when significantly above; "
-        "proven: pass only when the interval's upper bound is within (default strict)",
-    )
-    parser.add_argument("--metric", default="top1", help="top1 (default) or topK, e.g. top5")
+    add_gate_options(parser, default_mode="strict")
     parser.add_argument("--backend", default="cpu", help="runtime of a .tflite candidate")
     parser.add_argument(
         "--confidence", type=float, default=0.95, help="two-sided interval level (default 0.95)"
     )
     parser.add_argument(
-        "--interval", choices=INTERVALS, default="auto", help="auto = exact McNemar for top-k"
+        "--interval",
+        choices=INTERVALS,
+        default="auto",
+        help="auto = exact McNemar where the metric is per-sample correctness, else bootstrap",
     )
     parser.add_argument("--threads", type=positive_int, default=1, help="LiteRT CPU threads")
     add_unsafe_flag(parser)
@@ -55,40 +56,31 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Run the gate; print the verdict (table or JSON); 0 when it passes, 1 when it fails."""
+    """Run the gate; print every verdict (table or JSON); 0 when all pass, 1 when one fails."""
     from tfcompress.models import load_model
-    from tfcompress.testing.gates import check_accuracy_drop
-    from tfcompress.testing.settings import GateSettings
+    from tfcompress.testing.output_gates import check_gate
 
-    settings = GateSettings(
-        max_drop=args.max_drop,
-        metric=args.metric,
+    reference = load_model(args.reference, safe_mode=not args.unsafe)
+    candidate = load_model(args.candidate, safe_mode=not args.unsafe)
+    report = check_gate(
+        reference,
+        candidate,
+        args.data,
+        outputs=flat(args.output),
+        metrics=flat(args.metric),
+        **threshold_options(args),
         mode=args.mode,
         backend=args.backend,
         confidence=args.confidence,
         interval=args.interval,
-    )
-    reference = load_model(args.reference, safe_mode=not args.unsafe)
-    candidate = load_model(args.candidate, safe_mode=not args.unsafe)
-    result = check_accuracy_drop(
-        reference, candidate, args.data, settings=settings, threads=args.threads
+        threads=args.threads,
     )
     if args.json:
-        emit_json(out, result.to_dict())
+        emit_json(out, report.to_dict())
     else:
-        out.write(result.explain() + "\n")
-    if result.passed:
-        logger.info("%s", result.headline())
+        out.write(report.explain() + "\n")
+    if report.passed:
+        logger.info("%s", report.headline())
         return 0
-    logger.error("%s", result.headline())
+    logger.error("%s", report.headline())
     return 1
-
-
-def _max_drop(text: str) -> float:
-    from tfcompress.errors import InvalidInputError
-    from tfcompress.testing.settings import parse_max_drop
-
-    try:
-        return parse_max_drop(text, source="--max-drop")
-    except InvalidInputError as error:
-        raise argparse.ArgumentTypeError(str(error)) from error

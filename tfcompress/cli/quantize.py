@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from typing import IO, TYPE_CHECKING, Any
 
+from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
 from tfcompress.cli.common import (
     add_force_flag,
     add_json_flag,
@@ -18,13 +20,13 @@ from tfcompress.report.comparison import VariantRow, comparison_table
 
 if TYPE_CHECKING:
     from tfcompress.bench.accuracy import Evaluation
-    from tfcompress.testing.result import GateResult
+    from tfcompress.testing.judge import Check
+    from tfcompress.testing.result import GateReport
 
 logger = logging.getLogger(__name__)
 
 RECIPES = ("dynamic", "float16", "int8", "int16x8", "float32")
 IO_TYPES = ("float32", "int8", "uint8", "int16")
-GATE_MODES = ("strict", "tolerant", "proven")  # tfcompress.testing.settings.GATE_MODES
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -37,7 +39,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("model", help=".keras, .h5 or SavedModel directory")
     parser.add_argument("--recipe", choices=RECIPES, default="int8", help="default: int8")
     parser.add_argument("--data", help="calibration samples (.npz with x, .npy, image folder)")
-    parser.add_argument("--eval", dest="eval_data", help="labelled test data (.npz with x and y)")
+    parser.add_argument(
+        "--eval",
+        dest="eval_data",
+        help="test data (.npz with x, or one array per input name; labels y or y_<output>), "
+        "checked against the model before converting",
+    )
     parser.add_argument("--out", required=True, help="output .tflite path")
     parser.add_argument("--input-type", choices=IO_TYPES, help="model input dtype")
     parser.add_argument(
@@ -52,20 +59,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="int8/int16x8: keep ops without an integer kernel in float (listed as float_ops)",
     )
-    parser.add_argument(
-        "--max-drop",
-        type=_max_drop,
-        metavar="FRACTION",
-        help="with --eval: the accuracy gate of `tfcompress gate`; exit 1 when it fails (0.01 = "
-        "1 point; the artifact is still written)",
-    )
-    parser.add_argument(
-        "--mode",
-        choices=GATE_MODES,
-        help="gate mode for --max-drop, as in `tfcompress gate` (default strict): strict: "
-        "measured drop <= max; tolerant: fail only when significantly above; proven: pass only "
-        "when the interval's upper bound is within",
-    )
+    add_gate_options(parser, default_mode=None)
     parser.add_argument("--threads", type=positive_int, default=1, help="LiteRT threads for --eval")
     add_force_flag(parser)
     add_unsafe_flag(parser)
@@ -84,8 +78,10 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         0, or 1 when the ``--max-drop`` gate failed (the artifact is written either way).
 
     Raises:
-        InvalidInputError: ``--max-drop`` without ``--eval``, ``--mode`` without
-            ``--max-drop``, or any input :func:`tfcompress.quantize` refuses.
+        InvalidInputError: A gate threshold without ``--eval``, ``--mode`` without a
+            threshold, or any input :func:`tfcompress.quantize` refuses.
+        InvalidDataError: ``--eval`` data that does not fit the model (checked before
+            converting).
         ConversionError: The converter rejected the model (e.g. an op without an integer
             kernel and no ``--float-fallback``).
 
@@ -96,17 +92,27 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         0
     """
     import tfcompress
+    from tfcompress.bench.paired import read_for_reference
     from tfcompress.errors import InvalidInputError
     from tfcompress.models import check_output_path, load_model
     from tfcompress.quantization.float_ops import describe_float_ops
+    from tfcompress.testing.judge import build_checks
 
-    if args.max_drop is not None and args.eval_data is None:
-        raise InvalidInputError("--max-drop needs --eval TEST.npz (labelled data to gate on).")
-    if args.mode is not None and args.max_drop is None:
+    gating = gate_requested(args)
+    if gating and args.eval_data is None:
+        raise InvalidInputError(
+            "--max-drop (like every gate threshold) needs --eval TEST.npz, the data to gate on."
+        )
+    if args.mode is not None and not gating:
         raise InvalidInputError("--mode sets the gate of --max-drop; pass --max-drop too.")
+    if (args.output or args.metric) and args.eval_data is None:
+        raise InvalidInputError("--output and --metric choose what --eval scores; pass --eval.")
+    checks = build_checks(flat(args.output), flat(args.metric), **threshold_options(args))
     inputs = [p for p in (args.model, args.data, args.eval_data) if p]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
     model = load_model(args.model, safe_mode=not args.unsafe)
+    # The test data is matched to the model now: a mismatch costs nothing, not a conversion.
+    eval_set = read_for_reference(args.eval_data, model, "--eval data") if args.eval_data else None
     result = tfcompress.quantize(
         model,
         recipe=args.recipe,
@@ -121,13 +127,17 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     evaluation = None
     # recipe float32 is the reference itself; two equal names would collapse into one row
     name = args.recipe if args.recipe != "float32" else "float32 (output)"
-    if args.eval_data:
+    if eval_set is not None:
         evaluation = tfcompress.evaluate(
             {"float32": result.reference, name: result.model},
-            args.eval_data,
+            eval_set,
+            metric=flat(args.metric) or None,
+            outputs=flat(args.output) or None,
             threads=args.threads,
             progress=show_progress(),
         )
+    # Judged before writing: an option the gate refuses must not leave a file behind.
+    gate = _gate(evaluation, checks, args) if gating and evaluation is not None else None
     saved = result.save(args.out, overwrite=args.force)
     logger.info("wrote %s (%s bytes)", saved, f"{result.size_bytes:,}")
     payload: dict[str, Any] = {
@@ -152,24 +162,27 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     if evaluation is not None:
         reference, quantized = evaluation.rows
         payload |= {
-            "accuracy": round(quantized.score, 6),
-            "reference_accuracy": round(reference.score, 6),
-            "accuracy_drop": round(evaluation.drop(quantized.name), 6),
+            "metric": evaluation.metric,
+            "accuracy": _rounded(quantized.score),
+            "reference_accuracy": _rounded(reference.score),
+            "accuracy_drop": _rounded(evaluation.drop(quantized.name)),
             "eval_samples": evaluation.samples,
+            "evaluation": evaluation.to_dict(),
         }
-        rows = [
-            VariantRow("float32", result.reference_size_bytes, reference.score),
-            VariantRow(name, result.size_bytes, quantized.score),
-        ]
-    gate = None
-    if args.max_drop is not None and evaluation is not None:
-        gate = _gate(evaluation, args)
+        if [c.metric for c in evaluation.columns] == ["accuracy"]:  # the table's own column
+            rows = [
+                VariantRow("float32", result.reference_size_bytes, reference.score),
+                VariantRow(name, result.size_bytes, quantized.score),
+            ]
+    if gate is not None:
         payload |= {"max_drop": args.max_drop, "mode": gate.settings.mode, "passed": gate.passed}
         payload["gate"] = gate.to_dict()
     if args.json:
         emit_json(out, payload)
     else:
         text = comparison_table(rows)
+        if evaluation is not None and [c.metric for c in evaluation.columns] != ["accuracy"]:
+            text += f"\n\n{evaluation}"
         if result.float_ops:
             text += f"\n\nstayed float: {describe_float_ops(result.float_ops)}"
         if gate is not None:
@@ -181,23 +194,26 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     return 0
 
 
-def _gate(evaluation: Evaluation, args: argparse.Namespace) -> GateResult:
-    """The accuracy gate of ``tfcompress gate``, judged on the outputs already evaluated.
+def _gate(
+    evaluation: Evaluation, checks: tuple[Check, ...], args: argparse.Namespace
+) -> GateReport:
+    """The gate of ``tfcompress gate``, judged on the outputs already evaluated.
 
-    ``judge_outputs`` is the check behind ``check_accuracy_drop`` (the CLI gate and the pytest
-    plugin); feeding it the evaluation's outputs gives the same verdict without running both
+    ``judge_outputs_by_name`` is the check behind ``check_gate`` (the CLI gate and the pytest
+    plugin); feeding it the evaluation's outputs gives the same verdicts without running both
     models a second time.
     """
-    from tfcompress.testing.gates import judge_outputs
+    from tfcompress.testing.judge import judge_outputs_by_name
     from tfcompress.testing.settings import GateSettings
 
     mode = {} if args.mode is None else {"mode": args.mode}  # GateSettings owns the default
     reference, quantized = evaluation.rows
-    return judge_outputs(
+    return judge_outputs_by_name(
         evaluation.labels,
         reference.outputs,
         quantized.outputs,
-        settings=GateSettings(max_drop=args.max_drop, **mode),
+        checks=checks,
+        settings=GateSettings(**mode),
         reference=reference.name,
         candidate=quantized.name,
         reference_backend=reference.backend,
@@ -205,11 +221,5 @@ def _gate(evaluation: Evaluation, args: argparse.Namespace) -> GateResult:
     )
 
 
-def _max_drop(text: str) -> float:
-    from tfcompress.errors import InvalidInputError
-    from tfcompress.testing.settings import parse_max_drop
-
-    try:
-        return parse_max_drop(text, source="--max-drop")
-    except InvalidInputError as error:
-        raise argparse.ArgumentTypeError(str(error)) from error
+def _rounded(value: float) -> float | None:
+    return round(value, 6) if math.isfinite(value) else None
