@@ -171,6 +171,8 @@ def _match_labels(
                 f"{what} has one label array 'y' but the model has {len(names)} outputs "
                 f"({', '.join(names)}); save labels per output as y_<output name>."
             )
+    if len(names) == 1 and len(labels) == 1:  # one output: its labels, whatever the key
+        labels = {names[0]: next(iter(labels.values()))}
     unknown = [k for k in labels if k not in names]
     if unknown:
         raise InvalidDataError(

@@ -145,8 +145,42 @@ def _traced(model: Any) -> Iterator[Callable[[], Any]]:
                 yield lambda: tf.lite.TFLiteConverter.from_keras_model(model)
                 return
         else:
-            model.export(export_dir, format="tf_saved_model", verbose=False)
+            _export_keras3(model, export_dir)
         yield lambda: _from_saved_model(export_dir, None)
+
+
+def _export_keras3(model: Any, export_dir: str) -> None:
+    """Export a Keras 3 model as ``model.export`` does, keeping its tensor names.
+
+    ``model.export`` names a list of outputs ``output_0``, ``output_1``...; serving a dict
+    keyed by the Keras output names instead carries them into the ``.tflite``'s signature,
+    so labels saved as ``y_<output name>`` and ``--output NAME`` mean the same head in the
+    Keras model and in every artifact made from it. Inputs keep their ``keras.Input`` names.
+    """
+    from tfcompress._compat.keras import keras_module
+    from tfcompress.models.signature import model_signature
+
+    tf = tensorflow()
+    try:
+        signature = model_signature(model)
+    except UnsupportedModelError:  # subclassed, never built: let Keras find its signature
+        model.export(export_dir, format="tf_saved_model", verbose=False)
+        return
+    names = signature.output_names
+    specs = [tf.TensorSpec(s.shape, s.dtype, name=s.name) for s in signature.inputs]
+
+    def serve(*inputs: Any) -> dict[str, Any]:
+        outputs = model(list(inputs) if len(inputs) > 1 else inputs[0], training=False)
+        if isinstance(outputs, dict):
+            return {name: outputs[name] for name in names}
+        if not isinstance(outputs, list | tuple):
+            outputs = [outputs]
+        return dict(zip(names, outputs, strict=True))
+
+    archive = keras_module(KerasFlavour.KERAS3).export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint("serve", serve, input_signature=specs)
+    archive.write_out(export_dir, verbose=False)
 
 
 def _from_saved_model(path: str, source: SavedModelDir | None) -> Any:
