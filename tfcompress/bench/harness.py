@@ -16,14 +16,17 @@ from tfcompress._compat.keras import flavour_of
 from tfcompress.bench import analysis
 from tfcompress.bench.environment import capture_environment
 from tfcompress.bench.inputs import check_input_shapes, random_inputs
-from tfcompress.bench.metrics import MetricLike, resolve_metric
+from tfcompress.bench.metrics import MetricLike
 from tfcompress.bench.result import BenchmarkResult, BenchmarkRow
 from tfcompress.bench.rows import ROW_ERRORS, Artifact, Plan, backend_rows, row_status
+from tfcompress.bench.scoring import Scoring, plan_scoring
 from tfcompress.bench.size import measure_size
 from tfcompress.data import DataLike, Dataset, load_data, validate_for_signature
+from tfcompress.data.sources import describe_source
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import model_name, resolve_model
-from tfcompress.models.signature import model_signature
+from tfcompress.models.matching import match_tensors
+from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime import (
     check_backend_options,
     list_backends,
@@ -45,7 +48,8 @@ def benchmark(
     min_seconds: float = 1.0,
     warmup_runs: int = 1,
     warmup_seconds: float = 0.5,
-    metric: MetricLike = "accuracy",
+    metric: MetricLike | None = None,
+    output: str | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     reference: str | None = None,
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
@@ -86,7 +90,11 @@ def benchmark(
         min_seconds: Minimum timed seconds per row.
         warmup_runs: Minimum warm-up runs (the first call included).
         warmup_seconds: Minimum warm-up seconds.
-        metric: ``"accuracy"`` (top-1), ``"top5"`` or ``callable(labels, outputs)``.
+        metric: What the accuracy column scores against the labels: a task metric
+            (``"accuracy"``, ``"top5"``, ``"binary_accuracy"``, ``"mse"``, ``"mae"``,
+            ``"rmse"``, ``"miou"``) or ``callable(labels, outputs)``; None chooses from the
+            labels (no column, with a note, when they call for a fidelity metric).
+        output: The output the column scores, for models with several outputs.
         input_shapes: Full shapes (batch first) for inputs with unknown dimensions when no
             data is given, e.g. ``{"audio": (1, 43844, 1)}``; the batch dimension must
             equal every batch size measured.
@@ -130,7 +138,6 @@ def benchmark(
         # A bad report folder, or one holding a report without overwrite, fails now, not
         # after minutes of timing.
         check_report_dir(Path(report_dir), overwrite=overwrite)
-    metric_name, score = resolve_metric(metric)
     environment = capture_environment()
     if may_run_on_keras(list(named.values()), plan.backends):
         # Loading a Keras model starts TensorFlow, which fixes its thread pools for the
@@ -151,8 +158,16 @@ def benchmark(
             "data: drop one of them."
         )
     check_input_shapes(shapes, plan.batch_sizes)
+    # The data is matched to the first artifact; every other one is fed under its own input
+    # names and scored on the output that is the first one's (models.matching).
+    signature = model_signature(first_model)
+    matched = None
+    if raw is not None:
+        what = describe_source(data, "benchmark data")
+        matched = validate_for_signature(raw, signature, what=what)
+    scoring, scoring_notes = plan_scoring(metric, output, signature, matched)
     prepared = {
-        name: _prepare(name, source, *loaded[name], raw, shapes, plan)
+        name: _prepare(name, source, *loaded[name], matched, signature, shapes, plan, scoring)
         for name, source in named.items()
     }
     rows: list[BenchmarkRow] = []
@@ -160,7 +175,7 @@ def benchmark(
     total = len(named) * len(plan.backends) * len(plan.threads) * len(plan.batch_sizes)
     with tqdm(total=total, desc="benchmark", unit="row", disable=not progress) as bar:
         for name, artifact in prepared.items():
-            new_rows, counted = _artifact_rows(name, artifact, routes[name], plan, score)
+            new_rows, counted = _artifact_rows(name, artifact, routes[name], plan)
             rows.extend(new_rows)
             samples = max(samples, counted)
             bar.update(len(plan.backends) * len(plan.threads) * len(plan.batch_sizes))
@@ -176,13 +191,14 @@ def benchmark(
             **plan.timing,
             "backend_options": plan.options,
         },
-        metric=metric_name,
+        metric=_metric_name(scoring, metric),
         samples=samples,
         reference=chosen,
         notes=(
             *analysis.int8_notes(rows, environment),
             *analysis.recipe_notes(rows),
             *_init_notes(prepared),
+            *scoring_notes,
         ),
     )
     return result.save(report_dir, overwrite=overwrite) if report_dir is not None else result
@@ -309,13 +325,32 @@ def _prepare(
     source: Any,
     model: Any,
     load_ms: float | None,
-    raw: Dataset | None,
+    data: Dataset | None,
+    reference: ModelSignature,
     input_shapes: Mapping[str, tuple[int, ...]],
     plan: Plan,
+    scoring: Scoring | None,
 ) -> Artifact:
     path = Path(source) if isinstance(source, str | os.PathLike) else None
-    data = _fit_data(raw, model, name, input_shapes, plan.batch_sizes)
-    return Artifact(model, measure_size(model, path=path), data, load_ms)
+    signature = model_signature(model)
+    if data is None:
+        feed = random_inputs(
+            signature, name=name, input_shapes=input_shapes, batch_sizes=plan.batch_sizes
+        )
+    else:
+        inputs = match_tensors(
+            reference.inputs, signature.inputs, what="inputs", candidate_name=repr(name)
+        )
+        own = Dataset({mine: data.x[theirs] for mine, theirs in inputs.items()})
+        feed = validate_for_signature(own, signature, what=f"data for {name!r}")
+    score = None if scoring is None else scoring.for_artifact(reference, signature)
+    return Artifact(model, measure_size(model, path=path), feed, load_ms, score=score)
+
+
+def _metric_name(scoring: Scoring | None, metric: Any) -> str:
+    if scoring is not None:
+        return scoring.metric
+    return metric if isinstance(metric, str) else "accuracy"
 
 
 def _init_notes(prepared: Mapping[str, Artifact]) -> list[str]:
@@ -330,7 +365,7 @@ def _init_notes(prepared: Mapping[str, Artifact]) -> list[str]:
 
 
 def _artifact_rows(
-    name: str, artifact: Artifact, routes: Sequence[Route], plan: Plan, score: Any
+    name: str, artifact: Artifact, routes: Sequence[Route], plan: Plan
 ) -> tuple[list[BenchmarkRow], int]:
     rows: list[BenchmarkRow] = []
     samples = 0
@@ -348,7 +383,7 @@ def _artifact_rows(
                     BenchmarkRow(name, route.backend, None, None, row_status(error), artifact.size)
                 )
                 continue
-        measured, counted = backend_rows(name, runs, route.backend, plan, score)
+        measured, counted = backend_rows(name, runs, route.backend, plan)
         rows.extend(measured)
         samples = max(samples, counted)
     return rows, samples
@@ -375,16 +410,3 @@ def _converted(name: str, artifact: Artifact, conversion: str) -> Artifact:
     # Its init_ms is the ONNX Runtime session built from the exported bytes, as for an .onnx
     # file: loading the Keras file and exporting it are not the deployed model's cost.
     return replace(artifact, model=onnx_model, load_ms=0.0, converted=details)
-
-
-def _fit_data(
-    raw: Dataset | None,
-    model: Any,
-    name: str,
-    input_shapes: Mapping[str, tuple[int, ...]],
-    batch_sizes: Sequence[int],
-) -> Dataset:
-    signature = model_signature(model)
-    if raw is not None:
-        return validate_for_signature(raw, signature, what=f"data for {name!r}")
-    return random_inputs(signature, name=name, input_shapes=input_shapes, batch_sizes=batch_sizes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,7 +22,6 @@ from tfcompress.bench.stats import measure
 from tfcompress.data import Dataset
 from tfcompress.errors import (
     BackendUnavailableError,
-    InvalidDataError,
     SettingUnavailableError,
     TFCompressError,
 )
@@ -54,6 +54,7 @@ class Artifact:
     dataset: Dataset
     load_ms: float | None  # share of init before the runner; None: unknown (loaded Keras)
     converted: dict[str, Any] = field(default_factory=dict)  # into its rows' backend_details
+    score: Callable[[dict[str, np.ndarray]], float] | None = None  # the accuracy column
 
 
 def backend_rows(
@@ -61,11 +62,11 @@ def backend_rows(
     artifact: Artifact,
     backend: str,
     plan: Plan,
-    score: Any,
 ) -> tuple[list[BenchmarkRow], int]:
     """Rows for ``artifact`` on ``backend``: one runner per thread count, one row per batch.
 
-    Accuracy is measured once, on the first runner, when the data has labels. A backend that
+    Accuracy is measured once, on the first runner, when the artifact has a score (data
+    with labels for the scored output). A backend that
     is unavailable here gives one ``unavailable: ...`` row; a thread count it cannot run
     gives that row only; any other failure is the row's ``error: ...`` status.
 
@@ -73,7 +74,7 @@ def backend_rows(
         The rows and how many labelled samples the accuracy was measured on (0: none).
 
     Example:
-        >>> rows, samples = backend_rows("m.tflite", artifact, "cpu", plan, score)  # doctest: +SKIP
+        >>> rows, samples = backend_rows("m.tflite", artifact, "cpu", plan)  # doctest: +SKIP
     """
     model, size, dataset = artifact.model, artifact.size, artifact.dataset
     rows: list[BenchmarkRow] = []
@@ -104,9 +105,10 @@ def backend_rows(
             rows.append(BenchmarkRow(**base, batch=None, status=row_status(error)))
             continue
         with runner:
-            if accuracy is None and dataset.has_labels:
+            if accuracy is None and artifact.score is not None:
                 try:
-                    accuracy, samples = _accuracy(runner, dataset, score, name), len(dataset)
+                    accuracy = float(artifact.score(runner.run(dataset.x)))
+                    samples = len(dataset)
                 except ROW_ERRORS as error:
                     logger.debug("%s on %s: accuracy failed: %s", name, backend, error)
                     rows.append(BenchmarkRow(**base, batch=None, status=row_status(error)))
@@ -119,22 +121,6 @@ def backend_rows(
     if artifact.converted:  # every row of a converted artifact says what actually ran
         rows = [replace(r, details={**r.details, **artifact.converted}) for r in rows]
     return rows, samples
-
-
-def _accuracy(runner: Any, dataset: Dataset, score: Any, name: str) -> float:
-    outputs = runner.predict(dataset.x)
-    if isinstance(outputs, dict) or isinstance(dataset.y, dict):
-        raise InvalidDataError(
-            f"{name!r} has several outputs: the benchmark's accuracy column scores one output; "
-            "gate each output with `tfcompress gate` (--output NAME, --metric)."
-        )
-    classes = int(np.prod(outputs.shape[1:]))
-    if classes > 1 and int(dataset.y.max()) >= classes:
-        raise InvalidDataError(
-            f"labels go up to {int(dataset.y.max())} but {name!r} has {classes} outputs; check "
-            "that the data belongs to this model."
-        )
-    return float(score(dataset.y, outputs))
 
 
 def _timed_row(

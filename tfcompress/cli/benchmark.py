@@ -73,7 +73,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--warmup-seconds", type=_seconds, default=0.5, help="minimum warm-up seconds (0.5)"
     )
-    parser.add_argument("--metric", default="accuracy", help="accuracy (top-1) or topK, e.g. top5")
+    parser.add_argument(
+        "--metric",
+        help="what the accuracy column scores against the labels: accuracy, topK, "
+        "binary_accuracy, mse, mae, rmse or miou (default: chosen from the labels)",
+    )
+    parser.add_argument(
+        "--output", metavar="NAME", help="the output the accuracy column scores (several outputs)"
+    )
     parser.add_argument("--reference", help="artifact name ratios compare to (default: float32)")
     parser.add_argument(
         "--no-xnnpack", action="store_true", help="cpu backend: LiteRT built-in kernels only"
@@ -121,6 +128,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         min_seconds=args.min_seconds,
         warmup_seconds=args.warmup_seconds,
         metric=args.metric,
+        output=args.output,
         input_shapes=dict(args.input_shape),
         reference=args.reference,
         backend_options=options,
