@@ -60,6 +60,13 @@ def _check_gate(out: Path, stdout: str) -> None:
     assert "tfcompress accuracy gates" in stdout  # the plugin's summary of both gates
 
 
+def _check_two_heads(out: Path, stdout: str) -> None:
+    assert (out / "two_head_int8.tflite").is_file()
+    assert "input  gain (N, 1) float32" in stdout and "output box (N, 4) float32" in stdout
+    assert "cls     accuracy" in stdout and "box     snr" in stdout
+    assert stdout.count("gate PASSED") == 2
+
+
 @dataclass(frozen=True)
 class Example:
     """How to run one example and what its run must leave behind."""
@@ -81,6 +88,7 @@ EXAMPLE_FILES = {
     "qat_mnist.py": Example(quick=True, check=_check_qat),
     "prune_mnist.py": Example(quick=True, check=_check_prune),
     GATE: Example(quick=False, check=_check_gate, under_pytest=True),
+    "gate_two_heads.py": Example(quick=False, check=_check_two_heads),
 }
 
 
