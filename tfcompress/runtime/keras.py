@@ -120,9 +120,10 @@ class KerasRunner(Runner):
     """Runs a Keras model (Keras 3 or tf-keras) in inference mode, or a SavedModel signature.
 
     The Keras model runs as a user would serve it: ``model(x, training=False)`` traced once
-    into a ``tf.function`` (``jit_compile`` off, ``reduce_retracing`` on, so new batch sizes
-    do not retrace each time), not op by op in eager mode. A SavedModel runs its serving
-    signature. :meth:`details` says which (``"call"``), and the thread counts TensorFlow ran.
+    into a ``tf.function`` (``jit_compile`` off, an input signature with the batch dimension
+    open, so new batch sizes never retrace), not op by op in eager mode. A SavedModel runs its
+    serving signature. :meth:`details` says which (``"call"``), and the thread counts
+    TensorFlow ran.
 
     Args:
         model: A Keras model or a :class:`~tfcompress.models.SavedModelDir`.
@@ -178,7 +179,14 @@ class KerasRunner(Runner):
             self.call = SIGNATURE_CALL
         else:
             self._signature = None
-            self._function = tf.function(self._inference, jit_compile=False, reduce_retracing=True)
+            # One trace for every batch size: the inputs' own shapes with the batch left open.
+            specs = [
+                tf.TensorSpec((None, *spec.sample_shape), spec.dtype, name=spec.name)
+                for spec in self.signature.inputs
+            ]
+            self._function = tf.function(
+                self._inference, input_signature=[specs], jit_compile=False
+            )
             self.call = KERAS_CALL
 
     def _inference(self, inputs: list[Any]) -> Any:
