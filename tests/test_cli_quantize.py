@@ -192,6 +192,10 @@ def _bad_inputs(tmp_path, model_files, int8_result):
         "missing data file": (["quantize", model, "--data", tmp_path / "x.npz"], "no such data"),
         "unknown recipe": (["quantize", model, "--recipe", "int4"], "invalid choice: 'int4'"),
         "bad --samples": (["quantize", model, "--samples", "0"], "must be at least 1"),
+        "eval data of the wrong shape": (
+            ["quantize", model, "--data", calib, "--eval", wrong_shape],
+            "--eval data",
+        ),
         "percent --max-drop": (
             ["quantize", model, "--eval", calib, "--max-drop", "5"],
             "did you mean 0.05",
@@ -219,6 +223,7 @@ def _bad_inputs(tmp_path, model_files, int8_result):
         "missing data file",
         "unknown recipe",
         "bad --samples",
+        "eval data of the wrong shape",
         "percent --max-drop",
         "--max-drop without --eval",
         "--mode without --max-drop",

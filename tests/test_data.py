@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from tfcompress.data import Dataset, load_data, validate_for_model
+from tfcompress.data import Dataset, load_data, validate_for_model, validate_for_signature
 from tfcompress.errors import InvalidDataError
-from tfcompress.models.signature import InputSpec
+from tfcompress.models.signature import InputSpec, ModelSignature
 
 SPEC = InputSpec(shape=(None, 28, 28, 1), dtype="float32")
 RNG = np.random.default_rng(0)
@@ -145,3 +145,53 @@ def test_bundled_mnist_is_stratified_and_real(mnist_split):
     assert np.bincount(mnist_split.test.y).tolist() == [125] * 10
     assert mnist_split.train.x.shape[1:] == (28, 28, 1)
     assert mnist_split.train.x.min() >= 0.0 and mnist_split.train.x.max() == 1.0
+
+
+TWO = ModelSignature(
+    (InputSpec((None, 4, 4, 1), name="image"), InputSpec((None, 1), name="gain")),
+    (InputSpec((None, 10), name="cls"), InputSpec((None, 4), name="box")),
+)
+IMAGES, GAINS = np.ones((5, 4, 4, 1), np.float32), np.ones((5, 1), np.float32)
+
+
+def test_several_inputs_by_name_or_position(tmp_path):
+    by_name = tmp_path / "named.npz"
+    np.savez(by_name, gain=GAINS, image=IMAGES, y_cls=np.arange(5), y_box=np.zeros((5, 4)))
+    checked = validate_for_signature(load_data(by_name), TWO)
+    assert list(checked.x) == ["image", "gain"] and list(checked.y) == ["cls", "box"]
+    positional = load_data({"x0": IMAGES, "x1": GAINS})  # a dict, in the model's input order
+    assert validate_for_signature(positional, TWO).x["gain"].shape == (5, 1)
+    unlabelled = validate_for_signature(Dataset({"image": IMAGES, "gain": GAINS}), TWO)
+    assert unlabelled.y is None
+
+
+@pytest.mark.parametrize(
+    ("dataset", "message"),
+    [
+        (Dataset(IMAGES), r"one array but the model has 2 inputs \(image \(N, 4, 4, 1\)"),
+        (Dataset({"image": IMAGES}), r"missing 'gain'"),
+        (Dataset({"image": IMAGES, "gain": GAINS, "extra": GAINS}), r"no input is called 'extra'"),
+        (
+            Dataset({"image": IMAGES, "gain": np.ones((5, 2))}),
+            r"for input 'gain' has shape \(5, 2\)",
+        ),
+        (Dataset({"image": IMAGES, "gain": GAINS}, np.arange(5)), r"save labels per output as y_"),
+        (Dataset({"image": IMAGES, "gain": GAINS}, {"mask": GAINS}), r"does not output"),
+        (Dataset({"image": IMAGES, "gain": GAINS}, {"cls": np.arange(3)}), r"for output 'cls'"),
+    ],
+)
+def test_several_inputs_errors_name_the_tensor(dataset, message):
+    with pytest.raises(InvalidDataError, match=message):
+        validate_for_signature(dataset, TWO)
+
+
+def test_npz_with_both_y_and_per_output_labels_is_refused(tmp_path):
+    path = tmp_path / "both.npz"
+    np.savez(path, image=IMAGES, y=np.arange(5), y_cls=np.arange(5))
+    with pytest.raises(InvalidDataError, match=r"both 'y' and per-output labels \(y_cls\)"):
+        load_data(path)
+
+
+def test_inputs_with_different_sample_counts_are_refused():
+    with pytest.raises(InvalidDataError, match=r"'image': 5, 'gain': 3"):
+        Dataset({"image": IMAGES, "gain": GAINS[:3]})
