@@ -6,7 +6,6 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +13,18 @@ from tqdm.auto import tqdm
 
 from tfcompress._compat.keras import flavour_of
 from tfcompress.bench import analysis
+from tfcompress.bench.artifacts import converted_artifact, prepare_artifact
 from tfcompress.bench.environment import capture_environment
-from tfcompress.bench.inputs import check_input_shapes, random_inputs
+from tfcompress.bench.inputs import check_input_shapes
 from tfcompress.bench.metrics import MetricLike
 from tfcompress.bench.result import BenchmarkResult, BenchmarkRow
 from tfcompress.bench.rows import ROW_ERRORS, Artifact, Plan, backend_rows, row_status
 from tfcompress.bench.scoring import Scoring, plan_scoring
-from tfcompress.bench.size import measure_size
 from tfcompress.data import DataLike, Dataset, load_data, validate_for_signature
 from tfcompress.data.sources import describe_source
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import model_name, resolve_model
-from tfcompress.models.matching import match_tensors
-from tfcompress.models.signature import ModelSignature, model_signature
+from tfcompress.models.signature import model_signature
 from tfcompress.runtime import (
     check_backend_options,
     list_backends,
@@ -167,7 +165,9 @@ def benchmark(
         matched = validate_for_signature(raw, signature, what=what)
     scoring, scoring_notes = plan_scoring(metric, output, signature, matched)
     prepared = {
-        name: _prepare(name, source, *loaded[name], matched, signature, shapes, plan, scoring)
+        name: prepare_artifact(
+            name, source, *loaded[name], matched, signature, shapes, plan, scoring
+        )
         for name, source in named.items()
     }
     rows: list[BenchmarkRow] = []
@@ -320,33 +320,6 @@ def _read_data(data: DataLike, model: Any) -> Dataset:
     return load_data(data, sample_rank=len(model_signature(model).inputs[0].sample_shape))
 
 
-def _prepare(
-    name: str,
-    source: Any,
-    model: Any,
-    load_ms: float | None,
-    data: Dataset | None,
-    reference: ModelSignature,
-    input_shapes: Mapping[str, tuple[int, ...]],
-    plan: Plan,
-    scoring: Scoring | None,
-) -> Artifact:
-    path = Path(source) if isinstance(source, str | os.PathLike) else None
-    signature = model_signature(model)
-    if data is None:
-        feed = random_inputs(
-            signature, name=name, input_shapes=input_shapes, batch_sizes=plan.batch_sizes
-        )
-    else:
-        inputs = match_tensors(
-            reference.inputs, signature.inputs, what="inputs", candidate_name=repr(name)
-        )
-        own = Dataset({mine: data.x[theirs] for mine, theirs in inputs.items()})
-        feed = validate_for_signature(own, signature, what=f"data for {name!r}")
-    score = None if scoring is None else scoring.for_artifact(reference, signature)
-    return Artifact(model, measure_size(model, path=path), feed, load_ms, score=score)
-
-
 def _metric_name(scoring: Scoring | None, metric: Any) -> str:
     if scoring is not None:
         return scoring.metric
@@ -376,7 +349,7 @@ def _artifact_rows(
         runs = artifact  # the artifact as given, or its conversion for this route only
         if route.convert is not None:
             try:
-                runs = _converted(name, artifact, route.convert)
+                runs = converted_artifact(name, artifact, route.convert)
             except ROW_ERRORS as error:
                 logger.debug("%s: %s failed: %s", name, route.convert, error)
                 rows.append(
@@ -387,26 +360,3 @@ def _artifact_rows(
         rows.extend(measured)
         samples = max(samples, counted)
     return rows, samples
-
-
-def _converted(name: str, artifact: Artifact, conversion: str) -> Artifact:
-    """The artifact's ONNX export, made once per artifact, to run on ``onnxruntime``.
-
-    Its rows keep the artifact's name and size (the artifact the user gave) and say in
-    ``backend_details["converted"]`` what actually ran. The export is a transform called
-    from measurement, on purpose: a user who names ``onnxruntime`` for a Keras model
-    expects it measured there, not a missing row.
-    """
-    from tfcompress.targets.onnx import export_onnx
-
-    logger.info("%s: exporting to ONNX for onnxruntime (%s)", name, conversion)
-    start = time.perf_counter()
-    onnx_model = export_onnx(artifact.model)  # in memory: nothing is written
-    details = {
-        "converted": conversion,
-        "conversion_ms": round((time.perf_counter() - start) * 1000.0, 1),  # not in init_ms
-        "converted_bytes": len(onnx_model.content),
-    }
-    # Its init_ms is the ONNX Runtime session built from the exported bytes, as for an .onnx
-    # file: loading the Keras file and exporting it are not the deployed model's cost.
-    return replace(artifact, model=onnx_model, load_ms=0.0, converted=details)
