@@ -1,7 +1,7 @@
 """Models shaped like users' models: latency without data, and gate outcomes per output.
 
 Run: .venv/bin/python benchmarks/real_models.py
-(writes the `real_models` section of docs/benchmarks.md and the `example:real-models-gate`
+(writes the `real_models` section of docs/benchmarks.md and the `real-models:gate`
 block of docs/real-models.md; the raw record goes to benchmarks/results/real_models.json)
 
 The models are those of tests/test_real_models.py, trained on the digits bundled with
@@ -226,7 +226,7 @@ def main() -> None:
     record = {"machine": machine_line(), "latency": latency, "gates": gates, "example": example}
     RESULTS.write_text(json.dumps(record, indent=2) + "\n")
     print(write_section("real_models", _section(latency, gates, seconds)))
-    print(write_block(DOC, "example:real-models-gate", f"```text\n{example}\n```"))
+    print(write_block(DOC, "real-models:gate", f"```text\n{example}\n```"))
 
 
 if __name__ == "__main__":
