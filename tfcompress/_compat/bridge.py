@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,19 +43,25 @@ def ensure_graph_model(model: Any) -> None:
         )
 
 
-def to_tf_keras(model: Any, samples: np.ndarray, *, atol: float = 1e-5) -> tuple[Any, float]:
+Samples = np.ndarray | Mapping[str, np.ndarray] | Sequence[np.ndarray]
+
+
+def to_tf_keras(model: Any, samples: Samples, *, atol: float = 1e-5) -> tuple[Any, float]:
     """Return a tf-keras copy of ``model`` that tfmot can wrap, and its max output difference.
 
     A tf-keras model is cloned (so training never touches the caller's model); a Keras 3
-    model is rebuilt from its config with the same weights.
+    model is rebuilt from its config with the same weights. Models with several inputs and
+    outputs are carried whole: every output of the copy is checked against the original's.
 
     Args:
         model: A Sequential or Functional model, Keras 3 or tf-keras.
-        samples: Inputs the copy is checked on (a few dozen real samples).
+        samples: Inputs the copy is checked on (a few dozen real samples): one array for a
+            single-input model, else a dict keyed by input name or a list in input order.
         atol: Largest allowed absolute difference between the two models' outputs.
 
     Returns:
-        The tf-keras model and the max absolute difference seen on ``samples``.
+        The tf-keras model and the max absolute difference seen on ``samples`` (over every
+        output).
 
     Raises:
         UnsupportedModelError: Subclassed model, a layer tf-keras does not know, weights that
@@ -62,6 +69,7 @@ def to_tf_keras(model: Any, samples: np.ndarray, *, atol: float = 1e-5) -> tuple
 
     Example:
         >>> legacy, diff = to_tf_keras(keras3_model, x_train[:32])  # doctest: +SKIP
+        >>> legacy, diff = to_tf_keras(two_heads, {"image": img, "gain": g})  # doctest: +SKIP
     """
     ensure_graph_model(model)
     keras2 = tf_keras()
@@ -72,10 +80,14 @@ def to_tf_keras(model: Any, samples: np.ndarray, *, atol: float = 1e-5) -> tuple
     else:
         copy = _rebuild(model, keras2)
         _copy_weights(model, copy)
-    expected = np.asarray(model(samples, training=False), dtype=np.float64)
-    actual = np.asarray(copy(samples, training=False), dtype=np.float64)
-    diff = float(np.max(np.abs(expected - actual))) if expected.size else 0.0
-    if expected.shape != actual.shape or not diff <= atol:
+    feed = _ordered_inputs(model, samples)
+    expected = _outputs(model(feed, training=False))
+    actual = _outputs(copy(feed, training=False))
+    diff = float("inf")
+    if [e.shape for e in expected] == [a.shape for a in actual]:
+        pairs = zip(expected, actual, strict=True)
+        diff = max((float(np.max(np.abs(e - a))) for e, a in pairs if e.size), default=0.0)
+    if not diff <= atol:
         raise UnsupportedModelError(
             f"the tf-keras copy of {model.name!r} does not reproduce it (max abs difference "
             f"{diff:.3g} > {atol:g}); a layer behaves differently in tf-keras: build the model "
@@ -83,6 +95,39 @@ def to_tf_keras(model: Any, samples: np.ndarray, *, atol: float = 1e-5) -> tuple
         )
     logger.info("bridged %s to tf-keras (max abs difference %.2g)", model.name, diff)
     return copy, diff
+
+
+def _ordered_inputs(model: Any, samples: Samples) -> Any:
+    """One array for a single-input model, else a list in the model's input order."""
+    if isinstance(samples, np.ndarray):
+        return samples
+    if isinstance(samples, Mapping):
+        names = [_input_name(tensor) for tensor in model.inputs]
+        if set(samples) != set(names):
+            raise UnsupportedModelError(
+                f"samples for the bridge check are keyed {sorted(samples)} but {model.name!r} "
+                f"has inputs {names}; key them by input name."
+            )
+        arrays = [samples[name] for name in names]
+    else:
+        arrays = list(samples)
+    return arrays[0] if len(arrays) == 1 else arrays
+
+
+def _input_name(tensor: Any) -> str:
+    """The name of the Input layer behind ``tensor`` (what data is keyed by)."""
+    history = getattr(tensor, "_keras_history", None)
+    layer = getattr(history, "operation", None) or getattr(history, "layer", None)
+    return str(getattr(layer, "name", None) or getattr(tensor, "name", "")).split(":")[0]
+
+
+def _outputs(value: Any) -> list[np.ndarray]:
+    """A model's outputs as a list of float64 arrays, in output order."""
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if not isinstance(value, list | tuple):
+        value = [value]
+    return [np.asarray(v, dtype=np.float64) for v in value]
 
 
 def _rebuild(model: Any, keras2: Any) -> Any:

@@ -9,16 +9,20 @@ tfmot, and restores the variable exactly as it was.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
+from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
 from tfcompress._compat.keras import KerasFlavour, keras_module
 from tfcompress._compat.tf import tensorflow
 from tfcompress.errors import MissingDependencyError
 
 _ENV = "TF_USE_LEGACY_KERAS"
+_QUANT_OPS = "tensorflow_model_optimization.python.core.quantization.keras.quant_ops"
 
 
 @functools.cache
@@ -66,3 +70,38 @@ def tf_keras() -> ModuleType:
         raise MissingDependencyError(
             "tfmot needs tf-keras; run: pip install 'tf-keras>=2.21,<2.22'"
         ) from error
+
+
+@contextlib.contextmanager
+def ranges_from_each_batch() -> Iterator[None]:
+    """While active, tfmot's moving-average quantizers take each batch's range whole.
+
+    tfmot 0.8.1's ``MovingAverageQuantizer`` (every activation and output range of its 8-bit
+    QAT schemes) starts at [-6, 6] and moves 0.1% of the way to each training batch's range
+    (EMA decay 0.999, hard-coded in the quantizer). A short fine-tune of a few hundred steps
+    leaves the ranges near [-6, 6], so a ReLU output in [0, 1.5] gets a quarter of the int8
+    steps. Inside this context the decay is 0: one training-mode call on a calibration batch
+    sets every range to what that batch spans, as post-training calibration would. The
+    quantizer looks ``quant_ops.MovingAvgQuantize`` up when it is called, so the original is
+    restored on exit, whatever happens (not thread-safe: one QAT set-up at a time).
+
+    Raises:
+        MissingDependencyError: tfmot or tf-keras is not installed.
+
+    Example:
+        >>> with ranges_from_each_batch():  # doctest: +SKIP
+        ...     qat_model(calibration_batch, training=True)
+    """
+    tfmot()
+    quant_ops = importlib.import_module(_QUANT_OPS)
+    original = quant_ops.MovingAvgQuantize
+
+    def whole_batch(*args: Any, **kwargs: Any) -> Any:
+        kwargs["ema_decay"] = 0.0
+        return original(*args, **kwargs)
+
+    quant_ops.MovingAvgQuantize = whole_batch
+    try:
+        yield
+    finally:
+        quant_ops.MovingAvgQuantize = original

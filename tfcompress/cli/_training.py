@@ -18,10 +18,22 @@ EXPORTS = ("float32", "float16", "dynamic", "int8")
 def add_training_arguments(
     parser: argparse.ArgumentParser, *, epochs: int, learning_rate: float
 ) -> None:
-    """MODEL, --train, --val, --out, --epochs, --lr, --batch-size, --seed and the common flags."""
+    """MODEL, --train/--data, --val, --out, --epochs, --lr, --batch-size, --seed, common flags."""
     parser.add_argument("model", help="Keras Sequential/Functional model (.keras or .h5)")
-    parser.add_argument("--train", required=True, help="labelled training data (.npz with x, y)")
-    parser.add_argument("--val", required=True, help="labelled validation data (.npz with x, y)")
+    parser.add_argument(
+        "--train",
+        "--data",
+        dest="train",
+        required=True,
+        help="training data (.npz: x, or one array per input name; labels optional: y, or "
+        "y_<output name> per output; outputs without labels are fitted to the float model's "
+        "own outputs, i.e. self-distillation)",
+    )
+    parser.add_argument(
+        "--val",
+        help="validation data to score the models on, like --train (labels optional); "
+        "default: 20%% of the training data held out",
+    )
     parser.add_argument("--out", required=True, help="output .tflite path")
     parser.add_argument(
         "--epochs",
@@ -71,7 +83,7 @@ def run_training(
     """Check the output path, train with ``train(model, ...)``, write atomically, report."""
     from tfcompress.models import check_output_path, load_model
 
-    inputs = [args.model, args.train, args.val]
+    inputs = [path for path in (args.model, args.train, args.val) if path is not None]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
     model = load_model(args.model, safe_mode=not args.unsafe)
     result = train(

@@ -1,4 +1,4 @@
-"""``tfcompress cluster MODEL --train T.npz --val V.npz --clusters 16 --out OUT.tflite``."""
+"""``tfcompress cluster MODEL --train T.npz [--val V.npz] --clusters 16 --out OUT.tflite``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="weight clustering (N shared values per kernel) to .tflite",
         description=(
             "Cluster each kernel of a Keras model into N shared values while fine-tuning "
-            "(tfmot) and export a .tflite. Clustering shrinks the gzip size, not the raw file."
+            "(tfmot) and export a .tflite. Clustering shrinks the gzip size, not the raw file. "
+            "Labels are optional, per output: outputs without labels are fitted to the float "
+            "model's own outputs (self-distillation)."
         ),
     )
     add_training_arguments(parser, epochs=1, learning_rate=1e-4)

@@ -1,4 +1,4 @@
-"""``tfcompress prune MODEL --train T.npz --val V.npz --sparsity 0.75 --out OUT.tflite``."""
+"""``tfcompress prune MODEL --train T.npz [--val V.npz] --sparsity 0.75 --out OUT.tflite``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=(
             "Prune a Keras model's smallest weights while fine-tuning (tfmot), export a .tflite "
             "and measure sparsity on the exported file. Pruning shrinks the gzip size, not the "
-            "raw file."
+            "raw file. Labels are optional, per output: outputs without labels are fitted to "
+            "the float model's own outputs (self-distillation)."
         ),
     )
     add_training_arguments(parser, epochs=2, learning_rate=5e-4)

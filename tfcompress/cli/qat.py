@@ -1,4 +1,4 @@
-"""``tfcompress qat MODEL --train TRAIN.npz --val VAL.npz --epochs N --out OUT.tflite``."""
+"""``tfcompress qat MODEL --train TRAIN.npz [--val VAL.npz] --epochs N --out OUT.tflite``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="quantization-aware training to a full-int8 .tflite",
         description=(
             "Fine-tune a Keras model with fake-quant ops (tfmot) and export a full-int8 .tflite. "
-            "Layers tfmot cannot quantize stay float and are listed as skipped."
+            "Any number of inputs and outputs: each output is fitted to its labels (the loss "
+            "follows them) or, without labels, to the float model's own outputs "
+            "(self-distillation); the report names each output's loss. Layers tfmot cannot "
+            "quantize stay float and are listed as skipped."
         ),
     )
     add_training_arguments(parser, epochs=1, learning_rate=1e-4)

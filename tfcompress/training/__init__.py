@@ -1,8 +1,10 @@
 """Training-time compression with tfmot: QAT, pruning and clustering, for Keras 3 and tf-keras.
 
 tfmot only rewrites tf-keras models; Keras 3 models are bridged (rebuilt with the same
-weights and checked) first. Every function fine-tunes a copy, exports a ``.tflite`` through
-the same converter path as post-training quantization, and measures it.
+weights and checked) first. Every function fine-tunes a copy (any number of inputs and
+outputs; each output on its labels with the loss they call for, or self-distilled from the
+float model without labels), exports a ``.tflite`` through the same converter path as
+post-training quantization, and scores every output.
 """
 
 from tfcompress.training.cluster import cluster
@@ -10,6 +12,15 @@ from tfcompress.training.coverage import LayerCoverage
 from tfcompress.training.prune import prune
 from tfcompress.training.qat import qat
 from tfcompress.training.result import TrainingResult
+from tfcompress.training.scoring import OutputScore
 from tfcompress.training.sparsity import WeightSparsity
 
-__all__ = ["LayerCoverage", "TrainingResult", "WeightSparsity", "cluster", "prune", "qat"]
+__all__ = [
+    "LayerCoverage",
+    "OutputScore",
+    "TrainingResult",
+    "WeightSparsity",
+    "cluster",
+    "prune",
+    "qat",
+]

@@ -25,7 +25,7 @@ def cluster(
     model: ModelLike,
     *,
     train_data: DataLike,
-    val_data: DataLike,
+    val_data: DataLike | None = None,
     clusters: int = 16,
     epochs: int = 1,
     learning_rate: float = 1e-4,
@@ -42,9 +42,17 @@ def cluster(
     shrinks because each kernel holds only ``clusters`` distinct values.
 
     Args:
-        model: A Keras Sequential/Functional classifier (Keras 3 or tf-keras) or its path.
-        train_data: Labelled samples to fine-tune on.
-        val_data: Labelled samples to score the models on.
+        model: A Keras Sequential/Functional model (Keras 3 or tf-keras) or its path: a
+            classifier, a detector with several inputs and heads, a regressor, a segmenter.
+        train_data: Samples to fine-tune on (any source :func:`tfcompress.data.load_data`
+            reads; several inputs as a dict or ``.npz`` keyed by input name). Labels are
+            optional, per output (``y``, or ``y_<output name>``): each labelled output is
+            fitted to its labels with the loss they call for, each other output to the
+            float model's own outputs (self-distillation); ``result.loss_functions`` says
+            which.
+        val_data: Samples to score the original, fine-tuned and exported models on: against
+            labels where given, else against the float model. None holds out 20% of
+            ``train_data`` (seeded; ``result.warnings`` says so).
         clusters: Distinct values per clustered kernel, 2 to 256 (16 is a common choice).
         epochs: Fine-tuning epochs with clustering applied.
         learning_rate: Adam learning rate.
@@ -79,7 +87,7 @@ def cluster(
     if not isinstance(qat_epochs, int) or qat_epochs < 0:
         raise InvalidInputError(f"qat_epochs must be an integer >= 0, got {qat_epochs!r}.")
     options = TrainingOptions(epochs, batch_size, learning_rate, seed)
-    setup = prepare(model, train_data, val_data, safe_mode=safe_mode)
+    setup = prepare(model, train_data, val_data, safe_mode=safe_mode, seed=seed)
     coverage = clusterable_layers(setup.legacy, clusters=clusters, skip=frozenset(skip_layers))
     names = {row.layer for row in coverage if row.status == "clustered"}
     if not names:

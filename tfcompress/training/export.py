@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from tfcompress._compat.tf import tensorflow
-from tfcompress.bench.accuracy import evaluate
 from tfcompress.data import Dataset
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import TFLiteModel
-from tfcompress.quantization.converter import Conversion, convert
+from tfcompress.quantization.converter import Conversion, convert, convert_all
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.training.coverage import LayerCoverage
 from tfcompress.training.result import TrainingResult
-from tfcompress.training.setup import Setup
+from tfcompress.training.scoring import ACCURACY, BINARY_ACCURACY, score_outputs
+from tfcompress.training.setup import Setup, model_outputs
 from tfcompress.training.sparsity import measure
 
 logger = logging.getLogger(__name__)
 
 EXPORT_RECIPES = ("float32", "float16", "dynamic", "int8")
 CALIBRATION_SAMPLES = 200
+_ACCURACIES = (ACCURACY, BINARY_ACCURACY)
 
 
 def check_recipe(then: str | None) -> str:
@@ -47,7 +48,8 @@ def export(model: Any, recipe: str, calibration: Dataset) -> Conversion:
     Args:
         model: A Keras model (either flavour), QAT/pruned/clustered wrappers stripped.
         recipe: A name from :data:`EXPORT_RECIPES`.
-        calibration: Samples for activation ranges (used by ``int8`` only).
+        calibration: Samples for activation ranges (used by ``int8`` only): one array, or
+            one array per input keyed by input name.
 
     Returns:
         The converter's output.
@@ -55,6 +57,28 @@ def export(model: Any, recipe: str, calibration: Dataset) -> Conversion:
     Raises:
         ConversionError: The converter rejected the model.
     """
+    return convert(model, _configure(recipe, calibration))
+
+
+def export_reference(
+    model: Any, recipe: str, calibration: Dataset
+) -> tuple[Conversion, Conversion]:
+    """The original model at ``recipe`` and as float32, from one trace of the model.
+
+    Returns:
+        ``(at recipe, float32)``; the same conversion twice when ``recipe`` is float32.
+
+    Raises:
+        ConversionError: The converter rejected the model.
+    """
+    if recipe == "float32":
+        (only,) = convert_all(model, [None])
+        return only, only
+    at_recipe, float32 = convert_all(model, [_configure(recipe, calibration), None])
+    return at_recipe, float32
+
+
+def _configure(recipe: str, calibration: Dataset) -> Callable[[Any], None]:
     chosen = Recipe(recipe)
     tf = tensorflow()
 
@@ -63,7 +87,7 @@ def export(model: Any, recipe: str, calibration: Dataset) -> Conversion:
         if chosen.spec.needs_calibration:
             converter.representative_dataset = lambda: _samples(calibration)
 
-    return convert(model, configure)
+    return configure
 
 
 def finish(
@@ -78,7 +102,7 @@ def finish(
     losses: tuple[float, ...],
     m_by_n: tuple[int, int] | None = None,
 ) -> TrainingResult:
-    """Export ``tuned`` and the original, score both on the validation data, build the result.
+    """Export ``tuned`` and the original, score every output of both, build the result.
 
     Args:
         setup: The checked inputs.
@@ -93,32 +117,44 @@ def finish(
 
     Returns:
         The result.
+
+    Raises:
+        ConversionError: The converter rejected a model.
     """
     rng = np.random.default_rng(int(options.get("seed", 0)))
     count = min(CALIBRATION_SAMPLES, len(setup.train))
-    calibration = Dataset(setup.train.x[np.sort(rng.choice(len(setup.train), count, False))])
-    exported = export(tuned, recipe, calibration)
-    reference = export(setup.original, recipe, calibration)
-    float_reference = (
-        reference if recipe == "float32" else export(setup.original, "float32", calibration)
-    )
-    scores = evaluate(
+    chosen = np.sort(rng.choice(len(setup.train), count, False))
+    calibration = Dataset(
         {
-            "reference": setup.original,
-            "keras": tuned,
-            "tflite": TFLiteModel(exported.content, label=technique, verified=True),
-        },
-        setup.val,
+            name: array[chosen]
+            for name, array in zip(setup.signature.input_names, setup.train_inputs, strict=True)
+        }
     )
-    names = [layer.name for layer in setup.legacy.layers if _has_kernel(layer)]
-    weights = measure(exported.content, layer_names=names, m_by_n=m_by_n)
-    logger.info(
-        "%s -> %s: %.2f%% (reference %.2f%%)",
-        technique,
-        recipe,
-        scores["tflite"].score * 100,
-        scores["reference"].score * 100,
+    exported = export(tuned, recipe, calibration)
+    reference, float_reference = export_reference(setup.original, recipe, calibration)
+    artifact = TFLiteModel(exported.content, label=technique, verified=True)
+    val_inputs = setup.val_inputs
+    signature = setup.signature
+    scores = score_outputs(
+        signature.output_names,
+        setup.val_labels,
+        model_outputs(setup.original, val_inputs, signature),
+        model_outputs(tuned, val_inputs, signature),
+        model_outputs(artifact, val_inputs, signature),
     )
+    primary = next((s for s in scores if s.labelled and s.metric in _ACCURACIES), None)
+    kernels = [layer.name for layer in setup.legacy.layers if _has_kernel(layer)]
+    weights = measure(exported.content, layer_names=kernels, m_by_n=m_by_n)
+    for score in scores:
+        logger.info(
+            "%s -> %s, output %s: %s %s (reference %s)",
+            technique,
+            recipe,
+            score.output,
+            score.metric,
+            score.format(score.tflite),
+            score.format(score.reference),
+        )
     return TrainingResult(
         technique=technique,
         options=options,
@@ -127,10 +163,10 @@ def finish(
         model_content=exported.content,
         reference_content=reference.content,
         float_content=float_reference.content,
-        accuracy=scores["tflite"].score,
-        keras_accuracy=scores["keras"].score,
-        reference_accuracy=scores["reference"].score,
-        val_samples=scores.samples,
+        accuracy=None if primary is None else primary.tflite,
+        keras_accuracy=None if primary is None else primary.keras,
+        reference_accuracy=None if primary is None else primary.reference,
+        val_samples=len(setup.val),
         coverage=tuple(coverage),
         weights=tuple(weights),
         train_samples=len(setup.train),
@@ -138,7 +174,9 @@ def finish(
         losses=losses,
         bridge_difference=setup.bridge_difference,
         keras_model=tuned,
-        warnings=exported.warnings,
+        warnings=(*setup.notes, *exported.warnings),
+        loss_functions=setup.loss_functions,
+        scores=scores,
     )
 
 
@@ -149,6 +187,17 @@ def _has_kernel(layer: Any) -> bool:
     )
 
 
-def _samples(calibration: Dataset) -> Iterator[list[np.ndarray]]:
-    for sample in calibration.x:
-        yield [sample[np.newaxis]]
+def _samples(calibration: Dataset) -> Iterator[list[np.ndarray] | dict[str, np.ndarray]]:
+    """One sample at a time: a list for a single input, a dict by input name for several."""
+    x = calibration.x
+    if not isinstance(x, dict):
+        for sample in x:
+            yield [sample[np.newaxis]]
+        return
+    if len(x) == 1:
+        (only,) = x.values()
+        for sample in only:
+            yield [sample[np.newaxis]]
+        return
+    for index in range(len(calibration)):
+        yield {name: array[index : index + 1] for name, array in x.items()}

@@ -29,7 +29,7 @@ def prune(
     model: ModelLike,
     *,
     train_data: DataLike,
-    val_data: DataLike,
+    val_data: DataLike | None = None,
     target_sparsity: float | None = None,
     schedule: str | None = None,
     structure: str | None = None,
@@ -48,9 +48,17 @@ def prune(
     are stored like any other value, so the raw file does not shrink; its gzip size does.
 
     Args:
-        model: A Keras Sequential/Functional classifier (Keras 3 or tf-keras) or its path.
-        train_data: Labelled samples to fine-tune on.
-        val_data: Labelled samples to score the models on.
+        model: A Keras Sequential/Functional model (Keras 3 or tf-keras) or its path: a
+            classifier, a detector with several inputs and heads, a regressor, a segmenter.
+        train_data: Samples to fine-tune on (any source :func:`tfcompress.data.load_data`
+            reads; several inputs as a dict or ``.npz`` keyed by input name). Labels are
+            optional, per output (``y``, or ``y_<output name>``): each labelled output is
+            fitted to its labels with the loss they call for, each other output to the
+            float model's own outputs (self-distillation); ``result.loss_functions`` says
+            which.
+        val_data: Samples to score the original, fine-tuned and exported models on: against
+            labels where given, else against the float model. None holds out 20% of
+            ``train_data`` (seeded; ``result.warnings`` says so).
         target_sparsity: Share of each pruned kernel set to zero, in (0, 1); default 0.75.
             With ``structure`` it must equal M/N (or be left out).
         schedule: ``"polynomial"`` (sparsity ramps up over the first ~70% of the steps)
@@ -95,7 +103,7 @@ def prune(
     if not isinstance(qat_epochs, int) or qat_epochs < 0:
         raise InvalidInputError(f"qat_epochs must be an integer >= 0, got {qat_epochs!r}.")
     options = TrainingOptions(epochs, batch_size, learning_rate, seed)
-    setup = prepare(model, train_data, val_data, safe_mode=safe_mode)
+    setup = prepare(model, train_data, val_data, safe_mode=safe_mode, seed=seed)
     steps = options.steps(len(setup.train))
     if steps < MIN_STEPS:
         raise InvalidDataError(

@@ -11,6 +11,7 @@ from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike
 from tfcompress.training.coverage import LayerCoverage, quantize_with_fallback
 from tfcompress.training.export import finish
+from tfcompress.training.ranges import initialize_ranges
 from tfcompress.training.result import TrainingResult
 from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
 
@@ -23,7 +24,7 @@ def qat(
     model: ModelLike,
     *,
     train_data: DataLike,
-    val_data: DataLike,
+    val_data: DataLike | None = None,
     epochs: int = 1,
     learning_rate: float = 1e-4,
     batch_size: int = 32,
@@ -35,15 +36,24 @@ def qat(
 
     Every layer tfmot can quantize is wrapped with fake-quant ops; the others stay float
     during training and are listed in ``result.coverage`` with the reason instead of
-    failing. The model is fine-tuned, then converted through the same converter path as
-    :func:`tfcompress.quantize`. A Keras 3 model is bridged to tf-keras first (checked to give
-    the same outputs); the caller's model is never modified.
+    failing (and a layer whose annotation breaks tfmot's graph transform is found, left
+    float and listed the same way). Activation ranges start from a batch of training data,
+    not tfmot's [-6, 6]. The model is fine-tuned, then converted through the same converter
+    path as :func:`tfcompress.quantize`. A Keras 3 model is bridged to tf-keras first
+    (checked to give the same outputs); the caller's model is never modified.
 
     Args:
-        model: A Keras Sequential/Functional classifier (Keras 3 or tf-keras) or its path.
-        train_data: Labelled samples to fine-tune on (any source
-            :func:`tfcompress.data.load_data` reads).
-        val_data: Labelled samples to score the float, QAT-Keras and int8 models on.
+        model: A Keras Sequential/Functional model (Keras 3 or tf-keras) or its path: a
+            classifier, a detector with several inputs and heads, a regressor, a segmenter.
+        train_data: Samples to fine-tune on (any source :func:`tfcompress.data.load_data`
+            reads; several inputs as a dict or ``.npz`` keyed by input name). Labels are
+            optional, per output (``y``, or ``y_<output name>``): each labelled output is
+            fitted to its labels with the loss they call for, each other output to the
+            float model's own outputs (self-distillation); ``result.loss_functions`` says
+            which.
+        val_data: Samples to score the original, fine-tuned and exported models on: against
+            labels where given, else against the float model. None holds out 20% of
+            ``train_data`` (seeded; ``result.warnings`` says so).
         epochs: Fine-tuning epochs (1-2 are usually enough from a trained model).
         learning_rate: Adam learning rate; keep it small, the model is already trained.
         batch_size: Samples per step.
@@ -53,11 +63,14 @@ def qat(
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
 
     Returns:
-        The int8 model, its accuracy next to the float model's, sizes and the coverage report.
+        The int8 model; every output's score next to the float model's (``scores``) and its
+        loss (``loss_functions``); accuracy of the first class output (None without one);
+        sizes and the coverage report.
 
     Raises:
-        UnsupportedModelError: Subclassed model, unknown custom layers, or not a classifier.
-        InvalidDataError: Data without labels or not matching the model.
+        UnsupportedModelError: Subclassed model, unknown custom layers, or tfmot's transform
+            fails on the model in a way no single layer explains.
+        InvalidDataError: Data or labels not matching the model.
         InvalidInputError: A bad option.
         ConversionError: The converter rejected the QAT model.
 
@@ -65,13 +78,16 @@ def qat(
         >>> result = tfcompress.qat(model, train_data=(x, y), val_data=(xv, yv), epochs=1)
         >>> result.accuracy_drop, result.skipped_layers  # doctest: +SKIP
         (0.0008, [])
+        >>> heads = tfcompress.qat(detector, train_data={"image": frames})  # no labels
+        >>> heads.loss_functions  # doctest: +SKIP
+        {'cls': 'categorical_crossentropy (self-distillation)', 'box': 'mse (self-distillation)'}
     """
     if preserve not in _SCHEMES:
         raise InvalidInputError(
             f"preserve={preserve!r} is not known; use None, 'sparsity' or 'clusters'."
         )
     options = TrainingOptions(epochs, batch_size, learning_rate, seed)
-    setup = prepare(model, train_data, val_data, safe_mode=safe_mode)
+    setup = prepare(model, train_data, val_data, safe_mode=safe_mode, seed=seed)
     qat_model, coverage, seconds, losses = quantization_aware(
         setup, setup.legacy, options, scheme=_SCHEMES[preserve]
     )
@@ -97,13 +113,18 @@ def qat(
 def quantization_aware(
     setup: Setup, model: Any, options: TrainingOptions, *, scheme: str = "default"
 ) -> tuple[Any, list[LayerCoverage], float, tuple[float, ...]]:
-    """Wrap ``model`` for QAT with ``scheme`` and fine-tune it (also used after pruning).
+    """Wrap ``model`` for QAT with ``scheme``, calibrate its ranges and fine-tune it.
+
+    Also used after pruning and clustering. Activation ranges start from one batch of
+    training samples (:func:`~tfcompress.training.ranges.initialize_ranges`), not tfmot's
+    [-6, 6].
 
     Returns:
         The trained QAT model (ready for the int8 converter), the coverage rows, the
         training seconds and per-epoch losses.
     """
     qat_model, coverage = quantize_with_fallback(model, scheme=scheme)
+    initialize_ranges(qat_model, setup.train_inputs, seed=options.seed)
     seconds, losses = fine_tune(qat_model, setup, options)
     if scheme == "cluster_preserve":
         qat_model = tfmot().experimental.combine.strip_clustering_cqat(qat_model)

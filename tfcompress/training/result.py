@@ -1,4 +1,4 @@
-"""The frozen result of QAT, pruning or clustering: artifact, accuracy, sizes and coverage."""
+"""The frozen result of QAT, pruning or clustering: artifact, scores, losses, sizes, coverage."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.saving import PathLike, write_bytes_atomic
 from tfcompress.report.table import format_table
 from tfcompress.training.coverage import LayerCoverage
+from tfcompress.training.scoring import OutputScore
 from tfcompress.training.sparsity import WeightSparsity, gzip_size
 
 
@@ -27,18 +28,27 @@ class TrainingResult:
         reference_content: The original (dense, not fine-tuned) model exported at the same
             precision: the fair baseline for sizes.
         float_content: The original model as a float32 ``.tflite``.
-        accuracy: Accuracy of the exported ``.tflite`` on the validation data (LiteRT).
-        keras_accuracy: Accuracy of the fine-tuned Keras model before export.
-        reference_accuracy: Accuracy of the original Keras model on the same data.
+        accuracy: Accuracy of the exported ``.tflite`` on the validation data (LiteRT), on
+            the first output scored against class labels (per pixel for masks; binary
+            accuracy for 0/1 labels). None when no output has class labels (regression or
+            unlabelled data: see ``scores``).
+        keras_accuracy: The same accuracy of the fine-tuned Keras model before export.
+        reference_accuracy: The same accuracy of the original Keras model.
         val_samples: Validation samples scored.
         coverage: What the technique did to each layer (skipped layers with the reason).
         weights: Per-kernel sparsity and unique values measured on ``model_content``.
         train_samples: Samples fine-tuned on.
         train_seconds: Wall time of all fine-tuning.
-        losses: Training loss after each epoch (all phases in order).
+        losses: Training loss after each epoch (all phases in order; summed over outputs).
         bridge_difference: Max abs output difference of the Keras 3 -> tf-keras bridge.
         keras_model: The fine-tuned tf-keras model (wrappers stripped), for further steps.
-        warnings: Options that ran otherwise than asked, then converter warnings.
+        warnings: Options and data that ran otherwise than asked (a held-out validation
+            split), then converter warnings.
+        loss_functions: The loss each output was fine-tuned with, by output name, e.g.
+            ``{"cls": "sparse_categorical_crossentropy", "box": "mse (self-distillation)"}``.
+        scores: Every output of the original, fine-tuned and exported models on the
+            validation data: against labels where there are some, else against the original
+            float model (agreement or SNR).
     """
 
     technique: str
@@ -48,9 +58,9 @@ class TrainingResult:
     model_content: bytes = field(repr=False)
     reference_content: bytes = field(repr=False)
     float_content: bytes = field(repr=False)
-    accuracy: float
-    keras_accuracy: float
-    reference_accuracy: float
+    accuracy: float | None
+    keras_accuracy: float | None
+    reference_accuracy: float | None
     val_samples: int
     coverage: tuple[LayerCoverage, ...]
     weights: tuple[WeightSparsity, ...]
@@ -60,6 +70,8 @@ class TrainingResult:
     bridge_difference: float
     keras_model: Any = field(repr=False, default=None)
     warnings: tuple[str, ...] = ()
+    loss_functions: dict[str, str] = field(default_factory=dict)
+    scores: tuple[OutputScore, ...] = ()
 
     @property
     def model(self) -> TFLiteModel:
@@ -99,8 +111,10 @@ class TrainingResult:
         return gzip_size(self.float_content)
 
     @property
-    def accuracy_drop(self) -> float:
-        """Reference accuracy minus exported accuracy (positive = lost accuracy)."""
+    def accuracy_drop(self) -> float | None:
+        """Reference accuracy minus exported accuracy (positive = lost accuracy); None without."""
+        if self.accuracy is None or self.reference_accuracy is None:
+            return None
         return self.reference_accuracy - self.accuracy
 
     @property
@@ -143,14 +157,16 @@ class TrainingResult:
             "float32_size_bytes": self.float_size_bytes,
             "float32_gzip_bytes": self.float_gzip_bytes,
             "sparsity": round(self.sparsity, 4),
-            "accuracy": round(self.accuracy, 6),
-            "keras_accuracy": round(self.keras_accuracy, 6),
-            "reference_accuracy": round(self.reference_accuracy, 6),
-            "accuracy_drop": round(self.accuracy_drop, 6),
+            "accuracy": _round(self.accuracy),
+            "keras_accuracy": _round(self.keras_accuracy),
+            "reference_accuracy": _round(self.reference_accuracy),
+            "accuracy_drop": _round(self.accuracy_drop),
+            "outputs": [score.to_dict() for score in self.scores],
             "val_samples": self.val_samples,
             "train_samples": self.train_samples,
             "train_seconds": round(self.train_seconds, 2),
-            "losses": [round(v, 5) for v in self.losses],
+            "losses": dict(self.loss_functions),
+            "epoch_losses": [round(v, 5) for v in self.losses],
             "bridge_max_abs_difference": self.bridge_difference,
             "skipped_layers": self.skipped_layers,
             "coverage": [c.to_dict() for c in self.coverage],
@@ -159,15 +175,38 @@ class TrainingResult:
         }
 
     def __str__(self) -> str:
-        head = (
-            f"{self.source} [{self.technique} -> {self.recipe}]: "
-            f"accuracy {self.accuracy:.2%} (reference {self.reference_accuracy:.2%}, "
-            f"{self.accuracy_drop * 100:+.2f} pt drop; fine-tuned Keras {self.keras_accuracy:.2%})"
-        )
+        head = f"{self.source} [{self.technique} -> {self.recipe}]: "
+        if self.accuracy is not None and self.reference_accuracy is not None:
+            head += (
+                f"accuracy {self.accuracy:.2%} (reference {self.reference_accuracy:.2%}, "
+                f"{(self.accuracy_drop or 0.0) * 100:+.2f} pt drop; fine-tuned Keras "
+                f"{self.keras_accuracy or 0.0:.2%})"
+            )
+        else:
+            head += "; ".join(
+                f"{s.output} {s.metric} {s.format(s.tflite)}"
+                + (f" (reference {s.format(s.reference)})" if s.reference is not None else "")
+                for s in self.scores
+            )
         sizes = (
             f"size {self.size_bytes:,} B raw / {self.gzip_bytes:,} B gzip; same-precision dense "
             f"{self.reference_size_bytes:,} / {self.reference_gzip_bytes:,}; float32 "
             f"{self.float_size_bytes:,} / {self.float_gzip_bytes:,}"
+        )
+        outputs = format_table(
+            ["output", "loss", "metric", "reference", "fine-tuned Keras", "exported", "drop"],
+            [
+                [
+                    s.output,
+                    self.loss_functions.get(s.output, "-"),
+                    s.metric if s.labelled else f"{s.metric} vs float",
+                    s.format(s.reference),
+                    s.format(s.keras),
+                    s.format(s.tflite),
+                    _change(s),
+                ]
+                for s in self.scores
+            ],
         )
         coverage = format_table(
             ["layer", "kind", "status", "reason"],
@@ -192,4 +231,21 @@ class TrainingResult:
             "Zeros and shared values do not shrink the raw .tflite (weights are stored densely); "
             "they shrink the gzip size."
         )
-        return "\n".join([head, sizes, "", coverage, "", weights, "", note])
+        sections = [head, sizes, ""]
+        if self.scores:
+            sections += [outputs, ""]
+        sections += [coverage, "", weights, "", note]
+        return "\n".join(sections)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def _change(score: OutputScore) -> str:
+    drop = score.drop
+    if drop is None:
+        return "-"
+    if score.metric == "mse":
+        return f"{drop:+.4g}"
+    return f"{drop * 100:+.2f} pt"

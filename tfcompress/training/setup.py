@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,15 +14,24 @@ import numpy as np
 
 from tfcompress._compat.bridge import ensure_graph_model, to_tf_keras
 from tfcompress._compat.tfmot import tf_keras
-from tfcompress.data import DataLike, Dataset, load_data, validate_for_model
+from tfcompress.data import DataLike, Dataset, load_data
+from tfcompress.data.validation import validate_for_signature
 from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.loading import ModelLike, SavedModelDir, TFLiteModel, model_name
 from tfcompress.models.loading import resolve_model as _resolve
-from tfcompress.models.signature import input_spec
+from tfcompress.models.matching import match_tensors
+from tfcompress.models.signature import ModelSignature, TensorSpec, model_signature
+from tfcompress.runtime import create_runner, default_backend
+from tfcompress.training.tasks import Labels, OutputTask, plan_tasks, read_labels
 
 logger = logging.getLogger(__name__)
 
 BRIDGE_SAMPLES = 32
+#: Share of the training data held out to score the models when no validation data is given.
+HOLD_OUT_FRACTION = 0.2
+MIN_HOLD_OUT_SAMPLES = 10  # below this, hold-out scores mean little: ask for val_data
+INFERENCE_BATCH = 256
+_QAT_PREFIX = "quant_"  # tfmot names the wrapper of layer L quant_L
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,20 +41,45 @@ class Setup:
     Attributes:
         original: The model as the user gave it (Keras 3 or tf-keras), never modified.
         legacy: A tf-keras copy with the same weights, the one tfmot rewrites.
-        train: Labelled training samples, shaped and typed for the model.
-        val: Labelled validation samples.
+        signature: The model's inputs and outputs, named, in order.
+        train: Training samples (``x`` keyed by input name; labels keyed by output name, or
+            None).
+        val: Validation samples, the same way.
         name: The model's name.
         bridge_difference: Max abs output difference between ``original`` and ``legacy``.
-        probabilities: Whether the model outputs probabilities (else logits).
+        tasks: The loss of every output, in output order.
+        targets: What every output is fitted to: its labels, or the float model's own
+            outputs on the training inputs (self-distillation), in output order.
+        val_labels: Every output's validation labels (None where there are none).
+        notes: Decisions the caller should know of (a held-out validation split).
     """
 
     original: Any = field(repr=False)
     legacy: Any = field(repr=False)
+    signature: ModelSignature
     train: Dataset = field(repr=False)
     val: Dataset = field(repr=False)
     name: str
     bridge_difference: float
-    probabilities: bool
+    tasks: tuple[OutputTask, ...]
+    targets: tuple[np.ndarray, ...] = field(repr=False)
+    val_labels: tuple[Labels | None, ...] = field(repr=False)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def train_inputs(self) -> list[np.ndarray]:
+        """Training samples, one array per input, in input order."""
+        return inputs_in_order(self.train, self.signature)
+
+    @property
+    def val_inputs(self) -> list[np.ndarray]:
+        """Validation samples, one array per input, in input order."""
+        return inputs_in_order(self.val, self.signature)
+
+    @property
+    def loss_functions(self) -> dict[str, str]:
+        """``{output name: loss}``, e.g. ``{"box": "mse (self-distillation)"}``."""
+        return {task.output: task.description for task in self.tasks}
 
 
 @dataclass(frozen=True)
@@ -72,22 +108,41 @@ class TrainingOptions:
 
 
 def prepare(
-    model: ModelLike, train_data: DataLike, val_data: DataLike, *, safe_mode: bool = True
+    model: ModelLike,
+    train_data: DataLike,
+    val_data: DataLike | None = None,
+    *,
+    safe_mode: bool = True,
+    seed: int = 0,
 ) -> Setup:
-    """Load and check the model and both datasets, then bridge the model to tf-keras.
+    """Load and check the model and the data, bridge the model to tf-keras, plan the losses.
+
+    Every input is matched by name (one array for a single-input model); labels are
+    optional, per output. Each output's loss follows its labels (see
+    :mod:`tfcompress.training.tasks`); outputs without labels are self-distilled from the
+    float model's outputs on the training inputs, computed here, once, before any transform.
 
     Args:
         model: A Keras model (either flavour) or a path to one.
-        train_data: Labelled samples to fine-tune on.
-        val_data: Labelled samples to measure accuracy on.
+        train_data: Samples to fine-tune on, with labels for some, all or none of the outputs.
+        val_data: Samples to score the models on (labels optional, per output). None holds
+            out :data:`HOLD_OUT_FRACTION` of ``train_data`` (seeded) and says so in
+            :attr:`Setup.notes`.
         safe_mode: See :func:`tfcompress.models.load_model`.
+        seed: Seed of the held-out split.
 
     Returns:
         The checked inputs.
 
     Raises:
         UnsupportedModelError: Not a Keras Sequential/Functional model, or it cannot be bridged.
-        InvalidDataError: Data without labels or not matching the model.
+        InvalidDataError: Data or labels that do not match the model, or too few samples to
+            hold out a validation split.
+
+    Example:
+        >>> setup = prepare(two_heads, two_input_data(digits().train))  # doctest: +SKIP
+        >>> setup.loss_functions  # doctest: +SKIP
+        {'cls': 'sparse_categorical_crossentropy', 'box': 'mse'}
     """
     loaded = _resolve(model, safe_mode=safe_mode)
     if isinstance(loaded, TFLiteModel | SavedModelDir):
@@ -96,33 +151,39 @@ def prepare(
             "weights, so pass the Keras model (.keras/.h5) it came from."
         )
     ensure_graph_model(loaded)
-    spec = input_spec(loaded)
-    classes = _num_classes(loaded)
-    rank = len(spec.sample_shape)
-    train = validate_for_model(
-        load_data(train_data, sample_rank=rank),
-        spec,
-        require_labels=True,
-        num_classes=classes,
-        what="training data",
-    )
-    val = validate_for_model(
-        load_data(val_data, sample_rank=rank),
-        spec,
-        require_labels=True,
-        num_classes=classes,
-        what="validation data",
-    )
-    legacy, difference = to_tf_keras(loaded, train.x[:BRIDGE_SAMPLES])
-    outputs = np.asarray(legacy(train.x[:BRIDGE_SAMPLES], training=False))
+    signature = model_signature(loaded)
+    train = _checked(train_data, signature, "training data")
+    notes: tuple[str, ...] = ()
+    if val_data is None:
+        train, val = _hold_out(train, seed)
+        notes = (
+            f"no validation data: {len(val)} of the training samples ({HOLD_OUT_FRACTION:.0%}) "
+            f"were held out to score the models, and fine-tuning used the other {len(train)}",
+        )
+        logger.info("%s", notes[0])
+    else:
+        val = _checked(val_data, signature, "validation data")
+    bridge_x = [array[:BRIDGE_SAMPLES] for array in inputs_in_order(train, signature)]
+    legacy, difference = to_tf_keras(loaded, bridge_x)
+    names = signature.output_names
+    float_outputs = model_outputs(legacy, inputs_in_order(train, signature), signature)
+    shapes = [tuple(int(d) for d in outputs.shape[1:]) for outputs in float_outputs]
+    train_labels = _labels(train, names, shapes, "training data")
+    val_labels = _labels(val, names, shapes, "validation data")
+    tasks, targets = plan_tasks(names, float_outputs, train_labels)
+    logger.info("losses: %s", {task.output: task.description for task in tasks})
     return Setup(
-        loaded,
-        legacy,
-        train,
-        val,
-        model_name(loaded),
-        difference,
-        _looks_like_probabilities(outputs),
+        original=loaded,
+        legacy=legacy,
+        signature=signature,
+        train=train,
+        val=val,
+        name=model_name(loaded),
+        bridge_difference=difference,
+        tasks=tasks,
+        targets=tuple(targets),
+        val_labels=tuple(val_labels),
+        notes=notes,
     )
 
 
@@ -133,23 +194,31 @@ def fine_tune(
     *,
     callbacks: list[Any] | None = None,
 ) -> tuple[float, tuple[float, ...]]:
-    """Compile ``model`` (a tf-keras model) with Adam and fit it on ``setup.train``.
+    """Compile ``model`` (a tf-keras model) with Adam and each output's loss, then fit it.
+
+    Inputs and targets are passed in input and output order (tfmot's wrappers rename
+    layers, so names would not match). Every output's loss weighs 1.
 
     Returns:
-        Wall seconds and the training loss after each epoch.
+        Wall seconds and the training loss (sum over outputs) after each epoch.
+
+    Raises:
+        InvalidDataError: The loss became NaN or infinite.
     """
     keras2 = tf_keras()
     keras2.utils.set_random_seed(options.seed)
-    classes = _num_classes(model)
-    if classes is None or classes == 1:
-        loss = keras2.losses.BinaryCrossentropy(from_logits=not setup.probabilities)
-    else:
-        loss = keras2.losses.SparseCategoricalCrossentropy(from_logits=not setup.probabilities)
-    model.compile(optimizer=keras2.optimizers.Adam(options.learning_rate), loss=loss)
+    losses = [task.keras_loss(keras2) for task in setup.tasks]
+    single = len(losses) == 1
+    model.compile(
+        optimizer=keras2.optimizers.Adam(options.learning_rate),
+        loss=losses[0] if single else losses,
+    )
+    inputs = setup.train_inputs
+    targets = list(setup.targets)
     start = time.perf_counter()
     history = model.fit(
-        setup.train.x,
-        setup.train.y,
+        inputs[0] if len(inputs) == 1 else inputs,
+        targets[0] if single else targets,
         epochs=options.epochs,
         batch_size=options.batch_size,
         callbacks=callbacks or [],
@@ -157,28 +226,106 @@ def fine_tune(
         verbose=0,
     )
     seconds = time.perf_counter() - start
-    losses = tuple(float(v) for v in history.history.get("loss", []))
-    if losses and not all(math.isfinite(v) for v in losses):
+    epoch_losses = tuple(float(v) for v in history.history.get("loss", []))
+    if epoch_losses and not all(math.isfinite(v) for v in epoch_losses):
         raise InvalidDataError(
-            f"fine-tuning diverged (loss {losses[-1]}); lower learning_rate or check the labels."
+            f"fine-tuning diverged (loss {epoch_losses[-1]}); lower learning_rate or check the "
+            "labels."
         )
-    logger.info("fine-tuned %d epoch(s) in %.1fs, loss %s", options.epochs, seconds, losses)
-    return seconds, losses
+    logger.info("fine-tuned %d epoch(s) in %.1fs, loss %s", options.epochs, seconds, epoch_losses)
+    return seconds, epoch_losses
 
 
-def _num_classes(model: Any) -> int | None:
-    shape = model.outputs[0].shape if getattr(model, "outputs", None) else None
-    if shape is None or len(shape) != 2 or shape[-1] is None:
-        raise UnsupportedModelError(
-            f"model {model_name(model)!r} does not output one score vector per sample; "
-            "training-time compression fine-tunes classifiers with a (batch, classes) output."
+def model_outputs(
+    model: Any, inputs: Sequence[np.ndarray], signature: ModelSignature
+) -> list[np.ndarray]:
+    """Run any variant of the model (Keras either flavour, or ``.tflite``) on ``inputs``.
+
+    Keras variants (the original, its tf-keras copy, a fine-tuned copy whose layers tfmot
+    renamed) keep the input and output order, so they are fed and read by position; a
+    ``.tflite`` is matched to ``signature`` by name (see
+    :func:`tfcompress.models.matching.match_tensors`).
+
+    Args:
+        model: The model to run.
+        inputs: One array per input of ``signature``, in its order.
+        signature: The original model's signature.
+
+    Returns:
+        One array per output of ``signature``, in its order.
+    """
+    backend = default_backend(model)
+    options = {"threads": 1} if isinstance(model, TFLiteModel) else {}
+    with create_runner(model, backend=backend, **options) as runner:
+        own = runner.signature
+        if isinstance(model, TFLiteModel):
+            by_input = match_tensors(signature.inputs, own.inputs, what="inputs")
+            position = {name: i for i, name in enumerate(signature.input_names)}
+            feed = {name: inputs[position[ref]] for name, ref in by_input.items()}
+        else:
+            feed = dict(zip(own.input_names, inputs, strict=True))
+        results = runner.run(feed, batch_size=INFERENCE_BATCH)
+    if isinstance(model, TFLiteModel):
+        # A QAT model's heads are tfmot wrappers, so its .tflite names them quant_<head>.
+        plain = [_unwrapped(spec, signature.output_names) for spec in own.outputs]
+        by_output = match_tensors(signature.outputs, plain, candidate_name="the .tflite")
+        named = {
+            by_output[spec.name]: results[name]
+            for spec, name in zip(plain, own.output_names, strict=True)
+        }
+        return [named[name] for name in signature.output_names]
+    return [results[name] for name in own.output_names]
+
+
+def _unwrapped(spec: TensorSpec, names: Sequence[str]) -> TensorSpec:
+    """``quant_cls`` -> ``cls`` when the original model has an output ``cls``."""
+    bare = spec.name.removeprefix(_QAT_PREFIX)
+    if spec.name not in names and bare != spec.name and bare in names:
+        return dataclasses.replace(spec, name=bare)
+    return spec
+
+
+def inputs_in_order(dataset: Dataset, signature: ModelSignature) -> list[np.ndarray]:
+    """``dataset.x`` as one array per input, in the signature's input order."""
+    x = _x(dataset)
+    return [x[name] for name in signature.input_names]
+
+
+def _x(dataset: Dataset) -> dict[str, np.ndarray]:
+    if not isinstance(dataset.x, dict):  # pragma: no cover - _checked always keys by name
+        raise InvalidDataError("samples must be keyed by input name here.")
+    return dataset.x
+
+
+def _checked(source: DataLike, signature: ModelSignature, what: str) -> Dataset:
+    rank = len(signature.inputs[0].sample_shape) if len(signature.inputs) == 1 else None
+    return validate_for_signature(load_data(source, sample_rank=rank), signature, what=what)
+
+
+def _hold_out(train: Dataset, seed: int) -> tuple[Dataset, Dataset]:
+    count = round(len(train) * HOLD_OUT_FRACTION)
+    if count < MIN_HOLD_OUT_SAMPLES:
+        raise InvalidDataError(
+            f"training data has {len(train)} samples, too few to hold out a validation split "
+            f"of {MIN_HOLD_OUT_SAMPLES} or more; pass val_data (--val) to score the models on."
         )
-    return int(shape[-1])
+    order = np.random.default_rng(seed).permutation(len(train))
+    held, kept = np.sort(order[:count]), np.sort(order[count:])
+    return _rows(train, kept), _rows(train, held)
 
 
-def _looks_like_probabilities(outputs: np.ndarray) -> bool:
-    if outputs.ndim != 2 or outputs.size == 0:
-        return False
-    if outputs.min() < 0 or outputs.max() > 1:
-        return False
-    return outputs.shape[1] == 1 or bool(np.allclose(outputs.sum(axis=1), 1.0, atol=1e-3))
+def _rows(dataset: Dataset, rows: np.ndarray) -> Dataset:
+    x = {name: array[rows] for name, array in _x(dataset).items()}
+    y = dataset.y
+    labels = {name: array[rows] for name, array in y.items()} if isinstance(y, dict) else None
+    return Dataset(x, labels)
+
+
+def _labels(
+    dataset: Dataset, names: Sequence[str], shapes: Sequence[tuple[int, ...]], what: str
+) -> list[Labels | None]:
+    given = dataset.y if isinstance(dataset.y, dict) else {}
+    return [
+        read_labels(given[name], shape, output=name, what=what) if name in given else None
+        for name, shape in zip(names, shapes, strict=True)
+    ]
