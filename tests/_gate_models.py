@@ -1,9 +1,14 @@
 """Small models for the gate tests: a Dense net trained in seconds on sklearn's 8x8 digits.
 
-Saved once per test module as files (so pytester runs and the CLI get paths):
+Saved once per test process as files (so pytester runs and the CLI get paths):
 ``reference.keras``, ``int8.tflite`` (a faithful candidate), ``damaged.tflite`` (float
 weights perturbed, then converted: loses tens of points), ``wide.keras`` (12 outputs instead
 of 10), ``test.npz`` (labelled) and ``unlabelled.npz``.
+
+:func:`two_head_models` adds a detector-shaped model (inputs ``image`` and ``gain``, heads
+``cls`` and ``box``; :mod:`tfcompress.models.reference_tasks`) and its int8 artifact, with
+test frames without labels (``two_head_frames.npz``) and with them
+(``two_head_test.npz``: ``y_cls``, ``y_box``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 import numpy as np
 
 _BUILT: dict[str, Path] = {}
+_BUILT_TWO_HEADS: dict[str, Path] = {}
 
 
 def gate_models(tmp_path_factory: Any) -> dict[str, Path]:
@@ -59,6 +65,37 @@ def build_gate_models(root: Path) -> dict[str, Path]:
     # Run a .tflite once so LiteRT is imported here, not first inside an in-process pytester
     # run (which would unload it again afterwards).
     tfcompress.evaluate(paths["int8"], split.test.take(8))
+    return paths
+
+
+def two_head_models(tmp_path_factory: Any) -> dict[str, Path]:
+    """The two-head files, built once per test process (about 10 s on two cores)."""
+    if not _BUILT_TWO_HEADS:
+        _BUILT_TWO_HEADS.update(build_two_head_models(tmp_path_factory.mktemp("two_heads")))
+    return dict(_BUILT_TWO_HEADS)
+
+
+def build_two_head_models(root: Path) -> dict[str, Path]:
+    """Train the two-head CNN 3 epochs on digits, quantize it to int8, save the test frames."""
+    import tfcompress
+    from tfcompress.datasets import digits
+    from tfcompress.models.reference_tasks import train_two_head, two_head_cnn, two_input_data
+
+    split = digits(seed=0)
+    train, test = two_input_data(split.train), two_input_data(split.test, seed=1)
+    model = train_two_head(two_head_cnn(), train, epochs=3)
+    paths = {
+        "two_head": root / "two_head.keras",
+        "two_head_int8": root / "two_head_int8.tflite",
+        "two_head_frames": root / "two_head_frames.npz",
+        "two_head_test": root / "two_head_test.npz",
+    }
+    model.save(paths["two_head"])
+    int8 = tfcompress.quantize(model, recipe="int8", representative_data=train)
+    int8.save(paths["two_head_int8"])
+    np.savez(paths["two_head_frames"], **test.x)
+    labels = {f"y_{name}": array for name, array in test.y.items()}
+    np.savez(paths["two_head_test"], **test.x, **labels)
     return paths
 
 

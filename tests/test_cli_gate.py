@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,27 @@ from _gate_models import gate_models
 
 from tfcompress.cli import main
 
-JSON_KEYS = {"reference_accuracy", "candidate_accuracy", "drop", "ci_low", "ci_high", "passed"}
+REPORT_KEYS = {"passed", "mode", "confidence", "samples", "failed", "checks", "backend"}
+CHECK_KEYS = {
+    "output",
+    "metric",
+    "kind",
+    "unit",
+    "reference_score",
+    "candidate_score",
+    "value",
+    "drop",
+    "ci_low",
+    "ci_high",
+    "threshold_name",
+    "threshold",
+    "passed",
+    "chosen_because",
+    "p_value",
+    "reference_only",
+    "candidate_only",
+    "per_class",
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +56,41 @@ def test_faithful_candidate_passes_with_json(
     )
     assert code == 0, stderr
     report = json.loads(stdout)  # stdout holds exactly one JSON object
-    assert set(report) >= JSON_KEYS
+    assert set(report) >= REPORT_KEYS
     assert report["passed"] is True and report["mode"] == "strict" and report["samples"] == 450
-    assert report["max_drop"] == 0.01 and report["metric"] == "accuracy"
-    assert report["ci_low"] <= report["drop"] <= report["ci_high"] <= 0.01
-    assert report["backend"] == "cpu" and report["reference_backend"] == "keras"
+    assert report["failed"] == 0 and report["backend"] == "cpu"
+    assert report["reference_backend"] == "keras"
+    (check,) = report["checks"]  # one output, one metric
+    assert set(check) >= CHECK_KEYS
+    assert check["metric"] == "accuracy" and check["kind"] == "task"
+    assert check["threshold_name"] == "max_drop" and check["threshold"] == 0.01
+    assert "labels are class ids" in check["chosen_because"]
+    assert check["ci_low"] <= check["drop"] <= check["ci_high"] <= 0.01
+    assert check["drop"] == pytest.approx(
+        check["reference_score"] - check["candidate_score"], abs=1e-5
+    )
+
+
+def test_unlabelled_data_is_gated_by_fidelity(
+    capfd: pytest.CaptureFixture[str], files: dict[str, Path]
+) -> None:
+    code, stdout, stderr = run_cli(
+        capfd, "gate", files["reference"], files["int8"], "--data", files["unlabelled"], "--json"
+    )
+    assert code == 0, stderr
+    (check,) = json.loads(stdout)["checks"]
+    assert check["metric"] == "agreement" and check["kind"] == "fidelity"
+    assert check["reference_score"] is None and check["drop"] is None
+    assert check["threshold_name"] == "min_agreement" and check["threshold"] == 0.99
+    assert check["value"] >= 0.99 and "no labels" in check["chosen_because"]
+
+    code, stdout, _ = run_cli(
+        capfd, "gate", files["reference"], files["damaged"], "--data", files["unlabelled"]
+    )
+    assert code == 1
+    assert stdout.startswith("gate FAILED (strict)")
+    assert re.search(r"agreement \d+\.\d\d% < min_agreement 99\.00%", stdout)
+    assert "fidelity to the reference" in stdout and "Relax min_agreement" in stdout
 
 
 def test_damaged_candidate_fails_with_table(
@@ -58,8 +109,9 @@ def test_damaged_candidate_fails_with_table(
         "proven",
     )
     assert code == 1
-    assert stdout.startswith("accuracy gate FAILED (proven)")
+    assert stdout.startswith("gate FAILED (proven)")
     assert "damaged.tflite" in stdout and "450 samples" in stdout and "per-class change" in stdout
+    assert "interval upper bound" in stdout.splitlines()[0]  # proven: the far bound decides
     assert "FAILED" in stderr  # the verdict is logged for people reading CI logs
 
 
@@ -88,7 +140,8 @@ def test_mode_decides_on_a_small_noisy_test_set(
         )
         report = json.loads(stdout)
         assert code == (0 if report["passed"] else 1)
-        verdicts[mode] = report
+        (verdicts[mode],) = report["checks"]
+        assert verdicts[mode]["passed"] is report["passed"] and report["samples"] == 40
     # the same numbers, judged by different bounds of the same interval
     assert len({(r["drop"], r["ci_low"], r["ci_high"]) for r in verdicts.values()}) == 1
     report = verdicts["strict"]
@@ -103,18 +156,44 @@ def test_mode_decides_on_a_small_noisy_test_set(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (("{reference}", "{int8}", "--data", "{unlabelled}"), "has no labels"),
+        (("{unlabelled}", "--metric", "accuracy"), "compares it to labels, but there are none"),
+        (("{test}", "--output", "boxes"), "no output named 'boxes'"),
+        (("{test}", "--metric", "accuracy", "--min-snr", "20"), "applies to the snr metric"),
+        (("{test}", "--metric", "snr", "--max-drop", "0.01"), "applies to task metrics"),
+        (("{test}", "--metric", "mse"), "no default threshold; pass --max-drop"),
+        (("{test}", "--max-drop", "1.5"), "fraction in [0, 1]"),
+        (("{test}", "--max-drop", "-0.1"), "must be >= 0"),
+        (("{test}", "--min-cosine", "2"), "must be in [-1, 1]"),
+        (("{test}", "--mode", "lax"), "invalid choice: 'lax'"),
+        (("{test}", "--metric", "f1"), "unknown metric 'f1'"),
+        (("{test}", "--backend", "tpu9"), "unknown backend"),
+    ],
+)
+def test_bad_input_exits_2(
+    capfd: pytest.CaptureFixture[str],
+    files: dict[str, Path],
+    argv: tuple[str, ...],
+    message: str,
+) -> None:
+    data, *options = (a.format(**files) for a in argv)
+    code, stdout, stderr = run_cli(
+        capfd, "gate", files["reference"], files["int8"], "--data", data, *options
+    )
+    assert code == 2
+    assert stdout == ""
+    assert message in stderr
+    assert len(stderr.strip().splitlines()) == 1  # one line, no traceback
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
         (("{reference}", "{wide}", "--data", "{test}"), "reference outputs shape (10,)"),
-        (("{reference}", "{int8}", "--data", "{test}", "--max-drop", "1.5"), "fraction in [0, 1]"),
-        (("{reference}", "{int8}", "--data", "{test}", "--max-drop", "-0.1"), "fraction in [0, 1]"),
-        (("{reference}", "{int8}", "--data", "{test}", "--mode", "lax"), "invalid choice: 'lax'"),
-        (("{reference}", "{int8}", "--data", "{test}", "--metric", "f1"), "unknown metric 'f1'"),
-        (("{reference}", "{int8}", "--data", "{test}", "--backend", "tpu9"), "unknown backend"),
         (("{reference}", "missing.tflite", "--data", "{test}"), "missing.tflite"),
         (("{reference}", "{int8}"), "--data"),
     ],
 )
-def test_bad_input_exits_2(
+def test_bad_models_or_usage_exit_2(
     capfd: pytest.CaptureFixture[str],
     files: dict[str, Path],
     argv: tuple[str, ...],
@@ -169,4 +248,5 @@ def test_real_process_exit_code_and_clean_stdout(files: dict[str, Path]) -> None
     lines = completed.stdout.splitlines()
     assert len(lines) == 1  # nothing but the JSON object on stdout
     report = json.loads(lines[0])
-    assert report["passed"] is False and report["drop"] > 0.01
+    assert report["passed"] is False and report["failed"] == 1
+    assert report["checks"][0]["drop"] > 0.01

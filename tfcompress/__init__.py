@@ -54,6 +54,8 @@ _LAZY = {
     "prune": "tfcompress.training",
     "qat": "tfcompress.training",
     "assert_accuracy_drop": "tfcompress.testing.gates",
+    "assert_gate": "tfcompress.testing.output_gates",
+    "check_gate": "tfcompress.testing.output_gates",
 }
 
 __all__ = [
@@ -76,7 +78,9 @@ __all__ = [
     "TrainingResult",
     "__version__",
     "assert_accuracy_drop",
+    "assert_gate",
     "benchmark",
+    "check_gate",
     "cluster",
     "create_runner",
     "evaluate",
@@ -100,6 +104,7 @@ if TYPE_CHECKING:
     from tfcompress.quantization import QuantizationResult, Recipe, list_recipes, quantize
     from tfcompress.runtime import create_runner, list_backends
     from tfcompress.testing.gates import assert_accuracy_drop
+    from tfcompress.testing.output_gates import assert_gate, check_gate
     from tfcompress.training import TrainingResult, cluster, prune, qat
 
 

@@ -1,11 +1,15 @@
-"""Accuracy-drop gates for tests and CI, and the pytest plugin that runs them.
+"""Gates for tests and CI, and the pytest plugin that runs them.
+
+:func:`check_gate`/:func:`assert_gate` judge every output of a model (task metrics against
+labels, fidelity to the reference without them); :func:`check_accuracy_drop`/
+:func:`assert_accuracy_drop` are the single-output classifier gate.
 
 Importing this package imports no TensorFlow and, since pytest imports the plugin module
 inside it on every run, nothing heavy at all: the names below load on first use (PEP 562).
 
 Example:
-    >>> from tfcompress.testing import assert_accuracy_drop
-    >>> assert_accuracy_drop(model, "int8.tflite", "test.npz", max_drop=0.01)  # doctest: +SKIP
+    >>> from tfcompress.testing import assert_gate
+    >>> assert_gate(model, "int8.tflite", "test.npz", max_drop=0.01)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -19,8 +23,16 @@ _LAZY = {
     "assert_accuracy_drop": "tfcompress.testing.gates",
     "check_accuracy_drop": "tfcompress.testing.gates",
     "judge_outputs": "tfcompress.testing.gates",
+    "Check": "tfcompress.testing.judge",
+    "build_checks": "tfcompress.testing.judge",
+    "judge_outputs_by_name": "tfcompress.testing.judge",
+    "GateError": "tfcompress.testing.output_gates",
+    "assert_gate": "tfcompress.testing.output_gates",
+    "check_gate": "tfcompress.testing.output_gates",
     "ClassChange": "tfcompress.testing.result",
+    "GateReport": "tfcompress.testing.result",
     "GateResult": "tfcompress.testing.result",
+    "Verdict": "tfcompress.testing.result",
     "GATE_MODES": "tfcompress.testing.settings",
     "GateSettings": "tfcompress.testing.settings",
     "PairedDifference": "tfcompress.testing.stats",
@@ -33,15 +45,23 @@ _LAZY = {
 __all__ = [
     "GATE_MODES",
     "AccuracyGateError",
+    "Check",
     "ClassChange",
+    "GateError",
+    "GateReport",
     "GateResult",
     "GateSettings",
     "PairedDifference",
+    "Verdict",
     "assert_accuracy_drop",
+    "assert_gate",
     "bootstrap_interval",
+    "build_checks",
     "check_accuracy_drop",
+    "check_gate",
     "clopper_pearson",
     "judge_outputs",
+    "judge_outputs_by_name",
     "mcnemar_exact",
     "paired_difference",
 ]
@@ -53,7 +73,9 @@ if TYPE_CHECKING:
         check_accuracy_drop,
         judge_outputs,
     )
-    from tfcompress.testing.result import ClassChange, GateResult
+    from tfcompress.testing.judge import Check, build_checks, judge_outputs_by_name
+    from tfcompress.testing.output_gates import GateError, assert_gate, check_gate
+    from tfcompress.testing.result import ClassChange, GateReport, GateResult, Verdict
     from tfcompress.testing.settings import GATE_MODES, GateSettings
     from tfcompress.testing.stats import (
         PairedDifference,

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tfcompress.bench.metrics import MetricLike, correct_top_k, resolve_metric
+from tfcompress.bench.metrics import MetricLike, correct_top_k, get_metric, resolve_metric
 from tfcompress.errors import GateFailedError, InvalidInputError, UnsupportedModelError
 from tfcompress.testing.result import ClassChange, GateResult
 from tfcompress.testing.settings import DEFAULT_BACKEND, DEFAULT_MAX_DROP, GateSettings
 from tfcompress.testing.stats import PairedDifference, paired_difference, paired_metric_difference
+
+if TYPE_CHECKING:
+    from tfcompress.models.signature import ModelSignature
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +130,12 @@ def check_accuracy_drop(
 ) -> GateResult:
     """Score both models on ``data`` and judge the drop, without raising when it fails.
 
+    For a classifier with one input and one output. The metric is checked against the
+    output before anything is scored: accuracy of a box regression or of a segmentation
+    mask is refused, as is a model with several inputs or outputs; gate those with
+    :func:`~tfcompress.testing.output_gates.check_gate`, which judges every output with the
+    metric it needs (and works without labels).
+
     Args:
         reference: The model the candidate must match (Keras model, ``.tflite`` or a path).
         candidate: The deployed artifact (usually a ``.tflite``: bytes, path or model).
@@ -144,7 +153,9 @@ def check_accuracy_drop(
         The verdict.
 
     Raises:
-        InvalidInputError: Bad options, different output shapes.
+        InvalidInputError: Bad options, different output shapes, a model with several
+            inputs or outputs, or a metric that means nothing for the output (the message
+            names ``check_gate``).
         InvalidDataError: Data without labels or not fitting the models.
         UnsupportedModelError: A delegate backend asked for a candidate that is not a
             ``.tflite`` (a Keras candidate runs on Keras, an ``.onnx`` on ONNX Runtime).
@@ -153,9 +164,9 @@ def check_accuracy_drop(
     Example:
         >>> result = check_accuracy_drop(model, "model_int8.tflite", "test.npz")  # doctest: +SKIP
     """
-    from tfcompress.bench.accuracy import evaluate
-    from tfcompress.data import load_data, validate_for_model
-    from tfcompress.models import TFLiteModel, input_spec, model_name, resolve_model
+    from tfcompress.bench.paired import run_model
+    from tfcompress.data import Dataset, load_data, validate_for_model
+    from tfcompress.models import TFLiteModel, model_name, model_signature, resolve_model
     from tfcompress.runtime import default_backend
 
     if settings is None:
@@ -174,24 +185,33 @@ def check_accuracy_drop(
             f"backend {settings.backend!r} runs .tflite artifacts, but the candidate "
             f"{model_name(cand)!r} runs on {natural!r}; pass its converted .tflite."
         )
-    spec = input_spec(ref)
+    signature = model_signature(ref)
+    _refuse_several_tensors(signature, model_name(ref))
+    spec, output = signature.inputs[0], signature.output_names[0]
     raw = load_data(data, sample_rank=len(spec.sample_shape))
-    dataset = validate_for_model(raw, spec, require_labels=True, what="gate data")
+    what = "gate data"
+    if raw.y is None:
+        validate_for_model(raw, spec, require_labels=True, what=what)  # raises: no labels
+    samples = Dataset({spec.name: validate_for_model(Dataset(raw.x), spec, what=what).x})
     names = _display_names(model_name(ref), model_name(cand))
-    metric_fn = resolve_metric(settings.metric)[1]
-    ref_row = evaluate({names[0]: ref}, dataset, metric=metric_fn, threads=threads).reference
-    cand_row = evaluate(
-        {names[1]: cand}, dataset, metric=metric_fn, backend=settings.backend, threads=threads
-    ).reference
+    ref_run = run_model(ref, samples, signature, name=names[0], threads=threads)
+    ref_out = ref_run.outputs[output]
+    # Refuse a metric that means nothing for this output (accuracy of a box or a mask)
+    # before scoring it, on the labels as given (not yet turned into class ids).
+    _check_metric_fits(settings, _one_label_array(raw.y), ref_out, output)
+    labels = validate_for_model(raw, spec, require_labels=True, what=what).y
+    cand_run = run_model(
+        cand, samples, signature, name=names[1], backend=settings.backend, threads=threads
+    )
     result = judge_outputs(
-        dataset.y,
-        ref_row.outputs,
-        cand_row.outputs,
+        labels,
+        ref_out,
+        cand_run.outputs[output],
         settings=settings,
         reference=names[0],
         candidate=names[1],
-        reference_backend=ref_row.backend,
-        backend=cand_row.backend,
+        reference_backend=ref_run.backend,
+        backend=cand_run.backend,
     )
     logger.debug("%s", result)
     return result
@@ -257,6 +277,49 @@ def assert_accuracy_drop(
     if not result.passed:
         raise AccuracyGateError(result)
     return result
+
+
+def _refuse_several_tensors(signature: ModelSignature, name: str) -> None:
+    if len(signature.outputs) == 1 and len(signature.inputs) == 1:
+        return
+    inputs, outputs = len(signature.inputs), len(signature.outputs)
+    raise InvalidInputError(
+        f"check_accuracy_drop gates a single-input, single-output classifier, but {name!r} has "
+        f"{inputs} input{'s' * (inputs != 1)} and {outputs} output{'s' * (outputs != 1)} "
+        f"({', '.join(signature.output_names)}); use tfcompress.testing.check_gate, which "
+        "judges each output by name, with or without labels."
+    )
+
+
+def _one_label_array(labels: Any) -> Any:
+    """The labels as given; None for labels of several outputs (refused later, as before)."""
+    if isinstance(labels, dict):
+        return next(iter(labels.values())) if len(labels) == 1 else None
+    return labels
+
+
+def _check_metric_fits(
+    settings: GateSettings, labels: Any, outputs: np.ndarray, output: str
+) -> None:
+    """Refuse a named metric that cannot score ``outputs`` against ``labels``.
+
+    A callable metric is the user's own and is not checked.
+
+    Raises:
+        InvalidInputError: The metric means nothing for this output (accuracy of a box
+            regression or of a segmentation mask); the message names ``check_gate``.
+        InvalidDataError: Labels that do not fit the output (class ids out of range...).
+    """
+    if callable(settings.metric) or labels is None:
+        return
+    definition = get_metric(settings.metric_name).for_reference(outputs)
+    try:
+        definition.validate(labels, outputs, output=output)
+    except InvalidInputError as error:
+        raise InvalidInputError(
+            f"{str(error).rstrip('.')}; check_accuracy_drop scores classifiers only: gate "
+            "this output with tfcompress.testing.check_gate, which takes that metric."
+        ) from error
 
 
 def _passes(mode: str, difference: PairedDifference, max_drop: float) -> bool:
