@@ -36,7 +36,7 @@ def check_gate(
     candidate: Any,
     data: Any,
     *,
-    outputs: Sequence[str] | None = None,
+    outputs: Sequence[str] | str | None = None,
     metrics: Sequence[str] | str | None = None,
     max_drop: float | None = None,
     min_snr: float | None = None,
@@ -112,6 +112,8 @@ def check_gate(
             interval=interval,
         )
     names = [metrics] if isinstance(metrics, str) else list(metrics or ())
+    if isinstance(outputs, str):  # one output name, not its characters
+        outputs = [outputs]
     thresholds = (max_drop, min_snr, min_cosine, max_abs, min_agreement)
     if checks is not None and (names or any(t is not None for t in thresholds)):
         raise InvalidInputError(
