@@ -3,9 +3,9 @@
 Pure numpy. The statistics take both models' outputs on the same samples (sample axis first,
 same shape) and return one number per sample, or sums per sample that add up over any subset
 (so scoring a bootstrap resample is a sum, not a re-run). ``snr_metric()`` and friends wrap
-them as :class:`~tfcompress.bench.metrics.MetricDef` (``snr``, ``cosine``, ``max_abs``,
+them as :class:`~tfcompress.bench.metric_def.MetricDef` (``snr``, ``cosine``, ``max_abs``,
 ``agreement``); :func:`~tfcompress.bench.metrics.get_metric` is the way in. The class
-helpers here are shared with the task metrics of :mod:`tfcompress.bench.metrics`.
+helpers here are shared with the task metrics of :mod:`tfcompress.bench.task_metrics`.
 
 Example:
     >>> ref = np.array([[1.0, 2.0], [3.0, 4.0]])
@@ -17,16 +17,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tfcompress.bench.metric_def import MetricDef, Prepared
 from tfcompress.errors import InvalidDataError, InvalidInputError
-
-if TYPE_CHECKING:
-    from tfcompress.bench.metrics import MetricDef
-
-Prepared = tuple[np.ndarray, np.ndarray]  # (target, outputs) after validation
 
 # Defaults of the fidelity thresholds. 20 dB: the error's power is 1% of the output's (RMS
 # error 10% of RMS output); per-channel int8 PTQ usually lands above it on final outputs.
@@ -46,6 +41,7 @@ __all__ = [
     "agreement_metric",
     "agreement_per_sample",
     "binary_threshold",
+    "class_count",
     "class_predictions",
     "class_scores",
     "cosine_metric",
@@ -103,6 +99,27 @@ def class_scores(outputs: np.ndarray) -> np.ndarray | None:
         return array.reshape(-1, 1)
     if array.ndim >= 2 and all(size == 1 for size in array.shape[1:-1]):
         return array.reshape(array.shape[0], array.shape[-1])
+    return None
+
+
+def class_count(shape: Sequence[int | None]) -> int | None:
+    """The class count ``C`` of a class-like output shape (see :func:`class_scores`), else None.
+
+    Args:
+        shape: The output's shape, sample axis first (sizes may be None).
+
+    Returns:
+        ``C`` for ``(N, C)`` and ``(N, 1, ..., 1, C)``, 1 for ``(N,)``, None otherwise (and
+        when ``C`` is unknown).
+
+    Example:
+        >>> class_count((None, 1, 1, 10)), class_count((None,)), class_count((None, 8, 8, 2))
+        (10, 1, None)
+    """
+    if len(shape) == 1:
+        return 1
+    if len(shape) >= 2 and all(size == 1 for size in shape[1:-1]) and shape[-1] is not None:
+        return int(shape[-1])
     return None
 
 
@@ -354,8 +371,6 @@ def _fidelity(
     correctness: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     class_like: bool = False,
 ) -> MetricDef:
-    from tfcompress.bench.metrics import MetricDef  # metrics imports this module at load
-
     def prepare(reference: np.ndarray, candidate: np.ndarray, output: str) -> Prepared:
         for what, array in (("reference", reference), ("candidate", candidate)):
             if array.dtype.kind not in "biuf":

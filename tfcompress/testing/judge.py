@@ -4,6 +4,8 @@ A gate over many outputs is a list of :class:`Check` (output, metric, threshold)
 keeps its top-1 accuracy drop, a box head is judged by mse against labels or by its fidelity
 to the reference (snr) when there are none, a mask by mIoU. With no checks, every output gets
 the metric :func:`~tfcompress.bench.metrics.choose_metric` picks, and the report says why.
+This module plans the checks (which metric, on which output, against which threshold);
+:func:`~tfcompress.testing.verdicts.judge_check` judges each one.
 
 Thresholds are in each metric's unit (``--max-drop`` for task metrics: a fraction for
 accuracy-like metrics and mIoU, the metric's own unit for mse/mae/rmse; ``--min-snr`` in dB;
@@ -24,24 +26,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tfcompress.bench.metrics import MetricDef, choose_metric, get_metric
 from tfcompress.errors import InvalidDataError, InvalidInputError
-from tfcompress.testing.result import ClassChange, GateReport, Verdict
+from tfcompress.testing.report import GateReport
 from tfcompress.testing.settings import GateSettings, parse_max_drop
-from tfcompress.testing.stats import (
-    MetricEstimate,
-    PairedDifference,
-    bootstrap_estimate,
-    paired_difference,
-    paired_metric_difference,
-    point_estimate,
-    proportion_estimate,
-)
+from tfcompress.testing.verdicts import judge_check
 
 __all__ = ["THRESHOLD_OPTIONS", "Check", "build_checks", "judge_outputs_by_name"]
 
@@ -254,7 +248,7 @@ def judge_outputs_by_name(
     samples = _check_outputs(refs, cands, label_map)
     plan = _plan(tuple(checks) if checks else (Check(),), refs, label_map, settings)
     verdicts = [
-        _judge(
+        judge_check(
             out, definition, threshold, reason, label_map.get(out), refs[out], cands[out], settings
         )
         for out, definition, threshold, reason in plan
@@ -399,149 +393,6 @@ def _threshold(
         f"{definition.name} on output {output!r} is in the output's own unit, so it has no "
         f"default threshold; pass {option} ({unit}, in that unit)."
     )
-
-
-def _judge(
-    output: str,
-    definition: MetricDef,
-    threshold: float,
-    reason: str | None,
-    labels: Any,
-    ref: np.ndarray,
-    cand: np.ndarray,
-    settings: GateSettings,
-) -> Verdict:
-    bound = definition.for_reference(ref)  # e.g. one binary cut for both models
-    notes: list[str] = []
-    if cand.dtype.kind == "f" and not np.isfinite(cand).all():
-        bad = int(np.count_nonzero(~np.isfinite(cand)))
-        notes.append(f"the candidate's outputs hold {bad} NaN or Inf values")
-    per_class: tuple[ClassChange, ...] = ()
-    difference: PairedDifference | None = None
-    estimate: MetricEstimate | None = None
-    if bound.kind == "task":
-        difference, per_class = _drop(bound, labels, ref, cand, output, settings)
-        ref_score, cand_score = difference.reference_score, difference.candidate_score
-        value, low, high = difference.drop, difference.ci_low, difference.ci_high
-        method = difference.method
-    else:
-        estimate = _fidelity(bound, ref, cand, output, settings)
-        ref_score, cand_score, value = None, estimate.value, estimate.value
-        low, high, method = estimate.ci_low, estimate.ci_high, estimate.method
-        if estimate.method == "none":
-            notes.append(
-                f"no interval ({bound.name} is a maximum: a bootstrap cannot bound it), so the "
-                f"point value decides in mode {settings.mode}"
-            )
-    verdict = Verdict(
-        output,
-        bound.name,
-        bound.kind,
-        ref_score,
-        cand_score,
-        value,
-        low,
-        high,
-        threshold,
-        bound.threshold_name,
-        False,
-        reason,
-        method,
-        len(ref),
-        settings.confidence,
-        settings.mode,
-        bound,
-        per_class,
-        difference,
-        estimate,
-        tuple(notes),
-    )
-    return replace(verdict, passed=verdict.meets_threshold())
-
-
-def _drop(
-    metric: MetricDef,
-    labels: Any,
-    ref: np.ndarray,
-    cand: np.ndarray,
-    output: str,
-    settings: GateSettings,
-) -> tuple[PairedDifference, tuple[ClassChange, ...]]:
-    options = _bootstrap_options(settings)
-    ref_target, ref_ready = metric.validate(labels, ref, output=output)
-    cand_target, cand_ready = metric.validate(labels, cand, output=output)
-    if metric.correctness is not None:
-        ref_ok = metric.correctness(ref_target, ref_ready)
-        cand_ok = metric.correctness(cand_target, cand_ready)
-        if ref_ok is not None and cand_ok is not None:
-            method = "bootstrap" if settings.interval == "bootstrap" else "mcnemar"
-            difference = paired_difference(ref_ok, cand_ok, method=method, **options)
-            return difference, _per_class(ref_target, ref_ok, cand_ok)
-    if settings.interval == "mcnemar":
-        raise InvalidInputError(
-            f"interval='mcnemar' needs per-sample correctness, but {metric.name} on output "
-            f"{output!r} is not; use interval='auto' or 'bootstrap'."
-        )
-    ref_rows = metric.per_sample(ref_target, ref_ready)
-    cand_rows = metric.per_sample(cand_target, cand_ready)
-    difference = paired_metric_difference(
-        lambda idx: metric.aggregate(ref_rows[idx]),
-        lambda idx: metric.aggregate(cand_rows[idx]),
-        len(ref),
-        higher_is_better=metric.higher_is_better,
-        **options,
-    )
-    return difference, ()
-
-
-def _fidelity(
-    metric: MetricDef, ref: np.ndarray, cand: np.ndarray, output: str, settings: GateSettings
-) -> MetricEstimate:
-    target, ready = metric.validate(ref, cand, output=output)
-    rows = metric.per_sample(target, ready)
-
-    def score(indices: np.ndarray) -> float:
-        return float(metric.aggregate(rows[indices]))
-
-    method = metric.interval
-    if method != "none" and settings.interval == "bootstrap":
-        method = "bootstrap"
-    if method == "clopper-pearson" and metric.correctness is not None:
-        hits = metric.correctness(target, ready)
-        if hits is not None:
-            return proportion_estimate(hits, confidence=settings.confidence)
-    if method in ("bootstrap", "clopper-pearson"):
-        return bootstrap_estimate(score, len(ref), **_bootstrap_options(settings))
-    return point_estimate(score, len(ref), confidence=settings.confidence)
-
-
-def _bootstrap_options(settings: GateSettings) -> dict[str, Any]:
-    return {
-        "confidence": settings.confidence,
-        "resamples": settings.resamples,
-        "seed": settings.seed,
-    }
-
-
-def _per_class(
-    target: np.ndarray, reference_ok: np.ndarray, candidate_ok: np.ndarray
-) -> tuple[ClassChange, ...]:
-    flat = target.reshape(len(target), -1)
-    if flat.shape[1] != 1:
-        return ()
-    labels = flat[:, 0].astype(np.int64)
-    changes = []
-    for label in np.unique(labels):
-        mask = labels == label
-        changes.append(
-            ClassChange(
-                int(label),
-                int(mask.sum()),
-                float(reference_ok[mask].mean()),
-                float(candidate_ok[mask].mean()),
-            )
-        )
-    return tuple(sorted(changes, key=lambda c: (c.change, c.label)))
 
 
 def _unused_option(option: str, definitions: list[MetricDef]) -> str:

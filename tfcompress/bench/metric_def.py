@@ -1,0 +1,297 @@
+"""What a metric is: :class:`MetricDef`, its threshold ranges, units and formatting.
+
+A leaf of :mod:`tfcompress.bench`: the task metrics (:mod:`tfcompress.bench.task_metrics`),
+the fidelity metrics (:mod:`tfcompress.bench.fidelity`) and the registry that names them
+(:mod:`tfcompress.bench.metrics`, the way in: :func:`~tfcompress.bench.metrics.get_metric`)
+all build on it, and it imports none of them. Pure numpy.
+
+Example:
+    >>> from tfcompress.bench.metrics import get_metric
+    >>> get_metric("snr").format_threshold(20.0)
+    '20.00 dB'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tfcompress.errors import InvalidInputError
+
+__all__ = ["METRIC_NAMES", "MetricDef", "Prepared", "finite_number"]
+
+# The names get_metric knows (topK: any k). The registry in bench.metrics owns the mapping; the
+# list lives here so that the task metrics' messages can name every metric without importing it.
+METRIC_NAMES = (
+    "accuracy",
+    "topK",
+    "binary_accuracy",
+    "mse",
+    "mae",
+    "rmse",
+    "miou",
+    "snr",
+    "cosine",
+    "max_abs",
+    "agreement",
+)
+Prepared = tuple[np.ndarray, np.ndarray]  # (target, outputs) after validation
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """A named metric: what it compares, which way is better, how to show it, how to score.
+
+    Task metrics take ``(labels, outputs)``; fidelity metrics take
+    ``(reference_outputs, candidate_outputs)``. Below, *target* is whichever comes first.
+
+    Attributes:
+        name: Canonical name (``"accuracy"``, ``"top5"``, ``"snr"``...).
+        kind: ``"task"`` (needs labels; a gate judges the drop reference -> candidate) or
+            ``"fidelity"`` (no labels; a gate judges the value itself).
+        direction: ``"higher"`` or ``"lower"`` is better.
+        unit: ``"fraction"`` (shown in %, changes in points), ``"dB"`` or ``"number"``.
+        description: One sentence for people, including any threshold used.
+        threshold_name: The gate threshold that applies: ``"max_drop"`` for every task
+            metric, else ``"min_snr"``, ``"min_cosine"``, ``"max_abs"``, ``"min_agreement"``.
+        default_threshold: Threshold when none is given; None where no unit-free default
+            exists (``mse``, ``mae``, ``rmse``, ``max_abs``). Fraction task metrics take
+            the gate's ``max_drop`` instead, so this is None for them too.
+        interval: Default interval: ``"mcnemar"`` (per-sample correctness),
+            ``"bootstrap"``, ``"clopper-pearson"`` (agreement) or ``"none"`` (``max_abs``).
+        prepare: ``(target, outputs, output_name) -> (target, outputs)``: validates (raises
+            :class:`~tfcompress.errors.InvalidDataError` / ``InvalidInputError``) and
+            normalises.
+        per_sample: Prepared ``(target, outputs) -> (N, k)`` per-sample statistics.
+        aggregate: Rows of ``per_sample`` for a subset -> the metric on that subset.
+        correctness: Prepared ``(target, outputs) ->`` per-sample booleans, or None where
+            the metric is not per-sample correctness (then McNemar does not apply).
+        binder: ``reference_outputs -> MetricDef`` fixing anything read from the outputs
+            (the cut of single-unit outputs), so both models are scored alike.
+
+    Example:
+        >>> from tfcompress.bench.metrics import get_metric
+        >>> acc = get_metric("top1")
+        >>> acc.name, acc.kind, acc.direction, acc.unit
+        ('accuracy', 'task', 'higher', 'fraction')
+    """
+
+    name: str
+    kind: str
+    direction: str
+    unit: str
+    description: str
+    threshold_name: str
+    default_threshold: float | None
+    interval: str
+    prepare: Callable[[np.ndarray, np.ndarray, str], Prepared] = field(repr=False, compare=False)
+    per_sample: Callable[[np.ndarray, np.ndarray], np.ndarray] = field(repr=False, compare=False)
+    aggregate: Callable[[np.ndarray], float] = field(repr=False, compare=False)
+    correctness: Callable[[np.ndarray, np.ndarray], np.ndarray | None] | None = field(
+        default=None, repr=False, compare=False
+    )
+    binder: Callable[[np.ndarray], MetricDef] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    @property
+    def higher_is_better(self) -> bool:
+        """True when a larger value is better (accuracy, snr), False for errors (mse)."""
+        return self.direction == "higher"
+
+    def validate(self, target: Any, outputs: Any, *, output: str = "output") -> Prepared:
+        """Check ``target`` against ``outputs`` for this metric and normalise both.
+
+        Args:
+            target: Labels (task metric) or reference outputs (fidelity metric).
+            outputs: The scored model's outputs, sample axis first.
+            output: Output name for messages.
+
+        Returns:
+            ``(target, outputs)`` as :attr:`per_sample` expects them.
+
+        Raises:
+            InvalidDataError: Labels of the wrong shape, class ids out of range, masks that
+                are not whole numbers, NaN/Inf labels or reference outputs.
+            InvalidInputError: The metric means nothing for this output (the message names
+                one that fits).
+
+        Example:
+            >>> from tfcompress.bench.metrics import get_metric
+            >>> get_metric("accuracy").validate(np.array([[0, 1], [1, 0]]), np.eye(2))[0]
+            array([1, 0])
+        """
+        return self.prepare(np.asarray(target), np.asarray(outputs), output)
+
+    def measure(
+        self, target: Any, outputs: Any, *, output: str = "output"
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Validate once; per-sample statistics and per-sample correctness (None if n/a).
+
+        Example:
+            >>> from tfcompress.bench.metrics import get_metric
+            >>> stats, ok = get_metric("accuracy").measure([1, 0], [[0.2, 0.8], [0.3, 0.7]])
+            >>> ok
+            array([ True, False])
+        """
+        ready = self.validate(target, outputs, output=output)
+        correct = self.correctness(*ready) if self.correctness is not None else None
+        return self.per_sample(*ready), correct
+
+    def scorer(
+        self, target: Any, outputs: Any, *, output: str = "output"
+    ) -> Callable[[np.ndarray], float]:
+        """A function of sample indices -> the metric on those samples (computed once).
+
+        Example:
+            >>> from tfcompress.bench.metrics import get_metric
+            >>> on = get_metric("mae").scorer([[0.0], [1.0]], [[1.0], [1.0]])
+            >>> on(np.array([0])), on(np.array([0, 1]))
+            (1.0, 0.5)
+        """
+        stats = self.measure(target, outputs, output=output)[0]
+        return lambda indices: float(self.aggregate(stats[np.asarray(indices)]))
+
+    def score(self, target: Any, outputs: Any, *, output: str = "output") -> float:
+        """The metric on all samples.
+
+        Example:
+            >>> from tfcompress.bench.metrics import get_metric
+            >>> get_metric("snr").score([[1.0, 1.0]], [[1.0, 1.0]])
+            inf
+        """
+        stats = self.measure(target, outputs, output=output)[0]
+        return float(self.aggregate(stats))
+
+    def for_reference(self, reference_outputs: Any) -> MetricDef:
+        """This metric with anything read from outputs (a binary cut) fixed from the reference.
+
+        Example:
+            >>> from tfcompress.bench.metrics import get_metric
+            >>> get_metric("binary_accuracy").for_reference(np.array([[-2.0], [3.0]])).description
+            'binary accuracy: an output above 0 counts as positive (the reference outputs logits)'
+        """
+        return self if self.binder is None else self.binder(np.asarray(reference_outputs))
+
+    def check_threshold(self, value: Any, *, source: str | None = None) -> float:
+        """A threshold for this metric as a float, refused when out of range.
+
+        Ranges: ``max_drop`` in [0, 1] for fraction metrics and >= 0 otherwise; ``min_cosine``
+        in [-1, 1]; ``min_agreement`` in [0, 1]; ``max_abs`` >= 0; ``min_snr`` any finite dB.
+
+        Args:
+            value: A number or numeric string.
+            source: Where it came from, for the message (default: the threshold's name).
+
+        Returns:
+            The threshold.
+
+        Raises:
+            InvalidInputError: Not a finite number, or out of range.
+
+        Example:
+            >>> from tfcompress.bench.metrics import get_metric
+            >>> get_metric("cosine").check_threshold("0.995")
+            0.995
+        """
+        source = source or self.threshold_name
+        number = finite_number(value, source)
+        name = self.threshold_name
+        if (name == "max_drop" and self.unit == "fraction") or name == "min_agreement":
+            low, high = 0.0, 1.0
+        elif name == "min_cosine":
+            low, high = -1.0, 1.0
+        elif name == "min_snr":
+            return number
+        else:
+            low, high = 0.0, math.inf
+        if not low <= number <= high:
+            hint = f" (did you mean {number / 100:g}?)" if high == 1.0 < number <= 100 else ""
+            span = f"in [{low:g}, {high:g}]" if high < math.inf else f">= {low:g}"
+            unit = {"fraction": "a fraction, 0.01 = one point", "dB": "dB"}.get(self.unit)
+            what = f"{self.name} {name}" + (f" ({unit})" if unit else f" (in {self.name} units)")
+            raise InvalidInputError(f"{source} for {what} must be {span}, got {value!r}{hint}.")
+        return number
+
+    def format_value(self, value: float | None) -> str:
+        """A score or fidelity value in this metric's unit: ``95.56%``, ``23.10 dB``, ``0.0123``.
+
+        Example:
+            >>> from tfcompress.bench.metrics import get_metric
+            >>> get_metric("snr").format_value(math.inf)
+            '+inf dB'
+        """
+        if value is None:
+            return ""
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return f"{value:+} dB" if self.unit == "dB" else f"{value:+}"
+        if self.unit == "fraction":
+            return f"{value:.2%}"
+        if self.unit == "dB":
+            return f"{value:.2f} dB"
+        return f"{value:.6g}"
+
+    def format_change(self, value: float | None, *, signed: bool = True) -> str:
+        """A drop or change: ``+1.25 pt`` (fraction), ``+0.5 dB``, ``+0.0031`` (number).
+
+        Example:
+            >>> from tfcompress.bench.metrics import get_metric
+            >>> get_metric("accuracy").format_change(0.0125)
+            '+1.25 pt'
+        """
+        if value is None:
+            return ""
+        sign = "+" if signed else ""
+        if not math.isfinite(value):
+            return f"{value:{sign}}"
+        if self.unit == "fraction":
+            return f"{value * 100:{sign}.2f} pt"
+        if self.unit == "dB":
+            return f"{value:{sign}.2f} dB"
+        return f"{value:{sign}.6g}"
+
+    def format_threshold(self, value: float) -> str:
+        """The threshold as shown next to its name: ``1.00 pt``, ``20.00 dB``, ``99.00%``.
+
+        Example:
+            >>> from tfcompress.bench.metrics import get_metric
+            >>> get_metric("accuracy").format_threshold(0.01)
+            '1.00 pt'
+        """
+        if self.kind == "task":
+            return self.format_change(value, signed=False)
+        return self.format_value(value)
+
+
+def finite_number(value: Any, what: str) -> float:
+    """``value`` as a finite float; booleans, non-numbers, NaN and Inf are refused.
+
+    Args:
+        value: A number or numeric string.
+        what: What the number is, for the message (``"max_drop"``).
+
+    Returns:
+        The number.
+
+    Raises:
+        InvalidInputError: Not a finite number.
+
+    Example:
+        >>> finite_number("0.5", "threshold")
+        0.5
+    """
+    if isinstance(value, bool):
+        raise InvalidInputError(f"{what} must be a number, got {value!r}.")
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"{what} must be a number, got {value!r}.") from error
+    if not math.isfinite(number):
+        raise InvalidInputError(f"{what} must be a finite number, got {value!r}.")
+    return number

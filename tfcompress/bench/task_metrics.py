@@ -1,0 +1,522 @@
+"""Task metrics: a model's outputs scored against labels, and the label checks they share.
+
+``accuracy`` and ``topK`` (:func:`top_k_metric`), ``binary_accuracy``
+(:func:`binary_accuracy_metric`), ``mse``, ``mae`` and ``rmse`` (:func:`regression_metric`) and
+``miou`` (:func:`miou_metric`), each a :class:`~tfcompress.bench.metric_def.MetricDef` whose
+``prepare`` validates the labels against the outputs and, when they do not fit, names the metric
+that does (:func:`metric_for_labels`). :func:`~tfcompress.bench.metrics.get_metric` is the way
+in. Pure numpy.
+
+Example:
+    >>> top_k_metric(2).score(np.array([2, 2]), np.array([[0.1, 0.5, 0.4], [0.2, 0.7, 0.1]]))
+    0.5
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tfcompress.bench.fidelity import (
+    binary_threshold,
+    class_count,
+    class_predictions,
+    class_scores,
+    describe_shape,
+)
+from tfcompress.bench.metric_def import METRIC_NAMES, MetricDef, Prepared
+from tfcompress.errors import InvalidDataError, InvalidInputError
+
+__all__ = [
+    "TASK_METRICS",
+    "binary_accuracy_metric",
+    "correct_top_k",
+    "metric_for_labels",
+    "miou_metric",
+    "regression_metric",
+    "top_k_metric",
+]
+
+
+def correct_top_k(labels: np.ndarray, outputs: np.ndarray, k: int = 1) -> np.ndarray:
+    """Per-sample booleans: is the label among the ``k`` highest outputs?
+
+    A single-unit output is read as a binary probability/logit (positive class when > 0.5
+    for probabilities in [0, 1], > 0 otherwise).
+
+    Example:
+        >>> correct_top_k(np.array([1, 0]), np.array([[0.1, 0.9], [0.2, 0.8]]))
+        array([ True, False])
+    """
+    outputs = outputs.reshape(len(outputs), -1)
+    if outputs.shape[1] == 1:
+        threshold = 0.5 if outputs.min() >= 0 and outputs.max() <= 1 else 0.0
+        return (outputs[:, 0] > threshold).astype(np.int64) == labels
+    if k == 1:
+        return outputs.argmax(axis=1) == labels
+    top = np.argpartition(-outputs, kth=min(k, outputs.shape[1]) - 1, axis=1)[:, :k]
+    return (top == labels[:, np.newaxis]).any(axis=1)
+
+
+def metric_for_labels(
+    output_shape: Sequence[int | None], labels: Any, *, output: str = "output"
+) -> tuple[str, str]:
+    """The task metric that labels fit, and why: the labelled half of ``choose_metric``.
+
+    See :func:`~tfcompress.bench.metrics.choose_metric` for the rules; this names the metric
+    the labels point to, ``mse`` for regression targets (which ``choose_metric`` turns into
+    ``snr``), and the reason after ``output 'x' (shape ...): ``.
+
+    Args:
+        output_shape: The output's shape, sample axis first (its size may be None).
+        labels: The output's labels.
+        output: Output name for messages.
+
+    Returns:
+        ``(name, reason)``.
+
+    Raises:
+        InvalidInputError: A shape without a sample axis, or labels that fit no metric by
+            default (the message asks for ``--metric``).
+        InvalidDataError: Labels that are not numbers, or not one per sample.
+
+    Example:
+        >>> metric_for_labels((None, 10), np.array([3, 7]))
+        ('accuracy', 'labels are class ids: accuracy (top-1)')
+    """
+    shape = tuple(output_shape)
+    if not shape:
+        raise InvalidInputError(f"the shape of output {output!r} needs a sample axis, got ().")
+    per_out, classes = shape[1:], class_count(shape)
+    array = _labels(labels, shape[0], output)
+    per_label = array.shape[1:]
+    whole = _whole(array)
+    binary = whole and _binary(array)
+    chosen: tuple[str, str] | None = None
+    if classes is not None and classes > 1:
+        if per_label in ((), (1,)) and whole:
+            chosen = "accuracy", "labels are class ids: accuracy (top-1)"
+        elif per_label in ((classes,), per_out):
+            rows = array.reshape(len(array), -1)
+            if binary and (rows.sum(axis=1) == 1).all():
+                chosen = "accuracy", "labels are one-hot: accuracy (top-1)"
+            elif binary:
+                chosen = "binary_accuracy", "labels are multi-hot 0/1 rows: binary_accuracy"
+            else:
+                chosen = "mse", "labels are real numbers of the output's shape: mse"
+    elif classes is not None:  # one unit per sample
+        if per_label in ((), (1,)):
+            chosen = (
+                ("binary_accuracy", "labels are 0/1 for one unit: binary_accuracy")
+                if binary
+                else ("mse", "labels are numbers for one unit: regression, mse")
+            )
+    elif len(per_out) >= 2:
+        spatial = per_out[:-1]
+        mask = per_label in (spatial, (*spatial, 1)) and whole and (per_out[-1] > 1 or binary)
+        if mask or (per_label == per_out and binary and (len(per_out) == 2 or per_out[-1] == 1)):
+            chosen = "miou", "labels are whole-number class masks: mean IoU (miou)"
+        elif per_label == per_out:
+            chosen = "mse", "labels are numbers of the output's shape: mse"
+    if chosen is None:
+        raise InvalidInputError(
+            f"cannot choose a metric for output {output!r} (shape {describe_shape(shape)}) with "
+            f"labels of shape {describe_shape(array.shape)}; pass --metric (one of "
+            f"{', '.join(METRIC_NAMES)})."
+        )
+    return chosen
+
+
+def top_k_metric(k: int, cut: float | None = None) -> MetricDef:
+    """``accuracy`` (``k == 1``) or ``topK``: is the label among the ``k`` highest outputs?
+
+    Args:
+        k: How many of the highest outputs count.
+        cut: The cut of single-unit outputs; None reads it from the reference's outputs.
+
+    Example:
+        >>> top_k_metric(1).score(np.array([1, 0]), np.array([[0.1, 0.9], [0.2, 0.8]]))
+        0.5
+    """
+    name = "accuracy" if k == 1 else f"top{k}"
+
+    def prepare(labels: np.ndarray, outputs: np.ndarray, output: str) -> Prepared:
+        scores = class_scores(outputs) if outputs.dtype.kind in "biuf" else None
+        if scores is None:
+            raise InvalidInputError(
+                f"{name} needs class scores of shape (N, C), but output {output!r} has shape "
+                f"{describe_shape(outputs.shape)}; {_suggest(outputs, labels, name)}."
+            )
+        classes = scores.shape[1]
+        if classes == 1 and k > 1:
+            raise InvalidInputError(
+                f"{name} means nothing for output {output!r} (one unit per sample); use "
+                "--metric binary_accuracy."
+            )
+        if 1 < classes <= k:
+            better = "accuracy" if classes == 2 else f"accuracy or top{classes - 1}"
+            raise InvalidInputError(
+                f"{name} on output {output!r} with {classes} classes is always right; use "
+                f"--metric {better}."
+            )
+        return _class_ids(labels, outputs, scores, output, name), scores
+
+    def correct(ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        if scores.shape[1] == 1:
+            threshold = cut if cut is not None else binary_threshold(scores)
+            return class_predictions(scores, threshold) == ids
+        return correct_top_k(ids, scores, k)
+
+    def bind(reference: np.ndarray) -> MetricDef:
+        scores = class_scores(reference)
+        return (
+            top_k_metric(k, binary_threshold(scores))
+            if scores is not None
+            else top_k_metric(k, cut)
+        )
+
+    what = "top-1 accuracy" if k == 1 else f"top-{k} accuracy"
+    return MetricDef(
+        name,
+        "task",
+        "higher",
+        "fraction",
+        f"{what}: share of samples whose label is among the {k} highest outputs"
+        + (" (one-unit outputs: cut as binary_accuracy)" if k == 1 else ""),
+        "max_drop",
+        None,
+        "mcnemar",
+        prepare,
+        lambda ids, scores: correct(ids, scores)[:, np.newaxis].astype(np.float64),
+        _mean_of_first,
+        correct,
+        bind if cut is None else None,
+    )
+
+
+def binary_accuracy_metric(cut: float | None = None, *, bound: bool = False) -> MetricDef:
+    """``binary_accuracy``: share of 0/1 labels the outputs, cut at a threshold, get right.
+
+    Args:
+        cut: The threshold; None reads it from the reference's outputs (0.5 for
+            probabilities, 0 for logits).
+        bound: The cut was read from the reference, so the name stays ``binary_accuracy``
+            (else a given cut names it ``binary_accuracy@T``).
+
+    Example:
+        >>> binary_accuracy_metric(0.0).score(np.array([[1], [0]]), np.array([[2.0], [0.5]]))
+        0.5
+    """
+    name = "binary_accuracy" if cut is None or bound else f"binary_accuracy@{cut:g}"
+
+    def prepare(labels: np.ndarray, outputs: np.ndarray, output: str) -> Prepared:
+        _check_numeric(outputs, output)
+        target = _same_shape(_labels(labels, len(outputs), output), outputs, output, name)
+        if not _binary(target):
+            raise InvalidInputError(
+                f"{name} needs 0/1 labels, but those of output {output!r} hold e.g. "
+                f"{_example(target, ~np.isin(target, (0, 1)))}; "
+                f"{_suggest(outputs, labels, name)}."
+            )
+        return target.astype(bool), outputs
+
+    def hits(labels: np.ndarray, outputs: np.ndarray) -> np.ndarray:
+        threshold = cut if cut is not None else binary_threshold(outputs)
+        return ((outputs > threshold) == labels).reshape(len(outputs), -1)
+
+    def per_sample(labels: np.ndarray, outputs: np.ndarray) -> np.ndarray:
+        matrix = hits(labels, outputs)
+        return np.stack([matrix.sum(axis=1), np.full(len(matrix), matrix.shape[1])], axis=1)
+
+    def correct(labels: np.ndarray, outputs: np.ndarray) -> np.ndarray | None:
+        matrix = hits(labels, outputs)
+        return matrix[:, 0] if matrix.shape[1] == 1 else None
+
+    if cut is None:
+        description = (
+            "binary accuracy: an output above 0.5 counts as positive when the reference "
+            "outputs lie in [0, 1] (probabilities), above 0 otherwise (logits)"
+        )
+    else:
+        kind = "probabilities" if cut == 0.5 else "logits" if cut == 0.0 else "a set cut"
+        description = (
+            f"binary accuracy: an output above {cut:g} counts as positive (the reference "
+            f"outputs {kind})"
+        )
+    return MetricDef(
+        name,
+        "task",
+        "higher",
+        "fraction",
+        description,
+        "max_drop",
+        None,
+        "mcnemar",
+        prepare,
+        per_sample,
+        _ratio_of_sums,
+        correct,
+        (lambda ref: binary_accuracy_metric(binary_threshold(ref), bound=True))
+        if cut is None
+        else None,
+    )
+
+
+def regression_metric(name: str) -> MetricDef:
+    """``mse``, ``mae`` or ``rmse`` against labels of the output's shape, over all elements.
+
+    Example:
+        >>> regression_metric("mae").score(np.array([[0.0], [1.0]]), np.array([[1.0], [1.0]]))
+        0.5
+    """
+
+    def prepare(labels: np.ndarray, outputs: np.ndarray, output: str) -> Prepared:
+        _check_numeric(outputs, output)
+        target = _same_shape(_labels(labels, len(outputs), output), outputs, output, name)
+        n = len(outputs)
+        return target.astype(np.float64).reshape(n, -1), outputs.astype(np.float64).reshape(n, -1)
+
+    def per_sample(labels: np.ndarray, outputs: np.ndarray) -> np.ndarray:
+        error = outputs - labels
+        total = np.abs(error).sum(axis=1) if name == "mae" else (error**2).sum(axis=1)
+        return np.stack([total, np.full(len(error), error.shape[1], dtype=np.float64)], axis=1)
+
+    aggregate = (lambda rows: math.sqrt(_ratio_of_sums(rows))) if name == "rmse" else _ratio_of_sums
+    words = {"mse": "mean squared", "mae": "mean absolute", "rmse": "root mean squared"}[name]
+    return MetricDef(
+        name,
+        "task",
+        "lower",
+        "number",
+        f"{words} error against labels of the output's shape, over all elements",
+        "max_drop",
+        None,
+        "bootstrap",
+        prepare,
+        per_sample,
+        aggregate,
+    )
+
+
+def miou_metric(cut: float | None = None) -> MetricDef:
+    """``miou``: mean intersection over union of class masks (argmax, or a cut for one channel).
+
+    Args:
+        cut: The cut of single-channel outputs; None reads it from the reference's outputs.
+
+    Example:
+        >>> masks = np.array([[[0, 1]]])  # one 1x2 mask of class ids
+        >>> scores = np.eye(2)[[[[0, 0]]]]  # (1, 1, 2, 2): class 0 on both pixels
+        >>> miou_metric().score(masks, scores)  # class 0: IoU 1/2, class 1: 0/1
+        0.25
+    """
+
+    def prepare(labels: np.ndarray, outputs: np.ndarray, output: str) -> Prepared:
+        _check_numeric(outputs, output)
+        n, per_out = len(outputs), outputs.shape[1:]
+        array = _labels(labels, n, output)
+        per_label = array.shape[1:]
+        expected = f"(N, {', '.join(map(str, per_out[:-1]))}) whole-number class masks"
+        if len(per_out) < 2:
+            raise InvalidInputError(
+                f"miou needs masks, outputs (N, H, W, C), but output {output!r} has shape "
+                f"{describe_shape(outputs.shape)}; {_suggest(outputs, labels, 'miou')}."
+            )
+        if len(per_out) >= 3 or per_label == per_out[:-1]:
+            channels, spatial = per_out[-1], per_out[:-1]
+            if per_label in (spatial, (*spatial, 1)):
+                ids = array.reshape(n, -1)
+            elif per_label == per_out and _binary(array) and (array.sum(axis=-1) == 1).all():
+                ids = array.argmax(axis=-1).reshape(n, -1)  # one-hot masks
+            else:
+                raise InvalidDataError(
+                    f"miou on output {output!r} {describe_shape(outputs.shape)} expects labels "
+                    f"{expected} (or one-hot), got {describe_shape(array.shape)}."
+                )
+            scores = outputs.reshape(n, -1, channels)
+        elif per_label == per_out:  # (N, H, W) single-channel masks without a channel axis
+            ids, scores = array.reshape(n, -1), outputs.reshape(n, -1, 1)
+        else:
+            raise InvalidDataError(
+                f"miou on output {output!r} {describe_shape(outputs.shape)} expects labels "
+                f"{expected}, got {describe_shape(array.shape)}."
+            )
+        if not _whole(ids):
+            raise InvalidDataError(
+                f"the masks of output {output!r} must hold whole class ids, got e.g. "
+                f"{_example(ids, ids != np.round(ids))}."
+            )
+        return _in_range(ids, max(scores.shape[2], 2), output), scores
+
+    def per_sample(ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        n, _, channels = scores.shape
+        classes = max(channels, 2)
+        if channels == 1:
+            threshold = cut if cut is not None else binary_threshold(scores)
+            predicted = (scores[..., 0] > threshold).astype(np.int64)
+        else:
+            predicted = scores.argmax(axis=-1)
+        offset = (np.arange(n) * classes)[:, np.newaxis]
+        size = n * classes
+
+        def count(values: np.ndarray) -> np.ndarray:
+            return np.bincount(values, minlength=size).reshape(n, classes)
+
+        hit = count((ids + offset)[ids == predicted])
+        return np.concatenate(
+            [hit, count((ids + offset).ravel()), count((predicted + offset).ravel())], axis=1
+        )
+
+    def aggregate(rows: np.ndarray) -> float:
+        hit, truth, predicted = np.split(rows.sum(axis=0).astype(np.float64), 3)
+        union = truth + predicted - hit
+        present = union > 0
+        return float((hit[present] / union[present]).mean()) if present.any() else math.nan
+
+    return MetricDef(
+        "miou",
+        "task",
+        "higher",
+        "fraction",
+        "mean intersection over union of class masks, over the classes present in the labels "
+        "or predictions of the samples scored (outputs (N, ..., C): argmax; one channel: cut "
+        "at 0.5 for probabilities, 0 for logits)",
+        "max_drop",
+        None,
+        "bootstrap",
+        prepare,
+        per_sample,
+        aggregate,
+        None,
+        (lambda ref: miou_metric(binary_threshold(ref))) if cut is None else None,
+    )
+
+
+TASK_METRICS: dict[str, Callable[[], MetricDef]] = {
+    "accuracy": lambda: top_k_metric(1),
+    "binary_accuracy": binary_accuracy_metric,
+    "mse": lambda: regression_metric("mse"),
+    "mae": lambda: regression_metric("mae"),
+    "rmse": lambda: regression_metric("rmse"),
+    "miou": miou_metric,
+}
+
+
+def _mean_of_first(rows: np.ndarray) -> float:
+    return float(rows[:, 0].mean())
+
+
+def _ratio_of_sums(rows: np.ndarray) -> float:
+    return float(rows[:, 0].sum() / rows[:, 1].sum())
+
+
+def _labels(labels: Any, samples: int | None, output: str) -> np.ndarray:
+    array = np.asarray(labels)
+    if array.dtype.kind not in "biuf":
+        raise InvalidDataError(f"the labels of output {output!r} are {array.dtype}, not numbers.")
+    if array.ndim == 0 or (samples is not None and len(array) != samples):
+        count = 0 if array.ndim == 0 else len(array)
+        raise InvalidDataError(
+            f"{count} labels for {samples} samples of output {output!r}; pass one label per "
+            "sample, in the same order."
+        )
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise InvalidDataError(f"the labels of output {output!r} hold NaN or Inf.")
+    return array
+
+
+def _whole(array: np.ndarray) -> bool:
+    return array.dtype.kind in "biu" or bool((array == np.round(array)).all())
+
+
+def _binary(array: np.ndarray) -> bool:
+    return bool(np.isin(array, (0, 1)).all())
+
+
+def _example(array: np.ndarray, bad: np.ndarray) -> str:
+    return f"{array[bad].flat[0].item()!r}" if bad.any() else "?"
+
+
+def _check_numeric(outputs: np.ndarray, output: str) -> None:
+    if outputs.dtype.kind not in "biuf" or outputs.ndim == 0 or len(outputs) == 0:
+        raise InvalidDataError(
+            f"the outputs of {output!r} must be numbers with a sample axis, got "
+            f"{outputs.dtype} {outputs.shape}."
+        )
+
+
+def _same_shape(labels: np.ndarray, outputs: np.ndarray, output: str, name: str) -> np.ndarray:
+    if labels.shape == outputs.shape:
+        return labels
+    if labels.shape[1:] in ((), (1,)) and outputs.shape[1:] in ((), (1,)):
+        return labels.reshape(outputs.shape)
+    raise InvalidDataError(
+        f"{name} on output {output!r} expects labels of the output's shape "
+        f"{describe_shape(outputs.shape)}, got {describe_shape(labels.shape)}; "
+        f"{_suggest(outputs, labels, name)}."
+    )
+
+
+def _class_ids(
+    labels: np.ndarray, outputs: np.ndarray, scores: np.ndarray, output: str, name: str
+) -> np.ndarray:
+    n, classes = scores.shape
+    array = _labels(labels, n, output)
+    per_label = array.shape[1:]
+    if per_label in ((), (1,)):
+        ids = array.reshape(n)
+    elif per_label in ((classes,), outputs.shape[1:]) and classes > 1:
+        if not _binary(array):
+            raise InvalidInputError(
+                f"the labels of output {output!r} are real numbers of its shape, a regression "
+                f"target, not classes; {_suggest(outputs, array, name)}."
+            )
+        rows = array.reshape(n, classes)
+        if not (rows.sum(axis=1) == 1).all():
+            raise InvalidInputError(
+                f"the labels of output {output!r} are multi-hot 0/1 rows (multi-label), not one "
+                "class per sample; use --metric binary_accuracy."
+            )
+        ids = rows.argmax(axis=1)
+    else:
+        raise InvalidDataError(
+            f"{name} on output {output!r} {describe_shape(outputs.shape)} expects labels of "
+            f"shape (N,) (class ids) or (N, {classes}) (one-hot), got "
+            f"{describe_shape(array.shape)}."
+        )
+    if not _whole(ids):
+        if classes == 1:
+            raise InvalidInputError(
+                f"the labels of output {output!r} are real numbers, a regression target, not "
+                f"classes; {_suggest(outputs, array, name)}."
+            )
+        raise InvalidDataError(
+            f"the class labels of output {output!r} must be whole numbers, got e.g. "
+            f"{_example(ids, ids != np.round(ids))}."
+        )
+    return _in_range(ids, max(classes, 2), output)
+
+
+def _in_range(ids: np.ndarray, classes: int, output: str) -> np.ndarray:
+    bad = (ids < 0) | (ids >= classes)
+    if bad.any():
+        raise InvalidDataError(
+            f"output {output!r} has {classes} classes (ids 0..{classes - 1}) but its labels hold "
+            f"{_example(ids, bad)}; check that the data belongs to this model."
+        )
+    return ids.astype(np.int64)
+
+
+def _suggest(outputs: np.ndarray, labels: Any, current: str) -> str:
+    try:
+        chosen = metric_for_labels(outputs.shape, labels)[0] if labels is not None else None
+    except InvalidInputError:
+        chosen = None
+    if chosen == "mse":  # labels that are regression targets
+        return "use --metric mse (or mae, rmse) with --max-drop, or --metric snr"
+    if chosen is None or chosen == current:
+        return f"pass a --metric that fits (one of {', '.join(METRIC_NAMES)})"
+    return f"use --metric {chosen}"
