@@ -206,7 +206,7 @@ def choose_metric(
                 )
             return get_metric("snr"), (
                 f"no labels for {what}: fidelity to the reference, snr (the rows are not "
-                "probabilities; for logits pass --metric agreement)"
+                "probabilities; if they are class logits, pass --metric agreement)"
             )
         return get_metric("snr"), f"no labels for {what}: fidelity to the reference, snr"
     name, why = metric_for_labels(shape, labels, output=output)
