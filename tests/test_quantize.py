@@ -144,13 +144,26 @@ def test_save_is_atomic_and_refuses_overwrite(tmp_path, int8_result):
 
 
 def _bare_conversions(model, x):
-    """What quantize must equal: TF's converter on one export, float32 then int8."""
+    """What quantize must equal: TF's converter on one export, float32 then int8.
+
+    The export serves a dict keyed by the Keras output name, as ``model.export`` does with
+    that one change (so the ``.tflite`` keeps the name).
+    """
     import tempfile
 
+    import keras
     import tensorflow as tf
 
+    from tfcompress.models import model_signature
+
+    signature = model_signature(model)  # names as Keras gives them (layer names)
+    (name,), (given,) = signature.output_names, signature.inputs
+    spec = tf.TensorSpec(given.shape, given.dtype, name=given.name)
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint("serve", lambda image: {name: model(image, training=False)}, [spec])
     with tempfile.TemporaryDirectory() as export_dir:
-        model.export(export_dir, format="tf_saved_model", verbose=False)
+        archive.write_out(export_dir, verbose=False)
         reference = tf.lite.TFLiteConverter.from_saved_model(export_dir).convert()
         converter = tf.lite.TFLiteConverter.from_saved_model(export_dir)
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -160,16 +173,18 @@ def _bare_conversions(model, x):
 
 
 def test_quantize_traces_once_and_matches_the_bare_converter(trained_cnn, mnist_split, monkeypatch):
+    import tensorflow as tf
+
     x = mnist_split.train.x[:32]  # exactly calibration_samples: no random subset
     reference, quantized = _bare_conversions(trained_cnn, x)
     exports = []
-    original = type(trained_cnn).export
+    original = tf.saved_model.save  # what every Keras export ends in
 
-    def counting_export(self, *args, **kwargs):
+    def counting_export(*args, **kwargs):
         exports.append(args)
-        return original(self, *args, **kwargs)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(type(trained_cnn), "export", counting_export)
+    monkeypatch.setattr(tf.saved_model, "save", counting_export)
     result = tfcompress.quantize(
         trained_cnn, recipe="int8", representative_data=x, calibration_samples=32
     )
