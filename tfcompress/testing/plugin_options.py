@@ -1,0 +1,387 @@
+"""Resolve the ``accuracy_gate`` options of one test: call > marker > command line > ini > defaults.
+
+The one job of this module is to turn what a test and a test run configure (call keywords,
+``@pytest.mark.accuracy_gate(...)`` arguments, ``--tfc-*`` options, ``tfc_*`` ini keys) into
+validated :class:`GateOptions`, with every bad value refused as an :class:`OptionError` (a
+usage error at collection, an ``InvalidInputError`` for a call's keywords) or an
+``argparse.ArgumentTypeError`` for a command-line value. Thresholds a test sets (marker or
+call) are the gate's own; those of the whole run are defaults that never add a metric.
+Importing it imports no TensorFlow: metric and settings code loads when options resolve.
+
+Example:
+    >>> options = resolve_options(item.config, item)  # doctest: +SKIP
+    >>> options.settings.mode, options.sources["max_drop"]  # doctest: +SKIP
+    ('strict', 'marker')
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tfcompress.testing.result import GateReport
+    from tfcompress.testing.settings import GateSettings
+
+MARKER = "accuracy_gate"
+THRESHOLDS = ("max_drop", "min_snr", "min_cosine", "max_abs", "min_agreement")
+_SETTINGS_KEYS = ("mode", "backend", "confidence", "interval", "resamples", "seed")
+MARKER_ARGUMENTS = ("outputs", "metrics", "metric", *THRESHOLDS, *_SETTINGS_KEYS)
+# Options set for the whole run: key -> (command-line option, ini key). Thresholds here are
+# defaults (see the module docstring); max_drop is the default of fraction task metrics.
+SUITE_OPTIONS = {
+    "max_drop": ("--tfc-max-drop", "tfc_max_drop"),
+    "backend": ("--tfc-backend", "tfc_backend"),
+    "metrics": ("--tfc-metric", "tfc_metric"),
+    "min_snr": ("--tfc-min-snr", "tfc_min_snr"),
+    "min_cosine": ("--tfc-min-cosine", "tfc_min_cosine"),
+    "min_agreement": ("--tfc-min-agreement", "tfc_min_agreement"),
+}
+IMPLIED = {  # threshold -> the metric it asks for
+    "min_snr": "snr",
+    "min_cosine": "cosine",
+    "max_abs": "max_abs",
+    "min_agreement": "agreement",
+}
+_ARGUMENT_OF_FLAG = {"metric": "metrics", **{k.replace("_", "-"): k for k in THRESHOLDS}}
+_TEST_SOURCES = ("marker", "call")
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """Everything one gate call uses, resolved from call, marker, command line, ini, defaults.
+
+    Attributes:
+        settings: Mode, backend, confidence, interval, resamples and seed; its ``max_drop``
+            is the allowed drop of fraction task metrics (accuracy, topK, binary_accuracy,
+            miou) that set none of their own.
+        outputs: Output names to gate; empty gates every output.
+        metrics: Metric names; empty lets each output's metric be chosen from its shape and
+            labels.
+        thresholds: Thresholds the test set (marker or call keywords), passed to
+            :func:`~tfcompress.testing.output_gates.check_gate` as given.
+        defaults: ``min_snr``/``min_cosine``/``min_agreement`` set for the whole run; they
+            replace the built-in default wherever that metric is judged without a threshold
+            of the test's own.
+        metric_function: A legacy ``callable(labels, outputs) -> float`` metric; the gate
+            then runs :func:`~tfcompress.testing.check_accuracy_drop` instead.
+        sources: Where each option came from: ``"call"``, ``"marker"``, ``"command line"``,
+            ``"ini"`` or ``"default"`` (``max_drop`` and ``backend`` always listed).
+
+    Example:
+        >>> from tfcompress.testing.settings import GateSettings
+        >>> options = GateOptions(GateSettings(), metrics=("snr",), defaults={"min_snr": 25.0})
+        >>> options.max_drop
+        0.01
+    """
+
+    settings: GateSettings
+    outputs: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    defaults: Mapping[str, float] = field(default_factory=dict)
+    metric_function: Callable[[Any, Any], float] | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def max_drop(self) -> float:
+        """The allowed drop of task metrics: the test's own, else the run's default."""
+        return self.thresholds.get("max_drop", self.settings.max_drop)
+
+
+class OptionError(Exception):
+    """A bad gate option; the caller turns it into a usage error or an InvalidInputError."""
+
+
+def resolve_options(
+    config: pytest.Config, item: pytest.Item, overrides: Mapping[str, Any] | None = None
+) -> GateOptions:
+    """Options of ``item``'s gate: call keywords > marker > command line > ini > defaults.
+
+    Args:
+        config: The pytest config (command line and ini values).
+        item: The test; its ``accuracy_gate`` markers, closest last, are merged.
+        overrides: Keywords of one gate call, which win over everything.
+
+    Returns:
+        The validated options.
+
+    Raises:
+        OptionError: A marker with positional or unknown arguments, a bad value, or options
+            that contradict each other (``min_snr`` with only ``metrics=["accuracy"]``).
+        pytest.UsageError: A bad ``tfc_*`` ini value.
+
+    Example:
+        >>> resolve_options(item.config, item).settings.mode  # doctest: +SKIP
+        'strict'
+    """
+    from tfcompress.errors import InvalidInputError
+
+    layers: list[tuple[str, dict[str, Any]]] = [("ini", ini_values(config))]
+    command_line = {}
+    for key, (flag, _) in SUITE_OPTIONS.items():
+        value = config.getoption(flag.lstrip("-").replace("-", "_"))
+        if value is not None:
+            command_line[key] = _flat(value) if key == "metrics" else value
+    layers.append(("command line", command_line))
+    for marker in reversed(list(item.iter_markers(MARKER))):  # closest marker wins
+        layers.append(("marker", _marker_arguments(marker)))
+    if overrides:
+        layers.append(("call", _normalised(dict(overrides), "keyword")))
+    values: dict[str, Any] = {}
+    sources = {"max_drop": "default", "backend": "default"}
+    for source, layer in layers:
+        for key, value in layer.items():
+            values[key], sources[key] = value, source
+    try:
+        return _build_options(values, sources)
+    except InvalidInputError as error:
+        raise OptionError(_plugin_words(str(error))) from error
+
+
+def resolve_settings(
+    config: pytest.Config, item: pytest.Item
+) -> tuple[GateSettings, dict[str, str]]:
+    """The :class:`GateSettings` of ``item``'s gate and where each option came from.
+
+    Kept for callers of the single-output plugin; :func:`resolve_options` has everything.
+
+    Args:
+        config: The pytest config (command line and ini values).
+        item: The test whose ``accuracy_gate`` markers are merged.
+
+    Returns:
+        The settings and, per option, where it came from (``"marker"``, ``"ini"``...).
+
+    Raises:
+        pytest.UsageError: Bad marker arguments or values; the message names the test.
+
+    Example:
+        >>> settings, sources = resolve_settings(item.config, item)  # doctest: +SKIP
+        >>> sources["max_drop"]  # doctest: +SKIP
+        'marker'
+    """
+    try:
+        options = resolve_options(config, item)
+    except OptionError as error:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}: {error}") from None
+    return options.settings, dict(options.sources)
+
+
+def with_run_defaults(report: GateReport, options: GateOptions) -> GateReport:
+    """``report`` re-judged with the run's default thresholds where the test set none.
+
+    Args:
+        report: What :func:`~tfcompress.testing.output_gates.check_gate` returned.
+        options: The options the gate ran with; their ``defaults`` apply.
+
+    Returns:
+        The report with those verdicts' thresholds and ``passed`` replaced.
+    """
+    verdicts = []
+    for verdict in report.verdicts:
+        name = verdict.threshold_name
+        if name in options.defaults and name not in options.thresholds:
+            verdict = replace(verdict, threshold=float(options.defaults[name]))
+            verdict = replace(verdict, passed=verdict.meets_threshold())
+        verdicts.append(verdict)
+    return replace(report, verdicts=tuple(verdicts))
+
+
+def _build_options(values: dict[str, Any], sources: dict[str, str]) -> GateOptions:
+    from tfcompress.bench.metrics import get_metric
+    from tfcompress.errors import InvalidInputError
+    from tfcompress.testing.judge import build_checks
+    from tfcompress.testing.settings import DEFAULT_MAX_DROP, GateSettings, parse_max_drop
+
+    # Thresholds the test set are the gate's own; those of the run are defaults.
+    own = {k: values[k] for k in THRESHOLDS if k in values and sources[k] in _TEST_SOURCES}
+    run = {k: values[k] for k in THRESHOLDS if k in values and k not in own}
+    run_max_drop = run.pop("max_drop", DEFAULT_MAX_DROP)
+    metrics = values.get("metrics", ())
+    function = metrics if callable(metrics) else None
+    names = () if function is not None else tuple(get_metric(m).name for m in metrics)
+    task = [d for d in map(get_metric, names) if d.kind == "task"]
+    for key, value in own.items():
+        if key == "max_drop" and (not names or any(d.unit == "fraction" for d in task)):
+            own[key] = parse_max_drop(value, source=key)
+        elif key == "max_drop":
+            own[key] = task[0].check_threshold(value, source=key) if task else value
+        else:
+            own[key] = get_metric(IMPLIED[key]).check_threshold(value, source=key)
+    # The settings' max_drop is the default of fraction task metrics; a test's own max_drop
+    # in another unit (mse) travels with the thresholds only.
+    fraction = own.get("max_drop", run_max_drop)
+    settings = GateSettings(
+        max_drop=fraction if 0.0 <= fraction <= 1.0 else run_max_drop,
+        metric=function if function is not None else "top1",
+        **{k: values[k] for k in _SETTINGS_KEYS if k in values},
+    )
+    outputs = tuple(values.get("outputs", ()))
+    if function is not None:
+        extra = sorted({*own, *(["outputs"] if outputs else [])} - {"max_drop"})
+        if extra:
+            raise InvalidInputError(
+                f"a metric function runs the single-output check_accuracy_drop gate, which "
+                f"takes max_drop only, not {', '.join(extra)}; name metrics instead (metrics="
+                "['accuracy', 'snr'...]) to gate outputs with check_gate."
+            )
+    else:
+        build_checks(outputs or None, names or None, **own)  # contradictions, unknown names
+        for definition in map(get_metric, names):
+            has_default = definition.default_threshold is not None or (
+                definition.kind == "task" and definition.unit == "fraction"
+            )
+            if not has_default and definition.threshold_name not in own:
+                raise InvalidInputError(
+                    f"{definition.name} is in the output's own unit, so it has no default "
+                    f"threshold; give {definition.threshold_name}=... in that unit."
+                )
+    shown = {k: v for k, v in sources.items() if k in ("max_drop", "backend") or k in values}
+    return GateOptions(settings, outputs, names, own, run, function, shown)
+
+
+def _marker_arguments(marker: pytest.Mark) -> dict[str, Any]:
+    allowed = ", ".join(MARKER_ARGUMENTS)
+    if marker.args:
+        raise OptionError(
+            f"takes keyword arguments only ({allowed}); got positional {marker.args!r}."
+        )
+    unknown = sorted(set(marker.kwargs) - set(MARKER_ARGUMENTS))
+    if unknown:
+        raise OptionError(f"got unknown argument(s) {', '.join(unknown)}; allowed: {allowed}.")
+    return _normalised(dict(marker.kwargs), "argument")
+
+
+def _normalised(arguments: dict[str, Any], what: str) -> dict[str, Any]:
+    """``metric``/``metrics`` and ``outputs`` as tuples of names (or a metric function)."""
+    if "metric" in arguments and "metrics" in arguments:
+        raise OptionError(f"give the {what} metric or metrics, not both.")
+    for key in ("metric", "metrics", "outputs"):
+        if key not in arguments:
+            continue
+        value = arguments.pop(key)
+        if key != "outputs" and callable(value):
+            arguments["metrics"] = value
+        elif isinstance(value, str):
+            arguments["metrics" if key != "outputs" else key] = _flat([value.split(",")])
+        elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            arguments["metrics" if key != "outputs" else key] = _flat([v.split(",") for v in value])
+        else:
+            raise OptionError(f"{key} must be a name or a list of names, got {value!r}.")
+    return arguments
+
+
+def _flat(groups: list[list[str]]) -> tuple[str, ...]:
+    return tuple(name.strip() for group in groups for name in group if name.strip())
+
+
+def _plugin_words(message: str) -> str:
+    """``tfcompress gate``'s flags in a message as this plugin's argument names."""
+    flags = r"--(max-drop|min-snr|min-cosine|max-abs|min-agreement|metric)\b"
+    return re.sub(flags, lambda m: _ARGUMENT_OF_FLAG.get(m.group(1), m.group(1)), message)
+
+
+def ini_values(config: pytest.Config) -> dict[str, Any]:
+    """The ``tfc_*`` ini keys that are set, parsed and checked.
+
+    Args:
+        config: The pytest config.
+
+    Returns:
+        Option key (``max_drop``, ``metrics``...) -> parsed value, for non-empty keys only.
+
+    Raises:
+        pytest.UsageError: A value that does not parse; the message names the ini key.
+    """
+    values: dict[str, Any] = {}
+    for key, (_, ini) in SUITE_OPTIONS.items():
+        text = str(config.getini(ini) or "").strip()
+        if not text:  # imports stay lazy: most test runs never configure a gate
+            continue
+        if key == "backend":
+            values[key] = text
+            continue
+        parse = {"max_drop": max_drop_argument, "metrics": metrics_argument}.get(key)
+        try:
+            values[key] = (parse or threshold_argument(key))(text, source=f"ini key {ini}")
+        except argparse.ArgumentTypeError as error:
+            raise pytest.UsageError(str(error)) from error
+    return values
+
+
+def max_drop_argument(text: str, *, source: str = "--tfc-max-drop") -> float:
+    """Parse ``--tfc-max-drop`` (argparse ``type=``): a fraction in [0, 1] (0.01 = 1 pt).
+
+    Args:
+        text: The value as given.
+        source: Where it was given, for the message.
+
+    Returns:
+        The allowed drop as a fraction.
+
+    Raises:
+        argparse.ArgumentTypeError: Not a valid drop.
+    """
+    from tfcompress.errors import InvalidInputError
+    from tfcompress.testing.settings import parse_max_drop
+
+    try:
+        return parse_max_drop(text, source=source)
+    except InvalidInputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def metrics_argument(text: str, *, source: str = "--tfc-metric") -> tuple[str, ...]:
+    """Parse ``--tfc-metric`` (argparse ``type=``): a comma list of metric names.
+
+    Args:
+        text: The value as given.
+        source: Where it was given, for the message.
+
+    Returns:
+        The canonical metric names.
+
+    Raises:
+        argparse.ArgumentTypeError: An unknown metric, or no name at all.
+    """
+    from tfcompress.bench.metrics import get_metric
+    from tfcompress.errors import InvalidInputError
+
+    names = _flat([text.split(",")])
+    try:
+        return tuple(get_metric(name).name for name in names) or _empty(source)
+    except InvalidInputError as error:
+        raise argparse.ArgumentTypeError(f"{source}: {error}") from error
+
+
+def _empty(source: str) -> tuple[str, ...]:
+    raise argparse.ArgumentTypeError(f"{source} names no metric; give e.g. accuracy or snr.")
+
+
+def threshold_argument(key: str) -> Callable[..., float]:
+    """The argparse ``type=`` of the run-wide threshold ``key`` (``min_snr``...).
+
+    Args:
+        key: A key of :data:`SUITE_OPTIONS` that :data:`IMPLIED` maps to a metric.
+
+    Returns:
+        ``parse(text, *, source=...) -> float``, checked in that metric's unit; it raises
+        ``argparse.ArgumentTypeError`` for a bad value.
+    """
+
+    def parse(text: str, *, source: str = SUITE_OPTIONS[key][0]) -> float:
+        from tfcompress.bench.metrics import get_metric
+        from tfcompress.errors import InvalidInputError
+
+        try:
+            return get_metric(IMPLIED[key]).check_threshold(text, source=source)
+        except InvalidInputError as error:
+            raise argparse.ArgumentTypeError(str(error)) from error
+
+    return parse
