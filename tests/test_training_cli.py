@@ -21,6 +21,7 @@ def files(tmp_path_factory, trained_cnn, mnist_split) -> dict[str, Path]:
         "val": root / "val.npz",
         "tiny": root / "tiny.npz",
         "bad_val": root / "bad_val.npz",
+        "unlabelled": root / "unlabelled.npz",
     }
     trained_cnn.save(paths["model"])
     train, test = mnist_split.train, mnist_split.test
@@ -28,6 +29,7 @@ def files(tmp_path_factory, trained_cnn, mnist_split) -> dict[str, Path]:
     np.savez(paths["val"], x=test.x[:300], y=test.y[:300])
     np.savez(paths["tiny"], x=train.x[:50], y=train.y[:50])
     np.savez(paths["bad_val"], x=test.x[:20, :14, :14], y=test.y[:20])
+    np.savez(paths["unlabelled"], x=train.x[:640])
     return paths
 
 
@@ -142,6 +144,55 @@ def test_custom_layer_refused_by_bridge(mnist_split):
         to_tf_keras(model, mnist_split.test.x[:4])
 
 
+def test_gate_options_refused_before_loading(trained_cnn, mnist_split):
+    from tfcompress.testing import GateSettings, build_checks
+
+    data = {"train_data": mnist_split.train, "val_data": mnist_split.test}
+    with pytest.raises(tfcompress.InvalidInputError, match="pass the checks too"):
+        tfcompress.prune(trained_cnn, gate_settings=GateSettings(mode="tolerant"), **data)
+    with pytest.raises(tfcompress.InvalidInputError, match="checks nothing"):
+        tfcompress.qat(trained_cnn, gate=[], **data)
+    with pytest.raises(tfcompress.InvalidInputError, match="Check objects"):
+        tfcompress.cluster(trained_cnn, gate=["max_drop"], **data)  # type: ignore[list-item]
+    with pytest.raises(tfcompress.InvalidInputError, match="GateSettings"):
+        tfcompress.prune(trained_cnn, gate=build_checks(max_drop=0.01), gate_settings={}, **data)
+
+
+# A gate flag that cannot apply is refused before any model or data is read: one line on
+# stderr, no progress line (prepare logs "losses: ..."), no artifact.
+@pytest.mark.parametrize(
+    ("command", "extra", "message"),
+    [
+        ("prune", ["--min-snr", "20", "--metric", "accuracy"], "--min-snr applies to the snr"),
+        ("prune", ["--max-drop", "0.01", "--metric", "snr"], "--max-drop applies to task"),
+        ("qat", ["--mode", "tolerant"], "--mode sets how the gate judges"),
+        ("cluster", ["--metric", "agreement"], "--output and --metric choose what the gate"),
+        ("prune", ["--min-agreement", "1.5"], "must be in [0, 1]"),
+        ("prune", ["--metric", "f1", "--max-drop", "0.01"], "unknown metric 'f1'"),
+    ],
+)
+def test_bad_gate_options_exit_2_before_work(files, tmp_path, capsys, command, extra, message):
+    out = tmp_path / "gated.tflite"
+    code, stdout, stderr = _run(capsys, _base(files, command, out, *extra))
+    assert code == 2
+    assert message in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert stdout == ""
+    assert not out.exists()
+
+
+def test_gate_that_needs_labels_refused_before_training(files, tmp_path, capsys):
+    """--max-drop on unlabelled data: found once the data is read, before any fine-tuning."""
+    out = tmp_path / "gated.tflite"
+    argv = ["prune", str(files["model"]), "--data", str(files["unlabelled"]), "--out", str(out)]
+    code, stdout, stderr = _run(capsys, [*argv, "--max-drop", "0.01"])
+    assert code == 2
+    assert "no output has labels to score one" in stderr, stderr
+    assert "fine-tuned" not in stderr  # the training log line never appeared
+    assert stdout == ""
+    assert not out.exists()
+
+
 def test_unknown_options_refused(trained_cnn, mnist_split):
     data = {"train_data": mnist_split.train, "val_data": mnist_split.test}
     with pytest.raises(tfcompress.InvalidInputError, match="schedule"):
@@ -191,8 +242,54 @@ def test_prune_cli_json(files, tmp_path, capsys):
 @pytest.mark.slow
 def test_cluster_cli_human_output(files, tmp_path, capsys):
     out = tmp_path / "clustered.tflite"
-    code, stdout, _ = _run(capsys, [*_base(files, "cluster", out), "--clusters", "8"])
+    gate = ["--min-agreement", "0.5", "--mode", "proven"]  # clustering keeps ~95% accuracy
+    code, stdout, _ = _run(capsys, [*_base(files, "cluster", out), "--clusters", "8", *gate])
     assert code == 0
     assert "cluster -> float32" in stdout
+    assert "gate PASSED (proven)" in stdout and "min_agreement 50.00%" in stdout
     assert f"wrote {out}" in stdout
+    assert out.exists()
+
+
+# --- the gate: the exported .tflite against the float model, exit 1 when it fails -------------
+
+# A 95% prune in one epoch of 20 steps: what the issue reported (a 75% prune of an emotion CNN
+# went from 100% to 18.7% agreement and exited 0), made certain on the small MNIST CNN.
+_HARSH_PRUNE = ["--sparsity", "0.95", "--epochs", "1", "--json"]
+
+
+@pytest.mark.slow
+def test_prune_gate_with_labels_fails_exit_1(files, tmp_path, capsys):
+    out = tmp_path / "pruned.tflite"
+    argv = [*_base(files, "prune", out, *_HARSH_PRUNE), "--max-drop", "0.0"]
+    code, stdout, stderr = _run(capsys, argv)
+    assert code == 1, stderr
+    data = json.loads(stdout)
+    assert data["passed"] is False and data["gate"]["passed"] is False
+    (check,) = data["gate"]["checks"]  # one output, its labels: accuracy
+    assert check["output"] == data["outputs"][0]["output"]
+    assert (check["metric"], check["passed"]) == ("accuracy", False)
+    assert check["drop"] > 0.0 and check["threshold"] == 0.0
+    assert data["gate"]["reference"].endswith("(float)") and data["gate"]["backend"] == "cpu"
+    assert out.stat().st_size == data["size_bytes"]  # still written
+    assert "gate FAILED" in stderr and "was still written" in stderr
+
+
+@pytest.mark.slow
+def test_prune_gate_without_labels(files, tmp_path, capsys):
+    """No labels anywhere (20% held out): agreement and SNR against the float model."""
+    out = tmp_path / "pruned.tflite"
+    argv = ["prune", str(files["model"]), "--data", str(files["unlabelled"]), "--out", str(out)]
+    code, stdout, stderr = _run(
+        capsys, [*argv, *_HARSH_PRUNE, "--min-agreement", "0.99", "--min-snr", "-50"]
+    )
+    assert code == 1, stderr
+    data = json.loads(stdout)
+    verdicts = {check["metric"]: check for check in data["gate"]["checks"]}
+    assert set(verdicts) == {"agreement", "snr"}
+    assert verdicts["agreement"]["passed"] is False
+    assert verdicts["agreement"]["value"] < 0.99
+    assert verdicts["snr"]["passed"] is True  # -50 dB: any model passes
+    assert data["passed"] is False
+    assert data["outputs"][0]["metric"] == "agreement" and not data["outputs"][0]["labelled"]
     assert out.exists()

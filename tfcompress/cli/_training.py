@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
+from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
 from tfcompress.cli.common import add_force_flag, add_json_flag, add_unsafe_flag, emit_json
 from tfcompress.cli.common import positive_int as _positive_int
+
+if TYPE_CHECKING:
+    from tfcompress.testing.judge import Check
+    from tfcompress.testing.settings import GateSettings
 
 logger = logging.getLogger(__name__)
 
@@ -18,7 +23,13 @@ EXPORTS = ("float32", "float16", "dynamic", "int8")
 def add_training_arguments(
     parser: argparse.ArgumentParser, *, epochs: int, learning_rate: float
 ) -> None:
-    """MODEL, --train/--data, --val, --out, --epochs, --lr, --batch-size, --seed, common flags."""
+    """MODEL, --train/--data, --val, --out, --epochs, --lr, --batch-size, --seed, the gate flags.
+
+    The gate flags (``--max-drop``, ``--min-snr``, ``--min-cosine``, ``--max-abs``,
+    ``--min-agreement``, ``--output``, ``--metric``, ``--mode``) are those of
+    ``tfcompress gate`` (:func:`tfcompress.cli._gating.add_gate_options`): a threshold judges
+    the exported ``.tflite`` against the original float model on the validation data.
+    """
     parser.add_argument("model", help="Keras Sequential/Functional model (.keras or .h5)")
     parser.add_argument(
         "--train",
@@ -49,6 +60,9 @@ def add_training_arguments(
     )
     parser.add_argument("--batch-size", type=_positive_int, default=32, help="default 32")
     parser.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    # A threshold judges the exported .tflite against the original float model on the
+    # validation data; the artifact is written either way and the command exits 1 on failure.
+    add_gate_options(parser, default_mode=None)
     add_force_flag(parser)
     add_unsafe_flag(parser)
     add_json_flag(parser)
@@ -80,9 +94,30 @@ def add_export_arguments(parser: argparse.ArgumentParser, *, what: str) -> None:
 def run_training(
     args: argparse.Namespace, out: IO[str], train: Callable[..., Any], **options: Any
 ) -> int:
-    """Check the output path, train with ``train(model, ...)``, write atomically, report."""
+    """Check the gate flags and the output path, train, write atomically, report.
+
+    Args:
+        args: The parsed flags of :func:`add_training_arguments` (and the command's own).
+        out: Where the report or the JSON object goes (stdout).
+        train: :func:`tfcompress.qat`, :func:`tfcompress.prune` or :func:`tfcompress.cluster`.
+        **options: The command's own keyword options for ``train``.
+
+    Returns:
+        0, or 1 when the gate failed (the ``.tflite`` is written either way).
+
+    Raises:
+        InvalidInputError: Gate flags that contradict each other or cannot apply (checked
+            before loading anything; those that depend on the data, before training), or
+            any option ``train`` refuses.
+
+    Example:
+        >>> main(["prune", "m.keras", "--data", "t.npz", "--out", "p.tflite",
+        ...       "--max-drop", "0.01"])  # doctest: +SKIP
+        1
+    """
     from tfcompress.models import check_output_path, load_model
 
+    checks, settings = _gate_options(args)
     inputs = [path for path in (args.model, args.train, args.val) if path is not None]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
     model = load_model(args.model, safe_mode=not args.unsafe)
@@ -94,6 +129,8 @@ def run_training(
         learning_rate=args.lr,
         batch_size=args.batch_size,
         seed=args.seed,
+        gate=checks,
+        gate_settings=settings,
         **options,
     )
     saved = result.save(args.out, overwrite=args.force)
@@ -102,4 +139,35 @@ def run_training(
         emit_json(out, {"output": str(saved), **result.to_dict()})
     else:
         out.write(f"{result}\n\nwrote {saved}\n")
+    if result.gate is not None and not result.gate.passed:
+        logger.error("%s; %s was still written", result.gate.headline(), saved)
+        return 1
     return 0
+
+
+def _gate_options(args: argparse.Namespace) -> tuple[tuple[Check, ...] | None, GateSettings | None]:
+    """The gate the flags ask for (None, None without a threshold); refused before any work.
+
+    Raises:
+        InvalidInputError: ``--mode``, ``--output`` or ``--metric`` without a threshold, a
+            threshold no requested metric uses, an unknown metric, a threshold out of range.
+    """
+    from tfcompress.errors import InvalidInputError
+    from tfcompress.testing.judge import build_checks
+    from tfcompress.testing.settings import GateSettings
+
+    if not gate_requested(args):
+        if args.mode is not None:
+            raise InvalidInputError(
+                "--mode sets how the gate judges; pass a threshold too (--max-drop with "
+                "labels, --min-agreement or --min-snr without)."
+            )
+        if args.output or args.metric:
+            raise InvalidInputError(
+                "--output and --metric choose what the gate checks; pass a threshold too "
+                "(--max-drop, --min-snr, --min-cosine, --max-abs or --min-agreement)."
+            )
+        return None, None
+    checks = build_checks(flat(args.output), flat(args.metric), **threshold_options(args))
+    mode = {} if args.mode is None else {"mode": args.mode}  # GateSettings owns the default
+    return checks, GateSettings(**mode)

@@ -18,7 +18,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "Cluster each kernel of a Keras model into N shared values while fine-tuning "
             "(tfmot) and export a .tflite. Clustering shrinks the gzip size, not the raw file. "
             "Labels are optional, per output: outputs without labels are fitted to the float "
-            "model's own outputs (self-distillation)."
+            "model's own outputs (self-distillation). "
+            "A threshold (--max-drop with labels, --min-agreement or --min-snr without) "
+            "gates the exported .tflite against the float model: it is written either way, "
+            "and the command exits 1 when the gate fails."
         ),
     )
     add_training_arguments(parser, epochs=1, learning_rate=1e-4)

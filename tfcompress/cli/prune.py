@@ -17,7 +17,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "Prune a Keras model's smallest weights while fine-tuning (tfmot), export a .tflite "
             "and measure sparsity on the exported file. Pruning shrinks the gzip size, not the "
             "raw file. Labels are optional, per output: outputs without labels are fitted to "
-            "the float model's own outputs (self-distillation)."
+            "the float model's own outputs (self-distillation). "
+            "A threshold (--max-drop with labels, --min-agreement or --min-snr without) "
+            "gates the exported .tflite against the float model: it is written either way, "
+            "and the command exits 1 when the gate fails."
         ),
     )
     add_training_arguments(parser, epochs=2, learning_rate=5e-4)

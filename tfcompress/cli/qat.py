@@ -18,7 +18,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "Any number of inputs and outputs: each output is fitted to its labels (the loss "
             "follows them) or, without labels, to the float model's own outputs "
             "(self-distillation); the report names each output's loss. Layers tfmot cannot "
-            "quantize stay float and are listed as skipped."
+            "quantize stay float and are listed as skipped. "
+            "A threshold (--max-drop with labels, --min-agreement or --min-snr without) "
+            "gates the exported .tflite against the float model: it is written either way, "
+            "and the command exits 1 when the gate fails."
         ),
     )
     add_training_arguments(parser, epochs=1, learning_rate=1e-4)

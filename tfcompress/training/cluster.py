@@ -10,8 +10,10 @@ from tfcompress._compat.tfmot import tf_keras, tfmot
 from tfcompress.data import DataLike
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike
+from tfcompress.testing.settings import GateSettings
 from tfcompress.training.coverage import clusterable_layers
 from tfcompress.training.export import check_recipe, finish
+from tfcompress.training.gating import GateLike, plan_gate
 from tfcompress.training.qat import quantization_aware
 from tfcompress.training.result import TrainingResult
 from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
@@ -35,6 +37,8 @@ def cluster(
     skip_layers: Iterable[str] = (),
     seed: int = 0,
     safe_mode: bool = True,
+    gate: GateLike | None = None,
+    gate_settings: GateSettings | None = None,
 ) -> TrainingResult:
     """Cluster each kernel's weights into ``clusters`` shared values, fine-tune and export.
 
@@ -63,13 +67,23 @@ def cluster(
         skip_layers: Names of layers to leave unclustered.
         seed: Seed of training, centroid initialization and calibration sampling.
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
+        gate: Checks to judge the exported ``.tflite`` by, against the original float
+            model on ``val_data`` (labels per output where given, fidelity where not): a
+            :class:`~tfcompress.testing.Check` or several, e.g.
+            ``tfcompress.testing.build_checks(max_drop=0.01)`` or
+            ``build_checks(min_agreement=0.99)``. Checked against the data before training;
+            the verdict is ``result.gate`` (a failed gate does not raise). None: no gate.
+        gate_settings: The gate's mode, confidence and interval
+            (:class:`~tfcompress.testing.GateSettings`; default strict). Only with ``gate``.
 
     Returns:
         The clustered model with unique values per exported kernel, sizes and accuracies.
 
     Raises:
-        InvalidInputError: A bad option or nothing to cluster.
-        InvalidDataError: Data that does not match the model.
+        InvalidInputError: A bad option, nothing to cluster, or a ``gate`` that cannot
+            apply to the model's outputs (all raised before training).
+        InvalidDataError: Data that does not match the model; a ``gate`` task metric on an
+            output without validation labels.
         UnsupportedModelError: Subclassed model or unknown custom layers.
 
     Example:
@@ -87,7 +101,14 @@ def cluster(
     if not isinstance(qat_epochs, int) or qat_epochs < 0:
         raise InvalidInputError(f"qat_epochs must be an integer >= 0, got {qat_epochs!r}.")
     options = TrainingOptions(epochs, batch_size, learning_rate, seed)
-    setup = prepare(model, train_data, val_data, safe_mode=safe_mode, seed=seed)
+    setup = prepare(
+        model,
+        train_data,
+        val_data,
+        safe_mode=safe_mode,
+        seed=seed,
+        gate=plan_gate(gate, gate_settings),
+    )
     coverage = clusterable_layers(setup.legacy, clusters=clusters, skip=frozenset(skip_layers))
     names = {row.layer for row in coverage if row.status == "clustered"}
     if not names:

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import logging
+import re
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tfcompress._compat.tf import tensorflow
 from tfcompress.data import Dataset
-from tfcompress.errors import InvalidInputError
-from tfcompress.models.loading import TFLiteModel
+from tfcompress.errors import ConversionError, InvalidInputError
+from tfcompress.models.loading import SavedModelDir, TFLiteModel
+from tfcompress.models.signature import ModelSignature
 from tfcompress.quantization.converter import Conversion, convert, convert_all
 from tfcompress.quantization.recipes import Recipe
+from tfcompress.runtime import default_backend
 from tfcompress.training.coverage import LayerCoverage
+from tfcompress.training.gating import judge_export
 from tfcompress.training.result import TrainingResult
-from tfcompress.training.scoring import ACCURACY, BINARY_ACCURACY, score_outputs
+from tfcompress.training.scoring import score_outputs
 from tfcompress.training.setup import Setup, model_outputs
 from tfcompress.training.sparsity import measure
 
@@ -24,7 +30,8 @@ logger = logging.getLogger(__name__)
 
 EXPORT_RECIPES = ("float32", "float16", "dynamic", "int8")
 CALIBRATION_SAMPLES = 200
-_ACCURACIES = (ACCURACY, BINARY_ACCURACY)
+#: Metrics whose score is the result's headline ``accuracy``.
+_ACCURACIES = ("accuracy", "binary_accuracy")
 
 
 def check_recipe(then: str | None) -> str:
@@ -42,22 +49,72 @@ def check_recipe(then: str | None) -> str:
     return name
 
 
-def export(model: Any, recipe: str, calibration: Dataset) -> Conversion:
-    """Convert ``model`` with ``recipe``'s converter settings (float32 input and output).
+def export(
+    model: Any,
+    recipe: str,
+    calibration: Dataset,
+    *,
+    signature: ModelSignature,
+    name: str = "model",
+) -> Conversion:
+    """Convert ``model`` with ``recipe``'s converter settings, under the original tensor names.
+
+    tfmot renames the layers it wraps (a QAT model's head ``cls`` is ``quant_cls``), and a
+    tf-keras SavedModel names its outputs after those layers. So ``model`` is saved with a
+    serving function whose inputs are ``signature``'s input names and whose outputs are a
+    dict keyed by ``signature``'s output names, as
+    :func:`~tfcompress.quantization.converter.convert` does for Keras 3 models: the
+    ``.tflite`` then names its tensors like the original model, so ``y_<output name>``
+    labels and ``--output NAME`` mean the same head in the model and in the artifact.
 
     Args:
-        model: A Keras model (either flavour), QAT/pruned/clustered wrappers stripped.
+        model: A tf-keras model, QAT/pruned/clustered wrappers stripped, with the inputs and
+            outputs of ``signature`` in the same order.
         recipe: A name from :data:`EXPORT_RECIPES`.
-        calibration: Samples for activation ranges (used by ``int8`` only): one array, or
-            one array per input keyed by input name.
+        calibration: Samples for activation ranges (used by ``int8`` only), one array per
+            input keyed by input name.
+        signature: The original model's inputs and outputs.
+        name: The model's name, for messages.
 
     Returns:
         The converter's output.
 
     Raises:
-        ConversionError: The converter rejected the model.
+        ConversionError: The model could not be saved, or the converter rejected it.
+
+    Example:
+        >>> export(tuned, "int8", calibration, signature=setup.signature)  # doctest: +SKIP
     """
-    return convert(model, _configure(recipe, calibration))
+    with tempfile.TemporaryDirectory(prefix="tfcompress-training-") as directory:
+        # the folder's name is the one conversion errors show; keep it one plain path part
+        saved = Path(directory) / (re.sub(r"[^\w.-]+", "_", name).strip("._") or "model")
+        _save_named(model, signature, saved, name)
+        return convert(SavedModelDir(saved), _configure(recipe, calibration))
+
+
+def _save_named(model: Any, signature: ModelSignature, path: Path, name: str) -> None:
+    """Save ``model`` as a SavedModel whose serving signature uses ``signature``'s names."""
+    tf = tensorflow()
+    names = signature.output_names
+    specs = [tf.TensorSpec(s.shape, s.dtype, name=s.name) for s in signature.inputs]
+
+    @tf.function(input_signature=specs)
+    def serve(*inputs: Any) -> dict[str, Any]:
+        outputs = model(list(inputs) if len(inputs) > 1 else inputs[0], training=False)
+        if not isinstance(outputs, list | tuple):
+            outputs = [outputs]
+        return dict(zip(names, outputs, strict=True))
+
+    try:
+        tf.saved_model.save(model, str(path), signatures={"serving_default": serve})
+    # TensorFlow raises ValueError, TypeError, its own OpErrors... while tracing or saving;
+    # each becomes one typed error that names the model.
+    except Exception as error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        first = lines[0] if lines else type(error).__name__
+        raise ConversionError(
+            f"could not save the fine-tuned {name!r} for conversion: {first}"
+        ) from error
 
 
 def export_reference(
@@ -102,7 +159,11 @@ def finish(
     losses: tuple[float, ...],
     m_by_n: tuple[int, int] | None = None,
 ) -> TrainingResult:
-    """Export ``tuned`` and the original, score every output of both, build the result.
+    """Export ``tuned`` and the original, score every output, judge the gate, build the result.
+
+    The scores compare the original (Keras), the fine-tuned Keras model and the exported
+    ``.tflite`` on the validation data; the gate (``setup.gate``), when there is one, judges
+    the ``.tflite``'s outputs against the original's.
 
     Args:
         setup: The checked inputs.
@@ -116,7 +177,7 @@ def finish(
         m_by_n: Structure to verify on the exported kernels.
 
     Returns:
-        The result.
+        The result (with the gate's report; a failed gate does not raise).
 
     Raises:
         ConversionError: The converter rejected a model.
@@ -130,19 +191,34 @@ def finish(
             for name, array in zip(setup.signature.input_names, setup.train_inputs, strict=True)
         }
     )
-    exported = export(tuned, recipe, calibration)
+    signature = setup.signature
+    exported = export(tuned, recipe, calibration, signature=signature, name=setup.name)
     reference, float_reference = export_reference(setup.original, recipe, calibration)
     artifact = TFLiteModel(exported.content, label=technique, verified=True)
     val_inputs = setup.val_inputs
-    signature = setup.signature
+    names = signature.output_names
+    candidate = model_outputs(artifact, val_inputs, signature)
     scores = score_outputs(
-        signature.output_names,
+        names,
         setup.val_labels,
-        model_outputs(setup.original, val_inputs, signature),
+        setup.val_reference,
         model_outputs(tuned, val_inputs, signature),
-        model_outputs(artifact, val_inputs, signature),
+        candidate,
     )
     primary = next((s for s in scores if s.labelled and s.metric in _ACCURACIES), None)
+    gate = None
+    if setup.gate is not None:
+        gate = judge_export(
+            setup.gate,
+            names,
+            setup.val_labels,
+            setup.val_reference,
+            candidate,
+            reference_name=f"{setup.name} (float)",
+            candidate_name=f"{technique} {recipe} .tflite",
+            backend=default_backend(artifact),
+        )
+        logger.info("%s", gate.headline())
     kernels = [layer.name for layer in setup.legacy.layers if _has_kernel(layer)]
     weights = measure(exported.content, layer_names=kernels, m_by_n=m_by_n)
     for score in scores:
@@ -177,6 +253,7 @@ def finish(
         warnings=(*setup.notes, *exported.warnings),
         loss_functions=setup.loss_functions,
         scores=scores,
+        gate=gate,
     )
 
 

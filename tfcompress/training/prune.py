@@ -12,8 +12,10 @@ from tfcompress._compat.tfmot import tf_keras, tfmot
 from tfcompress.data import DataLike
 from tfcompress.errors import InvalidDataError, InvalidInputError
 from tfcompress.models.loading import ModelLike
+from tfcompress.testing.settings import GateSettings
 from tfcompress.training.coverage import prunable_layers
 from tfcompress.training.export import check_recipe, finish
+from tfcompress.training.gating import GateLike, plan_gate
 from tfcompress.training.qat import quantization_aware
 from tfcompress.training.result import TrainingResult
 from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
@@ -41,6 +43,8 @@ def prune(
     skip_layers: Iterable[str] = (),
     seed: int = 0,
     safe_mode: bool = True,
+    gate: GateLike | None = None,
+    gate_settings: GateSettings | None = None,
 ) -> TrainingResult:
     """Prune the smallest weights while fine-tuning, strip the wrappers and export.
 
@@ -78,6 +82,14 @@ def prune(
         skip_layers: Names of layers to leave dense (e.g. a small first convolution).
         seed: Seed of training and calibration sampling.
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
+        gate: Checks to judge the exported ``.tflite`` by, against the original float
+            model on ``val_data`` (labels per output where given, fidelity where not): a
+            :class:`~tfcompress.testing.Check` or several, e.g.
+            ``tfcompress.testing.build_checks(max_drop=0.01)`` or
+            ``build_checks(min_agreement=0.99)``. Checked against the data before training;
+            the verdict is ``result.gate`` (a failed gate does not raise). None: no gate.
+        gate_settings: The gate's mode, confidence and interval
+            (:class:`~tfcompress.testing.GateSettings`; default strict). Only with ``gate``.
 
     Returns:
         The pruned model with sparsity per exported kernel, raw and gzip sizes next to the
@@ -86,15 +98,21 @@ def prune(
 
     Raises:
         InvalidInputError: Sparsity outside (0, 1), unknown schedule, a structure other than
-            M:N, or an unknown ``then``.
+            M:N, an unknown ``then``, or a ``gate`` that cannot apply to the model's outputs
+            (all raised before training).
         InvalidDataError: Too few training samples for the schedule, or data that does not
-            match the model.
+            match the model; a ``gate`` task metric on an output without validation labels.
         UnsupportedModelError: Subclassed model or unknown custom layers.
 
     Example:
         >>> result = tfcompress.prune(model, train_data=train, val_data=val, then="int8")
         >>> result.sparsity, result.gzip_bytes / result.float_gzip_bytes  # doctest: +SKIP
         (0.75, 0.11)
+        >>> from tfcompress.testing import build_checks
+        >>> gated = tfcompress.prune(model, train_data=train, val_data=val,
+        ...                          gate=build_checks(max_drop=0.01))  # doctest: +SKIP
+        >>> gated.passed, gated.gate.headline()  # doctest: +SKIP
+        (False, 'gate FAILED (strict): 1 of 1 check on 1 output failed: ...')
     """
     m_by_n = parse_structure(structure)
     sparsity = check_sparsity(target_sparsity, m_by_n)
@@ -103,7 +121,14 @@ def prune(
     if not isinstance(qat_epochs, int) or qat_epochs < 0:
         raise InvalidInputError(f"qat_epochs must be an integer >= 0, got {qat_epochs!r}.")
     options = TrainingOptions(epochs, batch_size, learning_rate, seed)
-    setup = prepare(model, train_data, val_data, safe_mode=safe_mode, seed=seed)
+    setup = prepare(
+        model,
+        train_data,
+        val_data,
+        safe_mode=safe_mode,
+        seed=seed,
+        gate=plan_gate(gate, gate_settings),
+    )
     steps = options.steps(len(setup.train))
     if steps < MIN_STEPS:
         raise InvalidDataError(

@@ -9,8 +9,10 @@ from tfcompress._compat.tfmot import tfmot
 from tfcompress.data import DataLike
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike
+from tfcompress.testing.settings import GateSettings
 from tfcompress.training.coverage import LayerCoverage, quantize_with_fallback
 from tfcompress.training.export import finish
+from tfcompress.training.gating import GateLike, plan_gate
 from tfcompress.training.ranges import initialize_ranges
 from tfcompress.training.result import TrainingResult
 from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
@@ -31,6 +33,8 @@ def qat(
     preserve: str | None = None,
     seed: int = 0,
     safe_mode: bool = True,
+    gate: GateLike | None = None,
+    gate_settings: GateSettings | None = None,
 ) -> TrainingResult:
     """Quantization-aware training to a full-int8 ``.tflite`` (float32 input and output).
 
@@ -61,6 +65,14 @@ def qat(
             ``"clusters"`` keeps shared weights of a clustered model; None for plain QAT.
         seed: Seed of training and calibration sampling.
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
+        gate: Checks to judge the exported ``.tflite`` by, against the original float
+            model on ``val_data`` (labels per output where given, fidelity where not): a
+            :class:`~tfcompress.testing.Check` or several, e.g.
+            ``tfcompress.testing.build_checks(max_drop=0.01)`` or
+            ``build_checks(min_agreement=0.99)``. Checked against the data before training;
+            the verdict is ``result.gate`` (a failed gate does not raise). None: no gate.
+        gate_settings: The gate's mode, confidence and interval
+            (:class:`~tfcompress.testing.GateSettings`; default strict). Only with ``gate``.
 
     Returns:
         The int8 model; every output's score next to the float model's (``scores``) and its
@@ -70,8 +82,11 @@ def qat(
     Raises:
         UnsupportedModelError: Subclassed model, unknown custom layers, or tfmot's transform
             fails on the model in a way no single layer explains.
-        InvalidDataError: Data or labels not matching the model.
-        InvalidInputError: A bad option.
+        InvalidDataError: Data or labels not matching the model; a ``gate`` task metric on
+            an output without validation labels.
+        InvalidInputError: A bad option, or a ``gate`` that cannot apply to the model's
+            outputs (``max_drop`` with no labels to score a task metric...), all raised
+            before training.
         ConversionError: The converter rejected the QAT model.
 
     Example:
@@ -87,7 +102,14 @@ def qat(
             f"preserve={preserve!r} is not known; use None, 'sparsity' or 'clusters'."
         )
     options = TrainingOptions(epochs, batch_size, learning_rate, seed)
-    setup = prepare(model, train_data, val_data, safe_mode=safe_mode, seed=seed)
+    setup = prepare(
+        model,
+        train_data,
+        val_data,
+        safe_mode=safe_mode,
+        seed=seed,
+        gate=plan_gate(gate, gate_settings),
+    )
     qat_model, coverage, seconds, losses = quantization_aware(
         setup, setup.legacy, options, scheme=_SCHEMES[preserve]
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.saving import PathLike, write_bytes_atomic
@@ -12,6 +12,9 @@ from tfcompress.report.table import format_table
 from tfcompress.training.coverage import LayerCoverage
 from tfcompress.training.scoring import OutputScore
 from tfcompress.training.sparsity import WeightSparsity, gzip_size
+
+if TYPE_CHECKING:
+    from tfcompress.testing.report import GateReport
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,9 +32,9 @@ class TrainingResult:
             precision: the fair baseline for sizes.
         float_content: The original model as a float32 ``.tflite``.
         accuracy: Accuracy of the exported ``.tflite`` on the validation data (LiteRT), on
-            the first output scored against class labels (per pixel for masks; binary
-            accuracy for 0/1 labels). None when no output has class labels (regression or
-            unlabelled data: see ``scores``).
+            the first output scored by ``accuracy`` against class ids (``binary_accuracy``
+            for 0/1 labels). None when no output is (masks are scored by ``miou``; targets
+            by ``mse``; unlabelled outputs against the float model: see ``scores``).
         keras_accuracy: The same accuracy of the fine-tuned Keras model before export.
         reference_accuracy: The same accuracy of the original Keras model.
         val_samples: Validation samples scored.
@@ -47,8 +50,12 @@ class TrainingResult:
         loss_functions: The loss each output was fine-tuned with, by output name, e.g.
             ``{"cls": "sparse_categorical_crossentropy", "box": "mse (self-distillation)"}``.
         scores: Every output of the original, fine-tuned and exported models on the
-            validation data: against labels where there are some, else against the original
-            float model (agreement or SNR).
+            validation data, with the metrics of :mod:`tfcompress.bench.metrics`: against
+            labels where there are some, else against the original float model (agreement
+            or snr).
+        gate: The verdict of the ``gate`` asked for (the exported ``.tflite`` against the
+            original float model on the validation data), or None without one. A failed
+            gate does not raise: ``gate.passed`` says it, and the CLI exits 1.
     """
 
     technique: str
@@ -72,6 +79,7 @@ class TrainingResult:
     warnings: tuple[str, ...] = ()
     loss_functions: dict[str, str] = field(default_factory=dict)
     scores: tuple[OutputScore, ...] = ()
+    gate: GateReport | None = None
 
     @property
     def model(self) -> TFLiteModel:
@@ -79,6 +87,11 @@ class TrainingResult:
         return TFLiteModel(
             self.model_content, label=f"{self.source}_{self.technique}", verified=True
         )
+
+    @property
+    def passed(self) -> bool | None:
+        """Whether the gate passed; None when no gate was asked for."""
+        return None if self.gate is None else self.gate.passed
 
     @property
     def size_bytes(self) -> int:
@@ -144,8 +157,8 @@ class TrainingResult:
         return write_bytes_atomic(path, self.model_content, overwrite=overwrite)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for JSON reports (no model bytes)."""
-        return {
+        """Plain data for JSON reports (no model bytes); ``gate`` and ``passed`` with a gate."""
+        data: dict[str, Any] = {
             "technique": self.technique,
             "source": self.source,
             "recipe": self.recipe,
@@ -173,6 +186,9 @@ class TrainingResult:
             "weights": [w.to_dict() for w in self.weights],
             "warnings": list(self.warnings),
         }
+        if self.gate is not None:
+            data |= {"gate": self.gate.to_dict(), "passed": self.gate.passed}
+        return data
 
     def __str__(self) -> str:
         head = f"{self.source} [{self.technique} -> {self.recipe}]: "
@@ -203,7 +219,7 @@ class TrainingResult:
                     s.format(s.reference),
                     s.format(s.keras),
                     s.format(s.tflite),
-                    _change(s),
+                    s.format_drop(),
                 ]
                 for s in self.scores
             ],
@@ -235,17 +251,10 @@ class TrainingResult:
         if self.scores:
             sections += [outputs, ""]
         sections += [coverage, "", weights, "", note]
+        if self.gate is not None:
+            sections += ["", self.gate.headline(), self.gate.table()]
         return "\n".join(sections)
 
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
-
-
-def _change(score: OutputScore) -> str:
-    drop = score.drop
-    if drop is None:
-        return "-"
-    if score.metric == "mse":
-        return f"{drop:+.4g}"
-    return f"{drop * 100:+.2f} pt"

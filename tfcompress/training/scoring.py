@@ -1,9 +1,15 @@
 """Score every output of the original, fine-tuned and exported models on the validation data.
 
-An output with validation labels is scored against them (accuracy for class ids, per pixel
-for masks; binary accuracy for 0/1 labels; mean squared error for targets). An output
-without labels is scored against the original float model's outputs: top-1 agreement for a
-softmax output, signal-to-noise ratio (dB) otherwise.
+The metrics are the project's one registry, :mod:`tfcompress.bench.metrics` (the ones
+``tfcompress gate`` and ``tfcompress evaluate`` use); this module only decides which one each
+output gets (:func:`choose_score_metric`) and lays the three scores side by side.
+
+An output with validation labels is scored against them with the metric
+:func:`~tfcompress.bench.metrics.choose_metric` picks for them (``accuracy`` for class ids,
+``binary_accuracy`` for 0/1 labels, ``miou`` for integer masks), except that regression
+targets are reported as ``mse`` against the labels (see :func:`choose_score_metric`). An
+output without labels is scored against the original float model's outputs: top-1
+``agreement`` for probability rows, ``snr`` (dB) otherwise.
 """
 
 from __future__ import annotations
@@ -15,17 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from tfcompress.training.tasks import BINARY, INDICES, REGRESSION, SOFT, Labels, is_distribution
-from tfcompress.training.tasks import in_unit_range as _in_unit_range
+from tfcompress.bench.metrics import MetricDef, choose_metric, get_metric
+from tfcompress.training.tasks import Labels
 
-ACCURACY, BINARY_ACCURACY, MSE, AGREEMENT, SNR = (
-    "accuracy",
-    "binary_accuracy",
-    "mse",
-    "agreement",
-    "snr_db",
-)
-_HIGHER_IS_BETTER = {ACCURACY: True, BINARY_ACCURACY: True, MSE: False, AGREEMENT: True, SNR: True}
+__all__ = ["OutputScore", "choose_score_metric", "score_outputs"]
 
 
 @dataclass(frozen=True)
@@ -34,10 +33,12 @@ class OutputScore:
 
     Attributes:
         output: The output's name.
-        metric: ``accuracy`` (class ids; per pixel for masks), ``binary_accuracy``, ``mse``
-            (against labels), or without labels ``agreement`` (top-1 agreement with the
-            original float model) or ``snr_db`` (10·log10(Σref²/Σ(ref-out)²) against it).
-        reference: The original model's score (None for ``snr_db``: infinite against itself).
+        metric: The registry's name of the metric (:func:`tfcompress.bench.metrics.get_metric`):
+            against labels ``accuracy``, ``binary_accuracy``, ``miou`` (masks) or ``mse``;
+            without labels ``agreement`` (top-1 agreement with the original float model) or
+            ``snr`` (dB, 10·log10(Σref²/Σ(ref-out)²) against it).
+        reference: The original model's score; for a fidelity metric its value against
+            itself (1.0 agreement), None where that is infinite (``snr``).
         keras: The fine-tuned Keras model's score.
         tflite: The exported ``.tflite``'s score.
         labelled: Whether the score compares to labels (else to the original model).
@@ -55,9 +56,14 @@ class OutputScore:
     labelled: bool
 
     @property
+    def definition(self) -> MetricDef:
+        """The registry's definition of :attr:`metric` (direction, unit, formatting)."""
+        return get_metric(self.metric)
+
+    @property
     def higher_is_better(self) -> bool:
-        """True for accuracies, agreement and SNR; False for ``mse``."""
-        return _HIGHER_IS_BETTER[self.metric]
+        """True for accuracies, mIoU, agreement and SNR; False for ``mse``."""
+        return self.definition.higher_is_better
 
     @property
     def drop(self) -> float | None:
@@ -80,14 +86,51 @@ class OutputScore:
         }
 
     def format(self, value: float | None) -> str:
-        """A value of this metric for people: ``95.20%``, ``31.4 dB``, ``0.00123``."""
-        if value is None:
-            return "-"
-        if self.metric == SNR:
-            return f"{value:.1f} dB" if math.isfinite(value) else "inf dB"
-        if self.metric == MSE:
-            return f"{value:.4g}"
-        return f"{value:.2%}"
+        """A value of this metric for people: ``95.20%``, ``31.40 dB``, ``0.00123``; ``-``."""
+        return "-" if value is None else self.definition.format_value(value)
+
+    def format_drop(self) -> str:
+        """:attr:`drop` for people: ``+1.25 pt``, ``+0.0031``; ``-`` without one."""
+        drop = self.drop
+        return "-" if drop is None else self.definition.format_change(drop)
+
+
+def choose_score_metric(
+    output: str, reference: np.ndarray, labels: Labels | None
+) -> tuple[MetricDef, bool]:
+    """The registry metric an output is scored with, and whether it compares to labels.
+
+    :func:`~tfcompress.bench.metrics.choose_metric` decides, as for ``tfcompress gate``,
+    with one exception: for regression targets it picks ``snr`` against the reference,
+    because a gate needs a threshold that means the same for every output and an error in
+    the output's own unit has none. A score needs no threshold, and the targets are what the
+    output was fine-tuned on, so training reports ``mse`` against those labels instead.
+
+    Args:
+        output: The output's name, for messages.
+        reference: The original model's outputs on the validation data (sample axis first).
+        labels: The output's validation labels, or None.
+
+    Returns:
+        ``(metric, labelled)``; the metric is bound to the reference (a binary cut read
+        from its outputs) so that all three models are scored alike.
+
+    Raises:
+        InvalidInputError: Labels that fit no metric of the registry.
+
+    Example:
+        >>> probabilities = np.array([[0.1, 0.9], [0.8, 0.2]])
+        >>> choose_score_metric("cls", probabilities, None)[0].name
+        'agreement'
+        >>> boxes = Labels("regression", np.full((2, 2), 0.3, np.float32))
+        >>> choose_score_metric("box", probabilities + 1.0, boxes)[0].name
+        'mse'
+    """
+    given = None if labels is None else labels.values
+    metric, _ = choose_metric(reference.shape, given, output=output, reference_outputs=reference)
+    if given is not None and metric.kind == "fidelity":
+        metric = get_metric("mse")
+    return metric.for_reference(reference), given is not None
 
 
 def score_outputs(
@@ -99,6 +142,20 @@ def score_outputs(
 ) -> tuple[OutputScore, ...]:
     """Score each output of the three models (lists in output order).
 
+    Args:
+        names: Output names.
+        labels: Each output's validation labels, None where there are none.
+        reference: The original float model's outputs.
+        keras: The fine-tuned Keras model's outputs.
+        tflite: The exported ``.tflite``'s outputs.
+
+    Returns:
+        One score per output (see :func:`choose_score_metric` for the metric).
+
+    Raises:
+        InvalidInputError: Labels that fit no metric of the registry.
+        InvalidDataError: Labels that do not fit the chosen metric.
+
     Example:
         >>> ref = [np.array([[0.1, 0.9], [0.8, 0.2]])]
         >>> score_outputs(["cls"], [None], ref, ref, ref)[0].tflite
@@ -106,63 +163,25 @@ def score_outputs(
     """
     scores = []
     for index, name in enumerate(names):
-        given = labels[index]
         ref = reference[index]
-        if given is None:
-            metric = AGREEMENT if is_distribution(ref) else SNR
-            values = [_fidelity(metric, ref, out) for out in (keras[index], tflite[index])]
-            baseline = None if metric == SNR else 1.0
-            scores.append(OutputScore(name, metric, baseline, values[0], values[1], False))
-            continue
-        metric = {INDICES: ACCURACY, SOFT: ACCURACY, BINARY: BINARY_ACCURACY}.get(given.kind, MSE)
-        threshold = 0.5 if _in_unit_range(ref) else 0.0
-        ref_score, keras_score, tflite_score = (
-            _task(given, out, threshold) for out in (ref, keras[index], tflite[index])
-        )
-        scores.append(OutputScore(name, metric, ref_score, keras_score, tflite_score, True))
+        given = labels[index]
+        metric, labelled = choose_score_metric(name, ref, given)
+        # a task metric compares to the labels, a fidelity metric to the original's outputs
+        target = ref if given is None else given.values
+        values = [
+            metric.score(target, outputs, output=name)
+            for outputs in (ref, keras[index], tflite[index])
+        ]
+        baseline: float | None = values[0]
+        if not labelled and not math.isfinite(values[0]):
+            baseline = None  # snr of the original against itself
+        scores.append(OutputScore(name, metric.name, baseline, values[1], values[2], labelled))
     return tuple(scores)
 
 
-def snr_db(reference: np.ndarray, candidate: np.ndarray) -> float:
-    """10·log10(Σref² / Σ(ref - candidate)²); inf when they are equal.
-
-    Example:
-        >>> round(snr_db(np.array([1.0, 1.0]), np.array([1.1, 0.9])), 2)
-        20.0
-    """
-    ref = np.asarray(reference, np.float64)
-    noise = float(np.sum((ref - np.asarray(candidate, np.float64)) ** 2))
-    signal = float(np.sum(ref**2))
-    if noise == 0:
-        return math.inf
-    if signal == 0:
-        return -math.inf
-    return 10.0 * math.log10(signal / noise)
-
-
-def _task(labels: Labels, outputs: np.ndarray, threshold: float) -> float:
-    if labels.kind == INDICES:
-        return float(np.mean(outputs.argmax(axis=-1) == labels.values))
-    if labels.kind == SOFT:
-        return float(np.mean(outputs.argmax(axis=-1) == labels.values.argmax(axis=-1)))
-    if labels.kind == BINARY:
-        predicted = outputs.reshape(labels.values.shape) > threshold
-        return float(np.mean(predicted == (labels.values > 0.5)))
-    if labels.kind != REGRESSION:  # pragma: no cover - read_labels makes only these kinds
-        raise ValueError(f"unknown label kind {labels.kind!r}")
-    difference = outputs.reshape(labels.values.shape).astype(np.float64) - labels.values
-    return float(np.mean(difference**2))
-
-
-def _fidelity(metric: str, reference: np.ndarray, candidate: np.ndarray) -> float:
-    if metric == AGREEMENT:
-        return float(np.mean(reference.argmax(axis=-1) == candidate.argmax(axis=-1)))
-    return snr_db(reference, candidate)
-
-
 def _round(value: float | None) -> float | str | None:
-    if value is None:
+    if value is None or math.isnan(value):
         return None
-    if not math.isfinite(value):
+    if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return round(value, 6)

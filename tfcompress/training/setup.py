@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
@@ -20,8 +19,10 @@ from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedMo
 from tfcompress.models.loading import ModelLike, SavedModelDir, TFLiteModel, model_name
 from tfcompress.models.loading import resolve_model as _resolve
 from tfcompress.models.matching import match_tensors
-from tfcompress.models.signature import ModelSignature, TensorSpec, model_signature
+from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime import create_runner, default_backend
+from tfcompress.training.gating import TrainingGate, rehearse_gate
+from tfcompress.training.scoring import choose_score_metric
 from tfcompress.training.tasks import Labels, OutputTask, plan_tasks, read_labels
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,6 @@ BRIDGE_SAMPLES = 32
 HOLD_OUT_FRACTION = 0.2
 MIN_HOLD_OUT_SAMPLES = 10  # below this, hold-out scores mean little: ask for val_data
 INFERENCE_BATCH = 256
-_QAT_PREFIX = "quant_"  # tfmot names the wrapper of layer L quant_L
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,6 +51,10 @@ class Setup:
         targets: What every output is fitted to: its labels, or the float model's own
             outputs on the training inputs (self-distillation), in output order.
         val_labels: Every output's validation labels (None where there are none).
+        val_reference: The original model's outputs on the validation inputs, in output
+            order: the baseline every score and the gate compare to.
+        gate: What to check on the export (already rehearsed on the validation data), or
+            None.
         notes: Decisions the caller should know of (a held-out validation split).
     """
 
@@ -64,6 +68,8 @@ class Setup:
     tasks: tuple[OutputTask, ...]
     targets: tuple[np.ndarray, ...] = field(repr=False)
     val_labels: tuple[Labels | None, ...] = field(repr=False)
+    val_reference: tuple[np.ndarray, ...] = field(repr=False)
+    gate: TrainingGate | None = None
     notes: tuple[str, ...] = ()
 
     @property
@@ -114,6 +120,7 @@ def prepare(
     *,
     safe_mode: bool = True,
     seed: int = 0,
+    gate: TrainingGate | None = None,
 ) -> Setup:
     """Load and check the model and the data, bridge the model to tf-keras, plan the losses.
 
@@ -121,6 +128,9 @@ def prepare(
     optional, per output. Each output's loss follows its labels (see
     :mod:`tfcompress.training.tasks`); outputs without labels are self-distilled from the
     float model's outputs on the training inputs, computed here, once, before any transform.
+    The metric of every output's score (:func:`~tfcompress.training.scoring.choose_score_metric`)
+    and the ``gate`` (:func:`~tfcompress.training.gating.rehearse_gate`) are planned on the
+    validation data here too, so neither can fail after fine-tuning.
 
     Args:
         model: A Keras model (either flavour) or a path to one.
@@ -130,6 +140,7 @@ def prepare(
             :attr:`Setup.notes`.
         safe_mode: See :func:`tfcompress.models.load_model`.
         seed: Seed of the held-out split.
+        gate: What to check on the export (see :func:`~tfcompress.training.gating.plan_gate`).
 
     Returns:
         The checked inputs.
@@ -137,7 +148,9 @@ def prepare(
     Raises:
         UnsupportedModelError: Not a Keras Sequential/Functional model, or it cannot be bridged.
         InvalidDataError: Data or labels that do not match the model, or too few samples to
-            hold out a validation split.
+            hold out a validation split; a gate's task metric on an output without labels.
+        InvalidInputError: Labels that fit no metric, or a gate check that cannot apply to
+            the model's outputs (see :func:`tfcompress.testing.judge_outputs_by_name`).
 
     Example:
         >>> setup = prepare(two_heads, two_input_data(digits().train))  # doctest: +SKIP
@@ -172,6 +185,11 @@ def prepare(
     val_labels = _labels(val, names, shapes, "validation data")
     tasks, targets = plan_tasks(names, float_outputs, train_labels)
     logger.info("losses: %s", {task.output: task.description for task in tasks})
+    val_reference = model_outputs(loaded, inputs_in_order(val, signature), signature)
+    for name, reference, labels in zip(names, val_reference, val_labels, strict=True):
+        choose_score_metric(name, reference, labels)  # labels no metric fits fail now
+    if gate is not None:
+        rehearse_gate(gate, names, val_labels, val_reference)
     return Setup(
         original=loaded,
         legacy=legacy,
@@ -183,6 +201,8 @@ def prepare(
         tasks=tasks,
         targets=tuple(targets),
         val_labels=tuple(val_labels),
+        val_reference=tuple(val_reference),
+        gate=gate,
         notes=notes,
     )
 
@@ -243,7 +263,8 @@ def model_outputs(
 
     Keras variants (the original, its tf-keras copy, a fine-tuned copy whose layers tfmot
     renamed) keep the input and output order, so they are fed and read by position; a
-    ``.tflite`` is matched to ``signature`` by name (see
+    ``.tflite`` (exported under the original names, see
+    :func:`tfcompress.training.export.export`) is matched to ``signature`` by name (see
     :func:`tfcompress.models.matching.match_tensors`).
 
     Args:
@@ -266,23 +287,10 @@ def model_outputs(
             feed = dict(zip(own.input_names, inputs, strict=True))
         results = runner.run(feed, batch_size=INFERENCE_BATCH)
     if isinstance(model, TFLiteModel):
-        # A QAT model's heads are tfmot wrappers, so its .tflite names them quant_<head>.
-        plain = [_unwrapped(spec, signature.output_names) for spec in own.outputs]
-        by_output = match_tensors(signature.outputs, plain, candidate_name="the .tflite")
-        named = {
-            by_output[spec.name]: results[name]
-            for spec, name in zip(plain, own.output_names, strict=True)
-        }
+        by_output = match_tensors(signature.outputs, own.outputs, candidate_name="the .tflite")
+        named = {by_output[name]: results[name] for name in own.output_names}
         return [named[name] for name in signature.output_names]
     return [results[name] for name in own.output_names]
-
-
-def _unwrapped(spec: TensorSpec, names: Sequence[str]) -> TensorSpec:
-    """``quant_cls`` -> ``cls`` when the original model has an output ``cls``."""
-    bare = spec.name.removeprefix(_QAT_PREFIX)
-    if spec.name not in names and bare != spec.name and bare in names:
-        return dataclasses.replace(spec, name=bare)
-    return spec
 
 
 def inputs_in_order(dataset: Dataset, signature: ModelSignature) -> list[np.ndarray]:
