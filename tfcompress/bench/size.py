@@ -137,7 +137,7 @@ def _tflite_size(content: bytes) -> SizeInfo:
     ops = sum(len(g.operators) for g in parsed.subgraphs)
     macs, weight_types, activation_types = 0, Counter[str](), Counter[str]()
     for op in graph.operators:
-        macs += _tflite_macs(op.opcode, list(op.inputs), list(op.outputs), shape)
+        macs += tflite_op_macs(op.opcode, list(op.inputs), list(op.outputs), shape)
         needed = 3 if op.opcode == "TRANSPOSE_CONV" else 2  # (output shape,) weights, data
         if op.opcode in _WEIGHT_OPS and len(op.inputs) >= needed:
             data_index = op.inputs[2] if op.opcode == "TRANSPOSE_CONV" else op.inputs[0]
@@ -159,8 +159,26 @@ def _weight_type(index: int, parsed: TFLiteFile, graph: Subgraph) -> str:
     return graph.tensors[index].dtype
 
 
-def _tflite_macs(name: str, inputs: list[int], outputs: list[int], shape: Any) -> int:
-    """Multiply-accumulates of one op for one sample; 0 when a shape is too short to tell."""
+def tflite_op_macs(name: str, inputs: list[int], outputs: list[int], shape: Any) -> int:
+    """Multiply-accumulates of one ``.tflite`` op for one sample; 0 when shapes cannot tell.
+
+    The one MAC counter: :func:`measure_size` sums it over a model, the Edge TPU linter per
+    op to say which share of the work the TPU would do.
+
+    Args:
+        name: The op's name (``CONV_2D``...).
+        inputs: Its input tensor indices.
+        outputs: Its output tensor indices.
+        shape: ``tensor index -> shape`` (a list; empty when unknown).
+
+    Returns:
+        The op's multiply-accumulates for one sample (batch dimension excluded).
+
+    Example:
+        >>> shapes = {0: [1, 8], 1: [4, 8], 2: [1, 4]}
+        >>> tflite_op_macs("FULLY_CONNECTED", [0, 1], [2], shapes.get)
+        32
+    """
     out = shape(outputs[0]) if outputs else []
     if not out:
         return 0
