@@ -67,6 +67,12 @@ def _check_two_heads(out: Path, stdout: str) -> None:
     assert stdout.count("gate PASSED") == 2
 
 
+def _check_edgetpu(out: Path, stdout: str) -> None:
+    assert (out / "cnn_relu6_int8.tflite").is_file()
+    assert json.loads((out / "cnn_relu6_edgetpu_check.json").read_text())["compatible"]
+    assert "ReLU6: 8/8 (compatible: True)" in stdout and "HARD_SWISH" in stdout
+
+
 @dataclass(frozen=True)
 class Example:
     """How to run one example and what its run must leave behind."""
@@ -89,6 +95,7 @@ EXAMPLE_FILES = {
     "prune_mnist.py": Example(quick=True, check=_check_prune),
     GATE: Example(quick=False, check=_check_gate, under_pytest=True),
     "gate_two_heads.py": Example(quick=False, check=_check_two_heads),
+    "edgetpu_check.py": Example(quick=False, check=_check_edgetpu),
 }
 
 

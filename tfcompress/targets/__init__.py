@@ -1,1 +1,1 @@
-"""Deployment targets: export and target-specific compression (ONNX; Edge TPU later)."""
+"""Deployment targets: what a target accepts and how to get there (ONNX, Edge TPU)."""

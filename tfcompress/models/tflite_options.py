@@ -1,0 +1,115 @@
+"""Builtin options of a parsed ``.tflite``'s ops, read on demand (the reader's companion).
+
+:mod:`tfcompress.models.tflite_file` keeps no builtin options: most callers never need them.
+Those that do (the Edge TPU linter's limitations: fused activation, dilation, weights
+format, pack axis, strided slice masks, squeeze dimensions) read them here, through the same
+generated schema the reader walks, only for the ops that need them, on a file
+:func:`read_tflite` has already parsed and validated. Any parsing failure becomes a one-line
+:class:`ModelLoadError`.
+
+Example:
+    >>> read_options(parsed)[3]  # doctest: +SKIP
+    {'DilationWFactor': 1, 'DilationHFactor': 1}
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from tfcompress.errors import ModelLoadError
+from tfcompress.models.tflite_file import TFLiteFile
+
+__all__ = ["ACTIVATION_NAMES", "OptionValue", "read_options"]
+
+OptionValue = int | tuple[int, ...]
+
+ACTIVATION_NAMES = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}
+
+_POOL = ("Pool2DOptions", ("FusedActivationFunction",))
+_DILATION = ("DilationWFactor", "DilationHFactor")
+# op -> (options table, fields read); a field missing from the file takes the schema default.
+_READ: dict[str, tuple[str, tuple[str, ...]]] = {
+    "AVERAGE_POOL_2D": _POOL,
+    "MAX_POOL_2D": _POOL,
+    "CONCATENATION": ("ConcatenationOptions", ("FusedActivationFunction", "Axis")),
+    "CONV_2D": ("Conv2DOptions", _DILATION),
+    "DEPTHWISE_CONV_2D": ("DepthwiseConv2DOptions", _DILATION),
+    "FULLY_CONNECTED": ("FullyConnectedOptions", ("WeightsFormat", "KeepNumDims")),
+    "PACK": ("PackOptions", ("Axis",)),
+    "STRIDED_SLICE": ("StridedSliceOptions", ("EllipsisMask", "NewAxisMask")),
+    "SQUEEZE": ("SqueezeOptions", ("SqueezeDims",)),
+}
+_DEFAULTS: dict[str, OptionValue] = {
+    "FusedActivationFunction": 0,
+    "Axis": 0,
+    "DilationWFactor": 1,
+    "DilationHFactor": 1,
+    "WeightsFormat": 0,
+    "KeepNumDims": 0,
+    "EllipsisMask": 0,
+    "NewAxisMask": 0,
+    "SqueezeDims": (),
+}
+_ERRORS = (IndexError, struct.error, TypeError, ValueError, OverflowError, RecursionError)
+
+
+def read_options(model: TFLiteFile, *, subgraph: int = 0) -> dict[int, dict[str, OptionValue]]:
+    """Options of the ops in ``subgraph`` whose Edge TPU limitations depend on them.
+
+    Args:
+        model: A parsed and validated ``.tflite``.
+        subgraph: Which subgraph.
+
+    Returns:
+        Operator index -> {field: value}, for the ops listed in ``_READ`` only.
+
+    Raises:
+        ModelLoadError: The options cannot be read (a corrupt or crafted file), or an op
+            carries another op's options table.
+
+    Example:
+        >>> read_options(read_tflite(content))  # doctest: +SKIP
+        {1: {'DilationWFactor': 1, 'DilationHFactor': 1}, 3: {...}}
+    """
+    from tfcompress._compat.litert import flatbuffer_utils
+
+    schema = flatbuffer_utils().schema_fb
+    try:
+        graph = schema.Model.GetRootAs(model.content, 0).Subgraphs(subgraph)
+        return {
+            op.index: _fields(schema, graph.Operators(op.index), op.opcode, op.index)
+            for op in model.subgraphs[subgraph].operators
+            if op.opcode in _READ
+        }
+    except _ERRORS as error:
+        reason = " ".join(str(error).split())[:160] or type(error).__name__
+        raise ModelLoadError(
+            f"the .tflite's operator options cannot be read ({reason}); the file is corrupt or "
+            "crafted: re-export it from the source model."
+        ) from error
+
+
+def _fields(schema: Any, operator: Any, opcode: str, index: int) -> dict[str, OptionValue]:
+    table_name, names = _READ[opcode]
+    values = {name: _DEFAULTS[name] for name in names}
+    kind = int(operator.BuiltinOptionsType())
+    table = operator.BuiltinOptions()
+    if kind == 0 or table is None:  # options absent: every field takes its default
+        return values
+    if kind != getattr(schema.BuiltinOptions, table_name):
+        raise ModelLoadError(
+            f"operator {index} ({opcode}) carries options of type {kind}, not {table_name}; "
+            "the file is corrupt or crafted: re-export it from the source model."
+        )
+    options = getattr(schema, table_name)()
+    options.Init(table.Bytes, table.Pos)
+    for name in names:
+        if name == "SqueezeDims":
+            count = int(options.SqueezeDimsLength())
+            if count * 4 > len(table.Bytes):
+                raise ValueError(f"{count} squeeze dimensions cannot fit in the file")
+            values[name] = tuple(int(options.SqueezeDims(j)) for j in range(count))
+        else:
+            values[name] = int(getattr(options, name)())
+    return values
