@@ -316,3 +316,136 @@ def test_python_dash_m_subprocess(tmp_path, model_files):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["size_bytes"] == out.stat().st_size
     assert "Traceback" not in done.stderr
+
+
+# --- --format onnx and export-onnx -------------------------------------------------------
+
+
+def test_quantize_format_onnx_with_eval_and_gate(capfd, tmp_path, model_files):
+    out = tmp_path / "cnn_int8.onnx"
+    code, stdout, stderr = run_cli(
+        capfd,
+        "quantize",
+        model_files["keras3"],
+        "--format",
+        "onnx",
+        "--recipe",
+        "int8",
+        "--calibration",
+        "entropy",
+        "--data",
+        model_files["calib"],
+        "--eval",
+        model_files["test"],
+        "--max-drop",
+        "0.01",
+        "--out",
+        out,
+        "--json",
+    )
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    assert report["format"] == "onnx" and report["calibration_method"] == "entropy"
+    assert report["size_bytes"] == out.stat().st_size and report["size_ratio"] <= 0.35
+    assert report["passed"] is True and report["accuracy_drop"] <= 0.01
+    assert [row["backend"] for row in report["evaluation"]["rows"]] == ["onnxruntime"] * 2
+    assert report["export_check"]["passed"] is True and report["opset"] == 17
+    assert load_model(out).content[:1] == b"\x08"  # an ONNX ModelProto
+
+
+def test_quantize_format_onnx_gate_failure_exits_1(capfd, tmp_path, model_files, gate_inputs):
+    out = tmp_path / "gated.onnx"
+    code, stdout, stderr = run_cli(
+        capfd,
+        "quantize",
+        model_files["keras3"],
+        "--format",
+        "onnx",
+        "--recipe",
+        "dynamic",
+        "--eval",
+        gate_inputs[1],
+        "--min-snr",
+        "200",  # no int8 model is that close to float32
+        "--out",
+        out,
+    )
+    assert code == 1 and "gate FAILED" in stdout and out.exists()
+    assert f"{out} was still written" in stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--format", "onnx", "--recipe", "int16x8"], "'int16x8' is .tflite only"),
+        (["--format", "onnx", "--input-type", "int8"], "applies to .tflite only"),
+        (["--calibration", "entropy"], "--calibration applies to --format onnx"),
+        (["--format", "onnx", "--opset", "30"], "choose 13 to 18"),
+    ],
+)
+def test_onnx_refusals_are_one_line_exit_2(capfd, tmp_path, model_files, options, message):
+    out = tmp_path / ("out.onnx" if "onnx" in options else "out.tflite")
+    code, stdout, stderr = run_cli(
+        capfd,
+        "quantize",
+        model_files["keras3"],
+        "--data",
+        model_files["calib"],
+        *options,
+        "--out",
+        out,
+    )
+    assert code == 2 and stdout == "" and message in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert not out.exists()
+
+
+def test_output_suffix_must_match_the_format(capfd, tmp_path, model_files):
+    code, _, stderr = run_cli(
+        capfd,
+        "quantize",
+        model_files["keras3"],
+        "--recipe",
+        "dynamic",
+        "--out",
+        tmp_path / "m.onnx",
+    )
+    assert code == 2 and "pass --format onnx" in stderr
+
+
+def test_export_onnx_writes_a_verified_model(capfd, tmp_path, model_files):
+    out = tmp_path / "cnn.onnx"
+    code, stdout, stderr = run_cli(
+        capfd,
+        "export-onnx",
+        model_files["keras3"],
+        "--out",
+        out,
+        "--opset",
+        "15",
+        "--data",
+        model_files["test"],
+        "--json",
+    )
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    assert report["output"] == str(out) and report["size_bytes"] == out.stat().st_size
+    assert report["opset"] == 15 and report["verification"]["inputs"] == "data"
+    assert report["verification"]["passed"] and report["verification"]["samples"] == 64
+    with create_runner(load_model(out)) as runner:  # ONNX Runtime runs it
+        assert runner.predict(np.zeros((2, 28, 28, 1), np.float32)).shape == (2, 10)
+
+
+def test_export_onnx_of_an_unsupported_op_is_exit_2_and_no_output(capfd, tmp_path):
+    import keras
+
+    inputs = keras.Input((6,), name="x")
+    outputs = keras.layers.Dense(2, activation="gelu", name="exact_gelu")(inputs)
+    source = tmp_path / "gelu.keras"
+    keras.Model(inputs, outputs).save(source)
+    out = tmp_path / "gelu.onnx"
+    code, stdout, stderr = run_cli(capfd, "export-onnx", source, "--out", out)
+    assert code == 2 and stdout == ""
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert "tf2onnx cannot convert" in stderr and "Erfc" in stderr and "Traceback" not in stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gelu.keras"]  # no partial output

@@ -73,6 +73,11 @@ def _check_edgetpu(out: Path, stdout: str) -> None:
     assert "ReLU6: 8/8 (compatible: True)" in stdout and "HARD_SWISH" in stdout
 
 
+def _check_onnx(out: Path, stdout: str) -> None:
+    assert (out / "mnist_int8.onnx").is_file() and (out / "mnist_float32.onnx").is_file()
+    assert "[int8, onnx]" in stdout and "max |onnx - keras|" in stdout and "int8.onnx" in stdout
+
+
 @dataclass(frozen=True)
 class Example:
     """How to run one example and what its run must leave behind."""
@@ -96,6 +101,7 @@ EXAMPLE_FILES = {
     GATE: Example(quick=False, check=_check_gate, under_pytest=True),
     "gate_two_heads.py": Example(quick=False, check=_check_two_heads),
     "edgetpu_check.py": Example(quick=False, check=_check_edgetpu),
+    "onnx_int8.py": Example(quick=False, check=_check_onnx),
 }
 
 

@@ -42,6 +42,10 @@ _LAZY = {
     "QuantizationResult": "tfcompress.quantization",
     "list_recipes": "tfcompress.quantization",
     "quantize": "tfcompress.quantization",
+    "OnnxQuantizationResult": "tfcompress.quantization.onnx_ptq",
+    "OnnxRecipe": "tfcompress.quantization.onnx_ptq",
+    "OnnxExport": "tfcompress.targets.onnx",
+    "export_onnx": "tfcompress.targets.onnx",
     "Evaluation": "tfcompress.bench.accuracy",
     "evaluate": "tfcompress.bench.accuracy",
     "create_runner": "tfcompress.runtime",
@@ -72,6 +76,9 @@ __all__ = [
     "BenchmarkResult",
     "Dataset",
     "Evaluation",
+    "OnnxExport",
+    "OnnxQuantizationResult",
+    "OnnxRecipe",
     "QuantizationResult",
     "Recipe",
     "TFLiteModel",
@@ -84,6 +91,7 @@ __all__ = [
     "cluster",
     "create_runner",
     "evaluate",
+    "export_onnx",
     "inspect_model",
     "list_backends",
     "list_recipes",
@@ -102,7 +110,9 @@ if TYPE_CHECKING:
     from tfcompress.models import TFLiteModel, load_model
     from tfcompress.models.inspect import inspect_model
     from tfcompress.quantization import QuantizationResult, Recipe, list_recipes, quantize
+    from tfcompress.quantization.onnx_ptq import OnnxQuantizationResult, OnnxRecipe
     from tfcompress.runtime import create_runner, list_backends
+    from tfcompress.targets.onnx import OnnxExport, export_onnx
     from tfcompress.testing.gates import assert_accuracy_drop
     from tfcompress.testing.output_gates import assert_gate, check_gate
     from tfcompress.training import TrainingResult, cluster, prune, qat

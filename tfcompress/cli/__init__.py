@@ -43,6 +43,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "qat",
     "prune",
     "cluster",
+    "export_onnx",
     "edgetpu",
 )
 

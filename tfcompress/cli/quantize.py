@@ -1,4 +1,4 @@
-"""``tfcompress quantize MODEL --recipe R --data CALIB.npz --out OUT.tflite``."""
+"""``tfcompress quantize MODEL --recipe R --data CALIB.npz --out OUT.tflite`` (or ``.onnx``)."""
 
 from __future__ import annotations
 
@@ -27,16 +27,28 @@ logger = logging.getLogger(__name__)
 
 RECIPES = ("dynamic", "float16", "int8", "int16x8", "float32")
 IO_TYPES = ("float32", "int8", "uint8", "int16")
+FORMATS = ("tflite", "onnx")
+CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register the subcommand."""
     parser = subparsers.add_parser(
         "quantize",
-        help="post-training quantization to .tflite",
-        description="Quantize a Keras model or SavedModel to .tflite and measure what it costs.",
+        help="post-training quantization to .tflite (or .onnx with --format onnx)",
+        description="Quantize a Keras model or SavedModel to .tflite (LiteRT) or .onnx (ONNX "
+        "Runtime) and measure what it costs.",
     )
-    parser.add_argument("model", help=".keras, .h5 or SavedModel directory")
+    parser.add_argument(
+        "model", help=".keras, .h5 or SavedModel directory (or a float .onnx with --format onnx)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="tflite",
+        help="tflite (default: TFLite converter, runs on LiteRT) or onnx (tf2onnx export "
+        "verified against Keras, then ONNX Runtime's quantizers; int16x8 is .tflite only)",
+    )
     parser.add_argument("--recipe", choices=RECIPES, default="int8", help="default: int8")
     parser.add_argument("--data", help="calibration samples (.npz with x, .npy, image folder)")
     parser.add_argument(
@@ -45,22 +57,38 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="test data (.npz with x, or one array per input name; labels y or y_<output>), "
         "checked against the model before converting",
     )
-    parser.add_argument("--out", required=True, help="output .tflite path")
-    parser.add_argument("--input-type", choices=IO_TYPES, help="model input dtype")
+    parser.add_argument("--out", required=True, help="output .tflite (.onnx with --format onnx)")
+    parser.add_argument("--input-type", choices=IO_TYPES, help="model input dtype (.tflite)")
     parser.add_argument(
-        "--output-type", choices=IO_TYPES, help="model output dtype (default: --input-type)"
+        "--output-type",
+        choices=IO_TYPES,
+        help="model output dtype (default: --input-type; .tflite)",
     )
     parser.add_argument("--samples", type=positive_int, help="calibration samples (default 200)")
+    parser.add_argument(
+        "--calibration",
+        choices=CALIBRATION_METHODS,
+        help="--format onnx, int8: ONNX Runtime's calibration method (default minmax)",
+    )
+    parser.add_argument(
+        "--opset", type=positive_int, help="--format onnx: ONNX opset of the export (default 17)"
+    )
     parser.add_argument(
         "--per-tensor", action="store_true", help="per-tensor weight scales (default per-channel)"
     )
     parser.add_argument(
         "--float-fallback",
         action="store_true",
-        help="int8/int16x8: keep ops without an integer kernel in float (listed as float_ops)",
+        help="int8/int16x8 .tflite: keep ops without an integer kernel in float (listed as "
+        "float_ops)",
     )
     add_gate_options(parser, default_mode=None)
-    parser.add_argument("--threads", type=positive_int, default=1, help="LiteRT threads for --eval")
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=1,
+        help="threads for --eval (LiteRT, or ONNX Runtime with --format onnx)",
+    )
     add_force_flag(parser)
     add_unsafe_flag(parser)
     add_json_flag(parser)
@@ -83,7 +111,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         InvalidDataError: ``--eval`` data that does not fit the model (checked before
             converting).
         ConversionError: The converter rejected the model (e.g. an op without an integer
-            kernel and no ``--float-fallback``).
+            kernel and no ``--float-fallback``), or the ONNX export failed its check.
 
     Example:
         >>> main(["quantize", "m.keras", "--data", "calib.npz", "--eval", "test.npz",
@@ -107,6 +135,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         raise InvalidInputError("--mode sets the gate of --max-drop; pass --max-drop too.")
     if (args.output or args.metric) and args.eval_data is None:
         raise InvalidInputError("--output and --metric choose what --eval scores; pass --eval.")
+    _check_format(args)
     checks = build_checks(flat(args.output), flat(args.metric), **threshold_options(args))
     inputs = [p for p in (args.model, args.data, args.eval_data) if p]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
@@ -115,6 +144,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     eval_set = read_for_reference(args.eval_data, model, "--eval data") if args.eval_data else None
     result = tfcompress.quantize(
         model,
+        format=args.format,
         recipe=args.recipe,
         representative_data=args.data,
         input_type=args.input_type,
@@ -122,6 +152,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         per_channel=False if args.per_tensor else None,
         calibration_samples=args.samples,
         float_fallback=True if args.float_fallback else None,
+        calibration_method=args.calibration,
+        opset=args.opset,
         progress=show_progress(),
     )
     evaluation = None
@@ -141,20 +173,28 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     saved = result.save(args.out, overwrite=args.force)
     logger.info("wrote %s (%s bytes)", saved, f"{result.size_bytes:,}")
     payload: dict[str, Any] = {
+        "format": result.format,
         "recipe": result.recipe.name,
         "output": str(saved),
         "size_bytes": result.size_bytes,
         "reference_size_bytes": result.reference_size_bytes,
         "size_ratio": round(result.size_ratio, 4),
-        "input_type": result.recipe.input_type,
-        "output_type": result.recipe.output_type,
+        "input_type": getattr(result.recipe, "input_type", "float32"),
+        "output_type": getattr(result.recipe, "output_type", "float32"),
         "per_channel": result.recipe.per_channel,
         "calibration_samples": result.calibration_samples,
         "conversion_seconds": round(result.conversion_seconds, 3),
         "warnings": list(result.warnings),
-        "float_fallback": result.recipe.float_fallback,
+        "float_fallback": getattr(result.recipe, "float_fallback", False),
         "float_ops": None if result.float_ops is None else list(result.float_ops),
     }
+    if result.format == "onnx":
+        export_check = getattr(result, "export_check", None)
+        payload |= {
+            "calibration_method": getattr(result.recipe, "calibration_method", None),
+            "opset": getattr(result.recipe, "opset", None),
+            "export_check": None if export_check is None else export_check.to_dict(),
+        }
     rows = [
         VariantRow("float32", result.reference_size_bytes),
         VariantRow(name, result.size_bytes),
@@ -219,6 +259,30 @@ def _gate(
         reference_backend=reference.backend,
         backend=quantized.backend,
     )
+
+
+def _check_format(args: argparse.Namespace) -> None:
+    """Refuse an output name that says the other format, and ONNX-only flags on .tflite."""
+    from tfcompress.errors import InvalidInputError
+
+    suffix = str(args.out).lower().rsplit(".", 1)[-1] if "." in str(args.out) else ""
+    other = {"tflite": "onnx", "onnx": "tflite"}[args.format]
+    if suffix == other:
+        raise InvalidInputError(
+            f"--out {args.out} names a .{other} file but --format is {args.format}; pass "
+            f"--format {other}, or name the output .{args.format}."
+        )
+    if args.format == "onnx":
+        from tfcompress.quantization.onnx_ptq import OnnxRecipe
+
+        OnnxRecipe(args.recipe)  # int16x8 and the like are refused before any work
+    else:
+        for flag, value in (("--calibration", args.calibration), ("--opset", args.opset)):
+            if value is not None:
+                raise InvalidInputError(
+                    f"{flag} applies to --format onnx (ONNX Runtime); the TFLite converter "
+                    "calibrates min-max ranges and has no opset."
+                )
 
 
 def _rounded(value: float) -> float | None:

@@ -6,30 +6,29 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
-import numpy as np
 from tqdm.auto import tqdm
 
 from tfcompress._compat.tf import tensorflow
-from tfcompress.data import (
-    DataLike,
-    Dataset,
-    load_data,
-    validate_for_model,
-    validate_for_signature,
-)
-from tfcompress.data.sources import describe_source
+from tfcompress.data import DataLike, Dataset
 from tfcompress.data.validation import check_count
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.saving import PathLike, write_bytes_atomic
 from tfcompress.models.signature import model_signature
+from tfcompress.quantization.calibration import calibration_for
 from tfcompress.quantization.converter import Configure, convert_all
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
 from tfcompress.quantization.recipes import Recipe
 
+if TYPE_CHECKING:
+    from tfcompress.quantization.onnx_ptq import OnnxQuantizationResult, OnnxRecipe
+
 logger = logging.getLogger(__name__)
+
+#: Artifact formats :func:`quantize` makes.
+FORMATS = ("tflite", "onnx")
 
 
 @dataclass(frozen=True)
@@ -55,6 +54,8 @@ class QuantizationResult:
         >>> result.float_ops  # doctest: +SKIP
         ('NEG',)
     """
+
+    format: ClassVar[str] = "tflite"
 
     recipe: Recipe
     model_content: bytes = field(repr=False)
@@ -99,6 +100,7 @@ class QuantizationResult:
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON reports (no model bytes)."""
         return {
+            "format": self.format,
             "source": self.source,
             "recipe": self.recipe.to_dict(),
             "size_bytes": self.size_bytes,
@@ -123,9 +125,11 @@ class QuantizationResult:
         return text
 
 
+@overload
 def quantize(
     model: ModelLike,
     *,
+    format: Literal["tflite"] | None = None,
     recipe: str | Recipe = "int8",
     representative_data: DataLike | None = None,
     input_type: str | None = None,
@@ -133,45 +137,135 @@ def quantize(
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
     float_fallback: bool | None = None,
+    calibration_method: None = None,
+    opset: None = None,
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
-) -> QuantizationResult:
-    """Quantize a Keras model or SavedModel to ``.tflite`` with one recipe.
+) -> QuantizationResult: ...
+
+
+@overload
+def quantize(
+    model: ModelLike,
+    *,
+    format: Literal["onnx"],
+    recipe: str | OnnxRecipe = "int8",
+    representative_data: DataLike | None = None,
+    input_type: str | None = None,
+    output_type: str | None = None,
+    per_channel: bool | None = None,
+    calibration_samples: int | None = None,
+    float_fallback: bool | None = None,
+    calibration_method: str | None = None,
+    opset: int | None = None,
+    seed: int = 0,
+    safe_mode: bool = True,
+    progress: bool = False,
+) -> OnnxQuantizationResult: ...
+
+
+def quantize(
+    model: ModelLike,
+    *,
+    format: str | None = None,
+    recipe: str | Recipe | OnnxRecipe = "int8",
+    representative_data: DataLike | None = None,
+    input_type: str | None = None,
+    output_type: str | None = None,
+    per_channel: bool | None = None,
+    calibration_samples: int | None = None,
+    float_fallback: bool | None = None,
+    calibration_method: str | None = None,
+    opset: int | None = None,
+    seed: int = 0,
+    safe_mode: bool = True,
+    progress: bool = False,
+) -> QuantizationResult | OnnxQuantizationResult:
+    """Quantize a Keras model or SavedModel to ``.tflite`` (or ``.onnx``) with one recipe.
 
     Args:
-        model: A Keras model (Keras 3 or tf-keras), a SavedModel, or a path to one.
-        recipe: ``"dynamic"``, ``"float16"``, ``"int8"``, ``"int16x8"`` or a :class:`Recipe`.
+        model: A Keras model (Keras 3 or tf-keras), a SavedModel, or a path to one; for
+            ``format="onnx"`` a Keras model or a float ``.onnx``.
+        format: ``"tflite"`` (default: the TFLite converter) or ``"onnx"`` (tf2onnx export,
+            verified against Keras, then ONNX Runtime's quantizers; see
+            :mod:`tfcompress.quantization.onnx_ptq`). Default: ``"onnx"`` for an
+            :class:`~tfcompress.quantization.onnx_ptq.OnnxRecipe`, else ``"tflite"``.
+        recipe: ``"dynamic"``, ``"float16"``, ``"int8"``, ``"int16x8"`` (``.tflite`` only) or
+            a :class:`Recipe` (an ``OnnxRecipe`` for ONNX).
         representative_data: Calibration samples (needed by ``int8`` and ``int16x8``): any
             source :func:`tfcompress.data.load_data` reads. Labels are ignored.
-        input_type: Overrides the recipe's input dtype (``int8``/``uint8`` for ``int8``).
+        input_type: Overrides the recipe's input dtype (``int8``/``uint8`` for ``int8``);
+            ``.tflite`` only (ONNX models keep float32 inputs and outputs).
         output_type: Overrides the recipe's output dtype; defaults to ``input_type``.
         per_channel: Overrides per-channel weight quantization.
         calibration_samples: Overrides how many samples calibrate (a seeded random subset).
         float_fallback: ``int8``/``int16x8``: keep ops without an integer kernel in float
-            (listed in ``result.float_ops``) instead of raising :class:`ConversionError`.
+            (listed in ``result.float_ops``) instead of raising :class:`ConversionError`;
+            ``.tflite`` only.
+        calibration_method: ``format="onnx"``, ``int8``: ``"minmax"`` (default),
+            ``"entropy"`` or ``"percentile"`` (ONNX Runtime's calibrators).
+        opset: ``format="onnx"``: the ONNX opset of the export (13 to 18, default 17).
         seed: Seed of the calibration subset.
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
         progress: Show a progress bar during calibration.
 
     Returns:
-        The quantized model with its recipe, sizes and converter warnings.
+        The quantized model with its recipe, sizes and converter warnings: a
+        :class:`QuantizationResult` (``.tflite``) or an ``OnnxQuantizationResult`` (same
+        interface).
 
     Raises:
-        InvalidInputError: Unknown recipe or option, calibration data missing, or
-            ``calibration_samples`` below 1.
+        InvalidInputError: Unknown format, recipe or option (``int16x8`` for ONNX, a
+            ``.tflite``-only option with ``format="onnx"`` or the reverse), calibration
+            data missing, or ``calibration_samples`` below 1.
         InvalidArgumentTypeError: ``model`` (or ``calibration_samples``) of the wrong type.
         InvalidDataError: Calibration data does not fit the model.
         ConversionError: The converter rejected the model, or an ``int8``/``int16x8`` model
             has ops without an integer kernel and ``float_fallback`` is off (the message
-            names them), or an integer input/output type could not be kept.
+            names them), or an integer input/output type could not be kept; for ONNX, the
+            export failed its check against Keras or ONNX Runtime failed.
 
     Example:
         >>> result = tfcompress.quantize(model, recipe="int8", representative_data=x_train)
         >>> result.save("model_int8.tflite")  # doctest: +SKIP
+        >>> onnx = tfcompress.quantize(model, format="onnx", representative_data=x_train,
+        ...     calibration_method="entropy")  # doctest: +SKIP
+        >>> onnx.save("model_int8.onnx")  # doctest: +SKIP
     """
     if calibration_samples is not None:
         check_count(calibration_samples, "calibration_samples", "e.g. 200 (the default)")
+    if _resolve_format(format, recipe) == "onnx":
+        from tfcompress.quantization.onnx_ptq import quantize_onnx
+
+        _refuse_for_onnx(
+            input_type=input_type, output_type=output_type, float_fallback=float_fallback
+        )
+        if isinstance(recipe, Recipe):
+            raise InvalidInputError(
+                f"a tflite Recipe ({recipe.name!r}) cannot make an .onnx; pass the recipe's "
+                "name or an OnnxRecipe with format='onnx'."
+            )
+        return quantize_onnx(
+            model,
+            recipe=recipe,
+            representative_data=representative_data,
+            per_channel=per_channel,
+            calibration_samples=calibration_samples,
+            calibration_method=calibration_method,
+            opset=opset,
+            seed=seed,
+            safe_mode=safe_mode,
+            progress=progress,
+        )
+    if calibration_method is not None or opset is not None:
+        option = "calibration_method" if calibration_method is not None else "opset"
+        raise InvalidInputError(
+            f"{option} applies to format='onnx' (--format onnx); the TFLite converter "
+            "calibrates min-max ranges and has no opset."
+        )
+    if not isinstance(recipe, str | Recipe):
+        raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
     loaded = resolve_model(model, safe_mode=safe_mode)
     chosen = Recipe.coerce(recipe).with_options(
         input_type=input_type,
@@ -220,37 +314,42 @@ def quantize(
     )
 
 
+def _resolve_format(format: str | None, recipe: object) -> str:
+    from tfcompress.quantization.onnx_ptq import OnnxRecipe
+
+    implied = "onnx" if isinstance(recipe, OnnxRecipe) else None
+    if format is None:
+        return implied or "tflite"
+    if format not in FORMATS:
+        raise InvalidInputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}.")
+    if implied is not None and format != implied:
+        raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
+    return format
+
+
+def _refuse_for_onnx(**options: Any) -> None:
+    """ONNX Runtime's models keep float I/O and leave unquantizable ops float on their own."""
+    for option, value in options.items():
+        if value is not None and not (option.endswith("_type") and value == "float32"):
+            flag = "--" + option.replace("_", "-")
+            raise InvalidInputError(
+                f"{option} ({flag}) applies to .tflite only: ONNX Runtime's quantized models "
+                "keep float32 inputs and outputs and leave ops without an int8 kernel in float "
+                "on their own; drop it, or use --format tflite."
+            )
+
+
 def _calibration_set(
     model: Any, recipe: Recipe, data: DataLike | None, seed: int
 ) -> Dataset | None:
-    if not recipe.spec.needs_calibration:
-        if data is not None:
-            logger.debug("recipe %s needs no calibration; representative data unused", recipe.name)
-        return None
-    if data is None:
-        raise InvalidInputError(
-            f"recipe {recipe.name!r} calibrates activation ranges: pass representative_data "
-            "(--data CALIB.npz) with a few hundred typical samples."
-        )
-    signature = model_signature(model)
-    limit = recipe.calibration_samples
-    first = signature.inputs[0]
-    dataset = load_data(data, sample_rank=len(first.sample_shape), max_samples=limit)
-    what = describe_source(data, "calibration data")
-    if len(signature.inputs) == 1:
-        dataset = validate_for_model(Dataset(dataset.x), first, what=what)
-    else:  # one array per input, by name; labels are not needed to calibrate
-        dataset = Dataset(validate_for_signature(Dataset(dataset.x), signature, what=what).x)
-    if len(dataset) > limit:
-        chosen = np.sort(np.random.default_rng(seed).choice(len(dataset), limit, replace=False))
-        dataset = Dataset(_rows(dataset.x, chosen))
-    return dataset
-
-
-def _rows(x: np.ndarray | dict[str, np.ndarray], chosen: np.ndarray) -> Any:
-    if isinstance(x, dict):
-        return {name: array[chosen] for name, array in x.items()}
-    return x[chosen]
+    return calibration_for(
+        model_signature(model),
+        data,
+        recipe_name=recipe.name,
+        needs_calibration=recipe.spec.needs_calibration,
+        limit=recipe.calibration_samples,
+        seed=seed,
+    )
 
 
 def _representative(calibration: Dataset, progress: bool) -> Iterator[Any]:
