@@ -13,7 +13,6 @@ import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any, ClassVar
 
 from tfcompress._compat.keras import flavour_of
@@ -21,8 +20,8 @@ from tfcompress.data import DataLike
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.loading import ModelLike, model_name, resolve_model
 from tfcompress.models.onnx import OnnxModel
-from tfcompress.models.saving import PathLike, write_bytes_atomic
 from tfcompress.models.signature import model_signature
+from tfcompress.quantization.artifact import QuantizedArtifact
 from tfcompress.quantization.calibration import calibration_for
 from tfcompress.targets.onnx import ort_quantize
 from tfcompress.targets.onnx.export import DEFAULT_OPSET, OPSETS, export_onnx
@@ -139,7 +138,7 @@ calibration_method='entropy', opset=17)
 
 
 @dataclass(frozen=True)
-class OnnxQuantizationResult:
+class OnnxQuantizationResult(QuantizedArtifact):
     """A quantized ``.onnx`` and what it cost to make (the ``.tflite`` result's interface).
 
     Attributes:
@@ -185,46 +184,13 @@ class OnnxQuantizationResult:
         """The float32 ``.onnx`` of the same model."""
         return OnnxModel(self.reference_content, label=f"{self.source}_float32.onnx")
 
-    @property
-    def size_bytes(self) -> int:
-        """Bytes of the quantized ``.onnx``."""
-        return len(self.model_content)
-
-    @property
-    def reference_size_bytes(self) -> int:
-        """Bytes of the float32 ``.onnx``."""
-        return len(self.reference_content)
-
-    @property
-    def size_ratio(self) -> float:
-        """Quantized bytes / float32 bytes."""
-        return self.size_bytes / self.reference_size_bytes
-
-    def save(self, path: PathLike, *, overwrite: bool = False) -> Path:
-        """Write the quantized model atomically; refuses to replace a file unless ``overwrite``."""
-        return write_bytes_atomic(path, self.model_content, overwrite=overwrite)
-
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON reports (no model bytes)."""
-        return {
-            "format": self.format,
-            "source": self.source,
-            "recipe": self.recipe.to_dict(),
-            "size_bytes": self.size_bytes,
-            "reference_size_bytes": self.reference_size_bytes,
-            "size_ratio": round(self.size_ratio, 4),
-            "conversion_seconds": round(self.conversion_seconds, 3),
-            "calibration_samples": self.calibration_samples,
-            "export_check": None if self.export_check is None else self.export_check.to_dict(),
-            "warnings": list(self.warnings),
-        }
+        check = None if self.export_check is None else self.export_check.to_dict()
+        return {**self.common_dict(), "export_check": check}
 
     def __str__(self) -> str:
-        return (
-            f"{self.source} [{self.recipe.name}, onnx]: {self.size_bytes:,} bytes "
-            f"({self.size_ratio:.1%} of float32 {self.reference_size_bytes:,}) "
-            f"in {self.conversion_seconds:.1f}s"
-        )
+        return self.summary(f"{self.recipe.name}, onnx")
 
 
 def quantize_onnx(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
 from tqdm.auto import tqdm
@@ -15,8 +14,8 @@ from tfcompress.data import DataLike, Dataset
 from tfcompress.data.validation import check_count
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
-from tfcompress.models.saving import PathLike, write_bytes_atomic
 from tfcompress.models.signature import model_signature
+from tfcompress.quantization.artifact import QuantizedArtifact
 from tfcompress.quantization.calibration import calibration_for
 from tfcompress.quantization.converter import Configure, convert_all
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
@@ -32,7 +31,7 @@ FORMATS = ("tflite", "onnx")
 
 
 @dataclass(frozen=True)
-class QuantizationResult:
+class QuantizationResult(QuantizedArtifact):
     """A quantized ``.tflite`` and what it cost to make.
 
     Attributes:
@@ -78,46 +77,15 @@ class QuantizationResult:
         """The float32 ``.tflite`` of the same model."""
         return TFLiteModel(self.reference_content, label=f"{self.source}_float32", verified=True)
 
-    @property
-    def size_bytes(self) -> int:
-        """Bytes of the quantized ``.tflite``."""
-        return len(self.model_content)
-
-    @property
-    def reference_size_bytes(self) -> int:
-        """Bytes of the float32 ``.tflite``."""
-        return len(self.reference_content)
-
-    @property
-    def size_ratio(self) -> float:
-        """Quantized bytes / float32 bytes (0.26 means 26% of the float32 file)."""
-        return self.size_bytes / self.reference_size_bytes
-
-    def save(self, path: PathLike, *, overwrite: bool = False) -> Path:
-        """Write the quantized model atomically; refuses to replace a file unless ``overwrite``."""
-        return write_bytes_atomic(path, self.model_content, overwrite=overwrite)
-
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON reports (no model bytes)."""
         return {
-            "format": self.format,
-            "source": self.source,
-            "recipe": self.recipe.to_dict(),
-            "size_bytes": self.size_bytes,
-            "reference_size_bytes": self.reference_size_bytes,
-            "size_ratio": round(self.size_ratio, 4),
-            "conversion_seconds": round(self.conversion_seconds, 3),
-            "calibration_samples": self.calibration_samples,
-            "warnings": list(self.warnings),
+            **self.common_dict(),
             "float_ops": None if self.float_ops is None else list(self.float_ops),
         }
 
     def __str__(self) -> str:
-        text = (
-            f"{self.source} [{self.recipe.name}]: {self.size_bytes:,} bytes "
-            f"({self.size_ratio:.1%} of float32 {self.reference_size_bytes:,}) "
-            f"in {self.conversion_seconds:.1f}s"
-        )
+        text = self.summary(self.recipe.name)
         if self.float_ops:
             text += (
                 f"; {len(self.float_ops)} op(s) stayed float: {describe_float_ops(self.float_ops)}"
