@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tfcompress.bench.metrics import MetricLike, correct_top_k, get_metric, resolve_metric
-from tfcompress.errors import GateFailedError, InvalidInputError, UnsupportedModelError
+from tfcompress.errors import GateFailedError, InvalidInputError
 from tfcompress.testing.result import ClassChange, GateResult
 from tfcompress.testing.settings import DEFAULT_BACKEND, DEFAULT_MAX_DROP, GateSettings
 from tfcompress.testing.stats import PairedDifference, paired_difference, paired_metric_difference
@@ -166,8 +166,8 @@ def check_accuracy_drop(
     """
     from tfcompress.bench.paired import run_model
     from tfcompress.data import Dataset, load_data, validate_for_model
-    from tfcompress.models import TFLiteModel, model_name, model_signature, resolve_model
-    from tfcompress.runtime import default_backend
+    from tfcompress.models import model_name, model_signature
+    from tfcompress.testing.output_gates import display_names, load_pair
 
     if settings is None:
         settings = GateSettings(
@@ -178,13 +178,7 @@ def check_accuracy_drop(
             confidence=confidence,
             interval=interval,
         )
-    ref, cand = resolve_model(reference), resolve_model(candidate)
-    natural = default_backend(cand)
-    if not isinstance(cand, TFLiteModel) and settings.backend not in (DEFAULT_BACKEND, natural):
-        raise UnsupportedModelError(
-            f"backend {settings.backend!r} runs .tflite artifacts, but the candidate "
-            f"{model_name(cand)!r} runs on {natural!r}; pass its converted .tflite."
-        )
+    ref, cand = load_pair(reference, candidate, settings.backend)
     signature = model_signature(ref)
     _refuse_several_tensors(signature, model_name(ref))
     spec, output = signature.inputs[0], signature.output_names[0]
@@ -193,7 +187,7 @@ def check_accuracy_drop(
     if raw.y is None:
         validate_for_model(raw, spec, require_labels=True, what=what)  # raises: no labels
     samples = Dataset({spec.name: validate_for_model(Dataset(raw.x), spec, what=what).x})
-    names = _display_names(model_name(ref), model_name(cand))
+    names = display_names(model_name(ref), model_name(cand))
     ref_run = run_model(ref, samples, signature, name=names[0], threads=threads)
     ref_out = ref_run.outputs[output]
     # Refuse a metric that means nothing for this output (accuracy of a box or a mask)
@@ -350,9 +344,3 @@ def _per_class(
             ClassChange(int(label), int(mask.size), reference_score(mask), candidate_score(mask))
         )
     return tuple(sorted(changes, key=lambda c: (c.change, c.label)))
-
-
-def _display_names(reference: str, candidate: str) -> tuple[str, str]:
-    if reference == candidate:
-        return f"{reference} (reference)", f"{candidate} (candidate)"
-    return reference, candidate

@@ -100,8 +100,7 @@ def check_gate(
         [('cls', 'accuracy', True), ('box', 'snr', True)]
     """
     from tfcompress.bench.paired import read_for_reference, run_model
-    from tfcompress.models import TFLiteModel, model_name, model_signature, resolve_model
-    from tfcompress.runtime import default_backend
+    from tfcompress.models import model_name, model_signature
 
     if settings is None:
         # max_drop travels on the checks (in each metric's unit), not as the default here.
@@ -129,16 +128,10 @@ def check_gate(
             max_abs=max_abs,
             min_agreement=min_agreement,
         )
-    ref, cand = resolve_model(reference), resolve_model(candidate)
-    natural = default_backend(cand)
-    if not isinstance(cand, TFLiteModel) and settings.backend not in (DEFAULT_BACKEND, natural):
-        raise UnsupportedModelError(
-            f"backend {settings.backend!r} runs .tflite artifacts, but the candidate "
-            f"{model_name(cand)!r} runs on {natural!r}; pass its converted .tflite."
-        )
+    ref, cand = load_pair(reference, candidate, settings.backend)
     signature = model_signature(ref)
     dataset = read_for_reference(data, ref, "gate data")
-    ref_name, cand_name = _display_names(model_name(ref), model_name(cand))
+    ref_name, cand_name = display_names(model_name(ref), model_name(cand))
     ref_run = run_model(ref, dataset, signature, name=ref_name, threads=threads)
     cand_run = run_model(
         cand, dataset, signature, name=cand_name, backend=settings.backend, threads=threads
@@ -183,7 +176,35 @@ def assert_gate(reference: Any, candidate: Any, data: Any, **options: Any) -> Ga
     return report
 
 
-def _display_names(reference: str, candidate: str) -> tuple[str, str]:
+def load_pair(reference: Any, candidate: Any, backend: str) -> tuple[Any, Any]:
+    """Load both models of a gate; refuse a delegate backend for a candidate it cannot run.
+
+    Raises:
+        UnsupportedModelError: ``backend`` runs ``.tflite`` files and the candidate is not one.
+
+    Example:
+        >>> ref, cand = load_pair("model.keras", "model_int8.tflite", "cpu")  # doctest: +SKIP
+    """
+    from tfcompress.models import TFLiteModel, model_name, resolve_model
+    from tfcompress.runtime import default_backend
+
+    ref, cand = resolve_model(reference), resolve_model(candidate)
+    natural = default_backend(cand)
+    if not isinstance(cand, TFLiteModel) and backend not in (DEFAULT_BACKEND, natural):
+        raise UnsupportedModelError(
+            f"backend {backend!r} runs .tflite artifacts, but the candidate "
+            f"{model_name(cand)!r} runs on {natural!r}; pass its converted .tflite."
+        )
+    return ref, cand
+
+
+def display_names(reference: str, candidate: str) -> tuple[str, str]:
+    """Names for a report; a model gated against itself is told apart.
+
+    Example:
+        >>> display_names("cnn", "cnn")
+        ('cnn (reference)', 'cnn (candidate)')
+    """
     if reference == candidate:
         return f"{reference} (reference)", f"{candidate} (candidate)"
     return reference, candidate
