@@ -153,7 +153,7 @@ def test_gate_text_blocks_are_lines_pytest_printed(results: dict[str, Any]) -> N
         fenced = block(name).split("```")[1].strip("\n").splitlines()
         assert fenced and set(fenced) <= printed, name
     failure = block("example:gate-failure")
-    assert "AccuracyGateError: accuracy gate FAILED (tolerant)" in failure
+    assert "GateError: gate FAILED (tolerant)" in failure
     assert "interval: mcnemar" in failure
 
 
@@ -261,7 +261,7 @@ def test_shown_gate_report_keys_are_emitted(
         import pytest
 
 
-        @pytest.mark.accuracy_gate(max_drop=0.5)
+        @pytest.mark.accuracy_gate(max_drop=0.5, mode="strict")
         def test_pass(accuracy_gate):
             accuracy_gate({paths["model"]!r}, {paths["candidate"]!r}, {paths["data"]!r})
 

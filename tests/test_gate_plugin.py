@@ -197,7 +197,7 @@ def test_gates_pass_fail_skip_and_report(pytester: pytest.Pytester, gate_suite: 
         r"\[\+\d+\.\d\d, \+\d+\.\d\d\] pt\s+max_drop 5\.00 pt\s+FAILED",
         output,
     )
-    assert "damaged.tflite on cpu; 450 samples, mode tolerant" in output
+    assert "damaged.tflite on cpu; 450 samples, mode tolerant, interval: mcnemar" in output
     assert "per-class change, worst 5 of 10" in output
     # the unavailable backend is a skip with its reason
     assert f"backend '{MISSING}' unavailable: no {MISSING} accelerator found" in output

@@ -350,11 +350,13 @@ class GateReport:
     def explain(self) -> str:
         """The full message: headline, models, table, chosen metrics, advice per failure."""
         s = self.settings
+        intervals = ", ".join(dict.fromkeys(v.method for v in self.verdicts))
         lines = [
             self.headline(),
             "",
             f"reference {self.reference}{_on(self.reference_backend)}, candidate "
-            f"{self.candidate}{_on(self.backend)}; {self.samples} samples, mode {s.mode}",
+            f"{self.candidate}{_on(self.backend)}; {self.samples} samples, mode {s.mode}, "
+            f"interval: {intervals}",
             "",
             self.table(),
         ]
