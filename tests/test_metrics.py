@@ -262,7 +262,7 @@ PROBABILITIES = np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]])
         ((None, 16000, 1), np.linspace(-1, 1, 32000).reshape(2, 16000, 1), None, "snr", "numbers"),
         ((None, 3), None, PROBABILITIES, "agreement", "top-1 agreement"),
         ((None, 3), None, None, "agreement", "no labels"),
-        ((None, 3), None, np.log(PROBABILITIES), "snr", "if they are class logits, pass --metric agreement"),
+        ((None, 3), None, np.log(PROBABILITIES), "snr", "class logits, pass --metric agreement"),
         ((None, 4), None, np.array([[0.1, 0.2, 0.5, 0.9]] * 2), "snr", "no labels"),
         ((None, 8, 8, 3), None, None, "snr", "no labels"),
         ((None, 16000, 1), None, None, "snr", "fidelity to the reference"),

@@ -75,7 +75,7 @@ def check(model: Any) -> EdgeTPUReport:
         >>> from tfcompress.edgetpu import check
         >>> print(check("model_int8.tflite"))  # doctest: +SKIP
     """
-    content, source = _load(model)
+    content, source = read_model(model)
     parsed = read_tflite(content, source=source)
     parsed.validate(source=source)
     if not parsed.subgraphs:
@@ -100,7 +100,17 @@ def check(model: Any) -> EdgeTPUReport:
     return EdgeTPUReport(source, compiles, ops, tuple(findings), end if end < len(views) else None)
 
 
-def _load(model: Any) -> tuple[bytes, str]:
+def read_model(model: Any) -> tuple[bytes, str]:
+    """The ``.tflite`` bytes of ``model`` (a path, bytes or TFLiteModel) and its name.
+
+    Raises:
+        ModelLoadError: A missing file or bytes that are not a ``.tflite``.
+        UnsupportedModelError: Another format (``.onnx``, Keras, a directory).
+        InvalidArgumentTypeError: Anything else.
+
+    Example:
+        >>> content, name = read_model("model_int8.tflite")  # doctest: +SKIP
+    """
     from tfcompress.models.loading import TFLiteModel
 
     if isinstance(model, TFLiteModel):
