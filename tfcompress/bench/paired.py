@@ -9,7 +9,6 @@ mean the same head in a Keras model and in the ``.tflite`` made from it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from tfcompress.data import DataLike, Dataset, load_data, validate_for_signature
 from tfcompress.data.sources import describe_source
-from tfcompress.models.loading import TFLiteModel, model_name
+from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.matching import match_tensors
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime import create_runner, default_backend
@@ -106,14 +105,3 @@ def run_model(
     ordered = {out: renamed[out] for out in reference.output_names}
     size = model.size_bytes if isinstance(model, TFLiteModel) else None
     return ModelRun(name, chosen, ordered, size)
-
-
-def display_names(models: Mapping[str, Any]) -> list[str]:
-    """Names for a report: given labels, else each model's own name (made unique)."""
-    names: list[str] = []
-    for label, model in models.items():
-        name = label or model_name(model)
-        while name in names:
-            name += "'"
-        names.append(name)
-    return names
