@@ -118,15 +118,18 @@ if TYPE_CHECKING:
     from tfcompress.training import TrainingResult, cluster, prune, qat
 
 
+_SUBMODULES = ("datasets", "edgetpu")
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
-    if name == "datasets":
-        return importlib.import_module("tfcompress.datasets")
+    if name in _SUBMODULES:  # tfcompress.datasets.mnist(), tfcompress.edgetpu.check(...)
+        return importlib.import_module(f"tfcompress.{name}")
     raise AttributeError(f"module 'tfcompress' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*__all__, "datasets"])
+    return sorted([*__all__, *_SUBMODULES])
