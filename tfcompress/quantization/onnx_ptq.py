@@ -9,10 +9,9 @@ quantized at run time) or ``float16``. ``int16x8`` has no counterpart here and i
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tfcompress._compat.keras import flavour_of
@@ -23,6 +22,7 @@ from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
 from tfcompress.quantization.calibration import calibration_for
+from tfcompress.quantization.recipes import RecipeData
 from tfcompress.targets.onnx import ort_quantize
 from tfcompress.targets.onnx.export import DEFAULT_OPSET, OPSETS, export_onnx
 from tfcompress.targets.onnx.verify import OnnxVerification
@@ -40,7 +40,7 @@ _PER_CHANNEL_RECIPES = ("dynamic", "int8")
 
 
 @dataclass(frozen=True)
-class OnnxRecipe:
+class OnnxRecipe(RecipeData):
     """A post-training quantization recipe for ONNX Runtime (JSON round-trippable data).
 
     Attributes:
@@ -58,6 +58,7 @@ calibration_method='entropy', opset=17)
     """
 
     format: ClassVar[str] = "onnx"
+    kind: ClassVar[str] = "ONNX recipe"
 
     name: str
     per_channel: bool | None = None
@@ -107,34 +108,6 @@ calibration_method='entropy', opset=17)
     def needs_calibration(self) -> bool:
         """Whether the recipe calibrates activation ranges on representative data."""
         return ONNX_RECIPES[self.name][1]
-
-    def with_options(self, **changes: Any) -> OnnxRecipe:
-        """A copy with ``changes`` applied (None values are ignored)."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-data form, for reports and replay."""
-        return asdict(self)
-
-    def to_json(self) -> str:
-        """JSON form; :meth:`from_json` reads it back."""
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> OnnxRecipe:
-        """Build from :meth:`to_dict` output; unknown keys are an error."""
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise InvalidInputError(
-                f"unknown ONNX recipe fields {sorted(unknown)}; allowed: {sorted(known)}."
-            )
-        return cls(**data)
-
-    @classmethod
-    def from_json(cls, text: str) -> OnnxRecipe:
-        """Build from :meth:`to_json` output."""
-        return cls.from_dict(json.loads(text))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from tfcompress.errors import InvalidInputError
 
@@ -83,8 +83,50 @@ def list_recipes(*, include_float: bool = False) -> list[str]:
     return [n for n in _RECIPES if include_float or n != "float32"]
 
 
+Self = TypeVar("Self", bound="RecipeData")
+
+
+class RecipeData:
+    """The JSON round trip every recipe dataclass shares (``.tflite`` and ``.onnx``).
+
+    Example:
+        >>> Recipe.from_json(Recipe("int8").to_json()) == Recipe("int8")
+        True
+    """
+
+    kind: ClassVar[str] = "recipe"  # how messages name it
+
+    def with_options(self: Self, **changes: Any) -> Self:
+        """A copy with ``changes`` applied (None values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})  # type: ignore[type-var]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form, for reports and replay."""
+        return asdict(self)  # type: ignore[call-overload]
+
+    def to_json(self) -> str:
+        """JSON form; :meth:`from_json` reads it back."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls: type[Self], data: dict[str, Any]) -> Self:
+        """Build from :meth:`to_dict` output; unknown keys are an error."""
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidInputError(
+                f"unknown {cls.kind} fields {sorted(unknown)}; allowed: {sorted(known)}."
+            )
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls: type[Self], text: str) -> Self:
+        """Build from :meth:`to_json` output."""
+        return cls.from_dict(json.loads(text))
+
+
 @dataclass(frozen=True)
-class Recipe:
+class Recipe(RecipeData):
     """A post-training quantization recipe.
 
     Attributes:
@@ -138,34 +180,6 @@ class Recipe:
     def spec(self) -> RecipeSpec:
         """The registered converter settings."""
         return recipe_spec(self.name)
-
-    def with_options(self, **changes: Any) -> Recipe:
-        """A copy with ``changes`` applied (None values are ignored)."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-data form, for reports and replay."""
-        return asdict(self)
-
-    def to_json(self) -> str:
-        """JSON form; :meth:`from_json` reads it back."""
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Recipe:
-        """Build from :meth:`to_dict` output; unknown keys are an error."""
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise InvalidInputError(
-                f"unknown recipe fields {sorted(unknown)}; allowed: {sorted(known)}."
-            )
-        return cls(**data)
-
-    @classmethod
-    def from_json(cls, text: str) -> Recipe:
-        """Build from :meth:`to_json` output."""
-        return cls.from_dict(json.loads(text))
 
     @classmethod
     def coerce(cls, recipe: str | Recipe) -> Recipe:
