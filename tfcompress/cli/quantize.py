@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
@@ -82,6 +83,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="int8/int16x8 .tflite: keep ops without an integer kernel in float (listed as "
         "float_ops)",
     )
+    parser.add_argument(
+        "--target",
+        choices=("edgetpu",),
+        help="edgetpu: int8 with uint8 I/O (int8 with --input-type int8) at a static batch of 1, "
+        "then the Edge TPU linter, and edgetpu_compiler where it is installed (the compiled "
+        "model is written next to --out as *_edgetpu.tflite)",
+    )
+    parser.add_argument(
+        "--compiler",
+        metavar="PATH",
+        help="--target edgetpu: the edgetpu_compiler to run (default: the one on PATH, if any)",
+    )
     add_gate_options(parser, default_mode=None)
     parser.add_argument(
         "--threads",
@@ -123,6 +136,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     from tfcompress.bench.paired import read_for_reference
     from tfcompress.errors import InvalidInputError
     from tfcompress.models import check_output_path, load_model
+    from tfcompress.models.saving import write_text_atomic
     from tfcompress.quantization.float_ops import describe_float_ops
     from tfcompress.testing.judge import build_checks
 
@@ -139,6 +153,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     checks = build_checks(flat(args.output), flat(args.metric), **threshold_options(args))
     inputs = [p for p in (args.model, args.data, args.eval_data) if p]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
+    compiled_out = _compiled_output(args, inputs)
     model = load_model(args.model, safe_mode=not args.unsafe)
     # The test data is matched to the model now: a mismatch costs nothing, not a conversion.
     eval_set = read_for_reference(args.eval_data, model, "--eval data") if args.eval_data else None
@@ -154,6 +169,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         float_fallback=True if args.float_fallback else None,
         calibration_method=args.calibration,
         opset=args.opset,
+        target=args.target,
+        compiler=args.compiler,
         progress=show_progress(),
     )
     evaluation = None
@@ -172,6 +189,16 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     gate = _gate(evaluation, checks, args) if gating and evaluation is not None else None
     saved = result.save(args.out, overwrite=args.force)
     logger.info("wrote %s (%s bytes)", saved, f"{result.size_bytes:,}")
+    verdict = getattr(result, "edgetpu", None)
+    compiled = None
+    if verdict is not None and verdict.compiler is not None and compiled_out is not None:
+        compiled = verdict.save_compiled(compiled_out, overwrite=args.force)
+        # The compiler's own log beside its model, as edgetpu_compiler leaves it: the
+        # edgetpu benchmark backend reads it to count the ops inside the custom op.
+        write_text_atomic(
+            compiled.with_suffix(".log"), verdict.compiler.log.text, overwrite=args.force
+        )
+        logger.info("wrote %s (%s bytes)", compiled, f"{len(verdict.compiler.compiled):,}")
     payload: dict[str, Any] = {
         "format": result.format,
         "recipe": result.recipe.name,
@@ -188,6 +215,9 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         "float_fallback": getattr(result.recipe, "float_fallback", False),
         "float_ops": None if result.float_ops is None else list(result.float_ops),
     }
+    if verdict is not None:
+        payload["edgetpu"] = verdict.to_dict()
+        payload["compiled_output"] = None if compiled is None else str(compiled)
     if result.format == "onnx":
         export_check = getattr(result, "export_check", None)
         payload |= {
@@ -225,9 +255,12 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             text += f"\n\n{evaluation}"
         if result.float_ops:
             text += f"\n\nstayed float: {describe_float_ops(result.float_ops)}"
+        if verdict is not None:
+            text += f"\n\n{verdict}"
         if gate is not None:
             text += f"\n\n{gate.headline()}"
-        out.write(text + f"\n\nwrote {saved}\n")
+        wrote = str(saved) if compiled is None else f"{saved} and {compiled}"
+        out.write(text + f"\n\nwrote {wrote}\n")
     if gate is not None and not gate.passed:
         logger.error("%s; %s was still written", gate.headline(), saved)
         return 1
@@ -259,6 +292,28 @@ def _gate(
         reference_backend=reference.backend,
         backend=quantized.backend,
     )
+
+
+def _compiled_output(args: argparse.Namespace, inputs: list[str]) -> Path | None:
+    """Where the compiled ``*_edgetpu.tflite`` goes, checked before any work; None if no compiler.
+
+    Raises:
+        InvalidInputError: ``--compiler`` without ``--target edgetpu``.
+        BackendUnavailableError: ``--compiler`` is not an executable.
+        OutputExistsError: The compiled file exists and ``--force`` was not given.
+    """
+    from tfcompress.models import check_output_path
+    from tfcompress.targets.edgetpu.compiler import find_compiler
+    from tfcompress.targets.edgetpu.target import check_target
+
+    check_target(args.target, compiler=args.compiler)
+    if args.target != "edgetpu" or find_compiler(args.compiler) is None:
+        return None
+    out = Path(args.out)
+    compiled = out.with_name(f"{out.stem}_edgetpu{out.suffix or '.tflite'}")
+    check_output_path(compiled, overwrite=args.force, inputs=inputs)
+    check_output_path(compiled.with_suffix(".log"), overwrite=args.force, inputs=inputs)
+    return compiled
 
 
 def _check_format(args: argparse.Namespace) -> None:

@@ -76,7 +76,9 @@ def convert(model: Any, configure: Configure) -> Conversion:
     return convert_all(model, [configure])[0]
 
 
-def convert_all(model: Any, configures: Sequence[Configure | None]) -> tuple[Conversion, ...]:
+def convert_all(
+    model: Any, configures: Sequence[Configure | None], *, batch_size: int | None = None
+) -> tuple[Conversion, ...]:
     """Convert ``model`` once per entry of ``configures``, tracing the model only once.
 
     Args:
@@ -84,13 +86,16 @@ def convert_all(model: Any, configures: Sequence[Configure | None]) -> tuple[Con
         configures: One ``configure(converter)`` per output, or None for the converter's
             defaults (float32). Every ``configure`` gets a converter no other ``configure``
             touched.
+        batch_size: Trace with this static batch dimension (every shape in the file fixed,
+            as the Edge TPU compiler needs); None keeps the model's own batch dimension.
 
     Returns:
         One conversion per entry, in order. Each one's ``seconds`` is the trace plus its own
         conversion, and its ``warnings`` are the trace's followed by its own.
 
     Raises:
-        UnsupportedModelError: ``model`` is already a ``.tflite``.
+        UnsupportedModelError: ``model`` is already a ``.tflite``, or a static batch was
+            asked of a model whose input signature cannot be read.
         ModelLoadError: TensorFlow cannot read the SavedModel.
         ConversionError: The converter rejected the model.
 
@@ -100,7 +105,7 @@ def convert_all(model: Any, configures: Sequence[Configure | None]) -> tuple[Con
     conversions: list[Conversion] = []
     with _capture_warnings() as captured:
         start = time.perf_counter()
-        with _traced(model) as new_converter:
+        with _traced(model, batch_size) as new_converter:
             trace_seconds = time.perf_counter() - start
             trace_warnings = captured.take()
             converter: Any = None
@@ -124,32 +129,37 @@ def convert_all(model: Any, configures: Sequence[Configure | None]) -> tuple[Con
 
 
 @contextlib.contextmanager
-def _traced(model: Any) -> Iterator[Callable[[], Any]]:
+def _traced(model: Any, batch_size: int | None = None) -> Iterator[Callable[[], Any]]:
     """Trace ``model`` once; yield a factory of fresh converters over that one trace.
 
     Keras 3 models are exported with ``model.export`` and tf-keras models saved with
     ``tf.saved_model.save``: what ``from_keras_model`` does internally for each flavour, done
-    once instead of once per conversion.
+    once instead of once per conversion. A static ``batch_size`` re-traces the serving
+    function with that batch, for each kind of model.
     """
     tf = tensorflow()
     if isinstance(model, TFLiteModel):
         raise UnsupportedModelError(
             f"{model.name} is already a .tflite; quantize the original Keras model or SavedModel."
         )
-    if isinstance(model, SavedModelDir):
+    if isinstance(model, SavedModelDir) and batch_size is None:
         yield lambda: _from_saved_model(str(model.path), model)
         return
     with tempfile.TemporaryDirectory(prefix="tfcompress-export-") as export_dir:
-        if flavour_of(model) is KerasFlavour.TF_KERAS:
-            if not _save_tf_keras(model, export_dir, tf):
+        if isinstance(model, SavedModelDir):
+            _resave_with_batch(model, export_dir, batch_size or 1)
+        elif flavour_of(model) is KerasFlavour.TF_KERAS:
+            if batch_size is not None:
+                _save_tf_keras_with_batch(model, export_dir, batch_size)
+            elif not _save_tf_keras(model, export_dir, tf):
                 yield lambda: tf.lite.TFLiteConverter.from_keras_model(model)
                 return
         else:
-            _export_keras3(model, export_dir)
+            _export_keras3(model, export_dir, batch_size)
         yield lambda: _from_saved_model(export_dir, None)
 
 
-def _export_keras3(model: Any, export_dir: str) -> None:
+def _export_keras3(model: Any, export_dir: str, batch_size: int | None = None) -> None:
     """Export a Keras 3 model as ``model.export`` does, keeping its tensor names.
 
     ``model.export`` names a list of outputs ``output_0``, ``output_1``...; serving a dict
@@ -158,16 +168,41 @@ def _export_keras3(model: Any, export_dir: str) -> None:
     Keras model and in every artifact made from it. Inputs keep their ``keras.Input`` names.
     """
     from tfcompress._compat.keras import keras_module
+
+    try:
+        specs, serve = _serving_function(model, batch_size)
+    except UnsupportedModelError:  # subclassed, never built: let Keras find its signature
+        if batch_size is not None:
+            raise
+        model.export(export_dir, format="tf_saved_model", verbose=False)
+        return
+    archive = keras_module(KerasFlavour.KERAS3).export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint("serve", serve, input_signature=specs)
+    archive.write_out(export_dir, verbose=False)
+
+
+def _serving_function(model: Any, batch_size: int | None) -> tuple[list[Any], Callable[..., Any]]:
+    """Input specs (batch fixed when asked) and a function returning outputs by Keras name."""
     from tfcompress.models.signature import model_signature
 
     tf = tensorflow()
     try:
         signature = model_signature(model)
-    except UnsupportedModelError:  # subclassed, never built: let Keras find its signature
-        model.export(export_dir, format="tf_saved_model", verbose=False)
-        return
+    except UnsupportedModelError as error:
+        if batch_size is None:
+            raise
+        raise UnsupportedModelError(
+            f"{error} A static batch size needs the model's input shapes: call the model once "
+            "on a batch (or build it) first."
+        ) from error
     names = signature.output_names
-    specs = [tf.TensorSpec(s.shape, s.dtype, name=s.name) for s in signature.inputs]
+
+    def shape(spec: Any) -> tuple[int | None, ...]:
+        dims = tuple(spec.shape)
+        return dims if batch_size is None or not dims else (batch_size, *dims[1:])
+
+    specs = [tf.TensorSpec(shape(s), s.dtype, name=s.name) for s in signature.inputs]
 
     def serve(*inputs: Any) -> dict[str, Any]:
         outputs = model(list(inputs) if len(inputs) > 1 else inputs[0], training=False)
@@ -177,10 +212,42 @@ def _export_keras3(model: Any, export_dir: str) -> None:
             outputs = [outputs]
         return dict(zip(names, outputs, strict=True))
 
-    archive = keras_module(KerasFlavour.KERAS3).export.ExportArchive()
-    archive.track(model)
-    archive.add_endpoint("serve", serve, input_signature=specs)
-    archive.write_out(export_dir, verbose=False)
+    return specs, serve
+
+
+def _save_tf_keras_with_batch(model: Any, export_dir: str, batch_size: int) -> None:
+    """Save a tf-keras model whose serving signature has a static batch dimension."""
+    tf = tensorflow()
+    specs, serve = _serving_function(model, batch_size)
+    function = tf.function(serve, input_signature=specs)
+    tf.saved_model.save(model, export_dir, signatures={"serving_default": function})
+
+
+def _resave_with_batch(source: SavedModelDir, export_dir: str, batch_size: int) -> None:
+    """Save a SavedModel again with its serving signature re-traced at ``batch_size``.
+
+    The loaded signature keeps its dynamic batch; calling it from a function whose inputs
+    are fixed lets the converter's shape inference fix every tensor after it.
+    """
+    tf = tensorflow()
+    with saved_model_errors(source.path):
+        loaded = tf.saved_model.load(str(source.path))
+        signatures = dict(loaded.signatures)
+    if not signatures:
+        raise UnsupportedModelError(
+            f"{source.path}: the SavedModel has no serving signature; save it with one "
+            "(tf.saved_model.save(..., signatures=...)) to fix its batch size."
+        )
+    signature = signatures.get("serving_default") or next(iter(signatures.values()))
+    specs = {
+        name: tf.TensorSpec((batch_size, *spec.shape[1:]), spec.dtype, name=name)
+        for name, spec in signature.structured_input_signature[1].items()
+    }
+    wrapper = tf.Module()
+    wrapper.loaded = loaded  # keeps the variables the signature reads
+    wrapper.serve = tf.function(lambda **feed: signature(**feed))
+    concrete = wrapper.serve.get_concrete_function(**specs)
+    tf.saved_model.save(wrapper, export_dir, signatures={"serving_default": concrete})
 
 
 def _from_saved_model(path: str, source: SavedModelDir | None) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
@@ -20,6 +21,12 @@ from tfcompress.quantization.calibration import calibration_for
 from tfcompress.quantization.converter import Configure, convert_all
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
 from tfcompress.quantization.recipes import Recipe
+from tfcompress.targets.edgetpu.target import (
+    EdgeTPUVerdict,
+    check_target,
+    edgetpu_options,
+    edgetpu_verdict,
+)
 
 if TYPE_CHECKING:
     from tfcompress.quantization.onnx_ptq import OnnxQuantizationResult, OnnxRecipe
@@ -46,6 +53,8 @@ class QuantizationResult(QuantizedArtifact):
         float_ops: For ``int8``/``int16x8``: the ops that stayed float, one name per operator
             in graph order (empty unless ``recipe.float_fallback``); None for the recipes whose
             activations are float anyway. See :mod:`tfcompress.quantization.float_ops`.
+        edgetpu: With ``target="edgetpu"``: the linter's prediction and, where
+            ``edgetpu_compiler`` ran, its parsed verdict and compiled model; else None.
 
     Example:
         >>> result = tfcompress.quantize(model, recipe="int16x8", representative_data=x,
@@ -64,6 +73,7 @@ class QuantizationResult(QuantizedArtifact):
     calibration_samples: int
     warnings: tuple[str, ...] = ()
     float_ops: tuple[str, ...] | None = None
+    edgetpu: EdgeTPUVerdict | None = None
 
     @property
     def model(self) -> TFLiteModel:
@@ -82,6 +92,7 @@ class QuantizationResult(QuantizedArtifact):
         return {
             **self.common_dict(),
             "float_ops": None if self.float_ops is None else list(self.float_ops),
+            "edgetpu": None if self.edgetpu is None else self.edgetpu.to_dict(),
         }
 
     def __str__(self) -> str:
@@ -90,6 +101,8 @@ class QuantizationResult(QuantizedArtifact):
             text += (
                 f"; {len(self.float_ops)} op(s) stayed float: {describe_float_ops(self.float_ops)}"
             )
+        if self.edgetpu is not None:
+            text += f"\n{self.edgetpu}"
         return text
 
 
@@ -107,6 +120,8 @@ def quantize(
     float_fallback: bool | None = None,
     calibration_method: None = None,
     opset: None = None,
+    target: str | None = None,
+    compiler: str | os.PathLike[str] | None = None,
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
@@ -127,6 +142,8 @@ def quantize(
     float_fallback: bool | None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
+    target: None = None,
+    compiler: None = None,
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
@@ -146,6 +163,8 @@ def quantize(
     float_fallback: bool | None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
+    target: str | None = None,
+    compiler: str | os.PathLike[str] | None = None,
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
@@ -174,6 +193,12 @@ def quantize(
         calibration_method: ``format="onnx"``, ``int8``: ``"minmax"`` (default),
             ``"entropy"`` or ``"percentile"`` (ONNX Runtime's calibrators).
         opset: ``format="onnx"``: the ONNX opset of the export (13 to 18, default 17).
+        target: ``"edgetpu"``: the ``int8`` recipe as Coral's compiler wants it (uint8 input
+            and output unless ``input_type="int8"``, a static batch of 1), then the Edge TPU
+            linter, and ``edgetpu_compiler`` where it is installed; ``result.edgetpu`` holds
+            the verdict (see :mod:`tfcompress.targets.edgetpu.target`).
+        compiler: ``target="edgetpu"``: the ``edgetpu_compiler`` to run (default: the one on
+            PATH, if any).
         seed: Seed of the calibration subset.
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
         progress: Show a progress bar during calibration.
@@ -192,7 +217,9 @@ def quantize(
         ConversionError: The converter rejected the model, or an ``int8``/``int16x8`` model
             has ops without an integer kernel and ``float_fallback`` is off (the message
             names them), or an integer input/output type could not be kept; for ONNX, the
-            export failed its check against Keras or ONNX Runtime failed.
+            export failed its check against Keras or ONNX Runtime failed; for the Edge TPU,
+            the compiler failed, refused the model or ran past its time limit.
+        BackendUnavailableError: ``compiler`` is not an executable.
 
     Example:
         >>> result = tfcompress.quantize(model, recipe="int8", representative_data=x_train)
@@ -203,7 +230,12 @@ def quantize(
     """
     if calibration_samples is not None:
         check_count(calibration_samples, "calibration_samples", "e.g. 200 (the default)")
+    check_target(target, compiler=compiler)
     if _resolve_format(format, recipe) == "onnx":
+        if target is not None:
+            raise InvalidInputError(
+                f"--target {target} makes a .tflite; drop --format onnx (or the target)."
+            )
         from tfcompress.quantization.onnx_ptq import quantize_onnx
 
         _refuse_for_onnx(
@@ -234,13 +266,18 @@ def quantize(
         )
     if not isinstance(recipe, str | Recipe):
         raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
+    io_options: dict[str, Any] = {
+        "input_type": input_type,
+        "output_type": output_type or input_type,
+        "float_fallback": float_fallback,
+    }
+    if target == "edgetpu":
+        io_options = edgetpu_options(
+            recipe, input_type=input_type, output_type=output_type, float_fallback=float_fallback
+        )
     loaded = resolve_model(model, safe_mode=safe_mode)
     chosen = Recipe.coerce(recipe).with_options(
-        input_type=input_type,
-        output_type=output_type or input_type,
-        per_channel=per_channel,
-        calibration_samples=calibration_samples,
-        float_fallback=float_fallback,
+        per_channel=per_channel, calibration_samples=calibration_samples, **io_options
     )
     calibration = _calibration_set(loaded, chosen, representative_data, seed)
     tf = tensorflow()
@@ -257,7 +294,7 @@ def quantize(
     configures: list[Configure | None] = [None]
     if chosen.name != "float32":
         configures.append(configure)
-    conversions = convert_all(loaded, configures)
+    conversions = convert_all(loaded, configures, batch_size=chosen.batch_size)
     reference, quantized = conversions[0], conversions[-1]
     float_ops = None
     if chosen.spec.float_fallback:  # integer activations: check what the file really holds
@@ -270,6 +307,9 @@ def quantize(
             source=model_name(loaded),
         )
     logger.info("quantized %s with %s in %.1fs", model_name(loaded), chosen.name, quantized.seconds)
+    verdict = None
+    if target == "edgetpu":
+        verdict = edgetpu_verdict(quantized.content, compiler=compiler)
     return QuantizationResult(
         recipe=chosen,
         model_content=quantized.content,
@@ -279,6 +319,7 @@ def quantize(
         calibration_samples=0 if calibration is None else len(calibration),
         warnings=quantized.warnings,
         float_ops=float_ops,
+        edgetpu=verdict,
     )
 
 

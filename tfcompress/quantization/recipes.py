@@ -139,6 +139,8 @@ class Recipe(RecipeData):
         float_fallback: ``int8``/``int16x8`` only: keep ops that have no integer kernel in
             float (between DEQUANTIZE and QUANTIZE) instead of refusing the model; the result
             lists them as ``float_ops``.
+        batch_size: A static batch dimension for the file (e.g. 1 for the Edge TPU, whose
+            compiler needs every shape fixed); None keeps the model's own (usually dynamic).
 
     Example:
         >>> Recipe.from_json(Recipe("int8", input_type="uint8").to_json()).input_type
@@ -151,6 +153,7 @@ class Recipe(RecipeData):
     per_channel: bool = True
     calibration_samples: int = 200
     float_fallback: bool = False
+    batch_size: int | None = None
 
     def __post_init__(self) -> None:
         spec = recipe_spec(self.name)
@@ -164,6 +167,14 @@ class Recipe(RecipeData):
         if not isinstance(self.calibration_samples, int) or self.calibration_samples < 1:
             raise InvalidInputError(
                 f"calibration_samples must be a positive integer, got {self.calibration_samples!r}."
+            )
+        if self.batch_size is not None and (
+            isinstance(self.batch_size, bool)
+            or not isinstance(self.batch_size, int)
+            or self.batch_size < 1
+        ):
+            raise InvalidInputError(
+                f"batch_size must be a positive integer or None, got {self.batch_size!r}."
             )
         if not isinstance(self.float_fallback, bool):
             raise InvalidInputError(
