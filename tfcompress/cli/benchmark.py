@@ -87,6 +87,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--edgetpu-lib", help="Edge TPU runtime library (libedgetpu.so.1)")
     parser.add_argument("--edgetpu-device", help="Edge TPU device, e.g. usb:0 or pci:0")
+    parser.add_argument(
+        "--edgetpu-log",
+        metavar="PATH",
+        help="edgetpu_compiler's log of the compiled model, to count the ops the TPU runs "
+        "(default: MODEL.log beside the model, as the compiler writes it)",
+    )
     parser.add_argument("--report", metavar="DIR", help="write JSON, CSV, Markdown and PNG here")
     parser.add_argument(
         "--force",
@@ -108,10 +114,14 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     options: dict[str, dict[str, Any]] = {}
     if args.no_xnnpack:
         options["cpu"] = {"use_xnnpack": False}
-    edgetpu = {"library": args.edgetpu_lib, "device": args.edgetpu_device}
+    edgetpu = {
+        "library": args.edgetpu_lib,
+        "device": args.edgetpu_device,
+        "compiler_log": args.edgetpu_log,
+    }
     if any(edgetpu.values()):
         options["edgetpu"] = {k: v for k, v in edgetpu.items() if v}
-    flags = {"cpu": "--no-xnnpack", "edgetpu": "--edgetpu-lib/--edgetpu-device"}
+    flags = {"cpu": "--no-xnnpack", "edgetpu": "--edgetpu-lib/--edgetpu-device/--edgetpu-log"}
     for backend in options:
         if backend not in args.backend:
             raise InvalidInputError(
