@@ -2,10 +2,11 @@
 
 Run: .venv/bin/python examples/edgetpu_check.py [OUT_DIR]
 No Edge TPU software is needed: the linter reads the .tflite only and predicts what
-edgetpu_compiler 16 would map. The same small CNN is converted twice, the Edge TPU way
-(full int8, uint8 input and output, a fixed batch of 1): once with a hard-swish activation,
-which the Edge TPU does not run, and once with ReLU6, the fix the linter suggests.
-Random calibration data is enough to check compatibility (not to measure accuracy).
+edgetpu_compiler 16 would map. The same small CNN is converted twice with
+``target="edgetpu"`` (full int8, uint8 input and output, a fixed batch of 1, then the linter,
+and edgetpu_compiler where it is installed): once with a hard-swish activation, which the
+Edge TPU does not run, and once with ReLU6, the fix the linter suggests. Random calibration
+data is enough to check compatibility (not to measure accuracy).
 """
 
 import json
@@ -23,7 +24,7 @@ from tfcompress.edgetpu import check
 def small_cnn(activation: str) -> keras.Model:
     """A MobileNet-like block; ``activation`` in its last convolution."""
     layers = keras.layers
-    inputs = keras.Input((32, 32, 3), batch_size=1)  # fixed size and batch: no -1 in the file
+    inputs = keras.Input((32, 32, 3))  # the target fixes the batch at 1
     h = layers.Conv2D(16, 3, strides=2, padding="same", activation="relu6")(inputs)
     h = layers.DepthwiseConv2D(3, padding="same", activation="relu6")(h)
     h = layers.Conv2D(32, 1, activation=activation)(h)
@@ -37,14 +38,11 @@ def main(out_dir: Path) -> None:
     reports = {}
     for activation in ("hard_swish", "relu6"):
         result = tfcompress.quantize(
-            small_cnn(activation),
-            recipe="int8",
-            representative_data=calibration,
-            input_type="uint8",
-            output_type="uint8",
+            small_cnn(activation), representative_data=calibration, target="edgetpu"
         )
         path = result.save(out_dir / f"cnn_{activation}_int8.tflite", overwrite=True)
-        reports[activation] = report = check(path)
+        print(result.edgetpu, end="\n\n")  # the linter's summary, and the compiler's if any
+        reports[activation] = report = check(path)  # the same linter, on the saved file
         print(report, end="\n\n")
         (out_dir / f"cnn_{activation}_edgetpu_check.json").write_text(
             json.dumps(report.to_dict(), indent=2)
