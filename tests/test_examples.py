@@ -78,6 +78,13 @@ def _check_onnx(out: Path, stdout: str) -> None:
     assert "[int8, onnx]" in stdout and "max |onnx - keras|" in stdout and "int8.onnx" in stdout
 
 
+def _check_selective(out: Path, stdout: str) -> None:
+    assert (out / "mnist_selective_int8.tflite").is_file()
+    recipe = json.loads((out / "selective_recipe.json").read_text())
+    assert recipe["name"] == "int8" and len(recipe["float_nodes"]) == 1
+    assert "rmse/scale" in stdout and "kept float on purpose" in stdout
+
+
 @dataclass(frozen=True)
 class Example:
     """How to run one example and what its run must leave behind."""
@@ -102,6 +109,7 @@ EXAMPLE_FILES = {
     "gate_two_heads.py": Example(quick=False, check=_check_two_heads),
     "edgetpu_check.py": Example(quick=False, check=_check_edgetpu),
     "onnx_int8.py": Example(quick=False, check=_check_onnx),
+    "selective_int8.py": Example(quick=True, check=_check_selective),
 }
 
 

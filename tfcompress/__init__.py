@@ -42,6 +42,8 @@ _LAZY = {
     "QuantizationResult": "tfcompress.quantization",
     "list_recipes": "tfcompress.quantization",
     "quantize": "tfcompress.quantization",
+    "LayerSensitivity": "tfcompress.quantization.selective",
+    "rank_layers": "tfcompress.quantization.selective",
     "OnnxQuantizationResult": "tfcompress.quantization.onnx_ptq",
     "OnnxRecipe": "tfcompress.quantization.onnx_ptq",
     "OnnxExport": "tfcompress.targets.onnx",
@@ -93,6 +95,8 @@ __all__ = [
     "evaluate",
     "export_onnx",
     "inspect_model",
+    "LayerSensitivity",
+    "rank_layers",
     "list_backends",
     "list_recipes",
     "load_data",
@@ -111,6 +115,7 @@ if TYPE_CHECKING:
     from tfcompress.models.inspect import inspect_model
     from tfcompress.quantization import QuantizationResult, Recipe, list_recipes, quantize
     from tfcompress.quantization.onnx_ptq import OnnxQuantizationResult, OnnxRecipe
+    from tfcompress.quantization.selective import LayerSensitivity, rank_layers
     from tfcompress.runtime import create_runner, list_backends
     from tfcompress.targets.onnx import OnnxExport, export_onnx
     from tfcompress.testing.gates import assert_accuracy_drop

@@ -84,6 +84,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "float_ops)",
     )
     parser.add_argument(
+        "--float-node",
+        dest="float_nodes",
+        action="append",
+        metavar="NODE",
+        help="int8 .tflite: keep this op output in float (repeatable; names as rank_layers "
+        "reports them, see docs/quantization.md#selective-quantization)",
+    )
+    parser.add_argument(
         "--target",
         choices=("edgetpu",),
         help="edgetpu: int8 with uint8 I/O (int8 with --input-type int8) at a static batch of 1, "
@@ -167,6 +175,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         per_channel=False if args.per_tensor else None,
         calibration_samples=args.samples,
         float_fallback=True if args.float_fallback else None,
+        float_nodes=args.float_nodes,
         calibration_method=args.calibration,
         opset=args.opset,
         target=args.target,
@@ -214,6 +223,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         "warnings": list(result.warnings),
         "float_fallback": getattr(result.recipe, "float_fallback", False),
         "float_ops": None if result.float_ops is None else list(result.float_ops),
+        "float_nodes": list(getattr(result, "float_nodes", ())),
     }
     if verdict is not None:
         payload["edgetpu"] = verdict.to_dict()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
@@ -21,6 +21,11 @@ from tfcompress.quantization.calibration import calibration_for
 from tfcompress.quantization.converter import Configure, convert_all
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
 from tfcompress.quantization.recipes import Recipe
+from tfcompress.quantization.selective import (
+    calibrate_only,
+    check_kept_float,
+    quantize_calibrated,
+)
 from tfcompress.targets.edgetpu.target import (
     EdgeTPUVerdict,
     check_target,
@@ -55,6 +60,8 @@ class QuantizationResult(QuantizedArtifact):
             activations are float anyway. See :mod:`tfcompress.quantization.float_ops`.
         edgetpu: With ``target="edgetpu"``: the linter's prediction and, where
             ``edgetpu_compiler`` ran, its parsed verdict and compiled model; else None.
+        float_nodes: The op outputs kept float on purpose (``recipe.float_nodes``), see
+            :mod:`tfcompress.quantization.selective`; their ops are also in ``float_ops``.
 
     Example:
         >>> result = tfcompress.quantize(model, recipe="int16x8", representative_data=x,
@@ -74,6 +81,7 @@ class QuantizationResult(QuantizedArtifact):
     warnings: tuple[str, ...] = ()
     float_ops: tuple[str, ...] | None = None
     edgetpu: EdgeTPUVerdict | None = None
+    float_nodes: tuple[str, ...] = ()
 
     @property
     def model(self) -> TFLiteModel:
@@ -93,6 +101,7 @@ class QuantizationResult(QuantizedArtifact):
             **self.common_dict(),
             "float_ops": None if self.float_ops is None else list(self.float_ops),
             "edgetpu": None if self.edgetpu is None else self.edgetpu.to_dict(),
+            "float_nodes": list(self.float_nodes),
         }
 
     def __str__(self) -> str:
@@ -101,6 +110,8 @@ class QuantizationResult(QuantizedArtifact):
             text += (
                 f"; {len(self.float_ops)} op(s) stayed float: {describe_float_ops(self.float_ops)}"
             )
+        if self.float_nodes:
+            text += f"; kept float on purpose: {', '.join(self.float_nodes)}"
         if self.edgetpu is not None:
             text += f"\n{self.edgetpu}"
         return text
@@ -118,6 +129,7 @@ def quantize(
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
     float_fallback: bool | None = None,
+    float_nodes: Sequence[str] | None = None,
     calibration_method: None = None,
     opset: None = None,
     target: str | None = None,
@@ -140,6 +152,7 @@ def quantize(
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
     float_fallback: bool | None = None,
+    float_nodes: None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: None = None,
@@ -161,6 +174,7 @@ def quantize(
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
     float_fallback: bool | None = None,
+    float_nodes: Sequence[str] | None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: str | None = None,
@@ -190,6 +204,9 @@ def quantize(
         float_fallback: ``int8``/``int16x8``: keep ops without an integer kernel in float
             (listed in ``result.float_ops``) instead of raising :class:`ConversionError`;
             ``.tflite`` only.
+        float_nodes: ``int8``: op outputs to keep in float, as
+            :func:`~tfcompress.quantization.selective.rank_layers` names them (the
+            converter's ``denylisted_nodes``); ``.tflite`` only. Overrides the recipe's.
         calibration_method: ``format="onnx"``, ``int8``: ``"minmax"`` (default),
             ``"entropy"`` or ``"percentile"`` (ONNX Runtime's calibrators).
         opset: ``format="onnx"``: the ONNX opset of the export (13 to 18, default 17).
@@ -239,7 +256,10 @@ def quantize(
         from tfcompress.quantization.onnx_ptq import quantize_onnx
 
         _refuse_for_onnx(
-            input_type=input_type, output_type=output_type, float_fallback=float_fallback
+            input_type=input_type,
+            output_type=output_type,
+            float_fallback=float_fallback,
+            float_nodes=float_nodes,
         )
         if isinstance(recipe, Recipe):
             raise InvalidInputError(
@@ -277,7 +297,10 @@ def quantize(
         )
     loaded = resolve_model(model, safe_mode=safe_mode)
     chosen = Recipe.coerce(recipe).with_options(
-        per_channel=per_channel, calibration_samples=calibration_samples, **io_options
+        per_channel=per_channel,
+        calibration_samples=calibration_samples,
+        float_nodes=float_nodes,
+        **io_options,
     )
     calibration = _calibration_set(loaded, chosen, representative_data, seed)
     tf = tensorflow()
@@ -288,6 +311,8 @@ def quantize(
             converter._experimental_disable_per_channel = True  # only switch the API offers
         if calibration is not None:
             converter.representative_dataset = lambda: _representative(calibration, progress)
+        if chosen.float_nodes:  # quantized below, with those nodes kept float
+            calibrate_only(converter)
 
     # One trace for both outputs (None: the float32 defaults); float32 asks for the reference
     # itself, converted once.
@@ -296,6 +321,8 @@ def quantize(
         configures.append(configure)
     conversions = convert_all(loaded, configures, batch_size=chosen.batch_size)
     reference, quantized = conversions[0], conversions[-1]
+    if chosen.float_nodes:
+        quantized = quantize_calibrated(quantized, chosen, source=model_name(loaded))
     float_ops = None
     if chosen.spec.float_fallback:  # integer activations: check what the file really holds
         float_ops = check_integer_model(
@@ -303,9 +330,10 @@ def quantize(
             recipe=chosen.name,
             input_type=chosen.input_type,
             output_type=chosen.output_type,
-            float_fallback=chosen.float_fallback,
+            float_fallback=chosen.float_fallback or bool(chosen.float_nodes),
             source=model_name(loaded),
         )
+        check_kept_float(float_ops, chosen, source=model_name(loaded))
     logger.info("quantized %s with %s in %.1fs", model_name(loaded), chosen.name, quantized.seconds)
     verdict = None
     if target == "edgetpu":
@@ -320,6 +348,7 @@ def quantize(
         warnings=quantized.warnings,
         float_ops=float_ops,
         edgetpu=verdict,
+        float_nodes=chosen.float_nodes,
     )
 
 

@@ -141,6 +141,9 @@ class Recipe(RecipeData):
             lists them as ``float_ops``.
         batch_size: A static batch dimension for the file (e.g. 1 for the Edge TPU, whose
             compiler needs every shape fixed); None keeps the model's own (usually dynamic).
+        float_nodes: ``int8`` only: op output tensors to keep in float (the converter's
+            ``denylisted_nodes``; names as :func:`~tfcompress.quantization.selective.rank_layers`
+            reports them), everything else quantized. See ``docs/quantization.md``.
 
     Example:
         >>> Recipe.from_json(Recipe("int8", input_type="uint8").to_json()).input_type
@@ -154,9 +157,12 @@ class Recipe(RecipeData):
     calibration_samples: int = 200
     float_fallback: bool = False
     batch_size: int | None = None
+    float_nodes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         spec = recipe_spec(self.name)
+        # JSON gives a list back: store a tuple, so a replayed recipe equals the original.
+        object.__setattr__(self, "float_nodes", _check_float_nodes(self.name, self.float_nodes))
         for option in ("input_type", "output_type"):
             value = getattr(self, option)
             if value not in spec.io_types:
@@ -196,6 +202,29 @@ class Recipe(RecipeData):
     def coerce(cls, recipe: str | Recipe) -> Recipe:
         """Accept a recipe name or a :class:`Recipe`."""
         return recipe if isinstance(recipe, Recipe) else cls(str(recipe))
+
+
+def _check_float_nodes(recipe: str, nodes: Any) -> tuple[str, ...]:
+    if isinstance(nodes, str) or not isinstance(nodes, list | tuple):
+        raise InvalidInputError(
+            f"float_nodes must be a list of node names, got {nodes!r}; e.g. "
+            "['model/dense_1/MatMul;model/dense_1/Relu'] (see rank_layers)."
+        )
+    if not all(isinstance(n, str) and n for n in nodes) or len(set(nodes)) != len(nodes):
+        raise InvalidInputError(
+            f"float_nodes must be distinct non-empty node names, got {list(nodes)!r}."
+        )
+    if nodes and recipe != "int8":
+        why = (
+            "its activations are float already"
+            if recipe in ("float32", "dynamic", "float16")
+            else "TF calibrates int16 activations with its older quantizer, which has no denylist"
+        )
+        raise InvalidInputError(
+            f"float_nodes applies to recipe 'int8' only, not {recipe!r} ({why}); drop "
+            "float_nodes or use recipe='int8'."
+        )
+    return tuple(nodes)
 
 
 _FLOAT = ("float32",)

@@ -1,0 +1,334 @@
+"""Selective quantization: rank layers by their int8 error, keep the worst ones in float.
+
+Both halves reuse what TensorFlow's own ``tf.lite.experimental.QuantizationDebugger`` does:
+the model is converted once with ``_experimental_calibrate_only`` (a float ``.tflite`` that
+carries the calibrated ranges), then quantized by the converter's MLIR quantizer
+(``mlir_quantize``) with ``denylisted_nodes``: the op outputs named there stay float, every
+other op is quantized as plain ``int8`` would. That second step is a pure function of the
+calibrated bytes, so the same recipe on the same model and data gives the same bytes.
+
+:func:`rank_layers` instruments that quantized model with NumericVerify ops (the debugger's
+debug mode) and reports, per op output, the root-mean-square difference between the int8 op
+and the float op run on the same (dequantized) input, divided by the output's quantization
+step (``scale``). Rounding alone gives ``rmse/scale`` about 0.29 (``1/sqrt(12)``); a layer far
+above that loses more than rounding, usually because its weights or outputs have a range
+that a single int8 scale cannot cover. The number is local to the op: it does not say how
+much the model's accuracy drops; check that with :func:`tfcompress.check_gate`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from tfcompress._compat.tf import tensorflow
+from tfcompress.data import DataLike, Dataset
+from tfcompress.data.validation import check_count
+from tfcompress.errors import ConversionError, InvalidDataError, InvalidInputError
+from tfcompress.models.loading import ModelLike, model_name, resolve_model
+from tfcompress.models.signature import model_signature
+from tfcompress.models.tflite_file import read_tflite
+from tfcompress.quantization.calibration import calibration_set
+from tfcompress.quantization.converter import Conversion, convert_all
+from tfcompress.quantization.recipes import Recipe
+from tfcompress.quantization.selective_names import (
+    check_nodes,
+    float_name,
+    keras_layer_names,
+    layer_of,
+    node_names,
+)
+
+__all__ = [
+    "LayerSensitivity",
+    "calibrate_only",
+    "check_kept_float",
+    "quantize_calibrated",
+    "rank_layers",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LayerSensitivity:
+    """How much one op loses to int8, from TFLite's QuantizationDebugger.
+
+    Attributes:
+        node: The op's output tensor name, as ``Recipe(float_nodes=...)`` and the converter's
+            ``denylisted_nodes`` take it.
+        op_type: The TFLite op (``FULLY_CONNECTED``, ``CONV_2D``...).
+        rmse: Root-mean-square difference between the int8 op and the float op on the same
+            input, in the output's units, averaged over the samples.
+        scale: The output's int8 quantization step.
+        rmse_per_scale: ``rmse / scale``: about 0.29 is rounding alone; higher is worse.
+        layer: The Keras layer the op belongs to, when its name can be read from the
+            node name; else None.
+
+    Example:
+        >>> ranking[0].rmse_per_scale  # doctest: +SKIP
+        24.6
+    """
+
+    node: str
+    op_type: str
+    rmse: float
+    scale: float
+    rmse_per_scale: float
+    layer: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON reports."""
+        return asdict(self)
+
+    def __str__(self) -> str:
+        where = f"layer {self.layer!r}" if self.layer else "no Keras layer"
+        return (
+            f"{self.node} [{self.op_type}, {where}]: rmse/scale {self.rmse_per_scale:.3g} "
+            f"(rmse {self.rmse:.3g}, scale {self.scale:.3g})"
+        )
+
+
+def rank_layers(
+    model: ModelLike,
+    *,
+    representative_data: DataLike,
+    eval_data: DataLike | None = None,
+    recipe: str | Recipe = "int8",
+    calibration_samples: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    safe_mode: bool = True,
+) -> tuple[LayerSensitivity, ...]:
+    """Rank the ops of ``model`` by their int8 quantization error, most sensitive first.
+
+    Args:
+        model: A Keras model (Keras 3 or tf-keras), a SavedModel, or a path to one.
+        representative_data: Calibration samples (labels ignored), as for
+            :func:`tfcompress.quantize`.
+        eval_data: Samples to measure the errors on (labels ignored; at most
+            ``calibration_samples`` of them, a seeded subset); default: the calibration
+            samples.
+        recipe: ``"int8"`` or an ``int8`` :class:`Recipe`. ``per_channel``,
+            ``calibration_samples`` and ``batch_size`` are honoured; nodes already in
+            ``float_nodes`` stay float and are not ranked (rank again after keeping some).
+            Input/output types do not change the ops' errors and are not used.
+        calibration_samples: Overrides the recipe's calibration sample count.
+        seed: Seed of the calibration (and evaluation) subset.
+        progress: Show a progress bar while the errors are measured.
+        safe_mode: See :func:`tfcompress.models.load_model` (paths only).
+
+    Returns:
+        One entry per quantized op output, highest ``rmse_per_scale`` first.
+
+    Raises:
+        InvalidInputError: A recipe other than ``int8``, or a ``float_nodes`` name that is
+            not an op output of the model.
+        InvalidDataError: The data does not fit the model.
+        ConversionError: The converter rejected the model.
+
+    Example:
+        >>> ranking = rank_layers(model, representative_data=x_train[:500])
+        >>> recipe = Recipe("int8", float_nodes=(ranking[0].node,))
+        >>> result = tfcompress.quantize(model, recipe=recipe, representative_data=x_train)
+    """
+    if calibration_samples is not None:
+        check_count(calibration_samples, "calibration_samples", "e.g. 200 (the default)")
+    chosen = Recipe.coerce(recipe).with_options(calibration_samples=calibration_samples)
+    if chosen.name != "int8":
+        raise InvalidInputError(
+            f"rank_layers measures the int8 error of each op; recipe {chosen.name!r} is not "
+            "int8: pass recipe='int8'."
+        )
+    loaded = resolve_model(model, safe_mode=safe_mode)
+    signature = model_signature(loaded)
+    limit, source = chosen.calibration_samples, model_name(loaded)
+    calibration = calibration_set(signature, representative_data, limit=limit, seed=seed)
+    samples = calibration
+    if eval_data is not None:
+        samples = calibration_set(signature, eval_data, limit=limit, seed=seed, what="eval data")
+    calibrated = calibrated_model(loaded, chosen, calibration)
+    debug_model = _mlir_quantize(
+        calibrated,
+        source,
+        check_nodes(calibrated, chosen.float_nodes, source),
+        disable_per_channel=not chosen.per_channel,
+        enable_numeric_verify=True,
+    )
+    statistics = _debug(debug_model, samples, progress)
+    known = set(node_names(calibrated))
+    ranking = _ranking(debug_model, statistics, known, keras_layer_names(loaded))
+    logger.info("ranked %d ops of %s", len(ranking), source)
+    return ranking
+
+
+def calibrated_model(model: Any, recipe: Recipe, calibration: Dataset) -> bytes:
+    """The float ``.tflite`` of ``model`` with its calibrated ranges (no quantization yet)."""
+    tf = tensorflow()
+
+    def configure(converter: Any) -> None:
+        recipe.spec.configure(converter, recipe, tf)
+        converter._experimental_disable_per_channel = not recipe.per_channel
+        converter.representative_dataset = lambda: _by_name(calibration)
+        calibrate_only(converter)
+
+    return convert_all(model, [configure], batch_size=recipe.batch_size)[0].content
+
+
+def calibrate_only(converter: Any) -> None:
+    """Make ``converter`` stop after calibration, as the QuantizationDebugger does."""
+    converter.experimental_new_quantizer = True
+    converter._experimental_calibrate_only = True  # the debugger's switch; no public one
+
+
+def quantize_calibrated(conversion: Conversion, recipe: Recipe, *, source: str) -> Conversion:
+    """Quantize a calibrate-only conversion with ``recipe.float_nodes`` kept float.
+
+    Args:
+        conversion: The converter's output after :func:`calibrate_only`.
+        recipe: An ``int8`` recipe: its I/O types, ``per_channel`` and ``float_nodes``.
+        source: Model name, for messages.
+
+    Returns:
+        The same conversion with the quantized bytes.
+
+    Raises:
+        InvalidInputError: A ``float_nodes`` name is not an op output of the model.
+        ConversionError: The quantizer rejected the model.
+
+    Example:
+        >>> quantized = quantize_calibrated(calibrated, recipe, source="mnist")  # doctest: +SKIP
+    """
+    tf = tensorflow()
+    content = _mlir_quantize(
+        conversion.content,
+        source,
+        check_nodes(conversion.content, recipe.float_nodes, source),
+        disable_per_channel=not recipe.per_channel,
+        input_data_type=getattr(tf, recipe.input_type),
+        output_data_type=getattr(tf, recipe.output_type),
+    )
+    return replace(conversion, content=content)
+
+
+def check_kept_float(float_ops: Sequence[str], recipe: Recipe, *, source: str) -> None:
+    """Without ``float_fallback``, only the kept nodes may compute in float.
+
+    Raises:
+        ConversionError: More ops stayed float than ``recipe.float_nodes`` names.
+    """
+    if (
+        recipe.float_nodes
+        and not recipe.float_fallback
+        and len(float_ops) > len(recipe.float_nodes)
+    ):
+        raise ConversionError(
+            f"{len(float_ops)} ops of {source!r} stayed float ({', '.join(float_ops)}) but "
+            f"float_nodes names {len(recipe.float_nodes)}; pass float_fallback=True "
+            "(--float-fallback) to accept the others."
+        )
+
+
+def _mlir_quantize(calibrated: bytes, source: str, nodes: Sequence[str], **options: Any) -> bytes:
+    """The converter's MLIR quantizer, as the QuantizationDebugger calls it."""
+    tensorflow()  # the supported-version check, before reaching into TensorFlow's modules
+    from tensorflow.lite.python.convert import mlir_quantize
+
+    try:
+        return bytes(mlir_quantize(calibrated, denylisted_nodes=list(nodes) or None, **options))
+    except Exception as error:  # the quantizer raises ConverterError, RuntimeError...
+        text = str(error).strip()
+        first = text.splitlines()[0] if text else type(error).__name__
+        raise ConversionError(
+            f"the TFLite quantizer rejected {source!r} (float_nodes {list(nodes)}): {first}; "
+            "keep other nodes float, or use plain int8."
+        ) from error
+
+
+def _by_name(data: Dataset) -> Iterator[Any]:
+    """Calibration samples as the converter reads them: a dict by input name for several."""
+    x = data.x
+    for i in range(len(data)):
+        if isinstance(x, dict):
+            yield {name: array[i : i + 1] for name, array in x.items()}
+        else:
+            yield [x[i : i + 1]]
+
+
+def _samples(data: Dataset, order: Sequence[str] | None, progress: bool) -> Iterator[Any]:
+    """One sample at a time, as the debugger reads them: a list in the model's input order."""
+    x = data.x
+    bar = tqdm(range(len(data)), desc="measuring", unit="sample", disable=not progress)
+    for i in bar:
+        if isinstance(x, dict):
+            keys = order if order is not None else list(x)
+            yield [x[k][i : i + 1] for k in keys]
+        else:
+            yield [x[i : i + 1]]
+
+
+def _input_order(debug_model: bytes, data: Dataset) -> list[str] | None:
+    """The data's input names in the order of the model's input tensors."""
+    if not isinstance(data.x, dict):
+        return None
+    graph = read_tflite(debug_model).subgraphs[0]
+    order = []
+    for index in graph.inputs:
+        name = graph.tensors[index].name
+        matches = [k for k in data.x if name in (k, f"serving_default_{k}:0")]
+        if len(matches) != 1:
+            raise InvalidDataError(
+                f"cannot tell which data array feeds model input {name!r} (arrays: "
+                f"{', '.join(sorted(data.x))}); name the arrays after the model's inputs."
+            )
+        order.append(matches[0])
+    return order
+
+
+def _debug(debug_model: bytes, data: Dataset, progress: bool) -> dict[str, dict[str, float]]:
+    """Run TFLite's QuantizationDebugger over ``data``: per NumericVerify tensor, its metrics."""
+    tf = tensorflow()
+    order = _input_order(debug_model, data)
+    samples: Callable[[], Iterator[Any]] = lambda: _samples(data, order, progress)  # noqa: E731
+    with warnings.catch_warnings():  # tf.lite.Interpreter's deprecation notice, every call
+        warnings.simplefilter("ignore", UserWarning)
+        debugger = tf.lite.experimental.QuantizationDebugger(
+            quant_debug_model_content=debug_model, debug_dataset=samples
+        )
+        debugger.run()
+    return {name: dict(metrics) for name, metrics in debugger.layer_statistics.items()}
+
+
+def _ranking(
+    debug_model: bytes,
+    statistics: dict[str, dict[str, float]],
+    known: set[str],
+    layers: tuple[set[str], str],
+) -> tuple[LayerSensitivity, ...]:
+    graph = read_tflite(debug_model).subgraphs[0]
+    producer = {i: op.opcode for op in graph.operators for i in op.outputs}
+    found = []
+    for position, (verify_name, metrics) in enumerate(statistics.items()):
+        # "NumericVerify/<quantized tensor name>:<its index>"
+        index = int(verify_name.rsplit(":", 1)[1])
+        tensor = graph.tensors[index]
+        node = float_name(tensor.name, known)
+        scale = tensor.quantization.scales[0] if tensor.quantization else float("nan")
+        rmse = math.sqrt(float(metrics["mean_squared_error"]))
+        ratio = rmse / scale if scale > 0 else float("nan")
+        entry = LayerSensitivity(
+            node=node,
+            op_type=producer.get(index, "UNKNOWN"),
+            rmse=rmse,
+            scale=float(scale),
+            rmse_per_scale=ratio,
+            layer=layer_of(node, *layers),
+        )
+        found.append((-(ratio if ratio == ratio else -math.inf), position, entry))
+    return tuple(entry for *_, entry in sorted(found, key=lambda t: (t[0], t[1])))
