@@ -62,6 +62,10 @@ _LAZY = {
     "assert_accuracy_drop": "tfcompress.testing.gates",
     "assert_gate": "tfcompress.testing.output_gates",
     "check_gate": "tfcompress.testing.output_gates",
+    "ZooModelInfo": "tfcompress.zoo",
+    "create_model": "tfcompress.zoo",
+    "list_models": "tfcompress.zoo",
+    "model_info": "tfcompress.zoo",
 }
 
 __all__ = [
@@ -81,6 +85,7 @@ __all__ = [
     "OnnxExport",
     "OnnxQuantizationResult",
     "OnnxRecipe",
+    "LayerSensitivity",
     "QuantizationResult",
     "Recipe",
     "TFLiteModel",
@@ -95,8 +100,6 @@ __all__ = [
     "evaluate",
     "export_onnx",
     "inspect_model",
-    "LayerSensitivity",
-    "rank_layers",
     "list_backends",
     "list_recipes",
     "load_data",
@@ -104,6 +107,11 @@ __all__ = [
     "prune",
     "qat",
     "quantize",
+    "rank_layers",
+    "ZooModelInfo",
+    "create_model",
+    "list_models",
+    "model_info",
 ]
 
 if TYPE_CHECKING:
@@ -121,6 +129,7 @@ if TYPE_CHECKING:
     from tfcompress.testing.gates import assert_accuracy_drop
     from tfcompress.testing.output_gates import assert_gate, check_gate
     from tfcompress.training import TrainingResult, cluster, prune, qat
+    from tfcompress.zoo import ZooModelInfo, create_model, list_models, model_info
 
 
 _SUBMODULES = ("datasets", "edgetpu")

@@ -45,6 +45,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "cluster",
     "export_onnx",
     "edgetpu",
+    "zoo",
 )
 
 

@@ -1,0 +1,157 @@
+"""The zoo's registry: ``@register_model`` next to each builder, ``create_model`` by name.
+
+Builders are plain functions ``builder(*, input_shape, num_classes, width_multiplier,
+weights, **options) -> keras.Model``; the registry validates the common arguments once, so
+every builder gets a clean 3-tuple shape, a positive width and at least one class.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import importlib
+import math
+import numbers
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tfcompress.errors import InvalidInputError
+
+__all__ = ["ZooEntry", "get_entry", "list_models", "register_model", "validate_arguments"]
+
+Builder = Callable[..., Any]
+_BUILDER_MODULES = ("tfcompress.zoo.mobilenet", "tfcompress.zoo.mixnet")
+_REGISTRY: dict[str, ZooEntry] = {}
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """A registered architecture: its name, family, smallest input side and builder."""
+
+    name: str
+    family: str
+    min_resolution: int
+    builder: Builder
+    summary: str = ""
+
+
+def register_model(
+    name: str, *, family: str, min_resolution: int, summary: str = ""
+) -> Callable[[Builder], Builder]:
+    """Register ``builder`` under ``name`` (a decorator, placed next to the builder).
+
+    Args:
+        name: The name :func:`create_model` takes, e.g. ``"mixnet_s"``.
+        family: Its family (``"mobilenet_v2"``, ``"mixnet"``...).
+        min_resolution: Smallest input height and width it accepts.
+        summary: One line for listings.
+
+    Returns:
+        The decorator; it returns the builder unchanged.
+
+    Raises:
+        InvalidInputError: ``name`` is already registered, or ``min_resolution`` < 1.
+
+    Example:
+        >>> @register_model("tiny_cnn", family="custom", min_resolution=8)  # doctest: +SKIP
+        ... def tiny_cnn(*, input_shape, num_classes, width_multiplier, weights): ...
+    """
+    if name in _REGISTRY:
+        raise InvalidInputError(f"zoo model {name!r} is already registered; pick another name.")
+    if min_resolution < 1:
+        raise InvalidInputError(f"min_resolution must be at least 1, got {min_resolution}.")
+
+    def decorate(builder: Builder) -> Builder:
+        _REGISTRY[name] = ZooEntry(name, family, int(min_resolution), builder, summary)
+        return builder
+
+    return decorate
+
+
+def _load_builders() -> None:
+    for module in _BUILDER_MODULES:  # each registers its builders on import (no Keras import)
+        importlib.import_module(module)
+
+
+def list_models(pattern: str = "*") -> list[str]:
+    """Names of the registered models matching a shell-style pattern, sorted.
+
+    Args:
+        pattern: ``fnmatch`` pattern, e.g. ``"mixnet*"`` or ``"mobilenet_v3_*"``.
+
+    Returns:
+        The matching names (possibly none).
+
+    Example:
+        >>> list_models("mixnet*")
+        ['mixnet_l', 'mixnet_m', 'mixnet_s']
+    """
+    _load_builders()
+    return sorted(name for name in _REGISTRY if fnmatch.fnmatchcase(name, pattern))
+
+
+def get_entry(name: str) -> ZooEntry:
+    """The registry entry of ``name``.
+
+    Raises:
+        InvalidInputError: Unknown name; the message lists close names.
+
+    Example:
+        >>> get_entry("mixnet_s").family
+        'mixnet'
+    """
+    _load_builders()
+    if not isinstance(name, str) or name not in _REGISTRY:
+        close = difflib.get_close_matches(str(name), list(_REGISTRY), n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}?" if close else "see list_models()."
+        raise InvalidInputError(
+            f"unknown zoo model {name!r}; {hint} (known: {', '.join(sorted(_REGISTRY))})"
+        )
+    return _REGISTRY[name]
+
+
+def validate_arguments(
+    entry: ZooEntry, input_shape: Sequence[int], num_classes: int, width_multiplier: float
+) -> tuple[tuple[int, int, int], int, float]:
+    """Check the arguments every builder shares; return them normalised.
+
+    Raises:
+        InvalidInputError: ``input_shape`` is not (height, width, channels) of positive
+            ints, is smaller than the model's minimum, ``num_classes`` < 1 or the width
+            multiplier is not a positive finite number.
+
+    Example:
+        >>> validate_arguments(get_entry("mixnet_s"), [32, 32, 1], 10, 0.5)
+        ((32, 32, 1), 10, 0.5)
+    """
+    shape = tuple(input_shape) if isinstance(input_shape, list | tuple) else ()
+    if len(shape) != 3 or not all(_is_int(d) and d >= 1 for d in shape):
+        raise InvalidInputError(
+            f"input_shape must be (height, width, channels) of positive integers, got "
+            f"{input_shape!r}; e.g. (224, 224, 3) or (32, 32, 1)."
+        )
+    height, width, channels = (int(d) for d in shape)
+    if min(height, width) < entry.min_resolution:
+        raise InvalidInputError(
+            f"{entry.name} needs inputs of at least {entry.min_resolution}x"
+            f"{entry.min_resolution}, got {height}x{width}; resize or pad the images "
+            f"(e.g. tf.image.resize or np.pad) to {entry.min_resolution} or more."
+        )
+    if not _is_int(num_classes) or num_classes < 1:
+        raise InvalidInputError(f"num_classes must be an integer >= 1, got {num_classes!r}.")
+    if (
+        isinstance(width_multiplier, bool)
+        or not isinstance(width_multiplier, int | float)
+        or not math.isfinite(width_multiplier)
+        or width_multiplier <= 0
+    ):
+        raise InvalidInputError(
+            f"width_multiplier must be a positive number, got {width_multiplier!r}; "
+            "e.g. 0.5, 1.0 or 1.3."
+        )
+    return (height, width, channels), int(num_classes), float(width_multiplier)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
