@@ -85,6 +85,18 @@ def _check_selective(out: Path, stdout: str) -> None:
     assert "rmse/scale" in stdout and "kept float on purpose" in stdout
 
 
+def _check_compress(out: Path, stdout: str) -> None:
+    assert (out / "mnist_compressed.tflite").is_file()
+    assert json.loads((out / "report" / "compress.json").read_text())["passed"]
+    assert "chosen: " in stdout and "x the float32 .tflite" in stdout
+
+
+def _check_zoo(out: Path, stdout: str) -> None:
+    assert (out / "mixnet_s_w0.5_int8.tflite").is_file()
+    assert "mixnet_s 32x32x1 width 0.5:" in stdout and "int8 .tflite:" in stdout
+    assert "LiteRT int8 output (4, 10)" in stdout
+
+
 @dataclass(frozen=True)
 class Example:
     """How to run one example and what its run must leave behind."""
@@ -110,6 +122,8 @@ EXAMPLE_FILES = {
     "edgetpu_check.py": Example(quick=False, check=_check_edgetpu),
     "onnx_int8.py": Example(quick=False, check=_check_onnx),
     "selective_int8.py": Example(quick=True, check=_check_selective),
+    "compress_mnist.py": Example(quick=False, check=_check_compress),
+    "zoo_mixnet.py": Example(quick=False, check=_check_zoo),
 }
 
 

@@ -66,6 +66,8 @@ _LAZY = {
     "create_model": "tfcompress.zoo",
     "list_models": "tfcompress.zoo",
     "model_info": "tfcompress.zoo",
+    "CompressionResult": "tfcompress.compression",
+    "compress": "tfcompress.compression",
 }
 
 __all__ = [
@@ -96,6 +98,8 @@ __all__ = [
     "benchmark",
     "check_gate",
     "cluster",
+    "compress",
+    "CompressionResult",
     "create_runner",
     "evaluate",
     "export_onnx",
@@ -118,6 +122,7 @@ if TYPE_CHECKING:
     from tfcompress.bench.accuracy import Evaluation, evaluate
     from tfcompress.bench.harness import benchmark
     from tfcompress.bench.result import BenchmarkResult
+    from tfcompress.compression import CompressionResult, compress
     from tfcompress.data import Dataset, load_data
     from tfcompress.models import TFLiteModel, load_model
     from tfcompress.models.inspect import inspect_model

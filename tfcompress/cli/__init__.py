@@ -36,6 +36,7 @@ EXIT_INTERRUPTED = 130
 # Modules under tfcompress.cli, in the order `--help` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
     "demo",
+    "compress",
     "quantize",
     "inspect",
     "benchmark",

