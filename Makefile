@@ -32,6 +32,9 @@ bench: install
 	$(BIN)/python benchmarks/run_all.py
 	$(BIN)/python benchmarks/ptq_accuracy.py
 	$(BIN)/python benchmarks/tfmot_sizes.py
+	$(BIN)/python benchmarks/selection.py
+	$(BIN)/python benchmarks/edgetpu_zoo.py
+	$(BIN)/python benchmarks/compress_mnist.py --write
 	$(BIN)/python benchmarks/doc_examples.py
 
 clean:

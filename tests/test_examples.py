@@ -97,6 +97,14 @@ def _check_zoo(out: Path, stdout: str) -> None:
     assert "LiteRT int8 output (4, 10)" in stdout
 
 
+def _check_select(out: Path, stdout: str) -> None:
+    assert "Pick: mobilenet_v2-w0.35-r32" in stdout
+    assert "over_budget" in stdout and "int8 size" in stdout
+    names = {p.name for p in (out / "report").iterdir()}
+    assert names == {"selection.json", "selection.md", "pareto.png"}
+    assert len(list((out / "work").glob("*.json"))) == 2
+
+
 @dataclass(frozen=True)
 class Example:
     """How to run one example and what its run must leave behind."""
@@ -124,6 +132,7 @@ EXAMPLE_FILES = {
     "selective_int8.py": Example(quick=True, check=_check_selective),
     "compress_mnist.py": Example(quick=False, check=_check_compress),
     "zoo_mixnet.py": Example(quick=False, check=_check_zoo),
+    "select_mnist.py": Example(quick=True, check=_check_select),
 }
 
 

@@ -68,6 +68,9 @@ _LAZY = {
     "model_info": "tfcompress.zoo",
     "CompressionResult": "tfcompress.compression",
     "compress": "tfcompress.compression",
+    "Budgets": "tfcompress.selection",
+    "SelectionResult": "tfcompress.selection",
+    "select_model": "tfcompress.selection",
 }
 
 __all__ = [
@@ -116,6 +119,9 @@ __all__ = [
     "create_model",
     "list_models",
     "model_info",
+    "Budgets",
+    "SelectionResult",
+    "select_model",
 ]
 
 if TYPE_CHECKING:
@@ -130,6 +136,7 @@ if TYPE_CHECKING:
     from tfcompress.quantization.onnx_ptq import OnnxQuantizationResult, OnnxRecipe
     from tfcompress.quantization.selective import LayerSensitivity, rank_layers
     from tfcompress.runtime import create_runner, list_backends
+    from tfcompress.selection import Budgets, SelectionResult, select_model
     from tfcompress.targets.onnx import OnnxExport, export_onnx
     from tfcompress.testing.gates import assert_accuracy_drop
     from tfcompress.testing.output_gates import assert_gate, check_gate

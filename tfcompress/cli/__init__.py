@@ -47,6 +47,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "export_onnx",
     "edgetpu",
     "zoo",
+    "select",
 )
 
 

@@ -1,0 +1,246 @@
+"""Budget-driven model selection: budgets honoured, over-budget never trained, resume, Dask, CLI."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tfcompress
+from tfcompress.cli import main
+from tfcompress.errors import InvalidDataError, InvalidInputError, OutputExistsError
+from tfcompress.selection import Budgets, InlineExecutor, select_model
+from tfcompress.selection.candidates import Candidate
+from tfcompress.selection.pareto import pareto_indices
+from tfcompress.selection.store import CandidateStore
+
+# The smallest real search: MobileNetV2 at 32x32 on 300 MNIST digits, one epoch. Width 0.35
+# fits the size budget, width 0.5 does not (so it must never be trained).
+FAMILIES = ("mobilenet_v2",)
+WIDTHS = (0.35, 0.5)
+MAX_SIZE = 700_000
+SETTINGS = {"epochs": 1, "latency_runs": 10, "latency_seconds": 0.1}
+# One epoch on 300 digits trains little: the accuracy budget is one that this schedule meets
+# (the test is that the pick meets every budget it was given, whatever they are).
+BUDGETS = Budgets(max_size_bytes=MAX_SIZE, max_latency_ms=1000.0, min_accuracy=0.05)
+
+
+@pytest.fixture(scope="module")
+def data(mnist_split):
+    train = (mnist_split.train.x[:300], mnist_split.train.y[:300])
+    val = (mnist_split.test.x[:200], mnist_split.test.y[:200])
+    return train, val
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("selection_work")
+
+
+@pytest.fixture(scope="module")
+def first_run(data, workdir):
+    train, val = data
+    return select_model(
+        train_data=train,
+        val_data=val,
+        budgets=BUDGETS,
+        families=FAMILIES,
+        width_multipliers=WIDTHS,
+        resolutions=(32,),
+        executor=InlineExecutor(),
+        workdir=workdir,
+        **SETTINGS,
+    )
+
+
+def test_the_pick_meets_every_budget(first_run) -> None:
+    best = first_run.best
+    assert best is not None and best.status == "trained" and best.meets_budgets
+    assert best.size_bytes <= MAX_SIZE
+    assert best.latency_ms <= BUDGETS.max_latency_ms
+    assert best.accuracy >= BUDGETS.min_accuracy
+    assert best.worker == "local" and best.host == socket.gethostname()
+    assert best.macs > 0 and best.params > 0
+    assert best.name in first_run.pareto
+
+
+def test_over_the_size_budget_is_never_trained(first_run, workdir: Path) -> None:
+    over = [r for r in first_run.candidates if r.status == "over_budget"]
+    assert [r.width for r in over] == [0.5]
+    for record in over:
+        assert record.size_bytes > MAX_SIZE and "int8 size" in record.reason
+        assert record.accuracy is None and record.train_seconds is None
+        assert record.trained_at is None and not record.meets_budgets
+        stored = json.loads((workdir / f"{record.name}.json").read_text())
+        assert "costs" in stored and "training" not in stored
+
+
+def test_resume_skips_finished_work(first_run, data, workdir: Path) -> None:
+    train, val = data
+    again = select_model(
+        train_data=train,
+        val_data=val,
+        budgets=BUDGETS,
+        families=FAMILIES,
+        width_multipliers=WIDTHS,
+        resolutions=(32,),
+        executor=InlineExecutor(),
+        workdir=workdir,
+        **SETTINGS,
+    )
+    assert again.settings["work"] == {"measured": 0, "trained": 0, "reused": 3}
+    assert all(r.reused for r in again.candidates)
+    before = {r.name: (r.measured_at, r.trained_at, r.accuracy) for r in first_run.candidates}
+    assert {r.name: (r.measured_at, r.trained_at, r.accuracy) for r in again.candidates} == before
+    assert again.best.name == first_run.best.name
+
+
+def test_a_changed_setting_is_not_reused(tmp_path: Path) -> None:
+    store = CandidateStore(tmp_path)
+    candidate = Candidate("mobilenet_v2", 0.35, 32)
+    store.save(candidate, "training", "key-epochs-1", {"ok": True, "accuracy": 0.5})
+    assert store.phase(candidate, "training", "key-epochs-1") == {"ok": True, "accuracy": 0.5}
+    assert store.phase(candidate, "training", "key-epochs-2") is None
+
+
+def test_result_serialises_and_reports(first_run, tmp_path: Path) -> None:
+    payload = json.loads(json.dumps(first_run.to_dict()))
+    assert payload["best"]["name"] == first_run.best.name
+    assert Budgets.from_dict(payload["budgets"]) == BUDGETS
+    assert {c["status"] for c in payload["candidates"]} == {"trained", "over_budget"}
+    assert "Pick: " + first_run.best.name in str(first_run)
+    files = first_run.write_report(tmp_path / "report")
+    assert [f.name for f in files] == ["selection.json", "selection.md", "pareto.png"]
+    assert files[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| name" in files[1].read_text()
+    with pytest.raises(OutputExistsError):
+        first_run.write_report(tmp_path / "report")
+
+
+def test_pareto_front_in_three_objectives() -> None:
+    # (-accuracy, latency, size): the second is beaten on all three; the third trades.
+    points = [(-0.9, 2.0, 100.0), (-0.8, 3.0, 200.0), (-0.95, 5.0, 300.0), (-0.9, 2.0, 50.0)]
+    assert pareto_indices(points) == [2, 3]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"budgets": {"max_size_bytes": -5}}, "max_size_bytes"),
+        ({"budgets": {"min_accuracy": 1.5}}, "min_accuracy"),
+        ({"families": ("mobilenet_v9",)}, "did you mean"),
+        ({"resolutions": (16,)}, "at least 32"),
+        ({"objective": "reward"}, "max_latency_ms"),
+        ({"objective": "speed"}, "unknown objective"),
+    ],
+)
+def test_bad_input_is_refused_before_any_work(data, options, message) -> None:
+    train, val = data
+    settings = {"families": FAMILIES, "width_multipliers": (0.35,), **options}
+    with pytest.raises(InvalidInputError, match=message):
+        select_model(train_data=train, val_data=val, executor=InlineExecutor(), **settings)
+
+
+def test_data_without_labels_is_refused(data) -> None:
+    train, val = data
+    with pytest.raises(InvalidDataError, match="no labels"):
+        select_model(train_data=train[0], val_data=val, executor=InlineExecutor())
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def npz_files(data, tmp_path_factory) -> tuple[str, str]:
+    root = tmp_path_factory.mktemp("selection_data")
+    (x_train, y_train), (x_val, y_val) = data
+    np.savez(root / "train.npz", x=x_train, y=y_train)
+    np.savez(root / "val.npz", x=x_val, y=y_val)
+    return str(root / "train.npz"), str(root / "val.npz")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--max-size", "-5KB"],
+        ["--min-accuracy", "1.5"],
+        ["--families", "mixnet_q"],
+        ["--resolutions", "16"],
+        ["--max-latency", "fast"],
+        ["--scheduler", "tcp://127.0.0.1:{port}"],
+    ],
+)
+def test_cli_bad_input_exits_2(npz_files, extra, capsys) -> None:
+    extra = [part.format(port=_free_port()) for part in extra]
+    train, val = npz_files
+    code = main(["select", "--train", train, "--val", val, "--families", "mobilenet_v2", *extra])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error" in err[0]
+
+
+def test_cli_json_reuses_the_workdir(first_run, npz_files, workdir: Path, capsys) -> None:
+    train, val = npz_files
+    code = main(
+        [
+            "select",
+            *("--train", train, "--val", val, "--families", "mobilenet_v2"),
+            *("--widths", "0.35,0.5", "--resolutions", "32", "--epochs", "1"),
+            *("--max-size", f"{MAX_SIZE}B", "--max-latency", "1s", "--min-accuracy", "5%"),
+            *("--runs", "10", "--min-seconds", "0.1", "--workdir", str(workdir), "--json"),
+        ]
+    )
+    assert code == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["best"]["name"] == first_run.best.name
+    assert {"size_bytes", "latency_ms", "accuracy", "width", "resolution"} <= set(payload["best"])
+    assert payload["settings"]["work"]["trained"] == 0  # same data and settings: all reused
+    assert [c["status"] for c in payload["candidates"]] == ["trained", "over_budget"]
+
+
+def test_cli_exits_1_when_nothing_meets_the_budgets(npz_files, workdir: Path, capsys) -> None:
+    train, val = npz_files
+    code = main(
+        [
+            "select",
+            *("--train", train, "--val", val, "--families", "mobilenet_v2"),
+            *("--widths", "0.35,0.5", "--resolutions", "32", "--epochs", "1"),
+            *("--max-size", "1KB", "--runs", "10", "--min-seconds", "0.1"),
+            *("--workdir", str(workdir)),
+        ]
+    )
+    assert code == 1
+    captured = capsys.readouterr()
+    assert "No candidate meets every budget. Closest: mobilenet_v2-w0.35-r32" in captured.out
+
+
+def test_dask_local_cluster_runs_candidates_on_both_workers(data) -> None:
+    distributed = pytest.importorskip("distributed")
+    train, val = data
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        result = tfcompress.select_model(
+            train_data=train,
+            val_data=val,
+            # Nothing fits 1 KB: both candidates are measured (on the workers), none trained.
+            budgets=Budgets(max_size_bytes=1000),
+            families=FAMILIES,
+            width_multipliers=WIDTHS,
+            executor=client,
+            **SETTINGS,
+        )
+        addresses = set(client.scheduler_info()["workers"])
+    workers = {r.worker for r in result.candidates}
+    assert workers == addresses and len(workers) == 2
+    assert all(r.status == "over_budget" and r.latency_ms > 0 for r in result.candidates)
+    assert result.best is None and "Dask scheduler" in result.executor

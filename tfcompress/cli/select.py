@@ -1,0 +1,194 @@
+"""``tfcompress select --train TRAIN.npz --val VAL.npz --max-size 500KB --max-latency 5ms ...``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from pathlib import Path
+from typing import IO, Any
+
+from tfcompress.cli.common import add_json_flag, csv_of, emit_json, positive_int, show_progress
+
+logger = logging.getLogger(__name__)
+
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
+_TIME_UNITS = {"": 1.0, "ms": 1.0, "s": 1000.0, "us": 0.001}
+_NUMBER = r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([a-z]*)\s*"
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``500KB`` (1000), ``500KiB`` (1024), ``1.5MB``, ``300000``.
+
+    Example:
+        >>> parse_size("500KB"), parse_size("1KiB")
+        (500000, 1024)
+    """
+    match = re.fullmatch(_NUMBER, text.lower())
+    if not match or match.group(2) not in _SIZE_UNITS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size; write e.g. 500KB, 300KiB, 2MB or 250000 (bytes)"
+        )
+    return round(float(match.group(1)) * _SIZE_UNITS[match.group(2)])
+
+
+def parse_latency(text: str) -> float:
+    """Milliseconds from ``5ms``, ``0.5s``, ``800us`` or ``5`` (ms).
+
+    Example:
+        >>> parse_latency("5ms"), parse_latency("0.01s")
+        (5.0, 10.0)
+    """
+    match = re.fullmatch(_NUMBER, text.lower())
+    if not match or match.group(2) not in _TIME_UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; write e.g. 5ms or 0.5s")
+    return float(match.group(1)) * _TIME_UNITS[match.group(2)]
+
+
+def parse_fraction(text: str) -> float:
+    """An accuracy as ``0.95`` or ``95%``.
+
+    Example:
+        >>> parse_fraction("95%")
+        0.95
+    """
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an accuracy; write 0.95 or 95%"
+        ) from None
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the subcommand."""
+    parser = subparsers.add_parser(
+        "select",
+        help="pick the most accurate zoo model within size/latency/accuracy budgets",
+        description="Measure every zoo candidate (family x width x resolution) as an untrained "
+        "int8 .tflite, train only those within the size and latency budgets, score their int8 "
+        "artifacts and pick the best. Exit 1 when no candidate meets the budgets.",
+    )
+    parser.add_argument("--train", required=True, help="training images + labels (.npz: x, y)")
+    parser.add_argument("--val", required=True, help="validation images + labels (.npz: x, y)")
+    parser.add_argument("--max-size", type=parse_size, help="int8 .tflite size, e.g. 500KB")
+    parser.add_argument("--max-latency", type=parse_latency, help="p50 latency, e.g. 5ms")
+    parser.add_argument(
+        "--backend",
+        default="cpu",
+        choices=("cpu", "gpu", "edgetpu"),
+        help="backend latency and int8 accuracy are measured on (default cpu)",
+    )
+    parser.add_argument("--threads", type=positive_int, default=1, help="threads (default 1)")
+    parser.add_argument("--min-accuracy", type=parse_fraction, help="e.g. 0.95 or 95%%")
+    parser.add_argument(
+        "--families",
+        type=csv_of(str, "--families"),
+        default=["mobilenet_v2", "mixnet_s"],
+        help="zoo names, comma-separated (default mobilenet_v2,mixnet_s; see `tfcompress zoo`)",
+    )
+    parser.add_argument(
+        "--widths", type=csv_of(float, "--widths"), default=[0.35, 0.5], help="default 0.35,0.5"
+    )
+    parser.add_argument(
+        "--resolutions", type=csv_of(int, "--resolutions"), default=[32], help="default 32"
+    )
+    parser.add_argument("--epochs", type=positive_int, default=3, help="training epochs (3)")
+    parser.add_argument(
+        "--objective",
+        choices=("accuracy", "reward"),
+        default="accuracy",
+        help="accuracy (default) or MnasNet's reward accuracy*(latency/max)^-0.07",
+    )
+    parser.add_argument("--workdir", help="folder of per-candidate results; a re-run resumes")
+    parser.add_argument(
+        "--scheduler", help="Dask scheduler address (tcp://HOST:PORT) to run candidates on"
+    )
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        help="processes of the local pool (default 1; not with --scheduler)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    parser.add_argument(
+        "--runs", type=positive_int, default=50, help="minimum timed runs per latency (50)"
+    )
+    parser.add_argument(
+        "--min-seconds", type=float, default=0.5, help="minimum timed seconds per latency (0.5)"
+    )
+    parser.add_argument("--report", help="write selection.json, selection.md, pareto.png here")
+    parser.add_argument("--force", action="store_true", help="replace an existing --report")
+    add_json_flag(parser)
+    return parser
+
+
+def run(args: argparse.Namespace, out: IO[str]) -> int:
+    """Check every input, run the selection, print the table or JSON, write the report.
+
+    Args:
+        args: The parsed flags of :func:`add_parser`.
+        out: Where the table or the JSON object goes (stdout).
+
+    Returns:
+        0 when a candidate meets every budget, 1 when none does (the closest are shown).
+
+    Raises:
+        InvalidInputError: Impossible budgets, an unknown family, a resolution a family
+            cannot take, a report folder holding a report (without --force), an
+            unreachable scheduler; all before any candidate is measured.
+        InvalidDataError: Data without class labels.
+
+    Example:
+        >>> main(["select", "--train", "train.npz", "--val", "val.npz", "--max-size",
+        ...       "500KB", "--max-latency", "5ms", "--json"])  # doctest: +SKIP
+        0
+    """
+    from tfcompress.errors import InvalidInputError
+    from tfcompress.selection import Budgets, connect_scheduler, select_model
+    from tfcompress.selection.candidates import enumerate_candidates
+    from tfcompress.selection.report import check_selection_report_dir, pick_line
+
+    budgets = Budgets(
+        max_size_bytes=args.max_size,
+        max_latency_ms=args.max_latency,
+        latency_backend=args.backend,
+        threads=args.threads,
+        min_accuracy=args.min_accuracy,
+    )
+    if args.scheduler and args.workers:
+        raise InvalidInputError("--workers sizes the local pool; drop it with --scheduler.")
+    enumerate_candidates(args.families, args.widths, args.resolutions)  # fails before any work
+    report = Path(args.report) if args.report else None
+    if report is not None:
+        check_selection_report_dir(report, overwrite=args.force)
+    client = connect_scheduler(args.scheduler) if args.scheduler else None
+    try:
+        result = select_model(
+            train_data=args.train,
+            val_data=args.val,
+            budgets=budgets,
+            families=args.families,
+            width_multipliers=args.widths,
+            resolutions=args.resolutions,
+            epochs=args.epochs,
+            objective=args.objective,
+            executor=client,
+            workdir=args.workdir,
+            progress=show_progress(),
+            workers=args.workers or 1,
+            seed=args.seed,
+            latency_runs=args.runs,
+            latency_seconds=args.min_seconds,
+        )
+    finally:
+        if client is not None:
+            client.close()
+    files = result.write_report(report, overwrite=args.force) if report is not None else ()
+    if args.json:
+        emit_json(out, {**result.to_dict(), "report_files": [str(f) for f in files]})
+    else:
+        out.write(f"{result}\n")
+    if result.best is None:
+        logger.error("%s", pick_line(result))
+        return 1
+    return 0

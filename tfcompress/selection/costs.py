@@ -1,0 +1,87 @@
+"""Phase 1, no training: a candidate's parameters, MACs, int8 size and measured latency."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tfcompress.selection.worker import build_model, failure, resize_images, worker_identity
+
+
+def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
+    """Build the untrained model, quantize it to int8 and measure it on this worker.
+
+    Latency does not depend on the weights' values, so the untrained int8 model has the
+    latency of the trained one. The calibration samples only set the int8 ranges. The
+    weights are first nudged by tiny random amounts: an untrained model's identical
+    constants (zero biases, unit batch-norm scales) would otherwise be stored once by the
+    converter, and the size would under-state the trained artifact's.
+
+    Args:
+        task: Plain data: ``candidate`` (family, width, resolution), ``channels``,
+            ``num_classes``, ``seed``, ``calibration`` (a few training images, any size),
+            ``backend``, ``threads``, ``runs``, ``min_seconds``.
+
+    Returns:
+        ``ok``, ``params``, ``macs`` (the harness's counter on the ``.tflite``),
+        ``size_bytes`` (int8 ``.tflite``), ``latency_ms`` (p50 at batch 1),
+        ``latency_backend``, ``threads``, ``worker``, ``host``, ``seconds``,
+        ``finished_at``; or ``ok: False`` with a one-line ``reason`` when the model could
+        not be built, converted or run (never raises for a candidate's own failure).
+
+    Example:
+        >>> measure_candidate(task)["latency_ms"]  # doctest: +SKIP
+        1.27
+    """
+    import tfcompress
+
+    started = time.perf_counter()
+    stage = "build"
+    try:
+        model = build_model(task)
+        params = int(model.count_params())
+        _perturb(model, int(task["seed"]))
+        stage = "int8 conversion"
+        calibration = resize_images(task["calibration"], int(task["candidate"]["resolution"]))
+        quantized = tfcompress.quantize(
+            model, recipe="int8", representative_data=calibration, seed=int(task["seed"])
+        )
+        stage = "latency measurement"
+        name = f"{task['candidate']['family']}_int8"
+        result = tfcompress.benchmark(
+            {name: quantized.model_content},
+            backends=[task["backend"]],
+            threads=[int(task["threads"])],
+            batch_sizes=[1],
+            runs=int(task["runs"]),
+            min_seconds=float(task["min_seconds"]),
+        )
+    except Exception as error:  # the candidate fails with its reason; the search goes on
+        return failure(error, stage, started)
+    row = result.rows[0]
+    measured: dict[str, Any] = {
+        "params": params,
+        "macs": row.size.macs if row.size else None,
+        "size_bytes": quantized.size_bytes,
+        "latency_backend": task["backend"],
+        "threads": int(task["threads"]),
+        "seconds": round(time.perf_counter() - started, 3),
+        "finished_at": time.time(),
+        **worker_identity(),
+    }
+    if not row.ok or row.latency is None:
+        return {**measured, "ok": False, "reason": f"latency measurement: {row.status}"}
+    return {**measured, "ok": True, "latency_ms": round(float(row.latency.p50), 4)}
+
+
+def _perturb(model: Any, seed: int) -> None:
+    """Add tiny positive noise to every weight, so no two constant tensors are identical.
+
+    Positive, so batch-norm variances stay valid; 1e-3 is far below what changes latency.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    model.set_weights(
+        [w + rng.uniform(0.0, 1e-3, np.shape(w)).astype(w.dtype) for w in model.get_weights()]
+    )

@@ -1,0 +1,173 @@
+"""Where candidates run: a local process pool, any ``concurrent.futures`` executor, or Dask."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from tfcompress.errors import InvalidInputError, MissingDependencyError
+
+_DASK_HINT = "pip install 'tfcompress[distributed]'"
+
+
+class InlineExecutor(concurrent.futures.Executor):
+    """Runs each task at ``submit`` in the caller's process (records say ``worker: local``).
+
+    Useful for debugging and for small searches where starting worker processes costs more
+    than the work; latency is then measured in the caller's process.
+
+    Example:
+        >>> InlineExecutor().submit(pow, 2, 3).result()
+        8
+    """
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` now and return a finished future holding its result or exception."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as error:  # delivered through the future, as any executor does
+            future.set_exception(error)
+        return future
+
+
+class Runner:
+    """One interface over a ``concurrent.futures.Executor`` and a ``dask.distributed.Client``.
+
+    Args:
+        executor: An executor, a Dask client, or None for a local spawn-context process pool
+            of ``workers`` processes (TensorFlow and ``fork`` do not mix).
+        workers: Processes of the default pool.
+    """
+
+    def __init__(self, executor: Any = None, *, workers: int = 1) -> None:
+        self._owned = executor is None
+        self._workers = workers
+        if executor is None:
+            executor = concurrent.futures.ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+            )
+        elif not is_dask_client(executor) and not isinstance(executor, concurrent.futures.Executor):
+            raise InvalidInputError(
+                f"executor must be a concurrent.futures.Executor or a dask.distributed.Client, "
+                f"got {type(executor).__name__}."
+            )
+        self.executor = executor
+        self.dask = is_dask_client(executor)
+
+    def describe(self) -> str:
+        """Words for the report: which executor ran the candidates."""
+        if self.dask:
+            workers = self.executor.scheduler_info().get("workers", {})
+            return f"Dask scheduler {self.executor.scheduler.address} ({len(workers)} workers)"
+        if self._owned:
+            return f"local process pool ({self._workers} process(es), spawn)"
+        return type(self.executor).__name__
+
+    def submit(self, fn: Callable[[dict[str, Any]], dict[str, Any]], task: dict[str, Any]) -> Any:
+        """Start ``fn(task)``; returns a future with ``.result()``."""
+        if self.dask:
+            # pure=False: the same task run twice is two runs (latency is a measurement).
+            return self.executor.submit(fn, task, pure=False)
+        return self.executor.submit(fn, task)
+
+    def as_completed(self, futures: Iterable[Any]) -> Iterator[Any]:
+        """The futures in the order they finish."""
+        futures = list(futures)
+        if not futures:
+            return iter(())
+        if self.dask:
+            from distributed import as_completed
+
+            return iter(as_completed(futures))
+        return concurrent.futures.as_completed(futures)
+
+    def cancel(self, futures: Iterable[Any]) -> None:
+        """Cancel what has not started (after Ctrl-C or an error)."""
+        for future in futures:
+            future.cancel()
+
+    def close(self, *, wait: bool = True) -> None:
+        """Shut down the pool this runner created (a user's executor is left running).
+
+        Args:
+            wait: Wait for running tasks (False after Ctrl-C or an error: their results
+                would be dropped anyway).
+        """
+        if self._owned:
+            self.executor.shutdown(wait=wait, cancel_futures=True)
+
+
+def is_dask_client(obj: Any) -> bool:
+    """True for a ``dask.distributed.Client`` (checked without importing Dask)."""
+    return type(obj).__module__.startswith("distributed") and hasattr(obj, "submit")
+
+
+def connect_scheduler(address: str, *, timeout_s: float = 5.0) -> Any:
+    """A Dask client connected to ``address`` (e.g. ``tcp://10.0.0.5:8786``).
+
+    Args:
+        address: The scheduler's address, as ``dask scheduler`` prints it.
+        timeout_s: Seconds to wait for the connection.
+
+    Returns:
+        The connected ``dask.distributed.Client``.
+
+    Raises:
+        MissingDependencyError: Dask's distributed package is not installed.
+        InvalidInputError: The scheduler cannot be reached in ``timeout_s`` seconds.
+
+    Example:
+        >>> client = connect_scheduler("tcp://127.0.0.1:8786")  # doctest: +SKIP
+    """
+    try:
+        from distributed import Client
+    except ImportError as error:
+        raise MissingDependencyError(
+            f"--scheduler needs Dask's distributed scheduler client; {_DASK_HINT}."
+        ) from error
+    # Dask's own handshake first: a Client that fails to connect complains again from its
+    # destructor at exit, and the CLI promises one line.
+    _probe(address, timeout_s)
+    try:
+        return Client(address, timeout=f"{timeout_s}s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as error:
+        raise _unreachable(address, timeout_s, error) from error
+
+
+def _probe(address: str, timeout_s: float) -> None:
+    import asyncio
+
+    from distributed.comm import connect
+
+    scheme, _, rest = address.rpartition("://")
+    host, _, port = rest.rpartition(":")
+    if scheme not in ("", "tcp", "tls", "ws", "wss") or not host or not port.isdigit():
+        raise InvalidInputError(
+            f"scheduler address {address!r} is not tcp://HOST:PORT; copy the address "
+            "`dask scheduler` prints (e.g. tcp://10.0.0.5:8786)."
+        )
+
+    async def handshake() -> None:
+        comm = await connect(address, timeout=timeout_s)
+        await comm.close()
+
+    try:
+        asyncio.run(handshake())
+    except (OSError, TimeoutError, ValueError) as error:
+        raise _unreachable(address, timeout_s, error) from error
+    except MemoryError as error:  # a reply Dask reads as a huge frame: not a Dask scheduler
+        raise InvalidInputError(
+            f"{address!r} answered, but not as a Dask scheduler; check the port "
+            "(`dask scheduler` prints its address, 8786 by default)."
+        ) from error
+
+
+def _unreachable(address: str, timeout_s: float, error: BaseException) -> InvalidInputError:
+    reason = " ".join(str(error).split())[:200] or type(error).__name__
+    return InvalidInputError(
+        f"cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s ({reason}); "
+        "start it with `dask scheduler` and check the address and firewall."
+    )

@@ -1,0 +1,246 @@
+"""The selection report: a table (text or Markdown), ``selection.json`` and ``pareto.png``."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tfcompress.models.saving import check_output_path, write_bytes_atomic, write_text_atomic
+from tfcompress.report.table import format_table
+
+if TYPE_CHECKING:
+    from tfcompress.selection.result import CandidateRecord, SelectionResult
+
+FILES = ("selection.json", "selection.md", "pareto.png")
+HEADER = (
+    "name",
+    "family",
+    "width",
+    "res",
+    "params",
+    "MACs",
+    "size",
+    "latency (backend, threads, host)",
+    "accuracy",
+    "status",
+    "reason",
+)
+
+
+def table_rows(result: SelectionResult) -> list[list[str]]:
+    """One row of cells per candidate, marking the pick (*) and the Pareto front (P)."""
+    rows = []
+    for r in result.candidates:
+        marks = ("*" if result.best and r.name == result.best.name else "") + (
+            "P" if r.name in result.pareto else ""
+        )
+        latency = (
+            f"{r.latency_ms:.3f} ms ({r.latency_backend}, {r.threads}t, {r.host})"
+            if r.latency_ms is not None
+            else "-"
+        )
+        rows.append(
+            [
+                f"{r.name} {marks}".strip(),
+                r.family,
+                f"{r.width:g}",
+                str(r.resolution),
+                _count(r.params),
+                _count(r.macs),
+                f"{r.size_bytes / 1024:.1f} KiB" if r.size_bytes is not None else "-",
+                latency,
+                f"{r.accuracy:.2%}" if r.accuracy is not None else "-",
+                r.status,
+                (r.reason or "").replace("|", "/"),
+            ]
+        )
+    return rows
+
+
+def summary(result: SelectionResult, *, markdown: bool = False) -> str:
+    """The table, the budgets and the pick, in words."""
+    lines = [
+        f"Model selection: {len(result.candidates)} candidates, budgets: {result.budgets}, "
+        f"objective: {result.objective}",
+        "",
+        format_table(list(HEADER), table_rows(result), markdown=markdown),
+        "",
+        "* the pick, P on the Pareto front (accuracy up, latency down, size down). Latency: "
+        "median of the int8 .tflite at batch 1, measured on the host named in its cell.",
+        "",
+        pick_line(result),
+    ]
+    return "\n".join(lines)
+
+
+def pick_line(result: SelectionResult) -> str:
+    """One sentence: the pick with its numbers, or the closest candidates."""
+    best = result.best
+    if best is not None:
+        return f"Pick: {_describe(best)}."
+    closest = "; ".join(_describe(r) for r in result.closest())
+    return f"No candidate meets every budget. Closest: {closest or 'none measured'}."
+
+
+def _describe(record: CandidateRecord) -> str:
+    accuracy = f"{record.accuracy:.2%}" if record.accuracy is not None else "untrained"
+    size = f"{record.size_bytes:,} B" if record.size_bytes is not None else "? B"
+    latency = f"{record.latency_ms:.3f} ms" if record.latency_ms is not None else "? ms"
+    text = f"{record.name} ({size}, {latency} on {record.host}, accuracy {accuracy})"
+    return f"{text} [{record.reason}]" if record.reason and not record.meets_budgets else text
+
+
+def _count(value: int | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.1f}k"
+
+
+def to_markdown(result: SelectionResult) -> str:
+    """``selection.md``: heading, the table, the pick and where it ran."""
+    return (
+        "# Model selection\n\n"
+        + summary(result, markdown=True)
+        + f"\n\nRan on: {result.executor}.\n\n![Pareto plot](pareto.png)\n"
+    )
+
+
+def plot_png(result: SelectionResult) -> bytes:
+    """Accuracy vs latency: marker area ~ size, front joined, budgets drawn, pick circled.
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed.
+    """
+    from tfcompress.report.plots import pyplot
+
+    plt = pyplot()
+    figure, axes = plt.subplots(figsize=(7.5, 5))
+    trained = [r for r in result.candidates if r.accuracy is not None and r.latency_ms]
+    largest = max([r.size_bytes or 1 for r in trained] + [1])
+    for record in trained:
+        on_front = record.name in result.pareto
+        axes.scatter(
+            record.latency_ms,
+            record.accuracy,
+            s=40 + 600 * (record.size_bytes or 0) / largest,
+            alpha=0.75 if on_front else 0.35,
+            color="tab:blue" if on_front else "tab:gray",
+            edgecolor="black",
+            linewidth=0.5,
+        )
+        if on_front:
+            axes.annotate(
+                record.name,
+                (record.latency_ms, record.accuracy),
+                fontsize=8,
+                xytext=(6, 6),
+                textcoords="offset points",
+            )
+    front = sorted((r for r in trained if r.name in result.pareto), key=lambda r: r.latency_ms)
+    if len(front) > 1:
+        axes.plot(
+            [r.latency_ms for r in front],
+            [r.accuracy for r in front],
+            "--",
+            color="tab:blue",
+            linewidth=1,
+            label="Pareto front",
+        )
+    _budget_lines(axes, result)
+    if result.best is not None and result.best.accuracy is not None:
+        axes.scatter(
+            result.best.latency_ms,
+            result.best.accuracy,
+            s=900,
+            facecolors="none",
+            edgecolors="tab:red",
+            linewidth=2,
+            label=f"pick: {result.best.name}",
+        )
+    skipped = sum(1 for r in result.candidates if r.accuracy is None)
+    budgets = result.budgets
+    axes.set_xlabel(
+        f"int8 latency, ms (p50, {budgets.latency_backend}, {budgets.threads} thread(s))"
+    )
+    axes.set_ylabel("int8 accuracy (validation)")
+    axes.set_title(
+        f"Model selection: marker area ~ int8 size; {skipped} untrained candidate(s) not shown"
+    )
+    axes.grid(alpha=0.3)
+    axes.yaxis.set_major_formatter(importlib.import_module("matplotlib.ticker").PercentFormatter(1))
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize=8, loc="lower right", markerscale=0.3)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def _budget_lines(axes: Any, result: SelectionResult) -> None:
+    budgets = result.budgets
+    if budgets.max_latency_ms is not None:
+        axes.axvline(
+            budgets.max_latency_ms,
+            color="tab:red",
+            linestyle=":",
+            label=f"latency budget {budgets.max_latency_ms:g} ms",
+        )
+    if budgets.min_accuracy is not None:
+        axes.axhline(
+            budgets.min_accuracy,
+            color="tab:green",
+            linestyle=":",
+            label=f"accuracy budget {budgets.min_accuracy:.0%}",
+        )
+
+
+def check_selection_report_dir(directory: Path, *, overwrite: bool) -> list[Path]:
+    """Fail before any work when the report could not be written into ``directory``.
+
+    Returns:
+        The report files' paths.
+
+    Raises:
+        OutputExistsError: ``directory`` is a file, or report files exist without
+            ``overwrite``.
+        OutputLocationError: The folder (or where it would be created) is not writable.
+
+    Example:
+        >>> check_selection_report_dir(Path("selection_report"), overwrite=False)  # doctest: +SKIP
+    """
+    from tfcompress.errors import OutputExistsError
+    from tfcompress.report.writers import check_report_dir
+
+    check_report_dir(directory, overwrite=overwrite, formats=())  # folder checks only
+    paths = [directory / name for name in FILES]
+    existing = [p for p in paths if os.path.lexists(p)]
+    if existing and not overwrite:
+        raise OutputExistsError(
+            f"{directory}: already holds {', '.join(p.name for p in existing)}; pass --force "
+            "(overwrite=True) to replace the report, or choose another folder."
+        )
+    for path in existing:
+        check_output_path(path, overwrite=True)  # never a folder or special file
+    return paths
+
+
+def write_report(result: SelectionResult, directory: Path, *, overwrite: bool) -> tuple[Path, ...]:
+    """Write the three report files atomically, refusing to replace them without ``overwrite``.
+
+    Raises:
+        OutputExistsError: A report file exists and ``overwrite`` is False.
+        MissingDependencyError: No matplotlib (nothing is written then).
+    """
+    paths = check_selection_report_dir(directory, overwrite=overwrite)
+    png = plot_png(result)  # matplotlib missing: nothing written
+    directory.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(result.to_dict(), indent=1, default=str) + "\n"
+    return (
+        write_text_atomic(paths[0], text, overwrite=overwrite),
+        write_text_atomic(paths[1], to_markdown(result), overwrite=overwrite),
+        write_bytes_atomic(paths[2], png, overwrite=overwrite),
+    )

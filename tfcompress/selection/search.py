@@ -1,0 +1,315 @@
+"""``tfcompress.select_model``: the most accurate zoo model that fits the budgets, measured."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from tfcompress.errors import InvalidInputError
+from tfcompress.selection.budgets import Budgets
+from tfcompress.selection.candidates import Candidate, enumerate_candidates
+from tfcompress.selection.costs import measure_candidate
+from tfcompress.selection.data import SelectionData, read_selection_data
+from tfcompress.selection.executors import Runner
+from tfcompress.selection.result import SelectionResult
+from tfcompress.selection.store import CandidateStore, settings_key
+from tfcompress.selection.training import train_candidate
+from tfcompress.selection.verdicts import OBJECTIVES, build_records, pick, within_cost_budgets
+
+logger = logging.getLogger(__name__)
+
+PHASE1_CALIBRATION = 16  # "a few" samples: they only set the untrained model's int8 ranges
+
+
+def select_model(
+    *,
+    train_data: Any,
+    val_data: Any,
+    budgets: Budgets | dict[str, Any] | None = None,
+    families: Sequence[str] = ("mobilenet_v2", "mixnet_s"),
+    width_multipliers: Sequence[float] = (0.35, 0.5),
+    resolutions: Sequence[int] = (32,),
+    epochs: int = 3,
+    objective: str = "accuracy",
+    executor: Any = None,
+    workdir: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    workers: int = 1,
+    seed: int = 0,
+    batch_size: int = 32,
+    learning_rate: float = 1e-3,
+    calibration_samples: int = 200,
+    latency_runs: int = 50,
+    latency_seconds: float = 0.5,
+) -> SelectionResult:
+    """Find the best zoo model within budgets, every number measured on the int8 artifact.
+
+    Phase 1 (no training) builds every candidate (family x width x resolution), converts
+    the untrained model to int8 and measures its parameters, MACs, ``.tflite`` size and
+    latency on the worker that runs it; a candidate over the size or latency budget is
+    ``over_budget`` and never trained. Phase 2 trains the survivors (Keras, Adam, sparse
+    categorical cross-entropy, seeded), quantizes each to int8 calibrated on the training
+    images and scores the int8 ``.tflite`` on ``val_data``. Images are resized to each
+    candidate's resolution (``tf.image.resize``, bilinear), channels kept.
+
+    Args:
+        train_data: Training images with integer class labels (see
+            :func:`tfcompress.data.load_data`: arrays, ``(x, y)``, ``.npz``...).
+        val_data: Validation images with labels, scored with the int8 artifact.
+        budgets: A :class:`Budgets` (or its dict); None means no limits.
+        families: Zoo model names (see :func:`tfcompress.zoo.list_models`).
+        width_multipliers: Width multipliers to try.
+        resolutions: Square input resolutions to try.
+        epochs: Training epochs of each survivor.
+        objective: ``"accuracy"`` (most accurate within budgets) or ``"reward"`` (MnasNet's
+            accuracy x (latency / max_latency_ms) ** -0.07; needs a latency budget).
+        executor: A ``concurrent.futures.Executor`` or a ``dask.distributed.Client``; None
+            starts a local spawn-context process pool of ``workers`` processes.
+        workdir: Folder for one JSON file per candidate; a re-run with it skips finished
+            phases. None keeps nothing on disk.
+        progress: Draw a progress bar (measured / trained / left) on stderr.
+        workers: Processes of the default local pool (refused with ``executor``).
+        seed: Seed of model initialisation, training and calibration.
+        batch_size: Training batch size.
+        learning_rate: Adam's learning rate.
+        calibration_samples: Training images that calibrate the trained int8 model.
+        latency_runs: Minimum timed runs per latency measurement.
+        latency_seconds: Minimum timed seconds per latency measurement.
+
+    Returns:
+        The frozen :class:`SelectionResult`.
+
+    Raises:
+        InvalidInputError: Impossible budgets, an unknown family or objective, a resolution
+            a family cannot take, bad settings; all checked before any work.
+        InvalidDataError: Data without integer class labels, or train and validation
+            images with different channel counts.
+
+    Example:
+        >>> result = tfcompress.select_model(
+        ...     train_data="train.npz", val_data="val.npz",
+        ...     budgets=Budgets(max_size_bytes=500_000, max_latency_ms=5, min_accuracy=0.9),
+        ...     families=("mobilenet_v2", "mixnet_s"), epochs=3, workdir="selection_work",
+        ... )  # doctest: +SKIP
+        >>> print(result.best)  # doctest: +SKIP
+    """
+    budgets = _budgets(budgets)
+    if objective not in OBJECTIVES:
+        raise InvalidInputError(f"unknown objective {objective!r}; choose from {OBJECTIVES}.")
+    if objective == "reward" and budgets.max_latency_ms is None:
+        raise InvalidInputError(
+            "objective 'reward' scales accuracy by latency / max_latency_ms: set max_latency_ms."
+        )
+    for name, value in (
+        ("epochs", epochs),
+        ("workers", workers),
+        ("batch_size", batch_size),
+        ("calibration_samples", calibration_samples),
+        ("latency_runs", latency_runs),
+    ):
+        _check_positive_int(name, value)
+    if executor is not None and workers != 1:
+        raise InvalidInputError("workers sizes the default local pool; drop it with executor=.")
+    if not (learning_rate > 0 and latency_seconds >= 0):
+        raise InvalidInputError("learning_rate must be > 0 and latency_seconds >= 0.")
+    candidates = enumerate_candidates(families, width_multipliers, resolutions)
+    data = read_selection_data(train_data, val_data)
+    store = CandidateStore(workdir)
+    common = {
+        "channels": data.channels,
+        "num_classes": data.num_classes,
+        "seed": int(seed),
+        "backend": budgets.latency_backend,
+        "threads": budgets.threads,
+    }
+    measure_settings = {
+        **common,
+        "train": data.train_fingerprint,
+        "runs": latency_runs,
+        "min_seconds": latency_seconds,
+        "version": _version(),
+    }
+    train_settings = {
+        **measure_settings,
+        "val": data.val_fingerprint,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "learning_rate": learning_rate,
+        "calibration_samples": calibration_samples,
+    }
+    runner = Runner(executor, workers=workers)
+    work = {"measured": 0, "trained": 0, "reused": 0}
+    try:
+        with tqdm(total=len(candidates), desc="select", unit="step", disable=not progress) as bar:
+            costs = _phase(
+                runner,
+                store,
+                "costs",
+                candidates,
+                lambda c: settings_key({**measure_settings, "candidate": c.to_dict()}),
+                lambda c: {
+                    **common,
+                    "candidate": c.to_dict(),
+                    "calibration": data.x_train[:PHASE1_CALIBRATION],
+                    "runs": latency_runs,
+                    "min_seconds": latency_seconds,
+                },
+                measure_candidate,
+                bar,
+                work,
+            )
+            survivors = [c for c in candidates if within_cost_budgets(costs[c.name], budgets)]
+            bar.total += len(survivors)
+            bar.refresh()
+            training = _phase(
+                runner,
+                store,
+                "training",
+                survivors,
+                lambda c: settings_key({**train_settings, "candidate": c.to_dict()}),
+                lambda c: {
+                    **common,
+                    "candidate": c.to_dict(),
+                    "x_train": data.x_train,
+                    "y_train": data.y_train,
+                    "x_val": data.x_val,
+                    "y_val": data.y_val,
+                    "epochs": epochs,
+                    "batch_size": batch_size,
+                    "learning_rate": learning_rate,
+                    "calibration_samples": calibration_samples,
+                },
+                train_candidate,
+                bar,
+                work,
+            )
+        description = runner.describe()
+    except BaseException:  # Ctrl-C included: every finished phase is already on disk
+        runner.close(wait=False)
+        raise
+    runner.close()
+    settings = {
+        "epochs": epochs,
+        "seed": seed,
+        "batch_size": batch_size,
+        "learning_rate": learning_rate,
+        "calibration_samples": calibration_samples,
+        "latency_runs": latency_runs,
+        "latency_seconds": latency_seconds,
+        "workdir": None if workdir is None else str(workdir),
+        "work": work,
+    }
+    return _result(candidates, costs, training, budgets, objective, description, data, settings)
+
+
+def _phase(
+    runner: Runner,
+    store: CandidateStore,
+    phase: str,
+    candidates: list[Candidate],
+    key_of: Callable[[Candidate], str],
+    task_of: Callable[[Candidate], dict[str, Any]],
+    function: Callable[[dict[str, Any]], dict[str, Any]],
+    bar: Any,
+    work: dict[str, int],
+) -> dict[str, dict[str, Any]]:
+    """Run ``function`` for every candidate not finished in ``store``; save each on arrival."""
+    done: dict[str, dict[str, Any]] = {}
+    pending: dict[Any, Candidate] = {}
+    for candidate in candidates:
+        stored = store.phase(candidate, phase, key_of(candidate))
+        if stored is not None:
+            done[candidate.name] = {**stored, "reused": True}
+            work["reused"] += 1
+            bar.update(1)
+            continue
+        pending[runner.submit(function, task_of(candidate))] = candidate
+    _postfix(bar, phase, done, len(pending))
+    try:
+        for future in runner.as_completed(list(pending)):
+            candidate = pending.pop(future)
+            try:
+                outcome = future.result()
+            except Exception as error:  # a worker died or the task could not travel
+                reason = " ".join(str(error).split())[:200]
+                outcome = {"ok": False, "reason": f"{phase}: {type(error).__name__}: {reason}"}
+            if outcome.get("ok"):
+                # Saved the moment it arrives: Ctrl-C or a dead worker later loses none of it.
+                store.save(candidate, phase, key_of(candidate), outcome)
+                work["measured" if phase == "costs" else "trained"] += 1
+            else:  # failures are not stored: a re-run tries them again
+                logger.warning("%s: %s", candidate.name, outcome.get("reason"))
+            done[candidate.name] = outcome
+            bar.update(1)
+            _postfix(bar, phase, done, len(pending))
+    except BaseException:
+        runner.cancel(pending)
+        raise
+    return done
+
+
+def _postfix(bar: Any, phase: str, done: dict[str, Any], left: int) -> None:
+    bar.set_postfix_str(f"{'measured' if phase == 'costs' else 'trained'} {len(done)}, left {left}")
+
+
+def _result(
+    candidates: list[Candidate],
+    costs: dict[str, dict[str, Any]],
+    training: dict[str, dict[str, Any]],
+    budgets: Budgets,
+    objective: str,
+    executor: str,
+    data: SelectionData,
+    settings: dict[str, Any],
+) -> SelectionResult:
+    from tfcompress.bench.environment import capture_environment
+    from tfcompress.selection.pareto import pareto_names
+
+    records = build_records(candidates, costs, training, budgets)
+    settings = {
+        "families": list(dict.fromkeys(c.family for c in candidates)),
+        "width_multipliers": list(dict.fromkeys(c.width for c in candidates)),
+        "resolutions": list(dict.fromkeys(c.resolution for c in candidates)),
+        "num_classes": data.num_classes,
+        "train_samples": len(data.y_train),
+        "val_samples": len(data.y_val),
+        "resize": "tf.image.resize, bilinear, channels kept",
+        **settings,
+    }
+    return SelectionResult(
+        candidates=tuple(records),
+        pareto=tuple(pareto_names(records)),
+        best=pick(records, objective),
+        budgets=budgets,
+        objective=objective,
+        settings=settings,
+        executor=executor,
+        environment=capture_environment().to_dict(),
+    )
+
+
+def _budgets(budgets: Budgets | dict[str, Any] | None) -> Budgets:
+    if budgets is None:
+        return Budgets()
+    if isinstance(budgets, dict):
+        return Budgets.from_dict(budgets)
+    if not isinstance(budgets, Budgets):
+        raise InvalidInputError(
+            f"budgets must be a Budgets or a dict, got {type(budgets).__name__}."
+        )
+    return budgets
+
+
+def _check_positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"{name} must be a whole number >= 1, got {value!r}.")
+
+
+def _version() -> str:
+    from tfcompress import __version__
+
+    return __version__

@@ -1,0 +1,128 @@
+"""Verdicts: which candidate is over budget, which meets every budget, which one is picked."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tfcompress.selection.budgets import Budgets
+from tfcompress.selection.candidates import Candidate
+from tfcompress.selection.result import FAILED, OVER_BUDGET, TRAINED, CandidateRecord
+
+OBJECTIVES = ("accuracy", "reward")
+#: MnasNet's exponent (Tan et al. 2019, "MnasNet: Platform-Aware Neural Architecture Search
+#: for Mobile", soft constraint alpha = beta = -0.07).
+REWARD_EXPONENT = -0.07
+
+
+def reward(accuracy: float, latency_ms: float, target_ms: float) -> float:
+    """MnasNet's reward: accuracy x (latency / target) ** -0.07.
+
+    Example:
+        >>> round(reward(0.9, 5.0, 5.0), 3)
+        0.9
+    """
+    return float(accuracy * (latency_ms / target_ms) ** REWARD_EXPONENT)
+
+
+def cost_misses(costs: dict[str, Any], budgets: Budgets) -> list[str]:
+    """The size and latency budgets a measured candidate misses, in words (host named)."""
+    misses = []
+    size, latency = costs.get("size_bytes"), costs.get("latency_ms")
+    if budgets.max_size_bytes is not None and size is not None and size > budgets.max_size_bytes:
+        misses.append(f"int8 size {size:,} B > {budgets.max_size_bytes:,} B")
+    if (
+        budgets.max_latency_ms is not None
+        and latency is not None
+        and latency > budgets.max_latency_ms
+    ):
+        misses.append(
+            f"latency {latency:.3f} ms > {budgets.max_latency_ms:g} ms "
+            f"({costs.get('latency_backend')}, {costs.get('threads')} thread(s), "
+            f"on {costs.get('host')})"
+        )
+    return misses
+
+
+def within_cost_budgets(costs: dict[str, Any], budgets: Budgets) -> bool:
+    """True when phase 1 succeeded and the candidate fits the size and latency budgets."""
+    return bool(costs.get("ok")) and not cost_misses(costs, budgets)
+
+
+def build_records(
+    candidates: Sequence[Candidate],
+    costs: dict[str, dict[str, Any]],
+    training: dict[str, dict[str, Any]],
+    budgets: Budgets,
+) -> list[CandidateRecord]:
+    """One record per candidate from its phases' results and the budgets."""
+    return [_record(c, costs[c.name], training.get(c.name), budgets) for c in candidates]
+
+
+def _record(
+    candidate: Candidate,
+    costs: dict[str, Any],
+    trained: dict[str, Any] | None,
+    budgets: Budgets,
+) -> CandidateRecord:
+    base: dict[str, Any] = {
+        "name": candidate.name,
+        "family": candidate.family,
+        "width": candidate.width,
+        "resolution": candidate.resolution,
+        **{
+            key: costs.get(key)
+            for key in (
+                "params",
+                "macs",
+                "size_bytes",
+                "latency_ms",
+                "latency_backend",
+                "threads",
+                "worker",
+                "host",
+            )
+        },
+        "measured_at": costs.get("finished_at"),
+        "reused": bool(costs.get("reused")),
+    }
+    if not costs.get("ok"):
+        return CandidateRecord(**base, status=FAILED, reason=costs.get("reason"))
+    misses = cost_misses(costs, budgets)
+    if misses:
+        return CandidateRecord(**base, status=OVER_BUDGET, reason="; ".join(misses))
+    if trained is None or not trained.get("ok"):
+        reason = (trained or {}).get("reason", "not trained")
+        return CandidateRecord(**base, status=FAILED, reason=reason)
+    base.update(
+        size_bytes=trained.get("size_bytes", base["size_bytes"]),  # the trained artifact's
+        accuracy=trained.get("accuracy"),
+        train_seconds=trained.get("train_seconds"),
+        train_worker=trained.get("worker"),
+        train_host=trained.get("host"),
+        trained_at=trained.get("finished_at"),
+        reused=base["reused"] and bool(trained.get("reused")),
+    )
+    misses = cost_misses({**costs, "size_bytes": base["size_bytes"]}, budgets)
+    accuracy = base["accuracy"]
+    if budgets.min_accuracy is not None and accuracy < budgets.min_accuracy:
+        misses.append(f"int8 accuracy {accuracy:.2%} < {budgets.min_accuracy:.2%}")
+    if budgets.max_latency_ms is not None and base["latency_ms"] is not None:
+        base["reward"] = round(reward(accuracy, base["latency_ms"], budgets.max_latency_ms), 6)
+    return CandidateRecord(
+        **base, status=TRAINED, meets_budgets=not misses, reason="; ".join(misses) or None
+    )
+
+
+def pick(records: Sequence[CandidateRecord], objective: str) -> CandidateRecord | None:
+    """The best record meeting every budget by ``objective`` (ties: faster, then smaller)."""
+    eligible = [r for r in records if r.meets_budgets and r.accuracy is not None]
+    if not eligible:
+        return None
+
+    def score(record: CandidateRecord) -> tuple[float, float, float]:
+        first = record.reward if objective == "reward" and record.reward is not None else 0.0
+        main = first if objective == "reward" else float(record.accuracy or 0.0)
+        return (main, -(record.latency_ms or 0.0), -(record.size_bytes or 0))
+
+    return max(eligible, key=score)

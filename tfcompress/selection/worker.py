@@ -1,0 +1,84 @@
+"""What the candidate functions share on the worker: identity, input resizing, model building.
+
+Everything here runs where the candidate runs (a pool process, a Dask worker or the
+caller's process) and takes plain data, so the tasks pickle and travel.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+
+def worker_identity() -> dict[str, str]:
+    """Where this code runs: ``worker`` and ``host``.
+
+    ``worker`` is the Dask worker's address inside a Dask worker, ``local:<pid>`` in a
+    local pool process, and ``local`` in the caller's own process.
+
+    Example:
+        >>> worker_identity()["worker"]  # doctest: +SKIP
+        'local'
+    """
+    host = socket.gethostname()
+    if "distributed" in sys.modules:  # only a Dask worker (or client) has imported it
+        from distributed import get_worker
+
+        try:
+            return {"worker": str(get_worker().address), "host": host}
+        except ValueError:  # "No worker found": a client process, not a worker
+            pass
+    if multiprocessing.parent_process() is not None:
+        return {"worker": f"local:{os.getpid()}", "host": host}
+    return {"worker": "local", "host": host}
+
+
+def resize_images(x: np.ndarray, resolution: int) -> np.ndarray:
+    """Square images resized to ``resolution`` (bilinear), channels kept, as float32.
+
+    Example:
+        >>> resize_images(np.zeros((2, 28, 28, 1), np.float32), 32).shape  # doctest: +SKIP
+        (2, 32, 32, 1)
+    """
+    if x.shape[1:3] == (resolution, resolution):
+        return np.asarray(x, np.float32)
+    from tfcompress._compat.tf import tensorflow
+
+    tf = tensorflow()
+    resized = tf.image.resize(np.asarray(x, np.float32), (resolution, resolution), "bilinear")
+    return np.asarray(resized.numpy(), np.float32)
+
+
+def build_model(task: dict[str, Any]) -> Any:
+    """The untrained zoo model of a task (seeded, so every worker builds the same one)."""
+    from tfcompress._compat.keras import KerasFlavour, keras_module
+    from tfcompress.zoo import create_model
+
+    keras = keras_module(KerasFlavour.KERAS3)
+    keras.utils.set_random_seed(int(task["seed"]))
+    candidate = task["candidate"]
+    resolution = int(candidate["resolution"])
+    return create_model(
+        candidate["family"],
+        input_shape=(resolution, resolution, int(task["channels"])),
+        num_classes=int(task["num_classes"]),
+        width_multiplier=float(candidate["width"]),
+    )
+
+
+def failure(error: BaseException, stage: str, started: float) -> dict[str, Any]:
+    """The record of a candidate that failed: one line naming the stage and the error."""
+    message = " ".join(str(error).split())[:300] or "no message"
+    return {
+        "ok": False,
+        "reason": f"{stage} failed: {type(error).__name__}: {message}",
+        "seconds": round(time.perf_counter() - started, 3),
+        "finished_at": time.time(),
+        **worker_identity(),
+    }
