@@ -53,7 +53,8 @@ def compress(
     int8 PTQ per-channel; int8 calibrated on more samples; selective quantization (layers
     ranked once by quantization error, the 1, 2, 4... most sensitive kept float until the
     gate passes); int16x8 when no int8 attempt passed; with ``train_data`` QAT, and for
-    ``objective="size"`` pruning + int8 and clustering + int8. ``objective="latency"`` adds
+    ``objective="size"`` pruning + int8 and clustering + int8; for ``objective="size"``,
+    float16 as the last resort when nothing else passed. ``objective="latency"`` adds
     float32 and float16 and ranks by the median latency measured by
     :func:`tfcompress.benchmark` on the target's backend at ``threads``. The search stops
     when nothing left can beat the best passing artifact (see

@@ -150,7 +150,7 @@ def plot_png(result: SelectionResult) -> bytes:
             linewidth=1,
             label="Pareto front",
         )
-    _budget_lines(axes, result)
+    _budget_lines(axes, result, max((r.latency_ms for r in trained), default=None))
     if result.best is not None and result.best.accuracy is not None:
         axes.scatter(
             result.best.latency_ms,
@@ -173,16 +173,26 @@ def plot_png(result: SelectionResult) -> bytes:
     axes.grid(alpha=0.3)
     axes.yaxis.set_major_formatter(importlib.import_module("matplotlib.ticker").PercentFormatter(1))
     if axes.get_legend_handles_labels()[0]:
-        axes.legend(fontsize=8, loc="lower right", markerscale=0.3)
+        axes.legend(fontsize=8, loc="best", markerscale=0.3)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(figure)
     return buffer.getvalue()
 
 
-def _budget_lines(axes: Any, result: SelectionResult) -> None:
+def _budget_lines(axes: Any, result: SelectionResult, slowest: float | None) -> None:
     budgets = result.budgets
-    if budgets.max_latency_ms is not None:
+    far = slowest is not None and budgets.max_latency_ms is not None
+    if far and budgets.max_latency_ms > 3 * slowest:  # type: ignore[operator]
+        # A line that far right would squash every point against the left edge: say it.
+        axes.set_xlim(0, slowest * 1.3)  # type: ignore[operator]
+        axes.plot(
+            [],
+            [],
+            " ",
+            label=f"latency budget {budgets.max_latency_ms:g} ms (off the right edge)",
+        )
+    elif budgets.max_latency_ms is not None:
         axes.axvline(
             budgets.max_latency_ms,
             color="tab:red",

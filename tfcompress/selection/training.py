@@ -11,6 +11,10 @@ from tfcompress.selection.worker import build_model, failure, resize_images, wor
 def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
     """Train with Keras (Adam, sparse categorical cross-entropy), export int8, score it.
 
+    After the short schedule the batch-norm statistics are re-estimated on the training
+    images (:func:`recalibrate_batch_norm`), so the score is the trained weights', not that
+    of moving averages that barely left their initial values.
+
     The accuracy is that of the int8 ``.tflite`` (calibrated on the training images) run by
     the budget's backend on the validation data: the artifact that would be deployed.
 
@@ -59,6 +63,7 @@ def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
             shuffle=True,
             verbose=0,
         )
+        recalibrate_batch_norm(model, x_train, keras)
         train_seconds = time.perf_counter() - trained
         stage = "int8 conversion"
         quantized = tfcompress.quantize(
@@ -88,3 +93,39 @@ def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
         "finished_at": time.time(),
         **worker_identity(),
     }
+
+
+#: Training images the batch-norm statistics are re-estimated on (one forward pass).
+RECALIBRATION_SAMPLES = 1024
+
+
+def recalibrate_batch_norm(model: Any, x: Any, keras: Any) -> None:
+    """Set every BatchNormalization's moving mean and variance from one pass over ``x``.
+
+    keras.applications builds MobileNets with momentum 0.999: after the few hundred steps
+    of a selection schedule the moving statistics have moved about a quarter of the way from
+    their initial values, and evaluation (which uses them) scores near chance whatever the
+    weights learned (MobileNetV2 w0.35 on 2,000 digits, 3 epochs: 9.9% before, 45.2% after).
+    Re-estimating them once after training, as once-for-all NAS does for its sub-networks,
+    gives each candidate the statistics of its own trained weights. No weight is changed.
+
+    Args:
+        model: The trained Keras 3 model.
+        x: Training images (the first :data:`RECALIBRATION_SAMPLES` are used).
+        keras: The Keras 3 module.
+    """
+    layers = [
+        layer
+        for layer in model._flatten_layers(include_self=False)
+        if isinstance(layer, keras.layers.BatchNormalization)
+    ]
+    if not layers:
+        return
+    momenta = [layer.momentum for layer in layers]
+    try:
+        for layer in layers:
+            layer.momentum = 0.0  # the moving statistics become this batch's statistics
+        model(x[:RECALIBRATION_SAMPLES], training=True)
+    finally:
+        for layer, momentum in zip(layers, momenta, strict=True):
+            layer.momentum = momentum
