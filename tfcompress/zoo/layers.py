@@ -44,8 +44,29 @@ def _split(x: Any, sizes: Sequence[int]) -> list[Any]:
     return [x[..., start : start + size] for start, size in zip(starts, sizes, strict=True)]
 
 
+class _ChannelGroups(layers.Layer):
+    """The part MixConv and GroupedConv2D share: split channels, one conv each, concatenate.
+
+    Subclasses set ``self.convs`` (one conv per group, in channel order).
+    """
+
+    convs: list[Any]
+
+    def build(self, input_shape: Sequence[int | None]) -> None:
+        """Split the input channels into one group per conv and build each conv."""
+        self._sizes = _check_groups(int(input_shape[-1]), len(self.convs), self.name)  # type: ignore[arg-type]
+        for conv, size in zip(self.convs, self._sizes, strict=True):
+            conv.build((*input_shape[:-1], size))
+
+    def call(self, inputs: Any) -> Any:
+        """Run each channel group through its own conv; concatenate the outputs in order."""
+        parts = _split(inputs, self._sizes)
+        outputs = [conv(part) for conv, part in zip(self.convs, parts, strict=True)]
+        return outputs[0] if len(outputs) == 1 else ops.concatenate(outputs, axis=-1)
+
+
 @keras.saving.register_keras_serializable(package="tfcompress")
-class MixConv(layers.Layer):
+class MixConv(_ChannelGroups):
     """Mixed depthwise convolution (MixNet, Tan & Le 2019).
 
     The input channels are split into one group per kernel size (near-equal groups, the
@@ -84,18 +105,6 @@ class MixConv(layers.Layer):
         ]
         self._sizes: list[int] = []
 
-    def build(self, input_shape: Sequence[int | None]) -> None:
-        """Split the channels and build one depthwise conv per group."""
-        self._sizes = _check_groups(int(input_shape[-1]), len(self.convs), self.name)  # type: ignore[arg-type]
-        for conv, size in zip(self.convs, self._sizes, strict=True):
-            conv.build((*input_shape[:-1], size))
-
-    def call(self, inputs: Any) -> Any:
-        """Depthwise-convolve each channel group with its kernel size; concatenate."""
-        parts = _split(inputs, self._sizes)
-        outputs = [conv(part) for conv, part in zip(self.convs, parts, strict=True)]
-        return outputs[0] if len(outputs) == 1 else ops.concatenate(outputs, axis=-1)
-
     def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
         """Same channels; spatial size divided by the stride (``same`` padding)."""
         shape = self.convs[0].compute_output_shape((*input_shape[:-1], 1))
@@ -111,7 +120,7 @@ class MixConv(layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="tfcompress")
-class GroupedConv2D(layers.Layer):
+class GroupedConv2D(_ChannelGroups):
     """A convolution over channel groups: split channels, one ``Conv2D`` per group, concat.
 
     MixNet's grouped 1x1 expand/project (``a1.1``/``p1.1``: 2 groups). Input channels and
@@ -147,18 +156,6 @@ class GroupedConv2D(layers.Layer):
             for i, size in enumerate(out_sizes)
         ]
         self._sizes: list[int] = []
-
-    def build(self, input_shape: Sequence[int | None]) -> None:
-        """Split the input channels and build one conv per group."""
-        self._sizes = _check_groups(int(input_shape[-1]), self.groups, self.name)  # type: ignore[arg-type]
-        for conv, size in zip(self.convs, self._sizes, strict=True):
-            conv.build((*input_shape[:-1], size))
-
-    def call(self, inputs: Any) -> Any:
-        """Convolve each input group with its own kernels; concatenate the outputs."""
-        parts = _split(inputs, self._sizes)
-        outputs = [conv(part) for conv, part in zip(self.convs, parts, strict=True)]
-        return outputs[0] if len(outputs) == 1 else ops.concatenate(outputs, axis=-1)
 
     def compute_output_shape(self, input_shape: Sequence[int | None]) -> tuple[int | None, ...]:
         """Spatial size unchanged (stride 1, ``same``); ``filters`` channels."""
