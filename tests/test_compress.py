@@ -258,3 +258,19 @@ def test_ladder_and_durations() -> None:
     assert duration("10m") == 600 and duration("90") == 90 and duration("1.5h") == 5400
     with pytest.raises(Exception, match="positive duration"):
         duration("ten")
+
+
+@pytest.mark.parametrize(
+    ("extra", "flags"),
+    [
+        (["--max-drop", "0.01"], "the gate flags"),
+        (["--target", "edgetpu", "--time-budget", "1m"], "--target, --time-budget"),
+        (["--report", "rep", "--latency"], "--latency, --report"),
+    ],
+)
+def test_replay_refuses_the_options_of_a_search(tmp_path, capsys, extra, flags):
+    out = tmp_path / "o.tflite"
+    argv = ["compress", "m.keras", "--data", "c.npz", "--replay", "compress.json", *extra]
+    assert main([*argv, "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{flags} apply to a search: drop them" in error and not out.exists()

@@ -7,7 +7,7 @@ import logging
 import re
 from typing import IO, Any
 
-from tfcompress.cli._gating import add_gate_options, flat, threshold_options
+from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
 from tfcompress.cli.common import (
     add_force_flag,
     add_json_flag,
@@ -164,9 +164,26 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
 
 def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
     from tfcompress.compression.replay import read_attempt, replay
+    from tfcompress.errors import InvalidInputError
     from tfcompress.models import check_output_path, load_model
     from tfcompress.models.saving import write_bytes_atomic
 
+    # A replay makes one recorded recipe again: the options of a search would do nothing.
+    search_only = {
+        "--target": args.target != "cpu",
+        "--objective": args.objective != "size",
+        "--time-budget": args.time_budget is not None,
+        "--latency": args.latency,
+        "--report": args.report is not None,
+        "--threads": args.threads != 1,
+        "the gate flags": gate_requested(args) or bool(args.mode or args.output or args.metric),
+    }
+    given = [flag for flag, present in search_only.items() if present]
+    if given:
+        raise InvalidInputError(
+            f"--replay makes the recorded attempt again (its recipe fixes everything); "
+            f"{', '.join(given)} apply to a search: drop them."
+        )
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
     attempt = read_attempt(args.replay, args.attempt)
     content = replay(
