@@ -70,7 +70,8 @@ def edgetpu_options(
         Options for ``Recipe.with_options``: the I/O types and ``batch_size=1``.
 
     Raises:
-        InvalidInputError: A recipe other than ``int8``, float I/O, or float fallback.
+        InvalidInputError: A recipe other than ``int8``, float I/O, float fallback, or a
+            batch size other than 1.
     """
     name = getattr(recipe, "name", recipe)
     if name != "int8":
@@ -81,6 +82,11 @@ def edgetpu_options(
         raise InvalidInputError(
             "float fallback leaves ops in float, which the Edge TPU cannot run: drop "
             "--float-fallback for --target edgetpu (the linter then names the op to replace)."
+        )
+    if getattr(recipe, "batch_size", None) not in (None, 1):
+        raise InvalidInputError(
+            f"the Edge TPU compiler needs a static batch of 1, not batch_size="
+            f"{getattr(recipe, 'batch_size', None)}; drop it from the recipe."
         )
     chosen_input = input_type or _recipe_type(recipe, "input_type") or "uint8"
     chosen_output = output_type or _recipe_type(recipe, "output_type") or chosen_input
