@@ -211,10 +211,11 @@ class SearchState:
         return f"{attempt.gzip_bytes:,} B gzip"
 
     def say(self, line: str) -> None:
-        """Log a progress line (and print it on stderr with ``progress``)."""
-        logger.info("%s", line)
+        """Print a progress line on stderr with ``progress``; else log it (once, not both)."""
         if self.progress:
             print(f"[compress] {line}", file=sys.stderr, flush=True)
+        else:
+            logger.info("%s", line)
 
 
 def run_selective(state: SearchState, rung: Rung, rank: Any) -> None:
