@@ -9,8 +9,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tfcompress.errors import OutputExistsError, OutputLocationError
-
 STEM = "compress"
 PLOTS = ("size", "latency")  # accuracy vs gzip size, accuracy vs latency
 
@@ -34,28 +32,10 @@ def check_compress_report_dir(directory: str | os.PathLike[str], *, overwrite: b
         OutputExistsError: ``directory`` is a file, or holds report files and not ``overwrite``.
         OutputLocationError: The folder (or where it would be created) is not writable.
     """
-    from tfcompress.models.saving import check_output_path, check_writable_folder
+    from tfcompress.report.writers import check_report_folder
 
     folder = Path(directory)
-    if folder.exists() and not folder.is_dir():
-        raise OutputExistsError(f"{folder}: is a file; give a folder for the report.")
-    if folder.is_dir():
-        existing = [p for p in report_paths(folder) if os.path.lexists(p)]
-        if existing and not overwrite:
-            names = ", ".join(p.name for p in existing)
-            raise OutputExistsError(
-                f"{folder}: already holds {names}; pass --force (overwrite=True) to replace "
-                "the report, or choose another folder."
-            )
-        for path in existing:
-            check_output_path(path, overwrite=True)
-    nearest = folder
-    while not nearest.exists() and nearest != nearest.parent:
-        nearest = nearest.parent
-    if not nearest.is_dir():
-        raise OutputLocationError(f"{folder}: cannot create the report folder under {nearest}.")
-    check_writable_folder(nearest, what=folder)
-    return folder
+    return check_report_folder(folder, report_paths(folder), overwrite=overwrite)
 
 
 def to_markdown(result: Any) -> str:

@@ -139,10 +139,42 @@ def check_report_dir(
     if unknown:
         raise InvalidInputError(f"unknown report format(s) {unknown}; choose from {FORMATS}.")
     directory = Path(directory)
+    return check_report_folder(directory, report_paths(directory, formats), overwrite=overwrite)
+
+
+def check_report_folder(
+    directory: str | os.PathLike[str], files: Sequence[Path], *, overwrite: bool
+) -> Path:
+    """The checks of :func:`check_report_dir` for any report's own file names.
+
+    Every report (benchmark, compress, selection) refuses the same things before its work
+    starts: a file where the folder should be, any of ``files`` already there without
+    ``overwrite`` (a folder or special file in their place even with it), and a folder that
+    cannot be created or written.
+
+    Args:
+        directory: The report folder.
+        files: Every file the report may write into it.
+        overwrite: Allow replacing existing report files (``--force``).
+
+    Returns:
+        ``directory`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        OutputExistsError: ``directory`` is a file, or report files exist without
+            ``overwrite``.
+        OutputLocationError: The folder (or where it would be created) is not writable.
+
+    Example:
+        >>> files = [Path("r/compress.json")]
+        >>> check_report_folder(Path("r"), files, overwrite=False)  # doctest: +SKIP
+        PosixPath('r')
+    """
+    directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise OutputExistsError(f"{directory}: is a file; give a folder for the reports.")
     if directory.is_dir():
-        _check_report_files(directory, overwrite, formats)
+        _check_report_files(directory, files, overwrite)
     existing = directory
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -154,8 +186,7 @@ def check_report_dir(
     return directory
 
 
-def _check_report_files(directory: Path, overwrite: bool, formats: Sequence[str]) -> None:
-    paths = report_paths(directory, formats)
+def _check_report_files(directory: Path, paths: Sequence[Path], overwrite: bool) -> None:
     existing = [p for p in paths if os.path.lexists(p)]  # a dangling symlink counts too
     if existing and not overwrite:
         names = ", ".join(p.name for p in existing)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import importlib
 import io
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfcompress.models.saving import check_output_path, write_bytes_atomic, write_text_atomic
+from tfcompress.models.saving import write_bytes_atomic, write_text_atomic
 from tfcompress.report.table import format_table
 
 if TYPE_CHECKING:
@@ -222,19 +221,10 @@ def check_selection_report_dir(directory: Path, *, overwrite: bool) -> list[Path
     Example:
         >>> check_selection_report_dir(Path("selection_report"), overwrite=False)  # doctest: +SKIP
     """
-    from tfcompress.errors import OutputExistsError
-    from tfcompress.report.writers import check_report_dir
+    from tfcompress.report.writers import check_report_folder
 
-    check_report_dir(directory, overwrite=overwrite, formats=())  # folder checks only
     paths = [directory / name for name in FILES]
-    existing = [p for p in paths if os.path.lexists(p)]
-    if existing and not overwrite:
-        raise OutputExistsError(
-            f"{directory}: already holds {', '.join(p.name for p in existing)}; pass --force "
-            "(overwrite=True) to replace the report, or choose another folder."
-        )
-    for path in existing:
-        check_output_path(path, overwrite=True)  # never a folder or special file
+    check_report_folder(directory, paths, overwrite=overwrite)
     return paths
 
 
