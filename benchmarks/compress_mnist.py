@@ -5,7 +5,7 @@ Run: .venv/bin/python benchmarks/compress_mnist.py [--write]
      (prints the `compress` section; --write puts it into docs/benchmarks.md)
 
 Two models: the small MNIST CNN of the demo (trained 3 epochs on the 3,750 bundled training
-digits) and the int8-sensitive classifier of tests/_sensitive_model.py (one layer with an
+digits) and the int8-sensitive classifier of tfcompress/samples/sensitive.py (one layer with an
 outlier weight). Each is compressed to a one-point accuracy gate on held-out data with every
 attempt timed on this CPU (1 thread, batch 1); the plain converter's int8 and float16 are
 made with the same data and measured by the same harness.
@@ -21,7 +21,6 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the sensitive model
 
 from _markdown import machine_line, write_section
 
@@ -35,10 +34,10 @@ MAX_DROP = 0.01
 
 def cases() -> dict[str, tuple]:
     import keras
-    from _sensitive_model import sensitive_model
 
-    from tfcompress.datasets import mnist
-    from tfcompress.models.reference import small_cnn, train_classifier
+    from tfcompress.samples.cnn import small_cnn, train_classifier
+    from tfcompress.samples.datasets import mnist
+    from tfcompress.samples.sensitive import sensitive_model
 
     split = mnist()
     cnn = train_classifier(small_cnn(), split.train, epochs=3)

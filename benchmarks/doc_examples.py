@@ -5,7 +5,8 @@ Run: .venv/bin/python benchmarks/doc_examples.py   (``--render``: only rewrite t
 Every example output in those docs sits between ``<!-- BEGIN example:NAME -->`` and
 ``<!-- END example:NAME -->``. This script builds the files the commands name (``model.keras``,
 ``train.npz``, ``val.npz``: the small CNN trained 3 epochs on the bundled MNIST digits, as
-docs/qat.md says; the gate test models of ``tests/_gate_models.py``) in a temporary folder, runs
+docs/qat.md says; the gate models of ``tfcompress/samples/gate_models.py``) in a temporary
+folder, runs
 each documented command there as a user would (``python -m tfcompress ...``, ``python -m
 pytest ...``), records the raw outputs in ``benchmarks/results/doc_examples.json`` and writes
 each block from that record. Long outputs are abbreviated visibly (an ``"..."`` key or a
@@ -60,7 +61,7 @@ PRUNE_COMMANDS = {
 GATE_COMMAND = "python -m pytest test_gates.py --tfc-gate-report gates.json"
 
 # The test file docs/gates.md describes (one gate passes, one fails, one finds no backend),
-# pointed at the files tests/_gate_models.py builds.
+# pointed at the files tfcompress/samples/gate_models.py builds.
 TEST_GATES = """\
 import pytest
 
@@ -311,7 +312,7 @@ def render_qat_coverage(results: Mapping[str, Any]) -> str:
 def _gate_lead(results: Mapping[str, Any]) -> str:
     return (
         f"From `{results['runs']['gate-pytest']['command']}` on the digits test models of "
-        f"`tests/_gate_models.py` (the three tests of `TEST_GATES` in `{SCRIPT}`, "
+        f"`tfcompress/samples/gate_models.py` (the three tests of `TEST_GATES` in `{SCRIPT}`, "
         f"{_ran_on(results)}):"
     )
 
@@ -440,8 +441,8 @@ def prepare_mnist(folder: Path) -> dict[str, Any]:
     """``model.keras``, ``train.npz`` and ``val.npz`` as docs/qat.md describes them."""
     import numpy as np
 
-    from tfcompress.datasets import mnist
-    from tfcompress.models.reference import small_cnn, train_classifier
+    from tfcompress.samples.cnn import small_cnn, train_classifier
+    from tfcompress.samples.datasets import mnist
 
     folder.mkdir(parents=True)
     split = mnist(test_fraction=0.25, seed=0)
@@ -450,7 +451,7 @@ def prepare_mnist(folder: Path) -> dict[str, Any]:
     np.savez(folder / "train.npz", x=split.train.x, y=split.train.y)
     np.savez(folder / "val.npz", x=split.test.x, y=split.test.y)
     return {
-        "data": "tfcompress.datasets.mnist(test_fraction=0.25, seed=0)",
+        "data": "tfcompress.samples.datasets.mnist(test_fraction=0.25, seed=0)",
         "model": 'train_classifier(small_cnn(flavour="keras3"), split.train, epochs=3)',
         "files": {
             "model.keras": "the trained model",
@@ -461,16 +462,18 @@ def prepare_mnist(folder: Path) -> dict[str, Any]:
 
 
 def prepare_gates(folder: Path) -> dict[str, Any]:
-    """The gate test models (``tests/_gate_models.py``) and ``test_gates.py``."""
+    """The gate models (``tfcompress/samples/gate_models.py``) and ``test_gates.py``."""
     # The prose of docs/gates.md describes exactly these models, so build them with the tests'
     # own builder rather than a copy that could drift.
-    sys.path.insert(0, str(ROOT / "tests"))
-    from _gate_models import build_gate_models
+    from tfcompress.samples.gate_models import build_gate_models
 
     folder.mkdir(parents=True)
     build_gate_models(folder)
     (folder / "test_gates.py").write_text(TEST_GATES)
-    return {"models": "tests/_gate_models.py build_gate_models()", "test_gates.py": TEST_GATES}
+    return {
+        "models": "tfcompress.samples.gate_models.build_gate_models()",
+        "test_gates.py": TEST_GATES,
+    }
 
 
 def residual_model() -> tuple[Any, Any]:
@@ -479,8 +482,8 @@ def residual_model() -> tuple[Any, Any]:
     Returns:
         The trained Keras 3 model and the MNIST split it was trained on.
     """
-    from tfcompress.datasets import mnist
-    from tfcompress.models.reference import residual_cnn, train_classifier
+    from tfcompress.samples.cnn import residual_cnn, train_classifier
+    from tfcompress.samples.datasets import mnist
 
     # As the residual_model fixture of tests/test_training.py trains it.
     split = mnist(test_fraction=0.25, seed=0)

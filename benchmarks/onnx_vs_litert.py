@@ -21,9 +21,9 @@ from typing import Any
 from _markdown import machine_line, write_section
 
 import tfcompress
-from tfcompress.datasets import mnist
-from tfcompress.models.reference import small_cnn, train_classifier
 from tfcompress.report.table import format_table
+from tfcompress.samples.cnn import small_cnn, train_classifier
+from tfcompress.samples.datasets import mnist
 
 RESULTS = Path(__file__).resolve().parent / "results" / "onnx_vs_litert.json"
 THREADS = (1, 2)

@@ -10,10 +10,10 @@ import time
 from _markdown import machine_line, write_section
 
 import tfcompress
-from tfcompress.datasets import mnist
-from tfcompress.models.reference import small_cnn, train_classifier
 from tfcompress.quantization import list_recipes
 from tfcompress.report.comparison import VariantRow, comparison_table
+from tfcompress.samples.cnn import small_cnn, train_classifier
+from tfcompress.samples.datasets import mnist
 
 
 def measure(split, *, epochs: int, flavour: str) -> tuple[str, list[VariantRow], float]:

@@ -23,7 +23,8 @@ from _markdown import machine_line, write_block, write_section
 
 import tfcompress
 from tfcompress.data import Dataset
-from tfcompress.models.reference_tasks import (
+from tfcompress.report.table import format_table
+from tfcompress.samples.tasks import (
     ink_masks,
     ink_segmenter,
     train_segmenter,
@@ -31,7 +32,6 @@ from tfcompress.models.reference_tasks import (
     two_head_cnn,
     two_input_data,
 )
-from tfcompress.report.table import format_table
 from tfcompress.testing import check_gate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +51,7 @@ def _keyword_spotter() -> Any:
 
 
 def _artifacts(folder: Path) -> tuple[dict[str, Path], dict[str, Any]]:
-    digits = tfcompress.datasets.digits()
+    digits = tfcompress.samples.datasets.digits()
     train, test = two_input_data(digits.train), two_input_data(digits.test, seed=1)
     heads = train_two_head(two_head_cnn(), train, epochs=4)
     damaged = two_head_cnn()

@@ -29,9 +29,9 @@ from compare_litert_tool import TOLERANCE, compare
 
 import tfcompress
 from tfcompress._compat.keras import KerasFlavour, keras_module
-from tfcompress.datasets import mnist
-from tfcompress.models.reference import small_cnn, train_classifier
 from tfcompress.runtime.keras import pin_tensorflow_threads
+from tfcompress.samples.cnn import small_cnn, train_classifier
+from tfcompress.samples.datasets import mnist
 from tfcompress.targets.onnx import export_onnx, quantize_onnx_static
 
 RESULTS = Path(__file__).resolve().parent / "results"

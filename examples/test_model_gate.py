@@ -50,8 +50,8 @@ def gate_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str
     import numpy as np
 
     import tfcompress
-    from tfcompress.datasets import mnist
-    from tfcompress.models.reference import small_cnn, train_classifier
+    from tfcompress.samples.cnn import small_cnn, train_classifier
+    from tfcompress.samples.datasets import mnist
 
     root = tmp_path_factory.mktemp("demo_gate")
     split = mnist(seed=0)

@@ -15,8 +15,8 @@ import numpy as np
 
 import tfcompress
 from tfcompress.bench.size import measure_size
-from tfcompress.datasets import mnist
 from tfcompress.models import TFLiteModel
+from tfcompress.samples.datasets import mnist
 from tfcompress.zoo import create_model, list_models
 
 

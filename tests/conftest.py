@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tfcompress.data import Dataset
-from tfcompress.datasets import Split, mnist
+from tfcompress.samples.datasets import Split, mnist
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +23,7 @@ def mnist_split() -> Split:
 @pytest.fixture(scope="session")
 def trained_cnn(mnist_split: Split):
     """A Keras 3 small CNN trained 3 epochs on the MNIST subset (~96% test accuracy)."""
-    from tfcompress.models.reference import small_cnn, train_classifier
+    from tfcompress.samples.cnn import small_cnn, train_classifier
 
     return train_classifier(small_cnn(flavour="keras3"), mnist_split.train, epochs=3)
 
@@ -31,7 +31,7 @@ def trained_cnn(mnist_split: Split):
 @pytest.fixture(scope="session")
 def trained_tf_keras_cnn(mnist_split: Split):
     """The same CNN built and trained with tf-keras."""
-    from tfcompress.models.reference import small_cnn, train_classifier
+    from tfcompress.samples.cnn import small_cnn, train_classifier
 
     return train_classifier(small_cnn(flavour="tf_keras"), mnist_split.train, epochs=3)
 
@@ -61,6 +61,22 @@ def int8_result(trained_cnn, mnist_split: Split):
     import tfcompress
 
     return tfcompress.quantize(trained_cnn, recipe="int8", representative_data=mnist_split.train)
+
+
+@pytest.fixture(scope="session")
+def gate_model_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The digits Dense net, its int8 and damaged variants and test data, saved once."""
+    from tfcompress.samples.gate_models import build_gate_models
+
+    return build_gate_models(tmp_path_factory.mktemp("gate_models"))
+
+
+@pytest.fixture(scope="session")
+def two_head_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The two-input, two-head detector-shaped model, its int8 file and frames, saved once."""
+    from tfcompress.samples.gate_models import build_two_head_models
+
+    return build_two_head_models(tmp_path_factory.mktemp("two_heads"))
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tfcompress._files import check_output_path, write_bytes_atomic
 from tfcompress.cli import EXIT_INTERNAL_ERROR, main
 from tfcompress.errors import OutputExistsError, OutputLocationError
-from tfcompress.models.saving import check_output_path, write_bytes_atomic
 
 
 def _one_error_line(err: str, command: str) -> str:
@@ -85,7 +85,7 @@ def test_internal_error_is_exit_3_with_one_line(monkeypatch, capsys, tmp_path):
         raise ZeroDivisionError("boom")
 
     monkeypatch.setattr("tfcompress.models.load_model", lambda *_, **__: object())
-    monkeypatch.setattr("tfcompress.models.inspect.inspect_model", broken)
+    monkeypatch.setattr("tfcompress.inspection.api.inspect_model", broken)
     monkeypatch.delenv("TFCOMPRESS_DEBUG", raising=False)
     assert main(["inspect", str(tmp_path / "m.keras")]) == EXIT_INTERNAL_ERROR
     (line,) = capsys.readouterr().err.strip().splitlines()
@@ -96,7 +96,7 @@ def test_internal_error_is_exit_3_with_one_line(monkeypatch, capsys, tmp_path):
 def test_debug_shows_the_traceback(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr("tfcompress.models.load_model", lambda *_, **__: object())
     monkeypatch.setattr(
-        "tfcompress.models.inspect.inspect_model",
+        "tfcompress.inspection.api.inspect_model",
         lambda *_: (_ for _ in ()).throw(ZeroDivisionError("boom")),
     )
     assert main(["--debug", "inspect", str(tmp_path / "m.keras")]) == EXIT_INTERNAL_ERROR

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from _gate_models import gate_models
 
 from tfcompress.cli import main
 
@@ -38,8 +37,8 @@ CHECK_KEYS = {
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return gate_models(tmp_path_factory)
+def files(gate_model_files: dict[str, Path]) -> dict[str, Path]:
+    return gate_model_files
 
 
 def run_cli(capfd: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:

@@ -1,7 +1,7 @@
 """tfcompress.compress: the smallest (or fastest) artifact that passes the gate, and proof.
 
 Real MNIST for the size target; the deliberately int8-sensitive model of
-tests/_sensitive_model.py for selective fallback, the CLI and an impossible gate; a timing
+:mod:`tfcompress.samples.sensitive` for selective fallback, the CLI and an impossible gate; a timing
 backend registered here (int8 made slow on purpose) for the latency objective.
 """
 
@@ -12,7 +12,6 @@ import time
 
 import numpy as np
 import pytest
-from _sensitive_model import sensitive_model
 
 import tfcompress
 from tfcompress.cli import main
@@ -20,6 +19,7 @@ from tfcompress.cli.compress import duration
 from tfcompress.compression import plan_ladder
 from tfcompress.errors import InvalidInputError
 from tfcompress.quantization import Recipe
+from tfcompress.samples.sensitive import sensitive_model
 
 
 @pytest.fixture(scope="module")

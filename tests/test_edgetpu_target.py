@@ -58,7 +58,7 @@ sys.stdout.write({_AGREEING_LOG!r})
 
 @pytest.fixture(scope="module")
 def cnn():
-    from tfcompress.models.reference import small_cnn
+    from tfcompress.samples.cnn import small_cnn
 
     return small_cnn(flavour="keras3")
 
@@ -142,7 +142,7 @@ def test_int8_io_is_selectable(cnn, calibration, no_compiler: Path) -> None:
 
 
 def test_static_batch_for_tf_keras_and_saved_models(tmp_path: Path, calibration) -> None:
-    from tfcompress.models.reference import small_cnn
+    from tfcompress.samples.cnn import small_cnn
 
     tf_keras_cnn = small_cnn(flavour="tf_keras")
     saved = tmp_path / "saved"

@@ -1,6 +1,7 @@
 """The pytest plugin, driven through pytester: verdicts, precedence, reports, skips, errors.
 
-The digits models of ``_gate_models`` cover classifier gates; its two-head model (inputs
+The digits models of :mod:`tfcompress.samples.gate_models` cover classifier gates; its two-head
+model (inputs
 ``image`` and ``gain``, heads ``cls`` and ``box``) covers gates on several outputs without
 labels.
 """
@@ -14,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _gate_models import gate_models, two_head_models
 
 from tfcompress.errors import BackendUnavailableError
 from tfcompress.runtime import base as runtime_base
@@ -142,15 +142,15 @@ class _MissingRunner(Runner):
 
 
 @pytest.fixture(scope="module")
-def gate_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return gate_models(tmp_path_factory)
+def gate_files(gate_model_files: dict[str, Path]) -> dict[str, Path]:
+    return gate_model_files
 
 
 @pytest.fixture(scope="module")
 def head_files(
-    tmp_path_factory: pytest.TempPathFactory, gate_files: dict[str, Path]
+    gate_model_files: dict[str, Path], two_head_files: dict[str, Path]
 ) -> dict[str, Path]:
-    files = {**gate_files, **two_head_models(tmp_path_factory)}
+    files = {**gate_model_files, **two_head_files}
     # Gate once here so every model kind is loaded outside the in-process pytester runs.
     check_gate(files["two_head"], files["two_head_int8"], files["two_head_frames"])
     return files

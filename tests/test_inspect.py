@@ -12,15 +12,15 @@ import pytest
 import tfcompress
 from tfcompress.cli import main
 from tfcompress.errors import MissingDependencyError
-from tfcompress.models import OnnxModel, load_model
-from tfcompress.models.inspect import (
+from tfcompress.inspection.api import (
     KerasInfo,
     OnnxInfo,
     SavedModelInfo,
     TFLiteInfo,
     inspect_model,
 )
-from tfcompress.models.inspect_common import WeightGroup, group_weights, weights_line
+from tfcompress.inspection.common import WeightGroup, group_weights, weights_line
+from tfcompress.models import OnnxModel, load_model
 
 CUSTOM = "Convolution2DTransposeBias"
 

@@ -324,7 +324,7 @@ def test_prune_with_structure_records_the_constant_schedule_that_ran(monkeypatch
     import keras
 
     from tfcompress._compat.tfmot import tfmot
-    from tfcompress.datasets import digits
+    from tfcompress.samples.datasets import digits
 
     sparse = tfmot().sparsity.keras
     built = []

@@ -1,6 +1,6 @@
 """Models shaped like the ones users ship: two inputs and two heads, a segmenter, audio, custom ops.
 
-Trained briefly on the bundled digits (tfcompress.models.reference_tasks). Every capability of
+Trained briefly on the bundled digits (tfcompress.samples.tasks). Every capability of
 the measure -> gate half runs on them: quantize, benchmark, evaluate and gate each head with
 its metric, with labels and without.
 """
@@ -19,7 +19,7 @@ from tfcompress.cli import main
 from tfcompress.data import Dataset
 from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedModelError
 from tfcompress.models import load_model, model_signature
-from tfcompress.models.reference_tasks import (
+from tfcompress.samples.tasks import (
     ink_masks,
     ink_segmenter,
     train_segmenter,
@@ -34,7 +34,7 @@ FAST = {"runs": 3, "min_seconds": 0.0, "warmup_runs": 1, "warmup_seconds": 0.0}
 
 @pytest.fixture(scope="module")
 def digits() -> Any:
-    return tfcompress.datasets.digits()
+    return tfcompress.samples.datasets.digits()
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,7 @@ def test_cpu_counts_delegated_ops_with_and_without_xnnpack(files):
 
 def test_compiled_model_path_runs_on_cpu_accelerator(files, mnist_split):
     """The gpu backend's CompiledModel code, exercised with the CPU accelerator here."""
-    from tfcompress.runtime.gpu import CompiledModelRunner
+    from tfcompress.runtime.compiled_model import CompiledModelRunner
 
     model = load_model(files["int8"])
     x = mnist_split.test.x[:5]

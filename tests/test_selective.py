@@ -12,7 +12,6 @@ import json
 
 import numpy as np
 import pytest
-from _sensitive_model import sensitive_model
 
 import tfcompress
 from tfcompress.errors import InvalidInputError
@@ -20,6 +19,7 @@ from tfcompress.models.tflite_file import read_tflite
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.selective import LayerSensitivity, rank_layers
 from tfcompress.quantization.selective_names import layer_of
+from tfcompress.samples.sensitive import sensitive_model
 
 
 @pytest.fixture(scope="module")

@@ -165,9 +165,9 @@ def test_dynamic_and_float16(trained_cnn, mnist_split, recipe, max_ratio):
 def test_two_inputs_two_outputs_export_and_quantize():
     import tfcompress
     from tfcompress._compat.keras import keras_module
-    from tfcompress.datasets import digits
     from tfcompress.models import model_signature
-    from tfcompress.models.reference_tasks import two_head_cnn, two_input_data
+    from tfcompress.samples.datasets import digits
+    from tfcompress.samples.tasks import two_head_cnn, two_input_data
 
     data = two_input_data(digits().train)
     keras_module("keras3").utils.set_random_seed(0)

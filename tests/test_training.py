@@ -57,7 +57,7 @@ def pruned_2_4(trained_cnn, mnist_split):
 @pytest.fixture(scope="module")
 def residual_model(mnist_split):
     """Keras 3 Functional: residual Add, BatchNormalization, DepthwiseConv2D and a PReLU."""
-    from tfcompress.models.reference import residual_cnn, train_classifier
+    from tfcompress.samples.cnn import residual_cnn, train_classifier
 
     model = residual_cnn()  # tfmot can neither quantize nor prune its PReLU
     return train_classifier(model, mnist_split.train.take(2000), epochs=2)
@@ -206,7 +206,7 @@ def test_residual_model_pruning_skips_prelu(residual_model, mnist_split):
 
 
 def test_tf_keras_model_is_pruned_without_bridge_changes(mnist_split):
-    from tfcompress.models.reference import small_cnn, train_classifier
+    from tfcompress.samples.cnn import small_cnn, train_classifier
 
     train = Dataset(mnist_split.train.x[:1000], mnist_split.train.y[:1000])
     model = train_classifier(small_cnn(flavour="tf_keras"), train, epochs=1)

@@ -1,7 +1,7 @@
 """QAT, pruning and clustering beyond classifiers: two inputs and two heads, masks, no labels.
 
 Real digits (sklearn's 8x8 set) behind every model: the two-head detector-shaped model of
-``tfcompress.models.reference_tasks`` (class head + box head) and the per-pixel ink
+``tfcompress.samples.tasks`` (class head + box head) and the per-pixel ink
 segmenter, trained once per module. The mini-Xception facial-emotion model (random weights)
 is the case where tfmot's own QAT transform breaks.
 """
@@ -44,19 +44,19 @@ MIN_MASK_SNR_DB = 14.0
 
 @pytest.fixture(scope="module")
 def digits():
-    return tfcompress.datasets.digits()
+    return tfcompress.samples.datasets.digits()
 
 
 @pytest.fixture(scope="module")
 def heads_data(digits):
-    from tfcompress.models.reference_tasks import two_input_data
+    from tfcompress.samples.tasks import two_input_data
 
     return two_input_data(digits.train, seed=0), two_input_data(digits.test, seed=1)
 
 
 @pytest.fixture(scope="module")
 def two_heads(heads_data):
-    from tfcompress.models.reference_tasks import train_two_head, two_head_cnn
+    from tfcompress.samples.tasks import train_two_head, two_head_cnn
 
     return train_two_head(two_head_cnn(), heads_data[0], epochs=3)
 
@@ -84,7 +84,7 @@ def qat_distilled(two_heads, heads_data):
 
 @pytest.fixture(scope="module")
 def segmenter(digits):
-    from tfcompress.models.reference_tasks import ink_segmenter, train_segmenter
+    from tfcompress.samples.tasks import ink_segmenter, train_segmenter
 
     return train_segmenter(ink_segmenter(), digits.train.x, epochs=3)
 
@@ -180,7 +180,7 @@ def test_bridge_carries_two_inputs_and_two_heads(two_heads, heads_data):
 
 @pytest.mark.parametrize("labelled", [True, False], ids=["masks", "no-labels"])
 def test_prune_segmenter(segmenter, digits, labelled):
-    from tfcompress.models.reference_tasks import ink_masks
+    from tfcompress.samples.tasks import ink_masks
 
     def data(split: Dataset) -> Dataset:
         return Dataset(split.x, ink_masks(split.x) if labelled else None)
@@ -253,7 +253,7 @@ def test_bad_labels_name_the_output(labels, shape, message):
 
 @pytest.fixture(scope="module")
 def xception_files(tmp_path_factory) -> dict[str, Path]:
-    from tfcompress.models.reference_xception import mini_xception
+    from tfcompress.samples.xception import mini_xception
 
     root = tmp_path_factory.mktemp("xception")
     paths = {"model": root / "mini_xception.keras", "faces": root / "faces.npz"}
@@ -272,7 +272,7 @@ def test_tfmot_alone_breaks_mini_xception():
     which finds layers by name, then wires an 8-channel tensor into a 16-channel Add.
     """
     from tfcompress._compat.tfmot import tf_keras, tfmot
-    from tfcompress.models.reference_xception import mini_xception
+    from tfcompress.samples.xception import mini_xception
 
     keras2 = tf_keras()
     keras2.backend.clear_session()  # layer names conv2d, conv2d_1... as in a fresh process

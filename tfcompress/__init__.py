@@ -52,7 +52,7 @@ _LAZY = {
     "evaluate": "tfcompress.bench.accuracy",
     "create_runner": "tfcompress.runtime",
     "list_backends": "tfcompress.runtime",
-    "inspect_model": "tfcompress.models.inspect",
+    "inspect_model": "tfcompress.inspection",
     "BenchmarkResult": "tfcompress.bench.result",
     "benchmark": "tfcompress.bench.harness",
     "TrainingResult": "tfcompress.training",
@@ -130,8 +130,8 @@ if TYPE_CHECKING:
     from tfcompress.bench.result import BenchmarkResult
     from tfcompress.compression import CompressionResult, compress
     from tfcompress.data import Dataset, load_data
+    from tfcompress.inspection import inspect_model
     from tfcompress.models import TFLiteModel, load_model
-    from tfcompress.models.inspect import inspect_model
     from tfcompress.quantization import QuantizationResult, Recipe, list_recipes, quantize
     from tfcompress.quantization.onnx_ptq import OnnxQuantizationResult, OnnxRecipe
     from tfcompress.quantization.selective import LayerSensitivity, rank_layers
@@ -144,7 +144,7 @@ if TYPE_CHECKING:
     from tfcompress.zoo import ZooModelInfo, create_model, list_models, model_info
 
 
-_SUBMODULES = ("datasets", "edgetpu")
+_SUBMODULES = ("datasets", "edgetpu", "samples")
 
 
 def __getattr__(name: str) -> Any:
@@ -152,7 +152,7 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
-    if name in _SUBMODULES:  # tfcompress.datasets.mnist(), tfcompress.edgetpu.check(...)
+    if name in _SUBMODULES:  # tfcompress.samples.mnist(), tfcompress.edgetpu.check(...)
         return importlib.import_module(f"tfcompress.{name}")
     raise AttributeError(f"module 'tfcompress' has no attribute {name!r}")
 

@@ -104,10 +104,10 @@ def run_demo(
     """
     import tfcompress
     from tfcompress.compression.report import check_compress_report_dir
-    from tfcompress.datasets import mnist
     from tfcompress.models import check_output_path
-    from tfcompress.models.reference import small_cnn, train_classifier
     from tfcompress.quantization import list_recipes
+    from tfcompress.samples.cnn import small_cnn, train_classifier
+    from tfcompress.samples.datasets import mnist
 
     start = time.perf_counter()
     split = mnist()

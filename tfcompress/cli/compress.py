@@ -163,10 +163,10 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
+    from tfcompress._files import write_bytes_atomic
     from tfcompress.compression.replay import read_attempt, replay
     from tfcompress.errors import InvalidInputError
     from tfcompress.models import check_output_path, load_model
-    from tfcompress.models.saving import write_bytes_atomic
 
     # A replay makes one recorded recipe again: the options of a search would do nothing.
     search_only = {

@@ -41,8 +41,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         >>> main(["inspect", "detector.tflite", "--json"])  # doctest: +SKIP
         0
     """
+    from tfcompress.inspection.api import inspect_model
     from tfcompress.models import load_model
-    from tfcompress.models.inspect import inspect_model
 
     info = inspect_model(load_model(args.model, safe_mode=not args.unsafe))
     if args.json:

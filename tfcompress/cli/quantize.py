@@ -141,10 +141,10 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         0
     """
     import tfcompress
+    from tfcompress._files import write_text_atomic
     from tfcompress.bench.paired import read_for_reference
     from tfcompress.errors import InvalidInputError
     from tfcompress.models import check_output_path, load_model
-    from tfcompress.models.saving import write_text_atomic
     from tfcompress.quantization.float_ops import describe_float_ops
     from tfcompress.testing.judge import build_checks
 

@@ -76,7 +76,7 @@ def write_compress_report(
         OutputExistsError: Report files exist and not ``overwrite``.
         MissingDependencyError: matplotlib is missing (the JSON and Markdown are written first).
     """
-    from tfcompress.models.saving import write_bytes_atomic, write_text_atomic
+    from tfcompress._files import write_bytes_atomic, write_text_atomic
 
     folder = check_compress_report_dir(directory, overwrite=overwrite)
     folder.mkdir(parents=True, exist_ok=True)

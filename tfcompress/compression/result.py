@@ -85,7 +85,7 @@ class CompressionResult:
             GateFailedError: Nothing passed the gate, so there is nothing to write.
             OutputExistsError: ``path`` exists and ``overwrite`` is False.
         """
-        from tfcompress.models.saving import write_bytes_atomic
+        from tfcompress._files import write_bytes_atomic
 
         if self.model_content is None:
             raise GateFailedError(

@@ -1,5 +1,6 @@
 """Model I/O: recognise, load and (atomically) save every format tfcompress accepts."""
 
+from tfcompress._files import check_output_path, write_bytes_atomic, write_text_atomic
 from tfcompress.models.formats import ModelFormat, sniff_format
 from tfcompress.models.loading import (
     SavedModelDir,
@@ -9,7 +10,6 @@ from tfcompress.models.loading import (
     resolve_model,
 )
 from tfcompress.models.onnx import OnnxModel
-from tfcompress.models.saving import check_output_path, write_bytes_atomic, write_text_atomic
 from tfcompress.models.signature import (
     InputSpec,
     ModelSignature,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tfcompress.models.saving import PathLike, write_bytes_atomic
+from tfcompress._files import PathLike, write_bytes_atomic
 
 
 class QuantizedArtifact:

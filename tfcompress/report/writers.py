@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfcompress.errors import InvalidInputError, OutputExistsError, OutputLocationError
-from tfcompress.models.saving import (
+from tfcompress._files import (
     check_output_path,
     check_writable_folder,
     write_bytes_atomic,
     write_text_atomic,
 )
+from tfcompress.errors import InvalidInputError, OutputExistsError, OutputLocationError
 from tfcompress.report.schema import LATENCY_KEYS, ROW_KEYS
 
 if TYPE_CHECKING:

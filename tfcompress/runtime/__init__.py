@@ -15,7 +15,7 @@ from tfcompress.models.loading import ModelLike, TFLiteModel, resolve_model
 from tfcompress.models.onnx import OnnxModel
 
 # Importing a backend module registers it; none imports its runtime library before use.
-from tfcompress.runtime import edgetpu, gpu, keras, litert, onnxruntime  # noqa: F401
+from tfcompress.runtime import compiled_model, edgetpu, keras, litert, onnxruntime  # noqa: F401
 from tfcompress.runtime.base import Runner, backend_class, list_backends, register_backend
 
 __all__ = [

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfcompress.models.saving import write_bytes_atomic, write_text_atomic
+from tfcompress._files import write_bytes_atomic, write_text_atomic
 from tfcompress.report.table import format_table
 
 if TYPE_CHECKING:

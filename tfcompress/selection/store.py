@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from tfcompress._files import check_writable_folder, write_text_atomic
 from tfcompress.errors import OutputExistsError
-from tfcompress.models.saving import check_writable_folder, write_text_atomic
 from tfcompress.selection.candidates import Candidate
 
 logger = logging.getLogger(__name__)

@@ -132,8 +132,8 @@ def report_path(config: pytest.Config) -> Path:
         pytest.UsageError: The path is a directory or special file, or its folder is
             missing or read-only.
     """
+    from tfcompress._files import check_output_path
     from tfcompress.errors import InvalidInputError
-    from tfcompress.models.saving import check_output_path
 
     path = Path(config.invocation_params.dir, config.getoption("tfc_gate_report"))
     try:
@@ -183,7 +183,7 @@ class GateRecorder:
         target = self.config.getoption("tfc_gate_report")
         if not target or hasattr(self.config, "workerinput"):
             return
-        from tfcompress.models.saving import write_text_atomic
+        from tfcompress._files import write_text_atomic
 
         records = list(self.records.values())
         counts = {

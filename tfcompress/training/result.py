@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tfcompress._files import PathLike, write_bytes_atomic
 from tfcompress.models.loading import TFLiteModel
-from tfcompress.models.saving import PathLike, write_bytes_atomic
 from tfcompress.report.table import format_table
 from tfcompress.training.coverage import LayerCoverage
 from tfcompress.training.scoring import OutputScore

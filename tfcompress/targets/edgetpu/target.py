@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfcompress._files import write_bytes_atomic
 from tfcompress.errors import InvalidInputError
-from tfcompress.models.saving import write_bytes_atomic
 from tfcompress.targets.edgetpu.compiler import (
     DEFAULT_TIMEOUT_S,
     CompilerRun,

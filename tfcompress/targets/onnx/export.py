@@ -23,11 +23,11 @@ import numpy as np
 from tfcompress._compat.keras import flavour_of
 from tfcompress._compat.onnx import onnx_module, quiet_onnx_tools, tf2onnx_module
 from tfcompress._compat.tf import tensorflow
+from tfcompress._files import PathLike, check_output_path, write_bytes_atomic
 from tfcompress.data import DataLike
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.loading import ModelLike, model_name, resolve_model
 from tfcompress.models.onnx import OnnxModel
-from tfcompress.models.saving import PathLike, check_output_path, write_bytes_atomic
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.targets.onnx.verify import (
     DEFAULT_ATOL,

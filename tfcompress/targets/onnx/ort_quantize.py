@@ -32,10 +32,10 @@ from tfcompress._compat.onnx import (
     ort_quantization,
     quiet_onnx_tools,
 )
+from tfcompress._files import PathLike
 from tfcompress.data import DataLike, Dataset
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.onnx import OnnxModel
-from tfcompress.models.saving import PathLike
 
 logger = logging.getLogger(__name__)
 
@@ -303,8 +303,8 @@ def quantize_onnx_static(
     Example:
         >>> int8 = quantize_onnx_static("m.onnx", x_train, "m_int8.onnx")  # doctest: +SKIP
     """
+    from tfcompress._files import check_output_path, write_bytes_atomic
     from tfcompress.models.loading import resolve_model
-    from tfcompress.models.saving import check_output_path, write_bytes_atomic
     from tfcompress.models.signature import model_signature
     from tfcompress.quantization.calibration import calibration_set
 

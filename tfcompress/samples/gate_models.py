@@ -1,12 +1,13 @@
-"""Small models for the gate tests: a Dense net trained in seconds on sklearn's 8x8 digits.
+"""Small models for gates: a Dense net trained in seconds on sklearn's 8x8 digits.
 
-Saved once per test process as files (so pytester runs and the CLI get paths):
+The tests (session fixtures in ``tests/conftest.py``) and ``benchmarks/doc_examples.py`` save
+them as files, so pytester runs and the CLI get paths:
 ``reference.keras``, ``int8.tflite`` (a faithful candidate), ``damaged.tflite`` (float
 weights perturbed, then converted: loses tens of points), ``wide.keras`` (12 outputs instead
 of 10), ``test.npz`` (labelled) and ``unlabelled.npz``.
 
-:func:`two_head_models` adds a detector-shaped model (inputs ``image`` and ``gain``, heads
-``cls`` and ``box``; :mod:`tfcompress.models.reference_tasks`) and its int8 artifact, with
+:func:`build_two_head_models` adds a detector-shaped model (inputs ``image`` and ``gain``, heads
+``cls`` and ``box``; :mod:`tfcompress.samples.tasks`) and its int8 artifact, with
 test frames without labels (``two_head_frames.npz``) and with them
 (``two_head_test.npz``: ``y_cls``, ``y_box``).
 """
@@ -18,23 +19,13 @@ from typing import Any
 
 import numpy as np
 
-_BUILT: dict[str, Path] = {}
-_BUILT_TWO_HEADS: dict[str, Path] = {}
-
-
-def gate_models(tmp_path_factory: Any) -> dict[str, Path]:
-    """The files below, built once per test process (shared by the gate test modules)."""
-    if not _BUILT:
-        _BUILT.update(build_gate_models(tmp_path_factory.mktemp("gate_models")))
-    return dict(_BUILT)
-
 
 def build_gate_models(root: Path) -> dict[str, Path]:
     """Train, damage, convert and save everything into ``root``; return the paths."""
     import keras
 
     import tfcompress
-    from tfcompress.datasets import digits
+    from tfcompress.samples.datasets import digits
 
     split = digits(seed=0)
     keras.utils.set_random_seed(0)
@@ -68,18 +59,11 @@ def build_gate_models(root: Path) -> dict[str, Path]:
     return paths
 
 
-def two_head_models(tmp_path_factory: Any) -> dict[str, Path]:
-    """The two-head files, built once per test process (about 10 s on two cores)."""
-    if not _BUILT_TWO_HEADS:
-        _BUILT_TWO_HEADS.update(build_two_head_models(tmp_path_factory.mktemp("two_heads")))
-    return dict(_BUILT_TWO_HEADS)
-
-
 def build_two_head_models(root: Path) -> dict[str, Path]:
     """Train the two-head CNN 3 epochs on digits, quantize it to int8, save the test frames."""
     import tfcompress
-    from tfcompress.datasets import digits
-    from tfcompress.models.reference_tasks import train_two_head, two_head_cnn, two_input_data
+    from tfcompress.samples.datasets import digits
+    from tfcompress.samples.tasks import train_two_head, two_head_cnn, two_input_data
 
     split = digits(seed=0)
     train, test = two_input_data(split.train), two_input_data(split.test, seed=1)

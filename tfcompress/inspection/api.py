@@ -1,7 +1,7 @@
 """What is inside a model, whatever its format: inputs, outputs, ops or layers, weights.
 
 :func:`inspect_model` answers for every format tfcompress loads: a ``.tflite``
-(:mod:`~tfcompress.models.inspect_tflite`), an ``.onnx`` (:mod:`~tfcompress.models.inspect_onnx`),
+(:mod:`~tfcompress.inspection.tflite`), an ``.onnx`` (:mod:`~tfcompress.inspection.onnx`),
 a Keras model and a plain SavedModel (here). Every answer lists all inputs and outputs with
 ``N`` for the batch dimension and ``?`` for other unknown ones, and the weights by dtype.
 """
@@ -16,14 +16,14 @@ import numpy as np
 
 from tfcompress._compat.keras import flavour_of
 from tfcompress.errors import UnsupportedModelError
-from tfcompress.models.inspect_common import (
+from tfcompress.inspection.common import (
     WeightGroup,
     group_weights,
     io_lines,
     weights_line,
 )
-from tfcompress.models.inspect_onnx import OnnxInfo, inspect_onnx
-from tfcompress.models.inspect_tflite import TensorInfo, TFLiteInfo, inspect_tflite
+from tfcompress.inspection.onnx import OnnxInfo, inspect_onnx
+from tfcompress.inspection.tflite import TensorInfo, TFLiteInfo, inspect_tflite
 from tfcompress.models.loading import (
     ModelLike,
     SavedModelDir,

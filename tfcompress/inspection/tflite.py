@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tfcompress.models.inspect_common import (
+from tfcompress.inspection.common import (
     TIMES,
     WeightGroup,
     group_weights,

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfcompress.errors import MissingDependencyError
-from tfcompress.models import onnx as onnx_file
-from tfcompress.models.inspect_common import (
+from tfcompress.inspection.common import (
     TIMES,
     WeightGroup,
     group_weights,
@@ -25,6 +24,7 @@ from tfcompress.models.inspect_common import (
     share,
     weights_line,
 )
+from tfcompress.models import onnx as onnx_file
 from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import TensorSpec, model_signature
 from tfcompress.report.table import format_table
