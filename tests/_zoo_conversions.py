@@ -1,8 +1,8 @@
 """Zoo conversions run in worker processes, so test_zoo's slow tests share two cores.
 
 A conversion is mostly single-threaded (tracing and the converter's passes), and its time
-grows with the graph, not the resolution: the nine int8 conversions and the two float
-MixNet conversions at 224 take minutes one after another, about half of that two at a time.
+grows with the graph, not the resolution: the int8 conversions take minutes one after
+another, about half of that two at a time.
 """
 
 from __future__ import annotations
@@ -40,14 +40,8 @@ def int8_run(name: str, x: np.ndarray) -> dict[str, Any]:
         "macs": size.macs,
         "float_macs": measure_size(TFLiteModel(result.reference_content)).macs,
         "probabilities": probabilities,
+        "input_shape": (side, side, 1),
     }
-
-
-def macs_at_224(name: str) -> dict[str, Any]:
-    """``model_info(name)`` at its defaults (224x224x3, 1000 classes), as plain data."""
-    from tfcompress.zoo import model_info
-
-    return model_info(name).to_dict()
 
 
 def start(

@@ -83,9 +83,10 @@ class ZooModelInfo:
         width_multiplier: Channel multiplier.
         params: Parameters of the Keras model (``count_params``: weights, biases and the
             batch-norm statistics).
-        macs: Multiply-accumulates of one image, counted by the harness's ``.tflite``
-            counter (:func:`tfcompress.bench.size.tflite_op_macs`) on the float conversion;
-            None only when :func:`model_info` was asked not to count them.
+        macs: Multiply-accumulates of one image, counted from the Keras layers
+            (:func:`tfcompress.zoo.macs.count_macs`, which counts what the harness's
+            ``.tflite`` counter counts on the converted file); None only when
+            :func:`model_info` was asked not to count them.
         min_resolution: Smallest input height/width the model takes.
     """
 
@@ -122,24 +123,23 @@ def model_info(
     width_multiplier: float = 1.0,
     count_macs: bool = True,
 ) -> ZooModelInfo:
-    """Build ``name`` (random weights), convert it to a float ``.tflite`` and count its costs.
+    """Build ``name`` (random weights) and count its parameters and MACs, without converting.
 
-    Results are cached per process (a conversion takes 5 s to 2 min on two cores).
+    Results are cached per process.
 
     Args:
         name: A name from :func:`list_models`.
         input_shape: (height, width, channels).
         num_classes: Classes of the head.
         width_multiplier: Channel multiplier.
-        count_macs: Convert to ``.tflite`` to count MACs; False skips the conversion
-            (``macs`` is then None) when only the parameters are wanted.
+        count_macs: Count MACs (from the layers, a second even for MixNet-L at 224);
+            False leaves ``macs`` None.
 
     Returns:
         Parameters and MACs at that shape.
 
     Raises:
         InvalidInputError: As :func:`create_model`.
-        ConversionError: The TFLite converter rejected the model.
 
     Example:
         >>> model_info("mixnet_s").params  # doctest: +SKIP
@@ -154,17 +154,14 @@ def model_info(
 def _cached_info(
     name: str, shape: tuple[int, int, int], classes: int, width: float, count_macs: bool
 ) -> ZooModelInfo:
-    from tfcompress.bench.size import measure_size
-    from tfcompress.models import TFLiteModel
-    from tfcompress.quantization import quantize
+    from tfcompress.zoo import macs as mac_counter
 
     entry = get_entry(name)
     model = create_model(name, input_shape=shape, num_classes=classes, width_multiplier=width)
     params = int(model.count_params())
     macs = None
     if count_macs:
-        converted = quantize(model, recipe="float32")
-        macs = int(measure_size(TFLiteModel(converted.model_content)).macs or 0)
+        macs = mac_counter.count_macs(model)
     return ZooModelInfo(
         name=name,
         family=entry.family,
