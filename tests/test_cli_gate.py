@@ -165,7 +165,7 @@ def test_mode_decides_on_a_small_noisy_test_set(
         (("{test}", "--min-cosine", "2"), "must be in [-1, 1]"),
         (("{test}", "--mode", "lax"), "invalid choice: 'lax'"),
         (("{test}", "--metric", "f1"), "unknown metric 'f1'"),
-        (("{test}", "--backend", "tpu9"), "unknown backend"),
+        (("{test}", "--backend", "tpu9"), "invalid choice: 'tpu9'"),
     ],
 )
 def test_bad_input_exits_2(

@@ -146,13 +146,6 @@ def test_max_drop_modes_are_the_gates(capfd, tmp_path, model_files, gate_inputs)
     )
 
 
-def test_gate_modes_match_the_gate_settings():
-    from tfcompress.cli._gating import MODES
-    from tfcompress.testing import settings
-
-    assert settings.GATE_MODES == MODES
-
-
 def test_inspect_tflite_and_keras(capfd, tmp_path, model_files, int8_result):
     path = int8_result.save(tmp_path / "m.tflite")
     code, stdout, _ = run_cli(capfd, "inspect", path, "--json")

@@ -15,7 +15,7 @@ import pytest
 
 import tfcompress
 from tfcompress.cli import main
-from tfcompress.cli.compress import duration
+from tfcompress.cli.common import duration
 from tfcompress.compression import plan_ladder
 from tfcompress.errors import InvalidInputError
 from tfcompress.quantization import Recipe
@@ -218,7 +218,7 @@ def test_edgetpu_keeps_only_integer_artifacts_and_shows_the_split(sensitive) -> 
     assert selective.gate["passed"] and not selective.passed
     assert selective.float_layers == ("sensitive",)
     assert "keeps 1 node(s) float: the Edge TPU would run" in selective.why
-    assert not result.passed and "as a fully-integer Edge TPU artifact" in str(result)
+    assert not result.passed and "as a fully-integer artifact for the Edge TPU" in str(result)
     assert any("selective-1 passed the gate, but keeps" in tip for tip in result.advice)
 
 

@@ -163,7 +163,7 @@ def test_static_batch_for_tf_keras_and_saved_models(tmp_path: Path, calibration)
         ({"float_fallback": True}, "float fallback leaves ops in float"),
         ({"input_type": "float32"}, "takes uint8 or int8 inputs"),
         ({"format": "onnx"}, "makes a .tflite"),
-        ({"target": "gpu"}, "unknown target 'gpu'"),
+        ({"target": "tpu9"}, "unknown target 'tpu9'; choose one of cpu, edgetpu, gpu"),
         ({"recipe": Recipe("int8", batch_size=4)}, "static batch of 1, not batch_size=4"),
     ],
 )

@@ -12,8 +12,8 @@ import math
 from typing import Any
 
 from tfcompress.cli.common import csv_of
+from tfcompress.testing.settings import GATE_MODES
 
-MODES = ("strict", "tolerant", "proven")
 THRESHOLDS = ("max_drop", "min_snr", "min_cosine", "max_abs", "min_agreement")
 
 
@@ -59,7 +59,7 @@ def add_gate_options(parser: argparse.ArgumentParser, *, default_mode: str | Non
     )
     parser.add_argument(
         "--mode",
-        choices=MODES,
+        choices=GATE_MODES,
         default=default_mode,
         help="strict: the measured value decides; tolerant: fail only when the interval says "
         "so; proven: pass only when the whole interval is within (default strict)",

@@ -10,14 +10,13 @@ from typing import IO, TYPE_CHECKING, Any
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
 from tfcompress.cli.common import add_force_flag, add_json_flag, add_unsafe_flag, emit_json
 from tfcompress.cli.common import positive_int as _positive_int
+from tfcompress.training.export import EXPORT_RECIPES
 
 if TYPE_CHECKING:
     from tfcompress.testing.judge import Check
     from tfcompress.testing.settings import GateSettings
 
 logger = logging.getLogger(__name__)
-
-EXPORTS = ("float32", "float16", "dynamic", "int8")
 
 
 def add_training_arguments(
@@ -72,7 +71,7 @@ def add_export_arguments(parser: argparse.ArgumentParser, *, what: str) -> None:
     """--then, --qat-epochs and --skip-layer for pruning and clustering."""
     parser.add_argument(
         "--then",
-        choices=EXPORTS,
+        choices=EXPORT_RECIPES,
         default="float32",
         help=f"export precision (default float32); int8 runs {what}-preserving QAT",
     )

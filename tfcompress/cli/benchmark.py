@@ -5,24 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from tfcompress.cli.common import add_json_flag, csv_of, emit_json, positive_int, show_progress
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    from tfcompress.bench.inputs import parse_input_shape
-    from tfcompress.errors import InvalidInputError
-
-    try:
-        return parse_input_shape(text)
-    except InvalidInputError as error:
-        raise argparse.ArgumentTypeError(str(error)) from error
+from tfcompress.cli.common import (
+    add_json_flag,
+    csv_of,
+    emit_json,
+    named_shape,
+    non_negative_float,
+    positive_int,
+    show_progress,
+)
+from tfcompress.runtime import list_backends
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -48,7 +40,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--input-shape",
         action="append",
-        type=_input_shape,
+        type=named_shape,
         default=[],
         metavar="NAME=DxD...",
         help="full shape (batch first) of an input with unknown dimensions, for runs without "
@@ -58,7 +50,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--backend",
         type=csv_of(str, "--backend"),
         default=["cpu"],
-        help="comma list of cpu,gpu,edgetpu,onnxruntime,keras (default cpu)",
+        help=f"comma list of {','.join(list_backends())} (default cpu)",
     )
     parser.add_argument(
         "--threads", type=csv_of(positive_int, "--threads"), default=[1], help="e.g. 1,2"
@@ -68,10 +60,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--runs", type=positive_int, default=50, help="minimum timed runs (50)")
     parser.add_argument(
-        "--min-seconds", type=_seconds, default=1.0, help="minimum timed seconds per row (1)"
+        "--min-seconds",
+        type=non_negative_float,
+        default=1.0,
+        help="minimum timed seconds per row (1)",
     )
     parser.add_argument(
-        "--warmup-seconds", type=_seconds, default=0.5, help="minimum warm-up seconds (0.5)"
+        "--warmup-seconds",
+        type=non_negative_float,
+        default=0.5,
+        help="minimum warm-up seconds (0.5)",
     )
     parser.add_argument(
         "--metric",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
 from collections.abc import Callable
 from typing import IO, Any
@@ -55,9 +57,164 @@ def csv_of(kind: Callable[[str], Any], what: str) -> Callable[[str], list[Any]]:
     return parse
 
 
+# -- argument types shared by the commands -----------------------------------------------
+# Numbers, sizes, durations and shapes are read here once, so ``5ms`` or ``500KB`` means the
+# same in every command, and a value no computation can use (inf, nan, 1e999) is refused at
+# the flag, not after minutes of work.
+
+_NUMBER = r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([a-z]*)\s*"
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
+_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
 def positive_int(text: str) -> int:
-    """An argparse ``type`` for integers >= 1."""
+    """An argparse ``type`` for integers >= 1.
+
+    Example:
+        >>> positive_int("4")
+        4
+    """
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type`` for a finite number > 0.
+
+    Example:
+        >>> positive_float("0.35")
+        0.35
+    """
+    value = _finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse ``type`` for a finite number >= 0 (seconds of warm-up, say).
+
+    Example:
+        >>> non_negative_float("0")
+        0.0
+    """
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``500KB`` (1000), ``500KiB`` (1024), ``1.5MB``, ``300000``.
+
+    Example:
+        >>> parse_size("500KB"), parse_size("1KiB")
+        (500000, 1024)
+    """
+    match = re.fullmatch(_NUMBER, text.lower())
+    if not match or match.group(2) not in _SIZE_UNITS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size; write e.g. 500KB, 300KiB, 2MB or 250000 (bytes)"
+        )
+    value = float(match.group(1)) * _SIZE_UNITS[match.group(2)]
+    if not math.isfinite(value) or value > 2**53:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size a file can have")
+    return round(value)
+
+
+def _duration_seconds(text: str, bare_unit: str, example: str) -> float:
+    match = re.fullmatch(_NUMBER, text.lower())
+    unit = match.group(2) or bare_unit if match else ""
+    if not match or unit not in _SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a positive duration; write e.g. {example}"
+        )
+    value = float(match.group(1)) * _SECONDS[unit]
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive, finite duration, got {text!r}")
+    return value
+
+
+def duration(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``10m``, ``1.5h`` (a time budget; bare numbers are seconds).
+
+    Example:
+        >>> duration("10m")
+        600.0
+    """
+    return _duration_seconds(text, "s", "90s, 10m or 1h")
+
+
+def latency_ms(text: str) -> float:
+    """Milliseconds from ``5ms``, ``0.5s``, ``800us`` or ``5`` (bare numbers are milliseconds).
+
+    Example:
+        >>> latency_ms("5ms"), latency_ms("0.01s")
+        (5.0, 10.0)
+    """
+    return _duration_seconds(text, "ms", "5ms or 0.5s") * 1000.0
+
+
+def fraction(text: str) -> float:
+    """An accuracy as ``0.95`` or ``95%``, within [0, 1].
+
+    Example:
+        >>> fraction("95%")
+        0.95
+    """
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an accuracy; write 0.95 or 95%"
+        ) from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an accuracy in [0, 1] (0.95 or 95%)")
+    return value
+
+
+def image_shape(text: str) -> tuple[int, int, int]:
+    """An argparse ``type`` for ``HxWxC``, e.g. ``224x224x3``.
+
+    Example:
+        >>> image_shape("32x32x1")
+        (32, 32, 1)
+    """
+    parts = text.lower().split("x")
+    try:
+        values = tuple(int(part) for part in parts)
+    except ValueError:
+        values = ()
+    if len(values) != 3 or min(values) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected HEIGHTxWIDTHxCHANNELS of positive integers (e.g. 224x224x3), got {text!r}"
+        )
+    return values  # type: ignore[return-value]
+
+
+def named_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """An argparse ``type`` for ``NAME=1x43844x1`` (a shape for one named input).
+
+    Example:
+        >>> named_shape("audio=1x16000")
+        ('audio', (1, 16000))
+    """
+    from tfcompress.bench.inputs import parse_input_shape
+    from tfcompress.errors import InvalidInputError
+
+    try:
+        return parse_input_shape(text)
+    except InvalidInputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 from typing import IO, Any
 
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
@@ -12,29 +11,16 @@ from tfcompress.cli.common import (
     add_force_flag,
     add_json_flag,
     add_unsafe_flag,
+    duration,
     emit_json,
     positive_int,
 )
+from tfcompress.compression.candidates import OBJECTIVES
+from tfcompress.targets.base import list_targets
 
 logger = logging.getLogger(__name__)
 
 EXIT_INTERRUPTED = 130
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def duration(text: str) -> float:
-    """An argparse ``type`` for a time budget: ``90``, ``90s``, ``10m``, ``1.5h``.
-
-    Example:
-        >>> duration("10m")
-        600.0
-    """
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
-    if match is None or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(
-            f"must be a positive duration such as 90s, 10m or 1h, got {text!r}"
-        )
-    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -54,10 +40,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="gate data (.npz; labels y or y_<output> for task metrics, none for fidelity)",
     )
     parser.add_argument("--out", required=True, help="output .tflite (the chosen artifact)")
-    parser.add_argument("--target", choices=("cpu", "gpu", "edgetpu"), default="cpu")
+    parser.add_argument(
+        "--target",
+        choices=list_targets(),
+        default="cpu",
+        help="the device: its gate and latency backends, the rungs it admits, its check",
+    )
     parser.add_argument(
         "--objective",
-        choices=("size", "latency"),
+        choices=OBJECTIVES,
         default="size",
         help="size: smallest gzip (default); latency: fastest measured on the target",
     )

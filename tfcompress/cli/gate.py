@@ -11,10 +11,10 @@ from typing import IO, Any
 
 from tfcompress.cli._gating import add_gate_options, flat, threshold_options
 from tfcompress.cli.common import add_json_flag, add_unsafe_flag, emit_json, positive_int
+from tfcompress.runtime.base import list_backends
+from tfcompress.testing.stats import INTERVAL_METHODS
 
 logger = logging.getLogger(__name__)
-
-INTERVALS = ("auto", "mcnemar", "bootstrap")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -39,13 +39,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(or y_<output name>)",
     )
     add_gate_options(parser, default_mode="strict")
-    parser.add_argument("--backend", default="cpu", help="runtime of a .tflite candidate")
+    parser.add_argument(
+        "--backend",
+        default="cpu",
+        choices=list_backends(),
+        help="runtime of a .tflite candidate (default cpu)",
+    )
     parser.add_argument(
         "--confidence", type=float, default=0.95, help="two-sided interval level (default 0.95)"
     )
     parser.add_argument(
         "--interval",
-        choices=INTERVALS,
+        choices=("auto", *INTERVAL_METHODS),
         default="auto",
         help="auto = exact McNemar where the metric is per-sample correctness, else bootstrap",
     )

@@ -6,6 +6,7 @@ import argparse
 from typing import IO, Any
 
 from tfcompress.cli._training import add_export_arguments, add_training_arguments, run_training
+from tfcompress.training.prune import SCHEDULES
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -32,7 +33,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--schedule",
-        choices=("polynomial", "constant"),
+        choices=SCHEDULES,
         default=None,
         help="default: polynomial, or constant with --structure (the only one M:N can use)",
     )

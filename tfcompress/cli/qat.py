@@ -6,6 +6,7 @@ import argparse
 from typing import IO, Any
 
 from tfcompress.cli._training import add_training_arguments, run_training
+from tfcompress.training.qat import PRESERVE
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -27,7 +28,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_training_arguments(parser, epochs=1, learning_rate=1e-4)
     parser.add_argument(
         "--preserve",
-        choices=("sparsity", "clusters"),
+        choices=PRESERVE,
         help="keep the zeros of a pruned model or the shared weights of a clustered one",
     )
     return parser

@@ -17,7 +17,15 @@ from tfcompress.cli.common import (
     positive_int,
     show_progress,
 )
+from tfcompress.quantization.recipes import (
+    DEFAULT_CALIBRATION_SAMPLES,
+    FORMATS,
+    list_io_types,
+    list_recipes,
+)
 from tfcompress.report.comparison import VariantRow, comparison_table
+from tfcompress.targets.base import get_target, list_targets, resolve_target
+from tfcompress.targets.onnx.ort_quantize import CALIBRATION_METHODS
 
 if TYPE_CHECKING:
     from tfcompress.bench.accuracy import Evaluation
@@ -25,11 +33,6 @@ if TYPE_CHECKING:
     from tfcompress.testing.result import GateReport
 
 logger = logging.getLogger(__name__)
-
-RECIPES = ("dynamic", "float16", "int8", "int16x8", "float32")
-IO_TYPES = ("float32", "int8", "uint8", "int16")
-FORMATS = ("tflite", "onnx")
-CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -50,7 +53,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="tflite (default: TFLite converter, runs on LiteRT) or onnx (tf2onnx export "
         "verified against Keras, then ONNX Runtime's quantizers; int16x8 is .tflite only)",
     )
-    parser.add_argument("--recipe", choices=RECIPES, default="int8", help="default: int8")
+    parser.add_argument(
+        "--recipe", choices=list_recipes(include_float=True), default="int8", help="default: int8"
+    )
     parser.add_argument("--data", help="calibration samples (.npz with x, .npy, image folder)")
     parser.add_argument(
         "--eval",
@@ -59,16 +64,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "checked against the model before converting",
     )
     parser.add_argument("--out", required=True, help="output .tflite (.onnx with --format onnx)")
-    parser.add_argument("--input-type", choices=IO_TYPES, help="model input dtype (.tflite)")
+    parser.add_argument("--input-type", choices=list_io_types(), help="model input dtype (.tflite)")
     parser.add_argument(
         "--output-type",
-        choices=IO_TYPES,
+        choices=list_io_types(),
         help="model output dtype (default: --input-type; .tflite)",
     )
-    parser.add_argument("--samples", type=positive_int, help="calibration samples (default 200)")
+    parser.add_argument(
+        "--samples",
+        type=positive_int,
+        help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})",
+    )
     parser.add_argument(
         "--calibration",
-        choices=CALIBRATION_METHODS,
+        choices=list(CALIBRATION_METHODS),
         help="--format onnx, int8: ONNX Runtime's calibration method (default minmax)",
     )
     parser.add_argument(
@@ -93,10 +102,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--target",
-        choices=("edgetpu",),
-        help="edgetpu: int8 with uint8 I/O (int8 with --input-type int8) at a static batch of 1, "
-        "then the Edge TPU linter, and edgetpu_compiler where it is installed (the compiled "
-        "model is written next to --out as *_edgetpu.tflite)",
+        choices=list_targets(),
+        help="the device the artifact is for; its rules shape the recipe and its check judges "
+        "the result. edgetpu: int8 with uint8 I/O (int8 with --input-type int8) at a static "
+        "batch of 1, then the Edge TPU linter, and edgetpu_compiler where it is installed (the "
+        "compiled model is written next to --out as *_edgetpu.tflite)",
     )
     parser.add_argument(
         "--compiler",
@@ -141,7 +151,6 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         0
     """
     import tfcompress
-    from tfcompress._files import write_text_atomic
     from tfcompress.bench.paired import read_for_reference
     from tfcompress.errors import InvalidInputError
     from tfcompress.models import check_output_path, load_model
@@ -161,7 +170,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     checks = build_checks(flat(args.output), flat(args.metric), **threshold_options(args))
     inputs = [p for p in (args.model, args.data, args.eval_data) if p]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
-    compiled_out = _compiled_output(args, inputs)
+    side_outputs = _side_outputs(args, inputs)
     model = load_model(args.model, safe_mode=not args.unsafe)
     # The test data is matched to the model now: a mismatch costs nothing, not a conversion.
     eval_set = read_for_reference(args.eval_data, model, "--eval data") if args.eval_data else None
@@ -198,16 +207,12 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     gate = _gate(evaluation, checks, args) if gating and evaluation is not None else None
     saved = result.save(args.out, overwrite=args.force)
     logger.info("wrote %s (%s bytes)", saved, f"{result.size_bytes:,}")
-    verdict = getattr(result, "edgetpu", None)
-    compiled = None
-    if verdict is not None and verdict.compiler is not None and compiled_out is not None:
-        compiled = verdict.save_compiled(compiled_out, overwrite=args.force)
-        # The compiler's own log beside its model, as edgetpu_compiler leaves it: the
-        # edgetpu benchmark backend reads it to count the ops inside the custom op.
-        write_text_atomic(
-            compiled.with_suffix(".log"), verdict.compiler.log.text, overwrite=args.force
-        )
-        logger.info("wrote %s (%s bytes)", compiled, f"{len(verdict.compiler.compiled):,}")
+    verdict = getattr(result, "target_verdict", None)
+    beside: dict[str, Any] = {}
+    if verdict is not None:  # the target's own files (Edge TPU: the compiled model and log)
+        beside = verdict.save_beside(saved, overwrite=args.force)
+        for path in side_outputs:
+            logger.info("wrote %s (%s bytes)", path, f"{path.stat().st_size:,}")
     payload: dict[str, Any] = {
         "format": result.format,
         "recipe": result.recipe.name,
@@ -226,8 +231,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         "float_nodes": list(getattr(result, "float_nodes", ())),
     }
     if verdict is not None:
-        payload["edgetpu"] = verdict.to_dict()
-        payload["compiled_output"] = None if compiled is None else str(compiled)
+        payload[get_target(args.target).verdict_key or args.target] = verdict.to_dict()
+        payload |= beside
     if result.format == "onnx":
         export_check = getattr(result, "export_check", None)
         payload |= {
@@ -269,7 +274,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             text += f"\n\n{verdict}"
         if gate is not None:
             text += f"\n\n{gate.headline()}"
-        wrote = str(saved) if compiled is None else f"{saved} and {compiled}"
+        wrote = " and ".join([str(saved), *(str(v) for v in beside.values() if v)])
         out.write(text + f"\n\nwrote {wrote}\n")
     if gate is not None and not gate.passed:
         logger.error("%s; %s was still written", gate.headline(), saved)
@@ -304,26 +309,24 @@ def _gate(
     )
 
 
-def _compiled_output(args: argparse.Namespace, inputs: list[str]) -> Path | None:
-    """Where the compiled ``*_edgetpu.tflite`` goes, checked before any work; None if no compiler.
+def _side_outputs(args: argparse.Namespace, inputs: list[str]) -> tuple[Path, ...]:
+    """The files the target writes next to ``--out``, checked before any work.
 
     Raises:
-        InvalidInputError: ``--compiler`` without ``--target edgetpu``.
+        InvalidInputError: An unknown target, or ``--compiler`` without ``--target edgetpu``.
         BackendUnavailableError: ``--compiler`` is not an executable.
-        OutputExistsError: The compiled file exists and ``--force`` was not given.
+        OutputExistsError: One of the files exists and ``--force`` was not given.
     """
     from tfcompress.models import check_output_path
-    from tfcompress.targets.edgetpu.compiler import find_compiler
-    from tfcompress.targets.edgetpu.target import check_target
 
-    check_target(args.target, compiler=args.compiler)
-    if args.target != "edgetpu" or find_compiler(args.compiler) is None:
-        return None
-    out = Path(args.out)
-    compiled = out.with_name(f"{out.stem}_edgetpu{out.suffix or '.tflite'}")
-    check_output_path(compiled, overwrite=args.force, inputs=inputs)
-    check_output_path(compiled.with_suffix(".log"), overwrite=args.force, inputs=inputs)
-    return compiled
+    target = resolve_target(args.target, compiler=args.compiler)
+    if target is None or target.side_outputs is None:
+        return ()
+    options = {"compiler": args.compiler} if args.compiler is not None else {}
+    paths = target.side_outputs(args.out, **options)
+    for path in paths:
+        check_output_path(path, overwrite=args.force, inputs=inputs)
+    return paths
 
 
 def _check_format(args: argparse.Namespace) -> None:

@@ -4,60 +4,25 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 from pathlib import Path
 from typing import IO, Any
 
-from tfcompress.cli.common import add_json_flag, csv_of, emit_json, positive_int, show_progress
+from tfcompress.cli.common import (
+    add_json_flag,
+    csv_of,
+    emit_json,
+    fraction,
+    latency_ms,
+    non_negative_float,
+    parse_size,
+    positive_float,
+    positive_int,
+    show_progress,
+)
+from tfcompress.selection.verdicts import OBJECTIVES
+from tfcompress.targets.base import get_target, list_targets
 
 logger = logging.getLogger(__name__)
-
-_SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
-_TIME_UNITS = {"": 1.0, "ms": 1.0, "s": 1000.0, "us": 0.001}
-_NUMBER = r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([a-z]*)\s*"
-
-
-def parse_size(text: str) -> int:
-    """Bytes from ``500KB`` (1000), ``500KiB`` (1024), ``1.5MB``, ``300000``.
-
-    Example:
-        >>> parse_size("500KB"), parse_size("1KiB")
-        (500000, 1024)
-    """
-    match = re.fullmatch(_NUMBER, text.lower())
-    if not match or match.group(2) not in _SIZE_UNITS:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a size; write e.g. 500KB, 300KiB, 2MB or 250000 (bytes)"
-        )
-    return round(float(match.group(1)) * _SIZE_UNITS[match.group(2)])
-
-
-def parse_latency(text: str) -> float:
-    """Milliseconds from ``5ms``, ``0.5s``, ``800us`` or ``5`` (ms).
-
-    Example:
-        >>> parse_latency("5ms"), parse_latency("0.01s")
-        (5.0, 10.0)
-    """
-    match = re.fullmatch(_NUMBER, text.lower())
-    if not match or match.group(2) not in _TIME_UNITS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; write e.g. 5ms or 0.5s")
-    return float(match.group(1)) * _TIME_UNITS[match.group(2)]
-
-
-def parse_fraction(text: str) -> float:
-    """An accuracy as ``0.95`` or ``95%``.
-
-    Example:
-        >>> parse_fraction("95%")
-        0.95
-    """
-    try:
-        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an accuracy; write 0.95 or 95%"
-        ) from None
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -72,15 +37,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--train", required=True, help="training images + labels (.npz: x, y)")
     parser.add_argument("--val", required=True, help="validation images + labels (.npz: x, y)")
     parser.add_argument("--max-size", type=parse_size, help="int8 .tflite size, e.g. 500KB")
-    parser.add_argument("--max-latency", type=parse_latency, help="p50 latency, e.g. 5ms")
+    parser.add_argument("--max-latency", type=latency_ms, help="p50 latency, e.g. 5ms")
     parser.add_argument(
         "--backend",
         default="cpu",
-        choices=("cpu", "gpu", "edgetpu"),
-        help="backend latency and int8 accuracy are measured on (default cpu)",
+        choices=list_targets(),
+        help="target whose backend latency and int8 accuracy are measured on (default cpu)",
     )
+    for target in list_targets():  # the budgets each target adds (Edge TPU segments...)
+        for budget in get_target(target).budget_fields:
+            parser.add_argument(
+                budget.flag,
+                dest=budget.name,
+                type=positive_float,
+                metavar="N",
+                help=f"{budget.help} (with --backend {target})",
+            )
     parser.add_argument("--threads", type=positive_int, default=1, help="threads (default 1)")
-    parser.add_argument("--min-accuracy", type=parse_fraction, help="e.g. 0.95 or 95%%")
+    parser.add_argument("--min-accuracy", type=fraction, help="e.g. 0.95 or 95%%")
     parser.add_argument(
         "--families",
         type=csv_of(str, "--families"),
@@ -96,7 +70,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=positive_int, default=3, help="training epochs (3)")
     parser.add_argument(
         "--objective",
-        choices=("accuracy", "reward"),
+        choices=OBJECTIVES,
         default="accuracy",
         help="accuracy (default) or MnasNet's reward accuracy*(latency/max)^-0.07",
     )
@@ -114,7 +88,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--runs", type=positive_int, default=50, help="minimum timed runs per latency (50)"
     )
     parser.add_argument(
-        "--min-seconds", type=float, default=0.5, help="minimum timed seconds per latency (0.5)"
+        "--min-seconds",
+        type=non_negative_float,
+        default=0.5,
+        help="minimum timed seconds per latency (0.5)",
     )
     parser.add_argument("--report", help="write selection.json, selection.md, pareto.png here")
     parser.add_argument("--force", action="store_true", help="replace an existing --report")
@@ -154,6 +131,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         latency_backend=args.backend,
         threads=args.threads,
         min_accuracy=args.min_accuracy,
+        target_limits=_target_limits(args),
     )
     if args.scheduler and args.workers:
         raise InvalidInputError("--workers sizes the local pool; drop it with --scheduler.")
@@ -192,3 +170,21 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         logger.error("%s", pick_line(result))
         return 1
     return 0
+
+
+def _target_limits(args: argparse.Namespace) -> dict[str, float]:
+    """The target budget flags given (``--max-edgetpu-segments 1``), by budget name."""
+    from tfcompress.errors import InvalidInputError
+
+    limits: dict[str, float] = {}
+    for target in list_targets():
+        for budget in get_target(target).budget_fields:
+            value = getattr(args, budget.name, None)
+            if value is None:
+                continue
+            if target != args.backend:
+                raise InvalidInputError(
+                    f"{budget.flag} is a budget of --backend {target}, not {args.backend}."
+                )
+            limits[budget.name] = value
+    return limits

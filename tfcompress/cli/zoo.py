@@ -7,39 +7,9 @@ import json
 import logging
 from typing import IO, Any
 
-from tfcompress.cli.common import positive_int
+from tfcompress.cli.common import image_shape, positive_float, positive_int
 
 logger = logging.getLogger(__name__)
-
-
-def input_shape(text: str) -> tuple[int, int, int]:
-    """An argparse ``type`` for ``HxWxC``, e.g. ``224x224x3``.
-
-    Example:
-        >>> input_shape("32x32x1")
-        (32, 32, 1)
-    """
-    parts = text.lower().split("x")
-    try:
-        values = tuple(int(part) for part in parts)
-    except ValueError:
-        values = ()
-    if len(values) != 3 or min(values) < 1:
-        raise argparse.ArgumentTypeError(
-            f"expected HEIGHTxWIDTHxCHANNELS of positive integers (e.g. 224x224x3), got {text!r}"
-        )
-    return values  # type: ignore[return-value]
-
-
-def positive_float(text: str) -> float:
-    """An argparse ``type`` for a number > 0."""
-    try:
-        value = float(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from error
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -63,7 +33,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--input-shape",
-        type=input_shape,
+        type=image_shape,
         default=(224, 224, 3),
         metavar="HxWxC",
         help="input shape (default 224x224x3)",

@@ -9,17 +9,11 @@ from dataclasses import replace
 from typing import Any
 
 from tfcompress.compression.advice import advise
-from tfcompress.compression.candidates import (
-    GATE_BACKENDS,
-    LATENCY_BACKENDS,
-    OBJECTIVES,
-    TARGETS,
-    check_choice,
-    plan_ladder,
-)
+from tfcompress.compression.candidates import OBJECTIVES, check_choice, plan_ladder
 from tfcompress.compression.result import CompressionResult
 from tfcompress.compression.search import SearchState, layer_of, run_selective
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
+from tfcompress.targets.base import get_target
 
 
 def compress(
@@ -71,7 +65,9 @@ def compress(
             a label-free fidelity metric chosen as :func:`tfcompress.check_gate` chooses.
         max_drop: Allowed worsening of task metrics, a fraction in [0, 1] (None: 0.01 for
             accuracy-like metrics, as ``check_gate``).
-        target: ``"cpu"``, ``"gpu"`` (gated and timed on LiteRT's GPU backend) or
+        target: A registered target (:func:`tfcompress.targets.base.list_targets`): its
+            gate and latency backends, the rungs it admits, its check and its rank apply.
+            ``"cpu"``, ``"gpu"`` (gated and timed on LiteRT's GPU backend) or
             ``"edgetpu"`` (fully-integer artifacts only, ranked by the linter's predicted
             segments, gated on the CPU).
         objective: ``"size"`` (gzip bytes, the download size) or ``"latency"``.
@@ -117,7 +113,7 @@ def compress(
 
     if max_drop is not None:
         max_drop = parse_max_drop(max_drop)
-    check_choice(target, TARGETS, "target")
+    device = get_target(target)
     check_choice(objective, OBJECTIVES, "objective")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidInputError(f"threads must be a positive integer, got {threads!r}.")
@@ -133,7 +129,7 @@ def compress(
         min_agreement=min_agreement,
     )
     settings = GateSettings(
-        mode=mode, backend=GATE_BACKENDS[target], confidence=confidence, interval=interval
+        mode=mode, backend=device.gate_backend, confidence=confidence, interval=interval
     )
     reference = resolve_model(model, safe_mode=safe_mode)
     if isinstance(reference, TFLiteModel):
@@ -146,9 +142,12 @@ def compress(
     measure = objective == "latency" if measure_latency is None else bool(measure_latency)
     started = time.monotonic()
     float32 = None
-    if target == "gpu" or (measure and target != "cpu"):  # fail now when it cannot run here
+    # Fail now, not after the ladder, when a backend the search needs cannot run here.
+    needed = {device.gate_backend} | ({device.latency_backend} if measure else set())
+    if needed - {"cpu"}:
         float32 = _float32(reference, calibration, seed)
-        _probe_backend(float32, LATENCY_BACKENDS[target] if measure else "gpu")
+        for backend in sorted(needed - {"cpu"}):
+            _probe_backend(float32, backend)
     state = SearchState(
         reference=reference,
         eval_set=eval_set,
@@ -178,12 +177,13 @@ def compress(
         interrupted = True
         state.stop_reason = f"interrupted (Ctrl-C) after {len(state.attempts)} attempt(s)"
     if (
-        target == "edgetpu"
+        device.rules.integer_only
         and state.attempts
         and all(a.status == "error" for a in state.attempts if a.technique == "ptq")
     ):
         raise UnsupportedModelError(
-            f"no fully-integer artifact can be made for the Edge TPU: {state.attempts[0].why}"
+            f"no fully-integer artifact can be made for {device.display_name}: "
+            f"{state.attempts[0].why}"
         )
     if state.float32 is None:  # stopped before any conversion: the baseline is still reported
         state.float32 = _float32(reference, calibration, seed)
@@ -281,7 +281,7 @@ def _result(
     findings: list[str] = []
     if state.measure:
         finding = int8_finding(
-            state.attempts, backend=LATENCY_BACKENDS[state.target], threads=state.threads
+            state.attempts, backend=get_target(state.target).latency_backend, threads=state.threads
         )
         if finding:
             findings.append(finding)

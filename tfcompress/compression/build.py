@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfcompress.errors import InvalidInputError
+from tfcompress.targets.base import get_target
 
 TRAINING = ("qat", "prune", "cluster")
 
@@ -18,13 +19,14 @@ class Built:
         content: The ``.tflite`` bytes.
         recipe: What made it, as data (see :attr:`Attempt.recipe`).
         float_nodes: Converter nodes kept in float (selective quantization).
-        edgetpu: The Edge TPU linter report (``target="edgetpu"``), or None.
+        verdict: The target's check of the artifact (the Edge TPU's linter and compiler),
+            when quantize ran one; else None.
     """
 
     content: bytes
     recipe: dict[str, Any]
     float_nodes: tuple[str, ...] = ()
-    edgetpu: Any = None
+    verdict: Any = None
     reference: bytes | None = None  # the float32 .tflite made by the same conversion
 
 
@@ -62,7 +64,8 @@ def build(
         representative_data: Calibration samples.
         train_data: Fine-tuning samples (training techniques only).
         eval_data: Validation samples the training techniques score on.
-        target: ``"edgetpu"`` asks :func:`tfcompress.quantize` for an Edge TPU artifact.
+        target: A registered target; one that shapes artifacts (the Edge TPU) is passed to
+            :func:`tfcompress.quantize` and recorded with the recipe.
         seed: Seed of calibration sampling and training.
 
     Returns:
@@ -81,7 +84,8 @@ def build(
         inner = recipe.get("recipe", recipe)
         target = recipe.get("target", target)
         seed = int(recipe.get("seed", seed))
-        options: dict[str, Any] = {"target": target} if target == "edgetpu" else {}
+        shaped = target is not None and get_target(target).shapes_artifact
+        options: dict[str, Any] = {"target": target} if shaped else {}
         result = tfcompress.quantize(
             model,
             recipe=recipe_from_data(inner),
@@ -91,8 +95,8 @@ def build(
         )
         made = {"recipe": result.recipe.to_dict(), "seed": seed, **options}
         nodes = tuple(getattr(result, "float_nodes", None) or inner.get("float_nodes") or ())
-        edgetpu = getattr(result, "edgetpu", None)
-        return Built(result.model_content, made, nodes, edgetpu, result.reference_content)
+        verdict = getattr(result, "target_verdict", None)
+        return Built(result.model_content, made, nodes, verdict, result.reference_content)
     if technique not in TRAINING:
         raise InvalidInputError(
             f"unknown technique {technique!r}; choose one of ptq, selective, {', '.join(TRAINING)}."

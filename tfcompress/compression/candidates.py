@@ -11,14 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfcompress.errors import InvalidInputError
+from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES
+from tfcompress.targets.base import get_target
 
-TARGETS = ("cpu", "gpu", "edgetpu")
 OBJECTIVES = ("size", "latency")
-#: Backend each target is measured (and gated) on; the Edge TPU's integer model gives the same
-#: outputs on the CPU, so its gate runs there when no Edge TPU is attached.
-LATENCY_BACKENDS = {"cpu": "cpu", "gpu": "gpu", "edgetpu": "edgetpu"}
-GATE_BACKENDS = {"cpu": "cpu", "gpu": "gpu", "edgetpu": "cpu"}
-#: Calibration samples of the variant rung (the plain int8 rung uses the recipe default, 200).
+#: Calibration samples of the variant rung (the plain int8 rung uses the recipe default).
 CALIBRATION_VARIANT_SAMPLES = 1000
 
 # What bounds a rung from below (see search.py's stop rule):
@@ -75,8 +72,8 @@ def check_choice(value: str, allowed: tuple[str, ...], what: str) -> str:
         InvalidInputError: ``value`` is not one of ``allowed``.
 
     Example:
-        >>> check_choice("cpu", TARGETS, "target")
-        'cpu'
+        >>> check_choice("size", OBJECTIVES, "objective")
+        'size'
     """
     if value not in allowed:
         raise InvalidInputError(f"unknown {what} {value!r}; choose one of {', '.join(allowed)}.")
@@ -94,9 +91,10 @@ def plan_ladder(
 
     Args:
         objective: ``"size"`` (gzip bytes) or ``"latency"`` (measured on the target).
-        target: ``"cpu"``, ``"gpu"`` or ``"edgetpu"``.
+        target: A registered target (:func:`tfcompress.targets.base.list_targets`); the
+            ladder keeps only the rungs whose recipe it admits.
         calibration_available: How many representative samples there are; the calibration
-            variant is left out when it would use no more than the plain int8 rung (200).
+            variant is left out when it would use no more than the plain int8 rung.
         training: ``train_data`` was given (QAT, and for size pruning/clustering + int8).
 
     Returns:
@@ -108,23 +106,22 @@ def plan_ladder(
         ['int8', 'int8-calib300', 'selective', 'int16x8', 'float16']
     """
     check_choice(objective, OBJECTIVES, "objective")
-    check_choice(target, TARGETS, "target")
+    device = get_target(target)
     rungs: list[Rung] = []
-    if objective == "latency" and target != "edgetpu":  # float never runs on an Edge TPU
+    if objective == "latency":  # float may be fastest where the device runs float at all
         rungs += [
             Rung("float32", "ptq", {"name": "float32"}),
             Rung("float16", "ptq", {"name": "float16"}),
         ]
     rungs.append(Rung("int8", "ptq", {"name": "int8", "per_channel": True}, "int8"))
-    default = 200  # Recipe's default calibration_samples
+    default = DEFAULT_CALIBRATION_SAMPLES
     more = min(calibration_available, CALIBRATION_VARIANT_SAMPLES)
     if more > default:
         rungs.append(
             Rung(f"int8-calib{more}", "ptq", {"name": "int8", "calibration_samples": more}, "int8")
         )
     rungs.append(Rung("selective", "selective", {"name": "int8"}, "int8"))
-    if target != "edgetpu":  # the Edge TPU runs 8-bit tensors only
-        rungs.append(Rung("int16x8", "ptq", {"name": "int16x8"}, "int8", fallback_only=True))
+    rungs.append(Rung("int16x8", "ptq", {"name": "int16x8"}, "int8", fallback_only=True))
     if training:
         rungs.append(Rung("qat", "qat", {"epochs": 1}, "int8"))
         if objective == "size":
@@ -132,6 +129,12 @@ def plan_ladder(
                 Rung("prune-int8", "prune", {"target_sparsity": 0.5, "epochs": 1, "then": "int8"}),
                 Rung("cluster-int8", "cluster", {"clusters": 16, "epochs": 1, "then": "int8"}),
             ]
-    if objective == "size" and target != "edgetpu":
+    if objective == "size":
         rungs.append(Rung("float16", "ptq", {"name": "float16"}, last_resort=True))
-    return tuple(rungs)
+    # A rung the device cannot run (float16 or int16 tensors on the Edge TPU) is never made.
+    return tuple(r for r in rungs if device.admits_recipe(rung_recipe(r)))
+
+
+def rung_recipe(rung: Rung) -> str:
+    """The recipe a rung's artifact ends up in (a fine-tuned rung exports through int8)."""
+    return str(rung.recipe.get("name") or rung.recipe.get("then") or "int8")

@@ -9,6 +9,7 @@ from typing import Any
 
 from tfcompress.compression.attempts import ROW_HEADER, Attempt
 from tfcompress.errors import GateFailedError
+from tfcompress.targets.base import get_target
 
 PathLike = str | os.PathLike[str]
 
@@ -22,7 +23,7 @@ class CompressionResult:
         model_content: Its ``.tflite`` bytes (None when nothing passed).
         attempts: Every attempt, in the order tried.
         objective: ``"size"`` or ``"latency"``.
-        target: ``"cpu"``, ``"gpu"`` or ``"edgetpu"``.
+        target: The registered target searched for (``"cpu"``, ``"gpu"``, ``"edgetpu"``...).
         float32_bytes: Size of the plain float32 ``.tflite`` (the baseline).
         float32_gzip_bytes: Its gzip size.
         gate: The gate's settings (metric, thresholds, mode, backend), as data.
@@ -146,7 +147,9 @@ class CompressionResult:
             if c.float_layers:
                 lines.append(f"kept in float: {', '.join(c.float_layers)}")
         else:
-            what = " as a fully-integer Edge TPU artifact" if self.target == "edgetpu" else ""
+            device = get_target(self.target)
+            integer = device.rules.integer_only
+            what = f" as a fully-integer artifact for {device.display_name}" if integer else ""
             lines.append(f"nothing passed the gate{what} ({len(self.attempts)} attempts)")
             lines += [f"try: {a}" for a in self.advice]
         lines.append(f"stopped: {self.stop_reason}")

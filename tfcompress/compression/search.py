@@ -19,9 +19,10 @@ from typing import Any
 
 from tfcompress.compression.attempts import Attempt
 from tfcompress.compression.build import Built, build
-from tfcompress.compression.candidates import LATENCY_BACKENDS, Rung
-from tfcompress.compression.judging import edgetpu_rank, edgetpu_summary, edgetpu_verdict, judge
+from tfcompress.compression.candidates import Rung
+from tfcompress.compression.judging import judge
 from tfcompress.errors import ConversionError, UnsupportedModelError
+from tfcompress.targets.base import get_target
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +57,10 @@ class SearchState:
 
     # -- ranking ------------------------------------------------------------------------
     def key(self, attempt: Attempt) -> tuple[float, ...]:
-        """Smaller is better: Edge TPU single segment first, then gzip bytes or latency."""
+        """Smaller is better: the target's rank first (one Edge TPU segment), then size or speed."""
         measure = attempt.latency_ms if self.objective == "latency" else attempt.gzip_bytes
-        first = edgetpu_rank(attempt) if self.target == "edgetpu" else 0
+        rank = get_target(self.target).rank
+        first = rank(attempt) if rank is not None else 0
         return (first, float("inf") if measure is None else float(measure))
 
     @property
@@ -128,7 +130,7 @@ class SearchState:
                     representative_data=self.representative,
                     train_data=self.train_data,
                     eval_data=self.eval_set,
-                    target=self.target if self.target == "edgetpu" else None,
+                    target=self.target,
                     seed=self.seed,
                 )
             )
@@ -159,16 +161,16 @@ class SearchState:
 
             latency = measure_latency(
                 built.content,
-                backend=LATENCY_BACKENDS[self.target],
+                backend=get_target(self.target).latency_backend,
                 threads=self.threads,
                 name=name,
             )
-        edgetpu = None
-        if self.target == "edgetpu":
-            edgetpu = self.lint(built)
-            refusal = edgetpu_verdict(edgetpu, built.float_nodes)
-            if refusal is not None and fields["status"] == "passed":
-                fields = {**fields, "status": "failed", "why": f"gate passed, but {refusal}"}
+        edgetpu = self.target_summary(built)
+        refusal = get_target(self.target).refusal
+        if edgetpu is not None and refusal is not None:
+            why_not = refusal(edgetpu, built.float_nodes)
+            if why_not is not None and fields["status"] == "passed":
+                fields = {**fields, "status": "failed", "why": f"gate passed, but {why_not}"}
         done = Attempt(
             index=index,
             name=name,
@@ -186,14 +188,17 @@ class SearchState:
         )
         return self.record(done, built.content)
 
-    def lint(self, built: Built) -> dict[str, Any]:
-        """The Edge TPU linter's summary of the artifact."""
-        import tfcompress
+    def target_summary(self, built: Built) -> dict[str, Any] | None:
+        """The target check's numbers for the artifact (Edge TPU: the linter's), or None.
 
-        report = getattr(built.edgetpu, "linter", built.edgetpu)  # quantize's EdgeTPUVerdict
-        if report is None:
-            report = tfcompress.edgetpu.check(built.content)
-        return edgetpu_summary(report)
+        quantize's verdict is reused; a fine-tuned artifact, made without the target, is
+        checked here.
+        """
+        device = get_target(self.target)
+        if device.check is None or device.summarize is None:
+            return None
+        verdict = built.verdict if built.verdict is not None else device.check(built.content)
+        return device.summarize(verdict)
 
     def record(self, attempt: Attempt, content: bytes | None) -> Attempt:
         """Keep the attempt (and a passing one's bytes) and report progress."""

@@ -22,7 +22,7 @@ from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
 from tfcompress.quantization.calibration import calibration_for
-from tfcompress.quantization.recipes import RecipeData
+from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES, RecipeData
 from tfcompress.targets.onnx import ort_quantize
 from tfcompress.targets.onnx.export import DEFAULT_OPSET, OPSETS, export_onnx
 from tfcompress.targets.onnx.verify import OnnxVerification
@@ -62,7 +62,7 @@ calibration_method='entropy', opset=17)
 
     name: str
     per_channel: bool | None = None
-    calibration_samples: int = 200
+    calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
     calibration_method: str | None = None
     opset: int = DEFAULT_OPSET
 

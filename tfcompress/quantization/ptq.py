@@ -20,26 +20,19 @@ from tfcompress.quantization.artifact import QuantizedArtifact
 from tfcompress.quantization.calibration import calibration_for
 from tfcompress.quantization.converter import Configure, convert_all
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
-from tfcompress.quantization.recipes import Recipe
+from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES, FORMATS, Recipe
 from tfcompress.quantization.selective import (
     calibrate_only,
     check_kept_float,
     quantize_calibrated,
 )
-from tfcompress.targets.edgetpu.target import (
-    EdgeTPUVerdict,
-    check_target,
-    edgetpu_options,
-    edgetpu_verdict,
-)
+from tfcompress.targets.base import resolve_target, verdict_under, verdicts_by_key
+from tfcompress.targets.edgetpu.target import EdgeTPUVerdict
 
 if TYPE_CHECKING:
     from tfcompress.quantization.onnx_ptq import OnnxQuantizationResult, OnnxRecipe
 
 logger = logging.getLogger(__name__)
-
-#: Artifact formats :func:`quantize` makes.
-FORMATS = ("tflite", "onnx")
 
 
 @dataclass(frozen=True)
@@ -58,8 +51,12 @@ class QuantizationResult(QuantizedArtifact):
         float_ops: For ``int8``/``int16x8``: the ops that stayed float, one name per operator
             in graph order (empty unless ``recipe.float_fallback``); None for the recipes whose
             activations are float anyway. See :mod:`tfcompress.quantization.float_ops`.
-        edgetpu: With ``target="edgetpu"``: the linter's prediction and, where
-            ``edgetpu_compiler`` ran, its parsed verdict and compiled model; else None.
+        target: The deployment target asked for (:func:`tfcompress.targets.base.list_targets`),
+            or None.
+        target_verdict: The target's own check of the artifact (the Edge TPU: the linter's
+            prediction and, where ``edgetpu_compiler`` ran, its parsed verdict and compiled
+            model); None without a target or for targets with no check. Also readable as
+            ``result.edgetpu`` and filed in JSON under the target's key (``edgetpu``).
         float_nodes: The op outputs kept float on purpose (``recipe.float_nodes``), see
             :mod:`tfcompress.quantization.selective`; their ops are also in ``float_ops``.
 
@@ -80,7 +77,8 @@ class QuantizationResult(QuantizedArtifact):
     calibration_samples: int
     warnings: tuple[str, ...] = ()
     float_ops: tuple[str, ...] | None = None
-    edgetpu: EdgeTPUVerdict | None = None
+    target: str | None = None
+    target_verdict: Any = None
     float_nodes: tuple[str, ...] = ()
 
     @property
@@ -89,6 +87,11 @@ class QuantizationResult(QuantizedArtifact):
         return TFLiteModel(
             self.model_content, label=f"{self.source}_{self.recipe.name}", verified=True
         )
+
+    @property
+    def edgetpu(self) -> EdgeTPUVerdict | None:
+        """The Edge TPU's verdict, when the target was the Edge TPU (the documented name)."""
+        return verdict_under(self.target, self.target_verdict, "edgetpu")
 
     @property
     def reference(self) -> TFLiteModel:
@@ -100,7 +103,7 @@ class QuantizationResult(QuantizedArtifact):
         return {
             **self.common_dict(),
             "float_ops": None if self.float_ops is None else list(self.float_ops),
-            "edgetpu": None if self.edgetpu is None else self.edgetpu.to_dict(),
+            **verdicts_by_key(self.target, self.target_verdict),
             "float_nodes": list(self.float_nodes),
         }
 
@@ -112,8 +115,8 @@ class QuantizationResult(QuantizedArtifact):
             )
         if self.float_nodes:
             text += f"; kept float on purpose: {', '.join(self.float_nodes)}"
-        if self.edgetpu is not None:
-            text += f"\n{self.edgetpu}"
+        if self.target_verdict is not None:
+            text += f"\n{self.target_verdict}"
         return text
 
 
@@ -246,8 +249,12 @@ def quantize(
         >>> onnx.save("model_int8.onnx")  # doctest: +SKIP
     """
     if calibration_samples is not None:
-        check_count(calibration_samples, "calibration_samples", "e.g. 200 (the default)")
-    check_target(target, compiler=compiler)
+        check_count(
+            calibration_samples,
+            "calibration_samples",
+            f"e.g. {DEFAULT_CALIBRATION_SAMPLES} (the default)",
+        )
+    chosen_target = resolve_target(target, compiler=compiler)
     if _resolve_format(format, recipe) == "onnx":
         if target is not None:
             raise InvalidInputError(
@@ -291,8 +298,8 @@ def quantize(
         "output_type": output_type or input_type,
         "float_fallback": float_fallback,
     }
-    if target == "edgetpu":
-        io_options = edgetpu_options(
+    if chosen_target is not None:
+        io_options = chosen_target.recipe_options(
             recipe, input_type=input_type, output_type=output_type, float_fallback=float_fallback
         )
     loaded = resolve_model(model, safe_mode=safe_mode)
@@ -336,8 +343,9 @@ def quantize(
         check_kept_float(float_ops, chosen, source=model_name(loaded))
     logger.info("quantized %s with %s in %.1fs", model_name(loaded), chosen.name, quantized.seconds)
     verdict = None
-    if target == "edgetpu":
-        verdict = edgetpu_verdict(quantized.content, compiler=compiler)
+    if chosen_target is not None and chosen_target.check is not None:
+        options = {"compiler": compiler} if compiler is not None else {}
+        verdict = chosen_target.check(quantized.content, **options)
     return QuantizationResult(
         recipe=chosen,
         model_content=quantized.content,
@@ -347,7 +355,8 @@ def quantize(
         calibration_samples=0 if calibration is None else len(calibration),
         warnings=quantized.warnings,
         float_ops=float_ops,
-        edgetpu=verdict,
+        target=target,
+        target_verdict=verdict,
         float_nodes=chosen.float_nodes,
     )
 

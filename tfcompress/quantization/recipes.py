@@ -14,6 +14,12 @@ from tfcompress.errors import InvalidInputError
 
 Configure = Callable[[Any, "Recipe", Any], None]  # (converter, recipe, tensorflow module)
 
+#: Representative samples that calibrate activation ranges unless a recipe says otherwise
+#: (the converter, ONNX Runtime, fine-tuned exports and compress all start from this).
+DEFAULT_CALIBRATION_SAMPLES = 200
+#: Artifact formats :func:`tfcompress.quantize` makes.
+FORMATS = ("tflite", "onnx")
+
 
 @dataclass(frozen=True)
 class RecipeSpec:
@@ -81,6 +87,16 @@ def recipe_spec(name: str) -> RecipeSpec:
 def list_recipes(*, include_float: bool = False) -> list[str]:
     """Names of the quantization recipes (optionally with the float32 reference)."""
     return [n for n in _RECIPES if include_float or n != "float32"]
+
+
+def list_io_types() -> list[str]:
+    """Every input/output dtype some recipe takes, in first-registered order.
+
+    Example:
+        >>> list_io_types()
+        ['float32', 'int8', 'uint8', 'int16']
+    """
+    return list(dict.fromkeys(t for spec in _RECIPES.values() for t in spec.io_types))
 
 
 Self = TypeVar("Self", bound="RecipeData")
@@ -154,7 +170,7 @@ class Recipe(RecipeData):
     input_type: str = "float32"
     output_type: str = "float32"
     per_channel: bool = True
-    calibration_samples: int = 200
+    calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
     float_fallback: bool = False
     batch_size: int | None = None
     float_nodes: tuple[str, ...] = ()

@@ -36,7 +36,7 @@ from tfcompress.models.signature import model_signature
 from tfcompress.models.tflite_file import read_tflite
 from tfcompress.quantization.calibration import calibration_set
 from tfcompress.quantization.converter import Conversion, convert_all
-from tfcompress.quantization.recipes import Recipe
+from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES, Recipe
 from tfcompress.quantization.selective_names import (
     check_nodes,
     float_name,
@@ -139,7 +139,11 @@ def rank_layers(
         >>> result = tfcompress.quantize(model, recipe=recipe, representative_data=x_train)
     """
     if calibration_samples is not None:
-        check_count(calibration_samples, "calibration_samples", "e.g. 200 (the default)")
+        check_count(
+            calibration_samples,
+            "calibration_samples",
+            f"e.g. {DEFAULT_CALIBRATION_SAMPLES} (the default)",
+        )
     chosen = Recipe.coerce(recipe).with_options(calibration_samples=calibration_samples)
     if chosen.name != "int8":
         raise InvalidInputError(

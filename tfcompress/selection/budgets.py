@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tfcompress.errors import InvalidInputError
-
-BACKENDS = ("cpu", "gpu", "edgetpu")
+from tfcompress.targets.base import get_target, list_targets
 
 
 @dataclass(frozen=True)
@@ -22,9 +22,12 @@ class Budgets:
     Attributes:
         max_size_bytes: Largest int8 ``.tflite`` file, in bytes.
         max_latency_ms: Largest median latency, in milliseconds.
-        latency_backend: Backend latency (and int8 accuracy) is measured on.
+        latency_backend: The target latency (and int8 accuracy) is measured for, on its
+            latency backend (:func:`tfcompress.targets.base.list_targets`).
         threads: CPU threads of that backend.
         min_accuracy: Smallest int8 accuracy on the validation data, in [0, 1].
+        target_limits: Upper limits on what that target measures of each candidate's int8
+            file (its budget fields: ``{"max_edgetpu_segments": 1}`` for the Edge TPU).
 
     Example:
         >>> Budgets(max_size_bytes=300_000, max_latency_ms=5.0, min_accuracy=0.9).threads
@@ -36,8 +39,10 @@ class Budgets:
     latency_backend: str = "cpu"
     threads: int = 1
     min_accuracy: float | None = None
+    target_limits: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "target_limits", dict(self.target_limits))
         check_budgets(self)
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,7 +74,15 @@ class Budgets:
             )
         if self.min_accuracy is not None:
             parts.append(f"accuracy >= {self.min_accuracy:.2%}")
+        for budget in target_budget_fields(self):
+            parts.append(f"{budget.label} <= {self.target_limits[budget.name]:g}")
         return ", ".join(parts) or "no budgets"
+
+
+def target_budget_fields(budgets: Budgets) -> list[Any]:
+    """The budget fields of the budgets' target that have a limit, in the target's order."""
+    fields_ = get_target(budgets.latency_backend).budget_fields
+    return [f for f in fields_ if f.name in budgets.target_limits]
 
 
 def check_budgets(budgets: Budgets) -> None:
@@ -101,11 +114,34 @@ def check_budgets(budgets: Budgets) -> None:
         raise InvalidInputError(
             f"min_accuracy must be a fraction in [0, 1] (0.95 for 95%), got {accuracy!r}."
         )
-    if budgets.latency_backend not in BACKENDS:
+    if budgets.latency_backend not in list_targets():
         raise InvalidInputError(
-            f"latency_backend {budgets.latency_backend!r} does not run .tflite; choose from "
-            f"{BACKENDS}."
+            f"latency_backend {budgets.latency_backend!r} is not a target; choose from "
+            f"{', '.join(list_targets())}."
         )
+    _check_target_limits(budgets.latency_backend, budgets.target_limits)
     threads = budgets.threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidInputError(f"threads must be a whole number >= 1, got {threads!r}.")
+
+
+def _check_target_limits(target: str, limits: Mapping[str, Any]) -> None:
+    known = {f.name: f for f in get_target(target).budget_fields}
+    for name, limit in limits.items():
+        if name not in known:
+            owners = [
+                t for t in list_targets() if name in {f.name for f in get_target(t).budget_fields}
+            ]
+            where = f"latency_backend {owners[0]!r} (--backend {owners[0]})" if owners else None
+            raise InvalidInputError(
+                f"budget {name!r} applies to {where}, not {target!r}."
+                if where
+                else f"unknown budget {name!r}; {target!r} takes {sorted(known) or 'none'}."
+            )
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int | float)
+            or not math.isfinite(limit)
+            or limit <= 0
+        ):
+            raise InvalidInputError(f"{name} must be a positive number, got {limit!r}.")

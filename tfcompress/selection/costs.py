@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from tfcompress.selection.worker import build_model, failure, resize_images, worker_identity
+from tfcompress.targets.base import get_target
 
 
 def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
@@ -20,12 +21,13 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
     Args:
         task: Plain data: ``candidate`` (family, width, resolution), ``channels``,
             ``num_classes``, ``seed``, ``calibration`` (a few training images, any size),
-            ``backend``, ``threads``, ``runs``, ``min_seconds``.
+            ``backend`` (the target's name), ``threads``, ``runs``, ``min_seconds``.
 
     Returns:
         ``ok``, ``params``, ``macs`` (the harness's counter on the ``.tflite``),
         ``size_bytes`` (int8 ``.tflite``), ``latency_ms`` (p50 at batch 1),
-        ``latency_backend``, ``threads``, ``worker``, ``host``, ``seconds``,
+        ``latency_backend``, ``threads``, ``target_measures`` (each budget field of the
+        target, e.g. the Edge TPU segments the linter predicts), ``worker``, ``host``, ``seconds``,
         ``finished_at``; or ``ok: False`` with a one-line ``reason`` when the model could
         not be built, converted or run (never raises for a candidate's own failure).
 
@@ -46,11 +48,16 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         quantized = tfcompress.quantize(
             model, recipe="int8", representative_data=calibration, seed=int(task["seed"])
         )
+        stage = "target budgets"
+        target = get_target(task["backend"])
+        target_measures = {
+            budget.name: budget.measure(quantized.model_content) for budget in target.budget_fields
+        }
         stage = "latency measurement"
         name = f"{task['candidate']['family']}_int8"
         result = tfcompress.benchmark(
             {name: quantized.model_content},
-            backends=[task["backend"]],
+            backends=[target.latency_backend],
             threads=[int(task["threads"])],
             batch_sizes=[1],
             runs=int(task["runs"]),
@@ -65,6 +72,7 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         "size_bytes": quantized.size_bytes,
         "latency_backend": task["backend"],
         "threads": int(task["threads"]),
+        "target_measures": target_measures,
         "seconds": round(time.perf_counter() - started, 3),
         "finished_at": time.time(),
         **worker_identity(),

@@ -22,8 +22,9 @@ class CandidateRecord:
     training time) or ``failed`` (``reason`` says where). ``meets_budgets`` is True only
     for a trained candidate within every budget; ``reason`` says which budget it misses.
     ``worker`` and ``host`` are where the latency was measured (``train_worker`` and
-    ``train_host`` where it was trained). ``reused`` says the phases came from the work
-    folder of an earlier run.
+    ``train_host`` where it was trained). ``target_measures`` holds what the target measured
+    of the int8 file for its budget fields (the Edge TPU's predicted segments). ``reused``
+    says the phases came from the work folder of an earlier run.
     """
 
     name: str
@@ -39,6 +40,7 @@ class CandidateRecord:
     latency_ms: float | None = None
     latency_backend: str | None = None
     threads: int | None = None
+    target_measures: dict[str, float] | None = None
     worker: str | None = None
     host: str | None = None
     accuracy: float | None = None

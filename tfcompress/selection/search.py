@@ -19,6 +19,7 @@ from tfcompress.selection.result import SelectionResult
 from tfcompress.selection.store import CandidateStore, settings_key
 from tfcompress.selection.training import train_candidate
 from tfcompress.selection.verdicts import OBJECTIVES, build_records, pick, within_cost_budgets
+from tfcompress.targets.base import get_target
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +129,9 @@ def select_model(
     }
     measure_settings = {
         **common,
+        # A target's budget fields are measured in phase 1: a work folder from before they
+        # existed has no such numbers, so its key must differ (none: the key stays as it was).
+        **_target_measure_key(budgets),
         "train": data.train_fingerprint,
         "runs": latency_runs,
         "min_seconds": latency_seconds,
@@ -313,3 +317,8 @@ def _version() -> str:
     from tfcompress import __version__
 
     return __version__
+
+
+def _target_measure_key(budgets: Budgets) -> dict[str, Any]:
+    names = [f.name for f in get_target(budgets.latency_backend).budget_fields]
+    return {"target_measures": names} if names else {}

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from tfcompress.selection.worker import build_model, failure, resize_images, worker_identity
+from tfcompress.targets.base import get_target
 
 
 def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
@@ -78,7 +79,7 @@ def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
             quantized.model_content,
             (x_val, y_val),
             metric="accuracy",
-            backend=task["backend"],
+            backend=get_target(task["backend"]).latency_backend,
             threads=int(task["threads"]),
         )
     except Exception as error:  # the candidate fails with its reason; the search goes on

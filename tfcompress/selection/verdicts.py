@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tfcompress.selection.budgets import Budgets
+from tfcompress.selection.budgets import Budgets, target_budget_fields
 from tfcompress.selection.candidates import Candidate
 from tfcompress.selection.result import FAILED, OVER_BUDGET, TRAINED, CandidateRecord
 
@@ -26,7 +26,7 @@ def reward(accuracy: float, latency_ms: float, target_ms: float) -> float:
 
 
 def cost_misses(costs: dict[str, Any], budgets: Budgets) -> list[str]:
-    """The size and latency budgets a measured candidate misses, in words (host named)."""
+    """The size, latency and target budgets a measured candidate misses, in words."""
     misses = []
     size, latency = costs.get("size_bytes"), costs.get("latency_ms")
     if budgets.max_size_bytes is not None and size is not None and size > budgets.max_size_bytes:
@@ -41,6 +41,13 @@ def cost_misses(costs: dict[str, Any], budgets: Budgets) -> list[str]:
             f"({costs.get('latency_backend')}, {costs.get('threads')} thread(s), "
             f"on {costs.get('host')})"
         )
+    measured = costs.get("target_measures") or {}
+    for budget in target_budget_fields(budgets):
+        limit, value = budgets.target_limits[budget.name], measured.get(budget.name)
+        if value is None:
+            misses.append(f"{budget.label} not measured")
+        elif value > limit:
+            misses.append(f"{budget.label} {value:g} > {limit:g}")
     return misses
 
 
@@ -79,6 +86,7 @@ def _record(
                 "latency_ms",
                 "latency_backend",
                 "threads",
+                "target_measures",
                 "worker",
                 "host",
             )

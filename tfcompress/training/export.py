@@ -17,7 +17,7 @@ from tfcompress.errors import ConversionError, InvalidInputError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel
 from tfcompress.models.signature import ModelSignature
 from tfcompress.quantization.converter import Conversion, convert, convert_all
-from tfcompress.quantization.recipes import Recipe
+from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES, Recipe
 from tfcompress.runtime import default_backend
 from tfcompress.training.coverage import LayerCoverage
 from tfcompress.training.gating import judge_export
@@ -29,7 +29,7 @@ from tfcompress.training.sparsity import measure
 logger = logging.getLogger(__name__)
 
 EXPORT_RECIPES = ("float32", "float16", "dynamic", "int8")
-CALIBRATION_SAMPLES = 200
+CALIBRATION_SAMPLES = DEFAULT_CALIBRATION_SAMPLES
 #: Metrics whose score is the result's headline ``accuracy``.
 _ACCURACIES = ("accuracy", "binary_accuracy")
 

@@ -20,6 +20,8 @@ from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
 logger = logging.getLogger(__name__)
 
 _SCHEMES = {None: "default", "sparsity": "prune_preserve", "clusters": "cluster_preserve"}
+#: What QAT can keep of an earlier compression (``preserve=``).
+PRESERVE = ("sparsity", "clusters")
 
 
 def qat(

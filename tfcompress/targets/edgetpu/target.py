@@ -1,7 +1,8 @@
 """``quantize(..., target="edgetpu")``: the recipe the compiler wants, and its verdict next to ours.
 
-The Edge TPU runs full-integer models with every shape fixed, so the target turns the
-``int8`` recipe into uint8 (or int8) inputs and outputs at a static batch of 1. After the
+The Edge TPU runs full-integer models with every shape fixed, so the target (registered here,
+see :mod:`tfcompress.targets.base`) turns the ``int8`` recipe into uint8 (or int8) inputs and
+outputs at a static batch of 1. After the
 conversion the linter predicts what the compiler will map; where ``edgetpu_compiler`` is
 installed (or given) it runs too, and where the two disagree the verdict lists each
 difference and trusts the compiler, which is what the device will run.
@@ -18,12 +19,14 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfcompress._files import write_bytes_atomic
+from tfcompress._files import write_bytes_atomic, write_text_atomic
 from tfcompress.errors import InvalidInputError
+from tfcompress.targets.base import BudgetField, RecipeRules, Target, register_target
 from tfcompress.targets.edgetpu.compiler import (
     DEFAULT_TIMEOUT_S,
     CompilerRun,
@@ -32,76 +35,7 @@ from tfcompress.targets.edgetpu.compiler import (
 )
 from tfcompress.targets.edgetpu.report import EdgeTPUReport
 
-TARGETS = ("edgetpu",)
-IO_TYPES = ("uint8", "int8")
 NOT_INSTALLED = "edgetpu_compiler not installed"
-
-
-def check_target(target: str | None, *, compiler: object) -> None:
-    """Refuse an unknown target, and a compiler given without the Edge TPU target.
-
-    Raises:
-        InvalidInputError: Unknown ``target``, or ``compiler`` without ``target="edgetpu"``.
-        BackendUnavailableError: ``compiler`` is not an executable.
-    """
-    if target is not None and target not in TARGETS:
-        raise InvalidInputError(
-            f"unknown target {target!r}; quantize knows {', '.join(TARGETS)} (other devices "
-            "take a recipe as it is: drop --target)."
-        )
-    if compiler is not None and target != "edgetpu":
-        raise InvalidInputError("a compiler (--compiler) applies to --target edgetpu only.")
-    if compiler is not None:
-        find_compiler(compiler)  # a wrong path is refused before any conversion
-
-
-def edgetpu_options(
-    recipe: object, *, input_type: str | None, output_type: str | None, float_fallback: bool | None
-) -> dict[str, Any]:
-    """The recipe options the Edge TPU compiler needs, after refusing what it cannot run.
-
-    Args:
-        recipe: The recipe asked for (a name or a ``Recipe``).
-        input_type: The input dtype asked for (None: uint8, what Coral's examples feed).
-        output_type: The output dtype asked for (None: the input's).
-        float_fallback: Whether ops without an integer kernel may stay float.
-
-    Returns:
-        Options for ``Recipe.with_options``: the I/O types and ``batch_size=1``.
-
-    Raises:
-        InvalidInputError: A recipe other than ``int8``, float I/O, float fallback, or a
-            batch size other than 1.
-    """
-    name = getattr(recipe, "name", recipe)
-    if name != "int8":
-        raise InvalidInputError(
-            f"the Edge TPU runs full-integer models only: use the int8 recipe, not {name!r}."
-        )
-    if float_fallback or getattr(recipe, "float_fallback", False):
-        raise InvalidInputError(
-            "float fallback leaves ops in float, which the Edge TPU cannot run: drop "
-            "--float-fallback for --target edgetpu (the linter then names the op to replace)."
-        )
-    if getattr(recipe, "batch_size", None) not in (None, 1):
-        raise InvalidInputError(
-            f"the Edge TPU compiler needs a static batch of 1, not batch_size="
-            f"{getattr(recipe, 'batch_size', None)}; drop it from the recipe."
-        )
-    chosen_input = input_type or _recipe_type(recipe, "input_type") or "uint8"
-    chosen_output = output_type or _recipe_type(recipe, "output_type") or chosen_input
-    for option, value in (("input_type", chosen_input), ("output_type", chosen_output)):
-        if value not in IO_TYPES:
-            raise InvalidInputError(
-                f"{option}={value!r}: the Edge TPU takes {' or '.join(IO_TYPES)} inputs and "
-                "outputs (uint8 by default)."
-            )
-    return {"input_type": chosen_input, "output_type": chosen_output, "batch_size": 1}
-
-
-def _recipe_type(recipe: object, option: str) -> str | None:
-    value = getattr(recipe, option, None)  # a Recipe's own choice, unless it is the float default
-    return None if value in (None, "float32") else str(value)
 
 
 @dataclass(frozen=True)
@@ -147,6 +81,23 @@ class EdgeTPUVerdict:
             raise InvalidInputError(f"no compiled model: {self.compiler_status}.")
         return write_bytes_atomic(path, self.compiler.compiled, overwrite=overwrite)
 
+    def save_beside(
+        self, out: str | os.PathLike[str], *, overwrite: bool = False
+    ) -> dict[str, Any]:
+        """Write what the compiler made next to ``out``: ``OUT_edgetpu.tflite`` and its log.
+
+        The log sits beside the compiled model as edgetpu_compiler leaves it: the ``edgetpu``
+        benchmark backend reads it to count the ops inside the custom op.
+
+        Returns:
+            ``{"compiled_output": path or None}`` for the CLI's JSON.
+        """
+        if self.compiler is None:
+            return {"compiled_output": None}
+        compiled = self.save_compiled(compiled_path(out), overwrite=overwrite)
+        write_text_atomic(compiled.with_suffix(".log"), self.compiler.log.text, overwrite=overwrite)
+        return {"compiled_output": str(compiled)}
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form: the linter's report, the compiler's parsed log, and who is trusted."""
         return {
@@ -169,6 +120,27 @@ class EdgeTPUVerdict:
             lines.append("the linter and the compiler disagree; trusting the compiler:")
             lines.extend(f"  {line}" for line in self.disagreements)
         return "\n".join(lines)
+
+
+def compiled_path(out: str | os.PathLike[str]) -> Path:
+    """``OUT_edgetpu.tflite`` for ``--out OUT.tflite``: where the compiled model goes.
+
+    Example:
+        >>> compiled_path("m_int8.tflite").name
+        'm_int8_edgetpu.tflite'
+    """
+    path = Path(out)
+    return path.with_name(f"{path.stem}_edgetpu{path.suffix or '.tflite'}")
+
+
+def _side_outputs(
+    out: str | os.PathLike[str], *, compiler: str | os.PathLike[str] | None = None
+) -> tuple[Path, ...]:
+    """The files :meth:`EdgeTPUVerdict.save_beside` will write, known before any work."""
+    if find_compiler(compiler) is None:
+        return ()
+    compiled = compiled_path(out)
+    return compiled, compiled.with_suffix(".log")
 
 
 def _count(value: int | None) -> str:
@@ -230,3 +202,108 @@ def _disagreements(report: EdgeTPUReport, run: CompilerRun) -> tuple[str, ...]:
             f"compatible: linter {'yes' if report.compatible else 'no'}, compiler {verdict}"
         )
     return tuple(found)
+
+
+# -- what compress keeps of a verdict, and how it judges and ranks candidates ----------------
+
+
+def edgetpu_summary(verdict: Any) -> dict[str, Any]:
+    """The linter's numbers a compress attempt keeps (from a verdict or a bare linter report).
+
+    Example:
+        >>> edgetpu_summary(edgetpu_verdict(content))["segments_predicted"]  # doctest: +SKIP
+        1
+    """
+    report = getattr(verdict, "linter", verdict)
+    return {
+        "compatible": bool(report.compatible),
+        "ops_mapped": int(report.ops_mapped),
+        "ops_total": int(report.ops_total),
+        "segments_predicted": int(report.segments_predicted),
+        "first_unmapped_op": _op_name(report.first_unmapped_op),
+    }
+
+
+def edgetpu_refusal(summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
+    """Why an artifact does not qualify for the Edge TPU, or None when it does.
+
+    Only fully-integer artifacts qualify; a selective-float one is kept in the report with
+    its predicted split so the price of its float layers is visible.
+
+    Example:
+        >>> edgetpu_refusal({"ops_mapped": 5, "ops_total": 8, "segments_predicted": 2,
+        ...     "compatible": False, "first_unmapped_op": "DEQUANTIZE"}, ("dense",))
+        ... # doctest: +ELLIPSIS
+        'keeps 1 node(s) float: the Edge TPU would run 5 of 8 ops in 2 segment(s); only ...'
+    """
+    split = (
+        f"the Edge TPU would run {summary['ops_mapped']} of {summary['ops_total']} ops in "
+        f"{summary['segments_predicted']} segment(s)"
+    )
+    if float_nodes:
+        only = "only fully-integer artifacts qualify"
+        return f"keeps {len(float_nodes)} node(s) float: {split}; {only}"
+    if summary["ops_mapped"] == 0:
+        return f"no op maps to the Edge TPU: {split}"
+    return None
+
+
+def edgetpu_rank(attempt: Any) -> int:
+    """0 for an artifact the linter predicts in one Edge TPU segment, 1 otherwise."""
+    summary = getattr(attempt, "edgetpu", None) or {}
+    return 0 if summary.get("segments_predicted") == 1 and summary.get("compatible") else 1
+
+
+def _op_name(op: Any) -> str | None:
+    """The linter's first unmapped op as plain data (its type and index)."""
+    if op is None:
+        return None
+    kind = getattr(op, "type", None)
+    index = getattr(op, "index", None)
+    return f"{kind} (op {index})" if kind is not None else str(op)
+
+
+def _segments(content: bytes) -> float:
+    from tfcompress.targets.edgetpu.linter import check
+
+    return float(check(content).segments_predicted)
+
+
+def _validate(*, compiler: str | os.PathLike[str]) -> None:
+    find_compiler(compiler)  # a wrong path is refused before any conversion
+
+
+TARGET = register_target(
+    Target(
+        name="edgetpu",
+        summary="Coral Edge TPU: full int8, uint8 I/O, batch 1; linter + edgetpu_compiler",
+        display_name="the Edge TPU",
+        rules=RecipeRules(
+            recipes=("int8",),
+            integer_only=True,
+            io_types=("uint8", "int8"),
+            default_io_type="uint8",
+            batch_size=1,
+        ),
+        latency_backend="edgetpu",
+        gate_backend="cpu",  # the integer model gives the same outputs on the CPU
+        check=edgetpu_verdict,
+        check_options=("compiler",),
+        validate=_validate,
+        side_outputs=_side_outputs,
+        verdict_key="edgetpu",
+        rank=edgetpu_rank,
+        summarize=edgetpu_summary,
+        refusal=edgetpu_refusal,
+        budget_fields=(
+            BudgetField(
+                name="max_edgetpu_segments",
+                flag="--max-edgetpu-segments",
+                label="Edge TPU segments",
+                help="most Edge TPU segments the linter may predict for a candidate's int8 file "
+                "(1: the whole model on the Edge TPU)",
+                measure=_segments,
+            ),
+        ),
+    )
+)

@@ -36,6 +36,7 @@ from tfcompress._files import PathLike
 from tfcompress.data import DataLike, Dataset
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.onnx import OnnxModel
+from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES
 
 logger = logging.getLogger(__name__)
 
@@ -271,7 +272,7 @@ def quantize_onnx_static(
     path: PathLike | None = None,
     *,
     per_channel: bool = True,
-    max_samples: int = 200,
+    max_samples: int = DEFAULT_CALIBRATION_SAMPLES,
     calibration_method: str = "minmax",
     overwrite: bool = False,
 ) -> OnnxModel:

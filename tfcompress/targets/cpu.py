@@ -1,0 +1,14 @@
+"""The CPU target: any recipe, timed and gated on LiteRT's CPU backend (XNNPACK)."""
+
+from __future__ import annotations
+
+from tfcompress.targets.base import Target, register_target
+
+TARGET = register_target(
+    Target(
+        name="cpu",
+        summary="LiteRT on the CPU (XNNPACK): any recipe",
+        latency_backend="cpu",
+        gate_backend="cpu",
+    )
+)
