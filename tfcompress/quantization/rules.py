@@ -22,8 +22,9 @@ The TFLite converter engine honours ``float`` rules (through selective quantizat
 ``denylisted_nodes``) and refuses every other mode; LiteRT Quantizer honours all of them.
 
 Example:
-    >>> Rule.from_dict(Rule(pattern="dense_2", mode="float").to_dict())
-    Rule(pattern='dense_2', op_type='*', mode='float', weight_bits=8, granularity='channel', algorithm='min_max')
+    >>> rule = Rule(pattern="dense_2", mode="float")
+    >>> Rule.from_dict(rule.to_dict()) == rule
+    True
 """
 
 from __future__ import annotations
@@ -156,8 +157,7 @@ class Rule:
             return data
         if not isinstance(data, dict):
             raise InvalidInputError(
-                f"a rule is an object like {{'pattern': 'dense_2', 'mode': 'float'}}, got "
-                f"{data!r}."
+                f"a rule is an object like {{'pattern': 'dense_2', 'mode': 'float'}}, got {data!r}."
             )
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
