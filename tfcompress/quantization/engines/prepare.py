@@ -174,13 +174,43 @@ def _widen_float16(model: Any, ops: list[int]) -> int:
         buffer.data = np.frombuffer(widened.tobytes(), np.uint8)
         model.buffers.append(buffer)
         target.buffer = len(model.buffers) - 1
-    used = {i for k, op in enumerate(graph.operators) if k not in removed for i in op.inputs}
-    for index in ops:  # drop the float16 copy unless another op still reads it
-        source_index = graph.operators[index].inputs[0]
-        if source_index not in used:
-            model.buffers[graph.tensors[source_index].buffer].data = None
-    graph.operators = [op for k, op in enumerate(graph.operators) if k not in removed]
+    kept_ops = [op for k, op in enumerate(graph.operators) if k not in removed]
+    used = {i for op in kept_ops for i in op.inputs}
+    dropped = {graph.operators[k].inputs[0] for k in ops} - used
+    for index in dropped:  # the float16 copy is gone with its DEQUANTIZE
+        model.buffers[graph.tensors[index].buffer].data = None
+    graph.operators = kept_ops
+    _drop_tensors(model, dropped)
     return len(ops)
+
+
+def _drop_tensors(model: Any, dropped: set[int]) -> None:
+    """Remove tensors no op reads any more, renumbering every reference to the others.
+
+    An orphan tensor without data would be a variable the interpreter allocates and
+    LiteRT Quantizer's calibrator tries to read.
+    """
+    graph = model.subgraphs[0]
+    new_index, kept = {}, []
+    for old, tensor in enumerate(graph.tensors):
+        if old not in dropped:
+            new_index[old] = len(kept)
+            kept.append(tensor)
+    graph.tensors = kept
+
+    def remap(indices: Any) -> list[int]:
+        return [new_index[int(i)] if int(i) >= 0 else int(i) for i in indices]
+
+    for op in graph.operators:
+        op.inputs = remap(op.inputs)
+        op.outputs = remap(op.outputs)
+        if op.intermediates is not None and len(op.intermediates):
+            op.intermediates = remap(op.intermediates)
+    graph.inputs, graph.outputs = remap(graph.inputs), remap(graph.outputs)
+    for signature in model.signatureDefs or []:
+        if signature.subgraphIndex == 0:
+            for entry in [*(signature.inputs or []), *(signature.outputs or [])]:
+                entry.tensorIndex = new_index[int(entry.tensorIndex)]
 
 
 def _unique_names(names: list[str]) -> dict[int, str]:
