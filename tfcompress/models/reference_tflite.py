@@ -22,7 +22,7 @@ import numpy as np
 
 from tfcompress.data.dataset import Dataset
 
-__all__ = ["VARIANTS", "landmark_data", "landmark_model", "shipped_tflite"]
+__all__ = ["VARIANTS", "landmark_data", "landmark_model", "shipped_tflite", "shipped_variants"]
 
 #: The quirks :func:`shipped_tflite` can give a file; ``mediapipe`` has all three.
 VARIANTS = ("float", "no_signature", "float16", "old_opcodes", "mediapipe")
@@ -100,6 +100,23 @@ def landmark_model(*, epochs: int = 12, seed: int = 0) -> tuple[Any, tuple[Datas
     return model, (train, test)
 
 
+def shipped_variants(model: Any) -> dict[str, bytes]:
+    """Every variant of :func:`shipped_tflite`, from two conversions (float32 and float16).
+
+    Example:
+        >>> sorted(shipped_variants(model))  # doctest: +SKIP
+        ['float', 'float16', 'mediapipe', 'no_signature', 'old_opcodes']
+    """
+    import tfcompress
+
+    float32 = tfcompress.quantize(model, recipe="float32").model_content
+    float16 = tfcompress.quantize(model, recipe="float16").model_content
+    return {
+        variant: _with_quirks(float16 if variant in ("float16", "mediapipe") else float32, variant)
+        for variant in VARIANTS
+    }
+
+
 def shipped_tflite(model: Any, variant: str = "mediapipe") -> bytes:
     """``model`` as a float ``.tflite`` with the quirks of a shipped file.
 
@@ -120,12 +137,16 @@ def shipped_tflite(model: Any, variant: str = "mediapipe") -> bytes:
         b'TFL3'
     """
     import tfcompress
-    from tfcompress._compat.litert import flatbuffer_utils
 
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
     recipe = "float16" if variant in ("float16", "mediapipe") else "float32"
-    content = tfcompress.quantize(model, recipe=recipe).model_content
+    return _with_quirks(tfcompress.quantize(model, recipe=recipe).model_content, variant)
+
+
+def _with_quirks(content: bytes, variant: str) -> bytes:
+    from tfcompress._compat.litert import flatbuffer_utils
+
     if variant in ("float", "float16"):
         return content
     utils = flatbuffer_utils()

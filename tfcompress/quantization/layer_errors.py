@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -176,7 +177,7 @@ def _quantized_outputs(parsed: TFLiteFile) -> dict[str, int]:
             continue
         for index in op.outputs:
             name = graph.tensors[index].name
-            if modes.get(name, "float") != "float":
+            if modes.get(name, "float") not in ("float", "n/a"):
                 found[name] = index
     return found
 
@@ -209,12 +210,14 @@ class _Runner:
         from tfcompress._compat.litert import interpreter_module
 
         module, _ = interpreter_module()
-        self.interpreter = module.Interpreter(
-            model_content=content,
-            num_threads=1,
-            experimental_op_resolver_type=module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-            experimental_preserve_all_tensors=True,
-        )
+        with warnings.catch_warnings():  # "for debugging purposes only": that is the purpose
+            warnings.simplefilter("ignore", UserWarning)
+            self.interpreter = module.Interpreter(
+                model_content=content,
+                num_threads=1,
+                experimental_op_resolver_type=module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+                experimental_preserve_all_tensors=True,
+            )
         self.interpreter.allocate_tensors()
         self.shapes: list[tuple[int, ...]] = []
 

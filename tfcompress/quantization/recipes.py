@@ -184,9 +184,9 @@ class Recipe(RecipeData):
         rules: Ordered per-op :class:`~tfcompress.quantization.rules.Rule` s on top of the
             recipe's own setting (a later rule overrides an earlier one). LiteRT Quantizer
             honours every mode; the converter engine only ``float`` (with ``int8``).
-        block_size: LiteRT Quantizer, ``dynamic``/``int4-weights``/``int4-dynamic``:
-            blockwise weight scales of 32, 64 or 128 values (fully connected and embedding
-            weights; other ops keep per-channel scales); None: per channel (or per tensor).
+        block_size: LiteRT Quantizer, ``int4-dynamic``: blockwise weight scales of 32, 64
+            or 128 values for fully connected and embedding weights (the kernels LiteRT has;
+            other ops keep per-channel scales); None: per channel (or per tensor).
 
     Example:
         >>> Recipe.from_json(Recipe("int8", input_type="uint8").to_json()).input_type
@@ -288,17 +288,17 @@ def _check_block_size(spec: RecipeSpec, block_size: Any) -> None:
             f"block_size must be one of {', '.join(map(str, BLOCK_SIZES))} or None, got "
             f"{block_size!r}."
         )
-    rule = spec.base_rule
-    if rule is None or rule.mode not in ("weights", "dynamic"):
-        allowed = ", ".join(
-            n
-            for n, s in _RECIPES.items()
-            if s.base_rule is not None and s.base_rule.mode in ("weights", "dynamic")
-        )
+    if not _blockwise(spec):
+        allowed = ", ".join(n for n, s in _RECIPES.items() if _blockwise(s))
         raise InvalidInputError(
-            f"block_size sets blockwise weight scales of weight-only and dynamic recipes "
-            f"({allowed}), not {spec.name!r}."
+            f"block_size: LiteRT Quantizer 0.11 has blockwise weight scales for dynamic int4 "
+            f"fully connected weights only ({allowed}), not recipe {spec.name!r}."
         )
+
+
+def _blockwise(spec: RecipeSpec) -> bool:
+    rule = spec.base_rule
+    return rule is not None and rule.mode == "dynamic" and rule.weight_bits == 4
 
 
 def _refuse_converter(converter: Any, recipe: Recipe, tf: Any) -> None:

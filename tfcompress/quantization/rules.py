@@ -61,7 +61,8 @@ class Rule:
         mode: ``float``, ``int8``, ``int16``, ``weights`` or ``dynamic`` (see the module).
         weight_bits: 8 or 4 (``int16`` takes 8 only; ignored by ``float``).
         granularity: Weight scales: ``channel``, ``tensor`` or ``block32``/``64``/``128``
-            (blockwise: fully connected and embedding weights, ``weights``/``dynamic``).
+            (blockwise: LiteRT Quantizer 0.11 has it for ``dynamic`` 4-bit fully connected
+            and embedding weights, and refuses the rule otherwise).
         algorithm: How weight scales are chosen: ``min_max`` (default), ``mse``,
             ``octav``, ``gptq`` (calibrates) or ``hadamard`` (rotation before rounding).
 

@@ -9,7 +9,8 @@ tensors:
 - float output, a weight fed by DEQUANTIZE of an integer constant: ``weights``;
 - float output, an integer constant weight read directly: ``dynamic``;
 - float output, a weight fed by DEQUANTIZE of a float16 constant: ``float16``;
-- otherwise ``float``.
+- otherwise ``float``; an op without float outputs (shape arithmetic in int32) is
+  ``n/a``: there is nothing in it to quantize.
 
 An op planned integer that stayed float is a *float op*: refused unless the recipe allows
 ``float_fallback`` (the converter engine's contract: ``int8`` means integer unless asked).
@@ -80,6 +81,8 @@ def _mode(
         return "int16"
     if dtypes & {"int8", "uint8"}:
         return "int8"
+    if not dtypes & FLOAT_DTYPES:  # shape arithmetic (int32, bool): nothing to quantize
+        return "n/a"
     for index in inputs:
         if not 0 <= index < len(tensors):
             continue
@@ -123,7 +126,7 @@ def check_against_plan(
     not_applied: dict[int, list[str]] = defaultdict(list)
     for op in plan:
         got = next((modes[name] for name in op.outputs if name in modes), None)
-        if op.mode is None or got is None or got == op.mode:
+        if op.mode is None or got in (None, "n/a") or got == op.mode:
             continue
         if op.mode in _WEIGHT_ONLY and not op.has_weights:
             continue  # nothing to quantize in an op without weights

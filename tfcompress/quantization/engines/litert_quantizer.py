@@ -26,6 +26,7 @@ import io
 import logging
 import os
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -218,7 +219,9 @@ def _run(
         ) from error
     quiet = contextlib.nullcontext() if progress else contextlib.redirect_stderr(io.StringIO())
     try:
-        with quiet:  # its tqdm bars write to stderr
+        with quiet, warnings.catch_warnings():  # its tqdm bars write to stderr
+            # Its calibrator keeps every tensor, which LiteRT warns is "for debugging".
+            warnings.simplefilter("ignore", UserWarning)
             calibration = None
             if samples is not None:
                 data = {prepared.signature_key: samples}
