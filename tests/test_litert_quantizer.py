@@ -239,7 +239,7 @@ def test_keras_and_its_exported_tflite_quantize_alike(trained_cnn, mnist_split, 
     assert abs(scores["keras"].score - scores["converter"].score) <= 0.01
     assert from_keras.size_bytes <= converter.size_bytes * 1.01
     assert int4.size_ratio <= 0.16
-    assert scores.drop("int4") < 0.05  # measured in benchmarks/litert_quantizer.py too
+    assert scores.drop("int4") < 0.05  # measured in benchmarks/engines_compared.py too
     for result in (from_keras, converter):  # either engine's file, measured the same way
         errors = result.layer_errors
         assert errors is not None and len(errors.tensors) >= 4

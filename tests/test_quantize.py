@@ -100,7 +100,15 @@ def test_recipe_round_trips_through_json():
     for name in list_recipes():
         recipe = Recipe(name)
         assert Recipe.from_json(recipe.to_json()) == recipe
-    assert list_recipes() == ["dynamic", "float16", "int8", "int16x8"]
+    assert list_recipes() == [
+        "dynamic",
+        "float16",
+        "int8",
+        "int16x8",
+        "int4-weights",
+        "int4-dynamic",
+    ]
+    assert list_recipes(engine="converter") == ["dynamic", "float16", "int8", "int16x8"]
 
 
 @pytest.mark.parametrize(
