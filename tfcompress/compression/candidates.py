@@ -119,7 +119,7 @@ def plan_ladder(
     Example:
         >>> [r.name for r in plan_ladder(objective="size", target="cpu",
         ...     calibration_available=300, training=False)]
-        ['int8', 'int8-calib300', 'selective', 'int16x8', 'int4-weights', 'float16']
+        ['int8', 'int8-calib300', 'selective', 'int16x8', 'float16']
         >>> [r.name for r in plan_ladder(objective="size", target="cpu",
         ...     calibration_available=300, training=False, tflite=True)]
         ['int8', 'int16-worst', 'float-worst', 'int16x8', 'int4-weights', 'float16']
@@ -152,8 +152,6 @@ def plan_ladder(
                 Rung("cluster-int8", "cluster", {"clusters": 16, "epochs": 1, "then": "int8"}),
             ]
     if objective == "size" and target != "edgetpu":
-        # Weight-only int4 (LiteRT Quantizer): about half the int8 bytes, float compute.
-        rungs.append(Rung("int4-weights", "ptq", _litert({"name": "int4-weights"})))
         rungs.append(Rung("float16", "ptq", {"name": "float16"}, last_resort=True))
     return tuple(rungs)
 
