@@ -85,6 +85,14 @@ def _check_selective(out: Path, stdout: str) -> None:
     assert "rmse/scale" in stdout and "kept float on purpose" in stdout
 
 
+def _check_quantize_tflite(out: Path, stdout: str) -> None:
+    for name in ("int8", "int8_head_int16", "int4"):
+        assert (out / f"landmarker_{name}.tflite").is_file()
+    assert "added signature serving_default" in stdout and "litert-quantizer" in stdout
+    assert "per-tensor error vs float, worst first" in stdout
+    assert stdout.count("gate on every output") == 3
+
+
 def _check_compress(out: Path, stdout: str) -> None:
     assert (out / "mnist_compressed.tflite").is_file()
     assert json.loads((out / "report" / "compress.json").read_text())["passed"]
@@ -131,6 +139,7 @@ EXAMPLE_FILES = {
     "onnx_int8.py": Example(quick=False, check=_check_onnx),
     "selective_int8.py": Example(quick=True, check=_check_selective),
     "compress_mnist.py": Example(quick=False, check=_check_compress),
+    "quantize_tflite.py": Example(quick=True, check=_check_quantize_tflite),
     "zoo_mixnet.py": Example(quick=False, check=_check_zoo),
     "select_mnist.py": Example(quick=True, check=_check_select),
 }

@@ -100,7 +100,15 @@ def test_recipe_round_trips_through_json():
     for name in list_recipes():
         recipe = Recipe(name)
         assert Recipe.from_json(recipe.to_json()) == recipe
-    assert list_recipes() == ["dynamic", "float16", "int8", "int16x8"]
+    assert list_recipes() == [
+        "dynamic",
+        "float16",
+        "int8",
+        "int16x8",
+        "int4-weights",
+        "int4-dynamic",
+    ]
+    assert list_recipes(engine="converter") == ["dynamic", "float16", "int8", "int16x8"]
 
 
 @pytest.mark.parametrize(
@@ -131,9 +139,13 @@ def test_calibration_data_with_nan(trained_cnn, mnist_split):
         tfcompress.quantize(trained_cnn, recipe="int8", representative_data=poisoned)
 
 
-def test_tflite_input_is_rejected(int8_result):
-    with pytest.raises(UnsupportedModelError, match=r"already a \.tflite"):
+def test_quantized_tflite_input_is_rejected(int8_result):
+    # A float .tflite goes to LiteRT Quantizer (tests/test_litert_quantizer.py); a quantized
+    # one is refused whichever engine is asked.
+    with pytest.raises(UnsupportedModelError, match="already quantized"):
         tfcompress.quantize(int8_result.model_content, recipe="dynamic")
+    with pytest.raises(tfcompress.InvalidInputError, match="converter quantizes a Keras model"):
+        tfcompress.quantize(int8_result.model_content, engine="converter")
 
 
 def test_save_is_atomic_and_refuses_overwrite(tmp_path, int8_result):

@@ -154,9 +154,7 @@ THRESHOLDS: tuple[ThresholdDef, ...] = (
         "E",
         suite_default=False,  # in the outputs' own unit: no value fits every gate of a run
     ),
-    ThresholdDef(
-        "min_agreement", "agreement", "smallest top-1 agreement", 0.99, 0.0, 1.0, "A"
-    ),
+    ThresholdDef("min_agreement", "agreement", "smallest top-1 agreement", 0.99, 0.0, 1.0, "A"),
 )
 _BY_NAME = {row.name: row for row in THRESHOLDS}
 
@@ -173,9 +171,7 @@ def get_threshold(name: str) -> ThresholdDef:
         InvalidInputError: No such threshold (the message lists them).
     """
     if name not in _BY_NAME:
-        raise InvalidInputError(
-            f"unknown threshold {name!r}; choose one of {', '.join(_BY_NAME)}."
-        )
+        raise InvalidInputError(f"unknown threshold {name!r}; choose one of {', '.join(_BY_NAME)}.")
     return _BY_NAME[name]
 
 

@@ -19,6 +19,7 @@ from tfcompress.cli.common import (
 )
 from tfcompress.quantization.recipes import (
     DEFAULT_CALIBRATION_SAMPLES,
+    ENGINES,
     FORMATS,
     list_io_types,
     list_recipes,
@@ -40,11 +41,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "quantize",
         help="post-training quantization to .tflite (or .onnx with --format onnx)",
-        description="Quantize a Keras model or SavedModel to .tflite (LiteRT) or .onnx (ONNX "
-        "Runtime) and measure what it costs.",
+        description="Quantize a Keras model, a SavedModel or a float .tflite to .tflite "
+        "(LiteRT), or to .onnx (ONNX Runtime), and measure what it costs.",
     )
     parser.add_argument(
-        "model", help=".keras, .h5 or SavedModel directory (or a float .onnx with --format onnx)"
+        "model",
+        nargs="?",
+        help=".keras, .h5, SavedModel directory or float .tflite (or a float .onnx with "
+        "--format onnx)",
     )
     parser.add_argument(
         "--format",
@@ -56,6 +60,38 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--recipe", choices=list_recipes(include_float=True), default="int8", help="default: int8"
     )
+    parser.add_argument(
+        "--list-recipes",
+        action="store_true",
+        help="list the recipes with the engines that make them, and exit",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help="converter (TFLite converter; default for Keras/SavedModel) or litert-quantizer "
+        "(LiteRT Quantizer; default for a .tflite and the int4 recipes)",
+    )
+    parser.add_argument(
+        "--rule",
+        dest="rules",
+        action="append",
+        metavar="RULE",
+        help="per-op rule, repeatable, later ones win: PATTERN=MODE or OP_TYPE:PATTERN=MODE "
+        "(MODE: float, int8, int16, weights, dynamic), or a JSON object with pattern, "
+        "op_type, mode, weight_bits, granularity, algorithm (see docs/quantization.md#rules)",
+    )
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        choices=(32, 64, 128),
+        help="litert-quantizer, dynamic/int4 recipes: blockwise weight scales",
+    )
+    parser.add_argument(
+        "--layer-errors",
+        action="store_true",
+        help="report SNR, cosine, RMSE and max abs of every quantized tensor vs float "
+        "(on up to 64 --data samples), worst first",
+    )
     parser.add_argument("--data", help="calibration samples (.npz with x, .npy, image folder)")
     parser.add_argument(
         "--eval",
@@ -63,7 +99,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="test data (.npz with x, or one array per input name; labels y or y_<output>), "
         "checked against the model before converting",
     )
-    parser.add_argument("--out", required=True, help="output .tflite (.onnx with --format onnx)")
+    parser.add_argument("--out", help="output .tflite (.onnx with --format onnx); required")
     parser.add_argument("--input-type", choices=list_io_types(), help="model input dtype (.tflite)")
     parser.add_argument(
         "--output-type",
@@ -157,6 +193,15 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     from tfcompress.quantization.float_ops import describe_float_ops
     from tfcompress.testing.judge import build_checks
 
+    if args.list_recipes:
+        out.write(recipes_table() + "\n")
+        return 0
+    if args.model is None or args.out is None:
+        missing = "MODEL" if args.model is None else "--out OUT"
+        raise InvalidInputError(
+            f"quantize needs {missing}: tfcompress quantize MODEL --out OUT.tflite "
+            "(or --list-recipes)."
+        )
     gating = gate_requested(args)
     if gating and args.eval_data is None:
         raise InvalidInputError(
@@ -185,6 +230,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         calibration_samples=args.samples,
         float_fallback=True if args.float_fallback else None,
         float_nodes=args.float_nodes,
+        **_tflite_only(args),
         calibration_method=args.calibration,
         opset=args.opset,
         target=args.target,
@@ -229,7 +275,14 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         "float_fallback": getattr(result.recipe, "float_fallback", False),
         "float_ops": None if result.float_ops is None else list(result.float_ops),
         "float_nodes": list(getattr(result, "float_nodes", ())),
+        "engine": getattr(result, "engine", None),
+        "rules": [r.to_dict() for r in getattr(result.recipe, "rules", ())],
+        "block_size": getattr(result.recipe, "block_size", None),
+        "notes": list(getattr(result, "notes", ())),
     }
+    layer_errors = getattr(result, "layer_errors", None)
+    if layer_errors is not None:
+        payload["layer_errors"] = layer_errors.to_dict()
     if verdict is not None:
         payload[get_target(args.target).verdict_key or args.target] = verdict.to_dict()
         payload |= beside
@@ -270,6 +323,11 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             text += f"\n\n{evaluation}"
         if result.float_ops:
             text += f"\n\nstayed float: {describe_float_ops(result.float_ops)}"
+        notes = getattr(result, "notes", ())
+        if notes:
+            text += "\n\nnotes:" + "".join(f"\n- {note}" for note in notes)
+        if layer_errors is not None:
+            text += f"\n\n{layer_errors.table()}"
         if verdict is not None:
             text += f"\n\n{verdict}"
         if gate is not None:
@@ -351,6 +409,75 @@ def _check_format(args: argparse.Namespace) -> None:
                     f"{flag} applies to --format onnx (ONNX Runtime); the TFLite converter "
                     "calibrates min-max ranges and has no opset."
                 )
+
+
+def recipes_table() -> str:
+    """Every recipe with its engines and summary (``quantize --list-recipes``).
+
+    Example:
+        >>> print(recipes_table())  # doctest: +ELLIPSIS
+        recipe        engines                      what
+        ...
+    """
+    from tfcompress.quantization.recipes import list_recipes, recipe_spec
+    from tfcompress.report.table import format_table
+
+    rows = [
+        [name, ", ".join(recipe_spec(name).engines), recipe_spec(name).summary]
+        for name in list_recipes(include_float=True)
+    ]
+    return format_table(["recipe", "engines", "what"], rows)
+
+
+def _tflite_only(args: argparse.Namespace) -> dict[str, Any]:
+    """The .tflite options, left out when not given (so --format onnx can refuse them)."""
+    options: dict[str, Any] = {}
+    if args.rules:
+        options["rules"] = [parse_rule(text) for text in args.rules]
+    if args.block_size is not None:
+        options["block_size"] = args.block_size
+    if args.engine is not None:
+        options["engine"] = args.engine
+    if args.layer_errors:
+        options["layer_errors"] = True
+    return options
+
+
+def parse_rule(text: str) -> dict[str, Any]:
+    """``--rule`` text as a rule dict: ``PATTERN=MODE``, ``OP:PATTERN=MODE`` or JSON.
+
+    Raises:
+        InvalidInputError: Text that is none of those.
+
+    Example:
+        >>> parse_rule("FULLY_CONNECTED:head=int16")
+        {'pattern': 'head', 'mode': 'int16', 'op_type': 'FULLY_CONNECTED'}
+    """
+    import json
+
+    from tfcompress.errors import InvalidInputError
+
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise InvalidInputError(f"--rule {text!r} is not valid JSON ({error.msg}).") from None
+        if not isinstance(data, dict):
+            raise InvalidInputError(f"--rule {text!r} must be a JSON object.")
+        return data
+    where, sep, mode = text.rpartition("=")
+    if not sep or not where or not mode:
+        raise InvalidInputError(
+            f"--rule {text!r}: write PATTERN=MODE (e.g. dense_2=float), OP_TYPE:PATTERN=MODE "
+            "(e.g. CONV_2D:.*=int16) or a JSON object."
+        )
+    op_type, colon, pattern = where.partition(":")
+    rule: dict[str, Any] = {"pattern": pattern if colon else where, "mode": mode}
+    if colon and op_type.isupper():
+        rule["op_type"] = op_type
+    elif colon:  # a colon inside a tensor name ("...:0"), not an op type
+        rule["pattern"] = where
+    return rule
 
 
 def _rounded(value: float) -> float | None:

@@ -11,7 +11,7 @@ from typing import Any
 from tfcompress.compression.advice import advise
 from tfcompress.compression.candidates import OBJECTIVES, check_choice, plan_ladder
 from tfcompress.compression.result import CompressionResult
-from tfcompress.compression.search import SearchState, layer_of, run_selective
+from tfcompress.compression.search import SearchState, layer_of, run_rules, run_selective
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
 from tfcompress.targets.base import get_target
 
@@ -132,10 +132,9 @@ def compress(
         mode=mode, backend=device.gate_backend, confidence=confidence, interval=interval
     )
     reference = resolve_model(model, safe_mode=safe_mode)
-    if isinstance(reference, TFLiteModel):
-        raise UnsupportedModelError(
-            "compress starts from the float model: pass the .keras/.h5/SavedModel, not a .tflite."
-        )
+    tflite = isinstance(reference, TFLiteModel)
+    if tflite:
+        _check_float_tflite(reference)
     eval_set = read_for_reference(eval_data, reference, "eval data")
     calibration = read_for_reference(representative_data, reference, "representative data")
     train = None if train_data is None else read_for_reference(train_data, reference, "train data")
@@ -167,7 +166,7 @@ def compress(
     )
     ladder = plan_ladder(
         objective=objective, target=target, calibration_available=len(calibration),
-        training=train is not None,
+        training=train is not None, tflite=tflite,
     )  # fmt: skip
     state.planned = len(ladder)
     interrupted = False
@@ -210,6 +209,8 @@ def _climb(state: SearchState, ladder: Any, seed: int) -> None:
             return
         if rung.technique == "selective":
             run_selective(state, rung, lambda: _rank(state, seed))
+        elif rung.technique == "rules":
+            run_rules(state, rung, lambda r=rung: _worst_tensors(state, r, seed))
         elif rung.technique == "ptq":
             prebuilt = state.float32 if rung.recipe.get("name") == "float32" else None
             state.attempt(rung.name, "ptq", rung.recipe, prebuilt=prebuilt)
@@ -229,6 +230,39 @@ def _rank(state: SearchState, seed: int) -> Any:
         recipe="int8",
         seed=seed,
     )
+
+
+def _worst_tensors(state: SearchState, rung: Any, seed: int) -> list[str]:
+    """The int8 tensors of LiteRT Quantizer's attempt, lowest SNR first (on the eval data)."""
+    import tfcompress
+    from tfcompress.compression.build import recipe_from_data
+
+    try:
+        result = tfcompress.quantize(
+            state.reference,
+            recipe=recipe_from_data(rung.recipe["recipe"]),
+            engine=rung.recipe["engine"],
+            representative_data=state.representative,
+            seed=seed,
+        )
+    except ConversionError:
+        return []
+    from tfcompress.models.signature import model_signature
+    from tfcompress.quantization.calibration import calibration_set
+    from tfcompress.quantization.layer_errors import MAX_SAMPLES, measure_layer_errors
+
+    samples = calibration_set(
+        model_signature(result.reference), state.eval_set, limit=MAX_SAMPLES, seed=seed
+    )
+    errors = measure_layer_errors(result.reference_content, result.model_content, samples)
+    return [t.tensor for t in errors.tensors]
+
+
+def _check_float_tflite(model: Any) -> None:
+    """A .tflite input must be the float model: compress compares everything against it."""
+    from tfcompress.quantization.engines.prepare import prepare_float_tflite
+
+    prepare_float_tflite(model.content, source=model.name)  # refuses a quantized one
 
 
 def _sensitive_note(state: SearchState) -> tuple[str, ...]:

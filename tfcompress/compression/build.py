@@ -58,8 +58,8 @@ def build(
     Args:
         technique: ``ptq``/``selective`` (a :class:`tfcompress.Recipe`), or ``qat``,
             ``prune``, ``cluster`` (their keyword options).
-        recipe: For PTQ the recipe's dict (or ``{"recipe": ..., "target": ...}``); for
-            training the options.
+        recipe: For PTQ the recipe's dict (or ``{"recipe": ..., "target": ...,
+            "engine": ...}``); for training the options.
         model: The float Keras model.
         representative_data: Calibration samples.
         train_data: Fine-tuning samples (training techniques only).
@@ -86,6 +86,8 @@ def build(
         seed = int(recipe.get("seed", seed))
         shaped = target is not None and get_target(target).shapes_artifact
         options: dict[str, Any] = {"target": target} if shaped else {}
+        if recipe.get("engine") is not None:
+            options["engine"] = recipe["engine"]
         result = tfcompress.quantize(
             model,
             recipe=recipe_from_data(inner),

@@ -12,7 +12,7 @@ from typing import Any
 
 from tfcompress.errors import InvalidInputError
 from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES
-from tfcompress.targets.base import get_target
+from tfcompress.targets.base import Target, get_target
 
 OBJECTIVES = ("size", "latency")
 #: Calibration samples of the variant rung (the plain int8 rung uses the recipe default).
@@ -32,9 +32,12 @@ class Rung:
     Attributes:
         name: Short label (``int8``, ``int8-calib1000``, ``selective``, ``int16x8``, ``qat``...).
         technique: ``ptq``, ``selective`` (expanded into keep-1, 2, 4... float steps at run
-            time), ``qat``, ``prune`` or ``cluster``.
-        recipe: For ``ptq``/``selective``: :meth:`tfcompress.Recipe.to_dict` of the recipe;
-            for the training techniques: their keyword options.
+            time), ``rules`` (LiteRT Quantizer: the 1, 2, 4... worst tensors of its int8
+            attempt get the rung's rule mode, e.g. int16 or float), ``qat``, ``prune`` or
+            ``cluster``.
+        recipe: For ``ptq``/``selective``: :meth:`tfcompress.Recipe.to_dict` of the recipe
+            (or ``{"recipe": ..., "engine": "litert-quantizer"}``); for ``rules`` that plus
+            ``"mode"``; for the training techniques: their keyword options.
         bound: What bounds the rung from below: ``"int8"`` or ``"none"``.
         fallback_only: Tried only when no earlier int8-family attempt passed (int16x8 is the
             fallback of selective quantization, not a competitor).
@@ -80,12 +83,20 @@ def check_choice(value: str, allowed: tuple[str, ...], what: str) -> str:
     return value
 
 
+LITERT = "litert-quantizer"
+
+
+def _litert(recipe: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"recipe": recipe, "engine": LITERT, **extra}
+
+
 def plan_ladder(
     *,
     objective: str,
     target: str,
     calibration_available: int,
     training: bool,
+    tflite: bool = False,
 ) -> tuple[Rung, ...]:
     """The candidates of one search, cheapest first.
 
@@ -96,6 +107,9 @@ def plan_ladder(
         calibration_available: How many representative samples there are; the calibration
             variant is left out when it would use no more than the plain int8 rung.
         training: ``train_data`` was given (QAT, and for size pruning/clustering + int8).
+        tflite: The model is a float ``.tflite``: the LiteRT Quantizer ladder (int8; the
+            worst tensors in int16, then in float, by rule; int16x8 as the fallback; for
+            size int4 weights; float16 as the last resort).
 
     Returns:
         The rungs, in the order they are tried.
@@ -104,9 +118,14 @@ def plan_ladder(
         >>> [r.name for r in plan_ladder(objective="size", target="cpu",
         ...     calibration_available=300, training=False)]
         ['int8', 'int8-calib300', 'selective', 'int16x8', 'float16']
+        >>> [r.name for r in plan_ladder(objective="size", target="cpu",
+        ...     calibration_available=300, training=False, tflite=True)]
+        ['int8', 'int16-worst', 'float-worst', 'int16x8', 'int4-weights', 'float16']
     """
     check_choice(objective, OBJECTIVES, "objective")
     device = get_target(target)
+    if tflite:
+        return _litert_ladder(objective, device)
     rungs: list[Rung] = []
     if objective == "latency":  # float may be fastest where the device runs float at all
         rungs += [
@@ -137,4 +156,33 @@ def plan_ladder(
 
 def rung_recipe(rung: Rung) -> str:
     """The recipe a rung's artifact ends up in (a fine-tuned rung exports through int8)."""
-    return str(rung.recipe.get("name") or rung.recipe.get("then") or "int8")
+    recipe = rung.recipe.get("recipe", rung.recipe)
+    return str(recipe.get("name") or recipe.get("then") or "int8")
+
+
+def _litert_ladder(objective: str, device: Target) -> tuple[Rung, ...]:
+    """The ladder of a float ``.tflite`` input: every rung made by LiteRT Quantizer."""
+    if device.shapes_artifact:
+        raise InvalidInputError(
+            f"target {device.name} needs the converter's settings for {device.display_name} "
+            "(integer I/O, a static batch, its check), which the converter makes: pass the "
+            "source Keras model or SavedModel, not a .tflite."
+        )
+    rungs: list[Rung] = []
+    if objective == "latency":
+        rungs.append(Rung("float32", "ptq", _litert({"name": "float32"})))
+    # int8 with ops LiteRT Quantizer cannot quantize kept float (the engine's own default).
+    int8 = {"name": "int8", "float_fallback": True}
+    rungs += [
+        Rung("int8", "ptq", _litert(int8), "int8"),
+        Rung("int16-worst", "rules", _litert(int8, mode="int16"), "int8"),
+        Rung("float-worst", "rules", _litert(int8, mode="float"), "int8"),
+        Rung("int16x8", "ptq", _litert({"name": "int16x8", "float_fallback": True}), "int8",
+             fallback_only=True),
+    ]  # fmt: skip
+    if objective == "size":
+        rungs.append(Rung("int4-weights", "ptq", _litert({"name": "int4-weights"})))
+    rungs.append(
+        Rung("float16", "ptq", _litert({"name": "float16"}), last_resort=objective == "size")
+    )
+    return tuple(rungs)

@@ -21,7 +21,7 @@ from tfcompress.compression.attempts import Attempt
 from tfcompress.compression.build import Built, build
 from tfcompress.compression.candidates import Rung
 from tfcompress.compression.judging import judge
-from tfcompress.errors import ConversionError, UnsupportedModelError
+from tfcompress.errors import ConversionError, MissingDependencyError, UnsupportedModelError
 from tfcompress.targets.base import get_target
 
 logger = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ class SearchState:
     planned: int = 0
     stop_reason: str = ""
     float32: bytes | None = None  # the baseline, from the first conversion
+    worst_tensors: tuple[str, ...] = ()  # LiteRT Quantizer's int8 tensors, lowest SNR first
 
     # -- ranking ------------------------------------------------------------------------
     def key(self, attempt: Attempt) -> tuple[float, ...]:
@@ -145,7 +146,7 @@ class SearchState:
                 settings=self.settings,
                 threads=self.threads,
             )
-        except (ConversionError, UnsupportedModelError) as error:
+        except (ConversionError, UnsupportedModelError, MissingDependencyError) as error:
             # A rung this model cannot take (no integer kernel, tfmot refuses a layer, an
             # export the runtime rejects): recorded with the reason, the search goes on.
             done = Attempt(
@@ -252,6 +253,44 @@ def run_selective(state: SearchState, rung: Rung, rank: Any) -> None:
         gate_passed = bool((done.gate or {}).get("passed"))
         if done.passed or gate_passed or done.status == "error":
             return  # more float layers cannot pass a target that refuses float ones
+
+
+def run_rules(state: SearchState, rung: Rung, rank: Any) -> None:
+    """LiteRT Quantizer: give the 1, 2, 4... worst tensors the rung's mode until one passes.
+
+    The tensors are ranked once by their int8 SNR (``quantize(..., layer_errors=True)``);
+    each step adds a rule per tensor that matches exactly that op (its scope holds the
+    tensor's name between ``;``), so the recipe replays to the same bytes.
+    """
+    import re
+
+    if not state.worst_tensors:
+        start = time.monotonic()
+        state.worst_tensors = tuple(rank())
+        shown = ", ".join(state.worst_tensors[:4]) or "none"
+        state.say(
+            f"ranked {len(state.worst_tensors)} tensors by int8 SNR in "
+            f"{time.monotonic() - start:.1f}s: worst {shown}"
+        )
+    mode, worst = rung.recipe["mode"], state.worst_tensors
+    counts, k = [], 1
+    while k <= len(worst) and k < 8:
+        counts.append(k)
+        k *= 2
+    state.planned += max(len(counts) - 1, 0)
+    for count in counts:
+        if state.out_of_time():
+            return
+        rules = [{"pattern": f"(?:^|;){re.escape(name)};", "mode": mode} for name in worst[:count]]
+        recipe = {
+            "recipe": {**rung.recipe["recipe"], "rules": rules},
+            "engine": rung.recipe["engine"],
+        }
+        done = state.attempt(
+            f"{mode}-worst-{count}", "ptq", recipe, float_layers=tuple(worst[:count])
+        )
+        if done.passed or bool((done.gate or {}).get("passed")) or done.status == "error":
+            return
 
 
 def layer_of(entry: Any) -> str:

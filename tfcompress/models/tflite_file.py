@@ -84,12 +84,19 @@ class Tensor:
 
 @dataclass(frozen=True)
 class OperatorCode:
-    """An entry of the model's operator-code table; ``name`` is ``CUSTOM:<code>`` for custom ops."""
+    """An entry of the model's operator-code table; ``name`` is ``CUSTOM:<code>`` for custom ops.
+
+    ``builtin_code`` is what LiteRT runs: the larger of the file's ``builtin_code`` and its
+    old 8-bit ``deprecated_builtin_code``; ``from_deprecated_field`` is True when only the old
+    field held it (files written before op codes outgrew 8 bits), which readers that look
+    at ``builtin_code`` alone (LiteRT Quantizer) would misread as ADD.
+    """
 
     name: str
     builtin_code: int
     custom_code: str | None
     version: int
+    from_deprecated_field: bool = False
 
 
 @dataclass(frozen=True)
@@ -307,14 +314,15 @@ class _Reader:
         )
 
     def operator_code(self, code: Any) -> OperatorCode:
-        builtin = max(int(code.BuiltinCode()), int(code.DeprecatedBuiltinCode()))
+        stored, deprecated = int(code.BuiltinCode()), int(code.DeprecatedBuiltinCode())
+        builtin = max(stored, deprecated)
         custom = self.text(code.CustomCode()) if code.CustomCode() is not None else None
         ops, _ = _names()
         if builtin == _schema().BuiltinOperator.CUSTOM:
             name = f"CUSTOM:{custom or ''}"
         else:
             name = ops.get(builtin, f"UNKNOWN_BUILTIN({builtin})")
-        return OperatorCode(name, builtin, custom, int(code.Version()))
+        return OperatorCode(name, builtin, custom, int(code.Version()), deprecated > stored)
 
     def buffer(self, index: int, buffer: Any) -> Buffer:
         offset, size = int(buffer.Offset()), int(buffer.Size())

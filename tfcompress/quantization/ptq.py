@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
 from tqdm.auto import tqdm
@@ -17,16 +17,20 @@ from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
-from tfcompress.quantization.calibration import calibration_for
+from tfcompress.quantization.calibration import calibration_for, calibration_set
 from tfcompress.quantization.converter import Configure, convert_all
+from tfcompress.quantization.engines import choose_engine, converter_float_nodes
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
+from tfcompress.quantization.layer_errors import LayerErrors
+from tfcompress.quantization.notes import artifact_notes
 from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES, FORMATS, Recipe
+from tfcompress.quantization.rules import Rule
 from tfcompress.quantization.selective import (
     calibrate_only,
     check_kept_float,
     quantize_calibrated,
 )
-from tfcompress.targets.base import resolve_target, verdict_under, verdicts_by_key
+from tfcompress.targets.base import Target, resolve_target, verdict_under, verdicts_by_key
 from tfcompress.targets.edgetpu.target import EdgeTPUVerdict
 
 if TYPE_CHECKING:
@@ -57,8 +61,15 @@ class QuantizationResult(QuantizedArtifact):
             prediction and, where ``edgetpu_compiler`` ran, its parsed verdict and compiled
             model); None without a target or for targets with no check. Also readable as
             ``result.edgetpu`` and filed in JSON under the target's key (``edgetpu``).
-        float_nodes: The op outputs kept float on purpose (``recipe.float_nodes``), see
+        float_nodes: The op outputs kept float on purpose (``recipe.float_nodes`` and, with
+            the converter, the ops of ``float`` rules), see
             :mod:`tfcompress.quantization.selective`; their ops are also in ``float_ops``.
+        engine: ``converter`` or ``litert-quantizer``: what made ``model_content``.
+        notes: What to know about the file: rewrites of the input (LiteRT Quantizer), rules
+            not applied to some ops, float islands, float I/O, ops XNNPACK will not run
+            (see :mod:`tfcompress.quantization.notes`).
+        layer_errors: With ``layer_errors=True``: SNR, cosine, RMSE and max abs of every
+            quantized tensor against the float reference, worst first.
 
     Example:
         >>> result = tfcompress.quantize(model, recipe="int16x8", representative_data=x,
@@ -80,6 +91,9 @@ class QuantizationResult(QuantizedArtifact):
     target: str | None = None
     target_verdict: Any = None
     float_nodes: tuple[str, ...] = ()
+    engine: str = "converter"
+    notes: tuple[str, ...] = ()
+    layer_errors: LayerErrors | None = None
 
     @property
     def model(self) -> TFLiteModel:
@@ -105,16 +119,22 @@ class QuantizationResult(QuantizedArtifact):
             "float_ops": None if self.float_ops is None else list(self.float_ops),
             **verdicts_by_key(self.target, self.target_verdict),
             "float_nodes": list(self.float_nodes),
+            "engine": self.engine,
+            "notes": list(self.notes),
+            "layer_errors": None if self.layer_errors is None else self.layer_errors.to_dict(),
         }
 
     def __str__(self) -> str:
-        text = self.summary(self.recipe.name)
+        text = self.summary(f"{self.recipe.name}, {self.engine}")
         if self.float_ops:
             text += (
                 f"; {len(self.float_ops)} op(s) stayed float: {describe_float_ops(self.float_ops)}"
             )
         if self.float_nodes:
             text += f"; kept float on purpose: {', '.join(self.float_nodes)}"
+        text += "".join(f"\n- {note}" for note in self.notes)
+        if self.layer_errors is not None:
+            text += f"\n{self.layer_errors.table()}"
         if self.target_verdict is not None:
             text += f"\n{self.target_verdict}"
         return text
@@ -133,6 +153,10 @@ def quantize(
     calibration_samples: int | None = None,
     float_fallback: bool | None = None,
     float_nodes: Sequence[str] | None = None,
+    rules: Sequence[Rule | dict[str, Any]] | None = None,
+    block_size: int | None = None,
+    engine: str | None = None,
+    layer_errors: bool = False,
     calibration_method: None = None,
     opset: None = None,
     target: str | None = None,
@@ -156,6 +180,10 @@ def quantize(
     calibration_samples: int | None = None,
     float_fallback: bool | None = None,
     float_nodes: None = None,
+    rules: None = None,
+    block_size: None = None,
+    engine: None = None,
+    layer_errors: bool = False,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: None = None,
@@ -178,6 +206,10 @@ def quantize(
     calibration_samples: int | None = None,
     float_fallback: bool | None = None,
     float_nodes: Sequence[str] | None = None,
+    rules: Sequence[Rule | dict[str, Any]] | None = None,
+    block_size: int | None = None,
+    engine: str | None = None,
+    layer_errors: bool = False,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: str | None = None,
@@ -186,17 +218,19 @@ def quantize(
     safe_mode: bool = True,
     progress: bool = False,
 ) -> QuantizationResult | OnnxQuantizationResult:
-    """Quantize a Keras model or SavedModel to ``.tflite`` (or ``.onnx``) with one recipe.
+    """Quantize a Keras model, a SavedModel or a float ``.tflite`` with one recipe.
 
     Args:
-        model: A Keras model (Keras 3 or tf-keras), a SavedModel, or a path to one; for
-            ``format="onnx"`` a Keras model or a float ``.onnx``.
+        model: A Keras model (Keras 3 or tf-keras), a SavedModel, a float ``.tflite`` (LiteRT
+            Quantizer), or a path to one; for ``format="onnx"`` a Keras model or a float
+            ``.onnx``.
         format: ``"tflite"`` (default: the TFLite converter) or ``"onnx"`` (tf2onnx export,
             verified against Keras, then ONNX Runtime's quantizers; see
             :mod:`tfcompress.quantization.onnx_ptq`). Default: ``"onnx"`` for an
             :class:`~tfcompress.quantization.onnx_ptq.OnnxRecipe`, else ``"tflite"``.
-        recipe: ``"dynamic"``, ``"float16"``, ``"int8"``, ``"int16x8"`` (``.tflite`` only) or
-            a :class:`Recipe` (an ``OnnxRecipe`` for ONNX).
+        recipe: ``"dynamic"``, ``"float16"``, ``"int8"``, ``"int16x8"`` (``.tflite`` only),
+            ``"int4-weights"``, ``"int4-dynamic"`` (LiteRT Quantizer) or a :class:`Recipe`
+            (an ``OnnxRecipe`` for ONNX).
         representative_data: Calibration samples (needed by ``int8`` and ``int16x8``): any
             source :func:`tfcompress.data.load_data` reads. Labels are ignored.
         input_type: Overrides the recipe's input dtype (``int8``/``uint8`` for ``int8``);
@@ -210,6 +244,15 @@ def quantize(
         float_nodes: ``int8``: op outputs to keep in float, as
             :func:`~tfcompress.quantization.selective.rank_layers` names them (the
             converter's ``denylisted_nodes``); ``.tflite`` only. Overrides the recipe's.
+        rules: Per-op :class:`~tfcompress.quantization.rules.Rule` s (or their dicts), in
+            order, on top of the recipe; overrides the recipe's. See ``docs/quantization.md``.
+        block_size: LiteRT Quantizer, weight-only/dynamic recipes: blockwise weight scales
+            of 32, 64 or 128 values.
+        engine: ``"converter"`` (the TFLite converter; the default for Keras and SavedModel
+            input) or ``"litert-quantizer"`` (the default for a ``.tflite`` input and for the
+            recipes only it makes). See :mod:`tfcompress.quantization.engines`.
+        layer_errors: Also measure every quantized tensor against the float reference on
+            up to 64 of the representative samples (``result.layer_errors``).
         calibration_method: ``format="onnx"``, ``int8``: ``"minmax"`` (default),
             ``"entropy"`` or ``"percentile"`` (ONNX Runtime's calibrators).
         opset: ``format="onnx"``: the ONNX opset of the export (13 to 18, default 17).
@@ -267,6 +310,10 @@ def quantize(
             output_type=output_type,
             float_fallback=float_fallback,
             float_nodes=float_nodes,
+            rules=rules,
+            block_size=block_size,
+            engine=engine,
+            layer_errors=layer_errors or None,
         )
         if isinstance(recipe, Recipe):
             raise InvalidInputError(
@@ -302,13 +349,74 @@ def quantize(
         io_options = chosen_target.recipe_options(
             recipe, input_type=input_type, output_type=output_type, float_fallback=float_fallback
         )
+    if layer_errors and representative_data is None:
+        raise InvalidInputError(
+            "layer_errors (--layer-errors) compares tensors on sample inputs: pass "
+            "representative_data (--data)."
+        )
     loaded = resolve_model(model, safe_mode=safe_mode)
     chosen = Recipe.coerce(recipe).with_options(
         per_channel=per_channel,
         calibration_samples=calibration_samples,
         float_nodes=float_nodes,
+        rules=None if rules is None else list(rules),
+        block_size=block_size,
         **io_options,
     )
+    engine = choose_engine(engine, loaded, chosen)
+    if engine == "litert-quantizer":
+        if chosen_target is not None and chosen_target.shapes_artifact:
+            raise InvalidInputError(
+                f"--target {target} needs the converter's settings for "
+                f"{chosen_target.display_name}; use --engine converter on the source model."
+            )
+        result = _litert_result(loaded, chosen, representative_data, seed, progress)
+        result = replace(result, target=target)
+    else:
+        result = _converter_result(
+            loaded, chosen, representative_data, seed, progress, chosen_target, compiler
+        )
+    if layer_errors:
+        result = replace(result, layer_errors=_layer_errors(result, representative_data, seed))
+    return result
+
+
+def _litert_result(
+    loaded: Any, chosen: Recipe, data: DataLike | None, seed: int, progress: bool
+) -> QuantizationResult:
+    from tfcompress.quantization.engines.litert_quantizer import quantize_litert
+
+    made = quantize_litert(loaded, chosen, representative_data=data, seed=seed, progress=progress)
+    return QuantizationResult(
+        recipe=chosen,
+        model_content=made.content,
+        reference_content=made.reference,
+        source=model_name(loaded),
+        conversion_seconds=made.seconds,
+        calibration_samples=made.calibration_samples,
+        float_ops=made.float_ops,
+        engine="litert-quantizer",
+        notes=(*made.notes, *artifact_notes(made.content)),
+    )
+
+
+def _layer_errors(result: QuantizationResult, data: DataLike, seed: int) -> LayerErrors:
+    from tfcompress.quantization.layer_errors import MAX_SAMPLES, measure_layer_errors
+
+    signature = model_signature(result.reference)
+    samples = calibration_set(signature, data, limit=MAX_SAMPLES, seed=seed)
+    return measure_layer_errors(result.reference_content, result.model_content, samples)
+
+
+def _converter_result(
+    loaded: Any,
+    chosen: Recipe,
+    representative_data: DataLike | None,
+    seed: int,
+    progress: bool,
+    chosen_target: Target | None,
+    compiler: str | os.PathLike[str] | None,
+) -> QuantizationResult:
     calibration = _calibration_set(loaded, chosen, representative_data, seed)
     tf = tensorflow()
 
@@ -318,7 +426,7 @@ def quantize(
             converter._experimental_disable_per_channel = True  # only switch the API offers
         if calibration is not None:
             converter.representative_dataset = lambda: _representative(calibration, progress)
-        if chosen.float_nodes:  # quantized below, with those nodes kept float
+        if chosen.float_nodes or chosen.rules:  # quantized below, with those nodes float
             calibrate_only(converter)
 
     # One trace for both outputs (None: the float32 defaults); float32 asks for the reference
@@ -328,8 +436,11 @@ def quantize(
         configures.append(configure)
     conversions = convert_all(loaded, configures, batch_size=chosen.batch_size)
     reference, quantized = conversions[0], conversions[-1]
-    if chosen.float_nodes:
-        quantized = quantize_calibrated(quantized, chosen, source=model_name(loaded))
+    kept = chosen
+    if chosen.float_nodes or chosen.rules:  # the nodes of float rules join float_nodes
+        nodes = converter_float_nodes(quantized.content, chosen, source=model_name(loaded))
+        kept = replace(chosen, float_nodes=nodes, rules=())
+        quantized = quantize_calibrated(quantized, kept, source=model_name(loaded))
     float_ops = None
     if chosen.spec.float_fallback:  # integer activations: check what the file really holds
         float_ops = check_integer_model(
@@ -337,10 +448,10 @@ def quantize(
             recipe=chosen.name,
             input_type=chosen.input_type,
             output_type=chosen.output_type,
-            float_fallback=chosen.float_fallback or bool(chosen.float_nodes),
+            float_fallback=chosen.float_fallback or bool(kept.float_nodes),
             source=model_name(loaded),
         )
-        check_kept_float(float_ops, chosen, source=model_name(loaded))
+        check_kept_float(float_ops, kept, source=model_name(loaded))
     logger.info("quantized %s with %s in %.1fs", model_name(loaded), chosen.name, quantized.seconds)
     verdict = None
     if chosen_target is not None and chosen_target.check is not None:
@@ -355,9 +466,10 @@ def quantize(
         calibration_samples=0 if calibration is None else len(calibration),
         warnings=quantized.warnings,
         float_ops=float_ops,
-        target=target,
+        target=None if chosen_target is None else chosen_target.name,
         target_verdict=verdict,
-        float_nodes=chosen.float_nodes,
+        float_nodes=kept.float_nodes,
+        notes=artifact_notes(quantized.content),
     )
 
 

@@ -11,6 +11,12 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
 from tfcompress.errors import InvalidInputError
+from tfcompress.quantization.rules import Rule, coerce_rules
+
+#: The engines that make a ``.tflite``: the TFLite converter and LiteRT Quantizer.
+ENGINES = ("converter", "litert-quantizer")
+#: Blockwise weight scales LiteRT Quantizer offers (``Recipe.block_size``).
+BLOCK_SIZES = (32, 64, 128)
 
 Configure = Callable[[Any, "Recipe", Any], None]  # (converter, recipe, tensorflow module)
 
@@ -31,6 +37,10 @@ class RecipeSpec:
     io_types: tuple[str, ...]
     configure: Configure
     float_fallback: bool = False  # may keep ops without an integer kernel in float
+    engines: tuple[str, ...] = ("converter",)
+    # What every op becomes under LiteRT Quantizer, as a rule (None: nothing is quantized).
+    base_rule: Rule | None = None
+    float16_weights: bool = False  # LiteRT Quantizer casts weights to float16 instead
 
 
 _RECIPES: dict[str, RecipeSpec] = {}
@@ -43,6 +53,9 @@ def register_recipe(
     needs_calibration: bool,
     io_types: tuple[str, ...],
     float_fallback: bool = False,
+    engines: tuple[str, ...] = ("converter",),
+    base_rule: Rule | None = None,
+    float16_weights: bool = False,
 ) -> Callable[[Configure], Configure]:
     """Register the converter settings of recipe ``name``.
 
@@ -53,6 +66,9 @@ def register_recipe(
         io_types: dtypes the model's input and output may take.
         float_fallback: The recipe quantizes activations to integers and may keep ops that
             have no integer kernel in float (``Recipe(..., float_fallback=True)``).
+        engines: The engines that make it (``converter``, ``litert-quantizer``).
+        base_rule: For LiteRT Quantizer: what every op becomes, as a :class:`Rule`.
+        float16_weights: For LiteRT Quantizer: weights cast to float16 (``float16``).
 
     Returns:
         A decorator registering ``configure(converter, recipe, tf)``.
@@ -64,7 +80,15 @@ def register_recipe(
 
     def decorate(configure: Configure) -> Configure:
         _RECIPES[name] = RecipeSpec(
-            name, summary, needs_calibration, io_types, configure, float_fallback
+            name,
+            summary,
+            needs_calibration,
+            io_types,
+            configure,
+            float_fallback,
+            engines,
+            base_rule,
+            float16_weights,
         )
         return configure
 
@@ -84,9 +108,22 @@ def recipe_spec(name: str) -> RecipeSpec:
     return _RECIPES[name]
 
 
-def list_recipes(*, include_float: bool = False) -> list[str]:
-    """Names of the quantization recipes (optionally with the float32 reference)."""
-    return [n for n in _RECIPES if include_float or n != "float32"]
+def list_recipes(*, include_float: bool = False, engine: str | None = None) -> list[str]:
+    """Names of the quantization recipes (optionally with the float32 reference).
+
+    Args:
+        include_float: List ``float32`` (no quantization) too.
+        engine: Only the recipes this engine makes.
+
+    Example:
+        >>> list_recipes(engine="litert-quantizer")[-2:]
+        ['int4-weights', 'int4-dynamic']
+    """
+    return [
+        n
+        for n, spec in _RECIPES.items()
+        if (include_float or n != "float32") and (engine is None or engine in spec.engines)
+    ]
 
 
 def list_io_types() -> list[str]:
@@ -160,6 +197,12 @@ class Recipe(RecipeData):
         float_nodes: ``int8`` only: op output tensors to keep in float (the converter's
             ``denylisted_nodes``; names as :func:`~tfcompress.quantization.selective.rank_layers`
             reports them), everything else quantized. See ``docs/quantization.md``.
+        rules: Ordered per-op :class:`~tfcompress.quantization.rules.Rule` s on top of the
+            recipe's own setting (a later rule overrides an earlier one). LiteRT Quantizer
+            honours every mode; the converter engine only ``float`` (with ``int8``).
+        block_size: LiteRT Quantizer, ``int4-dynamic``: blockwise weight scales of 32, 64
+            or 128 values for fully connected and embedding weights (the kernels LiteRT has;
+            other ops keep per-channel scales); None: per channel (or per tensor).
 
     Example:
         >>> Recipe.from_json(Recipe("int8", input_type="uint8").to_json()).input_type
@@ -174,11 +217,15 @@ class Recipe(RecipeData):
     float_fallback: bool = False
     batch_size: int | None = None
     float_nodes: tuple[str, ...] = ()
+    rules: tuple[Rule, ...] = ()
+    block_size: int | None = None
 
     def __post_init__(self) -> None:
         spec = recipe_spec(self.name)
         # JSON gives a list back: store a tuple, so a replayed recipe equals the original.
         object.__setattr__(self, "float_nodes", _check_float_nodes(self.name, self.float_nodes))
+        object.__setattr__(self, "rules", coerce_rules(self.rules))
+        _check_block_size(spec, self.block_size)
         for option in ("input_type", "output_type"):
             value = getattr(self, option)
             if value not in spec.io_types:
@@ -208,6 +255,12 @@ class Recipe(RecipeData):
                 f"recipe {self.name!r} has no integer activations to fall back from; "
                 f"float_fallback applies to {allowed}."
             )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form, for reports and replay (rules as plain dicts)."""
+        data = asdict(self)
+        data["rules"] = [rule.to_dict() for rule in self.rules]
+        return data
 
     @property
     def spec(self) -> RecipeSpec:
@@ -243,18 +296,57 @@ def _check_float_nodes(recipe: str, nodes: Any) -> tuple[str, ...]:
     return tuple(nodes)
 
 
+def _check_block_size(spec: RecipeSpec, block_size: Any) -> None:
+    if block_size is None:
+        return
+    if isinstance(block_size, bool) or block_size not in BLOCK_SIZES:
+        raise InvalidInputError(
+            f"block_size must be one of {', '.join(map(str, BLOCK_SIZES))} or None, got "
+            f"{block_size!r}."
+        )
+    if not _blockwise(spec):
+        allowed = ", ".join(n for n, s in _RECIPES.items() if _blockwise(s))
+        raise InvalidInputError(
+            f"block_size: LiteRT Quantizer 0.11 has blockwise weight scales for dynamic int4 "
+            f"fully connected weights only ({allowed}), not recipe {spec.name!r}."
+        )
+
+
+def _blockwise(spec: RecipeSpec) -> bool:
+    rule = spec.base_rule
+    return rule is not None and rule.mode == "dynamic" and rule.weight_bits == 4
+
+
+def _refuse_converter(converter: Any, recipe: Recipe, tf: Any) -> None:
+    del converter, tf
+    raise InvalidInputError(
+        f"recipe {recipe.name!r} is made by LiteRT Quantizer only: pass "
+        "engine='litert-quantizer' (--engine litert-quantizer)."
+    )
+
+
+_BOTH = ENGINES
 _FLOAT = ("float32",)
 
 
 @register_recipe(
-    "float32", summary="no quantization (reference)", needs_calibration=False, io_types=_FLOAT
+    "float32",
+    summary="no quantization (reference)",
+    needs_calibration=False,
+    io_types=_FLOAT,
+    engines=_BOTH,
 )
 def _float32(converter: Any, recipe: Recipe, tf: Any) -> None:
     del converter, recipe, tf  # the converter's defaults are the float32 reference
 
 
 @register_recipe(
-    "dynamic", summary="int8 weights, float activations", needs_calibration=False, io_types=_FLOAT
+    "dynamic",
+    summary="int8 weights, float activations",
+    needs_calibration=False,
+    io_types=_FLOAT,
+    engines=_BOTH,
+    base_rule=Rule(mode="dynamic"),
 )
 def _dynamic(converter: Any, recipe: Recipe, tf: Any) -> None:
     del recipe
@@ -266,6 +358,8 @@ def _dynamic(converter: Any, recipe: Recipe, tf: Any) -> None:
     summary="float16 weights, float32 compute on CPU",
     needs_calibration=False,
     io_types=_FLOAT,
+    engines=_BOTH,
+    float16_weights=True,
 )
 def _float16(converter: Any, recipe: Recipe, tf: Any) -> None:
     del recipe
@@ -286,6 +380,8 @@ def _with_fallback(ops: list[Any], recipe: Recipe, tf: Any) -> list[Any]:
     needs_calibration=True,
     io_types=("float32", "int8", "uint8"),
     float_fallback=True,
+    engines=_BOTH,
+    base_rule=Rule(mode="int8"),
 )
 def _int8(converter: Any, recipe: Recipe, tf: Any) -> None:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -302,6 +398,8 @@ def _int8(converter: Any, recipe: Recipe, tf: Any) -> None:
     needs_calibration=True,
     io_types=("float32", "int16"),
     float_fallback=True,
+    engines=_BOTH,
+    base_rule=Rule(mode="int16"),
 )
 def _int16x8(converter: Any, recipe: Recipe, tf: Any) -> None:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -310,3 +408,27 @@ def _int16x8(converter: Any, recipe: Recipe, tf: Any) -> None:
     )
     converter.inference_input_type = getattr(tf, recipe.input_type)
     converter.inference_output_type = getattr(tf, recipe.output_type)
+
+
+@register_recipe(
+    "int4-weights",
+    summary="int4 weights dequantized to float ops (weight-only)",
+    needs_calibration=False,
+    io_types=_FLOAT,
+    engines=("litert-quantizer",),
+    base_rule=Rule(mode="weights", weight_bits=4),
+)
+def _int4_weights(converter: Any, recipe: Recipe, tf: Any) -> None:
+    _refuse_converter(converter, recipe, tf)
+
+
+@register_recipe(
+    "int4-dynamic",
+    summary="int4 weights, activations quantized on the fly (dynamic range)",
+    needs_calibration=False,
+    io_types=_FLOAT,
+    engines=("litert-quantizer",),
+    base_rule=Rule(mode="dynamic", weight_bits=4),
+)
+def _int4_dynamic(converter: Any, recipe: Recipe, tf: Any) -> None:
+    _refuse_converter(converter, recipe, tf)

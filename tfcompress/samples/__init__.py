@@ -11,6 +11,8 @@ models are built in code and trained in seconds on it.
 * :mod:`~tfcompress.samples.sensitive`: a classifier that int8 breaks in one known layer.
 * :mod:`~tfcompress.samples.gate_models`: the digits Dense net and its int8/damaged variants saved
   as files, for gates.
+* :mod:`~tfcompress.samples.landmarker`: a MediaPipe-shaped landmark model and its float
+  ``.tflite`` written with the quirks of shipped files.
 
 Example:
     >>> from tfcompress.samples import mnist, small_cnn, train_classifier

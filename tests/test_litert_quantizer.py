@@ -1,0 +1,247 @@
+"""LiteRT Quantizer as the second engine: shipped .tflite files, rules, per-tensor errors.
+
+The third-party model is a MediaPipe-shaped landmarker (one image in; landmarks, presence
+and classes out) trained once on the bundled digits, written as vendors write files: no
+signature, op codes in the old 8-bit field, float16 weights behind DEQUANTIZE.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tfcompress
+from tfcompress.cli import main
+from tfcompress.errors import (
+    InvalidInputError,
+    MissingDependencyError,
+    UnsupportedModelError,
+)
+from tfcompress.samples.landmarker import VARIANTS, landmark_model, shipped_variants
+from tfcompress.models.tflite_file import read_tflite
+from tfcompress.quantization.engines.check import tensors_are_float
+from tfcompress.quantization.recipes import Recipe
+
+pytest.importorskip("litert_quantizer")
+
+OUTPUTS = {"classes", "landmarks", "presence"}
+
+
+@pytest.fixture(scope="module")
+def landmarker(tmp_path_factory):
+    model, (train, test) = landmark_model(epochs=6)
+    root = tmp_path_factory.mktemp("landmarker")
+    files = {}
+    for variant, content in shipped_variants(model).items():
+        files[variant] = root / f"landmarker_{variant}.tflite"
+        files[variant].write_bytes(content)
+    files["calib"] = root / "calib.npz"
+    files["test"] = root / "test.npz"
+    np.savez(files["calib"], x=train.x[:100])
+    np.savez(files["test"], x=test.x, **{f"y_{k}": v for k, v in test.y.items()})
+    results = {
+        v: tfcompress.quantize(files[v], recipe="int8", representative_data=train.x[:100])
+        for v in VARIANTS
+    }
+    return {"model": model, "train": train, "test": test, "files": files, "int8": results}
+
+
+def test_every_shipped_variant_quantizes_to_the_same_model(landmarker) -> None:
+    results, test = landmarker["int8"], landmarker["test"]
+    assert {r.engine for r in results.values()} == {"litert-quantizer"}
+    notes = {v: " ".join(r.notes) for v, r in results.items()}
+    assert "added signature serving_default" in notes["no_signature"]
+    assert "deprecated_builtin_code" in notes["old_opcodes"]
+    assert "widened 18 float16 weight(s)" in notes["float16"]
+    assert all(k in notes["mediapipe"] for k in ("signature", "deprecated", "float16"))
+    assert "float32 input and output" in notes["float"]
+    # Read naively, every op of the old-op-code file is ADD; the reader says where it looked.
+    codes = read_tflite(landmarker["files"]["old_opcodes"].read_bytes()).operator_codes
+    assert any(c.from_deprecated_field and c.name == "CONV_2D" for c in codes)
+    reference = results["float"].model.content
+    for variant, result in results.items():
+        parsed = read_tflite(result.model_content)
+        assert {t.dtype for t in parsed.subgraphs[0].tensors} >= {"int8"}, variant
+        assert result.size_ratio < 0.4, variant  # int8 weights: about a third of float32
+        scores = tfcompress.evaluate(
+            {"float": result.reference, "int8": result.model}, test.x[:200]
+        )
+        assert scores.samples == 200
+        if variant in ("float", "old_opcodes"):  # same float32 weights: the same bytes
+            assert result.model_content == reference
+
+
+def test_label_free_gate_reports_every_output(landmarker) -> None:
+    result = landmarker["int8"]["float"]
+    report = tfcompress.check_gate(result.reference, result.model, landmarker["test"].x)
+    assert {v.output for v in report.verdicts} == OUTPUTS
+    by_output = {v.output: v for v in report.verdicts}
+    assert by_output["classes"].metric == "agreement" and by_output["classes"].value > 0.9
+    assert by_output["landmarks"].metric == "snr" and by_output["landmarks"].value > 5
+
+
+def test_float_rule_is_honoured_in_the_file_by_both_engines(landmarker) -> None:
+    rule = {"pattern": "neck", "mode": "float"}
+    tflite = tfcompress.quantize(
+        landmarker["files"]["float"],
+        recipe=Recipe("int8", rules=(rule,)),
+        representative_data=landmarker["train"].x[:100],
+    )
+    keras = tfcompress.quantize(
+        landmarker["model"],
+        recipe="int8",
+        rules=[rule],
+        representative_data=landmarker["train"].x[:100],
+    )
+    assert keras.engine == "converter" and keras.float_nodes
+    for result in (tflite, keras):
+        parsed = read_tflite(result.model_content)
+        graph = parsed.subgraphs[0]
+        neck = [t.name for t in graph.tensors if "neck" in t.name and "MatMul" in t.name]
+        written = [n for n in neck if any(n in graph.tensors[i].name for op in graph.operators
+                                          for i in op.outputs)]  # fmt: skip
+        assert written and any(tensors_are_float(parsed, n) for n in written)
+        assert result.float_ops == ("FULLY_CONNECTED",)  # only the neck stayed float
+        assert Recipe.from_json(result.recipe.to_json()) == result.recipe
+    # Replaying the recorded recipe gives the same bytes.
+    again = tfcompress.quantize(
+        landmarker["files"]["float"],
+        recipe=Recipe.from_json(tflite.recipe.to_json()),
+        representative_data=landmarker["train"].x[:100],
+    )
+    assert again.model_content == tflite.model_content
+
+
+def test_int16_rule_int4_weights_and_their_notes(landmarker) -> None:
+    files, calib = landmarker["files"], landmarker["train"].x[:100]
+    wide = tfcompress.quantize(
+        files["float"],
+        recipe="int8",
+        rules=[{"pattern": "presence", "op_type": "FULLY_CONNECTED", "mode": "int16"}],
+        representative_data=calib,
+        layer_errors=True,
+    )
+    graph = read_tflite(wide.model_content).subgraphs[0]
+    produced = {graph.tensors[i].name: op.opcode for op in graph.operators for i in op.outputs}
+    presence = [n for n, op in produced.items() if "presence" in n and op == "FULLY_CONNECTED"]
+    assert presence and all(t.dtype == "int16" for t in graph.tensors if t.name in presence)
+    assert any("int16 activations" in n and "XNNPACK" in n for n in wide.notes)
+    errors = wide.layer_errors
+    assert errors is not None and errors.samples == 64 and errors.tensors
+    snrs = [t.snr_db for t in errors.tensors]
+    assert snrs == sorted(snrs)  # worst first
+    assert {t.mode for t in errors.tensors} == {"int8", "int16"}
+    int4 = tfcompress.quantize(files["float"], recipe="int4-dynamic", block_size=32)
+    assert int4.calibration_samples == 0 and int4.float_ops is None
+    assert int4.size_ratio < wide.size_ratio  # 4-bit weights beat 8-bit ones
+    with pytest.raises(InvalidInputError, match="blockwise"):
+        Recipe("int4-weights", block_size=32)
+
+
+def test_refusals_are_one_line(landmarker, monkeypatch) -> None:
+    files, calib = landmarker["files"], landmarker["train"].x[:50]
+    with pytest.raises(InvalidInputError, match="converter quantizes a Keras model"):
+        tfcompress.quantize(files["float"], engine="converter", representative_data=calib)
+    already = landmarker["int8"]["float"].model_content
+    with pytest.raises(UnsupportedModelError, match="already quantized"):
+        tfcompress.quantize(already, representative_data=calib)
+    with pytest.raises(InvalidInputError, match="matches no op"):
+        tfcompress.quantize(files["float"], rules=[{"pattern": "nope", "mode": "float"}],
+                            representative_data=calib)  # fmt: skip
+    with pytest.raises(InvalidInputError, match="made by litert-quantizer"):
+        tfcompress.quantize(landmarker["model"], recipe="int4-weights", engine="converter")
+    with pytest.raises(InvalidInputError, match="can only keep ops float"):
+        tfcompress.quantize(landmarker["model"], rules=[{"pattern": "neck", "mode": "int16"}],
+                            engine="converter", representative_data=calib)  # fmt: skip
+    with pytest.raises(InvalidInputError, match="uint8"):
+        tfcompress.quantize(files["float"], input_type="uint8", representative_data=calib)
+    monkeypatch.setitem(sys.modules, "litert_quantizer.quantizer", None)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'tfcompress\[litert"):
+        tfcompress.quantize(files["float"], representative_data=calib)
+
+
+def test_cli_quantizes_a_tflite_with_rules_and_layer_errors(landmarker, tmp_path, capsys) -> None:
+    files, out = landmarker["files"], tmp_path / "q.tflite"
+    code = main([
+        "quantize", str(files["mediapipe"]), "--data", str(files["calib"]), "--out", str(out),
+        "--rule", "FULLY_CONNECTED:presence=int16", "--layer-errors", "--json",
+    ])  # fmt: skip
+    assert code == 0 and out.is_file()
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["engine"] == "litert-quantizer"
+    assert payload["rules"][0]["op_type"] == "FULLY_CONNECTED"
+    assert any("deprecated_builtin_code" in n for n in payload["notes"])
+    worst = payload["layer_errors"]["tensors"][0]
+    assert set(worst) == {"tensor", "op_type", "mode", "snr_db", "cosine", "rmse", "max_abs"}
+    assert main(["quantize", "--list-recipes"]) == 0
+    listing = capsys.readouterr().out
+    assert "int4-weights  litert-quantizer" in listing
+    assert "int8          converter, litert-quantizer" in listing
+    code = main(["quantize", str(files["float"]), "--engine", "converter", "--out",
+                 str(tmp_path / "c.tflite")])  # fmt: skip
+    assert code == 2 and not (tmp_path / "c.tflite").exists()
+
+
+def test_a_tflite_quantizes_without_tensorflow(landmarker, tmp_path) -> None:
+    out = tmp_path / "q.tflite"
+    script = (
+        "import sys, tfcompress\n"
+        f"r = tfcompress.quantize({str(landmarker['files']['mediapipe'])!r}, recipe='int8',\n"
+        f"    representative_data={str(landmarker['files']['calib'])!r})\n"
+        f"r.save({str(out)!r})\n"
+        "print('tensorflow' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert read_tflite(out.read_bytes()).subgraphs
+
+
+def test_compress_takes_a_tflite_end_to_end(landmarker, tmp_path, capsys) -> None:
+    files, out = landmarker["files"], tmp_path / "best.tflite"
+    code = main([
+        "compress", str(files["float"]), "--data", str(files["calib"]), "--eval",
+        str(files["test"]), "--max-drop", "0.01", "--out", str(out), "--json",
+    ])  # fmt: skip
+    payload = json.loads(capsys.readouterr().out)
+    names = [a["name"] for a in payload["attempts"]]
+    assert names[0] == "int8" and code == 0 and out.is_file()
+    assert all(a["recipe"].get("engine") == "litert-quantizer" for a in payload["attempts"])
+    assert payload["chosen"]["status"] == "passed"
+
+
+def test_keras_and_its_exported_tflite_quantize_alike(trained_cnn, mnist_split, tmp_path) -> None:
+    exported = tmp_path / "cnn.tflite"
+    trained_cnn.export(str(exported), format="litert", verbose=False)
+    calib, test = mnist_split.train.x[:200], mnist_split.test
+    from_keras = tfcompress.quantize(trained_cnn, engine="litert-quantizer",
+                                     representative_data=calib, layer_errors=True)  # fmt: skip
+    from_file = tfcompress.quantize(exported, representative_data=calib)
+    converter = tfcompress.quantize(trained_cnn, representative_data=calib, layer_errors=True)
+    int4 = tfcompress.quantize(exported, recipe="int4-weights")
+    scores = tfcompress.evaluate(
+        {
+            "float": trained_cnn,
+            "keras": from_keras.model,
+            "file": from_file.model,
+            "converter": converter.model,
+            "int4": int4.model,
+        },
+        test,
+    )
+    assert abs(scores["keras"].score - scores["file"].score) <= 0.005
+    assert abs(scores["keras"].score - scores["converter"].score) <= 0.01
+    assert from_keras.size_bytes <= converter.size_bytes * 1.01
+    assert int4.size_ratio <= 0.16
+    assert scores.drop("int4") < 0.05  # measured in benchmarks/engines_compared.py too
+    for result in (from_keras, converter):  # either engine's file, measured the same way
+        errors = result.layer_errors
+        assert errors is not None and len(errors.tensors) >= 4
+        assert errors.tensors[0].snr_db == min(t.snr_db for t in errors.tensors)
+        assert all(-1.0 <= t.cosine <= 1.0 + 1e-9 for t in errors.tensors)

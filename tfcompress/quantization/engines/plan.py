@@ -1,0 +1,218 @@
+"""Which rule decides each op, and the same recipe in LiteRT Quantizer's own recipe format.
+
+Both engines read rules the same way (see :mod:`tfcompress.quantization.rules`): an op's
+*scope* is its output tensor names joined by ``;`` with a trailing ``;`` (LiteRT
+Quantizer's ``get_op_scope``), the recipe's own setting applies to every op, and a later
+rule overrides an earlier one. :func:`plan_ops` says, before any quantization, what each op
+of the float model should become; the engines then check the written file against it.
+
+:func:`litert_recipe` writes the LiteRT Quantizer recipe (a list of JSON-ready dicts, the
+format of its ``recipes/*.json``). LiteRT Quantizer keeps one entry list per regex, so each
+rule's regex is made unique with a comment group (``(?#rule 2)``): the rules keep their
+order whatever their patterns.
+
+Example:
+    >>> [entry["algorithm_key"] for entry in litert_recipe(Recipe("int8"))]
+    ['min_max_uniform_quantize']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tfcompress.errors import InvalidInputError
+from tfcompress.models.tflite_file import TFLiteFile
+from tfcompress.quantization.recipes import Recipe
+from tfcompress.quantization.rules import ALGORITHMS, Rule
+
+__all__ = ["OpPlan", "litert_recipe", "op_scope", "plan_ops"]
+
+_BOUNDARY = frozenset({"QUANTIZE", "DEQUANTIZE"})
+_GRANULARITY = {
+    "channel": "CHANNELWISE",
+    "tensor": "TENSORWISE",
+    "block32": "BLOCKWISE_32",
+    "block64": "BLOCKWISE_64",
+    "block128": "BLOCKWISE_128",
+}
+# LiteRT Quantizer's op names where they differ from the TFLite schema's.
+_LITERT_OP_NAMES = {"TRANSPOSE_CONV": "CONV_2D_TRANSPOSE"}
+# Blockwise weight scales exist for these ops only (their weights' input dimension).
+_BLOCKWISE_OPS = ("FULLY_CONNECTED", "EMBEDDING_LOOKUP")
+_FLOAT = Rule(mode="float")
+
+
+@dataclass(frozen=True)
+class OpPlan:
+    """What one op of the float model should become.
+
+    Attributes:
+        index: The op's index in the float model's main subgraph.
+        op_type: Its TFLite op type.
+        scope: Its output tensor names, ``;``-joined with a trailing ``;``.
+        outputs: Those names.
+        rule: 0 for the recipe's own setting, else the 1-based index of the deciding rule.
+        mode: ``float``, ``int8``, ``int16``, ``weights``, ``dynamic`` or ``float16``
+            (the ``float16`` recipe), or None when the recipe quantizes nothing.
+        has_weights: The op reads a constant float tensor of rank 2 or more (what
+            weight-only, dynamic and float16 settings quantize).
+    """
+
+    index: int
+    op_type: str
+    scope: str
+    outputs: tuple[str, ...]
+    rule: int
+    mode: str | None
+    has_weights: bool = False
+
+
+def op_scope(names: list[str] | tuple[str, ...]) -> str:
+    """An op's scope from its output tensor names (LiteRT Quantizer's ``get_op_scope``).
+
+    Example:
+        >>> op_scope(["model/dense/MatMul", "model/dense/Relu"])
+        'model/dense/MatMul;model/dense/Relu;'
+    """
+    names = [n for n in names if n]
+    return ";".join(names) + ";" if names else ""
+
+
+def plan_ops(parsed: TFLiteFile, recipe: Recipe, *, source: object = "model") -> tuple[OpPlan, ...]:
+    """What every op of the float model's main subgraph should become under ``recipe``.
+
+    Args:
+        parsed: The float model.
+        recipe: The recipe, with its rules.
+        source: How messages name the model.
+
+    Returns:
+        One plan per op (QUANTIZE/DEQUANTIZE left out), in graph order.
+
+    Raises:
+        InvalidInputError: A rule matches no op of the model (a typo would otherwise be
+            dropped silently); the message lists a few op names.
+
+    Example:
+        >>> plan_ops(read_tflite(content), Recipe("int8"))[0].mode  # doctest: +SKIP
+        'int8'
+    """
+    graph = parsed.subgraphs[0]
+    base = _base_mode(recipe)
+    plans = []
+    used = [False] * len(recipe.rules)
+    for op in graph.operators:
+        if op.opcode in _BOUNDARY:
+            continue
+        outputs = tuple(graph.tensors[i].name for i in op.outputs if 0 <= i < len(graph.tensors))
+        scope = op_scope(outputs)
+        decided, mode = 0, base
+        for k, rule in enumerate(recipe.rules, start=1):
+            if rule.matches(op.opcode, scope):
+                decided, mode = k, rule.mode
+                used[k - 1] = True
+        weights = any(
+            0 <= i < len(graph.tensors)
+            and parsed.is_constant(graph.tensors[i])
+            and graph.tensors[i].dtype == "float32"
+            and len(graph.tensors[i].signature) >= 2
+            for i in op.inputs
+        )
+        plans.append(OpPlan(op.index, op.opcode, scope, outputs, decided, mode, weights))
+    unused = [k for k, hit in enumerate(used, start=1) if not hit]
+    if unused:
+        rule = recipe.rules[unused[0] - 1]
+        examples = "; ".join(f"{p.op_type} {p.scope.rstrip(';')!r}" for p in plans[:3])
+        raise InvalidInputError(
+            f"rule {unused[0]} ({rule.describe()}) matches no op of {source}; its ops are "
+            f"named like: {examples} (see `tfcompress inspect`)."
+        )
+    return tuple(plans)
+
+
+def _base_mode(recipe: Recipe) -> str | None:
+    if recipe.spec.float16_weights:
+        return "float16"
+    return None if recipe.spec.base_rule is None else recipe.spec.base_rule.mode
+
+
+def litert_recipe(recipe: Recipe) -> list[dict[str, Any]]:
+    """``recipe`` (and its rules) as a LiteRT Quantizer recipe.
+
+    Args:
+        recipe: A recipe LiteRT Quantizer makes (``recipe.spec.engines``).
+
+    Returns:
+        The entries, in order; empty for ``float32`` without rules.
+
+    Raises:
+        InvalidInputError: The recipe is not made by LiteRT Quantizer.
+
+    Example:
+        >>> litert_recipe(Recipe("int4-weights"))[0]["op_config"]["weight_tensor_config"]
+        {'num_bits': 4, 'symmetric': True, 'granularity': 'CHANNELWISE', 'dtype': 'INT'}
+    """
+    spec = recipe.spec
+    if "litert-quantizer" not in spec.engines:
+        raise InvalidInputError(f"recipe {recipe.name!r} is not made by LiteRT Quantizer.")
+    entries: list[dict[str, Any]] = []
+    if spec.float16_weights:
+        entries.append(_float16_entry())
+    elif spec.base_rule is not None:
+        granularity = "channel" if recipe.per_channel else "tensor"
+        entries.append(_entry(".*", "*", replace(spec.base_rule, granularity=granularity)))
+        if recipe.block_size is not None:  # blockwise where the kernels have it
+            blockwise = replace(spec.base_rule, granularity=f"block{recipe.block_size}")
+            for op in _BLOCKWISE_OPS:
+                entries.append(_entry(f"(?:.*)(?#blockwise {op})", op, blockwise))
+    for k, rule in enumerate(recipe.rules, start=1):
+        operation = _LITERT_OP_NAMES.get(rule.op_type, rule.op_type)
+        entries.append(_entry(f"(?:{rule.pattern})(?#rule {k})", operation, rule))
+    if entries:  # LiteRT Quantizer quantizes the model's I/O too unless told not to
+        for operation, option in (("INPUT", recipe.input_type), ("OUTPUT", recipe.output_type)):
+            if option == "float32":
+                entries.append(_entry(f"(?:.*)(?#float {operation})", operation, _FLOAT))
+    return entries
+
+
+def _entry(regex: str, operation: str, rule: Rule) -> dict[str, Any]:
+    if rule.mode == "float":
+        return {"regex": regex, "operation": operation, "algorithm_key": "no_quantize"}
+    config: dict[str, Any] = {
+        "weight_tensor_config": {
+            "num_bits": rule.weight_bits,
+            "symmetric": True,  # LiteRT's integer kernels take symmetric weights only
+            "granularity": _GRANULARITY[rule.granularity],
+            "dtype": "INT",
+        },
+        "compute_precision": "FLOAT" if rule.mode == "weights" else "INTEGER",
+        "explicit_dequantize": rule.mode == "weights",
+    }
+    if rule.mode in ("int8", "int16"):
+        bits = 8 if rule.mode == "int8" else 16
+        config["activation_tensor_config"] = {
+            "num_bits": bits,
+            "symmetric": bits == 16,  # LiteRT's int16 kernels take symmetric activations
+            "granularity": "TENSORWISE",
+            "dtype": "INT",
+        }
+    return {
+        "regex": regex,
+        "operation": operation,
+        "algorithm_key": ALGORITHMS[rule.algorithm],
+        "op_config": config,
+    }
+
+
+def _float16_entry() -> dict[str, Any]:
+    return {
+        "regex": ".*",
+        "operation": "*",
+        "algorithm_key": "float_casting",
+        "op_config": {
+            "weight_tensor_config": {"num_bits": 16, "dtype": "FLOAT"},
+            "compute_precision": "FLOAT",
+            "explicit_dequantize": True,
+        },
+    }
