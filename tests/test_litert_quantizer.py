@@ -21,10 +21,10 @@ from tfcompress.errors import (
     MissingDependencyError,
     UnsupportedModelError,
 )
-from tfcompress.samples.landmarker import VARIANTS, landmark_model, shipped_variants
 from tfcompress.models.tflite_file import read_tflite
 from tfcompress.quantization.engines.check import tensors_are_float
 from tfcompress.quantization.recipes import Recipe
+from tfcompress.samples.landmarker import VARIANTS, landmark_model, shipped_variants
 
 pytest.importorskip("litert_quantizer")
 
