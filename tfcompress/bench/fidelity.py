@@ -21,17 +21,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tfcompress.bench.metric_def import MetricDef, Prepared
+from tfcompress.bench.thresholds import get_threshold
 from tfcompress.errors import InvalidDataError, InvalidInputError
 
-# Defaults of the fidelity thresholds. 20 dB: the error's power is 1% of the output's (RMS
-# error 10% of RMS output); per-channel int8 PTQ usually lands above it on final outputs.
-# 0.99 cosine is the same idea a little looser: an error uncorrelated with the output gives
-# cos = 1 / sqrt(1 + 1 / snr), so 20 dB is 0.995 and 0.99 is 17 dB. 0.99 agreement: at most
-# 1% of top-1 decisions flip, which bounds the accuracy change by one point, the gate's
-# DEFAULT_MAX_DROP. max_abs has no unit-free default (it is in the outputs' own unit).
-DEFAULT_MIN_SNR_DB = 20.0
-DEFAULT_MIN_COSINE = 0.99
-DEFAULT_MIN_AGREEMENT = 0.99
+# Defaults of the fidelity thresholds: the threshold table's (see why there).
+DEFAULT_MIN_SNR_DB = get_threshold("min_snr").default
+DEFAULT_MIN_COSINE = get_threshold("min_cosine").default
+DEFAULT_MIN_AGREEMENT = get_threshold("min_agreement").default
 
 __all__ = [
     "DEFAULT_MIN_AGREEMENT",

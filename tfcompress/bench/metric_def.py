@@ -20,25 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from tfcompress.errors import InvalidInputError
+from tfcompress.bench.thresholds import finite_number, get_threshold
 
-__all__ = ["METRIC_NAMES", "MetricDef", "Prepared", "finite_number"]
+__all__ = ["MetricDef", "Prepared", "finite_number"]
 
-# The names get_metric knows (topK: any k). The registry in bench.metrics owns the mapping; the
-# list lives here so that the task metrics' messages can name every metric without importing it.
-METRIC_NAMES = (
-    "accuracy",
-    "topK",
-    "binary_accuracy",
-    "mse",
-    "mae",
-    "rmse",
-    "miou",
-    "snr",
-    "cosine",
-    "max_abs",
-    "agreement",
-)
 Prepared = tuple[np.ndarray, np.ndarray]  # (target, outputs) after validation
 
 
@@ -180,8 +165,9 @@ class MetricDef:
     def check_threshold(self, value: Any, *, source: str | None = None) -> float:
         """A threshold for this metric as a float, refused when out of range.
 
-        Ranges: ``max_drop`` in [0, 1] for fraction metrics and >= 0 otherwise; ``min_cosine``
-        in [-1, 1]; ``min_agreement`` in [0, 1]; ``max_abs`` >= 0; ``min_snr`` any finite dB.
+        The ranges are the threshold table's (:mod:`tfcompress.bench.thresholds`): ``max_drop``
+        in [0, 1] for fraction metrics and >= 0 otherwise; ``min_cosine`` in [-1, 1];
+        ``min_agreement`` in [0, 1]; ``max_abs`` >= 0; ``min_snr`` any finite dB.
 
         Args:
             value: A number or numeric string.
@@ -198,24 +184,9 @@ class MetricDef:
             >>> get_metric("cosine").check_threshold("0.995")
             0.995
         """
-        source = source or self.threshold_name
-        number = finite_number(value, source)
-        name = self.threshold_name
-        if (name == "max_drop" and self.unit == "fraction") or name == "min_agreement":
-            low, high = 0.0, 1.0
-        elif name == "min_cosine":
-            low, high = -1.0, 1.0
-        elif name == "min_snr":
-            return number
-        else:
-            low, high = 0.0, math.inf
-        if not low <= number <= high:
-            hint = f" (did you mean {number / 100:g}?)" if high == 1.0 < number <= 100 else ""
-            span = f"in [{low:g}, {high:g}]" if high < math.inf else f">= {low:g}"
-            unit = {"fraction": "a fraction, 0.01 = one point", "dB": "dB"}.get(self.unit)
-            what = f"{self.name} {name}" + (f" ({unit})" if unit else f" (in {self.name} units)")
-            raise InvalidInputError(f"{source} for {what} must be {span}, got {value!r}{hint}.")
-        return number
+        return get_threshold(self.threshold_name).check(
+            value, source=source, unit=self.unit, metric=self.name
+        )
 
     def format_value(self, value: float | None) -> str:
         """A score or fidelity value in this metric's unit: ``95.56%``, ``23.10 dB``, ``0.0123``.
@@ -267,31 +238,3 @@ class MetricDef:
         if self.kind == "task":
             return self.format_change(value, signed=False)
         return self.format_value(value)
-
-
-def finite_number(value: Any, what: str) -> float:
-    """``value`` as a finite float; booleans, non-numbers, NaN and Inf are refused.
-
-    Args:
-        value: A number or numeric string.
-        what: What the number is, for the message (``"max_drop"``).
-
-    Returns:
-        The number.
-
-    Raises:
-        InvalidInputError: Not a finite number.
-
-    Example:
-        >>> finite_number("0.5", "threshold")
-        0.5
-    """
-    if isinstance(value, bool):
-        raise InvalidInputError(f"{what} must be a number, got {value!r}.")
-    try:
-        number = float(value)
-    except (TypeError, ValueError) as error:
-        raise InvalidInputError(f"{what} must be a number, got {value!r}.") from error
-    if not math.isfinite(number):
-        raise InvalidInputError(f"{what} must be a finite number, got {value!r}.")
-    return number

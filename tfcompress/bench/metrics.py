@@ -39,7 +39,7 @@ from tfcompress.bench.fidelity import (
     class_scores,
     describe_shape,
 )
-from tfcompress.bench.metric_def import METRIC_NAMES, MetricDef, finite_number
+from tfcompress.bench.metric_def import MetricDef, finite_number
 from tfcompress.bench.task_metrics import (
     TASK_METRICS,
     binary_accuracy_metric,
@@ -60,7 +60,9 @@ __all__ = [
     "choose_metric",
     "correct_top_k",
     "get_metric",
+    "metric_names",
     "resolve_metric",
+    "task_metric_names",
 ]
 
 Metric = Callable[[np.ndarray, np.ndarray], float]  # (labels, outputs) -> score
@@ -68,6 +70,8 @@ MetricLike = str | Metric
 
 _PROBABILITY_TOLERANCE = 0.05  # int8 softmax rows sum to 1 within a few 1/256 steps
 _FIXED: dict[str, Callable[[], MetricDef]] = {**TASK_METRICS, **FIDELITY_METRICS}
+#: The names get_metric knows, from the registries (topK: any k, e.g. top5).
+METRIC_NAMES = ("accuracy", "topK", *(n for n in _FIXED if n != "accuracy"))
 _ALIASES = {
     "top1": "accuracy",
     "top-1": "accuracy",
@@ -227,3 +231,23 @@ def _probability_rows(reference: Any) -> bool:
         return False
     sums = scores.sum(axis=1)
     return bool(scores.min() >= 0.0 and np.abs(sums - 1.0).max() <= _PROBABILITY_TOLERANCE)
+
+
+def metric_names() -> tuple[str, ...]:
+    """The metric names :func:`get_metric` knows (``topK`` stands for any k).
+
+    Example:
+        >>> metric_names()[:3]
+        ('accuracy', 'topK', 'binary_accuracy')
+    """
+    return METRIC_NAMES
+
+
+def task_metric_names() -> tuple[str, ...]:
+    """The task metrics (judged against labels, on their drop), ``topK`` included.
+
+    Example:
+        >>> task_metric_names()
+        ('accuracy', 'topK', 'binary_accuracy', 'mse', 'mae', 'rmse', 'miou')
+    """
+    return tuple(n for n in METRIC_NAMES if n == "topK" or n in TASK_METRICS)

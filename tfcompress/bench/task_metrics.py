@@ -27,7 +27,7 @@ from tfcompress.bench.fidelity import (
     class_scores,
     describe_shape,
 )
-from tfcompress.bench.metric_def import METRIC_NAMES, MetricDef, Prepared
+from tfcompress.bench.metric_def import MetricDef, Prepared
 from tfcompress.errors import InvalidDataError, InvalidInputError
 
 __all__ = [
@@ -125,7 +125,7 @@ def metric_for_labels(
         raise InvalidInputError(
             f"cannot choose a metric for output {output!r} (shape {describe_shape(shape)}) with "
             f"labels of shape {describe_shape(array.shape)}; pass --metric (one of "
-            f"{', '.join(METRIC_NAMES)})."
+            f"{', '.join(_metric_names())})."
         )
     return chosen
 
@@ -518,5 +518,12 @@ def _suggest(outputs: np.ndarray, labels: Any, current: str) -> str:
     if chosen == "mse":  # labels that are regression targets
         return "use --metric mse (or mae, rmse) with --max-drop, or --metric snr"
     if chosen is None or chosen == current:
-        return f"pass a --metric that fits (one of {', '.join(METRIC_NAMES)})"
+        return f"pass a --metric that fits (one of {', '.join(_metric_names())})"
     return f"use --metric {chosen}"
+
+
+def _metric_names() -> tuple[str, ...]:
+    # The registry (bench/metrics.py) imports this module, so it is read when a message needs it.
+    from tfcompress.bench.metrics import metric_names
+
+    return metric_names()

@@ -11,10 +11,13 @@ import argparse
 import math
 from typing import Any
 
+from tfcompress.bench.metrics import metric_names
+from tfcompress.bench.thresholds import THRESHOLDS as THRESHOLD_TABLE
+from tfcompress.bench.thresholds import threshold_names
 from tfcompress.cli.common import csv_of
 from tfcompress.testing.settings import GATE_MODES
 
-THRESHOLDS = ("max_drop", "min_snr", "min_cosine", "max_abs", "min_agreement")
+THRESHOLDS = threshold_names()
 
 
 def add_gate_options(parser: argparse.ArgumentParser, *, default_mode: str | None) -> None:
@@ -37,26 +40,16 @@ def add_gate_options(parser: argparse.ArgumentParser, *, default_mode: str | Non
         action="append",
         type=csv_of(str, "--metric"),
         metavar="NAME",
-        help="accuracy|topK|binary_accuracy|mse|mae|rmse|miou|snr|cosine|max_abs|agreement, "
-        "comma list or repeated (default: chosen per output from its shape and the data)",
+        help=f"{'|'.join(metric_names())}, comma list or repeated (default: chosen per output "
+        "from its shape and the data)",
     )
-    parser.add_argument(
-        "--max-drop",
-        type=_non_negative,
-        metavar="X",
-        help="allowed worsening of task metrics in their unit: a fraction for accuracy-like "
-        "ones (0.01 = one point, their default), e.g. 0.001 for mse",
-    )
-    parser.add_argument("--min-snr", type=_finite, metavar="DB", help="smallest SNR (default 20)")
-    parser.add_argument(
-        "--min-cosine", type=_finite, metavar="C", help="smallest cosine similarity (default 0.99)"
-    )
-    parser.add_argument(
-        "--max-abs", type=_non_negative, metavar="E", help="largest absolute difference"
-    )
-    parser.add_argument(
-        "--min-agreement", type=_finite, metavar="A", help="smallest top-1 agreement (0.99)"
-    )
+    for row in THRESHOLD_TABLE:  # one flag per threshold: --max-drop, --min-snr...
+        parser.add_argument(
+            row.flag,
+            type=_non_negative if row.upper_limit else _finite,
+            metavar=row.metavar,
+            help=row.help,
+        )
     parser.add_argument(
         "--mode",
         choices=GATE_MODES,

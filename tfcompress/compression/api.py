@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from tfcompress.bench.thresholds import check_threshold_names
 from tfcompress.compression.advice import advise
 from tfcompress.compression.candidates import OBJECTIVES, check_choice, plan_ladder
 from tfcompress.compression.result import CompressionResult
@@ -21,17 +22,12 @@ def compress(
     *,
     representative_data: Any,
     eval_data: Any,
-    max_drop: float | None = None,
     target: str = "cpu",
     objective: str = "size",
     train_data: Any = None,
     time_budget_s: float | None = None,
     outputs: Sequence[str] | str | None = None,
     metrics: Sequence[str] | str | None = None,
-    min_snr: float | None = None,
-    min_cosine: float | None = None,
-    max_abs: float | None = None,
-    min_agreement: float | None = None,
     mode: str = "strict",
     confidence: float = 0.95,
     interval: str = "auto",
@@ -40,6 +36,7 @@ def compress(
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
+    **thresholds: float | None,
 ) -> CompressionResult:
     """Find the smallest (or fastest) artifact that passes the accuracy gate, and prove it.
 
@@ -63,8 +60,6 @@ def compress(
         representative_data: Calibration samples (any source :func:`tfcompress.load_data` reads).
         eval_data: Samples the gate judges on; with labels, task metrics (accuracy...), without,
             a label-free fidelity metric chosen as :func:`tfcompress.check_gate` chooses.
-        max_drop: Allowed worsening of task metrics, a fraction in [0, 1] (None: 0.01 for
-            accuracy-like metrics, as ``check_gate``).
         target: A registered target (:func:`tfcompress.targets.base.list_targets`): its
             gate and latency backends, the rungs it admits, its check and its rank apply.
             ``"cpu"``, ``"gpu"`` (gated and timed on LiteRT's GPU backend) or
@@ -75,10 +70,6 @@ def compress(
         time_budget_s: Wall-clock budget in seconds (None: no limit).
         outputs: Output names to gate (default: every output).
         metrics: Gate metrics (see :func:`tfcompress.check_gate`).
-        min_snr: Smallest SNR in dB.
-        min_cosine: Smallest cosine similarity.
-        max_abs: Largest absolute difference.
-        min_agreement: Smallest top-1 agreement.
         mode: ``"strict"``, ``"tolerant"`` or ``"proven"``.
         confidence: Level of the intervals.
         interval: ``"auto"``, ``"mcnemar"`` or ``"bootstrap"``.
@@ -88,6 +79,11 @@ def compress(
         seed: Seed of calibration subsets and training.
         safe_mode: See :func:`tfcompress.load_model` (paths only).
         progress: Print "attempt k of n" and the best so far on stderr.
+        **thresholds: The gate's thresholds, one keyword per row of
+            :data:`tfcompress.bench.thresholds.THRESHOLDS` as :func:`tfcompress.check_gate`
+            takes them; ``max_drop`` is a fraction in [0, 1] here (default 0.01 for
+            accuracy-like metrics), ``min_snr`` in dB, ``min_cosine``, ``max_abs``,
+            ``min_agreement``.
 
     Returns:
         The chosen artifact with every attempt; ``result.passed`` is False when none passed
@@ -111,23 +107,16 @@ def compress(
     from tfcompress.testing.judge import build_checks
     from tfcompress.testing.settings import GateSettings, parse_max_drop
 
-    if max_drop is not None:
-        max_drop = parse_max_drop(max_drop)
+    given = check_threshold_names(thresholds, where="compress")
+    if "max_drop" in given:
+        given["max_drop"] = parse_max_drop(given["max_drop"])  # a fraction here, as --max-drop
     device = get_target(target)
     check_choice(objective, OBJECTIVES, "objective")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidInputError(f"threads must be a positive integer, got {threads!r}.")
     budget = _budget(time_budget_s)
     names = [metrics] if isinstance(metrics, str) else list(metrics or ())
-    checks = build_checks(
-        [outputs] if isinstance(outputs, str) else outputs,
-        names,
-        max_drop=max_drop,
-        min_snr=min_snr,
-        min_cosine=min_cosine,
-        max_abs=max_abs,
-        min_agreement=min_agreement,
-    )
+    checks = build_checks([outputs] if isinstance(outputs, str) else outputs, names, **given)
     settings = GateSettings(
         mode=mode, backend=device.gate_backend, confidence=confidence, interval=interval
     )

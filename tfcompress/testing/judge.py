@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from tfcompress.bench.metrics import MetricDef, choose_metric, get_metric
+from tfcompress.bench.metrics import MetricDef, choose_metric, get_metric, task_metric_names
+from tfcompress.bench.thresholds import THRESHOLDS, check_threshold_names, implied_metric
 from tfcompress.errors import InvalidDataError, InvalidInputError
 from tfcompress.testing.report import GateReport
 from tfcompress.testing.settings import GateSettings, parse_max_drop
@@ -39,20 +40,8 @@ from tfcompress.testing.verdicts import judge_check
 
 __all__ = ["THRESHOLD_OPTIONS", "Check", "build_checks", "judge_outputs_by_name"]
 
-THRESHOLD_OPTIONS = {
-    "max_drop": "--max-drop",
-    "min_snr": "--min-snr",
-    "min_cosine": "--min-cosine",
-    "max_abs": "--max-abs",
-    "min_agreement": "--min-agreement",
-}
-_IMPLIED = {
-    "min_snr": "snr",
-    "min_cosine": "cosine",
-    "max_abs": "max_abs",
-    "min_agreement": "agreement",
-}
-_TASK_NAMES = "accuracy, topK, binary_accuracy, mse, mae, rmse, miou"
+#: Threshold keyword -> its CLI flag, from the threshold table.
+THRESHOLD_OPTIONS = {row.name: row.flag for row in THRESHOLDS}
 
 
 @dataclass(frozen=True)
@@ -115,12 +104,7 @@ class Check:
 def build_checks(
     outputs: Sequence[str] | None = None,
     metrics: Sequence[str] | None = None,
-    *,
-    max_drop: float | None = None,
-    min_snr: float | None = None,
-    min_cosine: float | None = None,
-    max_abs: float | None = None,
-    min_agreement: float | None = None,
+    **thresholds: float | None,
 ) -> tuple[Check, ...]:
     """Checks from CLI-style options: ``--output``, ``--metric`` and the threshold flags.
 
@@ -134,35 +118,26 @@ def build_checks(
     Args:
         outputs: Output names to check; None or empty checks every output.
         metrics: Metric names; None or empty lets the judge choose.
-        max_drop: Allowed worsening of task metrics, in the metric's unit.
-        min_snr: Smallest allowed snr, dB.
-        min_cosine: Smallest allowed cosine similarity, in [-1, 1].
-        max_abs: Largest allowed absolute difference, in the outputs' unit.
-        min_agreement: Smallest allowed top-1 agreement, in [0, 1].
+        **thresholds: One keyword per row of the threshold table
+            (:data:`tfcompress.bench.thresholds.THRESHOLDS`): ``max_drop`` (allowed
+            worsening of task metrics, in the metric's unit), ``min_snr`` (dB),
+            ``min_cosine`` (in [-1, 1]), ``max_abs`` (in the outputs' unit),
+            ``min_agreement`` (in [0, 1]); None values are ignored.
 
     Returns:
         One :class:`Check` per (output, metric).
 
     Raises:
         InvalidInputError: A threshold no requested metric uses (``min_snr`` with only
-            ``accuracy``; ``max_drop`` with only fidelity metrics), an unknown metric, or a
-            threshold out of range (cosine > 1, agreement > 1, negative max_drop).
+            ``accuracy``; ``max_drop`` with only fidelity metrics), an unknown metric or
+            threshold keyword, or a threshold out of range (cosine > 1, agreement > 1,
+            negative max_drop).
 
     Example:
         >>> [(c.metric, c.threshold) for c in build_checks(metrics=["top1", "snr"], max_drop=0.02)]
         [('accuracy', 0.02), ('snr', None)]
     """
-    given = {
-        name: value
-        for name, value in (
-            ("max_drop", max_drop),
-            ("min_snr", min_snr),
-            ("min_cosine", min_cosine),
-            ("max_abs", max_abs),
-            ("min_agreement", min_agreement),
-        )
-        if value is not None
-    }
+    given = check_threshold_names(thresholds, where="build_checks")
     names: list[str | None] = list(dict.fromkeys(outputs or ())) or [None]
     named = [get_metric(m) for m in metrics or ()]
     if "max_drop" in given and not any(
@@ -179,7 +154,7 @@ def build_checks(
         return tuple(
             Check(name, d.name, given.get(d.threshold_name)) for name in names for d in definitions
         )
-    implied = [(option, _IMPLIED[option]) for option in given if option != "max_drop"]
+    implied = [(option, implied_metric(option)) for option in given if implied_metric(option)]
     checks: list[Check] = []
     for name in names:
         if "max_drop" in given or not implied:
@@ -398,13 +373,15 @@ def _threshold(
 def _unused_option(option: str, definitions: list[MetricDef]) -> str:
     flag = THRESHOLD_OPTIONS[option]
     asked = ", ".join(d.name for d in definitions)
-    if option == "max_drop":
+    metric = implied_metric(option)
+    if metric is None:  # max_drop
         flags = ", ".join(THRESHOLD_OPTIONS[d.threshold_name] for d in definitions)
+        tasks = ", ".join(task_metric_names())
         return (
-            f"{flag} applies to task metrics ({_TASK_NAMES}), but --metric names only fidelity "
+            f"{flag} applies to task metrics ({tasks}), but --metric names only fidelity "
             f"metrics ({asked}); use {flags} for those."
         )
     return (
-        f"{flag} applies to the {_IMPLIED[option]} metric, but --metric names {asked}; add "
-        f"{_IMPLIED[option]} to --metric or drop {flag}."
+        f"{flag} applies to the {metric} metric, but --metric names {asked}; add "
+        f"{metric} to --metric or drop {flag}."
     )

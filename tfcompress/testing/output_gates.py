@@ -13,10 +13,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from tfcompress.bench.thresholds import check_threshold_names
 from tfcompress.errors import GateFailedError, InvalidInputError, UnsupportedModelError
 from tfcompress.testing.judge import Check, build_checks, judge_outputs_by_name
 from tfcompress.testing.result import GateReport
-from tfcompress.testing.settings import DEFAULT_BACKEND, GateSettings
+from tfcompress.testing.settings import DEFAULT_BACKEND, GateSettings, refuse_with_settings
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +39,6 @@ def check_gate(
     *,
     outputs: Sequence[str] | str | None = None,
     metrics: Sequence[str] | str | None = None,
-    max_drop: float | None = None,
-    min_snr: float | None = None,
-    min_cosine: float | None = None,
-    max_abs: float | None = None,
-    min_agreement: float | None = None,
     mode: str = "strict",
     backend: str = DEFAULT_BACKEND,
     confidence: float = 0.95,
@@ -50,6 +46,7 @@ def check_gate(
     threads: int = 1,
     checks: Sequence[Check] | None = None,
     settings: GateSettings | None = None,
+    **thresholds: float | None,
 ) -> GateReport:
     """Run both models on ``data`` and judge each (output, metric); a failed gate is returned.
 
@@ -66,12 +63,6 @@ def check_gate(
         outputs: Output names to gate (default: every output).
         metrics: Metric names (``accuracy``, ``top5``, ``binary_accuracy``, ``mse``, ``mae``,
             ``rmse``, ``miou``, ``snr``, ``cosine``, ``max_abs``, ``agreement``).
-        max_drop: Allowed worsening of task metrics, in the metric's unit (a fraction for
-            accuracy-like metrics); default 0.01 for those.
-        min_snr: Smallest allowed SNR in dB (default 20).
-        min_cosine: Smallest allowed cosine similarity (default 0.99).
-        max_abs: Largest allowed absolute difference (no default).
-        min_agreement: Smallest allowed top-1 agreement (default 0.99).
         mode: ``"strict"``, ``"tolerant"`` or ``"proven"`` (see :class:`GateSettings`).
         backend: Runtime of a ``.tflite`` candidate.
         confidence: Two-sided level of the intervals.
@@ -79,8 +70,13 @@ def check_gate(
         threads: CPU threads for LiteRT.
         checks: Ready-made checks; when given, the metric and threshold options above must
             be left out.
-        settings: Ready-made settings; when given, ``mode``/``backend``/``confidence``/
-            ``interval`` are taken from it.
+        settings: Ready-made settings; then ``mode``, ``backend``, ``confidence`` and
+            ``interval`` must be left at their defaults (refused otherwise, never ignored).
+        **thresholds: One keyword per row of the threshold table
+            (:data:`tfcompress.bench.thresholds.THRESHOLDS`): ``max_drop`` (allowed worsening
+            of task metrics in the metric's unit; default 0.01 for accuracy-like ones),
+            ``min_snr`` (dB, default 20), ``min_cosine`` (default 0.99), ``max_abs`` (no
+            default), ``min_agreement`` (default 0.99).
 
     Returns:
         The report: one verdict per (output, metric); ``report.passed`` when all pass.
@@ -102,6 +98,7 @@ def check_gate(
     from tfcompress.bench.paired import read_for_reference, run_model
     from tfcompress.models import model_name, model_signature
 
+    given = check_threshold_names(thresholds, where="check_gate")
     if settings is None:
         # max_drop travels on the checks (in each metric's unit), not as the default here.
         settings = GateSettings(
@@ -110,24 +107,17 @@ def check_gate(
             confidence=confidence,
             interval=interval,
         )
+    else:
+        refuse_with_settings(mode=mode, backend=backend, confidence=confidence, interval=interval)
     names = [metrics] if isinstance(metrics, str) else list(metrics or ())
     if isinstance(outputs, str):  # one output name, not its characters
         outputs = [outputs]
-    thresholds = (max_drop, min_snr, min_cosine, max_abs, min_agreement)
-    if checks is not None and (names or any(t is not None for t in thresholds)):
+    if checks is not None and (names or given):
         raise InvalidInputError(
             "pass either checks=[...] or the metric and threshold options, not both."
         )
     if checks is None:
-        checks = build_checks(
-            outputs,
-            names,
-            max_drop=max_drop,
-            min_snr=min_snr,
-            min_cosine=min_cosine,
-            max_abs=max_abs,
-            min_agreement=min_agreement,
-        )
+        checks = build_checks(outputs, names, **given)
     ref, cand = load_pair(reference, candidate, settings.backend)
     signature = model_signature(ref)
     dataset = read_for_reference(data, ref, "gate data")

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tfcompress.bench.thresholds import THRESHOLDS as THRESHOLD_TABLE
 from tfcompress.testing.plugin_options import (
-    IMPLIED,
     MARKER,
     MARKER_ARGUMENTS,
     SUITE_OPTIONS,
@@ -87,6 +87,8 @@ _RECORDER = "tfcompress-accuracy-gates"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register ``--tfc-*`` options and ``tfc_*`` ini keys."""
+    from tfcompress.bench.metrics import metric_names  # numpy: only once pytest asks
+
     group = parser.getgroup("tfcompress", "tfcompress accuracy and fidelity gates")
     group.addoption(
         "--tfc-max-drop",
@@ -108,21 +110,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=metrics_argument,
         default=None,
         metavar="NAMES",
-        help="metrics of gates that name none (comma list or repeated: accuracy, topK, "
-        "binary_accuracy, mse, mae, rmse, miou, snr, cosine, max_abs, agreement); default: "
-        "chosen per output",
+        help=f"metrics of gates that name none (comma list or repeated: "
+        f"{', '.join(metric_names())}); default: chosen per output",
     )
-    for key, what in (
-        ("min_snr", "smallest SNR in dB (default 20)"),
-        ("min_cosine", "smallest cosine similarity (default 0.99)"),
-        ("min_agreement", "smallest top-1 agreement (default 0.99)"),
-    ):
+    for row in THRESHOLD_TABLE:  # the fidelity thresholds a whole run may set
+        if not row.suite_default or row.metric is None:
+            continue  # max_drop has its own option above
         group.addoption(
-            SUITE_OPTIONS[key][0],
-            type=threshold_argument(key),
+            row.plugin_flag,
+            type=threshold_argument(row.name),
             default=None,
             metavar="X",
-            help=f"{what} wherever {IMPLIED[key]} is judged without a threshold of its own",
+            help=f"{row.help} wherever {row.metric} is judged without a threshold of its own",
         )
     group.addoption(
         "--tfc-gate-report",
@@ -140,9 +139,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("tfc_max_drop", "default allowed drop of accuracy-like metrics", default="")
     parser.addini("tfc_backend", "default runtime backend of gates", default="")
     parser.addini("tfc_metric", "default metrics of gates (comma list)", default="")
-    parser.addini("tfc_min_snr", "default smallest SNR of gates, dB", default="")
-    parser.addini("tfc_min_cosine", "default smallest cosine similarity of gates", default="")
-    parser.addini("tfc_min_agreement", "default smallest top-1 agreement of gates", default="")
+    for row in THRESHOLD_TABLE:
+        if row.suite_default and row.metric is not None:
+            parser.addini(row.ini_key, f"default {row.meaning} of gates", default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -24,29 +24,26 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tfcompress.bench.thresholds import THRESHOLDS as THRESHOLD_TABLE
+from tfcompress.bench.thresholds import threshold_names
+
 if TYPE_CHECKING:
     from tfcompress.testing.result import GateReport
     from tfcompress.testing.settings import GateSettings
 
 MARKER = "accuracy_gate"
-THRESHOLDS = ("max_drop", "min_snr", "min_cosine", "max_abs", "min_agreement")
+THRESHOLDS = threshold_names()
 _SETTINGS_KEYS = ("mode", "backend", "confidence", "interval", "resamples", "seed")
 MARKER_ARGUMENTS = ("outputs", "metrics", "metric", *THRESHOLDS, *_SETTINGS_KEYS)
 # Options set for the whole run: key -> (command-line option, ini key). Thresholds here are
 # defaults (see the module docstring); max_drop is the default of fraction task metrics.
 SUITE_OPTIONS = {
-    "max_drop": ("--tfc-max-drop", "tfc_max_drop"),
     "backend": ("--tfc-backend", "tfc_backend"),
     "metrics": ("--tfc-metric", "tfc_metric"),
-    "min_snr": ("--tfc-min-snr", "tfc_min_snr"),
-    "min_cosine": ("--tfc-min-cosine", "tfc_min_cosine"),
-    "min_agreement": ("--tfc-min-agreement", "tfc_min_agreement"),
+    **{row.name: (row.plugin_flag, row.ini_key) for row in THRESHOLD_TABLE if row.suite_default},
 }
-IMPLIED = {  # threshold -> the metric it asks for
-    "min_snr": "snr",
-    "min_cosine": "cosine",
-    "max_abs": "max_abs",
-    "min_agreement": "agreement",
+IMPLIED = {  # threshold -> the metric it asks for (max_drop judges every task metric)
+    row.name: row.metric for row in THRESHOLD_TABLE if row.metric is not None
 }
 _ARGUMENT_OF_FLAG = {"metric": "metrics", **{k.replace("_", "-"): k for k in THRESHOLDS}}
 _TEST_SOURCES = ("marker", "call")

@@ -12,13 +12,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tfcompress.bench.metrics import MetricLike, resolve_metric
+from tfcompress.bench.thresholds import DEFAULT_MAX_DROP
 from tfcompress.errors import InvalidInputError
 from tfcompress.testing.stats import INTERVAL_METHODS
 
 __all__ = ["DEFAULT_BACKEND", "DEFAULT_MAX_DROP", "GATE_MODES", "GateSettings", "parse_max_drop"]
 
 GATE_MODES = ("strict", "tolerant", "proven")
-DEFAULT_MAX_DROP = 0.01
 DEFAULT_BACKEND = "cpu"
 
 
@@ -161,3 +161,28 @@ def _number(value: Any, what: str) -> float:
     if math.isnan(number):
         raise InvalidInputError(f"{what} must be a number, got NaN.")
     return number
+
+
+def refuse_with_settings(**options: Any) -> None:
+    """Refuse options that ``settings=`` already fixes, unless left at their defaults.
+
+    A function that takes ready-made :class:`GateSettings` and the loose options they hold
+    must not let one silently win: an option changed from its default next to ``settings=``
+    is an error.
+
+    Raises:
+        InvalidInputError: An option given a non-default value next to ``settings=``.
+
+    Example:
+        >>> refuse_with_settings(mode="strict", confidence=0.95)
+        >>> refuse_with_settings(mode="tolerant")  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        tfcompress.errors.InvalidInputError: ...
+    """
+    defaults = GateSettings()
+    changed = [name for name, value in options.items() if value != getattr(defaults, name)]
+    if changed:
+        raise InvalidInputError(
+            f"settings= already holds {', '.join(changed)}: set it on the GateSettings, or "
+            "drop settings=."
+        )
