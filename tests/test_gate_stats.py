@@ -289,10 +289,16 @@ def test_result_message_and_dict() -> None:
     for text in ("FAILED (strict)", "+15.00 pt", "60 samples", "int8.tflite", "-40.00 pt"):
         assert text in message
     data = result.to_dict()
-    for key in ("reference_accuracy", "candidate_accuracy", "drop", "ci_low", "ci_high", "passed"):
-        assert key in data
     assert data["passed"] is False and data["samples"] == 60 and data["mode"] == "strict"
-    assert data["reference_accuracy"] == 1.0 and data["candidate_accuracy"] == pytest.approx(0.85)
+    (check,) = data["checks"]
+    assert (check["metric"], check["threshold_name"], check["threshold"]) == (
+        "accuracy",
+        "max_drop",
+        0.01,
+    )
+    assert check["reference_score"] == 1.0 and check["candidate_score"] == pytest.approx(0.85)
+    assert check["drop"] == pytest.approx(0.15) and check["ci_low"] < 0.15 < check["ci_high"]
+    assert [c["label"] for c in check["per_class"]] == [2, 0, 1]
     error = AccuracyGateError(result)
     assert isinstance(error, GateFailedError) and isinstance(error, AssertionError)
     assert error.exit_code == 1 and error.result is result and "+15.00 pt" in str(error)
@@ -313,7 +319,9 @@ def test_top5_and_callable_metrics() -> None:
     )
     assert result.difference.method == "bootstrap" and result.difference.p_value is None
     assert result.drop == pytest.approx(mean_true_prob(labels, outputs) * 0.5, rel=1e-5)
-    assert result.passed
+    assert result.passed and result.only.metric == "mean_true_prob"
+    # a metric function gets per-class scores too, worst change first
+    assert len(result.per_class) == 6 and result.per_class[0].change <= result.per_class[-1].change
 
 
 def test_different_output_shapes_are_rejected() -> None:
@@ -356,3 +364,14 @@ def test_settings_accept_strings_and_edges() -> None:
     assert GateSettings(metric="top1").interval_method == "mcnemar"
     assert GateSettings(metric="top3").top_k == 3
     assert GateSettings().to_dict()["metric"] == "accuracy"
+
+
+@pytest.mark.parametrize("gate", ["check_gate", "check_accuracy_drop"])
+def test_settings_next_to_an_option_it_holds_is_refused(gate: str) -> None:
+    import tfcompress.testing as testing
+
+    # Refused before any model is read: nothing here is a model.
+    with pytest.raises(InvalidInputError, match="settings= already holds mode"):
+        getattr(testing, gate)("ref", "cand", "data", settings=GateSettings(), mode="tolerant")
+    with pytest.raises(InvalidInputError, match="unknown option"):
+        testing.check_gate("ref", "cand", "data", min_snrr=20)

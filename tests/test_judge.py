@@ -11,7 +11,7 @@ import pytest
 from tfcompress.errors import InvalidDataError, InvalidInputError
 from tfcompress.testing import GateSettings, clopper_pearson
 from tfcompress.testing.judge import Check, build_checks, judge_outputs_by_name
-from tfcompress.testing.result import GateReport
+from tfcompress.testing.report import GateReport
 from tfcompress.testing.stats import paired_metric_difference
 
 RNG = np.random.default_rng(0)

@@ -31,7 +31,7 @@ from tfcompress.targets.onnx.ort_quantize import CALIBRATION_METHODS
 if TYPE_CHECKING:
     from tfcompress.bench.accuracy import Evaluation
     from tfcompress.testing.judge import Check
-    from tfcompress.testing.result import GateReport
+    from tfcompress.testing.report import GateReport
 
 logger = logging.getLogger(__name__)
 

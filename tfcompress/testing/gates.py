@@ -1,24 +1,35 @@
-"""Accuracy-drop gates: fail when a compressed artifact lost more accuracy than allowed.
+"""The single-output accuracy gate: one classifier output, one metric, over :func:`check_gate`.
 
-Both models are scored on the same samples, the candidate through the runtime it is deployed
-with, and the drop is judged with paired statistics (see :mod:`tfcompress.testing.stats`).
+:func:`check_accuracy_drop` and :func:`assert_accuracy_drop` are thin wrappers: they refuse
+a model with several inputs or outputs and a metric that cannot score a classifier, then run
+:func:`~tfcompress.testing.output_gates.check_gate` with that one metric and return its
+:class:`~tfcompress.testing.report.GateReport`, the report every gate returns. A metric
+function (``metric=fn``) is judged like a named metric (see
+:mod:`tfcompress.bench.custom_metric`). :func:`judge_outputs` judges outputs the caller has
+already computed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tfcompress.bench.metrics import MetricLike, correct_top_k, get_metric, resolve_metric
-from tfcompress.errors import GateFailedError, InvalidInputError
-from tfcompress.testing.result import ClassChange, GateResult
-from tfcompress.testing.settings import DEFAULT_BACKEND, DEFAULT_MAX_DROP, GateSettings
-from tfcompress.testing.stats import PairedDifference, paired_difference, paired_metric_difference
+from tfcompress.bench.metrics import MetricLike, get_metric, resolve_metric
+from tfcompress.errors import InvalidInputError
+from tfcompress.testing.judge import Check, judge_outputs_by_name
+from tfcompress.testing.output_gates import GateError, check_gate, load_pair
+from tfcompress.testing.report import GateReport
+from tfcompress.testing.settings import (
+    DEFAULT_BACKEND,
+    DEFAULT_MAX_DROP,
+    GateSettings,
+    refuse_with_settings,
+)
 
 if TYPE_CHECKING:
+    from tfcompress.bench.metric_def import MetricDef
     from tfcompress.models.signature import ModelSignature
 
 logger = logging.getLogger(__name__)
@@ -30,15 +41,16 @@ __all__ = [
     "judge_outputs",
 ]
 
-_TOLERANCE = 1e-12  # drops are ratios of counts; keep 0.01 == 1/100 from failing on rounding
+_OUTPUT = "output"  # the name judge_outputs gives the one output it is handed
 
 
-class AccuracyGateError(GateFailedError):
-    """An accuracy gate failed; :attr:`result` holds the full :class:`GateResult`."""
+class AccuracyGateError(GateError):
+    """An accuracy gate failed: :attr:`report` (also :attr:`result`) holds every verdict."""
 
-    def __init__(self, result: GateResult) -> None:
-        super().__init__(result.explain())
-        self.result = result
+    @property
+    def result(self) -> GateReport:
+        """The failed gate's report (the name this error used to carry)."""
+        return self.report
 
 
 def judge_outputs(
@@ -51,31 +63,32 @@ def judge_outputs(
     candidate: str = "candidate",
     reference_backend: str = "",
     backend: str = "",
-) -> GateResult:
+) -> GateReport:
     """Judge a candidate from both models' outputs on the same labelled samples.
 
     Use this when you ran the models yourself; :func:`check_accuracy_drop` runs them for you.
+    The one output is named ``"output"`` in the report.
 
     Args:
         labels: Integer class per sample.
         reference_outputs: Reference outputs, one row per sample.
         candidate_outputs: Candidate outputs, same shape and sample order.
-        settings: Threshold, metric, mode and interval.
+        settings: Threshold (``max_drop``), metric (a name or a function), mode and interval.
         reference: Reference display name.
         candidate: Candidate display name.
         reference_backend: Where the reference ran (for the report).
         backend: Where the candidate ran.
 
     Returns:
-        The verdict; it does not raise when the gate fails.
+        The report; it does not raise when the gate fails.
 
     Raises:
         InvalidInputError: Outputs of different shapes or not one row per label.
 
     Example:
-        >>> result = judge_outputs(y, ref_probs, q_probs, settings=GateSettings())  # doctest: +SKIP
-        >>> result.passed  # doctest: +SKIP
-        True
+        >>> report = judge_outputs(y, ref_probs, q_probs, settings=GateSettings())  # doctest: +SKIP
+        >>> report.passed, report.drop  # doctest: +SKIP
+        (True, 0.002)
     """
     labels = np.asarray(labels).reshape(-1)
     ref_out, cand_out = np.asarray(reference_outputs), np.asarray(candidate_outputs)
@@ -90,27 +103,16 @@ def judge_outputs(
             f"{len(labels)} labels but outputs for {ref_out.shape[:1]} samples; pass one output "
             "row per labelled sample."
         )
-    method = settings.interval_method
-    stats = {
-        "confidence": settings.confidence,
-        "resamples": settings.resamples,
-        "seed": settings.seed,
-    }
-    k = settings.top_k
-    if k is not None:
-        ref_ok, cand_ok = correct_top_k(labels, ref_out, k), correct_top_k(labels, cand_out, k)
-        difference = paired_difference(ref_ok, cand_ok, method=method, **stats)
-        per_class = _per_class(
-            labels, lambda m: float(ref_ok[m].mean()), lambda m: float(cand_ok[m].mean())
-        )
-    else:
-        ref_score = _scorer(settings.metric, labels, ref_out)
-        cand_score = _scorer(settings.metric, labels, cand_out)
-        difference = paired_metric_difference(ref_score, cand_score, len(labels), **stats)
-        per_class = _per_class(labels, ref_score, cand_score)
-    passed = _passes(settings.mode, difference, settings.max_drop)
-    return GateResult(
-        reference, candidate, reference_backend, backend, settings, difference, per_class, passed
+    return judge_outputs_by_name(
+        {_OUTPUT: labels},
+        {_OUTPUT: ref_out},
+        {_OUTPUT: cand_out},
+        checks=[Check(_OUTPUT, _metric(settings), settings.max_drop)],
+        settings=settings,
+        reference=reference,
+        candidate=candidate,
+        reference_backend=reference_backend,
+        backend=backend,
     )
 
 
@@ -127,14 +129,14 @@ def check_accuracy_drop(
     interval: str = "auto",
     threads: int = 1,
     settings: GateSettings | None = None,
-) -> GateResult:
+) -> GateReport:
     """Score both models on ``data`` and judge the drop, without raising when it fails.
 
-    For a classifier with one input and one output. The metric is checked against the
-    output before anything is scored: accuracy of a box regression or of a segmentation
-    mask is refused, as is a model with several inputs or outputs; gate those with
-    :func:`~tfcompress.testing.output_gates.check_gate`, which judges every output with the
-    metric it needs (and works without labels).
+    For a classifier with one input and one output: :func:`check_gate` with one metric. The
+    metric is checked against the output before anything is judged: accuracy of a box
+    regression or of a segmentation mask is refused, as is a model with several inputs or
+    outputs; gate those with :func:`~tfcompress.testing.output_gates.check_gate`, which
+    judges every output with the metric it needs (and works without labels).
 
     Args:
         reference: The model the candidate must match (Keras model, ``.tflite`` or a path).
@@ -147,10 +149,11 @@ def check_accuracy_drop(
         confidence: Two-sided level of the interval.
         interval: ``"auto"``, ``"mcnemar"`` or ``"bootstrap"``.
         threads: CPU threads for LiteRT.
-        settings: Ready-made settings; when given, the options above are ignored.
+        settings: Ready-made settings; then the options above must keep their defaults
+            (one changed next to ``settings=`` is refused, never ignored).
 
     Returns:
-        The verdict.
+        The report (one verdict); ``report.drop``, ``report.per_class`` read it.
 
     Raises:
         InvalidInputError: Bad options, different output shapes, a model with several
@@ -162,53 +165,46 @@ def check_accuracy_drop(
         BackendUnavailableError: The backend cannot run here (no GPU, no Edge TPU...).
 
     Example:
-        >>> result = check_accuracy_drop(model, "model_int8.tflite", "test.npz")  # doctest: +SKIP
+        >>> report = check_accuracy_drop(model, "model_int8.tflite", "test.npz")  # doctest: +SKIP
+        >>> report.passed, report.drop  # doctest: +SKIP
+        (True, 0.0008)
     """
-    from tfcompress.bench.paired import run_model
-    from tfcompress.data import Dataset, load_data, validate_for_model
     from tfcompress.models import model_name, model_signature
-    from tfcompress.testing.output_gates import display_names, load_pair
 
+    options = {
+        "max_drop": max_drop,
+        "metric": metric,
+        "backend": backend,
+        "mode": mode,
+        "confidence": confidence,
+        "interval": interval,
+    }
     if settings is None:
-        settings = GateSettings(
-            max_drop=max_drop,
-            metric=metric,
-            mode=mode,
-            backend=backend,
-            confidence=confidence,
-            interval=interval,
-        )
+        settings = GateSettings(**options)
+    else:
+        refuse_with_settings(**options)
     ref, cand = load_pair(reference, candidate, settings.backend)
     signature = model_signature(ref)
     _refuse_several_tensors(signature, model_name(ref))
-    spec, output = signature.inputs[0], signature.output_names[0]
-    raw = load_data(data, sample_rank=len(spec.sample_shape))
-    what = "gate data"
-    if raw.y is None:
-        validate_for_model(raw, spec, require_labels=True, what=what)  # raises: no labels
-    samples = Dataset({spec.name: validate_for_model(Dataset(raw.x), spec, what=what).x})
-    names = display_names(model_name(ref), model_name(cand))
-    ref_run = run_model(ref, samples, signature, name=names[0], threads=threads)
-    ref_out = ref_run.outputs[output]
-    # Refuse a metric that means nothing for this output (accuracy of a box or a mask)
-    # before scoring it, on the labels as given (not yet turned into class ids).
-    _check_metric_fits(settings, _one_label_array(raw.y), ref_out, output)
-    labels = validate_for_model(raw, spec, require_labels=True, what=what).y
-    cand_run = run_model(
-        cand, samples, signature, name=names[1], backend=settings.backend, threads=threads
-    )
-    result = judge_outputs(
-        labels,
-        ref_out,
-        cand_run.outputs[output],
-        settings=settings,
-        reference=names[0],
-        candidate=names[1],
-        reference_backend=ref_run.backend,
-        backend=cand_run.backend,
-    )
-    logger.debug("%s", result)
-    return result
+    output = signature.output_names[0]
+    try:
+        report = check_gate(
+            ref,
+            cand,
+            data,
+            checks=[Check(output, _metric(settings), settings.max_drop)],
+            settings=settings,
+            threads=threads,
+        )
+    except InvalidInputError as error:
+        if "means nothing" not in str(error) and "needs class scores" not in str(error):
+            raise
+        raise InvalidInputError(
+            f"{str(error).rstrip('.')}; check_accuracy_drop scores classifiers only: gate "
+            "this output with tfcompress.testing.check_gate, which takes that metric."
+        ) from error
+    logger.debug("%s", report.headline())
+    return report
 
 
 def assert_accuracy_drop(
@@ -223,7 +219,7 @@ def assert_accuracy_drop(
     confidence: float = 0.95,
     interval: str = "auto",
     threads: int = 1,
-) -> GateResult:
+) -> GateReport:
     """Fail (raise) when ``candidate`` lost more than ``max_drop`` against ``reference``.
 
     Modes: ``"strict"`` fails when the measured drop exceeds ``max_drop``; ``"tolerant"`` only
@@ -244,7 +240,7 @@ def assert_accuracy_drop(
         threads: CPU threads for LiteRT.
 
     Returns:
-        The verdict of a passing gate.
+        The report of a passing gate.
 
     Raises:
         AccuracyGateError: The gate failed (a :class:`~tfcompress.errors.GateFailedError` and
@@ -256,7 +252,7 @@ def assert_accuracy_drop(
         >>> q = tfcompress.quantize(model, recipe="int8", representative_data=x)  # doctest: +SKIP
         >>> assert_accuracy_drop(model, q.model, (x_test, y_test), max_drop=0.01)  # doctest: +SKIP
     """
-    result = check_accuracy_drop(
+    report = check_accuracy_drop(
         reference,
         candidate,
         data,
@@ -268,9 +264,19 @@ def assert_accuracy_drop(
         interval=interval,
         threads=threads,
     )
-    if not result.passed:
-        raise AccuracyGateError(result)
-    return result
+    if not report.passed:
+        raise AccuracyGateError(report)
+    return report
+
+
+def _metric(settings: GateSettings) -> str | MetricDef:
+    """The settings' metric as a check takes it: a name, or a metric function's definition."""
+    from tfcompress.bench.custom_metric import function_metric
+
+    if callable(settings.metric):
+        return function_metric(settings.metric)
+    resolve_metric(settings.metric)  # top1 / topK only, as this gate always took
+    return get_metric(settings.metric_name).name
 
 
 def _refuse_several_tensors(signature: ModelSignature, name: str) -> None:
@@ -283,64 +289,3 @@ def _refuse_several_tensors(signature: ModelSignature, name: str) -> None:
         f"({', '.join(signature.output_names)}); use tfcompress.testing.check_gate, which "
         "judges each output by name, with or without labels."
     )
-
-
-def _one_label_array(labels: Any) -> Any:
-    """The labels as given; None for labels of several outputs (refused later, as before)."""
-    if isinstance(labels, dict):
-        return next(iter(labels.values())) if len(labels) == 1 else None
-    return labels
-
-
-def _check_metric_fits(
-    settings: GateSettings, labels: Any, outputs: np.ndarray, output: str
-) -> None:
-    """Refuse a named metric that cannot score ``outputs`` against ``labels``.
-
-    A callable metric is the user's own and is not checked.
-
-    Raises:
-        InvalidInputError: The metric means nothing for this output (accuracy of a box
-            regression or of a segmentation mask); the message names ``check_gate``.
-        InvalidDataError: Labels that do not fit the output (class ids out of range...).
-    """
-    if callable(settings.metric) or labels is None:
-        return
-    definition = get_metric(settings.metric_name).for_reference(outputs)
-    try:
-        definition.validate(labels, outputs, output=output)
-    except InvalidInputError as error:
-        raise InvalidInputError(
-            f"{str(error).rstrip('.')}; check_accuracy_drop scores classifiers only: gate "
-            "this output with tfcompress.testing.check_gate, which takes that metric."
-        ) from error
-
-
-def _passes(mode: str, difference: PairedDifference, max_drop: float) -> bool:
-    bound = {"strict": difference.drop, "tolerant": difference.ci_low, "proven": difference.ci_high}
-    return bound[mode] <= max_drop + _TOLERANCE
-
-
-def _scorer(
-    metric: MetricLike, labels: np.ndarray, outputs: np.ndarray
-) -> Callable[[np.ndarray], float]:
-    score = resolve_metric(metric)[1]
-
-    def on(indices: np.ndarray) -> float:
-        return float(score(labels[indices], outputs[indices]))
-
-    return on
-
-
-def _per_class(
-    labels: np.ndarray,
-    reference_score: Callable[[np.ndarray], float],
-    candidate_score: Callable[[np.ndarray], float],
-) -> tuple[ClassChange, ...]:
-    changes = []
-    for label in np.unique(labels):
-        mask = np.flatnonzero(labels == label)
-        changes.append(
-            ClassChange(int(label), int(mask.size), reference_score(mask), candidate_score(mask))
-        )
-    return tuple(sorted(changes, key=lambda c: (c.change, c.label)))

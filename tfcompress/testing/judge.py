@@ -50,7 +50,9 @@ class Check:
 
     Attributes:
         output: Output name; None checks every output.
-        metric: Metric name (canonicalised, e.g. ``"top1"`` -> ``"accuracy"``); None lets
+        metric: Metric name (canonicalised, e.g. ``"top1"`` -> ``"accuracy"``), or a
+            :class:`~tfcompress.bench.metric_def.MetricDef` of the caller's own (a metric
+            function, see :mod:`tfcompress.bench.custom_metric`); None lets
             :func:`~tfcompress.bench.metrics.choose_metric` pick one per output.
         threshold: In the metric's unit, for its :attr:`MetricDef.threshold_name`; None
             takes the default. With ``metric=None`` it is a ``max_drop`` and applies where
@@ -65,7 +67,7 @@ class Check:
     """
 
     output: str | None = None
-    metric: str | None = None
+    metric: str | MetricDef | None = None
     threshold: float | None = None
 
     def __post_init__(self) -> None:
@@ -75,7 +77,8 @@ class Check:
             )
         if self.metric is not None:
             definition = get_metric(self.metric)
-            object.__setattr__(self, "metric", definition.name)
+            if not isinstance(self.metric, MetricDef):  # a name: keep the canonical one
+                object.__setattr__(self, "metric", definition.name)
             if self.threshold is not None:
                 option = THRESHOLD_OPTIONS[definition.threshold_name]
                 value = definition.check_threshold(self.threshold, source=option)

@@ -16,7 +16,7 @@ from typing import Any
 from tfcompress.bench.thresholds import check_threshold_names
 from tfcompress.errors import GateFailedError, InvalidInputError, UnsupportedModelError
 from tfcompress.testing.judge import Check, build_checks, judge_outputs_by_name
-from tfcompress.testing.result import GateReport
+from tfcompress.testing.report import GateReport
 from tfcompress.testing.settings import DEFAULT_BACKEND, GateSettings, refuse_with_settings
 
 logger = logging.getLogger(__name__)

@@ -63,7 +63,7 @@ from tfcompress.testing.plugin_report import (
 )
 
 if TYPE_CHECKING:
-    from tfcompress.testing.result import GateReport, GateResult
+    from tfcompress.testing.report import GateReport
 
 __all__ = [
     "MARKER",
@@ -208,12 +208,12 @@ class AccuracyGate:
             raise pytest.UsageError(f"{request.node.nodeid}: {MARKER}: {error}") from None
         self.settings = self.options.settings
         self.sources = dict(self.options.sources)
-        self.results: list[GateReport | GateResult] = []
+        self.results: list[GateReport] = []
         self._calls = 0
 
     def __call__(
         self, reference: Any, candidate: Any, data: Any, *, threads: int = 1, **overrides: Any
-    ) -> GateReport | GateResult:
+    ) -> GateReport:
         """Gate ``candidate`` against ``reference`` on ``data``, every output.
 
         Args:
@@ -227,11 +227,11 @@ class AccuracyGate:
                 ``mode=``...).
 
         Returns:
-            The report of a passing gate (a ``GateResult`` for a legacy metric function).
+            The report of a passing gate.
 
         Raises:
             GateError: A verdict failed; the message is the report's explanation
-                (``AccuracyGateError`` for a legacy metric function).
+                (an ``AccuracyGateError`` for a metric function's single-output gate).
             InvalidInputError: Bad overrides, or options that fit no output.
             TypeError: An unknown keyword.
         """
@@ -239,7 +239,6 @@ class AccuracyGate:
         from tfcompress.errors import BackendUnavailableError, InvalidInputError
         from tfcompress.testing.gates import AccuracyGateError, check_accuracy_drop
         from tfcompress.testing.output_gates import GateError, check_gate
-        from tfcompress.testing.result import GateReport
 
         unknown = sorted(set(overrides) - set(MARKER_ARGUMENTS))
         if unknown:
@@ -256,7 +255,7 @@ class AccuracyGate:
         index, self._calls = self._calls, self._calls + 1
         try:
             if options.metric_function is not None:
-                outcome: GateReport | GateResult = check_accuracy_drop(
+                outcome = check_accuracy_drop(
                     reference, candidate, data, settings=options.settings, threads=threads
                 )
             else:
@@ -283,9 +282,8 @@ class AccuracyGate:
         for record in gate_records(outcome, index):
             self._record(record, options, None)
         if not outcome.passed:
-            if isinstance(outcome, GateReport):
-                raise GateError(outcome)
-            raise AccuracyGateError(outcome)  # a legacy metric function's GateResult
+            function = options.metric_function is not None
+            raise AccuracyGateError(outcome) if function else GateError(outcome)
         return outcome
 
     def _record(self, record: dict[str, Any], options: GateOptions, reason: str | None) -> None:

@@ -28,7 +28,7 @@ from tfcompress.bench.thresholds import THRESHOLDS as THRESHOLD_TABLE
 from tfcompress.bench.thresholds import threshold_names
 
 if TYPE_CHECKING:
-    from tfcompress.testing.result import GateReport
+    from tfcompress.testing.report import GateReport
     from tfcompress.testing.settings import GateSettings
 
 MARKER = "accuracy_gate"

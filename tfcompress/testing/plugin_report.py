@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from tfcompress.testing.result import GateReport, GateResult
+    from tfcompress.testing.report import GateReport
 
 logger = logging.getLogger(__name__)
 
@@ -52,40 +52,17 @@ _CLASSES_IN_REPORT = 10  # as Verdict.to_dict keeps
 _REPORT_VERSION = 2  # 2: one record per (gate call, output, metric)
 
 
-def gate_records(outcome: GateReport | GateResult, index: int) -> list[dict[str, Any]]:
+def gate_records(outcome: GateReport, index: int) -> list[dict[str, Any]]:
     """One JSON-ready record per verdict of one gate call (the ``--tfc-gate-report`` rows).
 
     Args:
-        outcome: What the gate returned (a ``GateResult`` for a legacy metric function).
+        outcome: What the gate returned.
         index: Which gate call of the test this was, from 0.
 
     Returns:
         The records, with the version-1 names (``reference_accuracy``, ``max_drop``...)
         alongside where they apply.
     """
-    from tfcompress.testing.result import GateReport
-
-    status = "passed" if outcome.passed else "failed"
-    if not isinstance(outcome, GateReport):  # a legacy metric function: one verdict
-        data = outcome.to_dict()
-        return [
-            {
-                "index": index,
-                "status": status,
-                "passed": outcome.passed,
-                "output": None,
-                "metric": data["metric"],
-                "kind": "task",
-                "reference_score": data["reference_accuracy"],
-                "candidate_score": data["candidate_accuracy"],
-                "value": data["drop"],
-                "threshold_name": "max_drop",
-                "threshold": data["max_drop"],
-                **{k: v for k, v in data.items() if k not in ("passed", "metric")},
-                "per_class": data["per_class"][:_CLASSES_IN_REPORT],  # worst first
-                "gate_passed": outcome.passed,
-            }
-        ]
     records = []
     for verdict in outcome.verdicts:
         data = verdict.to_dict()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tfcompress.bench.metric_def import MetricDef
 from tfcompress.report.table import format_table
@@ -18,13 +18,35 @@ from tfcompress.testing.estimates import MetricEstimate
 from tfcompress.testing.settings import GateSettings
 from tfcompress.testing.stats import PairedDifference
 
-if TYPE_CHECKING:  # per_class rows; result.py imports this module to re-export it
-    from tfcompress.testing.result import ClassChange
+__all__ = ["ClassChange", "GateReport", "Verdict"]
 
-__all__ = ["GateReport", "Verdict"]
-
-WORST_CLASSES_SHOWN = 5  # per-class rows a failure message lists (GateResult's too)
+WORST_CLASSES_SHOWN = 5  # per-class rows a failure message lists
 _TOLERANCE = 1e-12  # drops are ratios of counts; keep 0.01 == 1/100 from failing on rounding
+
+
+@dataclass(frozen=True)
+class ClassChange:
+    """Score of both models on the samples of one class."""
+
+    label: int
+    samples: int
+    reference_score: float
+    candidate_score: float
+
+    @property
+    def change(self) -> float:
+        """Candidate minus reference (negative = the class lost accuracy)."""
+        return self.candidate_score - self.reference_score
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON reports."""
+        return {
+            "label": self.label,
+            "samples": self.samples,
+            "reference_accuracy": round(self.reference_score, 6),
+            "candidate_accuracy": round(self.candidate_score, 6),
+            "change": round(self.change, 6),
+        }
 
 
 @dataclass(frozen=True)
@@ -286,6 +308,57 @@ class GateReport:
     def failures(self) -> tuple[Verdict, ...]:
         """The verdicts that failed, in order."""
         return tuple(v for v in self.verdicts if not v.passed)
+
+    # -- the one verdict of a single-output gate (check_accuracy_drop) -------------------
+    @property
+    def only(self) -> Verdict:
+        """The verdict of a gate with exactly one check (``check_accuracy_drop``).
+
+        Raises:
+            ValueError: The gate has several verdicts: read :attr:`verdicts` or
+                :meth:`verdict` instead.
+        """
+        if len(self.verdicts) != 1:
+            raise ValueError(
+                f"this gate has {len(self.verdicts)} verdicts; read report.verdicts or "
+                "report.verdict(output, metric)."
+            )
+        return self.verdicts[0]
+
+    @property
+    def drop(self) -> float:
+        """The one task verdict's drop (reference minus candidate, in the metric's unit)."""
+        return self.only.value
+
+    @property
+    def ci_low(self) -> float | None:
+        """Lower bound of the one verdict's interval."""
+        return self.only.ci_low
+
+    @property
+    def ci_high(self) -> float | None:
+        """Upper bound of the one verdict's interval."""
+        return self.only.ci_high
+
+    @property
+    def reference_accuracy(self) -> float | None:
+        """The reference's score on the one verdict's metric (accuracy by default)."""
+        return self.only.reference_score
+
+    @property
+    def candidate_accuracy(self) -> float:
+        """The candidate's score on the one verdict's metric."""
+        return self.only.candidate_score
+
+    @property
+    def per_class(self) -> tuple[ClassChange, ...]:
+        """The one verdict's per-class scores, worst change first."""
+        return self.only.per_class
+
+    @property
+    def difference(self) -> PairedDifference | None:
+        """The one verdict's paired drop (McNemar or bootstrap), with its p-value if any."""
+        return self.only.difference
 
     def verdict(self, output: str, metric: str | None = None) -> Verdict:
         """The verdict of ``output`` (and ``metric``, needed when the output has several).

@@ -23,8 +23,7 @@ from tfcompress.testing.estimates import (
     point_estimate,
     proportion_estimate,
 )
-from tfcompress.testing.report import Verdict
-from tfcompress.testing.result import ClassChange
+from tfcompress.testing.report import ClassChange, Verdict
 from tfcompress.testing.settings import GateSettings
 from tfcompress.testing.stats import PairedDifference, paired_difference, paired_metric_difference
 
@@ -154,7 +153,7 @@ def _drop(
         higher_is_better=metric.higher_is_better,
         **options,
     )
-    return difference, ()
+    return difference, _per_class_scores(metric, ref_target, ref_rows, cand_rows)
 
 
 def _fidelity(
@@ -184,6 +183,34 @@ def _bootstrap_options(settings: GateSettings) -> dict[str, Any]:
         "resamples": settings.resamples,
         "seed": settings.seed,
     }
+
+
+def _per_class_scores(
+    metric: MetricDef, target: np.ndarray, ref_rows: np.ndarray, cand_rows: np.ndarray
+) -> tuple[ClassChange, ...]:
+    """Both models' score per class, for accuracy-like metrics without per-sample correctness.
+
+    Only where the labels are one class id per sample and the metric is a fraction where
+    higher is better (a metric function such as a mean true-class probability).
+    """
+    flat = np.asarray(target).reshape(len(target), -1)
+    if flat.shape[1] != 1 or flat.dtype.kind not in "iu":
+        return ()
+    if not (metric.higher_is_better and metric.unit == "fraction"):
+        return ()
+    labels = flat[:, 0]
+    changes = []
+    for label in np.unique(labels):
+        indices = np.flatnonzero(labels == label)
+        changes.append(
+            ClassChange(
+                int(label),
+                int(indices.size),
+                float(metric.aggregate(ref_rows[indices])),
+                float(metric.aggregate(cand_rows[indices])),
+            )
+        )
+    return tuple(sorted(changes, key=lambda c: (c.change, c.label)))
 
 
 def _per_class(
