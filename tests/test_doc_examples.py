@@ -235,12 +235,14 @@ def test_shown_cli_keys_are_emitted(
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    import tfcompress
     from tfcompress.cli import main
 
     # The real CLI (argparse, model loading, output and JSON) with the training stubbed out:
     # the keys come from TrainingResult.to_dict() and the CLI, whatever training produced.
-    monkeypatch.setattr(tfcompress, command, lambda model, **_: _stub_training_result(command))
+    # The verb lives in tfcompress/training/<command>.py (the package's attribute of that name
+    # is the function itself, so the module is looked up by its import name).
+    module = importlib.import_module(f"tfcompress.training.{command}")
+    monkeypatch.setattr(module, command, lambda model, **_: _stub_training_result(command))
     data = str(tiny_files["data"])
     out = tmp_path / "out.tflite"
     argv = [command, str(tiny_files["model"]), "--train", data, "--val", data]

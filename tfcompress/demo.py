@@ -102,10 +102,12 @@ def run_demo(
     Example:
         >>> print(run_demo(epochs=1))  # doctest: +SKIP
     """
-    import tfcompress
+    from tfcompress.bench.accuracy import evaluate
+    from tfcompress.compression.api import compress
     from tfcompress.compression.report import check_compress_report_dir
     from tfcompress.models import check_output_path
     from tfcompress.quantization import list_recipes
+    from tfcompress.quantization.ptq import quantize
     from tfcompress.samples.cnn import small_cnn, train_classifier
     from tfcompress.samples.datasets import mnist
 
@@ -129,12 +131,12 @@ def run_demo(
     results = {}
     for recipe in recipes:
         logger.info("quantizing with %s", recipe)
-        results[recipe] = tfcompress.quantize(
+        results[recipe] = quantize(
             model, recipe=recipe, representative_data=split.train, progress=progress
         )
     reference = next(iter(results.values())).reference
     variants = {"float32": reference, **{name: r.model for name, r in results.items()}}
-    evaluation = tfcompress.evaluate({"keras": model, **variants}, split.test, progress=progress)
+    evaluation = evaluate({"keras": model, **variants}, split.test, progress=progress)
     rows = [VariantRow("keras", None, evaluation["keras"].score)]
     rows += [VariantRow(n, v.size_bytes, evaluation[n].score) for n, v in variants.items()]
     written: list[Path] = []
@@ -145,7 +147,7 @@ def run_demo(
             path = Path(out_dir) / f"mnist_cnn_{name}.tflite"
             written.append(write_bytes_atomic(path, variant.content, overwrite=overwrite))
     logger.info("compressing to a %g-point gate", DEMO_MAX_DROP * 100)
-    compression = tfcompress.compress(
+    compression = compress(
         model,
         representative_data=split.train,
         eval_data=split.test,

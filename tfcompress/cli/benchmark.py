@@ -103,7 +103,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     """Benchmark, print the table (or JSON), write reports; exit 2 when a row failed."""
-    import tfcompress
+    from tfcompress.bench.harness import benchmark
     from tfcompress.errors import InvalidInputError, UnsupportedModelError
 
     # A flag that no row would honour is refused, never ignored.
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
                 f"{flags[backend]} applies to the {backend} backend, which --backend does not "
                 f"name ({','.join(args.backend)}); add {backend} to --backend or drop the flag."
             )
-    result = tfcompress.benchmark(
+    result = benchmark(
         args.artifacts,
         data=args.data,
         backends=tuple(args.backend),

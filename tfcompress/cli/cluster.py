@@ -34,12 +34,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     """Cluster, write the .tflite atomically, report."""
-    import tfcompress
+    from tfcompress.training.cluster import cluster
 
     return run_training(
         args,
         out,
-        tfcompress.cluster,
+        cluster,
         clusters=args.clusters,
         then=None if args.then == "float32" else args.then,
         qat_epochs=args.qat_epochs,

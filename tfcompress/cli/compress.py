@@ -100,7 +100,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         ...       "--max-drop", "0.01", "--out", "m.tflite"])  # doctest: +SKIP
         0
     """
-    import tfcompress
+    from tfcompress.compression.api import compress
     from tfcompress.compression.report import check_compress_report_dir
     from tfcompress.errors import InvalidInputError
     from tfcompress.models import check_output_path, load_model
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     if args.report:
         check_compress_report_dir(args.report, overwrite=args.force)
     model = load_model(args.model, safe_mode=not args.unsafe)
-    result = tfcompress.compress(
+    result = compress(
         model,
         representative_data=args.data,
         eval_data=args.eval_data,

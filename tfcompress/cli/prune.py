@@ -44,12 +44,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     """Prune, write the .tflite atomically, report."""
-    import tfcompress
+    from tfcompress.training.prune import prune
 
     return run_training(
         args,
         out,
-        tfcompress.prune,
+        prune,
         target_sparsity=args.sparsity,
         schedule=args.schedule,
         structure=args.structure,

@@ -36,6 +36,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     """Run QAT, write the int8 .tflite atomically, report."""
-    import tfcompress
+    from tfcompress.training.qat import qat
 
-    return run_training(args, out, tfcompress.qat, preserve=args.preserve)
+    return run_training(args, out, qat, preserve=args.preserve)

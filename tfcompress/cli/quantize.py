@@ -186,11 +186,12 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         ... # doctest: +SKIP
         0
     """
-    import tfcompress
+    from tfcompress.bench.accuracy import evaluate
     from tfcompress.bench.paired import read_for_reference
     from tfcompress.errors import InvalidInputError
     from tfcompress.models import check_output_path, load_model
     from tfcompress.quantization.float_ops import describe_float_ops
+    from tfcompress.quantization.ptq import quantize
     from tfcompress.testing.judge import build_checks
 
     if args.list_recipes:
@@ -219,7 +220,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     model = load_model(args.model, safe_mode=not args.unsafe)
     # The test data is matched to the model now: a mismatch costs nothing, not a conversion.
     eval_set = read_for_reference(args.eval_data, model, "--eval data") if args.eval_data else None
-    result = tfcompress.quantize(
+    result = quantize(
         model,
         format=args.format,
         recipe=args.recipe,
@@ -241,7 +242,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     # recipe float32 is the reference itself; two equal names would collapse into one row
     name = args.recipe if args.recipe != "float32" else "float32 (output)"
     if eval_set is not None:
-        evaluation = tfcompress.evaluate(
+        evaluation = evaluate(
             {"float32": result.reference, name: result.model},
             eval_set,
             metric=flat(args.metric) or None,

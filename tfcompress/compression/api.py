@@ -98,7 +98,7 @@ def compress(
         UnsupportedModelError: ``target="edgetpu"`` for a model with no fully-integer form.
 
     Example:
-        >>> result = tfcompress.compress(model, representative_data=calib, eval_data=test,
+        >>> result = compress(model, representative_data=calib, eval_data=test,
         ...     max_drop=0.01)  # doctest: +SKIP
         >>> result.chosen.name, result.save("model.tflite")  # doctest: +SKIP
     """
@@ -223,11 +223,11 @@ def _rank(state: SearchState, seed: int) -> Any:
 
 def _worst_tensors(state: SearchState, rung: Any, seed: int) -> list[str]:
     """The int8 tensors of LiteRT Quantizer's attempt, lowest SNR first (on the eval data)."""
-    import tfcompress
     from tfcompress.compression.build import recipe_from_data
+    from tfcompress.quantization.ptq import quantize
 
     try:
-        result = tfcompress.quantize(
+        result = quantize(
             state.reference,
             recipe=recipe_from_data(rung.recipe["recipe"]),
             engine=rung.recipe["engine"],
@@ -236,8 +236,8 @@ def _worst_tensors(state: SearchState, rung: Any, seed: int) -> list[str]:
         )
     except ConversionError:
         return []
+    from tfcompress.data.calibration import calibration_set
     from tfcompress.models.signature import model_signature
-    from tfcompress.quantization.calibration import calibration_set
     from tfcompress.quantization.layer_errors import MAX_SAMPLES, measure_layer_errors
 
     samples = calibration_set(
@@ -265,10 +265,10 @@ def _sensitive_note(state: SearchState) -> tuple[str, ...]:
 
 
 def _float32(reference: Any, calibration: Any, seed: int) -> bytes:
-    import tfcompress
+    from tfcompress.quantization.ptq import quantize
 
     try:
-        return tfcompress.quantize(
+        return quantize(
             reference, recipe="float32", representative_data=calibration, seed=seed
         ).model_content
     except ConversionError as error:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
 from tfcompress.errors import InvalidInputError
-from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES
 from tfcompress.targets.base import Target, get_target
 
 OBJECTIVES = ("size", "latency")

@@ -34,10 +34,10 @@ def measure_latency(content: bytes, *, backend: str, threads: int, name: str) ->
         >>> measure_latency(data, backend="cpu", threads=1, name="int8")  # doctest: +SKIP
         0.412
     """
-    import tfcompress
+    from tfcompress.bench.harness import benchmark
     from tfcompress.models import TFLiteModel
 
-    result = tfcompress.benchmark(
+    result = benchmark(
         {name: TFLiteModel(content, label=name, verified=True)},
         backends=(backend,),
         threads=(threads,),

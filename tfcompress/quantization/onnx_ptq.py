@@ -16,12 +16,12 @@ from typing import Any, ClassVar
 
 from tfcompress._compat.keras import flavour_of
 from tfcompress.data import DataLike
+from tfcompress.data.calibration import calibration_for
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.loading import ModelLike, model_name, resolve_model
 from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
-from tfcompress.quantization.calibration import calibration_for
 from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES, RecipeData
 from tfcompress.targets.onnx import ort_quantize
 from tfcompress.targets.onnx.export import DEFAULT_OPSET, OPSETS, export_onnx

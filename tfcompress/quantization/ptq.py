@@ -12,12 +12,12 @@ from tqdm.auto import tqdm
 
 from tfcompress._compat.tf import tensorflow
 from tfcompress.data import DataLike, Dataset
+from tfcompress.data.calibration import calibration_for, calibration_set
 from tfcompress.data.validation import check_count
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
-from tfcompress.quantization.calibration import calibration_for, calibration_set
 from tfcompress.quantization.converter import Configure, convert_all
 from tfcompress.quantization.engines import choose_engine, converter_float_nodes
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
+from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
 from tfcompress.errors import InvalidInputError
 from tfcompress.quantization.rules import Rule, coerce_rules
 
@@ -20,9 +21,6 @@ BLOCK_SIZES = (32, 64, 128)
 
 Configure = Callable[[Any, "Recipe", Any], None]  # (converter, recipe, tensorflow module)
 
-#: Representative samples that calibrate activation ranges unless a recipe says otherwise
-#: (the converter, ONNX Runtime, fine-tuned exports and compress all start from this).
-DEFAULT_CALIBRATION_SAMPLES = 200
 #: Artifact formats :func:`tfcompress.quantize` makes.
 FORMATS = ("tflite", "onnx")
 

@@ -29,14 +29,14 @@ from tqdm.auto import tqdm
 
 from tfcompress._compat.tf import tensorflow
 from tfcompress.data import DataLike, Dataset
+from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES, calibration_set
 from tfcompress.data.validation import check_count
 from tfcompress.errors import ConversionError, InvalidDataError, InvalidInputError
 from tfcompress.models.loading import ModelLike, model_name, resolve_model
 from tfcompress.models.signature import model_signature
 from tfcompress.models.tflite_file import read_tflite
-from tfcompress.quantization.calibration import calibration_set
 from tfcompress.quantization.converter import Conversion, convert_all
-from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES, Recipe
+from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.selective_names import (
     check_nodes,
     float_name,

@@ -24,7 +24,8 @@ def build_gate_models(root: Path) -> dict[str, Path]:
     """Train, damage, convert and save everything into ``root``; return the paths."""
     import keras
 
-    import tfcompress
+    from tfcompress.bench.accuracy import evaluate
+    from tfcompress.quantization.ptq import quantize
     from tfcompress.samples.datasets import digits
 
     split = digits(seed=0)
@@ -49,19 +50,19 @@ def build_gate_models(root: Path) -> dict[str, Path]:
     }
     model.save(paths["reference"])
     _dense_net(12, "wide").save(paths["wide"])
-    tfcompress.quantize(model, recipe="int8", representative_data=split.train).save(paths["int8"])
-    tfcompress.quantize(damaged, recipe="float32").save(paths["damaged"])
+    quantize(model, recipe="int8", representative_data=split.train).save(paths["int8"])
+    quantize(damaged, recipe="float32").save(paths["damaged"])
     np.savez(paths["test"], x=split.test.x, y=split.test.y)
     np.savez(paths["unlabelled"], x=split.test.x)
     # Run a .tflite once so LiteRT is imported here, not first inside an in-process pytester
     # run (which would unload it again afterwards).
-    tfcompress.evaluate(paths["int8"], split.test.take(8))
+    evaluate(paths["int8"], split.test.take(8))
     return paths
 
 
 def build_two_head_models(root: Path) -> dict[str, Path]:
     """Train the two-head CNN 3 epochs on digits, quantize it to int8, save the test frames."""
-    import tfcompress
+    from tfcompress.quantization.ptq import quantize
     from tfcompress.samples.datasets import digits
     from tfcompress.samples.tasks import train_two_head, two_head_cnn, two_input_data
 
@@ -75,7 +76,7 @@ def build_two_head_models(root: Path) -> dict[str, Path]:
         "two_head_test": root / "two_head_test.npz",
     }
     model.save(paths["two_head"])
-    int8 = tfcompress.quantize(model, recipe="int8", representative_data=train)
+    int8 = quantize(model, recipe="int8", representative_data=train)
     int8.save(paths["two_head_int8"])
     np.savez(paths["two_head_frames"], **test.x)
     labels = {f"y_{name}": array for name, array in test.y.items()}

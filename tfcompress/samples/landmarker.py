@@ -107,10 +107,10 @@ def shipped_variants(model: Any) -> dict[str, bytes]:
         >>> sorted(shipped_variants(model))  # doctest: +SKIP
         ['float', 'float16', 'mediapipe', 'no_signature', 'old_opcodes']
     """
-    import tfcompress
+    from tfcompress.quantization.ptq import quantize
 
-    float32 = tfcompress.quantize(model, recipe="float32").model_content
-    float16 = tfcompress.quantize(model, recipe="float16").model_content
+    float32 = quantize(model, recipe="float32").model_content
+    float16 = quantize(model, recipe="float16").model_content
     return {
         variant: _with_quirks(float16 if variant in ("float16", "mediapipe") else float32, variant)
         for variant in VARIANTS
@@ -136,12 +136,12 @@ def shipped_tflite(model: Any, variant: str = "mediapipe") -> bytes:
         >>> shipped_tflite(model, "old_opcodes")[4:8]  # doctest: +SKIP
         b'TFL3'
     """
-    import tfcompress
+    from tfcompress.quantization.ptq import quantize
 
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
     recipe = "float16" if variant in ("float16", "mediapipe") else "float32"
-    return _with_quirks(tfcompress.quantize(model, recipe=recipe).model_content, variant)
+    return _with_quirks(quantize(model, recipe=recipe).model_content, variant)
 
 
 def _with_quirks(content: bytes, variant: str) -> bytes:

@@ -35,7 +35,8 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         >>> measure_candidate(task)["latency_ms"]  # doctest: +SKIP
         1.27
     """
-    import tfcompress
+    from tfcompress.bench.harness import benchmark
+    from tfcompress.quantization.ptq import quantize
 
     started = time.perf_counter()
     stage = "build"
@@ -45,7 +46,7 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         _perturb(model, int(task["seed"]))
         stage = "int8 conversion"
         calibration = resize_images(task["calibration"], int(task["candidate"]["resolution"]))
-        quantized = tfcompress.quantize(
+        quantized = quantize(
             model, recipe="int8", representative_data=calibration, seed=int(task["seed"])
         )
         stage = "target budgets"
@@ -55,7 +56,7 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         }
         stage = "latency measurement"
         name = f"{task['candidate']['family']}_int8"
-        result = tfcompress.benchmark(
+        result = benchmark(
             {name: quantized.model_content},
             backends=[target.latency_backend],
             threads=[int(task["threads"])],

@@ -36,8 +36,9 @@ def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
     """
     import numpy as np
 
-    import tfcompress
     from tfcompress._compat.keras import KerasFlavour, keras_module
+    from tfcompress.bench.accuracy import evaluate
+    from tfcompress.quantization.ptq import quantize
 
     started = time.perf_counter()
     stage = "build"
@@ -67,7 +68,7 @@ def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
         recalibrate_batch_norm(model, x_train, keras)
         train_seconds = time.perf_counter() - trained
         stage = "int8 conversion"
-        quantized = tfcompress.quantize(
+        quantized = quantize(
             model,
             recipe="int8",
             representative_data=x_train,
@@ -75,7 +76,7 @@ def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
             seed=int(task["seed"]),
         )
         stage = "int8 evaluation"
-        evaluation = tfcompress.evaluate(
+        evaluation = evaluate(
             quantized.model_content,
             (x_val, y_val),
             metric="accuracy",

@@ -13,11 +13,12 @@ import numpy as np
 
 from tfcompress._compat.tf import tensorflow
 from tfcompress.data import Dataset
+from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
 from tfcompress.errors import ConversionError, InvalidInputError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel
 from tfcompress.models.signature import ModelSignature
 from tfcompress.quantization.converter import Conversion, convert, convert_all
-from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES, Recipe
+from tfcompress.quantization.recipes import Recipe
 from tfcompress.runtime import default_backend
 from tfcompress.training.coverage import LayerCoverage
 from tfcompress.training.gating import judge_export

@@ -33,6 +33,7 @@ from types import ModuleType
 from typing import Any
 
 from tfcompress.data import DataLike
+from tfcompress.data.calibration import calibration_set
 from tfcompress.errors import (
     ConversionError,
     InvalidInputError,
@@ -43,7 +44,6 @@ from tfcompress.models.loading import TFLiteModel, model_name, resolve_model
 from tfcompress.models.probe import probe_model
 from tfcompress.models.signature import model_signature
 from tfcompress.models.tflite_file import read_tflite
-from tfcompress.quantization.calibration import calibration_set
 from tfcompress.quantization.engines.check import check_against_plan
 from tfcompress.quantization.engines.plan import litert_recipe, plan_ops
 from tfcompress.quantization.engines.prepare import prepare_float_tflite

@@ -34,9 +34,9 @@ from tfcompress._compat.onnx import (
 )
 from tfcompress._files import PathLike
 from tfcompress.data import DataLike, Dataset
+from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.onnx import OnnxModel
-from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES
 
 logger = logging.getLogger(__name__)
 
@@ -305,9 +305,9 @@ def quantize_onnx_static(
         >>> int8 = quantize_onnx_static("m.onnx", x_train, "m_int8.onnx")  # doctest: +SKIP
     """
     from tfcompress._files import check_output_path, write_bytes_atomic
+    from tfcompress.data.calibration import calibration_set
     from tfcompress.models.loading import resolve_model
     from tfcompress.models.signature import model_signature
-    from tfcompress.quantization.calibration import calibration_set
 
     source = model if isinstance(model, OnnxModel) else resolve_model(model)
     if not isinstance(source, OnnxModel):

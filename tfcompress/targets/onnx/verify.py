@@ -102,7 +102,7 @@ def verification_feed(
             unknown dimensions besides the batch.
     """
     if sample_data is not None:
-        from tfcompress.quantization.calibration import calibration_set
+        from tfcompress.data.calibration import calibration_set
 
         chosen = calibration_set(
             signature, sample_data, limit=MAX_VERIFY_SAMPLES, seed=0, what="sample data"

@@ -1,5 +1,8 @@
 """The representative-data adapter shared by every quantization path (``.tflite`` and ``.onnx``).
 
+It sits with the data it adapts, below every transform that calibrates (the converter, ONNX
+Runtime's quantizer under ``targets/onnx``, LiteRT Quantizer, fine-tuned exports).
+
 Calibration data is read with :func:`tfcompress.data.load_data`, checked against every
 input of the model by name, stripped of labels and cut to a seeded random subset, the same
 way whichever converter calibrates on it.
@@ -24,6 +27,10 @@ from tfcompress.errors import InvalidInputError
 from tfcompress.models.signature import ModelSignature
 
 logger = logging.getLogger(__name__)
+
+#: Representative samples that calibrate activation ranges unless a recipe says otherwise
+#: (the converter, ONNX Runtime, LiteRT Quantizer, fine-tuned exports and compress).
+DEFAULT_CALIBRATION_SAMPLES = 200
 
 
 def calibration_for(
