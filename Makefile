@@ -18,7 +18,7 @@ demo: install
 	$(BIN)/python -m tfcompress demo
 
 test: install lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 lint: install
 	$(BIN)/ruff check .
