@@ -107,7 +107,7 @@ def recalibrate_batch_norm(model: Any, x: Any, keras: Any) -> None:
     keras.applications builds MobileNets with momentum 0.999: after the few hundred steps
     of a selection schedule the moving statistics have moved about a quarter of the way from
     their initial values, and evaluation (which uses them) scores near chance whatever the
-    weights learned (MobileNetV2 w0.35 on 2,000 digits, 3 epochs: 9.9% before, 45.2% after).
+    weights learned (``benchmarks/selection_batchnorm.py`` measures both scores).
     Re-estimating them once after training, as once-for-all NAS does for its sub-networks,
     gives each candidate the statistics of its own trained weights. No weight is changed.
 
