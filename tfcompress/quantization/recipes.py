@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import InitVar, asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
 from tfcompress.errors import InvalidInputError
@@ -24,7 +24,7 @@ class RecipeSpec:
     needs_calibration: bool
     io_types: tuple[str, ...]
     configure: Configure
-    float_fallback: bool = False  # may keep ops without an integer kernel in float
+    integer_activations: bool = False  # integer activations: ``integer_only`` applies
 
 
 _RECIPES: dict[str, RecipeSpec] = {}
@@ -36,7 +36,7 @@ def register_recipe(
     summary: str,
     needs_calibration: bool,
     io_types: tuple[str, ...],
-    float_fallback: bool = False,
+    integer_activations: bool = False,
 ) -> Callable[[Configure], Configure]:
     """Register the converter settings of recipe ``name``.
 
@@ -45,8 +45,8 @@ def register_recipe(
         summary: One line for listings.
         needs_calibration: The recipe calibrates activation ranges on representative data.
         io_types: dtypes the model's input and output may take.
-        float_fallback: The recipe quantizes activations to integers and may keep ops that
-            have no integer kernel in float (``Recipe(..., float_fallback=True)``).
+        integer_activations: The recipe quantizes activations to integers: ops without an
+            integer kernel stay float unless ``Recipe(..., integer_only=True)``.
 
     Returns:
         A decorator registering ``configure(converter, recipe, tf)``.
@@ -58,7 +58,7 @@ def register_recipe(
 
     def decorate(configure: Configure) -> Configure:
         _RECIPES[name] = RecipeSpec(
-            name, summary, needs_calibration, io_types, configure, float_fallback
+            name, summary, needs_calibration, io_types, configure, integer_activations
         )
         return configure
 
@@ -95,6 +95,8 @@ class RecipeData:
     """
 
     kind: ClassVar[str] = "recipe"  # how messages name it
+    #: Keys older versions wrote that the constructor still reads (and translates).
+    legacy_keys: ClassVar[frozenset[str]] = frozenset()
 
     def with_options(self: Self, **changes: Any) -> Self:
         """A copy with ``changes`` applied (None values are ignored)."""
@@ -112,7 +114,7 @@ class RecipeData:
     def from_dict(cls: type[Self], data: dict[str, Any]) -> Self:
         """Build from :meth:`to_dict` output; unknown keys are an error."""
         known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        unknown = set(data) - known
+        unknown = set(data) - known - cls.legacy_keys
         if unknown:
             raise InvalidInputError(
                 f"unknown {cls.kind} fields {sorted(unknown)}; allowed: {sorted(known)}."
@@ -136,31 +138,45 @@ class Recipe(RecipeData):
         output_type: dtype of the model output (same choices as ``input_type``).
         per_channel: Per-channel weight scales (more accurate); False for per-tensor.
         calibration_samples: Representative samples used to calibrate activation ranges.
-        float_fallback: ``int8``/``int16x8`` only: keep ops that have no integer kernel in
-            float (between DEQUANTIZE and QUANTIZE) instead of refusing the model; the result
-            lists them as ``float_ops``.
+        integer_only: ``int8``/``int16x8`` only: refuse a model with ops that have no
+            integer kernel instead of keeping them in float, as integer-only hardware (the
+            Edge TPU, microcontrollers) needs. Off by default, as in the TFLite converter:
+            such ops run in float between DEQUANTIZE and QUANTIZE and the result lists them
+            as ``float_ops``.
         batch_size: A static batch dimension for the file (e.g. 1 for the Edge TPU, whose
             compiler needs every shape fixed); None keeps the model's own (usually dynamic).
         float_nodes: ``int8`` only: op output tensors to keep in float (the converter's
             ``denylisted_nodes``; names as :func:`~tfcompress.quantization.selective.rank_layers`
             reports them), everything else quantized. See ``docs/quantization.md``.
 
+    The constructor and :meth:`from_dict` still read ``float_fallback``, the option older
+    versions had (and wrote into every recipe's JSON): ``float_fallback=True`` is today's
+    default, ``float_fallback=False`` on ``int8``/``int16x8`` means ``integer_only=True``,
+    so an old report replays the recipe it recorded.
+
     Example:
         >>> Recipe.from_json(Recipe("int8", input_type="uint8").to_json()).input_type
         'uint8'
+        >>> Recipe.from_dict({"name": "int8", "float_fallback": False}).integer_only
+        True
     """
+
+    legacy_keys: ClassVar[frozenset[str]] = frozenset({"float_fallback"})
 
     name: str
     input_type: str = "float32"
     output_type: str = "float32"
     per_channel: bool = True
     calibration_samples: int = 200
-    float_fallback: bool = False
+    integer_only: bool = False
     batch_size: int | None = None
     float_nodes: tuple[str, ...] = ()
+    float_fallback: InitVar[bool | None] = None  # the older spelling, see above
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, float_fallback: bool | None) -> None:
         spec = recipe_spec(self.name)
+        if float_fallback is not None:
+            object.__setattr__(self, "integer_only", _from_float_fallback(self, float_fallback))
         # JSON gives a list back: store a tuple, so a replayed recipe equals the original.
         object.__setattr__(self, "float_nodes", _check_float_nodes(self.name, self.float_nodes))
         for option in ("input_type", "output_type"):
@@ -182,15 +198,14 @@ class Recipe(RecipeData):
             raise InvalidInputError(
                 f"batch_size must be a positive integer or None, got {self.batch_size!r}."
             )
-        if not isinstance(self.float_fallback, bool):
+        if not isinstance(self.integer_only, bool):
             raise InvalidInputError(
-                f"float_fallback must be True or False, got {self.float_fallback!r}."
+                f"integer_only must be True or False, got {self.integer_only!r}."
             )
-        if self.float_fallback and not spec.float_fallback:
-            allowed = ", ".join(n for n, s in _RECIPES.items() if s.float_fallback)
+        if self.integer_only and not spec.integer_activations:
             raise InvalidInputError(
-                f"recipe {self.name!r} has no integer activations to fall back from; "
-                f"float_fallback applies to {allowed}."
+                f"recipe {self.name!r} keeps float activations, so it cannot be integer-only; "
+                f"integer_only applies to {', '.join(integer_recipes())}."
             )
 
     @property
@@ -202,6 +217,35 @@ class Recipe(RecipeData):
     def coerce(cls, recipe: str | Recipe) -> Recipe:
         """Accept a recipe name or a :class:`Recipe`."""
         return recipe if isinstance(recipe, Recipe) else cls(str(recipe))
+
+
+def integer_recipes() -> list[str]:
+    """The recipes with integer activations (where ``integer_only`` applies).
+
+    Example:
+        >>> integer_recipes()
+        ['int8', 'int16x8']
+    """
+    return [n for n, s in _RECIPES.items() if s.integer_activations]
+
+
+def _from_float_fallback(recipe: Recipe, float_fallback: Any) -> bool:
+    """``integer_only`` from the older ``float_fallback`` option (see :class:`Recipe`)."""
+    if not isinstance(float_fallback, bool):
+        raise InvalidInputError(f"float_fallback must be True or False, got {float_fallback!r}.")
+    if not recipe_spec(recipe.name).integer_activations:
+        if float_fallback:
+            raise InvalidInputError(
+                f"recipe {recipe.name!r} has no integer activations to fall back from; "
+                f"float_fallback applies to {', '.join(integer_recipes())}."
+            )
+        return recipe.integer_only  # older versions wrote float_fallback=False everywhere
+    if float_fallback and recipe.integer_only:
+        raise InvalidInputError(
+            "float_fallback=True and integer_only=True contradict each other; float fallback "
+            "is the default now: drop float_fallback."
+        )
+    return not float_fallback
 
 
 def _check_float_nodes(recipe: str, nodes: Any) -> tuple[str, ...]:
@@ -259,17 +303,18 @@ def _float16(converter: Any, recipe: Recipe, tf: Any) -> None:
 
 def _with_fallback(ops: list[Any], recipe: Recipe, tf: Any) -> list[Any]:
     # TFLITE_BUILTINS next to the integer set is the converter's documented "allow float"
-    # switch (QuantizationMode.is_allow_float): ops without an integer kernel stay float
-    # between DEQUANTIZE and QUANTIZE instead of failing the conversion.
-    return [*ops, tf.lite.OpsSet.TFLITE_BUILTINS] if recipe.float_fallback else ops
+    # switch (QuantizationMode.is_allow_float), and its behaviour when no ops are set: ops
+    # without an integer kernel stay float between DEQUANTIZE and QUANTIZE instead of
+    # failing the conversion. integer_only leaves the integer set alone.
+    return ops if recipe.integer_only else [*ops, tf.lite.OpsSet.TFLITE_BUILTINS]
 
 
 @register_recipe(
     "int8",
-    summary="full integer: int8 weights and activations",
+    summary="int8 weights and activations (ops without an int8 kernel stay float)",
     needs_calibration=True,
     io_types=("float32", "int8", "uint8"),
-    float_fallback=True,
+    integer_activations=True,
 )
 def _int8(converter: Any, recipe: Recipe, tf: Any) -> None:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -285,7 +330,7 @@ def _int8(converter: Any, recipe: Recipe, tf: Any) -> None:
     summary="int16 activations, int8 weights",
     needs_calibration=True,
     io_types=("float32", "int16"),
-    float_fallback=True,
+    integer_activations=True,
 )
 def _int16x8(converter: Any, recipe: Recipe, tf: Any) -> None:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]

@@ -1,10 +1,10 @@
 """``quantize(..., target="edgetpu")``: the recipe the compiler wants, and its verdict next to ours.
 
-The Edge TPU runs full-integer models with every shape fixed, so the target turns the
-``int8`` recipe into uint8 (or int8) inputs and outputs at a static batch of 1. After the
-conversion the linter predicts what the compiler will map; where ``edgetpu_compiler`` is
-installed (or given) it runs too, and where the two disagree the verdict lists each
-difference and trusts the compiler, which is what the device will run.
+The Edge TPU runs full-integer models with every shape fixed, so the target makes the
+``int8`` recipe integer-only, with uint8 (or int8) inputs and outputs at a static batch of
+1. After the conversion the linter predicts what the compiler will map; where
+``edgetpu_compiler`` is installed (or given) it runs too, and where the two disagree the
+verdict lists each difference and trusts the compiler, which is what the device will run.
 
 Example:
     >>> result = tfcompress.quantize(
@@ -56,38 +56,57 @@ def check_target(target: str | None, *, compiler: object) -> None:
 
 
 def edgetpu_options(
-    recipe: object, *, input_type: str | None, output_type: str | None, float_fallback: bool | None
+    recipe: object,
+    *,
+    input_type: str | None,
+    output_type: str | None,
+    integer_only: bool | None,
+    batch_size: int | None = None,
 ) -> dict[str, Any]:
     """The recipe options the Edge TPU compiler needs, after refusing what it cannot run.
+
+    The Edge TPU runs integer ops only, so the target is integer-only: a model with an op
+    that has no int8 kernel is refused (the linter would find the float op anyway, and the
+    compiler would leave everything after it on the CPU). Every later integer-only target
+    follows the same rule.
 
     Args:
         recipe: The recipe asked for (a name or a ``Recipe``).
         input_type: The input dtype asked for (None: uint8, what Coral's examples feed).
         output_type: The output dtype asked for (None: the input's).
-        float_fallback: Whether ops without an integer kernel may stay float.
+        integer_only: What the caller asked for (None: nothing; False, i.e. float
+            fallback asked for, is refused).
+        batch_size: The static batch asked for (None: 1).
 
     Returns:
-        Options for ``Recipe.with_options``: the I/O types and ``batch_size=1``.
+        Options for ``Recipe.with_options``: the I/O types, ``integer_only=True`` and
+        ``batch_size=1``.
 
     Raises:
         InvalidInputError: A recipe other than ``int8``, float I/O, float fallback, or a
             batch size other than 1.
+
+    Example:
+        >>> edgetpu_options("int8", input_type=None, output_type=None, integer_only=None)
+        {'input_type': 'uint8', 'output_type': 'uint8', 'integer_only': True, 'batch_size': 1}
     """
     name = getattr(recipe, "name", recipe)
     if name != "int8":
         raise InvalidInputError(
             f"the Edge TPU runs full-integer models only: use the int8 recipe, not {name!r}."
         )
-    if float_fallback or getattr(recipe, "float_fallback", False):
+    if integer_only is False:
         raise InvalidInputError(
-            "float fallback leaves ops in float, which the Edge TPU cannot run: drop "
-            "--float-fallback for --target edgetpu (the linter then names the op to replace)."
+            "float fallback leaves ops in float, which the Edge TPU cannot run: --target "
+            "edgetpu is integer-only; drop --float-fallback (the linter then names the op "
+            "to replace)."
         )
-    if getattr(recipe, "batch_size", None) not in (None, 1):
-        raise InvalidInputError(
-            f"the Edge TPU compiler needs a static batch of 1, not batch_size="
-            f"{getattr(recipe, 'batch_size', None)}; drop it from the recipe."
-        )
+    for asked in (batch_size, getattr(recipe, "batch_size", None)):
+        if asked not in (None, 1):
+            raise InvalidInputError(
+                f"the Edge TPU compiler needs a static batch of 1, not batch_size={asked}; "
+                "drop it (--target edgetpu fixes the batch at 1)."
+            )
     chosen_input = input_type or _recipe_type(recipe, "input_type") or "uint8"
     chosen_output = output_type or _recipe_type(recipe, "output_type") or chosen_input
     for option, value in (("input_type", chosen_input), ("output_type", chosen_output)):
@@ -96,7 +115,12 @@ def edgetpu_options(
                 f"{option}={value!r}: the Edge TPU takes {' or '.join(IO_TYPES)} inputs and "
                 "outputs (uint8 by default)."
             )
-    return {"input_type": chosen_input, "output_type": chosen_output, "batch_size": 1}
+    return {
+        "input_type": chosen_input,
+        "output_type": chosen_output,
+        "integer_only": True,
+        "batch_size": 1,
+    }
 
 
 def _recipe_type(recipe: object, option: str) -> str | None:
