@@ -250,7 +250,7 @@ def test_ladder_and_durations() -> None:
     assert [r.name for r in size] == [
         "int8", "selective", "int16x8", "qat", "prune-int8", "cluster-int8", "float16"
     ]  # fmt: skip
-    assert size[-1].last_resort and not size[0].last_resort
+    assert size[-1].bound == "float16" and not any(r.last_resort for r in size)
     latency = plan_ladder(
         objective="latency", target="edgetpu", calibration_available=5000, training=False
     )

@@ -14,6 +14,7 @@ from tfcompress.compression.candidates import (
     LATENCY_BACKENDS,
     OBJECTIVES,
     TARGETS,
+    Rung,
     check_choice,
     plan_ladder,
 )
@@ -165,6 +166,7 @@ def compress(
         deadline=None if budget is None else started + budget,
         started=started,
         float32=float32,
+        make_float32=lambda: _float32(reference, calibration, seed),
     )
     ladder = plan_ladder(
         objective=objective, target=target, calibration_available=len(calibration),
@@ -192,31 +194,41 @@ def compress(
 
 def _climb(state: SearchState, ladder: Any, seed: int) -> None:
     """Try the rungs in order until the stop rule, the budget or the ladder's end."""
-    rungs = list(ladder)
-    while rungs:
-        live = [r for r in rungs if state.beaten(r) is None]
+    state.pending = list(ladder)
+    state.run_rung = lambda rung: _run(state, rung, seed)
+    while state.pending:
+        live = [r for r in state.pending if state.beaten(r) is None]
         if not live:
             best = state.best
-            why = "; ".join(filter(None, (state.beaten(r) for r in rungs)))
+            why = "; ".join(filter(None, (*state.skipped, *map(state.beaten, state.pending))))
             state.stop_reason = f"{best.name if best else 'nothing'} cannot be beaten: {why}"
             return
         rung = live[0]
-        rungs = rungs[rungs.index(rung) + 1 :]
+        state.pending = state.pending[state.pending.index(rung) + 1 :]
         if state.out_of_time():
             state.stop_reason = (
                 f"time budget ran out before {rung.name} "
                 f"({len(state.attempts)} attempt(s) in {time.monotonic() - state.started:.0f}s)"
             )
             return
-        if rung.technique == "selective":
-            run_selective(state, rung, lambda: _rank(state, seed))
-        elif rung.technique == "ptq":
-            prebuilt = state.float32 if rung.recipe.get("name") == "float32" else None
-            state.attempt(rung.name, "ptq", rung.recipe, prebuilt=prebuilt)
-        else:
-            notes = _sensitive_note(state) if rung.technique == "qat" else ()
-            state.attempt(rung.name, rung.technique, {**rung.recipe, "seed": seed}, notes=notes)
+        _run(state, rung, seed)
+    if not state.stop_reason and state.skipped:
+        state.stop_reason = "every candidate of the ladder was tried or bounded: " + "; ".join(
+            state.skipped
+        )
     state.stop_reason = state.stop_reason or "every candidate of the ladder was tried"
+
+
+def _run(state: SearchState, rung: Rung, seed: int) -> None:
+    """Make and judge one rung (a selective rung: its steps)."""
+    if rung.technique == "selective":
+        run_selective(state, rung, lambda: _rank(state, seed))
+    elif rung.technique == "ptq":
+        prebuilt = state.float32 if rung.recipe.get("name") == "float32" else None
+        state.attempt(rung.name, "ptq", rung.recipe, prebuilt=prebuilt)
+    else:
+        notes = _sensitive_note(state) if rung.technique == "qat" else ()
+        state.attempt(rung.name, rung.technique, {**rung.recipe, "seed": seed}, notes=notes)
 
 
 def _rank(state: SearchState, seed: int) -> Any:

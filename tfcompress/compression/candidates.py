@@ -22,10 +22,14 @@ GATE_BACKENDS = {"cpu": "cpu", "gpu": "gpu", "edgetpu": "cpu"}
 CALIBRATION_VARIANT_SAMPLES = 1000
 
 # What bounds a rung from below (see search.py's stop rule):
-#   "int8": stores at least int8 weights and runs at least the plain int8 graph, so it can
-#           neither be smaller (gzip, 1% slack) nor faster than the plain int8 attempt;
-#   "none": no bound known before trying (pruning/clustering shrink gzip; float may be fastest).
-BOUNDS = ("int8", "none")
+#   "int8":    stores at least int8 weights and runs at least the plain int8 graph, so it can
+#              neither be smaller (gzip, 1% slack) nor faster than the plain int8 attempt;
+#              selective steps add the float weights they keep, computed from the files
+#              (tfcompress/compression/bounds.py);
+#   "float16": its size follows from the float32 file (weights at half their bytes);
+#   "none":    no bound known before trying (pruning/clustering shrink gzip; float may be
+#              fastest).
+BOUNDS = ("int8", "float16", "none")
 
 
 @dataclass(frozen=True)
@@ -38,11 +42,12 @@ class Rung:
             time), ``qat``, ``prune`` or ``cluster``.
         recipe: For ``ptq``/``selective``: :meth:`tfcompress.Recipe.to_dict` of the recipe;
             for the training techniques: their keyword options.
-        bound: What bounds the rung from below: ``"int8"`` or ``"none"``.
+        bound: What bounds the rung from below: ``"int8"``, ``"float16"`` or ``"none"``.
         fallback_only: Tried only when no earlier int8-family attempt passed (int16x8 is the
             fallback of selective quantization, not a competitor).
-        last_resort: Tried only when no attempt at all has passed (float16 for the size
-            objective: half the float32 bytes, and it keeps float accuracy).
+        last_resort: Tried only when no attempt at all has passed (no rung of the built-in
+            ladders is; float16 competes on its computed size instead, and the search tries
+            it early when the selective steps' sizes approach it).
 
     Example:
         >>> Rung("int8", "ptq", {"name": "int8"}, "int8").name
@@ -133,5 +138,5 @@ def plan_ladder(
                 Rung("cluster-int8", "cluster", {"clusters": 16, "epochs": 1, "then": "int8"}),
             ]
     if objective == "size" and target != "edgetpu":
-        rungs.append(Rung("float16", "ptq", {"name": "float16"}, last_resort=True))
+        rungs.append(Rung("float16", "ptq", {"name": "float16"}, "float16"))
     return tuple(rungs)

@@ -4,9 +4,16 @@ Stop rule (docs/compress.md): before each rung, every remaining rung whose lower
 cannot beat the best passing artifact is dropped; when none is left the search stops. A rung
 bounded by ``"int8"`` stores at least int8 weights and runs at least the plain int8 graph,
 so it cannot be smaller (gzip) or faster than the plain int8 attempt by more than
-:data:`SIZE_SLACK` / :data:`LATENCY_SLACK`; selective steps only add float layers, so the
-first passing step ends them; int16x8 is tried only when no int8 attempt passed.
+:data:`SIZE_SLACK` / :data:`LATENCY_SLACK`; int16x8 is tried only when no int8 attempt
+passed. Selective steps only add float layers: the first passing step ends them, and each
+step's size is computed before it is made (int8 plus the float weights it keeps,
+:mod:`tfcompress.compression.bounds`), so a step that cannot be smaller than the best
+passing artifact, or than the float32 file, is never made. float16's size is computed from
+the float32 file the same way: it is skipped when something smaller passed, and tried as
+soon as a selective step would reach :data:`FLOAT16_APPROACH` of it, not only at the end.
 Pruning and clustering have no bound (they shrink gzip) and are always tried when asked for.
+Whatever the rungs, nothing larger than the float32 file is ever chosen: such an artifact
+is recorded as failed, with the sizes.
 """
 
 from __future__ import annotations
@@ -14,19 +21,25 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tfcompress.compression.attempts import Attempt
+from tfcompress.compression.bounds import SizeBound, float16_bound, selective_bound
 from tfcompress.compression.build import Built, build
 from tfcompress.compression.candidates import LATENCY_BACKENDS, Rung
 from tfcompress.compression.judging import edgetpu_rank, edgetpu_summary, edgetpu_verdict, judge
-from tfcompress.errors import ConversionError, UnsupportedModelError
+from tfcompress.errors import ConversionError, NativeCrashError, UnsupportedModelError
 
 logger = logging.getLogger(__name__)
 
 SIZE_SLACK = 0.01  # re-calibrating moves a few bytes of scales: not worth an attempt
 LATENCY_SLACK = 0.05  # below timing noise on a shared machine
+#: A selective step whose computed gzip size reaches this share of float16's has float16
+#: tried first: float16 keeps float accuracy, so it usually passes and then bounds the rest.
+FLOAT16_APPROACH = 0.75
+INT8_FAMILY = ("selective", "qat")  # with the ptq attempts of recipe int8
 
 
 @dataclass
@@ -53,6 +66,17 @@ class SearchState:
     planned: int = 0
     stop_reason: str = ""
     float32: bytes | None = None  # the baseline, from the first conversion
+    make_float32: Callable[[], bytes] | None = None  # when no conversion has made it yet
+    int8: bytes | None = None  # the plain int8 file, passing or not: the selective bounds
+    pending: list[Rung] = field(default_factory=list)  # rungs not tried nor dropped yet
+    run_rung: Callable[[Rung], None] | None = None  # how _climb runs one (for early float16)
+    skipped: list[str] = field(default_factory=list)  # why computed bounds dropped steps
+
+    def reference_bytes(self) -> bytes | None:
+        """The float32 ``.tflite`` (made now when no conversion made it yet)."""
+        if self.float32 is None and self.make_float32 is not None:
+            self.float32 = self.make_float32()
+        return self.float32
 
     # -- ranking ------------------------------------------------------------------------
     def key(self, attempt: Attempt) -> tuple[float, ...]:
@@ -73,7 +97,7 @@ class SearchState:
 
     def int8_passed(self) -> bool:
         """An int8-family attempt passed (int16x8, the fallback, is then not needed)."""
-        return any(a.passed and a.technique in ("ptq", "selective", "qat") for a in self.attempts)
+        return any(a.passed and _int8_family(a) for a in self.attempts)
 
     def beaten(self, rung: Rung) -> str | None:
         """Why ``rung`` cannot beat the best passing artifact, or None when it might."""
@@ -82,6 +106,8 @@ class SearchState:
             return f"{rung.name} is the fallback when no int8 attempt passes"
         if rung.last_resort and best is not None:
             return f"{rung.name} is the last resort when nothing smaller passes"
+        if rung.bound == "float16":
+            return self.bigger_than_best(rung.name, self.float16_bound())
         if best is None or rung.bound != "int8":
             return None
         int8 = self.plain_int8()
@@ -97,6 +123,53 @@ class SearchState:
         if small and best.gzip_bytes <= int8.gzip_bytes * (1 + SIZE_SLACK):  # type: ignore[operator]
             return f"{rung.name} stores at least int8 weights ({int8.gzip_bytes:,} B gzip)"
         return None
+
+    def float16_bound(self) -> SizeBound | None:
+        """float16's size, computed from the float32 file (None before there is one)."""
+        reference = self.reference_bytes()
+        return None if reference is None else float16_bound(reference)
+
+    def selective_bound(self, nodes: tuple[str, ...]) -> SizeBound | None:
+        """The size of int8 with ``nodes`` kept float (None without the two files)."""
+        reference = self.reference_bytes()
+        if reference is None or self.int8 is None:
+            return None
+        return selective_bound(self.int8, reference, nodes)
+
+    def bigger_than_best(self, name: str, bound: SizeBound | None) -> str | None:
+        """Why a candidate of this size cannot win (size objective), or None."""
+        best = self.best
+        if bound is None or self.objective != "size" or best is None or best.gzip_bytes is None:
+            return None
+        if self.key(best)[0] > 0:  # an Edge TPU artifact in several segments can still lose
+            return None
+        if bound.gzip >= best.gzip_bytes:
+            return (
+                f"{name} would be at least {bound.gzip:,} B gzip ({bound.how}), not smaller "
+                f"than {best.name} ({best.gzip_bytes:,} B gzip)"
+            )
+        return None
+
+    def not_smaller_than_float32(self, name: str, bound: SizeBound | None) -> str | None:
+        """Why a candidate of this size cannot be chosen at all, or None."""
+        reference = self.reference_bytes()
+        if bound is None or reference is None or bound.raw < len(reference):
+            return None
+        return (
+            f"{name} would be at least {bound.raw:,} B ({bound.how}), not smaller than the "
+            f"float32 file ({len(reference):,} B)"
+        )
+
+    def run_early(self, bound: str, why: str) -> Attempt | None:
+        """Run the pending rung with ``bound`` now (float16 before a large selective step)."""
+        rung = next((r for r in self.pending if r.bound == bound), None)
+        if rung is None or self.run_rung is None or self.beaten(rung) is not None:
+            return None
+        self.pending.remove(rung)
+        self.say(f"trying {rung.name} now: {why}")
+        before = len(self.attempts)
+        self.run_rung(rung)
+        return self.attempts[-1] if len(self.attempts) > before else None
 
     def out_of_time(self) -> bool:
         """The time budget is spent (checked between attempts)."""
@@ -143,9 +216,10 @@ class SearchState:
                 settings=self.settings,
                 threads=self.threads,
             )
-        except (ConversionError, UnsupportedModelError) as error:
-            # A rung this model cannot take (no integer kernel, tfmot refuses a layer, an
-            # export the runtime rejects): recorded with the reason, the search goes on.
+        except (ConversionError, UnsupportedModelError, NativeCrashError) as error:
+            # A rung this model cannot take (an integer-only target, tfmot refuses a layer,
+            # an export the runtime rejects, fine-tuning crashed in its child process):
+            # recorded with the reason, the search goes on with the best artifact so far.
             done = Attempt(
                 index, name, technique, _as_made(technique, recipe), "error", str(error),
                 seconds=time.monotonic() - start, float_layers=float_layers, notes=notes,
@@ -169,6 +243,9 @@ class SearchState:
             refusal = edgetpu_verdict(edgetpu, built.float_nodes)
             if refusal is not None and fields["status"] == "passed":
                 fields = {**fields, "status": "failed", "why": f"gate passed, but {refusal}"}
+        too_big = self.too_big(len(built.content), technique, recipe)
+        if too_big is not None and fields["status"] == "passed":
+            fields = {**fields, "status": "failed", "why": f"gate passed, but {too_big}"}
         done = Attempt(
             index=index,
             name=name,
@@ -186,6 +263,23 @@ class SearchState:
         )
         return self.record(done, built.content)
 
+    def too_big(self, size: int, technique: str, recipe: dict[str, Any]) -> str | None:
+        """Why an artifact of ``size`` bytes may not be chosen, or None.
+
+        Nothing larger than the float32 file is chosen; for the size objective nothing
+        as large either (the float32 file itself would do). The latency objective may
+        choose the float32 file itself.
+        """
+        reference = self.reference_bytes()
+        if reference is None:
+            return None
+        is_float32 = technique == "ptq" and recipe.get("name") == "float32"
+        if size > len(reference) or (
+            size == len(reference) and self.objective == "size" and not is_float32
+        ):
+            return f"its {size:,} B are not smaller than the float32 file ({len(reference):,} B)"
+        return None
+
     def lint(self, built: Built) -> dict[str, Any]:
         """The Edge TPU linter's summary of the artifact."""
         import tfcompress
@@ -200,6 +294,8 @@ class SearchState:
         self.attempts.append(attempt)
         if content is not None and attempt.passed:
             self.contents[attempt.index] = content
+        if content is not None and attempt.name == "int8":
+            self.int8 = content
         best = self.best
         shown = "none yet" if best is None else f"{best.name} ({self._measure(best)})"
         self.say(f"  {attempt.name}: {attempt.status} - {attempt.why} | best: {shown}")
@@ -237,9 +333,13 @@ def run_selective(state: SearchState, rung: Rung, rank: Any) -> None:
         if state.out_of_time():
             return
         kept = state.sensitive[:count]
+        name = f"selective-{count}"
+        bound = state.selective_bound(tuple(s.node for s in kept))
+        if _selective_pointless(state, name, bound):
+            return
         recipe = {**rung.recipe, "float_nodes": [s.node for s in kept]}
         done = state.attempt(
-            f"selective-{count}",
+            name,
             "selective",
             recipe,
             float_layers=tuple(layer_of(s) for s in kept),
@@ -247,6 +347,31 @@ def run_selective(state: SearchState, rung: Rung, rank: Any) -> None:
         gate_passed = bool((done.gate or {}).get("passed"))
         if done.passed or gate_passed or done.status == "error":
             return  # more float layers cannot pass a target that refuses float ones
+
+
+def _selective_pointless(state: SearchState, name: str, bound: SizeBound | None) -> bool:
+    """Before a selective step: try float16 first when the step nears it; say why to stop."""
+    float16 = state.float16_bound()
+    if bound is not None and float16 is not None and bound.gzip >= FLOAT16_APPROACH * float16.gzip:
+        state.run_early(
+            "float16",
+            f"{name} would be at least {bound.gzip:,} B gzip, {bound.gzip / float16.gzip:.0%} "
+            f"of float16's {float16.gzip:,} B gzip ({float16.how})",
+        )
+    why = state.not_smaller_than_float32(name, bound) or state.bigger_than_best(name, bound)
+    if why is None:
+        return False
+    state.skipped.append(why)
+    state.say(f"  skipping {name} and the larger selective steps: {why}")
+    return True
+
+
+def _int8_family(attempt: Attempt) -> bool:
+    """Plain or re-calibrated int8, selective int8 and QAT (int16x8 is their fallback)."""
+    if attempt.technique in INT8_FAMILY:
+        return True
+    inner = attempt.recipe.get("recipe", attempt.recipe)
+    return attempt.technique == "ptq" and inner.get("name") == "int8"
 
 
 def layer_of(entry: Any) -> str:
