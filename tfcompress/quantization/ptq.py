@@ -13,19 +13,20 @@ from tqdm.auto import tqdm
 from tfcompress._compat.tf import tensorflow
 from tfcompress.data import DataLike, Dataset
 from tfcompress.data.validation import check_count
-from tfcompress.errors import InvalidInputError
+from tfcompress.errors import InvalidInputError, UnsupportedModelError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
 from tfcompress.quantization.calibration import calibration_for
 from tfcompress.quantization.converter import Configure, convert_all
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
-from tfcompress.quantization.recipes import Recipe
+from tfcompress.quantization.recipes import Recipe, integer_recipes, list_recipes
 from tfcompress.quantization.selective import (
     calibrate_only,
     check_kept_float,
     quantize_calibrated,
 )
+from tfcompress.quantization.weightless import check_weights_captured
 from tfcompress.targets.edgetpu.target import (
     EdgeTPUVerdict,
     check_target,
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 #: Artifact formats :func:`quantize` makes.
 FORMATS = ("tflite", "onnx")
+_RECIPE_NAMES = frozenset(list_recipes(include_float=True))
 
 
 @dataclass(frozen=True)
@@ -55,18 +57,20 @@ class QuantizationResult(QuantizedArtifact):
             with the reference) plus its conversion and calibration.
         calibration_samples: Samples actually used for calibration (0 when none needed).
         warnings: Warnings the converter emitted.
-        float_ops: For ``int8``/``int16x8``: the ops that stayed float, one name per operator
-            in graph order (empty unless ``recipe.float_fallback``); None for the recipes whose
-            activations are float anyway. See :mod:`tfcompress.quantization.float_ops`.
+        float_ops: For ``int8``/``int16x8``: the ops that stayed float because they have no
+            integer kernel (or were kept float on purpose, ``float_nodes``), one name per
+            operator in graph order (always empty with ``recipe.integer_only``); None for the
+            recipes whose activations are float anyway. See
+            :mod:`tfcompress.quantization.float_ops`.
         edgetpu: With ``target="edgetpu"``: the linter's prediction and, where
             ``edgetpu_compiler`` ran, its parsed verdict and compiled model; else None.
         float_nodes: The op outputs kept float on purpose (``recipe.float_nodes``), see
             :mod:`tfcompress.quantization.selective`; their ops are also in ``float_ops``.
 
     Example:
-        >>> result = tfcompress.quantize(model, recipe="int16x8", representative_data=x,
-        ...     float_fallback=True)  # doctest: +SKIP
-        >>> result.float_ops  # doctest: +SKIP
+        >>> result = tfcompress.quantize(model, recipe="int8", representative_data=x)
+        ... # doctest: +SKIP
+        >>> result.float_ops  # a LayerNormalization's NEG has no int8 kernel  # doctest: +SKIP
         ('NEG',)
     """
 
@@ -128,8 +132,10 @@ def quantize(
     output_type: str | None = None,
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
+    integer_only: bool | None = None,
     float_fallback: bool | None = None,
     float_nodes: Sequence[str] | None = None,
+    batch_size: int | None = None,
     calibration_method: None = None,
     opset: None = None,
     target: str | None = None,
@@ -151,8 +157,10 @@ def quantize(
     output_type: str | None = None,
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
+    integer_only: bool | None = None,
     float_fallback: bool | None = None,
     float_nodes: None = None,
+    batch_size: None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: None = None,
@@ -173,8 +181,10 @@ def quantize(
     output_type: str | None = None,
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
+    integer_only: bool | None = None,
     float_fallback: bool | None = None,
     float_nodes: Sequence[str] | None = None,
+    batch_size: int | None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: str | None = None,
@@ -201,12 +211,20 @@ def quantize(
         output_type: Overrides the recipe's output dtype; defaults to ``input_type``.
         per_channel: Overrides per-channel weight quantization.
         calibration_samples: Overrides how many samples calibrate (a seeded random subset).
-        float_fallback: ``int8``/``int16x8``: keep ops without an integer kernel in float
-            (listed in ``result.float_ops``) instead of raising :class:`ConversionError`;
-            ``.tflite`` only.
+        integer_only: ``int8``/``int16x8``: raise :class:`ConversionError` for a model with
+            ops that have no integer kernel, instead of keeping them in float (the default,
+            as in the TFLite converter; they are then listed in ``result.float_ops`` and
+            logged as a warning). Integer-only hardware needs it; ``target="edgetpu"``
+            implies it. ``.tflite`` only. Overrides the recipe's.
+        float_fallback: The older spelling of ``integer_only``, still accepted:
+            ``float_fallback=True`` is the default (no effect), ``False`` means
+            ``integer_only=True``.
         float_nodes: ``int8``: op outputs to keep in float, as
             :func:`~tfcompress.quantization.selective.rank_layers` names them (the
             converter's ``denylisted_nodes``); ``.tflite`` only. Overrides the recipe's.
+        batch_size: A static batch dimension for the file (1 for the Edge TPU; an RNN
+            whose converter error says ``TensorListReserve ... element_shape to be static``
+            converts with one). ``.tflite`` only. Overrides the recipe's.
         calibration_method: ``format="onnx"``, ``int8``: ``"minmax"`` (default),
             ``"entropy"`` or ``"percentile"`` (ONNX Runtime's calibrators).
         opset: ``format="onnx"``: the ONNX opset of the export (13 to 18, default 17).
@@ -231,9 +249,10 @@ def quantize(
             data missing, or ``calibration_samples`` below 1.
         InvalidArgumentTypeError: ``model`` (or ``calibration_samples``) of the wrong type.
         InvalidDataError: Calibration data does not fit the model.
-        ConversionError: The converter rejected the model, or an ``int8``/``int16x8`` model
-            has ops without an integer kernel and ``float_fallback`` is off (the message
-            names them), or an integer input/output type could not be kept; for ONNX, the
+        ConversionError: The converter rejected the model, or an ``integer_only`` model
+            has ops without an integer kernel (the message names them), or an integer
+            input/output type could not be kept, or the model converted without its weights
+            (a SavedModel whose variables were not captured); for ONNX, the
             export failed its check against Keras or ONNX Runtime failed; for the Edge TPU,
             the compiler failed, refused the model or ran past its time limit.
         BackendUnavailableError: ``compiler`` is not an executable.
@@ -258,8 +277,10 @@ def quantize(
         _refuse_for_onnx(
             input_type=input_type,
             output_type=output_type,
+            integer_only=integer_only,
             float_fallback=float_fallback,
             float_nodes=float_nodes,
+            batch_size=batch_size,
         )
         if isinstance(recipe, Recipe):
             raise InvalidInputError(
@@ -286,16 +307,26 @@ def quantize(
         )
     if not isinstance(recipe, str | Recipe):
         raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
+    integer_only = _integer_only(recipe, integer_only, float_fallback)
     io_options: dict[str, Any] = {
         "input_type": input_type,
         "output_type": output_type or input_type,
-        "float_fallback": float_fallback,
+        "integer_only": integer_only,
+        "batch_size": batch_size,
     }
     if target == "edgetpu":
         io_options = edgetpu_options(
-            recipe, input_type=input_type, output_type=output_type, float_fallback=float_fallback
+            recipe,
+            input_type=input_type,
+            output_type=output_type,
+            integer_only=integer_only,
+            batch_size=batch_size,
         )
     loaded = resolve_model(model, safe_mode=safe_mode)
+    if isinstance(loaded, TFLiteModel):  # refused before the data is read (seconds for some)
+        raise UnsupportedModelError(
+            f"{loaded.name} is already a .tflite; quantize the original Keras model or SavedModel."
+        )
     chosen = Recipe.coerce(recipe).with_options(
         per_channel=per_channel,
         calibration_samples=calibration_samples,
@@ -323,17 +354,31 @@ def quantize(
     reference, quantized = conversions[0], conversions[-1]
     if chosen.float_nodes:
         quantized = quantize_calibrated(quantized, chosen, source=model_name(loaded))
+    check_weights_captured(reference.content, loaded)
     float_ops = None
-    if chosen.spec.float_fallback:  # integer activations: check what the file really holds
+    if chosen.spec.integer_activations:  # check what the file really holds
         float_ops = check_integer_model(
             quantized.content,
             recipe=chosen.name,
             input_type=chosen.input_type,
             output_type=chosen.output_type,
-            float_fallback=chosen.float_fallback or bool(chosen.float_nodes),
+            integer_only=chosen.integer_only and not chosen.float_nodes,
             source=model_name(loaded),
         )
         check_kept_float(float_ops, chosen, source=model_name(loaded))
+        if len(float_ops) > len(chosen.float_nodes):
+            kept = (
+                f", {len(chosen.float_nodes)} of them kept on purpose" if chosen.float_nodes else ""
+            )
+            logger.warning(
+                "%s: %d op(s) have no %s kernel and stayed float (%s%s); integer_only=True "
+                "(--integer-only) refuses such a model",
+                model_name(loaded),
+                len(float_ops) - len(chosen.float_nodes),
+                chosen.name,
+                describe_float_ops(float_ops),
+                kept,
+            )
     logger.info("quantized %s with %s in %.1fs", model_name(loaded), chosen.name, quantized.seconds)
     verdict = None
     if target == "edgetpu":
@@ -350,6 +395,33 @@ def quantize(
         edgetpu=verdict,
         float_nodes=chosen.float_nodes,
     )
+
+
+def _integer_only(
+    recipe: object, integer_only: bool | None, float_fallback: bool | None
+) -> bool | None:
+    """``integer_only`` from the option and its older spelling ``float_fallback``.
+
+    Raises:
+        InvalidInputError: The two contradict each other, or ``float_fallback`` is given for
+            a recipe with float activations.
+    """
+    if float_fallback is None:
+        return integer_only
+    name = getattr(recipe, "name", recipe)
+    if not isinstance(float_fallback, bool):
+        raise InvalidInputError(f"float_fallback must be True or False, got {float_fallback!r}.")
+    if isinstance(name, str) and name in _RECIPE_NAMES and name not in integer_recipes():
+        raise InvalidInputError(
+            f"recipe {name!r} has no integer activations to fall back from; float_fallback "
+            f"applies to {', '.join(integer_recipes())}."
+        )
+    if integer_only is not None and integer_only == float_fallback:
+        raise InvalidInputError(
+            f"float_fallback={float_fallback} and integer_only={integer_only} contradict each "
+            "other; float fallback is the default now: pass integer_only alone."
+        )
+    return not float_fallback
 
 
 def _resolve_format(format: str | None, recipe: object) -> str:
