@@ -97,3 +97,116 @@ def three_heads(train: Dataset, *, epochs: int = 10, seed: int = 0) -> Any:
     targets = {"cls": train.y, **head_targets(train.x)}
     model.fit(train.x, targets, epochs=epochs, batch_size=32, verbose=0)
     return model
+
+
+def bn_depthwise_classifier(train: Dataset, *, epochs: int = 12, seed: int = 0) -> Any:
+    """A MobileNet-shaped classifier: conv, depthwise-separable blocks, BatchNorm after each."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    layers = keras.layers
+    inputs = keras.Input((8, 8, 1), name="image")
+    hidden = layers.Conv2D(16, 3, padding="same", use_bias=False, name="stem")(inputs)
+    hidden = layers.ReLU()(layers.BatchNormalization(name="stem_bn")(hidden))
+    for index, filters in enumerate((32, 48)):
+        hidden = layers.DepthwiseConv2D(3, padding="same", use_bias=False, name=f"dw{index}")(
+            hidden
+        )
+        hidden = layers.ReLU()(layers.BatchNormalization(name=f"dw{index}_bn")(hidden))
+        hidden = layers.Conv2D(filters, 1, use_bias=False, name=f"pw{index}")(hidden)
+        hidden = layers.ReLU()(layers.BatchNormalization(name=f"pw{index}_bn")(hidden))
+    hidden = layers.GlobalAveragePooling2D()(hidden)
+    outputs = layers.Dense(10, activation="softmax", name="cls")(hidden)
+    model = keras.Model(inputs, outputs, name="bn_depthwise")
+    model.compile(keras.optimizers.Adam(3e-3), "sparse_categorical_crossentropy")
+    model.fit(train.x, train.y, epochs=epochs, batch_size=32, verbose=0)
+    return model
+
+
+def unlike_images(images: np.ndarray, *, seed: int = 0) -> np.ndarray:
+    """The same digits as a user's camera might give them: low contrast, bright, noisy."""
+    rng = np.random.default_rng(seed)
+    shifted = 0.35 + 0.4 * images + rng.normal(0.0, 0.08, images.shape)
+    return np.clip(shifted, 0.0, 1.0).astype(np.float32)
+
+
+def static_batch_lstm(*, seed: int = 0) -> Any:
+    """A character LSTM (tokens -> embedding -> LSTM -> next-token probabilities).
+
+    Keras 3's LSTM traces to a TensorList loop that the converter can lower only with a
+    static batch: ``'tf.TensorListReserve' op requires element_shape to be static``.
+    """
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((20,), dtype="int32", name="chars")
+    hidden = keras.layers.Embedding(30, 16)(inputs)
+    hidden = keras.layers.LSTM(32, return_sequences=True)(hidden)
+    outputs = keras.layers.Dense(30, activation="softmax", name="next")(hidden)
+    return keras.Model(inputs, outputs, name="char_lstm")
+
+
+CUSTOM_LAYER_SOURCE = '''\
+import keras
+
+
+class Scale(keras.layers.Layer):
+    """Multiplies its input by a constant: a custom layer Keras cannot load by name."""
+
+    def __init__(self, factor=2.0, **kwargs):
+        super().__init__(**kwargs)
+        self.factor = factor
+
+    def call(self, inputs):
+        return inputs * self.factor
+
+    def get_config(self):
+        return {**super().get_config(), "factor": self.factor}
+'''
+
+
+def write_custom_layer_h5(folder: Path) -> tuple[Path, Path]:
+    """Save a model with a custom layer as ``.h5``; return it and the ``.py`` defining the layer."""
+    import importlib.util
+
+    import keras
+
+    module_path = folder / "custom_layers.py"
+    module_path.write_text(CUSTOM_LAYER_SOURCE)
+    spec = importlib.util.spec_from_file_location("never_worse_custom_layers", module_path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((8,))
+    outputs = keras.layers.Dense(3)(module.Scale()(keras.layers.Dense(16)(inputs)))
+    path = folder / "custom.h5"
+    keras.Model(inputs, outputs).save(path)
+    return path, module_path
+
+
+def write_weightless_saved_model(path: Path) -> Path:
+    """A ``tf.Module`` holding a Keras 3 model, saved with ``tf.saved_model.save``.
+
+    The module does not track the Keras 3 model's variables, so the serving function reads
+    variables the SavedModel does not restore: its conversion has no weights.
+    """
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((16,))
+    model = keras.Model(inputs, keras.layers.Dense(4)(keras.layers.Dense(64)(inputs)))
+
+    class Wrapper(tf.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        @tf.function(input_signature=[tf.TensorSpec((None, 16), tf.float32)])
+        def serve(self, x: Any) -> dict[str, Any]:
+            return {"out": self.inner(x)}
+
+    wrapper = Wrapper(model)
+    tf.saved_model.save(wrapper, str(path), signatures={"serving_default": wrapper.serve})
+    return path

@@ -44,6 +44,8 @@ def compress(
     interval: str = "auto",
     threads: int = 1,
     measure_latency: bool | None = None,
+    batch_size: int | None = None,
+    freeze_batchnorm: bool = True,
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
@@ -55,12 +57,20 @@ def compress(
     ranked once by quantization error, the 1, 2, 4... most sensitive kept float until the
     gate passes); int16x8 when no int8 attempt passed; with ``train_data`` QAT, and for
     ``objective="size"`` pruning + int8 and clustering + int8; for ``objective="size"``,
-    float16 as the last resort when nothing else passed. ``objective="latency"`` adds
-    float32 and float16 and ranks by the median latency measured by
-    :func:`tfcompress.benchmark` on the target's backend at ``threads``. The search stops
-    when nothing left can beat the best passing artifact (see
-    :mod:`tfcompress.compression.search`), when ``time_budget_s`` runs out (checked between
-    attempts), or on Ctrl-C; the best passing artifact so far is returned each time.
+    float16, tried as soon as the selective steps' computed sizes approach it.
+    ``objective="latency"`` adds float32 and float16 and ranks by the median latency
+    measured by :func:`tfcompress.benchmark` on the target's backend at ``threads``. int8
+    keeps ops without an int8 kernel in float, as ``tfcompress.quantize`` does (the Edge TPU
+    target is integer-only). The search stops when nothing left can beat the best passing
+    artifact (see :mod:`tfcompress.compression.search`), when ``time_budget_s`` runs out
+    (checked between attempts), or on Ctrl-C; the best passing artifact so far is returned
+    each time. Nothing larger than the float32 file is ever chosen (for the size objective,
+    nothing as large either).
+
+    Fine-tuning rungs run in a child process (:mod:`tfcompress.training.isolation`): a native
+    crash is recorded as that attempt's error and the search goes on. A fine-tuned artifact
+    worse than plain PTQ of the same model (measured in its own run) and no smaller is
+    dropped, and the other fine-tuning rungs, which share its data, are skipped.
 
     Every artifact is judged by :func:`tfcompress.check_gate` against ``model`` on
     ``eval_data`` (the same check as ``tfcompress gate`` and the pytest plugin).
@@ -90,6 +100,11 @@ def compress(
         threads: CPU threads of the gate and the latency measurements.
         measure_latency: Time every attempt on the target (default: only for
             ``objective="latency"``).
+        batch_size: A static batch for every post-training artifact (e.g. 1 for an RNN
+            whose conversion needs one); not with ``train_data`` (the fine-tuned artifacts
+            keep the model's own batch). ``target="edgetpu"`` fixes it at 1.
+        freeze_batchnorm: The fine-tuning rungs keep BatchNormalization in inference mode
+            (default; see :func:`tfcompress.qat`); False lets them train.
         seed: Seed of calibration subsets and training.
         safe_mode: See :func:`tfcompress.load_model` (paths only).
         progress: Print "attempt k of n" and the best so far on stderr.
@@ -123,6 +138,11 @@ def compress(
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidInputError(f"threads must be a positive integer, got {threads!r}.")
     budget = _budget(time_budget_s)
+    _check_batch(batch_size, target=target, training=train_data is not None)
+    if not isinstance(freeze_batchnorm, bool):
+        raise InvalidInputError(
+            f"freeze_batchnorm must be True or False, got {freeze_batchnorm!r}."
+        )
     names = [metrics] if isinstance(metrics, str) else list(metrics or ())
     checks = build_checks(
         [outputs] if isinstance(outputs, str) else outputs,
@@ -148,7 +168,7 @@ def compress(
     started = time.monotonic()
     float32 = None
     if target == "gpu" or (measure and target != "cpu"):  # fail now when it cannot run here
-        float32 = _float32(reference, calibration, seed)
+        float32 = _float32(reference, calibration, seed, batch_size)
         _probe_backend(float32, LATENCY_BACKENDS[target] if measure else "gpu")
     state = SearchState(
         reference=reference,
@@ -166,7 +186,9 @@ def compress(
         deadline=None if budget is None else started + budget,
         started=started,
         float32=float32,
-        make_float32=lambda: _float32(reference, calibration, seed),
+        make_float32=lambda: _float32(reference, calibration, seed, batch_size),
+        batch_size=batch_size,
+        freeze_batchnorm=freeze_batchnorm,
     )
     ladder = plan_ladder(
         objective=objective, target=target, calibration_available=len(calibration),
@@ -188,7 +210,7 @@ def compress(
             f"no fully-integer artifact can be made for the Edge TPU: {state.attempts[0].why}"
         )
     if state.float32 is None:  # stopped before any conversion: the baseline is still reported
-        state.float32 = _float32(reference, calibration, seed)
+        state.float32 = _float32(reference, calibration, seed, batch_size)
     return _result(state, interrupted, time.monotonic() - started, train is not None)
 
 
@@ -222,23 +244,57 @@ def _climb(state: SearchState, ladder: Any, seed: int) -> None:
 def _run(state: SearchState, rung: Rung, seed: int) -> None:
     """Make and judge one rung (a selective rung: its steps)."""
     if rung.technique == "selective":
-        run_selective(state, rung, lambda: _rank(state, seed))
+        run_selective(state, _with_batch(rung, state.batch_size), lambda: _rank(state, seed))
     elif rung.technique == "ptq":
         prebuilt = state.float32 if rung.recipe.get("name") == "float32" else None
-        state.attempt(rung.name, "ptq", rung.recipe, prebuilt=prebuilt)
+        recipe = _with_batch(rung, state.batch_size).recipe
+        state.attempt(rung.name, "ptq", recipe, prebuilt=prebuilt)
     else:
         notes = _sensitive_note(state) if rung.technique == "qat" else ()
-        state.attempt(rung.name, rung.technique, {**rung.recipe, "seed": seed}, notes=notes)
+        options = {**rung.recipe, "seed": seed, "freeze_batchnorm": state.freeze_batchnorm}
+        state.attempt(rung.name, rung.technique, options, notes=notes)
+
+
+def _with_batch(rung: Rung, batch_size: int | None) -> Rung:
+    """The rung with the search's static batch in its recipe (post-training rungs)."""
+    if batch_size is None or rung.recipe.get("name") == "float32":
+        return rung
+    return replace(rung, recipe={**rung.recipe, "batch_size": batch_size})
+
+
+def _check_batch(batch_size: int | None, *, target: str, training: bool) -> None:
+    """Refuse a static batch the search could not honour for every rung.
+
+    Raises:
+        InvalidInputError: Not a positive integer, with ``train_data``, or not 1 for the
+            Edge TPU.
+    """
+    if batch_size is None:
+        return
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    if training:
+        raise InvalidInputError(
+            "batch_size fixes the batch of the post-training artifacts, but the fine-tuned "
+            "ones keep the model's own batch: drop train_data (--train) or batch_size "
+            "(--batch-size)."
+        )
+    if target == "edgetpu" and batch_size != 1:
+        raise InvalidInputError(
+            f"the Edge TPU compiler needs a static batch of 1, not {batch_size}; drop "
+            "--batch-size (--target edgetpu fixes it at 1)."
+        )
 
 
 def _rank(state: SearchState, seed: int) -> Any:
+    from tfcompress.quantization import Recipe
     from tfcompress.quantization.selective import rank_layers
 
     return rank_layers(
         state.reference,
         representative_data=state.representative,
         eval_data=state.eval_set,
-        recipe="int8",
+        recipe=Recipe("int8", batch_size=state.batch_size),
         seed=seed,
     )
 
@@ -253,12 +309,16 @@ def _sensitive_note(state: SearchState) -> tuple[str, ...]:
     )
 
 
-def _float32(reference: Any, calibration: Any, seed: int) -> bytes:
+def _float32(reference: Any, calibration: Any, seed: int, batch_size: int | None) -> bytes:
     import tfcompress
 
     try:
         return tfcompress.quantize(
-            reference, recipe="float32", representative_data=calibration, seed=seed
+            reference,
+            recipe="float32",
+            representative_data=calibration,
+            seed=seed,
+            batch_size=batch_size,
         ).model_content
     except ConversionError as error:
         raise UnsupportedModelError(f"the model does not convert to .tflite: {error}") from error

@@ -27,7 +27,7 @@ from typing import Any
 
 from tfcompress.compression.attempts import Attempt
 from tfcompress.compression.bounds import SizeBound, float16_bound, selective_bound
-from tfcompress.compression.build import Built, build
+from tfcompress.compression.build import TRAINING, Built, build
 from tfcompress.compression.candidates import LATENCY_BACKENDS, Rung
 from tfcompress.compression.judging import edgetpu_rank, edgetpu_summary, edgetpu_verdict, judge
 from tfcompress.errors import ConversionError, NativeCrashError, UnsupportedModelError
@@ -71,6 +71,9 @@ class SearchState:
     pending: list[Rung] = field(default_factory=list)  # rungs not tried nor dropped yet
     run_rung: Callable[[Rung], None] | None = None  # how _climb runs one (for early float16)
     skipped: list[str] = field(default_factory=list)  # why computed bounds dropped steps
+    batch_size: int | None = None  # a static batch for every post-training artifact
+    freeze_batchnorm: bool = True  # how the fine-tuning rungs treat BatchNorm
+    training_hurts: str | None = None  # a fine-tuned attempt came out worse than its PTQ
 
     def reference_bytes(self) -> bytes | None:
         """The float32 ``.tflite`` (made now when no conversion made it yet)."""
@@ -106,6 +109,8 @@ class SearchState:
             return f"{rung.name} is the fallback when no int8 attempt passes"
         if rung.last_resort and best is not None:
             return f"{rung.name} is the last resort when nothing smaller passes"
+        if rung.technique in TRAINING and self.training_hurts is not None:
+            return f"{rung.name} fine-tunes on the same data, and {self.training_hurts}"
         if rung.bound == "float16":
             return self.bigger_than_best(rung.name, self.float16_bound())
         if best is None or rung.bound != "int8":
@@ -203,6 +208,7 @@ class SearchState:
                     eval_data=self.eval_set,
                     target=self.target if self.target == "edgetpu" else None,
                     seed=self.seed,
+                    isolate=True,
                 )
             )
             if self.float32 is None and built.reference is not None:
@@ -220,6 +226,8 @@ class SearchState:
             # A rung this model cannot take (an integer-only target, tfmot refuses a layer,
             # an export the runtime rejects, fine-tuning crashed in its child process):
             # recorded with the reason, the search goes on with the best artifact so far.
+            if isinstance(error, NativeCrashError):  # the other fine-tunes run the same fit
+                self.training_hurts = f"{name} crashed in TensorFlow's native code"
             done = Attempt(
                 index, name, technique, _as_made(technique, recipe), "error", str(error),
                 seconds=time.monotonic() - start, float_layers=float_layers, notes=notes,
@@ -246,13 +254,26 @@ class SearchState:
         too_big = self.too_big(len(built.content), technique, recipe)
         if too_big is not None and fields["status"] == "passed":
             fields = {**fields, "status": "failed", "why": f"gate passed, but {too_big}"}
+        gzip_bytes = gzip_size(built.content)
+        if built.worse:
+            notes = (*notes, *built.worse)
+            self.training_hurts = self.training_hurts or f"{name} came out worse: {built.worse[0]}"
+            no_smaller = built.baseline_gzip is not None and gzip_bytes >= built.baseline_gzip * (
+                1 - SIZE_SLACK
+            )
+            if no_smaller and fields["status"] == "passed":
+                fields = {
+                    **fields,
+                    "status": "failed",
+                    "why": f"gate passed, but {built.worse[0]}, at no smaller size",
+                }
         done = Attempt(
             index=index,
             name=name,
             technique=technique,
             recipe=built.recipe,
             size_bytes=len(built.content),
-            gzip_bytes=gzip_size(built.content),
+            gzip_bytes=gzip_bytes,
             latency_ms=latency,
             float_layers=float_layers,
             float_nodes=built.float_nodes,

@@ -39,8 +39,8 @@ _NO_KERNEL = re.compile(
 # static during TF Lite transformation pass"; a static batch (Recipe.batch_size) fixes it.
 _DYNAMIC_LIST = re.compile(r"TensorList\w*'? op requires element_shape to be static")
 # Where MLIR says an error happened, which means nothing to the user: "<frozen runpy>:198:1: ",
-# "/path/to/file.py:12:3: ", 'loc("name"): '.
-_LOCATION = re.compile(r"^(?:<[^>]*>|loc\([^)]*\)|[^\s:]+\.py)(?::\d+)*:\s*")
+# "/path/to/file.py:12:3: " (and 'loc(callsite(...)): ', see _strip_location).
+_LOCATION = re.compile(r"^(?:<[^>]*>|[^\s:]+\.py)(?::\d+)*:\s*")
 # ... and when an integer input/output was asked of a model whose first/last op stayed float:
 # "Unsupported input type INT16 for input tensor 0 of type FLOAT32."
 _FLOAT_IO = re.compile(
@@ -329,15 +329,30 @@ def _first_error(error: Exception) -> str:
     Example:
         >>> _first_error(RuntimeError("<frozen runpy>:198:1: error: 'tf.X' op failed"))
         "'tf.X' op failed"
+        >>> _first_error(RuntimeError('<unknown>:0: error: loc(callsite("a" at "b")): boom'))
+        'boom'
     """
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     found = next((line for line in lines if "error:" in line.lower()), None)
-    if found is not None:  # what precedes "error:" is where MLIR was, e.g. loc(callsite(...))
-        return found[found.lower().index("error:") + len("error:") :].strip()
-    line = lines[0] if lines else type(error).__name__
-    while (stripped := _LOCATION.sub("", line)) != line:
+    if found is not None:  # what precedes "error:" is where MLIR was: "<unknown>:0: "
+        line = found[found.lower().index("error:") + len("error:") :].strip()
+    else:
+        line = lines[0] if lines else type(error).__name__
+    while (stripped := _strip_location(line)) != line:
         line = stripped
     return line
+
+
+def _strip_location(line: str) -> str:
+    """``line`` without one leading location: ``loc(callsite(...)): ``, ``file.py:12:3: ``."""
+    if line.startswith("loc("):
+        depth = 0
+        for index, char in enumerate(line[3:], start=3):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0:
+                return line[index + 1 :].lstrip(": ")
+        return line
+    return _LOCATION.sub("", line)
 
 
 class _Captured:
