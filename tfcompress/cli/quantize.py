@@ -298,8 +298,6 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             text += f"\n\n{verdict}"
         if gate is not None:
             text += f"\n\n{gate.headline()}"
-        if evaluation is None:
-            text += f"\n\n{NOT_CHECKED}"
         wrote = str(saved) if compiled is None else f"{saved} and {compiled}"
         out.write(text + f"\n\nwrote {wrote}\n")
     if gate is not None and not gate.passed:
