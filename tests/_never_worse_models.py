@@ -28,6 +28,9 @@ from tfcompress.data import Dataset
 
 #: Regression heads are in units of this fraction of the image side.
 SMALL = 0.01
+#: Loss weight of the regression heads: their errors are in hundredths of the image, so the
+#: weight brings them to the class loss's scale (a larger one leaves the class head untrained).
+REGRESSION_WEIGHT = 0.1 / SMALL**2
 
 
 def digits_split(seed: int = 0) -> Any:
@@ -74,17 +77,22 @@ def head_targets(images: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def three_heads(train: Dataset, *, epochs: int = 10, seed: int = 0) -> Any:
-    """A face-network-shaped model: a shared trunk, heads ``cls``, ``box``, ``landmarks``."""
+    """A face-network-shaped model: a conv trunk, heads ``cls``, ``box``, ``landmarks``.
+
+    The box head has its own large Dense layer on the spatial features (as detection heads
+    often do): keeping it float costs most of the float32 file.
+    """
     import keras
 
     keras.utils.set_random_seed(seed)
     inputs = keras.Input((8, 8, 1), name="image")
     trunk = keras.layers.Conv2D(32, 3, padding="same", activation="relu", name="conv1")(inputs)
     trunk = keras.layers.Conv2D(32, 3, padding="same", activation="relu", name="conv2")(trunk)
-    trunk = keras.layers.Flatten()(trunk)
-    trunk = keras.layers.Dense(128, activation="relu", name="shared")(trunk)
+    features = keras.layers.Flatten()(trunk)
+    trunk = keras.layers.Dense(64, activation="relu", name="shared")(features)
     cls = keras.layers.Dense(10, activation="softmax", name="cls")(trunk)
-    box = keras.layers.Dense(64, activation="relu", name="box_hidden")(trunk)
+    # The box head reads the spatial features itself: the model's largest layer.
+    box = keras.layers.Dense(128, activation="relu", name="box_hidden")(features)
     box = keras.layers.Dense(4, name="box")(box)
     points = keras.layers.Dense(64, activation="relu", name="landmarks_hidden")(trunk)
     points = keras.layers.Dense(4, name="landmarks")(points)
@@ -92,7 +100,7 @@ def three_heads(train: Dataset, *, epochs: int = 10, seed: int = 0) -> Any:
     model.compile(
         "adam",
         loss={"cls": "sparse_categorical_crossentropy", "box": "mse", "landmarks": "mse"},
-        loss_weights={"cls": 1.0, "box": 1 / SMALL**2, "landmarks": 1 / SMALL**2},
+        loss_weights={"cls": 1.0, "box": REGRESSION_WEIGHT, "landmarks": REGRESSION_WEIGHT},
     )
     targets = {"cls": train.y, **head_targets(train.x)}
     model.fit(train.x, targets, epochs=epochs, batch_size=32, verbose=0)
