@@ -74,6 +74,7 @@ class SearchState:
     batch_size: int | None = None  # a static batch for every post-training artifact
     freeze_batchnorm: bool = True  # how the fine-tuning rungs treat BatchNorm
     training_hurts: str | None = None  # a fine-tuned attempt came out worse than its PTQ
+    float16_size: SizeBound | None = None  # float16_bound(), computed once
 
     def reference_bytes(self) -> bytes | None:
         """The float32 ``.tflite`` (made now when no conversion made it yet)."""
@@ -130,9 +131,11 @@ class SearchState:
         return None
 
     def float16_bound(self) -> SizeBound | None:
-        """float16's size, computed from the float32 file (None before there is one)."""
+        """float16's size, computed once from the float32 file (None before there is one)."""
         reference = self.reference_bytes()
-        return None if reference is None else float16_bound(reference)
+        if self.float16_size is None and reference is not None:
+            self.float16_size = float16_bound(reference)
+        return self.float16_size
 
     def selective_bound(self, nodes: tuple[str, ...]) -> SizeBound | None:
         """The size of int8 with ``nodes`` kept float (None without the two files)."""
@@ -257,7 +260,7 @@ class SearchState:
         gzip_bytes = gzip_size(built.content)
         if built.worse:
             notes = (*notes, *built.worse)
-            self.training_hurts = self.training_hurts or f"{name} came out worse: {built.worse[0]}"
+            self.training_hurts = self.training_hurts or built.worse[0]
             no_smaller = built.baseline_gzip is not None and gzip_bytes >= built.baseline_gzip * (
                 1 - SIZE_SLACK
             )

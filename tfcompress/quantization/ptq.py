@@ -20,7 +20,7 @@ from tfcompress.quantization.artifact import QuantizedArtifact
 from tfcompress.quantization.calibration import calibration_for
 from tfcompress.quantization.converter import Configure, convert_all
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
-from tfcompress.quantization.recipes import Recipe, integer_recipes, list_recipes
+from tfcompress.quantization.recipes import Recipe, resolve_integer_only
 from tfcompress.quantization.selective import (
     calibrate_only,
     check_kept_float,
@@ -41,7 +41,6 @@ logger = logging.getLogger(__name__)
 
 #: Artifact formats :func:`quantize` makes.
 FORMATS = ("tflite", "onnx")
-_RECIPE_NAMES = frozenset(list_recipes(include_float=True))
 
 
 @dataclass(frozen=True)
@@ -307,7 +306,7 @@ def quantize(
         )
     if not isinstance(recipe, str | Recipe):
         raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
-    integer_only = _integer_only(recipe, integer_only, float_fallback)
+    integer_only = resolve_integer_only(recipe, integer_only, float_fallback)
     io_options: dict[str, Any] = {
         "input_type": input_type,
         "output_type": output_type or input_type,
@@ -395,33 +394,6 @@ def quantize(
         edgetpu=verdict,
         float_nodes=chosen.float_nodes,
     )
-
-
-def _integer_only(
-    recipe: object, integer_only: bool | None, float_fallback: bool | None
-) -> bool | None:
-    """``integer_only`` from the option and its older spelling ``float_fallback``.
-
-    Raises:
-        InvalidInputError: The two contradict each other, or ``float_fallback`` is given for
-            a recipe with float activations.
-    """
-    if float_fallback is None:
-        return integer_only
-    name = getattr(recipe, "name", recipe)
-    if not isinstance(float_fallback, bool):
-        raise InvalidInputError(f"float_fallback must be True or False, got {float_fallback!r}.")
-    if isinstance(name, str) and name in _RECIPE_NAMES and name not in integer_recipes():
-        raise InvalidInputError(
-            f"recipe {name!r} has no integer activations to fall back from; float_fallback "
-            f"applies to {', '.join(integer_recipes())}."
-        )
-    if integer_only is not None and integer_only == float_fallback:
-        raise InvalidInputError(
-            f"float_fallback={float_fallback} and integer_only={integer_only} contradict each "
-            "other; float fallback is the default now: pass integer_only alone."
-        )
-    return not float_fallback
 
 
 def _resolve_format(format: str | None, recipe: object) -> str:

@@ -229,6 +229,45 @@ def integer_recipes() -> list[str]:
     return [n for n, s in _RECIPES.items() if s.integer_activations]
 
 
+def resolve_integer_only(
+    recipe: object, integer_only: bool | None, float_fallback: bool | None
+) -> bool | None:
+    """``integer_only`` from the option and its older spelling ``float_fallback``.
+
+    Args:
+        recipe: The recipe asked for (a name or a :class:`Recipe`).
+        integer_only: The option as given (None: not given).
+        float_fallback: The older option as given (None: not given).
+
+    Returns:
+        The ``integer_only`` to apply, None when neither was given.
+
+    Raises:
+        InvalidInputError: The two contradict each other, or ``float_fallback`` is given for
+            a recipe with float activations.
+
+    Example:
+        >>> resolve_integer_only("int8", None, False)
+        True
+    """
+    if float_fallback is None:
+        return integer_only
+    name = getattr(recipe, "name", recipe)
+    if not isinstance(float_fallback, bool):
+        raise InvalidInputError(f"float_fallback must be True or False, got {float_fallback!r}.")
+    if name in _RECIPES and name not in integer_recipes():
+        raise InvalidInputError(
+            f"recipe {name!r} has no integer activations to fall back from; float_fallback "
+            f"applies to {', '.join(integer_recipes())}."
+        )
+    if integer_only is not None and integer_only == float_fallback:
+        raise InvalidInputError(
+            f"float_fallback={float_fallback} and integer_only={integer_only} contradict each "
+            "other; float fallback is the default now: pass integer_only alone."
+        )
+    return not float_fallback
+
+
 def _from_float_fallback(recipe: Recipe, float_fallback: Any) -> bool:
     """``integer_only`` from the older ``float_fallback`` option (see :class:`Recipe`)."""
     if not isinstance(float_fallback, bool):

@@ -10,19 +10,14 @@ from tfcompress.data import DataLike
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike
 from tfcompress.testing.settings import GateSettings
+from tfcompress.training.batchnorm import freeze_batchnorm
 from tfcompress.training.coverage import LayerCoverage, quantize_with_fallback
 from tfcompress.training.export import finish
 from tfcompress.training.gating import GateLike, plan_gate
 from tfcompress.training.isolation import run_isolated
 from tfcompress.training.ranges import initialize_ranges
 from tfcompress.training.result import TrainingResult
-from tfcompress.training.setup import (
-    Setup,
-    TrainingOptions,
-    fine_tune,
-    freeze_batchnorm,
-    prepare,
-)
+from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -21,6 +21,7 @@ from tfcompress.models.loading import resolve_model as _resolve
 from tfcompress.models.matching import match_tensors
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime import create_runner, default_backend
+from tfcompress.training.batchnorm import freeze_batchnorm
 from tfcompress.training.gating import TrainingGate, rehearse_gate
 from tfcompress.training.scoring import choose_score_metric
 from tfcompress.training.tasks import Labels, OutputTask, plan_tasks, read_labels
@@ -268,44 +269,6 @@ def fine_tune(
         )
     logger.info("fine-tuned %d epoch(s) in %.1fs, loss %s", options.epochs, seconds, epoch_losses)
     return seconds, epoch_losses
-
-
-def freeze_batchnorm(model: Any) -> int:
-    """Put every BatchNormalization layer of ``model`` (wrapped ones too) in inference mode.
-
-    A tf-keras BatchNormalization layer that is not trainable normalizes with its moving
-    statistics even in a training-mode call and updates nothing; tfmot's wrappers
-    (``QuantizeWrapperV2``, pruning and clustering wrappers) call their inner layer, which
-    keeps its own ``trainable``, while the wrapper's own quantizer ranges still train.
-
-    Returns:
-        How many layers were frozen.
-
-    Example:
-        >>> freeze_batchnorm(qat_model)  # doctest: +SKIP
-        4
-    """
-    batchnorm = tf_keras().layers.BatchNormalization
-    frozen = 0
-    for layer in _layers(model):
-        if isinstance(layer, batchnorm) and layer.trainable:
-            layer.trainable = False
-            frozen += 1
-    if frozen:
-        logger.info("froze %d BatchNormalization layer(s) for fine-tuning", frozen)
-    return frozen
-
-
-def _layers(model: Any) -> Iterator[Any]:
-    """Every layer of ``model``, descending into nested models and tfmot's wrappers."""
-    stack = list(getattr(model, "layers", ()))
-    while stack:
-        layer = stack.pop()
-        yield layer
-        stack.extend(getattr(layer, "layers", ()))
-        inner = getattr(layer, "layer", None)
-        if inner is not None:
-            stack.append(inner)
 
 
 def model_outputs(
