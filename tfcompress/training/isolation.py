@@ -123,24 +123,20 @@ def _request(
     technique: str, model: Any, safe_mode: bool, options: dict[str, Any], root: Path
 ) -> dict[str, Any]:
     """What the child needs: the model as a file, the data loaded and checked here."""
+    from tfcompress._compat.bridge import ensure_graph_model
     from tfcompress.models.loading import SavedModelDir, TFLiteModel, resolve_model
     from tfcompress.models.signature import model_signature
-    from tfcompress.training.setup import read_samples
+    from tfcompress.training.setup import read_samples, refuse_not_keras
 
+    loaded = resolve_model(model, safe_mode=safe_mode)
+    if isinstance(loaded, TFLiteModel | SavedModelDir):  # refused with the usual words
+        refuse_not_keras(loaded)
+    ensure_graph_model(loaded)  # a subclassed model is refused here, as in process
     if isinstance(model, str | os.PathLike):
         path, child_safe_mode = Path(model).resolve(), safe_mode
-        loaded = resolve_model(model, safe_mode=safe_mode)
-    else:
-        loaded = resolve_model(model, safe_mode=safe_mode)
-        if isinstance(loaded, TFLiteModel | SavedModelDir):  # refused with the usual words
-            path, child_safe_mode = None, safe_mode
-        else:  # the caller's own model: saved by us, loaded back as it was
-            path, child_safe_mode = root / "model.keras", False
-            loaded.save(path)
-    if isinstance(loaded, TFLiteModel | SavedModelDir):
-        from tfcompress.training.setup import refuse_not_keras
-
-        refuse_not_keras(loaded)
+    else:  # the caller's own model: saved by us, loaded back as it was
+        path, child_safe_mode = root / "model.keras", False
+        loaded.save(path)
     signature = model_signature(loaded)
     data = dict(options)
     data["train_data"] = read_samples(options["train_data"], signature, "training data")
