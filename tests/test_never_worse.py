@@ -70,6 +70,7 @@ def _run(argv, capfd):
 # --- 1 and 2: int8 keeps what has no int8 kernel in float; compress finds it ---------------
 
 
+@pytest.mark.slow
 def test_layer_norm_int8_by_default_and_compress_picks_it(split, layer_norm):
     result = tfcompress.compress(
         layer_norm, representative_data=split.train.x, eval_data=split.test, max_drop=0.01
@@ -106,6 +107,7 @@ def test_demo_cnn_int8_bytes_unchanged_by_the_default(trained_cnn, mnist_split, 
 # --- 3: compress never returns anything larger than float32 ---------------------------------
 
 
+@pytest.mark.slow
 def test_three_heads_float16_early_and_nothing_larger_than_float32(split):
     model = three_heads(split.train)
     result = tfcompress.compress(
@@ -151,6 +153,7 @@ def test_an_artifact_larger_than_float32_is_never_chosen():
 # --- 4 and 5: fine-tuning freezes BatchNorm, is compared with PTQ, runs in a child ----------
 
 
+@pytest.mark.slow
 def test_frozen_batchnorm_keeps_qat_near_ptq_and_a_crash_is_retried(split, monkeypatch):
     model = bn_depthwise_classifier(split.train)
     train, val = unlike_images(split.train.x[:400]), unlike_images(split.test.x[:200], seed=1)
