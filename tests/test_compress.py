@@ -125,6 +125,26 @@ def test_impossible_gate_exits_1_with_the_attempts(sensitive_files, tmp_path, ca
     assert "snr" in stdout and "--train" in stdout
 
 
+def test_a_crashed_fine_tune_is_an_error_and_the_search_goes_on(
+    sensitive_files, tmp_path, capsys, monkeypatch
+) -> None:
+    # The fine-tuning child really dies by SIGSEGV (twice: oneDNN on, then off).
+    monkeypatch.setenv("TFCOMPRESS_TEST_CHILD_CRASH", "always")
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    out = tmp_path / "chosen.tflite"
+    train = str(sensitive_files / "calib.npz")
+    code = main([*_compress_cli(sensitive_files, out, "--max-drop", "0.01"), "--train", train,
+                 "--json"])  # fmt: skip
+    payload = json.loads(capsys.readouterr().out)
+    by_name = {a["name"]: a for a in payload["attempts"]}
+    assert code == 0 and payload["chosen"]["name"] == "selective-1" and out.exists()
+    assert by_name["qat"]["status"] == "error" and "SIGSEGV" in by_name["qat"]["why"]
+    assert "TF_ENABLE_ONEDNN_OPTS=0" in by_name["qat"]["why"]
+    # The other fine-tunes run the same fit: skipped, with the reason, not crashed again.
+    assert "prune-int8" not in by_name and "cluster-int8" not in by_name
+    assert "prune-int8 fine-tunes on the same data, and qat crashed" in payload["stop_reason"]
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -250,7 +270,7 @@ def test_ladder_and_durations() -> None:
     assert [r.name for r in size] == [
         "int8", "selective", "int16x8", "qat", "prune-int8", "cluster-int8", "float16"
     ]  # fmt: skip
-    assert size[-1].last_resort and not size[0].last_resort
+    assert size[-1].bound == "float16" and not any(r.last_resort for r in size)
     latency = plan_ladder(
         objective="latency", target="edgetpu", calibration_available=5000, training=False
     )

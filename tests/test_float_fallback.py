@@ -1,7 +1,8 @@
 """Float fallback: int8/int16x8 on models with ops that have no integer kernel.
 
 LayerNormalization makes a NEG op and PReLU a PRELU op: TF 2.21 has no 16-bit kernel for
-either, and no int8 kernel for NEG. Models are tiny, seeded and built in code.
+either, and no int8 kernel for NEG. By default such ops stay float, as in the TFLite
+converter; ``integer_only`` refuses them. Models are tiny, seeded and built in code.
 """
 
 import json
@@ -77,11 +78,11 @@ def _relative_error(result, x) -> float:
         ("layer_norm", "int8", "NEG"),
     ],
 )
-def test_without_fallback_one_line_error_names_the_op(models, kind, recipe, op):
+def test_integer_only_one_line_error_names_the_op(models, kind, recipe, op):
     with pytest.raises(ConversionError) as caught:
-        _quantize(models, kind, recipe)
+        _quantize(models, kind, recipe, integer_only=True)
     message = str(caught.value)
-    assert op in message and "--float-fallback" in message, message
+    assert op in message and "--integer-only" in message, message
     assert "\n" not in message
     assert "TFLite built-ins" not in message  # NEG and PRELU are built-ins
 
@@ -93,22 +94,29 @@ def test_without_fallback_one_line_error_names_the_op(models, kind, recipe, op):
         ("layer_norm", "int8", ("NEG",), INT8_TOLERANCE),
     ],
 )
-def test_fallback_converts_lists_float_ops_and_runs(models, kind, recipe, float_ops, tolerance):
-    result = _quantize(models, kind, recipe, float_fallback=True)
-    assert result.recipe.float_fallback is True
+def test_default_keeps_float_ops_lists_them_and_runs(
+    models, kind, recipe, float_ops, tolerance, caplog
+):
+    with caplog.at_level("WARNING", logger="tfcompress"):
+        result = _quantize(models, kind, recipe)
+    assert result.recipe.integer_only is False
     assert result.float_ops == float_ops
     assert result.to_dict()["float_ops"] == list(float_ops)
     assert f"stayed float: {float_ops[0]}" in str(result)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(float_ops[0] in line and "stayed float" in line for line in warned), warned
     ops = tfcompress.inspect_model(result.model_content).op_histogram
     assert ops["DEQUANTIZE"] >= 2 and ops["QUANTIZE"] >= 2  # float island inside the graph
     assert _relative_error(result, models[kind][1]) <= tolerance
+    older = _quantize(models, kind, recipe, float_fallback=True)  # the older spelling
+    assert older.model_content == result.model_content
 
 
 def test_int16x8_layer_norm_converts_but_litert_has_no_int16_squared_difference(models):
     # Known limit of LiteRT 2.3 (docs/quantization.md): the converter quantizes the
     # SQUARED_DIFFERENCE of LayerNormalization to int16, which the interpreter cannot run.
     # When this test fails, LiteRT gained the kernel: update the docs.
-    result = _quantize(models, "layer_norm", "int16x8", float_fallback=True)
+    result = _quantize(models, "layer_norm", "int16x8")
     assert result.float_ops == ("NEG",)
     with (
         pytest.raises(UnsupportedModelError, match=r"cannot run the model: .*SquaredDifference"),
@@ -117,32 +125,45 @@ def test_int16x8_layer_norm_converts_but_litert_has_no_int16_squared_difference(
         runner.predict(models["layer_norm"][1][:2])
 
 
-def test_fallback_on_a_fully_supported_model_changes_nothing(models):
-    plain = _quantize(models, "prelu", "int8")  # PRELU has an int8 kernel
-    fallback = _quantize(models, "prelu", "int8", float_fallback=True)
-    assert plain.float_ops == () and fallback.float_ops == ()
-    assert fallback.model_content == plain.model_content
-    assert plain.recipe.float_fallback is False
+def test_integer_only_on_a_fully_supported_model_changes_nothing(models):
+    strict = _quantize(models, "prelu", "int8", integer_only=True)  # PRELU has an int8 kernel
+    default = _quantize(models, "prelu", "int8")
+    assert strict.float_ops == () and default.float_ops == ()
+    assert default.model_content == strict.model_content
+    assert strict.recipe.integer_only is True
 
 
 def test_integer_input_next_to_a_float_op_is_refused(models):
     with pytest.raises(ConversionError, match=r"int16 input.*--input-type float32"):
-        _quantize(models, "prelu_first", "int16x8", float_fallback=True, input_type="int16")
+        _quantize(models, "prelu_first", "int16x8", input_type="int16")
 
 
-def test_float_recipes_report_no_float_ops_and_refuse_the_option(models):
+def test_float_recipes_report_no_float_ops_and_refuse_the_options(models):
     assert _quantize(models, "prelu", "dynamic").float_ops is None
     with pytest.raises(InvalidInputError, match="float_fallback applies to int8, int16x8"):
         _quantize(models, "prelu", "dynamic", float_fallback=True)
+    with pytest.raises(InvalidInputError, match="integer_only applies to int8, int16x8"):
+        _quantize(models, "prelu", "dynamic", integer_only=True)
+    with pytest.raises(InvalidInputError, match="contradict"):
+        _quantize(models, "prelu", "int8", integer_only=True, float_fallback=True)
 
 
-def test_recipe_json_round_trip():
-    recipe = Recipe("int16x8", float_fallback=True)
-    assert json.loads(recipe.to_json())["float_fallback"] is True
+def test_recipe_json_round_trip_and_older_records():
+    recipe = Recipe("int16x8", integer_only=True)
+    assert json.loads(recipe.to_json())["integer_only"] is True
+    assert "float_fallback" not in json.loads(recipe.to_json())
     assert Recipe.from_json(recipe.to_json()) == recipe
-    assert Recipe.from_dict({"name": "int8"}).float_fallback is False  # older records
+    assert Recipe.from_dict({"name": "int8"}).integer_only is False
+    # Records written before integer_only carried float_fallback in every recipe: False on
+    # an integer recipe meant "refuse float ops", True meant what is the default now.
+    assert Recipe.from_dict({"name": "int8", "float_fallback": False}).integer_only is True
+    assert Recipe.from_dict({"name": "int8", "float_fallback": True}) == Recipe("int8")
+    assert Recipe.from_dict({"name": "float16", "float_fallback": False}) == Recipe("float16")
+    assert Recipe("int8", float_fallback=True) == Recipe("int8")
     with pytest.raises(InvalidInputError, match="True or False"):
-        Recipe("int8", float_fallback="yes")
+        Recipe("int8", integer_only="yes")
+    with pytest.raises(InvalidInputError, match="float_fallback applies to int8"):
+        Recipe.from_dict({"name": "dynamic", "float_fallback": True})
 
 
 def test_check_integer_model_refuses_a_float_input_asked_to_be_int8(models):
@@ -153,7 +174,7 @@ def test_check_integer_model_refuses_a_float_input_asked_to_be_int8(models):
             recipe="int8",
             input_type="int8",
             output_type="float32",
-            float_fallback=True,
+            integer_only=False,
             source="m",
         )
 
@@ -216,21 +237,33 @@ def _cli_files(tmp_path, models):
     return path, calib
 
 
-def test_cli_float_fallback_json(capfd, tmp_path, models):
+def test_cli_default_keeps_float_ops_and_integer_only_refuses(capfd, tmp_path, models):
     path, calib = _cli_files(tmp_path, models)
     out = tmp_path / "ln.tflite"
-    argv = ["quantize", path, "--recipe", "int8", "--data", calib, "--out", out, "--json"]
-    code = main([str(a) for a in [*argv, "--float-fallback"]])
+    argv = ["quantize", path, "--recipe", "int8", "--data", calib, "--json"]
+    code = main([str(a) for a in [*argv, "--out", out]])
     captured = capfd.readouterr()
     assert code == 0, captured.err
     report = json.loads(captured.out)
-    assert report["float_fallback"] is True and report["float_ops"] == ["NEG"]
+    assert report["integer_only"] is False and report["float_ops"] == ["NEG"]
     assert report["size_bytes"] == out.stat().st_size
+    assert report["checked"] is False  # no --eval: nothing was compared
+    warned = [line for line in captured.err.splitlines() if line.startswith("WARNING")]
+    assert len(warned) == 1 and "NEG" in warned[0] and "stayed float" in warned[0]
+    assert "nothing was checked" in captured.err
 
-    code = main([str(a) for a in [*argv[:-3], "--out", tmp_path / "no.tflite"]])
+    older = tmp_path / "older.tflite"  # --float-fallback: accepted, the default anyway
+    assert main([str(a) for a in [*argv, "--out", older, "--float-fallback"]]) == 0
+    assert older.read_bytes() == out.read_bytes()
+    capfd.readouterr()
+
+    code = main([str(a) for a in [*argv, "--out", tmp_path / "no.tflite", "--integer-only"]])
     captured = capfd.readouterr()
     assert code == 2 and captured.out == ""
     # the converter's native code prints a "fully_quantize: ..." line of its own on stderr
     errors = [line for line in captured.err.splitlines() if "error:" in line]
-    assert len(errors) == 1 and "NEG" in errors[0] and "--float-fallback" in errors[0]
+    assert len(errors) == 1 and "NEG" in errors[0] and "--integer-only" in errors[0]
     assert not (tmp_path / "no.tflite").exists()
+    both = [*argv, "--out", tmp_path / "no.tflite", "--integer-only", "--float-fallback"]
+    assert main([str(a) for a in both]) == 2
+    assert "contradict" in capfd.readouterr().err

@@ -39,7 +39,9 @@ def _run(capsys, argv: list[str]) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def _base(files, command: str, out: Path, *extra: str) -> list[str]:
+def _base(files, command: str, out: Path, *extra: str, child: bool = False) -> list[str]:
+    # In process unless the test is about the default: a child process per command would
+    # add a TensorFlow import to each (tests/test_never_worse.py covers the child).
     return [
         command,
         str(files["model"]),
@@ -49,6 +51,7 @@ def _base(files, command: str, out: Path, *extra: str) -> list[str]:
         str(files["val"]),
         "--out",
         str(out),
+        *([] if child else ["--in-process"]),
         *extra,
     ]
 
@@ -213,7 +216,7 @@ def test_unknown_options_refused(trained_cnn, mnist_split):
 @pytest.mark.slow
 def test_qat_cli_json(files, tmp_path, capsys):
     out = tmp_path / "qat.tflite"
-    code, stdout, _ = _run(capsys, [*_base(files, "qat", out), "--json"])
+    code, stdout, _ = _run(capsys, [*_base(files, "qat", out, child=True), "--json"])
     assert code == 0
     data = json.loads(stdout)
     for key in ("output", "size_bytes", "accuracy", "reference_accuracy", "accuracy_drop"):
@@ -222,6 +225,12 @@ def test_qat_cli_json(files, tmp_path, capsys):
     assert data["output"] == str(out)
     assert out.stat().st_size == data["size_bytes"]
     assert data["accuracy_drop"] <= 0.02
+    # Fine-tuned in a child process (the default), BatchNorm frozen, compared with plain PTQ.
+    assert data["options"]["freeze_batchnorm"] is True
+    assert data["baseline"].startswith("plain post-training int8")
+    assert all(o["baseline"] is not None for o in data["outputs"])
+    worse = sum(o["worse_than_baseline"] for o in data["outputs"])
+    assert len(data["worse_than_baseline"]) == worse
 
 
 @pytest.mark.slow

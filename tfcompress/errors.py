@@ -15,6 +15,7 @@ __all__ = [
     "InvalidInputError",
     "MissingDependencyError",
     "ModelLoadError",
+    "NativeCrashError",
     "OutputExistsError",
     "OutputLocationError",
     "SettingUnavailableError",
@@ -59,6 +60,16 @@ class OutputLocationError(InvalidInputError):
 
 class ConversionError(TFCompressError):
     """The TFLite/ONNX converter rejected the model."""
+
+
+class NativeCrashError(TFCompressError):
+    """Native code (TensorFlow's kernels) crashed in the child process tfcompress ran it in.
+
+    The caller survives: the message names the signal and the known workaround. Not the
+    user's input, so the CLI exits 3, as for a bug.
+    """
+
+    exit_code = 3
 
 
 class MissingDependencyError(TFCompressError, ImportError):

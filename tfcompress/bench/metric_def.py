@@ -88,6 +88,16 @@ class MetricDef:
         """True when a larger value is better (accuracy, snr), False for errors (mse)."""
         return self.direction == "higher"
 
+    def __reduce__(self) -> tuple[Callable[[str], MetricDef], tuple[str]]:
+        """Pickle by name: the registry rebuilds the definition (its functions are closures).
+
+        Results travel between processes this way (fine-tuning in a child process returns a
+        gate report whose verdicts name their metric). A metric bound to reference outputs
+        (:meth:`for_reference`) comes back as the registry's definition of its name: units,
+        direction and formatting, what a report reads, do not depend on the binding.
+        """
+        return (_registered, (self.name,))
+
     def validate(self, target: Any, outputs: Any, *, output: str = "output") -> Prepared:
         """Check ``target`` against ``outputs`` for this metric and normalise both.
 
@@ -238,3 +248,10 @@ class MetricDef:
         if self.kind == "task":
             return self.format_change(value, signed=False)
         return self.format_value(value)
+
+
+def _registered(name: str) -> MetricDef:
+    """The registry's definition of ``name`` (unpickling; see :meth:`MetricDef.__reduce__`)."""
+    from tfcompress.bench.metrics import get_metric
+
+    return get_metric(name)

@@ -22,7 +22,10 @@ logger = logging.getLogger(__name__)
 def add_training_arguments(
     parser: argparse.ArgumentParser, *, epochs: int, learning_rate: float
 ) -> None:
-    """MODEL, --train/--data, --val, --out, --epochs, --lr, --batch-size, --seed, the gate flags.
+    """MODEL, --train/--data, --val, --out, --epochs/--lr/--batch-size/--seed, gate flags...
+
+    Also ``--train-batchnorm`` (BatchNorm statistics train; frozen by default) and
+    ``--in-process`` (no child process; see :mod:`tfcompress.training.isolation`).
 
     The gate flags (``--max-drop``, ``--min-snr``, ``--min-cosine``, ``--max-abs``,
     ``--min-agreement``, ``--output``, ``--metric``, ``--mode``) are those of
@@ -59,6 +62,18 @@ def add_training_arguments(
     )
     parser.add_argument("--batch-size", type=_positive_int, default=32, help="default 32")
     parser.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    parser.add_argument(
+        "--train-batchnorm",
+        action="store_true",
+        help="let BatchNormalization statistics train (default: frozen, so fine-tuning on "
+        "data unlike the training set cannot move them); for a real training set",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="fine-tune in this process instead of a child process (saves the child's "
+        "TensorFlow import; a native crash then ends the command with no message)",
+    )
     # A threshold judges the exported .tflite against the original float model on the
     # validation data; the artifact is written either way and the command exits 1 on failure.
     add_gate_options(parser, default_mode=None)
@@ -130,8 +145,12 @@ def run_training(
         seed=args.seed,
         gate=checks,
         gate_settings=settings,
+        freeze_batchnorm=not args.train_batchnorm,
+        isolate=not args.in_process,
         **options,
     )
+    for sentence in result.worse_than_baseline:
+        logger.warning("%s; %s is better", sentence, result.baseline_name)
     saved = result.save(args.out, overwrite=args.force)
     logger.info("wrote %s (%s bytes)", saved, f"{result.size_bytes:,}")
     if args.json:

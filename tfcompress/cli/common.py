@@ -32,6 +32,33 @@ def add_unsafe_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_custom_objects_flag(parser: argparse.ArgumentParser) -> None:
+    """``--custom-objects FILE.py``: the model's custom Keras classes, by running that file."""
+    parser.add_argument(
+        "--custom-objects",
+        metavar="FILE.py",
+        help="a Python file defining the model's custom Keras classes (its CUSTOM_OBJECTS "
+        "dict, else its public classes); tfcompress imports it, which runs its code",
+    )
+
+
+def load_cli_model(args: argparse.Namespace) -> Any:
+    """``args.model`` loaded with ``--unsafe`` and ``--custom-objects`` (when the parser has it).
+
+    Raises:
+        ModelLoadError: The model cannot be loaded (the message names the way out).
+        InvalidInputError: The ``--custom-objects`` file cannot be imported.
+    """
+    from tfcompress.models import load_model
+
+    objects = None
+    if getattr(args, "custom_objects", None):
+        from tfcompress.models.custom_objects import import_custom_objects
+
+        objects = import_custom_objects(args.custom_objects)
+    return load_model(args.model, safe_mode=not args.unsafe, custom_objects=objects)
+
+
 def emit_json(out: IO[str], payload: dict[str, Any]) -> None:
     """Write ``payload`` as one JSON line to ``out``."""
     out.write(json.dumps(payload, sort_keys=False, default=str) + "\n")

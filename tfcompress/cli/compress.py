@@ -8,11 +8,13 @@ from typing import IO, Any
 
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
 from tfcompress.cli.common import (
+    add_custom_objects_flag,
     add_force_flag,
     add_json_flag,
     add_unsafe_flag,
     duration,
     emit_json,
+    load_cli_model,
     positive_int,
 )
 from tfcompress.compression.candidates import OBJECTIVES
@@ -54,6 +56,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--train", help="training samples: enables QAT, pruning and clustering")
     parser.add_argument(
+        "--train-batchnorm",
+        action="store_true",
+        help="with --train: let BatchNormalization statistics train (default: frozen)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        metavar="N",
+        help="a static batch for every artifact (e.g. 1 for RNNs whose conversion needs one)",
+    )
+    parser.add_argument(
         "--time-budget", type=duration, metavar="T", help="wall-clock budget: 90s, 10m, 1h"
     )
     parser.add_argument(
@@ -74,6 +87,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=positive_int, default=1, help="threads (gate, latency)")
     add_force_flag(parser)
     add_unsafe_flag(parser)
+    add_custom_objects_flag(parser)
     add_json_flag(parser)
     return parser
 
@@ -103,7 +117,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     from tfcompress.compression.api import compress
     from tfcompress.compression.report import check_compress_report_dir
     from tfcompress.errors import InvalidInputError
-    from tfcompress.models import check_output_path, load_model
+    from tfcompress.models import check_output_path
 
     inputs = [p for p in (args.model, args.data, args.eval_data, args.train, args.replay) if p]
     if args.replay is not None:
@@ -115,7 +129,9 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
     if args.report:
         check_compress_report_dir(args.report, overwrite=args.force)
-    model = load_model(args.model, safe_mode=not args.unsafe)
+    if args.train_batchnorm and args.train is None:
+        raise InvalidInputError("--train-batchnorm sets how --train fine-tunes; pass --train.")
+    model = load_cli_model(args)
     result = compress(
         model,
         representative_data=args.data,
@@ -129,6 +145,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         mode=args.mode or "strict",
         threads=args.threads,
         measure_latency=True if args.latency else None,
+        batch_size=args.batch_size,
+        freeze_batchnorm=not args.train_batchnorm,
         progress=True,
         **threshold_options(args),
     )
@@ -157,7 +175,7 @@ def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
     from tfcompress._files import write_bytes_atomic
     from tfcompress.compression.replay import read_attempt, replay
     from tfcompress.errors import InvalidInputError
-    from tfcompress.models import check_output_path, load_model
+    from tfcompress.models import check_output_path
 
     # A replay makes one recorded recipe again: the options of a search would do nothing.
     search_only = {
@@ -167,6 +185,8 @@ def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
         "--latency": args.latency,
         "--report": args.report is not None,
         "--threads": args.threads != 1,
+        "--batch-size": args.batch_size is not None,
+        "--train-batchnorm": args.train_batchnorm,
         "the gate flags": gate_requested(args) or bool(args.mode or args.output or args.metric),
     }
     given = [flag for flag, present in search_only.items() if present]
@@ -178,7 +198,7 @@ def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
     attempt = read_attempt(args.replay, args.attempt)
     content = replay(
-        load_model(args.model, safe_mode=not args.unsafe),
+        load_cli_model(args),
         args.replay,
         representative_data=args.data,
         train_data=args.train,

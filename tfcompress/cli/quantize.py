@@ -10,10 +10,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
 from tfcompress.cli.common import (
+    add_custom_objects_flag,
     add_force_flag,
     add_json_flag,
     add_unsafe_flag,
     emit_json,
+    load_cli_model,
     positive_int,
     show_progress,
 )
@@ -34,6 +36,11 @@ if TYPE_CHECKING:
     from tfcompress.testing.report import GateReport
 
 logger = logging.getLogger(__name__)
+
+NOT_CHECKED = (
+    "nothing was checked: without --eval TEST.npz the artifact's outputs were never compared "
+    "with the float model's"
+)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -123,10 +130,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--per-tensor", action="store_true", help="per-tensor weight scales (default per-channel)"
     )
     parser.add_argument(
+        "--integer-only",
+        action="store_true",
+        help="int8/int16x8 .tflite: refuse a model with ops that have no integer kernel "
+        "(Edge TPU, microcontrollers) instead of keeping them float, the converter's default",
+    )
+    parser.add_argument(
         "--float-fallback",
         action="store_true",
-        help="int8/int16x8 .tflite: keep ops without an integer kernel in float (listed as "
-        "float_ops)",
+        help="accepted for older scripts: keeping such ops float is the default now",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        metavar="N",
+        help=".tflite: a static batch dimension (e.g. 1; RNNs whose conversion needs one)",
     )
     parser.add_argument(
         "--float-node",
@@ -158,6 +176,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_force_flag(parser)
     add_unsafe_flag(parser)
+    add_custom_objects_flag(parser)
     add_json_flag(parser)
     return parser
 
@@ -177,8 +196,9 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             threshold, or any input :func:`tfcompress.quantize` refuses.
         InvalidDataError: ``--eval`` data that does not fit the model (checked before
             converting).
+        UnsupportedModelError: The model is a ``.tflite`` (refused before reading data).
         ConversionError: The converter rejected the model (e.g. an op without an integer
-            kernel and no ``--float-fallback``), or the ONNX export failed its check.
+            kernel with ``--integer-only``), or the ONNX export failed its check.
 
     Example:
         >>> main(["quantize", "m.keras", "--data", "calib.npz", "--eval", "test.npz",
@@ -189,9 +209,11 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     from tfcompress.bench.accuracy import evaluate
     from tfcompress.bench.paired import read_for_reference
     from tfcompress.errors import InvalidInputError
-    from tfcompress.models import check_output_path, load_model
+    from tfcompress.models import TFLiteModel, check_output_path
+    from tfcompress.quantization.engines import choose_engine
     from tfcompress.quantization.float_ops import describe_float_ops
     from tfcompress.quantization.ptq import quantize
+    from tfcompress.quantization.recipes import Recipe
     from tfcompress.testing.judge import build_checks
 
     if args.list_recipes:
@@ -217,7 +239,9 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     inputs = [p for p in (args.model, args.data, args.eval_data) if p]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
     side_outputs = _side_outputs(args, inputs)
-    model = load_model(args.model, safe_mode=not args.unsafe)
+    model = load_cli_model(args)
+    if isinstance(model, TFLiteModel):  # an engine that cannot take it refuses before any data
+        choose_engine(args.engine, model, Recipe.coerce(args.recipe))
     # The test data is matched to the model now: a mismatch costs nothing, not a conversion.
     eval_set = read_for_reference(args.eval_data, model, "--eval data") if args.eval_data else None
     result = quantize(
@@ -229,9 +253,11 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         output_type=args.output_type,
         per_channel=False if args.per_tensor else None,
         calibration_samples=args.samples,
+        integer_only=True if args.integer_only else None,
         float_fallback=True if args.float_fallback else None,
         float_nodes=args.float_nodes,
         **_tflite_only(args),
+        batch_size=args.batch_size,
         calibration_method=args.calibration,
         opset=args.opset,
         target=args.target,
@@ -252,6 +278,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         )
     # Judged before writing: an option the gate refuses must not leave a file behind.
     gate = _gate(evaluation, checks, args) if gating and evaluation is not None else None
+    collapsed = _collapse(evaluation)
     saved = result.save(args.out, overwrite=args.force)
     logger.info("wrote %s (%s bytes)", saved, f"{result.size_bytes:,}")
     verdict = getattr(result, "target_verdict", None)
@@ -272,8 +299,10 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         "per_channel": result.recipe.per_channel,
         "calibration_samples": result.calibration_samples,
         "conversion_seconds": round(result.conversion_seconds, 3),
-        "warnings": list(result.warnings),
-        "float_fallback": getattr(result.recipe, "float_fallback", False),
+        "warnings": [*result.warnings, *collapsed],
+        "checked": evaluation is not None,
+        "integer_only": getattr(result.recipe, "integer_only", False),
+        "batch_size": getattr(result.recipe, "batch_size", None),
         "float_ops": None if result.float_ops is None else list(result.float_ops),
         "float_nodes": list(getattr(result, "float_nodes", ())),
         "engine": getattr(result, "engine", None),
@@ -339,6 +368,23 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         logger.error("%s; %s was still written", gate.headline(), saved)
         return 1
     return 0
+
+
+def _collapse(evaluation: Evaluation | None) -> tuple[str, ...]:
+    """Warn (stderr) about every output that collapsed, whatever the gate; say when unchecked.
+
+    See :mod:`tfcompress.bench.collapse` for what counts as a collapse.
+    """
+    from tfcompress.bench.collapse import find_collapse
+
+    if evaluation is None:
+        logger.info("%s", NOT_CHECKED)
+        return ()
+    reference, quantized = evaluation.rows
+    found = find_collapse(reference.outputs, quantized.outputs, evaluation.labels)
+    for sentence in found:
+        logger.warning("%s: the artifact is written, but check it before use", sentence)
+    return found
 
 
 def _gate(

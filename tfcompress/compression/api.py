@@ -10,11 +10,11 @@ from typing import Any
 
 from tfcompress.bench.thresholds import check_threshold_names
 from tfcompress.compression.advice import advise
-from tfcompress.compression.candidates import OBJECTIVES, check_choice, plan_ladder
+from tfcompress.compression.candidates import OBJECTIVES, Rung, check_choice, plan_ladder
 from tfcompress.compression.result import CompressionResult
 from tfcompress.compression.search import SearchState, layer_of, run_rules, run_selective
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
-from tfcompress.targets.base import get_target
+from tfcompress.targets.base import Target, get_target
 
 
 def compress(
@@ -33,6 +33,8 @@ def compress(
     interval: str = "auto",
     threads: int = 1,
     measure_latency: bool | None = None,
+    batch_size: int | None = None,
+    freeze_batchnorm: bool = True,
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
@@ -45,12 +47,20 @@ def compress(
     ranked once by quantization error, the 1, 2, 4... most sensitive kept float until the
     gate passes); int16x8 when no int8 attempt passed; with ``train_data`` QAT, and for
     ``objective="size"`` pruning + int8 and clustering + int8; for ``objective="size"``,
-    float16 as the last resort when nothing else passed. ``objective="latency"`` adds
-    float32 and float16 and ranks by the median latency measured by
-    :func:`tfcompress.benchmark` on the target's backend at ``threads``. The search stops
-    when nothing left can beat the best passing artifact (see
-    :mod:`tfcompress.compression.search`), when ``time_budget_s`` runs out (checked between
-    attempts), or on Ctrl-C; the best passing artifact so far is returned each time.
+    float16, tried as soon as the selective steps' computed sizes approach it.
+    ``objective="latency"`` adds float32 and float16 and ranks by the median latency
+    measured by :func:`tfcompress.benchmark` on the target's backend at ``threads``. int8
+    keeps ops without an int8 kernel in float, as ``tfcompress.quantize`` does (the Edge TPU
+    target is integer-only). The search stops when nothing left can beat the best passing
+    artifact (see :mod:`tfcompress.compression.search`), when ``time_budget_s`` runs out
+    (checked between attempts), or on Ctrl-C; the best passing artifact so far is returned
+    each time. Nothing larger than the float32 file is ever chosen (for the size objective,
+    nothing as large either).
+
+    Fine-tuning rungs run in a child process (:mod:`tfcompress.training.isolation`): a native
+    crash is recorded as that attempt's error and the search goes on. A fine-tuned artifact
+    worse than plain PTQ of the same model (measured in its own run) and no smaller is
+    dropped, and the other fine-tuning rungs, which share its data, are skipped.
 
     Every artifact is judged by :func:`tfcompress.check_gate` against ``model`` on
     ``eval_data`` (the same check as ``tfcompress gate`` and the pytest plugin).
@@ -76,6 +86,11 @@ def compress(
         threads: CPU threads of the gate and the latency measurements.
         measure_latency: Time every attempt on the target (default: only for
             ``objective="latency"``).
+        batch_size: A static batch for every post-training artifact (e.g. 1 for an RNN
+            whose conversion needs one); not with ``train_data`` (the fine-tuned artifacts
+            keep the model's own batch). ``target="edgetpu"`` fixes it at 1.
+        freeze_batchnorm: The fine-tuning rungs keep BatchNormalization in inference mode
+            (default; see :func:`tfcompress.qat`); False lets them train.
         seed: Seed of calibration subsets and training.
         safe_mode: See :func:`tfcompress.load_model` (paths only).
         progress: Print "attempt k of n" and the best so far on stderr.
@@ -115,6 +130,11 @@ def compress(
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidInputError(f"threads must be a positive integer, got {threads!r}.")
     budget = _budget(time_budget_s)
+    _check_batch(batch_size, device=device, training=train_data is not None)
+    if not isinstance(freeze_batchnorm, bool):
+        raise InvalidInputError(
+            f"freeze_batchnorm must be True or False, got {freeze_batchnorm!r}."
+        )
     names = [metrics] if isinstance(metrics, str) else list(metrics or ())
     checks = build_checks([outputs] if isinstance(outputs, str) else outputs, names, **given)
     settings = GateSettings(
@@ -133,7 +153,7 @@ def compress(
     # Fail now, not after the ladder, when a backend the search needs cannot run here.
     needed = {device.gate_backend} | ({device.latency_backend} if measure else set())
     if needed - {"cpu"}:
-        float32 = _float32(reference, calibration, seed)
+        float32 = _float32(reference, calibration, seed, batch_size)
         for backend in sorted(needed - {"cpu"}):
             _probe_backend(float32, backend)
     state = SearchState(
@@ -152,6 +172,9 @@ def compress(
         deadline=None if budget is None else started + budget,
         started=started,
         float32=float32,
+        make_float32=lambda: _float32(reference, calibration, seed, batch_size),
+        batch_size=batch_size,
+        freeze_batchnorm=freeze_batchnorm,
     )
     ladder = plan_ladder(
         objective=objective, target=target, calibration_available=len(calibration),
@@ -174,49 +197,94 @@ def compress(
             f"{state.attempts[0].why}"
         )
     if state.float32 is None:  # stopped before any conversion: the baseline is still reported
-        state.float32 = _float32(reference, calibration, seed)
+        state.float32 = _float32(reference, calibration, seed, batch_size)
     return _result(state, interrupted, time.monotonic() - started, train is not None)
 
 
 def _climb(state: SearchState, ladder: Any, seed: int) -> None:
     """Try the rungs in order until the stop rule, the budget or the ladder's end."""
-    rungs = list(ladder)
-    while rungs:
-        live = [r for r in rungs if state.beaten(r) is None]
+    state.pending = list(ladder)
+    state.run_rung = lambda rung: _run(state, rung, seed)
+    while state.pending:
+        live = [r for r in state.pending if state.beaten(r) is None]
         if not live:
             best = state.best
-            why = "; ".join(filter(None, (state.beaten(r) for r in rungs)))
+            why = "; ".join(filter(None, (*state.skipped, *map(state.beaten, state.pending))))
             state.stop_reason = f"{best.name if best else 'nothing'} cannot be beaten: {why}"
             return
         rung = live[0]
-        rungs = rungs[rungs.index(rung) + 1 :]
+        state.pending = state.pending[state.pending.index(rung) + 1 :]
         if state.out_of_time():
             state.stop_reason = (
                 f"time budget ran out before {rung.name} "
                 f"({len(state.attempts)} attempt(s) in {time.monotonic() - state.started:.0f}s)"
             )
             return
-        if rung.technique == "selective":
-            run_selective(state, rung, lambda: _rank(state, seed))
-        elif rung.technique == "rules":
-            run_rules(state, rung, lambda r=rung: _worst_tensors(state, r, seed))
-        elif rung.technique == "ptq":
-            prebuilt = state.float32 if rung.recipe.get("name") == "float32" else None
-            state.attempt(rung.name, "ptq", rung.recipe, prebuilt=prebuilt)
-        else:
-            notes = _sensitive_note(state) if rung.technique == "qat" else ()
-            state.attempt(rung.name, rung.technique, {**rung.recipe, "seed": seed}, notes=notes)
+        _run(state, rung, seed)
+    if not state.stop_reason and state.skipped:
+        state.stop_reason = "every candidate of the ladder was tried or bounded: " + "; ".join(
+            state.skipped
+        )
     state.stop_reason = state.stop_reason or "every candidate of the ladder was tried"
 
 
+def _run(state: SearchState, rung: Rung, seed: int) -> None:
+    """Make and judge one rung (a selective rung: its steps)."""
+    if rung.technique == "selective":
+        run_selective(state, _with_batch(rung, state.batch_size), lambda: _rank(state, seed))
+    elif rung.technique == "rules":
+        run_rules(state, rung, lambda r=rung: _worst_tensors(state, r, seed))
+    elif rung.technique == "ptq":
+        prebuilt = state.float32 if rung.recipe.get("name") == "float32" else None
+        recipe = _with_batch(rung, state.batch_size).recipe
+        state.attempt(rung.name, "ptq", recipe, prebuilt=prebuilt)
+    else:
+        notes = _sensitive_note(state) if rung.technique == "qat" else ()
+        options = {**rung.recipe, "seed": seed, "freeze_batchnorm": state.freeze_batchnorm}
+        state.attempt(rung.name, rung.technique, options, notes=notes)
+
+
+def _with_batch(rung: Rung, batch_size: int | None) -> Rung:
+    """The rung with the search's static batch in its recipe (post-training rungs)."""
+    if batch_size is None or rung.recipe.get("name") == "float32":
+        return rung
+    return replace(rung, recipe={**rung.recipe, "batch_size": batch_size})
+
+
+def _check_batch(batch_size: int | None, *, device: Target, training: bool) -> None:
+    """Refuse a static batch the search could not honour for every rung.
+
+    Raises:
+        InvalidInputError: Not a positive integer, with ``train_data``, or not the batch a
+            fixed-batch target needs (1 for the Edge TPU).
+    """
+    if batch_size is None:
+        return
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    if training:
+        raise InvalidInputError(
+            "batch_size fixes the batch of the post-training artifacts, but the fine-tuned "
+            "ones keep the model's own batch: drop train_data (--train) or batch_size "
+            "(--batch-size)."
+        )
+    fixed = device.rules.batch_size
+    if fixed is not None and batch_size != fixed:
+        raise InvalidInputError(
+            f"{device.display_name} needs a static batch of {fixed}, not {batch_size}; drop "
+            f"--batch-size (--target {device.name} fixes it at {fixed})."
+        )
+
+
 def _rank(state: SearchState, seed: int) -> Any:
+    from tfcompress.quantization import Recipe
     from tfcompress.quantization.selective import rank_layers
 
     return rank_layers(
         state.reference,
         representative_data=state.representative,
         eval_data=state.eval_set,
-        recipe="int8",
+        recipe=Recipe("int8", batch_size=state.batch_size),
         seed=seed,
     )
 
@@ -264,12 +332,16 @@ def _sensitive_note(state: SearchState) -> tuple[str, ...]:
     )
 
 
-def _float32(reference: Any, calibration: Any, seed: int) -> bytes:
+def _float32(reference: Any, calibration: Any, seed: int, batch_size: int | None) -> bytes:
     from tfcompress.quantization.ptq import quantize
 
     try:
         return quantize(
-            reference, recipe="float32", representative_data=calibration, seed=seed
+            reference,
+            recipe="float32",
+            representative_data=calibration,
+            seed=seed,
+            batch_size=batch_size,
         ).model_content
     except ConversionError as error:
         raise UnsupportedModelError(f"the model does not convert to .tflite: {error}") from error

@@ -28,6 +28,10 @@ class Built:
     float_nodes: tuple[str, ...] = ()
     verdict: Any = None
     reference: bytes | None = None  # the float32 .tflite made by the same conversion
+    # Fine-tuned artifacts: where they came out worse than the original exported at the
+    # same precision (TrainingResult.worse_than_baseline), and that export's gzip bytes.
+    worse: tuple[str, ...] = ()
+    baseline_gzip: int | None = None
 
 
 def recipe_from_data(data: dict[str, Any]) -> Any:
@@ -52,6 +56,7 @@ def build(
     eval_data: Any = None,
     target: str | None = None,
     seed: int = 0,
+    isolate: bool = True,
 ) -> Built:
     """Make the artifact ``recipe`` describes.
 
@@ -67,6 +72,9 @@ def build(
         target: A registered target; one that shapes artifacts (the Edge TPU) is passed to
             :func:`tfcompress.quantize` and recorded with the recipe.
         seed: Seed of calibration sampling and training.
+        isolate: Fine-tune in a child process (training techniques; see
+            :mod:`tfcompress.training.isolation`), so a native crash is an error, not the
+            end of the search.
 
     Returns:
         The bytes, with the recipe that made them.
@@ -74,6 +82,7 @@ def build(
     Raises:
         InvalidInputError: Unknown technique, or a training technique without train data.
         ConversionError: The converter rejected the model.
+        NativeCrashError: Fine-tuning crashed in its child process (also with oneDNN off).
 
     Example:
         >>> built = build("ptq", {"name": "int8"}, model, representative_data=x)  # doctest: +SKIP
@@ -109,5 +118,10 @@ def build(
         )
     verb = getattr(tfcompress, technique)
     options = {k: v for k, v in recipe.items() if k != "technique"}
-    trained = verb(model, train_data=train_data, val_data=eval_data, **options)
-    return Built(trained.model_content, {"technique": technique, **options})
+    trained = verb(model, train_data=train_data, val_data=eval_data, isolate=isolate, **options)
+    return Built(
+        trained.model_content,
+        {"technique": technique, **options},
+        worse=trained.worse_than_baseline,
+        baseline_gzip=trained.reference_gzip_bytes,
+    )

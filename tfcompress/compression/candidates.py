@@ -19,10 +19,14 @@ OBJECTIVES = ("size", "latency")
 CALIBRATION_VARIANT_SAMPLES = 1000
 
 # What bounds a rung from below (see search.py's stop rule):
-#   "int8": stores at least int8 weights and runs at least the plain int8 graph, so it can
-#           neither be smaller (gzip, 1% slack) nor faster than the plain int8 attempt;
-#   "none": no bound known before trying (pruning/clustering shrink gzip; float may be fastest).
-BOUNDS = ("int8", "none")
+#   "int8":    stores at least int8 weights and runs at least the plain int8 graph, so it can
+#              neither be smaller (gzip, 1% slack) nor faster than the plain int8 attempt;
+#              selective steps add the float weights they keep, computed from the files
+#              (tfcompress/compression/bounds.py);
+#   "float16": its size follows from the float32 file (weights at half their bytes);
+#   "none":    no bound known before trying (pruning/clustering shrink gzip; float may be
+#              fastest).
+BOUNDS = ("int8", "float16", "none")
 
 
 @dataclass(frozen=True)
@@ -38,11 +42,12 @@ class Rung:
         recipe: For ``ptq``/``selective``: :meth:`tfcompress.Recipe.to_dict` of the recipe
             (or ``{"recipe": ..., "engine": "litert-quantizer"}``); for ``rules`` that plus
             ``"mode"``; for the training techniques: their keyword options.
-        bound: What bounds the rung from below: ``"int8"`` or ``"none"``.
+        bound: What bounds the rung from below: ``"int8"``, ``"float16"`` or ``"none"``.
         fallback_only: Tried only when no earlier int8-family attempt passed (int16x8 is the
             fallback of selective quantization, not a competitor).
-        last_resort: Tried only when no attempt at all has passed (float16 for the size
-            objective: half the float32 bytes, and it keeps float accuracy).
+        last_resort: Tried only when no attempt at all has passed (no rung of the built-in
+            ladders is; float16 competes on its computed size instead, and the search tries
+            it early when the selective steps' sizes approach it).
 
     Example:
         >>> Rung("int8", "ptq", {"name": "int8"}, "int8").name
@@ -149,7 +154,7 @@ def plan_ladder(
                 Rung("cluster-int8", "cluster", {"clusters": 16, "epochs": 1, "then": "int8"}),
             ]
     if objective == "size":
-        rungs.append(Rung("float16", "ptq", {"name": "float16"}, last_resort=True))
+        rungs.append(Rung("float16", "ptq", {"name": "float16"}, "float16"))
     # A rung the device cannot run (float16 or int16 tensors on the Edge TPU) is never made.
     return tuple(r for r in rungs if device.admits_recipe(rung_recipe(r)))
 
@@ -171,18 +176,18 @@ def _litert_ladder(objective: str, device: Target) -> tuple[Rung, ...]:
     rungs: list[Rung] = []
     if objective == "latency":
         rungs.append(Rung("float32", "ptq", _litert({"name": "float32"})))
-    # int8 with ops LiteRT Quantizer cannot quantize kept float (the engine's own default).
-    int8 = {"name": "int8", "float_fallback": True}
+    # int8 with ops LiteRT Quantizer cannot quantize kept float (int8's default, as the
+    # converter's).
+    int8 = {"name": "int8"}
     rungs += [
         Rung("int8", "ptq", _litert(int8), "int8"),
         Rung("int16-worst", "rules", _litert(int8, mode="int16"), "int8"),
         Rung("float-worst", "rules", _litert(int8, mode="float"), "int8"),
-        Rung("int16x8", "ptq", _litert({"name": "int16x8", "float_fallback": True}), "int8",
-             fallback_only=True),
-    ]  # fmt: skip
+        Rung("int16x8", "ptq", _litert({"name": "int16x8"}), "int8", fallback_only=True),
+    ]
     if objective == "size":
         rungs.append(Rung("int4-weights", "ptq", _litert({"name": "int4-weights"})))
-    rungs.append(
-        Rung("float16", "ptq", _litert({"name": "float16"}), last_resort=objective == "size")
-    )
+        rungs.append(Rung("float16", "ptq", _litert({"name": "float16"}), "float16"))
+    else:
+        rungs.append(Rung("float16", "ptq", _litert({"name": "float16"})))
     return tuple(rungs)

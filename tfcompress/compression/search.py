@@ -4,9 +4,16 @@ Stop rule (docs/compress.md): before each rung, every remaining rung whose lower
 cannot beat the best passing artifact is dropped; when none is left the search stops. A rung
 bounded by ``"int8"`` stores at least int8 weights and runs at least the plain int8 graph,
 so it cannot be smaller (gzip) or faster than the plain int8 attempt by more than
-:data:`SIZE_SLACK` / :data:`LATENCY_SLACK`; selective steps only add float layers, so the
-first passing step ends them; int16x8 is tried only when no int8 attempt passed.
+:data:`SIZE_SLACK` / :data:`LATENCY_SLACK`; int16x8 is tried only when no int8 attempt
+passed. Selective steps only add float layers: the first passing step ends them, and each
+step's size is computed before it is made (int8 plus the float weights it keeps,
+:mod:`tfcompress.compression.bounds`), so a step that cannot be smaller than the best
+passing artifact, or than the float32 file, is never made. float16's size is computed from
+the float32 file the same way: it is skipped when something smaller passed, and tried as
+soon as a selective step would reach :data:`FLOAT16_APPROACH` of it, not only at the end.
 Pruning and clustering have no bound (they shrink gzip) and are always tried when asked for.
+Whatever the rungs, nothing larger than the float32 file is ever chosen: such an artifact
+is recorded as failed, with the sizes.
 """
 
 from __future__ import annotations
@@ -14,20 +21,31 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tfcompress.compression.attempts import Attempt
-from tfcompress.compression.build import Built, build
+from tfcompress.compression.bounds import SizeBound, float16_bound, selective_bound
+from tfcompress.compression.build import TRAINING, Built, build
 from tfcompress.compression.candidates import Rung
 from tfcompress.compression.judging import judge
-from tfcompress.errors import ConversionError, MissingDependencyError, UnsupportedModelError
+from tfcompress.errors import (
+    ConversionError,
+    MissingDependencyError,
+    NativeCrashError,
+    UnsupportedModelError,
+)
 from tfcompress.targets.base import get_target
 
 logger = logging.getLogger(__name__)
 
 SIZE_SLACK = 0.01  # re-calibrating moves a few bytes of scales: not worth an attempt
 LATENCY_SLACK = 0.05  # below timing noise on a shared machine
+#: A selective step whose computed gzip size reaches this share of float16's has float16
+#: tried first: float16 keeps float accuracy, so it usually passes and then bounds the rest.
+FLOAT16_APPROACH = 0.75
+INT8_FAMILY = ("selective", "qat")  # with the ptq attempts of recipe int8
 
 
 @dataclass
@@ -55,6 +73,21 @@ class SearchState:
     stop_reason: str = ""
     float32: bytes | None = None  # the baseline, from the first conversion
     worst_tensors: tuple[str, ...] = ()  # LiteRT Quantizer's int8 tensors, lowest SNR first
+    make_float32: Callable[[], bytes] | None = None  # when no conversion has made it yet
+    int8: bytes | None = None  # the plain int8 file, passing or not: the selective bounds
+    pending: list[Rung] = field(default_factory=list)  # rungs not tried nor dropped yet
+    run_rung: Callable[[Rung], None] | None = None  # how _climb runs one (for early float16)
+    skipped: list[str] = field(default_factory=list)  # why computed bounds dropped steps
+    batch_size: int | None = None  # a static batch for every post-training artifact
+    freeze_batchnorm: bool = True  # how the fine-tuning rungs treat BatchNorm
+    training_hurts: str | None = None  # a fine-tuned attempt came out worse than its PTQ
+    float16_size: SizeBound | None = None  # float16_bound(), computed once
+
+    def reference_bytes(self) -> bytes | None:
+        """The float32 ``.tflite`` (made now when no conversion made it yet)."""
+        if self.float32 is None and self.make_float32 is not None:
+            self.float32 = self.make_float32()
+        return self.float32
 
     # -- ranking ------------------------------------------------------------------------
     def key(self, attempt: Attempt) -> tuple[float, ...]:
@@ -76,7 +109,7 @@ class SearchState:
 
     def int8_passed(self) -> bool:
         """An int8-family attempt passed (int16x8, the fallback, is then not needed)."""
-        return any(a.passed and a.technique in ("ptq", "selective", "qat") for a in self.attempts)
+        return any(a.passed and _int8_family(a) for a in self.attempts)
 
     def beaten(self, rung: Rung) -> str | None:
         """Why ``rung`` cannot beat the best passing artifact, or None when it might."""
@@ -85,6 +118,10 @@ class SearchState:
             return f"{rung.name} is the fallback when no int8 attempt passes"
         if rung.last_resort and best is not None:
             return f"{rung.name} is the last resort when nothing smaller passes"
+        if rung.technique in TRAINING and self.training_hurts is not None:
+            return f"{rung.name} fine-tunes on the same data, and {self.training_hurts}"
+        if rung.bound == "float16":
+            return self.bigger_than_best(rung.name, self.float16_bound())
         if best is None or rung.bound != "int8":
             return None
         int8 = self.plain_int8()
@@ -100,6 +137,55 @@ class SearchState:
         if small and best.gzip_bytes <= int8.gzip_bytes * (1 + SIZE_SLACK):  # type: ignore[operator]
             return f"{rung.name} stores at least int8 weights ({int8.gzip_bytes:,} B gzip)"
         return None
+
+    def float16_bound(self) -> SizeBound | None:
+        """float16's size, computed once from the float32 file (None before there is one)."""
+        reference = self.reference_bytes()
+        if self.float16_size is None and reference is not None:
+            self.float16_size = float16_bound(reference)
+        return self.float16_size
+
+    def selective_bound(self, nodes: tuple[str, ...]) -> SizeBound | None:
+        """The size of int8 with ``nodes`` kept float (None without the two files)."""
+        reference = self.reference_bytes()
+        if reference is None or self.int8 is None:
+            return None
+        return selective_bound(self.int8, reference, nodes)
+
+    def bigger_than_best(self, name: str, bound: SizeBound | None) -> str | None:
+        """Why a candidate of this size cannot win (size objective), or None."""
+        best = self.best
+        if bound is None or self.objective != "size" or best is None or best.gzip_bytes is None:
+            return None
+        if self.key(best)[0] > 0:  # an Edge TPU artifact in several segments can still lose
+            return None
+        if bound.gzip >= best.gzip_bytes:
+            return (
+                f"{name} would be at least {bound.gzip:,} B gzip ({bound.how}), not smaller "
+                f"than {best.name} ({best.gzip_bytes:,} B gzip)"
+            )
+        return None
+
+    def not_smaller_than_float32(self, name: str, bound: SizeBound | None) -> str | None:
+        """Why a candidate of this size cannot be chosen at all, or None."""
+        reference = self.reference_bytes()
+        if bound is None or reference is None or bound.raw < len(reference):
+            return None
+        return (
+            f"{name} would be at least {bound.raw:,} B ({bound.how}), not smaller than the "
+            f"float32 file ({len(reference):,} B)"
+        )
+
+    def run_early(self, bound: str, why: str) -> Attempt | None:
+        """Run the pending rung with ``bound`` now (float16 before a large selective step)."""
+        rung = next((r for r in self.pending if r.bound == bound), None)
+        if rung is None or self.run_rung is None or self.beaten(rung) is not None:
+            return None
+        self.pending.remove(rung)
+        self.say(f"trying {rung.name} now: {why}")
+        before = len(self.attempts)
+        self.run_rung(rung)
+        return self.attempts[-1] if len(self.attempts) > before else None
 
     def out_of_time(self) -> bool:
         """The time budget is spent (checked between attempts)."""
@@ -133,6 +219,7 @@ class SearchState:
                     eval_data=self.eval_set,
                     target=self.target,
                     seed=self.seed,
+                    isolate=True,
                 )
             )
             if self.float32 is None and built.reference is not None:
@@ -146,9 +233,18 @@ class SearchState:
                 settings=self.settings,
                 threads=self.threads,
             )
-        except (ConversionError, UnsupportedModelError, MissingDependencyError) as error:
-            # A rung this model cannot take (no integer kernel, tfmot refuses a layer, an
-            # export the runtime rejects): recorded with the reason, the search goes on.
+        except (
+            ConversionError,
+            UnsupportedModelError,
+            MissingDependencyError,
+            NativeCrashError,
+        ) as error:
+            # A rung this model cannot take (an integer-only target, tfmot refuses a layer,
+            # an export the runtime rejects, an engine not installed, fine-tuning crashed in
+            # its child process): recorded with the reason, the search goes on with the best
+            # artifact so far.
+            if isinstance(error, NativeCrashError):  # the other fine-tunes run the same fit
+                self.training_hurts = f"{name} crashed in TensorFlow's native code"
             done = Attempt(
                 index, name, technique, _as_made(technique, recipe), "error", str(error),
                 seconds=time.monotonic() - start, float_layers=float_layers, notes=notes,
@@ -172,13 +268,29 @@ class SearchState:
             why_not = refusal(edgetpu, built.float_nodes)
             if why_not is not None and fields["status"] == "passed":
                 fields = {**fields, "status": "failed", "why": f"gate passed, but {why_not}"}
+        too_big = self.too_big(len(built.content), technique, recipe)
+        if too_big is not None and fields["status"] == "passed":
+            fields = {**fields, "status": "failed", "why": f"gate passed, but {too_big}"}
+        gzip_bytes = gzip_size(built.content)
+        if built.worse:
+            notes = (*notes, *built.worse)
+            self.training_hurts = self.training_hurts or built.worse[0]
+            no_smaller = built.baseline_gzip is not None and gzip_bytes >= built.baseline_gzip * (
+                1 - SIZE_SLACK
+            )
+            if no_smaller and fields["status"] == "passed":
+                fields = {
+                    **fields,
+                    "status": "failed",
+                    "why": f"gate passed, but {built.worse[0]}, at no smaller size",
+                }
         done = Attempt(
             index=index,
             name=name,
             technique=technique,
             recipe=built.recipe,
             size_bytes=len(built.content),
-            gzip_bytes=gzip_size(built.content),
+            gzip_bytes=gzip_bytes,
             latency_ms=latency,
             float_layers=float_layers,
             float_nodes=built.float_nodes,
@@ -188,6 +300,24 @@ class SearchState:
             **fields,
         )
         return self.record(done, built.content)
+
+    def too_big(self, size: int, technique: str, recipe: dict[str, Any]) -> str | None:
+        """Why an artifact of ``size`` bytes may not be chosen, or None.
+
+        Nothing larger than the float32 file is chosen; for the size objective nothing
+        as large either (the float32 file itself would do). The latency objective may
+        choose the float32 file itself.
+        """
+        reference = self.reference_bytes()
+        if reference is None:
+            return None
+        inner = recipe.get("recipe", recipe)
+        is_float32 = technique == "ptq" and inner.get("name") == "float32"
+        if size > len(reference) or (
+            size == len(reference) and self.objective == "size" and not is_float32
+        ):
+            return f"its {size:,} B are not smaller than the float32 file ({len(reference):,} B)"
+        return None
 
     def target_summary(self, built: Built) -> dict[str, Any] | None:
         """The target check's numbers for the artifact (Edge TPU: the linter's), or None.
@@ -206,6 +336,8 @@ class SearchState:
         self.attempts.append(attempt)
         if content is not None and attempt.passed:
             self.contents[attempt.index] = content
+        if content is not None and attempt.name == "int8":
+            self.int8 = content
         best = self.best
         shown = "none yet" if best is None else f"{best.name} ({self._measure(best)})"
         self.say(f"  {attempt.name}: {attempt.status} - {attempt.why} | best: {shown}")
@@ -243,9 +375,13 @@ def run_selective(state: SearchState, rung: Rung, rank: Any) -> None:
         if state.out_of_time():
             return
         kept = state.sensitive[:count]
+        name = f"selective-{count}"
+        bound = state.selective_bound(tuple(s.node for s in kept))
+        if _selective_pointless(state, name, bound):
+            return
         recipe = {**rung.recipe, "float_nodes": [s.node for s in kept]}
         done = state.attempt(
-            f"selective-{count}",
+            name,
             "selective",
             recipe,
             float_layers=tuple(layer_of(s) for s in kept),
@@ -291,6 +427,31 @@ def run_rules(state: SearchState, rung: Rung, rank: Any) -> None:
         )
         if done.passed or bool((done.gate or {}).get("passed")) or done.status == "error":
             return
+
+
+def _selective_pointless(state: SearchState, name: str, bound: SizeBound | None) -> bool:
+    """Before a selective step: try float16 first when the step nears it; say why to stop."""
+    float16 = state.float16_bound()
+    if bound is not None and float16 is not None and bound.gzip >= FLOAT16_APPROACH * float16.gzip:
+        state.run_early(
+            "float16",
+            f"{name} would be at least {bound.gzip:,} B gzip, {bound.gzip / float16.gzip:.0%} "
+            f"of float16's {float16.gzip:,} B gzip ({float16.how})",
+        )
+    why = state.not_smaller_than_float32(name, bound) or state.bigger_than_best(name, bound)
+    if why is None:
+        return False
+    state.skipped.append(why)
+    state.say(f"  skipping {name} and the larger selective steps: {why}")
+    return True
+
+
+def _int8_family(attempt: Attempt) -> bool:
+    """Plain or re-calibrated int8, selective int8 and QAT (int16x8 is their fallback)."""
+    if attempt.technique in INT8_FAMILY:
+        return True
+    inner = attempt.recipe.get("recipe", attempt.recipe)
+    return attempt.technique == "ptq" and inner.get("name") == "int8"
 
 
 def layer_of(entry: Any) -> str:

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import re
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -28,6 +29,12 @@ from tfcompress.models.keras_safety import check_keras_file
 from tfcompress.models.onnx import OnnxModel, load_onnx
 
 logger = logging.getLogger(__name__)
+
+# What both Keras loaders say about a class they do not know: Keras 3 "Could not locate
+# class 'Scale'", tf-keras "Unknown layer: 'Scale'".
+_UNKNOWN_CLASS = re.compile(
+    r"(?:Unknown (?:layer|object|class)|Could not locate (?:class|function)):? '(?P<name>[^']+)'"
+)
 
 ModelLike = Any  # a Keras model, a TFLiteModel, a SavedModelDir, .tflite bytes or a path
 
@@ -81,7 +88,12 @@ class SavedModelDir:
         return self.path.name
 
 
-def load_model(path: str | os.PathLike[str], *, safe_mode: bool = True) -> Any:
+def load_model(
+    path: str | os.PathLike[str],
+    *,
+    safe_mode: bool = True,
+    custom_objects: dict[str, Any] | None = None,
+) -> Any:
     """Load a model file or directory.
 
     Args:
@@ -90,6 +102,9 @@ def load_model(path: str | os.PathLike[str], *, safe_mode: bool = True) -> Any:
         safe_mode: Refuse Keras files that would run code when loaded (Lambda layers and
             the rest listed in :mod:`tfcompress.models.keras_safety`). Only turn it off for
             files you trust: such a layer can run arbitrary code.
+        custom_objects: The model's custom classes by name, for Keras files (Keras'
+            ``custom_objects``; the CLI reads them from ``--custom-objects FILE.py``, see
+            :mod:`tfcompress.models.custom_objects`).
 
     Returns:
         A Keras model, a :class:`TFLiteModel`, a :class:`SavedModelDir` or an
@@ -119,11 +134,11 @@ def load_model(path: str | os.PathLike[str], *, safe_mode: bool = True) -> Any:
     if model_format is ModelFormat.SAVED_MODEL:
         _check_saved_model(path)
         if (path / "keras_metadata.pb").is_file():
-            return _load_keras(path, KerasFlavour.TF_KERAS, safe_mode=safe_mode)
+            return _load_keras(path, KerasFlavour.TF_KERAS, safe_mode, custom_objects)
         return SavedModelDir(path)
     version = keras_version_of(path, model_format)
     flavour = KerasFlavour.TF_KERAS if version.startswith("2.") else KerasFlavour.KERAS3
-    return _load_keras(path, flavour, safe_mode=safe_mode)
+    return _load_keras(path, flavour, safe_mode, custom_objects)
 
 
 def resolve_model(model: ModelLike, *, safe_mode: bool = True) -> Any:
@@ -195,7 +210,9 @@ def saved_model_errors(path: Path) -> Iterator[None]:
         ) from error
 
 
-def _load_keras(path: Path, flavour: KerasFlavour, *, safe_mode: bool) -> Any:
+def _load_keras(
+    path: Path, flavour: KerasFlavour, safe_mode: bool, custom_objects: dict[str, Any] | None
+) -> Any:
     # Read the config as data before any Keras loader sees it: tf-keras enforces safe_mode
     # only for .keras archives, and a hostile config must fail in one line, not a traceback.
     check_keras_file(path, tf_keras_loader=flavour is KerasFlavour.TF_KERAS, safe_mode=safe_mode)
@@ -203,7 +220,9 @@ def _load_keras(path: Path, flavour: KerasFlavour, *, safe_mode: bool) -> Any:
     tf = tensorflow()
     logger.debug("loading %s with %s (safe_mode=%s)", path, flavour, safe_mode)
     try:
-        return keras.models.load_model(path, compile=False, safe_mode=safe_mode)
+        return keras.models.load_model(
+            path, compile=False, safe_mode=safe_mode, custom_objects=custom_objects
+        )
     except (tf.errors.ResourceExhaustedError, MemoryError, OverflowError) as error:
         raise ModelLoadError(_too_large(path, error)) from error
     except RecursionError as error:
@@ -226,11 +245,22 @@ def _load_keras(path: Path, flavour: KerasFlavour, *, safe_mode: bool) -> Any:
         reason = _first_line(error)
         if "too big" in reason or "overflow" in reason.lower():  # numpy/TF size checks
             raise ModelLoadError(_too_large(path, error)) from error
-        hint = (
-            " It holds a Lambda layer: pass safe_mode=False (--unsafe) only if you trust the file."
-            if "lambda" in reason.lower() or "safe_mode" in reason
-            else " Check that the file is complete and saved by Keras."
-        )
+        if "lambda" in reason.lower() or "safe_mode" in reason:
+            hint = (
+                " It holds a Lambda layer: pass safe_mode=False (--unsafe) only if you trust "
+                "the file."
+            )
+        elif unknown := _UNKNOWN_CLASS.search(str(error)):
+            reason = f"unknown class {unknown['name']!r}"  # Keras' advice is for Python users
+            hint = (
+                " The model uses a custom class: pass --custom-objects "
+                "FILE.py, a Python file that defines it (tfcompress imports it, which runs its "
+                "code), or "
+                "custom_objects={...} in Python; or export a SavedModel (model.export(path)) "
+                "and pass that, or call tfcompress from Python with the loaded model."
+            )
+        else:
+            hint = " Check that the file is complete and saved by Keras."
         raise ModelLoadError(f"{path}: cannot load the Keras model: {reason}.{hint}") from error
 
 

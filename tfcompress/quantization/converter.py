@@ -35,6 +35,12 @@ Configure = Callable[[Any], None]  # sets optimizations, representative data... 
 _NO_KERNEL = re.compile(
     r"Quantization (?:to (?P<bits>\S+) )?not yet supported for op: '(?P<op>[A-Za-z0-9_]+)'"
 )
+# An RNN whose batch is dynamic: "'tf.TensorListReserve' op requires element_shape to be
+# static during TF Lite transformation pass"; a static batch (Recipe.batch_size) fixes it.
+_DYNAMIC_LIST = re.compile(r"TensorList\w*'? op requires element_shape to be static")
+# Where MLIR says an error happened, which means nothing to the user: "<frozen runpy>:198:1: ",
+# "/path/to/file.py:12:3: " (and 'loc(callsite(...)): ', see _strip_location).
+_LOCATION = re.compile(r"^(?:<[^>]*>|[^\s:]+\.py)(?::\d+)*:\s*")
 # ... and when an integer input/output was asked of a model whose first/last op stayed float:
 # "Unsupported input type INT16 for input tensor 0 of type FLOAT32."
 _FLOAT_IO = re.compile(
@@ -292,9 +298,16 @@ def _explain(error: Exception, name: str) -> str:
     if found:
         kernel = f"{found['bits']} " if found["bits"] else "integer "
         return (
-            f"the TFLite converter has no {kernel}kernel for op {found['op']} in {name!r}; "
-            "pass --float-fallback (float_fallback=True) to keep it in float (the result lists "
-            "the ops that stayed float), or replace the layer that makes it."
+            f"the TFLite converter has no {kernel}kernel for op {found['op']} in {name!r} and "
+            "the recipe is integer-only; replace the layer that makes it, or drop "
+            "--integer-only (integer_only=True) to keep it in float (the result lists the ops "
+            "that stayed float)."
+        )
+    if _DYNAMIC_LIST.search(str(error)):
+        return (
+            f"the TFLite converter needs a static batch for the recurrent layers of {name!r} "
+            f"({_first_error(error)}); pass --batch-size 1 (Recipe(batch_size=1)), or the "
+            "batch size the device will run."
         )
     io = _FLOAT_IO.search(str(error))
     if io:
@@ -311,11 +324,35 @@ def _explain(error: Exception, name: str) -> str:
 
 
 def _first_error(error: Exception) -> str:
+    """The converter's first error line, without MLIR's location prefixes.
+
+    Example:
+        >>> _first_error(RuntimeError("<frozen runpy>:198:1: error: 'tf.X' op failed"))
+        "'tf.X' op failed"
+        >>> _first_error(RuntimeError('<unknown>:0: error: loc(callsite("a" at "b")): boom'))
+        'boom'
+    """
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    for line in lines:
-        if "error:" in line.lower():
-            return line
-    return lines[0] if lines else type(error).__name__
+    found = next((line for line in lines if "error:" in line.lower()), None)
+    if found is not None:  # what precedes "error:" is where MLIR was: "<unknown>:0: "
+        line = found[found.lower().index("error:") + len("error:") :].strip()
+    else:
+        line = lines[0] if lines else type(error).__name__
+    while (stripped := _strip_location(line)) != line:
+        line = stripped
+    return line
+
+
+def _strip_location(line: str) -> str:
+    """``line`` without one leading location: ``loc(callsite(...)): ``, ``file.py:12:3: ``."""
+    if line.startswith("loc("):
+        depth = 0
+        for index, char in enumerate(line[3:], start=3):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0:
+                return line[index + 1 :].lstrip(": ")
+        return line
+    return _LOCATION.sub("", line)
 
 
 class _Captured:

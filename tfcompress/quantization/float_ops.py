@@ -3,7 +3,7 @@
 The converter keeps an op that has no integer kernel in float by wrapping it in
 DEQUANTIZE ... QUANTIZE. This module reads the produced flatbuffer (through the one reader,
 :func:`tfcompress.models.tflite_file.read_tflite`) and names those ops, so a result can say
-exactly what stayed float, and a recipe without ``float_fallback`` can refuse the model.
+exactly what stayed float, and an ``integer_only`` recipe can refuse the model.
 
 An operator *stayed float* when all of these hold:
 
@@ -84,42 +84,43 @@ def check_integer_model(
     recipe: str,
     input_type: str,
     output_type: str,
-    float_fallback: bool,
+    integer_only: bool,
     source: str,
 ) -> tuple[str, ...]:
     """Check a converted integer model keeps its promises; return the ops that stayed float.
 
     The converter of TF 2.21 leaves some ops float even without ``TFLITE_BUILTINS`` in the
-    supported ops (``int8`` with NEG, SIN, ... has no error), and it silently keeps a float
-    input or output when the first or last op stayed float: both are checked here.
+    supported ops (``int8`` with NEG, SIN, ... has no error), so ``integer_only`` is checked
+    on the file; and it silently keeps a float input or output when the first or last op
+    stayed float: that is checked here too.
 
     Args:
         content: The converted flatbuffer.
         recipe: Recipe name, for messages.
         input_type: The input dtype the recipe asked for.
         output_type: The output dtype the recipe asked for.
-        float_fallback: Whether float ops are allowed.
+        integer_only: Refuse any op that stayed float.
         source: Model name, for messages.
 
     Returns:
         The ops that stayed float (see :func:`find_float_ops`).
 
     Raises:
-        ConversionError: Float ops without ``float_fallback``, or an input/output whose dtype
-            is not the one asked for.
+        ConversionError: Float ops with ``integer_only``, or an input/output whose dtype is
+            not the one asked for.
 
     Example:
         >>> check_integer_model(content, recipe="int8", input_type="float32",
-        ...     output_type="float32", float_fallback=True, source="m")  # doctest: +SKIP
+        ...     output_type="float32", integer_only=False, source="m")  # doctest: +SKIP
         ('NEG',)
     """
     parsed = read_tflite(content, source=source)
     ops = find_float_ops(parsed)
-    if ops and not float_fallback:
+    if ops and integer_only:
         raise ConversionError(
             f"{recipe} left {len(ops)} op(s) of {source!r} without an {recipe} kernel in float "
-            f"({describe_float_ops(ops)}); pass --float-fallback (float_fallback=True) to accept "
-            "float ops, or replace the layers that make them."
+            f"({describe_float_ops(ops)}), and the recipe is integer-only; replace the layers "
+            "that make them, or drop --integer-only (integer_only=True) to keep them float."
         )
     main = parsed.subgraphs[0] if parsed.subgraphs else None
     if main is not None:

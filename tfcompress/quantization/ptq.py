@@ -23,13 +23,19 @@ from tfcompress.quantization.engines import choose_engine, converter_float_nodes
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
 from tfcompress.quantization.layer_errors import LayerErrors
 from tfcompress.quantization.notes import artifact_notes
-from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES, FORMATS, Recipe
+from tfcompress.quantization.recipes import (
+    DEFAULT_CALIBRATION_SAMPLES,
+    FORMATS,
+    Recipe,
+    resolve_integer_only,
+)
 from tfcompress.quantization.rules import Rule
 from tfcompress.quantization.selective import (
     calibrate_only,
     check_kept_float,
     quantize_calibrated,
 )
+from tfcompress.quantization.weightless import check_weights_captured
 from tfcompress.targets.base import Target, resolve_target, verdict_under, verdicts_by_key
 from tfcompress.targets.edgetpu.target import EdgeTPUVerdict
 
@@ -52,9 +58,11 @@ class QuantizationResult(QuantizedArtifact):
             with the reference) plus its conversion and calibration.
         calibration_samples: Samples actually used for calibration (0 when none needed).
         warnings: Warnings the converter emitted.
-        float_ops: For ``int8``/``int16x8``: the ops that stayed float, one name per operator
-            in graph order (empty unless ``recipe.float_fallback``); None for the recipes whose
-            activations are float anyway. See :mod:`tfcompress.quantization.float_ops`.
+        float_ops: For ``int8``/``int16x8``: the ops that stayed float because they have no
+            integer kernel (or were kept float on purpose, ``float_nodes``), one name per
+            operator in graph order (always empty with ``recipe.integer_only``); None for the
+            recipes whose activations are float anyway. See
+            :mod:`tfcompress.quantization.float_ops`.
         target: The deployment target asked for (:func:`tfcompress.targets.base.list_targets`),
             or None.
         target_verdict: The target's own check of the artifact (the Edge TPU: the linter's
@@ -72,9 +80,9 @@ class QuantizationResult(QuantizedArtifact):
             quantized tensor against the float reference, worst first.
 
     Example:
-        >>> result = tfcompress.quantize(model, recipe="int16x8", representative_data=x,
-        ...     float_fallback=True)  # doctest: +SKIP
-        >>> result.float_ops  # doctest: +SKIP
+        >>> result = tfcompress.quantize(model, recipe="int8", representative_data=x)
+        ... # doctest: +SKIP
+        >>> result.float_ops  # a LayerNormalization's NEG has no int8 kernel  # doctest: +SKIP
         ('NEG',)
     """
 
@@ -151,12 +159,14 @@ def quantize(
     output_type: str | None = None,
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
+    integer_only: bool | None = None,
     float_fallback: bool | None = None,
     float_nodes: Sequence[str] | None = None,
     rules: Sequence[Rule | dict[str, Any]] | None = None,
     block_size: int | None = None,
     engine: str | None = None,
     layer_errors: bool = False,
+    batch_size: int | None = None,
     calibration_method: None = None,
     opset: None = None,
     target: str | None = None,
@@ -178,12 +188,14 @@ def quantize(
     output_type: str | None = None,
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
+    integer_only: bool | None = None,
     float_fallback: bool | None = None,
     float_nodes: None = None,
     rules: None = None,
     block_size: None = None,
     engine: None = None,
     layer_errors: bool = False,
+    batch_size: None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: None = None,
@@ -204,12 +216,14 @@ def quantize(
     output_type: str | None = None,
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
+    integer_only: bool | None = None,
     float_fallback: bool | None = None,
     float_nodes: Sequence[str] | None = None,
     rules: Sequence[Rule | dict[str, Any]] | None = None,
     block_size: int | None = None,
     engine: str | None = None,
     layer_errors: bool = False,
+    batch_size: int | None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: str | None = None,
@@ -238,9 +252,14 @@ def quantize(
         output_type: Overrides the recipe's output dtype; defaults to ``input_type``.
         per_channel: Overrides per-channel weight quantization.
         calibration_samples: Overrides how many samples calibrate (a seeded random subset).
-        float_fallback: ``int8``/``int16x8``: keep ops without an integer kernel in float
-            (listed in ``result.float_ops``) instead of raising :class:`ConversionError`;
-            ``.tflite`` only.
+        integer_only: ``int8``/``int16x8``: raise :class:`ConversionError` for a model with
+            ops that have no integer kernel, instead of keeping them in float (the default,
+            as in the TFLite converter; they are then listed in ``result.float_ops`` and
+            logged as a warning). Integer-only hardware needs it; ``target="edgetpu"``
+            implies it. ``.tflite`` only. Overrides the recipe's.
+        float_fallback: The older spelling of ``integer_only``, still accepted:
+            ``float_fallback=True`` is the default (no effect), ``False`` means
+            ``integer_only=True``.
         float_nodes: ``int8``: op outputs to keep in float, as
             :func:`~tfcompress.quantization.selective.rank_layers` names them (the
             converter's ``denylisted_nodes``); ``.tflite`` only. Overrides the recipe's.
@@ -253,6 +272,9 @@ def quantize(
             recipes only it makes). See :mod:`tfcompress.quantization.engines`.
         layer_errors: Also measure every quantized tensor against the float reference on
             up to 64 of the representative samples (``result.layer_errors``).
+        batch_size: A static batch dimension for the file (1 for the Edge TPU; an RNN
+            whose converter error says ``TensorListReserve ... element_shape to be static``
+            converts with one). ``.tflite`` only. Overrides the recipe's.
         calibration_method: ``format="onnx"``, ``int8``: ``"minmax"`` (default),
             ``"entropy"`` or ``"percentile"`` (ONNX Runtime's calibrators).
         opset: ``format="onnx"``: the ONNX opset of the export (13 to 18, default 17).
@@ -277,9 +299,10 @@ def quantize(
             data missing, or ``calibration_samples`` below 1.
         InvalidArgumentTypeError: ``model`` (or ``calibration_samples``) of the wrong type.
         InvalidDataError: Calibration data does not fit the model.
-        ConversionError: The converter rejected the model, or an ``int8``/``int16x8`` model
-            has ops without an integer kernel and ``float_fallback`` is off (the message
-            names them), or an integer input/output type could not be kept; for ONNX, the
+        ConversionError: The converter rejected the model, or an ``integer_only`` model
+            has ops without an integer kernel (the message names them), or an integer
+            input/output type could not be kept, or the model converted without its weights
+            (a SavedModel whose variables were not captured); for ONNX, the
             export failed its check against Keras or ONNX Runtime failed; for the Edge TPU,
             the compiler failed, refused the model or ran past its time limit.
         BackendUnavailableError: ``compiler`` is not an executable.
@@ -308,12 +331,14 @@ def quantize(
         _refuse_for_onnx(
             input_type=input_type,
             output_type=output_type,
+            integer_only=integer_only,
             float_fallback=float_fallback,
             float_nodes=float_nodes,
             rules=rules,
             block_size=block_size,
             engine=engine,
             layer_errors=layer_errors or None,
+            batch_size=batch_size,
         )
         if isinstance(recipe, Recipe):
             raise InvalidInputError(
@@ -340,14 +365,20 @@ def quantize(
         )
     if not isinstance(recipe, str | Recipe):
         raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
+    integer_only = resolve_integer_only(recipe, integer_only, float_fallback)
     io_options: dict[str, Any] = {
         "input_type": input_type,
         "output_type": output_type or input_type,
-        "float_fallback": float_fallback,
+        "integer_only": integer_only,
+        "batch_size": batch_size,
     }
     if chosen_target is not None:
         io_options = chosen_target.recipe_options(
-            recipe, input_type=input_type, output_type=output_type, float_fallback=float_fallback
+            recipe,
+            input_type=input_type,
+            output_type=output_type,
+            integer_only=integer_only,
+            batch_size=batch_size,
         )
     if layer_errors and representative_data is None:
         raise InvalidInputError(
@@ -441,17 +472,31 @@ def _converter_result(
         nodes = converter_float_nodes(quantized.content, chosen, source=model_name(loaded))
         kept = replace(chosen, float_nodes=nodes, rules=())
         quantized = quantize_calibrated(quantized, kept, source=model_name(loaded))
+    check_weights_captured(reference.content, loaded)
     float_ops = None
-    if chosen.spec.float_fallback:  # integer activations: check what the file really holds
+    if chosen.spec.integer_activations:  # check what the file really holds
         float_ops = check_integer_model(
             quantized.content,
             recipe=chosen.name,
             input_type=chosen.input_type,
             output_type=chosen.output_type,
-            float_fallback=chosen.float_fallback or bool(kept.float_nodes),
+            integer_only=chosen.integer_only and not kept.float_nodes,
             source=model_name(loaded),
         )
         check_kept_float(float_ops, kept, source=model_name(loaded))
+        if len(float_ops) > len(kept.float_nodes):
+            on_purpose = (
+                f", {len(kept.float_nodes)} of them kept on purpose" if kept.float_nodes else ""
+            )
+            logger.warning(
+                "%s: %d op(s) have no %s kernel and stayed float (%s%s); integer_only=True "
+                "(--integer-only) refuses such a model",
+                model_name(loaded),
+                len(float_ops) - len(kept.float_nodes),
+                chosen.name,
+                describe_float_ops(float_ops),
+                on_purpose,
+            )
     logger.info("quantized %s with %s in %.1fs", model_name(loaded), chosen.name, quantized.seconds)
     verdict = None
     if chosen_target is not None and chosen_target.check is not None:

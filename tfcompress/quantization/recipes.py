@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import InitVar, asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
 from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
@@ -34,7 +34,7 @@ class RecipeSpec:
     needs_calibration: bool
     io_types: tuple[str, ...]
     configure: Configure
-    float_fallback: bool = False  # may keep ops without an integer kernel in float
+    integer_activations: bool = False  # integer activations: ``integer_only`` applies
     engines: tuple[str, ...] = ("converter",)
     # What every op becomes under LiteRT Quantizer, as a rule (None: nothing is quantized).
     base_rule: Rule | None = None
@@ -50,7 +50,7 @@ def register_recipe(
     summary: str,
     needs_calibration: bool,
     io_types: tuple[str, ...],
-    float_fallback: bool = False,
+    integer_activations: bool = False,
     engines: tuple[str, ...] = ("converter",),
     base_rule: Rule | None = None,
     float16_weights: bool = False,
@@ -62,8 +62,8 @@ def register_recipe(
         summary: One line for listings.
         needs_calibration: The recipe calibrates activation ranges on representative data.
         io_types: dtypes the model's input and output may take.
-        float_fallback: The recipe quantizes activations to integers and may keep ops that
-            have no integer kernel in float (``Recipe(..., float_fallback=True)``).
+        integer_activations: The recipe quantizes activations to integers: ops without an
+            integer kernel stay float unless ``Recipe(..., integer_only=True)``.
         engines: The engines that make it (``converter``, ``litert-quantizer``).
         base_rule: For LiteRT Quantizer: what every op becomes, as a :class:`Rule`.
         float16_weights: For LiteRT Quantizer: weights cast to float16 (``float16``).
@@ -83,7 +83,7 @@ def register_recipe(
             needs_calibration,
             io_types,
             configure,
-            float_fallback,
+            integer_activations,
             engines,
             base_rule,
             float16_weights,
@@ -146,6 +146,8 @@ class RecipeData:
     """
 
     kind: ClassVar[str] = "recipe"  # how messages name it
+    #: Keys older versions wrote that the constructor still reads (and translates).
+    legacy_keys: ClassVar[frozenset[str]] = frozenset()
 
     def with_options(self: Self, **changes: Any) -> Self:
         """A copy with ``changes`` applied (None values are ignored)."""
@@ -163,7 +165,7 @@ class RecipeData:
     def from_dict(cls: type[Self], data: dict[str, Any]) -> Self:
         """Build from :meth:`to_dict` output; unknown keys are an error."""
         known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        unknown = set(data) - known
+        unknown = set(data) - known - cls.legacy_keys
         if unknown:
             raise InvalidInputError(
                 f"unknown {cls.kind} fields {sorted(unknown)}; allowed: {sorted(known)}."
@@ -187,9 +189,11 @@ class Recipe(RecipeData):
         output_type: dtype of the model output (same choices as ``input_type``).
         per_channel: Per-channel weight scales (more accurate); False for per-tensor.
         calibration_samples: Representative samples used to calibrate activation ranges.
-        float_fallback: ``int8``/``int16x8`` only: keep ops that have no integer kernel in
-            float (between DEQUANTIZE and QUANTIZE) instead of refusing the model; the result
-            lists them as ``float_ops``.
+        integer_only: ``int8``/``int16x8`` only: refuse a model with ops that have no
+            integer kernel instead of keeping them in float, as integer-only hardware (the
+            Edge TPU, microcontrollers) needs. Off by default, as in the TFLite converter:
+            such ops run in float between DEQUANTIZE and QUANTIZE and the result lists them
+            as ``float_ops``.
         batch_size: A static batch dimension for the file (e.g. 1 for the Edge TPU, whose
             compiler needs every shape fixed); None keeps the model's own (usually dynamic).
         float_nodes: ``int8`` only: op output tensors to keep in float (the converter's
@@ -202,24 +206,36 @@ class Recipe(RecipeData):
             or 128 values for fully connected and embedding weights (the kernels LiteRT has;
             other ops keep per-channel scales); None: per channel (or per tensor).
 
+    The constructor and :meth:`from_dict` still read ``float_fallback``, the option older
+    versions had (and wrote into every recipe's JSON): ``float_fallback=True`` is today's
+    default, ``float_fallback=False`` on ``int8``/``int16x8`` means ``integer_only=True``,
+    so an old report replays the recipe it recorded.
+
     Example:
         >>> Recipe.from_json(Recipe("int8", input_type="uint8").to_json()).input_type
         'uint8'
+        >>> Recipe.from_dict({"name": "int8", "float_fallback": False}).integer_only
+        True
     """
+
+    legacy_keys: ClassVar[frozenset[str]] = frozenset({"float_fallback"})
 
     name: str
     input_type: str = "float32"
     output_type: str = "float32"
     per_channel: bool = True
     calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
-    float_fallback: bool = False
+    integer_only: bool = False
     batch_size: int | None = None
     float_nodes: tuple[str, ...] = ()
     rules: tuple[Rule, ...] = ()
     block_size: int | None = None
+    float_fallback: InitVar[bool | None] = None  # the older spelling, see above
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, float_fallback: bool | None) -> None:
         spec = recipe_spec(self.name)
+        if float_fallback is not None:
+            object.__setattr__(self, "integer_only", _from_float_fallback(self, float_fallback))
         # JSON gives a list back: store a tuple, so a replayed recipe equals the original.
         object.__setattr__(self, "float_nodes", _check_float_nodes(self.name, self.float_nodes))
         object.__setattr__(self, "rules", coerce_rules(self.rules))
@@ -243,15 +259,14 @@ class Recipe(RecipeData):
             raise InvalidInputError(
                 f"batch_size must be a positive integer or None, got {self.batch_size!r}."
             )
-        if not isinstance(self.float_fallback, bool):
+        if not isinstance(self.integer_only, bool):
             raise InvalidInputError(
-                f"float_fallback must be True or False, got {self.float_fallback!r}."
+                f"integer_only must be True or False, got {self.integer_only!r}."
             )
-        if self.float_fallback and not spec.float_fallback:
-            allowed = ", ".join(n for n, s in _RECIPES.items() if s.float_fallback)
+        if self.integer_only and not spec.integer_activations:
             raise InvalidInputError(
-                f"recipe {self.name!r} has no integer activations to fall back from; "
-                f"float_fallback applies to {allowed}."
+                f"recipe {self.name!r} keeps float activations, so it cannot be integer-only; "
+                f"integer_only applies to {', '.join(integer_recipes())}."
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -269,6 +284,74 @@ class Recipe(RecipeData):
     def coerce(cls, recipe: str | Recipe) -> Recipe:
         """Accept a recipe name or a :class:`Recipe`."""
         return recipe if isinstance(recipe, Recipe) else cls(str(recipe))
+
+
+def integer_recipes() -> list[str]:
+    """The recipes with integer activations (where ``integer_only`` applies).
+
+    Example:
+        >>> integer_recipes()
+        ['int8', 'int16x8']
+    """
+    return [n for n, s in _RECIPES.items() if s.integer_activations]
+
+
+def resolve_integer_only(
+    recipe: object, integer_only: bool | None, float_fallback: bool | None
+) -> bool | None:
+    """``integer_only`` from the option and its older spelling ``float_fallback``.
+
+    Args:
+        recipe: The recipe asked for (a name or a :class:`Recipe`).
+        integer_only: The option as given (None: not given).
+        float_fallback: The older option as given (None: not given).
+
+    Returns:
+        The ``integer_only`` to apply, None when neither was given.
+
+    Raises:
+        InvalidInputError: The two contradict each other, or ``float_fallback`` is given for
+            a recipe with float activations.
+
+    Example:
+        >>> resolve_integer_only("int8", None, False)
+        True
+    """
+    if float_fallback is None:
+        return integer_only
+    name = getattr(recipe, "name", recipe)
+    if not isinstance(float_fallback, bool):
+        raise InvalidInputError(f"float_fallback must be True or False, got {float_fallback!r}.")
+    if name in _RECIPES and name not in integer_recipes():
+        raise InvalidInputError(
+            f"recipe {name!r} has no integer activations to fall back from; float_fallback "
+            f"applies to {', '.join(integer_recipes())}."
+        )
+    if integer_only is not None and integer_only == float_fallback:
+        raise InvalidInputError(
+            f"float_fallback={float_fallback} and integer_only={integer_only} contradict each "
+            "other; float fallback is the default now: pass integer_only alone."
+        )
+    return not float_fallback
+
+
+def _from_float_fallback(recipe: Recipe, float_fallback: Any) -> bool:
+    """``integer_only`` from the older ``float_fallback`` option (see :class:`Recipe`)."""
+    if not isinstance(float_fallback, bool):
+        raise InvalidInputError(f"float_fallback must be True or False, got {float_fallback!r}.")
+    if not recipe_spec(recipe.name).integer_activations:
+        if float_fallback:
+            raise InvalidInputError(
+                f"recipe {recipe.name!r} has no integer activations to fall back from; "
+                f"float_fallback applies to {', '.join(integer_recipes())}."
+            )
+        return recipe.integer_only  # older versions wrote float_fallback=False everywhere
+    if float_fallback and recipe.integer_only:
+        raise InvalidInputError(
+            "float_fallback=True and integer_only=True contradict each other; float fallback "
+            "is the default now: drop float_fallback."
+        )
+    return not float_fallback
 
 
 def _check_float_nodes(recipe: str, nodes: Any) -> tuple[str, ...]:
@@ -367,17 +450,18 @@ def _float16(converter: Any, recipe: Recipe, tf: Any) -> None:
 
 def _with_fallback(ops: list[Any], recipe: Recipe, tf: Any) -> list[Any]:
     # TFLITE_BUILTINS next to the integer set is the converter's documented "allow float"
-    # switch (QuantizationMode.is_allow_float): ops without an integer kernel stay float
-    # between DEQUANTIZE and QUANTIZE instead of failing the conversion.
-    return [*ops, tf.lite.OpsSet.TFLITE_BUILTINS] if recipe.float_fallback else ops
+    # switch (QuantizationMode.is_allow_float), and its behaviour when no ops are set: ops
+    # without an integer kernel stay float between DEQUANTIZE and QUANTIZE instead of
+    # failing the conversion. integer_only leaves the integer set alone.
+    return ops if recipe.integer_only else [*ops, tf.lite.OpsSet.TFLITE_BUILTINS]
 
 
 @register_recipe(
     "int8",
-    summary="full integer: int8 weights and activations",
+    summary="int8 weights and activations (ops without an int8 kernel stay float)",
     needs_calibration=True,
     io_types=("float32", "int8", "uint8"),
-    float_fallback=True,
+    integer_activations=True,
     engines=_BOTH,
     base_rule=Rule(mode="int8"),
 )
@@ -395,7 +479,7 @@ def _int8(converter: Any, recipe: Recipe, tf: Any) -> None:
     summary="int16 activations, int8 weights",
     needs_calibration=True,
     io_types=("float32", "int16"),
-    float_fallback=True,
+    integer_activations=True,
     engines=_BOTH,
     base_rule=Rule(mode="int16"),
 )

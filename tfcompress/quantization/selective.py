@@ -222,20 +222,16 @@ def quantize_calibrated(conversion: Conversion, recipe: Recipe, *, source: str) 
 
 
 def check_kept_float(float_ops: Sequence[str], recipe: Recipe, *, source: str) -> None:
-    """Without ``float_fallback``, only the kept nodes may compute in float.
+    """With ``integer_only``, only the kept nodes may compute in float.
 
     Raises:
         ConversionError: More ops stayed float than ``recipe.float_nodes`` names.
     """
-    if (
-        recipe.float_nodes
-        and not recipe.float_fallback
-        and len(float_ops) > len(recipe.float_nodes)
-    ):
+    if recipe.float_nodes and recipe.integer_only and len(float_ops) > len(recipe.float_nodes):
         raise ConversionError(
             f"{len(float_ops)} ops of {source!r} stayed float ({', '.join(float_ops)}) but "
-            f"float_nodes names {len(recipe.float_nodes)}; pass float_fallback=True "
-            "(--float-fallback) to accept the others."
+            f"float_nodes names {len(recipe.float_nodes)} and the recipe is integer-only; "
+            "drop integer_only (--integer-only) to accept the others."
         )
 
 

@@ -13,6 +13,9 @@ models are built in code and trained in seconds on it.
   as files, for gates.
 * :mod:`~tfcompress.samples.landmarker`: a MediaPipe-shaped landmark model and its float
   ``.tflite`` written with the quirks of shipped files.
+* :mod:`~tfcompress.samples.troublemakers`: models that break naive compression (a
+  LayerNormalization classifier, three heads with small-magnitude regressions, a BatchNorm-
+  heavy depthwise classifier, a static-batch LSTM, a custom layer, a weightless SavedModel).
 
 Example:
     >>> from tfcompress.samples import mnist, small_cnn, train_classifier

@@ -183,7 +183,8 @@ class Target:
         *,
         input_type: str | None,
         output_type: str | None,
-        float_fallback: bool | None = None,
+        integer_only: bool | None = None,
+        batch_size: int | None = None,
     ) -> dict[str, Any]:
         """Recipe options this target needs (``Recipe.with_options`` keywords).
 
@@ -191,11 +192,14 @@ class Target:
             recipe: The recipe asked for (a name or a ``Recipe``).
             input_type: The input dtype the user asked for, if any.
             output_type: The output dtype the user asked for, if any (default: the input's).
-            float_fallback: Whether the user asked for ops without an integer kernel to stay
-                float.
+            integer_only: What the user asked for (None: nothing; False, i.e. float fallback
+                asked for, is refused by an integer-only target).
+            batch_size: The static batch the user asked for, if any.
 
         Returns:
-            The I/O types, and a fixed batch where the device needs one.
+            The I/O types, ``integer_only=True`` for an integer-only device (every later
+            integer-only target follows the Edge TPU's rule), and its fixed batch; otherwise
+            what the user asked for.
 
         Raises:
             InvalidInputError: A recipe, float fallback, batch or I/O type the device cannot
@@ -203,7 +207,7 @@ class Target:
 
         Example:
             >>> get_target("edgetpu").recipe_options("int8", input_type=None, output_type=None)
-            {'input_type': 'uint8', 'output_type': 'uint8', 'batch_size': 1}
+            {'input_type': 'uint8', 'output_type': 'uint8', 'integer_only': True, 'batch_size': 1}
         """
         rules, device = self.rules, self.display_name
         name = str(getattr(recipe, "name", recipe))
@@ -213,20 +217,24 @@ class Target:
                 f"{device} runs {kind} only: use the {' or '.join(rules.recipes or ())} recipe, "
                 f"not {name!r}."
             )
-        if rules.integer_only and (float_fallback or getattr(recipe, "float_fallback", False)):
+        if rules.integer_only and integer_only is False:
             raise InvalidInputError(
-                f"float fallback leaves ops in float, which {device} cannot run: drop "
-                f"--float-fallback for --target {self.name} (the target's check then names the "
-                "op to replace)."
+                f"float fallback leaves ops in float, which {device} cannot run: --target "
+                f"{self.name} is integer-only; drop --float-fallback (the target's check then "
+                "names the op to replace)."
             )
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {
+            "integer_only": True if rules.integer_only else integer_only,
+            "batch_size": batch_size,
+        }
         if rules.batch_size is not None:
-            asked = getattr(recipe, "batch_size", None)
-            if asked not in (None, rules.batch_size):
-                raise InvalidInputError(
-                    f"{device} needs a static batch of {rules.batch_size}, not batch_size="
-                    f"{asked}; drop it from the recipe."
-                )
+            for asked in (batch_size, getattr(recipe, "batch_size", None)):
+                if asked not in (None, rules.batch_size):
+                    raise InvalidInputError(
+                        f"{device} needs a static batch of {rules.batch_size}, not batch_size="
+                        f"{asked}; drop it (--target {self.name} fixes the batch at "
+                        f"{rules.batch_size})."
+                    )
             options["batch_size"] = rules.batch_size
         chosen_input = input_type or _own_type(recipe, "input_type") or rules.default_io_type
         chosen_output = output_type or _own_type(recipe, "output_type") or chosen_input

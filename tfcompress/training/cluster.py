@@ -14,6 +14,7 @@ from tfcompress.testing.settings import GateSettings
 from tfcompress.training.coverage import clusterable_layers
 from tfcompress.training.export import check_recipe, finish
 from tfcompress.training.gating import GateLike, plan_gate
+from tfcompress.training.isolation import run_isolated
 from tfcompress.training.qat import quantization_aware
 from tfcompress.training.result import TrainingResult
 from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
@@ -39,6 +40,8 @@ def cluster(
     safe_mode: bool = True,
     gate: GateLike | None = None,
     gate_settings: GateSettings | None = None,
+    freeze_batchnorm: bool = True,
+    isolate: bool = False,
 ) -> TrainingResult:
     """Cluster each kernel's weights into ``clusters`` shared values, fine-tune and export.
 
@@ -75,6 +78,17 @@ def cluster(
             the verdict is ``result.gate`` (a failed gate does not raise). None: no gate.
         gate_settings: The gate's mode, confidence and interval
             (:class:`~tfcompress.testing.GateSettings`; default strict). Only with ``gate``.
+        freeze_batchnorm: Keep BatchNormalization layers in inference mode while
+            fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
+            on data unlike the training set, or without labels, otherwise moves them and
+            makes the model worse than post-training quantization. False trains them, for a
+            real, representative training set (``--train-batchnorm``).
+        isolate: Fine-tune in a child process, so a native crash of TensorFlow cannot take
+            the caller down: it becomes a :class:`~tfcompress.errors.NativeCrashError`
+            naming the signal, after one retry with ``TF_ENABLE_ONEDNN_OPTS=0`` (see
+            :mod:`tfcompress.training.isolation`). The child imports TensorFlow again (a
+            few seconds) and keeps the fine-tuned Keras model: ``result.keras_model`` is
+            None. The CLI and :func:`tfcompress.compress` isolate by default.
 
     Returns:
         The clustered model with unique values per exported kernel, sizes and accuracies.
@@ -100,15 +114,28 @@ def cluster(
     recipe = check_recipe(then)
     if not isinstance(qat_epochs, int) or qat_epochs < 0:
         raise InvalidInputError(f"qat_epochs must be an integer >= 0, got {qat_epochs!r}.")
-    options = TrainingOptions(epochs, batch_size, learning_rate, seed)
-    setup = prepare(
-        model,
-        train_data,
-        val_data,
-        safe_mode=safe_mode,
-        seed=seed,
-        gate=plan_gate(gate, gate_settings),
-    )
+    options = TrainingOptions(epochs, batch_size, learning_rate, seed, freeze_batchnorm)
+    planned = plan_gate(gate, gate_settings)
+    if isolate:
+        return run_isolated(
+            "cluster",
+            model,
+            safe_mode=safe_mode,
+            train_data=train_data,
+            val_data=val_data,
+            clusters=clusters,
+            epochs=epochs,
+            learning_rate=learning_rate,
+            batch_size=batch_size,
+            then=then,
+            qat_epochs=qat_epochs,
+            skip_layers=tuple(skip_layers),
+            seed=seed,
+            gate=gate,
+            gate_settings=gate_settings,
+            freeze_batchnorm=freeze_batchnorm,
+        )
+    setup = prepare(model, train_data, val_data, safe_mode=safe_mode, seed=seed, gate=planned)
     coverage = clusterable_layers(setup.legacy, clusters=clusters, skip=frozenset(skip_layers))
     names = {row.layer for row in coverage if row.status == "clustered"}
     if not names:
@@ -118,7 +145,7 @@ def cluster(
     stripped, seconds, losses = _cluster(setup, options, names, clusters)
     tuned = stripped
     if recipe == "int8" and qat_epochs > 0:
-        qat_options = TrainingOptions(qat_epochs, batch_size, learning_rate, seed)
+        qat_options = TrainingOptions(qat_epochs, batch_size, learning_rate, seed, freeze_batchnorm)
         tuned, qat_rows, qat_seconds, qat_losses = quantization_aware(
             setup, stripped, qat_options, scheme="cluster_preserve"
         )
@@ -133,6 +160,7 @@ def cluster(
         "qat_epochs": qat_epochs if recipe == "int8" else 0,
         "skip_layers": sorted(skip_layers),
         "seed": seed,
+        "freeze_batchnorm": freeze_batchnorm,
     }
     return finish(
         setup,

@@ -199,12 +199,16 @@ def finish(
     val_inputs = setup.val_inputs
     names = signature.output_names
     candidate = model_outputs(artifact, val_inputs, signature)
+    # The original exported at the same precision (plain PTQ for int8): what fine-tuning must
+    # beat, measured in the same run (docs/qat.md, "Never worse than PTQ").
+    plain = TFLiteModel(reference.content, label=f"plain {recipe}", verified=True)
     scores = score_outputs(
         names,
         setup.val_labels,
         setup.val_reference,
         model_outputs(tuned, val_inputs, signature),
         candidate,
+        baseline=model_outputs(plain, val_inputs, signature),
     )
     primary = next((s for s in scores if s.labelled and s.metric in _ACCURACIES), None)
     gate = None

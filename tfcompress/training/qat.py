@@ -10,9 +10,11 @@ from tfcompress.data import DataLike
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike
 from tfcompress.testing.settings import GateSettings
+from tfcompress.training.batchnorm import freeze_batchnorm
 from tfcompress.training.coverage import LayerCoverage, quantize_with_fallback
 from tfcompress.training.export import finish
 from tfcompress.training.gating import GateLike, plan_gate
+from tfcompress.training.isolation import run_isolated
 from tfcompress.training.ranges import initialize_ranges
 from tfcompress.training.result import TrainingResult
 from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
@@ -37,6 +39,8 @@ def qat(
     safe_mode: bool = True,
     gate: GateLike | None = None,
     gate_settings: GateSettings | None = None,
+    freeze_batchnorm: bool = True,
+    isolate: bool = False,
 ) -> TrainingResult:
     """Quantization-aware training to a full-int8 ``.tflite`` (float32 input and output).
 
@@ -75,6 +79,17 @@ def qat(
             the verdict is ``result.gate`` (a failed gate does not raise). None: no gate.
         gate_settings: The gate's mode, confidence and interval
             (:class:`~tfcompress.testing.GateSettings`; default strict). Only with ``gate``.
+        freeze_batchnorm: Keep BatchNormalization layers in inference mode while
+            fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
+            on data unlike the training set, or without labels, otherwise moves them and
+            makes the model worse than post-training quantization. False trains them, for a
+            real, representative training set (``--train-batchnorm``).
+        isolate: Fine-tune in a child process, so a native crash of TensorFlow cannot take
+            the caller down: it becomes a :class:`~tfcompress.errors.NativeCrashError`
+            naming the signal, after one retry with ``TF_ENABLE_ONEDNN_OPTS=0`` (see
+            :mod:`tfcompress.training.isolation`). The child imports TensorFlow again (a
+            few seconds) and keeps the fine-tuned Keras model: ``result.keras_model`` is
+            None. The CLI and :func:`tfcompress.compress` isolate by default.
 
     Returns:
         The int8 model; every output's score next to the float model's (``scores``) and its
@@ -82,6 +97,8 @@ def qat(
         sizes and the coverage report.
 
     Raises:
+        NativeCrashError: With ``isolate``, TensorFlow crashed in the child process (also
+            after the retry with oneDNN off).
         UnsupportedModelError: Subclassed model, unknown custom layers, or tfmot's transform
             fails on the model in a way no single layer explains.
         InvalidDataError: Data or labels not matching the model; a ``gate`` task metric on
@@ -103,15 +120,25 @@ def qat(
         raise InvalidInputError(
             f"preserve={preserve!r} is not known; use None, 'sparsity' or 'clusters'."
         )
-    options = TrainingOptions(epochs, batch_size, learning_rate, seed)
-    setup = prepare(
-        model,
-        train_data,
-        val_data,
-        safe_mode=safe_mode,
-        seed=seed,
-        gate=plan_gate(gate, gate_settings),
-    )
+    options = TrainingOptions(epochs, batch_size, learning_rate, seed, freeze_batchnorm)
+    planned = plan_gate(gate, gate_settings)
+    if isolate:
+        return run_isolated(
+            "qat",
+            model,
+            safe_mode=safe_mode,
+            train_data=train_data,
+            val_data=val_data,
+            epochs=epochs,
+            learning_rate=learning_rate,
+            batch_size=batch_size,
+            preserve=preserve,
+            seed=seed,
+            gate=gate,
+            gate_settings=gate_settings,
+            freeze_batchnorm=freeze_batchnorm,
+        )
+    setup = prepare(model, train_data, val_data, safe_mode=safe_mode, seed=seed, gate=planned)
     qat_model, coverage, seconds, losses = quantization_aware(
         setup, setup.legacy, options, scheme=_SCHEMES[preserve]
     )
@@ -121,6 +148,7 @@ def qat(
         "batch_size": batch_size,
         "preserve": preserve,
         "seed": seed,
+        "freeze_batchnorm": freeze_batchnorm,
     }
     return finish(
         setup,
@@ -148,6 +176,8 @@ def quantization_aware(
         training seconds and per-epoch losses.
     """
     qat_model, coverage = quantize_with_fallback(model, scheme=scheme)
+    if options.freeze_batchnorm:  # before the ranges: they must see inference-mode activations
+        freeze_batchnorm(qat_model)
     initialize_ranges(qat_model, setup.train_inputs, seed=options.seed)
     seconds, losses = fine_tune(qat_model, setup, options)
     if scheme == "cluster_preserve":

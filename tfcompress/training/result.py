@@ -131,6 +131,34 @@ class TrainingResult:
         return self.reference_accuracy - self.accuracy
 
     @property
+    def baseline_name(self) -> str:
+        """What the fine-tuned export is compared with: the original at the same precision."""
+        if self.recipe == "float32":
+            return "the original model as float32"
+        return f"plain post-training {self.recipe} of the original model"
+
+    @property
+    def worse_than_baseline(self) -> tuple[str, ...]:
+        """One sentence per output the fine-tuning made worse than :attr:`baseline_name`.
+
+        Measured in the same run on the validation data (see
+        :attr:`~tfcompress.training.scoring.OutputScore.worse_than_baseline` for the
+        margins). Fine-tuning without labels on data unlike the training set is the usual
+        cause; ``tfcompress quantize`` gives the baseline itself.
+
+        Example:
+            >>> print(*result.worse_than_baseline)  # doctest: +SKIP
+            qat is worse than plain post-training int8 of the original model on output cls:
+            agreement 77.20% against 94.00%
+        """
+        return tuple(
+            f"{self.technique} is worse than {self.baseline_name} on output {s.output}: "
+            f"{s.metric} {s.format(s.tflite)} against {s.format(s.baseline)}"
+            for s in self.scores
+            if s.worse_than_baseline
+        )
+
+    @property
     def skipped_layers(self) -> list[dict[str, str]]:
         """Layers the technique left alone, each with the reason."""
         return [
@@ -175,6 +203,8 @@ class TrainingResult:
             "reference_accuracy": _round(self.reference_accuracy),
             "accuracy_drop": _round(self.accuracy_drop),
             "outputs": [score.to_dict() for score in self.scores],
+            "baseline": self.baseline_name,
+            "worse_than_baseline": list(self.worse_than_baseline),
             "val_samples": self.val_samples,
             "train_samples": self.train_samples,
             "train_seconds": round(self.train_seconds, 2),
@@ -210,7 +240,16 @@ class TrainingResult:
             f"{self.float_size_bytes:,} / {self.float_gzip_bytes:,}"
         )
         outputs = format_table(
-            ["output", "loss", "metric", "reference", "fine-tuned Keras", "exported", "drop"],
+            [
+                "output",
+                "loss",
+                "metric",
+                "reference",
+                "fine-tuned Keras",
+                "exported",
+                "drop",
+                f"plain {self.recipe}",
+            ],
             [
                 [
                     s.output,
@@ -220,6 +259,7 @@ class TrainingResult:
                     s.format(s.keras),
                     s.format(s.tflite),
                     s.format_drop(),
+                    s.format(s.baseline) + (" (better)" if s.worse_than_baseline else ""),
                 ]
                 for s in self.scores
             ],
@@ -250,6 +290,13 @@ class TrainingResult:
         sections = [head, sizes, ""]
         if self.scores:
             sections += [outputs, ""]
+        if self.worse_than_baseline:
+            sections += [
+                *(f"WORSE: {line}" for line in self.worse_than_baseline),
+                f"({self.baseline_name} is better: use it, e.g. tfcompress quantize; or "
+                "fine-tune on labelled data like the training set)",
+                "",
+            ]
         sections += [coverage, "", weights, "", note]
         if self.gate is not None:
             sections += ["", self.gate.headline(), self.gate.table()]

@@ -26,6 +26,14 @@ from tfcompress.training.tasks import Labels
 
 __all__ = ["OutputScore", "choose_score_metric", "score_outputs"]
 
+# How much worse than the un-fine-tuned export an output may come out before the result says
+# so: half a point of accuracy, agreement or mIoU (fractions), half a decibel of SNR, 5% more
+# squared error. Smaller differences are the noise of a seeded fine-tune on a few hundred
+# validation samples.
+FRACTION_MARGIN = 0.005
+RELATIVE_MARGIN = 0.05
+WORSE_MARGINS = {"snr": 0.5}
+
 
 @dataclass(frozen=True)
 class OutputScore:
@@ -42,6 +50,9 @@ class OutputScore:
         keras: The fine-tuned Keras model's score.
         tflite: The exported ``.tflite``'s score.
         labelled: Whether the score compares to labels (else to the original model).
+        baseline: The score of the original model exported at the same precision without
+            fine-tuning (for ``int8``: plain post-training int8), the result the fine-tuning
+            is meant to beat; None when it was not measured.
 
     Example:
         >>> OutputScore("cls", "accuracy", 0.95, 0.95, 0.94, True).drop
@@ -54,6 +65,7 @@ class OutputScore:
     keras: float
     tflite: float
     labelled: bool
+    baseline: float | None = None
 
     @property
     def definition(self) -> MetricDef:
@@ -83,7 +95,28 @@ class OutputScore:
             "keras": _round(self.keras),
             "tflite": _round(self.tflite),
             "drop": _round(self.drop),
+            "baseline": _round(self.baseline),
+            "worse_than_baseline": self.worse_than_baseline,
         }
+
+    @property
+    def worse_than_baseline(self) -> bool:
+        """The export is worse than the baseline by more than :data:`WORSE_MARGINS` allows.
+
+        Example:
+            >>> OutputScore("cls", "agreement", 1.0, 0.8, 0.772, False, 0.94).worse_than_baseline
+            True
+        """
+        if self.baseline is None or not (
+            math.isfinite(self.baseline) and math.isfinite(self.tflite)
+        ):
+            return False
+        if self.metric in WORSE_MARGINS:
+            margin = WORSE_MARGINS[self.metric]
+            return self.baseline - self.tflite > margin
+        if self.higher_is_better:
+            return self.baseline - self.tflite > FRACTION_MARGIN
+        return self.tflite > self.baseline * (1 + RELATIVE_MARGIN) + 1e-12
 
     def format(self, value: float | None) -> str:
         """A value of this metric for people: ``95.20%``, ``31.40 dB``, ``0.00123``; ``-``."""
@@ -139,8 +172,9 @@ def score_outputs(
     reference: Sequence[np.ndarray],
     keras: Sequence[np.ndarray],
     tflite: Sequence[np.ndarray],
+    baseline: Sequence[np.ndarray] | None = None,
 ) -> tuple[OutputScore, ...]:
-    """Score each output of the three models (lists in output order).
+    """Score each output of the models (lists in output order).
 
     Args:
         names: Output names.
@@ -148,6 +182,7 @@ def score_outputs(
         reference: The original float model's outputs.
         keras: The fine-tuned Keras model's outputs.
         tflite: The exported ``.tflite``'s outputs.
+        baseline: The original model exported at the same precision (plain PTQ), or None.
 
     Returns:
         One score per output (see :func:`choose_score_metric` for the metric).
@@ -172,10 +207,13 @@ def score_outputs(
             metric.score(target, outputs, output=name)
             for outputs in (ref, keras[index], tflite[index])
         ]
-        baseline: float | None = values[0]
+        original: float | None = values[0]
         if not labelled and not math.isfinite(values[0]):
-            baseline = None  # snr of the original against itself
-        scores.append(OutputScore(name, metric.name, baseline, values[1], values[2], labelled))
+            original = None  # snr of the original against itself
+        plain = None if baseline is None else metric.score(target, baseline[index], output=name)
+        scores.append(
+            OutputScore(name, metric.name, original, values[1], values[2], labelled, plain)
+        )
     return tuple(scores)
 
 

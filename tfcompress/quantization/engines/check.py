@@ -12,8 +12,8 @@ tensors:
 - otherwise ``float``; an op without float outputs (shape arithmetic in int32) is
   ``n/a``: there is nothing in it to quantize.
 
-An op planned integer that stayed float is a *float op*: refused unless the recipe allows
-``float_fallback`` (the converter engine's contract: ``int8`` means integer unless asked).
+An op planned integer that stayed float is a *float op*: kept and listed (as the converter
+keeps ops without an integer kernel in float), refused when the recipe is ``integer_only``.
 Every other difference (a rule not applied to some of its ops) becomes a note.
 
 Example:
@@ -107,14 +107,14 @@ def check_against_plan(
     Args:
         plan: What each op should become (:func:`~tfcompress.quantization.engines.plan.plan_ops`).
         content: The quantized ``.tflite``.
-        recipe: The recipe (its ``float_fallback`` and rules).
+        recipe: The recipe (its ``integer_only`` and rules).
         source: How messages name the model.
 
     Returns:
         The float ops (for integer-activation recipes, else None) and notes.
 
     Raises:
-        ConversionError: Ops planned integer stayed float and ``float_fallback`` is off.
+        ConversionError: Ops planned integer stayed float and the recipe is ``integer_only``.
 
     Example:
         >>> check_against_plan(plan, content, Recipe("int8")).notes  # doctest: +SKIP
@@ -134,12 +134,12 @@ def check_against_plan(
             stayed.append(op)
         if op.rule:
             not_applied[op.rule].append(f"{op.op_type} became {got}")
-    if stayed and not recipe.float_fallback:
+    if stayed and recipe.integer_only:
         names = describe_float_ops([op.op_type for op in stayed])
         raise ConversionError(
             f"LiteRT Quantizer has no {recipe.name} setting for {len(stayed)} op(s) of "
-            f"{source!r} and left them float ({names}); pass --float-fallback "
-            "(float_fallback=True) to accept float ops, or use --engine converter."
+            f"{source!r} and left them float ({names}), but the recipe is integer-only; drop "
+            "--integer-only (integer_only=True) to keep them float, or use --engine converter."
         )
     notes = []
     for number, what in sorted(not_applied.items()):

@@ -122,7 +122,7 @@ def quantize_litert(
         UnsupportedModelError: An input LiteRT Quantizer cannot take (already quantized,
             several subgraphs, custom ops it would have to run).
         ConversionError: LiteRT Quantizer failed, or wrote a file LiteRT cannot run, or left
-            ops float against the recipe (without ``float_fallback``).
+            ops float against an ``integer_only`` recipe.
 
     Example:
         >>> quantize_litert(resolve_model("face.tflite"), Recipe("int8"),

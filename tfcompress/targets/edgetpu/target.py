@@ -1,11 +1,11 @@
 """``quantize(..., target="edgetpu")``: the recipe the compiler wants, and its verdict next to ours.
 
 The Edge TPU runs full-integer models with every shape fixed, so the target (registered here,
-see :mod:`tfcompress.targets.base`) turns the ``int8`` recipe into uint8 (or int8) inputs and
-outputs at a static batch of 1. After the
-conversion the linter predicts what the compiler will map; where ``edgetpu_compiler`` is
-installed (or given) it runs too, and where the two disagree the verdict lists each
-difference and trusts the compiler, which is what the device will run.
+see :mod:`tfcompress.targets.base`) makes the ``int8`` recipe integer-only, with uint8 (or int8)
+inputs and outputs at a static batch of 1. After the conversion the linter predicts what the
+compiler will map; where ``edgetpu_compiler`` is installed (or given) it runs too, and where
+the two disagree the verdict lists each difference and trusts the compiler, which is what the
+device will run.
 
 Example:
     >>> result = tfcompress.quantize(

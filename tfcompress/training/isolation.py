@@ -1,0 +1,228 @@
+"""Fine-tuning in a child process, so a native crash of TensorFlow cannot take the caller down.
+
+TensorFlow 2.21's oneDNN kernels have been seen to segfault inside ``fit`` on some CPUs
+(plain tf-keras training too); in-process, that kills ``tfcompress qat`` (exit 139) after
+minutes of work, and a ``compress --train`` search with it. With ``isolate=True``,
+:func:`tfcompress.qat`, :func:`~tfcompress.prune` and :func:`~tfcompress.cluster` run in a
+child Python process (``python -m tfcompress.training._child``), as the load probe runs
+LiteRT (:mod:`tfcompress.models.probe`):
+
+* the parent loads and checks the data (so bad data fails at once), saves the model where
+  it is not a file already, and hands both to the child in a private temporary folder;
+* the child runs the technique and hands back the :class:`TrainingResult` (without
+  ``keras_model``: the fine-tuned Keras model stays in the child);
+* a child killed by a signal becomes a one-line :class:`~tfcompress.errors.NativeCrashError`
+  naming the signal, after one retry with ``TF_ENABLE_ONEDNN_OPTS=0`` (oneDNN off, set
+  before TensorFlow is imported) when that was not already set and the signal is one a
+  kernel bug raises; a result from the retry says so in its ``warnings``.
+
+The price is the child's start: it imports TensorFlow and tfmot and loads the model again
+(measured in docs/benchmarks.md, section ``never_worse``).
+
+Environment (tests only): ``TFCOMPRESS_TEST_CHILD_CRASH=always`` makes the child kill itself
+with SIGSEGV before any work; ``=onednn`` does so only while oneDNN is on.
+
+Example:
+    >>> result = tfcompress.qat(model, train_data=x, isolate=True)  # doctest: +SKIP
+    >>> result.keras_model is None  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tfcompress.errors import NativeCrashError, TFCompressError
+
+logger = logging.getLogger(__name__)
+
+ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
+#: Signals a kernel bug raises; SIGKILL (the out-of-memory killer) is not retried.
+_KERNEL_SIGNALS = frozenset(
+    {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT}
+)
+_TECHNIQUES = ("qat", "prune", "cluster")
+
+
+def child_command(request: Path, reply: Path) -> list[str]:
+    """The command that runs the child (``-m``: it imports tfcompress like any caller)."""
+    return [sys.executable, "-m", "tfcompress.training._child", str(request), str(reply)]
+
+
+def run_isolated(technique: str, model: Any, *, safe_mode: bool, **options: Any) -> Any:
+    """Run ``tfcompress.<technique>(model, **options)`` in a child process.
+
+    Args:
+        technique: ``qat``, ``prune`` or ``cluster``.
+        model: A Keras model or the path of one.
+        safe_mode: See :func:`tfcompress.models.load_model` (paths only).
+        **options: The technique's keyword options (``train_data``, ``val_data`` and the
+            rest), as the caller passed them.
+
+    Returns:
+        The child's :class:`~tfcompress.training.result.TrainingResult`, ``keras_model``
+        None.
+
+    Raises:
+        NativeCrashError: The child died by a signal (after the retry, where one applies).
+        TFCompressError: Whatever the technique raised in the child (same type, same message).
+        RuntimeError: A bug in the child (its type and message).
+    """
+    if technique not in _TECHNIQUES:  # pragma: no cover - the verbs pass their own name
+        raise ValueError(f"unknown technique {technique!r}")
+    with tempfile.TemporaryDirectory(prefix="tfcompress-train-") as folder:
+        root = Path(folder)
+        request = root / "request.pickle"
+        request.write_bytes(pickle.dumps(_request(technique, model, safe_mode, options, root)))
+        started = time.monotonic()
+        done = _run(request, root / "reply.pickle", os.environ)
+        warnings: tuple[str, ...] = ()
+        if done.returncode < 0 and _retry_helps(-done.returncode):
+            name = _signal_name(-done.returncode)
+            logger.warning(
+                "%s crashed in TensorFlow's native code (%s) in its child process; retrying "
+                "once with %s=0 (oneDNN off)",
+                technique,
+                name,
+                ONEDNN,
+            )
+            done = _run(request, root / "reply.pickle", {**os.environ, ONEDNN: "0"})
+            if done.returncode >= 0:
+                warnings = (
+                    f"fine-tuning crashed in TensorFlow's native code ({name}) with oneDNN "
+                    f"on; this result comes from a retry with {ONEDNN}=0 (set it before "
+                    "running to skip the crash)",
+                )
+            else:
+                raise NativeCrashError(_crash_message(technique, done, retried=True))
+        elif done.returncode < 0:
+            raise NativeCrashError(_crash_message(technique, done, retried=False))
+        result = _reply(technique, done, root / "reply.pickle")
+        logger.info(
+            "%s ran in a child process in %.1fs (isolate=True)",
+            technique,
+            time.monotonic() - started,
+        )
+    if warnings:
+        from dataclasses import replace
+
+        result = replace(result, warnings=(*warnings, *result.warnings))
+    return result
+
+
+def _request(
+    technique: str, model: Any, safe_mode: bool, options: dict[str, Any], root: Path
+) -> dict[str, Any]:
+    """What the child needs: the model as a file, the data loaded and checked here."""
+    from tfcompress._compat.bridge import ensure_graph_model
+    from tfcompress.models.loading import SavedModelDir, TFLiteModel, resolve_model
+    from tfcompress.models.signature import model_signature
+    from tfcompress.training.setup import read_samples, refuse_not_keras
+
+    loaded = resolve_model(model, safe_mode=safe_mode)
+    if isinstance(loaded, TFLiteModel | SavedModelDir):  # refused with the usual words
+        refuse_not_keras(loaded)
+    ensure_graph_model(loaded)  # a subclassed model is refused here, as in process
+    if isinstance(model, str | os.PathLike):
+        path, child_safe_mode = Path(model).resolve(), safe_mode
+    else:  # the caller's own model: saved by us, loaded back as it was
+        path, child_safe_mode = root / "model.keras", False
+        loaded.save(path)
+    signature = model_signature(loaded)
+    data = dict(options)
+    data["train_data"] = read_samples(options["train_data"], signature, "training data")
+    if options.get("val_data") is not None:
+        data["val_data"] = read_samples(options["val_data"], signature, "validation data")
+    return {
+        "technique": technique,
+        "model": str(path),
+        "safe_mode": child_safe_mode,
+        "options": data,
+    }
+
+
+def _run(request: Path, reply: Path, env: Any) -> subprocess.CompletedProcess[bytes]:
+    reply.unlink(missing_ok=True)
+    try:
+        return subprocess.run(
+            child_command(request, reply), capture_output=True, env=dict(env), check=False
+        )
+    except OSError as failure:  # cannot fork or exec: the machine, not the model
+        raise TFCompressError(
+            f"cannot start the child process that fine-tunes safely ({failure.strerror}); "
+            "free memory or processes, or pass isolate=False (--in-process)."
+        ) from failure
+
+
+def _retry_helps(number: int) -> bool:
+    return number in _KERNEL_SIGNALS and os.environ.get(ONEDNN, "") != "0"
+
+
+def _crash_message(
+    technique: str, done: subprocess.CompletedProcess[bytes], *, retried: bool
+) -> str:
+    name = _signal_name(-done.returncode)
+    last = _last_line(done.stderr)
+    said = f"; its last words: {last}" if last else ""
+    if -done.returncode == signal.SIGKILL:
+        return (
+            f"{technique} was killed ({name}) in its child process, usually by the "
+            f"out-of-memory killer{said}; lower the batch size or free memory. Nothing was "
+            "written."
+        )
+    if retried:
+        return (
+            f"{technique} crashed in TensorFlow's native code ({name}) in its child process, "
+            f"and again with {ONEDNN}=0 (oneDNN off, the known workaround){said}; try another "
+            "batch size or TensorFlow version. Nothing was written."
+        )
+    if os.environ.get(ONEDNN, "") == "0":
+        return (
+            f"{technique} crashed in TensorFlow's native code ({name}) in its child process "
+            f"with {ONEDNN}=0 already set{said}; try another batch size or TensorFlow "
+            "version. Nothing was written."
+        )
+    return (
+        f"{technique} crashed in native code ({name}) in its child process{said}; when "
+        f"TensorFlow's oneDNN kernels are the cause, {ONEDNN}=0 set before running avoids "
+        "it. Nothing was written."
+    )
+
+
+def _reply(technique: str, done: subprocess.CompletedProcess[bytes], reply: Path) -> Any:
+    if not reply.is_file():
+        last = _last_line(done.stderr)
+        said = f" (its last words: {last})" if last else ""
+        raise RuntimeError(
+            f"the {technique} child process exited with status {done.returncode} without a "
+            f"result{said}"
+        )
+    answer = pickle.loads(reply.read_bytes())  # our own child wrote it, in our own folder
+    if "result" in answer:
+        return answer["result"]
+    if "error" in answer:
+        raise answer["error"]
+    raise RuntimeError(f"{technique} failed in its child process: {answer['bug']}")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _last_line(stderr: bytes | None) -> str:
+    lines = (stderr or b"").decode("utf-8", errors="replace").strip().splitlines()
+    if lines:
+        logger.debug("child stderr (last lines): %s", " | ".join(lines[-5:]))
+    return " ".join(lines[-1].split())[:200] if lines else ""
