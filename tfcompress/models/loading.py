@@ -316,4 +316,6 @@ def _check_tflite_loads(content: bytes, source: object) -> None:
     dynamic = main is not None and any(
         -1 in main.tensors[i].signature[1:] for i in main.inputs if i < len(main.tensors)
     )
-    probe_model(content, "tflite", source=source, must_run=not parsed.custom_ops and not dynamic)
+    probe_model(
+        content, "tflite", source=source, must_prepare=not parsed.custom_ops and not dynamic
+    )

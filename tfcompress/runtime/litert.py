@@ -10,6 +10,7 @@ import numpy as np
 from tfcompress._compat.litert import make_interpreter
 from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.loading import TFLiteModel
+from tfcompress.models.probe import probe_inputs, zeros_refused
 from tfcompress.models.signature import model_signature
 from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
 
@@ -61,6 +62,9 @@ class LiteRTRunner(Runner):
         # A fused LSTM/RNN keeps its state in variable tensors, which persist from one
         # invoke to the next: each call of independent samples starts from the initial state.
         self._stateful = _has_variable_tensors(model)
+        # The load probe could not run it on zeros (an op refused them, which is not damage):
+        # it runs here only after a child process has run it on the real inputs.
+        self._unproven = zeros_refused(model.content, "tflite")
         self._shapes = {d["index"]: tuple(int(n) for n in d["shape"]) for d in self._inputs}
         self._allocated = False
         try:
@@ -135,8 +139,18 @@ class LiteRTRunner(Runner):
             except (RuntimeError, ValueError) as error:
                 raise self._cannot_run(error) from error
             self._allocated = True
-        for detail, name in zip(self._inputs, self.signature.input_names, strict=True):
-            self.interpreter.set_tensor(detail["index"], quantize(feed[name], detail))
+        values = {
+            detail["index"]: quantize(feed[name], detail)
+            for detail, name in zip(self._inputs, self.signature.input_names, strict=True)
+        }
+        if self._unproven is not None:
+            source = self.model.path or self.model.name
+            probe_inputs(
+                self.model.content, "tflite", {f"t{i}": v for i, v in values.items()}, source=source
+            )
+            self._unproven = None
+        for index, value in values.items():
+            self.interpreter.set_tensor(index, value)
 
     def _invoke(self, feed: Feed) -> Outputs:
         self._set_inputs(feed)

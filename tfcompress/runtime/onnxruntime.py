@@ -16,6 +16,7 @@ from tfcompress.errors import (
     UnsupportedModelError,
 )
 from tfcompress.models.onnx import OnnxModel, ort_dtype
+from tfcompress.models.probe import probe_inputs, zeros_refused
 from tfcompress.models.signature import ModelSignature, TensorSpec
 from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
 
@@ -99,6 +100,9 @@ class OnnxRuntimeRunner(Runner):
         )
         self._dtypes = {i.name: np.dtype(ort_dtype(i.type)) for i in inputs}
         self._errors = ort_errors()
+        # The load probe could not run it on zeros (an op refused them, which is not damage):
+        # it runs here only after a child process has run it on the real inputs.
+        self._unproven = zeros_refused(model.content, "onnx")
 
     @property
     def providers(self) -> list[str]:
@@ -129,6 +133,11 @@ class OnnxRuntimeRunner(Runner):
         }
 
     def _session_run(self, feed: Feed) -> list[Any]:
+        if self._unproven is not None:
+            probe_inputs(
+                self.model.content, "onnx", feed, source=self.model.path or self.model.name
+            )
+            self._unproven = None
         try:
             return self.session.run(None, feed)
         except self._errors as error:
