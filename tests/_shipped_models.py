@@ -93,7 +93,7 @@ def _vad(root: Path) -> dict[str, Path]:
                 tf.TensorSpec([LAYERS, None, UNITS], tf.float32, name="h"),
             ]
         )
-        def serve(self, input, sr, h):  # noqa: A002 - Silero's input name
+        def serve(self, input, sr, h):  # Silero names its audio input "input"
             energy = tf.reduce_mean(tf.square(input), axis=1, keepdims=True) * (sr / SAMPLE_RATE)
             hn = tf.tanh(0.5 * h + tf.matmul(energy, weights)[None])
             output = tf.sigmoid(tf.reduce_mean(hn[-1], axis=-1, keepdims=True) * 4.0)
