@@ -113,7 +113,7 @@ def _vad(root: Path) -> dict[str, Path]:
     audio = (rng.normal(size=(count, FRAME)) * loud).astype(np.float32)
     state = rng.normal(0.0, 0.3, (LAYERS, count, UNITS)).astype(np.float32)
     outputs = module.serve(tf.constant(audio), tf.constant(SAMPLE_RATE), tf.constant(state))
-    speech = (outputs["output"].numpy() > np.median(outputs["output"].numpy())).astype(np.int64)
+    speech = (outputs["output"].numpy() > 0.5).astype(np.int64)
     data = root / "vad.npz"
     np.savez(data, input=audio, sr=np.float32(SAMPLE_RATE), h=state, y_output=speech)
     unlabelled = root / "vad_unlabelled.npz"
@@ -206,11 +206,17 @@ def _rnn(root: Path) -> dict[str, Path]:
     tf.saved_model.save(module, str(saved), signatures={"serving_default": module.serve})
     tflite = root / "rnn.tflite"
     tflite.write_bytes(tf.lite.TFLiteConverter.from_saved_model(str(saved)).convert())
-    x = np.random.default_rng(4).normal(size=(72, *RNN_SHAPE)).astype(np.float32)
+    x = np.random.default_rng(4).normal(size=(24, *RNN_SHAPE)).astype(np.float32)
     labels = model.predict(x, batch_size=1, verbose=0).argmax(axis=1)
-    data = root / "rnn.npz"
+    data, unlabelled = root / "rnn.npz", root / "rnn_unlabelled.npz"
     np.savez(data, frames=x, y=labels)
-    return {"rnn_savedmodel": saved, "rnn_tflite": tflite, "rnn_data": data}
+    np.savez(unlabelled, frames=x)
+    return {
+        "rnn_savedmodel": saved,
+        "rnn_tflite": tflite,
+        "rnn_data": data,
+        "rnn_unlabelled": unlabelled,
+    }
 
 
 def _norm(root: Path) -> dict[str, Path]:

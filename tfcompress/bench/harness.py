@@ -241,7 +241,7 @@ def benchmark(
             *analysis.int8_notes(rows, environment),
             *analysis.recipe_notes(rows),
             *_init_notes(prepared),
-            *_feeding_notes(prepared, values),
+            *_feeding_notes(prepared, values, from_data=raw is not None),
             *analysis.isolation_notes(rows),
             *scoring_notes,
         ),
@@ -357,7 +357,9 @@ def _check_names(
             )
 
 
-def _feeding_notes(prepared: Mapping[str, Artifact], values: Mapping[str, float]) -> list[str]:
+def _feeding_notes(
+    prepared: Mapping[str, Artifact], values: Mapping[str, float], *, from_data: bool
+) -> list[str]:
     """Say how artifacts that are not "batch first, batch free" were fed."""
     notes = []
     for name, artifact in prepared.items():
@@ -374,7 +376,8 @@ def _feeding_notes(prepared: Mapping[str, Artifact], values: Mapping[str, float]
         if moved:
             listed = ", ".join(f"{t.name} {t.format_shape()}" for t in moved)
             notes.append(f"{name}: batched in another dimension than the first: {listed}")
-        notes += [f"{name}: {note}" for note in scalar_notes(layout, artifact.dataset, values)]
+        said = scalar_notes(layout, artifact.dataset, values, from_data=from_data)
+        notes += [f"{name}: {note}" for note in said]
     return notes
 
 

@@ -167,22 +167,31 @@ def random_inputs(
     return Dataset(arrays)
 
 
-def scalar_notes(layout: FeedLayout, dataset: Dataset, values: Mapping[str, float]) -> list[str]:
+def scalar_notes(
+    layout: FeedLayout, dataset: Dataset, values: Mapping[str, float], *, from_data: bool
+) -> list[str]:
     """Say which value each scalar input got on every call, and where it came from.
 
+    Args:
+        layout: The model's layout.
+        dataset: What it was fed (batch first; a scalar repeated per sample).
+        values: The ``--input-value`` values.
+        from_data: Whether the samples came from the user's data (else random inputs).
+
     Example:
-        >>> scalar_notes(layout, feed, {"sr": 16000.0})  # doctest: +SKIP
+        >>> scalar_notes(layout, feed, {"sr": 16000.0}, from_data=False)  # doctest: +SKIP
         ['input sr (a scalar) was fed 16000 on every call (--input-value)']
     """
     notes = []
     for tensor in layout.inputs:
         if tensor.is_scalar and isinstance(dataset.x, dict) and tensor.name in dataset.x:
             value = dataset.x[tensor.name].reshape(-1)[0].item()
-            source = (
-                "--input-value"
-                if tensor.name in values
-                else f"a seeded random draw: set it with --input-value {tensor.name}=V"
-            )
+            if tensor.name in values:
+                source = "--input-value"
+            elif from_data:
+                source = "from the data"
+            else:
+                source = f"a seeded random draw: set it with --input-value {tensor.name}=V"
             notes.append(
                 f"input {tensor.name} (a scalar) was fed {value:g} on every call ({source})"
             )

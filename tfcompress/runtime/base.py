@@ -247,7 +247,11 @@ def slice_feed(feed: Feed, start: int, stop: int) -> Feed:
 
 
 def pad_feed(feed: Feed, size: int) -> Feed:
-    """Zero-pad every input to ``size`` samples (a scalar's repeated value is repeated)."""
+    """Pad every input to ``size`` samples with copies of its last sample.
+
+    The padded rows' outputs are dropped. Copies, not zeros: zeros are values some models
+    refuse (an int8 normalisation that divides by the frame's peak fails on silence).
+    """
     padded = {}
     for name, array in feed.items():
         missing = size - len(array)
@@ -256,8 +260,7 @@ def pad_feed(feed: Feed, size: int) -> Feed:
         elif array.strides[:1] == (0,):  # one value repeated: keep repeating it
             padded[name] = np.broadcast_to(array[:1], (size, *array.shape[1:]))
         else:
-            zeros = np.zeros((missing, *array.shape[1:]), array.dtype)
-            padded[name] = np.concatenate([array, zeros])
+            padded[name] = np.concatenate([array, np.repeat(array[-1:], missing, axis=0)])
     return padded
 
 
