@@ -41,11 +41,7 @@ RNN_SHAPE = (10, 8)
 def build() -> dict[str, Path]:
     """Every model and data file, built once per test process into a temporary folder."""
     root = Path(tempfile.mkdtemp(prefix="tfcompress-shipped-"))
-    files: dict[str, Path] = {}
-    files.update(_vad(root))
-    files.update(_rnn(root))
-    files.update(_norm(root))
-    return files
+    return {**build_vad(root), **build_rnn(root), **build_norm(root)}
 
 
 class AbortingRunner(LiteRTRunner):
@@ -80,7 +76,8 @@ def _vad_weights() -> np.ndarray:
     return np.random.default_rng(7).normal(size=(1, UNITS)).astype(np.float32)
 
 
-def _vad(root: Path) -> dict[str, Path]:
+def build_vad(root: Path) -> dict[str, Path]:
+    """The streaming model as SavedModel, .tflite and .onnx, with data in its layout."""
     import tensorflow as tf
 
     weights = tf.constant(_vad_weights())
@@ -180,7 +177,8 @@ def _vad_onnx() -> bytes:
     return model.SerializeToString()
 
 
-def _rnn(root: Path) -> dict[str, Path]:
+def build_rnn(root: Path) -> dict[str, Path]:
+    """The static-batch-1 LSTM as SavedModel and .tflite, with labelled data."""
     import tensorflow as tf
 
     from tfcompress._compat.keras import KerasFlavour, keras_module
@@ -219,7 +217,8 @@ def _rnn(root: Path) -> dict[str, Path]:
     }
 
 
-def _norm(root: Path) -> dict[str, Path]:
+def build_norm(root: Path) -> dict[str, Path]:
+    """The int8 front end whose DIV refuses silence, its Keras source and data."""
     import keras
 
     import tfcompress

@@ -144,7 +144,8 @@ def backend_rows(
     for threads in plan.threads:
         base = {"artifact": name, "backend": backend, "threads": threads, "size": size}
         try:
-            rss_before = current_rss_mb()
+            # In a worker, memory is the worker's (IsolatedRunner.rss_before_mb); here, ours.
+            rss_before = None if isolated(model, plan) else current_rss_mb()
             runner, created_ms = open_runner(model, backend, threads, plan)
             # The row's init is everything from the artifact as given to a ready runner.
             load_ms = artifact.load_ms

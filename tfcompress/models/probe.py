@@ -131,10 +131,15 @@ def probe_model(
             _verdicts[key] = verdict
     if verdict.reason is None:
         return
-    if verdict.stage == "run" or (verdict.stage == "prepare" and not must_prepare):
-        # Not damage: an op refused all-zero inputs, or the runtime cannot prepare what it
-        # lacks here. A runner probes again on the real inputs before it runs here.
+    if verdict.stage == "run":
+        # Not damage: an op refused all-zero inputs. A runner in this process probes again
+        # on the real inputs before it runs them here.
         logger.info("%s: %s", source, verdict.reason)
+        return
+    if verdict.stage == "prepare" and not must_prepare:
+        # Custom ops this runtime lacks (the Edge TPU's), or a length stored as 1 that is too
+        # short: the backend that runs the model says so when it is asked to.
+        logger.debug("%s: %s (accepted)", source, verdict.reason)
         return
     raise ModelLoadError(f"{source}: {verdict.reason}")
 
