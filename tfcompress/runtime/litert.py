@@ -149,8 +149,17 @@ class LiteRTRunner(Runner):
                 self.model.content, "tflite", {f"t{i}": v for i, v in values.items()}, source=source
             )
             self._unproven = None
+        names = {
+            d["index"]: n for d, n in zip(self._inputs, self.signature.input_names, strict=True)
+        }
         for index, value in values.items():
-            self.interpreter.set_tensor(index, value)
+            try:
+                self.interpreter.set_tensor(index, value)
+            except ValueError as error:  # LiteRT refusing the array: name the input
+                raise InvalidDataError(
+                    f"input {names[index]!r} of {self.model.name}: LiteRT refused the array "
+                    f"({' '.join(str(error).split())[:200]}); feed its declared shape."
+                ) from error
 
     def _invoke(self, feed: Feed) -> Outputs:
         self._set_inputs(feed)
