@@ -100,7 +100,9 @@ def probe_tflite(content: bytes, inputs: dict[str, Any] | None = None) -> None:
                 interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], dtype))
         interpreter.invoke()
     except Exception as error:  # idem
-        raise _StageError("run", error) from error
+        # LiteRT prepares some nodes (custom ops) lazily, inside the first invoke.
+        lazy = "failed to prepare" in str(error) or "unresolved custom op" in str(error)
+        raise _StageError("prepare" if lazy else "run", error) from error
 
 
 def probe_onnx(content: bytes, inputs: dict[str, Any] | None = None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import zipfile
@@ -193,6 +194,31 @@ def saved_model_errors(path: Path) -> Iterator[None]:
             f"{path}: TensorFlow cannot read the SavedModel ({_first_line(error)}); its "
             "saved_model.pb or variables/ are truncated or corrupt; export the model again."
         ) from error
+
+
+def load_saved_model(model: SavedModelDir) -> Any:
+    """``tf.saved_model.load`` of a plain SavedModel, shared by everyone in this process.
+
+    Reading the signature and running it are separate steps (``model_signature``, then a
+    runner): loading a SavedModel with an RNN takes seconds, so the loaded object is kept
+    while its ``saved_model.pb`` is unchanged (the last four SavedModels).
+
+    Raises:
+        ModelLoadError: TensorFlow cannot read it (see :func:`saved_model_errors`).
+
+    Example:
+        >>> load_saved_model(SavedModelDir(Path("exported"))).signatures  # doctest: +SKIP
+    """
+    graph = model.path / "saved_model.pb"
+    stamp = graph.stat().st_mtime_ns if graph.exists() else 0
+    return _load_saved_model(str(model.path), stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_saved_model(path: str, stamp: int) -> Any:
+    del stamp  # part of the cache key only: a re-exported model is loaded again
+    with saved_model_errors(Path(path)):
+        return tensorflow().saved_model.load(path)
 
 
 def _load_keras(path: Path, flavour: KerasFlavour, *, safe_mode: bool) -> Any:

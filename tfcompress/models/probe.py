@@ -155,7 +155,7 @@ def zeros_refused(content: bytes, kind: str) -> str | None:
         'LiteRT ... Node number 3 (DIV) failed to invoke ...'
     """
     verdict = _verdicts.get((kind, hashlib.sha256(content).hexdigest()))
-    if verdict is None or verdict.reason is None or verdict.stage not in {"run", "prepare"}:
+    if verdict is None or verdict.reason is None or verdict.stage != "run":
         return None
     return verdict.said or verdict.reason
 
@@ -196,7 +196,7 @@ def probe_inputs(
     if verdict.reason is None:
         _verdicts[key] = verdict  # it ran: no need to ask again in this process
         return
-    if verdict.stage in {"prepare", "run"}:
+    if verdict.stage == "run":
         raise InvalidDataError(
             f"{source}: {_RUNTIMES[kind]} ran the model but an op refused the inputs it was "
             f"given ({verdict.said}); the file is fine: check that the data holds values this "
@@ -281,8 +281,8 @@ def _run_child(
     if stage == "run":
         return _Verdict(
             f"{runtime} loaded and prepared the model, but an op refused to run {on} "
-            f"({reason}); that is not damage (an int8 division by a value that is zero on "
-            "silence fails this way): it will run on real inputs",
+            f"({reason}); a refusal of those values is not damage, so the model loads and "
+            "is run on the real inputs",
             stage,
             said=reason,
         )

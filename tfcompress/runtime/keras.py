@@ -25,7 +25,7 @@ from tfcompress.errors import (
     SettingUnavailableError,
     UnsupportedModelError,
 )
-from tfcompress.models.loading import SavedModelDir, TFLiteModel, saved_model_errors
+from tfcompress.models.loading import SavedModelDir, TFLiteModel, load_saved_model
 from tfcompress.models.loading import model_name as _model_name
 from tfcompress.models.signature import model_signature
 from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
@@ -178,8 +178,7 @@ class KerasRunner(Runner):
         self.signature = model_signature(model)
         tf = tensorflow()
         if isinstance(model, SavedModelDir):
-            with saved_model_errors(model.path):
-                loaded = tf.saved_model.load(str(model.path))
+            loaded = load_saved_model(model)
             self._signature = loaded.signatures[model.signature_key]
             self._keep_alive = loaded  # the signature's variables live on this object
             self.call = SIGNATURE_CALL

@@ -167,7 +167,10 @@ class LiteRTRunner(Runner):
             self.interpreter.reset_all_variables()
         try:
             self.interpreter.invoke()
-        except RuntimeError as error:  # a kernel that refuses the values it got, at run time
+        except RuntimeError as error:
+            if _kernel_refusal(error):  # a custom op prepared lazily, a kernel without types
+                raise self._cannot_run(error) from error
+            # An op that refuses the values it got (an int8 DIV by zero): not the file.
             raise invoke_failed(
                 self.model.name, f"LiteRT ({self.backend} backend)", error
             ) from error
@@ -186,6 +189,14 @@ def _has_variable_tensors(model: TFLiteModel) -> bool:
 
     parsed = read_tflite(model.content, source=model.path or model.name)
     return any(t.is_variable for graph in parsed.subgraphs for t in graph.tensors)
+
+
+def _kernel_refusal(error: BaseException) -> bool:
+    """Whether an invoke failed on the model's ops (types, custom ops), not on the values."""
+    text = str(error)
+    return any(
+        words in text for words in ("failed to prepare", "unresolved custom op", "only supports")
+    )
 
 
 def invoke_failed(model: str, runtime: str, error: BaseException) -> InvalidDataError:
