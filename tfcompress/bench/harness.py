@@ -348,7 +348,10 @@ def _check_names(
 ) -> None:
     """Refuse a batch dimension or a value for an input none of the artifacts has."""
     names = {n for model, _ in loaded.values() for n in model_signature(model).input_names}
-    for flag, given in (("--batch-dim", batch_dims), ("--input-value", values)):
+    for flag, given in (
+        ("--batch-dim (batch_dims=)", batch_dims),
+        ("--input-value (input_values=)", values),
+    ):
         unknown = [key for key in given if key not in names]
         if unknown:
             raise InvalidInputError(

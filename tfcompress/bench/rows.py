@@ -2,7 +2,10 @@
 
 :mod:`tfcompress.bench.harness` plans the work (which artifacts, on which backends, with which
 data); this module turns one planned (artifact, backend) pair into report rows. What fails
-inside a row becomes that row's ``error: ...`` status and never stops the other rows.
+inside a row becomes that row's ``error: ...`` status and never stops the other rows. A
+``.tflite`` or ``.onnx`` runner lives in a worker process
+(:class:`~tfcompress.bench.isolation.IsolatedRunner`) and is timed there, so a native crash
+or a measurement past the plan's time limit is such an error too.
 """
 
 from __future__ import annotations
