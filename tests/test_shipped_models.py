@@ -146,12 +146,23 @@ def test_batch_dim_declares_a_state_whose_batch_the_signature_fixes(files, tmp_p
 
 
 def test_static_batch_rnn_is_fed_one_sample_at_a_time(files, capsys):
-    argv = ["benchmark", str(files["rnn_tflite"]), "--data", str(files["rnn_data"])]
+    from tfcompress.runtime.keras import tensorflow_threads
+
+    threads = str(tensorflow_threads()[0])  # the one count TensorFlow runs in this process
+    argv = ["benchmark", str(files["rnn_tflite"]), str(files["rnn_savedmodel"])]
+    argv += ["--data", str(files["rnn_data"]), "--backend", "cpu,keras", "--threads", threads]
     assert main([*argv, "--batch", "1,8", "--json", *FAST]) == 0
     payload = _json(capsys)
-    details = [r["backend_details"] for r in payload["rows"]]
-    assert [(d["static_batch"], d["calls"]) for d in details] == [(1, 1), (1, 8)]
-    assert {r["accuracy"] for r in payload["rows"]} == {1.0}
+    rows = [r for r in payload["rows"] if r["status"] == "ok"]
+    assert [(r["artifact"], r["backend"]) for r in rows] == [
+        ("rnn.tflite", "cpu"),
+        ("rnn.tflite", "cpu"),
+        ("rnn_savedmodel", "keras"),
+        ("rnn_savedmodel", "keras"),
+    ]
+    details = [r["backend_details"] for r in rows]
+    assert [(d["static_batch"], d["calls"]) for d in details] == [(1, 1), (1, 8)] * 2
+    assert {r["accuracy"] for r in rows} == {1.0}
     assert "fixes the batch at 1, so each batch ran as calls of 1 sample(s)" in str(
         payload["notes"]
     )
