@@ -315,3 +315,18 @@ def test_state_outputs_come_back_batch_first_and_match_across_runtimes(files):
             outputs[name] = runner.run(feed, batch_size=2)  # 3 calls, the last one short
     assert outputs["vad_tflite"]["hn"].shape == (5, LAYERS, UNITS)
     np.testing.assert_allclose(outputs["vad_tflite"]["hn"], outputs["vad_onnx"]["hn"], atol=1e-5)
+
+
+def test_a_backend_no_worker_can_import_is_measured_here_and_says_so(files, monkeypatch):
+    from tfcompress.runtime.litert import LiteRTRunner
+
+    class LocalRunner(LiteRTRunner):  # defined in a function: a worker cannot unpickle it
+        backend = "local-cpu"
+
+    monkeypatch.setitem(runtime_base._REGISTRY, "local-cpu", LocalRunner)
+    result = tfcompress.benchmark(
+        files["rnn_tflite"], backends=["local-cpu"], runs=3, min_seconds=0, warmup_seconds=0
+    )
+    [row] = result.rows
+    assert row.ok and row.details["process"] == "in-process"
+    assert any("ran in this process (local-cpu)" in note for note in result.notes)

@@ -12,8 +12,10 @@ between two processes of the same program). Requests::
     ("time", feed, timing)                               -> (Timing, details, rss_mb, peak_mb)
     ("details",)                                         -> details
 
-Each answer is ``("ok", value)`` or ``("error", exception)``. A native crash kills only this
-process: the parent reads the signal from the exit status and the last lines of stderr.
+Each answer is ``("ok", value)``, ``("error", exception)``, or ``("transfer", reason)`` when
+the request cannot be unpickled here (a runner class defined in the parent's ``__main__``).
+A native crash kills only this process: the parent reads the signal from the exit status
+and the last lines of stderr.
 Native code that prints to stdout cannot corrupt the protocol: the pipes are their own
 file descriptors and stdout goes to stderr.
 
@@ -110,9 +112,14 @@ def main(argv: list[str]) -> int:
     state = _State()
     while True:
         try:
-            op, *args = requests.recv()
+            request = requests.recv_bytes()
         except EOFError:
             return 0
+        try:
+            op, *args = pickle.loads(request)
+        except Exception as error:  # a class only the parent's __main__ defines, say
+            answers.send(("transfer", f"{type(error).__name__}: {error}"))
+            continue
         try:
             answer: tuple[str, Any] = ("ok", _HANDLERS[op](state, *args))
         except Exception as error:  # every failure goes back to the parent

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -59,6 +60,13 @@ class RuntimeCrashedError(TFCompressError):
 
 class MeasurementTimeoutError(TFCompressError):
     """A request to the worker ran past its time limit; the worker was stopped."""
+
+
+class WorkerTransferError(TFCompressError):
+    """The model or runner class cannot be handed to a worker process (not picklable there).
+
+    Callers measure in their own process instead, and say so.
+    """
 
 
 class IsolatedRunner(Runner):
@@ -223,7 +231,15 @@ class IsolatedRunner(Runner):
         if requests is None or answers is None:
             raise self._crashed(doing)
         try:
-            requests.send((op, *args))
+            payload = pickle.dumps((op, *args))
+        except (pickle.PicklingError, AttributeError, TypeError) as error:
+            self._stop(kill=True)
+            raise WorkerTransferError(
+                f"cannot hand {model_name(self.model)} on {self.backend} to a worker process "
+                f"({' '.join(str(error).split())[:200]})."
+            ) from error
+        try:
+            requests.send_bytes(payload)
             ready = answers.poll(self.timeout)
             if not ready:
                 self._stop(kill=True)
@@ -236,6 +252,12 @@ class IsolatedRunner(Runner):
             status, value = answers.recv()
         except (EOFError, OSError) as failure:  # the worker died: its pipe closed
             raise self._crashed(doing) from failure
+        if status == "transfer":
+            self._stop(kill=True)
+            raise WorkerTransferError(
+                f"a worker process cannot receive {model_name(self.model)} on {self.backend} "
+                f"({value}); define the backend in an importable module to measure it there."
+            )
         if status == "error":
             raise value
         return value

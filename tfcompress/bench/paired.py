@@ -9,6 +9,7 @@ mean the same head in a Keras model and in the ``.tflite`` made from it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,8 @@ from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime import create_runner, default_backend
 from tfcompress.runtime.base import Runner
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -141,11 +144,15 @@ def run_model(
     )
     chosen = backend if isinstance(model, TFLiteModel) and backend else default_backend(model)
     options = {"threads": threads} if isinstance(model, TFLiteModel) else {}
+    runner: Runner | None = None
     if isolate and isinstance(model, TFLiteModel | OnnxModel):
-        from tfcompress.bench.isolation import IsolatedRunner
+        from tfcompress.bench.isolation import IsolatedRunner, WorkerTransferError
 
-        runner: Runner = IsolatedRunner(model, backend=chosen, options=options, batch_dims=dims)
-    else:
+        try:
+            runner = IsolatedRunner(model, backend=chosen, options=options, batch_dims=dims)
+        except WorkerTransferError as error:  # a backend only this process can import
+            logger.info("%s; running it in this process", error)
+    if runner is None:
         runner = create_runner(model, backend=chosen, **options)
         if dims:
             runner.declare_batch_dims(dims)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tfcompress.bench.isolation import IsolatedRunner
+from tfcompress.bench.isolation import IsolatedRunner, WorkerTransferError
 from tfcompress.bench.memory import current_rss_mb, growth_mb, peak_rss_mb
 from tfcompress.bench.result import BenchmarkRow
 from tfcompress.bench.size import SizeInfo
@@ -96,14 +96,19 @@ def open_runner(model: Any, backend: str, threads: int, plan: Plan) -> tuple[Run
     """
     options = {"threads": threads, **plan.options.get(backend, {})}
     if isolated(model, plan):
-        worker = IsolatedRunner(
-            model,
-            backend=backend,
-            options=options,
-            batch_dims=_own_dims(model, plan),
-            timeout=plan.timeout,
-        )
-        return worker, worker.created_ms
+        try:
+            worker = IsolatedRunner(
+                model,
+                backend=backend,
+                options=options,
+                batch_dims=_own_dims(model, plan),
+                timeout=plan.timeout,
+            )
+            return worker, worker.created_ms
+        except WorkerTransferError as error:
+            # A backend defined where a worker cannot import it (a script's __main__): it is
+            # measured here; its rows say "process": "in-process" and the notes count them.
+            logger.info("%s", error)
     start = time.perf_counter()
     runner = create_runner(model, backend=backend, **options)
     created_ms = (time.perf_counter() - start) * 1000.0
@@ -148,6 +153,8 @@ def backend_rows(
         base = {"artifact": name, "backend": backend, "threads": threads, "size": size}
         try:
             # In a worker, memory is the worker's (IsolatedRunner.rss_before_mb); here, ours.
+            # Memory is measured where the runner lives: a worker reports its own; None here
+            # (unknown growth) for a runner that could not go to its worker after all.
             rss_before = None if isolated(model, plan) else current_rss_mb()
             runner, created_ms = open_runner(model, backend, threads, plan)
             # The row's init is everything from the artifact as given to a ready runner.
