@@ -47,8 +47,8 @@ DROP_GOAL = 0.01  # LiteRT Quantizer int8 within 1 point of the converter's accu
 
 
 def mnist_cnn(quick: bool):
-    from tfcompress.datasets import mnist
-    from tfcompress.models.reference import small_cnn, train_classifier
+    from tfcompress.samples.cnn import small_cnn, train_classifier
+    from tfcompress.samples.datasets import mnist
 
     split = mnist(test_fraction=0.25, seed=0)
     model = train_classifier(small_cnn(flavour="keras3"), split.train, epochs=1 if quick else 3)
@@ -59,7 +59,7 @@ def mobilenet(quick: bool):
     import keras
 
     from tfcompress.data import Dataset
-    from tfcompress.datasets import mnist
+    from tfcompress.samples.datasets import mnist
 
     split = mnist(test_fraction=0.25, seed=0)
 

@@ -207,10 +207,15 @@ def test_keras_init_includes_loading_the_file(files, test_data, trained_cnn):
 def test_rss_growth_is_measured_around_each_rows_runner(files, monkeypatch):
     readings = iter([100.0, 130.0, 135.0])  # before the runner, after batch 1, after batch 2
     monkeypatch.setattr("tfcompress.bench.rows.current_rss_mb", lambda: next(readings))
-    result = tfcompress.benchmark(files["int8"], batch_sizes=(1, 2), **FAST)
+    result = tfcompress.benchmark(files["int8"], batch_sizes=(1, 2), isolate=False, **FAST)
     assert [r.rss_growth_mb for r in result.rows] == [30.0, 35.0]
     assert all(r.process_peak_rss_mb > 0 for r in result.rows)
     assert result.rows[0].to_dict()["rss_growth_mb"] == 30.0
+    assert {r.details["process"] for r in result.rows} == {"in-process"}
+    # In a worker process (the default), memory is the worker's own: no reading of ours.
+    isolated = tfcompress.benchmark(files["int8"], batch_sizes=(1, 2), **FAST)
+    assert {r.details["process"] for r in isolated.rows} == {"worker"}
+    assert all(r.rss_growth_mb is not None and r.process_peak_rss_mb > 0 for r in isolated.rows)
 
 
 def test_saved_model_precision_is_read_from_its_variables(tmp_path):

@@ -79,13 +79,13 @@ def test_existing_report_needs_force(files, tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     before = (report / "benchmark.json").read_bytes()
     timed = []
-    real_measure = harness_rows.measure
+    real_measure = harness_rows._measure  # in this process, whichever process times
 
     def counting_measure(*args, **kwargs):
         timed.append(1)
         return real_measure(*args, **kwargs)
 
-    monkeypatch.setattr(harness_rows, "measure", counting_measure)
+    monkeypatch.setattr(harness_rows, "_measure", counting_measure)
     code = main(["benchmark", str(files["int8"]), "--report", str(report), "--json", *FAST])
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""

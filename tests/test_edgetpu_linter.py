@@ -105,7 +105,7 @@ def test_float32_model_is_not_fully_quantized_and_splits_at_the_first_op(models)
     assert report.split_op == report.first_unmapped_op
     assert (0, "not-fully-quantized") in _rules(report)
     quantization = next(f for f in report.findings if f.rule == "not-fully-quantized")
-    assert "float32" in quantization.message and "--recipe int8" in quantization.fix
+    assert "float32" in quantization.message and "--target edgetpu" in quantization.fix
     assert report.to_dict()["macs_mapped_fraction"] == 0.0
     _explained(report)
 

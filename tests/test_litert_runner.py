@@ -48,7 +48,7 @@ def test_fixed_batch_model_is_chunked_and_padded(trained_tf_keras_cnn, mnist_spl
     content = tfcompress.quantize(fixed, recipe="float32").model_content
     x = mnist_split.test.x[:10]
     with create_runner(content) as runner:
-        assert not runner.dynamic_batch and runner.preferred_batch_size == 4
+        assert runner.layout.static_batch == 4 and runner.preferred_batch_size == 4
         outputs = runner.predict(x)
     np.testing.assert_allclose(outputs, np.asarray(trained_tf_keras_cnn(x)), atol=1e-5)
 

@@ -244,3 +244,76 @@ def test_dask_local_cluster_runs_candidates_on_both_workers(data) -> None:
     assert workers == addresses and len(workers) == 2
     assert all(r.status == "over_budget" and r.latency_ms > 0 for r in result.candidates)
     assert result.best is None and "Dask scheduler" in result.executor
+
+
+@pytest.fixture(scope="module")
+def scheduler_on_loopback(tmp_path_factory):
+    """A real Dask scheduler and one worker, each in its own process on 127.0.0.1."""
+    pytest.importorskip("distributed")
+    import subprocess
+    import sys
+    import time
+
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    logs = tmp_path_factory.mktemp("dask_logs")
+    processes = []
+    try:
+        for name, args in (
+            ("scheduler", ["--host", "127.0.0.1", "--port", str(port), "--no-dashboard"]),
+            ("worker", [address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"]),
+        ):
+            with open(logs / f"{name}.log", "wb") as log:
+                command = [sys.executable, "-m", f"distributed.cli.dask_{name}", *args]
+                processes.append(subprocess.Popen(command, stdout=log, stderr=log))
+            if name == "scheduler":
+                _wait_for_port(port, deadline=time.monotonic() + 60)
+        distributed = pytest.importorskip("distributed")
+        with distributed.Client(address, timeout="60s", set_as_default=False) as client:
+            client.wait_for_workers(1, timeout=60)
+        yield address
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_for_port(port: int, *, deadline: float) -> None:
+    import time
+
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"no scheduler listening on 127.0.0.1:{port}")
+
+
+def test_cli_runs_candidates_on_a_scheduler_in_another_process(
+    scheduler_on_loopback, npz_files, capsys
+) -> None:
+    # connect_scheduler's client is not the default client: as_completed must be given its
+    # loop, or every --scheduler run fails with "No clients found" (exit 3).
+    train, val = npz_files
+    code = main(
+        [
+            "select",
+            *("--train", train, "--val", val, "--families", "mobilenet_v3_small_minimalistic"),
+            *("--widths", "0.35", "--resolutions", "32", "--max-size", "1KB"),
+            *("--runs", "10", "--min-seconds", "0.1", "--scheduler", scheduler_on_loopback),
+            "--json",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 1, captured.err  # measured on the worker; nothing fits 1 KB
+    payload = json.loads(captured.out)
+    assert payload["executor"] == f"Dask scheduler {scheduler_on_loopback} (1 workers)"
+    [candidate] = payload["candidates"]
+    assert candidate["status"] == "over_budget" and candidate["worker"].startswith(
+        "tcp://127.0.0.1:"
+    )

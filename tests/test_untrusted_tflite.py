@@ -19,7 +19,7 @@ import pytest
 import tfcompress
 from tfcompress.bench.size import measure_size
 from tfcompress.cli import main
-from tfcompress.errors import ModelLoadError
+from tfcompress.errors import InvalidDataError, ModelLoadError
 from tfcompress.models import TFLiteModel, load_model, probe, resolve_model
 from tfcompress.models.onnx import load_onnx
 from tfcompress.models.tflite_file import read_tflite
@@ -240,7 +240,8 @@ def test_crash_of_the_runtime_is_an_error_naming_the_signal(seed, tmp_path, monk
     crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
     monkeypatch.setattr(probe, "child_command", _fake_child(crash))
     with pytest.raises(
-        ModelLoadError, match=r"LiteRT interpreter crashed on this file \(SIGSEGV\)"
+        ModelLoadError,
+        match=r"LiteRT interpreter crashed \(SIGSEGV\) when it ran this file once on zeros",
     ):
         load_model(path)
 
@@ -267,13 +268,36 @@ def test_runtime_refusal_is_the_childs_one_line_reason(seed, monkeypatch):
         probe.probe_model(seed, "tflite", source="m.tflite")
 
 
-def test_refusal_to_run_custom_ops_is_accepted(seed, monkeypatch):
-    verdict = {"ok": False, "stage": "run", "reason": "RuntimeError: unresolved custom op"}
-    reply = f"import sys; sys.stdout.write({json.dumps(json.dumps(verdict))})"
-    monkeypatch.setattr(probe, "child_command", _fake_child(reply))
-    probe.probe_model(seed, "tflite", must_run=False)
-    with pytest.raises(ModelLoadError, match="cannot run it"):
+def _verdict_child(stage: str, reason: str) -> Callable[[str], list[str]]:
+    verdict = {"ok": False, "stage": stage, "reason": reason}
+    return _fake_child(f"import sys; sys.stdout.write({json.dumps(json.dumps(verdict))})")
+
+
+def test_refusal_to_prepare_custom_ops_is_accepted_only_when_excused(seed, monkeypatch):
+    refusal = _verdict_child("prepare", "RuntimeError: unresolved custom op")
+    monkeypatch.setattr(probe, "child_command", refusal)
+    probe.probe_model(seed, "tflite", must_prepare=False)
+    with pytest.raises(ModelLoadError, match="cannot prepare it"):
         probe.probe_model(seed, "tflite")
+
+
+def test_an_op_refusing_zeros_is_not_damage_and_is_retried_on_real_inputs(seed, monkeypatch):
+    # An int8 DIV by a peak that is 0 on silence: the file loads, the refusal is remembered,
+    # and the real inputs are tried in a child before anything runs in this process.
+    div = "RuntimeError: div.cc:262 data[i] != zero_point was not true. Node 3 (DIV) failed"
+    monkeypatch.setattr(probe, "child_command", _verdict_child("run", div))
+    probe.probe_model(seed, "tflite", source="norm_int8.tflite")
+    assert "Node 3 (DIV)" in probe.zeros_refused(seed, "tflite")
+    inputs = {"t0": np.ones((1, 8, 8, 1), np.float32)}
+    with pytest.raises(InvalidDataError, match=r"an op refused the inputs.*the file is fine"):
+        probe.probe_inputs(seed, "tflite", inputs, source="norm_int8.tflite")
+    crash = "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"
+    monkeypatch.setattr(probe, "child_command", _fake_child(crash))
+    with pytest.raises(ModelLoadError, match=r"crashed \(SIGABRT\).*on the real inputs"):
+        probe.probe_inputs(seed, "tflite", inputs, source="norm_int8.tflite")
+    monkeypatch.setattr(probe, "child_command", _fake_child("print('{\"ok\": true}')"))
+    probe.probe_inputs(seed, "tflite", inputs)
+    assert probe.zeros_refused(seed, "tflite") is None  # it ran: no second child
 
 
 def test_valid_model_is_probed_once(seed, tmp_path, monkeypatch):
@@ -339,5 +363,5 @@ def test_onnx_is_probed_in_a_child(tmp_path, monkeypatch):
     probe.clear_cache()
     crash = "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"
     monkeypatch.setattr(probe, "child_command", _fake_child(crash))
-    with pytest.raises(ModelLoadError, match=r"ONNX Runtime crashed on this file \(SIGABRT\)"):
+    with pytest.raises(ModelLoadError, match=r"ONNX Runtime crashed \(SIGABRT\) when it ran"):
         load_model(path)

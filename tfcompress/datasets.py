@@ -1,4 +1,4 @@
-"""Kept so `from tfcompress.datasets import mnist` keeps working; see tfcompress.samples."""
+"""Kept so `from tfcompress.samples.datasets import mnist` keeps working; see tfcompress.samples."""
 
 from tfcompress.samples.datasets import Split, digits, mnist
 

@@ -58,6 +58,20 @@ def onnxruntime_module() -> ModuleType:
 
 
 @functools.cache
+def ort_errors() -> tuple[type[Exception], ...]:
+    """The exceptions ONNX Runtime raises from a session (they derive from ``Exception`` only).
+
+    Raises:
+        MissingDependencyError: onnxruntime is not installed.
+    """
+    onnxruntime_module()
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    names = ("Fail", "InvalidArgument", "RuntimeException", "InvalidGraph", "NotImplemented")
+    found = tuple(getattr(state, name) for name in names if hasattr(state, name))
+    return (*found, RuntimeError, ValueError)
+
+
 def ort_quantization() -> ModuleType:
     """``onnxruntime.quantization`` (static/dynamic quantizers and calibration readers).
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import logging
 import os
 from collections.abc import Iterator
 from types import ModuleType
@@ -70,6 +71,34 @@ def tf_keras() -> ModuleType:
         raise MissingDependencyError(
             "tfmot needs tf-keras; run: pip install 'tf-keras>=2.21,<2.22'"
         ) from error
+
+
+@contextlib.contextmanager
+def tfmot_logs_to(target: logging.Logger) -> Iterator[None]:
+    """While active, what tfmot logs on Python's root logger goes to ``target`` at DEBUG.
+
+    tfmot 0.8.1 calls ``logging.warning(...)`` on the root logger (e.g. "Input layer does
+    not contain zero weights, so apply CQAT instead." for each layer of a cluster-preserving
+    QAT): that reached the user's stderr as ``WARNING:root:...``. The records are its
+    internal choices, which tfcompress reports in its own words (coverage, sparsity).
+
+    Example:
+        >>> with tfmot_logs_to(logger):  # doctest: +SKIP
+        ...     qat_model = quantize_apply(annotated, scheme)
+    """
+    root = logging.getLogger()
+
+    def redirect(record: logging.LogRecord) -> bool:
+        if "tensorflow_model_optimization" not in record.pathname:
+            return True
+        target.debug("tfmot: %s", record.getMessage())
+        return False
+
+    root.addFilter(redirect)
+    try:
+        yield
+    finally:
+        root.removeFilter(redirect)
 
 
 @contextlib.contextmanager

@@ -188,8 +188,16 @@ def evaluate(
     threads: int = 1,
     batch_size: int | None = None,
     progress: bool = False,
+    batch_dims: Mapping[str, int] | None = None,
+    input_values: Mapping[str, float] | None = None,
+    safe_mode: bool = True,
 ) -> Evaluation:
     """Score models and artifacts on the same samples, each through its real runtime.
+
+    The signature decides how each model is fed (a scalar input gets one value per call, a
+    ``(layers, N, units)`` state its batch in the middle, a static-batch model runs one call
+    per sample; :mod:`tfcompress.models.feeding`). ``.tflite`` and ``.onnx`` models run in
+    a worker process, where a native crash is an error, not the end of the caller.
 
     Args:
         models: One model, a sequence, or a mapping of display name to model. Keras models,
@@ -210,6 +218,12 @@ def evaluate(
         threads: CPU threads for LiteRT runners.
         batch_size: Samples per inference call.
         progress: Draw a progress bar per model.
+        batch_dims: Input name -> the dimension that is its batch, for inputs whose
+            signature cannot tell (``{"h": 1}``).
+        input_values: Input name -> one value fed on every call to inputs the data lacks
+            (``{"sr": 16000}``).
+        safe_mode: Refuse Keras files that would run code when loaded (Lambda layers);
+            False only for files you trust.
 
     Returns:
         Scores per model and (output, metric), with outputs kept for paired statistics.
@@ -230,10 +244,12 @@ def evaluate(
     check_count(threads, "threads", "e.g. 1, up to os.cpu_count()")
     if batch_size is not None:
         check_count(batch_size, "batch_size", "e.g. 32, or None for the runner's default")
-    named = _named_models(models)
+    named = _named_models(models, safe_mode=safe_mode)
     first = next(iter(named.values()))
     reference = model_signature(first)
-    dataset = read_for_reference(data, first, "evaluation data")
+    dataset = read_for_reference(
+        data, first, "evaluation data", batch_dims=batch_dims, input_values=input_values
+    )
     runs: list[ModelRun] = [
         run_model(
             model,
@@ -244,6 +260,7 @@ def evaluate(
             threads=threads,
             batch_size=batch_size,
             progress=progress,
+            batch_dims=batch_dims,
         )
         for name, model in named.items()
     ]
@@ -348,7 +365,7 @@ def _number(value: float) -> float | None:
     return round(float(value), 6) if np.isfinite(value) else None
 
 
-def _named_models(models: Any) -> dict[str, Any]:
+def _named_models(models: Any, *, safe_mode: bool = True) -> dict[str, Any]:
     if isinstance(models, Mapping):
         pairs = list(models.items())
     else:
@@ -359,7 +376,7 @@ def _named_models(models: Any) -> dict[str, Any]:
     named: dict[str, Any] = {}
     for label, model in pairs:
         try:
-            loaded = resolve_model(model)
+            loaded = resolve_model(model, safe_mode=safe_mode)
         except InvalidArgumentTypeError as error:
             where = f"model {label!r}" if label is not None else "a model"
             raise InvalidArgumentTypeError(f"{where}: {error}") from error

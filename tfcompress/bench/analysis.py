@@ -234,3 +234,33 @@ def _recipe_sentence(
         f"thread/batch setting{'s' if len(ratios) > 1 else ''}; {_HOW_IT_RUNS[precision]}"
         f"{coverage}."
     )
+
+
+def isolation_notes(rows: list[BenchmarkRow]) -> list[str]:
+    """Where the rows ran: worker processes (native runtimes) or this process (TensorFlow).
+
+    Computed from each measured row's ``backend_details["process"]``; empty when no row was
+    measured.
+
+    Example:
+        >>> isolation_notes([])
+        []
+    """
+    places = defaultdict(list)
+    for row in rows:
+        if row.ok and "process" in row.details:
+            places[str(row.details["process"])].append(row)
+    notes = []
+    if places.get("worker"):
+        count = len(places["worker"])
+        notes.append(
+            f"{count} row(s) ran in worker processes, one per runner, so a native crash or a "
+            "measurement past the time limit is an error row and the others go on"
+        )
+    if places.get("in-process"):
+        backends = sorted({r.backend for r in places["in-process"]})
+        notes.append(
+            f"{len(places['in-process'])} row(s) ran in this process ({', '.join(backends)}): "
+            "no crash containment or time limit applies to them"
+        )
+    return notes

@@ -21,6 +21,7 @@ from tfcompress.bench.rows import Artifact, Plan
 from tfcompress.bench.scoring import Scoring
 from tfcompress.bench.size import measure_size
 from tfcompress.data import Dataset, validate_for_signature
+from tfcompress.models.feeding import feed_layout
 from tfcompress.models.matching import match_tensors
 from tfcompress.models.signature import ModelSignature, model_signature
 
@@ -37,6 +38,7 @@ def prepare_artifact(
     input_shapes: Mapping[str, tuple[int, ...]],
     plan: Plan,
     scoring: Scoring | None,
+    values: Mapping[str, float] | None = None,
 ) -> Artifact:
     """Size ``model`` and match it with the data (or random inputs) and the accuracy score.
 
@@ -48,8 +50,10 @@ def prepare_artifact(
         data: The benchmark data, matched to the reference's tensor names; None: random.
         reference: The first artifact's signature (the names ``data`` uses).
         input_shapes: Shapes for unknown dimensions of random inputs.
-        plan: What will be measured (its batch sizes check ``input_shapes``).
+        plan: What will be measured (its batch sizes check ``input_shapes``; its
+            ``batch_dims`` place the batch of inputs the signature cannot tell).
         scoring: The accuracy column, or None.
+        values: One value per input name, fed on every call (``--input-value``).
 
     Returns:
         The artifact, ready for :func:`tfcompress.bench.rows.backend_rows`.
@@ -61,18 +65,30 @@ def prepare_artifact(
     """
     path = Path(source) if isinstance(source, str | os.PathLike) else None
     signature = model_signature(model)
+    dims = {k: v for k, v in plan.batch_dims.items() if k in signature.input_names}
+    layout = feed_layout(signature, batch_dims=dims, name=name)
+    own_values = {k: v for k, v in (values or {}).items() if k in signature.input_names}
     if data is None:
         feed = random_inputs(
-            signature, name=name, input_shapes=input_shapes, batch_sizes=plan.batch_sizes
+            signature,
+            name=name,
+            input_shapes=input_shapes,
+            batch_sizes=plan.batch_sizes,
+            layout=layout,
+            values=own_values,
         )
     else:
         inputs = match_tensors(
             reference.inputs, signature.inputs, what="inputs", candidate_name=repr(name)
         )
         own = Dataset({mine: data.x[theirs] for mine, theirs in inputs.items()})
-        feed = validate_for_signature(own, signature, what=f"data for {name!r}")
+        feed = validate_for_signature(
+            own, signature, what=f"data for {name!r}", layout=layout, batch_first=True
+        )
     score = None if scoring is None else scoring.for_artifact(reference, signature)
-    return Artifact(model, measure_size(model, path=path), feed, load_ms, score=score)
+    return Artifact(
+        model, measure_size(model, path=path), feed, load_ms, score=score, layout=layout
+    )
 
 
 def converted_artifact(name: str, artifact: Artifact, conversion: str) -> Artifact:
@@ -98,7 +114,7 @@ def converted_artifact(name: str, artifact: Artifact, conversion: str) -> Artifa
     inputs = match_tensors(before.inputs, after.inputs, what="inputs", candidate_name=repr(name))
     outputs = match_tensors(before.outputs, after.outputs, candidate_name=repr(name))
     own = Dataset({mine: artifact.dataset.x[theirs] for mine, theirs in inputs.items()})
-    dataset = validate_for_signature(own, after, what=f"data for {name!r}")
+    dataset = validate_for_signature(own, after, what=f"data for {name!r}", batch_first=True)
     score = artifact.score
     if score is not None:
         keras_score = score

@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from tfcompress._compat.keras import flavour_of
 from tfcompress.bench import analysis
 from tfcompress.bench.artifacts import converted_artifact, prepare_artifact
 from tfcompress.bench.environment import capture_environment
-from tfcompress.bench.inputs import check_input_shapes
+from tfcompress.bench.inputs import check_input_shapes, scalar_notes
 from tfcompress.bench.metrics import MetricLike
 from tfcompress.bench.result import BenchmarkResult, BenchmarkRow
 from tfcompress.bench.rows import ROW_ERRORS, Artifact, Plan, backend_rows, row_status
@@ -23,6 +24,7 @@ from tfcompress.bench.scoring import Scoring, plan_scoring
 from tfcompress.data import DataLike, Dataset, load_data, validate_for_signature
 from tfcompress.data.sources import describe_source
 from tfcompress.errors import InvalidInputError
+from tfcompress.models.feeding import FeedLayout, feed_layout
 from tfcompress.models.loading import model_name, resolve_model
 from tfcompress.models.signature import model_signature
 from tfcompress.runtime import (
@@ -33,6 +35,9 @@ from tfcompress.runtime.keras import pin_tensorflow_threads
 from tfcompress.runtime.routing import Route, may_run_on_keras, plan_routes
 
 logger = logging.getLogger(__name__)
+
+#: Seconds one measurement in a worker may take by default (loading, accuracy, one row).
+DEFAULT_TIMEOUT_S = 600.0
 
 
 def benchmark(
@@ -48,9 +53,14 @@ def benchmark(
     warmup_seconds: float = 0.5,
     metric: MetricLike | None = None,
     output: str | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_shapes: Mapping[str, Sequence[int | None]] | None = None,
+    batch_dims: Mapping[str, int] | None = None,
+    input_values: Mapping[str, float] | None = None,
     reference: str | None = None,
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    isolate: bool = True,
+    safe_mode: bool = True,
     report_dir: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     progress: bool = False,
@@ -67,6 +77,18 @@ def benchmark(
     ``runs`` calls and ``min_seconds``. A backend missing here gives a row
     ``"unavailable: <reason>"``; a failure gives a row ``"error: <reason>"``; neither stops
     the other rows.
+
+    Each native runtime (LiteRT, ONNX Runtime, the Edge TPU delegate) runs in a worker
+    process per runner, as LiteRT's own benchmark tool runs one model per process: a native
+    crash there (an abort, a segfault) becomes an ``error:`` row naming the signal, a
+    measurement that runs past ``timeout`` an ``error:`` row saying it was stopped, and the
+    other rows are measured. Keras models and SavedModels run on TensorFlow in this process.
+
+    The model's signature decides how it is fed (:mod:`tfcompress.models.feeding`): a
+    scalar input gets one value per call, a ``(layers, N, units)`` state its batch in the
+    middle, and a model whose signature fixes the batch (``(1, 40)``) runs each batch as
+    calls of its own size, which the row's ``backend_details`` say (``static_batch``,
+    ``calls``).
 
     TensorFlow fixes its thread pools once per process, when it starts. When a ``keras``
     row may come, the pools are pinned to the first of ``threads`` before any artifact is
@@ -93,13 +115,26 @@ def benchmark(
             ``"rmse"``, ``"miou"``) or ``callable(labels, outputs)``; None chooses from the
             labels (no column, with a note, when they call for a fidelity metric).
         output: The output the column scores, for models with several outputs.
-        input_shapes: Full shapes (batch first) for inputs with unknown dimensions when no
-            data is given, e.g. ``{"audio": (1, 43844, 1)}``; the batch dimension must
-            equal every batch size measured.
+        input_shapes: Full shapes (in the model's layout) for inputs with unknown
+            dimensions when no data is given, e.g. ``{"audio": (1, 43844, 1)}``; the batch
+            dimension must equal every batch size measured, or be None (``N``).
+        batch_dims: Input name -> the dimension that is its batch, for inputs whose
+            signature cannot tell (``{"h": 1}`` for a ``(layers, N, units)`` state whose N
+            is fixed in the file); applies to every artifact with that input.
+        input_values: Input name -> one value fed on every call (``{"sr": 16000}``), for
+            scalar inputs (a sample rate) or inputs the data does not hold; without it a
+            scalar gets a seeded random value and the notes say which.
         reference: Artifact name the ratios compare to (default: the first float32 one).
         backend_options: Extra runner options per requested backend, e.g.
             ``{"cpu": {"use_xnnpack": False}, "edgetpu": {"device": "usb:0"}}``. An option
             the backend does not take, or options for a backend not requested, are refused.
+        timeout: Seconds one measurement in a worker may take (loading a runner, the
+            accuracy pass, one row's timing) before it is stopped and its row is an error;
+            None: no limit.
+        isolate: Run native runtimes in worker processes (the default); False runs them
+            in this process, where a native crash ends the process and nothing stops a hang.
+        safe_mode: Refuse Keras files that would run code when loaded (Lambda layers); pass
+            False only for files you trust (``--unsafe``).
         report_dir: Also write JSON, CSV, Markdown and PNG reports into this folder.
         overwrite: Replace report files already in ``report_dir``; without it their
             presence is an error raised before anything is timed.
@@ -110,7 +145,8 @@ def benchmark(
 
     Raises:
         InvalidInputError: Unknown backend, or threads/batch/runs below 1, no artifacts,
-            a backend option that backend does not take.
+            a backend option that backend does not take, a batch dimension or value for an
+            input the models do not have, a timeout that is not positive.
         OutputExistsError: ``report_dir`` holds report files and ``overwrite`` is False.
         MissingDependencyError: ``report_dir`` given without matplotlib for the plots.
 
@@ -121,12 +157,14 @@ def benchmark(
         >>> print(result)  # doctest: +SKIP
     """
     plan = _plan(backends, threads, batch_sizes, runs, min_seconds, warmup_runs, warmup_seconds)
-    plan = Plan(
-        plan.backends,
-        plan.threads,
-        plan.batch_sizes,
-        plan.timing,
-        {k: dict(v) for k, v in (backend_options or {}).items()},
+    if timeout is not None and not timeout > 0:
+        raise InvalidInputError(f"timeout must be positive seconds or None, got {timeout!r}.")
+    plan = replace(
+        plan,
+        options={k: dict(v) for k, v in (backend_options or {}).items()},
+        isolate=bool(isolate),
+        timeout=timeout,
+        batch_dims=dict(batch_dims or {}),
     )
     _check_options(plan)
     named = _named(artifacts)
@@ -143,30 +181,35 @@ def benchmark(
         pin_tensorflow_threads(plan.threads[0])
     # Every artifact is loaded, measured and matched with the data before anything is timed:
     # a missing or corrupt file is bad input (one error, nothing measured), not a report row.
-    loaded = {name: _load(source) for name, source in named.items()}
+    loaded = {name: _load(source, safe_mode) for name, source in named.items()}
     routes = plan_routes({name: model for name, (model, _) in loaded.items()}, plan.backends)
     # The data is read once the first model is known: its input rank tells a batch of a
     # batched tf.data.Dataset or generator from one sample (a generator can be read once).
-    first_model = next(iter(loaded.values()))[0]
-    raw = _read_data(data, first_model) if data is not None else None
+    first_name, (first_model, _) = next(iter(loaded.items()))
+    # The data is matched to the first artifact; every other one is fed under its own input
+    # names and scored on the output that is the first one's (models.matching).
+    signature = model_signature(first_model)
+    layout = feed_layout(signature, batch_dims=_batch_dims_for(signature, plan), name=first_name)
+    _check_names(plan.batch_dims, input_values or {}, loaded)
+    values = dict(input_values or {})
+    raw = _read_data(data, layout) if data is not None else None
     shapes = dict(input_shapes or {})
     if shapes and raw is not None:
         raise InvalidInputError(
             "input_shapes sets the shapes of random inputs; with data the shapes come from the "
             "data: drop one of them."
         )
-    check_input_shapes(shapes, plan.batch_sizes)
-    # The data is matched to the first artifact; every other one is fed under its own input
-    # names and scored on the output that is the first one's (models.matching).
-    signature = model_signature(first_model)
+    check_input_shapes(shapes, plan.batch_sizes, layout)
     matched = None
     if raw is not None:
         what = describe_source(data, "benchmark data")
-        matched = validate_for_signature(raw, signature, what=what)
+        matched = validate_for_signature(
+            raw, signature, what=what, layout=layout, values=_values_for(signature, values)
+        )
     scoring, scoring_notes = plan_scoring(metric, output, signature, matched)
     prepared = {
         name: prepare_artifact(
-            name, source, *loaded[name], matched, signature, shapes, plan, scoring
+            name, source, *loaded[name], matched, signature, shapes, plan, scoring, values
         )
         for name, source in named.items()
     }
@@ -198,6 +241,8 @@ def benchmark(
             *analysis.int8_notes(rows, environment),
             *analysis.recipe_notes(rows),
             *_init_notes(prepared),
+            *_feeding_notes(prepared, values, from_data=raw is not None),
+            *analysis.isolation_notes(rows),
             *scoring_notes,
         ),
     )
@@ -287,7 +332,59 @@ def _check_options(plan: Plan) -> None:
         check_backend_options(backend, options)
 
 
-def _load(source: Any) -> tuple[Any, float | None]:
+def _batch_dims_for(signature: Any, plan: Plan) -> dict[str, int]:
+    """The declared batch dimensions of the inputs this model has."""
+    return {k: v for k, v in plan.batch_dims.items() if k in signature.input_names}
+
+
+def _values_for(signature: Any, values: Mapping[str, float]) -> dict[str, float]:
+    return {k: v for k, v in values.items() if k in signature.input_names}
+
+
+def _check_names(
+    batch_dims: Mapping[str, int],
+    values: Mapping[str, float],
+    loaded: Mapping[str, tuple[Any, float | None]],
+) -> None:
+    """Refuse a batch dimension or a value for an input none of the artifacts has."""
+    names = {n for model, _ in loaded.values() for n in model_signature(model).input_names}
+    for flag, given in (
+        ("--batch-dim (batch_dims=)", batch_dims),
+        ("--input-value (input_values=)", values),
+    ):
+        unknown = [key for key in given if key not in names]
+        if unknown:
+            raise InvalidInputError(
+                f"{flag} names input {unknown[0]!r}, which none of the artifacts has; their "
+                f"inputs are {', '.join(sorted(names))}."
+            )
+
+
+def _feeding_notes(
+    prepared: Mapping[str, Artifact], values: Mapping[str, float], *, from_data: bool
+) -> list[str]:
+    """Say how artifacts that are not "batch first, batch free" were fed."""
+    notes = []
+    for name, artifact in prepared.items():
+        layout = artifact.layout
+        if layout is None:
+            continue
+        if layout.static_batch is not None:
+            notes.append(
+                f"{name}: its signature fixes the batch at {layout.static_batch}, so each "
+                f"batch ran as calls of {layout.static_batch} sample(s) (backend_details: "
+                "static_batch, calls); latency is per batch"
+            )
+        moved = [t for t in layout.inputs if t.batch_axis not in (0, None)]
+        if moved:
+            listed = ", ".join(f"{t.name} {t.format_shape()}" for t in moved)
+            notes.append(f"{name}: batched in another dimension than the first: {listed}")
+        said = scalar_notes(layout, artifact.dataset, values, from_data=from_data)
+        notes += [f"{name}: {note}" for note in said]
+    return notes
+
+
+def _load(source: Any, safe_mode: bool = True) -> tuple[Any, float | None]:
     """The loaded model, and the part of loading that belongs to every row's ``init_ms``.
 
     A row's init runs from the artifact's bytes to a ready runner. For ``.tflite``/``.onnx``
@@ -302,22 +399,22 @@ def _load(source: Any) -> tuple[Any, float | None]:
         (<Functional name=cnn, built=True>, 84.2)
     """
     start = time.perf_counter()
-    model = resolve_model(source)
+    model = resolve_model(source, safe_mode=safe_mode)
     load_ms = (time.perf_counter() - start) * 1000.0
     if flavour_of(model) is None:
         return model, 0.0
     return model, None if model is source else load_ms
 
 
-def _read_data(data: DataLike, model: Any) -> Dataset:
+def _read_data(data: DataLike, layout: FeedLayout) -> Dataset:
     """Read ``data`` into memory, telling batches from samples by the model's input rank.
 
     Example:
         >>> batched = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)  # doctest: +SKIP
-        >>> len(_read_data(batched, model)) == len(x)  # doctest: +SKIP
+        >>> len(_read_data(batched, layout)) == len(x)  # doctest: +SKIP
         True
     """
-    return load_data(data, sample_rank=len(model_signature(model).inputs[0].sample_shape))
+    return load_data(data, sample_rank=len(layout.inputs[0].sample_shape))
 
 
 def _metric_name(scoring: Scoring | None, metric: Any) -> str:

@@ -3,17 +3,23 @@
 Latency does not need real samples, so any model a user brings gets latency rows, as with
 LiteRT's own benchmark tool. Unknown dimensions other than the batch (an audio length, a
 free image size) cannot be guessed: they come from ``input_shapes`` or the run is refused.
+Where each input's batch is comes from :mod:`tfcompress.models.feeding` (a state tensor
+``(layers, N, units)`` is batched in the middle; a scalar gets one value per call).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tfcompress.data import Dataset
 from tfcompress.errors import InvalidDataError, InvalidInputError
-from tfcompress.models.signature import ModelSignature, TensorSpec, format_shape
+from tfcompress.models.signature import ModelSignature, TensorSpec
+
+if TYPE_CHECKING:
+    from tfcompress.models.feeding import FeedLayout, TensorLayout
 
 #: Samples drawn per input; a larger batch repeats them (see ``bench.rows``).
 RANDOM_SAMPLES = 8
@@ -21,33 +27,49 @@ _SEED = 0
 _INTEGER_HIGH = 100  # integer inputs (token ids, indices) draw from [0, 100)
 
 
-def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+def parse_input_shape(text: str) -> tuple[str, tuple[int | None, ...]]:
     """Parse ``NAME=1x43844x1`` (the CLI's ``--input-shape``) into a name and a shape.
 
+    The shape is the input's full shape in the model's layout; ``N`` may stand at the batch
+    dimension (then every batch size measured fits it).
+
     Raises:
-        InvalidInputError: Not ``NAME=DxDx...`` with positive integers.
+        InvalidInputError: Not ``NAME=DxDx...`` with positive integers (and at most one N).
 
     Example:
         >>> parse_input_shape("audio=1x43844x1")
         ('audio', (1, 43844, 1))
+        >>> parse_input_shape("input=Nx512")
+        ('input', (None, 512))
     """
     name, sep, dims = text.partition("=")
     parts = dims.lower().split("x") if sep else []
-    if not name or not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+    numbers = [p for p in parts if p != "n"]
+    if (
+        not name
+        or not parts
+        or len(parts) - len(numbers) > 1
+        or not all(p.isdigit() and int(p) > 0 for p in numbers)
+    ):
         raise InvalidInputError(
-            f"--input-shape {text!r} is not NAME=DIMxDIM...; write e.g. audio=1x43844x1 (batch "
-            "first, positive integers)."
+            f"--input-shape {text!r} is not NAME=DIMxDIM...; write e.g. audio=1x43844x1 (the "
+            "input's full shape, positive integers, N allowed at the batch dimension)."
         )
-    return name, tuple(int(p) for p in parts)
+    return name, tuple(None if p == "n" else int(p) for p in parts)
 
 
 def check_input_shapes(
-    input_shapes: Mapping[str, Sequence[int]], batch_sizes: Sequence[int]
+    input_shapes: Mapping[str, Sequence[int | None]],
+    batch_sizes: Sequence[int],
+    layout: FeedLayout | None = None,
 ) -> None:
     """Refuse shapes whose batch dimension differs from a batch size that will be measured.
 
+    The batch dimension is the input's (see :mod:`tfcompress.models.feeding`; the first one
+    without a layout). ``N`` (None) there fits every batch size.
+
     Raises:
-        InvalidInputError: A shape's first dimension is not every measured batch size.
+        InvalidInputError: A shape's batch dimension is not every measured batch size.
 
     Example:
         >>> check_input_shapes({"audio": (2, 100)}, [1])
@@ -56,12 +78,22 @@ def check_input_shapes(
         tfcompress.errors.InvalidInputError: input_shapes['audio'] has batch 2 but ...
     """
     for name, shape in input_shapes.items():
-        if len(shape) == 0 or any(int(b) != int(shape[0]) for b in batch_sizes):
-            first = int(shape[0]) if len(shape) else None
+        axis = 0
+        if layout is not None and name in {t.name for t in layout.inputs}:
+            axis = layout.input(name).batch_axis
+            if axis is None:
+                raise InvalidInputError(
+                    f"input_shapes[{name!r}]: input {name!r} is a scalar (shape ()); give it a "
+                    f"value with --input-value {name}=V instead (input_values= in Python)."
+                )
+        given = shape[axis] if len(shape) > axis else None
+        if len(shape) == 0 or (
+            given is not None and any(int(b) != int(given) for b in batch_sizes)
+        ):
             raise InvalidInputError(
-                f"input_shapes[{name!r}] has batch {first} but the batch sizes measured are "
-                f"{list(batch_sizes)}; the first dimension is the batch: make them equal "
-                "(e.g. --batch 1 with audio=1x16000)."
+                f"input_shapes[{name!r}] has batch {given} but the batch sizes measured are "
+                f"{list(batch_sizes)}; write N at the batch dimension (dimension {axis}), e.g. "
+                "--input-shape audio=Nx16000, or make them equal."
             )
 
 
@@ -69,30 +101,41 @@ def random_inputs(
     signature: ModelSignature,
     *,
     name: str = "model",
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_shapes: Mapping[str, Sequence[int | None]] | None = None,
     batch_sizes: Sequence[int] = (1,),
+    layout: FeedLayout | None = None,
+    values: Mapping[str, float] | None = None,
 ) -> Dataset:
     """Seeded random samples for every input: floats uniform in [0, 1), integers in [0, 100).
+
+    A scalar input (a sample rate) gets one value for every call: its value from
+    ``values``, else one seeded random draw (:func:`scalar_notes` says which). An input in
+    ``values`` gets that value in every element.
 
     Args:
         signature: The model's inputs.
         name: The model's name, for messages.
-        input_shapes: Full shapes (batch first) for inputs with unknown dimensions.
+        input_shapes: Full shapes (model layout) for inputs with unknown dimensions.
         batch_sizes: The batch sizes that will be measured (checked against the shapes).
+        layout: Where each input's batch is (default: from the signature).
+        values: One value per input name (``--input-value sr=16000``).
 
     Returns:
-        :data:`RANDOM_SAMPLES` samples per input, keyed by input name, no labels.
+        :data:`RANDOM_SAMPLES` samples per input, batch first, keyed by input name, no
+        labels.
 
     Raises:
         InvalidDataError: An input with an unknown dimension and no shape given for it.
-        InvalidInputError: A shape for an input the model does not have, or one that
-            contradicts the input's fixed dimensions.
+        InvalidInputError: A shape or value for an input the model does not have, or a
+            shape that contradicts the input's fixed dimensions.
 
     Example:
         >>> sig = ModelSignature((TensorSpec((None, None, 1), name="audio"),), ())
         >>> random_inputs(sig, input_shapes={"audio": (1, 16000, 1)}).x["audio"].shape
         (8, 16000, 1)
     """
+    from tfcompress.models.feeding import check_input_values, feed_layout
+
     shapes = dict(input_shapes or {})
     unknown = [key for key in shapes if key not in signature.input_names]
     if unknown:
@@ -100,36 +143,90 @@ def random_inputs(
             f"{name} has no input {unknown[0]!r}; its inputs are "
             f"{', '.join(signature.input_names)}."
         )
-    check_input_shapes(shapes, batch_sizes)
+    layout = layout or feed_layout(signature, name=name)
+    values = check_input_values(values or {}, signature, name)
+    check_input_shapes(shapes, batch_sizes, layout)
     rng = np.random.default_rng(_SEED)
-    arrays = {
-        spec.name: _random(rng, spec, _sample_shape(spec, shapes.get(spec.name), name))
-        for spec in signature.inputs
-    }
+    arrays = {}
+    for tensor in layout.inputs:
+        if tensor.is_scalar:
+            value = values.get(tensor.name)
+            single = (
+                _random(rng, tensor.spec, ())[:1]
+                if value is None
+                else np.asarray([value], tensor.spec.dtype)
+            )
+            arrays[tensor.name] = np.broadcast_to(single, (RANDOM_SAMPLES,))
+            continue
+        sample = _sample_shape(tensor, shapes.get(tensor.name), name)
+        if tensor.name in values:
+            filled = np.asarray(values[tensor.name], tensor.spec.dtype)
+            arrays[tensor.name] = np.broadcast_to(filled, (RANDOM_SAMPLES, *sample))
+        else:
+            arrays[tensor.name] = _random(rng, tensor.spec, sample)
     return Dataset(arrays)
 
 
-def _sample_shape(spec: TensorSpec, given: Sequence[int] | None, name: str) -> tuple[int, ...]:
+def scalar_notes(
+    layout: FeedLayout, dataset: Dataset, values: Mapping[str, float], *, from_data: bool
+) -> list[str]:
+    """Say which value each scalar input got on every call, and where it came from.
+
+    Args:
+        layout: The model's layout.
+        dataset: What it was fed (batch first; a scalar repeated per sample).
+        values: The ``--input-value`` values.
+        from_data: Whether the samples came from the user's data (else random inputs).
+
+    Example:
+        >>> scalar_notes(layout, feed, {"sr": 16000.0}, from_data=False)  # doctest: +SKIP
+        ['input sr (a scalar) was fed 16000 on every call (--input-value)']
+    """
+    notes = []
+    for tensor in layout.inputs:
+        if tensor.is_scalar and isinstance(dataset.x, dict) and tensor.name in dataset.x:
+            value = dataset.x[tensor.name].reshape(-1)[0].item()
+            if tensor.name in values:
+                source = "--input-value"
+            elif from_data:
+                source = "from the data"
+            else:
+                source = f"a seeded random draw: set it with --input-value {tensor.name}=V"
+            notes.append(
+                f"input {tensor.name} (a scalar) was fed {value:g} on every call ({source})"
+            )
+    return notes
+
+
+def _sample_shape(
+    tensor: TensorLayout, given: Sequence[int | None] | None, name: str
+) -> tuple[int, ...]:
+    spec, axis = tensor.spec, tensor.batch_axis
     if given is None:
-        if spec.is_dynamic:
+        if tensor.is_dynamic:
             example = "x".join(
-                "1" if i == 0 else "?" if d is None else str(d) for i, d in enumerate(spec.shape)
+                "N" if i == axis else "?" if d is None else str(d) for i, d in enumerate(spec.shape)
             )
             raise InvalidDataError(
-                f"{name}: input {spec.name!r} {format_shape(spec.shape)} has unknown dimensions; "
+                f"{name}: input {spec.name!r} {tensor.format_shape()} has unknown dimensions; "
                 f"pass data, or its shape: --input-shape {spec.name}={example} with the ? "
                 "filled in (input_shapes= in Python)."
             )
-        return tuple(int(d) for d in spec.sample_shape if d is not None)
+        return tuple(int(d) for d in tensor.sample_shape if d is not None)
     fits = len(given) == len(spec.shape) and all(
-        d is None or int(g) == d for g, d in zip(given[1:], spec.sample_shape, strict=False)
+        d is None or (g is not None and int(g) == d)
+        for i, (g, d) in enumerate(zip(given, spec.shape, strict=False))
+        if i != axis
     )
-    if not fits:
+    others = [g for i, g in enumerate(given) if i != axis]
+    if not fits or any(g is None for g in others):
+        shown = "x".join("N" if g is None else str(g) for g in given)
         raise InvalidInputError(
-            f"{name}: shape {'x'.join(map(str, given))} does not fit input {spec.name!r} "
-            f"{format_shape(spec.shape)}; keep its rank and its fixed dimensions."
+            f"{name}: shape {shown} does not fit input {spec.name!r} "
+            f"{tensor.format_shape()}; keep its rank and its fixed dimensions (N only at the "
+            "batch)."
         )
-    return tuple(int(g) for g in given[1:])
+    return tuple(int(g) for g in others if g is not None)
 
 
 def _random(rng: np.random.Generator, spec: TensorSpec, sample: tuple[int, ...]) -> np.ndarray:

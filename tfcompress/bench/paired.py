@@ -9,6 +9,8 @@ mean the same head in a Keras model and in the ``.tflite`` made from it.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,10 +18,15 @@ import numpy as np
 
 from tfcompress.data import DataLike, Dataset, load_data, validate_for_signature
 from tfcompress.data.sources import describe_source
-from tfcompress.models.loading import TFLiteModel
+from tfcompress.models.feeding import check_input_values, feed_layout
+from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name
 from tfcompress.models.matching import match_tensors
+from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime import create_runner, default_backend
+from tfcompress.runtime.base import Runner
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -32,14 +39,34 @@ class ModelRun:
     size_bytes: int | None = None
 
 
-def read_for_reference(data: DataLike, reference: Any, what: str = "data") -> Dataset:
+def read_for_reference(
+    data: DataLike,
+    reference: Any,
+    what: str = "data",
+    *,
+    batch_dims: Mapping[str, int] | None = None,
+    input_values: Mapping[str, float] | None = None,
+) -> Dataset:
     """Read ``data`` and match it to the reference's inputs and outputs.
 
+    Arrays are in the reference's own layout (a state ``(layers, N, units)`` keeps its
+    batch in the middle, a scalar input is one 0-d value); see
+    :mod:`tfcompress.models.feeding`.
+
+    Args:
+        data: The samples (and labels).
+        reference: The reference model.
+        what: How to call the data in messages.
+        batch_dims: Input name -> batch dimension, for inputs the signature cannot tell.
+        input_values: Input name -> one value fed on every call, for inputs the data lacks.
+
     Returns:
-        ``x`` keyed by the reference's input names, ``y`` None or keyed by its output names.
+        ``x`` keyed by the reference's input names, batch first; ``y`` None or keyed by its
+        output names.
 
     Raises:
         InvalidDataError: Data that does not fit the reference (the message names the input).
+        InvalidInputError: A batch dimension or value for an input the reference lacks.
 
     Example:
         >>> data = read_for_reference("two_heads.npz", model)  # doctest: +SKIP
@@ -47,9 +74,12 @@ def read_for_reference(data: DataLike, reference: Any, what: str = "data") -> Da
         (['gain', 'image'], ['box', 'cls'])
     """
     signature = model_signature(reference)
-    first = signature.inputs[0]
-    raw = load_data(data, sample_rank=len(first.sample_shape))
-    return validate_for_signature(raw, signature, what=describe_source(data, what))
+    layout = feed_layout(signature, batch_dims=batch_dims, name=model_name(reference))
+    values = check_input_values(input_values or {}, signature, model_name(reference))
+    raw = load_data(data, sample_rank=len(layout.inputs[0].sample_shape))
+    return validate_for_signature(
+        raw, signature, what=describe_source(data, what), layout=layout, values=values
+    )
 
 
 def run_model(
@@ -62,26 +92,37 @@ def run_model(
     threads: int = 1,
     batch_size: int | None = None,
     progress: bool = False,
+    batch_dims: Mapping[str, int] | None = None,
+    isolate: bool = True,
 ) -> ModelRun:
     """Run ``model`` on ``dataset`` (matched to ``reference``) with its runtime.
 
+    A ``.tflite`` or ``.onnx`` runs in a worker process
+    (:class:`~tfcompress.bench.isolation.IsolatedRunner`): a native crash there is a
+    :class:`~tfcompress.bench.isolation.RuntimeCrashedError` (exit 2) naming the signal,
+    not the end of the caller. Keras models and SavedModels run on TensorFlow here.
+
     Args:
         model: A loaded model: the reference itself or a variant of it.
-        dataset: Samples keyed by the reference's input names.
+        dataset: Samples keyed by the reference's input names, batch first.
         reference: The reference's signature (its names are the ones reported).
         name: Display name.
         backend: Runner for a ``.tflite`` (default ``cpu``); other formats run on their
             natural backend.
         threads: CPU threads for LiteRT runners.
-        batch_size: Samples per inference call.
+        batch_size: Samples per inference call (a static-batch model runs its own size).
         progress: Draw a progress bar.
+        batch_dims: Input name -> batch dimension, for inputs the signature cannot tell
+            (names of this model's inputs; others are ignored).
+        isolate: Run a native runtime in a worker process (the default).
 
     Returns:
-        The outputs, keyed by the reference's output names.
+        The outputs, keyed by the reference's output names, batch first.
 
     Raises:
         UnsupportedModelError: Inputs or outputs that cannot be matched to the reference's.
         InvalidDataError: Samples that do not fit this model's inputs.
+        RuntimeCrashedError: The native runtime crashed in its worker.
 
     Example:
         >>> run = run_model(q.model, data, model_signature(model), name="int8")  # doctest: +SKIP
@@ -95,13 +136,39 @@ def run_model(
     outputs = match_tensors(
         reference.outputs, signature.outputs, what="outputs", candidate_name=repr(name)
     )
+    dims = {k: v for k, v in (batch_dims or {}).items() if k in signature.input_names}
+    layout = feed_layout(signature, batch_dims=dims, name=name)
     own = Dataset({mine: dataset.x[theirs] for mine, theirs in inputs.items()})
-    checked = validate_for_signature(own, signature, what=f"data for {name!r}")
+    checked = validate_for_signature(
+        own, signature, what=f"data for {name!r}", layout=layout, batch_first=True
+    )
     chosen = backend if isinstance(model, TFLiteModel) and backend else default_backend(model)
     options = {"threads": threads} if isinstance(model, TFLiteModel) else {}
-    with create_runner(model, backend=chosen, **options) as runner:
+    runner: Runner | None = None
+    if isolate and isinstance(model, TFLiteModel | OnnxModel):
+        from tfcompress.bench.isolation import IsolatedRunner, WorkerTransferError
+
+        try:
+            runner = IsolatedRunner(model, backend=chosen, options=options, batch_dims=dims)
+        except WorkerTransferError as error:  # a backend only this process can import
+            logger.info("%s; running it in this process", error)
+    if runner is None:
+        runner = create_runner(model, backend=chosen, **options)
+        if dims:
+            runner.declare_batch_dims(dims)
+    with runner:
         results = runner.run(checked.x, batch_size=batch_size, progress=progress)
     renamed = {outputs[mine]: array for mine, array in results.items()}
     ordered = {out: renamed[out] for out in reference.output_names}
     size = model.size_bytes if isinstance(model, TFLiteModel) else None
-    return ModelRun(name, chosen, ordered, size)
+    return ModelRun(name, where_it_ran(model, chosen), ordered, size)
+
+
+def where_it_ran(model: Any, backend: str) -> str:
+    """The backend a report names: a plain SavedModel runs on TensorFlow, not "keras".
+
+    Example:
+        >>> where_it_ran(SavedModelDir(Path("exported")), "keras")  # doctest: +SKIP
+        'tensorflow (SavedModel signature)'
+    """
+    return "tensorflow (SavedModel signature)" if isinstance(model, SavedModelDir) else backend

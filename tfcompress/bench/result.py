@@ -35,7 +35,11 @@ class BenchmarkRow:
     those of the accuracy pass and earlier batch sizes on it; it can be near 0 or negative
     when memory freed by earlier rows was reused). ``process_peak_rss_mb`` is the whole
     process's high-water mark after this row (Python, TensorFlow, every model so far): it
-    only grows.
+    only grows. Both are measured where the row ran: in its worker process for the native
+    runtimes (``backend_details["process"] == "worker"``), in this process for TensorFlow.
+    A model whose signature fixes the batch runs a batch as several calls of its own size:
+    ``backend_details`` then has ``static_batch`` and ``calls``, and the table's status
+    says ``ok (8 calls of 1)``.
 
     Example:
         >>> BenchmarkRow("m.tflite", "gpu", None, None, "unavailable: no GPU").ok
@@ -223,6 +227,9 @@ def _cells(row: BenchmarkRow, *, with_accuracy: bool) -> list[str]:
 
     size = row.size
     status = row.status if len(row.status) <= 60 else row.status[:57] + "..."
+    calls = row.details.get("calls")
+    if row.ok and isinstance(calls, int) and calls > 1:  # a static batch: said on the row
+        status = f"ok ({calls} calls of {row.details.get('static_batch')})"
     cells = [
         row.artifact,
         row.backend,

@@ -2,7 +2,10 @@
 
 :mod:`tfcompress.bench.harness` plans the work (which artifacts, on which backends, with which
 data); this module turns one planned (artifact, backend) pair into report rows. What fails
-inside a row becomes that row's ``error: ...`` status and never stops the other rows.
+inside a row becomes that row's ``error: ...`` status and never stops the other rows. A
+``.tflite`` or ``.onnx`` runner lives in a worker process
+(:class:`~tfcompress.bench.isolation.IsolatedRunner`) and is timed there, so a native crash
+or a measurement past the plan's time limit is such an error too.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tfcompress.bench.isolation import IsolatedRunner, WorkerTransferError
 from tfcompress.bench.memory import current_rss_mb, growth_mb, peak_rss_mb
 from tfcompress.bench.result import BenchmarkRow
 from tfcompress.bench.size import SizeInfo
@@ -25,7 +29,9 @@ from tfcompress.errors import (
     SettingUnavailableError,
     TFCompressError,
 )
+from tfcompress.models.feeding import FeedLayout
 from tfcompress.runtime import create_runner
+from tfcompress.runtime.base import Runner
 
 logger = logging.getLogger(__name__)
 
@@ -36,13 +42,22 @@ ROW_ERRORS = (TFCompressError, RuntimeError, ValueError, OSError, MemoryError)
 
 @dataclass(frozen=True)
 class Plan:
-    """What to measure for every artifact: backends, threads, batch sizes, timing, options."""
+    """What to measure for every artifact: backends, threads, batch sizes, timing, options.
+
+    ``isolate`` runs each native runtime (LiteRT, ONNX Runtime, the Edge TPU delegate) in a
+    worker process per runner (:mod:`tfcompress.bench.isolation`), where ``timeout`` bounds
+    each measurement; ``batch_dims`` says where inputs whose signature cannot tell have
+    their batch.
+    """
 
     backends: tuple[str, ...]
     threads: tuple[int, ...]
     batch_sizes: tuple[int, ...]
     timing: dict[str, float]
     options: dict[str, dict[str, Any]]
+    isolate: bool = True
+    timeout: float | None = None
+    batch_dims: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,59 @@ class Artifact:
     load_ms: float | None  # share of init before the runner; None: unknown (loaded Keras)
     converted: dict[str, Any] = field(default_factory=dict)  # into its rows' backend_details
     score: Callable[[dict[str, np.ndarray]], float] | None = None  # the accuracy column
+    layout: FeedLayout | None = None  # how its signature is fed (None: not read)
+
+
+def isolated(model: Any, plan: Plan) -> bool:
+    """Whether ``model`` is measured in a worker process under ``plan``.
+
+    Native runtimes are (``.tflite``, ``.onnx``). A Keras model or SavedModel runs on
+    TensorFlow in this process: TensorFlow is already loaded here to read it, and custom
+    objects registered by the caller are known only here.
+    """
+    from tfcompress.models.loading import TFLiteModel
+    from tfcompress.models.onnx import OnnxModel
+
+    return plan.isolate and isinstance(model, TFLiteModel | OnnxModel)
+
+
+def open_runner(model: Any, backend: str, threads: int, plan: Plan) -> tuple[Runner, float]:
+    """A runner for one row group, and the milliseconds its creation took.
+
+    Raises:
+        What :func:`tfcompress.runtime.create_runner` raises, in this process or the worker;
+        :class:`~tfcompress.bench.isolation.RuntimeCrashedError` or
+        :class:`~tfcompress.bench.isolation.MeasurementTimeoutError` from a worker.
+    """
+    options = {"threads": threads, **plan.options.get(backend, {})}
+    if isolated(model, plan):
+        try:
+            worker = IsolatedRunner(
+                model,
+                backend=backend,
+                options=options,
+                batch_dims=_own_dims(model, plan),
+                timeout=plan.timeout,
+            )
+            return worker, worker.created_ms
+        except WorkerTransferError as error:
+            # A backend defined where a worker cannot import it (a script's __main__): it is
+            # measured here; its rows say "process": "in-process" and the notes count them.
+            logger.info("%s", error)
+    start = time.perf_counter()
+    runner = create_runner(model, backend=backend, **options)
+    created_ms = (time.perf_counter() - start) * 1000.0
+    if plan.batch_dims:
+        runner.declare_batch_dims(_own_dims(model, plan))
+    return runner, created_ms
+
+
+def _own_dims(model: Any, plan: Plan) -> dict[str, int]:
+    """The declared batch dimensions of the inputs ``model`` has (names differ by format)."""
+    from tfcompress.models.signature import model_signature
+
+    names = model_signature(model).input_names
+    return {k: v for k, v in plan.batch_dims.items() if k in names}
 
 
 def backend_rows(
@@ -68,7 +136,8 @@ def backend_rows(
     Accuracy is measured once, on the first runner, when the artifact has a score (data
     with labels for the scored output). A backend that
     is unavailable here gives one ``unavailable: ...`` row; a thread count it cannot run
-    gives that row only; any other failure is the row's ``error: ...`` status.
+    gives that row only; any other failure (a crash or a time-out in the worker included)
+    is the row's ``error: ...`` status, and the other rows go on.
 
     Returns:
         The rows and how many labelled samples the accuracy was measured on (0: none).
@@ -80,14 +149,14 @@ def backend_rows(
     rows: list[BenchmarkRow] = []
     accuracy: float | None = None
     samples = 0
-    options = plan.options.get(backend, {})
     for threads in plan.threads:
         base = {"artifact": name, "backend": backend, "threads": threads, "size": size}
         try:
-            rss_before = current_rss_mb()
-            start = time.perf_counter()
-            runner = create_runner(model, backend=backend, threads=threads, **options)
-            created_ms = (time.perf_counter() - start) * 1000.0
+            # In a worker, memory is the worker's (IsolatedRunner.rss_before_mb); here, ours.
+            # Memory is measured where the runner lives: a worker reports its own; None here
+            # (unknown growth) for a runner that could not go to its worker after all.
+            rss_before = None if isolated(model, plan) else current_rss_mb()
+            runner, created_ms = open_runner(model, backend, threads, plan)
             # The row's init is everything from the artifact as given to a ready runner.
             load_ms = artifact.load_ms
             init_ms = None if load_ms is None else load_ms + created_ms
@@ -115,7 +184,7 @@ def backend_rows(
                     return rows, 0
             for batch in plan.batch_sizes:
                 row = _timed_row(runner, dataset, batch, base, init_ms, accuracy, plan)
-                if row.ok:  # this row's own memory: what the process gained since its runner
+                if row.ok and not isinstance(runner, IsolatedRunner):  # in-process memory
                     row = replace(row, rss_growth_mb=growth_mb(rss_before, current_rss_mb()))
                 rows.append(row)
     if artifact.converted:  # every row of a converted artifact says what actually ran
@@ -124,7 +193,7 @@ def backend_rows(
 
 
 def _timed_row(
-    runner: Any,
+    runner: Runner,
     dataset: Dataset,
     batch: int,
     base: dict[str, Any],
@@ -134,12 +203,14 @@ def _timed_row(
 ) -> BenchmarkRow:
     try:
         x = _batch_of(dataset.x, batch)
-        call = runner.bind(x)
-        timing = measure(call, **plan.timing)
-        details = runner.details()
+        timing, details, growth, peak = _measure(runner, x, plan)
     except ROW_ERRORS as error:
         logger.debug("%s on %s (batch %d): %s", base["artifact"], base["backend"], batch, error)
         return BenchmarkRow(**base, batch=batch, status=row_status(error), init_ms=init_ms)
+    calls = runner.calls_for(batch)
+    if calls > 1 or runner.layout.static_batch is not None:
+        # A static-batch model ran the batch as calls of its own size: the row says so.
+        details = {**details, "static_batch": runner.layout.static_batch, "calls": calls}
     return BenchmarkRow(
         **base,
         batch=batch,
@@ -147,9 +218,24 @@ def _timed_row(
         first_inference_ms=timing.first_ms,
         latency=timing.latency,
         accuracy=accuracy,
-        process_peak_rss_mb=peak_rss_mb(),
+        process_peak_rss_mb=peak,
+        rss_growth_mb=growth,
         details=details,
     )
+
+
+def _measure(
+    runner: Runner, x: Any, plan: Plan
+) -> tuple[Any, dict[str, object], float | None, float | None]:
+    """Time one batch where the runner lives: ``(timing, details, rss growth, peak rss)``.
+
+    In-process the growth is left to the caller (None here), who measured before the runner.
+    """
+    if isinstance(runner, IsolatedRunner):  # the loop runs in its worker
+        timing, details, rss, peak = runner.time(x, **plan.timing)
+        return timing, {**details, "process": "worker"}, growth_mb(runner.rss_before_mb, rss), peak
+    timing = measure(runner.bind(x), **plan.timing)
+    return timing, {**runner.details(), "process": "in-process"}, None, peak_rss_mb()
 
 
 def _batch_of(x: np.ndarray | dict[str, np.ndarray], batch: int) -> Any:

@@ -18,6 +18,7 @@ import numpy as np
 from tfcompress.bench.metrics import MetricDef, MetricLike, choose_metric, get_metric
 from tfcompress.data import Dataset
 from tfcompress.errors import InvalidInputError
+from tfcompress.models.feeding import feed_layout
 from tfcompress.models.matching import match_tensors
 from tfcompress.models.signature import ModelSignature
 
@@ -109,7 +110,9 @@ def plan_scoring(
     if metric is not None:
         definition = get_metric(metric)
         return Scoring(definition.name, chosen, target, definition), []
-    shape = reference.output(chosen).shape
+    # The output's shape batch first, its batch open (a static batch of 1 scores any count).
+    tensor = feed_layout(reference).output(chosen)
+    shape = (None, *tensor.sample_shape)
     definition, reason = choose_metric(shape, target, output=chosen)
     if definition.kind != "task":
         return None, [f"no accuracy column for output {chosen!r}: {reason}."]

@@ -6,15 +6,23 @@ import argparse
 from typing import IO, Any
 
 from tfcompress.cli.common import (
+    add_feeding_flags,
     add_json_flag,
+    add_unsafe_flag,
+    argument_type,
     csv_of,
     emit_json,
-    named_shape,
     non_negative_float,
     positive_int,
     show_progress,
 )
 from tfcompress.runtime import list_backends
+
+
+def _input_shape(text: str) -> tuple[str, tuple[int | None, ...]]:
+    from tfcompress.bench.inputs import parse_input_shape
+
+    return argument_type(parse_input_shape)(text)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -28,7 +36,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "why not (its backend is unavailable here, or skipped: it runs none of the "
             "artifacts); 2 on bad input: an artifact or data file that cannot be read, a "
             "--report folder that already holds a report (without --force), or a row the "
-            "model cannot run (the table still shows every row)."
+            "model cannot run, a runtime that crashed or a measurement past --timeout (the "
+            "table still shows every row). Native runtimes run in worker processes, so a "
+            "crash is a row, not the end of the run."
         ),
     )
     parser.add_argument("artifacts", nargs="+", metavar="ARTIFACT", help=".tflite/.onnx/.keras")
@@ -40,12 +50,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--input-shape",
         action="append",
-        type=named_shape,
+        type=_input_shape,
         default=[],
         metavar="NAME=DxD...",
-        help="full shape (batch first) of an input with unknown dimensions, for runs without "
-        "--data, e.g. audio=1x43844x1; repeat per input",
+        help="full shape (in the model's layout, N allowed at the batch) of an input with "
+        "unknown dimensions, for runs without --data, e.g. audio=1x43844x1; repeat per input",
     )
+    add_feeding_flags(parser)
     parser.add_argument(
         "--backend",
         type=csv_of(str, "--backend"),
@@ -91,14 +102,30 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="edgetpu_compiler's log of the compiled model, to count the ops the TPU runs "
         "(default: MODEL.log beside the model, as the compiler writes it)",
     )
+    parser.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=600.0,
+        metavar="SECONDS",
+        help="time limit of one measurement in a worker process (loading, accuracy, one row's "
+        "timing); past it the row is an error and the others go on (default 600)",
+    )
     parser.add_argument("--report", metavar="DIR", help="write JSON, CSV, Markdown and PNG here")
     parser.add_argument(
         "--force",
         action="store_true",
         help="replace report files already in --report DIR (checked before anything is timed)",
     )
+    add_unsafe_flag(parser)
     add_json_flag(parser)
     return parser
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
+    return value
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
@@ -138,8 +165,12 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         metric=args.metric,
         output=args.output,
         input_shapes=dict(args.input_shape),
+        batch_dims=dict(args.batch_dim),
+        input_values=dict(args.input_value),
         reference=args.reference,
         backend_options=options,
+        timeout=args.timeout,
+        safe_mode=not args.unsafe,
         report_dir=args.report,
         overwrite=args.force,
         progress=show_progress(),

@@ -59,6 +59,50 @@ def load_cli_model(args: argparse.Namespace) -> Any:
     return load_model(args.model, safe_mode=not args.unsafe, custom_objects=objects)
 
 
+def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type`` from a parser that raises :class:`InvalidInputError`.
+
+    argparse prints the message as the usage error (exit 2, one line).
+    """
+
+    def convert(text: str) -> Any:
+        from tfcompress.errors import InvalidInputError
+
+        try:
+            return parse(text)
+        except InvalidInputError as error:
+            raise argparse.ArgumentTypeError(str(error)) from error
+
+    return convert
+
+
+def add_feeding_flags(parser: argparse.ArgumentParser) -> None:
+    """``--batch-dim NAME=D`` and ``--input-value NAME=V``: how a model's inputs are fed.
+
+    See :mod:`tfcompress.models.feeding` for the rules they complete.
+    """
+    from tfcompress.models.feeding import parse_batch_dim, parse_input_value
+
+    parser.add_argument(
+        "--batch-dim",
+        action="append",
+        type=argument_type(parse_batch_dim),
+        default=[],
+        metavar="NAME=DIM",
+        help="the dimension of input NAME that is the batch, when its signature cannot tell "
+        "(e.g. h=1 for a (layers, N, units) state); repeat per input",
+    )
+    parser.add_argument(
+        "--input-value",
+        action="append",
+        type=argument_type(parse_input_value),
+        default=[],
+        metavar="NAME=VALUE",
+        help="one value fed to input NAME on every call (a scalar such as sr=16000, or an "
+        "input the data does not hold, e.g. h=0 for a zero state); repeat per input",
+    )
+
+
 def emit_json(out: IO[str], payload: dict[str, Any]) -> None:
     """Write ``payload`` as one JSON line to ``out``."""
     out.write(json.dumps(payload, sort_keys=False, default=str) + "\n")

@@ -10,7 +10,13 @@ import logging
 from typing import IO, Any
 
 from tfcompress.cli._gating import add_gate_options, flat, threshold_options
-from tfcompress.cli.common import add_json_flag, add_unsafe_flag, emit_json, positive_int
+from tfcompress.cli.common import (
+    add_feeding_flags,
+    add_json_flag,
+    add_unsafe_flag,
+    emit_json,
+    positive_int,
+)
 from tfcompress.runtime.base import list_backends
 from tfcompress.testing.stats import INTERVAL_METHODS
 
@@ -55,6 +61,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="auto = exact McNemar where the metric is per-sample correctness, else bootstrap",
     )
     parser.add_argument("--threads", type=positive_int, default=1, help="LiteRT CPU threads")
+    add_feeding_flags(parser)
     add_unsafe_flag(parser)
     add_json_flag(parser)
     return parser
@@ -79,6 +86,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         confidence=args.confidence,
         interval=args.interval,
         threads=args.threads,
+        batch_dims=dict(args.batch_dim),
+        input_values=dict(args.input_value),
     )
     if args.json:
         emit_json(out, report.to_dict())

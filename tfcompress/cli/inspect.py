@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from tfcompress.cli.common import add_json_flag, add_unsafe_flag, emit_json
+from tfcompress.cli.common import add_json_flag, add_unsafe_flag, argument_type, emit_json
+from tfcompress.models.feeding import parse_batch_dim
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -17,14 +18,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "inspect",
         help="show a model's inputs, outputs, ops and where its bytes go",
-        description="Describe a model of any format. Every input and output (N = batch, "
-        "? = other unknown dimension) and the weights by dtype, plus: for a .tflite the stored "
+        description="Describe a model of any format. Every input and output (N = its batch "
+        "dimension, wherever the signature puts it; ? = another unknown dimension; scalars and "
+        "a static batch are named, as benchmark and gate feed them) and the weights by dtype, "
+        "plus: for a .tflite the stored "
         "dtype and quantization of each input/output, the op histogram (custom ops named by "
         "their code) and weights vs graph bytes; for an .onnx the IR version, opsets, producer "
         "and op histogram; for a Keras model its layers and parameters; for a SavedModel its "
         "serving signature and variables size.",
     )
     parser.add_argument("model", help=".tflite, .onnx, .keras, .h5 file or SavedModel directory")
+    parser.add_argument(
+        "--batch-dim",
+        action="append",
+        type=argument_type(parse_batch_dim),
+        default=[],
+        metavar="NAME=DIM",
+        help="show input NAME fed with its batch at dimension DIM (as benchmark/gate "
+        "--batch-dim would feed it); repeat per input",
+    )
     add_unsafe_flag(parser)
     add_json_flag(parser)
     return parser
@@ -44,7 +56,9 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     from tfcompress.inspection.api import inspect_model
     from tfcompress.models import load_model
 
-    info = inspect_model(load_model(args.model, safe_mode=not args.unsafe))
+    info = inspect_model(
+        load_model(args.model, safe_mode=not args.unsafe), batch_dims=dict(args.batch_dim)
+    )
     if args.json:
         emit_json(out, info.to_dict())
     else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union
 
 import numpy as np
@@ -19,13 +19,16 @@ class Dataset:
     """Samples ``x`` and optional labels ``y``, each one array or a dict of named arrays.
 
     A single-input model takes ``x`` as one array; a model with several inputs takes a dict
-    keyed by input name (or ``x0``, ``x1``, ... in input order). Labels are one array (class
-    indices, targets or masks of a single-output model) or a dict keyed by output name.
+    keyed by input name (or ``x0``, ``x1``, ... in input order). In a dict, a 0-d array is
+    one value for every sample (a scalar input such as a sample rate): it is not counted or
+    sliced. Labels are one array (class indices, targets or masks of a single-output model)
+    or a dict keyed by output name.
 
     Raises:
         InvalidArgumentTypeError: ``x`` or ``y`` is not a numpy array (or dict of them).
-        InvalidDataError: A 0-d array (no batch dimension), an empty dict, or input arrays
-            with different sample counts.
+        InvalidDataError: A 0-d array where samples are expected (``x`` itself, labels, or
+            a dict of nothing else), an empty dict, or input arrays with different sample
+            counts.
 
     Example:
         >>> ds = Dataset(np.zeros((4, 2), np.float32), np.array([0, 1, 0, 1]))
@@ -37,6 +40,10 @@ class Dataset:
 
     x: Arrays
     y: Arrays | None = None
+    #: False for arrays read in a model's own layout, before a signature says where each
+    #: one's batch is (a ``(layers, N, units)`` state): their sample counts are compared
+    #: after :func:`~tfcompress.data.validate_for_signature` has moved the batch first.
+    aligned: bool = field(default=True, repr=False)
 
     def __post_init__(self) -> None:
         # Checked here so that len() and slicing can never fail later on a bad Dataset.
@@ -44,8 +51,13 @@ class Dataset:
         if self.y is not None:
             object.__setattr__(self, "y", _arrays(self.y, "y"))
         # Labels are matched to the samples where they are read, with a message per source.
-        if isinstance(self.x, dict):
-            counts = {name: int(array.shape[0]) for name, array in self.x.items()}
+        if isinstance(self.x, dict) and self.aligned:
+            counts = {name: int(array.shape[0]) for name, array in self.x.items() if array.ndim}
+            if not counts:
+                raise InvalidDataError(
+                    f"Dataset.x holds only single values ({', '.join(self.x)}); give at least "
+                    "one input's samples with the batch dimension."
+                )
             if len(set(counts.values())) > 1:
                 listed = ", ".join(f"{name!r}: {count}" for name, count in counts.items())
                 raise InvalidDataError(
@@ -54,8 +66,9 @@ class Dataset:
                 )
 
     def __len__(self) -> int:
-        first = next(iter(self.x.values())) if isinstance(self.x, dict) else self.x
-        return int(first.shape[0])
+        if isinstance(self.x, dict):
+            return next(int(a.shape[0]) for a in self.x.values() if a.ndim)
+        return int(self.x.shape[0])
 
     @property
     def has_labels(self) -> bool:
@@ -69,6 +82,11 @@ class Dataset:
 
     def take(self, count: int) -> Dataset:
         """The first ``count`` samples (all when there are fewer)."""
+        if not self.aligned:
+            raise InvalidDataError(
+                "these arrays are in a model's own layout (their batch is not first in all of "
+                "them); match them to the model first (validate_for_signature)."
+            )
         return Dataset(slice_arrays(self.x, 0, count), _slice_optional(self.y, 0, count))
 
     def batches(self, batch_size: int) -> Iterator[Arrays]:
@@ -86,14 +104,14 @@ class Dataset:
 
 
 def slice_arrays(arrays: Arrays, start: int, stop: int) -> Arrays:
-    """Samples ``start:stop`` of one array or of every array in a dict.
+    """Samples ``start:stop`` of one array or of every array in a dict (0-d ones kept whole).
 
     Example:
         >>> slice_arrays({"a": np.arange(4)}, 1, 3)
         {'a': array([1, 2])}
     """
     if isinstance(arrays, dict):
-        return {name: array[start:stop] for name, array in arrays.items()}
+        return {name: array[start:stop] if array.ndim else array for name, array in arrays.items()}
     return arrays[start:stop]
 
 
@@ -107,17 +125,20 @@ def _arrays(value: Any, field: str) -> Arrays:
             raise InvalidDataError(
                 f"Dataset.{field} is an empty dict; give one array per model input."
             )
-        return {str(name): _array(array, f"{field}[{name!r}]") for name, array in value.items()}
+        return {
+            str(name): _array(array, f"{field}[{name!r}]", single=field == "x")
+            for name, array in value.items()
+        }
     return _array(value, field)
 
 
-def _array(value: Any, what: str) -> np.ndarray:
+def _array(value: Any, what: str, *, single: bool = False) -> np.ndarray:
     if not isinstance(value, np.ndarray):
         raise InvalidArgumentTypeError(
             f"Dataset.{what} must be a numpy array, got {type(value).__name__}; wrap it with "
             "np.asarray(...)."
         )
-    if value.ndim == 0:
+    if value.ndim == 0 and not single:
         raise InvalidDataError(
             f"Dataset.{what} is a single value (a 0-d array), not a batch; give samples with "
             "the batch dimension first, e.g. shape (N, 28, 28, 1)."

@@ -237,8 +237,12 @@ def _check_dtype(dtype: np.dtype, origin: str) -> None:
 
 
 def _check_shape(shape: tuple[int, ...], dtype: np.dtype, origin: str, key: str) -> int:
-    """Return the bytes ``shape`` needs, refusing 0-d and negative shapes."""
-    if not shape:
+    """Return the bytes ``shape`` needs, refusing negative shapes and 0-d samples or labels.
+
+    A 0-d array named after an input (``sr`` in ``np.savez(path, audio=a, sr=16000)``) is
+    one value for every sample: the model's signature decides whether that input takes one.
+    """
+    if not shape and (key in {"x", "y"} or key.startswith("y_")):
         example = "(N,) class indices" if key == "y" else "(N, 28, 28, 1)"
         raise InvalidDataError(
             f"{origin}: is a single value (a 0-d array), not a batch; save an array with the "

@@ -70,8 +70,10 @@ def load_data(
     elif isinstance(source, tuple) and len(source) == 2 and _is_array_like(source[0]):
         dataset = Dataset(_samples(_array(source[0], "x"), "x"), _optional_labels(source[1]))
     elif isinstance(source, Mapping):
+        # A 0-d array named after an input is one value for every sample (a sample rate);
+        # the model's signature decides whether that input takes one.
         dataset = dataset_from_arrays(
-            {str(k): _samples(_array(v, repr(k)), repr(k)) for k, v in source.items()}, "the dict"
+            {str(k): _array(v, repr(k)) for k, v in source.items()}, "the dict"
         )
     elif type(source).__module__.startswith("tensorflow") and hasattr(source, "as_numpy_iterator"):
         dataset = _from_elements(source.as_numpy_iterator(), sample_rank, max_samples)
@@ -134,7 +136,10 @@ def dataset_from_arrays(arrays: Mapping[str, np.ndarray], origin: str) -> Datase
         )
     x = samples["x"] if list(samples) == ["x"] else samples
     y = labels or arrays.get("y")
-    return Dataset(x, y)
+    counts = {int(a.shape[0]) for a in samples.values() if a.ndim}
+    # Arrays in a model's own layout may carry their batch elsewhere (a (layers, N, units)
+    # state): when the first dimensions differ, the signature decides (validate_for_signature).
+    return Dataset(x, y, aligned=len(counts) <= 1)
 
 
 def _from_path(
@@ -236,9 +241,8 @@ def _optional_labels(value: Any) -> np.ndarray | dict[str, np.ndarray] | None:
 
 
 def _named_samples(value: Mapping[Any, Any], what: str) -> dict[str, np.ndarray]:
-    return {
-        str(k): _samples(_array(v, f"{what}[{k!r}]"), f"{what}[{k!r}]") for k, v in value.items()
-    }
+    # 0-d arrays are single values for scalar inputs: Dataset and the signature judge them.
+    return {str(k): _array(v, f"{what}[{k!r}]") for k, v in value.items()}
 
 
 def _is_array_like(value: Any) -> bool:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tfcompress.data.dataset import Dataset
 from tfcompress.errors import InvalidArgumentTypeError, InvalidDataError, InvalidInputError
 from tfcompress.models.signature import InputSpec, ModelSignature
+
+if TYPE_CHECKING:
+    from tfcompress.models.feeding import FeedLayout, TensorLayout
 
 logger = logging.getLogger(__name__)
 
@@ -76,28 +81,44 @@ def validate_for_model(
 
 
 def validate_for_signature(
-    dataset: Dataset, signature: ModelSignature, *, what: str = "data"
+    dataset: Dataset,
+    signature: ModelSignature,
+    *,
+    what: str = "data",
+    layout: FeedLayout | None = None,
+    values: Mapping[str, float] | None = None,
+    batch_first: bool = False,
 ) -> Dataset:
     """Match ``dataset`` to every input (and labels to outputs) of a model, by name.
 
     Samples: one array for a single-input model, else a dict keyed by input name or by
-    ``x0``, ``x1``, ... in input order. Each array is checked as :func:`validate_for_model`
-    checks a single input (shape, dtype, NaN/Inf, range after the cast); the error names the
-    input and its expected shape. Labels: one array for a single-output model, else a dict
-    keyed by output name; their content is checked by the metric that reads them.
+    ``x0``, ``x1``, ... in input order. Each array is in the model's own layout (a
+    ``(layers, N, units)`` state keeps its batch in the middle; a scalar input is one 0-d
+    value) and is checked as :func:`validate_for_model` checks a single input (shape, dtype,
+    NaN/Inf, range after the cast); the error names the input and its expected shape.
+    Labels: one array for a single-output model, else a dict keyed by output name; their
+    content is checked by the metric that reads them.
 
     Args:
         dataset: The data to check.
         signature: The model's inputs and outputs.
         what: How to call the data in messages.
+        layout: Where each tensor's batch is (default: :func:`feed_layout` of the
+            signature).
+        values: One value per input name, fed on every call to inputs the data lacks
+            (``--input-value sr=16000``).
+        batch_first: The arrays are already batch first, as this function returns them
+            (data validated for one variant, fed to another); scalars repeated per sample.
 
     Returns:
-        A dataset whose ``x`` is a dict keyed by input name, in the model's input order, and
-        whose ``y`` is None or a dict keyed by output name.
+        A dataset whose ``x`` is a dict keyed by input name, in the model's input order, each
+        array batch first (a scalar repeated per sample as a read-only view), and whose
+        ``y`` is None or a dict keyed by output name, batch first.
 
     Raises:
         InvalidDataError: Missing or unknown input names, arrays that do not fit an input,
-            or labels for outputs the model does not have.
+            a scalar input given samples, labels for outputs the model does not have.
+        InvalidInputError: A value for an input the data also holds.
 
     Example:
         >>> a, b = InputSpec((None, 2), name="a"), InputSpec((None, 1), name="b")
@@ -106,16 +127,101 @@ def validate_for_signature(
         >>> sorted(checked.x)
         ['a', 'b']
     """
+    from tfcompress.models.feeding import feed_layout
+
     if len(dataset) == 0:
         raise InvalidDataError(f"{what} is empty; the model expects {_expected(signature)}.")
-    arrays = _match_inputs(dataset, signature, what)
-    checked = {
-        spec.name: validate_for_model(
-            Dataset(arrays[spec.name]), spec, what=_input_what(what, spec.name, signature)
-        ).x
-        for spec in signature.inputs
-    }
-    return Dataset(checked, _match_labels(dataset.y, signature, len(dataset), what))
+    layout = layout or feed_layout(signature)
+    values = dict(values or {})
+    arrays = _match_inputs(dataset, signature, what, given=set(values))
+    both = [name for name in values if name in arrays]
+    if both:
+        raise InvalidInputError(
+            f"input {both[0]!r} has both an array in {what} and a value (--input-value); "
+            "drop one of them."
+        )
+    checked = {}
+    batched = [t for t in layout.inputs if not t.is_scalar and t.name not in values]
+    for tensor in batched:  # first: they tell how many samples there are
+        where = _input_what(what, tensor.name, signature)
+        checked[tensor.name] = _batched(tensor, arrays[tensor.name], where, batch_first)
+    counts = {name: len(array) for name, array in checked.items()}
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{name!r}: {count}" for name, count in counts.items())
+        raise InvalidDataError(
+            f"{what} holds different numbers of samples per input ({listed}, counted along "
+            "each input's batch dimension); give every input the same number of samples."
+        )
+    count = next(iter(counts.values()), len(dataset))
+    for tensor in layout.inputs:
+        where = _input_what(what, tensor.name, signature)
+        if tensor.name in values:
+            checked[tensor.name] = _filled(tensor, values[tensor.name], count, where)
+        elif tensor.is_scalar:
+            array = arrays[tensor.name]
+            if batch_first and array.ndim == 1:
+                array = array[0]  # repeated per sample: check its one value
+            checked[tensor.name] = _scalar(tensor, np.asarray(array), count, where)
+    ordered = {t.name: checked[t.name] for t in layout.inputs}
+    return Dataset(ordered, _match_labels(dataset.y, signature, count, what, layout))
+
+
+def _batched(
+    tensor: TensorLayout, array: np.ndarray, what: str, batch_first: bool = False
+) -> np.ndarray:
+    """Check one input's samples in the model's layout; return them batch first."""
+    if array.ndim == 0:
+        raise InvalidDataError(
+            f"{what} is a single value but the model expects {tensor.describe()}; give one "
+            "sample per row (the N dimension), or a value for every call with --input-value "
+            f"{tensor.name}=V."
+        )
+    axis = 0 if batch_first else tensor.batch_axis or 0
+    spec = InputSpec((None, *tensor.sample_shape), tensor.spec.dtype, tensor.name)
+    if axis and array.ndim == len(tensor.shape):
+        array = np.moveaxis(array, axis, 0)
+    elif axis:
+        raise InvalidDataError(
+            f"{what} has shape {tuple(array.shape)} but the model expects {tensor.describe()} "
+            f"(the batch N is dimension {axis}); save the array in the model's layout."
+        )
+    try:
+        return validate_for_model(Dataset(array), spec, what=what).x
+    except InvalidDataError as error:
+        if not axis:
+            raise
+        raise InvalidDataError(
+            f"{what} has shape {tuple(np.moveaxis(array, 0, axis).shape)} but the model "
+            f"expects {tensor.describe()} (the batch N is dimension {axis}); save the array "
+            "in the model's layout."
+        ) from error
+
+
+def _scalar(tensor: TensorLayout, array: np.ndarray, count: int, what: str) -> np.ndarray:
+    """Check a scalar input's one value; return it repeated per sample (a view)."""
+    if array.ndim != 0:
+        raise InvalidDataError(
+            f"{what} has shape {tuple(array.shape)} but input {tensor.name!r} is a scalar "
+            f"(shape ()): the model takes one value per call; save one value, e.g. "
+            f"np.savez(..., {tensor.name}=np.float32(16000)), or pass --input-value "
+            f"{tensor.name}=V."
+        )
+    if array.dtype.kind not in "fiub":
+        raise InvalidDataError(f"{what} has dtype {array.dtype}; give a number.")
+    value = cast_samples(array.reshape(1), np.dtype(tensor.spec.dtype), what)
+    return np.broadcast_to(value, (count,))
+
+
+def _filled(tensor: TensorLayout, value: float, count: int, what: str) -> np.ndarray:
+    """``value`` in every element of the input, for every sample (a read-only view)."""
+    if tensor.is_dynamic:
+        raise InvalidDataError(
+            f"{what}: --input-value {tensor.name}={value:g} cannot fill {tensor.describe()}, "
+            "whose size is unknown; give the input's arrays in the data instead."
+        )
+    sample = tuple(int(d) for d in tensor.sample_shape if d is not None)
+    cast = cast_samples(np.asarray([value]), np.dtype(tensor.spec.dtype), what)
+    return np.broadcast_to(cast.reshape((1,) * (len(sample) + 1)), (count, *sample))
 
 
 def _input_what(what: str, name: str, signature: ModelSignature) -> str:
@@ -126,9 +232,16 @@ def _expected(signature: ModelSignature) -> str:
     return "; ".join(f"{spec.name} {spec.describe()}" for spec in signature.inputs)
 
 
-def _match_inputs(dataset: Dataset, signature: ModelSignature, what: str) -> dict[str, np.ndarray]:
+def _match_inputs(
+    dataset: Dataset, signature: ModelSignature, what: str, given: set[str] | None = None
+) -> dict[str, np.ndarray]:
+    """The data's arrays by input name; inputs in ``given`` (filled by value) may be absent."""
+    given = given or set()
     names = signature.input_names
+    needed = [n for n in names if n not in given]
     if not isinstance(dataset.x, dict):
+        if len(needed) == 1:
+            return {needed[0]: dataset.x}
         if len(names) == 1:
             return {names[0]: dataset.x}
         raise InvalidDataError(
@@ -136,21 +249,29 @@ def _match_inputs(dataset: Dataset, signature: ModelSignature, what: str) -> dic
             "pass a dict (or an .npz) with one array per input name, or x0, x1, ... in order."
         )
     keys = list(dataset.x)
-    if set(keys) == set(names):
+    if set(keys) == set(names) or (set(keys) == set(needed) and needed):
         return dict(dataset.x)
     positional = [f"x{i}" for i in range(len(names))]
     if set(keys) == set(positional):
         return {name: dataset.x[key] for name, key in zip(names, positional, strict=True)}
-    if len(names) == 1 and keys == ["x"]:
-        return {names[0]: dataset.x["x"]}
-    missing = [n for n in names if n not in keys]
+    if len(needed) == 1 and keys == ["x"]:
+        return {needed[0]: dataset.x["x"]}
+    missing = [n for n in needed if n not in keys]
     unknown = [k for k in keys if k not in names]
+    scalars = [s.name for s in signature.inputs if not s.shape and s.name in missing]
     raise InvalidDataError(
         f"{what} has arrays {', '.join(map(repr, keys))} but the model's inputs are "
         f"{_expected(signature)}"
         + (f"; missing {', '.join(map(repr, missing))}" if missing else "")
         + (f"; no input is called {', '.join(map(repr, unknown))}" if unknown else "")
-        + f"; name the arrays after the inputs, or x0..x{len(names) - 1} in input order."
+        + f"; name the arrays after the inputs, or x0..x{len(names) - 1} in input order"
+        + (
+            f" (a scalar such as {scalars[0]!r} can instead get one value for every call: "
+            f"--input-value {scalars[0]}=V)"
+            if scalars
+            else ""
+        )
+        + "."
     )
 
 
@@ -159,6 +280,7 @@ def _match_labels(
     signature: ModelSignature,
     count: int,
     what: str,
+    layout: FeedLayout | None = None,
 ) -> dict[str, np.ndarray] | None:
     if labels is None:
         return None
@@ -180,6 +302,11 @@ def _match_labels(
             f"output; its outputs are {', '.join(names)} (labels go in y_<output name>)."
         )
     matched = {name: labels[name] for name in names if name in labels}
+    if layout is not None:  # labels in the output's own layout, its batch moved first
+        for name, array in matched.items():
+            axis = layout.output(name).batch_axis
+            if axis and array.ndim == len(layout.output(name).shape):
+                matched[name] = np.moveaxis(array, axis, 0)
     for name, array in matched.items():
         if array.ndim == 0 or len(array) != count:
             raise InvalidDataError(

@@ -9,7 +9,8 @@ a Keras model and a plain SavedModel (here). Every answer lists all inputs and o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -18,12 +19,14 @@ from tfcompress._compat.keras import flavour_of
 from tfcompress.errors import UnsupportedModelError
 from tfcompress.inspection.common import (
     WeightGroup,
+    feeding_dict,
     group_weights,
     io_lines,
     weights_line,
 )
 from tfcompress.inspection.onnx import OnnxInfo, inspect_onnx
 from tfcompress.inspection.tflite import TensorInfo, TFLiteInfo, inspect_tflite
+from tfcompress.models.feeding import FeedLayout, feed_layout
 from tfcompress.models.loading import (
     ModelLike,
     SavedModelDir,
@@ -33,7 +36,7 @@ from tfcompress.models.loading import (
     saved_model_errors,
 )
 from tfcompress.models.onnx import OnnxModel
-from tfcompress.models.signature import TensorSpec, model_signature
+from tfcompress.models.signature import ModelSignature, TensorSpec, model_signature
 from tfcompress.report.table import format_table
 
 __all__ = [
@@ -68,6 +71,8 @@ class KerasInfo:
     total_params: int
     trainable_params: int
     weights_by_dtype: tuple[WeightGroup, ...] = ()
+    #: How the signature is fed (batch dimensions, scalars, a static batch).
+    layout: FeedLayout | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for ``--json``: inputs and outputs are lists of objects."""
@@ -77,6 +82,7 @@ class KerasInfo:
             "flavour": self.flavour,
             "inputs": [spec.to_dict() for spec in self.inputs],
             "outputs": [spec.to_dict() for spec in self.outputs],
+            "feeding": feeding_dict(self.layout),
             "total_params": self.total_params,
             "trainable_params": self.trainable_params,
             "weights_by_dtype": [g.to_dict() for g in self.weights_by_dtype],
@@ -93,7 +99,7 @@ class KerasInfo:
                 f"{self.name} ({self.flavour}): {len(self.inputs)} input(s), "
                 f"{len(self.outputs)} output(s), {self.total_params:,} parameters "
                 f"({self.trainable_params:,} trainable)",
-                *io_lines(self.inputs, self.outputs),
+                *io_lines(self.inputs, self.outputs, self.layout),
                 weights_line(self.weights_by_dtype),
                 "",
                 format_table(["layer", "class", "output shape", "params"], rows),
@@ -122,6 +128,8 @@ class SavedModelInfo:
     graph_bytes: int
     variables_bytes: int
     weights_by_dtype: tuple[WeightGroup, ...]
+    #: How the signature is fed (batch dimensions, scalars, a static batch).
+    layout: FeedLayout | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for ``--json``: inputs and outputs are lists of objects."""
@@ -132,6 +140,7 @@ class SavedModelInfo:
             "signature_key": self.signature_key,
             "inputs": [spec.to_dict() for spec in self.inputs],
             "outputs": [spec.to_dict() for spec in self.outputs],
+            "feeding": feeding_dict(self.layout),
             "graph_bytes": self.graph_bytes,
             "variables_bytes": self.variables_bytes,
             "weights_by_dtype": [g.to_dict() for g in self.weights_by_dtype],
@@ -142,7 +151,7 @@ class SavedModelInfo:
             [
                 f"{self.name} (saved_model): signature {self.signature_key!r}; graph "
                 f"{self.graph_bytes:,} bytes, variables {self.variables_bytes:,} bytes on disk",
-                *io_lines(self.inputs, self.outputs),
+                *io_lines(self.inputs, self.outputs, self.layout),
                 weights_line(self.weights_by_dtype),
             ]
         )
@@ -151,7 +160,9 @@ class SavedModelInfo:
 ModelInfo = TFLiteInfo | KerasInfo | SavedModelInfo | OnnxInfo
 
 
-def inspect_model(model: ModelLike) -> ModelInfo:
+def inspect_model(
+    model: ModelLike, *, safe_mode: bool = True, batch_dims: Mapping[str, int] | None = None
+) -> ModelInfo:
     """Describe a model of any format tfcompress loads.
 
     * ``.tflite``: every input and output (signature name, stored dtype, shape, scale and
@@ -162,8 +173,16 @@ def inspect_model(model: ModelLike) -> ModelInfo:
     * Keras: inputs, outputs, layers, parameters, weights by dtype.
     * SavedModel: the serving signature's inputs and outputs, graph and variables size.
 
+    Every answer also says how tfcompress feeds the signature
+    (:mod:`tfcompress.models.feeding`): ``N`` at each tensor's batch dimension (``h (2, N,
+    16)`` for a state), scalars, and a static batch.
+
     Args:
         model: A loaded model, ``.tflite`` bytes, or a path.
+        safe_mode: Refuse Keras files that would run code when loaded (Lambda layers);
+            False only for files you trust (``--unsafe``).
+        batch_dims: Input name -> the dimension that is its batch, where the signature
+            cannot tell (shown as it would be fed).
 
     Returns:
         :class:`TFLiteInfo`, :class:`OnnxInfo`, :class:`KerasInfo` or
@@ -179,18 +198,22 @@ def inspect_model(model: ModelLike) -> ModelInfo:
         >>> print(inspect_model("model_int8.tflite"))  # doctest: +SKIP
         >>> inspect_model("detector.onnx").to_dict()["outputs"]  # doctest: +SKIP
     """
-    loaded = resolve_model(model)
+    loaded = resolve_model(model, safe_mode=safe_mode)
+    info: ModelInfo
     if isinstance(loaded, TFLiteModel):
-        return inspect_tflite(loaded)
-    if isinstance(loaded, OnnxModel):
-        return inspect_onnx(loaded)
-    if isinstance(loaded, SavedModelDir):
-        return _inspect_saved_model(loaded)
-    if flavour_of(loaded) is None:  # resolve_model lets nothing else through today
+        info = inspect_tflite(loaded)
+    elif isinstance(loaded, OnnxModel):
+        info = inspect_onnx(loaded)
+    elif isinstance(loaded, SavedModelDir):
+        info = _inspect_saved_model(loaded)
+    elif flavour_of(loaded) is None:  # resolve_model lets nothing else through today
         raise UnsupportedModelError(
             f"{model_name(loaded)}: inspect reads .tflite, .onnx, Keras and SavedModel models."
         )
-    return _inspect_keras(loaded)
+    else:
+        info = _inspect_keras(loaded)
+    signature = ModelSignature(tuple(info.inputs), tuple(info.outputs))
+    return replace(info, layout=feed_layout(signature, batch_dims=batch_dims, name=info.name))
 
 
 def _inspect_keras(model: Any) -> KerasInfo:

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tfcompress.models.signature import format_shape
+
+if TYPE_CHECKING:
+    from tfcompress.models.feeding import FeedLayout
 
 TIMES = "\u00d7"  # the multiplication sign (U+00D7), for counts such as "Conv x3"
 
@@ -110,18 +115,53 @@ def weights_line(groups: Sequence[WeightGroup]) -> str:
     return "weights: " + ("; ".join(g.describe() for g in groups) or "none")
 
 
-def io_lines(inputs: Sequence[Describable], outputs: Sequence[Describable]) -> list[str]:
+def io_lines(
+    inputs: Sequence[Describable],
+    outputs: Sequence[Describable],
+    layout: FeedLayout | None = None,
+) -> list[str]:
     """One ``input  NAME SHAPE DTYPE`` line per input, one ``output ...`` line per output.
+
+    With the model's :class:`~tfcompress.models.feeding.FeedLayout`, ``N`` marks each
+    tensor's own batch dimension (``h (2, N, 16)``), a tensor fed in a way other than
+    "batch first" says how, and a static batch gets a line of its own.
 
     Example:
         >>> from tfcompress.models.signature import TensorSpec
         >>> io_lines([TensorSpec((None, None, 1), name="audio")], [])
         ['input  audio (N, ?, 1) float32']
     """
-    return [
-        *(f"input  {printable(tensor.name)} {tensor.describe()}" for tensor in inputs),
-        *(f"output {printable(tensor.name)} {tensor.describe()}" for tensor in outputs),
-    ]
+    tensors = (
+        {}
+        if layout is None
+        else {
+            (kind, t.name): t for kind in ("input", "output") for t in getattr(layout, kind + "s")
+        }
+    )
+    static = None if layout is None else layout.static_batch
+    lines = []
+    for kind, group in (("input ", inputs), ("output", outputs)):
+        for tensor in group:
+            text = tensor.describe()
+            placed = tensors.get((kind.strip(), tensor.name))
+            if placed is not None:
+                plain = format_shape(placed.shape)
+                if text.startswith(plain):
+                    text = placed.format_shape() + text[len(plain) :]
+                how = placed.how_fed(None)
+                text += f"  ({how})" if how else ""
+            lines.append(f"{kind} {printable(tensor.name)} {text}")
+    if static is not None:
+        lines.append(
+            f"batch: fixed at {static} by the signature; tfcompress runs any number of samples "
+            f"as calls of {static}"
+        )
+    return lines
+
+
+def feeding_dict(layout: FeedLayout | None) -> dict[str, Any] | None:
+    """The layout for ``--json`` (None when it was not read)."""
+    return None if layout is None else layout.to_dict()
 
 
 def printable(text: str) -> str:

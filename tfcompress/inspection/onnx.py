@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tfcompress.errors import MissingDependencyError
 from tfcompress.inspection.common import (
     TIMES,
     WeightGroup,
+    feeding_dict,
     group_weights,
     io_lines,
     printable,
@@ -25,6 +26,7 @@ from tfcompress.inspection.common import (
     weights_line,
 )
 from tfcompress.models import onnx as onnx_file
+from tfcompress.models.feeding import FeedLayout
 from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import TensorSpec, model_signature
 from tfcompress.report.table import format_table
@@ -59,6 +61,9 @@ class OnnxInfo:
     weights_by_dtype: tuple[WeightGroup, ...]
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    #: How the signature is fed (batch dimensions, scalars, a static batch): set by
+    #: :func:`~tfcompress.inspection.inspect_model`.
+    layout: FeedLayout | None = field(default=None, compare=False)
 
     @property
     def weight_bytes(self) -> int:
@@ -78,6 +83,7 @@ class OnnxInfo:
             "weight_bytes": self.weight_bytes,
             "inputs": [spec.to_dict() for spec in self.inputs],
             "outputs": [spec.to_dict() for spec in self.outputs],
+            "feeding": feeding_dict(self.layout),
             "weights_by_dtype": [g.to_dict() for g in self.weights_by_dtype],
             "op_histogram": dict(self.op_histogram),
             "custom_ops": list(self.custom_ops),
@@ -90,7 +96,7 @@ class OnnxInfo:
             f"{share(self.weight_bytes, self.size_bytes)}); ONNX IR {self.ir_version}, "
             f"opset {opsets}; producer {printable(self.producer) or 'unknown'}; "
             f"{self.node_count} nodes",
-            *io_lines(self.inputs, self.outputs),
+            *io_lines(self.inputs, self.outputs, self.layout),
             weights_line(self.weights_by_dtype),
         ]
         if self.custom_ops:

@@ -10,18 +10,20 @@ Example:
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tfcompress.inspection.common import (
     TIMES,
     WeightGroup,
+    feeding_dict,
     group_weights,
     io_lines,
     printable,
     share,
     weights_line,
 )
+from tfcompress.models.feeding import FeedLayout
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.signature import Shape, TensorSpec, format_shape, tflite_io_tensors
 from tfcompress.models.tflite_file import Tensor, TFLiteFile, read_tflite
@@ -104,6 +106,9 @@ class TFLiteInfo:
     subgraph_count: int
     weights_by_dtype: tuple[WeightGroup, ...] = ()
     custom_ops: tuple[str, ...] = ()
+    #: How the signature is fed (batch dimensions, scalars, a static batch): set by
+    #: :func:`~tfcompress.inspection.inspect_model`.
+    layout: FeedLayout | None = field(default=None, compare=False)
 
     @property
     def graph_bytes(self) -> int:
@@ -120,6 +125,7 @@ class TFLiteInfo:
             "graph_bytes": self.graph_bytes,
             "inputs": [t.to_dict() for t in self.inputs],
             "outputs": [t.to_dict() for t in self.outputs],
+            "feeding": feeding_dict(self.layout),
             "weights_by_dtype": [g.to_dict() for g in self.weights_by_dtype],
             "op_histogram": dict(self.op_histogram),
             "custom_ops": list(self.custom_ops),
@@ -134,7 +140,7 @@ class TFLiteInfo:
             f"{share(self.weight_bytes, self.size_bytes)}, graph {self.graph_bytes:,}); "
             f"{self.tensor_count} tensors, {sum(self.op_histogram.values())} ops in "
             f"{self.subgraph_count} subgraph(s)",
-            *io_lines(self.inputs, self.outputs),
+            *io_lines(self.inputs, self.outputs, self.layout),
             weights_line(self.weights_by_dtype),
         ]
         if self.custom_ops:

@@ -1,12 +1,14 @@
 """Probe child: let a native runtime load and run an untrusted model, in its own process.
 
 Run by :mod:`tfcompress.models.probe` as ``python -P _probe_child.py KIND`` with the model's
-bytes on stdin (``KIND`` is ``tflite`` or ``onnx``). It loads the model, allocates its
-tensors and runs it once on zeros, then writes one JSON verdict line to the stdout it was
-started with::
+bytes on stdin (``KIND`` is ``tflite`` or ``onnx``), or as ``... KIND --inputs`` with an
+8-byte little-endian length, the model's bytes, then an ``.npz`` of the inputs to run it on
+(keyed ``t<index>`` by tensor index for a ``.tflite``, by input name for an ``.onnx``). It
+loads the model, prepares it (allocates its tensors) and runs it once, on zeros or on the
+inputs given, then writes one JSON verdict line to the stdout it was started with::
 
     {"ok": true}
-    {"ok": false, "stage": "load" | "run", "reason": "ValueError: ..."}
+    {"ok": false, "stage": "load" | "prepare" | "run", "reason": "ValueError: ..."}
 
 A crash of the runtime kills only this process; the parent reads the signal from the exit
 status. The file is run as a script (not ``-m``) so that importing it never imports the
@@ -59,10 +61,11 @@ def _interpreter_class() -> Any:
     return tf.lite.Interpreter
 
 
-def probe_tflite(content: bytes) -> None:
+def probe_tflite(content: bytes, inputs: dict[str, Any] | None = None) -> None:
     """Create the interpreter (XNNPACK on, as the cpu backend runs), allocate, invoke once.
 
-    Dynamic dimensions are set to 1 before the invoke, and the zeros are fed at that shape.
+    Without ``inputs``, dynamic dimensions are set to 1 and zeros are fed at that shape;
+    with them, each input (``t<index>``) is resized to its array and set to it.
     """
     import numpy as np
 
@@ -75,23 +78,35 @@ def probe_tflite(content: bytes) -> None:
         resized = False
         for detail in interpreter.get_input_details():
             signature = detail.get("shape_signature", detail["shape"])
-            if any(int(d) < 0 for d in signature):
+            given = None if inputs is None else inputs.get(f"t{detail['index']}")
+            if given is not None and tuple(given.shape) != tuple(detail["shape"]):
+                interpreter.resize_tensor_input(detail["index"], list(given.shape), strict=False)
+                resized = True
+            elif given is None and any(int(d) < 0 for d in signature):
                 shape = [max(int(d), 1) for d in signature]
                 interpreter.resize_tensor_input(detail["index"], shape, strict=False)
                 resized = True
         if resized:
             interpreter.allocate_tensors()
+    except Exception as error:  # idem: reported to the parent, which decides
+        raise _StageError("prepare", error) from error
+    try:
         for detail in interpreter.get_input_details():
             dtype = np.dtype(detail["dtype"])
-            if dtype.kind in "biuf":  # strings and resources have no zeros to feed
+            given = None if inputs is None else inputs.get(f"t{detail['index']}")
+            if given is not None:
+                interpreter.set_tensor(detail["index"], given.astype(dtype, copy=False))
+            elif dtype.kind in "biuf":  # strings and resources have no zeros to feed
                 interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], dtype))
         interpreter.invoke()
-    except Exception as error:  # idem: reported to the parent, which decides
-        raise _StageError("run", error) from error
+    except Exception as error:  # idem
+        # LiteRT prepares some nodes (custom ops) lazily, inside the first invoke.
+        lazy = "failed to prepare" in str(error) or "unresolved custom op" in str(error)
+        raise _StageError("prepare" if lazy else "run", error) from error
 
 
-def probe_onnx(content: bytes) -> None:
-    """Create an ONNX Runtime CPU session, then run it once on zeros."""
+def probe_onnx(content: bytes, inputs: dict[str, Any] | None = None) -> None:
+    """Create an ONNX Runtime CPU session, then run it once on zeros or on ``inputs``."""
     import numpy as np
     import onnxruntime as ort
 
@@ -107,6 +122,9 @@ def probe_onnx(content: bytes) -> None:
     try:
         feeds = {}
         for item in session.get_inputs():
+            if inputs is not None and item.name in inputs:
+                feeds[item.name] = inputs[item.name]
+                continue
             if item.type not in _ORT_DTYPES:
                 return  # a sequence or map input: loading it was the test
             shape = [d if isinstance(d, int) and d > 0 else 1 for d in item.shape]
@@ -114,6 +132,20 @@ def probe_onnx(content: bytes) -> None:
         session.run(None, feeds)
     except Exception as error:  # idem: reported to the parent, which decides
         raise _StageError("run", error) from error
+
+
+def _read_request(stream: Any, with_inputs: bool) -> tuple[bytes, dict[str, Any] | None]:
+    """The model's bytes, and the inputs to run it on (None: zeros)."""
+    if not with_inputs:
+        return stream.read(), None
+    import io
+
+    import numpy as np
+
+    length = int.from_bytes(stream.read(8), "little")
+    content = stream.read(length)
+    with np.load(io.BytesIO(stream.read()), allow_pickle=False) as archive:
+        return content, {name: archive[name] for name in archive.files}
 
 
 def main(argv: list[str]) -> int:
@@ -127,12 +159,13 @@ def main(argv: list[str]) -> int:
 
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     probes = {"tflite": probe_tflite, "onnx": probe_onnx}
-    if len(argv) != 2 or argv[1] not in probes:
-        print(f"usage: _probe_child.py {'|'.join(probes)} < MODEL", file=sys.stderr)
+    with_inputs = argv[2:] == ["--inputs"]
+    if len(argv) not in (2, 3) or argv[1] not in probes or (len(argv) == 3 and not with_inputs):
+        print(f"usage: _probe_child.py {'|'.join(probes)} [--inputs] < MODEL", file=sys.stderr)
         return 2
-    content = sys.stdin.buffer.read()
+    content, inputs = _read_request(sys.stdin.buffer, with_inputs)
     try:
-        probes[argv[1]](content)
+        probes[argv[1]](content, inputs)
         verdict: dict[str, Any] = {"ok": True}
     except _StageError as error:
         verdict = {"ok": False, "stage": error.stage, "reason": str(error)}

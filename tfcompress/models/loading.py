@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import re
@@ -210,6 +211,31 @@ def saved_model_errors(path: Path) -> Iterator[None]:
         ) from error
 
 
+def load_saved_model(model: SavedModelDir) -> Any:
+    """``tf.saved_model.load`` of a plain SavedModel, shared by everyone in this process.
+
+    Reading the signature and running it are separate steps (``model_signature``, then a
+    runner): loading a SavedModel with an RNN takes seconds, so the loaded object is kept
+    while its ``saved_model.pb`` is unchanged (the last four SavedModels).
+
+    Raises:
+        ModelLoadError: TensorFlow cannot read it (see :func:`saved_model_errors`).
+
+    Example:
+        >>> load_saved_model(SavedModelDir(Path("exported"))).signatures  # doctest: +SKIP
+    """
+    graph = model.path / "saved_model.pb"
+    stamp = graph.stat().st_mtime_ns if graph.exists() else 0
+    return _load_saved_model(str(model.path), stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_saved_model(path: str, stamp: int) -> Any:
+    del stamp  # part of the cache key only: a re-exported model is loaded again
+    with saved_model_errors(Path(path)):
+        return tensorflow().saved_model.load(path)
+
+
 def _load_keras(
     path: Path, flavour: KerasFlavour, safe_mode: bool, custom_objects: dict[str, Any] | None
 ) -> Any:
@@ -346,4 +372,6 @@ def _check_tflite_loads(content: bytes, source: object) -> None:
     dynamic = main is not None and any(
         -1 in main.tensors[i].signature[1:] for i in main.inputs if i < len(main.tensors)
     )
-    probe_model(content, "tflite", source=source, must_run=not parsed.custom_ops and not dynamic)
+    probe_model(
+        content, "tflite", source=source, must_prepare=not parsed.custom_ops and not dynamic
+    )

@@ -95,7 +95,7 @@ def load_onnx(path: Path) -> OnnxModel:
     # ORT's first touch happens in a child, so a crafted graph cannot crash this process.
     # Running it on zeros with dynamic dimensions set to 1 may fail for a sound model (a
     # reshape that needs more): only a crash or a refusal to load rejects it.
-    probe_model(model.content, "onnx", source=path, must_run=False)
+    probe_model(model.content, "onnx", source=path)
     return model
 
 

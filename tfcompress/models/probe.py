@@ -2,13 +2,23 @@
 
 LiteRT and ONNX Runtime are C++ and trust much of what a model file says; a crafted file can
 crash them (TFLite's CVE list is long) or hang them. So the first time a runtime loads an
-artifact in this process, :func:`probe_model` has it load the model, allocate its tensors
-and run once on zeros in a short-lived child (``_probe_child.py``, which imports only numpy
-and the runtime, never TensorFlow). A crash there becomes a
-:class:`~tfcompress.errors.ModelLoadError` naming the signal, a hang one saying it was
-stopped, and the runtime's own refusal one with its reason; the child's stderr is captured,
+artifact in this process, :func:`probe_model` has it load the model, prepare it (allocate
+its tensors) and run once on zeros in a short-lived child (``_probe_child.py``, which
+imports only numpy and the runtime, never TensorFlow). The child's stderr is captured,
 never shown. The verdict is cached by the bytes' SHA-256, so each artifact is probed once
 per process.
+
+What the probe calls damage, and what it does not:
+
+* a crash (a signal, an abort), a hang, a runtime that cannot load the file, or one that
+  cannot prepare it (unless custom ops or unknown dimensions excuse that) is a
+  :class:`~tfcompress.errors.ModelLoadError`, worded for what happened;
+* an op that returns an error when *run* on zeros is not damage: an int8 audio front end
+  that divides by the frame's peak fails on silence and runs fine on sound. The model
+  loads; :func:`zeros_refused` remembers why, and before a runner first runs it in this
+  process, :func:`probe_inputs` runs it in a child again on the real inputs: a crash there
+  is damage, an error there is the runtime refusing those values (an
+  :class:`~tfcompress.errors.InvalidDataError` naming the op), success lets it run here.
 
 Environment:
     ``TFCOMPRESS_NO_PROBE=1`` skips the probe, for trusted files loaded many times by
@@ -25,16 +35,20 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import json
 import logging
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfcompress.errors import InvalidInputError, ModelLoadError, TFCompressError
+import numpy as np
+
+from tfcompress.errors import InvalidDataError, InvalidInputError, ModelLoadError, TFCompressError
 
 logger = logging.getLogger(__name__)
 
@@ -46,11 +60,16 @@ _REEXPORT = "the file is corrupt or crafted; re-export it from the source model"
 
 @dataclass(frozen=True)
 class _Verdict:
-    """What the child reported: ``reason`` is None when the model loaded and ran."""
+    """What the child reported: ``reason`` is None when the model loaded and ran.
+
+    ``stage`` is ``load``, ``prepare`` or ``run`` (the runtime's own refusal), ``crash``
+    or ``hang``; ``said`` is the runtime's own words for a refusal.
+    """
 
     reason: str | None
     stage: str = ""
     cacheable: bool = True
+    said: str = ""
 
 
 _verdicts: dict[tuple[str, str], _Verdict] = {}
@@ -76,9 +95,9 @@ def probe_model(
     *,
     source: object = "<bytes>",
     timeout: float | None = None,
-    must_run: bool = True,
+    must_prepare: bool = True,
 ) -> None:
-    """Load and run ``content`` once with its native runtime, in a child process.
+    """Load, prepare and run ``content`` once on zeros with its native runtime, in a child.
 
     Args:
         content: The model's bytes.
@@ -87,12 +106,13 @@ def probe_model(
         source: How error messages name the file.
         timeout: Seconds before the child is stopped (default ``TFCOMPRESS_PROBE_TIMEOUT``
             or 60).
-        must_run: False when the runtime may legitimately refuse to *run* the model here
-            (custom ops such as the Edge TPU's): it is still loaded and run in the child,
-            so a crash is caught, but a clean refusal is not an error.
+        must_prepare: False when the runtime may legitimately refuse to *prepare* the model
+            here (custom ops such as the Edge TPU's, an unknown length stored as 1): it is
+            still loaded in the child, so a crash is caught, but a clean refusal to prepare
+            is not an error.
 
     Raises:
-        ModelLoadError: The runtime crashed, hung or refused the model.
+        ModelLoadError: The runtime crashed, hung, or refused to load (or prepare) the model.
         InvalidInputError: An unknown ``kind`` or a timeout that is not positive.
 
     Example:
@@ -100,21 +120,93 @@ def probe_model(
     """
     if kind not in _RUNTIMES:
         raise InvalidInputError(f"cannot probe {kind!r} models; use one of {sorted(_RUNTIMES)}.")
-    if os.environ.get("TFCOMPRESS_NO_PROBE", "") not in {"", "0"}:
-        return
-    if kind == "onnx" and importlib.util.find_spec("onnxruntime") is None:
+    if _disabled() or (kind == "onnx" and importlib.util.find_spec("onnxruntime") is None):
         return  # nothing here will run the model natively, so nothing to contain
     limit = _timeout(timeout)
     key = (kind, hashlib.sha256(content).hexdigest())
     verdict = _verdicts.get(key)
     if verdict is None:
-        verdict = _run_child(content, kind, limit)
+        verdict = _run_child(content, kind, limit, None)
         if verdict.cacheable:
             _verdicts[key] = verdict
-    if verdict.reason is not None and (must_run or verdict.stage != "run"):
-        raise ModelLoadError(f"{source}: {verdict.reason}")
-    if verdict.reason is not None:
-        logger.debug("%s: %s (accepted: the model has ops this runtime lacks)", source, verdict)
+    if verdict.reason is None:
+        return
+    if verdict.stage == "run":
+        # Not damage: an op refused all-zero inputs. A runner in this process probes again
+        # on the real inputs before it runs them here.
+        logger.info("%s: %s", source, verdict.reason)
+        return
+    if verdict.stage == "prepare" and not must_prepare:
+        # Custom ops this runtime lacks (the Edge TPU's), or a length stored as 1 that is too
+        # short: the backend that runs the model says so when it is asked to.
+        logger.debug("%s: %s (accepted)", source, verdict.reason)
+        return
+    raise ModelLoadError(f"{source}: {verdict.reason}")
+
+
+def zeros_refused(content: bytes, kind: str) -> str | None:
+    """Why the runtime could not *run* ``content`` on zeros in its probe, or None.
+
+    None also when the probe has not run in this process (a worker process, or
+    ``TFCOMPRESS_NO_PROBE``), or when the model has since run on real inputs.
+
+    Example:
+        >>> zeros_refused(Path("norm_int8.tflite").read_bytes(), "tflite")  # doctest: +SKIP
+        'LiteRT ... Node number 3 (DIV) failed to invoke ...'
+    """
+    verdict = _verdicts.get((kind, hashlib.sha256(content).hexdigest()))
+    if verdict is None or verdict.reason is None or verdict.stage != "run":
+        return None
+    return verdict.said or verdict.reason
+
+
+def probe_inputs(
+    content: bytes,
+    kind: str,
+    inputs: Mapping[str, np.ndarray],
+    *,
+    source: object = "<bytes>",
+    timeout: float | None = None,
+) -> None:
+    """Run ``content`` once on ``inputs`` in a child, before it runs on them in this process.
+
+    For a model whose run on zeros failed (:func:`zeros_refused`): on success the model is
+    remembered as running, and later runners need no probe.
+
+    Args:
+        content: The model's bytes.
+        kind: ``"tflite"`` or ``"onnx"``.
+        inputs: The arrays exactly as the runner will set them: keyed ``t<index>`` (tensor
+            index) for a ``.tflite``, by input name for an ``.onnx``.
+        source: How error messages name the file.
+        timeout: Seconds before the child is stopped.
+
+    Raises:
+        ModelLoadError: The runtime crashed or hung on these inputs (damage, or a runtime
+            bug this process must not meet).
+        InvalidDataError: An op refused these inputs too: the runtime's words, naming it.
+
+    Example:
+        >>> probe_inputs(content, "tflite", {"t0": audio}, source="n.tflite")  # doctest: +SKIP
+    """
+    if _disabled():
+        return
+    key = (kind, hashlib.sha256(content).hexdigest())
+    verdict = _run_child(content, kind, _timeout(timeout), dict(inputs))
+    if verdict.reason is None:
+        _verdicts[key] = verdict  # it ran: no need to ask again in this process
+        return
+    if verdict.stage == "run":
+        raise InvalidDataError(
+            f"{source}: {_RUNTIMES[kind]} ran the model but an op refused the inputs it was "
+            f"given ({verdict.said}); the file is fine: check that the data holds values this "
+            "model accepts."
+        )
+    raise ModelLoadError(f"{source}: {verdict.reason}")
+
+
+def _disabled() -> bool:
+    return os.environ.get("TFCOMPRESS_NO_PROBE", "") not in {"", "0"}
 
 
 def _timeout(timeout: float | None) -> float:
@@ -130,11 +222,19 @@ def _timeout(timeout: float | None) -> float:
     return value
 
 
-def _run_child(content: bytes, kind: str, timeout: float) -> _Verdict:
+def _run_child(
+    content: bytes, kind: str, timeout: float, inputs: dict[str, np.ndarray] | None
+) -> _Verdict:
     runtime = _RUNTIMES[kind]
+    on = "on zeros" if inputs is None else "on the real inputs"
+    command = child_command(kind) + ([] if inputs is None else ["--inputs"])
     try:
         done = subprocess.run(
-            child_command(kind), input=content, capture_output=True, timeout=timeout, check=False
+            command,
+            input=content if inputs is None else _framed(content, inputs),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
         )
     except OSError as failure:  # cannot fork or exec: the machine, not the file
         raise TFCompressError(
@@ -145,16 +245,22 @@ def _run_child(content: bytes, kind: str, timeout: float) -> _Verdict:
         _log_stderr(expired.stderr)
         # Not cached: a machine busy enough to slow a big model down is not the file's fault.
         return _Verdict(
-            f"{runtime} did not finish loading and running this file within {timeout:g} s and "
-            f"was stopped (it hung); {_REEXPORT}, or raise TFCOMPRESS_PROBE_TIMEOUT for a very "
-            "large model.",
+            f"{runtime} did not finish loading and running this file {on} within {timeout:g} s "
+            f"and was stopped (it hung); {_REEXPORT}, or raise TFCOMPRESS_PROBE_TIMEOUT for a "
+            "very large model.",
             "hang",
             cacheable=False,
         )
     _log_stderr(done.stderr)
     if done.returncode < 0:
         name = _signal_name(-done.returncode)
-        return _Verdict(f"{runtime} crashed on this file ({name}); {_REEXPORT}.", "crash")
+        return _Verdict(
+            f"{runtime} crashed ({name}) when it ran this file once {on}, in a child process "
+            f"that tfcompress uses to contain such crashes; a valid model never crashes it: "
+            f"the file is corrupt or crafted, or it meets a bug of {runtime}; re-export it "
+            "from the source model.",
+            "crash",
+        )
     line = done.stdout.decode("utf-8", errors="replace").strip().splitlines()[-1:]
     try:
         reply = json.loads(line[0]) if line else None
@@ -171,15 +277,33 @@ def _run_child(content: bytes, kind: str, timeout: float) -> _Verdict:
     if reply.get("ok") is True:
         return _Verdict(None)
     stage = str(reply.get("stage", "load"))
-    action = "load" if stage == "load" else "run"
     reason = " ".join(str(reply.get("reason", "no reason given")).split())[:300]
+    if stage == "run":
+        return _Verdict(
+            f"{runtime} loaded and prepared the model, but an op refused to run {on} "
+            f"({reason}); a refusal of those values is not damage, so the model loads and "
+            "is run on the real inputs",
+            stage,
+            said=reason,
+        )
+    action = "load" if stage == "load" else "prepare"
     if kind == "tflite":  # the words load_model has always used for a broken .tflite
         return _Verdict(
             f"the .tflite file is truncated or corrupt (or crafted): {runtime} cannot {action} "
             f"it ({reason}); re-export it from the source model.",
             stage,
+            said=reason,
         )
-    return _Verdict(f"{runtime} cannot {action} this model ({reason}); {_REEXPORT}.", stage)
+    return _Verdict(
+        f"{runtime} cannot {action} this model ({reason}); {_REEXPORT}.", stage, said=reason
+    )
+
+
+def _framed(content: bytes, inputs: Mapping[str, np.ndarray]) -> bytes:
+    """The child's ``--inputs`` request: model length, model, then an ``.npz`` of inputs."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **{name: np.asarray(array) for name, array in inputs.items()})
+    return len(content).to_bytes(8, "little") + content + buffer.getvalue()
 
 
 def _signal_name(number: int) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfcompress.errors import UnsupportedModelError
-from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name, saved_model_errors
+from tfcompress.models.loading import SavedModelDir, TFLiteModel, load_saved_model, model_name
 from tfcompress.models.onnx import OnnxModel, onnx_signature
 
 Shape = tuple[int | None, ...]
@@ -240,10 +240,7 @@ def _tflite_signature(model: TFLiteModel) -> ModelSignature:
 
 
 def _saved_model_signature(model: SavedModelDir) -> ModelSignature:
-    from tfcompress._compat.tf import tensorflow
-
-    with saved_model_errors(model.path):
-        loaded = tensorflow().saved_model.load(str(model.path))
+    loaded = load_saved_model(model)
     signature = loaded.signatures.get(model.signature_key)
     if signature is None:
         raise UnsupportedModelError(

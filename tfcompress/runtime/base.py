@@ -11,6 +11,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tfcompress.errors import InvalidInputError
+from tfcompress.models.feeding import FeedLayout, feed_layout
 from tfcompress.models.signature import ModelSignature
 
 _REGISTRY: dict[str, type[Runner]] = {}
@@ -29,6 +30,13 @@ class Runner(abc.ABC):
     one dataset feeds every variant. Inputs are matched by name: pass one array for a
     single-input model, or a dict keyed by input name.
 
+    Arrays given to :meth:`run`, :meth:`predict` and :meth:`bind` are batch first, as a
+    :class:`~tfcompress.data.Dataset` holds them; :attr:`layout` says where each tensor's
+    batch is in the model (a ``(layers, N, units)`` state, a scalar sample rate, a static
+    batch of 1) and the runner moves it there: a scalar input's one value is fed on each
+    call, and a static-batch model runs as calls of its own batch size, whatever the
+    number of samples. :meth:`predict_batch` is the one call, in the model's own layout.
+
     Example:
         >>> with create_runner(model, backend="cpu", threads=2) as runner:  # doctest: +SKIP
         ...     logits = runner.predict(x_test)  # one output: an array
@@ -38,7 +46,10 @@ class Runner(abc.ABC):
     backend: ClassVar[str]
     formats: ClassVar[tuple[type, ...]] = ()  # artifact types this backend runs
     runs: ClassVar[str] = ".tflite"  # what it runs, in words, for "skipped: ..." report rows
+    #: Pad the last short batch of :meth:`run` so a resizable runtime keeps one input shape.
+    pads_last_batch: ClassVar[bool] = False
     signature: ModelSignature
+    _layout: FeedLayout | None = None
 
     @classmethod
     def accepts(cls, model: object) -> bool:
@@ -47,15 +58,45 @@ class Runner(abc.ABC):
 
     @abc.abstractmethod
     def predict_batch(self, feed: Feed) -> Outputs:
-        """Run one batch (any size; every input in ``feed``) and return the float outputs."""
+        """Run one call and return the float outputs, both in the model's own layout.
+
+        ``feed`` holds every input as the model takes it: the batch where :attr:`layout`
+        puts it (the model's static batch size when it has one), a scalar as a 0-d array.
+        """
+
+    @property
+    def layout(self) -> FeedLayout:
+        """Where each tensor's batch is, and the model's static batch (see ``feeding``)."""
+        if self._layout is None:
+            self._layout = feed_layout(self.layout_signature())
+        return self._layout
+
+    def layout_signature(self) -> ModelSignature:
+        """The signature the layout is read from (a runtime with fixed shapes overrides it)."""
+        return self.signature
+
+    def declare_batch_dims(self, batch_dims: Mapping[str, int] | None) -> None:
+        """Say which dimension is the batch for inputs whose signature cannot tell.
+
+        Args:
+            batch_dims: Input name -> dimension (``{"h": 1}``); None or empty: the rules.
+
+        Raises:
+            InvalidInputError: An unknown input, a scalar, or a dimension out of range.
+        """
+        self._layout = feed_layout(
+            self.layout_signature(), batch_dims=batch_dims, name=str(self.backend)
+        )
 
     @property
     def preferred_batch_size(self) -> int:
-        """The batch size :meth:`predict` uses by default."""
-        return 64
+        """The batch size :meth:`predict` uses by default: the static batch, else 64."""
+        return self.layout.static_batch or 64
 
     def feed(self, x: np.ndarray | Mapping[str, np.ndarray]) -> Feed:
         """Name the inputs: one array for a single-input model, else a dict by input name.
+
+        A scalar input may be given as one 0-d value; it is repeated for every sample.
 
         Raises:
             InvalidInputError: One array for several inputs, or names that are not the
@@ -74,7 +115,12 @@ class Runner(abc.ABC):
                 f"got inputs {', '.join(map(repr, x))} but the model's inputs are "
                 f"{', '.join(map(repr, names))}; key the arrays by input name."
             )
-        return {name: x[name] for name in names}
+        counts = [len(x[n]) for n in names if np.ndim(x[n])]
+        count = counts[0] if counts else 1
+        return {
+            name: np.broadcast_to(x[name], (count,)) if not np.ndim(x[name]) else x[name]
+            for name in names
+        }
 
     def run(
         self,
@@ -86,19 +132,27 @@ class Runner(abc.ABC):
         """Run all samples in batches and return every output, keyed by output name.
 
         Args:
-            x: Samples: one array (single-input model) or a dict keyed by input name.
-            batch_size: Samples per call; default :attr:`preferred_batch_size`.
+            x: Samples, batch first: one array (single-input model) or a dict keyed by
+                input name.
+            batch_size: Samples per call; default :attr:`preferred_batch_size`. A model
+                with a static batch always runs calls of its own size (the last padded).
             progress: Draw a progress bar (the CLI turns it on for long runs).
 
         Returns:
-            One array per output, rows in sample order.
+            One array per output, batch first, rows in sample order.
         """
         feed = self.feed(x)
-        count = len(next(iter(feed.values())))
-        size = batch_size or self.preferred_batch_size
+        count = feed_count(feed)
+        static = self.layout.static_batch
+        size = static or batch_size or self.preferred_batch_size
+        if self.pads_last_batch and not static and count > size and count % size:
+            padded = self.run(
+                pad_feed(feed, count + size - count % size), batch_size=size, progress=progress
+            )
+            return {name: array[:count] for name, array in padded.items()}
         starts = range(0, count, size)
         bar = tqdm(starts, desc=f"{self.backend} inference", unit="batch", disable=not progress)
-        parts = [self.predict_batch(slice_feed(feed, start, start + size)) for start in bar]
+        parts = [self._call(slice_feed(feed, start, start + size)) for start in bar]
         return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
     def predict(
@@ -121,20 +175,37 @@ class Runner(abc.ABC):
         outputs = self.run(x, batch_size=batch_size, progress=progress)
         return next(iter(outputs.values())) if len(outputs) == 1 else outputs
 
+    def calls_for(self, batch: int) -> int:
+        """How many calls a batch of ``batch`` samples takes (more than 1: static batch)."""
+        static = self.layout.static_batch
+        return 1 if static is None else -(-batch // static)
+
     def bind(self, x: np.ndarray | Mapping[str, np.ndarray]) -> Callable[[], object]:
         """Prepare one batch and return a call that runs just the inference on it.
 
         The benchmark harness times the returned call, the way LiteRT's benchmark_model
         times ``Invoke()``: input conversion and copies happen here, once, not in the loop.
-        The default runs :meth:`predict_batch`; backends override it to time less.
+        A static-batch model runs the batch as :meth:`calls_for` calls of its own size.
 
         Args:
-            x: One batch of float samples (an array, or a dict keyed by input name).
+            x: One batch of float samples, batch first (an array, or a dict by input name).
 
         Returns:
             A callable without arguments; each call runs the model once on ``x``.
         """
         feed = self.feed(x)
+        static = self.layout.static_batch
+        count = feed_count(feed)
+        if static is None or count == static:
+            return self.bind_call(self.layout.to_model(feed))
+        chunks = [
+            self.layout.to_model(pad_feed(slice_feed(feed, start, start + static), static))
+            for start in range(0, count, static)
+        ]
+        return lambda: [self.predict_batch(chunk) for chunk in chunks]
+
+    def bind_call(self, feed: Feed) -> Callable[[], object]:
+        """One call prepared in the model's layout; backends override it to time less."""
         return lambda: self.predict_batch(feed)
 
     def details(self) -> dict[str, object]:
@@ -143,6 +214,15 @@ class Runner(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold no resources
         """Release the model's resources."""
+
+    def _call(self, chunk: Feed) -> Outputs:
+        """One call on batch-first samples: padded to a static batch, moved, run, moved back."""
+        rows = feed_count(chunk)
+        static = self.layout.static_batch
+        fed = pad_feed(chunk, static) if static and rows < static else chunk
+        outputs = self.predict_batch(self.layout.to_model(fed))
+        samples = self.layout.to_samples(outputs, feed_count(fed))
+        return {name: array[:rows] for name, array in samples.items()}
 
     def __enter__(self) -> Runner:
         return self
@@ -156,36 +236,32 @@ class Runner(abc.ABC):
         self.close()
 
 
+def feed_count(feed: Feed) -> int:
+    """The number of samples in a batch-first feed."""
+    return len(next(iter(feed.values())))
+
+
 def slice_feed(feed: Feed, start: int, stop: int) -> Feed:
     """Samples ``start:stop`` of every input."""
     return {name: array[start:stop] for name, array in feed.items()}
 
 
 def pad_feed(feed: Feed, size: int) -> Feed:
-    """Zero-pad every input to ``size`` samples (for models with a fixed batch size)."""
+    """Pad every input to ``size`` samples with copies of its last sample.
+
+    The padded rows' outputs are dropped. Copies, not zeros: zeros are values some models
+    refuse (an int8 normalisation that divides by the frame's peak fails on silence).
+    """
     padded = {}
     for name, array in feed.items():
         missing = size - len(array)
-        zeros = np.zeros((missing, *array.shape[1:]), array.dtype)
-        padded[name] = np.concatenate([array, zeros]) if missing else array
+        if not missing:
+            padded[name] = array
+        elif array.strides[:1] == (0,):  # one value repeated: keep repeating it
+            padded[name] = np.broadcast_to(array[:1], (size, *array.shape[1:]))
+        else:
+            padded[name] = np.concatenate([array, np.repeat(array[-1:], missing, axis=0)])
     return padded
-
-
-def run_in_chunks(feed: Feed, size: int, run: Callable[[Feed], Outputs]) -> Outputs:
-    """Run a fixed-batch model on any number of samples: chunks of ``size``, last one padded.
-
-    Example:
-        >>> double = lambda f: {"y": f["x"] * 2}
-        >>> run_in_chunks({"x": np.arange(3)}, 2, double)["y"]
-        array([0, 2, 4])
-    """
-    count = len(next(iter(feed.values())))
-    parts = []
-    for start in range(0, count, size):
-        chunk = slice_feed(feed, start, start + size)
-        rows = len(next(iter(chunk.values())))
-        parts.append({name: out[:rows] for name, out in run(pad_feed(chunk, size)).items()})
-    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
 def register_backend(name: str) -> Callable[[type[Runner]], type[Runner]]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -15,9 +16,9 @@ from tfcompress.errors import (
     UnsupportedModelError,
 )
 from tfcompress.models.loading import TFLiteModel
-from tfcompress.models.signature import model_signature
+from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.models.tflite_file import read_tflite
-from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend, run_in_chunks
+from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
 from tfcompress.runtime.litert import custom_op_advice, dequantize, quantize
 
 logger = logging.getLogger(__name__)
@@ -36,8 +37,9 @@ def _litert_compiled_model() -> tuple[Any, Any, Any, Any]:
 class CompiledModelRunner(Runner):
     """Runs a ``.tflite`` through LiteRT's ``CompiledModel`` on the given accelerators.
 
-    Batches run as repeated calls at the model's own batch size (LiteRT 2.3's CompiledModel
-    cannot resize an input of a compiled model reliably).
+    Every call runs the shapes the model was compiled with (LiteRT 2.3's CompiledModel
+    cannot resize an input of a compiled model reliably): the runner's layout has the
+    file's stored batch as a static batch, and batches run as calls of that size.
 
     Args:
         model: The ``.tflite`` to run.
@@ -45,8 +47,9 @@ class CompiledModelRunner(Runner):
         threads: CPU threads for the ops that run on the CPU.
 
     Raises:
-        BackendUnavailableError: LiteRT cannot compile the model for the accelerators here.
-        UnsupportedModelError: Not a ``.tflite``, or several inputs/outputs.
+        BackendUnavailableError: LiteRT cannot compile the model for a GPU here (no GPU).
+        UnsupportedModelError: Not a ``.tflite``, custom ops, or a CPU-only compilation
+            that failed on this model (the message says what failed).
 
     Example:
         >>> with CompiledModelRunner(model, accelerators=("cpu",)) as runner:  # doctest: +SKIP
@@ -91,11 +94,17 @@ class CompiledModelRunner(Runner):
                     f"{model.name}: LiteRT ({self.backend} backend) cannot prepare the model "
                     f"({' '.join(str(error).split())[:300]}). {custom_op_advice(model)}"
                 ) from error
+            reason = " ".join(str(error).split())[:300]
             wanted = "|".join(a.upper() for a in accelerators)
-            missing = "no GPU" if "gpu" in accelerators else f"no {wanted}"
+            if "gpu" not in accelerators:
+                # The CPU is here: the compilation failed on this model, say what failed.
+                raise UnsupportedModelError(
+                    f"{model.name}: LiteRT's CompiledModel could not compile the model for "
+                    f"{wanted} ({reason}); the 'cpu' backend (LiteRT's Interpreter) may run it."
+                ) from error
             raise BackendUnavailableError(
-                f"{missing}: LiteRT could not compile {model.name} for {wanted} "
-                f"({' '.join(str(error).split())}); without a GPU use backend 'cpu'."
+                f"no GPU: LiteRT could not compile {model.name} for {wanted} ({reason}); "
+                "without a GPU use backend 'cpu'."
             ) from error
         self.signature = model_signature(model)
         key = next(iter(self._compiled.get_signature_list()))
@@ -113,16 +122,13 @@ class CompiledModelRunner(Runner):
         self._in_buffers = self._compiled.create_input_buffers(0)
         self._out_buffers = self._compiled.create_output_buffers(0)
 
-    @property
-    def batch(self) -> int:
-        """The model's own batch size (each run processes this many samples)."""
-        shape = self._in[0][2] if self._in else (1,)
-        return int(shape[0]) if shape else 1
-
-    @property
-    def preferred_batch_size(self) -> int:
-        """The model's own batch size."""
-        return self.batch
+    def layout_signature(self) -> ModelSignature:
+        """The signature at the compiled shapes: every call runs the shapes it was built for."""
+        shapes = {name: shape for name, _, shape in (*self._in, *self._out)}
+        return ModelSignature(
+            tuple(replace(s, shape=shapes.get(s.name, s.shape)) for s in self.signature.inputs),
+            tuple(replace(s, shape=shapes.get(s.name, s.shape)) for s in self.signature.outputs),
+        )
 
     @property
     def fully_accelerated(self) -> bool:
@@ -130,14 +136,13 @@ class CompiledModelRunner(Runner):
         return bool(self._compiled.is_fully_accelerated())
 
     def predict_batch(self, feed: Feed) -> Outputs:
-        """Run ``feed`` in chunks of the model's batch size (the last chunk zero-padded)."""
-        return run_in_chunks(feed, self.batch, self._invoke)
+        """Run one call at the compiled shapes (model layout) and return the float outputs."""
+        self._write(feed)
+        self._run()
+        return self._read()
 
-    def bind(self, x: np.ndarray | Mapping[str, np.ndarray]) -> Callable[[], object]:
-        """Write the inputs once and return the bare run when they fit one call."""
-        feed = self.feed(x)
-        if len(next(iter(feed.values()))) != self.batch:
-            return super().bind(feed)
+    def bind_call(self, feed: Feed) -> Callable[[], object]:
+        """Write the inputs once and return the bare run."""
         self._write(feed)
         return self._run
 
@@ -152,11 +157,6 @@ class CompiledModelRunner(Runner):
     def close(self) -> None:
         """Release the compiled model."""
         self._compiled.close()
-
-    def _invoke(self, feed: Feed) -> Outputs:
-        self._write(feed)
-        self._run()
-        return self._read()
 
     def _write(self, feed: Feed) -> None:
         for buffer, (name, detail, _) in zip(self._in_buffers, self._in, strict=True):

@@ -19,8 +19,14 @@ import numpy as np
 
 from tfcompress._compat.keras import flavour_of
 from tfcompress._compat.tf import tensorflow
-from tfcompress.errors import InvalidInputError, SettingUnavailableError, UnsupportedModelError
-from tfcompress.models.loading import SavedModelDir, TFLiteModel, saved_model_errors
+from tfcompress.errors import (
+    InvalidDataError,
+    InvalidInputError,
+    SettingUnavailableError,
+    UnsupportedModelError,
+)
+from tfcompress.models.loading import SavedModelDir, TFLiteModel, load_saved_model
+from tfcompress.models.loading import model_name as _model_name
 from tfcompress.models.signature import model_signature
 from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
 
@@ -172,16 +178,16 @@ class KerasRunner(Runner):
         self.signature = model_signature(model)
         tf = tensorflow()
         if isinstance(model, SavedModelDir):
-            with saved_model_errors(model.path):
-                loaded = tf.saved_model.load(str(model.path))
+            loaded = load_saved_model(model)
             self._signature = loaded.signatures[model.signature_key]
             self._keep_alive = loaded  # the signature's variables live on this object
             self.call = SIGNATURE_CALL
         else:
             self._signature = None
-            # One trace for every batch size: the inputs' own shapes with the batch left open.
+            # One trace for every batch size: the inputs' own shapes, the batch open unless the
+            # model fixes it (then every call has that size: see Runner.layout).
             specs = [
-                tf.TensorSpec((None, *spec.sample_shape), spec.dtype, name=spec.name)
+                tf.TensorSpec(spec.shape, spec.dtype, name=spec.name)
                 for spec in self.signature.inputs
             ]
             self._function = tf.function(
@@ -193,16 +199,16 @@ class KerasRunner(Runner):
         return self.model(inputs[0] if len(inputs) == 1 else inputs, training=False)
 
     def predict_batch(self, feed: Feed) -> Outputs:
-        """Run one batch in inference mode (dropout off, batch-norm statistics frozen)."""
+        """Run one call in inference mode (dropout off, batch-norm statistics frozen)."""
         return self._run(self._tensors(feed))
 
-    def bind(self, x: np.ndarray | Mapping[str, np.ndarray]) -> Callable[[], object]:
+    def bind_call(self, feed: Feed) -> Callable[[], object]:
         """Make the inputs tensors once and return the graph call (with results read back).
 
         Reading the result into numpy is part of each call: it is what waits for the
         computation to finish where TensorFlow runs ops asynchronously (a GPU).
         """
-        tensors = self._tensors(self.feed(x))
+        tensors = self._tensors(feed)
         return lambda: self._run(tensors)
 
     def _tensors(self, feed: Feed) -> list[Any]:
@@ -211,10 +217,24 @@ class KerasRunner(Runner):
 
     def _run(self, tensors: list[Any]) -> Outputs:
         names = self.signature.output_names
+        try:
+            if self._signature is not None:
+                results = self._signature(
+                    **dict(zip(self.signature.input_names, tensors, strict=True))
+                )
+            else:
+                results = self._function(tensors)
+        except (tensorflow().errors.OpError, ValueError, TypeError) as error:
+            # TensorFlow refusing the inputs (a shape its signature does not take) or an op
+            # failing on their values: a row error or exit 2, never an unexplained crash.
+            reason = " ".join(str(error).split())[:300]
+            raise InvalidDataError(
+                f"{_model_name(self.model)}: TensorFlow ({self.call}) could not run the "
+                f"inputs it was given: {reason}; feed the shapes and values its signature "
+                "declares (tfcompress inspect shows them)."
+            ) from error
         if self._signature is not None:
-            results = self._signature(**dict(zip(self.signature.input_names, tensors, strict=True)))
             return {name: np.asarray(results[name], dtype=np.float32) for name in names}
-        results = self._function(tensors)
         if isinstance(results, Mapping):
             return {name: np.asarray(results[name], dtype=np.float32) for name in names}
         if not isinstance(results, list | tuple):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -10,15 +10,9 @@ import numpy as np
 from tfcompress._compat.litert import make_interpreter
 from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.loading import TFLiteModel
+from tfcompress.models.probe import probe_inputs, zeros_refused
 from tfcompress.models.signature import model_signature
-from tfcompress.runtime.base import (
-    Feed,
-    Outputs,
-    Runner,
-    pad_feed,
-    register_backend,
-    run_in_chunks,
-)
+from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
 
 
 @register_backend("cpu")
@@ -27,9 +21,12 @@ class LiteRTRunner(Runner):
 
     Quantized inputs and outputs are converted with their scale and zero point, so callers
     feed float data to any variant. Inputs and outputs are named by the model's signature
-    (``serving_default``), in the graph's order. Batches run in one invoke when the model's
-    batch dimension is dynamic; otherwise in chunks of the fixed batch size. Other dynamic
-    dimensions (an audio length) take the size of the data fed.
+    (``serving_default``), in the graph's order. A model that keeps state in variable
+    tensors (a fused LSTM) starts each call of :meth:`predict_batch` from its initial state,
+    as each call holds independent samples. Batches run in one invoke when the model's
+    batch is free; a static-batch model runs calls of its own batch size (see
+    :attr:`~tfcompress.runtime.base.Runner.layout`). Other dynamic dimensions (an audio
+    length) take the size of the data fed.
 
     Args:
         model: The ``.tflite`` to run.
@@ -42,6 +39,7 @@ class LiteRTRunner(Runner):
     """
 
     formats = (TFLiteModel,)
+    pads_last_batch = True  # one input shape for every call: no resize, no re-allocation
 
     def __init__(self, model: TFLiteModel, *, threads: int = 1, use_xnnpack: bool = True) -> None:
         if threads < 1:
@@ -61,10 +59,12 @@ class LiteRTRunner(Runner):
             raise self._cannot_run(error) from error
         self._inputs = self.interpreter.get_input_details()
         self._outputs = self.interpreter.get_output_details()
-        first = self._inputs[0] if self._inputs else None
-        signature = first.get("shape_signature", first["shape"]) if first is not None else [1]
-        self.dynamic_batch = len(signature) > 0 and int(signature[0]) == -1
-        self._batch = int(first["shape"][0]) if first is not None and len(first["shape"]) else 1
+        # A fused LSTM/RNN keeps its state in variable tensors, which persist from one
+        # invoke to the next: each call of independent samples starts from the initial state.
+        self._stateful = _has_variable_tensors(model)
+        # The load probe could not run it on zeros (an op refused them, which is not damage):
+        # it runs here only after a child process has run it on the real inputs.
+        self._unproven = zeros_refused(model.content, "tflite")
         self._shapes = {d["index"]: tuple(int(n) for n in d["shape"]) for d in self._inputs}
         self._allocated = False
         try:
@@ -96,44 +96,16 @@ class LiteRTRunner(Runner):
         )
 
     @property
-    def preferred_batch_size(self) -> int:
-        """64 for a dynamic batch dimension, else the model's fixed batch size."""
-        return 64 if self.dynamic_batch else self._batch
-
-    @property
     def input_details(self) -> dict[str, Any]:
         """The interpreter's details of the first input tensor."""
         return self._inputs[0]
 
     def predict_batch(self, feed: Feed) -> Outputs:
-        """Run ``feed`` (float samples by input name) and return dequantized float outputs."""
-        if self.dynamic_batch:
-            return self._invoke(feed)
-        return run_in_chunks(feed, self._batch, self._invoke)
+        """Run one call (model layout, float values) and return dequantized float outputs."""
+        return self._invoke(feed)
 
-    def run(
-        self,
-        x: np.ndarray | Mapping[str, np.ndarray],
-        *,
-        batch_size: int | None = None,
-        progress: bool = False,
-    ) -> Outputs:
-        """Run all samples; the last short batch is padded so the interpreter keeps its shape."""
-        feed = self.feed(x)
-        count = len(next(iter(feed.values())))
-        size = batch_size or self.preferred_batch_size
-        tail = count % size
-        if not self.dynamic_batch or tail == 0 or count < size:
-            return super().run(feed, batch_size=size, progress=progress)
-        padded = pad_feed(feed, count + size - tail)
-        outputs = super().run(padded, batch_size=size, progress=progress)
-        return {name: array[:count] for name, array in outputs.items()}
-
-    def bind(self, x: np.ndarray | Mapping[str, np.ndarray]) -> Callable[[], object]:
+    def bind_call(self, feed: Feed) -> Callable[[], object]:
         """Set the inputs once and return ``Interpreter.invoke`` (what gets timed)."""
-        feed = self.feed(x)
-        if not self.dynamic_batch and len(next(iter(feed.values()))) != self._batch:
-            return super().bind(feed)  # fixed batch: chunks of the model's own batch size
         self._set_inputs(feed)
         return self.interpreter.invoke
 
@@ -167,16 +139,41 @@ class LiteRTRunner(Runner):
             except (RuntimeError, ValueError) as error:
                 raise self._cannot_run(error) from error
             self._allocated = True
-        for detail, name in zip(self._inputs, self.signature.input_names, strict=True):
-            self.interpreter.set_tensor(detail["index"], quantize(feed[name], detail))
-        self._batch = len(next(iter(feed.values())))
+        values = {
+            detail["index"]: quantize(feed[name], detail)
+            for detail, name in zip(self._inputs, self.signature.input_names, strict=True)
+        }
+        if self._unproven is not None:
+            source = self.model.path or self.model.name
+            probe_inputs(
+                self.model.content, "tflite", {f"t{i}": v for i, v in values.items()}, source=source
+            )
+            self._unproven = None
+        names = {
+            d["index"]: n for d, n in zip(self._inputs, self.signature.input_names, strict=True)
+        }
+        for index, value in values.items():
+            try:
+                self.interpreter.set_tensor(index, value)
+            except ValueError as error:  # LiteRT refusing the array: name the input
+                raise InvalidDataError(
+                    f"input {names[index]!r} of {self.model.name}: LiteRT refused the array "
+                    f"({' '.join(str(error).split())[:200]}); feed its declared shape."
+                ) from error
 
     def _invoke(self, feed: Feed) -> Outputs:
         self._set_inputs(feed)
+        if self._stateful:
+            self.interpreter.reset_all_variables()
         try:
             self.interpreter.invoke()
-        except RuntimeError as error:  # a kernel that refuses its inputs' types at run time
-            raise self._cannot_run(error) from error
+        except RuntimeError as error:
+            if _kernel_refusal(error):  # a custom op prepared lazily, a kernel without types
+                raise self._cannot_run(error) from error
+            # An op that refuses the values it got (an int8 DIV by zero): not the file.
+            raise invoke_failed(
+                self.model.name, f"LiteRT ({self.backend} backend)", error
+            ) from error
         return {
             name: dequantize(self.interpreter.get_tensor(detail["index"]), detail)
             for detail, name in zip(self._outputs, self.signature.output_names, strict=True)
@@ -185,6 +182,39 @@ class LiteRTRunner(Runner):
     def close(self) -> None:
         """Drop the interpreter."""
         self.interpreter = None
+
+
+def _has_variable_tensors(model: TFLiteModel) -> bool:
+    from tfcompress.models.tflite_file import read_tflite
+
+    parsed = read_tflite(model.content, source=model.path or model.name)
+    return any(t.is_variable for graph in parsed.subgraphs for t in graph.tensors)
+
+
+def _kernel_refusal(error: BaseException) -> bool:
+    """Whether an invoke failed on the model's ops (types, custom ops), not on the values."""
+    text = str(error)
+    return any(
+        words in text for words in ("failed to prepare", "unresolved custom op", "only supports")
+    )
+
+
+def invoke_failed(model: str, runtime: str, error: BaseException) -> InvalidDataError:
+    """The error of a model that loaded and was prepared but failed on the values it got.
+
+    Such a failure is not damage: an op refused its inputs (int8 DIV by a value that is zero
+    on silence, a gather index out of range, a loop bound).
+
+    Example:
+        >>> invoke_failed("m.tflite", "LiteRT", RuntimeError("Node 3 (DIV) failed to invoke."))
+        InvalidDataError('m.tflite: LiteRT ran the model but an op refused the values it got: ...')
+    """
+    reason = " ".join(str(error).split())[:300] or type(error).__name__
+    return InvalidDataError(
+        f"{model}: {runtime} ran the model but an op refused the values it got: {reason}; "
+        "the file is fine: check that the data holds inputs this model accepts (e.g. no "
+        "all-zero input to a normalisation that divides by it)."
+    )
 
 
 def custom_op_advice(model: TFLiteModel) -> str:

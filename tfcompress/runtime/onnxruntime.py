@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from tfcompress._compat.onnx import onnxruntime_module
-from tfcompress.errors import BackendUnavailableError, InvalidInputError, UnsupportedModelError
+from tfcompress._compat.onnx import onnxruntime_module, ort_errors
+from tfcompress.errors import (
+    BackendUnavailableError,
+    InvalidDataError,
+    InvalidInputError,
+    UnsupportedModelError,
+)
 from tfcompress.models.onnx import OnnxModel, ort_dtype
+from tfcompress.models.probe import probe_inputs, zeros_refused
 from tfcompress.models.signature import ModelSignature, TensorSpec
-from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend, run_in_chunks
+from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
 
 logger = logging.getLogger(__name__)
 
@@ -93,34 +99,24 @@ class OnnxRuntimeRunner(Runner):
             tuple(_spec(i) for i in inputs), tuple(_spec(o) for o in outputs)
         )
         self._dtypes = {i.name: np.dtype(ort_dtype(i.type)) for i in inputs}
-        first = inputs[0].shape[0] if inputs and inputs[0].shape else None
-        self._fixed_batch = first if isinstance(first, int) and first > 0 else None
+        self._errors = ort_errors()
+        # The load probe could not run it on zeros (an op refused them, which is not damage):
+        # it runs here only after a child process has run it on the real inputs.
+        self._unproven = zeros_refused(model.content, "onnx")
 
     @property
     def providers(self) -> list[str]:
         """The execution providers the session actually uses."""
         return list(self.session.get_providers())
 
-    @property
-    def preferred_batch_size(self) -> int:
-        """64, or the model's fixed batch size."""
-        return self._fixed_batch or 64
-
     def predict_batch(self, feed: Feed) -> Outputs:
-        """Run ``feed`` and return the float outputs by name."""
-        if self._fixed_batch and len(next(iter(feed.values()))) != self._fixed_batch:
-            return run_in_chunks(
-                feed, self._fixed_batch, lambda chunk: self._run(self._cast(chunk))
-            )
+        """Run one call (model layout) and return the float outputs by name."""
         return self._run(self._cast(feed))
 
-    def bind(self, x: np.ndarray | Mapping[str, np.ndarray]) -> Callable[[], object]:
+    def bind_call(self, feed: Feed) -> Callable[[], object]:
         """Build the input feed once and return the bare ``session.run``."""
-        feed = self.feed(x)
-        if self._fixed_batch and len(next(iter(feed.values()))) != self._fixed_batch:
-            return super().bind(feed)
         cast = self._cast(feed)
-        return lambda: self.session.run(None, cast)
+        return lambda: self._session_run(cast)  # a try block costs nothing when nothing fails
 
     def details(self) -> dict[str, object]:
         """Threads and the execution providers in use."""
@@ -136,13 +132,38 @@ class OnnxRuntimeRunner(Runner):
             for name, array in feed.items()
         }
 
+    def _session_run(self, feed: Feed) -> list[Any]:
+        if self._unproven is not None:
+            probe_inputs(
+                self.model.content, "onnx", feed, source=self.model.path or self.model.name
+            )
+            self._unproven = None
+        try:
+            return self.session.run(None, feed)
+        except self._errors as error:
+            raise _refused(self.model.name, self.signature.input_names, error) from error
+
     def _run(self, feed: Feed) -> Outputs:
-        results = self.session.run(None, feed)
+        results = self._session_run(feed)
         names = self.signature.output_names
         return {
             name: np.asarray(value, dtype=np.float32)
             for name, value in zip(names, results, strict=True)
         }
+
+
+def _refused(model: str, inputs: tuple[str, ...], error: BaseException) -> InvalidDataError:
+    """ONNX Runtime's refusal to run, naming the input when its message names one."""
+    reason = " ".join(str(error).split())
+    reason = (
+        reason.split("] ", 1)[-1][:300] or type(error).__name__
+    )  # drop "[ONNXRuntimeError] : 2 : ..."
+    named = [name for name in inputs if f"input: {name}" in reason or f"'{name}'" in reason]
+    what = f"input {named[0]!r}" if named else "the inputs"
+    return InvalidDataError(
+        f"{model}: ONNX Runtime refused {what}: {reason}; feed the shape and values the "
+        "model's signature declares (tfcompress inspect shows it)."
+    )
 
 
 def _spec(node: Any) -> TensorSpec:

@@ -33,7 +33,7 @@ def landmark_data(dataset: Dataset) -> Dataset:
     """Digits as a landmark task: ``image`` (16x16), ``landmarks``, ``presence``, ``classes``.
 
     Example:
-        >>> data = landmark_data(tfcompress.datasets.digits().test)  # doctest: +SKIP
+        >>> data = landmark_data(tfcompress.samples.digits().test)  # doctest: +SKIP
         >>> sorted(data.y)  # doctest: +SKIP
         ['classes', 'landmarks', 'presence']
     """
@@ -68,7 +68,7 @@ def landmark_model(*, epochs: int = 12, seed: int = 0) -> tuple[Any, tuple[Datas
     """
     import keras
 
-    from tfcompress.datasets import digits
+    from tfcompress.samples.datasets import digits
 
     keras.utils.set_random_seed(seed)
     split = digits(seed=seed)

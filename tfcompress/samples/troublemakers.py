@@ -35,7 +35,7 @@ REGRESSION_WEIGHT = 0.1 / SMALL**2
 
 def digits_split(seed: int = 0) -> Any:
     """The digits split every builder trains on."""
-    from tfcompress.datasets import digits
+    from tfcompress.samples.datasets import digits
 
     return digits(seed=seed)
 

@@ -81,7 +81,9 @@ class Runner:
         if self.dask:
             from distributed import as_completed
 
-            return iter(as_completed(futures))
+            # Without a loop it asks for the default client, and connect_scheduler's client
+            # is not the default one (set_as_default=False): "No clients found".
+            return iter(as_completed(futures, loop=self.executor.loop))
         return concurrent.futures.as_completed(futures)
 
     def cancel(self, futures: Iterable[Any]) -> None:

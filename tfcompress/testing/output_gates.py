@@ -10,7 +10,7 @@ the pytest plugin and ``quantize/qat/prune/cluster --max-drop`` run.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfcompress.bench.thresholds import check_threshold_names
@@ -46,6 +46,9 @@ def check_gate(
     threads: int = 1,
     checks: Sequence[Check] | None = None,
     settings: GateSettings | None = None,
+    batch_dims: Mapping[str, int] | None = None,
+    input_values: Mapping[str, float] | None = None,
+    safe_mode: bool = True,
     **thresholds: float | None,
 ) -> GateReport:
     """Run both models on ``data`` and judge each (output, metric); a failed gate is returned.
@@ -72,11 +75,22 @@ def check_gate(
             be left out.
         settings: Ready-made settings; then ``mode``, ``backend``, ``confidence`` and
             ``interval`` must be left at their defaults (refused otherwise, never ignored).
+        batch_dims: Input name -> the dimension that is its batch, for inputs whose
+            signature cannot tell (``{"h": 1}``; ``--batch-dim h=1``).
+        input_values: Input name -> one value fed on every call to inputs the data lacks
+            (a scalar sample rate: ``{"sr": 16000}``; ``--input-value sr=16000``).
+        safe_mode: Refuse Keras files that would run code when loaded (Lambda layers);
+            False only for files you trust (``--unsafe``).
         **thresholds: One keyword per row of the threshold table
             (:data:`tfcompress.bench.thresholds.THRESHOLDS`): ``max_drop`` (allowed worsening
             of task metrics in the metric's unit; default 0.01 for accuracy-like ones),
             ``min_snr`` (dB, default 20), ``min_cosine`` (default 0.99), ``max_abs`` (no
             default), ``min_agreement`` (default 0.99).
+
+    The signature decides how both models are fed (:mod:`tfcompress.models.feeding`): a
+    scalar input gets one value per call, a ``(layers, N, units)`` state its batch in the
+    middle, a static-batch model (``(1, 40)``) runs one call per sample. A ``.tflite`` or
+    ``.onnx`` runs in a worker process, so a native crash is an error (exit 2), not the end.
 
     Returns:
         The report: one verdict per (output, metric); ``report.passed`` when all pass.
@@ -118,13 +132,23 @@ def check_gate(
         )
     if checks is None:
         checks = build_checks(outputs, names, **given)
-    ref, cand = load_pair(reference, candidate, settings.backend)
+    ref, cand = load_pair(reference, candidate, settings.backend, safe_mode=safe_mode)
     signature = model_signature(ref)
-    dataset = read_for_reference(data, ref, "gate data")
+    dataset = read_for_reference(
+        data, ref, "gate data", batch_dims=batch_dims, input_values=input_values
+    )
     ref_name, cand_name = display_names(model_name(ref), model_name(cand))
-    ref_run = run_model(ref, dataset, signature, name=ref_name, threads=threads)
+    ref_run = run_model(
+        ref, dataset, signature, name=ref_name, threads=threads, batch_dims=batch_dims
+    )
     cand_run = run_model(
-        cand, dataset, signature, name=cand_name, backend=settings.backend, threads=threads
+        cand,
+        dataset,
+        signature,
+        name=cand_name,
+        backend=settings.backend,
+        threads=threads,
+        batch_dims=batch_dims,
     )
     report = judge_outputs_by_name(
         dataset.y if isinstance(dataset.y, dict) else None,
@@ -166,7 +190,9 @@ def assert_gate(reference: Any, candidate: Any, data: Any, **options: Any) -> Ga
     return report
 
 
-def load_pair(reference: Any, candidate: Any, backend: str) -> tuple[Any, Any]:
+def load_pair(
+    reference: Any, candidate: Any, backend: str, *, safe_mode: bool = True
+) -> tuple[Any, Any]:
     """Load both models of a gate; refuse a delegate backend for a candidate it cannot run.
 
     Raises:
@@ -178,7 +204,8 @@ def load_pair(reference: Any, candidate: Any, backend: str) -> tuple[Any, Any]:
     from tfcompress.models import TFLiteModel, model_name, resolve_model
     from tfcompress.runtime import default_backend
 
-    ref, cand = resolve_model(reference), resolve_model(candidate)
+    ref = resolve_model(reference, safe_mode=safe_mode)
+    cand = resolve_model(candidate, safe_mode=safe_mode)
     natural = default_backend(cand)
     if not isinstance(cand, TFLiteModel) and backend not in (DEFAULT_BACKEND, natural):
         raise UnsupportedModelError(

@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tfcompress._compat.tfmot import tf_keras, tfmot
+from tfcompress._compat.tfmot import tf_keras, tfmot, tfmot_logs_to
 from tfcompress.errors import UnsupportedModelError
 
 logger = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ def _quantize_apply(model: Any, annotate: set[str], scheme: str) -> Any:
     annotated = tf_keras().models.clone_model(model, clone_function=wrap)
     annotated.set_weights(model.get_weights())
     reserve_layer_names(model)
-    with quant.quantize_scope():
+    with quant.quantize_scope(), tfmot_logs_to(logger):
         return quant.quantize_apply(annotated, _scheme(scheme))
 
 

@@ -271,7 +271,7 @@ def _by_name(x: Any, names: tuple[str, ...], count: int) -> Iterator[dict[str, A
 
 def _check_runs(content: bytes, custom_ops: tuple[str, ...], source: str) -> None:
     try:
-        probe_model(content, "tflite", source=source, must_run=True)
+        probe_model(content, "tflite", source=source, must_prepare=True)
     except ModelLoadError as error:
         from tfcompress.errors import UnsupportedModelError
 
@@ -286,7 +286,7 @@ def _check_runs_written(content: bytes, custom_ops: bool, source: str) -> None:
     """Never return a file that does not run: validate it, then run it once in a child."""
     try:
         read_tflite(content, source=source).validate(source=source)
-        probe_model(content, "tflite", source=f"{source} (quantized)", must_run=not custom_ops)
+        probe_model(content, "tflite", source=f"{source} (quantized)", must_prepare=not custom_ops)
     except ModelLoadError as error:
         raise ConversionError(
             f"LiteRT Quantizer wrote a file LiteRT cannot run ({error}); nothing was "

@@ -28,21 +28,30 @@ from tfcompress.targets.edgetpu.limitations import LIMITATION_CHECKS
 from tfcompress.targets.edgetpu.ops import Support, rule_for
 from tfcompress.targets.edgetpu.view import EIGHT_BIT, OpView
 
-__all__ = ["FIX_QUANTIZE", "FIX_STATIC_SHAPE", "is_input_quantizer", "op_issues"]
+__all__ = [
+    "FIX_QUANTIZE",
+    "FIX_STATIC_SHAPE",
+    "TARGET_FIX",
+    "is_input_quantizer",
+    "op_issues",
+]
 
+# `--target edgetpu` applies the three fixes below at once (integer-only int8, 8-bit
+# inputs and outputs, a static batch of 1): each fix names it first.
+TARGET_FIX = "`tfcompress quantize MODEL --target edgetpu --data CALIB.npz --out M.tflite`"
 FIX_QUANTIZE = (
-    "quantize fully for the Edge TPU: `tfcompress quantize MODEL --recipe int8 --input-type "
-    "uint8 --output-type uint8 --data CALIB.npz --out M.tflite` (if the converter keeps this "
-    "op in float, replace it with an op that has an int8 kernel)"
+    f"quantize fully for the Edge TPU: {TARGET_FIX} (integer-only int8, uint8 inputs and "
+    "outputs, batch 1); if the converter keeps this op in float, replace it with an op that "
+    "has an int8 kernel"
 )
 FIX_INPUT = (
-    "make the model's input 8-bit (`tfcompress quantize ... --recipe int8 --input-type uint8`) "
-    "so no float-to-int8 QUANTIZE runs on the CPU before the TPU"
+    f"make the model's input 8-bit: {TARGET_FIX} (or `--recipe int8 --input-type uint8`), so "
+    "no float-to-int8 QUANTIZE runs on the CPU before the TPU"
 )
 FIX_STATIC_SHAPE = (
-    "fix the input size and a batch of 1 before converting: build the model on "
-    "keras.Input(shape, batch_size=1) (tf-keras: model.input.set_shape((1,) + shape)), so no "
-    "dimension of the .tflite's shape signatures is -1"
+    f"fix a batch of 1: {TARGET_FIX} converts at batch 1; an unknown size other than the "
+    "batch must be fixed in the model (keras.Input(shape, batch_size=1)), so no dimension "
+    "of the .tflite's shape signatures is -1"
 )
 FIX_PARAMETER = (
     "make weights, biases and shape/axis arguments constants of the graph: no weights fed as "

@@ -256,8 +256,9 @@ OP_RULES: tuple[OpRule, ...] = (
         Support.NO,
         source=f"{_CURRENT}: not listed; compiler logs report it as 'Operation is working on "
         "an unsupported data type' (https://github.com/f0cal/google-coral/issues/20)",
-        fix="end the model in 8 bits: `tfcompress quantize ... --recipe int8 --output-type "
-        "uint8`, and dequantize on the host",
+        fix="end the model in 8 bits: `tfcompress quantize MODEL --target edgetpu --data "
+        "CALIB.npz --out M.tflite` (or `--recipe int8 --output-type uint8`), and dequantize on "
+        "the host",
     ),
     OpRule(
         "edgetpu-custom-op",

@@ -1,0 +1,179 @@
+"""Small files named as the docs name them, for tests/test_doc_commands.py.
+
+A command's files come from one *family*, chosen by the model the command names: the
+two-head detector (``two_head*.keras``/``.tflite``), the keyword spotter (``kws.tflite``),
+the shipped-model stand-ins (``vad.*``, ``rnn.*``: tests/_shipped_models.py), or the digits
+classifier for everything else. So ``test.npz`` is the detector's frames
+next to ``two_head.keras`` and the digits next to ``model.keras``, as in the docs.
+
+To add a file a doc names: add its name to a family's table below (or a builder for a new
+family). A name no family knows fails the docs test with the doc line and this file's name.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+# name in the docs -> name in the family's built folder
+DIGITS = {
+    **dict.fromkeys(
+        ("model.keras", "cnn.keras", "reference.keras", "outlier.keras", "emotion.keras"),
+        "reference.keras",
+    ),
+    **dict.fromkeys(("model_int8.tflite", "int8.tflite", "cnn_int8.tflite"), "int8.tflite"),
+    **dict.fromkeys(("model_float32.tflite", "cnn_float32.tflite"), "float32.tflite"),
+    "damaged.tflite": "damaged.tflite",
+    "cnn_int8.onnx": "int8.onnx",
+    **dict.fromkeys(("test.npz", "val.npz", "faces_val.npz"), "test.npz"),
+    **dict.fromkeys(("calib.npz", "train.npz", "faces.npz"), "train.npz"),
+    "unlabelled.npz": "unlabelled.npz",
+}
+TWO_HEAD = {
+    "two_head.keras": "two_head.keras",
+    "two_head_int8.tflite": "two_head_int8.tflite",
+    **dict.fromkeys(("frames.npz",), "two_head_frames.npz"),
+    **dict.fromkeys(("test.npz", "train.npz", "calib.npz"), "two_head_test.npz"),
+    "bad_gain.npz": "bad_gain.npz",
+}
+KWS = {"kws.tflite": "kws.tflite"}
+LANDMARKER = {  # tfcompress/samples/landmarker.py: a MediaPipe-shaped float .tflite
+    "face_landmark.tflite": "face_landmark.tflite",
+    **dict.fromkeys(("calib.npz", "test.npz"), "calib.npz"),
+}
+SHIPPED = {  # tests/_shipped_models.py: a streaming model with a state, a static-batch RNN
+    name: name
+    for name in (
+        "vad.tflite",
+        "vad.onnx",
+        "vad_savedmodel",
+        "vad.npz",
+        "vad_unlabelled.npz",
+        "rnn.tflite",
+        "rnn_savedmodel",
+        "rnn.npz",
+    )
+}
+
+FAMILIES: dict[str, tuple[dict[str, str], Callable[[Path], None]]] = {}
+
+
+def family_of(tokens: list[str]) -> str:
+    """The family of a command: the first model it names decides."""
+    for token in tokens:
+        name = Path(token).name
+        if name.startswith("two_head") and name.endswith((".keras", ".tflite")):
+            return "two_head"
+        if name.startswith("kws."):
+            return "kws"
+        if name == "face_landmark.tflite":
+            return "landmarker"
+        if name.startswith(("vad", "rnn")) and name in SHIPPED:
+            return "shipped"
+    return "digits"
+
+
+def fixture(name: str, family: str) -> Path | None:
+    """The built file called ``name`` in the docs, from ``family``; None if none is known."""
+    table, build = FAMILIES[family]
+    if name not in table:
+        return None
+    return _built(family, build) / table[name]
+
+
+@functools.cache
+def _built(family: str, build: Callable[[Path], None]) -> Path:
+    root = Path(tempfile.mkdtemp(prefix=f"tfcompress-doc-{family}-"))
+    build(root)
+    return root
+
+
+def _digits(root: Path) -> None:
+    import tfcompress
+    from tfcompress.samples.datasets import digits
+    from tfcompress.samples.gate_models import build_gate_models
+    from tfcompress.targets.onnx import export_onnx, quantize_onnx_static
+
+    paths = build_gate_models(root)  # reference.keras, int8.tflite, damaged.tflite, test.npz
+    split = digits(seed=0)
+    np.savez(root / "train.npz", x=split.train.x[:400], y=split.train.y[:400])
+    model = tfcompress.load_model(paths["reference"])
+    tfcompress.quantize(model, recipe="float32").save(root / "float32.tflite")
+    onnx_model = export_onnx(model)
+    quantize_onnx_static(onnx_model, split.train.x[:100], root / "int8.onnx")
+
+
+def _two_head(root: Path) -> None:
+    from tfcompress.samples.gate_models import build_two_head_models
+
+    paths = build_two_head_models(root)
+    with np.load(paths["two_head_frames"]) as frames:
+        arrays = dict(frames)
+    arrays["gain"] = np.repeat(arrays["gain"], 2, axis=1)  # (N, 2) for a (N, 1) input
+    np.savez(root / "bad_gain.npz", **arrays)
+
+
+def _kws(root: Path) -> None:
+    import keras
+
+    import tfcompress
+
+    audio = keras.Input(shape=(None, 1), name="audio")  # any length: an unknown dimension
+    hidden = keras.layers.Conv1D(4, 9, strides=4, activation="relu")(audio)
+    scores = keras.layers.Dense(3, activation="softmax")(
+        keras.layers.GlobalAveragePooling1D()(hidden)
+    )
+    model = keras.Model(audio, scores, name="kws")
+    tfcompress.quantize(model, recipe="float32").save(root / "kws.tflite")
+
+
+def _landmarker(root: Path) -> None:
+    from tfcompress.samples.landmarker import landmark_model, shipped_tflite
+
+    model, (train, _) = landmark_model(epochs=1)
+    (root / "face_landmark.tflite").write_bytes(shipped_tflite(model, "mediapipe"))
+    np.savez(root / "calib.npz", x=train.x[:64])  # one input: x, whatever its name
+
+
+def _shipped(root: Path) -> None:
+    from _shipped_models import build_rnn, build_vad
+
+    build_vad(root)
+    build_rnn(root)
+
+
+FAMILIES.update(
+    {
+        "digits": (DIGITS, _digits),
+        "two_head": (TWO_HEAD, _two_head),
+        "kws": (KWS, _kws),
+        "landmarker": (LANDMARKER, _landmarker),
+        "shipped": (SHIPPED, _shipped),
+    }
+)
+
+
+def known(name: str, family: str) -> bool:
+    """Whether ``family`` provides a file or folder the docs call ``name``."""
+    return name in FAMILIES[family][0]
+
+
+def place(name: str, family: str, folder: Path) -> bool:
+    """Copy the fixture ``name`` into ``folder`` (replacing a fixture of another family)."""
+    source = fixture(name, family)
+    if source is None:
+        return False
+    target = folder / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_dir():
+        shutil.rmtree(target)
+    if source.is_dir():  # a SavedModel
+        shutil.copytree(source, target)
+    else:
+        shutil.copyfile(source, target)
+    return True
