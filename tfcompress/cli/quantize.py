@@ -30,6 +30,8 @@ RECIPES = ("dynamic", "float16", "int8", "int16x8", "float32")
 IO_TYPES = ("float32", "int8", "uint8", "int16")
 FORMATS = ("tflite", "onnx")
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
+# The method names, for --method's help; tfcompress.quantization.methods.catalog owns them.
+METHOD_NAMES = ("equalize", "adaround", "bias-correction", "percentile-ranges", "mse-ranges")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -90,6 +92,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="NODE",
         help="int8 .tflite: keep this op output in float (repeatable; names as rank_layers "
         "reports them, see docs/quantization.md#selective-quantization)",
+    )
+    parser.add_argument(
+        "--method",
+        metavar="METHODS",
+        help="int8 .tflite: post-training methods tried against the converter's plain int8, "
+        "the better kept (never worse on any output): auto, none, or names separated by "
+        f"commas ({', '.join(METHOD_NAMES)}); default: auto with --eval (scored on it), "
+        "else none (see docs/quantization.md#beyond-min-max-int8)",
     )
     parser.add_argument(
         "--target",
@@ -165,6 +175,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     model = load_model(args.model, safe_mode=not args.unsafe)
     # The test data is matched to the model now: a mismatch costs nothing, not a conversion.
     eval_set = read_for_reference(args.eval_data, model, "--eval data") if args.eval_data else None
+    methods_options = _methods_options(args, eval_set)
     result = tfcompress.quantize(
         model,
         format=args.format,
@@ -176,6 +187,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         calibration_samples=args.samples,
         float_fallback=True if args.float_fallback else None,
         float_nodes=args.float_nodes,
+        **methods_options,
         calibration_method=args.calibration,
         opset=args.opset,
         target=args.target,
@@ -185,6 +197,9 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     evaluation = None
     # recipe float32 is the reference itself; two equal names would collapse into one row
     name = args.recipe if args.recipe != "float32" else "float32 (output)"
+    report = getattr(result, "methods", None)
+    if report is not None and report.kept:
+        name = f"{name} [{'+'.join(report.kept)}]"
     if eval_set is not None:
         evaluation = tfcompress.evaluate(
             {"float32": result.reference, name: result.model},
@@ -224,6 +239,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         "float_fallback": getattr(result.recipe, "float_fallback", False),
         "float_ops": None if result.float_ops is None else list(result.float_ops),
         "float_nodes": list(getattr(result, "float_nodes", ())),
+        "methods": None if report is None else report.to_dict(),
     }
     if verdict is not None:
         payload["edgetpu"] = verdict.to_dict()
@@ -263,6 +279,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         text = comparison_table(rows)
         if evaluation is not None and [c.metric for c in evaluation.columns] != ["accuracy"]:
             text += f"\n\n{evaluation}"
+        if report is not None:
+            text += f"\n\n{report}"
         if result.float_ops:
             text += f"\n\nstayed float: {describe_float_ops(result.float_ops)}"
         if verdict is not None:
@@ -302,6 +320,31 @@ def _gate(
         reference_backend=reference.backend,
         backend=quantized.backend,
     )
+
+
+def _methods_options(args: argparse.Namespace, eval_set: Any) -> dict[str, Any]:
+    """``methods`` and ``eval_data`` for :func:`tfcompress.quantize`.
+
+    ``--eval`` feeds the int8 methods' comparison only where there are methods to compare
+    (int8 ``.tflite``); other recipes and ONNX are evaluated after, as before.
+
+    Raises:
+        InvalidInputError: ``--method`` with ``--format onnx`` or a recipe other than int8.
+    """
+    from tfcompress.errors import InvalidInputError
+
+    int8_tflite = args.format == "tflite" and args.recipe == "int8"
+    if args.method is not None and not int8_tflite:
+        where = "--format onnx" if args.format == "onnx" else f"--recipe {args.recipe}"
+        raise InvalidInputError(
+            f"--method applies to int8 .tflite files, not {where}; drop --method."
+        )
+    if not int8_tflite:
+        return {}
+    options: dict[str, Any] = {"methods": args.method}
+    if eval_set is not None and args.method != "none":
+        options["eval_data"] = eval_set
+    return options
 
 
 def _compiled_output(args: argparse.Namespace, inputs: list[str]) -> Path | None:

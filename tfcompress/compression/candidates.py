@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfcompress.errors import InvalidInputError
+from tfcompress.quantization.methods.catalog import AUTO_CANDIDATES
 
 TARGETS = ("cpu", "gpu", "edgetpu")
 OBJECTIVES = ("size", "latency")
@@ -20,6 +21,8 @@ LATENCY_BACKENDS = {"cpu": "cpu", "gpu": "gpu", "edgetpu": "edgetpu"}
 GATE_BACKENDS = {"cpu": "cpu", "gpu": "gpu", "edgetpu": "cpu"}
 #: Calibration samples of the variant rung (the plain int8 rung uses the recipe default, 200).
 CALIBRATION_VARIANT_SAMPLES = 1000
+#: The post-training methods tried as rungs: what ``quantize(methods="auto")`` tries.
+METHOD_RUNGS = AUTO_CANDIDATES
 
 # What bounds a rung from below (see search.py's stop rule):
 #   "int8": stores at least int8 weights and runs at least the plain int8 graph, so it can
@@ -105,7 +108,8 @@ def plan_ladder(
     Example:
         >>> [r.name for r in plan_ladder(objective="size", target="cpu",
         ...     calibration_available=300, training=False)]
-        ['int8', 'int8-calib300', 'selective', 'int16x8', 'float16']
+        ['int8', 'int8-calib300', 'int8+equalize+bias-correction', \
+'int8+equalize+bias-correction+mse-ranges', 'selective', 'int16x8', 'float16']
     """
     check_choice(objective, OBJECTIVES, "objective")
     check_choice(target, TARGETS, "target")
@@ -122,6 +126,11 @@ def plan_ladder(
         rungs.append(
             Rung(f"int8-calib{more}", "ptq", {"name": "int8", "calibration_samples": more}, "int8")
         )
+    # The post-training methods keep every op int8 (smaller than selective float, and valid
+    # for integer-only targets), so they come first; each is one exact, replayable recipe.
+    for methods in METHOD_RUNGS:
+        recipe = {"name": "int8", "methods": list(methods)}
+        rungs.append(Rung("int8+" + "+".join(methods), "ptq", recipe, "int8"))
     rungs.append(Rung("selective", "selective", {"name": "int8"}, "int8"))
     if target != "edgetpu":  # the Edge TPU runs 8-bit tensors only
         rungs.append(Rung("int16x8", "ptq", {"name": "int16x8"}, "int8", fallback_only=True))

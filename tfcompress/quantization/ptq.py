@@ -17,9 +17,12 @@ from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
-from tfcompress.quantization.calibration import calibration_for
+from tfcompress.quantization.calibration import calibration_for, calibration_set
 from tfcompress.quantization.converter import Configure, convert_all
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
+from tfcompress.quantization.methods.apply import ConfigureFor, quantize_with_methods
+from tfcompress.quantization.methods.catalog import plan_candidates
+from tfcompress.quantization.methods.report import MethodsReport
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.selective import (
     calibrate_only,
@@ -40,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 #: Artifact formats :func:`quantize` makes.
 FORMATS = ("tflite", "onnx")
+#: Eval samples the methods are scored on, at most (a seeded subset of more).
+EVAL_SAMPLES = 1000
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,10 @@ class QuantizationResult(QuantizedArtifact):
             ``edgetpu_compiler`` ran, its parsed verdict and compiled model; else None.
         float_nodes: The op outputs kept float on purpose (``recipe.float_nodes``), see
             :mod:`tfcompress.quantization.selective`; their ops are also in ``float_ops``.
+        methods: With post-training methods (``methods=``, ``eval_data=`` or a recipe that
+            names methods): every candidate and plain int8 scored against the float32
+            reference, which was kept and why, and what each method changed; else None. See
+            :mod:`tfcompress.quantization.methods`.
 
     Example:
         >>> result = tfcompress.quantize(model, recipe="int16x8", representative_data=x,
@@ -82,6 +91,7 @@ class QuantizationResult(QuantizedArtifact):
     float_ops: tuple[str, ...] | None = None
     edgetpu: EdgeTPUVerdict | None = None
     float_nodes: tuple[str, ...] = ()
+    methods: MethodsReport | None = None
 
     @property
     def model(self) -> TFLiteModel:
@@ -102,6 +112,7 @@ class QuantizationResult(QuantizedArtifact):
             "float_ops": None if self.float_ops is None else list(self.float_ops),
             "edgetpu": None if self.edgetpu is None else self.edgetpu.to_dict(),
             "float_nodes": list(self.float_nodes),
+            "methods": None if self.methods is None else self.methods.to_dict(),
         }
 
     def __str__(self) -> str:
@@ -112,6 +123,8 @@ class QuantizationResult(QuantizedArtifact):
             )
         if self.float_nodes:
             text += f"; kept float on purpose: {', '.join(self.float_nodes)}"
+        if self.methods is not None:
+            text += f"\n{self.methods}"
         if self.edgetpu is not None:
             text += f"\n{self.edgetpu}"
         return text
@@ -130,6 +143,8 @@ def quantize(
     calibration_samples: int | None = None,
     float_fallback: bool | None = None,
     float_nodes: Sequence[str] | None = None,
+    methods: str | Sequence[str] | None = None,
+    eval_data: DataLike | None = None,
     calibration_method: None = None,
     opset: None = None,
     target: str | None = None,
@@ -153,6 +168,8 @@ def quantize(
     calibration_samples: int | None = None,
     float_fallback: bool | None = None,
     float_nodes: None = None,
+    methods: None = None,
+    eval_data: None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: None = None,
@@ -175,6 +192,8 @@ def quantize(
     calibration_samples: int | None = None,
     float_fallback: bool | None = None,
     float_nodes: Sequence[str] | None = None,
+    methods: str | Sequence[str] | None = None,
+    eval_data: DataLike | None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: str | None = None,
@@ -207,6 +226,16 @@ def quantize(
         float_nodes: ``int8``: op outputs to keep in float, as
             :func:`~tfcompress.quantization.selective.rank_layers` names them (the
             converter's ``denylisted_nodes``); ``.tflite`` only. Overrides the recipe's.
+        methods: ``int8``: post-training methods to try against the converter's plain int8
+            (``"auto"``, ``"none"``, or names such as ``["equalize", "bias-correction"]``;
+            see :mod:`tfcompress.quantization.methods`); every candidate and plain int8 are
+            scored against the float32 reference and the best one that is not worse on any
+            output is kept (plain int8 otherwise), its methods recorded in
+            ``result.recipe.methods``. Default: ``"auto"`` when ``eval_data`` is given,
+            else none, so ``int8`` alone means the converter's int8. A recipe that names
+            methods applies them as given (a replay) and is still compared.
+        eval_data: ``int8``: the samples the methods are scored on (labels unused; at most
+            1,000, a seeded subset); default: the calibration samples.
         calibration_method: ``format="onnx"``, ``int8``: ``"minmax"`` (default),
             ``"entropy"`` or ``"percentile"`` (ONNX Runtime's calibrators).
         opset: ``format="onnx"``: the ONNX opset of the export (13 to 18, default 17).
@@ -226,9 +255,12 @@ def quantize(
         interface).
 
     Raises:
-        InvalidInputError: Unknown format, recipe or option (``int16x8`` for ONNX, a
-            ``.tflite``-only option with ``format="onnx"`` or the reverse), calibration
-            data missing, or ``calibration_samples`` below 1.
+        InvalidInputError: Unknown format, recipe, method or option (``int16x8`` for ONNX,
+            a ``.tflite``-only option with ``format="onnx"`` or the reverse), calibration
+            data missing, ``calibration_samples`` below 1, methods or eval data on a recipe
+            other than ``int8``, or ``methods`` with a recipe that names methods.
+        UnsupportedModelError: A recipe names weight methods and the model cannot be
+            rewritten (a SavedModel or subclassed model; ``methods=`` skips such candidates).
         InvalidArgumentTypeError: ``model`` (or ``calibration_samples``) of the wrong type.
         InvalidDataError: Calibration data does not fit the model.
         ConversionError: The converter rejected the model, or an ``int8``/``int16x8`` model
@@ -260,6 +292,8 @@ def quantize(
             output_type=output_type,
             float_fallback=float_fallback,
             float_nodes=float_nodes,
+            methods=methods,
+            eval_data=eval_data,
         )
         if isinstance(recipe, Recipe):
             raise InvalidInputError(
@@ -302,27 +336,43 @@ def quantize(
         float_nodes=float_nodes,
         **io_options,
     )
+    candidates, searched = plan_candidates(
+        chosen.name, chosen.methods, methods, has_eval=eval_data is not None
+    )
     calibration = _calibration_set(loaded, chosen, representative_data, seed)
-    tf = tensorflow()
-
-    def configure(converter: Any) -> None:
-        chosen.spec.configure(converter, chosen, tf)
-        if not chosen.per_channel:
-            converter._experimental_disable_per_channel = True  # only switch the API offers
-        if calibration is not None:
-            converter.representative_dataset = lambda: _representative(calibration, progress)
-        if chosen.float_nodes:  # quantized below, with those nodes kept float
-            calibrate_only(converter)
-
-    # One trace for both outputs (None: the float32 defaults); float32 asks for the reference
-    # itself, converted once.
-    configures: list[Configure | None] = [None]
-    if chosen.name != "float32":
-        configures.append(configure)
-    conversions = convert_all(loaded, configures, batch_size=chosen.batch_size)
-    reference, quantized = conversions[0], conversions[-1]
-    if chosen.float_nodes:
-        quantized = quantize_calibrated(quantized, chosen, source=model_name(loaded))
+    configure_for = _configure_for(calibration, progress)
+    report = None
+    if candidates and calibration is not None:
+        scoring, measured_on = calibration, "calibration samples"
+        if eval_data is not None:
+            signature = model_signature(loaded)
+            scoring = calibration_set(
+                signature, eval_data, limit=EVAL_SAMPLES, seed=seed, what="eval data"
+            )
+            measured_on = "eval samples"
+        outcome = quantize_with_methods(
+            loaded,
+            chosen,
+            candidates=candidates,
+            searched=searched,
+            calibration=calibration,
+            scoring=scoring,
+            measured_on=measured_on,
+            configure_for=configure_for,
+            source=model_name(loaded),
+        )
+        reference, quantized = outcome.reference, outcome.quantized
+        chosen, report = outcome.recipe, outcome.report
+    else:
+        # One trace for both outputs (None: the float32 defaults); float32 asks for the
+        # reference itself, converted once.
+        configures: list[Configure | None] = [None]
+        if chosen.name != "float32":
+            configures.append(configure_for(chosen, bool(chosen.float_nodes)))
+        conversions = convert_all(loaded, configures, batch_size=chosen.batch_size)
+        reference, quantized = conversions[0], conversions[-1]
+        if chosen.float_nodes:  # calibrated only above: quantized here with those kept float
+            quantized = quantize_calibrated(quantized, chosen, source=model_name(loaded))
     float_ops = None
     if chosen.spec.float_fallback:  # integer activations: check what the file really holds
         float_ops = check_integer_model(
@@ -349,6 +399,7 @@ def quantize(
         float_ops=float_ops,
         edgetpu=verdict,
         float_nodes=chosen.float_nodes,
+        methods=report,
     )
 
 
@@ -388,6 +439,25 @@ def _calibration_set(
         limit=recipe.calibration_samples,
         seed=seed,
     )
+
+
+def _configure_for(calibration: Dataset | None, progress: bool) -> ConfigureFor:
+    """The converter settings of a recipe, stopping after calibration when asked."""
+    tf = tensorflow()
+
+    def configure_for(recipe: Recipe, calibrate: bool) -> Configure:
+        def configure(converter: Any) -> None:
+            recipe.spec.configure(converter, recipe, tf)
+            if not recipe.per_channel:
+                converter._experimental_disable_per_channel = True  # the API's only switch
+            if calibration is not None:
+                converter.representative_dataset = lambda: _representative(calibration, progress)
+            if calibrate:  # quantized later: with nodes kept float, or edited ranges
+                calibrate_only(converter)
+
+        return configure
+
+    return configure_for
 
 
 def _representative(calibration: Dataset, progress: bool) -> Iterator[Any]:

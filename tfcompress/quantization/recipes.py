@@ -11,6 +11,11 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
 from tfcompress.errors import InvalidInputError
+from tfcompress.quantization.methods.catalog import (
+    DEFAULT_PERCENTILE,
+    canonical_methods,
+    check_methods_for,
+)
 
 Configure = Callable[[Any, "Recipe", Any], None]  # (converter, recipe, tensorflow module)
 
@@ -144,6 +149,11 @@ class Recipe(RecipeData):
         float_nodes: ``int8`` only: op output tensors to keep in float (the converter's
             ``denylisted_nodes``; names as :func:`~tfcompress.quantization.selective.rank_layers`
             reports them), everything else quantized. See ``docs/quantization.md``.
+        methods: ``int8`` only: post-training methods applied before the converter quantizes
+            (``equalize``, ``adaround``, ``bias-correction``, ``percentile-ranges``,
+            ``mse-ranges``; see :mod:`tfcompress.quantization.methods`), stored in the order
+            they run. Empty: the converter's own int8.
+        range_percentile: The percentile ``percentile-ranges`` keeps (default 99.99).
 
     Example:
         >>> Recipe.from_json(Recipe("int8", input_type="uint8").to_json()).input_type
@@ -158,11 +168,17 @@ class Recipe(RecipeData):
     float_fallback: bool = False
     batch_size: int | None = None
     float_nodes: tuple[str, ...] = ()
+    methods: tuple[str, ...] = ()
+    range_percentile: float = DEFAULT_PERCENTILE
 
     def __post_init__(self) -> None:
         spec = recipe_spec(self.name)
         # JSON gives a list back: store a tuple, so a replayed recipe equals the original.
         object.__setattr__(self, "float_nodes", _check_float_nodes(self.name, self.float_nodes))
+        methods = canonical_methods(self.methods)
+        object.__setattr__(self, "methods", methods)
+        percentile = check_methods_for(self.name, methods, self.range_percentile)
+        object.__setattr__(self, "range_percentile", percentile)
         for option in ("input_type", "output_type"):
             value = getattr(self, option)
             if value not in spec.io_types:
