@@ -247,14 +247,17 @@ def test_options_are_checked_before_any_work() -> None:
 
 def test_ladder_and_durations() -> None:
     size = plan_ladder(objective="size", target="cpu", calibration_available=100, training=True)
+    methods = ["int8+equalize+bias-correction", "int8+equalize+bias-correction+mse-ranges"]
     assert [r.name for r in size] == [
-        "int8", "selective", "int16x8", "qat", "prune-int8", "cluster-int8", "float16"
+        "int8", *methods, "selective", "int16x8", "qat", "prune-int8", "cluster-int8", "float16"
     ]  # fmt: skip
+    assert size[1].recipe == {"name": "int8", "methods": ["equalize", "bias-correction"]}
+    assert size[1].bound == "int8"  # the same int8 ops: never smaller than plain int8
     assert size[-1].last_resort and not size[0].last_resort
     latency = plan_ladder(
         objective="latency", target="edgetpu", calibration_available=5000, training=False
     )
-    assert [r.name for r in latency] == ["int8", "int8-calib1000", "selective"]
+    assert [r.name for r in latency] == ["int8", "int8-calib1000", *methods, "selective"]
     assert duration("10m") == 600 and duration("90") == 90 and duration("1.5h") == 5400
     with pytest.raises(Exception, match="positive duration"):
         duration("ten")

@@ -99,7 +99,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="int8 .tflite: post-training methods tried against the converter's plain int8, "
         "the better kept (never worse on any output): auto, none, or names separated by "
         f"commas ({', '.join(METHOD_NAMES)}); default: auto with --eval (scored on it), "
-        "else none (see docs/quantization.md#beyond-min-max-int8)",
+        "else none (see docs/quantization.md#beyond-minmax-int8)",
     )
     parser.add_argument(
         "--target",

@@ -4,7 +4,7 @@ Weight methods rewrite a copy of the float Keras model (BatchNorm folding, cross
 equalization, AdaRound, bias correction); range methods edit the calibrated activation
 ranges of the calibrate-only conversion before the converter's quantizer runs. The artifact
 is an ordinary full-int8 ``.tflite``: same ops, same inputs and outputs as converter int8.
-See ``docs/quantization.md#beyond-min-max-int8`` and :mod:`.catalog` for the names.
+See ``docs/quantization.md#beyond-minmax-int8`` and :mod:`.catalog` for the names.
 """
 
 from tfcompress.quantization.methods.catalog import (

@@ -19,7 +19,11 @@ from typing import Any
 from tfcompress.data import Dataset
 from tfcompress.errors import ConversionError, UnsupportedModelError
 from tfcompress.quantization.converter import Configure, Conversion, convert_all
-from tfcompress.quantization.methods.catalog import RANGE_METHODS, WEIGHT_METHODS
+from tfcompress.quantization.methods.catalog import (
+    DEFAULT_PERCENTILE,
+    RANGE_METHODS,
+    WEIGHT_METHODS,
+)
 from tfcompress.quantization.methods.ranges import search_ranges
 from tfcompress.quantization.methods.report import Candidate, MethodsReport
 from tfcompress.quantization.methods.rewrite import Rewrite, rewrite_model
@@ -80,7 +84,7 @@ def quantize_with_methods(
         ConversionError: ``searched`` is False and the quantizer rejected the candidate.
     """
     start = time.perf_counter()
-    plain_recipe = replace(recipe, methods=())
+    plain_recipe = with_methods(recipe, ())
     configures: list[Configure | None] = [None, configure_for(plain_recipe, False)]
     if any(not _weights(c) for c in candidates):
         configures.append(configure_for(plain_recipe, True))
@@ -107,7 +111,7 @@ def quantize_with_methods(
         candidate, content = _candidate(
             methods,
             base,
-            replace(recipe, methods=methods),
+            with_methods(recipe, methods),
             calibration,
             source,
             searched=searched,
@@ -146,8 +150,20 @@ def quantize_with_methods(
     logger.info("methods for %s: kept %s (%s) in %.1fs", source, kept or "plain", reason, total)
     quantized = Conversion(chosen.content, total, plain.warnings + tuple(warnings))
     return MethodsOutcome(
-        reference, quantized, replace(recipe, methods=kept), report, tuple(warnings)
+        reference, quantized, with_methods(recipe, kept), report, tuple(warnings)
     )
+
+
+def with_methods(recipe: Recipe, methods: tuple[str, ...]) -> Recipe:
+    """``recipe`` with ``methods``; its percentile kept only where ``percentile-ranges`` uses it.
+
+    Example:
+        >>> with_methods(Recipe("int8", methods=("percentile-ranges",), range_percentile=99.0),
+        ...              ()).range_percentile
+        99.99
+    """
+    percentile = recipe.range_percentile if "percentile-ranges" in methods else DEFAULT_PERCENTILE
+    return replace(recipe, methods=methods, range_percentile=percentile)
 
 
 def _weights(methods: tuple[str, ...]) -> tuple[str, ...]:
@@ -167,7 +183,7 @@ def _rewritten(
     start = time.perf_counter()
     try:
         copy, rewrite = rewrite_model(model, weights, calibration, per_channel=recipe.per_channel)
-        plain = replace(recipe, methods=())
+        plain = with_methods(recipe, ())
         conversion = convert_all(copy, [configure_for(plain, True)], batch_size=recipe.batch_size)
     except (UnsupportedModelError, ConversionError) as error:
         if not searched:

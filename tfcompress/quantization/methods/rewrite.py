@@ -26,6 +26,7 @@ from tfcompress.quantization.methods.bias_correction import BiasCorrection, corr
 from tfcompress.quantization.methods.equalize import EqualizedPair, equalize
 from tfcompress.quantization.methods.folding import FoldedBatchNorm, fold_batchnorms
 from tfcompress.quantization.methods.graph import LayerGraph, ordered_feed
+from tfcompress.quantization.methods.stats import batches
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ logger = logging.getLogger(__name__)
 #: (float32 rounding through rescaled weights stays orders of magnitude below it).
 FLOAT_TOLERANCE = 1e-3
 #: Samples per call when the copy is checked against the original.
-CHECK_BATCH = 64
+CHECK_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -166,17 +167,10 @@ def _clone(model: Any, flavour: Any) -> Any:
 def _difference(original: Any, copy: Any, calibration: Dataset) -> tuple[float, float]:
     """Largest absolute output difference of the two models, and the original's peak output."""
     difference = peak = 0.0
-    x = calibration.x
-    count = len(calibration)
-    for start in range(0, count, CHECK_BATCH):
-        part = (
-            {k: v[start : start + CHECK_BATCH] for k, v in x.items()}
-            if isinstance(x, dict)
-            else x[start : start + CHECK_BATCH]
-        )
+    for part, count in batches(calibration.x, CHECK_BATCH):
         feed = ordered_feed(original, part)
-        expected = _flat_outputs(original(feed, training=False))
-        actual = _flat_outputs(copy(feed, training=False))
+        expected = [v[:count] for v in _flat_outputs(original.predict_on_batch(feed))]
+        actual = [v[:count] for v in _flat_outputs(copy.predict_on_batch(feed))]
         for e, a in zip(expected, actual, strict=True):
             difference = max(difference, float(np.max(np.abs(e - a))))
             peak = max(peak, float(np.max(np.abs(e))))

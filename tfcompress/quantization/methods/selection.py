@@ -72,9 +72,10 @@ def not_worse(candidate: Candidate, plain: Candidate) -> str | None:
     for mine, theirs in zip(candidate.fidelity, plain.fidelity, strict=True):
         if _below(mine.snr_db, theirs.snr_db):
             return f"{mine.output}: SNR {mine.snr_db:.2f} dB < {theirs.snr_db:.2f} dB"
-        if mine.agreement is not None and theirs.agreement is not None:
-            if mine.agreement < theirs.agreement:
-                return f"{mine.output}: agreement {mine.agreement:.2%} < {theirs.agreement:.2%}"
+        if mine.agreement is None or theirs.agreement is None:
+            continue
+        if mine.agreement < theirs.agreement:
+            return f"{mine.output}: agreement {mine.agreement:.2%} < {theirs.agreement:.2%}"
     return None
 
 

@@ -11,7 +11,7 @@ the mean of the layer's output before its bias.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -202,17 +202,34 @@ def collect(
             tensors.append(tensor)
     inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
     probe = keras.Model(inputs, tensors)
-    count = len(next(iter(x.values()))) if isinstance(x, Mapping) else len(x)
-    for start in range(0, count, batch):
-        part = _rows(x, start, start + batch)
-        values = probe(ordered_feed(model, part), training=False)
+    for part, count in batches(x, batch):
+        values = probe.predict_on_batch(ordered_feed(model, part))
         values = values if isinstance(values, list | tuple) else [values]
-        arrays = [np.asarray(v) for v in values]
+        arrays = [np.asarray(v)[:count] for v in values]
         for tensor, update in requests:
             update(arrays[index[id(tensor)]])
 
 
-def _rows(x: np.ndarray | Mapping[str, np.ndarray], start: int, stop: int) -> Any:
-    if isinstance(x, Mapping):
-        return {k: v[start:stop] for k, v in x.items()}
-    return x[start:stop]
+def batches(
+    x: np.ndarray | Mapping[str, np.ndarray], size: int
+) -> Iterator[tuple[Any, int]]:
+    """``x`` in batches of exactly ``size`` rows, and how many rows of each are real.
+
+    ``predict_on_batch`` runs one compiled function (eager layer calls are many times
+    slower), traced once per input shape: the last batch is padded with its own rows so the
+    model is traced once, and the caller keeps the first ``count`` rows of the outputs.
+
+    Example:
+        >>> [(len(part), count) for part, count in batches(np.zeros((5, 2)), 4)]
+        [(4, 4), (4, 1)]
+    """
+    total = len(next(iter(x.values()))) if isinstance(x, Mapping) else len(x)
+    size = max(1, min(size, total))
+    for start in range(0, total, size):
+        stop = min(start + size, total)
+        rows = np.arange(start, start + size)
+        rows[rows >= stop] = start  # padding: repeats of a real row, dropped by the caller
+        if isinstance(x, Mapping):
+            yield {k: v[rows] for k, v in x.items()}, stop - start
+        else:
+            yield x[rows], stop - start
