@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the test models
 
 import numpy as np
 from _markdown import machine_line, write_section
@@ -45,6 +44,7 @@ import tfcompress
 from tfcompress.quantization import Recipe
 from tfcompress.report.table import format_table
 
+ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "ptq_methods.json"
 COMBINATIONS = (
     ("equalize",),
@@ -158,8 +158,12 @@ def mobilenet(quick: bool) -> dict[str, Any]:
     model.fit(x_train, y_train, epochs=epochs, batch_size=32, verbose=0)
     train_seconds = time.perf_counter() - start
     calib = x_train[:200]
-    record: dict[str, Any] = {"train_samples": train_n, "test_samples": test_n,
-                              "epochs": epochs, "train_seconds": round(train_seconds, 1)}  # fmt: skip
+    record: dict[str, Any] = {
+        "train_samples": train_n,
+        "test_samples": test_n,
+        "epochs": epochs,
+        "train_seconds": round(train_seconds, 1),
+    }
     float_accuracy = float(np.mean(model.predict(x_test, verbose=0).argmax(-1) == y_test))
     record["float32_accuracy"] = float_accuracy
     rows = []
@@ -225,18 +229,17 @@ def report(records: list[dict[str, Any]], net: dict[str, Any], quick: bool) -> s
         header = ["methods", *[f"{o} SNR dB" for o in outputs], "agreement", "s"]
         class_output = next(o for o in outputs if record["plain"][o]["agreement"] is not None)
 
-        def cells(label: str, fidelity: dict[str, Any], seconds: str) -> list[str]:
-            return [label, *[f"{fidelity[o]['snr_db']:.2f}" for o in outputs],
-                    _pct(fidelity[class_output]["agreement"]), seconds]  # fmt: skip
-
-        rows = [cells("plain int8 (converter)", record["plain"], "-")]
-        rows += [cells("+".join(r["methods"]), r["fidelity"], f"{r['seconds']:.1f}")
-                 for r in record["combinations"]]  # fmt: skip
+        rows = [_cells("plain int8 (converter)", record["plain"], "-", outputs, class_output)]
+        rows += [
+            _cells("+".join(r["methods"]), r["fidelity"], f"{r['seconds']:.1f}", outputs,
+                   class_output)
+            for r in record["combinations"]
+        ]  # fmt: skip
         lines += [f"### {record['model']} ({record['samples']} held-out samples)", ""]
         lines += [format_table(header, rows, markdown=True), ""]
         kept = "+".join(record["default_kept"]) or "plain int8"
         lines.append(
-            f"Default (`methods=\"auto\"` with the held-out samples as eval data): kept {kept}; "
+            f'Default (`methods="auto"` with the held-out samples as eval data): kept {kept}; '
             f"accuracy float32 {_pct(record['float32_accuracy'])}, plain int8 "
             f"{_pct(record['plain_accuracy'])}, kept {_pct(record['default_accuracy'])}; size "
             f"{record['default_bytes']:,} B against plain int8's {record['plain_bytes']:,} B."
@@ -245,6 +248,13 @@ def report(records: list[dict[str, Any]], net: dict[str, Any], quick: bool) -> s
     lines += _goals(records)
     lines += _mobilenet_lines(net)
     return "\n".join(lines)
+
+
+def _cells(
+    label: str, fidelity: dict[str, Any], seconds: str, outputs: list[str], class_output: str
+) -> list[str]:
+    snrs = [f"{fidelity[o]['snr_db']:.2f}" for o in outputs]
+    return [label, *snrs, _pct(fidelity[class_output]["agreement"]), seconds]
 
 
 def _goals(records: list[dict[str, Any]]) -> list[str]:

@@ -149,9 +149,7 @@ def quantize_with_methods(
     total = time.perf_counter() - start
     logger.info("methods for %s: kept %s (%s) in %.1fs", source, kept or "plain", reason, total)
     quantized = Conversion(chosen.content, total, plain.warnings + tuple(warnings))
-    return MethodsOutcome(
-        reference, quantized, with_methods(recipe, kept), report, tuple(warnings)
-    )
+    return MethodsOutcome(reference, quantized, with_methods(recipe, kept), report, tuple(warnings))
 
 
 def with_methods(recipe: Recipe, methods: tuple[str, ...]) -> Recipe:

@@ -210,9 +210,7 @@ def collect(
             update(arrays[index[id(tensor)]])
 
 
-def batches(
-    x: np.ndarray | Mapping[str, np.ndarray], size: int
-) -> Iterator[tuple[Any, int]]:
+def batches(x: np.ndarray | Mapping[str, np.ndarray], size: int) -> Iterator[tuple[Any, int]]:
     """``x`` in batches of exactly ``size`` rows, and how many rows of each are real.
 
     ``predict_on_batch`` runs one compiled function (eager layer calls are many times
