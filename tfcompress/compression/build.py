@@ -56,8 +56,10 @@ def build(
     Args:
         technique: ``ptq``/``selective`` (a :class:`tfcompress.Recipe`), or ``qat``,
             ``prune``, ``cluster`` (their keyword options).
-        recipe: For PTQ the recipe's dict (or ``{"recipe": ..., "target": ...}``); for
-            training the options.
+        recipe: For PTQ the recipe's dict (or ``{"recipe": ..., "target": ...}``, with
+            ``"methods"``: post-training methods tried against plain int8, scored on
+            ``eval_data``; the recipe kept is what the result records); for training the
+            options.
         model: The float Keras model.
         representative_data: Calibration samples.
         train_data: Fine-tuning samples (training techniques only).
@@ -82,12 +84,15 @@ def build(
         target = recipe.get("target", target)
         seed = int(recipe.get("seed", seed))
         options: dict[str, Any] = {"target": target} if target == "edgetpu" else {}
+        methods = recipe.get("methods") if "recipe" in recipe else None
+        searched = {"methods": methods, "eval_data": eval_data} if methods else {}
         result = tfcompress.quantize(
             model,
             recipe=recipe_from_data(inner),
             representative_data=representative_data,
             seed=seed,
             **options,
+            **searched,
         )
         made = {"recipe": result.recipe.to_dict(), "seed": seed, **options}
         nodes = tuple(getattr(result, "float_nodes", None) or inner.get("float_nodes") or ())

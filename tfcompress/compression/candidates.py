@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfcompress.errors import InvalidInputError
-from tfcompress.quantization.methods.catalog import AUTO_CANDIDATES
 
 TARGETS = ("cpu", "gpu", "edgetpu")
 OBJECTIVES = ("size", "latency")
@@ -21,8 +20,6 @@ LATENCY_BACKENDS = {"cpu": "cpu", "gpu": "gpu", "edgetpu": "edgetpu"}
 GATE_BACKENDS = {"cpu": "cpu", "gpu": "gpu", "edgetpu": "cpu"}
 #: Calibration samples of the variant rung (the plain int8 rung uses the recipe default, 200).
 CALIBRATION_VARIANT_SAMPLES = 1000
-#: The post-training methods tried as rungs: what ``quantize(methods="auto")`` tries.
-METHOD_RUNGS = AUTO_CANDIDATES
 
 # What bounds a rung from below (see search.py's stop rule):
 #   "int8": stores at least int8 weights and runs at least the plain int8 graph, so it can
@@ -39,8 +36,10 @@ class Rung:
         name: Short label (``int8``, ``int8-calib1000``, ``selective``, ``int16x8``, ``qat``...).
         technique: ``ptq``, ``selective`` (expanded into keep-1, 2, 4... float steps at run
             time), ``qat``, ``prune`` or ``cluster``.
-        recipe: For ``ptq``/``selective``: :meth:`tfcompress.Recipe.to_dict` of the recipe;
-            for the training techniques: their keyword options.
+        recipe: For ``ptq``/``selective``: :meth:`tfcompress.Recipe.to_dict` of the recipe
+            (or ``{"recipe": ..., "methods": "auto"}``: the post-training methods tried
+            against plain int8 on the eval data, the kept recipe recorded); for the
+            training techniques: their keyword options.
         bound: What bounds the rung from below: ``"int8"`` or ``"none"``.
         fallback_only: Tried only when no earlier int8-family attempt passed (int16x8 is the
             fallback of selective quantization, not a competitor).
@@ -108,8 +107,7 @@ def plan_ladder(
     Example:
         >>> [r.name for r in plan_ladder(objective="size", target="cpu",
         ...     calibration_available=300, training=False)]
-        ['int8', 'int8-calib300', 'int8+equalize+bias-correction', \
-'int8+equalize+bias-correction+mse-ranges', 'selective', 'int16x8', 'float16']
+        ['int8', 'int8-calib300', 'int8-methods', 'selective', 'int16x8', 'float16']
     """
     check_choice(objective, OBJECTIVES, "objective")
     check_choice(target, TARGETS, "target")
@@ -127,10 +125,11 @@ def plan_ladder(
             Rung(f"int8-calib{more}", "ptq", {"name": "int8", "calibration_samples": more}, "int8")
         )
     # The post-training methods keep every op int8 (smaller than selective float, and valid
-    # for integer-only targets), so they come first; each is one exact, replayable recipe.
-    for methods in METHOD_RUNGS:
-        recipe = {"name": "int8", "methods": list(methods)}
-        rungs.append(Rung("int8+" + "+".join(methods), "ptq", recipe, "int8"))
+    # for integer-only targets), so they come first. One rung tries them all (they share one
+    # rewrite and one calibration) and records the recipe it kept, exact and replayable.
+    rungs.append(
+        Rung("int8-methods", "ptq", {"recipe": {"name": "int8"}, "methods": "auto"}, "int8")
+    )
     rungs.append(Rung("selective", "selective", {"name": "int8"}, "int8"))
     if target != "edgetpu":  # the Edge TPU runs 8-bit tensors only
         rungs.append(Rung("int16x8", "ptq", {"name": "int16x8"}, "int8", fallback_only=True))
