@@ -50,6 +50,15 @@ def test_quantize_int8_with_eval_json(capfd, tmp_path, model_files, flavour):
     )
     with create_runner(load_model(out)) as runner:  # the LiteRT interpreter runs it
         assert runner.predict(np.zeros((2, 28, 28, 1), np.float32)).shape == (2, 10)
+    # --eval without --method: the methods are tried and the kept file is never less faithful
+    # than the converter's int8 on the eval data (docs/quantization.md#beyond-minmax-int8).
+    methods = report["methods"]
+    assert methods["searched"] and methods["measured_on"] == "eval samples"
+    (plain,) = methods["plain"]["fidelity"]
+    kept = next((c for c in methods["candidates"] if c["methods"] == methods["kept"]), None)
+    kept_fidelity = (kept or methods["plain"])["fidelity"][0]
+    assert kept_fidelity["agreement"] >= plain["agreement"]
+    assert abs(report["size_bytes"] - methods["plain"]["size_bytes"]) <= 64  # same ops
 
 
 def test_quantize_prints_a_table(capfd, tmp_path, model_files):
@@ -83,6 +92,8 @@ def _gate_run(capfd, tmp_path, model_files, calib, test, *options):
         "--out",
         out,
         "--json",
+        "--method",  # the gate is what these tests judge: on the converter's own int8
+        "none",
         *options,
     )
     return code, json.loads(stdout), stderr, out

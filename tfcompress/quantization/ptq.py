@@ -17,10 +17,10 @@ from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
-from tfcompress.quantization.calibration import calibration_for, calibration_set
+from tfcompress.quantization.calibration import calibration_for
 from tfcompress.quantization.converter import Configure, convert_all
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
-from tfcompress.quantization.methods.apply import ConfigureFor, quantize_with_methods
+from tfcompress.quantization.methods.apply import ConfigureFor, run_methods
 from tfcompress.quantization.methods.catalog import plan_candidates
 from tfcompress.quantization.methods.report import MethodsReport
 from tfcompress.quantization.recipes import Recipe
@@ -43,8 +43,6 @@ logger = logging.getLogger(__name__)
 
 #: Artifact formats :func:`quantize` makes.
 FORMATS = ("tflite", "onnx")
-#: Eval samples the methods are scored on, at most (a seeded subset of more).
-EVAL_SAMPLES = 1000
 
 
 @dataclass(frozen=True)
@@ -336,30 +334,13 @@ def quantize(
         float_nodes=float_nodes,
         **io_options,
     )
-    candidates, searched = plan_candidates(
-        chosen.name, chosen.methods, methods, has_eval=eval_data is not None
-    )
+    plan = plan_candidates(chosen.name, chosen.methods, methods, has_eval=eval_data is not None)
     calibration = _calibration_set(loaded, chosen, representative_data, seed)
     configure_for = _configure_for(calibration, progress)
     report = None
-    if candidates and calibration is not None:
-        scoring, measured_on = calibration, "calibration samples"
-        if eval_data is not None:
-            signature = model_signature(loaded)
-            scoring = calibration_set(
-                signature, eval_data, limit=EVAL_SAMPLES, seed=seed, what="eval data"
-            )
-            measured_on = "eval samples"
-        outcome = quantize_with_methods(
-            loaded,
-            chosen,
-            candidates=candidates,
-            searched=searched,
-            calibration=calibration,
-            scoring=scoring,
-            measured_on=measured_on,
-            configure_for=configure_for,
-            source=model_name(loaded),
+    if plan[0] and calibration is not None:
+        outcome = run_methods(
+            loaded, chosen, plan, calibration, eval_data, configure_for=configure_for, seed=seed
         )
         reference, quantized = outcome.reference, outcome.quantized
         chosen, report = outcome.recipe, outcome.report

@@ -18,6 +18,7 @@ output error keeps nearest rounding.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from tfcompress.quantization.methods.linear import (
     LinearWeights,
     quantization_scales,
 )
-from tfcompress.quantization.methods.stats import PatchMoments, collect
+from tfcompress.quantization.methods.stats import PatchMoments, Probe, Update, collect
 
 #: Adam steps per layer (the first WARMUP share without the rounding regulariser).
 ITERATIONS = 1000
@@ -73,13 +74,24 @@ class RoundedLayer:
         }
 
 
-def adaround(graph: LayerGraph, x: Any, *, per_channel: bool) -> tuple[RoundedLayer, ...]:
+def adaround(
+    graph: LayerGraph,
+    x: Any,
+    *,
+    per_channel: bool,
+    probe: Probe | None = None,
+    also: Sequence[tuple[Any, Update]] = (),
+) -> tuple[RoundedLayer, ...]:
     """Round every linear layer's weights of ``graph``'s model to the int8 grid, in place.
 
     Args:
         graph: The graph of the model copy (BatchNorms folded, equalized if asked).
         x: Calibration samples (one array or a dict by input name).
         per_channel: The converter quantizes weights per output channel (else per tensor).
+        probe: A probe of the model returning every tensor asked for (shared by the methods
+            of one rewrite, traced once); None builds one.
+        also: More ``(tensor, update)`` requests served by the same pass (the rewrite's
+            float check).
 
     Returns:
         One entry per layer.
@@ -89,7 +101,8 @@ def adaround(graph: LayerGraph, x: Any, *, per_channel: bool) -> tuple[RoundedLa
     """
     layers = list(graph.linear_nodes())
     moments = {id(n): PatchMoments(n.layer, n.kind, gram=True) for n in layers}
-    collect(graph.model, x, [(n.layer.input, moments[id(n)].update) for n in layers])
+    requests = [(n.layer.input, moments[id(n)].update) for n in layers]
+    collect(graph.model, x, [*requests, *also], probe=probe)
     report = []
     for node in layers:
         weights = LinearWeights.read(node)

@@ -49,6 +49,60 @@ class MethodsOutcome:
     warnings: tuple[str, ...]
 
 
+#: Eval samples the methods are scored on, at most (a seeded subset of more).
+EVAL_SAMPLES = 1000
+
+
+def run_methods(
+    model: Any,
+    recipe: Recipe,
+    plan: tuple[Sequence[tuple[str, ...]], bool],
+    calibration: Dataset,
+    eval_data: Any,
+    *,
+    configure_for: ConfigureFor,
+    seed: int,
+) -> MethodsOutcome:
+    """:func:`quantize_with_methods` scored on ``eval_data`` (else the calibration samples).
+
+    Args:
+        model: The loaded model.
+        recipe: The ``int8`` recipe.
+        plan: ``(candidates, searched)`` from
+            :func:`~tfcompress.quantization.methods.catalog.plan_candidates`.
+        calibration: The calibration samples.
+        eval_data: The data to score on (any source ``load_data`` reads), or None.
+        configure_for: The converter settings of a recipe.
+        seed: Seed of the eval subset.
+
+    Raises:
+        InvalidDataError: ``eval_data`` does not fit the model.
+    """
+    from tfcompress.models.loading import model_name
+    from tfcompress.models.signature import model_signature
+    from tfcompress.quantization.calibration import calibration_set
+
+    scoring, measured_on = calibration, "calibration samples"
+    if eval_data is not None:
+        signature = model_signature(model)
+        scoring = calibration_set(
+            signature, eval_data, limit=EVAL_SAMPLES, seed=seed, what="eval data"
+        )
+        measured_on = "eval samples"
+    candidates, searched = plan
+    return quantize_with_methods(
+        model,
+        recipe,
+        candidates=candidates,
+        searched=searched,
+        calibration=calibration,
+        scoring=scoring,
+        measured_on=measured_on,
+        configure_for=configure_for,
+        source=model_name(model),
+    )
+
+
 def quantize_with_methods(
     model: Any,
     recipe: Recipe,

@@ -11,6 +11,7 @@ the weights the converter will see, so the correction matches what it makes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from tfcompress.quantization.methods.graph import LayerGraph
 from tfcompress.quantization.methods.linear import LinearWeights, quantize_matrix
-from tfcompress.quantization.methods.stats import PatchMoments, collect
+from tfcompress.quantization.methods.stats import PatchMoments, Probe, Update, collect
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,14 @@ class BiasCorrection:
         }
 
 
-def correct_biases(graph: LayerGraph, x: Any, *, per_channel: bool) -> tuple[BiasCorrection, ...]:
+def correct_biases(
+    graph: LayerGraph,
+    x: Any,
+    *,
+    per_channel: bool,
+    probe: Probe | None = None,
+    also: Sequence[tuple[Any, Update]] = (),
+) -> tuple[BiasCorrection, ...]:
     """Correct the bias of every linear layer that has one, in place.
 
     Args:
@@ -52,6 +60,10 @@ def correct_biases(graph: LayerGraph, x: Any, *, per_channel: bool) -> tuple[Bia
             weights the converter will quantize).
         x: Calibration samples (one array or a dict by input name).
         per_channel: The converter quantizes weights per output channel (else per tensor).
+        probe: A probe of the model returning every tensor asked for (shared by the methods
+            of one rewrite, traced once); None builds one.
+        also: More ``(tensor, update)`` requests served by the same pass (the rewrite's
+            float check).
 
     Returns:
         One entry per corrected layer; layers with no bias anywhere (no ``use_bias`` and no
@@ -63,7 +75,8 @@ def correct_biases(graph: LayerGraph, x: Any, *, per_channel: bool) -> tuple[Bia
     """
     layers = [n for n in graph.linear_nodes() if LinearWeights.read(n).bias is not None]
     moments = {id(n): PatchMoments(n.layer, n.kind) for n in layers}
-    collect(graph.model, x, [(n.layer.input, moments[id(n)].update) for n in layers])
+    requests = [(n.layer.input, moments[id(n)].update) for n in layers]
+    collect(graph.model, x, [*requests, *also], probe=probe)
     corrections = []
     for node in layers:
         weights = LinearWeights.read(node)

@@ -33,7 +33,7 @@ import numpy as np
 from tfcompress.quantization.methods.equalize_noise import SourceTerms, TargetTerms, optimise
 from tfcompress.quantization.methods.graph import LayerGraph, Node
 from tfcompress.quantization.methods.linear import LinearWeights
-from tfcompress.quantization.methods.stats import ChannelPeak, PatchMoments, collect
+from tfcompress.quantization.methods.stats import ChannelPeak, PatchMoments, Probe, collect
 
 #: Sweeps over all groups (each group's scales move its neighbours' weights).
 SWEEPS = 2
@@ -156,7 +156,9 @@ def _group_from(source: Node) -> Group | None:
     return group
 
 
-def equalize(graph: LayerGraph, x: Any, *, per_channel: bool) -> tuple[EqualizedPair, ...]:
+def equalize(
+    graph: LayerGraph, x: Any, *, per_channel: bool, probe: Probe | None = None
+) -> tuple[EqualizedPair, ...]:
     """Equalize every group of ``graph``'s model in place.
 
     Args:
@@ -165,6 +167,8 @@ def equalize(graph: LayerGraph, x: Any, *, per_channel: bool) -> tuple[Equalized
             the ReLU6 peaks and the targets' input statistics are measured on them, in one
             pass.
         per_channel: The weights will be quantized per output channel (else per tensor).
+        probe: A probe of the model returning every tensor asked for (shared by the methods
+            of one rewrite, traced once); None builds one.
 
     Returns:
         One entry per rescaled source layer.
@@ -193,7 +197,7 @@ def equalize(graph: LayerGraph, x: Any, *, per_channel: bool) -> tuple[Equalized
                 held = None if weights is None else (weights.matrix(), weights.bias)
                 moments[id(node)] = PatchMoments(node.layer, node.kind, weights=held)
     requests += [(m.layer.input, m.update) for m in moments.values()]
-    collect(graph.model, x, requests)
+    collect(graph.model, x, requests, probe=probe)
     states = [_State(group, peaks, moments, per_channel=per_channel) for group in groups]
     upstream = {id(t): state for state in states for t in state.group.targets}
     downstream = {id(state.group.source): state for state in states}

@@ -26,7 +26,7 @@ class OutputFidelity:
     Attributes:
         output: The output's name.
         snr_db: Signal-to-noise ratio of the candidate's output (dB; +inf when identical).
-        agreement: Share of samples with the reference's top-1 class (class-like outputs
+        agreement: Share of samples with the reference's top-1 class (class probability outputs
             only, else None).
     """
 

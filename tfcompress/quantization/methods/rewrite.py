@@ -23,10 +23,10 @@ from tfcompress.data import Dataset
 from tfcompress.errors import UnsupportedModelError
 from tfcompress.quantization.methods.adaround import RoundedLayer, adaround
 from tfcompress.quantization.methods.bias_correction import BiasCorrection, correct_biases
-from tfcompress.quantization.methods.equalize import EqualizedPair, equalize
+from tfcompress.quantization.methods.equalize import EqualizedPair, equalize, find_groups
 from tfcompress.quantization.methods.folding import FoldedBatchNorm, fold_batchnorms
 from tfcompress.quantization.methods.graph import LayerGraph, ordered_feed
-from tfcompress.quantization.methods.stats import batches
+from tfcompress.quantization.methods.stats import BATCH, Probe, batches
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 #: (float32 rounding through rescaled weights stays orders of magnitude below it).
 FLOAT_TOLERANCE = 1e-3
 #: Samples per call when the copy is checked against the original.
-CHECK_BATCH = 32
+CHECK_BATCH = BATCH
 
 
 @dataclass(frozen=True)
@@ -111,25 +111,36 @@ def rewrite_model(
             "or .h5 file instead of a SavedModel."
         )
     LayerGraph(model)  # refuses subclassed models before any work
+    expected, peak = _reference_outputs(model, calibration)
     copy = _clone(model, flavour)
     graph = LayerGraph(copy)
     folded = fold_batchnorms(graph)
+    probe = Probe(copy, _tensors(graph, copy))  # traced once, shared by every pass below
     equalized: tuple[EqualizedPair, ...] = ()
     if "equalize" in methods:
-        equalized = equalize(graph, calibration.x, per_channel=per_channel)
-    difference, peak = _difference(model, copy, calibration)
+        equalized = equalize(graph, calibration.x, per_channel=per_channel, probe=probe)
+    # The copy's outputs after folding and equalization, from the next pass over the samples
+    # (AdaRound and bias correction change the float model on purpose, after collecting).
+    check = _OutputCheck(expected, copy.outputs)
+    rounded: tuple[RoundedLayer, ...] = ()
+    if "adaround" in methods:
+        rounded = adaround(
+            graph, calibration.x, per_channel=per_channel, probe=probe, also=check.requests()
+        )
+    corrected: tuple[BiasCorrection, ...] = ()
+    if "bias-correction" in methods:
+        corrected = correct_biases(
+            graph, calibration.x, per_channel=per_channel, probe=probe, also=check.requests()
+        )
+    if not check.done:
+        probe.run(calibration.x, check.requests())
+    difference = check.difference
     if not difference <= FLOAT_TOLERANCE * peak + 1e-6:
         raise UnsupportedModelError(
             f"folding and equalizing {model.name!r} changed its float outputs by up to "
             f"{difference:.3g} (largest output {peak:.3g}); a layer does not behave as the "
             "methods assume: quantize without the weight methods, and report the model."
         )
-    rounded: tuple[RoundedLayer, ...] = ()
-    if "adaround" in methods:
-        rounded = adaround(graph, calibration.x, per_channel=per_channel)
-    corrected: tuple[BiasCorrection, ...] = ()
-    if "bias-correction" in methods:
-        corrected = correct_biases(graph, calibration.x, per_channel=per_channel)
     rewrite = Rewrite(
         methods=tuple(m for m in ("equalize", "adaround", "bias-correction") if m in methods),
         folded=folded,
@@ -164,17 +175,60 @@ def _clone(model: Any, flavour: Any) -> Any:
     return copy
 
 
-def _difference(original: Any, copy: Any, calibration: Dataset) -> tuple[float, float]:
-    """Largest absolute output difference of the two models, and the original's peak output."""
-    difference = peak = 0.0
+def _tensors(graph: LayerGraph, copy: Any) -> list[Any]:
+    """Every tensor a method may ask for: linear inputs, equalization's tensors, outputs."""
+    tensors = [n.layer.input for n in graph.linear_nodes()]
+    for group in find_groups(graph):
+        tensors += [n.layer.output for n in {*group.quantized(), *group.clipping()}]
+    return [*tensors, *copy.outputs]
+
+
+def _reference_outputs(model: Any, calibration: Dataset) -> tuple[list[np.ndarray], float]:
+    """The original's outputs on the samples, and its largest absolute output.
+
+    Returns:
+        One list per batch (as :func:`batches` cuts them) of the outputs in output order,
+        and the peak.
+    """
+    outputs, peak = [], 0.0
     for part, count in batches(calibration.x, CHECK_BATCH):
-        feed = ordered_feed(original, part)
-        expected = [v[:count] for v in _flat_outputs(original.predict_on_batch(feed))]
-        actual = [v[:count] for v in _flat_outputs(copy.predict_on_batch(feed))]
-        for e, a in zip(expected, actual, strict=True):
-            difference = max(difference, float(np.max(np.abs(e - a))))
-            peak = max(peak, float(np.max(np.abs(e))))
-    return difference, peak
+        values = [
+            v[:count] for v in _flat_outputs(model.predict_on_batch(ordered_feed(model, part)))
+        ]
+        outputs.append(values)
+        peak = max([peak, *(float(np.max(np.abs(v))) for v in values)])
+    return outputs, peak
+
+
+class _OutputCheck:
+    """The copy's outputs, batch by batch as a probe pass hands them, against the original's."""
+
+    def __init__(self, expected: list[list[np.ndarray]], outputs: list[Any]) -> None:
+        self.expected, self.outputs = expected, list(outputs)
+        self.seen: dict[int, int] = {}
+        self.difference = 0.0
+        self.claimed = False
+
+    @property
+    def done(self) -> bool:
+        return self.claimed
+
+    def requests(self) -> list[tuple[Any, Any]]:
+        """Requests for the copy's outputs, served once (by the first pass that takes them)."""
+        if self.claimed:
+            return []
+        self.claimed = True
+        return [(t, self._update(i)) for i, t in enumerate(self.outputs)]
+
+    def _update(self, position: int) -> Any:
+        def update(values: np.ndarray) -> None:
+            batch = self.seen.get(position, 0)
+            self.seen[position] = batch + 1
+            expected = self.expected[batch][position]
+            gap = float(np.max(np.abs(np.asarray(values, np.float64) - expected)))
+            self.difference = max(self.difference, gap)
+
+        return update
 
 
 def _flat_outputs(value: Any) -> list[np.ndarray]:

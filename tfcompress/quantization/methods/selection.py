@@ -1,10 +1,11 @@
 """Score candidates against the float32 reference and keep one, never worse than plain int8.
 
 Every output of every candidate is scored on the same samples against the float32
-``.tflite`` made from the same model in the same run: its SNR, and for class-like outputs
-its top-1 agreement. A candidate is *not worse* than the converter's plain int8 when, on
-every output, neither number is lower; among those, the one with the highest mean SNR gain
-is kept, and only if that gain is positive. Otherwise plain int8 is kept.
+``.tflite`` made from the same model in the same run: its SNR, and for class scores
+(probability rows, as gates without labels read them) its top-1 agreement. A candidate is
+*not worse* than the converter's plain int8 when, on every output, neither number is lower;
+among those, the one with the highest mean SNR gain is kept, and only if that gain is
+positive. Otherwise plain int8 is kept.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tfcompress.bench.fidelity import agreement_per_sample, class_scores, snr_db, snr_stats
+from tfcompress.bench.fidelity import agreement_per_sample, snr_db, snr_stats
+from tfcompress.bench.metrics import choose_metric
 from tfcompress.bench.paired import run_model
 from tfcompress.data import Dataset
 from tfcompress.models.loading import TFLiteModel
@@ -56,7 +58,10 @@ def score(
 def _fidelity(name: str, reference: np.ndarray, candidate: np.ndarray) -> OutputFidelity:
     snr = snr_db(snr_stats(reference, candidate).sum(axis=0))
     agreement = None
-    if class_scores(reference) is not None:
+    # Class scores are what gates without labels judge by agreement (probability rows); a
+    # box or any other vector is judged by SNR alone.
+    metric, _ = choose_metric(reference.shape, None, output=name, reference_outputs=reference)
+    if metric.name == "agreement":
         agreement = float(np.mean(agreement_per_sample(reference, candidate)))
     return OutputFidelity(name, snr, agreement)
 

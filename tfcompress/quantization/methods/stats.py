@@ -171,12 +171,56 @@ def _pad(
     return np.pad(x, [(0, 0), *pads, (0, 0)]), (sizes[0], sizes[1])
 
 
+class Probe:
+    """A compiled sub-model of ``model`` returning ``tensors``, run as often as needed.
+
+    It is traced once, on its first run; later runs read the layers' current weights (a
+    rewrite changes variables, not the graph), so every method of one rewrite shares it.
+
+    Example:
+        >>> probe = Probe(model, [model.layers[1].output])  # doctest: +SKIP
+        >>> peak = ChannelPeak()
+        >>> probe.run(x, [(model.layers[1].output, peak.update)])  # doctest: +SKIP
+    """
+
+    def __init__(self, model: Any, tensors: Sequence[Any]) -> None:
+        keras = keras_module(flavour_of(model))
+        self.model = model
+        self.index: dict[int, int] = {}
+        unique = []
+        for tensor in tensors:
+            if id(tensor) not in self.index:
+                self.index[id(tensor)] = len(unique)
+                unique.append(tensor)
+        inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
+        self.sub = keras.Model(inputs, unique)
+
+    def covers(self, tensors: Sequence[Any]) -> bool:
+        """Whether every tensor of ``tensors`` is one this probe returns."""
+        return all(id(t) in self.index for t in tensors)
+
+    def run(
+        self,
+        x: np.ndarray | Mapping[str, np.ndarray],
+        requests: Sequence[tuple[Any, Update]],
+        *,
+        batch: int = BATCH,
+    ) -> None:
+        """Hand each requested tensor's values, batch by batch, to its update."""
+        for part, count in batches(x, batch):
+            values = self.sub.predict_on_batch(ordered_feed(self.model, part))
+            values = values if isinstance(values, list | tuple) else [values]
+            for tensor, update in requests:
+                update(np.asarray(values[self.index[id(tensor)]])[:count])
+
+
 def collect(
     model: Any,
     x: np.ndarray | Mapping[str, np.ndarray],
     requests: Sequence[tuple[Any, Update]],
     *,
     batch: int = BATCH,
+    probe: Probe | None = None,
 ) -> None:
     """Run ``model`` over ``x`` and hand each requested tensor's values to its update.
 
@@ -186,6 +230,8 @@ def collect(
         requests: ``(tensor, update)`` pairs: a Keras tensor of ``model`` and what to do with
             its values, batch by batch (the same tensor may be asked for several times).
         batch: Samples per forward pass.
+        probe: A probe of ``model`` that returns every requested tensor (reused, no new
+            trace); None builds one for these tensors.
 
     Example:
         >>> peak = ChannelPeak()
@@ -193,21 +239,10 @@ def collect(
     """
     if not requests:
         return
-    keras = keras_module(flavour_of(model))
-    tensors: list[Any] = []
-    index: dict[int, int] = {}
-    for tensor, _ in requests:
-        if id(tensor) not in index:
-            index[id(tensor)] = len(tensors)
-            tensors.append(tensor)
-    inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
-    probe = keras.Model(inputs, tensors)
-    for part, count in batches(x, batch):
-        values = probe.predict_on_batch(ordered_feed(model, part))
-        values = values if isinstance(values, list | tuple) else [values]
-        arrays = [np.asarray(v)[:count] for v in values]
-        for tensor, update in requests:
-            update(arrays[index[id(tensor)]])
+    tensors = [tensor for tensor, _ in requests]
+    if probe is None or not probe.covers(tensors):
+        probe = Probe(model, tensors)
+    probe.run(x, requests, batch=batch)
 
 
 def batches(x: np.ndarray | Mapping[str, np.ndarray], size: int) -> Iterator[tuple[Any, int]]:
