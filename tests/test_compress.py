@@ -192,16 +192,16 @@ def test_latency_objective_picks_float_when_int8_is_slower(monkeypatch) -> None:
 def test_ctrl_c_returns_the_best_so_far(sensitive_files, tmp_path, capsys, monkeypatch):
     from tfcompress.compression import search
 
-    def interrupted(technique, *args, **kwargs):
-        if technique == "selective":
+    def interrupted(technique, recipe, *args, **kwargs):
+        if technique == "selective" or "methods" in recipe:  # the attempts after plain int8
             raise KeyboardInterrupt
-        return real(technique, *args, **kwargs)
+        return real(technique, recipe, *args, **kwargs)
 
     real = search.build
     monkeypatch.setattr(search, "build", interrupted)
     code = main(_compress_cli(sensitive_files, tmp_path / "o.tflite", "--max-drop", "0.01"))
     captured = capsys.readouterr()
-    assert code == 130 and "interrupted (Ctrl-C) after 2 attempt" in captured.out
+    assert code == 130 and "interrupted (Ctrl-C) after 1 attempt" in captured.out
     assert " int8 " in captured.out and "compress was interrupted" in captured.err
     assert not (tmp_path / "o.tflite").exists()  # int8 failed the gate: nothing to keep
 
