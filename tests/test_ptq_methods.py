@@ -167,7 +167,7 @@ def test_small_regression_head_gains_6_db(digits):
     # the outputs really are small: a box head scaled like anchor deltas
     assert np.abs(box_targets(digits.test.x)).max() < 0.1
     # never worse on any output of any candidate that was kept: every candidate is listed
-    assert len(report.candidates) == 2 and all(c.fidelity for c in report.candidates)
+    assert len(report.candidates) == 3 and all(c.fidelity for c in report.candidates)
 
 
 def test_normalization_front_end_is_never_worse(digits):

@@ -24,7 +24,7 @@ from tfcompress.quantization.methods.catalog import (
     RANGE_METHODS,
     WEIGHT_METHODS,
 )
-from tfcompress.quantization.methods.ranges import search_ranges
+from tfcompress.quantization.methods.ranges import histograms, search_ranges
 from tfcompress.quantization.methods.report import Candidate, MethodsReport
 from tfcompress.quantization.methods.rewrite import Rewrite, rewrite_model
 from tfcompress.quantization.methods.selection import choose, not_worse, score
@@ -151,6 +151,7 @@ def quantize_with_methods(
         calibrated[()] = (made[2], None, made[2].seconds)
     contents: list[bytes | None] = []
     built: list[Candidate] = []
+    measured: dict[tuple[str, ...], dict[str, Any]] = {}  # histograms shared by range methods
     for methods in candidates:
         weights = _weights(methods)
         if weights not in calibrated:
@@ -169,6 +170,7 @@ def quantize_with_methods(
             calibration,
             source,
             searched=searched,
+            measured=measured.setdefault(weights, {}),
         )
         built.append(candidate)
         contents.append(content)
@@ -253,8 +255,13 @@ def _candidate(
     source: str,
     *,
     searched: bool,
+    measured: dict[str, Any],
 ) -> tuple[Candidate, bytes | None]:
-    """Edit the ranges (if a range method asks) and quantize one candidate."""
+    """Edit the ranges (if a range method asks) and quantize one candidate.
+
+    ``measured`` caches the calibrated model's histograms: candidates that share a rewrite
+    share one float run of it, whatever range method each uses.
+    """
     conversion, rewrite, seconds = base
     start = time.perf_counter()
     ranges: tuple[Any, ...] = ()
@@ -262,11 +269,14 @@ def _candidate(
     content = conversion.content
     try:
         if method is not None:
+            if "histograms" not in measured:
+                measured["histograms"] = histograms(content, calibration)
             content, ranges = search_ranges(
                 content,
                 calibration,
                 method=method.removesuffix("-ranges"),
                 percentile=recipe.range_percentile,
+                measured=measured["histograms"],
             )
         quantized = quantize_calibrated(replace(conversion, content=content), recipe, source=source)
     except ConversionError as error:

@@ -34,12 +34,14 @@ METHODS: dict[str, str] = {
 WEIGHT_METHODS = ("equalize", "adaround", "bias-correction")
 #: Methods that edit the calibrated activation ranges before the converter quantizes.
 RANGE_METHODS = ("percentile-ranges", "mse-ranges")
-#: What ``methods="auto"`` tries next to the converter's plain int8 (the better one is kept):
-#: the cheap weight methods with min/max ranges, and with MSE ranges (both share one
-#: rewritten model and one calibration, so the second costs one quantizer call).
+#: What ``methods="auto"`` tries next to the converter's plain int8 (the best one not worse
+#: is kept): the cheap weight methods with min/max, MSE and percentile ranges. All three share
+#: one rewritten model, one calibration and one float run for the histograms, so each range
+#: variant costs one quantizer call and one scoring.
 AUTO_CANDIDATES: tuple[tuple[str, ...], ...] = (
     ("equalize", "bias-correction"),
     ("equalize", "bias-correction", "mse-ranges"),
+    ("equalize", "bias-correction", "percentile-ranges"),
 )
 #: ``Recipe.range_percentile`` default: the top and bottom 0.01% of values are clipped.
 DEFAULT_PERCENTILE = 99.99

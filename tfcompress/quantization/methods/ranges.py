@@ -91,8 +91,41 @@ class _Histogram:
         return (edges[:-1] + edges[1:]) / 2
 
 
+def histograms(calibrated: bytes, samples: Dataset) -> dict[int, _Histogram]:
+    """Each activation tensor's histogram over its calibrated range, from one float run.
+
+    Args:
+        calibrated: The converter's calibrate-only output (float, with min/max statistics).
+        samples: The calibration samples (one array or a dict by input name).
+
+    Returns:
+        Histograms by tensor index; :func:`search_ranges` chooses ranges from them (several
+        methods can share one run).
+
+    Raises:
+        InvalidDataError: The samples cannot be matched to the model's inputs.
+    """
+    model = flatbuffer_utils().read_model_from_bytearray(bytearray(calibrated))
+    stats = {}
+    for index, tensor in enumerate(model.subgraphs[0].tensors):
+        q = tensor.quantization
+        if q is None or q.min is None or q.max is None or len(q.min) != 1:
+            continue
+        if model.buffers[tensor.buffer].data is not None:  # a constant
+            continue
+        low, high = min(float(q.min[0]), 0.0), max(float(q.max[0]), 0.0)
+        stats[index] = _Histogram(low, high, np.zeros(BINS, np.int64))
+    _fill(calibrated, samples, stats)
+    return stats
+
+
 def search_ranges(
-    calibrated: bytes, samples: Dataset, *, method: str, percentile: float
+    calibrated: bytes,
+    samples: Dataset,
+    *,
+    method: str,
+    percentile: float,
+    measured: dict[int, _Histogram] | None = None,
 ) -> tuple[bytes, tuple[TensorRange, ...]]:
     """Choose every activation tensor's range of a calibrate-only ``.tflite``.
 
@@ -101,6 +134,7 @@ def search_ranges(
         samples: The calibration samples (one array or a dict by input name).
         method: ``"percentile"`` or ``"mse"``.
         percentile: The percentile kept by ``"percentile"``.
+        measured: :func:`histograms` of ``calibrated`` already made (else made here).
 
     Returns:
         The calibrated model with the new statistics, and each tensor's ranges.
@@ -112,19 +146,10 @@ def search_ranges(
         >>> edited, ranges = search_ranges(calibrated, calib, method="mse", percentile=99.99)
         ... # doctest: +SKIP
     """
+    stats = histograms(calibrated, samples) if measured is None else measured
     utils = flatbuffer_utils()
     model = utils.read_model_from_bytearray(bytearray(calibrated))
     graph = model.subgraphs[0]
-    stats = {}
-    for index, tensor in enumerate(graph.tensors):
-        q = tensor.quantization
-        if q is None or q.min is None or q.max is None or len(q.min) != 1:
-            continue
-        if model.buffers[tensor.buffer].data is not None:  # a constant
-            continue
-        low, high = min(float(q.min[0]), 0.0), max(float(q.max[0]), 0.0)
-        stats[index] = _Histogram(low, high, np.zeros(BINS, np.int64))
-    _fill(calibrated, samples, stats)
     chosen = []
     for index, histogram in stats.items():
         tensor = graph.tensors[index]
