@@ -30,12 +30,12 @@ def depthwise_classifier() -> keras.Model:
     layers = keras.layers
     inputs = keras.Input((8, 8, 1), name="image")
     x = layers.Conv2D(16, 3, padding="same", use_bias=False)(inputs)
-    x = layers.ReLU(6.0)(layers.BatchNormalization()(x))
+    x = layers.ReLU(6.0)(layers.BatchNormalization(momentum=0.9)(x))
     for filters, stride in ((24, 1), (32, 2)):
         x = layers.DepthwiseConv2D(3, strides=stride, padding="same", use_bias=False)(x)
-        x = layers.ReLU(6.0)(layers.BatchNormalization()(x))
+        x = layers.ReLU(6.0)(layers.BatchNormalization(momentum=0.9)(x))
         x = layers.Conv2D(filters, 1, use_bias=False)(x)
-        x = layers.ReLU(6.0)(layers.BatchNormalization()(x))
+        x = layers.ReLU(6.0)(layers.BatchNormalization(momentum=0.9)(x))
     x = layers.GlobalAveragePooling2D()(x)
     return keras.Model(inputs, layers.Dense(10, activation="softmax", name="digit")(x))
 
@@ -46,7 +46,7 @@ def main(out_dir: Path) -> None:
     keras.utils.set_random_seed(0)
     model = depthwise_classifier()
     model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="sparse_categorical_crossentropy")
-    model.fit(split.train.x, split.train.y, epochs=8 if QUICK else 30, batch_size=32, verbose=0)
+    model.fit(split.train.x, split.train.y, epochs=10 if QUICK else 30, batch_size=32, verbose=0)
 
     result = tfcompress.quantize(
         model,
