@@ -234,7 +234,7 @@ def test_adaround_lowers_each_layers_error(depthwise, digits):
         ({"methods": ["percentile-ranges", "mse-ranges"]}, "one activation range method"),
         ({"recipe": "float16", "methods": ["equalize"]}, "apply to recipe 'int8' only"),
         ({"recipe": "dynamic", "eval_data": np.zeros((2, 8, 8, 1), np.float32)}, "eval_data"),
-        ({"format": "onnx", "methods": "auto"}, "applies to .tflite only"),
+        ({"format": "onnx", "methods": "auto"}, "apply to .tflite only"),
     ],
 )
 def test_refusals(depthwise, options, message):

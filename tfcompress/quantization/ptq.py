@@ -290,9 +290,13 @@ def quantize(
             output_type=output_type,
             float_fallback=float_fallback,
             float_nodes=float_nodes,
-            methods=methods,
-            eval_data=eval_data,
         )
+        if methods is not None or eval_data is not None:
+            raise InvalidInputError(
+                "methods and eval_data (the post-training methods) apply to .tflite only: "
+                "ONNX Runtime calibrates its own way (calibration_method); drop them, or use "
+                "--format tflite."
+            )
         if isinstance(recipe, Recipe):
             raise InvalidInputError(
                 f"a tflite Recipe ({recipe.name!r}) cannot make an .onnx; pass the recipe's "

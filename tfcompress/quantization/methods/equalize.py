@@ -17,10 +17,11 @@ calibration samples say how large each channel's activations really are.
 
 Chains (conv -> depthwise -> conv) are swept twice, as in the paper. ReLU6 is
 homogeneous only below its clip: a channel that reaches 6 on the calibration samples keeps
-``s_i = 1``, and every other channel keeps its values below ``6 / CLIP_MARGIN`` of the clip
-before and after, so the rewritten model equals the original wherever the activations stay
-within 1.25 times their calibrated peaks (ReLU, leaky ReLU and linear pairs are exact
-everywhere). :mod:`.pipeline` checks the rewritten model against the original.
+``s_i = 1``, and every other channel keeps its calibrated peak ``CLIP_MARGIN`` (1.25) times
+below the clip before and after, so the rewritten model equals the original wherever the
+activations stay within 1.25 times their calibrated peaks (ReLU, leaky ReLU and linear
+pairs are exact everywhere). :mod:`.rewrite` checks the rewritten model against the
+original.
 """
 
 from __future__ import annotations

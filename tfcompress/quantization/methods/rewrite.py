@@ -165,8 +165,17 @@ def rewrite_model(
 
 
 def _clone(model: Any, flavour: Any) -> Any:
-    copy = keras_module(flavour).models.clone_model(model)
-    copy.set_weights(model.get_weights())
+    try:
+        copy = keras_module(flavour).models.clone_model(model)
+        copy.set_weights(model.get_weights())
+    # Keras raises these for layers it cannot rebuild from their config (custom layers
+    # without get_config, unregistered classes): the model cannot be rewritten, say why.
+    except (TypeError, ValueError, NotImplementedError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise UnsupportedModelError(
+            f"{model.name!r} cannot be cloned for the weight methods ({first}); register its "
+            "custom layers (get_config) or quantize without the weight methods."
+        ) from error
     for layer in copy.layers:  # preprocessing layers cache their state when it is set
         if callable(getattr(layer, "adapt", None)) and callable(
             getattr(layer, "finalize_state", None)
