@@ -212,10 +212,10 @@ def test_latency_objective_picks_float_when_int8_is_slower(monkeypatch) -> None:
 def test_ctrl_c_returns_the_best_so_far(sensitive_files, tmp_path, capsys, monkeypatch):
     from tfcompress.compression import search
 
-    def interrupted(technique, *args, **kwargs):
-        if technique == "selective":
+    def interrupted(technique, recipe, *args, **kwargs):
+        if technique == "selective" or "methods" in recipe:  # the attempts after plain int8
             raise KeyboardInterrupt
-        return real(technique, *args, **kwargs)
+        return real(technique, recipe, *args, **kwargs)
 
     real = search.build
     monkeypatch.setattr(search, "build", interrupted)
@@ -231,9 +231,12 @@ def test_edgetpu_keeps_only_integer_artifacts_and_shows_the_split(sensitive) -> 
     result = tfcompress.compress(
         model, representative_data=calib, eval_data=test, max_drop=0.01, target="edgetpu"
     )
-    int8, selective = result.attempts
+    int8, methods, selective = result.attempts
     assert int8.recipe["target"] == "edgetpu" and int8.recipe["recipe"]["input_type"] == "uint8"
     assert int8.edgetpu["segments_predicted"] == 1 and int8.status == "failed"  # the gate
+    # The methods keep every op int8 (one Edge TPU segment); they cannot fix an input outlier.
+    assert methods.name == "int8-methods" and methods.edgetpu["segments_predicted"] == 1
+    assert methods.recipe["recipe"]["input_type"] == "uint8" and methods.status == "failed"
     # Selective passes the gate but keeps a layer float: shown with its price, not chosen.
     assert selective.gate["passed"] and not selective.passed
     assert selective.float_layers == ("sensitive",)
@@ -268,13 +271,16 @@ def test_options_are_checked_before_any_work() -> None:
 def test_ladder_and_durations() -> None:
     size = plan_ladder(objective="size", target="cpu", calibration_available=100, training=True)
     assert [r.name for r in size] == [
-        "int8", "selective", "int16x8", "qat", "prune-int8", "cluster-int8", "float16"
+        "int8", "int8-methods", "selective", "int16x8", "qat", "prune-int8", "cluster-int8",
+        "float16",
     ]  # fmt: skip
+    assert size[1].recipe == {"recipe": {"name": "int8"}, "methods": "auto"}
+    assert size[1].bound == "int8"  # the same int8 ops: never smaller than plain int8
     assert size[-1].bound == "float16" and not any(r.last_resort for r in size)
     latency = plan_ladder(
         objective="latency", target="edgetpu", calibration_available=5000, training=False
     )
-    assert [r.name for r in latency] == ["int8", "int8-calib1000", "selective"]
+    assert [r.name for r in latency] == ["int8", "int8-calib1000", "int8-methods", "selective"]
     assert duration("10m") == 600 and duration("90") == 90 and duration("1.5h") == 5400
     with pytest.raises(Exception, match="positive duration"):
         duration("ten")

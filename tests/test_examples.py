@@ -93,6 +93,14 @@ def _check_quantize_tflite(out: Path, stdout: str) -> None:
     assert stdout.count("gate on every output") == 3
 
 
+def _check_ptq_methods(out: Path, stdout: str) -> None:
+    assert (out / "digits_int8.tflite").is_file()
+    recipe = json.loads((out / "digits_int8_recipe.json").read_text())
+    assert recipe["name"] == "int8" and recipe["per_channel"] is False
+    assert "scored against float32 on 450 eval samples" in stdout and "kept " in stdout
+    assert "same bytes: True" in stdout
+
+
 def _check_compress(out: Path, stdout: str) -> None:
     assert (out / "mnist_compressed.tflite").is_file()
     assert json.loads((out / "report" / "compress.json").read_text())["passed"]
@@ -138,6 +146,7 @@ EXAMPLE_FILES = {
     "edgetpu_check.py": Example(quick=False, check=_check_edgetpu),
     "onnx_int8.py": Example(quick=False, check=_check_onnx),
     "selective_int8.py": Example(quick=True, check=_check_selective),
+    "ptq_methods.py": Example(quick=True, check=_check_ptq_methods),
     "compress_mnist.py": Example(quick=False, check=_check_compress),
     "quantize_tflite.py": Example(quick=True, check=_check_quantize_tflite),
     "zoo_mixnet.py": Example(quick=False, check=_check_zoo),

@@ -19,6 +19,7 @@ from tfcompress.cli.common import (
     positive_int,
     show_progress,
 )
+from tfcompress.quantization.methods.catalog import METHODS
 from tfcompress.quantization.recipes import (
     DEFAULT_CALIBRATION_SAMPLES,
     ENGINES,
@@ -155,6 +156,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "reports them, see docs/quantization.md#selective-quantization)",
     )
     parser.add_argument(
+        "--method",
+        metavar="METHODS",
+        help="int8 .tflite: post-training methods tried against the converter's plain int8, "
+        "the better kept (never worse on any output): auto, none, or names separated by "
+        f"commas ({', '.join(METHODS)}); default: auto with --eval (scored on it), "
+        "else none (see docs/quantization.md#beyond-minmax-int8)",
+    )
+    parser.add_argument(
         "--target",
         choices=list_targets(),
         help="the device the artifact is for; its rules shape the recipe and its check judges "
@@ -244,6 +253,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         choose_engine(args.engine, model, Recipe.coerce(args.recipe))
     # The test data is matched to the model now: a mismatch costs nothing, not a conversion.
     eval_set = read_for_reference(args.eval_data, model, "--eval data") if args.eval_data else None
+    methods_options = _methods_options(args, eval_set)
     result = quantize(
         model,
         format=args.format,
@@ -257,6 +267,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         float_fallback=True if args.float_fallback else None,
         float_nodes=args.float_nodes,
         **_tflite_only(args),
+        **methods_options,
         batch_size=args.batch_size,
         calibration_method=args.calibration,
         opset=args.opset,
@@ -267,6 +278,9 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     evaluation = None
     # recipe float32 is the reference itself; two equal names would collapse into one row
     name = args.recipe if args.recipe != "float32" else "float32 (output)"
+    report = getattr(result, "methods", None)
+    if report is not None and report.kept:
+        name = f"{name} [{'+'.join(report.kept)}]"
     if eval_set is not None:
         evaluation = evaluate(
             {"float32": result.reference, name: result.model},
@@ -309,6 +323,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         "rules": [r.to_dict() for r in getattr(result.recipe, "rules", ())],
         "block_size": getattr(result.recipe, "block_size", None),
         "notes": list(getattr(result, "notes", ())),
+        "methods": None if report is None else report.to_dict(),
     }
     layer_errors = getattr(result, "layer_errors", None)
     if layer_errors is not None:
@@ -351,6 +366,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         text = comparison_table(rows)
         if evaluation is not None and [c.metric for c in evaluation.columns] != ["accuracy"]:
             text += f"\n\n{evaluation}"
+        if report is not None:
+            text += f"\n\n{report}"
         if result.float_ops:
             text += f"\n\nstayed float: {describe_float_ops(result.float_ops)}"
         notes = getattr(result, "notes", ())
@@ -412,6 +429,31 @@ def _gate(
         reference_backend=reference.backend,
         backend=quantized.backend,
     )
+
+
+def _methods_options(args: argparse.Namespace, eval_set: Any) -> dict[str, Any]:
+    """``methods`` and ``eval_data`` for :func:`tfcompress.quantize`.
+
+    ``--eval`` feeds the int8 methods' comparison only where there are methods to compare
+    (int8 ``.tflite``); other recipes and ONNX are evaluated after, as before.
+
+    Raises:
+        InvalidInputError: ``--method`` with ``--format onnx`` or a recipe other than int8.
+    """
+    from tfcompress.errors import InvalidInputError
+
+    int8_tflite = args.format == "tflite" and args.recipe == "int8"
+    if args.method is not None and not int8_tflite:
+        where = "--format onnx" if args.format == "onnx" else f"--recipe {args.recipe}"
+        raise InvalidInputError(
+            f"--method applies to int8 .tflite files, not {where}; drop --method."
+        )
+    if not int8_tflite:
+        return {}
+    options: dict[str, Any] = {"methods": args.method}
+    if eval_set is not None and args.method != "none":
+        options["eval_data"] = eval_set
+    return options
 
 
 def _side_outputs(args: argparse.Namespace, inputs: list[str]) -> tuple[Path, ...]:

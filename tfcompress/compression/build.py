@@ -64,7 +64,9 @@ def build(
         technique: ``ptq``/``selective`` (a :class:`tfcompress.Recipe`), or ``qat``,
             ``prune``, ``cluster`` (their keyword options).
         recipe: For PTQ the recipe's dict (or ``{"recipe": ..., "target": ...,
-            "engine": ...}``); for training the options.
+            "engine": ..., "methods": ...}``: ``methods`` are post-training methods tried
+            against plain int8, scored on ``eval_data``; the recipe kept is what the result
+            records); for training the options.
         model: The float Keras model.
         representative_data: Calibration samples.
         train_data: Fine-tuning samples (training techniques only).
@@ -97,12 +99,15 @@ def build(
         options: dict[str, Any] = {"target": target} if shaped else {}
         if recipe.get("engine") is not None:
             options["engine"] = recipe["engine"]
+        methods = recipe.get("methods") if "recipe" in recipe else None
+        searched = {"methods": methods, "eval_data": eval_data} if methods else {}
         result = tfcompress.quantize(
             model,
             recipe=recipe_from_data(inner),
             representative_data=representative_data,
             seed=seed,
             **options,
+            **searched,
         )
         made = {"recipe": result.recipe.to_dict(), "seed": seed, **options}
         nodes = tuple(getattr(result, "float_nodes", None) or inner.get("float_nodes") or ())

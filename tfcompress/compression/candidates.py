@@ -40,8 +40,10 @@ class Rung:
             attempt get the rung's rule mode, e.g. int16 or float), ``qat``, ``prune`` or
             ``cluster``.
         recipe: For ``ptq``/``selective``: :meth:`tfcompress.Recipe.to_dict` of the recipe
-            (or ``{"recipe": ..., "engine": "litert-quantizer"}``); for ``rules`` that plus
-            ``"mode"``; for the training techniques: their keyword options.
+            (or ``{"recipe": ..., "engine": "litert-quantizer"}``; or ``{"recipe": ...,
+            "methods": "auto"}``: the post-training methods tried against plain int8 on the
+            eval data, the kept recipe recorded); for ``rules`` that plus ``"mode"``; for the
+            training techniques: their keyword options.
         bound: What bounds the rung from below: ``"int8"``, ``"float16"`` or ``"none"``.
         fallback_only: Tried only when no earlier int8-family attempt passed (int16x8 is the
             fallback of selective quantization, not a competitor).
@@ -122,7 +124,7 @@ def plan_ladder(
     Example:
         >>> [r.name for r in plan_ladder(objective="size", target="cpu",
         ...     calibration_available=300, training=False)]
-        ['int8', 'int8-calib300', 'selective', 'int16x8', 'float16']
+        ['int8', 'int8-calib300', 'int8-methods', 'selective', 'int16x8', 'float16']
         >>> [r.name for r in plan_ladder(objective="size", target="cpu",
         ...     calibration_available=300, training=False, tflite=True)]
         ['int8', 'int16-worst', 'float-worst', 'int16x8', 'int4-weights', 'float16']
@@ -144,6 +146,12 @@ def plan_ladder(
         rungs.append(
             Rung(f"int8-calib{more}", "ptq", {"name": "int8", "calibration_samples": more}, "int8")
         )
+    # The post-training methods keep every op int8 (smaller than selective float, and valid
+    # for integer-only targets), so they come first. One rung tries them all (they share one
+    # rewrite and one calibration) and records the recipe it kept, exact and replayable.
+    rungs.append(
+        Rung("int8-methods", "ptq", {"recipe": {"name": "int8"}, "methods": "auto"}, "int8")
+    )
     rungs.append(Rung("selective", "selective", {"name": "int8"}, "int8"))
     rungs.append(Rung("int16x8", "ptq", {"name": "int16x8"}, "int8", fallback_only=True))
     if training:

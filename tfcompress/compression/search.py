@@ -462,5 +462,5 @@ def layer_of(entry: Any) -> str:
 def _as_made(technique: str, recipe: dict[str, Any]) -> dict[str, Any]:
     """The recipe of an attempt that made nothing, in the shape a made one records."""
     if technique in ("ptq", "selective"):
-        return {"recipe": recipe}
+        return recipe if "recipe" in recipe else {"recipe": recipe}
     return {"technique": technique, **recipe}

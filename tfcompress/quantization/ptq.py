@@ -22,6 +22,9 @@ from tfcompress.quantization.converter import Configure, convert_all
 from tfcompress.quantization.engines import choose_engine, converter_float_nodes
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
 from tfcompress.quantization.layer_errors import LayerErrors
+from tfcompress.quantization.methods.apply import ConfigureFor, run_methods
+from tfcompress.quantization.methods.catalog import plan_candidates
+from tfcompress.quantization.methods.report import MethodsReport
 from tfcompress.quantization.notes import artifact_notes
 from tfcompress.quantization.recipes import (
     DEFAULT_CALIBRATION_SAMPLES,
@@ -78,6 +81,10 @@ class QuantizationResult(QuantizedArtifact):
             (see :mod:`tfcompress.quantization.notes`).
         layer_errors: With ``layer_errors=True``: SNR, cosine, RMSE and max abs of every
             quantized tensor against the float reference, worst first.
+        methods: With post-training methods (``methods=``, ``eval_data=`` or a recipe that
+            names methods): every candidate and plain int8 scored against the float32
+            reference, which was kept and why, and what each method changed; else None. See
+            :mod:`tfcompress.quantization.methods`.
 
     Example:
         >>> result = tfcompress.quantize(model, recipe="int8", representative_data=x)
@@ -102,6 +109,7 @@ class QuantizationResult(QuantizedArtifact):
     engine: str = "converter"
     notes: tuple[str, ...] = ()
     layer_errors: LayerErrors | None = None
+    methods: MethodsReport | None = None
 
     @property
     def model(self) -> TFLiteModel:
@@ -130,6 +138,7 @@ class QuantizationResult(QuantizedArtifact):
             "engine": self.engine,
             "notes": list(self.notes),
             "layer_errors": None if self.layer_errors is None else self.layer_errors.to_dict(),
+            "methods": None if self.methods is None else self.methods.to_dict(),
         }
 
     def __str__(self) -> str:
@@ -143,6 +152,8 @@ class QuantizationResult(QuantizedArtifact):
         text += "".join(f"\n- {note}" for note in self.notes)
         if self.layer_errors is not None:
             text += f"\n{self.layer_errors.table()}"
+        if self.methods is not None:
+            text += f"\n{self.methods}"
         if self.target_verdict is not None:
             text += f"\n{self.target_verdict}"
         return text
@@ -167,6 +178,8 @@ def quantize(
     engine: str | None = None,
     layer_errors: bool = False,
     batch_size: int | None = None,
+    methods: str | Sequence[str] | None = None,
+    eval_data: DataLike | None = None,
     calibration_method: None = None,
     opset: None = None,
     target: str | None = None,
@@ -196,6 +209,8 @@ def quantize(
     engine: None = None,
     layer_errors: bool = False,
     batch_size: None = None,
+    methods: None = None,
+    eval_data: None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: None = None,
@@ -224,6 +239,8 @@ def quantize(
     engine: str | None = None,
     layer_errors: bool = False,
     batch_size: int | None = None,
+    methods: str | Sequence[str] | None = None,
+    eval_data: DataLike | None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: str | None = None,
@@ -275,6 +292,16 @@ def quantize(
         batch_size: A static batch dimension for the file (1 for the Edge TPU; an RNN
             whose converter error says ``TensorListReserve ... element_shape to be static``
             converts with one). ``.tflite`` only. Overrides the recipe's.
+        methods: ``int8``: post-training methods to try against the converter's plain int8
+            (``"auto"``, ``"none"``, or names such as ``["equalize", "bias-correction"]``;
+            see :mod:`tfcompress.quantization.methods`); every candidate and plain int8 are
+            scored against the float32 reference and the best one that is not worse on any
+            output is kept (plain int8 otherwise), its methods recorded in
+            ``result.recipe.methods``. Default: ``"auto"`` when ``eval_data`` is given,
+            else none, so ``int8`` alone means the converter's int8. A recipe that names
+            methods applies them as given (a replay) and is still compared.
+        eval_data: ``int8``: the samples the methods are scored on (labels unused; at most
+            1,000, a seeded subset); default: the calibration samples.
         calibration_method: ``format="onnx"``, ``int8``: ``"minmax"`` (default),
             ``"entropy"`` or ``"percentile"`` (ONNX Runtime's calibrators).
         opset: ``format="onnx"``: the ONNX opset of the export (13 to 18, default 17).
@@ -294,9 +321,12 @@ def quantize(
         interface).
 
     Raises:
-        InvalidInputError: Unknown format, recipe or option (``int16x8`` for ONNX, a
-            ``.tflite``-only option with ``format="onnx"`` or the reverse), calibration
-            data missing, or ``calibration_samples`` below 1.
+        InvalidInputError: Unknown format, recipe, method or option (``int16x8`` for ONNX,
+            a ``.tflite``-only option with ``format="onnx"`` or the reverse), calibration
+            data missing, ``calibration_samples`` below 1, methods or eval data on a recipe
+            other than ``int8``, or ``methods`` with a recipe that names methods.
+        UnsupportedModelError: A recipe names weight methods and the model cannot be
+            rewritten (a SavedModel or subclassed model; ``methods=`` skips such candidates).
         InvalidArgumentTypeError: ``model`` (or ``calibration_samples``) of the wrong type.
         InvalidDataError: Calibration data does not fit the model.
         ConversionError: The converter rejected the model, or an ``integer_only`` model
@@ -340,6 +370,12 @@ def quantize(
             layer_errors=layer_errors or None,
             batch_size=batch_size,
         )
+        if methods is not None or eval_data is not None:
+            raise InvalidInputError(
+                "methods and eval_data (the post-training methods) apply to .tflite only: "
+                "ONNX Runtime calibrates its own way (calibration_method); drop them, or use "
+                "--format tflite."
+            )
         if isinstance(recipe, Recipe):
             raise InvalidInputError(
                 f"a tflite Recipe ({recipe.name!r}) cannot make an .onnx; pass the recipe's "
@@ -401,11 +437,25 @@ def quantize(
                 f"--target {target} needs the converter's settings for "
                 f"{chosen_target.display_name}; use --engine converter on the source model."
             )
+        if chosen.methods or methods not in (None, "none"):
+            raise InvalidInputError(
+                "the post-training methods (--method) rewrite the Keras model before the "
+                "converter quantizes it; LiteRT Quantizer has its own weight algorithms (rules "
+                "with algorithm=...): drop --method, or use --engine converter."
+            )
         result = _litert_result(loaded, chosen, representative_data, seed, progress)
         result = replace(result, target=target)
     else:
         result = _converter_result(
-            loaded, chosen, representative_data, seed, progress, chosen_target, compiler
+            loaded,
+            chosen,
+            representative_data,
+            seed,
+            progress,
+            chosen_target,
+            compiler,
+            methods=methods,
+            eval_data=eval_data,
         )
     if layer_errors:
         result = replace(result, layer_errors=_layer_errors(result, representative_data, seed))
@@ -447,31 +497,34 @@ def _converter_result(
     progress: bool,
     chosen_target: Target | None,
     compiler: str | os.PathLike[str] | None,
+    *,
+    methods: str | Sequence[str] | None,
+    eval_data: DataLike | None,
 ) -> QuantizationResult:
+    plan = plan_candidates(chosen.name, chosen.methods, methods, has_eval=eval_data is not None)
     calibration = _calibration_set(loaded, chosen, representative_data, seed)
-    tf = tensorflow()
-
-    def configure(converter: Any) -> None:
-        chosen.spec.configure(converter, chosen, tf)
-        if not chosen.per_channel:
-            converter._experimental_disable_per_channel = True  # only switch the API offers
-        if calibration is not None:
-            converter.representative_dataset = lambda: _representative(calibration, progress)
-        if chosen.float_nodes or chosen.rules:  # quantized below, with those nodes float
-            calibrate_only(converter)
-
-    # One trace for both outputs (None: the float32 defaults); float32 asks for the reference
-    # itself, converted once.
-    configures: list[Configure | None] = [None]
-    if chosen.name != "float32":
-        configures.append(configure)
-    conversions = convert_all(loaded, configures, batch_size=chosen.batch_size)
-    reference, quantized = conversions[0], conversions[-1]
+    configure_for = _configure_for(calibration, progress)
+    report = None
     kept = chosen
-    if chosen.float_nodes or chosen.rules:  # the nodes of float rules join float_nodes
-        nodes = converter_float_nodes(quantized.content, chosen, source=model_name(loaded))
-        kept = replace(chosen, float_nodes=nodes, rules=())
-        quantized = quantize_calibrated(quantized, kept, source=model_name(loaded))
+    if plan[0] and calibration is not None:
+        outcome = run_methods(
+            loaded, chosen, plan, calibration, eval_data, configure_for=configure_for, seed=seed
+        )
+        reference, quantized = outcome.reference, outcome.quantized
+        chosen, report = outcome.recipe, outcome.report
+        kept = chosen
+    else:
+        # One trace for both outputs (None: the float32 defaults); float32 asks for the
+        # reference itself, converted once.
+        configures: list[Configure | None] = [None]
+        if chosen.name != "float32":
+            configures.append(configure_for(chosen, bool(chosen.float_nodes or chosen.rules)))
+        conversions = convert_all(loaded, configures, batch_size=chosen.batch_size)
+        reference, quantized = conversions[0], conversions[-1]
+        if chosen.float_nodes or chosen.rules:  # the nodes of float rules join float_nodes
+            nodes = converter_float_nodes(quantized.content, chosen, source=model_name(loaded))
+            kept = replace(chosen, float_nodes=nodes, rules=())
+            quantized = quantize_calibrated(quantized, kept, source=model_name(loaded))
     check_weights_captured(reference.content, loaded)
     float_ops = None
     if chosen.spec.integer_activations:  # check what the file really holds
@@ -515,6 +568,7 @@ def _converter_result(
         target_verdict=verdict,
         float_nodes=kept.float_nodes,
         notes=artifact_notes(quantized.content),
+        methods=report,
     )
 
 
@@ -554,6 +608,25 @@ def _calibration_set(
         limit=recipe.calibration_samples,
         seed=seed,
     )
+
+
+def _configure_for(calibration: Dataset | None, progress: bool) -> ConfigureFor:
+    """The converter settings of a recipe, stopping after calibration when asked."""
+    tf = tensorflow()
+
+    def configure_for(recipe: Recipe, calibrate: bool) -> Configure:
+        def configure(converter: Any) -> None:
+            recipe.spec.configure(converter, recipe, tf)
+            if not recipe.per_channel:
+                converter._experimental_disable_per_channel = True  # the API's only switch
+            if calibration is not None:
+                converter.representative_dataset = lambda: _representative(calibration, progress)
+            if calibrate:  # quantized later: with nodes kept float, or edited ranges
+                calibrate_only(converter)
+
+        return configure
+
+    return configure_for
 
 
 def _representative(calibration: Dataset, progress: bool) -> Iterator[Any]:

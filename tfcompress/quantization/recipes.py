@@ -12,6 +12,11 @@ from typing import Any, ClassVar, TypeVar
 
 from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
 from tfcompress.errors import InvalidInputError
+from tfcompress.quantization.methods.catalog import (
+    DEFAULT_PERCENTILE,
+    canonical_methods,
+    check_methods_for,
+)
 from tfcompress.quantization.rules import Rule, coerce_rules
 
 #: The engines that make a ``.tflite``: the TFLite converter and LiteRT Quantizer.
@@ -205,6 +210,11 @@ class Recipe(RecipeData):
         block_size: LiteRT Quantizer, ``int4-dynamic``: blockwise weight scales of 32, 64
             or 128 values for fully connected and embedding weights (the kernels LiteRT has;
             other ops keep per-channel scales); None: per channel (or per tensor).
+        methods: ``int8`` only: post-training methods applied before the converter quantizes
+            (``equalize``, ``adaround``, ``bias-correction``, ``percentile-ranges``,
+            ``mse-ranges``; see :mod:`tfcompress.quantization.methods`), stored in the order
+            they run. Empty: the converter's own int8.
+        range_percentile: The percentile ``percentile-ranges`` keeps (default 99.99).
 
     The constructor and :meth:`from_dict` still read ``float_fallback``, the option older
     versions had (and wrote into every recipe's JSON): ``float_fallback=True`` is today's
@@ -230,6 +240,8 @@ class Recipe(RecipeData):
     float_nodes: tuple[str, ...] = ()
     rules: tuple[Rule, ...] = ()
     block_size: int | None = None
+    methods: tuple[str, ...] = ()
+    range_percentile: float = DEFAULT_PERCENTILE
     float_fallback: InitVar[bool | None] = None  # the older spelling, see above
 
     def __post_init__(self, float_fallback: bool | None) -> None:
@@ -240,6 +252,10 @@ class Recipe(RecipeData):
         object.__setattr__(self, "float_nodes", _check_float_nodes(self.name, self.float_nodes))
         object.__setattr__(self, "rules", coerce_rules(self.rules))
         _check_block_size(spec, self.block_size)
+        methods = canonical_methods(self.methods)
+        object.__setattr__(self, "methods", methods)
+        percentile = check_methods_for(self.name, methods, self.range_percentile)
+        object.__setattr__(self, "range_percentile", percentile)
         for option in ("input_type", "output_type"):
             value = getattr(self, option)
             if value not in spec.io_types:

@@ -13,6 +13,9 @@ models are built in code and trained in seconds on it.
   as files, for gates.
 * :mod:`~tfcompress.samples.landmarker`: a MediaPipe-shaped landmark model and its float
   ``.tflite`` written with the quirks of shipped files.
+* :mod:`~tfcompress.samples.ptq_stress`: models where the converter's plain int8 is weak (a
+  depthwise classifier with a few wide channels, a small-magnitude box head, a normalisation
+  front end), for the post-training methods.
 * :mod:`~tfcompress.samples.troublemakers`: models that break naive compression (a
   LayerNormalization classifier, three heads with small-magnitude regressions, a BatchNorm-
   heavy depthwise classifier, a static-batch LSTM, a custom layer, a weightless SavedModel).

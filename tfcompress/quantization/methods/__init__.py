@@ -1,0 +1,26 @@
+"""Post-training methods beyond the converter's min/max int8, applied before it quantizes.
+
+Weight methods rewrite a copy of the float Keras model (BatchNorm folding, cross-layer
+equalization, AdaRound, bias correction); range methods edit the calibrated activation
+ranges of the calibrate-only conversion before the converter's quantizer runs. The artifact
+is an ordinary full-int8 ``.tflite``: same ops, same inputs and outputs as converter int8.
+See ``docs/quantization.md#beyond-minmax-int8`` and :mod:`.catalog` for the names.
+"""
+
+from tfcompress.quantization.methods.catalog import (
+    AUTO_CANDIDATES,
+    METHODS,
+    RANGE_METHODS,
+    WEIGHT_METHODS,
+    canonical_methods,
+    parse_methods,
+)
+
+__all__ = [
+    "AUTO_CANDIDATES",
+    "METHODS",
+    "RANGE_METHODS",
+    "WEIGHT_METHODS",
+    "canonical_methods",
+    "parse_methods",
+]

@@ -1,0 +1,290 @@
+"""Make plain int8 and every candidate of the methods in one run, score them, keep one.
+
+The converter's plain int8 is made exactly as :func:`tfcompress.quantize` makes it without
+methods (one trace shared with the float32 reference). Candidates that share their weight
+methods share one rewritten copy of the model and one calibrate-only conversion of it;
+each then gets its activation ranges (min/max, or a range method's) and goes through the
+converter's quantizer, as selective quantization does. Every artifact is scored against
+the float32 reference on the same samples (:mod:`.selection`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tfcompress.data import Dataset
+from tfcompress.errors import ConversionError, UnsupportedModelError
+from tfcompress.quantization.converter import Configure, Conversion, convert_all
+from tfcompress.quantization.methods.catalog import (
+    DEFAULT_PERCENTILE,
+    RANGE_METHODS,
+    WEIGHT_METHODS,
+)
+from tfcompress.quantization.methods.ranges import histograms, search_ranges
+from tfcompress.quantization.methods.report import Candidate, MethodsReport
+from tfcompress.quantization.methods.rewrite import Rewrite, rewrite_model
+from tfcompress.quantization.methods.selection import choose, not_worse, score
+from tfcompress.quantization.recipes import Recipe
+from tfcompress.quantization.selective import quantize_calibrated
+
+logger = logging.getLogger(__name__)
+
+#: ``(recipe, calibrate_only) -> configure``: the converter settings of a recipe, stopping
+#: after calibration when asked (the path the methods edit).
+ConfigureFor = Callable[[Recipe, bool], Configure]
+
+
+@dataclass(frozen=True)
+class MethodsOutcome:
+    """The float32 reference, the artifact kept, its recipe and the report."""
+
+    reference: Conversion
+    quantized: Conversion
+    recipe: Recipe
+    report: MethodsReport
+    warnings: tuple[str, ...]
+
+
+#: Eval samples the methods are scored on, at most (a seeded subset of more).
+EVAL_SAMPLES = 1000
+
+
+def run_methods(
+    model: Any,
+    recipe: Recipe,
+    plan: tuple[Sequence[tuple[str, ...]], bool],
+    calibration: Dataset,
+    eval_data: Any,
+    *,
+    configure_for: ConfigureFor,
+    seed: int,
+) -> MethodsOutcome:
+    """:func:`quantize_with_methods` scored on ``eval_data`` (else the calibration samples).
+
+    Args:
+        model: The loaded model.
+        recipe: The ``int8`` recipe.
+        plan: ``(candidates, searched)`` from
+            :func:`~tfcompress.quantization.methods.catalog.plan_candidates`.
+        calibration: The calibration samples.
+        eval_data: The data to score on (any source ``load_data`` reads), or None.
+        configure_for: The converter settings of a recipe.
+        seed: Seed of the eval subset.
+
+    Raises:
+        InvalidDataError: ``eval_data`` does not fit the model.
+    """
+    from tfcompress.data.calibration import calibration_set
+    from tfcompress.models.loading import model_name
+    from tfcompress.models.signature import model_signature
+
+    scoring, measured_on = calibration, "calibration samples"
+    if eval_data is not None:
+        signature = model_signature(model)
+        scoring = calibration_set(
+            signature, eval_data, limit=EVAL_SAMPLES, seed=seed, what="eval data"
+        )
+        measured_on = "eval samples"
+    candidates, searched = plan
+    return quantize_with_methods(
+        model,
+        recipe,
+        candidates=candidates,
+        searched=searched,
+        calibration=calibration,
+        scoring=scoring,
+        measured_on=measured_on,
+        configure_for=configure_for,
+        source=model_name(model),
+    )
+
+
+def quantize_with_methods(
+    model: Any,
+    recipe: Recipe,
+    *,
+    candidates: Sequence[tuple[str, ...]],
+    searched: bool,
+    calibration: Dataset,
+    scoring: Dataset,
+    measured_on: str,
+    configure_for: ConfigureFor,
+    source: str,
+) -> MethodsOutcome:
+    """Make plain int8 and each candidate, score them, and keep one.
+
+    Args:
+        model: The loaded model (Keras, either flavour, or a SavedModel: range methods only).
+        recipe: The ``int8`` recipe (its ``methods`` are ignored: ``candidates`` say which).
+        candidates: Each set of methods to make, in catalog order.
+        searched: Keep the best candidate not worse than plain int8 (else plain); False:
+            keep the one candidate, as a recipe that names methods asks.
+        calibration: The calibration samples.
+        scoring: The samples every artifact is scored on.
+        measured_on: How to call them in the report (``"eval data"``...).
+        configure_for: The converter settings of a recipe.
+        source: Model name, for messages.
+
+    Returns:
+        The reference, the kept artifact with its recipe, and the report.
+
+    Raises:
+        UnsupportedModelError: ``searched`` is False and the weight methods cannot rewrite
+            the model.
+        ConversionError: ``searched`` is False and the quantizer rejected the candidate.
+    """
+    start = time.perf_counter()
+    plain_recipe = with_methods(recipe, ())
+    configures: list[Configure | None] = [None, configure_for(plain_recipe, False)]
+    if any(not _weights(c) for c in candidates):
+        configures.append(configure_for(plain_recipe, True))
+    made = convert_all(model, configures, batch_size=recipe.batch_size)
+    reference, plain = made[0], made[1]
+    if plain_recipe.float_nodes:
+        plain = quantize_calibrated(plain, plain_recipe, source=source)
+    calibrated: dict[tuple[str, ...], tuple[Conversion, Rewrite | None, float] | str] = {}
+    if len(made) > 2:
+        calibrated[()] = (made[2], None, made[2].seconds)
+    contents: list[bytes | None] = []
+    built: list[Candidate] = []
+    measured: dict[tuple[str, ...], dict[str, Any]] = {}  # histograms shared by range methods
+    for methods in candidates:
+        weights = _weights(methods)
+        if weights not in calibrated:
+            calibrated[weights] = _rewritten(
+                model, weights, recipe, calibration, configure_for, searched=searched
+            )
+        base = calibrated[weights]
+        if isinstance(base, str):
+            built.append(Candidate(methods, error=base))
+            contents.append(None)
+            continue
+        candidate, content = _candidate(
+            methods,
+            base,
+            with_methods(recipe, methods),
+            calibration,
+            source,
+            searched=searched,
+            measured=measured.setdefault(weights, {}),
+        )
+        built.append(candidate)
+        contents.append(content)
+    ready = [c for c in contents if c is not None]
+    scores = score(reference.content, [plain.content, *ready], scoring, source=source)
+    plain_candidate = Candidate((), scores[0], len(plain.content), plain.seconds)
+    scored_iter = iter(scores[1:])
+    built = [c if c.error else replace(c, fidelity=next(scored_iter)) for c in built]
+    warnings: list[str] = []
+    if searched:
+        index, reason = choose(plain_candidate, built)
+    else:
+        index = 0
+        worse = not_worse(built[0], plain_candidate)
+        reason = "the recipe names these methods: applied as given"
+        if worse is not None:
+            reason += f" (worse than plain int8 on {worse})"
+            warnings.append(
+                f"the recipe's methods ({built[0].label}) are worse than plain int8 on {worse}"
+            )
+    kept = () if index is None else built[index].methods
+    chosen = plain if index is None else replace(plain, content=contents[index] or b"")
+    report = MethodsReport(
+        measured_on=measured_on,
+        samples=len(scoring),
+        plain=plain_candidate,
+        candidates=tuple(built),
+        kept=kept,
+        reason=reason,
+        searched=searched,
+    )
+    total = time.perf_counter() - start
+    logger.info("methods for %s: kept %s (%s) in %.1fs", source, kept or "plain", reason, total)
+    quantized = Conversion(chosen.content, total, plain.warnings + tuple(warnings))
+    return MethodsOutcome(reference, quantized, with_methods(recipe, kept), report, tuple(warnings))
+
+
+def with_methods(recipe: Recipe, methods: tuple[str, ...]) -> Recipe:
+    """``recipe`` with ``methods``; its percentile kept only where ``percentile-ranges`` uses it.
+
+    Example:
+        >>> with_methods(Recipe("int8", methods=("percentile-ranges",), range_percentile=99.0),
+        ...              ()).range_percentile
+        99.99
+    """
+    percentile = recipe.range_percentile if "percentile-ranges" in methods else DEFAULT_PERCENTILE
+    return replace(recipe, methods=methods, range_percentile=percentile)
+
+
+def _weights(methods: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(m for m in methods if m in WEIGHT_METHODS)
+
+
+def _rewritten(
+    model: Any,
+    weights: tuple[str, ...],
+    recipe: Recipe,
+    calibration: Dataset,
+    configure_for: ConfigureFor,
+    *,
+    searched: bool,
+) -> tuple[Conversion, Rewrite | None, float] | str:
+    """The calibrate-only conversion of the rewritten copy (or why it could not be made)."""
+    start = time.perf_counter()
+    try:
+        copy, rewrite = rewrite_model(model, weights, calibration, per_channel=recipe.per_channel)
+        plain = with_methods(recipe, ())
+        conversion = convert_all(copy, [configure_for(plain, True)], batch_size=recipe.batch_size)
+    except (UnsupportedModelError, ConversionError) as error:
+        if not searched:
+            raise
+        logger.info("%s not tried: %s", "+".join(weights), error)
+        return str(error)
+    return conversion[0], rewrite, time.perf_counter() - start
+
+
+def _candidate(
+    methods: tuple[str, ...],
+    base: tuple[Conversion, Rewrite | None, float],
+    recipe: Recipe,
+    calibration: Dataset,
+    source: str,
+    *,
+    searched: bool,
+    measured: dict[str, Any],
+) -> tuple[Candidate, bytes | None]:
+    """Edit the ranges (if a range method asks) and quantize one candidate.
+
+    ``measured`` caches the calibrated model's histograms: candidates that share a rewrite
+    share one float run of it, whatever range method each uses.
+    """
+    conversion, rewrite, seconds = base
+    start = time.perf_counter()
+    ranges: tuple[Any, ...] = ()
+    method = next((m for m in methods if m in RANGE_METHODS), None)
+    content = conversion.content
+    try:
+        if method is not None:
+            if "histograms" not in measured:
+                measured["histograms"] = histograms(content, calibration)
+            content, ranges = search_ranges(
+                content,
+                calibration,
+                method=method.removesuffix("-ranges"),
+                percentile=recipe.range_percentile,
+                measured=measured["histograms"],
+            )
+        quantized = quantize_calibrated(replace(conversion, content=content), recipe, source=source)
+    except ConversionError as error:
+        if not searched:
+            raise
+        return Candidate(methods, rewrite=rewrite, error=str(error)), None
+    spent = seconds + time.perf_counter() - start
+    made = Candidate(
+        methods, size_bytes=len(quantized.content), seconds=spent, rewrite=rewrite, ranges=ranges
+    )
+    return made, quantized.content

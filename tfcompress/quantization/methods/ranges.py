@@ -1,0 +1,273 @@
+"""Activation range search: choose each tensor's int8 range instead of taking min/max.
+
+The converter's calibration records each activation tensor's min and max over the samples
+and quantizes with that range: one outlier in one sample stretches the step for every
+value. Here the calibrate-only conversion (the same path selective quantization uses) is run
+once more, in float, with every intermediate tensor kept; each tensor's values fill a
+histogram over its calibrated range, and a new range is written into the flatbuffer before
+the converter's quantizer reads it:
+
+* ``percentile``: the ``p``-th and ``(100 - p)``-th percentiles (a side whose calibrated
+  bound is 0, as after a ReLU, keeps it);
+* ``mse``: the range that minimises the expected squared error of the tensor's int8 values:
+  the rounding error ``step^2 / 12`` of every value inside the range (exact zeros are exact
+  and cost nothing) plus the clipping error of every value outside, over a grid of shrink
+  factors of each calibrated bound.
+
+The quantizer still makes every tensor exactly as it would (scales, zero points, the fixed
+ranges of softmax and logistic outputs), from these statistics.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tfcompress._compat.litert import flatbuffer_utils, interpreter_module
+from tfcompress.data import Dataset
+from tfcompress.errors import InvalidDataError
+
+#: Bins of each tensor's histogram over its calibrated range.
+BINS = 2048
+#: Shrink factors of each bound tried by ``mse`` (1 keeps the calibrated bound).
+SHRINK = np.geomspace(1.0, 0.02, 96)
+#: int8 levels.
+LEVELS = 255
+#: Samples per interpreter call when the model's batch dimension can be resized.
+BATCH = 32
+
+
+@dataclass(frozen=True)
+class TensorRange:
+    """One activation tensor's range: as calibrated, and as chosen.
+
+    Attributes:
+        tensor: The tensor's name in the ``.tflite``.
+        calibrated: ``(min, max)`` the converter's calibration recorded.
+        chosen: ``(min, max)`` written for the quantizer.
+    """
+
+    tensor: str
+    calibrated: tuple[float, float]
+    chosen: tuple[float, float]
+
+    @property
+    def shrink(self) -> float:
+        """The chosen range's width over the calibrated one (1.0: unchanged)."""
+        width = self.calibrated[1] - self.calibrated[0]
+        return (self.chosen[1] - self.chosen[0]) / width if width > 0 else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON reports."""
+        return {
+            "tensor": self.tensor,
+            "calibrated": [float(f"{v:.6g}") for v in self.calibrated],
+            "chosen": [float(f"{v:.6g}") for v in self.chosen],
+        }
+
+
+@dataclass
+class _Histogram:
+    low: float
+    high: float
+    counts: np.ndarray
+    zeros: int = 0
+
+    def add(self, values: np.ndarray) -> None:
+        flat = values.ravel().astype(np.float64)
+        exact = flat == 0.0
+        self.zeros += int(exact.sum())
+        flat = flat[~exact]
+        width = self.high - self.low
+        index = ((flat - self.low) * (BINS / width)).astype(np.int64) if width > 0 else flat * 0
+        self.counts += np.bincount(np.clip(index, 0, BINS - 1), minlength=BINS)
+
+    def centers(self) -> np.ndarray:
+        edges = np.linspace(self.low, self.high, BINS + 1)
+        return (edges[:-1] + edges[1:]) / 2
+
+
+def histograms(calibrated: bytes, samples: Dataset) -> dict[int, _Histogram]:
+    """Each activation tensor's histogram over its calibrated range, from one float run.
+
+    Args:
+        calibrated: The converter's calibrate-only output (float, with min/max statistics).
+        samples: The calibration samples (one array or a dict by input name).
+
+    Returns:
+        Histograms by tensor index; :func:`search_ranges` chooses ranges from them (several
+        methods can share one run).
+
+    Raises:
+        InvalidDataError: The samples cannot be matched to the model's inputs.
+    """
+    model = flatbuffer_utils().read_model_from_bytearray(bytearray(calibrated))
+    stats = {}
+    for index, tensor in enumerate(model.subgraphs[0].tensors):
+        q = tensor.quantization
+        if q is None or q.min is None or q.max is None or len(q.min) != 1:
+            continue
+        if model.buffers[tensor.buffer].data is not None:  # a constant
+            continue
+        low, high = min(float(q.min[0]), 0.0), max(float(q.max[0]), 0.0)
+        stats[index] = _Histogram(low, high, np.zeros(BINS, np.int64))
+    _fill(calibrated, samples, stats)
+    return stats
+
+
+def search_ranges(
+    calibrated: bytes,
+    samples: Dataset,
+    *,
+    method: str,
+    percentile: float,
+    measured: dict[int, _Histogram] | None = None,
+) -> tuple[bytes, tuple[TensorRange, ...]]:
+    """Choose every activation tensor's range of a calibrate-only ``.tflite``.
+
+    Args:
+        calibrated: The converter's calibrate-only output (float, with min/max statistics).
+        samples: The calibration samples (one array or a dict by input name).
+        method: ``"percentile"`` or ``"mse"``.
+        percentile: The percentile kept by ``"percentile"``.
+        measured: :func:`histograms` of ``calibrated`` already made (else made here).
+
+    Returns:
+        The calibrated model with the new statistics, and each tensor's ranges.
+
+    Raises:
+        InvalidDataError: The samples cannot be matched to the model's inputs.
+
+    Example:
+        >>> edited, ranges = search_ranges(calibrated, calib, method="mse", percentile=99.99)
+        ... # doctest: +SKIP
+    """
+    stats = histograms(calibrated, samples) if measured is None else measured
+    utils = flatbuffer_utils()
+    model = utils.read_model_from_bytearray(bytearray(calibrated))
+    graph = model.subgraphs[0]
+    chosen = []
+    for index, histogram in stats.items():
+        tensor = graph.tensors[index]
+        low, high = (
+            _percentile_range(histogram, percentile)
+            if method == "percentile"
+            else _mse_range(histogram)
+        )
+        q = tensor.quantization
+        before = (float(q.min[0]), float(q.max[0]))
+        q.min = np.array([low], np.float32)
+        q.max = np.array([high], np.float32)
+        name = tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
+        chosen.append(TensorRange(name, before, (float(q.min[0]), float(q.max[0]))))
+    return bytes(utils.convert_object_to_bytearray(model)), tuple(chosen)
+
+
+def _fill(calibrated: bytes, samples: Dataset, stats: dict[int, _Histogram]) -> None:
+    """Run the float model with every tensor kept; add each watched tensor to its histogram."""
+    module, _ = interpreter_module()
+    with warnings.catch_warnings():  # tf.lite.Interpreter's deprecation notice, if it is the one
+        warnings.simplefilter("ignore", UserWarning)
+        interpreter = module.Interpreter(
+            model_content=calibrated,
+            experimental_op_resolver_type=module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+            experimental_preserve_all_tensors=True,
+        )
+    inputs = interpreter.get_input_details()
+    arrays = _arrays_by_input(inputs, samples.x)
+    resizable = all(-1 in list(d.get("shape_signature", [])[:1]) for d in inputs)
+    batch = BATCH if resizable else int(inputs[0]["shape"][0])
+    count = len(samples)
+    shaped = None
+    for start in range(0, count, batch):
+        stop = min(start + batch, count)
+        if resizable and shaped != stop - start:
+            for detail, array in zip(inputs, arrays, strict=True):
+                interpreter.resize_tensor_input(detail["index"], [stop - start, *array.shape[1:]])
+            interpreter.allocate_tensors()
+            shaped = stop - start
+        elif shaped is None:
+            interpreter.allocate_tensors()
+            shaped = batch
+        if stop - start != shaped:  # a static batch: the last rows go one by one
+            break
+        for detail, array in zip(inputs, arrays, strict=True):
+            interpreter.set_tensor(detail["index"], array[start:stop].astype(detail["dtype"]))
+        interpreter.invoke()
+        for index, histogram in stats.items():
+            histogram.add(interpreter.get_tensor(index))
+
+
+def _arrays_by_input(
+    inputs: list[dict[str, Any]], x: np.ndarray | Mapping[str, np.ndarray]
+) -> list[np.ndarray]:
+    if not isinstance(x, Mapping):
+        return [np.asarray(x)]
+    arrays = []
+    for detail in inputs:
+        name = str(detail["name"])
+        found = [k for k in x if name in (k, f"serving_default_{k}:0")]
+        if len(found) != 1:
+            raise InvalidDataError(
+                f"cannot tell which calibration array feeds model input {name!r} (arrays: "
+                f"{', '.join(sorted(x))}); name the arrays after the model's inputs."
+            )
+        arrays.append(np.asarray(x[found[0]]))
+    return arrays
+
+
+def _percentile_range(histogram: _Histogram, percentile: float) -> tuple[float, float]:
+    counts = histogram.counts.astype(np.float64)
+    centers = histogram.centers()
+    zero_bin = int(
+        np.clip(
+            (0.0 - histogram.low) * BINS / max(histogram.high - histogram.low, 1e-30), 0, BINS - 1
+        )
+    )
+    counts[zero_bin] += histogram.zeros
+    total = counts.sum()
+    if total == 0:
+        return histogram.low, histogram.high
+    cumulative = np.cumsum(counts) / total
+    tail = 1.0 - percentile / 100.0
+    low = histogram.low
+    if histogram.low < 0:
+        low = min(float(centers[np.searchsorted(cumulative, tail)]), 0.0)
+    high = histogram.high
+    if histogram.high > 0:
+        high = max(float(centers[min(np.searchsorted(cumulative, 1.0 - tail), BINS - 1)]), 0.0)
+    return low, high
+
+
+def _mse_range(histogram: _Histogram) -> tuple[float, float]:
+    """The (low, high) on the grid that minimises the expected int8 error of the tensor."""
+    counts = histogram.counts.astype(np.float64)
+    centers = histogram.centers()
+    if counts.sum() == 0:
+        return histogram.low, histogram.high
+    # Cumulative sums give, for any cut, the count and the first two moments of what lies
+    # below it (and above it), so each candidate's clipping error is O(1).
+    n = np.concatenate([[0.0], np.cumsum(counts)])
+    s1 = np.concatenate([[0.0], np.cumsum(counts * centers)])
+    s2 = np.concatenate([[0.0], np.cumsum(counts * centers**2)])
+    lows = histogram.low * SHRINK if histogram.low < 0 else np.array([0.0])
+    highs = histogram.high * SHRINK if histogram.high > 0 else np.array([0.0])
+    width = histogram.high - histogram.low
+    cut_low = np.searchsorted(centers, lows)  # bins strictly below each low
+    cut_high = np.searchsorted(centers, highs, side="right")  # bins up to each high
+    below_n, below_s1, below_s2 = n[cut_low], s1[cut_low], s2[cut_low]
+    clip_low = below_s2 - 2 * lows * below_s1 + lows**2 * below_n
+    above_n = n[-1] - n[cut_high]
+    above_s1, above_s2 = s1[-1] - s1[cut_high], s2[-1] - s2[cut_high]
+    clip_high = above_s2 - 2 * highs * above_s1 + highs**2 * above_n
+    inside = n[-1] - below_n[:, None] - above_n[None, :]
+    step = (highs[None, :] - lows[:, None]) / LEVELS
+    error = clip_low[:, None] + clip_high[None, :] + inside * step**2 / 12.0
+    if width <= 0:
+        return histogram.low, histogram.high
+    i, j = np.unravel_index(int(np.argmin(error)), error.shape)
+    return float(lows[i]), float(highs[j])
