@@ -242,12 +242,12 @@ def _tflite_signature(model: TFLiteModel) -> ModelSignature:
 def _saved_model_signature(model: SavedModelDir) -> ModelSignature:
     from tfcompress._compat.tf import tensorflow
 
-    with saved_model_errors(model.path):
+    with saved_model_errors(model.shown, copy=model.path):
         loaded = tensorflow().saved_model.load(str(model.path))
     signature = loaded.signatures.get(model.signature_key)
     if signature is None:
         raise UnsupportedModelError(
-            f"{model.path}: no {model.signature_key!r} signature; export the model with one."
+            f"{model.shown}: no {model.signature_key!r} signature; export the model with one."
         )
     inputs = signature.structured_input_signature[1]
     outputs = signature.structured_outputs

@@ -167,12 +167,14 @@ class KerasRunner(Runner):
                 "new process that pins them before loading any model (tfcompress benchmark "
                 "does so for its first --threads value)."
             )
+        if isinstance(model, SavedModelDir):
+            model.check_may_run()  # a graph that writes files runs only with --unsafe
         self.model = model
         self.threads = threads
         self.signature = model_signature(model)
         tf = tensorflow()
         if isinstance(model, SavedModelDir):
-            with saved_model_errors(model.path):
+            with saved_model_errors(model.shown, copy=model.path):
                 loaded = tf.saved_model.load(str(model.path))
             self._signature = loaded.signatures[model.signature_key]
             self._keep_alive = loaded  # the signature's variables live on this object
