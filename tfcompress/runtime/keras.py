@@ -158,6 +158,8 @@ class KerasRunner(Runner):
                 "the 'keras' backend runs Keras and SavedModel models; use backend='cpu' for "
                 ".tflite files."
             )
+        if isinstance(model, SavedModelDir):
+            model.check_may_run()  # a graph that writes files runs only with --unsafe
         if threads is not None and not pin_tensorflow_threads(threads):
             intra, _ = tensorflow_threads()
             raise SettingUnavailableError(
@@ -167,8 +169,6 @@ class KerasRunner(Runner):
                 "new process that pins them before loading any model (tfcompress benchmark "
                 "does so for its first --threads value)."
             )
-        if isinstance(model, SavedModelDir):
-            model.check_may_run()  # a graph that writes files runs only with --unsafe
         self.model = model
         self.threads = threads
         self.signature = model_signature(model)
