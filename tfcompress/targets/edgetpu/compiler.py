@@ -1,9 +1,11 @@
 """Run Coral's ``edgetpu_compiler`` on a ``.tflite`` and keep what it made and said.
 
-The compiler runs in a temporary folder with a time limit; the compiled
-``*_edgetpu.tflite`` comes back as bytes next to the parsed log (:class:`CompilerRun`), and
-nothing is written next to the input. A failure, a refusal or a hang is one typed error
-(:class:`EdgeTPUCompilerError`) that quotes the compiler's own line.
+The compiler runs in a temporary folder with a time limit, under a supervisor process
+(``_supervise.py``) that kills everything the compiler started before the call returns,
+daemons included. The compiled ``*_edgetpu.tflite`` comes back as bytes next to the parsed
+log (:class:`CompilerRun`) only if it is a regular file of that folder that the ``.tflite``
+reader validates, and nothing is written next to the input. A failure, a refusal or a hang
+is one typed error (:class:`EdgeTPUCompilerError`) that quotes the compiler's own line.
 
 Example:
     >>> from tfcompress.targets.edgetpu import compile_for_edgetpu
@@ -15,17 +17,21 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfcompress._files import file_kind
 from tfcompress.errors import BackendUnavailableError, ConversionError, InvalidInputError
 from tfcompress.targets.edgetpu.compiler_log import CompilerLog, parse_compiler_log
 
@@ -45,6 +51,11 @@ COMPILER_NAME = "edgetpu_compiler"
 DEFAULT_TIMEOUT_S = 180.0
 """The compiler's own compile timer is 180 s ("Started a compilation timeout timer of 180
 seconds"); a run that outlives it is stopped."""
+
+_SUPERVISOR = Path(__file__).with_name("_supervise.py")
+_GRACE_S = 30.0  # the supervisor's own cleanup; it is stopped if it takes longer
+_MAX_LOG_BYTES = 1 << 20  # a real log is kilobytes; a flood is read and dropped
+_MAX_OUTPUT_BYTES = 1 << 30
 
 _INSTALL_HINT = (
     "install it from Coral's apt repository (https://coral.ai/docs/edgetpu/compiler/; x86-64 "
@@ -195,34 +206,92 @@ def compile_for_edgetpu(
         (folder / f"{stem}.tflite").write_bytes(content)
         command = [executable, "-s", "-o", str(folder), f"{stem}.tflite"]
         logger.info("running %s", " ".join(command))
-        started = time.perf_counter()
-        text, returncode = _run(command, cwd=folder, timeout_s=timeout_s, source=source)
-        seconds = time.perf_counter() - started
-        log = parse_compiler_log(text)
-        if returncode != 0 or not log.succeeded:
-            reason = log.error or _last_line(text) or "it printed nothing"
-            status = f"exit status {returncode}" if returncode != 0 else "no successful compile"
+        # Held open across the run: the output is read relative to this very folder, even
+        # if the compiler renames or replaces the path.
+        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            started = time.perf_counter()
+            text, returncode = _run(command, cwd=folder, timeout_s=timeout_s, source=source)
+            seconds = time.perf_counter() - started
+            log = parse_compiler_log(text)
+            if returncode != 0 or not log.succeeded:
+                reason = _short(log.error or _last_line(text) or "it printed nothing")
+                status = f"exit status {returncode}" if returncode != 0 else "no successful compile"
+                raise EdgeTPUCompilerError(
+                    f"{source}: edgetpu_compiler failed ({status}): {reason}{_fix(log)}", log=log
+                )
+            compiled = _read_output(folder_fd, f"{stem}_edgetpu.tflite", source=source, log=log)
+        finally:
+            os.close(folder_fd)
+        return CompilerRun(log, compiled, executable, seconds)
+
+
+def _read_output(folder_fd: int, name: str, *, source: str, log: CompilerLog) -> bytes:
+    """The compiled model, read only if the compiler left it as a file of its own.
+
+    Accepted: a regular file of the work folder (opened relative to it, never through a
+    link), not a hard link to a file elsewhere, that the ``.tflite`` reader validates.
+    """
+    from tfcompress.errors import ModelLoadError
+    from tfcompress.models.tflite_file import read_tflite
+
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
+    except FileNotFoundError:
+        raise EdgeTPUCompilerError(
+            f"{source}: edgetpu_compiler reported success but wrote no {name}; run it by "
+            "hand to see why.",
+            log=log,
+        ) from None
+    except OSError as failure:  # ELOOP: a symbolic link
+        raise EdgeTPUCompilerError(
+            f"{source}: edgetpu_compiler left {name} as something tfcompress does not read "
+            f"({failure.strerror}): only a regular file it wrote in its work folder is "
+            "accepted; check the compiler.",
+            log=log,
+        ) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            kind = "a hard link" if stat.S_ISREG(info.st_mode) else file_kind(info.st_mode)
             raise EdgeTPUCompilerError(
-                f"{source}: edgetpu_compiler failed ({status}): {reason}{_fix(log)}", log=log
-            )
-        compiled = folder / f"{stem}_edgetpu.tflite"
-        if not compiled.is_file():
-            raise EdgeTPUCompilerError(
-                f"{source}: edgetpu_compiler reported success but wrote no {compiled.name}; "
-                "run it by hand to see why.",
+                f"{source}: edgetpu_compiler left {name} as {kind}, not a file of its own "
+                "in its work folder; tfcompress accepts only that; check the compiler.",
                 log=log,
             )
-        return CompilerRun(log, compiled.read_bytes(), executable, seconds)
+        compiled = handle.read(_MAX_OUTPUT_BYTES + 1)
+    if len(compiled) > _MAX_OUTPUT_BYTES:
+        raise EdgeTPUCompilerError(
+            f"{source}: edgetpu_compiler wrote a {name} over {_MAX_OUTPUT_BYTES} bytes, more "
+            "than any Edge TPU model; check the compiler.",
+            log=log,
+        )
+    try:
+        read_tflite(compiled, source=name).validate(source=name)
+    except ModelLoadError as error:
+        raise EdgeTPUCompilerError(
+            f"{source}: edgetpu_compiler wrote a {name} that is not a valid .tflite ({error}); "
+            "check the compiler.",
+            log=log,
+        ) from error
+    return compiled
 
 
 def _run(command: list[str], *, cwd: Path, timeout_s: float, source: str) -> tuple[str, int]:
-    """Run the compiler in its own process group; stop the whole group at the time limit."""
+    """Run the compiler under :mod:`._supervise`; return its log and exit status.
+
+    The supervisor enforces ``timeout_s`` and kills everything the compiler started before
+    it exits; this process reads the log (keeping the first :data:`_MAX_LOG_BYTES`) until
+    the supervisor is gone, and stops it too should it outlive the limit by
+    :data:`_GRACE_S` seconds.
+    """
+    supervised = [sys.executable, "-P", str(_SUPERVISOR), repr(float(timeout_s)), "--", *command]
     try:
         proc = subprocess.Popen(
-            command,
+            supervised,
             cwd=cwd,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
@@ -230,30 +299,71 @@ def _run(command: list[str], *, cwd: Path, timeout_s: float, source: str) -> tup
         raise BackendUnavailableError(
             f"{command[0]}: cannot be started ({exc.strerror or exc}); {_INSTALL_HINT}."
         ) from exc
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    log, verdict_text, finished = _drain(proc, deadline=time.monotonic() + timeout_s + _GRACE_S)
+    if not finished:
         _stop(proc)
-        out, _ = proc.communicate()
-        text = out.decode("utf-8", errors="replace")
+    proc.wait()
+    text = log.decode("utf-8", errors="replace")
+    verdict = _verdict(verdict_text)
+    if verdict.get("error"):
+        raise BackendUnavailableError(
+            f"{command[0]}: cannot be started ({verdict['error']}); {_INSTALL_HINT}."
+        )
+    if not finished or verdict.get("timed_out") or verdict.get("returncode") is None:
         raise EdgeTPUCompilerError(
             f"{source}: edgetpu_compiler did not finish within {timeout_s:g} s and was "
-            "stopped; raise the time limit or compile a smaller model.",
+            "stopped with everything it started; raise the time limit or compile a smaller "
+            "model.",
             log=parse_compiler_log(text),
             timed_out=True,
-        ) from None
-    return out.decode("utf-8", errors="replace"), proc.returncode
+        )
+    if verdict.get("stray"):
+        logger.info("stopped %s process(es) the compiler left running", verdict["stray"])
+    return text, int(verdict["returncode"])
+
+
+def _drain(proc: subprocess.Popen[bytes], *, deadline: float) -> tuple[bytes, bytes, bool]:
+    """Read stdout (the log, capped) and stderr (the verdict) until both close or time ends."""
+    import selectors
+
+    streams = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    with selectors.DefaultSelector() as selector:
+        for stream in streams:
+            selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(streams[proc.stdout]), bytes(streams[proc.stderr]), False
+            for key, _ in selector.select(timeout=left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                kept = streams[key.fileobj]
+                room = _MAX_LOG_BYTES - len(kept)
+                if room > 0:  # a flood is read and dropped, so the writer never blocks
+                    kept += chunk[:room]
+    return bytes(streams[proc.stdout]), bytes(streams[proc.stderr]), True
+
+
+def _verdict(text: bytes) -> dict[str, Any]:
+    lines = text.decode("utf-8", errors="replace").strip().splitlines()
+    try:
+        verdict = json.loads(lines[-1]) if lines else {}
+    except json.JSONDecodeError:
+        verdict = {}
+    return verdict if isinstance(verdict, dict) else {}
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    killpg = getattr(os, "killpg", None)
-    if killpg is not None:
-        try:
-            killpg(proc.pid, signal.SIGKILL)
-            return
-        except ProcessLookupError:
-            return
-    proc.kill()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        proc.kill()
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _last_line(text: str) -> str | None:
