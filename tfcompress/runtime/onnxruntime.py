@@ -81,9 +81,10 @@ class OnnxRuntimeRunner(Runner):
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3
         self.model, self.threads = model, threads
+        self._errors = _ort_errors(ort)
         try:
             self.session = ort.InferenceSession(model.content, options, providers=chosen)
-        except (RuntimeError, ValueError) as error:
+        except self._errors as error:
             reason = str(error).strip().splitlines()[0]
             raise UnsupportedModelError(
                 f"{model.name}: ONNX Runtime cannot load the model ({reason})."
@@ -120,7 +121,15 @@ class OnnxRuntimeRunner(Runner):
         if self._fixed_batch and len(next(iter(feed.values()))) != self._fixed_batch:
             return super().bind(feed)
         cast = self._cast(feed)
-        return lambda: self.session.run(None, cast)
+        session, errors = self.session, self._errors
+
+        def run() -> object:
+            try:
+                return session.run(None, cast)
+            except errors as error:
+                raise self._cannot_run(error) from error
+
+        return run
 
     def details(self) -> dict[str, object]:
         """Threads and the execution providers in use."""
@@ -137,12 +146,42 @@ class OnnxRuntimeRunner(Runner):
         }
 
     def _run(self, feed: Feed) -> Outputs:
-        results = self.session.run(None, feed)
+        try:
+            results = self.session.run(None, feed)
+        except self._errors as error:
+            raise self._cannot_run(error) from error
         names = self.signature.output_names
         return {
             name: np.asarray(value, dtype=np.float32)
             for name, value in zip(names, results, strict=True)
         }
+
+    def _cannot_run(self, error: BaseException) -> UnsupportedModelError:
+        """ONNX Runtime's refusal to run the model on a feed, as a typed error.
+
+        A shape it cannot take or an allocation it cannot make becomes the row's error in a
+        benchmark, and one line with exit 2 in a gate.
+        """
+        reason = " ".join(str(error).split())[:300] or type(error).__name__
+        return UnsupportedModelError(
+            f"{self.model.name}: ONNX Runtime cannot run the model on these inputs ({reason}); "
+            "the model is malformed or needs other input shapes."
+        )
+
+
+def _ort_errors(ort: Any) -> tuple[type[BaseException], ...]:
+    """What ONNX Runtime raises: its own exception classes (not RuntimeError subclasses)."""
+    state = getattr(getattr(ort, "capi", None), "onnxruntime_pybind11_state", None)
+    own = (
+        [
+            value
+            for value in vars(state).values()
+            if isinstance(value, type) and issubclass(value, Exception)
+        ]
+        if state is not None
+        else []
+    )
+    return (RuntimeError, ValueError, MemoryError, *own)
 
 
 def _spec(node: Any) -> TensorSpec:
