@@ -188,11 +188,10 @@ def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
     attempt = read_attempt(args.replay, args.attempt)
     content = replay(
         load_model(args.model, safe_mode=not args.unsafe),
-        args.replay,
+        attempt,  # the report was read and checked once, above
         representative_data=args.data,
         train_data=args.train,
         eval_data=args.eval_data,
-        attempt=args.attempt,
     )
     saved = write_bytes_atomic(args.out, content, overwrite=args.force)
     same = attempt.size_bytes == len(content)
