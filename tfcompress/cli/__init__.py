@@ -87,6 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, --version or a usage error
         return int(exit_.code or 0)
+    except Exception as error:  # an argument type that raised what argparse does not catch
+        print(
+            f"tfcompress: internal error (a bug in tfcompress) while reading the arguments: "
+            f"{type(error).__name__}: {_one_line(error)[:300]}; report it with the command line",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL_ERROR
     if not args.verbose:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # read when TensorFlow is imported
     debug = args.debug or os.environ.get("TFCOMPRESS_DEBUG", "") not in {"", "0"}

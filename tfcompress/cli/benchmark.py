@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from tfcompress.cli.common import add_json_flag, csv_of, emit_json, positive_int, show_progress
-
-
-def _seconds(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+from tfcompress.cli.common import (
+    add_json_flag,
+    csv_of,
+    emit_json,
+    positive_int,
+    seconds,
+    show_progress,
+)
 
 
 def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -68,10 +68,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--runs", type=positive_int, default=50, help="minimum timed runs (50)")
     parser.add_argument(
-        "--min-seconds", type=_seconds, default=1.0, help="minimum timed seconds per row (1)"
+        "--min-seconds", type=seconds, default=1.0, help="minimum timed seconds per row (1)"
     )
     parser.add_argument(
-        "--warmup-seconds", type=_seconds, default=0.5, help="minimum warm-up seconds (0.5)"
+        "--warmup-seconds", type=seconds, default=0.5, help="minimum warm-up seconds (0.5)"
     )
     parser.add_argument(
         "--metric",

@@ -4,16 +4,27 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import re
 from pathlib import Path
 from typing import IO, Any
 
-from tfcompress.cli.common import add_json_flag, csv_of, emit_json, positive_int, show_progress
+from tfcompress.cli.common import (
+    add_json_flag,
+    csv_of,
+    emit_json,
+    positive_int,
+    seconds,
+    seed,
+    show_progress,
+)
 
 logger = logging.getLogger(__name__)
 
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
 _TIME_UNITS = {"": 1.0, "ms": 1.0, "s": 1000.0, "us": 0.001}
+_MAX_BYTES = 10**12
+_MAX_MS = 3_600_000.0
 _NUMBER = r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([a-z]*)\s*"
 
 
@@ -29,7 +40,12 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a size; write e.g. 500KB, 300KiB, 2MB or 250000 (bytes)"
         )
-    return round(float(match.group(1)) * _SIZE_UNITS[match.group(2)])
+    value = float(match.group(1)) * _SIZE_UNITS[match.group(2)]
+    if not (math.isfinite(value) and 1 <= value <= _MAX_BYTES):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size from 1 byte to 1 TB; write e.g. 500KB or 2MB"
+        )
+    return round(value)
 
 
 def parse_latency(text: str) -> float:
@@ -42,7 +58,12 @@ def parse_latency(text: str) -> float:
     match = re.fullmatch(_NUMBER, text.lower())
     if not match or match.group(2) not in _TIME_UNITS:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration; write e.g. 5ms or 0.5s")
-    return float(match.group(1)) * _TIME_UNITS[match.group(2)]
+    value = float(match.group(1)) * _TIME_UNITS[match.group(2)]
+    if not (math.isfinite(value) and 0 < value <= _MAX_MS):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a latency above 0 and up to an hour; write e.g. 5ms or 0.5s"
+        )
+    return value
 
 
 def parse_fraction(text: str) -> float:
@@ -53,11 +74,12 @@ def parse_fraction(text: str) -> float:
         0.95
     """
     try:
-        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an accuracy; write 0.95 or 95%"
-        ) from None
+        value = math.nan
+    if not 0 <= value <= 1:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{text!r} is not an accuracy; write 0.95 or 95%")
+    return value
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -109,12 +131,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=positive_int,
         help="processes of the local pool (default 1; not with --scheduler)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
     parser.add_argument(
         "--runs", type=positive_int, default=50, help="minimum timed runs per latency (50)"
     )
     parser.add_argument(
-        "--min-seconds", type=float, default=0.5, help="minimum timed seconds per latency (0.5)"
+        "--min-seconds", type=seconds, default=0.5, help="minimum timed seconds per latency (0.5)"
     )
     parser.add_argument("--report", help="write selection.json, selection.md, pareto.png here")
     parser.add_argument("--force", action="store_true", help="replace an existing --report")
@@ -161,6 +183,10 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     report = Path(args.report) if args.report else None
     if report is not None:
         check_selection_report_dir(report, overwrite=args.force)
+    if args.backend == "edgetpu" and not args.scheduler:
+        from tfcompress.runtime.edgetpu import find_library
+
+        find_library()  # the Edge TPU runtime must be here before any candidate is built
     client = connect_scheduler(args.scheduler) if args.scheduler else None
     try:
         result = select_model(
