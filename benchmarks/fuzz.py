@@ -3,7 +3,7 @@
 Run: .venv/bin/python benchmarks/fuzz.py [--cases 2000] [--seed N]   (writes the `fuzz` section)
 
 Every case mutates a seed model or data file with a named strategy (see
-tfcompress/testing/fuzz/mutations*.py and cases.py) and runs `inspect`, `benchmark`,
+fuzzing/mutations*.py and cases.py) and runs `inspect`, `benchmark`,
 `quantize` or `gate` on it through the real CLI. The goal is zero crashes, zero hangs and
 zero contract violations; the section records the seed, so a campaign can be replayed.
 """
@@ -22,7 +22,7 @@ from _markdown import machine_line, write_section
 
 from tfcompress.models import probe
 from tfcompress.report.table import format_table
-from tfcompress.testing.fuzz import run_campaign
+from fuzzing import run_campaign
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fuzz.json"
 

@@ -608,7 +608,7 @@ def test_bad_compiler_path(tmp_path: Path, model_file: Path) -> None:
 
 
 def test_bad_timeout(model_file: Path) -> None:
-    with pytest.raises(InvalidInputError, match="timeout_s must be positive"):
+    with pytest.raises(InvalidInputError, match="timeout_s must be a positive number"):
         compile_for_edgetpu(model_file, timeout_s=0)
 
 
@@ -716,3 +716,14 @@ def test_only_a_valid_regular_file_in_the_work_folder_is_accepted(
     with pytest.raises(EdgeTPUCompilerError, match=refusal) as info:
         compile_for_edgetpu(model_file, timeout_s=30)
     assert "\n" not in str(info.value)
+
+
+def test_the_time_limit_comes_from_the_environment(monkeypatch) -> None:
+    from tfcompress.targets.edgetpu.compiler import DEFAULT_TIMEOUT_S, compiler_timeout
+
+    assert compiler_timeout() == DEFAULT_TIMEOUT_S == 180
+    monkeypatch.setenv("TFCOMPRESS_COMPILER_TIMEOUT", "5")
+    assert compiler_timeout() == 5 and compiler_timeout(7) == 7
+    monkeypatch.setenv("TFCOMPRESS_COMPILER_TIMEOUT", "inf")
+    with pytest.raises(InvalidInputError, match="TFCOMPRESS_COMPILER_TIMEOUT"):
+        compiler_timeout()

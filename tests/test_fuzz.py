@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfcompress.testing.fuzz import all_strategies, run_campaign
+from fuzzing import all_strategies, run_campaign
 
 CASES = 300
 SEED = 20261123

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -41,6 +42,7 @@ __all__ = [
     "CompilerRun",
     "EdgeTPUCompilerError",
     "compile_for_edgetpu",
+    "compiler_timeout",
     "find_compiler",
 ]
 
@@ -136,6 +138,27 @@ class CompilerRun:
         return str(self.log)
 
 
+def compiler_timeout(timeout_s: float | None = None) -> float:
+    """The compiler's time limit: ``timeout_s``, else ``TFCOMPRESS_COMPILER_TIMEOUT``, else 180 s.
+
+    Raises:
+        InvalidInputError: The limit is not a positive, finite number of seconds.
+
+    Example:
+        >>> compiler_timeout(30)
+        30.0
+    """
+    text = os.environ.get("TFCOMPRESS_COMPILER_TIMEOUT", "").strip()
+    try:
+        value = float(timeout_s if timeout_s is not None else text or DEFAULT_TIMEOUT_S)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        shown = timeout_s if timeout_s is not None else f"TFCOMPRESS_COMPILER_TIMEOUT={text!r}"
+        raise InvalidInputError(f"timeout_s must be a positive number of seconds, got {shown!r}.")
+    return value
+
+
 def find_compiler(compiler: str | os.PathLike[str] | None = None) -> str | None:
     """Locate ``edgetpu_compiler``.
 
@@ -169,14 +192,15 @@ def compile_for_edgetpu(
     model: Any,
     *,
     compiler: str | os.PathLike[str] | None = None,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
+    timeout_s: float | None = None,
 ) -> CompilerRun:
     """Compile a full-int8 ``.tflite`` with ``edgetpu_compiler -s`` and parse its verdict.
 
     Args:
         model: A ``.tflite`` path, its bytes, or a :class:`~tfcompress.models.TFLiteModel`.
         compiler: The compiler to run; None looks up ``edgetpu_compiler`` on PATH.
-        timeout_s: Seconds before the run is stopped.
+        timeout_s: Seconds before the run is stopped with everything it started (default
+            ``TFCOMPRESS_COMPILER_TIMEOUT``, else :data:`DEFAULT_TIMEOUT_S`).
 
     Returns:
         The parsed log and the compiled model's bytes.
@@ -185,7 +209,8 @@ def compile_for_edgetpu(
         BackendUnavailableError: No compiler on PATH, or ``compiler`` is not executable.
         EdgeTPUCompilerError: The compiler exited with an error, refused the model (its
             line is quoted), wrote no ``*_edgetpu.tflite``, or ran past ``timeout_s``.
-        InvalidInputError: ``timeout_s`` is not positive.
+        InvalidInputError: ``timeout_s`` (or ``TFCOMPRESS_COMPILER_TIMEOUT``) is not a
+            positive number of seconds.
         ModelLoadError: ``model`` is not a readable ``.tflite``.
 
     Example:
@@ -194,8 +219,7 @@ def compile_for_edgetpu(
     """
     from tfcompress.targets.edgetpu.linter import read_model
 
-    if not timeout_s > 0:
-        raise InvalidInputError(f"timeout_s must be positive, got {timeout_s!r}.")
+    timeout_s = compiler_timeout(timeout_s)
     executable = find_compiler(compiler)
     if executable is None:
         raise BackendUnavailableError(f"edgetpu_compiler not installed: {_INSTALL_HINT}.")

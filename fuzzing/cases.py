@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tfcompress.testing.fuzz.mutations import load_all
-from tfcompress.testing.fuzz.seeds import Seeds
+from fuzzing.mutations import load_all
+from fuzzing.seeds import Seeds
 
 ENTRY_POINTS = ("inspect", "benchmark", "quantize", "gate")
 FAST_BENCHMARK = ("--runs", "1", "--min-seconds", "0", "--warmup-seconds", "0")

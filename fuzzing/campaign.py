@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from tfcompress.testing.fuzz.cases import ENTRY_POINTS, Case, all_strategies, make_case
-from tfcompress.testing.fuzz.seeds import Seeds, build_seeds
+from fuzzing.cases import ENTRY_POINTS, Case, all_strategies, make_case
+from fuzzing.seeds import Seeds, build_seeds
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def _fingerprint(path: Path) -> str:
 
 
 class _Worker:
-    """A ``tfcompress.testing.fuzz.worker`` process, restarted after a crash or a hang."""
+    """A ``fuzzing.worker`` process, restarted after a crash or a hang."""
 
     def __init__(self, log: Path) -> None:
         self.log = log
@@ -201,7 +201,7 @@ class _Worker:
         read_fd, write_fd = os.pipe()
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tfcompress.testing.fuzz.worker", str(write_fd)],
+                [sys.executable, "-m", "fuzzing.worker", str(write_fd)],
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=log,
