@@ -37,9 +37,14 @@ def _with_external(location: str) -> Any:
 
 
 def _external(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Mutant:
-    """External data placed where tfcompress must refuse to read it (or, once, fine)."""
-    outside = folder.parent / f"{folder.name}_outside.bin"
+    """External data placed where tfcompress must refuse to read it (or, once, fine).
+
+    The model sits in ``folder/model``; ``folder/outside.bin`` is outside its folder.
+    """
+    outside = folder / "outside.bin"
     outside.write_bytes(np.ones(1, np.float32).tobytes())
+    folder = folder / "model"
+    folder.mkdir()
     choice = int(rng.integers(0, 6))
     if choice == 0:
         location = f"../{outside.name}"

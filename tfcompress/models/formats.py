@@ -46,6 +46,8 @@ _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _ZIP_MAGIC = b"PK\x03\x04"
 logger = logging.getLogger(__name__)
 
+_MAX_FIELDS_WALKED = 100_000  # an ONNX model's top level has a handful of fields
+
 _SUPPORTED = "a .keras file, an .h5 file, a SavedModel directory, a .tflite or an .onnx file"
 
 
@@ -395,7 +397,9 @@ def _is_protobuf_message(content: bytes) -> bool:
     other formats fail it within a few bytes, before the onnx package is imported.
     """
     position, end = 0, len(content)
-    while position < end:
+    for _ in range(_MAX_FIELDS_WALKED):
+        if position >= end:
+            break
         key, position = _varint(content, position)
         if key is None or key >> 3 == 0:
             return False
@@ -415,6 +419,8 @@ def _is_protobuf_message(content: bytes) -> bool:
             position += 4
         else:  # groups (3, 4) are not used by ONNX; 6 and 7 do not exist
             return False
+    else:
+        return True  # that many well-formed fields: let the real parser decide
     return position == end and end > 0
 
 
