@@ -24,7 +24,8 @@ from tfcompress._compat.keras import KerasFlavour, keras_module
 from tfcompress.cli import main
 from tfcompress.errors import ModelLoadError
 from tfcompress.models import OnnxModel, TFLiteModel, load_model
-from tfcompress.models.formats import ModelFormat, detect_formats
+from tfcompress.models.format_detection import detect_formats
+from tfcompress.models.formats import ModelFormat
 
 EXTENSIONS = (".h5", ".keras", ".tflite", ".onnx")
 FORMAT_OF = {

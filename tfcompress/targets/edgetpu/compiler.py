@@ -17,15 +17,11 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
 import shutil
-import signal
 import stat
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -35,6 +31,7 @@ from typing import Any
 from tfcompress._files import file_kind
 from tfcompress.errors import BackendUnavailableError, ConversionError, InvalidInputError
 from tfcompress.targets.edgetpu.compiler_log import CompilerLog, parse_compiler_log
+from tfcompress.targets.edgetpu.compiler_process import run_supervised
 
 __all__ = [
     "COMPILER_NAME",
@@ -54,9 +51,6 @@ DEFAULT_TIMEOUT_S = 180.0
 """The compiler's own compile timer is 180 s ("Started a compilation timeout timer of 180
 seconds"); a run that outlives it is stopped."""
 
-_SUPERVISOR = Path(__file__).with_name("_supervise.py")
-_GRACE_S = 30.0  # the supervisor's own cleanup; it is stopped if it takes longer
-_MAX_LOG_BYTES = 1 << 20  # a real log is kilobytes; a flood is read and dropped
 _MAX_OUTPUT_BYTES = 1 << 30
 
 _INSTALL_HINT = (
@@ -235,7 +229,9 @@ def compile_for_edgetpu(
         folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
             started = time.perf_counter()
-            text, returncode = _run(command, cwd=folder, timeout_s=timeout_s, source=source)
+            text, returncode = run_supervised(
+                command, cwd=folder, timeout_s=timeout_s, source=source
+            )
             seconds = time.perf_counter() - started
             log = parse_compiler_log(text)
             if returncode != 0 or not log.succeeded:
@@ -299,91 +295,6 @@ def _read_output(folder_fd: int, name: str, *, source: str, log: CompilerLog) ->
             log=log,
         ) from error
     return compiled
-
-
-def _run(command: list[str], *, cwd: Path, timeout_s: float, source: str) -> tuple[str, int]:
-    """Run the compiler under :mod:`._supervise`; return its log and exit status.
-
-    The supervisor enforces ``timeout_s`` and kills everything the compiler started before
-    it exits; this process reads the log (keeping the first :data:`_MAX_LOG_BYTES`) until
-    the supervisor is gone, and stops it too should it outlive the limit by
-    :data:`_GRACE_S` seconds.
-    """
-    supervised = [sys.executable, "-P", str(_SUPERVISOR), repr(float(timeout_s)), "--", *command]
-    try:
-        proc = subprocess.Popen(
-            supervised,
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise BackendUnavailableError(
-            f"{command[0]}: cannot be started ({exc.strerror or exc}); {_INSTALL_HINT}."
-        ) from exc
-    log, verdict_text, finished = _drain(proc, deadline=time.monotonic() + timeout_s + _GRACE_S)
-    if not finished:
-        _stop(proc)
-    proc.wait()
-    text = log.decode("utf-8", errors="replace")
-    verdict = _verdict(verdict_text)
-    if verdict.get("error"):
-        raise BackendUnavailableError(
-            f"{command[0]}: cannot be started ({verdict['error']}); {_INSTALL_HINT}."
-        )
-    if not finished or verdict.get("timed_out") or verdict.get("returncode") is None:
-        raise EdgeTPUCompilerError(
-            f"{source}: edgetpu_compiler did not finish within {timeout_s:g} s and was "
-            "stopped with everything it started; raise the time limit or compile a smaller "
-            "model.",
-            log=parse_compiler_log(text),
-            timed_out=True,
-        )
-    if verdict.get("stray"):
-        logger.info("stopped %s process(es) the compiler left running", verdict["stray"])
-    return text, int(verdict["returncode"])
-
-
-def _drain(proc: subprocess.Popen[bytes], *, deadline: float) -> tuple[bytes, bytes, bool]:
-    """Read stdout (the log, capped) and stderr (the verdict) until both close or time ends."""
-    import selectors
-
-    streams = {proc.stdout: bytearray(), proc.stderr: bytearray()}
-    with selectors.DefaultSelector() as selector:
-        for stream in streams:
-            selector.register(stream, selectors.EVENT_READ)
-        while selector.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return bytes(streams[proc.stdout]), bytes(streams[proc.stderr]), False
-            for key, _ in selector.select(timeout=left):
-                chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
-                    selector.unregister(key.fileobj)
-                    continue
-                kept = streams[key.fileobj]
-                room = _MAX_LOG_BYTES - len(kept)
-                if room > 0:  # a flood is read and dropped, so the writer never blocks
-                    kept += chunk[:room]
-    return bytes(streams[proc.stdout]), bytes(streams[proc.stderr]), True
-
-
-def _verdict(text: bytes) -> dict[str, Any]:
-    lines = text.decode("utf-8", errors="replace").strip().splitlines()
-    try:
-        verdict = json.loads(lines[-1]) if lines else {}
-    except json.JSONDecodeError:
-        verdict = {}
-    return verdict if isinstance(verdict, dict) else {}
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        proc.kill()
 
 
 def _short(text: str) -> str:
