@@ -141,6 +141,8 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
                         f"{path}: the archive holds no arrays; save them with "
                         "np.savez(path, x=samples, y=labels)."
                     )
+                for info in members.values():  # every header first, then the total
+                    _check_member(info, path)
                 _check_inflated(members.values(), path)
                 arrays = {key: _read_member(archive, info, path) for key, info in members.items()}
         except TFCompressError:
@@ -194,9 +196,9 @@ def _check_inflated(members: Iterable[zipfile.ZipInfo], path: Path) -> None:
         )
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> np.ndarray:
-    key = _key(info.filename)
-    origin = f"{path}: array {key!r}"
+def _check_member(info: zipfile.ZipInfo, path: Path) -> None:
+    """What one member's zip header declares: no password, sizes deflate can produce."""
+    origin = f"{path}: array {_key(info.filename)!r}"
     if info.flag_bits & 0x1:
         raise InvalidDataError(f"{origin} is encrypted; save the archive without a password.")
     if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
@@ -211,6 +213,11 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) ->
             f"{_bytes(info.compress_size)}, more than deflate can produce; the archive is "
             "corrupt or a zip bomb: save it again with np.savez_compressed."
         )
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> np.ndarray:
+    key = _key(info.filename)
+    origin = f"{path}: array {key!r}"
     _check_memory(info.file_size, origin)
     with archive.open(info) as member:
         array = _read_array(member, info.file_size, origin, key=key, exact=True)
