@@ -287,17 +287,17 @@ def test_the_file_is_loaded_as_checked_even_if_swapped_after_the_check(
     parts, tmp_path, monkeypatch
 ):
     """A file replaced between the check and the load: the loader reads the checked bytes."""
-    import tfcompress.models.formats as formats
+    import tfcompress.models.format_detection as detection
 
     path = tmp_path / "model.h5"
     path.write_bytes(parts.benign_h5)
-    original = formats.detect_formats
+    original = detection.detect_formats
 
     def swap_after_reading(content: bytes):
         path.write_bytes(parts.lambda_h5)  # the attacker wins the race to the path
         return original(content)
 
-    monkeypatch.setattr(formats, "detect_formats", swap_after_reading)
+    monkeypatch.setattr(detection, "detect_formats", swap_after_reading)
     model = load_model(path)
     assert model.name == "benign" and not parts.marker.exists()
 
