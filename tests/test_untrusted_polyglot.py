@@ -299,6 +299,7 @@ def test_the_file_is_loaded_as_checked_even_if_swapped_after_the_check(
 
     monkeypatch.setattr(detection, "detect_formats", swap_after_reading)
     model = load_model(path)
+    assert path.read_bytes() == parts.lambda_h5  # the race happened
     assert model.name == "benign" and not parts.marker.exists()
 
 
