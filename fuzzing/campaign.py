@@ -29,7 +29,9 @@ from typing import Any
 import numpy as np
 
 from fuzzing.cases import ENTRY_POINTS, Case, all_strategies, make_case
-from fuzzing.invocations import SERVERS
+from fuzzing.invocations import SERVERS, SLOW
+
+SLOW_TIMEOUT_FACTOR = 5  # slow strategies (compiles, selections) get 5x the case time limit
 from fuzzing.seeds import Seeds, build_seeds
 
 
@@ -106,7 +108,8 @@ def run_campaign(
         root: An empty work folder (seeds, one folder per case; passing cases are removed).
         cases: How many invocations to run.
         seed: Seeds the generator of mutations and the seed models.
-        case_timeout_s: A case running longer than this is a hang.
+        case_timeout_s: A case running longer than this is a hang (5x that for the slow
+            strategies, which compile or train).
         include_slow: Also run the strategies that compile or select (see
             :func:`~fuzzing.cases.all_strategies`).
         strategies: Only these strategies (to replay a finding); default all.
@@ -128,7 +131,10 @@ def run_campaign(
     try:
         for index in range(cases):
             case = make_case(index, names[index % len(names)], seeds, root / "cases", rng)
-            outcomes.append(_run_one(case, seeds, worker, case_timeout_s))
+            # A selection trains and converts models: minutes on a loaded machine, not a hang.
+            slow = case.strategy in SLOW
+            timeout = case_timeout_s * (SLOW_TIMEOUT_FACTOR if slow else 1)
+            outcomes.append(_run_one(case, seeds, worker, timeout))
             if not outcomes[-1].violations:
                 _remove(Path(case.folder))
     finally:
