@@ -30,9 +30,9 @@ import numpy as np
 
 from fuzzing.cases import ENTRY_POINTS, Case, all_strategies, make_case
 from fuzzing.invocations import SERVERS, SLOW
+from fuzzing.seeds import Seeds, build_seeds
 
 SLOW_TIMEOUT_FACTOR = 5  # slow strategies (compiles, selections) get 5x the case time limit
-from fuzzing.seeds import Seeds, build_seeds
 
 
 @dataclass(frozen=True)
