@@ -2,10 +2,11 @@
 
 Run: .venv/bin/python benchmarks/fuzz.py [--cases 2000] [--seed N]   (writes the `fuzz` section)
 
-Every case mutates a seed model or data file with a named strategy (see
-tfcompress/testing/fuzz/mutations*.py and cases.py) and runs `inspect`, `benchmark`,
-`quantize` or `gate` on it through the real CLI. The goal is zero crashes, zero hangs and
-zero contract violations; the section records the seed, so a campaign can be replayed.
+Every case mutates a seed model or data file with a named strategy, or builds a hostile
+command line (see fuzzing/mutations*.py, invocations.py and cases.py), and runs `inspect`,
+`benchmark`, `quantize`, `gate`, `compress`, `select` or `zoo` through the real CLI. The
+goal is zero crashes, zero hangs and zero contract violations; the section records the seed,
+so a campaign can be replayed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -20,9 +22,11 @@ from pathlib import Path
 
 from _markdown import machine_line, write_section
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # fuzzing/ is not installed
+
+from fuzzing import run_campaign
 from tfcompress.models import probe
 from tfcompress.report.table import format_table
-from tfcompress.testing.fuzz import run_campaign
 
 RESULTS = Path(__file__).resolve().parent / "results" / "fuzz.json"
 
@@ -86,11 +90,13 @@ def section(record: dict) -> str:
     return f"""## Fuzz campaign: untrusted models, data and options
 
 `benchmarks/fuzz.py --cases {record["cases"]} --seed {record["seed"]}` on {record["machine"]},
-{record["seconds"]:.0f} s. Each case runs one CLI entry point on a mutated input; a case keeps
-the contract when it ends in a success (exit 0), a failed gate (exit 1, `gate` only) or one
-error line with exit 2, with no signal, hang, traceback, leftover output, changed input or
-code run (see [security.md](security.md)). "Accepted" counts mutants that were still valid
-inputs (e.g. a bit flipped inside a weight).
+{record["seconds"]:.0f} s. Each case runs one CLI entry point on a mutated input or a hostile
+command line; a case keeps the contract when it ends in a success (exit 0), a failed check
+(exit 1, `gate` and `select` only) or one error line with exit 2 (after only tfcompress's own
+progress log lines, if any), with no signal, hang, traceback, leftover output, changed input,
+code run or marker file written by a payload (Lambda bytecode or a graph's `WriteFile`), and
+no process left running by a compiler (see [security.md](security.md)). "Accepted" counts
+mutants that were still valid inputs (e.g. a bit flipped inside a weight).
 
 {table}
 

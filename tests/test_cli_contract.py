@@ -133,3 +133,28 @@ def test_unwritable_report_folder_fails_before_timing(model_files, capsys, monke
     assert code == 2 and timed == []
     line = _one_error_line(capsys.readouterr().err, "benchmark")
     assert "cannot write in /proc" in line
+
+
+def test_an_unavailable_gpu_is_one_line_with_no_native_lines_after_it(tmp_path):
+    """LiteRT's environment logs ``DestroyAccelerator`` when freed: freed before the line."""
+    import numpy as np
+
+    import tfcompress
+    from tfcompress._compat.keras import KerasFlavour, keras_module
+
+    keras = keras_module(KerasFlavour.KERAS3)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    tiny = tfcompress.quantize(model, recipe="float32").save(tmp_path / "tiny.tflite")
+    np.savez(tmp_path / "d.npz", x=np.ones((8, 4), np.float32))
+    argv = ["gate", str(tiny), str(tiny), "--backend", "gpu", "--data", str(tmp_path / "d.npz")]
+    process = subprocess.run(
+        [sys.executable, "-m", "tfcompress", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TFCOMPRESS_DEBUG": ""},
+    )
+    if process.returncode != 2:
+        pytest.skip("a GPU ran the gate here: there is no unavailable-GPU error to check")
+    line = _one_error_line(process.stderr, "gate")
+    assert "GPU" in line

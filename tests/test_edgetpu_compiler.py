@@ -506,10 +506,21 @@ def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def valid_tflite() -> bytes:
+    """A real (tiny) .tflite: what a compiler returns must pass the .tflite reader."""
+    import tfcompress
+    from tfcompress._compat.keras import KerasFlavour, keras_module
+
+    keras = keras_module(KerasFlavour.KERAS3)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    return tfcompress.quantize(model, recipe="float32").model_content
+
+
 @pytest.fixture
-def model_file(tmp_path: Path) -> Path:
+def model_file(tmp_path: Path, valid_tflite: bytes) -> Path:
     path = tmp_path / "net_int8.tflite"
-    path.write_bytes(TFLITE)
+    path.write_bytes(valid_tflite)
     return path
 
 
@@ -517,25 +528,29 @@ pytestmark_posix = pytest.mark.skipif(os.name != "posix", reason="fake compilers
 
 
 @pytestmark_posix
-def test_runner_keeps_compiled_bytes_and_parses_log(bin_dir: Path, model_file: Path) -> None:
+def test_runner_keeps_compiled_bytes_and_parses_log(
+    bin_dir: Path, model_file: Path, valid_tflite: bytes
+) -> None:
     fake = _fake_compiler(bin_dir, _WORKING)
     assert find_compiler() == str(fake)
     run = compile_for_edgetpu(model_file)
-    assert run.compiled == TFLITE + b"EDGETPU"
+    assert run.compiled == valid_tflite + b"EDGETPU"
     assert run.compiler == str(fake)
     assert run.log.ops_mapped == 83 and run.log.ops_total == 93
     assert list(model_file.parent.glob("*_edgetpu*")) == []  # nothing written by the input
     saved = run.save(model_file.parent / "net_int8_edgetpu.tflite")
     assert saved.read_bytes() == run.compiled
-    assert run.to_dict()["compiled_bytes"] == len(TFLITE) + 7
+    assert run.to_dict()["compiled_bytes"] == len(valid_tflite) + 7
 
 
 @pytestmark_posix
-def test_runner_with_explicit_path_and_bytes(tmp_path: Path, bin_dir: Path) -> None:
+def test_runner_with_explicit_path_and_bytes(
+    tmp_path: Path, bin_dir: Path, valid_tflite: bytes
+) -> None:
     elsewhere = tmp_path / "coral"
     elsewhere.mkdir()
     fake = _fake_compiler(elsewhere, _WORKING)
-    run = compile_for_edgetpu(TFLITE, compiler=fake)
+    run = compile_for_edgetpu(valid_tflite, compiler=fake)
     assert run.compiled.endswith(b"EDGETPU")
 
 
@@ -593,5 +608,122 @@ def test_bad_compiler_path(tmp_path: Path, model_file: Path) -> None:
 
 
 def test_bad_timeout(model_file: Path) -> None:
-    with pytest.raises(InvalidInputError, match="timeout_s must be positive"):
+    with pytest.raises(InvalidInputError, match="timeout_s must be a positive number"):
         compile_for_edgetpu(model_file, timeout_s=0)
+
+
+# --- a misbehaving compiler: what it starts dies with it, what it leaves is checked ------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ", 1)[1][0] != "Z"  # a zombie is dead
+    except OSError:
+        return False
+
+
+def _daemon(pid_file: Path) -> str:
+    """Python that double-forks a daemon holding stdout open, in its own session."""
+    return f"""
+import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))
+        time.sleep(3600)
+    os._exit(0)
+"""
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+
+
+@needs_proc
+def test_a_compiler_that_leaves_a_daemon_behind_returns_and_the_daemon_dies(
+    bin_dir: Path, model_file: Path, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "daemon.pid"
+    body = _WORKING.replace("args = ", _daemon(pid_file) + "\nargs = ")
+    _fake_compiler(
+        bin_dir,
+        body + "\nwhile not pathlib.Path(" + repr(str(pid_file)) + ").exists(): time.sleep(0.01)\n",
+    )
+    started = time.perf_counter()
+    run = compile_for_edgetpu(model_file, timeout_s=20)
+    assert time.perf_counter() - started < 15
+    assert run.log.succeeded
+    assert not _alive(int(pid_file.read_text())), "the compiler's daemon outlived the call"
+
+
+@needs_proc
+def test_a_hanging_compiler_with_a_child_is_stopped_with_the_child(
+    bin_dir: Path, model_file: Path, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "daemon.pid"
+    _fake_compiler(bin_dir, _daemon(pid_file) + "\ntime.sleep(3600)\n")
+    started = time.perf_counter()
+    with pytest.raises(EdgeTPUCompilerError, match="stopped with everything it started"):
+        compile_for_edgetpu(model_file, timeout_s=2)
+    assert time.perf_counter() - started < 15
+    assert pid_file.exists() and not _alive(int(pid_file.read_text()))
+
+
+@pytestmark_posix
+def test_a_compiler_that_floods_its_output_is_read_and_dropped(
+    bin_dir: Path, model_file: Path
+) -> None:
+    flood = "chunk = 'x' * (1 << 20) + chr(10)\nfor _ in range(64): sys.stdout.write(chunk)\nsys.exit(1)"
+    _fake_compiler(bin_dir, flood)
+    with pytest.raises(EdgeTPUCompilerError, match="exit status 1") as info:
+        compile_for_edgetpu(model_file, timeout_s=60)
+    assert len(str(info.value)) < 2000
+
+
+def _leaves(body: str) -> str:
+    """A compiler that prints a successful log after leaving NAME_edgetpu.tflite as ``body``."""
+    return f"""
+args = sys.argv[1:]
+out = pathlib.Path(args[args.index("-o") + 1])
+model = pathlib.Path(args[-1])
+target = out / (model.stem + "_edgetpu.tflite")
+{body}
+sys.stdout.write({LOG_21_SPLIT!r})
+"""
+
+
+@pytestmark_posix
+@pytest.mark.parametrize(
+    ("body", "refusal"),
+    [
+        ("target.symlink_to('/etc/passwd')", "does not read"),
+        ("target.symlink_to(model)", "does not read"),
+        ("import os; os.link(model, target)", "a hard link"),
+        ("import os; os.mkfifo(target)", "a named pipe"),
+        ("target.write_bytes(b'not a model at all')", "not a valid .tflite"),
+        (
+            "(pathlib.Path.cwd().parent / (model.stem + '_edgetpu.tflite'))"
+            ".write_bytes(model.read_bytes())",
+            "wrote no",
+        ),
+    ],
+    ids=["symlink-system", "symlink-input", "hard-link", "fifo", "garbage", "outside-folder"],
+)
+def test_only_a_valid_regular_file_in_the_work_folder_is_accepted(
+    bin_dir: Path, model_file: Path, body: str, refusal: str
+) -> None:
+    _fake_compiler(bin_dir, _leaves(body))
+    with pytest.raises(EdgeTPUCompilerError, match=refusal) as info:
+        compile_for_edgetpu(model_file, timeout_s=30)
+    assert "\n" not in str(info.value)
+
+
+def test_the_time_limit_comes_from_the_environment(monkeypatch) -> None:
+    from tfcompress.targets.edgetpu.compiler import DEFAULT_TIMEOUT_S, compiler_timeout
+
+    assert compiler_timeout() == DEFAULT_TIMEOUT_S == 180
+    monkeypatch.setenv("TFCOMPRESS_COMPILER_TIMEOUT", "5")
+    assert compiler_timeout() == 5 and compiler_timeout(7) == 7
+    monkeypatch.setenv("TFCOMPRESS_COMPILER_TIMEOUT", "inf")
+    with pytest.raises(InvalidInputError, match="TFCOMPRESS_COMPILER_TIMEOUT"):
+        compiler_timeout()

@@ -153,3 +153,86 @@ def test_unknown_format_and_file_as_folder(tmp_path):
 def test_str_is_readable():
     text = str(_result())
     assert "m_int8.tflite" in text and "unavailable" in text and "* a finding" in text
+
+
+# --- the up-front check is the real check; a late failure leaves nothing -------------------
+
+
+def test_a_dangling_link_or_an_overlong_name_is_refused_up_front(tmp_path):
+    from tfcompress.errors import OutputLocationError
+
+    link = tmp_path / "reports"
+    link.symlink_to(tmp_path / "gone")
+    with pytest.raises(OutputLocationError, match="symbolic link to a missing folder"):
+        check_report_dir(link)
+    with pytest.raises(OutputLocationError, match="longer than this file system allows"):
+        check_report_dir(tmp_path / ("r" * 300))
+    with pytest.raises(OutputLocationError, match="longer than this file system allows"):
+        check_report_dir(tmp_path / "ok" / ("r" * 300) / "deeper")
+
+
+def test_a_report_that_fails_midway_takes_back_its_files_and_folder(tmp_path, monkeypatch):
+    from tfcompress.report import writers
+
+    calls = []
+
+    def flaky(path, text, overwrite):
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return writers.write_text_atomic(path, text, overwrite=overwrite)
+
+    monkeypatch.setattr(writers, "_write", flaky)
+    folder = tmp_path / "new" / "reports"
+    with pytest.raises(OSError, match="No space"):
+        writers.write_report(_result(), folder, formats=("json", "csv", "md"))
+    assert not (tmp_path / "new").exists()
+    # Files that were there before a --force run stay.
+    folder.mkdir(parents=True)
+    (folder / "benchmark.json").write_text("old")
+    calls.clear()
+    with pytest.raises(OSError):
+        writers.write_report(_result(), folder, formats=("json", "csv", "md"), overwrite=True)
+    assert sorted(p.name for p in folder.iterdir()) == ["benchmark.json"]
+
+
+def test_cli_reports_into_bad_folders_exit_2_before_any_work(tmp_path, capsys):
+    from tfcompress.cli import main
+
+    link = tmp_path / "dangling"
+    link.symlink_to(tmp_path / "gone")
+    for report in (link, tmp_path / ("r" * 300)):
+        code = main(["benchmark", str(tmp_path / "missing.tflite"), "--report", str(report)])
+        assert code == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and ("symbolic link" in lines[0] or "longer" in lines[0]), lines
+
+
+def test_compress_that_fails_to_write_its_artifact_takes_its_report_back(tmp_path, monkeypatch):
+    from tfcompress._compat.keras import KerasFlavour, keras_module
+    from tfcompress._files import write_text_atomic
+    from tfcompress.cli import main
+    from tfcompress.compression import api
+    from tfcompress.compression.report import report_paths
+    from tfcompress.errors import OutputLocationError
+    from tfcompress.report.writers import report_files
+
+    class Finished:  # what compress() returns, reduced to what the CLI writes
+        passed, interrupted = True, False
+
+        def write_report(self, folder, *, overwrite):
+            with report_files(folder, report_paths(folder)) as written:
+                written.append(write_text_atomic(folder / "compress.json", "{}"))
+            return written
+
+        def save(self, out, *, overwrite):
+            raise OutputLocationError(f"{out}: the disk filled up")
+
+    monkeypatch.setattr(api, "compress", lambda *a, **k: Finished())
+    keras = keras_module(KerasFlavour.KERAS3)
+    model = tmp_path / "m.keras"
+    keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]).save(model)
+    report, out = tmp_path / "report", tmp_path / "out.tflite"
+    argv = ["compress", str(model), "--data", str(model), "--eval", str(model)]
+    assert main([*argv, "--out", str(out), "--report", str(report)]) == 2
+    assert not report.exists() and not out.exists()

@@ -101,8 +101,9 @@ def test_resume_skips_finished_work(first_run, data, workdir: Path) -> None:
 def test_a_changed_setting_is_not_reused(tmp_path: Path) -> None:
     store = CandidateStore(tmp_path)
     candidate = Candidate("mobilenet_v2", 0.35, 32)
-    store.save(candidate, "training", "key-epochs-1", {"ok": True, "accuracy": 0.5})
-    assert store.phase(candidate, "training", "key-epochs-1") == {"ok": True, "accuracy": 0.5}
+    trained = {"ok": True, "accuracy": 0.5, "size_bytes": 9000, "loss": 1.2, "train_seconds": 3.0}
+    store.save(candidate, "training", "key-epochs-1", trained)
+    assert store.phase(candidate, "training", "key-epochs-1") == trained
     assert store.phase(candidate, "training", "key-epochs-2") is None
 
 

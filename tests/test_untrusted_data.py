@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import struct
 import threading
 import zipfile
@@ -466,3 +467,102 @@ def test_cli_bad_data_exits_2_with_one_line_and_no_output(tiny_model, tmp_path, 
     assert len(lines) == 1 and lines[0].startswith("tfcompress quantize: error:"), err
     assert str(bad) in lines[0]
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- headers numpy cannot parse
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"{'descr': '<f4', 'fortran_order': False, 'shape': (3,",  # unclosed: TokenError
+        b"{'descr': '<f4', 'fortran_order': False, 'shape': (3,)} '''",  # unclosed string
+        b"(" * 300,  # deeper than the parser goes
+        b"{'descr': '<f4', 'fortran_order': False, 'shape': (1e400,), }",
+    ],
+    ids=["unclosed-bracket", "unclosed-string", "deep", "huge-literal"],
+)
+def test_every_way_numpy_refuses_a_header_is_bad_data(tmp_path, capfd, tiny_model, header):
+    padded = header + b" " * ((64 - (len(header) + 11) % 64) % 64) + b"\n"
+    path = tmp_path / "bad.npy"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(padded).to_bytes(2, "little") + padded)
+    data_error(path, "not a readable .npy file")
+    out = tmp_path / "out.tflite"
+    assert main(["quantize", str(tiny_model[1]), "--data", str(path), "--out", str(out)]) == 2
+    assert len(capfd.readouterr().err.strip().splitlines()) == 1 and not out.exists()
+
+
+# ---------------------------------------------------------------- decompression bombs
+
+
+def test_npz_inflating_past_the_stated_limit_is_refused_and_the_limit_can_be_raised(
+    tmp_path, monkeypatch
+):
+    path = tmp_path / "bomb.npz"
+    np.savez_compressed(path, x=np.zeros((5, 1000, 1000), np.float32))  # 20 MB from ~20 KB
+    assert path.stat().st_size < 100_000
+    monkeypatch.setenv("TFCOMPRESS_MAX_INFLATED_BYTES", str(10**7))
+    data_error(path, r"inflate to 20\.0 MB, over the limit of 10\.0 MB.*MAX_INFLATED_BYTES=")
+    monkeypatch.setenv("TFCOMPRESS_MAX_INFLATED_BYTES", str(10**8))
+    assert load_data(path).x.shape == (5, 1000, 1000)
+    monkeypatch.setenv("TFCOMPRESS_MAX_INFLATED_BYTES", "lots")
+    with pytest.raises(InvalidInputError, match="positive whole number"):
+        load_data(path)
+
+
+def _png(width: int, height: int) -> bytes:
+    """A PNG whose header declares ``width`` x ``height`` RGBA; its data is a few bytes."""
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body)
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+        + chunk(b"IEND", b"")
+    )
+
+
+def _gif(frames: int, side: int = 100) -> bytes:
+    """An animated GIF of ``frames`` frames of ``side`` x ``side``, each a few bytes."""
+    frame = b"\x2c" + struct.pack("<HHHH", 0, 0, side, side) + b"\x00" + b"\x02\x02\x4c\x01\x00"
+    screen = b"GIF89a" + struct.pack("<HH", side, side) + b"\x80\x00\x00" + b"\0" * 6
+    return screen + frame * frames + b"\x3b"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "declared"),
+    [
+        ("bomb.png", _png(20000, 20000), "20000x20000 = 400000000 pixels"),
+        ("frames.gif", _gif(20000), "100x100 x 20000 frames = 200000000 pixels"),
+        ("webp.png", b"RIFF\x00\x00\x00\x00WEBPVP8 ", "not a PNG, JPEG, GIF or BMP"),
+        ("cut.png", b"\x89PNG\r\n\x1a\n\x00", "cannot read the image's size"),
+    ],
+)
+def test_an_image_declaring_too_many_pixels_is_refused_before_decoding(
+    tmp_path, name, content, declared
+):
+    folder = tmp_path / "images" / "cat"
+    folder.mkdir(parents=True)
+    (folder / name).write_bytes(content)
+    (folder / "ok.png").write_bytes(_png(2, 2))
+    error = data_error(tmp_path / "images", re.escape(declared))
+    if "pixels" in declared:
+        assert "TFCOMPRESS_MAX_IMAGE_PIXELS" in str(error)
+
+
+def test_the_pixel_limit_can_be_raised_and_a_real_image_still_decodes(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    folder = tmp_path / "images" / "cat"
+    folder.mkdir(parents=True)
+    image = tf.io.encode_png(tf.zeros((30, 40, 3), tf.uint8)).numpy()
+    (folder / "a.png").write_bytes(image)
+    monkeypatch.setenv("TFCOMPRESS_MAX_IMAGE_PIXELS", "1000")
+    data_error(tmp_path / "images", "40x30 = 1200 pixels, over the limit of 1000")
+    monkeypatch.setenv("TFCOMPRESS_MAX_IMAGE_PIXELS", "1200")
+    assert load_data(tmp_path / "images").x.shape == (1, 30, 40, 3)

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import pytest
 
+from tfcompress.cli import main
 from tfcompress.errors import InvalidInputError
 from tfcompress.zoo import (
     BlockSpec,
@@ -356,3 +357,34 @@ def test_cli_bad_input_is_exit_2_with_one_line(argv, message, capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert message in captured.err and len(captured.err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--input-shape", "100000x100000x3"],
+        ["--input-shape", "224x224x100000"],
+        ["--num-classes", str(10**9)],
+        ["--width", "1e6"],
+    ],
+)
+def test_absurd_sizes_are_refused_before_building(capsys, extra):
+    assert main(["zoo", "mobilenet_v2", "--no-macs", *extra]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and any(w in lines[0] for w in ("beyond", "from 1 to", "at most"))
+
+
+def test_a_model_too_large_for_memory_is_one_line(capsys, monkeypatch):
+    import dataclasses
+
+    from tfcompress._compat.tf import tensorflow
+    from tfcompress.zoo import registry
+
+    def exhausted(**_):
+        raise tensorflow().errors.ResourceExhaustedError(None, None, "OOM when allocating")
+
+    entry = dataclasses.replace(registry.get_entry("mobilenet_v2"), builder=exhausted)
+    monkeypatch.setitem(registry._REGISTRY, "mobilenet_v2", entry)
+    assert main(["zoo", "mobilenet_v2", "--no-macs", "--input-shape", "64x64x3"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert "too large to build" in lines[-1] and lines[-1].startswith("tfcompress zoo: error:")

@@ -9,6 +9,8 @@ Where each input's batch is comes from :mod:`tfcompress.models.feeding` (a state
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -229,9 +231,25 @@ def _sample_shape(
     return tuple(int(g) for g in others if g is not None)
 
 
+def _check_memory(spec: TensorSpec, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """Refuse random inputs larger than this machine's memory, before allocating them."""
+    needed = math.prod(shape) * max(dtype.itemsize, 1)  # Python ints: no overflow
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return  # the platform cannot say
+    if needed > memory:
+        raise InvalidInputError(
+            f"input {spec.name!r}: {RANDOM_SAMPLES} random samples of shape "
+            f"{'x'.join(map(str, shape[1:]))} need {needed} bytes, more than this machine's "
+            f"{memory}; pass a smaller --input-shape or your own data."
+        )
+
+
 def _random(rng: np.random.Generator, spec: TensorSpec, sample: tuple[int, ...]) -> np.ndarray:
     dtype = np.dtype(spec.dtype)
     shape = (RANDOM_SAMPLES, *sample)
+    _check_memory(spec, shape, dtype)
     if dtype.kind == "f":
         return rng.random(shape, dtype=np.float32).astype(dtype)
     if dtype.kind == "b":

@@ -17,6 +17,7 @@ Exit codes mean one thing each:
 
 from __future__ import annotations
 
+import gc
 import importlib
 import itertools
 import logging
@@ -86,28 +87,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, --version or a usage error
         return int(exit_.code or 0)
-    if not args.verbose:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # read when TensorFlow is imported
-    try:
-        with protected_stdio(quiet_native=not args.verbose) as out:
-            _configure_logging(args.verbose)
-            return int(args.run(args, out))
-    except TFCompressError as error:
-        print(f"tfcompress {args.command}: error: {_one_line(error)}", file=sys.stderr)
-        return error.exit_code
-    except KeyboardInterrupt:
-        print("tfcompress: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Exception as error:  # anything else is our bug, never exit 1
-        if args.debug or os.environ.get("TFCOMPRESS_DEBUG", "") not in {"", "0"}:
-            traceback.print_exception(error, file=sys.stderr)
+    except Exception as error:  # an argument type that raised what argparse does not catch
         print(
-            f"tfcompress {args.command}: internal error (a bug in tfcompress): "
-            f"{type(error).__name__}: {_one_line(error)[:300]}; rerun with --debug and report "
-            "the traceback (docs/security.md, 'Reporting a problem')",
+            f"tfcompress: internal error (a bug in tfcompress) while reading the arguments: "
+            f"{type(error).__name__}: {_one_line(error)[:300]}; report it with the command line",
             file=sys.stderr,
         )
         return EXIT_INTERNAL_ERROR
+    if not args.verbose:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # read when TensorFlow is imported
+    debug = args.debug or os.environ.get("TFCOMPRESS_DEBUG", "") not in {"", "0"}
+    with protected_stdio(quiet_native=not args.verbose) as out:
+        _configure_logging(args.verbose)
+        try:
+            return int(args.run(args, out))
+        except TFCompressError as error:
+            line = f"tfcompress {args.command}: error: {_one_line(error)}"
+            code, details = error.exit_code, ""
+        except KeyboardInterrupt:
+            line, code, details = "tfcompress: interrupted", EXIT_INTERRUPTED, ""
+        except Exception as error:  # anything else is our bug, never exit 1
+            details = "".join(traceback.format_exception(error)) if debug else ""
+            line = (
+                f"tfcompress {args.command}: internal error (a bug in tfcompress): "
+                f"{type(error).__name__}: {_one_line(error)[:300]}; rerun with --debug and "
+                "report the traceback (docs/security.md, 'Reporting a problem')"
+            )
+            code = EXIT_INTERNAL_ERROR
+        # The failed command's objects (a LiteRT environment, an interpreter) print from
+        # their destructors: free them while native output is still silenced, so nothing
+        # follows the error line.
+        gc.collect()
+    print(details + line, file=sys.stderr)
+    return code
 
 
 def entry() -> None:

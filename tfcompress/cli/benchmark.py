@@ -11,9 +11,10 @@ from tfcompress.cli.common import (
     add_unsafe_flag,
     argument_type,
     csv_of,
+    duration,
     emit_json,
-    non_negative_float,
     positive_int,
+    seconds,
     show_progress,
 )
 from tfcompress.runtime import list_backends
@@ -71,16 +72,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--runs", type=positive_int, default=50, help="minimum timed runs (50)")
     parser.add_argument(
-        "--min-seconds",
-        type=non_negative_float,
-        default=1.0,
-        help="minimum timed seconds per row (1)",
+        "--min-seconds", type=seconds, default=1.0, help="minimum timed seconds per row (1)"
     )
     parser.add_argument(
-        "--warmup-seconds",
-        type=non_negative_float,
-        default=0.5,
-        help="minimum warm-up seconds (0.5)",
+        "--warmup-seconds", type=seconds, default=0.5, help="minimum warm-up seconds (0.5)"
     )
     parser.add_argument(
         "--metric",
@@ -104,7 +99,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--timeout",
-        type=_positive_seconds,
+        type=duration,
         default=600.0,
         metavar="SECONDS",
         help="time limit of one measurement in a worker process (loading, accuracy, one row's "
@@ -119,13 +114,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_unsafe_flag(parser)
     add_json_flag(parser)
     return parser
-
-
-def _positive_seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
-    return value
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:

@@ -10,6 +10,10 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
+MAX_SECONDS = 3600.0
+"""The longest minimum measuring time a command accepts, per measurement."""
+MAX_SEED = 2**32 - 1
+
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     """``--json``: print one JSON object on stdout instead of the human table."""
@@ -104,8 +108,58 @@ def add_feeding_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def emit_json(out: IO[str], payload: dict[str, Any]) -> None:
-    """Write ``payload`` as one JSON line to ``out``."""
-    out.write(json.dumps(payload, sort_keys=False, default=str) + "\n")
+    """Write ``payload`` as one line of standard JSON to ``out``.
+
+    NaN and infinities (an unmeasured value) are written as ``null``: Python's ``json``
+    would write the non-standard tokens ``NaN`` and ``Infinity``, which strict parsers
+    (``jq``, JavaScript's ``JSON.parse``) refuse.
+    """
+    text = json.dumps(_json_safe(payload), sort_keys=False, default=str, allow_nan=False)
+    out.write(text + "\n")
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def seconds(text: str) -> float:
+    """An argparse ``type`` for a duration in seconds: finite, from 0 to an hour.
+
+    Example:
+        >>> seconds("0.5")
+        0.5
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS):
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds from 0 to {MAX_SECONDS:g}, got {text}"
+        )
+    return value
+
+
+def seed(text: str) -> int:
+    """An argparse ``type`` for a seed: an integer NumPy and Keras accept (0 to 2**32-1).
+
+    Example:
+        >>> seed("7")
+        7
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer seed") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to {MAX_SEED}, got {value}")
+    return value
 
 
 def show_progress() -> bool:
@@ -136,6 +190,7 @@ def csv_of(kind: Callable[[str], Any], what: str) -> Callable[[str], list[Any]]:
 _NUMBER = r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([a-z]*)\s*"
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_MAX_BYTES = 10**12  # 1 TB: no edge model is larger, and the bound keeps arithmetic exact
 
 
 def positive_int(text: str) -> int:
@@ -200,8 +255,10 @@ def parse_size(text: str) -> int:
             f"{text!r} is not a size; write e.g. 500KB, 300KiB, 2MB or 250000 (bytes)"
         )
     value = float(match.group(1)) * _SIZE_UNITS[match.group(2)]
-    if not math.isfinite(value) or value > 2**53:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size a file can have")
+    if not (math.isfinite(value) and 1 <= value <= _MAX_BYTES):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a size from 1 byte to 1 TB; write e.g. 500KB or 2MB"
+        )
     return round(value)
 
 

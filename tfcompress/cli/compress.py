@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
+from pathlib import Path
 from typing import IO, Any
 
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         0
     """
     from tfcompress.compression.api import compress
-    from tfcompress.compression.report import check_compress_report_dir
+    from tfcompress.compression.report import check_compress_report_dir, report_paths
     from tfcompress.errors import InvalidInputError
     from tfcompress.models import check_output_path
 
@@ -150,8 +153,22 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         progress=True,
         **threshold_options(args),
     )
-    saved = result.save(args.out, overwrite=args.force) if result.passed else None
-    written = result.write_report(args.report, overwrite=args.force) if args.report else []
+    # The report first: if the artifact cannot be written after it, the report's new files
+    # are taken back, so a late failure leaves nothing half-written.
+    folder = Path(args.report) if args.report else None
+    existed = {p for p in report_paths(folder) if os.path.lexists(p)} if folder else set()
+    made_folder = folder is not None and not os.path.exists(folder)
+    written = result.write_report(folder, overwrite=args.force) if folder else []
+    try:
+        saved = result.save(args.out, overwrite=args.force) if result.passed else None
+    except BaseException:
+        for path in written:
+            if path not in existed:
+                path.unlink(missing_ok=True)
+        if made_folder and folder is not None:
+            with contextlib.suppress(OSError):  # not empty: something else wrote there
+                folder.rmdir()
+        raise
     if args.json:
         payload = result.to_dict()
         if payload["chosen"] is not None:
@@ -199,11 +216,10 @@ def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
     attempt = read_attempt(args.replay, args.attempt)
     content = replay(
         load_cli_model(args),
-        args.replay,
+        attempt,  # the report was read and checked once, above
         representative_data=args.data,
         train_data=args.train,
         eval_data=args.eval_data,
-        attempt=args.attempt,
     )
     saved = write_bytes_atomic(args.out, content, overwrite=args.force)
     same = attempt.size_bytes == len(content)

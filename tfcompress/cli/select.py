@@ -13,10 +13,11 @@ from tfcompress.cli.common import (
     emit_json,
     fraction,
     latency_ms,
-    non_negative_float,
     parse_size,
     positive_float,
     positive_int,
+    seconds,
+    seed,
     show_progress,
 )
 from tfcompress.selection.verdicts import OBJECTIVES
@@ -83,15 +84,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=positive_int,
         help="processes of the local pool (default 1; not with --scheduler)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
     parser.add_argument(
         "--runs", type=positive_int, default=50, help="minimum timed runs per latency (50)"
     )
     parser.add_argument(
-        "--min-seconds",
-        type=non_negative_float,
-        default=0.5,
-        help="minimum timed seconds per latency (0.5)",
+        "--min-seconds", type=seconds, default=0.5, help="minimum timed seconds per latency (0.5)"
     )
     parser.add_argument("--report", help="write selection.json, selection.md, pareto.png here")
     parser.add_argument("--force", action="store_true", help="replace an existing --report")
@@ -139,6 +137,10 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     report = Path(args.report) if args.report else None
     if report is not None:
         check_selection_report_dir(report, overwrite=args.force)
+    if args.backend == "edgetpu" and not args.scheduler:
+        from tfcompress.runtime.edgetpu import find_library
+
+        find_library()  # the Edge TPU runtime must be here before any candidate is built
     client = connect_scheduler(args.scheduler) if args.scheduler else None
     try:
         result = select_model(

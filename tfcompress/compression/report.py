@@ -77,16 +77,18 @@ def write_compress_report(
         MissingDependencyError: matplotlib is missing (the JSON and Markdown are written first).
     """
     from tfcompress._files import write_bytes_atomic, write_text_atomic
+    from tfcompress.report.writers import report_files
 
     folder = check_compress_report_dir(directory, overwrite=overwrite)
-    folder.mkdir(parents=True, exist_ok=True)
     json_text = json.dumps(result.to_dict(), indent=2, allow_nan=False, default=str) + "\n"
-    written = [
-        write_text_atomic(folder / f"{STEM}.json", json_text, overwrite=overwrite),
-        write_text_atomic(folder / f"{STEM}.md", to_markdown(result), overwrite=overwrite),
-    ]
-    for name, png in plot_attempts(result).items():
-        written.append(write_bytes_atomic(folder / f"{STEM}_{name}.png", png, overwrite=overwrite))
+    with report_files(folder, report_paths(folder)) as written:
+        written.append(write_text_atomic(folder / f"{STEM}.json", json_text, overwrite=overwrite))
+        written.append(
+            write_text_atomic(folder / f"{STEM}.md", to_markdown(result), overwrite=overwrite)
+        )
+        for name, png in plot_attempts(result).items():
+            path = folder / f"{STEM}_{name}.png"
+            written.append(write_bytes_atomic(path, png, overwrite=overwrite))
     return written
 
 

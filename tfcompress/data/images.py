@@ -9,7 +9,9 @@ import numpy as np
 
 from tfcompress._compat.tf import tensorflow
 from tfcompress._files import check_regular_file, read_regular_bytes
+from tfcompress._limits import MAX_IMAGE_PIXELS
 from tfcompress.data.dataset import Dataset
+from tfcompress.data.image_headers import read_header
 from tfcompress.errors import InvalidDataError, InvalidInputError
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".gif"})
@@ -25,7 +27,9 @@ def load_image_folder(
     """Read ``root/<class>/<image>`` files; labels are class indices in sorted folder order.
 
     Every image file is checked to be a regular file before it is opened, so a FIFO or a
-    device named ``cat.png`` is refused instead of blocking forever.
+    device named ``cat.png`` is refused instead of blocking forever, and the size its
+    header declares is checked against ``TFCOMPRESS_MAX_IMAGE_PIXELS`` (100 million pixels
+    by default) before it is decoded, so a decompression bomb is refused in one line.
 
     Args:
         root: Folder with one subfolder per class.
@@ -38,7 +42,8 @@ def load_image_folder(
 
     Raises:
         InvalidDataError: No class folders, no images, an unreadable folder, a special file
-            (FIFO, device) or an undecodable image.
+            (FIFO, device), a file that is no PNG/JPEG/GIF/BMP, an image over the pixel
+            limit or an undecodable image.
         InvalidInputError: ``image_size``, ``channels`` or ``rescale`` out of range.
 
     Example:
@@ -61,8 +66,10 @@ def load_image_folder(
         check_regular_file(path, error=InvalidDataError, what="an image file")
     tf = tensorflow()
     images = []
+    limit = MAX_IMAGE_PIXELS.value()
     for path, _ in files:
         content = read_regular_bytes(path, error=InvalidDataError, what="an image file")
+        _check_declared_size(path, content, limit)
         try:
             image = tf.io.decode_image(content, channels=channels or 0, expand_animations=False)
         except tf.errors.OpError as error:
@@ -77,6 +84,29 @@ def load_image_folder(
             f"{root}: images differ in size or channels; pass image_size and channels."
         ) from error
     return Dataset(x, np.array([label for _, label in files], dtype=np.int64))
+
+
+def _check_declared_size(path: Path, content: bytes, limit: int) -> None:
+    """Refuse an image whose header declares more pixels than ``limit``, before decoding."""
+    try:
+        header = read_header(content)
+    except ValueError as error:
+        raise InvalidDataError(
+            f"{path}: cannot read the image's size ({error}); remove or fix it."
+        ) from error
+    if header is None:
+        raise InvalidDataError(
+            f"{path}: is not a PNG, JPEG, GIF or BMP image (its first bytes name none of "
+            "them); remove it or convert it."
+        )
+    if header.pixels > limit:
+        frames = f" x {header.frames} frames" if header.frames > 1 else ""
+        raise InvalidDataError(
+            f"{path}: the {header.format} declares {header.width}x{header.height}{frames} = "
+            f"{header.pixels} pixels, over the limit of {limit} "
+            f"({MAX_IMAGE_PIXELS.env}); it is a decompression bomb or needs resizing; "
+            f"{MAX_IMAGE_PIXELS.hint()}."
+        )
 
 
 def _check_options(

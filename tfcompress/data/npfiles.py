@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 import os
 import stat
+import tokenize
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -24,6 +25,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from tfcompress._files import check_regular_file, file_kind
+from tfcompress._limits import MAX_INFLATED_BYTES
 from tfcompress.errors import InvalidDataError, TFCompressError
 
 __all__ = ["read_npy", "read_npz"]
@@ -44,7 +46,23 @@ _KIND_NAMES = {
     "m": "time deltas",
 }
 # Errors numpy and zipfile raise on malformed input; our own (also ValueErrors) pass through.
-_FORMAT_ERRORS = (ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error, TypeError)
+# numpy parses a .npy header with Python's tokenizer and ast.literal_eval: an unclosed
+# bracket is a TokenError, a deep one a SyntaxError or RecursionError, a huge literal an
+# OverflowError or MemoryError; every one of them means a bad header.
+_FORMAT_ERRORS = (
+    ValueError,
+    EOFError,
+    OSError,
+    zipfile.BadZipFile,
+    zlib.error,
+    TypeError,
+    KeyError,
+    SyntaxError,
+    tokenize.TokenError,
+    RecursionError,
+    OverflowError,
+    MemoryError,
+)
 
 
 def read_npy(path: Path) -> np.ndarray:
@@ -87,8 +105,10 @@ def read_npy(path: Path) -> np.ndarray:
 def read_npz(path: Path) -> dict[str, np.ndarray]:
     """Read every array of a ``.npz`` archive, checking sizes first.
 
-    Each member's declared uncompressed size is checked against its compressed size (no
-    zip bombs) and against the shape its ``.npy`` header declares; CRCs are verified.
+    Each member's declared uncompressed size is checked against its compressed size and
+    against the shape its ``.npy`` header declares, and the compressed members together
+    may inflate to ``TFCOMPRESS_MAX_INFLATED_BYTES`` (1 GiB by default; no zip bombs);
+    CRCs are verified.
 
     Args:
         path: A ``.npz`` file written by ``np.savez`` or ``np.savez_compressed``.
@@ -121,6 +141,9 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
                         f"{path}: the archive holds no arrays; save them with "
                         "np.savez(path, x=samples, y=labels)."
                     )
+                for info in members.values():  # every header first, then the total
+                    _check_member(info, path)
+                _check_inflated(members.values(), path)
                 arrays = {key: _read_member(archive, info, path) for key, info in members.items()}
         except TFCompressError:
             raise
@@ -157,9 +180,25 @@ def _key(member: str) -> str:
     return member[: -len(".npy")] if member.endswith(".npy") else member
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> np.ndarray:
-    key = _key(info.filename)
-    origin = f"{path}: array {key!r}"
+def _check_inflated(members: Iterable[zipfile.ZipInfo], path: Path) -> None:
+    """Refuse compressed members that declare more bytes in total than the stated limit.
+
+    zipfile never inflates a member past its declared size, and the array reader checks
+    the declared size against the ``.npy`` header, so the declared sizes bound memory.
+    """
+    inflated = sum(i.file_size for i in members if i.compress_type != zipfile.ZIP_STORED)
+    limit = MAX_INFLATED_BYTES.value()
+    if inflated > limit:
+        raise InvalidDataError(
+            f"{path}: its compressed arrays inflate to {_bytes(inflated)}, over the limit of "
+            f"{_bytes(limit)} ({MAX_INFLATED_BYTES.env}); it is a zip bomb or a very large "
+            f"dataset; {MAX_INFLATED_BYTES.hint()}."
+        )
+
+
+def _check_member(info: zipfile.ZipInfo, path: Path) -> None:
+    """What one member's zip header declares: no password, sizes deflate can produce."""
+    origin = f"{path}: array {_key(info.filename)!r}"
     if info.flag_bits & 0x1:
         raise InvalidDataError(f"{origin} is encrypted; save the archive without a password.")
     if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
@@ -174,6 +213,11 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) ->
             f"{_bytes(info.compress_size)}, more than deflate can produce; the archive is "
             "corrupt or a zip bomb: save it again with np.savez_compressed."
         )
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> np.ndarray:
+    key = _key(info.filename)
+    origin = f"{path}: array {key!r}"
     _check_memory(info.file_size, origin)
     with archive.open(info) as member:
         array = _read_array(member, info.file_size, origin, key=key, exact=True)

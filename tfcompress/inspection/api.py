@@ -257,7 +257,7 @@ def _inspect_saved_model(model: SavedModelDir) -> SavedModelInfo:
     on_disk = sum(f.stat().st_size for f in files)
     weights: list[tuple[str, int, bool | None]] = []
     if (folder / "variables.index").is_file():
-        with saved_model_errors(model.path):
+        with saved_model_errors(model.shown, copy=model.path):
             reader = tensorflow().train.load_checkpoint(str(folder / "variables"))
             shapes = reader.get_variable_to_shape_map()
             for name, dtype in reader.get_variable_to_dtype_map().items():
@@ -266,7 +266,7 @@ def _inspect_saved_model(model: SavedModelDir) -> SavedModelInfo:
                     weights.append((dtype.name, size, None))
     return SavedModelInfo(
         name=model.name,
-        path=str(model.path),
+        path=str(model.shown),
         signature_key=model.signature_key,
         inputs=signature.inputs,
         outputs=signature.outputs,

@@ -1,20 +1,50 @@
-"""Recognise a model file by its bytes, not its name, before any heavy library sees it."""
+"""Decide a model file's format once, from its bytes, before any heavy library sees it.
+
+A file can be built to be two formats at once: ZIP readers look for their directory at the
+end of a file and HDF5 readers for their superblock at offset 0, 512, 1024, 2048..., so one
+file can be a benign ``.keras`` archive to a check that reads its first bytes and an HDF5
+model holding a ``Lambda`` layer to the loader that runs it. :func:`read_model_file` reads
+a file once, asks every format whether the bytes are valid as that format, and refuses a
+file that more than one format accepts (:mod:`tfcompress.models.format_detection`), or
+whose extension names another format than its content. The bytes it returns are the only
+ones any loader of tfcompress is given (:mod:`tfcompress.models.loading` hands each loader
+a private copy of exactly them).
+
+Example:
+    >>> read_model_file(Path("model.keras")).format  # doctest: +SKIP
+    <ModelFormat.KERAS: 'keras'>
+"""
 
 from __future__ import annotations
 
 import enum
+import io
 import json
+import logging
 import zipfile
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfcompress._files import read_regular_bytes
 from tfcompress.errors import ModelLoadError
 from tfcompress.models.onnx import is_onnx_bytes
 
+__all__ = [
+    "TFLITE_IDENTIFIER",
+    "CheckedFile",
+    "ModelFormat",
+    "claimed_format",
+    "is_tflite_bytes",
+    "keras_version_of",
+    "read_model_file",
+    "sniff_format",
+]
+
 TFLITE_IDENTIFIER = b"TFL3"
-_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
-_ZIP_MAGIC = b"PK\x03\x04"
+logger = logging.getLogger(__name__)
+
+
 _SUPPORTED = "a .keras file, an .h5 file, a SavedModel directory, a .tflite or an .onnx file"
 
 
@@ -27,6 +57,59 @@ class ModelFormat(enum.StrEnum):
     TFLITE = "tflite"
     ONNX = "onnx"
 
+    @property
+    def description(self) -> str:
+        """How messages name the format, e.g. ``'a .keras (zip) archive'``."""
+        return _DESCRIPTIONS[self]
+
+    @property
+    def suffix(self) -> str:
+        """The file extension of the format (``''`` for a SavedModel directory)."""
+        return _SUFFIXES[self]
+
+
+_DESCRIPTIONS = {
+    ModelFormat.KERAS: "a .keras (zip) archive",
+    ModelFormat.H5: "an HDF5 (.h5) model",
+    ModelFormat.SAVED_MODEL: "a SavedModel directory",
+    ModelFormat.TFLITE: "a .tflite flatbuffer",
+    ModelFormat.ONNX: "an ONNX model",
+}
+_SUFFIXES = {
+    ModelFormat.KERAS: ".keras",
+    ModelFormat.H5: ".h5",
+    ModelFormat.SAVED_MODEL: "",
+    ModelFormat.TFLITE: ".tflite",
+    ModelFormat.ONNX: ".onnx",
+}
+_CLAIMS = {
+    ".keras": ModelFormat.KERAS,
+    ".h5": ModelFormat.H5,
+    ".hdf5": ModelFormat.H5,
+    ".tflite": ModelFormat.TFLITE,
+    ".onnx": ModelFormat.ONNX,
+}
+
+
+@dataclass(frozen=True)
+class CheckedFile:
+    """A model file read once, with the one format its bytes were found to be.
+
+    Attributes:
+        path: The file the user named (for messages only: it is never opened again).
+        format: The format decided from the content.
+        content: Every byte that was read and checked; loaders get exactly these.
+
+    Example:
+        >>> checked = read_model_file(Path("model.h5"))  # doctest: +SKIP
+        >>> checked.format, len(checked.content)  # doctest: +SKIP
+        (<ModelFormat.H5: 'h5'>, 23456)
+    """
+
+    path: Path
+    format: ModelFormat
+    content: bytes = field(repr=False)
+
 
 def is_tflite_bytes(content: bytes) -> bool:
     r"""True when ``content`` carries the TFLite flatbuffer file identifier at offset 4.
@@ -38,8 +121,77 @@ def is_tflite_bytes(content: bytes) -> bool:
     return len(content) >= 8 and content[4:8] == TFLITE_IDENTIFIER
 
 
+def claimed_format(path: Path) -> ModelFormat | None:
+    """The format a file's extension names, or None for an extension that names none.
+
+    Example:
+        >>> claimed_format(Path("model.HDF5"))
+        <ModelFormat.H5: 'h5'>
+    """
+    return _CLAIMS.get(path.suffix.lower())
+
+
+def read_model_file(path: Path, *, unsafe: bool = False) -> CheckedFile:
+    """Read a model file once and decide its one format from the bytes.
+
+    Args:
+        path: A model file (not a directory).
+        unsafe: The user consented to run code from the file (``--unsafe``): a polyglot
+            is then read as the one of its formats that its extension names.
+
+    Returns:
+        The bytes read and the format they are.
+
+    Raises:
+        ModelLoadError: The path is missing or not a regular file; the bytes are valid as
+            no model format, or as more than one (a polyglot); or the extension names
+            another format than the content.
+
+    Example:
+        >>> read_model_file(Path("model.tflite")).format  # doctest: +SKIP
+        <ModelFormat.TFLITE: 'tflite'>
+    """
+    from tfcompress.models.format_detection import detect_formats
+
+    content = read_regular_bytes(path, error=ModelLoadError, what="a model file")
+    formats = detect_formats(content)
+    claimed = claimed_format(path)
+    if len(formats) > 1 and unsafe and claimed in formats:
+        logger.warning(
+            "%s: the file is valid as %s; loading it as %s, as its extension says, because "
+            "--unsafe was given",
+            path,
+            " and as ".join(f.description for f in formats),
+            claimed.description,
+        )
+        formats = (claimed,)
+    if len(formats) > 1:
+        names = " and as ".join(f.description for f in formats)
+        raise ModelLoadError(
+            f"{path}: is valid both as {names} (a polyglot file, built to pass the check of "
+            "one format and load as the other); tfcompress refuses it; save the model again "
+            "in one format (or, trusting it, pass --unsafe and name it by the format to load)."
+        )
+    if not formats and claimed is ModelFormat.ONNX and is_onnx_bytes(content):
+        # An .onnx that starts like one but does not parse: the ONNX loader says why.
+        formats = (ModelFormat.ONNX,)
+    if not formats:
+        raise ModelLoadError(_unrecognised(path, content, claimed))
+    decided = formats[0]
+    if claimed is not None and claimed is not decided:
+        raise ModelLoadError(
+            f"{path}: the name says {claimed.description} ({path.suffix}) but the content is "
+            f"{decided.description}; tfcompress loads a file only as what both say; rename "
+            f"it to {path.stem}{decided.suffix} if it is meant to be {decided.description}."
+        )
+    return CheckedFile(path, decided, content)
+
+
 def sniff_format(path: Path) -> ModelFormat:
     """Tell the format of the model at ``path`` from its content.
+
+    A decision for routing and messages; loading reads the file once more through
+    :func:`read_model_file` and uses only the bytes it checked then.
 
     Args:
         path: A file or a SavedModel directory.
@@ -48,7 +200,9 @@ def sniff_format(path: Path) -> ModelFormat:
         The detected format.
 
     Raises:
-        ModelLoadError: The path is missing, or its bytes match no supported format.
+        ModelLoadError: The path is missing, its bytes match no supported format or more
+            than one, its extension disagrees with its content, or a directory holds no
+            ``saved_model.pb``.
 
     Example:
         >>> sniff_format(Path("model.keras"))  # doctest: +SKIP
@@ -57,43 +211,39 @@ def sniff_format(path: Path) -> ModelFormat:
     if not path.exists():
         raise ModelLoadError(f"{path}: no such file or directory; pass {_SUPPORTED}.")
     if path.is_dir():
-        if (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file():
-            return ModelFormat.SAVED_MODEL
+        return check_saved_model_dir(path)
+    return read_model_file(path).format
+
+
+def check_saved_model_dir(path: Path) -> ModelFormat:
+    """Decide that directory ``path`` is a SavedModel, or refuse it in one line.
+
+    Raises:
+        ModelLoadError: No ``saved_model.pb``/``.pbtxt`` inside, or a name that claims a
+            model file format (``model.h5/``): a loader that trusts the name would read the
+            folder as that format.
+
+    Example:
+        >>> check_saved_model_dir(Path("exported"))  # doctest: +SKIP
+        <ModelFormat.SAVED_MODEL: 'saved_model'>
+    """
+    if not ((path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file()):
         raise ModelLoadError(f"{path}: directory holds no saved_model.pb; pass {_SUPPORTED}.")
-    head = read_regular_bytes(path, error=ModelLoadError, what="a model file", limit=8)
-    if is_tflite_bytes(head):
-        return ModelFormat.TFLITE
-    if head.startswith(_HDF5_MAGIC):
-        return ModelFormat.H5
-    if head.startswith(_ZIP_MAGIC):
-        return ModelFormat.KERAS
-    claimed = path.suffix.lower()
-    if claimed == ".onnx":
-        if not is_onnx_bytes(head):
-            raise ModelLoadError(
-                f"{path}: not an ONNX model (no ModelProto header); the file is corrupt or "
-                "another format; export it again."
-            )
-        return ModelFormat.ONNX
-    if claimed == ".tflite":
+    claimed = claimed_format(path)
+    if claimed is not None:
         raise ModelLoadError(
-            f"{path}: not a TFLite model (no 'TFL3' identifier); the file is corrupt or not "
-            "a .tflite; re-export it with `tfcompress quantize`."
+            f"{path}: the name says {claimed.description} ({path.suffix}) but it is a "
+            "SavedModel directory; tfcompress loads a model only as what both say; rename "
+            "the folder without the extension."
         )
-    if claimed in {".keras", ".h5", ".hdf5"}:
-        raise ModelLoadError(
-            f"{path}: not a Keras {claimed} file (wrong magic bytes); it is corrupt or another "
-            "format; save it again with model.save()."
-        )
-    raise ModelLoadError(f"{path}: unrecognised model format; pass {_SUPPORTED}.")
+    return ModelFormat.SAVED_MODEL
 
 
-def keras_version_of(path: Path, model_format: ModelFormat) -> str:
+def keras_version_of(checked: CheckedFile) -> str:
     """Read the Keras version a .keras or .h5 file was saved with ('' when not recorded).
 
     Args:
-        path: A ``.keras`` archive or an ``.h5`` file.
-        model_format: Its sniffed format.
+        checked: A ``.keras`` archive or an ``.h5`` file, read by :func:`read_model_file`.
 
     Returns:
         The recorded version, e.g. ``"3.15.1"`` or ``"2.21.0"``.
@@ -103,19 +253,20 @@ def keras_version_of(path: Path, model_format: ModelFormat) -> str:
             JSON object.
 
     Example:
-        >>> keras_version_of(Path("model.keras"), ModelFormat.KERAS)  # doctest: +SKIP
+        >>> keras_version_of(read_model_file(Path("model.keras")))  # doctest: +SKIP
         '3.15.1'
     """
+    path, model_format = checked.path, checked.format
     try:
         if model_format is ModelFormat.KERAS:
-            with zipfile.ZipFile(path) as archive:
+            with zipfile.ZipFile(io.BytesIO(checked.content)) as archive:
                 if archive.getinfo("metadata.json").file_size > 2**20:
                     raise ValueError("metadata.json is over 1 MiB")
                 metadata = json.loads(archive.read("metadata.json"))
         else:
             import h5py  # ships with TensorFlow and Keras
 
-            with h5py.File(path, "r") as handle:
+            with h5py.File(io.BytesIO(checked.content), "r") as handle:
                 version = handle.attrs.get("keras_version", "")
             return version.decode() if isinstance(version, bytes) else str(version)
     except RecursionError:
@@ -133,6 +284,7 @@ def keras_version_of(path: Path, model_format: ModelFormat) -> str:
         zipfile.BadZipFile,
         zlib.error,
         EOFError,
+        NotImplementedError,
     ) as error:
         reason = " ".join(str(error).split())[:200] or type(error).__name__
         raise ModelLoadError(
@@ -145,3 +297,22 @@ def keras_version_of(path: Path, model_format: ModelFormat) -> str:
             ".keras file is corrupt; save the model again."
         )
     return str(metadata.get("keras_version", ""))
+
+
+def _unrecognised(path: Path, content: bytes, claimed: ModelFormat | None) -> str:
+    if claimed is ModelFormat.ONNX:
+        return (
+            f"{path}: not an ONNX model (no ModelProto header); the file is corrupt or "
+            "another format; export it again."
+        )
+    if claimed is ModelFormat.TFLITE:
+        return (
+            f"{path}: not a TFLite model (no 'TFL3' identifier); the file is corrupt or not "
+            "a .tflite; re-export it with `tfcompress quantize`."
+        )
+    if claimed in {ModelFormat.KERAS, ModelFormat.H5}:
+        return (
+            f"{path}: not a Keras {path.suffix.lower()} file (wrong magic bytes); it is corrupt "
+            "or another format; save it again with model.save()."
+        )
+    return f"{path}: unrecognised model format; pass {_SUPPORTED}."

@@ -58,6 +58,7 @@ Example:
 from __future__ import annotations
 
 import builtins
+import io
 import json
 import zipfile
 import zlib
@@ -68,9 +69,22 @@ from typing import Any
 
 from tfcompress._files import read_regular_bytes
 from tfcompress.errors import ModelLoadError
-from tfcompress.models.formats import ModelFormat, sniff_format
+from tfcompress.models.formats import (
+    CheckedFile,
+    ModelFormat,
+    check_saved_model_dir,
+    read_model_file,
+)
 
-__all__ = ["CodeReference", "check_keras_file", "find_code", "read_model_configs"]
+__all__ = [
+    "CodeReference",
+    "check_configs",
+    "check_keras_file",
+    "file_configs",
+    "find_code",
+    "read_model_configs",
+    "saved_model_configs",
+]
 
 # A real config is kilobytes to a few megabytes; this bounds what a zip entry may inflate to.
 MAX_CONFIG_BYTES = 256 * 2**20
@@ -149,26 +163,109 @@ def read_model_configs(path: Path) -> list[dict[str, Any]]:
 
     Raises:
         ModelLoadError: The config is missing, unreadable, not JSON, not a JSON object, or
-            nested deeper than Python can parse.
+            nested deeper than Python can parse; the file is of another format, or of two.
 
     Example:
         >>> read_model_configs(Path("model.h5"))[0]["class_name"]  # doctest: +SKIP
         'Sequential'
     """
-    model_format = sniff_format(path)
-    texts: list[tuple[bytes | str, str]]
-    if model_format is ModelFormat.SAVED_MODEL:
-        texts = _saved_model_metadata(path)
-    elif model_format is ModelFormat.KERAS:
-        texts = [(_zip_member(path, "config.json"), "config.json")]
+    if path.is_dir():
+        check_saved_model_dir(path)
+        content = read_regular_bytes(
+            path / "keras_metadata.pb", error=ModelLoadError, what="a keras_metadata.pb file"
+        )
+        return saved_model_configs(content, path)
+    return file_configs(read_model_file(path))
+
+
+def file_configs(checked: CheckedFile) -> list[dict[str, Any]]:
+    """The parsed model config of a ``.keras`` or ``.h5`` file, read from its checked bytes.
+
+    Args:
+        checked: The file as :func:`~tfcompress.models.formats.read_model_file` read it.
+
+    Returns:
+        The parsed config, in a list of one.
+
+    Raises:
+        ModelLoadError: Not a Keras file, or a config that is missing, unreadable, not JSON
+            or not a JSON object.
+
+    Example:
+        >>> file_configs(read_model_file(Path("model.keras")))[0]["class_name"]  # doctest: +SKIP
+        'Sequential'
+    """
+    path, model_format = checked.path, checked.format
+    if model_format is ModelFormat.KERAS:
+        text, where = _zip_member(checked, "config.json"), "config.json"
     elif model_format is ModelFormat.H5:
-        texts = [(_h5_model_config(path), "the model_config attribute")]
+        text, where = _h5_model_config(checked), "the model_config attribute"
     else:
         raise ModelLoadError(
             f"{path}: a {model_format.value} file holds no Keras config; pass a .keras, an "
             ".h5 or a tf-keras SavedModel directory."
         )
-    return [_parse(path, text, where) for text, where in texts]
+    return [_parse(path, text, where)]
+
+
+def saved_model_configs(metadata: bytes, path: Path) -> list[dict[str, Any]]:
+    """The parsed configs of a tf-keras SavedModel's ``keras_metadata.pb`` bytes.
+
+    Args:
+        metadata: The bytes of ``keras_metadata.pb``, as read once by the loader.
+        path: The SavedModel directory, for messages.
+
+    Returns:
+        One parsed config per saved Keras object.
+
+    Raises:
+        ModelLoadError: The protobuf or a config in it is corrupt, empty or not an object.
+
+    Example:
+        >>> metadata = Path("m/keras_metadata.pb").read_bytes()  # doctest: +SKIP
+        >>> saved_model_configs(metadata, Path("m"))[0]["class_name"]  # doctest: +SKIP
+        'Sequential'
+    """
+    return [_parse(path, text, where) for text, where in _saved_model_metadata(metadata, path)]
+
+
+def check_configs(
+    configs: list[dict[str, Any]], path: Path, *, tf_keras_loader: bool, safe_mode: bool = True
+) -> None:
+    """In safe mode, refuse parsed Keras configs whose loading would run code.
+
+    Args:
+        configs: What :func:`file_configs` or :func:`saved_model_configs` returned.
+        path: The model, for the message.
+        tf_keras_loader: Whether tf-keras (rather than Keras 3) will load the model.
+        safe_mode: Refuse configs that hold code; ``False`` accepts them.
+
+    Raises:
+        ModelLoadError: A config holds code and ``safe_mode`` is on.
+
+    Example:
+        >>> check_configs([{"class_name": "Lambda"}], Path("m.h5"), tf_keras_loader=True)
+        Traceback (most recent call last):
+        ...
+        tfcompress.errors.ModelLoadError: m.h5: the model holds a Lambda layer ...
+    """
+    if not safe_mode:
+        return
+    references = _unique(
+        ref for config in configs for ref in find_code(config, tf_keras_loader=tf_keras_loader)
+    )
+    if not references:
+        return
+    first, others = references[0], references[1:]
+    also = ""
+    if others:
+        listed = ", ".join(str(ref) for ref in others[:_MAX_LISTED])
+        more = f" and {len(others) - _MAX_LISTED} more" if len(others) > _MAX_LISTED else ""
+        also = f" (also {listed}{more})"
+    raise ModelLoadError(
+        f"{path}: the model holds {first.describe()}{also}; pass --unsafe (safe_mode=False) "
+        "only if you trust the file."
+    )
 
 
 def find_code(config: Any, *, tf_keras_loader: bool) -> list[CodeReference]:
@@ -222,7 +319,8 @@ def check_keras_file(path: Path, *, tf_keras_loader: bool, safe_mode: bool = Tru
     """Parse a Keras file's config and, in safe mode, refuse it if loading would run code.
 
     The config is always parsed, so a corrupt or hostile one (deep nesting, not an object)
-    fails here with one clear line rather than inside a Keras loader.
+    fails here with one clear line rather than inside a Keras loader. Loaders do not call
+    this: they check the bytes they load (:func:`file_configs`, :func:`check_configs`).
 
     Args:
         path: An ``.h5``, a ``.keras`` or a tf-keras SavedModel directory.
@@ -235,23 +333,8 @@ def check_keras_file(path: Path, *, tf_keras_loader: bool, safe_mode: bool = Tru
     Example:
         >>> check_keras_file(Path("model.h5"), tf_keras_loader=True)  # doctest: +SKIP
     """
-    configs = read_model_configs(path)
-    if not safe_mode:
-        return
-    references = _unique(
-        ref for config in configs for ref in find_code(config, tf_keras_loader=tf_keras_loader)
-    )
-    if not references:
-        return
-    first, others = references[0], references[1:]
-    also = ""
-    if others:
-        listed = ", ".join(str(ref) for ref in others[:_MAX_LISTED])
-        more = f" and {len(others) - _MAX_LISTED} more" if len(others) > _MAX_LISTED else ""
-        also = f" (also {listed}{more})"
-    raise ModelLoadError(
-        f"{path}: the model holds {first.describe()}{also}; pass --unsafe (safe_mode=False) "
-        "only if you trust the file."
+    check_configs(
+        read_model_configs(path), path, tf_keras_loader=tf_keras_loader, safe_mode=safe_mode
     )
 
 
@@ -336,11 +419,12 @@ def _parse(path: Path, text: bytes | str, where: str) -> dict[str, Any]:
     return config
 
 
-def _h5_model_config(path: Path) -> bytes | str:
+def _h5_model_config(checked: CheckedFile) -> bytes | str:
     import h5py  # ships with TensorFlow and Keras
 
+    path = checked.path
     try:
-        with h5py.File(path, "r") as handle:
+        with h5py.File(io.BytesIO(checked.content), "r") as handle:
             config = handle.attrs.get("model_config")
     # RuntimeError: h5py reports some HDF5 library errors (a damaged attribute) this way.
     except (OSError, KeyError, ValueError, TypeError, RuntimeError) as error:
@@ -360,9 +444,10 @@ def _h5_model_config(path: Path) -> bytes | str:
     )
 
 
-def _zip_member(path: Path, member: str) -> bytes:
+def _zip_member(checked: CheckedFile, member: str) -> bytes:
+    path = checked.path
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(io.BytesIO(checked.content)) as archive:
             size = archive.getinfo(member).file_size
             if size > MAX_CONFIG_BYTES:
                 raise ModelLoadError(
@@ -377,14 +462,11 @@ def _zip_member(path: Path, member: str) -> bytes:
         ) from error
 
 
-def _saved_model_metadata(path: Path) -> list[tuple[bytes | str, str]]:
+def _saved_model_metadata(content: bytes, path: Path) -> list[tuple[bytes | str, str]]:
     from google.protobuf.message import DecodeError
 
     from tfcompress._compat.keras import saved_metadata_message
 
-    content = read_regular_bytes(
-        path / "keras_metadata.pb", error=ModelLoadError, what="a keras_metadata.pb file"
-    )
     metadata = saved_metadata_message()
     try:
         metadata.ParseFromString(content)

@@ -23,11 +23,18 @@ from typing import Any
 
 from tfcompress._compat.keras import KerasFlavour, flavour_of, keras_module
 from tfcompress._compat.tf import tensorflow
-from tfcompress._files import check_tree, read_regular_bytes
 from tfcompress.errors import InvalidArgumentTypeError, ModelLoadError
-from tfcompress.models.formats import ModelFormat, is_tflite_bytes, keras_version_of, sniff_format
-from tfcompress.models.keras_safety import check_keras_file
+from tfcompress.models.formats import (
+    ModelFormat,
+    is_tflite_bytes,
+    keras_version_of,
+    read_model_file,
+)
+from tfcompress.models.graph_ops import GraphOp
+from tfcompress.models.keras_safety import check_configs, file_configs, saved_model_configs
 from tfcompress.models.onnx import OnnxModel, load_onnx
+from tfcompress.models.private import PrivateFolder, private_file
+from tfcompress.models.saved_model import check_saved_model, describe_ops
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +45,7 @@ _UNKNOWN_CLASS = re.compile(
 )
 
 ModelLike = Any  # a Keras model, a TFLiteModel, a SavedModelDir, .tflite bytes or a path
+_held_copies: list[PrivateFolder] = []  # private copies of loaded tf-keras SavedModels
 
 
 @dataclass(frozen=True)
@@ -78,15 +86,57 @@ class TFLiteModel:
 
 @dataclass(frozen=True)
 class SavedModelDir:
-    """A TensorFlow SavedModel directory that is not a Keras model (e.g. from model.export())."""
+    """A TensorFlow SavedModel directory that is not a Keras model (e.g. from model.export()).
+
+    Attributes:
+        path: The folder TensorFlow opens: for a model the user named, the private copy of
+            what :func:`load_model` checked (:mod:`tfcompress.models.saved_model`).
+        signature_key: The signature that is run and converted.
+        source: The folder the user named, for messages (None: ``path`` itself).
+        graph_ops: Ops of its graph that act outside the model when it is called
+            (:mod:`tfcompress.models.graph_ops`); runners refuse them unless ``unsafe``.
+        unsafe: The user consented to running them (``safe_mode=False``, ``--unsafe``).
+
+    Example:
+        >>> SavedModelDir(Path("exported")).name
+        'exported'
+    """
 
     path: Path
     signature_key: str = "serving_default"
+    source: Path | None = None
+    graph_ops: tuple[GraphOp, ...] = ()
+    unsafe: bool = False
+    # Keeps the private copy alive while any SavedModelDir made from it is.
+    keep: Any = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
-        """The directory name."""
-        return self.path.name
+        """The directory name (of the folder the user named)."""
+        return self.shown.name
+
+    @property
+    def shown(self) -> Path:
+        """The folder to name in messages: the user's, not the private copy."""
+        return self.source or self.path
+
+    def check_may_run(self) -> None:
+        """Refuse to run a graph whose ops act outside the model, unless ``unsafe``.
+
+        Raises:
+            ModelLoadError: The graph writes or reads files, talks to the network or runs
+                code outside the graph, and the user did not pass ``--unsafe``.
+
+        Example:
+            >>> SavedModelDir(Path("exported")).check_may_run()
+        """
+        if self.graph_ops and not self.unsafe:
+            raise ModelLoadError(
+                f"{self.shown}: the SavedModel's graph calls {describe_ops(self.graph_ops)}; "
+                "running it would act outside the model, so tfcompress does not run it "
+                "(converting it to .tflite is allowed); pass --unsafe (safe_mode=False) only "
+                "if you trust the file."
+            )
 
 
 def load_model(
@@ -125,21 +175,32 @@ def load_model(
             f"expected a model path (str or os.PathLike), got {type(path).__name__}; pass the "
             "path of a .keras, .h5, .tflite, .onnx file or a SavedModel directory."
         ) from None
-    model_format = sniff_format(path)
-    if model_format is ModelFormat.TFLITE:
-        content = read_regular_bytes(path, error=ModelLoadError, what="a .tflite file")
-        _check_tflite_loads(content, path)
-        return TFLiteModel(content, path, verified=True)
-    if model_format is ModelFormat.ONNX:
-        return load_onnx(path)
-    if model_format is ModelFormat.SAVED_MODEL:
-        _check_saved_model(path)
-        if (path / "keras_metadata.pb").is_file():
-            return _load_keras(path, KerasFlavour.TF_KERAS, safe_mode, custom_objects)
-        return SavedModelDir(path)
-    version = keras_version_of(path, model_format)
+    if path.is_dir():
+        return _load_saved_model(path, safe_mode=safe_mode, custom_objects=custom_objects)
+    if not path.exists():
+        raise ModelLoadError(
+            f"{path}: no such file or directory; pass a .keras file, an .h5 file, a "
+            "SavedModel directory, a .tflite or an .onnx file."
+        )
+    # One read, one decision: every loader below gets exactly these checked bytes.
+    checked = read_model_file(path, unsafe=not safe_mode)
+    if checked.format is ModelFormat.TFLITE:
+        _check_tflite_loads(checked.content, path)
+        return TFLiteModel(checked.content, path, verified=True)
+    if checked.format is ModelFormat.ONNX:
+        return load_onnx(path, content=checked.content)
+    version = keras_version_of(checked)
     flavour = KerasFlavour.TF_KERAS if version.startswith("2.") else KerasFlavour.KERAS3
-    return _load_keras(path, flavour, safe_mode, custom_objects)
+    configs = file_configs(checked)
+    # Read the config as data before any Keras loader sees it: tf-keras enforces safe_mode
+    # only for .keras archives, and a hostile config must fail in one line, not a traceback.
+    check_configs(
+        configs, path, tf_keras_loader=flavour is KerasFlavour.TF_KERAS, safe_mode=safe_mode
+    )
+    with private_file(checked.content, checked.format.suffix) as copy:
+        return _load_keras(
+            copy, flavour, safe_mode=safe_mode, shown=path, custom_objects=custom_objects
+        )
 
 
 def resolve_model(model: ModelLike, *, safe_mode: bool = True) -> Any:
@@ -176,7 +237,7 @@ def model_name(model: Any) -> str:
 
 
 @contextlib.contextmanager
-def saved_model_errors(path: Path) -> Iterator[None]:
+def saved_model_errors(path: Path, *, copy: Path | None = None) -> Iterator[None]:
     """Turn what TensorFlow raises while reading a SavedModel into one :class:`ModelLoadError`.
 
     Wrap every ``tf.saved_model.load`` and ``TFLiteConverter.from_saved_model`` call: a
@@ -185,13 +246,14 @@ def saved_model_errors(path: Path) -> Iterator[None]:
 
     Args:
         path: The SavedModel directory, for the message.
+        copy: The private copy TensorFlow reads, whose name is replaced by ``path``.
 
     Raises:
         ModelLoadError: The SavedModel's graph or variables are truncated, corrupt or too
             large to allocate.
 
     Example:
-        >>> with saved_model_errors(model.path):  # doctest: +SKIP
+        >>> with saved_model_errors(model.shown, copy=model.path):  # doctest: +SKIP
         ...     loaded = tf.saved_model.load(str(model.path))
     """
     from google.protobuf.message import DecodeError
@@ -200,13 +262,16 @@ def saved_model_errors(path: Path) -> Iterator[None]:
     try:
         yield
     except (tf.errors.ResourceExhaustedError, MemoryError, OverflowError) as error:
-        raise ModelLoadError(_too_large(path, error)) from error
+        raise ModelLoadError(_too_large(path, error, copy)) from error
     except RecursionError as error:
         raise ModelLoadError(_too_deep(path)) from error
     # IndexError: TensorFlow's reader says "Read less bytes than requested" for a cut file.
     except (tf.errors.OpError, OSError, ValueError, KeyError, IndexError, DecodeError) as error:
+        reason = _first_line(error)
+        if copy is not None:
+            reason = reason.replace(str(copy), str(path))
         raise ModelLoadError(
-            f"{path}: TensorFlow cannot read the SavedModel ({_first_line(error)}); its "
+            f"{path}: TensorFlow cannot read the SavedModel ({reason}); its "
             "saved_model.pb or variables/ are truncated or corrupt; export the model again."
         ) from error
 
@@ -216,7 +281,8 @@ def load_saved_model(model: SavedModelDir) -> Any:
 
     Reading the signature and running it are separate steps (``model_signature``, then a
     runner): loading a SavedModel with an RNN takes seconds, so the loaded object is kept
-    while its ``saved_model.pb`` is unchanged (the last four SavedModels).
+    while its ``saved_model.pb`` is unchanged (the last four SavedModels). Messages name the
+    folder the user gave, not the private copy TensorFlow reads.
 
     Raises:
         ModelLoadError: TensorFlow cannot read it (see :func:`saved_model_errors`).
@@ -226,31 +292,63 @@ def load_saved_model(model: SavedModelDir) -> Any:
     """
     graph = model.path / "saved_model.pb"
     stamp = graph.stat().st_mtime_ns if graph.exists() else 0
-    return _load_saved_model(str(model.path), stamp)
+    return _cached_saved_model(str(model.path), stamp, model.shown)
 
 
 @functools.lru_cache(maxsize=4)
-def _load_saved_model(path: str, stamp: int) -> Any:
+def _cached_saved_model(path: str, stamp: int, shown: Path) -> Any:
     del stamp  # part of the cache key only: a re-exported model is loaded again
-    with saved_model_errors(Path(path)):
+    with saved_model_errors(shown, copy=Path(path)):
         return tensorflow().saved_model.load(path)
 
 
+def _load_saved_model(path: Path, *, safe_mode: bool, custom_objects: dict[str, Any] | None) -> Any:
+    checked = check_saved_model(path, safe_mode=safe_mode)
+    if checked.keras_metadata is None:
+        return SavedModelDir(
+            checked.copy.path,
+            source=path,
+            graph_ops=checked.graph_ops,
+            unsafe=not safe_mode,
+            keep=checked.copy,
+        )
+    # A Keras object may call any function of the graph: its ops are refused at load.
+    if safe_mode and checked.graph_ops:
+        raise ModelLoadError(
+            f"{path}: the SavedModel's graph calls {describe_ops(checked.graph_ops)}, which "
+            "acts outside the model; pass --unsafe (safe_mode=False) only if you trust the file."
+        )
+    configs = saved_model_configs(checked.keras_metadata, path)
+    check_configs(configs, path, tf_keras_loader=True, safe_mode=safe_mode)
+    _held_copies.append(checked.copy)  # a revived Keras model may read its assets later
+    return _load_keras(
+        checked.copy.path,
+        KerasFlavour.TF_KERAS,
+        safe_mode=safe_mode,
+        shown=path,
+        custom_objects=custom_objects,
+    )
+
+
 def _load_keras(
-    path: Path, flavour: KerasFlavour, safe_mode: bool, custom_objects: dict[str, Any] | None
+    copy: Path,
+    flavour: KerasFlavour,
+    *,
+    safe_mode: bool,
+    shown: Path,
+    custom_objects: dict[str, Any] | None = None,
 ) -> Any:
-    # Read the config as data before any Keras loader sees it: tf-keras enforces safe_mode
-    # only for .keras archives, and a hostile config must fail in one line, not a traceback.
-    check_keras_file(path, tf_keras_loader=flavour is KerasFlavour.TF_KERAS, safe_mode=safe_mode)
+    """Load the private copy ``copy`` of checked bytes; messages name ``shown``."""
     keras = keras_module(flavour)
     tf = tensorflow()
-    logger.debug("loading %s with %s (safe_mode=%s)", path, flavour, safe_mode)
+    path = shown
+    logger.debug("loading %s (its checked copy) with %s, safe_mode=%s", path, flavour, safe_mode)
     try:
         return keras.models.load_model(
-            path, compile=False, safe_mode=safe_mode, custom_objects=custom_objects
+            copy, compile=False, safe_mode=safe_mode, custom_objects=custom_objects
         )
     except (tf.errors.ResourceExhaustedError, MemoryError, OverflowError) as error:
-        raise ModelLoadError(_too_large(path, error)) from error
+        raise ModelLoadError(_too_large(path, error, copy)) from error
     except RecursionError as error:
         raise ModelLoadError(_too_deep(path)) from error
     # RuntimeError: h5py's word for HDF5 library errors; BadZipFile/zlib.error/EOFError: a
@@ -268,9 +366,9 @@ def _load_keras(
         EOFError,
         tf.errors.OpError,
     ) as error:
-        reason = _first_line(error)
+        reason = _first_line(error).replace(str(copy), str(path))
         if "too big" in reason or "overflow" in reason.lower():  # numpy/TF size checks
-            raise ModelLoadError(_too_large(path, error)) from error
+            raise ModelLoadError(_too_large(path, error, copy)) from error
         if "lambda" in reason.lower() or "safe_mode" in reason:
             hint = (
                 " It holds a Lambda layer: pass safe_mode=False (--unsafe) only if you trust "
@@ -290,61 +388,18 @@ def _load_keras(
         raise ModelLoadError(f"{path}: cannot load the Keras model: {reason}.{hint}") from error
 
 
-def _check_saved_model(path: Path) -> None:
-    """Refuse a SavedModel directory that would hang or crash TensorFlow's loader.
-
-    Checks, before any loader: no FIFO or device inside (``check_tree`` does not descend
-    into symlinked folders, so ``variables/`` and ``assets/``, which TensorFlow reads, are
-    walked on their own even when they are links), a ``saved_model.pb`` that parses as a
-    ``SavedModel`` protobuf with a MetaGraph, and variables whose every tensor reads back
-    with its checksum.
-    """
-    for folder in (path, path / "variables", path / "assets"):
-        if folder.is_dir():
-            check_tree(folder, error=ModelLoadError, what=f"the SavedModel {path}")
-    tf = tensorflow()  # tensorflow.core.protobuf imports it anyway
-    from google.protobuf import message, text_format
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    proto = saved_model_pb2.SavedModel()
-    binary = path / "saved_model.pb"
-    # TensorFlow reads saved_model.pb first and saved_model.pbtxt only without it.
-    source = binary if binary.exists() else path / "saved_model.pbtxt"
-    content = read_regular_bytes(source, error=ModelLoadError, what="a SavedModel protobuf")
-    try:
-        if source is binary:
-            proto.ParseFromString(content)
-        else:
-            text_format.Parse(content.decode("utf-8"), proto)
-    except RecursionError as error:
-        raise ModelLoadError(_too_deep(path)) from error
-    except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as error:
-        raise ModelLoadError(
-            f"{path}: {source.name} is truncated or corrupt ({_first_line(error)}); export "
-            "the model again."
-        ) from error
-    if not proto.meta_graphs:
-        raise ModelLoadError(
-            f"{path}: {source.name} holds no MetaGraph (empty or truncated); export the "
-            "model again."
-        )
-    prefix = path / "variables" / "variables"
-    if prefix.with_name("variables.index").exists():
-        with saved_model_errors(path):
-            reader = tf.train.load_checkpoint(str(prefix))
-            for name in reader.get_variable_to_dtype_map():
-                reader.get_tensor(name)  # reads the bytes and checks their checksum
-
-
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     line = text.splitlines()[0].strip() if text else type(error).__name__
     return line if len(line) <= 200 else line[:197] + "..."
 
 
-def _too_large(path: Path, error: BaseException) -> str:
+def _too_large(path: Path, error: BaseException, copy: Path | None = None) -> str:
+    reason = _first_line(error)
+    if copy is not None:
+        reason = reason.replace(str(copy), str(path))
     return (
-        f"{path}: the model's weights are too large to allocate ({_first_line(error)}); its "
+        f"{path}: the model's weights are too large to allocate ({reason}); its "
         "config is hostile or corrupt (check layer sizes such as units), or the machine "
         "lacks memory for it."
     )

@@ -6,11 +6,13 @@ ONNX is :mod:`tfcompress.targets.onnx`.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfcompress.errors import ModelLoadError, UnsupportedModelError
+from tfcompress._files import read_regular_bytes
+from tfcompress.errors import MissingDependencyError, ModelLoadError, UnsupportedModelError
 from tfcompress.models.probe import probe_model
 
 # An ONNX ModelProto starts with field 1 (ir_version, varint): tag byte 0x08. Exporters
@@ -70,28 +72,51 @@ class OnnxModel:
         return self.label or (self.path.name if self.path else "onnx")
 
 
-def load_onnx(path: Path) -> OnnxModel:
+def load_onnx(path: Path, *, content: bytes | None = None) -> OnnxModel:
     """Read an ``.onnx`` file; check that ONNX parses it and ONNX Runtime loads it.
 
-    Each check runs when its package is installed; ONNX Runtime's runs in a child process
-    (:mod:`tfcompress.models.probe`), so a crafted file cannot crash the caller.
+    Tensors stored outside the file (external data) are read here, from the model's own
+    folder only, and put inside the model's bytes, so ONNX Runtime never opens a file
+    (:mod:`tfcompress.models.onnx_external`). A model that could never be fed or measured
+    (no outputs, an input larger than this machine's memory) is refused. ONNX Runtime's
+    first touch runs in a child process (:mod:`tfcompress.models.probe`), so a crafted
+    file cannot crash the caller.
 
     Args:
         path: The file.
+        content: Its bytes, when the caller has read and checked them already (the file is
+            then not opened again).
 
     Returns:
         The model.
 
     Raises:
-        ModelLoadError: The file is not an ONNX model, is truncated/corrupt, or makes ONNX
-            Runtime crash, hang or refuse it.
+        ModelLoadError: The file is not an ONNX model, is truncated/corrupt, points at data
+            outside its folder, cannot be fed, or makes ONNX Runtime crash, hang or refuse it.
+        MissingDependencyError: ONNX Runtime is installed but not the onnx package, which
+            tfcompress needs to check a file before ONNX Runtime reads it.
 
     Example:
         >>> load_onnx(Path("model.onnx")).name  # doctest: +SKIP
         'model.onnx'
     """
-    model = OnnxModel(path.read_bytes(), path)
-    parse(model)
+    from tfcompress.models.onnx_external import check_feedable, embed_external_data
+
+    if content is None:
+        content = read_regular_bytes(path, error=ModelLoadError, what="an .onnx file")
+    model = OnnxModel(content, path)
+    proto = parse(model)
+    if proto is None:
+        if importlib.util.find_spec("onnxruntime") is not None:
+            raise MissingDependencyError(
+                f"{path}: checking an .onnx before ONNX Runtime reads it needs the onnx "
+                "package; pip install 'tfcompress[onnx]'."
+            )
+        return model
+    embedded = embed_external_data(proto, path)
+    if embedded is not None:
+        model = OnnxModel(embedded, path)
+    check_feedable(proto, path)
     # ORT's first touch happens in a child, so a crafted graph cannot crash this process.
     # Running it on zeros with dynamic dimensions set to 1 may fail for a sound model (a
     # reshape that needs more): only a crash or a refusal to load rejects it.
@@ -119,6 +144,11 @@ def parse(model: OnnxModel) -> Any | None:
         ) from error
     if not proto.graph.node:
         raise ModelLoadError(f"{model.path or model.name}: the ONNX graph has no nodes.")
+    if not proto.graph.output:
+        raise ModelLoadError(
+            f"{model.path or model.name}: the ONNX graph declares no outputs, so running it "
+            "computes nothing to measure; export it again with its outputs."
+        )
     return proto
 
 

@@ -244,7 +244,7 @@ def _saved_model_signature(model: SavedModelDir) -> ModelSignature:
     signature = loaded.signatures.get(model.signature_key)
     if signature is None:
         raise UnsupportedModelError(
-            f"{model.path}: no {model.signature_key!r} signature; export the model with one."
+            f"{model.shown}: no {model.signature_key!r} signature; export the model with one."
         )
     inputs = signature.structured_input_signature[1]
     outputs = signature.structured_outputs

@@ -236,12 +236,12 @@ def _resave_with_batch(source: SavedModelDir, export_dir: str, batch_size: int) 
     are fixed lets the converter's shape inference fix every tensor after it.
     """
     tf = tensorflow()
-    with saved_model_errors(source.path):
+    with saved_model_errors(source.shown, copy=source.path):
         loaded = tf.saved_model.load(str(source.path))
         signatures = dict(loaded.signatures)
     if not signatures:
         raise UnsupportedModelError(
-            f"{source.path}: the SavedModel has no serving signature; save it with one "
+            f"{source.shown}: the SavedModel has no serving signature; save it with one "
             "(tf.saved_model.save(..., signatures=...)) to fix its batch size."
         )
     signature = signatures.get("serving_default") or next(iter(signatures.values()))
@@ -260,7 +260,8 @@ def _from_saved_model(path: str, source: SavedModelDir | None) -> Any:
     tf = tensorflow()
     if source is None:  # our own fresh export: its errors are conversion errors
         return tf.lite.TFLiteConverter.from_saved_model(path)
-    with saved_model_errors(source.path):  # not around the conversion: its errors pass
+    # Not around the conversion: its errors pass as conversion errors.
+    with saved_model_errors(source.shown, copy=source.path):
         return tf.lite.TFLiteConverter.from_saved_model(path)
 
 

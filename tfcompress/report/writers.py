@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,23 +80,22 @@ def write_report(
         [PosixPath('reports/benchmark.json'), PosixPath('reports/benchmark.md')]
     """
     directory = check_report_dir(directory, overwrite=overwrite, formats=formats)
-    directory.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
     if "png" in formats:  # first: a missing matplotlib fails before anything is written
         from tfcompress.report.plots import plot_all
 
         plots = plot_all(result)
-    if "json" in formats:
-        text = json.dumps(result.to_dict(), indent=2, default=str) + "\n"
-        written.append(_write(directory / f"{STEM}.json", text, overwrite))
-    if "csv" in formats:
-        written.append(_write(directory / f"{STEM}.csv", to_csv(result), overwrite))
-    if "md" in formats:
-        written.append(_write(directory / f"{STEM}.md", to_markdown(result), overwrite))
-    if "png" in formats:
-        for name, data in plots.items():
-            path = directory / f"{STEM}_{name}.png"
-            written.append(write_bytes_atomic(path, data, overwrite=overwrite))
+    with report_files(directory, report_paths(directory, formats)) as written:
+        if "json" in formats:
+            text = json.dumps(result.to_dict(), indent=2, default=str) + "\n"
+            written.append(_write(directory / f"{STEM}.json", text, overwrite))
+        if "csv" in formats:
+            written.append(_write(directory / f"{STEM}.csv", to_csv(result), overwrite))
+        if "md" in formats:
+            written.append(_write(directory / f"{STEM}.md", to_markdown(result), overwrite))
+        if "png" in formats:
+            for name, data in plots.items():
+                path = directory / f"{STEM}_{name}.png"
+                written.append(write_bytes_atomic(path, data, overwrite=overwrite))
     logger.info("wrote %s", ", ".join(str(p) for p in written))
     return written
 
@@ -171,19 +171,83 @@ def check_report_folder(
         PosixPath('r')
     """
     directory = Path(directory)
-    if directory.exists() and not directory.is_dir():
+    # os.path's tests, not Path's: they answer False for a name too long to stat.
+    if os.path.exists(directory) and not os.path.isdir(directory):
         raise OutputExistsError(f"{directory}: is a file; give a folder for the reports.")
-    if directory.is_dir():
+    if os.path.isdir(directory):
         _check_report_files(directory, files, overwrite)
-    existing = directory
-    while not existing.exists() and existing != existing.parent:
+    existing, missing = directory, []
+    while not os.path.exists(existing) and existing != existing.parent:
+        if os.path.islink(existing):  # a dangling link: mkdir would fail on it later
+            raise OutputLocationError(
+                f"{existing}: is a symbolic link to a missing folder; remove the link or "
+                "point it at a folder for the reports."
+            )
+        missing.append(existing.name)
         existing = existing.parent
-    if not existing.is_dir():
+    if not os.path.isdir(existing):
         raise OutputLocationError(
             f"{directory}: cannot create the report folder under {existing}, which is a file."
         )
+    _check_names(existing, [*missing, *(f.name for f in files)], directory)
     check_writable_folder(existing, what=directory)
     return directory
+
+
+def _check_names(folder: Path, names: Sequence[str], directory: Path) -> None:
+    """Refuse folder and file names longer than the file system takes, before any work."""
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    for name in names:
+        if len(os.fsencode(name)) > limit:
+            raise OutputLocationError(
+                f"{directory}: the name {name[:40]}... is longer than this file system "
+                f"allows ({limit} bytes); choose a shorter report folder."
+            )
+
+
+@contextlib.contextmanager
+def report_files(directory: Path, files: Sequence[Path]) -> Iterator[list[Path]]:
+    """Create the report folder; if the block fails, take back what it wrote.
+
+    The block appends each file it writes to the yielded list. On any failure the files
+    that did not exist before are removed, and so are the folders this call created:
+    a report is written whole or not at all (a file replaced with ``overwrite`` stays
+    replaced: its old content was given up when the user asked for ``--force``).
+
+    Raises:
+        OutputLocationError: The folder cannot be created.
+
+    Example:
+        >>> with report_files(Path("r"), [Path("r/a.json")]) as written:  # doctest: +SKIP
+        ...     written.append(write_text_atomic(Path("r/a.json"), "{}"))
+    """
+    existed = {path for path in files if os.path.lexists(path)}
+    created = []
+    folder = directory
+    while not os.path.exists(folder) and folder != folder.parent:
+        created.append(folder)
+        folder = folder.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as failure:
+        raise OutputLocationError(
+            f"{directory}: cannot create the report folder ({failure.strerror}); choose "
+            "another folder."
+        ) from None
+    written: list[Path] = []
+    try:
+        yield written
+    except BaseException:
+        for path in written:
+            if path not in existed:
+                path.unlink(missing_ok=True)
+        for made in created:  # innermost first
+            with contextlib.suppress(OSError):
+                made.rmdir()
+        raise
 
 
 def _check_report_files(directory: Path, paths: Sequence[Path], overwrite: bool) -> None:

@@ -164,6 +164,8 @@ class KerasRunner(Runner):
                 "the 'keras' backend runs Keras and SavedModel models; use backend='cpu' for "
                 ".tflite files."
             )
+        if isinstance(model, SavedModelDir):
+            model.check_may_run()  # a graph that writes files runs only with --unsafe
         if threads is not None and not pin_tensorflow_threads(threads):
             intra, _ = tensorflow_threads()
             raise SettingUnavailableError(

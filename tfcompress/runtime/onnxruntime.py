@@ -87,9 +87,10 @@ class OnnxRuntimeRunner(Runner):
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3
         self.model, self.threads = model, threads
+        self._errors = _ort_errors(ort)
         try:
             self.session = ort.InferenceSession(model.content, options, providers=chosen)
-        except (RuntimeError, ValueError) as error:
+        except self._errors as error:
             reason = str(error).strip().splitlines()[0]
             raise UnsupportedModelError(
                 f"{model.name}: ONNX Runtime cannot load the model ({reason})."
@@ -141,7 +142,10 @@ class OnnxRuntimeRunner(Runner):
         try:
             return self.session.run(None, feed)
         except self._errors as error:
-            raise _refused(self.model.name, self.signature.input_names, error) from error
+            named = _named_inputs(self.signature.input_names, error)
+            if named:
+                raise _refused(self.model.name, named[0], error) from error
+            raise self._cannot_run(error) from error
 
     def _run(self, feed: Feed) -> Outputs:
         results = self._session_run(feed)
@@ -151,18 +155,49 @@ class OnnxRuntimeRunner(Runner):
             for name, value in zip(names, results, strict=True)
         }
 
+    def _cannot_run(self, error: BaseException) -> UnsupportedModelError:
+        """ONNX Runtime's refusal to run the model on a feed, as a typed error.
 
-def _refused(model: str, inputs: tuple[str, ...], error: BaseException) -> InvalidDataError:
-    """ONNX Runtime's refusal to run, naming the input when its message names one."""
+        A shape it cannot take or an allocation it cannot make becomes the row's error in a
+        benchmark, and one line with exit 2 in a gate.
+        """
+        reason = " ".join(str(error).split())[:300] or type(error).__name__
+        return UnsupportedModelError(
+            f"{self.model.name}: ONNX Runtime cannot run the model on these inputs ({reason}); "
+            "the model is malformed or needs other input shapes."
+        )
+
+
+def _ort_errors(ort: Any) -> tuple[type[BaseException], ...]:
+    """What ONNX Runtime raises: its own exception classes (not RuntimeError subclasses)."""
+    state = getattr(getattr(ort, "capi", None), "onnxruntime_pybind11_state", None)
+    own = (
+        [
+            value
+            for value in vars(state).values()
+            if isinstance(value, type) and issubclass(value, Exception)
+        ]
+        if state is not None
+        else []
+    )
+    return (RuntimeError, ValueError, MemoryError, *own)
+
+
+def _named_inputs(inputs: tuple[str, ...], error: BaseException) -> list[str]:
+    """The inputs ONNX Runtime's message names: then the data, not the model, is at fault."""
+    reason = str(error)
+    return [name for name in inputs if f"input: {name}" in reason or f"'{name}'" in reason]
+
+
+def _refused(model: str, name: str, error: BaseException) -> InvalidDataError:
+    """ONNX Runtime's refusal of one named input, as a data error."""
     reason = " ".join(str(error).split())
     reason = (
         reason.split("] ", 1)[-1][:300] or type(error).__name__
-    )  # drop "[ONNXRuntimeError] : 2 : ..."
-    named = [name for name in inputs if f"input: {name}" in reason or f"'{name}'" in reason]
-    what = f"input {named[0]!r}" if named else "the inputs"
+    )  # drop "[ONNXRuntimeError] : 2 :"
     return InvalidDataError(
-        f"{model}: ONNX Runtime refused {what}: {reason}; feed the shape and values the "
-        "model's signature declares (tfcompress inspect shows it)."
+        f"{model}: ONNX Runtime refused input {name!r}: {reason}; feed the shape and values "
+        "the model's signature declares (tfcompress inspect shows it)."
     )
 
 

@@ -37,7 +37,7 @@ def landmark_data(dataset: Dataset) -> Dataset:
         >>> sorted(data.y)  # doctest: +SKIP
         ['classes', 'landmarks', 'presence']
     """
-    from tfcompress.models.reference_tasks import digit_boxes
+    from tfcompress.samples.tasks import digit_boxes
 
     images = np.repeat(np.repeat(dataset.x, 2, axis=1), 2, axis=2).astype(np.float32)
     top, left, bottom, right = digit_boxes(dataset.x).T

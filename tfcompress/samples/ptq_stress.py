@@ -25,8 +25,8 @@ import numpy as np
 
 from tfcompress._compat.keras import KerasFlavour, flavour_of, keras_module
 from tfcompress.data import Dataset
-from tfcompress.models.reference_tasks import digit_boxes
 from tfcompress.samples.datasets import Split, digits
+from tfcompress.samples.tasks import digit_boxes
 
 #: Channels of the bottleneck made wide, and by how much.
 WIDE_CHANNELS = (1, 5, 9)

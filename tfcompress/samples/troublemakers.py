@@ -61,7 +61,7 @@ def layer_norm_classifier(train: Dataset, *, epochs: int = 8, seed: int = 0) -> 
 
 def head_targets(images: np.ndarray) -> dict[str, np.ndarray]:
     """Small-magnitude regression targets: box offsets and ink centroids, around 0."""
-    from tfcompress.models.reference_tasks import digit_boxes
+    from tfcompress.samples.tasks import digit_boxes
 
     boxes = digit_boxes(images)
     ink = images[..., 0]

@@ -146,24 +146,33 @@ def _probe(address: str, timeout_s: float) -> None:
 
     scheme, _, rest = address.rpartition("://")
     host, _, port = rest.rpartition(":")
-    if scheme not in ("", "tcp", "tls", "ws", "wss") or not host or not port.isdigit():
+    if scheme not in ("", "tcp") or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise InvalidInputError(
-            f"scheduler address {address!r} is not tcp://HOST:PORT; copy the address "
-            "`dask scheduler` prints (e.g. tcp://10.0.0.5:8786)."
+            f"scheduler address {address[:100]!r} is not tcp://HOST:PORT with a port from 1 to "
+            "65535; copy the address `dask scheduler` prints (e.g. tcp://10.0.0.5:8786; TLS "
+            "and websocket schedulers need security settings tfcompress does not take)."
         )
 
     async def handshake() -> None:
         comm = await connect(address, timeout=timeout_s)
         await comm.close()
 
+    async def bounded() -> None:
+        # connect's own timeout covers the TCP connection and Dask's handshake only in
+        # part: a server that accepts and never answers must not hang the command.
+        await asyncio.wait_for(handshake(), timeout=timeout_s)
+
     try:
-        asyncio.run(handshake())
-    except (OSError, TimeoutError, ValueError) as error:
+        asyncio.run(bounded())
+    except (OSError, TimeoutError) as error:
         raise _unreachable(address, timeout_s, error) from error
-    except MemoryError as error:  # a reply Dask reads as a huge frame: not a Dask scheduler
+    # Anything else is what a server that is not a Dask scheduler made Dask's protocol code
+    # raise (a huge frame, bytes msgpack cannot decode): a wrong address, said in one line.
+    except Exception as error:
+        reason = " ".join(str(error).split())[:120] or type(error).__name__
         raise InvalidInputError(
-            f"{address!r} answered, but not as a Dask scheduler; check the port "
-            "(`dask scheduler` prints its address, 8786 by default)."
+            f"{address!r} answered, but not as a Dask scheduler ({type(error).__name__}: "
+            f"{reason}); check the port (`dask scheduler` prints its address, 8786 by default)."
         ) from error
 
 

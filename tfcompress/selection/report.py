@@ -235,12 +235,13 @@ def write_report(result: SelectionResult, directory: Path, *, overwrite: bool) -
         OutputExistsError: A report file exists and ``overwrite`` is False.
         MissingDependencyError: No matplotlib (nothing is written then).
     """
+    from tfcompress.report.writers import report_files
+
     paths = check_selection_report_dir(directory, overwrite=overwrite)
     png = plot_png(result)  # matplotlib missing: nothing written
-    directory.mkdir(parents=True, exist_ok=True)
     text = json.dumps(result.to_dict(), indent=1, default=str) + "\n"
-    return (
-        write_text_atomic(paths[0], text, overwrite=overwrite),
-        write_text_atomic(paths[1], to_markdown(result), overwrite=overwrite),
-        write_bytes_atomic(paths[2], png, overwrite=overwrite),
-    )
+    with report_files(directory, paths) as written:
+        written.append(write_text_atomic(paths[0], text, overwrite=overwrite))
+        written.append(write_text_atomic(paths[1], to_markdown(result), overwrite=overwrite))
+        written.append(write_bytes_atomic(paths[2], png, overwrite=overwrite))
+    return tuple(written)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tqdm.auto import tqdm
 
-from tfcompress.errors import InvalidInputError
+from tfcompress.errors import BackendUnavailableError, InvalidInputError
 from tfcompress.selection.budgets import Budgets
 from tfcompress.selection.candidates import Candidate, enumerate_candidates
 from tfcompress.selection.costs import measure_candidate
@@ -20,6 +21,9 @@ from tfcompress.selection.store import CandidateStore, settings_key
 from tfcompress.selection.training import train_candidate
 from tfcompress.selection.verdicts import OBJECTIVES, build_records, pick, within_cost_budgets
 from tfcompress.targets.base import get_target
+
+MAX_LATENCY_SECONDS = 3600.0
+MAX_SEED = 2**32 - 1
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +119,18 @@ def select_model(
         _check_positive_int(name, value)
     if executor is not None and workers != 1:
         raise InvalidInputError("workers sizes the default local pool; drop it with executor=.")
-    if not (learning_rate > 0 and latency_seconds >= 0):
-        raise InvalidInputError("learning_rate must be > 0 and latency_seconds >= 0.")
+    if not (learning_rate > 0 and math.isfinite(learning_rate)):
+        raise InvalidInputError(f"learning_rate must be a finite number > 0, got {learning_rate}.")
+    if not 0 <= latency_seconds <= MAX_LATENCY_SECONDS:
+        raise InvalidInputError(
+            f"latency_seconds must be from 0 to {MAX_LATENCY_SECONDS:g}, got {latency_seconds}; "
+            "a measurement needs a finite minimum time."
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InvalidInputError(
+            f"seed must be an integer from 0 to {MAX_SEED} (what NumPy and Keras accept), got "
+            f"{seed!r}."
+        )
     candidates = enumerate_candidates(families, width_multipliers, resolutions)
     data = read_selection_data(train_data, val_data)
     store = CandidateStore(workdir)
@@ -166,6 +180,7 @@ def select_model(
                 bar,
                 work,
             )
+            _check_something_measured(costs, budgets)
             survivors = [c for c in candidates if within_cost_budgets(costs[c.name], budgets)]
             bar.total += len(survivors)
             bar.refresh()
@@ -208,6 +223,25 @@ def select_model(
         "work": work,
     }
     return _result(candidates, costs, training, budgets, objective, description, data, settings)
+
+
+def _check_something_measured(costs: dict[str, dict[str, Any]], budgets: Budgets) -> None:
+    """Fail when no candidate could be measured at all.
+
+    No budget was judged then, so it is no check that failed (exit 1) but a setting or a
+    machine that cannot run the search (exit 2).
+    """
+    if not costs or any(outcome.get("ok") for outcome in costs.values()):
+        return
+    reason = str(next(iter(costs.values())).get("reason", "no reason given"))
+    if "unavailable" in reason:
+        raise BackendUnavailableError(
+            f"no candidate could be measured on backend {budgets.latency_backend!r} "
+            f"({reason[:300]}); choose a backend this machine has (e.g. --backend cpu)."
+        )
+    raise InvalidInputError(
+        f"no candidate could be measured; the first failed with: {reason[:300]}."
+    )
 
 
 def _phase(

@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,61 @@ from tfcompress.selection.candidates import Candidate
 logger = logging.getLogger(__name__)
 
 FORMAT = "tfcompress.selection.candidate/1"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_finite(value: Any) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+# Each field a phase stores, and the values a real measurement can have.
+_FIELD_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "ok": ("true", lambda v: v is True),
+    "params": ("a count", lambda v: _is_int(v) and v >= 0),
+    "macs": ("a count or null", lambda v: v is None or (_is_int(v) and v >= 0)),
+    "size_bytes": ("a positive count", lambda v: _is_int(v) and v > 0),
+    "latency_ms": ("a positive finite number", lambda v: _is_finite(v) and v > 0),
+    "latency_backend": ("a backend name", lambda v: isinstance(v, str)),
+    "threads": ("a positive count", lambda v: _is_int(v) and v > 0),
+    "accuracy": ("a fraction from 0 to 1", lambda v: _is_finite(v) and 0 <= v <= 1),
+    "loss": ("a finite number", _is_finite),
+    "train_seconds": ("seconds", lambda v: _is_finite(v) and v >= 0),
+    "seconds": ("seconds", lambda v: _is_finite(v) and v >= 0),
+    "finished_at": ("a time", _is_finite),
+    "worker": ("a name", lambda v: isinstance(v, str)),
+    "host": ("a name", lambda v: isinstance(v, str)),
+}
+_PHASE_FIELDS = {
+    "costs": {"ok", "params", "macs", "size_bytes", "latency_ms", "latency_backend", "threads"},
+    "training": {"ok", "accuracy", "size_bytes", "loss", "train_seconds"},
+}
+_OPTIONAL = {"seconds", "finished_at", "worker", "host"}
+
+
+def result_problem(phase: str, result: Any) -> str | None:
+    """What is wrong with a stored phase result, or None when it could be a real one.
+
+    Example:
+        >>> result_problem("training", {"ok": True, "accuracy": 2.0, "size_bytes": 9,
+        ...     "loss": 0.1, "train_seconds": 1.0})
+        'accuracy is 2.0, not a fraction from 0 to 1'
+    """
+    if not isinstance(result, dict):
+        return f"a JSON {type(result).__name__}, not an object"
+    required = _PHASE_FIELDS.get(phase, set())
+    missing = sorted(required - set(result))
+    unknown = sorted(set(result) - required - _OPTIONAL)
+    if missing or unknown:
+        return f"missing {missing}" if missing else f"unknown fields {unknown}"
+    for name, value in result.items():
+        expected, valid = _FIELD_RULES[name]
+        if not valid(value):
+            shown = repr(value)
+            return f"{name} is {shown[:40]}, not {expected}"
+    return None
 
 
 def fingerprint(*arrays: np.ndarray | None) -> str:
@@ -95,12 +152,26 @@ class CandidateStore:
         return data
 
     def phase(self, candidate: Candidate, phase: str, key: str) -> dict[str, Any] | None:
-        """The stored result of ``phase`` ("costs" or "training") when its key matches."""
+        """The stored result of ``phase`` ("costs" or "training") when its key matches.
+
+        A work folder is input: a stored result whose fields are missing, unknown, of the
+        wrong type or out of range (a NaN latency, an accuracy of 2.0) is not reused; the
+        candidate is measured again, with a warning.
+        """
         stored = self.load(candidate)
         entry = stored.get(phase)
-        if isinstance(entry, dict) and entry.get("key") == key:
-            return dict(entry["result"])
-        return None
+        if not (isinstance(entry, dict) and entry.get("key") == key):
+            return None
+        problem = result_problem(phase, entry.get("result"))
+        if problem is not None:
+            logger.warning(
+                "%s: its stored %s result is not valid (%s); measuring this candidate again",
+                self.path(candidate),
+                phase,
+                problem,
+            )
+            return None
+        return dict(entry["result"])
 
     def save(self, candidate: Candidate, phase: str, key: str, result: dict[str, Any]) -> None:
         """Store one finished phase atomically (the other phase's entry is kept)."""

@@ -89,6 +89,12 @@ class Setup:
         return {task.output: task.description for task in self.tasks}
 
 
+MAX_EPOCHS = 1000
+"""The most fine-tuning epochs any command accepts (a trained model needs a few)."""
+MAX_SEED = 2**32 - 1
+"""The largest seed NumPy's legacy seeding (which Keras uses) accepts."""
+
+
 @dataclass(frozen=True)
 class TrainingOptions:
     """How the fine-tuning runs (shared by QAT, pruning and clustering).
@@ -114,6 +120,19 @@ class TrainingOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}.")
+        if self.epochs > MAX_EPOCHS:
+            raise InvalidInputError(
+                f"epochs must be at most {MAX_EPOCHS}, got {self.epochs}; fine-tuning a trained "
+                "model takes a few epochs."
+            )
+        if (
+            not isinstance(self.seed, int)
+            or isinstance(self.seed, bool)
+            or not (0 <= self.seed <= MAX_SEED)
+        ):
+            raise InvalidInputError(
+                f"seed must be an integer from 0 to {MAX_SEED}, got {self.seed!r}."
+            )
         if not (isinstance(self.learning_rate, int | float) and 0 < self.learning_rate < 1):
             raise InvalidInputError(
                 f"learning_rate must lie in (0, 1), got {self.learning_rate!r}; fine-tuning "

@@ -48,8 +48,10 @@ def create_model(
 
     Raises:
         InvalidInputError: Unknown name (with close names), bad ``input_shape`` or one
-            below the model's ``min_resolution``, ``num_classes`` < 1, a width <= 0, an
-            unknown builder option, or weights Keras cannot use with these arguments.
+            below the model's ``min_resolution``, ``num_classes`` < 1, a width <= 0, sizes
+            beyond the zoo's limits (:func:`~tfcompress.zoo.registry.validate_arguments`)
+            or a model too large for this machine's memory, an unknown builder option, or
+            weights Keras cannot use with these arguments.
 
     Example:
         >>> model = create_model("mixnet_s", input_shape=(32, 32, 1), num_classes=10)
@@ -62,13 +64,23 @@ def create_model(
         raise InvalidInputError(
             f"weights must be None, 'imagenet' or a file path, got {weights!r}."
         )
-    return entry.builder(
-        input_shape=shape,
-        num_classes=classes,
-        width_multiplier=width,
-        weights=weights,
-        **builder_options,
-    )
+    from tfcompress._compat.tf import tensorflow
+
+    try:
+        return entry.builder(
+            input_shape=shape,
+            num_classes=classes,
+            width_multiplier=width,
+            weights=weights,
+            **builder_options,
+        )
+    except (tensorflow().errors.ResourceExhaustedError, MemoryError) as error:
+        height, width_px, channels = shape
+        raise InvalidInputError(
+            f"{name} at {height}x{width_px}x{channels}, {classes} classes, width {width:g} is too "
+            "large to build in this machine's memory; choose a smaller input shape, width "
+            "multiplier or number of classes."
+        ) from error
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,15 @@ def get_entry(name: str) -> ZooEntry:
     return _REGISTRY[name]
 
 
+MAX_RESOLUTION = 4096
+"""Largest input side the zoo builds (a 4096x4096 image is far beyond an edge model's)."""
+MAX_CHANNELS = 64
+MAX_CLASSES = 100_000
+"""ImageNet-21k has 21,843 classes; more is a typo or a hostile option."""
+MAX_WIDTH_MULTIPLIER = 8.0
+"""Published MobileNet/MixNet widths go up to 1.4; 8 already means 64x the parameters."""
+
+
 def validate_arguments(
     entry: ZooEntry, input_shape: Sequence[int], num_classes: int, width_multiplier: float
 ) -> tuple[tuple[int, int, int], int, float]:
@@ -118,8 +127,9 @@ def validate_arguments(
 
     Raises:
         InvalidInputError: ``input_shape`` is not (height, width, channels) of positive
-            ints, is smaller than the model's minimum, ``num_classes`` < 1 or the width
-            multiplier is not a positive finite number.
+            ints, is smaller than the model's minimum or beyond :data:`MAX_RESOLUTION` /
+            :data:`MAX_CHANNELS`, ``num_classes`` is not 1 to :data:`MAX_CLASSES`, or the
+            width multiplier is not in (0, :data:`MAX_WIDTH_MULTIPLIER`].
 
     Example:
         >>> validate_arguments(get_entry("mixnet_s"), [32, 32, 1], 10, 0.5)
@@ -132,23 +142,31 @@ def validate_arguments(
             f"{input_shape!r}; e.g. (224, 224, 3) or (32, 32, 1)."
         )
     height, width, channels = (int(d) for d in shape)
+    if max(height, width) > MAX_RESOLUTION or channels > MAX_CHANNELS:
+        raise InvalidInputError(
+            f"input_shape {height}x{width}x{channels} is beyond what the zoo builds (at most "
+            f"{MAX_RESOLUTION} pixels a side and {MAX_CHANNELS} channels); edge models take "
+            "e.g. 224x224x3."
+        )
     if min(height, width) < entry.min_resolution:
         raise InvalidInputError(
             f"{entry.name} needs inputs of at least {entry.min_resolution}x"
             f"{entry.min_resolution}, got {height}x{width}; resize or pad the images "
             f"(e.g. tf.image.resize or np.pad) to {entry.min_resolution} or more."
         )
-    if not _is_int(num_classes) or num_classes < 1:
-        raise InvalidInputError(f"num_classes must be an integer >= 1, got {num_classes!r}.")
+    if not _is_int(num_classes) or not 1 <= num_classes <= MAX_CLASSES:
+        raise InvalidInputError(
+            f"num_classes must be an integer from 1 to {MAX_CLASSES}, got {num_classes!r}."
+        )
     if (
         isinstance(width_multiplier, bool)
         or not isinstance(width_multiplier, int | float)
         or not math.isfinite(width_multiplier)
-        or width_multiplier <= 0
+        or not 0 < width_multiplier <= MAX_WIDTH_MULTIPLIER
     ):
         raise InvalidInputError(
-            f"width_multiplier must be a positive number, got {width_multiplier!r}; "
-            "e.g. 0.5, 1.0 or 1.3."
+            f"width_multiplier must be a number above 0 and at most {MAX_WIDTH_MULTIPLIER:g}, "
+            f"got {width_multiplier!r}; e.g. 0.5, 1.0 or 1.3."
         )
     return (height, width, channels), int(num_classes), float(width_multiplier)
 

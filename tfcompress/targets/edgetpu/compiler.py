@@ -1,9 +1,11 @@
 """Run Coral's ``edgetpu_compiler`` on a ``.tflite`` and keep what it made and said.
 
-The compiler runs in a temporary folder with a time limit; the compiled
-``*_edgetpu.tflite`` comes back as bytes next to the parsed log (:class:`CompilerRun`), and
-nothing is written next to the input. A failure, a refusal or a hang is one typed error
-(:class:`EdgeTPUCompilerError`) that quotes the compiler's own line.
+The compiler runs in a temporary folder with a time limit, under a supervisor process
+(``_supervise.py``) that kills everything the compiler started before the call returns,
+daemons included. The compiled ``*_edgetpu.tflite`` comes back as bytes next to the parsed
+log (:class:`CompilerRun`) only if it is a regular file of that folder that the ``.tflite``
+reader validates, and nothing is written next to the input. A failure, a refusal or a hang
+is one typed error (:class:`EdgeTPUCompilerError`) that quotes the compiler's own line.
 
 Example:
     >>> from tfcompress.targets.edgetpu import compile_for_edgetpu
@@ -16,18 +18,20 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
-import signal
-import subprocess
+import stat
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfcompress._files import file_kind
 from tfcompress.errors import BackendUnavailableError, ConversionError, InvalidInputError
 from tfcompress.targets.edgetpu.compiler_log import CompilerLog, parse_compiler_log
+from tfcompress.targets.edgetpu.compiler_process import run_supervised
 
 __all__ = [
     "COMPILER_NAME",
@@ -35,6 +39,7 @@ __all__ = [
     "CompilerRun",
     "EdgeTPUCompilerError",
     "compile_for_edgetpu",
+    "compiler_timeout",
     "find_compiler",
 ]
 
@@ -45,6 +50,8 @@ COMPILER_NAME = "edgetpu_compiler"
 DEFAULT_TIMEOUT_S = 180.0
 """The compiler's own compile timer is 180 s ("Started a compilation timeout timer of 180
 seconds"); a run that outlives it is stopped."""
+
+_MAX_OUTPUT_BYTES = 1 << 30
 
 _INSTALL_HINT = (
     "install it from Coral's apt repository (https://coral.ai/docs/edgetpu/compiler/; x86-64 "
@@ -125,6 +132,27 @@ class CompilerRun:
         return str(self.log)
 
 
+def compiler_timeout(timeout_s: float | None = None) -> float:
+    """The compiler's time limit: ``timeout_s``, else ``TFCOMPRESS_COMPILER_TIMEOUT``, else 180 s.
+
+    Raises:
+        InvalidInputError: The limit is not a positive, finite number of seconds.
+
+    Example:
+        >>> compiler_timeout(30)
+        30.0
+    """
+    text = os.environ.get("TFCOMPRESS_COMPILER_TIMEOUT", "").strip()
+    try:
+        value = float(timeout_s if timeout_s is not None else text or DEFAULT_TIMEOUT_S)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        shown = timeout_s if timeout_s is not None else f"TFCOMPRESS_COMPILER_TIMEOUT={text!r}"
+        raise InvalidInputError(f"timeout_s must be a positive number of seconds, got {shown!r}.")
+    return value
+
+
 def find_compiler(compiler: str | os.PathLike[str] | None = None) -> str | None:
     """Locate ``edgetpu_compiler``.
 
@@ -158,14 +186,15 @@ def compile_for_edgetpu(
     model: Any,
     *,
     compiler: str | os.PathLike[str] | None = None,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
+    timeout_s: float | None = None,
 ) -> CompilerRun:
     """Compile a full-int8 ``.tflite`` with ``edgetpu_compiler -s`` and parse its verdict.
 
     Args:
         model: A ``.tflite`` path, its bytes, or a :class:`~tfcompress.models.TFLiteModel`.
         compiler: The compiler to run; None looks up ``edgetpu_compiler`` on PATH.
-        timeout_s: Seconds before the run is stopped.
+        timeout_s: Seconds before the run is stopped with everything it started (default
+            ``TFCOMPRESS_COMPILER_TIMEOUT``, else :data:`DEFAULT_TIMEOUT_S`).
 
     Returns:
         The parsed log and the compiled model's bytes.
@@ -174,7 +203,8 @@ def compile_for_edgetpu(
         BackendUnavailableError: No compiler on PATH, or ``compiler`` is not executable.
         EdgeTPUCompilerError: The compiler exited with an error, refused the model (its
             line is quoted), wrote no ``*_edgetpu.tflite``, or ran past ``timeout_s``.
-        InvalidInputError: ``timeout_s`` is not positive.
+        InvalidInputError: ``timeout_s`` (or ``TFCOMPRESS_COMPILER_TIMEOUT``) is not a
+            positive number of seconds.
         ModelLoadError: ``model`` is not a readable ``.tflite``.
 
     Example:
@@ -183,8 +213,7 @@ def compile_for_edgetpu(
     """
     from tfcompress.targets.edgetpu.linter import read_model
 
-    if not timeout_s > 0:
-        raise InvalidInputError(f"timeout_s must be positive, got {timeout_s!r}.")
+    timeout_s = compiler_timeout(timeout_s)
     executable = find_compiler(compiler)
     if executable is None:
         raise BackendUnavailableError(f"edgetpu_compiler not installed: {_INSTALL_HINT}.")
@@ -195,65 +224,81 @@ def compile_for_edgetpu(
         (folder / f"{stem}.tflite").write_bytes(content)
         command = [executable, "-s", "-o", str(folder), f"{stem}.tflite"]
         logger.info("running %s", " ".join(command))
-        started = time.perf_counter()
-        text, returncode = _run(command, cwd=folder, timeout_s=timeout_s, source=source)
-        seconds = time.perf_counter() - started
-        log = parse_compiler_log(text)
-        if returncode != 0 or not log.succeeded:
-            reason = log.error or _last_line(text) or "it printed nothing"
-            status = f"exit status {returncode}" if returncode != 0 else "no successful compile"
-            raise EdgeTPUCompilerError(
-                f"{source}: edgetpu_compiler failed ({status}): {reason}{_fix(log)}", log=log
+        # Held open across the run: the output is read relative to this very folder, even
+        # if the compiler renames or replaces the path.
+        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            started = time.perf_counter()
+            text, returncode = run_supervised(
+                command, cwd=folder, timeout_s=timeout_s, source=source
             )
-        compiled = folder / f"{stem}_edgetpu.tflite"
-        if not compiled.is_file():
+            seconds = time.perf_counter() - started
+            log = parse_compiler_log(text)
+            if returncode != 0 or not log.succeeded:
+                reason = _short(log.error or _last_line(text) or "it printed nothing")
+                status = f"exit status {returncode}" if returncode != 0 else "no successful compile"
+                raise EdgeTPUCompilerError(
+                    f"{source}: edgetpu_compiler failed ({status}): {reason}{_fix(log)}", log=log
+                )
+            compiled = _read_output(folder_fd, f"{stem}_edgetpu.tflite", source=source, log=log)
+        finally:
+            os.close(folder_fd)
+        return CompilerRun(log, compiled, executable, seconds)
+
+
+def _read_output(folder_fd: int, name: str, *, source: str, log: CompilerLog) -> bytes:
+    """The compiled model, read only if the compiler left it as a file of its own.
+
+    Accepted: a regular file of the work folder (opened relative to it, never through a
+    link), not a hard link to a file elsewhere, that the ``.tflite`` reader validates.
+    """
+    from tfcompress.errors import ModelLoadError
+    from tfcompress.models.tflite_file import read_tflite
+
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
+    except FileNotFoundError:
+        raise EdgeTPUCompilerError(
+            f"{source}: edgetpu_compiler reported success but wrote no {name}; run it by "
+            "hand to see why.",
+            log=log,
+        ) from None
+    except OSError as failure:  # ELOOP: a symbolic link
+        raise EdgeTPUCompilerError(
+            f"{source}: edgetpu_compiler left {name} as something tfcompress does not read "
+            f"({failure.strerror}): only a regular file it wrote in its work folder is "
+            "accepted; check the compiler.",
+            log=log,
+        ) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            kind = "a hard link" if stat.S_ISREG(info.st_mode) else file_kind(info.st_mode)
             raise EdgeTPUCompilerError(
-                f"{source}: edgetpu_compiler reported success but wrote no {compiled.name}; "
-                "run it by hand to see why.",
+                f"{source}: edgetpu_compiler left {name} as {kind}, not a file of its own "
+                "in its work folder; tfcompress accepts only that; check the compiler.",
                 log=log,
             )
-        return CompilerRun(log, compiled.read_bytes(), executable, seconds)
-
-
-def _run(command: list[str], *, cwd: Path, timeout_s: float, source: str) -> tuple[str, int]:
-    """Run the compiler in its own process group; stop the whole group at the time limit."""
-    try:
-        proc = subprocess.Popen(
-            command,
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise BackendUnavailableError(
-            f"{command[0]}: cannot be started ({exc.strerror or exc}); {_INSTALL_HINT}."
-        ) from exc
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _stop(proc)
-        out, _ = proc.communicate()
-        text = out.decode("utf-8", errors="replace")
+        compiled = handle.read(_MAX_OUTPUT_BYTES + 1)
+    if len(compiled) > _MAX_OUTPUT_BYTES:
         raise EdgeTPUCompilerError(
-            f"{source}: edgetpu_compiler did not finish within {timeout_s:g} s and was "
-            "stopped; raise the time limit or compile a smaller model.",
-            log=parse_compiler_log(text),
-            timed_out=True,
-        ) from None
-    return out.decode("utf-8", errors="replace"), proc.returncode
+            f"{source}: edgetpu_compiler wrote a {name} over {_MAX_OUTPUT_BYTES} bytes, more "
+            "than any Edge TPU model; check the compiler.",
+            log=log,
+        )
+    try:
+        read_tflite(compiled, source=name).validate(source=name)
+    except ModelLoadError as error:
+        raise EdgeTPUCompilerError(
+            f"{source}: edgetpu_compiler wrote a {name} that is not a valid .tflite ({error}); "
+            "check the compiler.",
+            log=log,
+        ) from error
+    return compiled
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    killpg = getattr(os, "killpg", None)
-    if killpg is not None:
-        try:
-            killpg(proc.pid, signal.SIGKILL)
-            return
-        except ProcessLookupError:
-            return
-    proc.kill()
+def _short(text: str) -> str:
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _last_line(text: str) -> str | None:

@@ -28,7 +28,6 @@ from tfcompress._files import write_bytes_atomic, write_text_atomic
 from tfcompress.errors import InvalidInputError
 from tfcompress.targets.base import BudgetField, RecipeRules, Target, register_target
 from tfcompress.targets.edgetpu.compiler import (
-    DEFAULT_TIMEOUT_S,
     CompilerRun,
     compile_for_edgetpu,
     find_compiler,
@@ -151,7 +150,7 @@ def edgetpu_verdict(
     content: bytes,
     *,
     compiler: str | os.PathLike[str] | None = None,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
+    timeout_s: float | None = None,
 ) -> EdgeTPUVerdict:
     """Lint ``content``, compile it where a compiler is found, and compare the two.
 
@@ -159,7 +158,8 @@ def edgetpu_verdict(
         content: A full-integer ``.tflite``.
         compiler: The compiler to run; None looks for ``edgetpu_compiler`` on PATH and, when
             there is none, says so in the verdict instead of failing.
-        timeout_s: Seconds before the compiler is stopped.
+        timeout_s: Seconds before the compiler is stopped (default
+            ``TFCOMPRESS_COMPILER_TIMEOUT``, else 180).
 
     Returns:
         The verdict; ``compiler`` is None when no compiler was found.

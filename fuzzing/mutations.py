@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tfcompress.testing.fuzz.seeds import Seeds
+from fuzzing.seeds import Seeds
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,16 @@ def _tflite_random_body(rng: np.random.Generator, seeds: Seeds, folder: Path) ->
 
 def load_all() -> dict[str, Strategy]:
     """Import every strategy module (each registers itself) and return the registry."""
-    from tfcompress.testing.fuzz import mutations_data, mutations_keras, mutations_tflite
+    from fuzzing import (
+        mutations_data,
+        mutations_formats,
+        mutations_images,
+        mutations_keras,
+        mutations_onnx,
+        mutations_tflite,
+    )
 
-    del mutations_data, mutations_keras, mutations_tflite  # imported for registration
+    # Imported for registration.
+    del mutations_data, mutations_formats, mutations_images, mutations_keras
+    del mutations_onnx, mutations_tflite
     return STRATEGIES

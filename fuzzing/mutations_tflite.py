@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tfcompress.testing.fuzz.mutations import STRATEGIES, Mutant, Strategy
-from tfcompress.testing.fuzz.seeds import Seeds
+from fuzzing.mutations import STRATEGIES, Mutant, Strategy
+from fuzzing.seeds import Seeds
 
 # --- .tflite structure, through LiteRT's schema object API ---------------------------------
 

@@ -7,13 +7,13 @@ exit code 2, with no crash, hang, traceback, leftover output, changed input or c
 The test suite runs a short campaign; ``benchmarks/fuzz.py`` a long one.
 
 Example:
-    >>> from tfcompress.testing.fuzz import run_campaign
+    >>> from fuzzing import run_campaign
     >>> result = run_campaign(Path("/tmp/fuzz"), cases=200, seed=0)  # doctest: +SKIP
     >>> result.violations  # doctest: +SKIP
     []
 """
 
-from tfcompress.testing.fuzz.campaign import CampaignResult, Outcome, run_campaign
-from tfcompress.testing.fuzz.cases import Case, all_strategies
+from fuzzing.campaign import CampaignResult, Outcome, run_campaign
+from fuzzing.cases import Case, all_strategies
 
 __all__ = ["CampaignResult", "Case", "Outcome", "all_strategies", "run_campaign"]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tfcompress.testing.fuzz.mutations import STRATEGIES, Mutant, Strategy, strategy
-from tfcompress.testing.fuzz.seeds import Seeds
+from fuzzing.mutations import STRATEGIES, Mutant, Strategy, strategy
+from fuzzing.seeds import Seeds
 
 # --- data files ---------------------------------------------------------------------------
 

@@ -8,14 +8,16 @@ from pathlib import Path
 
 import numpy as np
 
-from tfcompress.testing.fuzz.mutations import load_all
-from tfcompress.testing.fuzz.seeds import Seeds
+from fuzzing.invocations import INVOCATIONS, SLOW
+from fuzzing.mutations import load_all
+from fuzzing.seeds import Seeds
 
-ENTRY_POINTS = ("inspect", "benchmark", "quantize", "gate")
+ENTRY_POINTS = ("inspect", "benchmark", "quantize", "gate", "compress", "select", "zoo")
 FAST_BENCHMARK = ("--runs", "1", "--min-seconds", "0", "--warmup-seconds", "0")
 # Where each kind of mutant can be fed.
 _ENTRIES_BY_ROLE = {
     "tflite": ("inspect", "benchmark", "gate"),
+    "onnx": ("inspect", "benchmark", "gate"),
     "model": ("inspect", "quantize", "gate", "benchmark"),
     "data": ("quantize", "benchmark", "gate"),
     "labels": ("benchmark", "gate"),  # quantize ignores labels
@@ -83,9 +85,15 @@ OPTION_ABUSES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def all_strategies() -> list[str]:
-    """Every strategy name a campaign cycles through, in a stable order."""
-    return sorted(load_all()) + list(OUTPUT_ABUSES) + sorted(OPTION_ABUSES)
+def all_strategies(*, include_slow: bool = True) -> list[str]:
+    """Every strategy name a campaign cycles through, in a stable order.
+
+    Args:
+        include_slow: Also the strategies that compile or select (seconds per case); the
+            test suite's short campaign leaves them to ``benchmarks/fuzz.py``.
+    """
+    invocations = sorted(n for n in INVOCATIONS if include_slow or n not in SLOW)
+    return sorted(load_all()) + list(OUTPUT_ABUSES) + sorted(OPTION_ABUSES) + invocations
 
 
 def make_case(index: int, name: str, seeds: Seeds, root: Path, rng: np.random.Generator) -> Case:
@@ -101,6 +109,18 @@ def make_case(index: int, name: str, seeds: Seeds, root: Path, rng: np.random.Ge
         entry, extra = OPTION_ABUSES[name]
         argv, output = _argv(entry, seeds, folder, model=None, data=None)
         return Case(index, entry, name, (*argv, *extra), _inputs(seeds), output, True, str(folder))
+    if name in INVOCATIONS:
+        made = INVOCATIONS[name](rng, seeds, folder)
+        return Case(
+            index,
+            made.entry,
+            name,
+            made.argv,
+            made.inputs,
+            made.output,
+            made.must_fail,
+            str(folder),
+        )
     mutant = load_all()[name](rng, seeds, folder)
     entries = _ENTRIES_BY_ROLE[mutant.role]
     entry = entries[int(rng.integers(0, len(entries)))]

@@ -1,7 +1,7 @@
 """The process that runs fuzz cases through the real CLI, many per process.
 
-Started by :mod:`tfcompress.testing.fuzz.campaign` as ``python -m
-tfcompress.testing.fuzz.worker RESULT_FD``. It reads one JSON case per line on stdin, runs
+Started by :mod:`fuzzing.campaign` as ``python -m
+fuzzing.worker RESULT_FD``. It reads one JSON case per line on stdin, runs
 ``tfcompress.cli.main(argv)`` in-process with file descriptors 1 and 2 sent to files (so
 native output is caught too), and writes one JSON line per case to ``RESULT_FD``. A crash or
 hang of this process is what the campaign is looking for: the parent notices, records it

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tfcompress.testing.fuzz.mutations import Mutant, strategy
-from tfcompress.testing.fuzz.seeds import Seeds
+from fuzzing.mutations import Mutant, strategy
+from fuzzing.seeds import Seeds
 
 # --- Keras files: code payloads and hostile configs ----------------------------------------
 

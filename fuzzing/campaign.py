@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -20,14 +21,18 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tfcompress.testing.fuzz.cases import ENTRY_POINTS, Case, all_strategies, make_case
-from tfcompress.testing.fuzz.seeds import Seeds, build_seeds
+from fuzzing.cases import ENTRY_POINTS, Case, all_strategies, make_case
+from fuzzing.invocations import SERVERS, SLOW
+from fuzzing.seeds import Seeds, build_seeds
+
+SLOW_TIMEOUT_FACTOR = 5  # slow strategies (compiles, selections) get 5x the case time limit
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,13 @@ class CampaignResult:
 
 
 def run_campaign(
-    root: Path, *, cases: int, seed: int = 0, case_timeout_s: float = 120.0
+    root: Path,
+    *,
+    cases: int,
+    seed: int = 0,
+    case_timeout_s: float = 120.0,
+    include_slow: bool = True,
+    strategies: Sequence[str] = (),
 ) -> CampaignResult:
     """Build seeds in ``root``, run ``cases`` mutated invocations, judge each one.
 
@@ -97,7 +108,11 @@ def run_campaign(
         root: An empty work folder (seeds, one folder per case; passing cases are removed).
         cases: How many invocations to run.
         seed: Seeds the generator of mutations and the seed models.
-        case_timeout_s: A case running longer than this is a hang.
+        case_timeout_s: A case running longer than this is a hang (5x that for the slow
+            strategies, which compile or train).
+        include_slow: Also run the strategies that compile or select (see
+            :func:`~fuzzing.cases.all_strategies`).
+        strategies: Only these strategies (to replay a finding); default all.
 
     Returns:
         The outcomes.
@@ -110,17 +125,21 @@ def run_campaign(
     (root / "seeds").mkdir(parents=True, exist_ok=True)
     seeds = build_seeds(root / "seeds", seed=seed)
     rng = np.random.default_rng(seed)
-    names = all_strategies()
+    names = list(strategies) if strategies else all_strategies(include_slow=include_slow)
     outcomes: list[Outcome] = []
     worker = _Worker(root / "worker.log")
     try:
         for index in range(cases):
             case = make_case(index, names[index % len(names)], seeds, root / "cases", rng)
-            outcomes.append(_run_one(case, seeds, worker, case_timeout_s))
+            # A selection trains and converts models: minutes on a loaded machine, not a hang.
+            slow = case.strategy in SLOW
+            timeout = case_timeout_s * (SLOW_TIMEOUT_FACTOR if slow else 1)
+            outcomes.append(_run_one(case, seeds, worker, timeout))
             if not outcomes[-1].violations:
-                shutil.rmtree(case.folder, ignore_errors=True)
+                _remove(Path(case.folder))
     finally:
         worker.close()
+        SERVERS.close()
     return CampaignResult(seed, tuple(outcomes), time.perf_counter() - start)
 
 
@@ -141,8 +160,12 @@ def _run_one(case: Case, seeds: Seeds, worker: _Worker, timeout: float) -> Outco
         violations.append("code from the file ran without --unsafe")
     changed = [p for p, print_ in before.items() if _fingerprint(Path(p)) != print_]
     violations += [f"input changed: {p}" for p in changed]
-    if code not in (0, None) and case.output and os.path.lexists(case.output):
-        violations.append(f"a failed run left {case.output}")
+    if code not in (0, None) and case.output:
+        output = Path(case.output)
+        compiled = output.with_name(f"{output.stem}_edgetpu{output.suffix}")
+        left = [str(p) for p in (output, compiled) if os.path.lexists(p)]
+        violations += [f"a failed run left {p}" for p in left]
+    violations += [f"left process {pid} running" for pid in _stray_processes(Path(case.folder))]
     leftovers = [p.name for p in Path(case.folder).glob(".tfcompress-*")]
     violations += [f"temporary file left: {name}" for name in leftovers]
     return Outcome(
@@ -156,19 +179,52 @@ def _run_one(case: Case, seeds: Seeds, worker: _Worker, timeout: float) -> Outco
     )
 
 
+_LOG_RECORD = re.compile(r"^(DEBUG|INFO|WARNING) tfcompress(\.[\w.]+)?: ")
+
+
+def _stray_processes(folder: Path) -> list[int]:
+    """Processes a compiler stand-in recorded (``*.pid``) that are still alive; killed."""
+    stray = []
+    for record in folder.glob("*.pid"):
+        try:
+            pid = int(record.read_text())
+            with open(f"/proc/{pid}/stat") as handle:
+                alive = handle.read().split(") ", 1)[1][0] != "Z"
+        except (OSError, ValueError, IndexError):
+            continue
+        if alive:
+            stray.append(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    return stray
+
+
+def _remove(folder: Path) -> None:
+    """Remove a passed case's folder, read-only subfolders included."""
+    for path in folder.rglob("*"):
+        if path.is_dir() and not path.is_symlink():
+            with contextlib.suppress(OSError):
+                path.chmod(0o755)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def _judge_exit(case: Case, code: int, stderr: str) -> list[str]:
     problems = []
-    allowed = {0, 2} | ({1} if case.entry == "gate" else set())
+    # 1 is "a check the user asked for failed": a gate, or a selection's budgets.
+    allowed = {0, 2} | ({1} if case.entry in {"gate", "select"} else set())
     if code not in allowed:
         problems.append(f"exit code {code}")
     if case.must_fail and code != 2:
         problems.append(f"accepted an input every correct run must refuse (exit {code})")
     if "Traceback" in stderr:
         problems.append("printed a traceback")
-    lines = [line for line in stderr.splitlines() if line.strip()]
+    # tfcompress's own log records (progress of work done before a late failure) may come
+    # first; then exactly one error line, and nothing after it.
+    lines = [line for line in stderr.splitlines() if line.strip() and not _LOG_RECORD.match(line)]
     if code == 2:
         prefix = f"tfcompress {case.entry}: error: "
-        if len(lines) != 1 or not lines[0].startswith(prefix):
+        last = stderr.strip().splitlines()[-1:] if stderr.strip() else []
+        if len(lines) != 1 or not lines[0].startswith(prefix) or last != lines:
             problems.append(f"exit 2 without exactly one '{prefix}' line ({len(lines)} lines)")
     return problems
 
@@ -190,7 +246,7 @@ def _fingerprint(path: Path) -> str:
 
 
 class _Worker:
-    """A ``tfcompress.testing.fuzz.worker`` process, restarted after a crash or a hang."""
+    """A ``fuzzing.worker`` process, restarted after a crash or a hang."""
 
     def __init__(self, log: Path) -> None:
         self.log = log
@@ -200,8 +256,16 @@ class _Worker:
     def _start(self) -> None:
         read_fd, write_fd = os.pipe()
         with self.log.open("ab") as log:
+            root = str(Path(__file__).resolve().parents[1])
+            path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+            env = {
+                **os.environ,
+                "PYTHONPATH": path,  # fuzzing/ is beside the package, not installed
+                "TFCOMPRESS_COMPILER_TIMEOUT": "3",  # a hanging stand-in: 3 s, not 180
+            }
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tfcompress.testing.fuzz.worker", str(write_fd)],
+                [sys.executable, "-m", "fuzzing.worker", str(write_fd)],
+                env=env,
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=log,
