@@ -1,4 +1,9 @@
-"""Shared fixtures: real MNIST data and small CNNs trained once per test session."""
+"""Shared fixtures: real MNIST data and small CNNs trained once per test run.
+
+The models are trained once per run even when pytest-xdist runs the suite in several worker
+processes (``make test``): the first worker builds their files, the others load them
+(tests/_shared.py).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import pytest
+from _shared import build_once
 
 from tfcompress.data import Dataset
 from tfcompress.samples.datasets import Split, mnist
@@ -21,19 +27,29 @@ def mnist_split() -> Split:
 
 
 @pytest.fixture(scope="session")
-def trained_cnn(mnist_split: Split):
+def trained_cnn(tmp_path_factory: pytest.TempPathFactory, mnist_split: Split):
     """A Keras 3 small CNN trained 3 epochs on the MNIST subset (~96% test accuracy)."""
-    from tfcompress.samples.cnn import small_cnn, train_classifier
-
-    return train_classifier(small_cnn(flavour="keras3"), mnist_split.train, epochs=3)
+    return _trained_cnn(tmp_path_factory, mnist_split, "keras3")
 
 
 @pytest.fixture(scope="session")
-def trained_tf_keras_cnn(mnist_split: Split):
+def trained_tf_keras_cnn(tmp_path_factory: pytest.TempPathFactory, mnist_split: Split):
     """The same CNN built and trained with tf-keras."""
+    return _trained_cnn(tmp_path_factory, mnist_split, "tf_keras")
+
+
+def _trained_cnn(factory: pytest.TempPathFactory, split: Split, flavour: str):
+    from tfcompress._compat.keras import KerasFlavour, keras_module
     from tfcompress.samples.cnn import small_cnn, train_classifier
 
-    return train_classifier(small_cnn(flavour="tf_keras"), mnist_split.train, epochs=3)
+    def build(folder: Path) -> dict[str, Path]:
+        path = folder / "cnn.keras"
+        train_classifier(small_cnn(flavour=flavour), split.train, epochs=3).save(path)
+        return {"model": path}
+
+    path = build_once(factory, f"cnn_{flavour}", build)["model"]
+    # Every worker (the one that trained it too) uses the saved model: the same weights.
+    return keras_module(KerasFlavour(flavour)).models.load_model(path)
 
 
 @pytest.fixture(scope="session")
@@ -66,9 +82,15 @@ def int8_result(trained_cnn, mnist_split: Split):
 @pytest.fixture(scope="session")
 def gate_model_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The digits Dense net, its int8 and damaged variants and test data, saved once."""
+    from tfcompress.bench.accuracy import evaluate
+    from tfcompress.samples.datasets import digits
     from tfcompress.samples.gate_models import build_gate_models
 
-    return build_gate_models(tmp_path_factory.mktemp("gate_models"))
+    paths = build_once(tmp_path_factory, "gate_models", build_gate_models)
+    # Run a .tflite once so LiteRT is imported by this process, not first inside an
+    # in-process pytester run (which would unload it again afterwards).
+    evaluate(paths["int8"], digits(seed=0).test.take(8))
+    return paths
 
 
 @pytest.fixture(scope="session")
@@ -76,7 +98,7 @@ def two_head_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The two-input, two-head detector-shaped model, its int8 file and frames, saved once."""
     from tfcompress.samples.gate_models import build_two_head_models
 
-    return build_two_head_models(tmp_path_factory.mktemp("two_heads"))
+    return build_once(tmp_path_factory, "two_heads", build_two_head_models)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
@@ -110,22 +109,11 @@ def add_feeding_flags(parser: argparse.ArgumentParser) -> None:
 def emit_json(out: IO[str], payload: dict[str, Any]) -> None:
     """Write ``payload`` as one line of standard JSON to ``out``.
 
-    NaN and infinities (an unmeasured value) are written as ``null``: Python's ``json``
-    would write the non-standard tokens ``NaN`` and ``Infinity``, which strict parsers
-    (``jq``, JavaScript's ``JSON.parse``) refuse.
+    NaN and infinities (an unmeasured value) are written as ``null`` (:mod:`tfcompress._json`).
     """
-    text = json.dumps(_json_safe(payload), sort_keys=False, default=str, allow_nan=False)
-    out.write(text + "\n")
+    from tfcompress._json import dumps
 
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(item) for item in value]
-    return value
+    out.write(dumps(payload) + "\n")
 
 
 def seconds(text: str) -> float:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import math
 import os
 from pathlib import Path
@@ -77,10 +76,11 @@ def write_compress_report(
         MissingDependencyError: matplotlib is missing (the JSON and Markdown are written first).
     """
     from tfcompress._files import write_bytes_atomic, write_text_atomic
+    from tfcompress._json import dumps
     from tfcompress.report.writers import report_files
 
     folder = check_compress_report_dir(directory, overwrite=overwrite)
-    json_text = json.dumps(result.to_dict(), indent=2, allow_nan=False, default=str) + "\n"
+    json_text = dumps(result.to_dict(), indent=2) + "\n"
     with report_files(folder, report_paths(folder)) as written:
         written.append(write_text_atomic(folder / f"{STEM}.json", json_text, overwrite=overwrite))
         written.append(

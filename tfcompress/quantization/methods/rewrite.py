@@ -202,7 +202,10 @@ def _reference_outputs(model: Any, calibration: Dataset) -> tuple[list[np.ndarra
     outputs, peak = [], 0.0
     for part, count in batches(calibration.x, CHECK_BATCH):
         values = [
-            v[:count] for v in _flat_outputs(model.predict_on_batch(ordered_feed(model, part)))
+            v[:count]
+            for v in _flat_outputs(
+                model.predict_on_batch(ordered_feed(model, part)), model.output_names
+            )
         ]
         outputs.append(values)
         peak = max([peak, *(float(np.max(np.abs(v))) for v in values)])
@@ -240,9 +243,12 @@ class _OutputCheck:
         return update
 
 
-def _flat_outputs(value: Any) -> list[np.ndarray]:
+def _flat_outputs(value: Any, names: list[str]) -> list[np.ndarray]:
+    """The outputs in ``model.outputs`` order (a dict from ``predict`` may be in another)."""
     if isinstance(value, dict):
-        value = list(value.values())
+        value = (
+            [value[name] for name in names] if set(names) == set(value) else list(value.values())
+        )
     if not isinstance(value, list | tuple):
         value = [value]
     return [np.asarray(v, np.float64) for v in value]
