@@ -81,7 +81,7 @@ def _accuracy(model, candidate, test) -> str:
 
 
 def _signed_points(drop: float) -> str:
-    return f"{drop * 100:+.2f} pt".replace("-", "−")
+    return f"{drop * 100:+.2f} pt".replace("-", "\N{MINUS SIGN}")  # as the table typesets it
 
 
 if __name__ == "__main__":
