@@ -6,7 +6,7 @@ Builds the int8-sensitive model of ``tfcompress/samples/sensitive.py`` (determin
 weights, seeded data) and runs the documented snippet on it (``rank_layers``, then
 ``quantize`` with the top node kept float), then plain int8, float16 and the float32 file for
 the table, each scored on the 2,000 test rows and judged by ``check_gate(max_drop=0.01)``.
-It writes the ``example:selective`` block of docs/quantization.md: the printed lines as
+It writes the ``selective:example`` block of docs/quantization.md: the printed lines as
 printed, the table from the results. No number is typed by hand.
 """
 
@@ -69,7 +69,7 @@ def main() -> None:
             *rows,
         ]
     )
-    write_block(DOC, "example:selective", body)
+    write_block(DOC, "selective:example", body)
     print(body)
 
 
