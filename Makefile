@@ -36,6 +36,7 @@ bench: install
 	$(BIN)/python benchmarks/edgetpu_zoo.py
 	$(BIN)/python benchmarks/compress_mnist.py --write
 	$(BIN)/python benchmarks/doc_examples.py
+	$(BIN)/python benchmarks/doc_selective.py
 	$(BIN)/python benchmarks/isolation_cost.py
 
 clean:
