@@ -69,7 +69,7 @@ class TrainingConfig:
     version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:
-        _check_version(self.technique, self.version)
+        check_version(self.technique or "training", self.version)
         require_int("epochs", self.epochs, 1, MAX_EPOCHS, f"an integer 1 to {MAX_EPOCHS}")
         _require(
             "learning_rate",
@@ -328,11 +328,19 @@ def require_int(name: str, value: Any, low: int, high: int, expected: str) -> No
     _require(name, value, ok, expected)
 
 
-def _check_version(technique: str, version: Any) -> None:
+def check_version(kind: str, version: Any) -> None:
+    """Refuse a config ``version`` that is not an integer, or newer than this tfcompress reads.
+
+    Raises:
+        InvalidInputError: The version is wrong, or says to upgrade tfcompress.
+
+    Example:
+        >>> check_version("qat", CONFIG_VERSION)
+    """
     require_int("version", version, 1, 2**31 - 1, f"an integer 1 to {CONFIG_VERSION}")
     if version > CONFIG_VERSION:
         raise InvalidInputError(
-            f"this {technique or 'training'} config is version {version}, newer than this "
+            f"this {kind} config is version {version}, newer than this "
             f"tfcompress reads (up to {CONFIG_VERSION}): upgrade tfcompress to read it."
         )
 
