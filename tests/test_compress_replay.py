@@ -104,3 +104,9 @@ def test_a_litert_quantizer_attempt_replays_through_the_cli(tmp_path, capsys):
     out = tmp_path / "again.tflite"
     assert main(_replay(files, tmp_path, chosen["index"], out)) == 0
     assert out.read_bytes() == (tmp_path / "chosen.tflite").read_bytes()
+    # A static batch cannot be honoured for a .tflite (LiteRT Quantizer keeps its shapes).
+    never = tmp_path / "never.tflite"
+    code = main(["compress", files["model"], "--data", files["calib"], "--eval", files["test"],
+                 "--batch-size", "1", "--out", str(never)])  # fmt: skip
+    assert code == 2 and not never.exists()
+    assert "a .tflite keeps its own shapes" in capsys.readouterr().err

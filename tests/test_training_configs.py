@@ -16,7 +16,7 @@ from dataclasses import fields
 import pytest
 
 from tfcompress.compression.build import build
-from tfcompress.compression.handlers import get_handler, list_handlers
+from tfcompress.compression.handlers import get_handler, list_handlers, with_batch
 from tfcompress.compression.ptq_config import PTQConfig, recipe_from_data
 from tfcompress.errors import InvalidInputError
 from tfcompress.quantization.recipes import Recipe
@@ -183,6 +183,11 @@ def test_compress_dispatches_every_rung_technique_through_the_registry():
     assert get_handler("prune").read({"target_sparsity": 0.5}, seed=9) == PruneConfig(
         target_sparsity=0.5, seed=9
     )
+    # The search's static batch goes into the recipe, also of the methods' rung.
+    assert with_batch({"recipe": {"name": "int8"}, "methods": "auto"}, 1) == {
+        "recipe": {"name": "int8", "batch_size": 1}, "methods": "auto"
+    }  # fmt: skip
+    assert with_batch({"name": "float16"}, 1) == {"name": "float16", "batch_size": 1}
     rules = get_handler("rules").read({"recipe": {"name": "int8"}, "mode": "float"})
     assert rules.mode == "float" and not get_handler("rules").records_attempts
     with pytest.raises(InvalidInputError, match="unknown technique 'exec'; choose one of"):
