@@ -56,6 +56,9 @@ _LAZY = {
     "BenchmarkResult": "tfcompress.bench.result",
     "benchmark": "tfcompress.bench.harness",
     "TrainingResult": "tfcompress.training",
+    "QATConfig": "tfcompress.training.configs",
+    "PruneConfig": "tfcompress.training.configs",
+    "ClusterConfig": "tfcompress.training.configs",
     "cluster": "tfcompress.training",
     "prune": "tfcompress.training",
     "qat": "tfcompress.training",
@@ -95,6 +98,9 @@ __all__ = [
     "Recipe",
     "TFLiteModel",
     "TrainingResult",
+    "QATConfig",
+    "PruneConfig",
+    "ClusterConfig",
     "__version__",
     "assert_accuracy_drop",
     "assert_gate",
@@ -141,6 +147,7 @@ if TYPE_CHECKING:
     from tfcompress.testing.gates import assert_accuracy_drop
     from tfcompress.testing.output_gates import assert_gate, check_gate
     from tfcompress.training import TrainingResult, cluster, prune, qat
+    from tfcompress.training.configs import ClusterConfig, PruneConfig, QATConfig
     from tfcompress.zoo import ZooModelInfo, create_model, list_models, model_info
 
 

@@ -11,8 +11,9 @@ from typing import Any
 from tfcompress.bench.thresholds import check_threshold_names
 from tfcompress.compression.advice import advise
 from tfcompress.compression.candidates import OBJECTIVES, Rung, check_choice, plan_ladder
+from tfcompress.compression.handlers import get_handler
 from tfcompress.compression.result import CompressionResult
-from tfcompress.compression.search import SearchState, layer_of, run_rules, run_selective
+from tfcompress.compression.search import SearchState, layer_of
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
 from tfcompress.targets.base import Target, get_target
 
@@ -144,6 +145,11 @@ def compress(
     tflite = isinstance(reference, TFLiteModel)
     if tflite:
         _check_float_tflite(reference)
+        if batch_size is not None:  # LiteRT Quantizer keeps the .tflite's shapes
+            raise InvalidInputError(
+                "batch_size re-traces a Keras model, but a .tflite keeps its own shapes: drop "
+                "batch_size (--batch-size), or pass the source Keras model or SavedModel."
+            )
     eval_set = read_for_reference(eval_data, reference, "eval data")
     calibration = read_for_reference(representative_data, reference, "representative data")
     train = None if train_data is None else read_for_reference(train_data, reference, "train data")
@@ -183,7 +189,7 @@ def compress(
     state.planned = len(ladder)
     interrupted = False
     try:
-        _climb(state, ladder, seed)
+        _climb(state, ladder)
     except KeyboardInterrupt:  # Ctrl-C: the best passing artifact so far is the answer
         interrupted = True
         state.stop_reason = f"interrupted (Ctrl-C) after {len(state.attempts)} attempt(s)"
@@ -201,10 +207,10 @@ def compress(
     return _result(state, interrupted, time.monotonic() - started, train is not None)
 
 
-def _climb(state: SearchState, ladder: Any, seed: int) -> None:
+def _climb(state: SearchState, ladder: Any) -> None:
     """Try the rungs in order until the stop rule, the budget or the ladder's end."""
     state.pending = list(ladder)
-    state.run_rung = lambda rung: _run(state, rung, seed)
+    state.run_rung = lambda rung: _run(state, rung)
     while state.pending:
         live = [r for r in state.pending if state.beaten(r) is None]
         if not live:
@@ -220,7 +226,7 @@ def _climb(state: SearchState, ladder: Any, seed: int) -> None:
                 f"({len(state.attempts)} attempt(s) in {time.monotonic() - state.started:.0f}s)"
             )
             return
-        _run(state, rung, seed)
+        _run(state, rung)
     if not state.stop_reason and state.skipped:
         state.stop_reason = "every candidate of the ladder was tried or bounded: " + "; ".join(
             state.skipped
@@ -228,27 +234,9 @@ def _climb(state: SearchState, ladder: Any, seed: int) -> None:
     state.stop_reason = state.stop_reason or "every candidate of the ladder was tried"
 
 
-def _run(state: SearchState, rung: Rung, seed: int) -> None:
-    """Make and judge one rung (a selective rung: its steps)."""
-    if rung.technique == "selective":
-        run_selective(state, _with_batch(rung, state.batch_size), lambda: _rank(state, seed))
-    elif rung.technique == "rules":
-        run_rules(state, rung, lambda r=rung: _worst_tensors(state, r, seed))
-    elif rung.technique == "ptq":
-        prebuilt = state.float32 if rung.recipe.get("name") == "float32" else None
-        recipe = _with_batch(rung, state.batch_size).recipe
-        state.attempt(rung.name, "ptq", recipe, prebuilt=prebuilt)
-    else:
-        notes = _sensitive_note(state) if rung.technique == "qat" else ()
-        options = {**rung.recipe, "seed": seed, "freeze_batchnorm": state.freeze_batchnorm}
-        state.attempt(rung.name, rung.technique, options, notes=notes)
-
-
-def _with_batch(rung: Rung, batch_size: int | None) -> Rung:
-    """The rung with the search's static batch in its recipe (post-training rungs)."""
-    if batch_size is None or rung.recipe.get("name") == "float32":
-        return rung
-    return replace(rung, recipe={**rung.recipe, "batch_size": batch_size})
+def _run(state: SearchState, rung: Rung) -> None:
+    """Make and judge one rung with its technique's handler (a selective rung: its steps)."""
+    get_handler(rung.technique).run(state, rung)
 
 
 def _check_batch(batch_size: int | None, *, device: Target, training: bool) -> None:
@@ -276,60 +264,11 @@ def _check_batch(batch_size: int | None, *, device: Target, training: bool) -> N
         )
 
 
-def _rank(state: SearchState, seed: int) -> Any:
-    from tfcompress.quantization import Recipe
-    from tfcompress.quantization.selective import rank_layers
-
-    return rank_layers(
-        state.reference,
-        representative_data=state.representative,
-        eval_data=state.eval_set,
-        recipe=Recipe("int8", batch_size=state.batch_size),
-        seed=seed,
-    )
-
-
-def _worst_tensors(state: SearchState, rung: Any, seed: int) -> list[str]:
-    """The int8 tensors of LiteRT Quantizer's attempt, lowest SNR first (on the eval data)."""
-    from tfcompress.compression.build import recipe_from_data
-    from tfcompress.quantization.ptq import quantize
-
-    try:
-        result = quantize(
-            state.reference,
-            recipe=recipe_from_data(rung.recipe["recipe"]),
-            engine=rung.recipe["engine"],
-            representative_data=state.representative,
-            seed=seed,
-        )
-    except ConversionError:
-        return []
-    from tfcompress.data.calibration import calibration_set
-    from tfcompress.models.signature import model_signature
-    from tfcompress.quantization.layer_errors import MAX_SAMPLES, measure_layer_errors
-
-    samples = calibration_set(
-        model_signature(result.reference), state.eval_set, limit=MAX_SAMPLES, seed=seed
-    )
-    errors = measure_layer_errors(result.reference_content, result.model_content, samples)
-    return [t.tensor for t in errors.tensors]
-
-
 def _check_float_tflite(model: Any) -> None:
     """A .tflite input must be the float model: compress compares everything against it."""
     from tfcompress.quantization.engines.prepare import prepare_float_tflite
 
     prepare_float_tflite(model.content, source=model.name)  # refuses a quantized one
-
-
-def _sensitive_note(state: SearchState) -> tuple[str, ...]:
-    if not state.sensitive:
-        return ()
-    names = ", ".join(layer_of(s) for s in state.sensitive[:4])
-    return (
-        f"most sensitive layers in PTQ's ranking: {names}; tfcompress.qat fake-quantizes every "
-        "layer tfmot can, so they are trained to the int8 grid rather than kept float",
-    )
 
 
 def _float32(reference: Any, calibration: Any, seed: int, batch_size: int | None) -> bytes:

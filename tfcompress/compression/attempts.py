@@ -16,10 +16,12 @@ class Attempt:
         index: 1-based position in the search.
         name: Label (``int8``, ``selective-2``, ``prune-int8``...).
         technique: ``ptq``, ``selective``, ``qat``, ``prune`` or ``cluster``.
-        recipe: How to make the artifact again, as data: ``{"recipe": Recipe.to_dict(),
-            "target": ...}`` for PTQ (``tfcompress.quantize(model,
-            recipe=Recipe.from_dict(a.recipe["recipe"]), ...)`` gives the same bytes), the
-            keyword options of :func:`tfcompress.qat`/``prune``/``cluster`` otherwise.
+        recipe: How to make the artifact again, as data: for PTQ a
+            :class:`~tfcompress.compression.ptq_config.PTQConfig` dict (``{"recipe":
+            Recipe.to_dict(), "seed": N, "version": 1}``, ``target``/``engine`` where they
+            apply; ``tfcompress.quantize(model, recipe=Recipe.from_dict(a.recipe["recipe"]),
+            ...)`` gives the same bytes), otherwise the technique's training config
+            (:mod:`tfcompress.training.configs`) as it ran.
         status: ``passed``, ``failed`` (the gate or the target said no) or ``error`` (the
             artifact could not be made; ``why`` says what the converter said).
         why: One line: the gate's deciding rule, or why the attempt does not qualify.

@@ -5,10 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tfcompress.errors import InvalidInputError
-from tfcompress.targets.base import get_target
-
-TRAINING = ("qat", "prune", "cluster")
+from tfcompress.compression.ptq_config import recipe_from_data as recipe_from_data  # its old home
 
 
 @dataclass(frozen=True)
@@ -34,18 +31,6 @@ class Built:
     baseline_gzip: int | None = None
 
 
-def recipe_from_data(data: dict[str, Any]) -> Any:
-    """A :class:`tfcompress.Recipe` from its JSON form (lists read back as tuples).
-
-    Example:
-        >>> recipe_from_data({"name": "int8", "calibration_samples": 300}).calibration_samples
-        300
-    """
-    from tfcompress.quantization import Recipe
-
-    return Recipe.from_dict({k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
-
-
 def build(
     technique: str,
     recipe: dict[str, Any],
@@ -58,22 +43,23 @@ def build(
     seed: int = 0,
     isolate: bool = True,
 ) -> Built:
-    """Make the artifact ``recipe`` describes.
+    """Make the artifact ``recipe`` describes, with the handler of ``technique``.
 
     Args:
-        technique: ``ptq``/``selective`` (a :class:`tfcompress.Recipe`), or ``qat``,
-            ``prune``, ``cluster`` (their keyword options).
-        recipe: For PTQ the recipe's dict (or ``{"recipe": ..., "target": ...,
-            "engine": ..., "methods": ...}``: ``methods`` are post-training methods tried
-            against plain int8, scored on ``eval_data``; the recipe kept is what the result
-            records); for training the options.
+        technique: A registered technique (:func:`~tfcompress.compression.handlers.list_handlers`):
+            ``ptq``/``selective`` (a :class:`~tfcompress.compression.ptq_config.PTQConfig`,
+            or a bare recipe dict), or ``qat``, ``prune``, ``cluster`` (their configs,
+            :mod:`tfcompress.training.configs`). ``methods`` in a PTQ recipe are
+            post-training methods tried against plain int8, scored on ``eval_data``; the
+            recipe kept is what the result records.
+        recipe: The recipe as data (a rung's, or what an attempt recorded).
         model: The float Keras model.
         representative_data: Calibration samples.
         train_data: Fine-tuning samples (training techniques only).
-        eval_data: Validation samples the training techniques score on.
-        target: A registered target; one that shapes artifacts (the Edge TPU) is passed to
-            :func:`tfcompress.quantize` and recorded with the recipe.
-        seed: Seed of calibration sampling and training.
+        eval_data: Validation samples the post-training methods and fine-tunes score on.
+        target: A registered target where the recipe records none; one that shapes
+            artifacts (the Edge TPU) is passed to quantize and recorded with the recipe.
+        seed: Seed of calibration sampling and training where the recipe records none.
         isolate: Fine-tune in a child process (training techniques; see
             :mod:`tfcompress.training.isolation`), so a native crash is an error, not the
             end of the search.
@@ -82,51 +68,18 @@ def build(
         The bytes, with the recipe that made them.
 
     Raises:
-        InvalidInputError: Unknown technique, or a training technique without train data.
+        InvalidInputError: Unknown technique, a recipe its config refuses, or a training
+            technique without train data.
         ConversionError: The converter rejected the model.
         NativeCrashError: Fine-tuning crashed in its child process (also with oneDNN off).
 
     Example:
         >>> built = build("ptq", {"name": "int8"}, model, representative_data=x)  # doctest: +SKIP
     """
-    import tfcompress
+    # handlers.py imports Built from here: look it up when called, not at import.
+    from tfcompress.compression.handlers import Materials, get_handler
 
-    if technique in ("ptq", "selective"):
-        inner = recipe.get("recipe", recipe)
-        target = recipe.get("target", target)
-        seed = int(recipe.get("seed", seed))
-        shaped = target is not None and get_target(target).shapes_artifact
-        options: dict[str, Any] = {"target": target} if shaped else {}
-        if recipe.get("engine") is not None:
-            options["engine"] = recipe["engine"]
-        methods = recipe.get("methods") if "recipe" in recipe else None
-        searched = {"methods": methods, "eval_data": eval_data} if methods else {}
-        result = tfcompress.quantize(
-            model,
-            recipe=recipe_from_data(inner),
-            representative_data=representative_data,
-            seed=seed,
-            **options,
-            **searched,
-        )
-        made = {"recipe": result.recipe.to_dict(), "seed": seed, **options}
-        nodes = tuple(getattr(result, "float_nodes", None) or inner.get("float_nodes") or ())
-        verdict = getattr(result, "target_verdict", None)
-        return Built(result.model_content, made, nodes, verdict, result.reference_content)
-    if technique not in TRAINING:
-        raise InvalidInputError(
-            f"unknown technique {technique!r}; choose one of ptq, selective, {', '.join(TRAINING)}."
-        )
-    if train_data is None:
-        raise InvalidInputError(
-            f"replaying a {technique} attempt fine-tunes the model: pass train_data (--train)."
-        )
-    verb = getattr(tfcompress, technique)
-    options = {k: v for k, v in recipe.items() if k != "technique"}
-    trained = verb(model, train_data=train_data, val_data=eval_data, isolate=isolate, **options)
-    return Built(
-        trained.model_content,
-        {"technique": technique, **options},
-        worse=trained.worse_than_baseline,
-        baseline_gzip=trained.reference_gzip_bytes,
-    )
+    handler = get_handler(technique)
+    config = handler.read(recipe, seed=seed, target=target)
+    materials = Materials(model, representative_data, train_data, eval_data, isolate)
+    return handler.make(config, materials)

@@ -43,7 +43,8 @@ class Rung:
             (or ``{"recipe": ..., "engine": "litert-quantizer"}``; or ``{"recipe": ...,
             "methods": "auto"}``: the post-training methods tried against plain int8 on the
             eval data, the kept recipe recorded); for ``rules`` that plus ``"mode"``; for the
-            training techniques: their keyword options.
+            training techniques: their keyword options. Each technique's handler
+            (:mod:`tfcompress.compression.handlers`) reads and checks it.
         bound: What bounds the rung from below: ``"int8"``, ``"float16"`` or ``"none"``.
         fallback_only: Tried only when no earlier int8-family attempt passed (int16x8 is the
             fallback of selective quantization, not a competitor).

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 from typing import Any
 
 from tfcompress.compression.attempts import Attempt
 from tfcompress.errors import InvalidInputError
+from tfcompress.training.configs import CONFIG_VERSION
 
 
 def read_attempt(report: Any, attempt: int | None = None) -> Attempt:
@@ -55,11 +55,14 @@ def read_attempt(report: Any, attempt: int | None = None) -> Attempt:
 
 
 def checked_attempt(data: Any) -> Attempt:
-    """An attempt read from a report, with its recipe checked as strictly as the CLI's flags.
+    """An attempt read from a report, with its recipe checked by its technique's config.
 
-    A report is input like any other file: every field :func:`replay` uses has the type and
-    the range the command line would accept, so a hostile report fails in one line instead
-    of running a QAT of a billion epochs or handing an option of the wrong type to a verb.
+    A report is input like any other file: the recipe is read by the config class of its
+    technique's handler (:mod:`tfcompress.compression.handlers`:
+    :class:`~tfcompress.compression.ptq_config.PTQConfig`, or a config of
+    :mod:`tfcompress.training.configs`), which gives every field the type and the range the
+    command line would accept, so a hostile report fails in one line instead of running a
+    QAT of a billion epochs or handing an option of the wrong type to a verb.
 
     Raises:
         InvalidInputError: A field of the wrong type, an unknown technique or option, or a
@@ -67,11 +70,13 @@ def checked_attempt(data: Any) -> Attempt:
 
     Example:
         >>> checked_attempt({"index": 1, "name": "qat", "technique": "qat", "status": "passed",
-        ...     "why": "", "recipe": {"epochs": 10**9}})
+        ...     "why": "", "recipe": {"epochs": 10**9}})  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        tfcompress.errors.InvalidInputError: attempt 1 (qat): epochs must be ...
+        tfcompress.errors.InvalidInputError: attempt 1 ('qat'): epochs must be an integer 1 to...
     """
+    from tfcompress.compression.handlers import get_handler, list_handlers
+
     if not isinstance(data, dict):
         raise InvalidInputError(
             f"not an attempt of a compress report (a JSON {type(data).__name__}); pass the "
@@ -84,108 +89,30 @@ def checked_attempt(data: Any) -> Attempt:
             "wrong type); pass the compress.json that tfcompress compress --report wrote."
         )
     where = f"attempt {index} ({_shown(data['name'])})"
-    if technique not in (*_PTQ, *_OPTIONS) or not isinstance(recipe, dict):
+    recorded = isinstance(technique, str) and technique in list_handlers()
+    if not (recorded and get_handler(technique).records_attempts and isinstance(recipe, dict)):
         raise InvalidInputError(
             f"{where}: technique {_shown(technique)} with a recipe of type "
             f"{type(recipe).__name__} is not one tfcompress records; pass an unedited report."
         )
-    if technique in _PTQ:
-        _check_ptq(recipe, where)
-    else:
-        _check_options(technique, recipe, where)
-    return Attempt.from_dict(data)
-
-
-_PTQ = ("ptq", "selective")
-_TRAINING_COMMON = {
-    "epochs": "epochs",
-    "learning_rate": "rate",
-    "batch_size": "count",
-    "seed": "seed",
-}
-_EXPORT = {"then": "text", "qat_epochs": "epochs0", "skip_layers": "names"}
-_OPTIONS: dict[str, dict[str, str]] = {
-    "qat": {**_TRAINING_COMMON, "preserve": "text"},
-    "prune": {
-        **_TRAINING_COMMON,
-        **_EXPORT,
-        "target_sparsity": "fraction",
-        "schedule": "text",
-        "structure": "text",
-    },
-    "cluster": {**_TRAINING_COMMON, **_EXPORT, "clusters": "count"},
-}
-_MAX_SEED = 2**32 - 1
-_MAX_COUNT = 2**31 - 1
-
-
-def _check_ptq(recipe: dict[str, Any], where: str) -> None:
-    from tfcompress.compression.build import recipe_from_data
-    from tfcompress.compression.candidates import TARGETS
-
-    inner = recipe.get("recipe", recipe)
-    unknown = set(recipe) - {"recipe", "target", "seed"} if "recipe" in recipe else set()
-    if unknown or not isinstance(inner, dict):
+    version = recipe.get("version", CONFIG_VERSION)
+    if _is_int(version) and version > CONFIG_VERSION:
         raise InvalidInputError(
-            f"{where}: the recipe holds {sorted(unknown) or 'no recipe object'}, which "
-            "tfcompress does not record; pass an unedited report."
+            f"{where}: recorded by a newer tfcompress (config version {version}; this one "
+            f"reads up to {CONFIG_VERSION}): upgrade tfcompress to replay it."
         )
-    target = recipe.get("target")
-    if target is not None and target not in TARGETS:
-        raise InvalidInputError(f"{where}: unknown target {_shown(target)}.")
-    if "seed" in recipe:
-        _check_value(where, "seed", recipe["seed"], "seed")
     try:
-        recipe_from_data(inner)  # the Recipe checks its own fields
-    except (TypeError, ValueError) as error:  # InvalidInputError is a ValueError too
-        raise InvalidInputError(f"{where}: {_shown(str(error), 300)}") from None
-
-
-def _check_options(technique: str, options: dict[str, Any], where: str) -> None:
-    allowed = _OPTIONS[technique]
-    unknown = sorted(set(options) - set(allowed) - {"technique"})
-    if unknown:
+        get_handler(technique).read(recipe)
+    except InvalidInputError as error:
+        reason = str(error) if len(str(error)) <= 300 else str(error)[:297] + "..."
         raise InvalidInputError(
-            f"{where}: {technique} takes no option {_shown(unknown[0])} (it takes "
-            f"{', '.join(sorted(allowed))}); pass an unedited report."
-        )
-    for name, value in options.items():
-        if name != "technique":
-            _check_value(where, name, value, allowed[name])
-
-
-def _check_value(where: str, name: str, value: Any, kind: str) -> None:
-    from tfcompress.training.setup import MAX_EPOCHS
-
-    rules = {
-        "epochs": (_is_int(value) and 1 <= value <= MAX_EPOCHS, f"an integer 1 to {MAX_EPOCHS}"),
-        "epochs0": (_is_int(value) and 0 <= value <= MAX_EPOCHS, f"an integer 0 to {MAX_EPOCHS}"),
-        "count": (_is_int(value) and 1 <= value <= _MAX_COUNT, "a positive integer"),
-        "seed": (_is_int(value) and 0 <= value <= _MAX_SEED, f"an integer 0 to {_MAX_SEED}"),
-        "rate": (_is_number(value) and 0 < value < 1, "a number between 0 and 1"),
-        "fraction": (
-            value is None or (_is_number(value) and 0 <= value < 1),
-            "a number from 0 to below 1, or null",
-        ),
-        "text": (value is None or isinstance(value, str), "a string or null"),
-        "names": (
-            isinstance(value, list) and all(isinstance(v, str) for v in value),
-            "a list of layer names",
-        ),
-    }
-    ok, expected = rules[kind]
-    if not ok:
-        raise InvalidInputError(
-            f"{where}: {name} must be {expected}, got {_shown(value)}; pass an unedited report."
-        )
+            f"{where}: {reason.rstrip('.')}; pass an unedited report."
+        ) from None
+    return Attempt.from_dict(data)
 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _shown(value: Any, limit: int = 60) -> str:

@@ -27,8 +27,9 @@ from typing import Any
 
 from tfcompress.compression.attempts import Attempt
 from tfcompress.compression.bounds import SizeBound, float16_bound, selective_bound
-from tfcompress.compression.build import TRAINING, Built, build
+from tfcompress.compression.build import Built, build
 from tfcompress.compression.candidates import Rung
+from tfcompress.compression.handlers import get_handler
 from tfcompress.compression.judging import judge
 from tfcompress.errors import (
     ConversionError,
@@ -37,6 +38,7 @@ from tfcompress.errors import (
     UnsupportedModelError,
 )
 from tfcompress.targets.base import get_target
+from tfcompress.training.configs import TRAINING_CONFIGS
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +120,7 @@ class SearchState:
             return f"{rung.name} is the fallback when no int8 attempt passes"
         if rung.last_resort and best is not None:
             return f"{rung.name} is the last resort when nothing smaller passes"
-        if rung.technique in TRAINING and self.training_hurts is not None:
+        if rung.technique in TRAINING_CONFIGS and self.training_hurts is not None:
             return f"{rung.name} fine-tunes on the same data, and {self.training_hurts}"
         if rung.bound == "float16":
             return self.bigger_than_best(rung.name, self.float16_bound())
@@ -208,7 +210,7 @@ class SearchState:
         start = time.monotonic()
         try:
             built = (
-                Built(prebuilt, {"recipe": recipe})
+                Built(prebuilt, self.recorded(technique, recipe))
                 if prebuilt is not None
                 else build(
                     technique,
@@ -246,7 +248,7 @@ class SearchState:
             if isinstance(error, NativeCrashError):  # the other fine-tunes run the same fit
                 self.training_hurts = f"{name} crashed in TensorFlow's native code"
             done = Attempt(
-                index, name, technique, _as_made(technique, recipe), "error", str(error),
+                index, name, technique, self.recorded(technique, recipe), "error", str(error),
                 seconds=time.monotonic() - start, float_layers=float_layers, notes=notes,
             )  # fmt: skip
             return self.record(done, None)
@@ -300,6 +302,14 @@ class SearchState:
             **fields,
         )
         return self.record(done, built.content)
+
+    def recorded(self, technique: str, recipe: dict[str, Any]) -> dict[str, Any]:
+        """What an attempt records of a recipe it did not make itself (a reused file, an error).
+
+        The same shape as a made one records: its handler's config, with this search's seed.
+        """
+        handler = get_handler(technique)
+        return handler.record(handler.read(recipe, seed=self.seed, target=self.target))
 
     def too_big(self, size: int, technique: str, recipe: dict[str, Any]) -> str | None:
         """Why an artifact of ``size`` bytes may not be chosen, or None.
@@ -457,10 +467,3 @@ def _int8_family(attempt: Attempt) -> bool:
 def layer_of(entry: Any) -> str:
     """The Keras layer of a ranked node, or the node's own name when it maps to none."""
     return entry.layer or entry.node
-
-
-def _as_made(technique: str, recipe: dict[str, Any]) -> dict[str, Any]:
-    """The recipe of an attempt that made nothing, in the shape a made one records."""
-    if technique in ("ptq", "selective"):
-        return recipe if "recipe" in recipe else {"recipe": recipe}
-    return {"technique": technique, **recipe}

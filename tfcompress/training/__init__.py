@@ -4,10 +4,18 @@ tfmot only rewrites tf-keras models; Keras 3 models are bridged (rebuilt with th
 weights and checked) first. Every function fine-tunes a copy (any number of inputs and
 outputs; each output on its labels with the loss they call for, or self-distilled from the
 float model without labels), exports a ``.tflite`` through the same converter path as
-post-training quantization, and scores every output.
+post-training quantization, and scores every output. What each one runs with is data:
+:class:`QATConfig`, :class:`PruneConfig`, :class:`ClusterConfig` (:mod:`.configs`).
 """
 
 from tfcompress.training.cluster import cluster
+from tfcompress.training.configs import (
+    TRAINING_CONFIGS,
+    ClusterConfig,
+    PruneConfig,
+    QATConfig,
+    config_from_dict,
+)
 from tfcompress.training.coverage import LayerCoverage
 from tfcompress.training.prune import prune
 from tfcompress.training.qat import qat
@@ -16,6 +24,11 @@ from tfcompress.training.scoring import OutputScore
 from tfcompress.training.sparsity import WeightSparsity
 
 __all__ = [
+    "TRAINING_CONFIGS",
+    "ClusterConfig",
+    "PruneConfig",
+    "QATConfig",
+    "config_from_dict",
     "LayerCoverage",
     "OutputScore",
     "TrainingResult",

@@ -43,14 +43,17 @@ def main(argv: list[str]) -> int:
     _crash_for_tests()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     request = pickle.loads(Path(argv[1]).read_bytes())  # the parent's own file
-    import tfcompress
     from tfcompress.errors import TFCompressError
     from tfcompress.models import load_model
+    from tfcompress.training.cluster import cluster
+    from tfcompress.training.prune import prune
+    from tfcompress.training.qat import qat
+
+    verbs = {"qat": qat, "prune": prune, "cluster": cluster}
 
     try:
         model = load_model(request["model"], safe_mode=request["safe_mode"])
-        verb = getattr(tfcompress, request["technique"])
-        result = verb(model, isolate=False, **request["options"])
+        result = verbs[request["technique"]](model, isolate=False, **request["options"])
         answer: dict[str, object] = {"result": replace(result, keras_model=None)}
     except TFCompressError as error:
         answer = {"error": error}

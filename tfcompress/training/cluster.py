@@ -11,6 +11,7 @@ from tfcompress.data import DataLike
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike
 from tfcompress.testing.settings import GateSettings
+from tfcompress.training.configs import MAX_CLUSTERS
 from tfcompress.training.coverage import clusterable_layers
 from tfcompress.training.export import check_recipe, finish
 from tfcompress.training.gating import GateLike, plan_gate
@@ -20,8 +21,6 @@ from tfcompress.training.result import TrainingResult
 from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
 
 logger = logging.getLogger(__name__)
-
-MAX_CLUSTERS = 256
 
 
 def cluster(

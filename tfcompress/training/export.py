@@ -20,6 +20,7 @@ from tfcompress.models.signature import ModelSignature
 from tfcompress.quantization.converter import Conversion, convert, convert_all
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.runtime import default_backend
+from tfcompress.training.configs import EXPORT_RECIPES
 from tfcompress.training.coverage import LayerCoverage
 from tfcompress.training.gating import judge_export
 from tfcompress.training.result import TrainingResult
@@ -29,7 +30,6 @@ from tfcompress.training.sparsity import measure
 
 logger = logging.getLogger(__name__)
 
-EXPORT_RECIPES = ("float32", "float16", "dynamic", "int8")
 CALIBRATION_SAMPLES = DEFAULT_CALIBRATION_SAMPLES
 #: Metrics whose score is the result's headline ``accuracy``.
 _ACCURACIES = ("accuracy", "binary_accuracy")

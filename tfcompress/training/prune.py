@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -13,6 +12,7 @@ from tfcompress.data import DataLike
 from tfcompress.errors import InvalidDataError, InvalidInputError
 from tfcompress.models.loading import ModelLike
 from tfcompress.testing.settings import GateSettings
+from tfcompress.training.configs import SCHEDULES, parse_structure
 from tfcompress.training.coverage import prunable_layers
 from tfcompress.training.export import check_recipe, finish
 from tfcompress.training.gating import GateLike, plan_gate
@@ -23,9 +23,7 @@ from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
 
 logger = logging.getLogger(__name__)
 
-SCHEDULES = ("polynomial", "constant")
 MIN_STEPS = 10  # fewer optimizer steps cannot ramp sparsity up and let accuracy recover
-_STRUCTURE = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 
 
 def prune(
@@ -254,33 +252,6 @@ def resolve_schedule(
         logger.warning("%s", message)
         return "constant", message
     return "constant", None
-
-
-def parse_structure(structure: str | tuple[int, int] | None) -> tuple[int, int] | None:
-    """Read ``"M:N"`` (or ``(M, N)``) with 0 < M < N.
-
-    Raises:
-        InvalidInputError: Anything else.
-
-    Example:
-        >>> parse_structure("2:4")
-        (2, 4)
-    """
-    if structure is None:
-        return None
-    if isinstance(structure, tuple) and len(structure) == 2:
-        m, n = structure
-    else:
-        match = _STRUCTURE.match(str(structure))
-        if match is None:
-            raise InvalidInputError(
-                f"structure={structure!r} is not M:N; use e.g. '2:4' (2 zeros in every 4 "
-                "consecutive weights) or None for unstructured pruning."
-            )
-        m, n = int(match.group(1)), int(match.group(2))
-    if not (isinstance(m, int) and isinstance(n, int) and 0 < m < n):
-        raise InvalidInputError(f"structure {m}:{n} needs 0 < M < N, e.g. '2:4'.")
-    return m, n
 
 
 def check_sparsity(target: float | None, m_by_n: tuple[int, int] | None) -> float:

@@ -11,6 +11,7 @@ from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike
 from tfcompress.testing.settings import GateSettings
 from tfcompress.training.batchnorm import freeze_batchnorm
+from tfcompress.training.configs import PRESERVE as PRESERVE  # its home; the CLI reads it here
 from tfcompress.training.coverage import LayerCoverage, quantize_with_fallback
 from tfcompress.training.export import finish
 from tfcompress.training.gating import GateLike, plan_gate
@@ -22,8 +23,6 @@ from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
 logger = logging.getLogger(__name__)
 
 _SCHEMES = {None: "default", "sparsity": "prune_preserve", "clusters": "cluster_preserve"}
-#: What QAT can keep of an earlier compression (``preserve=``).
-PRESERVE = ("sparsity", "clusters")
 
 
 def qat(

@@ -22,6 +22,7 @@ from tfcompress.models.matching import match_tensors
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime import create_runner, default_backend
 from tfcompress.training.batchnorm import freeze_batchnorm
+from tfcompress.training.configs import MAX_EPOCHS, MAX_SEED
 from tfcompress.training.gating import TrainingGate, rehearse_gate
 from tfcompress.training.scoring import choose_score_metric
 from tfcompress.training.tasks import Labels, OutputTask, plan_tasks, read_labels
@@ -87,12 +88,6 @@ class Setup:
     def loss_functions(self) -> dict[str, str]:
         """``{output name: loss}``, e.g. ``{"box": "mse (self-distillation)"}``."""
         return {task.output: task.description for task in self.tasks}
-
-
-MAX_EPOCHS = 1000
-"""The most fine-tuning epochs any command accepts (a trained model needs a few)."""
-MAX_SEED = 2**32 - 1
-"""The largest seed NumPy's legacy seeding (which Keras uses) accepts."""
 
 
 @dataclass(frozen=True)

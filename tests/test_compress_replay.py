@@ -1,0 +1,112 @@
+"""``tfcompress compress --replay``: every kind of attempt a fresh report records, made again.
+
+One search with ``--train`` and a gate nothing passes (so no rung is bounded away) records
+int8, the post-training methods' attempt, selective steps, int16x8, QAT, pruning,
+clustering and float16. Each attempt is read back through its config; the post-training
+ones and QAT (which trains again, in its child process) are replayed through the CLI. A
+float ``.tflite`` gives a LiteRT Quantizer attempt, replayed the same way.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tfcompress.cli import main
+from tfcompress.compression.replay import checked_attempt
+from tfcompress.samples.sensitive import sensitive_model
+from tfcompress.training.configs import CONFIG_VERSION, TRAINING_CONFIGS
+
+
+def _files(root, model, calib, x, y) -> dict[str, str]:
+    np.savez(root / "calib.npz", x=calib[:200])  # 200: no calibration-variant rung
+    np.savez(root / "test.npz", x=x, y=y)
+    np.savez(root / "train.npz", x=x[:320], y=y[:320])  # 10 steps of 32: pruning's minimum
+    return {n: str(root / f"{n}.npz") for n in ("calib", "test", "train")}
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    import keras
+
+    model, (calib, (x, y)) = sensitive_model(keras, outlier=0.0)
+    root = tmp_path_factory.mktemp("replay")
+    model.save(root / "model.keras")
+    files = {"model": str(root / "model.keras"), **_files(root, model, calib, x[:500], y[:500])}
+    code = main(["compress", files["model"], "--data", files["calib"], "--eval", files["test"],
+                 "--train", files["train"], "--min-snr", "200",
+                 "--report", str(root / "rep"), "--out", str(root / "none.tflite")])  # fmt: skip
+    assert code == 1  # nothing passed: every rung was tried
+    report = json.loads((root / "rep" / "compress.json").read_text())
+    return root, files, report
+
+
+def _replay(files, root, attempt: int, out, *extra: str) -> list[str]:
+    return ["compress", files["model"], "--data", files["calib"], *extra,
+            "--replay", str(root / "rep" / "compress.json"), "--attempt", str(attempt),
+            "--out", str(out)]  # fmt: skip
+
+
+def test_every_attempt_of_a_fresh_report_reads_back_and_replays(searched, tmp_path, capsys):
+    root, files, report = searched
+    made = {a["name"]: a for a in report["attempts"] if a["status"] != "error"}
+    assert {"int8", "int8-methods", "selective-1", "int16x8", "qat", "prune-int8", "cluster-int8",
+            "float16"} <= set(made), sorted(made)  # fmt: skip
+    assert report["chosen"] is None
+    for attempt in report["attempts"]:  # every recorded recipe passes the configs' checks
+        assert checked_attempt(attempt).recipe == attempt["recipe"]
+    for name in ("qat", "prune-int8", "cluster-int8"):  # the whole config, as it ran
+        recipe = made[name]["recipe"]
+        config = TRAINING_CONFIGS[made[name]["technique"]].from_dict(recipe)
+        assert recipe == config.to_dict() and recipe["version"] == CONFIG_VERSION
+        assert recipe["freeze_batchnorm"] is True and recipe["epochs"] == 1
+    assert made["prune-int8"]["recipe"]["schedule"] == "polynomial"  # what ran, not None
+    assert made["int8"]["recipe"]["version"] == CONFIG_VERSION
+    assert "methods" not in made["int8-methods"]["recipe"]  # the kept ones are in its recipe
+    capsys.readouterr()
+    for name in ("int8", "int8-methods", "selective-1", "float16"):  # post-training: same size
+        out = tmp_path / f"{name}.tflite"
+        assert main(_replay(files, root, made[name]["index"], out)) == 0
+        assert "same size as recorded" in capsys.readouterr().out, name
+        assert out.stat().st_size == made[name]["size_bytes"]
+    # QAT trains again, with the recorded options and seed (it was refused before configs).
+    out = tmp_path / "qat.tflite"
+    argv = _replay(files, root, made["qat"]["index"], out, "--train", files["train"])
+    assert main([*argv, "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["replayed"] == made["qat"]["index"] and payload["recipe"]["technique"] == "qat"
+    assert payload["size_bytes"] == payload["recorded_size_bytes"] == out.stat().st_size
+    # Without --train a fine-tuned attempt cannot be made: one line, exit 2, nothing written.
+    refused = tmp_path / "refused.tflite"
+    assert main(_replay(files, root, made["qat"]["index"], refused)) == 2
+    assert "pass train_data (--train)" in capsys.readouterr().err and not refused.exists()
+
+
+def test_a_litert_quantizer_attempt_replays_through_the_cli(tmp_path, capsys):
+    import keras
+
+    from tfcompress.quantization.ptq import quantize
+
+    model, (calib, (x, y)) = sensitive_model(keras, outlier=0.0)  # int8 handles it
+    files = _files(tmp_path, model, calib, x[:500], y[:500])
+    files["model"] = str(tmp_path / "float.tflite")
+    quantize(model, recipe="float32").save(files["model"])
+    code = main(["compress", files["model"], "--data", files["calib"], "--eval", files["test"],
+                 "--max-drop", "0.05", "--report", str(tmp_path / "rep"),
+                 "--out", str(tmp_path / "chosen.tflite")])  # fmt: skip
+    assert code == 0
+    report = json.loads((tmp_path / "rep" / "compress.json").read_text())
+    chosen = report["chosen"]
+    assert chosen["recipe"]["engine"] == "litert-quantizer", chosen["recipe"]
+    capsys.readouterr()
+    out = tmp_path / "again.tflite"
+    assert main(_replay(files, tmp_path, chosen["index"], out)) == 0
+    assert out.read_bytes() == (tmp_path / "chosen.tflite").read_bytes()
+    # A static batch cannot be honoured for a .tflite (LiteRT Quantizer keeps its shapes).
+    never = tmp_path / "never.tflite"
+    code = main(["compress", files["model"], "--data", files["calib"], "--eval", files["test"],
+                 "--batch-size", "1", "--out", str(never)])  # fmt: skip
+    assert code == 2 and not never.exists()
+    assert "a .tflite keeps its own shapes" in capsys.readouterr().err
