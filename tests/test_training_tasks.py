@@ -354,7 +354,8 @@ def test_transform_failure_beyond_the_fallback_is_one_line_exit_2(tmp_path, caps
     _separable_model("keras3").save(model_path)
     np.savez(data_path, x=np.random.default_rng(0).random((60, 12, 12, 1), dtype=np.float32))
     out = tmp_path / "sep.tflite"
-    argv = ["qat", str(model_path), "--data", str(data_path), "--out", str(out)]
+    # In this process: the broken transform is patched here, not in a training child.
+    argv = ["qat", str(model_path), "--data", str(data_path), "--out", str(out), "--in-process"]
     with _broken_separable_transform():
         code = main(argv)
     lines = capsys.readouterr().err.strip().splitlines()

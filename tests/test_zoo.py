@@ -70,11 +70,11 @@ def test_unknown_name_lists_close_names():
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"width_multiplier": 0}, "width_multiplier must be a positive"),
-        ({"width_multiplier": -0.5}, "width_multiplier must be a positive"),
-        ({"width_multiplier": float("nan")}, "width_multiplier must be a positive"),
-        ({"num_classes": 0}, "num_classes must be an integer >= 1"),
-        ({"num_classes": 2.5}, "num_classes must be an integer >= 1"),
+        ({"width_multiplier": 0}, "width_multiplier must be a number above 0"),
+        ({"width_multiplier": -0.5}, "width_multiplier must be a number above 0"),
+        ({"width_multiplier": float("nan")}, "width_multiplier must be a number above 0"),
+        ({"num_classes": 0}, "num_classes must be an integer from 1"),
+        ({"num_classes": 2.5}, "num_classes must be an integer from 1"),
         ({"input_shape": (32, 32)}, "input_shape must be"),
         ({"input_shape": (32, 32, 0)}, "input_shape must be"),
         ({"input_shape": "32x32x1"}, "input_shape must be"),

@@ -46,6 +46,14 @@ _FIELD_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "latency_ms": ("a positive finite number", lambda v: _is_finite(v) and v > 0),
     "latency_backend": ("a backend name", lambda v: isinstance(v, str)),
     "threads": ("a positive count", lambda v: _is_int(v) and v > 0),
+    # What the target's own budget fields measured (Edge TPU segments...), by field name.
+    "target_measures": (
+        "numbers by budget field",
+        lambda v: (
+            isinstance(v, dict)
+            and all(isinstance(k, str) and (x is None or _is_finite(x)) for k, x in v.items())
+        ),
+    ),
     "accuracy": ("a fraction from 0 to 1", lambda v: _is_finite(v) and 0 <= v <= 1),
     "loss": ("a finite number", _is_finite),
     "train_seconds": ("seconds", lambda v: _is_finite(v) and v >= 0),
@@ -55,10 +63,18 @@ _FIELD_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "host": ("a name", lambda v: isinstance(v, str)),
 }
 _PHASE_FIELDS = {
-    "costs": {"ok", "params", "macs", "size_bytes", "latency_ms", "latency_backend", "threads"},
+    "costs": {
+        "ok",
+        "params",
+        "macs",
+        "size_bytes",
+        "latency_ms",
+        "latency_backend",
+        "threads",
+    },
     "training": {"ok", "accuracy", "size_bytes", "loss", "train_seconds"},
 }
-_OPTIONAL = {"seconds", "finished_at", "worker", "host"}
+_OPTIONAL = {"seconds", "finished_at", "worker", "host", "target_measures"}
 
 
 def result_problem(phase: str, result: Any) -> str | None:
