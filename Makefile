@@ -17,8 +17,11 @@ $(STAMP): setup.cfg pyproject.toml
 demo: install
 	$(BIN)/python -m tfcompress demo
 
+# One worker process per core, at most two (each holds TensorFlow; several tests start
+# processes of their own); a test file stays on one worker, so its module fixtures are
+# built once. `pytest tests/test_x.py` alone runs in this process, as usual.
 test: install lint
-	$(BIN)/python -m pytest --durations=25
+	$(BIN)/python -m pytest --numprocesses auto --maxprocesses 2 --dist loadfile --durations=25
 
 lint: install
 	$(BIN)/ruff check .
