@@ -32,16 +32,18 @@ def small_cnn(
     """
     keras = keras_module(KerasFlavour(flavour))
     layers = keras.layers
+    # Named as a fresh process names them, so docs, tests and reports see the same names
+    # however many models the process built before (Keras numbers its default names).
     return keras.Sequential(
         [
             keras.Input(shape=input_shape),
-            layers.Conv2D(32, 3, activation="relu"),
-            layers.MaxPooling2D(),
-            layers.Conv2D(64, 3, activation="relu"),
-            layers.MaxPooling2D(),
-            layers.Flatten(),
-            layers.Dense(128, activation="relu"),
-            layers.Dense(num_classes, activation="softmax"),
+            layers.Conv2D(32, 3, activation="relu", name="conv2d"),
+            layers.MaxPooling2D(name="max_pooling2d"),
+            layers.Conv2D(64, 3, activation="relu", name="conv2d_1"),
+            layers.MaxPooling2D(name="max_pooling2d_1"),
+            layers.Flatten(name="flatten"),
+            layers.Dense(128, activation="relu", name="dense"),
+            layers.Dense(num_classes, activation="softmax", name="dense_1"),
         ],
         name="small_cnn",
     )

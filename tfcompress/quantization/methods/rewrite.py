@@ -204,7 +204,8 @@ def _reference_outputs(model: Any, calibration: Dataset) -> tuple[list[np.ndarra
         values = [
             v[:count]
             for v in _flat_outputs(
-                model.predict_on_batch(ordered_feed(model, part)), model.output_names
+                model.predict_on_batch(ordered_feed(model, part)),
+                getattr(model, "output_names", None) or [],
             )
         ]
         outputs.append(values)
