@@ -106,3 +106,17 @@ def tiny_dataset() -> Dataset:
     """Eight labelled 28x28x1 samples, for fast input-validation tests."""
     rng = np.random.default_rng(0)
     return Dataset(rng.random((8, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 8))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files with the most ``slow`` tests first, each file's tests in their own order.
+
+    ``make test`` hands whole files to two workers (pytest-xdist, ``--dist loadfile``) in
+    this order: the long files start early and the short ones fill in at the end, so both
+    workers finish together instead of one running a long file alone.
+    """
+    slow: dict[Path, int] = {}
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            slow[item.path] = slow.get(item.path, 0) + 1
+    items.sort(key=lambda item: -slow.get(item.path, 0))  # stable: file order kept within

@@ -46,6 +46,7 @@ def _compress_cli(root, out, *extra: str) -> list[str]:
     return ["compress", model, "--data", calib, "--eval", test, *extra, "--out", str(out)]
 
 
+@pytest.mark.slow
 def test_mnist_one_point_gate_gives_int8_under_30_percent(trained_cnn, mnist_split) -> None:
     result = tfcompress.compress(
         trained_cnn,
@@ -73,6 +74,7 @@ def test_mnist_one_point_gate_gives_int8_under_30_percent(trained_cnn, mnist_spl
     assert "chosen: int8" in str(result)
 
 
+@pytest.mark.slow
 def test_selective_keeps_the_sensitive_layer_float(sensitive, sensitive_files, tmp_path, capsys):
     model, calib, _ = sensitive
     out, report = tmp_path / "chosen.tflite", tmp_path / "report"
@@ -114,6 +116,7 @@ def test_selective_keeps_the_sensitive_layer_float(sensitive, sensitive_files, t
     assert code == 2 and "already holds compress.json" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_impossible_gate_exits_1_with_the_attempts(sensitive_files, tmp_path, capsys) -> None:
     out = tmp_path / "never.tflite"
     code = main(_compress_cli(sensitive_files, out, "--min-snr", "200"))
@@ -125,6 +128,7 @@ def test_impossible_gate_exits_1_with_the_attempts(sensitive_files, tmp_path, ca
     assert "snr" in stdout and "--train" in stdout
 
 
+@pytest.mark.slow
 def test_a_crashed_fine_tune_is_an_error_and_the_search_goes_on(
     sensitive_files, tmp_path, capsys, monkeypatch
 ) -> None:
@@ -226,6 +230,7 @@ def test_ctrl_c_returns_the_best_so_far(sensitive_files, tmp_path, capsys, monke
     assert not (tmp_path / "o.tflite").exists()  # int8 failed the gate: nothing to keep
 
 
+@pytest.mark.slow
 def test_edgetpu_keeps_only_integer_artifacts_and_shows_the_split(sensitive) -> None:
     model, calib, test = sensitive
     result = tfcompress.compress(

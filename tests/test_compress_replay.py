@@ -19,6 +19,8 @@ from tfcompress.compression.replay import checked_attempt
 from tfcompress.samples.sensitive import sensitive_model
 from tfcompress.training.configs import CONFIG_VERSION, TRAINING_CONFIGS
 
+pytestmark = pytest.mark.slow  # a whole compress ladder with fine-tuning, replayed
+
 
 def _files(root, model, calib, x, y) -> dict[str, str]:
     np.savez(root / "calib.npz", x=calib[:200])  # 200: no calibration-variant rung

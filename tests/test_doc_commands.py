@@ -34,6 +34,8 @@ from _doc_fixtures import family_of, known, place
 
 from tfcompress.cli import main
 
+pytestmark = pytest.mark.slow  # every documented command, with real training and conversions
+
 COMMANDS = collect()
 DOCS = list(dict.fromkeys(c.doc for c in COMMANDS))
 FAST = {"--runs": "3", "--min-seconds": "0", "--warmup-seconds": "0"}

@@ -30,6 +30,8 @@ from tfcompress.samples.ptq_stress import (
     trained_two_head_regressor,
 )
 
+pytestmark = pytest.mark.slow  # trains the stress models and runs every method
+
 
 @pytest.fixture(scope="session")
 def digits():

@@ -56,6 +56,7 @@ def first_run(data, workdir):
     )
 
 
+@pytest.mark.slow
 def test_the_pick_meets_every_budget(first_run) -> None:
     best = first_run.best
     assert best is not None and best.status == "trained" and best.meets_budgets
@@ -67,6 +68,7 @@ def test_the_pick_meets_every_budget(first_run) -> None:
     assert best.name in first_run.pareto
 
 
+@pytest.mark.slow
 def test_over_the_size_budget_is_never_trained(first_run, workdir: Path) -> None:
     over = [r for r in first_run.candidates if r.status == "over_budget"]
     assert [r.width for r in over] == [0.5]
@@ -78,6 +80,7 @@ def test_over_the_size_budget_is_never_trained(first_run, workdir: Path) -> None
         assert "costs" in stored and "training" not in stored
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_work(first_run, data, workdir: Path) -> None:
     train, val = data
     again = select_model(
@@ -107,6 +110,7 @@ def test_a_changed_setting_is_not_reused(tmp_path: Path) -> None:
     assert store.phase(candidate, "training", "key-epochs-2") is None
 
 
+@pytest.mark.slow
 def test_result_serialises_and_reports(first_run, tmp_path: Path) -> None:
     payload = json.loads(json.dumps(first_run.to_dict()))
     assert payload["best"]["name"] == first_run.best.name
@@ -186,6 +190,7 @@ def test_cli_bad_input_exits_2(npz_files, extra, capsys) -> None:
     assert len(err) == 1 and "error" in err[0]
 
 
+@pytest.mark.slow
 def test_cli_json_reuses_the_workdir(first_run, npz_files, workdir: Path, capsys) -> None:
     train, val = npz_files
     code = main(
@@ -205,6 +210,7 @@ def test_cli_json_reuses_the_workdir(first_run, npz_files, workdir: Path, capsys
     assert [c["status"] for c in payload["candidates"]] == ["trained", "over_budget"]
 
 
+@pytest.mark.slow
 def test_cli_exits_1_when_nothing_meets_the_budgets(npz_files, workdir: Path, capsys) -> None:
     train, val = npz_files
     code = main(
@@ -221,6 +227,7 @@ def test_cli_exits_1_when_nothing_meets_the_budgets(npz_files, workdir: Path, ca
     assert "No candidate meets every budget. Closest: mobilenet_v2-w0.35-r32" in captured.out
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_runs_candidates_on_both_workers(data) -> None:
     distributed = pytest.importorskip("distributed")
     train, val = data
@@ -295,6 +302,7 @@ def _wait_for_port(port: int, *, deadline: float) -> None:
     raise TimeoutError(f"no scheduler listening on 127.0.0.1:{port}")
 
 
+@pytest.mark.slow
 def test_cli_runs_candidates_on_a_scheduler_in_another_process(
     scheduler_on_loopback, npz_files, capsys
 ) -> None:
