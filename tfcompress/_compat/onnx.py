@@ -58,8 +58,11 @@ def onnxruntime_module() -> ModuleType:
 
 
 @functools.cache
-def ort_errors() -> tuple[type[Exception], ...]:
-    """The exceptions ONNX Runtime raises from a session (they derive from ``Exception`` only).
+def ort_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions ONNX Runtime raises from a session (its own derive from ``Exception``).
+
+    Every exception class of its binding (``Fail``, ``InvalidArgument``, ``InvalidGraph``...),
+    plus ``RuntimeError``, ``ValueError`` and ``MemoryError`` (an allocation it cannot make).
 
     Raises:
         MissingDependencyError: onnxruntime is not installed.
@@ -67,9 +70,12 @@ def ort_errors() -> tuple[type[Exception], ...]:
     onnxruntime_module()
     from onnxruntime.capi import onnxruntime_pybind11_state as state
 
-    names = ("Fail", "InvalidArgument", "RuntimeException", "InvalidGraph", "NotImplemented")
-    found = tuple(getattr(state, name) for name in names if hasattr(state, name))
-    return (*found, RuntimeError, ValueError)
+    own = tuple(
+        value
+        for value in vars(state).values()
+        if isinstance(value, type) and issubclass(value, Exception)
+    )
+    return (*own, RuntimeError, ValueError, MemoryError)
 
 
 def ort_quantization() -> ModuleType:

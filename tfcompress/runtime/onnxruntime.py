@@ -87,7 +87,7 @@ class OnnxRuntimeRunner(Runner):
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3
         self.model, self.threads = model, threads
-        self._errors = _ort_errors(ort)
+        self._errors = ort_errors()
         try:
             self.session = ort.InferenceSession(model.content, options, providers=chosen)
         except self._errors as error:
@@ -100,7 +100,6 @@ class OnnxRuntimeRunner(Runner):
             tuple(_spec(i) for i in inputs), tuple(_spec(o) for o in outputs)
         )
         self._dtypes = {i.name: np.dtype(ort_dtype(i.type)) for i in inputs}
-        self._errors = ort_errors()
         # The load probe could not run it on zeros (an op refused them, which is not damage):
         # it runs here only after a child process has run it on the real inputs.
         self._unproven = zeros_refused(model.content, "onnx")
@@ -166,21 +165,6 @@ class OnnxRuntimeRunner(Runner):
             f"{self.model.name}: ONNX Runtime cannot run the model on these inputs ({reason}); "
             "the model is malformed or needs other input shapes."
         )
-
-
-def _ort_errors(ort: Any) -> tuple[type[BaseException], ...]:
-    """What ONNX Runtime raises: its own exception classes (not RuntimeError subclasses)."""
-    state = getattr(getattr(ort, "capi", None), "onnxruntime_pybind11_state", None)
-    own = (
-        [
-            value
-            for value in vars(state).values()
-            if isinstance(value, type) and issubclass(value, Exception)
-        ]
-        if state is not None
-        else []
-    )
-    return (RuntimeError, ValueError, MemoryError, *own)
 
 
 def _named_inputs(inputs: tuple[str, ...], error: BaseException) -> list[str]:
