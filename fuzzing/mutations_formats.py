@@ -17,8 +17,11 @@ from fuzzing.mutations import STRATEGIES, Mutant
 from fuzzing.seeds import Seeds
 
 
-def _pad(prefix: bytes) -> bytes:
-    """``prefix`` padded to 512, 1024, 2048...: where HDF5 looks for a superblock."""
+def pad_to_power_of_two(prefix: bytes) -> bytes:
+    """``prefix`` padded to 512, 1024, 2048...: where HDF5 looks for a superblock.
+
+    Shared with tests/test_untrusted_polyglot.py, which builds the same polyglots.
+    """
     size = 512
     while size < len(prefix):
         size *= 2
@@ -34,8 +37,11 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def _onnx_doc(onnx: bytes, tail: bytes, *, align: bool) -> bytes:
-    """An ONNX model whose last field, a doc string, ends the file with ``tail``."""
+def onnx_holding(onnx: bytes, tail: bytes, *, align: bool) -> bytes:
+    """An ONNX model whose doc string (field 6, last in the file) ends with ``tail``.
+
+    With ``align`` the tail starts at a power of two from 512, as an HDF5 superblock must.
+    """
     padding = 0
     while True:
         head = onnx + b"\x32" + _varint(padding + len(tail))
@@ -45,7 +51,7 @@ def _onnx_doc(onnx: bytes, tail: bytes, *, align: bool) -> bytes:
         target = 512
         while target < len(head):
             target *= 2
-        padding = target - len(head)
+        padding = target - len(head)  # the length's varint may grow: checked on the next turn
 
 
 def _layouts(seeds: Seeds) -> dict[str, Callable[[], bytes]]:
@@ -54,18 +60,20 @@ def _layouts(seeds: Seeds) -> dict[str, Callable[[], bytes]]:
 
     layouts = {
         "zip_stub+h5_lambda+keras": lambda: (
-            _pad(b"PK\x03\x04") + read(seeds.lambda_h5) + read(seeds.keras)
+            pad_to_power_of_two(b"PK\x03\x04") + read(seeds.lambda_h5) + read(seeds.keras)
         ),
         "h5_lambda+keras": lambda: read(seeds.lambda_h5) + read(seeds.keras),
         "h5+keras_lambda": lambda: read(seeds.h5) + read(seeds.lambda_keras),
-        "tflite+h5_lambda": lambda: _pad(read(seeds.tflite_float)) + read(seeds.lambda_h5),
+        "tflite+h5_lambda": lambda: (
+            pad_to_power_of_two(read(seeds.tflite_float)) + read(seeds.lambda_h5)
+        ),
         "tflite+keras_lambda": lambda: read(seeds.tflite_float) + read(seeds.lambda_keras),
     }
     if seeds.onnx is not None:
-        layouts["onnx+h5_lambda"] = lambda: _onnx_doc(
+        layouts["onnx+h5_lambda"] = lambda: onnx_holding(
             read(seeds.onnx), read(seeds.lambda_h5), align=True
         )
-        layouts["onnx+keras_lambda"] = lambda: _onnx_doc(
+        layouts["onnx+keras_lambda"] = lambda: onnx_holding(
             read(seeds.onnx), read(seeds.lambda_keras), align=False
         )
     return layouts

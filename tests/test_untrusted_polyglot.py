@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from fuzzing.mutations_formats import onnx_holding, pad_to_power_of_two
 from tfcompress._compat.keras import KerasFlavour, keras_module
 from tfcompress.cli import main
 from tfcompress.errors import ModelLoadError
@@ -104,57 +105,23 @@ def parts(tmp_path_factory: pytest.TempPathFactory) -> Parts:
     )
 
 
-def _pad_to_power_of_two(prefix: bytes) -> bytes:
-    """``prefix`` padded to 512, 1024, 2048...: where HDF5 looks for a superblock."""
-    size = 512
-    while size < len(prefix):
-        size *= 2
-    return prefix + b"\0" * (size - len(prefix))
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _onnx_holding(onnx: bytes, tail: bytes, *, align: bool) -> bytes:
-    """An ONNX model whose doc string (field 6, last in the file) ends with ``tail``.
-
-    With ``align`` the tail starts at a power of two from 512, as an HDF5 superblock must.
-    """
-    padding = 0
-    while True:
-        head = onnx + b"\x32" + _varint(padding + len(tail))
-        start = len(head) + padding
-        if not align or (start >= 512 and start & (start - 1) == 0):
-            return head + b"\0" * padding + tail
-        target = 512
-        while target < len(head):
-            target *= 2
-        padding = target - len(head)  # the length's varint may grow: checked on the next turn
-
-
 # name -> (builder, format of the payload, format of the cover)
 POLYGLOTS: dict[str, tuple[Callable[[Parts], bytes], ModelFormat, ModelFormat]] = {
     # The reported attack: ZIP magic first, the HDF5 model at 512, a benign .keras at the end.
     "zip_stub+h5_lambda+keras": (
-        lambda p: _pad_to_power_of_two(b"PK\x03\x04") + p.lambda_h5 + p.benign_keras,
+        lambda p: pad_to_power_of_two(b"PK\x03\x04") + p.lambda_h5 + p.benign_keras,
         ModelFormat.H5,
         ModelFormat.KERAS,
     ),
     "zip_stub+h5+keras_lambda": (
-        lambda p: _pad_to_power_of_two(b"PK\x03\x04") + p.benign_h5 + p.lambda_keras,
+        lambda p: pad_to_power_of_two(b"PK\x03\x04") + p.benign_h5 + p.lambda_keras,
         ModelFormat.KERAS,
         ModelFormat.H5,
     ),
     "h5_lambda+keras": (lambda p: p.lambda_h5 + p.benign_keras, ModelFormat.H5, ModelFormat.KERAS),
     "h5+keras_lambda": (lambda p: p.benign_h5 + p.lambda_keras, ModelFormat.KERAS, ModelFormat.H5),
     "tflite+h5_lambda": (
-        lambda p: _pad_to_power_of_two(p.tflite) + p.lambda_h5,
+        lambda p: pad_to_power_of_two(p.tflite) + p.lambda_h5,
         ModelFormat.H5,
         ModelFormat.TFLITE,
     ),
@@ -164,12 +131,12 @@ POLYGLOTS: dict[str, tuple[Callable[[Parts], bytes], ModelFormat, ModelFormat]] 
         ModelFormat.TFLITE,
     ),
     "onnx+h5_lambda": (
-        lambda p: _onnx_holding(p.onnx, p.lambda_h5, align=True),
+        lambda p: onnx_holding(p.onnx, p.lambda_h5, align=True),
         ModelFormat.H5,
         ModelFormat.ONNX,
     ),
     "onnx+keras_lambda": (
-        lambda p: _onnx_holding(p.onnx, p.lambda_keras, align=False),
+        lambda p: onnx_holding(p.onnx, p.lambda_keras, align=False),
         ModelFormat.KERAS,
         ModelFormat.ONNX,
     ),
