@@ -63,15 +63,7 @@ _FIELD_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "host": ("a name", lambda v: isinstance(v, str)),
 }
 _PHASE_FIELDS = {
-    "costs": {
-        "ok",
-        "params",
-        "macs",
-        "size_bytes",
-        "latency_ms",
-        "latency_backend",
-        "threads",
-    },
+    "costs": {"ok", "params", "macs", "size_bytes", "latency_ms", "latency_backend", "threads"},
     "training": {"ok", "accuracy", "size_bytes", "loss", "train_seconds"},
 }
 _OPTIONAL = {"seconds", "finished_at", "worker", "host", "target_measures"}
