@@ -41,6 +41,7 @@ bench: install
 	$(BIN)/python benchmarks/doc_examples.py
 	$(BIN)/python benchmarks/doc_selective.py
 	$(BIN)/python benchmarks/isolation_cost.py
+	$(BIN)/python benchmarks/warm_child.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,10 +1,13 @@
-"""The child of :mod:`tfcompress.training.isolation`: run one fine-tuning technique, reply.
+"""The child of :mod:`tfcompress.training.isolation`: run fine-tuning requests, reply to each.
 
-``python -m tfcompress.training._child REQUEST REPLY``: REQUEST is the pickle the parent
-wrote (technique, model path, options with the data already loaded); REPLY receives a
-pickle of ``{"result": TrainingResult}``, ``{"error": TFCompressError}`` or
+``python -m tfcompress.training._child REQUEST REPLY`` runs one request;
+``python -m tfcompress.training._child --serve`` stays warm and runs one request per line of
+standard input (``REQUEST<TAB>REPLY``), answering ``done`` on its standard output after each,
+until standard input closes or no request came for :data:`IDLE_SECONDS`. REQUEST is the pickle
+the parent wrote (technique, model path, options with the data already loaded); REPLY receives
+a pickle of ``{"result": TrainingResult}``, ``{"error": TFCompressError}`` or
 ``{"bug": "Type: message"}``. A native crash kills only this process; the parent reads the
-signal from the exit status. Both files live in the parent's private temporary folder.
+signal from the exit status. The files live in the parent's private temporary folder.
 
 Example:
     >>> # python -m tfcompress.training._child request.pickle reply.pickle  # doctest: +SKIP
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import sys
 import traceback
@@ -21,6 +25,9 @@ from dataclasses import replace
 from pathlib import Path
 
 CRASH_HOOK = "TFCOMPRESS_TEST_CHILD_CRASH"
+#: A warm child with nothing to do for this long exits (it holds TensorFlow's memory).
+IDLE_SECONDS = 120.0
+SERVE = "--serve"
 
 
 def _crash_for_tests() -> None:
@@ -32,9 +39,12 @@ def _crash_for_tests() -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Run the request in ``argv[1]``, write the reply to ``argv[2]``."""
-    if len(argv) != 3:
-        print("usage: python -m tfcompress.training._child REQUEST REPLY", file=sys.stderr)
+    """Run the request in ``argv[1]`` (reply to ``argv[2]``), or serve with ``--serve``."""
+    if argv[1:] != [SERVE] and len(argv) != 3:
+        print(
+            f"usage: python -m tfcompress.training._child REQUEST REPLY | {SERVE}",
+            file=sys.stderr,
+        )
         return 2
     if sys.platform != "win32":  # a crash must not leave a core file of the user's model
         import resource
@@ -42,7 +52,32 @@ def main(argv: list[str]) -> int:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     _crash_for_tests()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    request = pickle.loads(Path(argv[1]).read_bytes())  # the parent's own file
+    if argv[1:] == [SERVE]:
+        return _serve()
+    _answer(Path(argv[1]), Path(argv[2]))
+    return 0
+
+
+def _serve() -> int:
+    """Answer requests from standard input until it closes or stays idle too long."""
+    # The answers get a private copy of stdout; anything the libraries print goes to stderr,
+    # so a progress bar can never be read as an answer.
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    while True:
+        ready, _, _ = select.select([sys.stdin], [], [], IDLE_SECONDS)
+        line = sys.stdin.readline() if ready else ""
+        if not line.strip():  # closed, or idle: the parent starts a fresh child when needed
+            return 0
+        request, reply = line.rstrip("\n").split("\t")
+        _answer(Path(request), Path(reply))
+        _forget_models()
+        answers.write("done\n")
+
+
+def _answer(request_path: Path, reply: Path) -> None:
+    """Run one request and write its reply."""
+    request = pickle.loads(request_path.read_bytes())  # the parent's own file
     from tfcompress.errors import TFCompressError
     from tfcompress.models import load_model
     from tfcompress.training.cluster import cluster
@@ -62,8 +97,22 @@ def main(argv: list[str]) -> int:
         lines = traceback.format_exception(error)
         print("".join(lines), file=sys.stderr)
         answer = {"bug": f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"}
-    Path(argv[2]).write_bytes(pickle.dumps(answer))
-    return 0
+    reply.write_bytes(pickle.dumps(answer))
+
+
+def _forget_models() -> None:
+    """Reset Keras' global state, so the next request starts as in a fresh process.
+
+    Layer-name counters and graphs of the last model would otherwise change the names (and
+    so the bytes) of the next export.
+    """
+    import gc
+
+    for name in ("keras", "tf_keras"):
+        module = sys.modules.get(name)
+        if module is not None:
+            module.backend.clear_session()
+    gc.collect()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ LiteRT (:mod:`tfcompress.models.probe`):
   kernel bug raises; a result from the retry says so in its ``warnings``.
 
 The price is the child's start: it imports TensorFlow and tfmot and loads the model again
-(measured in docs/benchmarks.md, section ``never_worse``).
+(measured in docs/benchmarks.md, section ``never_worse``). The child stays warm for the
+process's next fine-tune (:mod:`tfcompress.training.warm_child`), so only the first pays the
+imports.
 
 Environment (tests only): ``TFCOMPRESS_TEST_CHILD_CRASH=always`` makes the child kill itself
 with SIGSEGV before any work; ``=onednn`` does so only while oneDNN is on.
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from tfcompress.errors import NativeCrashError, TFCompressError
+from tfcompress.training.warm_child import run_warm
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +87,7 @@ def run_isolated(technique: str, model: Any, *, safe_mode: bool, **options: Any)
         request = root / "request.pickle"
         request.write_bytes(pickle.dumps(_request(technique, model, safe_mode, options, root)))
         started = time.monotonic()
-        done = _run(request, root / "reply.pickle", os.environ)
+        done = _run(request, root / "reply.pickle", os.environ, warm=True)
         warnings: tuple[str, ...] = ()
         if done.returncode < 0 and _retry_helps(-done.returncode):
             name = _signal_name(-done.returncode)
@@ -95,7 +98,7 @@ def run_isolated(technique: str, model: Any, *, safe_mode: bool, **options: Any)
                 name,
                 ONEDNN,
             )
-            done = _run(request, root / "reply.pickle", {**os.environ, ONEDNN: "0"})
+            done = _run(request, root / "reply.pickle", {**os.environ, ONEDNN: "0"}, warm=False)
             if done.returncode >= 0:
                 warnings = (
                     f"fine-tuning crashed in TensorFlow's native code ({name}) with oneDNN "
@@ -150,9 +153,16 @@ def _request(
     }
 
 
-def _run(request: Path, reply: Path, env: Any) -> subprocess.CompletedProcess[bytes]:
+def _run(request: Path, reply: Path, env: Any, *, warm: bool) -> subprocess.CompletedProcess[bytes]:
+    """Run the request in the warm child (:mod:`.warm_child`) or in a child of its own.
+
+    The retry with oneDNN off runs in a child of its own: its environment is not the
+    caller's, and the warm child stays warm for the caller's next request.
+    """
     reply.unlink(missing_ok=True)
     try:
+        if warm:
+            return run_warm(request, reply, env)
         return subprocess.run(
             child_command(request, reply), capture_output=True, env=dict(env), check=False
         )

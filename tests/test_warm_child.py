@@ -1,0 +1,50 @@
+"""The warm fine-tuning child: reused within a process, fresh when it must be, same bytes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import tfcompress
+from tfcompress.training import warm_child
+from tfcompress.training._child import SERVE
+
+
+def _child_pid() -> int | None:
+    child = warm_child._warm
+    return None if child is None or child.process.poll() is not None else child.process.pid
+
+
+@pytest.mark.slow
+def test_a_second_fine_tune_reuses_the_child_and_gives_the_same_bytes(
+    gate_model_files, monkeypatch
+):
+    from tfcompress.samples.datasets import digits
+
+    split = digits(seed=0)
+    model, train = gate_model_files["reference"], (split.train.x[:200], split.train.y[:200])
+    first = tfcompress.qat(model, train_data=train, epochs=1, isolate=True)
+    pid = _child_pid()
+    second = tfcompress.qat(model, train_data=train, epochs=1, isolate=True)
+    assert pid is not None and _child_pid() == pid  # one child, still warm
+    assert second.model_content == first.model_content  # Keras' state was reset between
+    # A child that died while idle (the out-of-memory killer) is replaced, not reused.
+    warm_child._warm.process.kill()
+    warm_child._warm.process.wait()
+    third = tfcompress.qat(model, train_data=train, epochs=1, isolate=True)
+    assert _child_pid() not in (None, pid) and third.model_content == first.model_content
+    # TensorFlow reads its environment once: another environment needs another child.
+    pid = _child_pid()
+    monkeypatch.setenv("TF_NUM_INTEROP_THREADS", "1")
+    pruned = tfcompress.prune(model, train_data=train, epochs=2, isolate=True)
+    assert _child_pid() not in (None, pid) and pruned.model_content
+
+
+def test_the_serving_child_exits_when_its_input_closes():
+    command = [sys.executable, "-m", "tfcompress.training._child", SERVE]
+    done = subprocess.run(command, input="", capture_output=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run(command[:-1], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and "usage:" in done.stderr
