@@ -40,12 +40,14 @@ ALL = [
     "mobilenet_v3_small",
     "mobilenet_v3_small_minimalistic",
 ]
-# One model per kind of block: the other five reuse these blocks (MixNet-M/L other block
-# strings, the large and minimalistic V3 other keras.applications arguments);
-# benchmarks/edgetpu_zoo.py converts all nine.
-# MixNet's blocks (mixed depthwise kernels, grouped 1x1 convolutions) are converted, run and
-# cross-checked by examples/zoo_mixnet.py's test (tests/test_examples.py), once per run.
-CONVERTED = ["mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small"]
+# MobileNetV3-Small holds every MobileNet kind of block: depthwise-separable (its first block
+# has no expansion), inverted residuals with residual adds (V2's), squeeze-and-excitation and
+# hard-swish; V1 and V2 are built of the same Keras layers (with ReLU / ReLU6), and
+# MobileNetV2 is converted to int8 and run by every search of tests/test_selection.py.
+# MixNet's blocks (mixed depthwise kernels, grouped 1x1
+# convolutions) are converted, run and cross-checked by examples/zoo_mixnet.py's test
+# (tests/test_examples.py). benchmarks/edgetpu_zoo.py converts all nine, once per run.
+CONVERTED = ["mobilenet_v3_small"]
 # MixNet paper (Tan & Le 2019), Table 2 / timm: parameters and MACs at 224x224x3, 1000 classes.
 PAPER = {"mixnet_s": (4.1e6, 256e6), "mixnet_m": (5.0e6, 360e6), "mixnet_l": (7.3e6, 565e6)}
 
