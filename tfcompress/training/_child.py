@@ -26,7 +26,7 @@ from pathlib import Path
 
 CRASH_HOOK = "TFCOMPRESS_TEST_CHILD_CRASH"
 #: A warm child with nothing to do for this long exits (it holds TensorFlow's memory).
-IDLE_SECONDS = 120.0
+IDLE_SECONDS = 300.0
 SERVE = "--serve"
 
 
