@@ -144,11 +144,13 @@ def cached_split(
             it needs is missing.
 
     Example:
-        >>> cached_split("digits", source=None, distributions=(), test_fraction=0.25,
-        ...              seed=0, sample_shape=(8, 8, 1), build=make)  # doctest: +SKIP
+        >>> source = package_file("sklearn", "datasets/data/digits.csv.gz")
+        >>> arrays = cached_split("digits", source=source, distributions=("scikit-learn",),
+        ...     test_fraction=0.25, seed=0, sample_shape=(8, 8, 1), build=make_split,
+        ... )  # doctest: +SKIP
     """
     key = _key(dataset, source, distributions, test_fraction, seed)
-    folder = cache_dir() if key is not None else None
+    folder = cache_dir()
     if key is None or folder is None:
         return build()
     path = folder / f"{dataset}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.npz"
