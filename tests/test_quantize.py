@@ -242,3 +242,23 @@ def test_convert_all_never_reuses_a_configured_converter(trained_cnn):
     float32 = convert(trained_cnn, lambda converter: None)
     assert plain.content == float32.content  # the dynamic setting did not leak into it
     assert len(quantized.content) < 0.35 * len(plain.content)
+
+
+def test_quantized_content_refuses_what_needs_the_reference(trained_cnn, int8_result, tmp_path):
+    from tfcompress.errors import ConversionError
+    from tfcompress.quantization.ptq import quantized_content
+    from tfcompress.samples.troublemakers import write_weightless_saved_model
+
+    # Every refusal comes before a conversion.
+    with pytest.raises(InvalidInputError, match="made by LiteRT Quantizer"):
+        quantized_content(trained_cnn, recipe="int4-weights")
+    with pytest.raises(InvalidInputError, match=r"is a \.tflite"):
+        quantized_content(int8_result.reference_content, recipe="int8")
+    with pytest.raises(InvalidInputError, match="scored against the float32 reference"):
+        quantized_content(trained_cnn, recipe=Recipe("int8", methods=("bias-correction",)))
+    with pytest.raises(InvalidInputError, match="pass representative_data"):
+        quantized_content(trained_cnn, recipe="int8")
+    # The weights check runs on the quantized file when no reference is converted.
+    saved = write_weightless_saved_model(tmp_path / "weightless")
+    with pytest.raises(ConversionError, match="uninitialised variable"):
+        quantized_content(saved, recipe="float16")

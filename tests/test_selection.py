@@ -40,20 +40,45 @@ def workdir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("selection_work")
 
 
+def _recording_conversions(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Every file the TFLite converter makes from here on, in order."""
+    from tfcompress.quantization import converter
+
+    made: list[bytes] = []
+    original = converter._run
+
+    def recording(tflite_converter, model):
+        made.append(original(tflite_converter, model))
+        return made[-1]
+
+    monkeypatch.setattr(converter, "_run", recording)
+    return made
+
+
 @pytest.fixture(scope="module")
-def first_run(data, workdir):
+def conversions() -> list[bytes]:
+    """What the converter made during ``first_run``."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def first_run(data, workdir, conversions):
     train, val = data
-    return select_model(
-        train_data=train,
-        val_data=val,
-        budgets=BUDGETS,
-        families=FAMILIES,
-        width_multipliers=WIDTHS,
-        resolutions=(32,),
-        executor=InlineExecutor(),
-        workdir=workdir,
-        **SETTINGS,
-    )
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        made = _recording_conversions(monkeypatch)
+        result = select_model(
+            train_data=train,
+            val_data=val,
+            budgets=BUDGETS,
+            families=FAMILIES,
+            width_multipliers=WIDTHS,
+            resolutions=(32,),
+            executor=InlineExecutor(),
+            workdir=workdir,
+            **SETTINGS,
+        )
+    conversions.extend(made)
+    return result
 
 
 @pytest.mark.slow
@@ -78,6 +103,53 @@ def test_over_the_size_budget_is_never_trained(first_run, workdir: Path) -> None
         assert record.trained_at is None and not record.meets_budgets
         stored = json.loads((workdir / f"{record.name}.json").read_text())
         assert "costs" in stored and "training" not in stored
+
+
+@pytest.mark.slow
+def test_each_int8_file_is_converted_once(first_run, conversions) -> None:
+    # Two candidates measured and one trained: three int8 files, no float32 reference
+    # (selection reads only the int8 bytes).
+    assert len(conversions) == 3
+    over = next(r for r in first_run.candidates if r.status == "over_budget")
+    assert over.size_bytes in {len(c) for c in conversions[:2]}
+    assert len(conversions[2]) == first_run.best.size_bytes  # the trained pick's file
+
+
+@pytest.mark.slow
+def test_measured_int8_is_the_file_quantize_makes(monkeypatch) -> None:
+    from tfcompress.selection import costs
+    from tfcompress.selection.worker import resize_images
+
+    calibration = np.random.default_rng(0).uniform(0, 1, (6, 28, 28, 3)).astype(np.float32)
+    task = {
+        "candidate": {"family": "mobilenet_v2", "width": 0.35, "resolution": 32},
+        "channels": 3,
+        "num_classes": 10,
+        "seed": 7,
+        "calibration": calibration,
+        "backend": "cpu",
+        "threads": 1,
+        "runs": 3,
+        "min_seconds": 0.0,
+    }
+    built = []  # the candidate's own model: Keras numbers the layer names of a new one
+    build = costs.build_model
+
+    def keeping_the_model(task):
+        built.append(build(task))
+        return built[-1]
+
+    with monkeypatch.context() as patched:
+        made = _recording_conversions(patched)
+        patched.setattr(costs, "build_model", keeping_the_model)
+        measured = costs.measure_candidate(task)
+    assert measured["ok"], measured.get("reason")
+    assert len(made) == 1 and measured["size_bytes"] == len(made[0])  # one conversion: int8
+    # The same (perturbed) model, calibration and seed through quantize(): the same bytes.
+    quantized = tfcompress.quantize(
+        built[0], recipe="int8", representative_data=resize_images(calibration, 32), seed=7
+    )
+    assert quantized.model_content == made[0]
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
-from tfcompress.quantization.converter import Configure, convert_all
+from tfcompress.quantization.converter import Configure, Conversion, convert_all
 from tfcompress.quantization.engines import choose_engine, converter_float_nodes
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
 from tfcompress.quantization.layer_errors import LayerErrors
@@ -462,6 +462,88 @@ def quantize(
     return result
 
 
+def quantized_content(
+    model: ModelLike,
+    *,
+    recipe: str | Recipe = "int8",
+    representative_data: DataLike | None = None,
+    calibration_samples: int | None = None,
+    seed: int = 0,
+) -> Conversion:
+    """The quantized ``.tflite`` of :func:`quantize`, without converting the float32 reference.
+
+    :func:`quantize` converts the float32 ``.tflite`` of the model too (its ``reference``,
+    for the size ratio, layer errors and post-training methods). A caller that keeps only
+    the quantized bytes (model selection measures and scores hundreds of them) saves that
+    conversion here: the model is traced once and converted once, by the same converter
+    settings, calibration subset and seed, so ``content`` is byte for byte
+    ``quantize(model, recipe=recipe, representative_data=..., calibration_samples=...,
+    seed=seed).model_content``. The same checks run on the file (ops without an integer
+    kernel are logged, or refused by an ``integer_only`` recipe; weights not captured).
+
+    Args:
+        model: A Keras model (Keras 3 or tf-keras), a SavedModel, or a path to one.
+        recipe: A recipe name or :class:`Recipe` the TFLite converter makes, without
+            post-training methods.
+        representative_data: Calibration samples (needed by ``int8`` and ``int16x8``).
+        calibration_samples: Overrides how many samples calibrate (a seeded random subset).
+        seed: Seed of the calibration subset.
+
+    Returns:
+        The quantized flatbuffer (``content``), the trace and conversion time (``seconds``)
+        and the converter's ``warnings``.
+
+    Raises:
+        InvalidInputError: An unknown recipe, one only LiteRT Quantizer makes, a ``.tflite``
+            model, a recipe that names post-training methods (they are scored against the
+            float32 reference: use :func:`quantize`), calibration data missing, or
+            ``calibration_samples`` below 1.
+        InvalidDataError: Calibration data does not fit the model.
+        ConversionError: As for :func:`quantize`.
+
+    Example:
+        >>> int8 = quantized_content(model, representative_data=x_train)  # doctest: +SKIP
+        >>> int8.content == tfcompress.quantize(model, representative_data=x_train).model_content
+        ... # doctest: +SKIP
+        True
+    """
+    if calibration_samples is not None:
+        check_count(
+            calibration_samples,
+            "calibration_samples",
+            f"e.g. {DEFAULT_CALIBRATION_SAMPLES} (the default)",
+        )
+    if not isinstance(recipe, str | Recipe):
+        raise InvalidInputError(
+            f"quantized_content makes a .tflite: pass a recipe name or a Recipe, not {recipe!r}."
+        )
+    loaded = resolve_model(model)
+    chosen = Recipe.coerce(recipe).with_options(calibration_samples=calibration_samples)
+    if isinstance(loaded, TFLiteModel):
+        raise InvalidInputError(
+            f"{model_name(loaded)} is a .tflite, which LiteRT Quantizer quantizes; pass the "
+            "Keras model or SavedModel, or use tfcompress.quantize()."
+        )
+    if choose_engine(None, loaded, chosen) != "converter":
+        raise InvalidInputError(
+            f"recipe {chosen.name!r} is made by LiteRT Quantizer from the float32 .tflite; "
+            "use tfcompress.quantize() for it."
+        )
+    if chosen.methods:
+        raise InvalidInputError(
+            f"recipe {chosen.name!r} names post-training methods, which are scored against "
+            "the float32 reference; use tfcompress.quantize() for it."
+        )
+    calibration = _calibration_set(loaded, chosen, representative_data, seed)
+    _, quantized, kept = _plain_conversions(
+        loaded, chosen, _configure_for(calibration, False), with_reference=False
+    )
+    check_weights_captured(quantized.content, loaded)
+    _checked_float_ops(loaded, chosen, kept, quantized.content)
+    logger.info("quantized %s with %s in %.1fs", model_name(loaded), chosen.name, quantized.seconds)
+    return quantized
+
+
 def _litert_result(
     loaded: Any, chosen: Recipe, data: DataLike | None, seed: int, progress: bool
 ) -> QuantizationResult:
@@ -514,42 +596,12 @@ def _converter_result(
         chosen, report = outcome.recipe, outcome.report
         kept = chosen
     else:
-        # One trace for both outputs (None: the float32 defaults); float32 asks for the
-        # reference itself, converted once.
-        configures: list[Configure | None] = [None]
-        if chosen.name != "float32":
-            configures.append(configure_for(chosen, bool(chosen.float_nodes or chosen.rules)))
-        conversions = convert_all(loaded, configures, batch_size=chosen.batch_size)
-        reference, quantized = conversions[0], conversions[-1]
-        if chosen.float_nodes or chosen.rules:  # the nodes of float rules join float_nodes
-            nodes = converter_float_nodes(quantized.content, chosen, source=model_name(loaded))
-            kept = replace(chosen, float_nodes=nodes, rules=())
-            quantized = quantize_calibrated(quantized, kept, source=model_name(loaded))
-    check_weights_captured(reference.content, loaded)
-    float_ops = None
-    if chosen.spec.integer_activations:  # check what the file really holds
-        float_ops = check_integer_model(
-            quantized.content,
-            recipe=chosen.name,
-            input_type=chosen.input_type,
-            output_type=chosen.output_type,
-            integer_only=chosen.integer_only and not kept.float_nodes,
-            source=model_name(loaded),
+        conversions, quantized, kept = _plain_conversions(
+            loaded, chosen, configure_for, with_reference=True
         )
-        check_kept_float(float_ops, kept, source=model_name(loaded))
-        if len(float_ops) > len(kept.float_nodes):
-            on_purpose = (
-                f", {len(kept.float_nodes)} of them kept on purpose" if kept.float_nodes else ""
-            )
-            logger.warning(
-                "%s: %d op(s) have no %s kernel and stayed float (%s%s); integer_only=True "
-                "(--integer-only) refuses such a model",
-                model_name(loaded),
-                len(float_ops) - len(kept.float_nodes),
-                chosen.name,
-                describe_float_ops(float_ops),
-                on_purpose,
-            )
+        reference = conversions[0]
+    check_weights_captured(reference.content, loaded)
+    float_ops = _checked_float_ops(loaded, chosen, kept, quantized.content)
     logger.info("quantized %s with %s in %.1fs", model_name(loaded), chosen.name, quantized.seconds)
     verdict = None
     if chosen_target is not None and chosen_target.check is not None:
@@ -570,6 +622,64 @@ def _converter_result(
         notes=artifact_notes(quantized.content),
         methods=report,
     )
+
+
+def _plain_conversions(
+    loaded: Any, chosen: Recipe, configure_for: ConfigureFor, *, with_reference: bool
+) -> tuple[tuple[Conversion, ...], Conversion, Recipe]:
+    """The converter's own conversion of ``chosen`` (no methods), from one trace.
+
+    Returns:
+        The converter's outputs (the float32 reference first when ``with_reference``, or
+        when ``chosen`` is ``float32``), the final quantized conversion and the recipe as
+        kept (the nodes of ``float`` rules joined to ``float_nodes``).
+    """
+    selective = bool(chosen.float_nodes or chosen.rules)
+    # One trace for both outputs (None: the float32 defaults); float32 asks for the
+    # reference itself, converted once.
+    configures: list[Configure | None] = []
+    if with_reference or chosen.name == "float32":
+        configures.append(None)
+    if chosen.name != "float32":
+        configures.append(configure_for(chosen, selective))
+    conversions = convert_all(loaded, configures, batch_size=chosen.batch_size)
+    quantized, kept = conversions[-1], chosen
+    if selective:  # the nodes of float rules join float_nodes
+        nodes = converter_float_nodes(quantized.content, chosen, source=model_name(loaded))
+        kept = replace(chosen, float_nodes=nodes, rules=())
+        quantized = quantize_calibrated(quantized, kept, source=model_name(loaded))
+    return conversions, quantized, kept
+
+
+def _checked_float_ops(
+    loaded: Any, chosen: Recipe, kept: Recipe, content: bytes
+) -> tuple[str, ...] | None:
+    """The ops that stayed float, after checking the file keeps the recipe's promises."""
+    if not chosen.spec.integer_activations:
+        return None
+    float_ops = check_integer_model(  # check what the file really holds
+        content,
+        recipe=chosen.name,
+        input_type=chosen.input_type,
+        output_type=chosen.output_type,
+        integer_only=chosen.integer_only and not kept.float_nodes,
+        source=model_name(loaded),
+    )
+    check_kept_float(float_ops, kept, source=model_name(loaded))
+    if len(float_ops) > len(kept.float_nodes):
+        on_purpose = (
+            f", {len(kept.float_nodes)} of them kept on purpose" if kept.float_nodes else ""
+        )
+        logger.warning(
+            "%s: %d op(s) have no %s kernel and stayed float (%s%s); integer_only=True "
+            "(--integer-only) refuses such a model",
+            model_name(loaded),
+            len(float_ops) - len(kept.float_nodes),
+            chosen.name,
+            describe_float_ops(float_ops),
+            on_purpose,
+        )
+    return float_ops
 
 
 def _resolve_format(format: str | None, recipe: object) -> str:

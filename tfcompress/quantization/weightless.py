@@ -8,7 +8,8 @@ variables (``VAR_HANDLE`` + ``READ_VARIABLE``) that nothing initialises, gives a
 float file, and LiteRT then fails (``READ_VARIABLE failed to invoke``) or returns garbage.
 A genuinely stateful model initialises its variables in a ``CALL_ONCE`` subgraph with
 ``ASSIGN_VARIABLE``; a weightless one has reads and no writes. That is what is checked here,
-on the float32 conversion every :func:`tfcompress.quantize` makes.
+on the float32 conversion every :func:`tfcompress.quantize` makes (or on the quantized
+file alone, where no reference is converted: it reads the same variables).
 
 Example:
     >>> check_weights_captured(result.reference_content, "model")  # doctest: +SKIP
@@ -55,10 +56,11 @@ def uninitialised_variables(content: bytes) -> tuple[str, ...]:
 
 
 def check_weights_captured(content: bytes, model: Any) -> None:
-    """Raise when the float32 conversion of ``model`` reads variables it never sets.
+    """Raise when a conversion of ``model`` reads variables it never sets.
 
     Args:
-        content: The float32 ``.tflite`` of ``model``.
+        content: A ``.tflite`` of ``model``: its float32 reference, or the quantized file
+            where no reference was converted.
         model: The converted model (a Keras model or a :class:`SavedModelDir`), for messages.
 
     Raises:
