@@ -244,6 +244,16 @@ def test_convert_all_never_reuses_a_configured_converter(trained_cnn):
     assert len(quantized.content) < 0.35 * len(plain.content)
 
 
+def test_quantized_content_is_the_int8_file_quantize_makes(trained_cnn, mnist_split, int8_result):
+    from tfcompress.quantization.ptq import quantized_content
+
+    # Selection measures this file without converting the float32 reference it never uses.
+    conversion = quantized_content(
+        trained_cnn, recipe="int8", representative_data=mnist_split.train
+    )
+    assert conversion.content == int8_result.model_content
+
+
 def test_quantized_content_refuses_what_needs_the_reference(trained_cnn, int8_result, tmp_path):
     from tfcompress.errors import ConversionError
     from tfcompress.quantization.ptq import quantized_content

@@ -116,43 +116,6 @@ def test_each_int8_file_is_converted_once(first_run, conversions) -> None:
 
 
 @pytest.mark.slow
-def test_measured_int8_is_the_file_quantize_makes(monkeypatch) -> None:
-    from tfcompress.selection import costs
-    from tfcompress.selection.worker import resize_images
-
-    calibration = np.random.default_rng(0).uniform(0, 1, (6, 28, 28, 3)).astype(np.float32)
-    task = {
-        "candidate": {"family": "mobilenet_v2", "width": 0.35, "resolution": 32},
-        "channels": 3,
-        "num_classes": 10,
-        "seed": 7,
-        "calibration": calibration,
-        "backend": "cpu",
-        "threads": 1,
-        "runs": 3,
-        "min_seconds": 0.0,
-    }
-    built = []  # the candidate's own model: Keras numbers the layer names of a new one
-    build = costs.build_model
-
-    def keeping_the_model(task):
-        built.append(build(task))
-        return built[-1]
-
-    with monkeypatch.context() as patched:
-        made = _recording_conversions(patched)
-        patched.setattr(costs, "build_model", keeping_the_model)
-        measured = costs.measure_candidate(task)
-    assert measured["ok"], measured.get("reason")
-    assert len(made) == 1 and measured["size_bytes"] == len(made[0])  # one conversion: int8
-    # The same (perturbed) model, calibration and seed through quantize(): the same bytes.
-    quantized = tfcompress.quantize(
-        built[0], recipe="int8", representative_data=resize_images(calibration, 32), seed=7
-    )
-    assert quantized.model_content == made[0]
-
-
-@pytest.mark.slow
 def test_resume_skips_finished_work(first_run, data, workdir: Path) -> None:
     train, val = data
     again = select_model(
