@@ -18,9 +18,7 @@ def _child_pid() -> int | None:
 
 
 @pytest.mark.slow
-def test_a_second_fine_tune_reuses_the_child_and_gives_the_same_bytes(
-    gate_model_files, monkeypatch
-):
+def test_a_second_fine_tune_reuses_the_child_and_gives_the_same_bytes(gate_model_files):
     from tfcompress.samples.datasets import digits
 
     split = digits(seed=0)
@@ -35,11 +33,27 @@ def test_a_second_fine_tune_reuses_the_child_and_gives_the_same_bytes(
     warm_child._warm.process.wait()
     third = tfcompress.qat(model, train_data=train, epochs=1, isolate=True)
     assert _child_pid() not in (None, pid) and third.model_content == first.model_content
-    # TensorFlow reads its environment once: another environment needs another child.
-    pid = _child_pid()
-    monkeypatch.setenv("TF_NUM_INTEROP_THREADS", "1")
-    pruned = tfcompress.prune(model, train_data=train, epochs=2, isolate=True)
-    assert _child_pid() not in (None, pid) and pruned.model_content
+
+
+def test_another_environment_or_process_or_a_long_idle_needs_another_child(monkeypatch):
+    import os
+
+    child = warm_child._start(dict(os.environ))  # no request: it imports nothing yet
+    try:
+        assert child.usable(os.environ)
+        # TensorFlow reads its environment once: another environment needs another child.
+        assert not child.usable({**os.environ, "TF_NUM_INTEROP_THREADS": "1"})
+        # A child idle for too long may be exiting on its own: not reused.
+        monkeypatch.setattr(warm_child, "_REUSE_SECONDS", 0.0)
+        assert not child.usable(os.environ)
+        monkeypatch.undo()
+        # A forked caller has its own process: it starts its own child.
+        monkeypatch.setattr(os, "getpid", lambda: child.owner + 1)
+        assert not child.usable(os.environ)
+    finally:
+        monkeypatch.undo()
+        child.close()
+    assert child.process.returncode == 0  # closing its input ends it cleanly
 
 
 def test_the_serving_child_exits_when_its_input_closes():
