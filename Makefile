@@ -21,7 +21,7 @@ demo: install
 # processes of their own); a test file stays on one worker, so its module fixtures are
 # built once. `pytest tests/test_x.py` alone runs in this process, as usual.
 test: install lint
-	$(BIN)/python -m pytest --numprocesses auto --dist loadfile --durations=25
+	$(BIN)/python -m pytest --numprocesses auto --maxprocesses 2 --dist loadfile --durations=25
 
 lint: install
 	$(BIN)/ruff check .
