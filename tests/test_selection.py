@@ -61,22 +61,27 @@ def conversions() -> list[bytes]:
     return []
 
 
+def _search(train, val, workdir: Path):
+    """The smallest real search (see FAMILIES), in this process, working in ``workdir``."""
+    return select_model(
+        train_data=train,
+        val_data=val,
+        budgets=BUDGETS,
+        families=FAMILIES,
+        width_multipliers=WIDTHS,
+        resolutions=(32,),
+        executor=InlineExecutor(),
+        workdir=workdir,
+        **SETTINGS,
+    )
+
+
 @pytest.fixture(scope="module")
 def first_run(data, workdir, conversions):
     train, val = data
     with pytest.MonkeyPatch.context() as monkeypatch:
         made = _recording_conversions(monkeypatch)
-        result = select_model(
-            train_data=train,
-            val_data=val,
-            budgets=BUDGETS,
-            families=FAMILIES,
-            width_multipliers=WIDTHS,
-            resolutions=(32,),
-            executor=InlineExecutor(),
-            workdir=workdir,
-            **SETTINGS,
-        )
+        result = _search(train, val, workdir)
     conversions.extend(made)
     return result
 
@@ -118,17 +123,7 @@ def test_each_int8_file_is_converted_once(first_run, conversions) -> None:
 @pytest.mark.slow
 def test_resume_skips_finished_work(first_run, data, workdir: Path) -> None:
     train, val = data
-    again = select_model(
-        train_data=train,
-        val_data=val,
-        budgets=BUDGETS,
-        families=FAMILIES,
-        width_multipliers=WIDTHS,
-        resolutions=(32,),
-        executor=InlineExecutor(),
-        workdir=workdir,
-        **SETTINGS,
-    )
+    again = _search(train, val, workdir)
     assert again.settings["work"] == {"measured": 0, "trained": 0, "reused": 3}
     assert all(r.reused for r in again.candidates)
     before = {r.name: (r.measured_at, r.trained_at, r.accuracy) for r in first_run.candidates}
