@@ -34,17 +34,11 @@ from tfcompress.training import warm_child
 CALLS = 3
 
 
-def _close_warm_child() -> None:
-    if warm_child._warm is not None:
-        warm_child._warm.close()
-        warm_child._warm = None
-
-
 def _times(model: Path, train: tuple, *, isolate: bool, fresh: bool) -> tuple[list[float], set]:
     seconds, contents = [], set()
     for _ in range(CALLS):
         if fresh:
-            _close_warm_child()
+            warm_child.close_warm_child()
         start = time.perf_counter()
         result = tfcompress.qat(model, train_data=train, epochs=1, isolate=isolate)
         seconds.append(time.perf_counter() - start)
@@ -59,9 +53,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         model = build_gate_models(Path(folder))["reference"]
         fresh, fresh_bytes = _times(model, train, isolate=True, fresh=True)
-        _close_warm_child()
+        warm_child.close_warm_child()
         warm, warm_bytes = _times(model, train, isolate=True, fresh=False)
-        _close_warm_child()
+        warm_child.close_warm_child()
         inside, _ = _times(model, train, isolate=False, fresh=False)
     rows = [
         [name, *(f"{s:.1f}s" for s in times), f"{sum(times[1:]) / (CALLS - 1):.1f}s"]

@@ -104,8 +104,7 @@ def _reusable(env: Mapping[str, str]) -> _Child | None:
 def _replace(env: Mapping[str, str]) -> _Child:
     """Close this process's child, if any, and start one with ``env``."""
     global _warm
-    if _warm is not None and _warm.owner == os.getpid():
-        _warm.close()
+    close_warm_child()
     _warm = _start(env)
     return _warm
 
@@ -160,6 +159,13 @@ def _since(child: _Child, offset: int) -> bytes:
 
 
 @atexit.register
-def _close_at_exit() -> None:
+def close_warm_child() -> None:
+    """End this process's warm child, if any (at exit; the next fine-tune starts a fresh one).
+
+    Example:
+        >>> close_warm_child()
+    """
+    global _warm
     if _warm is not None and _warm.owner == os.getpid():
         _warm.close()
+    _warm = None
