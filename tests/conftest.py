@@ -121,3 +121,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("slow") is not None:
             slow[item.path] = slow.get(item.path, 0) + 1
     items.sort(key=lambda item: -slow.get(item.path, 0))  # stable: file order kept within
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _frozen_heap():
+    """Keep the cycle collector off what the run holds anyway (tfcompress/_compat/heap.py).
+
+    A full collection walks every tracked object, and the TFLite converter and Keras start
+    one per conversion and per ``clear_session()``: with TensorFlow, Keras and the session's
+    models alive, each took ~0.25 s, a sixth of test_cli_quantize.py's time. At each test
+    file's start, what the previous file left is collected and what survives (imports,
+    session fixtures) is frozen; what this file creates is collected as usual.
+    """
+    import gc
+
+    import keras  # noqa: F401  (imported here, so its objects are frozen from the first file on)
+
+    gc.collect()
+    gc.freeze()
+    yield

@@ -60,3 +60,20 @@ def test_bare_tfmot_import_does_flip_the_switch():
     """The control: without tfcompress's guard the switch flips, so the test above can fail."""
     imported, after, _ = _legacy_switch_after("import tensorflow_model_optimization", None)
     assert imported == "True" and after == "'1'"
+
+
+def test_heavy_imports_are_frozen_only_in_processes_tfcompress_owns():
+    # A user's process keeps its collector as it was; the CLI's and the fine-tuning child's
+    # freeze what importing TensorFlow and Keras left (tfcompress/_compat/heap.py).
+    code = (
+        "import gc\n"
+        "from tfcompress._compat import heap\n"
+        "from tfcompress._compat.keras import KerasFlavour, keras_module\n"
+        "heap.settle_after_import()\n"
+        "print(gc.get_freeze_count())\n"
+        "heap.own_this_process()\n"
+        "keras_module(KerasFlavour.KERAS3)\n"
+        "print(gc.get_freeze_count())\n"
+    )
+    user, owned = map(int, _run(code).splitlines()[-2:])
+    assert user == 0 and owned > 100_000

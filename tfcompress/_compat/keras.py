@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import enum
 import importlib
+import sys
 from types import ModuleType
 from typing import Any
 
+from tfcompress._compat.heap import settle_after_import
 from tfcompress._compat.tf import tensorflow
 
 
@@ -48,7 +50,12 @@ def flavour_of(obj: Any) -> KerasFlavour | None:
 def keras_module(flavour: KerasFlavour) -> ModuleType:
     """Import the Keras package of ``flavour`` (TensorFlow first, quietly)."""
     tensorflow()
-    return importlib.import_module("keras" if flavour is KerasFlavour.KERAS3 else "tf_keras")
+    name = "keras" if flavour is KerasFlavour.KERAS3 else "tf_keras"
+    if name in sys.modules:
+        return sys.modules[name]
+    module = importlib.import_module(name)
+    settle_after_import()
+    return module
 
 
 def saved_metadata_message() -> Any:

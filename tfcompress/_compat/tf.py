@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
+
+from tfcompress._compat.heap import settle_after_import
 
 
 def tensorflow() -> ModuleType:
@@ -12,4 +15,8 @@ def tensorflow() -> ModuleType:
     Example:
         >>> tf = tensorflow()  # doctest: +SKIP
     """
-    return importlib.import_module("tensorflow")
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    module = importlib.import_module("tensorflow")
+    settle_after_import()  # its import's objects live as long as the process
+    return module

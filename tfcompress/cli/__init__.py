@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import IO
 
 from tfcompress import __version__
+from tfcompress._compat.heap import own_this_process
 from tfcompress.cli._io import OneLineArgumentParser, protected_stdio
 from tfcompress.errors import TFCompressError
 
@@ -129,6 +130,7 @@ def entry() -> None:
     (``INFO: DestroyAccelerator``...): after the last line of tfcompress has been written,
     file descriptors 1 and 2 are pointed at /dev/null unless ``--verbose`` was given.
     """
+    own_this_process()  # a process of its own: heavy imports are frozen (_compat/heap.py)
     argv = sys.argv[1:]
     code = main(argv)
     sys.stdout.flush()

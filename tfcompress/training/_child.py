@@ -52,6 +52,9 @@ def main(argv: list[str]) -> int:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     _crash_for_tests()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from tfcompress._compat.heap import own_this_process
+
+    own_this_process()  # heavy imports are frozen: every request's collections walk less
     if argv[1:] == [SERVE]:
         return _serve()
     _answer(Path(argv[1]), Path(argv[2]))
