@@ -149,17 +149,17 @@ class Example:
 
 
 EXAMPLE_FILES = {
-    "quantize_mnist.py": Example(quick=False, check=_check_quantize),
+    "quantize_mnist.py": Example(quick=True, check=_check_quantize),
     "benchmark_variants.py": Example(quick=False, check=_check_benchmark),
     "qat_mnist.py": Example(quick=True, check=_check_qat),
     "prune_mnist.py": Example(quick=True, check=_check_prune),
     GATE: Example(quick=False, check=_check_gate, under_pytest=True),
     "gate_two_heads.py": Example(quick=False, check=_check_two_heads),
     "edgetpu_check.py": Example(quick=False, check=_check_edgetpu),
-    "onnx_int8.py": Example(quick=False, check=_check_onnx),
+    "onnx_int8.py": Example(quick=True, check=_check_onnx),
     "selective_int8.py": Example(quick=True, check=_check_selective),
     "ptq_methods.py": Example(quick=True, check=_check_ptq_methods),
-    "compress_mnist.py": Example(quick=False, check=_check_compress),
+    "compress_mnist.py": Example(quick=True, check=_check_compress),
     "quantize_tflite.py": Example(quick=True, check=_check_quantize_tflite),
     "zoo_mixnet.py": Example(quick=False, check=_check_zoo),
     "select_mnist.py": Example(quick=True, check=_check_select),
