@@ -6,6 +6,9 @@ the shipped-model stand-ins (``vad.*``, ``rnn.*``: tests/_shipped_models.py), or
 classifier for everything else. So ``test.npz`` is the detector's frames
 next to ``two_head.keras`` and the digits next to ``model.keras``, as in the docs.
 
+The digits models and the two-head detector are the ones conftest.py's fixtures use, built
+once per test run (tests/_shared.py) and copied into the family's folder.
+
 To add a file a doc names: add its name to a family's table below (or a builder for a new
 family). A name no family knows fails the docs test with the doc line and this file's name.
 """
@@ -19,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 # name in the docs -> name in the family's built folder
 DIGITS = {
@@ -61,6 +65,28 @@ SHIPPED = {  # tests/_shipped_models.py: a streaming model with a state, a stati
 }
 
 FAMILIES: dict[str, tuple[dict[str, str], Callable[[Path], None]]] = {}
+_RUN: list[pytest.TempPathFactory] = []  # set by share_with_the_run()
+
+
+def share_with_the_run(factory: pytest.TempPathFactory) -> None:
+    """Build the models other test files also use once per run (tests/_shared.py)."""
+    _RUN[:] = [factory]
+
+
+def _shared(name: str, build: Callable[[Path], dict[str, Path]]) -> dict[str, Path]:
+    from _shared import build_once
+
+    if not _RUN:
+        raise RuntimeError("call share_with_the_run(tmp_path_factory) first")
+    return build_once(_RUN[0], name, build)
+
+
+def _copied(paths: dict[str, Path], root: Path) -> dict[str, Path]:
+    """Copy shared files into a family's folder (commands may write next to them)."""
+    copies = {key: root / path.name for key, path in paths.items()}
+    for key, path in paths.items():
+        shutil.copyfile(path, copies[key])
+    return copies
 
 
 def family_of(tokens: list[str]) -> str:
@@ -99,7 +125,8 @@ def _digits(root: Path) -> None:
     from tfcompress.samples.gate_models import build_gate_models
     from tfcompress.targets.onnx import export_onnx, quantize_onnx_static
 
-    paths = build_gate_models(root)  # reference.keras, int8.tflite, damaged.tflite, test.npz
+    # reference.keras, int8.tflite, damaged.tflite, test.npz: the run's one build of them
+    paths = _copied(_shared("gate_models", build_gate_models), root)
     split = digits(seed=0)
     np.savez(root / "train.npz", x=split.train.x[:400], y=split.train.y[:400])
     model = tfcompress.load_model(paths["reference"])
@@ -111,7 +138,7 @@ def _digits(root: Path) -> None:
 def _two_head(root: Path) -> None:
     from tfcompress.samples.gate_models import build_two_head_models
 
-    paths = build_two_head_models(root)
+    paths = _copied(_shared("two_heads", build_two_head_models), root)
     with np.load(paths["two_head_frames"]) as frames:
         arrays = dict(frames)
     arrays["gain"] = np.repeat(arrays["gain"], 2, axis=1)  # (N, 2) for a (N, 1) input

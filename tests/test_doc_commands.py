@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 from _doc_commands import NOT_RUN, ROOT, DocCommand, collect
-from _doc_fixtures import family_of, known, place
+from _doc_fixtures import family_of, known, place, share_with_the_run
 
 from tfcompress.cli import main
 
@@ -47,6 +47,7 @@ _DONE: dict[tuple[str, str], tuple[int, str, str]] = {}  # identical commands ru
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> dict[str, Path]:
+    share_with_the_run(tmp_path_factory)  # the digits and two-head models: built once per run
     return {doc: tmp_path_factory.mktemp(Path(doc).stem) for doc in DOCS}
 
 
