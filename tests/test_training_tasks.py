@@ -55,10 +55,12 @@ def heads_data(digits):
 
 
 @pytest.fixture(scope="module")
-def two_heads(heads_data):
-    from tfcompress.samples.tasks import train_two_head, two_head_cnn
+def two_heads(two_head_files):
+    # The run's one training of it (conftest.py): build_two_head_models trains the two-head
+    # CNN 3 epochs on heads_data's training half (digits(seed=0), two_input_data(seed=0)).
+    import keras
 
-    return train_two_head(two_head_cnn(), heads_data[0], epochs=3)
+    return keras.models.load_model(two_head_files["two_head"])
 
 
 @pytest.fixture(scope="module")
