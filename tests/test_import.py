@@ -77,3 +77,24 @@ def test_heavy_imports_are_frozen_only_in_processes_tfcompress_owns():
     )
     user, owned = map(int, _run(code).splitlines()[-2:])
     assert user == 0 and owned > 100_000
+
+
+def test_sparing_collections_freezes_only_for_the_block():
+    # Collections inside walk only what the block made; nothing stays frozen afterwards, and
+    # a heap someone froze already (an owned process, a user before forking) is left as is.
+    code = (
+        "import gc\n"
+        "from tfcompress._compat.heap import sparing_collections\n"
+        "class Node: pass\n"
+        "held = [Node() for _ in range(1000)]\n"
+        "with sparing_collections():\n"
+        "    inside = gc.get_freeze_count()\n"
+        "    cycle = Node(); cycle.me = cycle; del cycle\n"
+        "    freed = gc.collect()\n"
+        "after = gc.get_freeze_count()\n"
+        "gc.freeze(); frozen = gc.get_freeze_count()\n"
+        "with sparing_collections():\n"
+        "    kept = gc.get_freeze_count()\n"
+        "print(inside >= 1000, freed >= 1, after, kept == frozen == gc.get_freeze_count())\n"
+    )
+    assert _run(code) == "True True 0 True"

@@ -1,4 +1,4 @@
-"""Keep Python's cycle collector off what importing TensorFlow leaves behind.
+"""Keep Python's cycle collector off what TensorFlow's import and the caller already hold.
 
 Importing TensorFlow and Keras leaves about 400,000 objects that live as long as the process.
 Every full collection walks all of them: the TFLite converter calls ``gc.collect()`` once per
@@ -7,18 +7,27 @@ conversion, Keras once per ``clear_session()``, and Python starts more on its ow
 the objects alive at that moment into a permanent generation the collector never walks;
 reference counting still frees them as before.
 
-This happens only in processes tfcompress owns (the CLI's entry point and the fine-tuning
-child). In a user's process a freeze would also pin whatever cyclic objects the user holds at
-that moment, which the collector could then never free; a user who wants the speed can call
-``gc.freeze()`` after their own imports.
+Two uses:
+
+* :func:`settle_after_import`: a lasting freeze after TensorFlow's and Keras' imports, only in
+  processes tfcompress owns (the CLI's entry point and the fine-tuning child). In a user's
+  process a lasting freeze would also pin whatever cyclic objects the user holds at that
+  moment, which the collector could then never free.
+* :func:`sparing_collections`: around one conversion or fine-tune in anyone's process, the
+  objects that existed before it are frozen and thawed again when it ends, so collections
+  inside walk only what the work created; nothing stays pinned. It steps aside when something
+  is frozen already (an owned process, or a user who froze their own heap before forking).
 
 Example:
-    >>> own_this_process()  # in an entry point, before anything imports TensorFlow
+    >>> with sparing_collections():
+    ...     pass  # convert, fit...
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 
 _owned = False
 
@@ -33,3 +42,16 @@ def settle_after_import() -> None:
     """Freeze everything alive now, if this process is tfcompress's own (else nothing)."""
     if _owned:
         gc.freeze()
+
+
+@contextlib.contextmanager
+def sparing_collections() -> Iterator[None]:
+    """Inside the block, collections walk only the objects created inside it."""
+    if gc.get_freeze_count():  # frozen already, by us or by the user: theirs to keep
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tfcompress._compat.heap import sparing_collections
 from tfcompress._compat.keras import KerasFlavour, flavour_of
 from tfcompress._compat.tf import tensorflow
 from tfcompress.errors import ConversionError, UnsupportedModelError
@@ -109,7 +110,7 @@ def convert_all(
         >>> reference, quantized = convert_all(model, [None, configure_int8])  # doctest: +SKIP
     """
     conversions: list[Conversion] = []
-    with _capture_warnings() as captured:
+    with sparing_collections(), _capture_warnings() as captured:
         start = time.perf_counter()
         with _traced(model, batch_size) as new_converter:
             trace_seconds = time.perf_counter() - start
