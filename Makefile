@@ -42,6 +42,7 @@ bench: install
 	$(BIN)/python benchmarks/doc_selective.py
 	$(BIN)/python benchmarks/isolation_cost.py
 	$(BIN)/python benchmarks/warm_child.py
+	$(BIN)/python benchmarks/gc_freeze.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
