@@ -13,14 +13,14 @@ Two uses:
   processes tfcompress owns (the CLI's entry point and the fine-tuning child). In a user's
   process a lasting freeze would also pin whatever cyclic objects the user holds at that
   moment, which the collector could then never free.
-* :func:`sparing_collections`: around one conversion or fine-tune in anyone's process, the
-  objects that existed before it are frozen and thawed again when it ends, so collections
-  inside walk only what the work created; nothing stays pinned. It steps aside when something
+* :func:`sparing_collections`: around one conversion (``convert_all``) in anyone's process,
+  the objects that existed before it are frozen and thawed again when it ends, so collections
+  inside walk only what the conversion created; nothing stays pinned. It steps aside when something
   is frozen already (an owned process, or a user who froze their own heap before forking).
 
 Example:
     >>> with sparing_collections():
-    ...     pass  # convert, fit...
+    ...     pass  # convert
 """
 
 from __future__ import annotations
