@@ -3,7 +3,8 @@
 Importing TensorFlow and Keras leaves about 400,000 objects that live as long as the process.
 Every full collection walks all of them: the TFLite converter calls ``gc.collect()`` once per
 conversion, Keras once per ``clear_session()``, and Python starts more on its own; on the CI's
-2-core machine each walk costs about 0.25 s, a sixth of a quantize run. ``gc.freeze()`` moves
+2-core machine each walk costs about 0.25 s, and the walks were a third of quantizing the MNIST
+CNN in a user's process (benchmarks/gc_freeze.py). ``gc.freeze()`` moves
 the objects alive at that moment into a permanent generation the collector never walks;
 reference counting still frees them as before.
 

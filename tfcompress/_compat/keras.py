@@ -7,13 +7,10 @@ after TensorFlow has been imported: ``tf.keras`` keeps meaning what the user cho
 from __future__ import annotations
 
 import enum
-import importlib
-import sys
 from types import ModuleType
 from typing import Any
 
-from tfcompress._compat.heap import settle_after_import
-from tfcompress._compat.tf import tensorflow
+from tfcompress._compat.tf import import_heavy, tensorflow
 
 
 class KerasFlavour(enum.StrEnum):
@@ -50,12 +47,7 @@ def flavour_of(obj: Any) -> KerasFlavour | None:
 def keras_module(flavour: KerasFlavour) -> ModuleType:
     """Import the Keras package of ``flavour`` (TensorFlow first, quietly)."""
     tensorflow()
-    name = "keras" if flavour is KerasFlavour.KERAS3 else "tf_keras"
-    if name in sys.modules:
-        return sys.modules[name]
-    module = importlib.import_module(name)
-    settle_after_import()
-    return module
+    return import_heavy("keras" if flavour is KerasFlavour.KERAS3 else "tf_keras")
 
 
 def saved_metadata_message() -> Any:

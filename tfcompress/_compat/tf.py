@@ -15,8 +15,19 @@ def tensorflow() -> ModuleType:
     Example:
         >>> tf = tensorflow()  # doctest: +SKIP
     """
-    if "tensorflow" in sys.modules:
-        return sys.modules["tensorflow"]
-    module = importlib.import_module("tensorflow")
-    settle_after_import()  # its import's objects live as long as the process
+    return import_heavy("tensorflow")
+
+
+def import_heavy(name: str) -> ModuleType:
+    """Import ``name`` (TensorFlow, a Keras); right after a first import, settle the heap.
+
+    The objects such an import leaves live as long as the process (``_compat/heap.py``).
+
+    Example:
+        >>> keras = import_heavy("keras")  # doctest: +SKIP
+    """
+    if name in sys.modules:
+        return sys.modules[name]
+    module = importlib.import_module(name)
+    settle_after_import()
     return module
