@@ -1,5 +1,6 @@
 """Post-training quantization on a CNN trained on real MNIST digits."""
 
+import contextlib
 import json
 
 import numpy as np
@@ -242,6 +243,33 @@ def test_convert_all_never_reuses_a_configured_converter(trained_cnn):
     float32 = convert(trained_cnn, lambda converter: None)
     assert plain.content == float32.content  # the dynamic setting did not leak into it
     assert len(quantized.content) < 0.35 * len(plain.content)
+
+
+def test_a_converter_loads_its_saved_model_once(trained_cnn, mnist_split, monkeypatch):
+    from tensorflow.python.saved_model import load as saved_model_load
+
+    from tfcompress.quantization import converter
+
+    def quantize() -> tuple[bytes, bytes, int]:
+        loads = []
+        original = saved_model_load.load_partial  # what TensorFlow's load() calls
+        monkeypatch.setattr(
+            saved_model_load,
+            "load_partial",
+            lambda *args, **kwargs: loads.append(args[0]) or original(*args, **kwargs),
+        )
+        result = tfcompress.quantize(
+            trained_cnn, recipe="int8", representative_data=mnist_split.train
+        )
+        monkeypatch.setattr(saved_model_load, "load_partial", original)
+        return result.model_content, result.reference_content, len(loads)
+
+    # float32 and int8 from one converter: one load, where TensorFlow alone makes three
+    shared = quantize()
+    monkeypatch.setattr(converter, "loads_shared", lambda loads: contextlib.nullcontext())
+    unshared = quantize()
+    assert shared[2] == 1 and unshared[2] == 3
+    assert shared[:2] == unshared[:2]  # the same files
 
 
 def test_quantized_content_is_the_int8_file_quantize_makes(trained_cnn, mnist_split, int8_result):

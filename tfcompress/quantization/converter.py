@@ -5,7 +5,9 @@ model is traced once, into a temporary SavedModel, and every output asked of it 
 reference and the quantized file of :func:`~tfcompress.quantize`) is converted from that one
 export. A converter that another conversion configured is never reused, so no setting of one
 output can leak into the next; one that converted with its defaults (the float32 reference)
-is still in its defaults and serves the next output, which saves loading the SavedModel again.
+is still in its defaults and serves the next output, which saves loading the SavedModel again;
+and a converter loads its SavedModel once, not once more per ``convert()``
+(:mod:`tfcompress._compat.tflite_loads`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from tfcompress._compat.heap import sparing_collections
 from tfcompress._compat.keras import KerasFlavour, flavour_of
 from tfcompress._compat.tf import tensorflow
+from tfcompress._compat.tflite_loads import Loads, loads_shared
 from tfcompress.errors import ConversionError, UnsupportedModelError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name, saved_model_errors
 
@@ -116,13 +119,17 @@ def convert_all(
             trace_seconds = time.perf_counter() - start
             trace_warnings = captured.take()
             converter: Any = None
+            loads: Loads = {}  # what this converter loaded: convert() reuses it
             for configure in configures:
                 start = time.perf_counter()
                 if converter is None:
-                    converter = new_converter()
+                    loads = {}
+                    with loads_shared(loads):
+                        converter = new_converter()
                 if configure is not None:
                     configure(converter)
-                content = _run(converter, model)
+                with loads_shared(loads):
+                    content = _run(converter, model)
                 if configure is not None:  # its settings must not reach the next output
                     converter = None
                 conversions.append(
