@@ -218,3 +218,54 @@ def test_tf_keras_model_is_pruned_without_bridge_changes(mnist_split):
     assert all(w.dtype == "float16" for w in result.weights)
     assert all(w.sparsity >= 0.74 for w in result.rewritten_weights)
     assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights(), strict=True))
+
+
+def test_export_saves_the_serving_function_or_else_the_whole_model(monkeypatch, tmp_path, caplog):
+    # The export's SavedModel holds the serving function and the model's variables (tf-keras
+    # traces every layer when the model itself is saved): the same .tflite as the whole
+    # model's. A function that also reads a resource outside the variables is saved whole.
+    import tensorflow as tf
+    import tf_keras
+
+    from tfcompress.models.signature import model_signature
+    from tfcompress.training import export as training_export
+
+    class Lookup(tf_keras.layers.Layer):  # a hash table: a resource that is not a variable
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            keys, values = tf.constant([0, 1], tf.int64), tf.constant([0.5, 2.0])
+            initializer = tf.lookup.KeyValueTensorInitializer(keys, values)
+            self.table = tf.lookup.StaticHashTable(initializer, default_value=1.0)
+
+        def call(self, inputs):
+            return inputs * self.table.lookup(tf.constant(1, tf.int64))
+
+    x = np.random.default_rng(0).normal(size=(16, 4)).astype("float32")
+    inputs = tf_keras.Input((4,), name="x")
+    plain = tf_keras.Model(inputs, tf_keras.layers.Dense(3, name="y")(inputs))
+    looked_up = tf_keras.Model(inputs, Lookup(name="scale")(plain(inputs)))
+
+    def exported(model):
+        signature = model_signature(model)
+        calibration = Dataset({signature.input_names[0]: x})
+        return training_export.export(model, "int8", calibration, signature=signature).content
+
+    lean = exported(plain)
+    saved_whole = []
+
+    def whole(model, serve, path, tf):
+        saved_whole.append(model.name)
+        tf.saved_model.save(model, str(path), signatures={"serving_default": serve})
+
+    with monkeypatch.context() as patched:
+        patched.setattr(training_export, "_save_serving_only", whole)
+        assert exported(plain) == lean
+    assert saved_whole == [plain.name]
+    # The serving-only save refuses the table (TFLite has no kernel for it either, so the
+    # saved folder is what is checked): saved whole, it serves what the model computes.
+    folder = tmp_path / "looked_up"
+    caplog.set_level("INFO", logger=training_export.__name__)
+    training_export._save_named(looked_up, model_signature(looked_up), folder, "looked_up")
+    serve = tf.saved_model.load(str(folder)).signatures["serving_default"]
+    np.testing.assert_allclose(serve(x=x)["scale"], looked_up(x), rtol=1e-6)
+    assert "saving the model whole" in caplog.text
