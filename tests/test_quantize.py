@@ -272,6 +272,50 @@ def test_a_converter_loads_its_saved_model_once(trained_cnn, mnist_split, monkey
     assert shared[:2] == unshared[:2]  # the same files
 
 
+def test_a_keras3_export_holds_the_serving_function_and_the_variables(
+    trained_cnn, mnist_split, monkeypatch, tmp_path, caplog
+):
+    import keras
+    import tensorflow as tf
+
+    from tfcompress._compat.litert import make_interpreter
+    from tfcompress.quantization import converter
+
+    def details(content: bytes) -> tuple[object, list[tuple[object, ...]], np.ndarray]:
+        interpreter = make_interpreter(content, num_threads=1, use_xnnpack=False)
+        tensors = [  # everything but the name
+            (t["index"], tuple(t["shape"]), t["dtype"], t["quantization"])
+            for t in interpreter.get_tensor_details()
+        ]
+        run = interpreter.get_signature_runner()
+        scores = run(input_layer=mnist_split.test.x[:16])
+        return interpreter.get_signature_list(), tensors, next(iter(scores.values()))
+
+    data = mnist_split.train
+    lean = tfcompress.quantize(trained_cnn, recipe="int8", representative_data=data)
+    with monkeypatch.context() as patched:  # model.export's SavedModel, as before
+        patched.setattr(converter, "save_serving_function", lambda *args: False)
+        archived = tfcompress.quantize(trained_cnn, recipe="int8", representative_data=data)
+    for made, before in ((lean.model_content, archived.model_content),
+                         (lean.reference_content, archived.reference_content)):  # fmt: skip
+        (signatures, tensors, scores), (signatures_0, tensors_0, scores_0) = (
+            details(made),
+            details(before),
+        )
+        assert signatures == signatures_0 and tensors == tensors_0
+        np.testing.assert_array_equal(scores, scores_0)
+        assert abs(len(made) - len(before)) <= 16  # two internal tensor names differ
+    # A model that reads a lookup table besides its variables is exported by Keras.
+    inputs = keras.Input((3,), dtype="int64", name="ids")
+    looked_up = keras.Model(inputs, keras.layers.IntegerLookup(vocabulary=[4, 7])(inputs))
+    caplog.set_level("INFO", logger=converter.__name__)
+    converter._export_keras3(looked_up, str(tmp_path / "lookup"))
+    assert "whole for conversion" in caplog.text
+    serve = tf.saved_model.load(str(tmp_path / "lookup")).signatures["serving_default"]
+    ids = np.array([[4, 7, 5]])
+    np.testing.assert_array_equal(next(iter(serve(ids=ids).values())), looked_up(ids))
+
+
 def test_quantized_content_is_the_int8_file_quantize_makes(trained_cnn, mnist_split, int8_result):
     from tfcompress.quantization.ptq import quantized_content
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +17,12 @@ from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
 from tfcompress.errors import ConversionError, InvalidInputError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel
 from tfcompress.models.signature import ModelSignature
-from tfcompress.quantization.converter import Conversion, convert, convert_all
+from tfcompress.quantization.converter import (
+    Conversion,
+    convert,
+    convert_all,
+    save_serving_function,
+)
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.runtime import default_backend
 from tfcompress.training.configs import EXPORT_RECIPES
@@ -108,7 +112,10 @@ def _save_named(model: Any, signature: ModelSignature, path: Path, name: str) ->
         return dict(zip(names, outputs, strict=True))
 
     try:
-        _save_serving_only(model, serve, path, tf)
+        # Only what the converter reads (tf-keras would trace every layer of a whole save);
+        # a function that reads more than the variables needs the whole model.
+        if not save_serving_function(model, serve, path):
+            tf.saved_model.save(model, str(path), signatures={"serving_default": serve})
     # TensorFlow raises ValueError, TypeError, its own OpErrors... while tracing or saving;
     # each becomes one typed error that names the model.
     except Exception as error:
@@ -117,28 +124,6 @@ def _save_named(model: Any, signature: ModelSignature, path: Path, name: str) ->
         raise ConversionError(
             f"could not save the fine-tuned {name!r} for conversion: {first}"
         ) from error
-
-
-def _save_serving_only(model: Any, serve: Any, path: Path, tf: Any) -> None:
-    """Save ``serve`` and the variables it reads, without the tf-keras model around them.
-
-    The converter reads only the serving signature. Saving the model object itself makes
-    tf-keras trace every layer's call for its own SavedModel metadata: two thirds of the
-    export's time for the MNIST CNN (4.5 s -> 1.5 s after QAT), for the same ``.tflite``.
-    A model whose function reads a resource its variables do not hold (a lookup table, say)
-    cannot be saved that way; it is saved whole, as before.
-    """
-    holder = tf.Module()
-    holder.model_variables = list(model.variables)
-    holder.serve = serve
-    try:
-        tf.saved_model.save(holder, str(path), signatures={"serving_default": serve})
-    # TensorFlow's refusal of an untracked resource is a ValueError or an AssertionError,
-    # depending on where it notices; the whole model is then saved, which tracks it all.
-    except (ValueError, AssertionError) as error:
-        logger.info("saving the model whole for conversion (%s)", str(error).splitlines()[0])
-        shutil.rmtree(path, ignore_errors=True)
-        tf.saved_model.save(model, str(path), signatures={"serving_default": serve})
 
 
 def export_reference(
