@@ -43,6 +43,7 @@ bench: install
 	$(BIN)/python benchmarks/isolation_cost.py
 	$(BIN)/python benchmarks/warm_child.py
 	$(BIN)/python benchmarks/gc_freeze.py
+	$(BIN)/python benchmarks/export_lean.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -208,9 +208,9 @@ def save_serving_function(model: Any, function: Any, path: str | Path) -> bool:
     The converter reads the serving signature and the variables it captures. Saving the
     model object as well (``model.export``, ``tf.saved_model.save(model)``) makes TensorFlow
     walk every layer and tf-keras trace every layer's call, for nothing the converter reads:
-    the export of MobileNetV2 0.35 took twice as long, of the MNIST CNN after QAT three times
-    (benchmarks/export_lean.py). The ``.tflite`` is the same but for the names of two internal
-    tensors (``model.export``'s second signature, an alias, renumbered them).
+    ``quantize`` of MobileNetV2 0.35 took twice as long (benchmarks/export_lean.py). The
+    ``.tflite`` is the same but for the names of two internal tensors (``model.export``'s
+    second signature, an alias, renumbered them).
 
     Args:
         model: A built Keras model (Keras 3 or tf-keras) whose variables ``function`` reads.
