@@ -76,10 +76,10 @@ def _behaviour(content: bytes, x: np.ndarray) -> tuple[object, ...]:
     return str(interpreter.get_signature_list()), tuple(tensors), tuple(outputs)
 
 
-SETTINGS = (
-    ("model.export, 3 loads", {"lean": False, "shared": False}),
-    ("model.export, 1 load", {"lean": False, "shared": True}),
-    ("serving function, 1 load", {"lean": True, "shared": True}),
+SETTINGS = (  # "a load per convert()": TensorFlow's own count, one more per converter
+    ("whole model, a load per convert()", {"lean": False, "shared": False}),
+    ("whole model, one load", {"lean": False, "shared": True}),
+    ("serving function, one load", {"lean": True, "shared": True}),
 )
 
 
@@ -135,7 +135,7 @@ def main() -> None:
             "per model and setting in one process (medians), and one QAT fine-tune per "
             "setting after an untimed one (its export is the fine-tuned tf-keras model's).",
             "",
-            format_table(["model", "call", "export, loads per converter", "wall"], rows),
+            format_table(["model", "call", "export; SavedModel loads per converter", "wall"], rows),
             "",
             "* The files made in every setting have "
             f"{'the same' if same else 'NOT the same'} signatures, tensors (names aside) and "

@@ -208,7 +208,7 @@ def save_serving_function(model: Any, function: Any, path: str | Path) -> bool:
     The converter reads the serving signature and the variables it captures. Saving the
     model object as well (``model.export``, ``tf.saved_model.save(model)``) makes TensorFlow
     walk every layer and tf-keras trace every layer's call, for nothing the converter reads:
-    ``quantize`` of MobileNetV2 0.35 took twice as long (benchmarks/export_lean.py). The
+    ``quantize`` of MobileNetV2 0.35 took 1.7 to 2.4 times as long (benchmarks/export_lean.py). The
     ``.tflite`` is the same but for the names of two internal tensors (``model.export``'s
     second signature, an alias, renumbered them).
 
@@ -280,7 +280,8 @@ def _save_tf_keras_with_batch(model: Any, export_dir: str, batch_size: int) -> N
     tf = tensorflow()
     specs, serve = _serving_function(model, batch_size)
     function = tf.function(serve, input_signature=specs)
-    tf.saved_model.save(model, export_dir, signatures={"serving_default": function})
+    if not save_serving_function(model, function, export_dir):
+        tf.saved_model.save(model, export_dir, signatures={"serving_default": function})
 
 
 def _resave_with_batch(source: SavedModelDir, export_dir: str, batch_size: int) -> None:
