@@ -4,9 +4,10 @@ LiteRT aborts with ``malloc_consolidate(): invalid chunk size`` on some int8 LST
 second invoke; an ONNX ``Loop`` whose trip count comes from the input can run for hours on
 random values. LiteRT's own benchmark tool runs one model per process for this reason, and
 so does tfcompress: an :class:`IsolatedRunner` holds its runner in a worker process
-(``_worker.py``). A crash there becomes a :class:`RuntimeCrashedError` naming the signal,
-a request that runs past its time limit a :class:`MeasurementTimeoutError`; the worker is
-stopped and the next request starts a fresh one, so the other measurements go on.
+(``_worker.py``; on Linux forked from a process that imported it once, :mod:`.zygote`). A
+crash there becomes a :class:`RuntimeCrashedError` naming the signal, a request that runs
+past its time limit a :class:`MeasurementTimeoutError`; the worker is stopped and the next
+request starts a fresh one, so the other measurements go on.
 
 Timing runs inside the worker (the loop of :func:`~tfcompress.bench.stats.measure`, as
 in-process), so the pipe between the processes is never inside a timed call.
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from tfcompress.bench.zygote import Worker, start_worker
 from tfcompress.errors import TFCompressError
 from tfcompress.models.feeding import FeedLayout
 from tfcompress.models.loading import model_name
@@ -111,7 +113,7 @@ class IsolatedRunner(Runner):
         self.timeout = timeout
         self.runtime = _RUNTIMES.get(backend, f"the {backend} backend")
         self._class = backend_class(backend)
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: subprocess.Popen[bytes] | Worker | None = None
         self._stderr: Any = None
         self._requests: Connection | None = None
         self._answers: Connection | None = None
@@ -205,13 +207,7 @@ class IsolatedRunner(Runner):
             str(child_out),
         ]
         try:
-            self._process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=self._stderr,
-                pass_fds=(child_in, child_out),
-            )
+            self._process = start_worker(command, fds=(child_in, child_out), stderr=self._stderr)
         except OSError as failure:
             raise TFCompressError(
                 f"cannot start the worker process that measures models safely "

@@ -1,0 +1,95 @@
+"""Measurement workers forked from a zygote: each still a process of its own, as isolated.
+
+tfcompress/bench/zygote.py keeps, per measuring process on Linux, a child that imported the
+worker's modules once and forks one worker per runner. The benchmark and gate tests run
+through it everywhere (test_shipped_models: a runtime that aborts, a hang past its limit);
+these check what the zygote itself promises.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tfcompress.bench import zygote
+from tfcompress.bench.isolation import IsolatedRunner, RuntimeCrashedError
+from tfcompress.models import load_model
+from tfcompress.runtime import create_runner
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the zygote forks: Linux only")
+
+
+@pytest.fixture(scope="module")
+def model(gate_model_files: dict[str, Path]):
+    return load_model(gate_model_files["int8"])
+
+
+@pytest.fixture
+def x() -> np.ndarray:
+    from tfcompress.samples.datasets import digits
+
+    return digits(seed=0).test.x[:3]
+
+
+def _parent(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1])
+
+
+def test_each_runner_is_a_worker_of_its_own_forked_by_one_zygote(model, x):
+    with create_runner(model) as here:
+        expected = here.run(x)
+    pids = []
+    for _ in range(3):
+        with IsolatedRunner(model, backend="cpu") as runner:
+            for name, values in runner.run(x).items():
+                np.testing.assert_array_equal(values, expected[name])
+            pids.append(runner._process.pid)
+            assert _parent(runner._process.pid) == zygote._zygote.process.pid
+    assert len(set(pids)) == 3  # one process per runner, as without the zygote
+
+
+def test_a_killed_worker_is_a_crash_naming_its_signal_and_the_next_one_starts(model, x):
+    runner = IsolatedRunner(model, backend="cpu")
+    first = zygote._zygote.process.pid
+    os.kill(runner._process.pid, signal.SIGKILL)
+    with pytest.raises(RuntimeCrashedError, match="killed by SIGKILL"):
+        runner.run(x)
+    assert runner.run(x)  # a fresh worker, from the same zygote
+    assert zygote._zygote.process.pid == first
+    runner.close()
+
+
+def test_a_changed_environment_gets_a_zygote_that_has_it(model, monkeypatch):
+    with IsolatedRunner(model, backend="cpu"):
+        before = zygote._zygote.process.pid
+    monkeypatch.setenv("TFC_ZYGOTE_TEST", "seen")
+    with IsolatedRunner(model, backend="cpu") as runner:
+        assert zygote._zygote.process.pid != before
+        environ = Path(f"/proc/{runner._process.pid}/environ").read_bytes().split(b"\0")
+        assert b"TFC_ZYGOTE_TEST=seen" in environ
+
+
+def test_a_dead_zygote_is_replaced(model, x):
+    with IsolatedRunner(model, backend="cpu"):
+        dead = zygote._zygote.process
+    dead.kill()
+    dead.wait()
+    with IsolatedRunner(model, backend="cpu") as runner:
+        assert runner.run(x)
+        assert zygote._zygote.process.pid != dead.pid
+
+
+def test_without_a_zygote_workers_start_as_fresh_interpreters(model, x, monkeypatch):
+    monkeypatch.setattr(zygote, "_zygote", None)
+    monkeypatch.setattr(zygote, "_failed", set())
+    monkeypatch.setattr(zygote, "_BOOTSTRAP", "import sys; sys.exit(3)")  # never ready
+    with IsolatedRunner(model, backend="cpu") as runner:
+        assert runner.run(x)
+        assert type(runner._process).__name__ == "Popen"
+    assert zygote._zygote is None and len(zygote._failed) == 1
