@@ -75,6 +75,14 @@ def test_a_changed_environment_gets_a_zygote_that_has_it(model, monkeypatch):
         assert b"TFC_ZYGOTE_TEST=seen" in environ
 
 
+def test_the_next_test_of_a_suite_keeps_the_zygote(model, monkeypatch):
+    with IsolatedRunner(model, backend="cpu"):
+        before = zygote._zygote.process.pid
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_other.py::test_next (call)")
+    with IsolatedRunner(model, backend="cpu"):
+        assert zygote._zygote.process.pid == before
+
+
 def test_a_dead_zygote_is_replaced(model, x):
     with IsolatedRunner(model, backend="cpu"):
         dead = zygote._zygote.process

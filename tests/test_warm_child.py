@@ -43,6 +43,8 @@ def test_another_environment_or_process_or_a_long_idle_needs_another_child(monke
         assert child.usable(os.environ)
         # TensorFlow reads its environment once: another environment needs another child.
         assert not child.usable({**os.environ, "TF_NUM_INTEROP_THREADS": "1"})
+        # pytest names the current test in the environment: a suite's next test reuses it.
+        assert child.usable({**os.environ, "PYTEST_CURRENT_TEST": "t.py::other (call)"})
         # A child idle for too long may be exiting on its own: not reused.
         monkeypatch.setattr(warm_child, "_REUSE_SECONDS", 0.0)
         assert not child.usable(os.environ)

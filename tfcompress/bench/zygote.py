@@ -12,7 +12,8 @@ holding one model; only its start is cheaper.
 The zygote is private to tfcompress (``multiprocessing``'s forkserver is one per program
 and would run the caller's ``__main__`` again). It starts with the caller's environment,
 import path and working folder, and a caller that changed any of them (or forked) gets a
-fresh zygote, so a worker always starts from what a fresh interpreter would have seen.
+fresh zygote, so a worker always starts from what a fresh interpreter would have seen
+(pytest's ``PYTEST_CURRENT_TEST`` aside, :mod:`tfcompress._environ`).
 The zygote reaps its workers and reports each exit status (a signal is ``-N``, as
 :class:`subprocess.Popen` reports it), which the caller reads from a pipe of its own.
 Where there is no zygote (not Linux, or it could not start), workers start as fresh
@@ -42,6 +43,8 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
+
+from tfcompress._environ import settled
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +184,7 @@ def start_worker(
 
 
 def _key() -> tuple[Any, ...]:
-    return (os.getpid(), os.getcwd(), tuple(sys.path), tuple(sorted(os.environ.items())))
+    return (os.getpid(), os.getcwd(), tuple(sys.path), tuple(sorted(settled(os.environ).items())))
 
 
 def _current() -> _Zygote | None:

@@ -11,6 +11,8 @@ global state between requests. The child exits when its parent closes its standa
 What isolation promises is unchanged: a crash kills only the child (the caller sees its
 signal, and the next request starts a fresh one); a changed environment (``TF_ENABLE_ONEDNN_OPTS``
 and the rest are read when TensorFlow is imported) or a forked caller gets a fresh child.
+Only pytest's ``PYTEST_CURRENT_TEST``, which names the running test, is not compared
+(:mod:`tfcompress._environ`): a suite of gates that fine-tune shares one child.
 
 Example:
     >>> done = run_warm(request_path, reply_path, os.environ)  # doctest: +SKIP
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, cast
 
+from tfcompress._environ import settled
 from tfcompress.training._child import IDLE_SECONDS, SERVE
 
 #: Reuse a child only well inside its idle limit, so it never exits under a request.
@@ -53,7 +56,7 @@ class _Child:
         return (
             self.owner == os.getpid()
             and self.process.poll() is None
-            and self.env == dict(env)
+            and self.env == settled(env)
             and time.monotonic() - self.last_used < _REUSE_SECONDS
         )
 
@@ -148,7 +151,7 @@ def _start(env: Mapping[str, str]) -> _Child:
         env=dict(env),
         text=True,
     )
-    return _Child(process, dict(env), stderr, folder)
+    return _Child(process, settled(env), stderr, folder)
 
 
 def _since(child: _Child, offset: int) -> bytes:
