@@ -65,6 +65,18 @@ def test_a_killed_worker_is_a_crash_naming_its_signal_and_the_next_one_starts(mo
     runner.close()
 
 
+def test_a_retired_zygote_still_reports_its_running_workers(model, x):
+    runner = IsolatedRunner(model, backend="cpu")
+    retired = zygote._zygote.process
+    zygote._close_zygote()  # as when the settings change while a runner is open
+    assert runner.run(x) and retired.poll() is None
+    os.kill(runner._process.pid, signal.SIGKILL)
+    with pytest.raises(RuntimeCrashedError, match="killed by SIGKILL"):
+        runner.run(x)
+    runner.close()
+    assert retired.wait(timeout=10) == 0  # its last worker gone, it left
+
+
 def test_a_changed_environment_gets_a_zygote_that_has_it(model, monkeypatch):
     with IsolatedRunner(model, backend="cpu"):
         before = zygote._zygote.process.pid

@@ -61,7 +61,7 @@ _BOOTSTRAP = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
     "from tfcompress.bench.zygote import serve; sys.exit(serve(int(sys.argv[2])))"
 )
-_READY_SECONDS = 60.0  # the zygote's imports, on a busy machine
+_READY_SECONDS = 60.0  # the zygote's imports (or one fork), on a busy machine
 _MESSAGE = 64
 
 
@@ -134,12 +134,9 @@ class _Zygote:
         return Worker(int(answer), status_read)
 
     def close(self) -> None:
-        self.control.close()  # the zygote exits when it reads the end of its socket
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        # The zygote reads the end of its socket, waits for its workers still running
+        # (reporting their exits), then exits; subprocess reaps it later, unwaited for.
+        self.control.close()
 
 
 _lock = threading.Lock()
@@ -222,7 +219,6 @@ def _start(key: tuple[Any, ...]) -> _Zygote | None:
         ready = ours.recv(_MESSAGE) == b"ready"
     except OSError:  # a timeout included
         ready = False
-    ours.settimeout(None)
     if not ready:
         process.kill()
         said = process.communicate()[1].decode("utf-8", errors="replace").strip()
@@ -252,7 +248,8 @@ def serve(control_fd: int) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent to handle
     control = socket.socket(fileno=control_fd)
     for module in PRELOAD:
-        importlib.import_module(module)
+        with contextlib.suppress(ImportError):  # absent: the worker resolves its runtime
+            importlib.import_module(module)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
@@ -260,15 +257,17 @@ def serve(control_fd: int) -> int:
     statuses: dict[int, int] = {}  # worker pid -> the write end of its status pipe
     control.sendall(b"ready")
     _silence_stderr()  # the parent stops reading it; each worker gets a stderr of its own
-    while True:
-        readable, _, _ = select.select([control, wake_read], [], [])
+    listening = True
+    while listening or statuses:
+        readable, _, _ = select.select([control, wake_read] if listening else [wake_read], [], [])
         if wake_read in readable:
             os.read(wake_read, 4096)
             _reap(statuses)
-        if control in readable:
+        if listening and control in readable:
             message, fds, _, _ = socket.recv_fds(control, _MESSAGE, 8)
-            if not message:
-                return 0  # the parent closed its end: its workers end with their pipes
+            if not message:  # the parent closed its end: report the last exits, then leave
+                listening = False
+                continue
             *pipes, stderr, status = fds
             pid = os.fork()
             if pid == 0:
@@ -278,6 +277,7 @@ def serve(control_fd: int) -> int:
                 os.close(fd)
             statuses[pid] = status
             control.sendall(str(pid).encode())
+    return 0
 
 
 def _reap(statuses: dict[int, int]) -> None:
