@@ -2,8 +2,9 @@
 
 ``tfcompress.benchmark`` runs each native runtime in a worker process per runner (so a crash
 is an error row, and a time limit can stop a hang). The timing loop runs inside the worker,
-so latency should not move; starting the worker costs wall time once per runner. This
-script measures both on the MNIST CNN (float32 and int8 ``.tflite``, random weights: latency
+so latency should not move; starting the worker costs wall time once per runner (forked
+from the zygote on Linux; each round also times the same call with fresh interpreters,
+``TFCOMPRESS_NO_ZYGOTE=1``, for comparison). This script measures both on the MNIST CNN (float32 and int8 ``.tflite``, random weights: latency
 does not depend on them), LiteRT ``cpu`` backend, one thread, batches 1 and 8.
 
 Method: ``ROUNDS`` interleaved rounds; each round benchmarks the artifacts once in worker
@@ -21,10 +22,13 @@ docs/benchmarks.md; about four minutes on two cores).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +36,7 @@ from _markdown import machine_line, write_section
 from scipy.stats import t as t_distribution
 
 import tfcompress
+from tfcompress.bench.zygote import NO_ZYGOTE
 
 ROUNDS = 9
 BATCHES = (1, 8)
@@ -50,14 +55,29 @@ def _artifacts(folder: Path) -> dict[str, Path]:
     return paths
 
 
-def _run(paths: dict[str, Path], *, isolate: bool) -> tuple[dict, float]:
+def _run(paths: dict[str, Path], *, isolate: bool, zygote: bool = True) -> tuple[dict, float]:
+    """One benchmark call; ``zygote=False``: its workers start as fresh interpreters."""
     start = time.perf_counter()
-    result = tfcompress.benchmark(
-        paths, batch_sizes=BATCHES, threads=(1,), isolate=isolate, **TIMING
-    )
+    with _environment(NO_ZYGOTE, None if zygote else "1"):
+        result = tfcompress.benchmark(
+            paths, batch_sizes=BATCHES, threads=(1,), isolate=isolate, **TIMING
+        )
     wall = time.perf_counter() - start
     rows = {(r.artifact, r.batch): r for r in result.rows if r.ok}
     return rows, wall
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str | None) -> Iterator[None]:
+    saved = os.environ.pop(name, None)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+        if saved is not None:
+            os.environ[name] = saved
 
 
 def _interval(values: list[float], *, one_round: bool = False) -> tuple[float, float, float]:
@@ -77,20 +97,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         paths = _artifacts(Path(folder))
         _run(paths, isolate=False)  # warm this process's LiteRT and page cache once
+        _, first_wall = _run(paths, isolate=True)  # starts this process's zygote
         worker: list[dict] = []
         local: list[dict] = []
-        walls = {"worker": [], "in-process": []}
+        walls: dict[str, list[float]] = {"worker": [], "in-process": [], "fresh": []}
         for round_ in range(ROUNDS):
             order = (True, False) if round_ % 2 == 0 else (False, True)
             for isolate in order:
                 rows, wall = _run(paths, isolate=isolate)
                 (worker if isolate else local).append(rows)
                 walls["worker" if isolate else "in-process"].append(wall)
+            walls["fresh"].append(_run(paths, isolate=True, zygote=False)[1])
     lines = [
         "## Measuring in worker processes: what the isolation costs",
         "",
         "Each native runtime measures in a worker process of its own (a crash is an error row; "
-        "a time limit stops a hang). Script: `benchmarks/isolation_cost.py`.",
+        "a time limit stops a hang), forked on Linux from a zygote that imported the worker's "
+        "modules once (`tfcompress/bench/zygote.py`). Script: `benchmarks/isolation_cost.py`.",
         "",
         f"Machine: {machine_line()}. LiteRT `cpu` backend, 1 thread, {ROUNDS} interleaved "
         f"rounds of `tfcompress.benchmark(..., isolate=True/False)` with runs="
@@ -127,14 +150,20 @@ def main() -> None:
             f"| {verdict} |"
         )
     runners = len(local[0]) // len(BATCHES)
-    wall_worker, wall_local = (statistics.median(walls[k]) for k in ("worker", "in-process"))
+    wall_worker, wall_local, wall_fresh = (
+        statistics.median(walls[k]) for k in ("worker", "in-process", "fresh")
+    )
     per_runner = (wall_worker - wall_local) / runners
+    per_fresh = (wall_fresh - wall_local) / runners
     lines += [
         "",
         f"Wall time of one benchmark call ({runners} runners, {len(local[0])} rows), median "
         f"over the rounds: {wall_worker:.2f} s in workers, {wall_local:.2f} s in-process: "
-        f"{per_runner * 1000:.0f} ms more per runner (starting its worker process and "
-        "loading the model there).",
+        f"{per_runner * 1000:.0f} ms more per runner (forking its worker and loading the "
+        f"model there). With `TFCOMPRESS_NO_ZYGOTE=1` (each worker a fresh interpreter, as "
+        f"before the zygote), in the same rounds: {wall_fresh:.2f} s, "
+        f"{per_fresh * 1000:.0f} ms more per runner. The first call in the process, which "
+        f"starts the zygote, took {first_wall:.2f} s.",
         "",
         f"p50 shift verdicts: {verdicts.count('within')} of {len(verdicts)} rows within the "
         f"harness's own interval, {verdicts.count('overlaps')} overlapping it, "

@@ -105,6 +105,13 @@ def test_a_dead_zygote_is_replaced(model, x):
         assert zygote._zygote.process.pid != dead.pid
 
 
+def test_no_zygote_when_the_environment_says_so(model, x, monkeypatch):
+    monkeypatch.setenv(zygote.NO_ZYGOTE, "1")
+    with IsolatedRunner(model, backend="cpu") as runner:
+        assert runner.run(x)
+        assert type(runner._process).__name__ == "Popen"
+
+
 def test_without_a_zygote_workers_start_as_fresh_interpreters(model, x, monkeypatch):
     monkeypatch.setattr(zygote, "_zygote", None)
     monkeypatch.setattr(zygote, "_failed", set())

@@ -16,8 +16,8 @@ fresh zygote, so a worker always starts from what a fresh interpreter would have
 (pytest's ``PYTEST_CURRENT_TEST`` aside, :mod:`tfcompress._environ`).
 The zygote reaps its workers and reports each exit status (a signal is ``-N``, as
 :class:`subprocess.Popen` reports it), which the caller reads from a pipe of its own.
-Where there is no zygote (not Linux, or it could not start), workers start as fresh
-interpreters, as before.
+Where there is no zygote (not Linux, ``TFCOMPRESS_NO_ZYGOTE=1``, or it could not start),
+workers start as fresh interpreters, as before.
 
 Example:
     >>> worker = start_worker([sys.executable, "-P", "-c", BOOTSTRAP, PATHS, "5", "6"],
@@ -57,6 +57,8 @@ PRELOAD = (
     "tfcompress.runtime.litert",
     "ai_edge_litert.interpreter",
 )
+#: Set to 1 to start every worker as a fresh interpreter (a backend that cannot be forked).
+NO_ZYGOTE = "TFCOMPRESS_NO_ZYGOTE"
 _BOOTSTRAP = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
     "from tfcompress.bench.zygote import serve; sys.exit(serve(int(sys.argv[2])))"
@@ -161,7 +163,7 @@ def start_worker(
     Raises:
         OSError: No process could be started.
     """
-    if sys.platform == "linux":
+    if sys.platform == "linux" and os.environ.get(NO_ZYGOTE, "") in {"", "0"}:
         with _lock:
             zygote = _current()
             if zygote is not None:
