@@ -19,9 +19,20 @@ import pytest
 from tfcompress.bench import zygote
 from tfcompress.bench.isolation import IsolatedRunner, RuntimeCrashedError
 from tfcompress.models import load_model
+from tfcompress.runtime import base as runtime_base
 from tfcompress.runtime import create_runner
+from tfcompress.runtime.litert import LiteRTRunner
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the zygote forks: Linux only")
+
+
+class DrawingRunner(LiteRTRunner):
+    """LiteRT's runner, whose details include a draw from NumPy's global generator."""
+
+    backend = "drawing"
+
+    def details(self) -> dict[str, object]:
+        return {**super().details(), "draw": float(np.random.random())}
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +63,17 @@ def test_each_runner_is_a_worker_of_its_own_forked_by_one_zygote(model, x):
             pids.append(runner._process.pid)
             assert _parent(runner._process.pid) == zygote._zygote.process.pid
     assert len(set(pids)) == 3  # one process per runner, as without the zygote
+
+
+def test_each_worker_seeds_numpy_anew_as_a_fresh_interpreter_would(model, monkeypatch):
+    # Forked workers share the zygote's memory: a generator seeded there would repeat.
+    monkeypatch.setitem(runtime_base._REGISTRY, "drawing", DrawingRunner)
+    draws = set()
+    for _ in range(2):
+        with IsolatedRunner(model, backend="drawing") as runner:
+            draws.add(runner.details()["draw"])
+            assert _parent(runner._process.pid) == zygote._zygote.process.pid
+    assert len(draws) == 2
 
 
 def test_a_killed_worker_is_a_crash_naming_its_signal_and_the_next_one_starts(model, x):

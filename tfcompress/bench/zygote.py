@@ -128,11 +128,13 @@ class _Zygote:
         try:
             socket.send_fds(self.control, [b"fork"], [*fds, stderr, status_write])
             answer = self.control.recv(_MESSAGE)
+            if not answer.isdigit():  # b"": it died; else the words of its failed fork
+                raise OSError(f"the zygote did not fork ({answer[:60]!r})")
+        except OSError:
+            os.close(status_read)
+            raise
         finally:
             os.close(status_write)
-        if not answer.isdigit():
-            os.close(status_read)
-            raise OSError(f"the zygote did not fork ({answer[:40]!r})")
         return Worker(int(answer), status_read)
 
     def close(self) -> None:
@@ -152,8 +154,7 @@ def start_worker(
     """Start the worker ``command`` would start, forked from the zygote where there is one.
 
     Args:
-        command: ``[python, "-P", "-c", BOOTSTRAP, SYS_PATH, *fds]``: the worker as a fresh
-            interpreter would run it; only the fds (last) are read when forking.
+        command: The worker as a fresh interpreter runs it, where there is no zygote.
         fds: The worker's ends of its pipes (the caller closes its copies afterwards).
         stderr: Where the worker writes its last words.
 
@@ -227,8 +228,8 @@ def _start(key: tuple[Any, ...]) -> _Zygote | None:
         logger.debug("the zygote did not start (%s): fresh interpreters", said[-300:])
         ours.close()
         return None
-    assert process.stderr is not None  # PIPE above; no longer read once it is ready
-    process.stderr.close()
+    if process.stderr is not None:  # PIPE above: read only if it failed to start
+        process.stderr.close()
     return _Zygote(process, ours, key)
 
 
@@ -271,7 +272,13 @@ def serve(control_fd: int) -> int:
                 listening = False
                 continue
             *pipes, stderr, status = fds
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError as error:  # out of processes or memory: the parent is told
+                for fd in fds:
+                    os.close(fd)
+                control.sendall(f"fork failed: {error.strerror}".encode()[:_MESSAGE])
+                continue
             if pid == 0:
                 zygotes = [control.fileno(), wake_read, wake_write, status, *statuses.values()]
                 _become_worker(pipes, stderr, zygotes)
@@ -314,6 +321,8 @@ def _become_worker(pipes: list[int], stderr: int, zygotes: list[int]) -> None:
             os.close(fd)
         os.dup2(stderr, 2)
         os.close(stderr)
+        if "numpy.random" in sys.modules:  # preloaded: seed it anew, as a fresh interpreter
+            sys.modules["numpy.random"].seed()
         from tfcompress.bench._worker import main
 
         code = main(["worker", *(str(fd) for fd in pipes)])
