@@ -4,8 +4,9 @@
 is an error row, and a time limit can stop a hang). The timing loop runs inside the worker,
 so latency should not move; starting the worker costs wall time once per runner (forked
 from the zygote on Linux; each round also times the same call with fresh interpreters,
-``TFCOMPRESS_NO_ZYGOTE=1``, for comparison). This script measures both on the MNIST CNN (float32 and int8 ``.tflite``, random weights: latency
-does not depend on them), LiteRT ``cpu`` backend, one thread, batches 1 and 8.
+``TFCOMPRESS_NO_ZYGOTE=1``, for comparison). This script measures both on the MNIST CNN
+(float32 and int8 ``.tflite``, random weights: latency does not depend on them), LiteRT
+``cpu`` backend, one thread, batches 1 and 8.
 
 Method: ``ROUNDS`` interleaved rounds; each round benchmarks the artifacts once in worker
 processes and once in this process (order alternating), with the same settings. Per row
