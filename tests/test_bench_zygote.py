@@ -117,6 +117,15 @@ def test_the_next_test_of_a_suite_keeps_the_zygote(model, monkeypatch):
         assert zygote._zygote.process.pid == before
 
 
+def test_a_worker_starts_in_the_callers_folder_of_the_moment(model, tmp_path, monkeypatch):
+    with IsolatedRunner(model, backend="cpu"):
+        before = zygote._zygote.process.pid
+    monkeypatch.chdir(tmp_path)
+    with IsolatedRunner(model, backend="cpu") as runner:
+        assert zygote._zygote.process.pid == before  # the same zygote...
+        assert Path(f"/proc/{runner._process.pid}/cwd").resolve() == tmp_path.resolve()
+
+
 def test_a_dead_zygote_is_replaced(model, x):
     with IsolatedRunner(model, backend="cpu"):
         dead = zygote._zygote.process

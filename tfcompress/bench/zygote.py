@@ -11,9 +11,10 @@ holding one model; only its start is cheaper.
 
 The zygote is private to tfcompress (``multiprocessing``'s forkserver is one per program
 and would run the caller's ``__main__`` again). It starts with the caller's environment,
-import path and working folder, and a caller that changed any of them (or forked) gets a
-fresh zygote, so a worker always starts from what a fresh interpreter would have seen
-(pytest's ``PYTEST_CURRENT_TEST`` aside, :mod:`tfcompress._environ`).
+import path, and a caller that changed either (or forked) gets a fresh zygote, so a worker
+always starts from what a fresh interpreter would have seen (pytest's
+``PYTEST_CURRENT_TEST`` aside, :mod:`tfcompress._environ`); each worker starts in the
+caller's working folder of the moment (sent as an open folder, so any path works).
 The zygote reaps its workers and reports each exit status (a signal is ``-N``, as
 :class:`subprocess.Popen` reports it), which the caller reads from a pipe of its own.
 Where there is no zygote (not Linux, ``TFCOMPRESS_NO_ZYGOTE=1``, or it could not start),
@@ -125,8 +126,9 @@ class _Zygote:
 
     def fork(self, fds: Sequence[int], stderr: int) -> Worker:
         status_read, status_write = os.pipe()
+        folder = os.open(os.getcwd(), os.O_RDONLY | os.O_DIRECTORY)
         try:
-            socket.send_fds(self.control, [b"fork"], [*fds, stderr, status_write])
+            socket.send_fds(self.control, [b"fork"], [*fds, stderr, folder, status_write])
             answer = self.control.recv(_MESSAGE)
             if not answer.isdigit():  # b"": it died; else the words of its failed fork
                 raise OSError(f"the zygote did not fork ({answer[:60]!r})")
@@ -135,6 +137,7 @@ class _Zygote:
             raise
         finally:
             os.close(status_write)
+            os.close(folder)
         return Worker(int(answer), status_read)
 
     def close(self) -> None:
@@ -184,7 +187,7 @@ def start_worker(
 
 
 def _key() -> tuple[Any, ...]:
-    return (os.getpid(), os.getcwd(), tuple(sys.path), tuple(sorted(settled(os.environ).items())))
+    return (os.getpid(), tuple(sys.path), tuple(sorted(settled(os.environ).items())))
 
 
 def _current() -> _Zygote | None:
@@ -267,11 +270,11 @@ def serve(control_fd: int) -> int:
             os.read(wake_read, 4096)
             _reap(statuses)
         if listening and control in readable:
-            message, fds, _, _ = socket.recv_fds(control, _MESSAGE, 8)
+            message, fds, _, _ = socket.recv_fds(control, _MESSAGE, 9)
             if not message:  # the parent closed its end: report the last exits, then leave
                 listening = False
                 continue
-            *pipes, stderr, status = fds
+            *pipes, stderr, folder, status = fds
             try:
                 pid = os.fork()
             except OSError as error:  # out of processes or memory: the parent is told
@@ -281,8 +284,8 @@ def serve(control_fd: int) -> int:
                 continue
             if pid == 0:
                 zygotes = [control.fileno(), wake_read, wake_write, status, *statuses.values()]
-                _become_worker(pipes, stderr, zygotes)
-            for fd in (*pipes, stderr):
+                _become_worker(pipes, stderr, folder, zygotes)
+            for fd in (*pipes, stderr, folder):
                 os.close(fd)
             statuses[pid] = status
             control.sendall(str(pid).encode())
@@ -310,10 +313,12 @@ def _silence_stderr() -> None:
     os.close(devnull)
 
 
-def _become_worker(pipes: list[int], stderr: int, zygotes: list[int]) -> None:
+def _become_worker(pipes: list[int], stderr: int, folder: int, zygotes: list[int]) -> None:
     """In the forked child: drop the zygote's state, run the worker's loop, never return."""
     code = 1
     try:
+        os.fchdir(folder)  # the caller's working folder when it asked
+        os.close(folder)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter
