@@ -126,6 +126,15 @@ def test_a_worker_starts_in_the_callers_folder_of_the_moment(model, tmp_path, mo
         assert Path(f"/proc/{runner._process.pid}/cwd").resolve() == tmp_path.resolve()
 
 
+def test_a_removed_working_folder_still_gets_a_forked_worker(model, x, tmp_path, monkeypatch):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()  # as when a script's temporary folder is cleaned up under it
+    with IsolatedRunner(model, backend="cpu") as runner:
+        assert runner.run(x) and type(runner._process).__name__ == "Worker"
+
+
 def test_a_dead_zygote_is_replaced(model, x):
     with IsolatedRunner(model, backend="cpu"):
         dead = zygote._zygote.process

@@ -126,8 +126,11 @@ class _Zygote:
 
     def fork(self, fds: Sequence[int], stderr: int) -> Worker:
         status_read, status_write = os.pipe()
-        folder = os.open(os.getcwd(), os.O_RDONLY | os.O_DIRECTORY)
+        folder = -1
         try:
+            # ".", not getcwd(): a folder removed since it was entered still opens, as a fresh
+            # interpreter would still start in it.
+            folder = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
             socket.send_fds(self.control, [b"fork"], [*fds, stderr, folder, status_write])
             answer = self.control.recv(_MESSAGE)
             if not answer.isdigit():  # b"": it died; else the words of its failed fork
@@ -137,7 +140,8 @@ class _Zygote:
             raise
         finally:
             os.close(status_write)
-            os.close(folder)
+            if folder >= 0:
+                os.close(folder)
         return Worker(int(answer), status_read)
 
     def close(self) -> None:
