@@ -18,7 +18,7 @@ when the shift's interval lies inside the harness's own interval, ``outside`` wh
 outside, else ``overlaps``.
 
 Run: .venv/bin/python benchmarks/isolation_cost.py  (writes the isolation-cost section of
-docs/benchmarks.md; about four minutes on two cores).
+docs/benchmarks.md; about two minutes on two cores).
 """
 
 from __future__ import annotations
