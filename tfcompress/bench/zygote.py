@@ -2,11 +2,12 @@
 
 Each :class:`~tfcompress.bench.isolation.IsolatedRunner` holds one model in a worker process
 of its own, so a crash or a hang of the native runtime costs only that worker. Starting one
-with a fresh interpreter costs about 0.4 s of CPU (Python, NumPy, tfcompress's runtime
-modules, LiteRT) before it loads its model; a benchmark of 20 artifacts on two backends
-starts 40. So on Linux, each process that measures keeps a *zygote*: a child that imported
-all of that once and forks one worker per runner on request, as Android starts its apps and
-``multiprocessing``'s forkserver its processes. Every worker is still a process of its own,
+with a fresh interpreter costs about half a second (Python, NumPy, tfcompress's runtime
+modules, LiteRT; 494 ms against 47 ms forked, benchmarks/isolation_cost.py) before it loads
+its model; a benchmark of 20 artifacts on two backends starts 40. So on Linux, each process
+that measures keeps a *zygote*: a child that imported all of that once and forks one worker
+per runner on request, as Android starts its apps and ``multiprocessing``'s forkserver its
+processes. Every worker is still a process of its own,
 holding one model; only its start is cheaper.
 
 The zygote is private to tfcompress (``multiprocessing``'s forkserver is one per program
