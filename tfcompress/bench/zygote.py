@@ -7,8 +7,8 @@ modules, LiteRT; 494 ms against 47 ms forked, benchmarks/isolation_cost.py) befo
 its model; a benchmark of 20 artifacts on two backends starts 40. So on Linux, each process
 that measures keeps a *zygote*: a child that imported all of that once and forks one worker
 per runner on request, as Android starts its apps and ``multiprocessing``'s forkserver its
-processes. Every worker is still a process of its own,
-holding one model; only its start is cheaper.
+processes. Every worker is still a process of its own, holding one model; only its start is
+cheaper.
 
 The zygote is private to tfcompress (``multiprocessing``'s forkserver is one per program
 and would run the caller's ``__main__`` again). It starts with the caller's environment,
