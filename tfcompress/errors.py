@@ -1,7 +1,9 @@
 """Typed errors. Every message says what is wrong and what to do next.
 
 The CLI maps :attr:`TFCompressError.exit_code` to its exit status: 2 for bad usage or
-input, 1 for a check (gate, budget) that failed.
+input, 1 for a check (gate, budget) that failed. A name a model or the user controls (a
+tensor name, a ``--rule``) is shown through :func:`shown_name`: escaped and bounded, so a
+message stays one readable line.
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ __all__ = [
     "SettingUnavailableError",
     "TFCompressError",
     "UnsupportedModelError",
+    "shown_name",
 ]
+
+#: Characters of a name a message or a table shows at most (:func:`shown_name`).
+SHOWN_NAME_LIMIT = 200
 
 
 class TFCompressError(Exception):
@@ -99,3 +105,34 @@ class GateFailedError(TFCompressError, AssertionError):
     """A compressed model lost more accuracy than allowed, or missed a budget."""
 
     exit_code = 1
+
+
+def shown_name(name: object, limit: int = SHOWN_NAME_LIMIT) -> str:
+    r"""``name`` as a terminal may show it: control characters escaped, length bounded.
+
+    A model names its tensors as it likes: NUL, CR/LF and ANSI escape sequences would
+    rewrite the terminal or split a one-line message, and a 100,000-character name would
+    flood it. Control characters (C0, DEL, C1) are written as ``repr`` writes them
+    (``\x1b``, ``\n``); a longer result is cut at ``limit`` characters with an ellipsis
+    and the full length.
+
+    Args:
+        name: The name (anything else is shown as its ``str``).
+        limit: Characters kept at most before the ellipsis.
+
+    Returns:
+        The text to print, without quotes.
+
+    Example:
+        >>> shown_name("conv\x1b[31m\n")
+        'conv\\x1b[31m\\n'
+        >>> shown_name("ab" * 300, limit=6)
+        'ababab... (600 characters)'
+    """
+    text = name if isinstance(name, str) else str(name)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+    if len(text) <= limit:
+        return text
+    full = len(name) if isinstance(name, str) else len(text)
+    return f"{text[:limit]}... ({full:,} characters)"

@@ -532,6 +532,10 @@ def _tflite_only(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+#: Characters of one ``--rule`` at most (its pattern is at most 1,000).
+_RULE_LIMIT = 10_000
+
+
 def parse_rule(text: str) -> dict[str, Any]:
     """``--rule`` text as a rule dict: ``PATTERN=MODE``, ``OP:PATTERN=MODE`` or JSON.
 
@@ -544,20 +548,34 @@ def parse_rule(text: str) -> dict[str, Any]:
     """
     import json
 
-    from tfcompress.errors import InvalidInputError
+    from tfcompress.errors import InvalidInputError, shown_name
 
+    shown = shown_name(repr(text), limit=100)
+    if len(text) > _RULE_LIMIT:  # a pattern is at most 1,000 characters (rules.PATTERN_LIMIT)
+        raise InvalidInputError(
+            f"--rule {shown_name(repr(text[:40]))[:-1]}...' is {len(text):,} characters; a "
+            f"rule is at most {_RULE_LIMIT:,}."
+        )
     if text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            raise InvalidInputError(f"--rule {text!r} is not valid JSON ({error.msg}).") from None
+            raise InvalidInputError(f"--rule {shown} is not valid JSON ({error.msg}).") from None
+        except RecursionError:
+            raise InvalidInputError(
+                f"--rule {shown}: JSON nested too deep; a rule is one flat object."
+            ) from None
+        except ValueError as error:  # a number past Python's 4,300-digit limit
+            raise InvalidInputError(
+                f"--rule {shown} is not a rule's JSON ({shown_name(str(error), limit=100)})."
+            ) from None
         if not isinstance(data, dict):
-            raise InvalidInputError(f"--rule {text!r} must be a JSON object.")
+            raise InvalidInputError(f"--rule {shown} must be a JSON object.")
         return data
     where, sep, mode = text.rpartition("=")
     if not sep or not where or not mode:
         raise InvalidInputError(
-            f"--rule {text!r}: write PATTERN=MODE (e.g. dense_2=float), OP_TYPE:PATTERN=MODE "
+            f"--rule {shown}: write PATTERN=MODE (e.g. dense_2=float), OP_TYPE:PATTERN=MODE "
             "(e.g. CONV_2D:.*=int16) or a JSON object."
         )
     op_type, colon, pattern = where.partition(":")

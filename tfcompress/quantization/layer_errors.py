@@ -95,14 +95,15 @@ class LayerErrors:
 
     def table(self, limit: int | None = 10) -> str:
         """The worst ``limit`` tensors as an aligned table (all with None)."""
+        from tfcompress.errors import shown_name  # names the model chose, escaped
         from tfcompress.report.table import format_table
 
         if not self.tensors:
             return "per-tensor error vs float: no quantized tensor to compare"
         shown = self.tensors if limit is None else self.tensors[:limit]
         rows = [
-            [t.tensor, t.op_type, t.mode, f"{t.snr_db:.1f}", f"{t.cosine:.4f}", f"{t.rmse:.3g}",
-             f"{t.max_abs:.3g}"]
+            [shown_name(t.tensor, limit=80), shown_name(t.op_type, limit=40), t.mode,
+             f"{t.snr_db:.1f}", f"{t.cosine:.4f}", f"{t.rmse:.3g}", f"{t.max_abs:.3g}"]
             for t in shown
         ]  # fmt: skip
         header = ["tensor", "op", "mode", "SNR dB", "cosine", "RMSE", "max abs"]

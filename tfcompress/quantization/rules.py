@@ -21,6 +21,13 @@ Modes:
 The TFLite converter engine honours ``float`` rules (through selective quantization's
 ``denylisted_nodes``) and refuses every other mode; LiteRT Quantizer honours all of them.
 
+Op names come from the model, so matching them must not hang on a crafted one: patterns
+are RE2 expressions (``google-re2``), matched in time linear in the name, whatever the
+pattern (no backreferences or lookaround; Python's ``re`` backtracks, and ``(.*)*;x`` or
+``conv.*relu`` on a 100,000-character name would run for minutes or forever). A pattern is
+at most :data:`PATTERN_LIMIT` characters and is searched in the first :data:`SCOPE_LIMIT`
+characters of an op's scope.
+
 Example:
     >>> rule = Rule(pattern="dense_2", mode="float")
     >>> Rule.from_dict(rule.to_dict()) == rule
@@ -31,11 +38,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
 from typing import Any
 
-from tfcompress.errors import InvalidInputError
+from tfcompress.errors import InvalidInputError, MissingDependencyError, shown_name
 
-__all__ = ["ALGORITHMS", "GRANULARITIES", "MODES", "Rule", "coerce_rules"]
+__all__ = [
+    "ALGORITHMS",
+    "GRANULARITIES",
+    "MODES",
+    "PATTERN_LIMIT",
+    "SCOPE_LIMIT",
+    "Rule",
+    "coerce_rules",
+]
+
+#: Characters of a rule's pattern at most.
+PATTERN_LIMIT = 1_000
+#: Characters of an op's scope a rule's pattern is searched in (the first ones).
+SCOPE_LIMIT = 1_024
 
 MODES = ("float", "int8", "int16", "weights", "dynamic")
 GRANULARITIES = ("channel", "tensor", "block32", "block64", "block128")
@@ -55,8 +76,10 @@ class Rule:
     """What the ops matching ``pattern`` and ``op_type`` become.
 
     Attributes:
-        pattern: Regular expression searched (``re.search``) in the op's scope: its output
-            tensor names joined by ``;`` with a trailing ``;``. ``".*"`` matches every op.
+        pattern: Regular expression (RE2 syntax, at most :data:`PATTERN_LIMIT` characters)
+            searched in the op's scope: its output tensor names joined by ``;`` with a
+            trailing ``;`` (its first :data:`SCOPE_LIMIT` characters). ``".*"`` matches
+            every op.
         op_type: TFLite op type (``CONV_2D``, ``FULLY_CONNECTED``...) or ``"*"`` for any.
         mode: ``float``, ``int8``, ``int16``, ``weights`` or ``dynamic`` (see the module).
         weight_bits: 8 or 4 (``int16`` takes 8 only; ignored by ``float``).
@@ -82,20 +105,11 @@ class Rule:
     algorithm: str = "min_max"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.pattern, str) or not self.pattern:
-            raise InvalidInputError(
-                f"a rule's pattern must be a non-empty regular expression, got {self.pattern!r}."
-            )
-        try:
-            re.compile(self.pattern)
-        except re.error as error:
-            raise InvalidInputError(
-                f"rule pattern {self.pattern!r} is not a valid regular expression ({error})."
-            ) from None
+        _compiled(self.pattern)
         if not isinstance(self.op_type, str) or not _OP_TYPE.fullmatch(self.op_type):
             raise InvalidInputError(
                 f"a rule's op_type must be a TFLite op type such as CONV_2D or '*', got "
-                f"{self.op_type!r}."
+                f"{_shown(self.op_type)}."
             )
         _choice(self.mode, MODES, "mode")
         _choice(self.granularity, GRANULARITIES, "granularity")
@@ -123,12 +137,21 @@ class Rule:
     def matches(self, op_type: str, scope: str) -> bool:
         """The rule applies to an op of ``op_type`` whose scope is ``scope``.
 
+        The pattern is searched (RE2, linear time) in the first :data:`SCOPE_LIMIT`
+        characters of ``scope``.
+
         Example:
             >>> Rule(pattern="dense").matches("FULLY_CONNECTED", "model/dense/MatMul;")
             True
         """
-        same_type = self.op_type in ("*", op_type)
-        return same_type and re.search(self.pattern, scope) is not None
+        if self.op_type not in ("*", op_type):
+            return False
+        text = scope[:SCOPE_LIMIT]
+        try:
+            return _compiled(self.pattern).search(text) is not None
+        except UnicodeEncodeError:  # a lone surrogate (only through the Python API)
+            text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+            return _compiled(self.pattern).search(text) is not None
 
     def describe(self) -> str:
         """``int16 for FULLY_CONNECTED ops matching 'head'``."""
@@ -158,13 +181,14 @@ class Rule:
             return data
         if not isinstance(data, dict):
             raise InvalidInputError(
-                f"a rule is an object like {{'pattern': 'dense_2', 'mode': 'float'}}, got {data!r}."
+                "a rule is an object like {'pattern': 'dense_2', 'mode': 'float'}, got "
+                f"{_shown(data)}."
             )
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
             raise InvalidInputError(
-                f"unknown rule fields {sorted(unknown)}; allowed: {sorted(known)}."
+                f"unknown rule fields {_shown(sorted(unknown, key=str))}; allowed: {sorted(known)}."
             )
         return cls(**data)
 
@@ -181,7 +205,7 @@ def coerce_rules(rules: Any) -> tuple[Rule, ...]:
     """
     if isinstance(rules, str | dict) or not isinstance(rules, list | tuple):
         raise InvalidInputError(
-            f"rules must be a list of rules, got {rules!r}; e.g. "
+            f"rules must be a list of rules, got {_shown(rules)}; e.g. "
             "[{'pattern': 'dense_2', 'mode': 'float'}]."
         )
     return tuple(Rule.from_dict(rule) for rule in rules)
@@ -190,5 +214,48 @@ def coerce_rules(rules: Any) -> tuple[Rule, ...]:
 def _choice(value: Any, allowed: tuple[str, ...], what: str) -> None:
     if value not in allowed:
         raise InvalidInputError(
-            f"unknown rule {what} {value!r}; choose one of {', '.join(allowed)}."
+            f"unknown rule {what} {_shown(value)}; choose one of {', '.join(allowed)}."
         )
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` bounded for a one-line message (a value can be a huge JSON object)."""
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # nested too deep, an int too long to print
+        text = f"<{type(value).__name__}>"
+    return shown_name(text, limit=100)
+
+
+def _compiled(pattern: Any) -> Any:
+    """``pattern`` compiled by RE2 (linear-time matching), or the error that says why not."""
+    if not isinstance(pattern, str) or not pattern:
+        raise InvalidInputError(
+            f"a rule's pattern must be a non-empty regular expression, got {_shown(pattern)}."
+        )
+    return _compiled_text(pattern)
+
+
+@lru_cache(maxsize=256)
+def _compiled_text(pattern: str) -> Any:
+    if len(pattern) > PATTERN_LIMIT:
+        raise InvalidInputError(
+            f"rule pattern {_shown(pattern[:40])[:-1]}...' is {len(pattern):,} characters; a "
+            f"pattern is at most {PATTERN_LIMIT:,}."
+        )
+    try:
+        import re2
+    except ImportError:
+        raise MissingDependencyError("rules are matched with RE2: pip install google-re2") from None
+    options = re2.Options()
+    options.log_errors = False  # the error comes back in the exception, not on stderr
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as error:
+        why = error.args[0] if error.args else error
+        why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
+        raise InvalidInputError(
+            f"rule pattern {_shown(pattern)} is not a regular expression RE2 accepts "
+            f"({shown_name(why, limit=100)}); rules use RE2 syntax: no backreferences or "
+            "lookaround."
+        ) from None

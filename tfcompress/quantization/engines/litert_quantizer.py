@@ -45,7 +45,7 @@ from tfcompress.models.probe import probe_model
 from tfcompress.models.signature import model_signature
 from tfcompress.models.tflite_file import read_tflite
 from tfcompress.quantization.engines.check import check_against_plan
-from tfcompress.quantization.engines.plan import litert_recipe, plan_ops
+from tfcompress.quantization.engines.plan import litert_ops, litert_recipe, plan_ops
 from tfcompress.quantization.engines.prepare import prepare_float_tflite
 from tfcompress.quantization.recipes import Recipe
 
@@ -138,7 +138,7 @@ def quantize_litert(
         resolve_model(TFLiteModel(prepared.content, label=source))
     parsed = read_tflite(prepared.content, source=source)
     plan = plan_ops(parsed, recipe, source=source)
-    entries = litert_recipe(recipe)
+    entries = litert_recipe(recipe, litert_ops(parsed))  # the matched ops, not the patterns
     calibrates = recipe.spec.needs_calibration or any(r.calibrates for r in recipe.rules)
     samples = None
     if calibrates:

@@ -9,7 +9,11 @@ of the float model should become; the engines then check the written file agains
 :func:`litert_recipe` writes the LiteRT Quantizer recipe (a list of JSON-ready dicts, the
 format of its ``recipes/*.json``). LiteRT Quantizer keeps one entry list per regex, so each
 rule's regex is made unique with a comment group (``(?#rule 2)``): the rules keep their
-order whatever their patterns.
+order whatever their patterns. LiteRT Quantizer matches with Python's backtracking ``re``,
+which a crafted op name or pattern can keep busy for hours; given the model's ops, the
+recipe names the ops each rule matched (by RE2, see :mod:`tfcompress.quantization.rules`)
+as escaped, anchored literals instead of the user's pattern, which ``re`` matches in
+linear time.
 
 Example:
     >>> [entry["algorithm_key"] for entry in litert_recipe(Recipe("int8"))]
@@ -18,15 +22,17 @@ Example:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tfcompress.errors import InvalidInputError
-from tfcompress.models.tflite_file import TFLiteFile
+from tfcompress.errors import InvalidInputError, shown_name
+from tfcompress.models.tflite_file import Subgraph, TFLiteFile
 from tfcompress.quantization.recipes import Recipe
-from tfcompress.quantization.rules import ALGORITHMS, Rule
+from tfcompress.quantization.rules import ALGORITHMS, SCOPE_LIMIT, Rule
 
-__all__ = ["OpPlan", "litert_recipe", "op_scope", "plan_ops"]
+__all__ = ["OpPlan", "litert_ops", "litert_recipe", "op_scope", "plan_ops"]
 
 _BOUNDARY = frozenset({"QUANTIZE", "DEQUANTIZE"})
 _GRANULARITY = {
@@ -105,8 +111,8 @@ def plan_ops(parsed: TFLiteFile, recipe: Recipe, *, source: object = "model") ->
     for op in graph.operators:
         if op.opcode in _BOUNDARY:
             continue
-        outputs = tuple(graph.tensors[i].name for i in op.outputs if 0 <= i < len(graph.tensors))
-        scope = op_scope(outputs)
+        outputs = _names(graph, op.outputs)
+        scope = op_scope(outputs) or op_scope(_names(graph, op.inputs))  # as LiteRT Quantizer
         decided, mode = 0, base
         for k, rule in enumerate(recipe.rules, start=1):
             if rule.matches(op.opcode, scope):
@@ -123,12 +129,54 @@ def plan_ops(parsed: TFLiteFile, recipe: Recipe, *, source: object = "model") ->
     unused = [k for k, hit in enumerate(used, start=1) if not hit]
     if unused:
         rule = recipe.rules[unused[0] - 1]
-        examples = "; ".join(f"{p.op_type} {p.scope.rstrip(';')!r}" for p in plans[:3])
+        examples = "; ".join(
+            f"{p.op_type} '{shown_name(p.scope.rstrip(';'), limit=80)}'" for p in plans[:3]
+        )
         raise InvalidInputError(
             f"rule {unused[0]} ({rule.describe()}) matches no op of {source}; its ops are "
             f"named like: {examples} (see `tfcompress inspect`)."
         )
     return tuple(plans)
+
+
+def litert_ops(parsed: TFLiteFile) -> tuple[tuple[str, str], ...]:
+    """Every op LiteRT Quantizer asks its recipe about, as ``(op type, scope)``.
+
+    Every subgraph's operators, then its ``INPUT`` and ``OUTPUT`` pseudo-ops (scoped by
+    the subgraph's input and output tensor names), as LiteRT Quantizer 0.11 walks them.
+
+    Example:
+        >>> litert_ops(read_tflite(content))[-1]  # doctest: +SKIP
+        ('OUTPUT', 'StatefulPartitionedCall:0;')
+    """
+    ops = []
+    for graph in parsed.subgraphs:
+        for op in graph.operators:
+            outputs = op_scope(_names(graph, op.outputs))
+            ops.append((op.opcode, outputs or op_scope(_names(graph, op.inputs))))
+        ops.append(("INPUT", op_scope(_names(graph, graph.inputs))))
+        ops.append(("OUTPUT", op_scope(_names(graph, graph.outputs))))
+    return tuple(ops)
+
+
+def _names(graph: Subgraph, indices: Sequence[int]) -> tuple[str, ...]:
+    return tuple(graph.tensors[i].name for i in indices if 0 <= i < len(graph.tensors))
+
+
+def _literal_regex(rule: Rule, ops: Sequence[tuple[str, str]], number: int) -> str:
+    r"""A regex Python's ``re`` matches in linear time, for the scopes ``rule`` matches.
+
+    A scope longer than :data:`SCOPE_LIMIT` is matched by its first characters (all the
+    rule saw); ``\A`` makes ``re`` try the first position only.
+    """
+    scopes = {
+        re.escape(scope) + r"\Z" if len(scope) <= SCOPE_LIMIT else re.escape(scope[:SCOPE_LIMIT])
+        for op_type, scope in ops
+        if rule.matches(op_type, scope)
+    }
+    if not scopes:
+        return f"(?!)(?#rule {number})"
+    return rf"\A(?:{'|'.join(sorted(scopes))})(?#rule {number})"
 
 
 def _base_mode(recipe: Recipe) -> str | None:
@@ -137,11 +185,16 @@ def _base_mode(recipe: Recipe) -> str | None:
     return None if recipe.spec.base_rule is None else recipe.spec.base_rule.mode
 
 
-def litert_recipe(recipe: Recipe) -> list[dict[str, Any]]:
+def litert_recipe(
+    recipe: Recipe, ops: Sequence[tuple[str, str]] | None = None
+) -> list[dict[str, Any]]:
     """``recipe`` (and its rules) as a LiteRT Quantizer recipe.
 
     Args:
         recipe: A recipe LiteRT Quantizer makes (``recipe.spec.engines``).
+        ops: The model's ops (:func:`litert_ops`). Given, each rule's regex is the escaped
+            scopes of the ops it matches (safe for LiteRT Quantizer's backtracking
+            ``re``); None, the rule's own pattern (a recipe to read, or for a trusted model).
 
     Returns:
         The entries, in order; empty for ``float32`` without rules.
@@ -168,7 +221,9 @@ def litert_recipe(recipe: Recipe) -> list[dict[str, Any]]:
                 entries.append(_entry(f"(?:.*)(?#blockwise {op})", op, blockwise))
     for k, rule in enumerate(recipe.rules, start=1):
         operation = _LITERT_OP_NAMES.get(rule.op_type, rule.op_type)
-        entries.append(_entry(f"(?:{rule.pattern})(?#rule {k})", operation, rule))
+        own = f"(?:{rule.pattern})(?#rule {k})"
+        regex = own if ops is None else _literal_regex(rule, ops, k)
+        entries.append(_entry(regex, operation, rule))
     if entries:  # LiteRT Quantizer quantizes the model's I/O too unless told not to
         for operation, option in (("INPUT", recipe.input_type), ("OUTPUT", recipe.output_type)):
             if option == "float32":
