@@ -234,15 +234,11 @@ def test_float32_recipe_is_the_reference_converted_once(trained_cnn):
 
 
 def test_convert_all_never_reuses_a_configured_converter(trained_cnn):
-    import tensorflow as tf
+    from tfcompress.quantization.converter import ConverterSettings, convert, convert_all
+    from tfcompress.quantization.recipes import Recipe
 
-    from tfcompress.quantization.converter import convert, convert_all
-
-    def dynamic(converter):
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-
-    quantized, plain = convert_all(trained_cnn, [dynamic, None])
-    float32 = convert(trained_cnn, lambda converter: None)
+    quantized, plain = convert_all(trained_cnn, [ConverterSettings(Recipe("dynamic")), None])
+    float32 = convert(trained_cnn, ConverterSettings(Recipe("float32")))
     assert plain.content == float32.content  # the dynamic setting did not leak into it
     assert len(quantized.content) < 0.35 * len(plain.content)
 
@@ -267,6 +263,7 @@ def test_a_converter_loads_its_saved_model_once(trained_cnn, mnist_split, monkey
         return result.model_content, result.reference_content, len(loads)
 
     # float32 and int8 from one converter: one load, where TensorFlow alone makes three
+    monkeypatch.setenv("TFCOMPRESS_IN_PROCESS", "1")  # the loads counted here, not in a child
     shared = quantize()
     monkeypatch.setattr(converter, "loads_shared", lambda loads: contextlib.nullcontext())
     unshared = quantize()

@@ -12,12 +12,22 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
 from tfcompress.errors import InvalidInputError
 
-__all__ = ["MAX_IMAGE_PIXELS", "MAX_INFLATED_BYTES", "Limit"]
+__all__ = [
+    "CHILD_MEMORY",
+    "CHILD_TIMEOUT",
+    "MAX_IMAGE_PIXELS",
+    "MAX_INFLATED_BYTES",
+    "MAX_TIMEOUT_S",
+    "Limit",
+    "MemoryLimit",
+    "TimeLimit",
+]
 
 
 @dataclass(frozen=True)
@@ -70,3 +80,116 @@ times a 50-megapixel photo, whose decoded float32 RGBA would take 1.6 GB."""
 MAX_INFLATED_BYTES = Limit("TFCOMPRESS_MAX_INFLATED_BYTES", 2**30, "bytes")
 """Bytes the compressed arrays of one ``.npz`` may inflate to: 1 GiB. Arrays stored
 uncompressed (``np.savez``) are bounded by the file's own size and are not counted."""
+
+
+#: The most seconds a time limit may name: a week (``select`` and the OS wait that long).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class TimeLimit:
+    """A time limit in seconds, read from an environment variable when it is set.
+
+    Example:
+        >>> TimeLimit("TFCOMPRESS_EXAMPLE_TIMEOUT", 60.0).seconds()
+        60.0
+    """
+
+    env: str
+    default: float
+
+    def seconds(self) -> float:
+        """The limit in force.
+
+        Raises:
+            InvalidInputError: The variable is not a finite number of seconds in
+                (0, :data:`MAX_TIMEOUT_S`].
+        """
+        text = os.environ.get(self.env, "").strip()
+        if not text:
+            return self.default
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        return self.check(value, shown=f"{self.env}={text[:40]!r}")
+
+    def check(self, value: float, *, shown: str | None = None) -> float:
+        """``value`` if it is a valid limit.
+
+        Raises:
+            InvalidInputError: It is not finite, not positive or above a week.
+        """
+        if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+            raise InvalidInputError(
+                f"{shown or f'a time limit of {value!r}'} is not a time limit: give a finite "
+                f"number of seconds above 0 and at most {MAX_TIMEOUT_S:g} (a week)."
+            )
+        return value
+
+
+CHILD_TIMEOUT = TimeLimit("TFCOMPRESS_TIMEOUT", 3600.0)
+"""Seconds one call in a child process may take (:mod:`tfcompress._child`: a conversion, a
+calibration, a layer-error report, a fine-tune): an hour by default. Past it the child is
+killed and the call is one error line."""
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """Bytes a child process may allocate; the default is a share of the machine's memory.
+
+    Example:
+        >>> MemoryLimit("TFCOMPRESS_EXAMPLE_MEMORY", 0.5).value() > 0
+        True
+    """
+
+    env: str
+    share: float
+
+    def value(self) -> int:
+        """The limit in force (at least 1 GiB).
+
+        Raises:
+            InvalidInputError: The variable is set to something that is not a whole number
+                of bytes of at least 1 GiB (``8589934592``, or with a unit: ``8GB``, ``8GiB``).
+        """
+        text = os.environ.get(self.env, "").strip()
+        if not text:
+            return max(2**30, int(physical_memory() * self.share))
+        value = _bytes(text)
+        if value is None or value < 2**30:
+            raise InvalidInputError(
+                f"{self.env} must be a number of bytes of at least 1 GiB (8589934592, 8GB or "
+                f"8GiB), got {text[:40]!r}."
+            )
+        return value
+
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+_UNITS |= {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def _bytes(text: str) -> int | None:
+    number = text.rstrip("KMGTiBb").strip()
+    unit = text[len(number) :].strip().upper()
+    if unit not in _UNITS or not number or len(number) > 20:
+        return None
+    try:
+        value = float(number)
+    except ValueError:
+        return None
+    return int(value * _UNITS[unit]) if math.isfinite(value) and value > 0 else None
+
+
+def physical_memory() -> int:
+    """The machine's memory in bytes (8 GiB where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not POSIX: a guess, stated above
+        return 8 * 2**30
+
+
+CHILD_MEMORY = MemoryLimit("TFCOMPRESS_MEMORY_LIMIT", 0.5)
+"""Bytes one child process may allocate (``RLIMIT_DATA`` on Linux: its heap and private
+mappings): half the machine's memory by default, so an allocation a model's data decides
+(a FILL sized by an input value) ends as one error line instead of taking the machine down."""

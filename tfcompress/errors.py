@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "BackendUnavailableError",
+    "ChildTimeoutError",
     "ConversionError",
     "GateFailedError",
     "InvalidArgumentTypeError",
@@ -20,6 +21,7 @@ __all__ = [
     "NativeCrashError",
     "OutputExistsError",
     "OutputLocationError",
+    "ResourceLimitError",
     "SettingUnavailableError",
     "TFCompressError",
     "UnsupportedModelError",
@@ -69,13 +71,23 @@ class ConversionError(TFCompressError):
 
 
 class NativeCrashError(TFCompressError):
-    """Native code (TensorFlow's kernels) crashed in the child process tfcompress ran it in.
+    """Native code crashed in the child process tfcompress ran it in (:mod:`tfcompress._child`).
 
-    The caller survives: the message names the signal and the known workaround. Not the
-    user's input, so the CLI exits 3, as for a bug.
+    The caller survives: the message names the signal, the child's last words and what to
+    try. Model and data bytes drive that code (a NaN weight, a huge calibration value), so it
+    is the input's error: the CLI exits 2.
     """
 
-    exit_code = 3
+
+class ChildTimeoutError(TFCompressError):
+    """Work in a child process ran past its time limit and was stopped (``TFCOMPRESS_TIMEOUT``)."""
+
+
+class ResourceLimitError(TFCompressError):
+    """A child process needed more memory than its limit, or could not be started.
+
+    The limit is ``TFCOMPRESS_MEMORY_LIMIT`` (:data:`tfcompress._limits.CHILD_MEMORY`).
+    """
 
 
 class MissingDependencyError(TFCompressError, ImportError):

@@ -141,6 +141,9 @@ def compress(
     settings = GateSettings(
         mode=mode, backend=device.gate_backend, confidence=confidence, interval=interval
     )
+    from tfcompress.quantization.converter import warm_converter
+
+    warm_converter(model)  # its child imports TensorFlow while the model loads here
     reference = resolve_model(model, safe_mode=safe_mode)
     tflite = isinstance(reference, TFLiteModel)
     if tflite:

@@ -391,10 +391,11 @@ def _worst_tensors(state: SearchState, config: PTQConfig) -> list[str]:
         return []
     from tfcompress.data.calibration import calibration_set
     from tfcompress.models.signature import model_signature
-    from tfcompress.quantization.layer_errors import MAX_SAMPLES, measure_layer_errors
+    from tfcompress.quantization.layer_errors import MAX_SAMPLES
+    from tfcompress.quantization.ptq import contained_layer_errors
 
     samples = calibration_set(
         model_signature(result.reference), state.eval_set, limit=MAX_SAMPLES, seed=config.seed
     )
-    errors = measure_layer_errors(result.reference_content, result.model_content, samples)
+    errors = contained_layer_errors(result, samples)
     return [t.tensor for t in errors.tensors]

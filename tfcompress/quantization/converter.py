@@ -33,9 +33,6 @@ from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name, sa
 
 logger = logging.getLogger(__name__)
 
-Configure = Callable[[Any], None]  # sets optimizations, representative data... on a converter
-# None instead of a Configure: the converter's defaults, i.e. the float32 conversion
-
 # What the TF 2.21 quantizer says about an op it has no integer kernel for, e.g.
 # "Quantization to 16x8-bit not yet supported for op: 'NEG'."
 _NO_KERNEL = re.compile(
@@ -67,12 +64,85 @@ class Conversion:
     warnings: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class ConverterSettings:
+    """What one conversion asks of the TFLite converter, as data that crosses to its child.
+
+    Attributes:
+        recipe: The :class:`~tfcompress.quantization.recipes.Recipe` whose converter
+            settings apply (its optimizations, types, per-channel switch).
+        calibration: Representative samples (a :class:`~tfcompress.data.dataset.Dataset`),
+            fed one at a time by input name; None when the recipe needs none.
+        calibrate_only: Stop after calibration (a float file with its ranges, quantized
+            later with nodes kept float or with edited ranges).
+        progress: Draw a bar while calibrating (on the caller's stderr).
+    """
+
+    recipe: Any
+    calibration: Any = None
+    calibrate_only: bool = False
+    progress: bool = False
+
+    def apply(self, converter: Any) -> None:
+        """Set this conversion's options on a fresh ``TFLiteConverter``."""
+        tf = tensorflow()
+        self.recipe.spec.configure(converter, self.recipe, tf)
+        if not self.recipe.per_channel:
+            converter._experimental_disable_per_channel = True  # the API's only switch
+        if self.calibration is not None:
+            calibration, progress = self.calibration, self.progress
+            converter.representative_dataset = lambda: _by_name(calibration, progress)
+        if self.calibrate_only:
+            calibrate_only(converter)
+
+
+Configure = ConverterSettings
+# None instead of settings: the converter's defaults, i.e. the float32 conversion
+
+
+def calibrate_only(converter: Any) -> None:
+    """Make ``converter`` stop after calibration, as the QuantizationDebugger does."""
+    converter.experimental_new_quantizer = True
+    converter._experimental_calibrate_only = True  # the debugger's switch; no public one
+
+
+def _by_name(data: Any, progress: bool = False) -> Iterator[Any]:
+    """Calibration samples as the converter reads them: a dict by input name for several."""
+    from tqdm.auto import tqdm
+
+    x = data.x
+    if isinstance(x, dict) and len(x) == 1:  # one input: by position, whatever its key
+        (x,) = x.values()
+    for i in tqdm(range(len(data)), desc="calibrating", unit="sample", disable=not progress):
+        if isinstance(x, dict):
+            yield {name: array[i : i + 1] for name, array in x.items()}
+        else:
+            yield [x[i : i + 1]]
+
+
+def warm_converter(model: Any) -> None:
+    """Start the converter's child now (it imports TensorFlow while the caller loads the model).
+
+    Skipped for a ``.tflite`` (LiteRT Quantizer's input: no TFLite converter runs).
+    """
+    if isinstance(model, TFLiteModel) or str(model).lower().endswith(".tflite"):
+        return
+    from tfcompress._child import prestart
+
+    prestart("tfcompress.quantization.converter:_import_converter")
+
+
+def _import_converter() -> None:
+    """What the converter's child imports before its first call."""
+    tensorflow().lite.TFLiteConverter  # noqa: B018 - the lazy module loads on first touch
+
+
 def convert(model: Any, configure: Configure) -> Conversion:
-    """Convert ``model`` to ``.tflite`` after ``configure(converter)`` sets the options.
+    """Convert ``model`` to ``.tflite`` with the options of ``configure``.
 
     Args:
         model: A Keras model (either flavour) or a :class:`SavedModelDir`.
-        configure: Sets optimizations, representative data, types... on the converter.
+        configure: Optimizations, representative data, types... for the converter.
 
     Returns:
         The flatbuffer, the wall time and the converter's warnings.
@@ -81,9 +151,10 @@ def convert(model: Any, configure: Configure) -> Conversion:
         UnsupportedModelError: ``model`` is already a ``.tflite``.
         ModelLoadError: TensorFlow cannot read the SavedModel.
         ConversionError: The converter rejected the model.
+        NativeCrashError: The converter crashed (in its child process).
 
     Example:
-        >>> conversion = convert(model, lambda converter: None)  # doctest: +SKIP
+        >>> conversion = convert(model, ConverterSettings(Recipe("float16")))  # doctest: +SKIP
     """
     return convert_all(model, [configure])[0]
 
@@ -93,11 +164,14 @@ def convert_all(
 ) -> tuple[Conversion, ...]:
     """Convert ``model`` once per entry of ``configures``, tracing the model only once.
 
+    The model is traced here, into a temporary SavedModel; the converter and its quantizer,
+    native code that the model's weights and the calibration data drive, run in a child
+    process (:mod:`tfcompress._child`), so a crash there is one error, not the caller's death.
+
     Args:
         model: A Keras model (either flavour) or a :class:`SavedModelDir`.
-        configures: One ``configure(converter)`` per output, or None for the converter's
-            defaults (float32). Every ``configure`` gets a converter no other ``configure``
-            touched.
+        configures: One :class:`ConverterSettings` per output, or None for the converter's
+            defaults (float32). Every entry gets a converter no other entry touched.
         batch_size: Trace with this static batch dimension (every shape in the file fixed,
             as the Edge TPU compiler needs); None keeps the model's own batch dimension.
 
@@ -110,48 +184,104 @@ def convert_all(
             asked of a model whose input signature cannot be read.
         ModelLoadError: TensorFlow cannot read the SavedModel.
         ConversionError: The converter rejected the model.
+        NativeCrashError: The converter crashed in its child process.
+        ChildTimeoutError: The conversion ran past its time limit (``TFCOMPRESS_TIMEOUT``).
 
     Example:
-        >>> reference, quantized = convert_all(model, [None, configure_int8])  # doctest: +SKIP
+        >>> reference, quantized = convert_all(model, [None, settings])  # doctest: +SKIP
     """
-    conversions: list[Conversion] = []
+    name = model_name(model)
     with sparing_collections(), _capture_warnings() as captured:
         start = time.perf_counter()
-        with _traced(model, batch_size) as new_converter:
+        with _traced(model, batch_size) as (path, shown, in_memory):
             trace_seconds = time.perf_counter() - start
             trace_warnings = captured.take()
-            converter: Any = None
-            loads: Loads = {}  # what this converter loaded: convert() reuses it
-            for configure in configures:
-                start = time.perf_counter()
-                if converter is None:
-                    loads = {}
-                    with loads_shared(loads):
-                        converter = new_converter()
-                if configure is not None:
-                    configure(converter)
-                with loads_shared(loads):
-                    content = _run(converter, model)
-                if configure is not None:  # its settings must not reach the next output
-                    converter = None
-                conversions.append(
-                    Conversion(
-                        bytes(content),
-                        trace_seconds + time.perf_counter() - start,
-                        trace_warnings + captured.take(),
-                    )
+            if in_memory is not None:  # a tf-keras model TensorFlow cannot save: converted here
+                made = _convert_in_memory(in_memory, list(configures), name, captured)
+            else:
+                from tfcompress._child import call
+
+                made = call(
+                    "tfcompress.quantization.converter:convert_saved_model",
+                    path,
+                    list(configures),
+                    name=name,
+                    shown=shown,
+                    what=f"the TFLite converter on {name!r}",
+                    echo=any(c is not None and c.progress for c in configures),
                 )
-    return tuple(conversions)
+    return tuple(
+        Conversion(content, trace_seconds + seconds, trace_warnings + said)
+        for content, seconds, said in made
+    )
+
+
+Made = list[tuple[bytes, float, tuple[str, ...]]]
+
+
+def convert_saved_model(
+    path: str, configures: Sequence[Configure | None], *, name: str, shown: str | None
+) -> Made:
+    """Convert the SavedModel at ``path`` once per entry (what the child of convert_all runs).
+
+    Args:
+        path: The SavedModel folder.
+        configures: Settings per output (None: float32).
+        name: The model's name, for messages.
+        shown: The folder the user named, when ``path`` is the user's own SavedModel (its
+            load errors are then the user's model's); None for our own export.
+
+    Returns:
+        ``(content, seconds, warnings)`` per entry.
+    """
+    source = None if shown is None else (Path(shown), Path(path))
+    with sparing_collections(), _capture_warnings() as captured:
+        return _convert_each(lambda: _from_saved_model(path, source), configures, name, captured)
+
+
+def _convert_in_memory(
+    model: Any, configures: list[Configure | None], name: str, captured: _Captured
+) -> Made:
+    tf = tensorflow()
+    return _convert_each(
+        lambda: tf.lite.TFLiteConverter.from_keras_model(model), configures, name, captured
+    )
+
+
+def _convert_each(
+    new_converter: Callable[[], Any],
+    configures: Sequence[Configure | None],
+    name: str,
+    captured: _Captured,
+) -> Made:
+    made: Made = []
+    converter: Any = None
+    loads: Loads = {}  # what this converter loaded: convert() reuses it
+    for configure in configures:
+        start = time.perf_counter()
+        if converter is None:
+            loads = {}
+            with loads_shared(loads):
+                converter = new_converter()
+        if configure is not None:
+            configure.apply(converter)
+        with loads_shared(loads):
+            content = _run(converter, name)
+        if configure is not None:  # its settings must not reach the next output
+            converter = None
+        made.append((bytes(content), time.perf_counter() - start, captured.take()))
+    return made
 
 
 @contextlib.contextmanager
-def _traced(model: Any, batch_size: int | None = None) -> Iterator[Callable[[], Any]]:
-    """Trace ``model`` once; yield a factory of fresh converters over that one trace.
+def _traced(model: Any, batch_size: int | None = None) -> Iterator[tuple[str, str | None, Any]]:
+    """Trace ``model`` once; yield ``(SavedModel folder, the user's folder or None, None)``.
 
-    Keras 3 models are exported with ``model.export`` and tf-keras models saved with
+    Keras 3 models are exported with their serving function and tf-keras models saved with
     ``tf.saved_model.save``: what ``from_keras_model`` does internally for each flavour, done
     once instead of once per conversion. A static ``batch_size`` re-traces the serving
-    function with that batch, for each kind of model.
+    function with that batch, for each kind of model. A tf-keras model TensorFlow cannot
+    save yields ``("", None, model)``: the converter freezes its call in this process.
     """
     tf = tensorflow()
     if isinstance(model, TFLiteModel):
@@ -159,7 +289,7 @@ def _traced(model: Any, batch_size: int | None = None) -> Iterator[Callable[[], 
             f"{model.name} is already a .tflite; quantize the original Keras model or SavedModel."
         )
     if isinstance(model, SavedModelDir) and batch_size is None:
-        yield lambda: _from_saved_model(str(model.path), model)
+        yield str(model.path), str(model.shown), None
         return
     with tempfile.TemporaryDirectory(prefix="tfcompress-export-") as export_dir:
         if isinstance(model, SavedModelDir):
@@ -168,11 +298,11 @@ def _traced(model: Any, batch_size: int | None = None) -> Iterator[Callable[[], 
             if batch_size is not None:
                 _save_tf_keras_with_batch(model, export_dir, batch_size)
             elif not _save_tf_keras(model, export_dir, tf):
-                yield lambda: tf.lite.TFLiteConverter.from_keras_model(model)
+                yield "", None, model
                 return
         else:
             _export_keras3(model, export_dir, batch_size)
-        yield lambda: _from_saved_model(export_dir, None)
+        yield export_dir, None, None
 
 
 def _export_keras3(model: Any, export_dir: str, batch_size: int | None = None) -> None:
@@ -311,12 +441,13 @@ def _resave_with_batch(source: SavedModelDir, export_dir: str, batch_size: int) 
     tf.saved_model.save(wrapper, export_dir, signatures={"serving_default": concrete})
 
 
-def _from_saved_model(path: str, source: SavedModelDir | None) -> Any:
+def _from_saved_model(path: str, source: tuple[Path, Path] | None) -> Any:
     tf = tensorflow()
     if source is None:  # our own fresh export: its errors are conversion errors
         return tf.lite.TFLiteConverter.from_saved_model(path)
     # Not around the conversion: its errors pass as conversion errors.
-    with saved_model_errors(source.shown, copy=source.path):
+    shown, copy = source
+    with saved_model_errors(shown, copy=copy):
         return tf.lite.TFLiteConverter.from_saved_model(path)
 
 
@@ -341,11 +472,11 @@ def _save_tf_keras(model: Any, export_dir: str, tf: Any) -> bool:
     return True
 
 
-def _run(converter: Any, model: Any) -> bytes:
+def _run(converter: Any, name: str) -> bytes:
     try:
         return bytes(converter.convert())
     except Exception as error:  # the converter raises ConverterError, RuntimeError...
-        raise ConversionError(_explain(error, model_name(model))) from error
+        raise ConversionError(_explain(error, name)) from error
 
 
 def _explain(error: Exception, name: str) -> str:

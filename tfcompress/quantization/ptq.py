@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
-from tqdm.auto import tqdm
-
-from tfcompress._compat.tf import tensorflow
 from tfcompress.data import DataLike, Dataset
 from tfcompress.data.calibration import calibration_for, calibration_set
 from tfcompress.data.validation import check_count
@@ -18,7 +15,13 @@ from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
-from tfcompress.quantization.converter import Configure, Conversion, convert_all
+from tfcompress.quantization.converter import (
+    Configure,
+    Conversion,
+    ConverterSettings,
+    convert_all,
+    warm_converter,
+)
 from tfcompress.quantization.engines import choose_engine, converter_float_nodes
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
 from tfcompress.quantization.layer_errors import LayerErrors
@@ -34,7 +37,6 @@ from tfcompress.quantization.recipes import (
 )
 from tfcompress.quantization.rules import Rule
 from tfcompress.quantization.selective import (
-    calibrate_only,
     check_kept_float,
     quantize_calibrated,
 )
@@ -401,6 +403,7 @@ def quantize(
         )
     if not isinstance(recipe, str | Recipe):
         raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
+    warm_converter(model)  # its child imports TensorFlow while the model loads here
     integer_only = resolve_integer_only(recipe, integer_only, float_fallback)
     io_options: dict[str, Any] = {
         "input_type": input_type,
@@ -564,11 +567,34 @@ def _litert_result(
 
 
 def _layer_errors(result: QuantizationResult, data: DataLike, seed: int) -> LayerErrors:
-    from tfcompress.quantization.layer_errors import MAX_SAMPLES, measure_layer_errors
+    from tfcompress.quantization.layer_errors import MAX_SAMPLES
 
     signature = model_signature(result.reference)
     samples = calibration_set(signature, data, limit=MAX_SAMPLES, seed=seed)
-    return measure_layer_errors(result.reference_content, result.model_content, samples)
+    return contained_layer_errors(result, samples)
+
+
+def contained_layer_errors(result: QuantizationResult, samples: Dataset) -> LayerErrors:
+    """Every quantized tensor against the float reference, run in a child process.
+
+    Both files run on the user's data, every tensor kept: native code whose allocations the
+    data can size (a FILL whose shape is an input value), so it runs where a crash or a
+    runaway allocation is one error (:mod:`tfcompress._child`).
+
+    Raises:
+        NativeCrashError: LiteRT crashed on one of the files.
+        ResourceLimitError: It allocated past the child's memory limit.
+        ChildTimeoutError: It ran past its time limit.
+    """
+    from tfcompress._child import call
+
+    return call(
+        "tfcompress.quantization.layer_errors:measure_layer_errors",
+        result.reference_content,
+        result.model_content,
+        samples,
+        what=f"the layer-error report of {model_name(result.reference)!r}",
+    )
 
 
 def _converter_result(
@@ -721,34 +747,13 @@ def _calibration_set(
 
 
 def _configure_for(calibration: Dataset | None, progress: bool) -> ConfigureFor:
-    """The converter settings of a recipe, stopping after calibration when asked."""
-    tf = tensorflow()
+    """The converter settings of a recipe, stopping after calibration when asked.
+
+    The samples are fed one at a time by input name (:class:`ConverterSettings`); the bar
+    is drawn by the converter's child, on the caller's stderr.
+    """
 
     def configure_for(recipe: Recipe, calibrate: bool) -> Configure:
-        def configure(converter: Any) -> None:
-            recipe.spec.configure(converter, recipe, tf)
-            if not recipe.per_channel:
-                converter._experimental_disable_per_channel = True  # the API's only switch
-            if calibration is not None:
-                converter.representative_dataset = lambda: _representative(calibration, progress)
-            if calibrate:  # quantized later: with nodes kept float, or edited ranges
-                calibrate_only(converter)
-
-        return configure
+        return ConverterSettings(recipe, calibration, calibrate_only=calibrate, progress=progress)
 
     return configure_for
-
-
-def _representative(calibration: Dataset, progress: bool) -> Iterator[Any]:
-    """One sample at a time: a list for a single input, a dict by input name for several.
-
-    The converter calibrates a signature's inputs by name from a dict, so several inputs
-    cannot be fed in the wrong order.
-    """
-    x = calibration.x
-    indices = tqdm(range(len(calibration)), desc="calibrating", unit="sample", disable=not progress)
-    for i in indices:
-        if isinstance(x, dict):
-            yield {name: array[i : i + 1] for name, array in x.items()}
-        else:
-            yield [x[i : i + 1]]

@@ -35,7 +35,12 @@ from tfcompress.errors import ConversionError, InvalidDataError, InvalidInputErr
 from tfcompress.models.loading import ModelLike, model_name, resolve_model
 from tfcompress.models.signature import model_signature
 from tfcompress.models.tflite_file import read_tflite
-from tfcompress.quantization.converter import Conversion, convert_all
+from tfcompress.quantization.converter import (
+    Conversion,
+    ConverterSettings,
+    calibrate_only,
+    convert_all,
+)
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.selective_names import (
     check_nodes,
@@ -165,7 +170,17 @@ def rank_layers(
         disable_per_channel=not chosen.per_channel,
         enable_numeric_verify=True,
     )
-    statistics = _debug(debug_model, samples, progress)
+    from tfcompress._child import call
+
+    # The debugger runs the model on the samples: native code the data drives.
+    statistics = call(
+        "tfcompress.quantization.selective:_debug",
+        debug_model,
+        samples,
+        progress,
+        what=f"the quantization debugger on {source!r}",
+        echo=progress,
+    )
     known = set(node_names(calibrated))
     ranking = _ranking(debug_model, statistics, known, keras_layer_names(loaded))
     logger.info("ranked %d ops of %s", len(ranking), source)
@@ -174,21 +189,8 @@ def rank_layers(
 
 def calibrated_model(model: Any, recipe: Recipe, calibration: Dataset) -> bytes:
     """The float ``.tflite`` of ``model`` with its calibrated ranges (no quantization yet)."""
-    tf = tensorflow()
-
-    def configure(converter: Any) -> None:
-        recipe.spec.configure(converter, recipe, tf)
-        converter._experimental_disable_per_channel = not recipe.per_channel
-        converter.representative_dataset = lambda: _by_name(calibration)
-        calibrate_only(converter)
-
-    return convert_all(model, [configure], batch_size=recipe.batch_size)[0].content
-
-
-def calibrate_only(converter: Any) -> None:
-    """Make ``converter`` stop after calibration, as the QuantizationDebugger does."""
-    converter.experimental_new_quantizer = True
-    converter._experimental_calibrate_only = True  # the debugger's switch; no public one
+    settings = ConverterSettings(recipe, calibration, calibrate_only=True)
+    return convert_all(model, [settings], batch_size=recipe.batch_size)[0].content
 
 
 def quantize_calibrated(conversion: Conversion, recipe: Recipe, *, source: str) -> Conversion:
@@ -209,14 +211,13 @@ def quantize_calibrated(conversion: Conversion, recipe: Recipe, *, source: str) 
     Example:
         >>> quantized = quantize_calibrated(calibrated, recipe, source="mnist")  # doctest: +SKIP
     """
-    tf = tensorflow()
     content = _mlir_quantize(
         conversion.content,
         source,
         check_nodes(conversion.content, recipe.float_nodes, source),
         disable_per_channel=not recipe.per_channel,
-        input_data_type=getattr(tf, recipe.input_type),
-        output_data_type=getattr(tf, recipe.output_type),
+        input_type=recipe.input_type,
+        output_type=recipe.output_type,
     )
     return replace(conversion, content=content)
 
@@ -236,10 +237,40 @@ def check_kept_float(float_ops: Sequence[str], recipe: Recipe, *, source: str) -
 
 
 def _mlir_quantize(calibrated: bytes, source: str, nodes: Sequence[str], **options: Any) -> bytes:
-    """The converter's MLIR quantizer, as the QuantizationDebugger calls it."""
-    tensorflow()  # the supported-version check, before reaching into TensorFlow's modules
+    """The converter's MLIR quantizer, as the QuantizationDebugger calls it, in a child process.
+
+    The quantizer is native code that the calibrated ranges and the weights drive (a NaN or a
+    range of 1e38 has crashed it): it runs where a crash is one error (:mod:`tfcompress._child`).
+    """
+    from tfcompress._child import call
+
+    return call(
+        "tfcompress.quantization.selective:mlir_quantize_here",
+        calibrated,
+        source,
+        list(nodes),
+        what=f"the TFLite quantizer on {source!r}",
+        **options,
+    )
+
+
+def mlir_quantize_here(
+    calibrated: bytes,
+    source: str,
+    nodes: Sequence[str],
+    *,
+    input_type: str | None = None,
+    output_type: str | None = None,
+    **options: Any,
+) -> bytes:
+    """:func:`_mlir_quantize` in this process (what its child runs); types by name."""
+    tf = tensorflow()  # the supported-version check, before reaching into TensorFlow's modules
     from tensorflow.lite.python.convert import mlir_quantize
 
+    if input_type is not None:
+        options["input_data_type"] = getattr(tf, input_type)
+    if output_type is not None:
+        options["output_data_type"] = getattr(tf, output_type)
     try:
         return bytes(mlir_quantize(calibrated, denylisted_nodes=list(nodes) or None, **options))
     except Exception as error:  # the quantizer raises ConverterError, RuntimeError...

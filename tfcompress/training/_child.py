@@ -46,12 +46,13 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    if sys.platform != "win32":  # a crash must not leave a core file of the user's model
-        import resource
+    from tfcompress._lifetime import prepare_child
 
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    prepare_child()  # no core file of the user's model; on Linux, die with the parent
     _crash_for_tests()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Conversions of the fine-tuned model run here: this child contains them already.
+    os.environ["TFCOMPRESS_IN_PROCESS"] = "1"
     from tfcompress._compat.heap import own_this_process
 
     own_this_process()  # heavy imports are frozen: every request's collections walk less

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from tfcompress.models.loading import SavedModelDir, TFLiteModel
 from tfcompress.models.signature import ModelSignature
 from tfcompress.quantization.converter import (
     Conversion,
+    ConverterSettings,
     convert,
     convert_all,
     save_serving_function,
@@ -145,16 +145,9 @@ def export_reference(
     return at_recipe, float32
 
 
-def _configure(recipe: str, calibration: Dataset) -> Callable[[Any], None]:
+def _configure(recipe: str, calibration: Dataset) -> ConverterSettings:
     chosen = Recipe(recipe)
-    tf = tensorflow()
-
-    def configure(converter: Any) -> None:
-        chosen.spec.configure(converter, chosen, tf)
-        if chosen.spec.needs_calibration:
-            converter.representative_dataset = lambda: _samples(calibration)
-
-    return configure
+    return ConverterSettings(chosen, calibration if chosen.spec.needs_calibration else None)
 
 
 def finish(
@@ -276,19 +269,3 @@ def _has_kernel(layer: Any) -> bool:
         hasattr(layer, attribute)
         for attribute in ("kernel", "depthwise_kernel", "pointwise_kernel")
     )
-
-
-def _samples(calibration: Dataset) -> Iterator[list[np.ndarray] | dict[str, np.ndarray]]:
-    """One sample at a time: a list for a single input, a dict by input name for several."""
-    x = calibration.x
-    if not isinstance(x, dict):
-        for sample in x:
-            yield [sample[np.newaxis]]
-        return
-    if len(x) == 1:
-        (only,) = x.values()
-        for sample in only:
-            yield [sample[np.newaxis]]
-        return
-    for index in range(len(calibration)):
-        yield {name: array[index : index + 1] for name, array in x.items()}

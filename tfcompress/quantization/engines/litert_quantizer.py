@@ -129,7 +129,7 @@ def quantize_litert(
         ...     representative_data="calib.npz").content[:8]  # doctest: +SKIP
     """
     _check_options(recipe)
-    quantizer = litert_quantizer_module()
+    litert_quantizer_module()  # missing: one line naming the install, before any work
     source = model_name(model)
     started = time.monotonic()
     reference = _float_tflite(model, recipe)
@@ -155,7 +155,20 @@ def quantize_litert(
         if prepared.custom_ops:
             _check_runs(prepared.content, prepared.custom_ops, source)
     if entries:
-        content = _run(quantizer, prepared, entries, samples, source, progress)
+        from tfcompress._child import call
+
+        # Calibration runs the model on the user's data (native code the data steers, whose
+        # allocations it can size): in a child process, with its time and memory limits.
+        content = call(
+            "tfcompress.quantization.engines.litert_quantizer:_run_here",
+            prepared,
+            entries,
+            samples,
+            source,
+            progress,
+            what=f"LiteRT Quantizer on {source!r}",
+            echo=progress,
+        )
     else:  # float32 without rules: the prepared float model is the artifact
         content = prepared.content
     seconds = time.monotonic() - started
@@ -200,6 +213,13 @@ def _float_tflite(model: Any, recipe: Recipe) -> bytes:
     from tfcompress.quantization.converter import convert_all
 
     return convert_all(model, [None], batch_size=recipe.batch_size)[0].content
+
+
+def _run_here(
+    prepared: Any, entries: list[dict[str, Any]], samples: Any, source: str, progress: bool
+) -> bytes:
+    """Calibrate and quantize in this process (what the child of :func:`quantize_litert` runs)."""
+    return _run(litert_quantizer_module(), prepared, entries, samples, source, progress)
 
 
 def _run(

@@ -1,0 +1,132 @@
+"""The one child-process mechanism (tfcompress/_child.py): results, errors, crashes, limits.
+
+Every native call that model or data bytes can drive (conversion, the MLIR quantizer, LiteRT
+Quantizer's calibration, layer-error reports) goes through ``_child.call``; these tests pin
+what a caller sees when the child answers, raises, crashes, hangs or allocates too much.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tfcompress import _child
+from tfcompress.errors import (
+    ChildTimeoutError,
+    InvalidInputError,
+    NativeCrashError,
+    ResourceLimitError,
+)
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("tfcompress-"))
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch):
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    yield folder
+    _child.close_warm_child()
+
+
+def test_a_call_returns_its_result_and_a_warm_child_serves_the_next(private_tmp):
+    first = _child.call("os:getpid", what="asking the pid")
+    assert first != os.getpid()
+    assert _child.call("os:getpid", what="asking again") == first  # the same warm child
+    assert _child.call("os:getpid", what="a child of its own", warm=False) != first
+
+
+def test_a_typed_error_crosses_as_it_was(private_tmp):
+    with pytest.raises(InvalidInputError, match="must be a positive whole number"):
+        _child.call(
+            "tfcompress._limits:Limit.value",
+            _limit_with_bad_value(),
+            what="reading a limit",
+            env={**os.environ, "TFCOMPRESS_EXAMPLE_LIMIT": "-3"},
+            warm=False,
+        )
+
+
+def _limit_with_bad_value():
+    from tfcompress._limits import Limit
+
+    return Limit("TFCOMPRESS_EXAMPLE_LIMIT", 10, "pixels")
+
+
+def test_a_crash_is_one_error_naming_the_signal_and_leaves_no_folder(private_tmp):
+    with pytest.raises(NativeCrashError, match=r"crashed in native code \(SIGABRT\)") as caught:
+        _child.call("os:abort", what="the runtime on 'model'")
+    assert "Nothing was written" in str(caught.value)
+    assert NativeCrashError.exit_code == 2
+    assert _leftovers(private_tmp) == []
+    assert _child.call("os:getpid", what="after a crash") > 0  # a fresh child answers
+
+
+def test_a_call_past_its_time_limit_is_stopped(private_tmp):
+    started = time.monotonic()
+    with pytest.raises(ChildTimeoutError, match=r"time limit of 1 s.*TFCOMPRESS_TIMEOUT"):
+        _child.call("time:sleep", 60, what="a slow conversion", timeout=1)
+    assert time.monotonic() - started < 30
+    assert _leftovers(private_tmp) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_DATA is Linux's")
+def test_an_allocation_past_the_memory_limit_is_one_error(private_tmp):
+    with pytest.raises(ResourceLimitError, match=r"memory.*TFCOMPRESS_MEMORY_LIMIT"):
+        _child.call("numpy:ones", (4 * 2**30,), what="a FILL sized by the data", memory=2**30)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e308", "-1", "0", "ten"])
+def test_an_impossible_time_limit_is_refused(monkeypatch, value):
+    monkeypatch.setenv("TFCOMPRESS_TIMEOUT", value)
+    with pytest.raises(InvalidInputError, match=r"TFCOMPRESS_TIMEOUT.*at most 604800"):
+        _child.call("os:getpid", what="anything")
+
+
+@pytest.mark.parametrize("value", ["lots", "12", "0.5GB", "inf"])
+def test_an_impossible_memory_limit_is_refused(monkeypatch, value):
+    monkeypatch.setenv("TFCOMPRESS_MEMORY_LIMIT", value)
+    with pytest.raises(InvalidInputError, match=r"TFCOMPRESS_MEMORY_LIMIT.*at least 1 GiB"):
+        _child.call("os:getpid", what="anything")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_child_dies_with_its_parent(tmp_path):
+    script = textwrap.dedent(
+        """
+        import os, sys
+        from tfcompress import _child
+        print(_child.call("os:getpid", what="pid"), flush=True)
+        os.kill(os.getpid(), 9)  # no clean-up of ours runs
+        """
+    )
+    parent = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert parent.returncode == -signal.SIGKILL
+    child = int(parent.stdout.split()[0])
+    for _ in range(100):
+        if not Path(f"/proc/{child}").exists() or "Z" in _state(child):
+            break
+        time.sleep(0.05)
+    assert not Path(f"/proc/{child}").exists() or "Z" in _state(child)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return "Z"

@@ -1,0 +1,61 @@
+"""What every child process tfcompress starts does first: die with its parent, leave no core.
+
+A child that outlives the process that started it (killed by SIGKILL, by the out-of-memory
+killer, or by a SIGTERM whose handler had no time to reap it) keeps measuring or training for
+nobody. On Linux a child asks the kernel for SIGKILL when its parent dies
+(``prctl(PR_SET_PDEATHSIG)``); elsewhere its parent's clean-up is all there is. A child that
+crashes must not write a core file holding the user's model either.
+
+These functions are called *in the child*, first thing, by every child entry point (the
+conversion and fine-tuning child, the measurement worker and its zygote, the load probe).
+
+Example:
+    >>> prepare_child(parent=None)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int | None = None) -> bool:
+    """Have the kernel kill this process when its parent dies (Linux only).
+
+    Args:
+        parent: The pid the parent had when it started us; when given and the parent is
+            already gone (we were re-parented before the call), this process exits at once.
+
+    Returns:
+        Whether the kernel will do it (False elsewhere than Linux, or if ``prctl`` failed).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        done = libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):  # no prctl in this libc: the parent's clean-up only
+        return False
+    if parent is not None and os.getppid() != parent:  # it died before we asked
+        os._exit(1)
+    return done
+
+
+def no_core_files() -> None:
+    """A crash of this process writes no core file (it would hold the user's model)."""
+    if sys.platform == "win32":
+        return
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def prepare_child(parent: int | None = None) -> None:
+    """Both of the above: what a child entry point calls first."""
+    no_core_files()
+    die_with_parent(parent)
