@@ -149,7 +149,9 @@ def test_hostile_rule_values_are_one_line_through_the_api():
     deep: list = []
     for _ in range(3000):
         deep = [deep]
-    for data in ({"pattern": deep}, {"mode": "x" * 100_000}, {"op_type": "\x1b[2J" * 1000}):
+    hostile = ({"pattern": deep}, {"mode": "x" * 100_000}, {"op_type": "\x1b[2J" * 1000},
+               {"weight_bits": 10**5000})  # fmt: skip
+    for data in hostile:
         with pytest.raises(InvalidInputError) as error:
             Rule.from_dict(data)
         assert len(str(error.value)) < 1_000 and "\x1b" not in str(error.value)

@@ -116,7 +116,7 @@ class Rule:
         _choice(self.algorithm, tuple(ALGORITHMS), "algorithm")
         if isinstance(self.weight_bits, bool) or self.weight_bits not in (8, 4):
             raise InvalidInputError(
-                f"a rule's weight_bits must be 8 or 4, got {self.weight_bits!r}."
+                f"a rule's weight_bits must be 8 or 4, got {_shown(self.weight_bits)}."
             )
         if self.mode == "int16" and self.weight_bits != 8:
             raise InvalidInputError(
