@@ -1,0 +1,119 @@
+"""Native work that model and data bytes drive runs contained: the reproducers of issue 29.
+
+A CNN with a NaN, an Inf or 1e30 in a kernel, a BatchNorm with a negative moving variance, or
+calibration data of -3e38 has crashed TensorFlow's MLIR quantizer in the caller (SIGSEGV, exit
+139, nothing printed) on some CPUs; a FILL whose size is an input value allocates what the data
+says. Through ``quantize`` each now ends in a written file or in one error line with exit 2,
+never a signal, and a crash of the converter's child is one line naming the signal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tfcompress.cli import main
+
+
+def _run(argv, capfd):
+    code = main([str(a) for a in argv])
+    captured = capfd.readouterr()
+    return code, captured.out, captured.err
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "error:" in line]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    import keras
+
+    folder = tmp_path_factory.mktemp("contained")
+
+    def cnn() -> keras.Model:
+        keras.utils.set_random_seed(0)
+        inputs = keras.Input((12, 12, 1))
+        x = keras.layers.Conv2D(4, 3, activation="relu")(inputs)
+        x = keras.layers.BatchNormalization()(x)
+        x = keras.layers.Flatten()(x)
+        return keras.Model(inputs, keras.layers.Dense(3)(x))
+
+    for name, value in (("nan", np.nan), ("inf", np.inf), ("huge", 1e30)):
+        model = cnn()
+        kernel, bias = model.layers[1].get_weights()
+        kernel.flat[0] = value
+        if name == "huge":
+            kernel[...] = value
+        model.layers[1].set_weights([kernel, bias])
+        model.save(folder / f"{name}.keras")
+    model = cnn()
+    gamma, beta, mean, variance = model.layers[2].get_weights()
+    model.layers[2].set_weights([gamma, beta, mean, -np.ones_like(variance)])
+    model.save(folder / "negative_variance.keras")
+    cnn().save(folder / "plain.keras")
+    rng = np.random.default_rng(0)
+    np.savez(folder / "calib.npz", x=rng.random((16, 12, 12, 1), dtype=np.float32))
+    np.savez(folder / "extreme.npz", x=np.full((16, 12, 12, 1), -3e38, np.float32))
+    return folder
+
+
+@pytest.mark.parametrize(
+    "model, data",
+    [
+        ("nan", "calib"),
+        ("inf", "calib"),
+        ("huge", "calib"),
+        ("negative_variance", "calib"),
+        ("plain", "extreme"),
+    ],
+)
+def test_degenerate_weights_or_data_end_in_a_file_or_one_line(files, tmp_path, capfd, model, data):
+    out = tmp_path / "int8.tflite"
+    argv = ["quantize", files / f"{model}.keras", "--recipe", "int8"]
+    code, _, stderr = _run([*argv, "--data", files / f"{data}.npz", "--out", out], capfd)
+    assert code in (0, 2), stderr
+    assert "Traceback" not in stderr
+    if code == 2:
+        assert len(_errors(stderr)) == 1 and not out.exists()
+    else:
+        assert out.stat().st_size > 0
+
+
+def test_a_converter_crash_is_one_line_and_nothing_is_written(files, tmp_path, capfd, monkeypatch):
+    from tfcompress import _child
+
+    _child.close_warm_child()
+    monkeypatch.setenv(_child.CRASH_HOOK, "always")  # the child dies by SIGSEGV, as TF's did
+    out = tmp_path / "int8.tflite"
+    argv = ["quantize", files / "plain.keras", "--recipe", "int8", "--data", files / "calib.npz"]
+    code, stdout, stderr = _run([*argv, "--out", out], capfd)
+    monkeypatch.delenv(_child.CRASH_HOOK)
+    _child.close_warm_child()
+    (error,) = _errors(stderr)
+    assert code == 2 and stdout == "" and not out.exists()
+    assert "crashed in native code (SIGSEGV) in its child process" in error
+    assert "Nothing was written" in error
+
+
+def test_a_fill_sized_by_the_data_ends_at_the_memory_limit(tmp_path, capfd, monkeypatch):
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 1], tf.float32)])
+    def fill(x):  # zeros allocate nothing; 1e6 asks for 4 GB
+        n = tf.cast(x[0, 0], tf.int32)
+        return {"y": tf.fill(tf.stack([n, 1024]), 1.0) * x[0, 0]}
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [fill.get_concrete_function()], fill
+    )
+    model = tmp_path / "fill.tflite"
+    model.write_bytes(converter.convert())
+    data = tmp_path / "data.npz"
+    np.savez(data, x=np.full((4, 1), 1e6, np.float32))
+    monkeypatch.setenv("TFCOMPRESS_MEMORY_LIMIT", "1GiB")
+    monkeypatch.setenv("TFCOMPRESS_NO_PROBE", "1")  # the probe's child has no such limit yet
+    out = tmp_path / "int8.tflite"
+    code, _, stderr = _run(["quantize", model, "--data", data, "--out", out], capfd)
+    assert code == 2 and len(_errors(stderr)) == 1 and not out.exists(), stderr
+    assert "FILL" in stderr or "memory" in stderr
