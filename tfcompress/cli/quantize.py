@@ -550,7 +550,7 @@ def parse_rule(text: str) -> dict[str, Any]:
 
     from tfcompress.errors import InvalidInputError, shown_name
 
-    shown = shown_name(repr(text), limit=100)
+    shown = f"'{shown_name(text, limit=100)}'"  # the length it gives is the text's
     if len(text) > _RULE_LIMIT:  # a pattern is at most 1,000 characters (rules.PATTERN_LIMIT)
         raise InvalidInputError(
             f"--rule {shown_name(repr(text[:40]))[:-1]}...' is {len(text):,} characters; a "
