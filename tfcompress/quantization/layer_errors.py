@@ -24,14 +24,18 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
+import re
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from tfcompress.data import Dataset
+from tfcompress.errors import UnsupportedModelError
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.signature import model_signature
 from tfcompress.models.tflite_file import TFLiteFile, read_tflite
@@ -211,31 +215,68 @@ class _Runner:
         from tfcompress._compat.litert import interpreter_module
 
         module, _ = interpreter_module()
-        with warnings.catch_warnings():  # "for debugging purposes only": that is the purpose
-            warnings.simplefilter("ignore", UserWarning)
-            self.interpreter = module.Interpreter(
-                model_content=content,
-                num_threads=1,
-                experimental_op_resolver_type=module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-                experimental_preserve_all_tensors=True,
-            )
-        self.interpreter.allocate_tensors()
+        with _refusal_is_unsupported("prepare"):
+            with warnings.catch_warnings():  # "for debugging purposes only": that is the purpose
+                warnings.simplefilter("ignore", UserWarning)
+                self.interpreter = module.Interpreter(
+                    model_content=content,
+                    num_threads=1,
+                    experimental_op_resolver_type=module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+                    experimental_preserve_all_tensors=True,
+                )
+            self.interpreter.allocate_tensors()
         self.shapes: list[tuple[int, ...]] = []
 
     def __call__(self, feed: list[np.ndarray], indices: list[int]) -> list[np.ndarray | None]:
         interpreter = self.interpreter
         inputs = interpreter.get_input_details()
         shapes = [tuple(a.shape) for a in feed]
-        if shapes != self.shapes:
-            for detail, shape in zip(inputs, shapes, strict=True):
-                interpreter.resize_tensor_input(detail["index"], list(shape), strict=False)
-            interpreter.allocate_tensors()
-            self.shapes = shapes
-        for detail, value in zip(inputs, feed, strict=True):
-            interpreter.set_tensor(detail["index"], _to_input(value, detail))
-        interpreter.invoke()
+        with _refusal_is_unsupported("run"):
+            if shapes != self.shapes:
+                for detail, shape in zip(inputs, shapes, strict=True):
+                    interpreter.resize_tensor_input(detail["index"], list(shape), strict=False)
+                interpreter.allocate_tensors()
+                self.shapes = shapes
+            for detail, value in zip(inputs, feed, strict=True):
+                interpreter.set_tensor(detail["index"], _to_input(value, detail))
+            interpreter.invoke()
         details = {d["index"]: d for d in interpreter.get_tensor_details()}
         return [_dequantized(interpreter, details.get(i)) for i in indices]
+
+
+@contextlib.contextmanager
+def _refusal_is_unsupported(stage: str) -> Iterator[None]:
+    """Turn the interpreter's refusal (RuntimeError, ValueError) into one typed, short line.
+
+    The model got past the load probe, yet the built-in kernels this measure runs on may
+    still refuse it: an unresolved custom or Flex op, an op that refuses the real samples
+    (a FILL of negative size), ops stored out of order (an input read before it is written).
+
+    Raises:
+        UnsupportedModelError: Naming the runtime, the op where LiteRT names it, and a fix.
+    """
+    try:
+        yield
+    except (RuntimeError, ValueError) as exc:
+        reason = " ".join(str(exc).split())
+        op = _refused_op(reason)
+        where = f" at op {op}" if op else ""
+        raise UnsupportedModelError(
+            f"--layer-errors: the LiteRT interpreter (built-in kernels) cannot {stage} the "
+            f"model{where} ({type(exc).__name__}: {reason[:200]}); the per-tensor errors need "
+            "a model LiteRT runs on its own: drop --layer-errors, or register the op's kernel "
+            "/ re-export the model from its source."
+        ) from None
+
+
+def _refused_op(reason: str) -> str | None:
+    """The op LiteRT names in its refusal, if any (capped: it comes from the model)."""
+    if "Select TensorFlow op" in reason or "Flex delegate" in reason:
+        return "Flex (Select TensorFlow ops)"
+    found = re.search(r"unresolved custom op: (\S+?)\.?(?:\s|$)", reason) or re.search(
+        r"Node number \d+ \(([^)]{1,200})\) failed", reason
+    )
+    return found.group(1)[:100] if found else None
 
 
 def _to_input(value: np.ndarray, detail: dict[str, Any]) -> np.ndarray:
