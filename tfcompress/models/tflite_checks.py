@@ -82,6 +82,9 @@ def validate(model: TFLiteFile, *, source: object = "<bytes>") -> None:
 def _problems(model: TFLiteFile) -> Iterator[str]:
     if not model.subgraphs:
         yield "the model has no subgraph"
+    elif not model.subgraphs[0].inputs:
+        # Its ops would read tensors nothing writes; every command needs an input to feed.
+        yield "its main subgraph lists no input tensors"
     for buffer in model.buffers:
         if buffer.offset + buffer.size > model.size_bytes:
             yield (
