@@ -32,11 +32,16 @@ def read_attempt(report: Any, attempt: int | None = None) -> Attempt:
         raw = read_regular_bytes(path, error=InvalidInputError, what="a compress report")
         try:
             report = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        except RecursionError:  # '[' nested 100,000 deep: no report tfcompress writes
             raise InvalidInputError(
-                f"{path}: not a JSON compress report ({error}); pass the compress.json "
-                "that --report wrote."
-            ) from error
+                f"{path}: not a compress report (its JSON is nested too deep to read); pass "
+                "the compress.json that --report wrote."
+            ) from None
+        except ValueError as error:  # bad JSON or UTF-8, an integer of 5,000 digits
+            raise InvalidInputError(
+                f"{path}: not a JSON compress report ({str(error)[:200]}); pass the "
+                "compress.json that --report wrote."
+            ) from None
     if not isinstance(report, dict) or not isinstance(report.get("attempts"), list):
         raise InvalidInputError("not a compress report: no 'attempts' list; pass compress.json.")
     if attempt is None:

@@ -23,6 +23,8 @@ from tfcompress.quantization.rules import Rule, coerce_rules
 ENGINES = ("converter", "litert-quantizer")
 #: Blockwise weight scales LiteRT Quantizer offers (``Recipe.block_size``).
 BLOCK_SIZES = (32, 64, 128)
+#: The largest static batch dimension (``Recipe.batch_size``): a tensor dimension is int32.
+MAX_BATCH_SIZE = 2**31 - 1
 
 Configure = Callable[[Any, "Recipe", Any], None]  # (converter, recipe, tensorflow module)
 
@@ -270,10 +272,11 @@ class Recipe(RecipeData):
         if self.batch_size is not None and (
             isinstance(self.batch_size, bool)
             or not isinstance(self.batch_size, int)
-            or self.batch_size < 1
+            or not 1 <= self.batch_size <= MAX_BATCH_SIZE  # 2**64 overflows the converter
         ):
             raise InvalidInputError(
-                f"batch_size must be a positive integer or None, got {self.batch_size!r}."
+                f"batch_size must be an integer 1 to {MAX_BATCH_SIZE} or None, got "
+                f"{repr(self.batch_size)[:40]}."
             )
         if not isinstance(self.integer_only, bool):
             raise InvalidInputError(

@@ -64,14 +64,20 @@ def canonical_methods(methods: Any) -> tuple[str, ...]:
         >>> canonical_methods(("bias-correction", "equalize"))
         ('equalize', 'bias-correction')
     """
-    if isinstance(methods, str) or not isinstance(methods, list | tuple):
+    if (
+        isinstance(methods, str)
+        or not isinstance(methods, list | tuple)
+        or not all(isinstance(m, str) for m in methods)  # a {} is not a name (nor hashable)
+    ):
         raise InvalidInputError(
-            f"methods must be a list of method names, got {methods!r}; e.g. "
+            f"methods must be a list of method names, got {repr(methods)[:200]}; e.g. "
             "['equalize', 'bias-correction']."
         )
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
-        raise InvalidInputError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}.")
+        raise InvalidInputError(
+            f"unknown method {unknown[0][:100]!r}; choose from {', '.join(METHODS)}."
+        )
     if len(set(methods)) != len(methods):
         raise InvalidInputError(f"methods {list(methods)!r} names a method twice.")
     ranges = [m for m in methods if m in RANGE_METHODS]
