@@ -192,9 +192,19 @@ def _check_destination(path: PathLike, *, overwrite: bool, inputs: Iterable[Path
     out = Path(path)
     if not out.name or out.name in {".", ".."}:
         raise OutputLocationError(f"{out}: give a file path for the output, not a folder.")
-    resolved = out.resolve()
+    try:
+        resolved = out.resolve()
+    except (RuntimeError, OSError):  # ELOOP: `ln -s loop loop` (RuntimeError before 3.13)
+        raise OutputLocationError(
+            f"{out}: the path goes through a symbolic link loop; remove the link or choose "
+            "another output path."
+        ) from None
     for source in inputs:
-        if Path(source).resolve() == resolved:
+        try:
+            same = Path(source).resolve() == resolved
+        except (RuntimeError, OSError):  # an input in a loop is not this output
+            same = False
+        if same:
             raise OutputExistsError(
                 f"{out}: the output would overwrite an input; choose another output path."
             )
