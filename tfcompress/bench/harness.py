@@ -146,7 +146,7 @@ def benchmark(
     Raises:
         InvalidInputError: Unknown backend, or threads/batch/runs below 1, no artifacts,
             a backend option that backend does not take, a batch dimension or value for an
-            input the models do not have, a timeout that is not positive.
+            input the models do not have, a timeout not in (0, a week].
         OutputExistsError: ``report_dir`` holds report files and ``overwrite`` is False.
         MissingDependencyError: ``report_dir`` given without matplotlib for the plots.
 
@@ -157,8 +157,11 @@ def benchmark(
         >>> print(result)  # doctest: +SKIP
     """
     plan = _plan(backends, threads, batch_sizes, runs, min_seconds, warmup_runs, warmup_seconds)
-    if timeout is not None and not timeout > 0:
-        raise InvalidInputError(f"timeout must be positive seconds or None, got {timeout!r}.")
+    if timeout is not None:  # finite, above 0, a week at most: 1e300 overflows the wait
+        from tfcompress._limits import TimeLimit
+
+        shown = f"timeout (--timeout) {str(timeout)[:40]}"
+        timeout = TimeLimit("", DEFAULT_TIMEOUT_S).check(float(timeout), shown=shown)
     plan = replace(
         plan,
         options={k: dict(v) for k, v in (backend_options or {}).items()},

@@ -210,16 +210,18 @@ def _disabled() -> bool:
 
 
 def _timeout(timeout: float | None) -> float:
-    text = os.environ.get("TFCOMPRESS_PROBE_TIMEOUT", "")
-    try:
-        value = timeout if timeout is not None else float(text or DEFAULT_TIMEOUT_S)
-    except ValueError as error:
-        raise InvalidInputError(
-            f"TFCOMPRESS_PROBE_TIMEOUT must be a number of seconds, got {text!r}."
-        ) from error
-    if not value > 0:
-        raise InvalidInputError(f"the probe timeout must be positive seconds, got {value}.")
-    return value
+    """``timeout``, else ``TFCOMPRESS_PROBE_TIMEOUT``, else 60 s: finite, above 0, a week at most.
+
+    Raises:
+        InvalidInputError: Naming the variable (or the value) and the valid range; ``inf``
+            or ``1e308`` would overflow the child's wait.
+    """
+    from tfcompress._limits import TimeLimit
+
+    limit = TimeLimit("TFCOMPRESS_PROBE_TIMEOUT", DEFAULT_TIMEOUT_S)
+    if timeout is None:
+        return limit.seconds()
+    return limit.check(float(timeout), shown=f"the probe timeout {timeout!r}")
 
 
 def _run_child(

@@ -136,20 +136,25 @@ def compiler_timeout(timeout_s: float | None = None) -> float:
     """The compiler's time limit: ``timeout_s``, else ``TFCOMPRESS_COMPILER_TIMEOUT``, else 180 s.
 
     Raises:
-        InvalidInputError: The limit is not a positive, finite number of seconds.
+        InvalidInputError: The limit is not a finite number of seconds above 0, a week at most.
 
     Example:
         >>> compiler_timeout(30)
         30.0
     """
-    text = os.environ.get("TFCOMPRESS_COMPILER_TIMEOUT", "").strip()
+    from tfcompress._limits import MAX_TIMEOUT_S, TimeLimit
+
+    if timeout_s is None:  # names the variable and the range (a week at most)
+        return TimeLimit("TFCOMPRESS_COMPILER_TIMEOUT", DEFAULT_TIMEOUT_S).seconds()
     try:
-        value = float(timeout_s if timeout_s is not None else text or DEFAULT_TIMEOUT_S)
+        value = float(timeout_s)
     except (TypeError, ValueError):
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        shown = timeout_s if timeout_s is not None else f"TFCOMPRESS_COMPILER_TIMEOUT={text!r}"
-        raise InvalidInputError(f"timeout_s must be a positive number of seconds, got {shown!r}.")
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):  # 1e308 overflows the wait
+        raise InvalidInputError(
+            f"timeout_s must be a positive number of seconds, at most {MAX_TIMEOUT_S:g} (a "
+            f"week), got {str(timeout_s)[:40]!r}."
+        )
     return value
 
 
