@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -24,9 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tfcompress._files import file_kind
-from tfcompress.errors import ModelLoadError
+from tfcompress.errors import ModelLoadError, OutputLocationError
 
-__all__ = ["PrivateFolder", "copy_regular_tree", "private_file"]
+__all__ = ["PrivateFolder", "copy_regular_tree", "private_file", "temporary_space"]
 
 _PREFIX = "tfcompress-checked-"
 _lock = threading.Lock()
@@ -60,13 +61,38 @@ def private_file(content: bytes, suffix: str) -> Iterator[Path]:
         ...     path.read_bytes()
         b'abc'
     """
-    folder = Path(tempfile.mkdtemp(dir=_private_root()))
+    with temporary_space():
+        folder = Path(tempfile.mkdtemp(dir=_private_root()))
     try:
         path = folder / f"model{suffix}"
-        path.write_bytes(content)
+        with temporary_space():
+            path.write_bytes(content)
         yield path
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def temporary_space() -> Iterator[None]:
+    """Make a full temporary folder, met while writing a private copy, one line of bad input.
+
+    Raises:
+        OutputLocationError: The block failed with ENOSPC or EDQUOT; the message names the
+            temporary folder and how to give tfcompress another (other errors pass through).
+
+    Example:
+        >>> with temporary_space():
+        ...     pass
+    """
+    try:
+        yield
+    except OSError as failure:
+        if failure.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise OutputLocationError(
+            f"no space left in the temporary folder {tempfile.gettempdir()} (tfcompress writes "
+            "a private copy of the model there); free space or set TMPDIR to a folder with room."
+        ) from None
 
 
 class PrivateFolder:

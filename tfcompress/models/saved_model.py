@@ -31,7 +31,7 @@ from tfcompress._files import check_tree, read_regular_bytes
 from tfcompress.errors import ModelLoadError
 from tfcompress.models.formats import check_saved_model_dir
 from tfcompress.models.graph_ops import GraphOp, scan_graph
-from tfcompress.models.private import PrivateFolder, copy_regular_tree
+from tfcompress.models.private import PrivateFolder, copy_regular_tree, temporary_space
 
 __all__ = ["CheckedSavedModel", "check_saved_model", "describe_ops", "first_line"]
 
@@ -103,15 +103,16 @@ def check_saved_model(path: Path, *, safe_mode: bool = True) -> CheckedSavedMode
         else None
     )
     fingerprint = _checked_fingerprint(path)
-    copy = PrivateFolder(path.name)
-    (copy.path / source.name).write_bytes(content)
-    if metadata is not None:
-        (copy.path / "keras_metadata.pb").write_bytes(metadata)
-    if fingerprint is not None:
-        (copy.path / "fingerprint.pb").write_bytes(fingerprint)
-    for name in _FOLDERS:
-        if (path / name).is_dir():
-            copy_regular_tree(path / name, copy.path / name, what=f"the SavedModel {path}")
+    with temporary_space():  # a full $TMPDIR is one line, not a traceback
+        copy = PrivateFolder(path.name)
+        (copy.path / source.name).write_bytes(content)
+        if metadata is not None:
+            (copy.path / "keras_metadata.pb").write_bytes(metadata)
+        if fingerprint is not None:
+            (copy.path / "fingerprint.pb").write_bytes(fingerprint)
+        for name in _FOLDERS:
+            if (path / name).is_dir():
+                copy_regular_tree(path / name, copy.path / name, what=f"the SavedModel {path}")
     _check_variables(copy.path, path)
     return CheckedSavedModel(path, copy, metadata, graph_ops)
 
