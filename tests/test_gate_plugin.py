@@ -386,13 +386,13 @@ def test_precedence_marker_over_command_line_over_ini_over_default(
     assert defaults["test_method"]["mode"] == "tolerant"
 
     pytester.makeini(
-        "[pytest]\ntfc_max_drop = 0.2\ntfc_backend = ini-backend\ntfc_metric = accuracy\n"
+        "[pytest]\ntfc_max_drop = 0.2\ntfc_backend = gpu\ntfc_metric = accuracy\n"
         "tfc_min_snr = 22\n"
     )
     ini = settings()
     assert values(ini["test_plain"], *keys) == [
         (0.2, "ini"),
-        ("ini-backend", "ini"),
+        ("gpu", "ini"),
         ("accuracy", "ini"),
         (22, "ini"),
     ]
@@ -400,13 +400,13 @@ def test_precedence_marker_over_command_line_over_ini_over_default(
 
     cli = settings(
         "--tfc-max-drop=0.3",
-        "--tfc-backend=cli-backend",
+        "--tfc-backend=edgetpu",
         "--tfc-metric=accuracy,agreement",
         "--tfc-min-snr=25",
     )
     assert values(cli["test_plain"], *keys) == [
         (0.3, "command line"),
-        ("cli-backend", "command line"),
+        ("edgetpu", "command line"),
         ("accuracy,agreement", "command line"),
         (25, "command line"),
     ]

@@ -46,6 +46,7 @@ from tfcompress.testing.plugin_options import (
     THRESHOLDS,
     GateOptions,
     OptionError,
+    backend_argument,
     ini_values,
     max_drop_argument,
     metrics_argument,
@@ -58,6 +59,7 @@ from tfcompress.testing.plugin_report import (
     PROPERTY,
     GateRecorder,
     gate_records,
+    report_clash,
     report_path,
     user_properties,
 )
@@ -100,6 +102,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--tfc-backend",
+        type=backend_argument,  # a typo is one usage error, not every gate failing
         default=None,
         metavar="NAME",
         help="runtime for candidate .tflite models (cpu, gpu, edgetpu, ...); default cpu",
@@ -253,6 +256,11 @@ class AccuracyGate:
             except OptionError as error:
                 raise InvalidInputError(f"accuracy_gate(): {error}") from None
         index, self._calls = self._calls, self._calls + 1
+        inputs = {"reference": reference, "candidate": candidate, "data": data}
+        clash = report_clash(self._config, inputs)
+        if clash is not None:  # the JSON report would replace this file at the session's end
+            self._record({"index": index, "status": "failed", "clash": True}, options, clash)
+            pytest.fail(clash, pytrace=False)
         try:
             if options.metric_function is not None:
                 outcome = check_accuracy_drop(

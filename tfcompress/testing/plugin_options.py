@@ -301,10 +301,11 @@ def ini_values(config: pytest.Config) -> dict[str, Any]:
         text = str(config.getini(ini) or "").strip()
         if not text:  # imports stay lazy: most test runs never configure a gate
             continue
-        if key == "backend":
-            values[key] = text
-            continue
-        parse = {"max_drop": max_drop_argument, "metrics": metrics_argument}.get(key)
+        parse = {
+            "max_drop": max_drop_argument,
+            "metrics": metrics_argument,
+            "backend": backend_argument,
+        }.get(key)
         try:
             values[key] = (parse or threshold_argument(key))(text, source=f"ini key {ini}")
         except argparse.ArgumentTypeError as error:
@@ -332,6 +333,31 @@ def max_drop_argument(text: str, *, source: str = "--tfc-max-drop") -> float:
         return parse_max_drop(text, source=source)
     except InvalidInputError as error:
         raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def backend_argument(text: str, *, source: str = "--tfc-backend") -> str:
+    """Parse ``--tfc-backend`` (argparse ``type=``): a registered runtime backend.
+
+    Checked when pytest starts, so a typo is one usage error instead of every gate failing.
+
+    Args:
+        text: The value as given.
+        source: Where it was given, for the message.
+
+    Returns:
+        The backend name.
+
+    Raises:
+        argparse.ArgumentTypeError: Not a backend tfcompress knows (the message lists them).
+    """
+    from tfcompress.runtime.base import list_backends
+
+    name = text.strip()
+    if name not in list_backends():
+        raise argparse.ArgumentTypeError(
+            f"{source}: unknown backend {name[:60]!r}; choose one of {', '.join(list_backends())}."
+        )
+    return name
 
 
 def metrics_argument(text: str, *, source: str = "--tfc-metric") -> tuple[str, ...]:

@@ -14,8 +14,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -119,6 +121,48 @@ def report_path(config: pytest.Config) -> Path:
         raise pytest.UsageError(f"--tfc-gate-report: {error}") from error
 
 
+def report_clash(config: pytest.Config, inputs: Mapping[str, Any]) -> str | None:
+    """Why ``--tfc-gate-report`` must not be written, if it names one of a gate's inputs.
+
+    The report replaces its path at the session's end; a path that is the gate's model,
+    candidate or data file (the same file by device and inode, or by resolved path), or a
+    file inside a SavedModel or image folder the gate reads, would be lost.
+
+    Args:
+        config: The pytest config.
+        inputs: The gate's arguments by role (``reference``, ``candidate``, ``data``); only
+            paths are compared.
+
+    Returns:
+        One line naming the option, the path and the input it would replace; None when the
+        option is unset or names none of them.
+    """
+    target = config.getoption("tfc_gate_report")
+    if not target:
+        return None
+    report = Path(config.invocation_params.dir, target)
+    for role, value in inputs.items():
+        if isinstance(value, str | os.PathLike) and _holds(Path(value), report):
+            return (
+                f"--tfc-gate-report {str(target)[:200]} is this gate's {role} "
+                f"({str(value)[:200]}): the JSON report would replace it; choose another "
+                "--tfc-gate-report path."
+            )
+    return None
+
+
+def _holds(source: Path, report: Path) -> bool:
+    """Whether writing ``report`` would replace ``source`` or a file under it."""
+    with contextlib.suppress(OSError, ValueError):
+        if os.path.samefile(source, report):
+            return True
+    try:
+        where, target = source.resolve(), report.resolve()
+    except (OSError, RuntimeError):  # a link loop is nothing a gate reads
+        return False
+    return where == target or (where.is_dir() and target.is_relative_to(where))
+
+
 class GateRecorder:
     """Collects gate verdicts from test reports; prints the summary and writes the JSON.
 
@@ -163,6 +207,15 @@ class GateRecorder:
         from tfcompress._files import write_text_atomic
 
         records = list(self.records.values())
+        clashes = [r for r in records if r.get("clash")]
+        if clashes:  # an input of a gate: never replaced, whatever the other gates did
+            reason = f"{clashes[0]['reason']} The report was not written."
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(f"ERROR: {reason}", red=True)
+            logger.error("%s", reason)
+            return
         counts = {
             s: sum(r["status"] == s for r in records) for s in ("passed", "failed", "skipped")
         }
