@@ -22,7 +22,10 @@ import functools
 import importlib
 import io
 import logging
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -38,6 +41,8 @@ FLOAT16_CONVERTERS = ("onnxruntime.transformers.float16", "onnxconverter_common.
 
 
 def _require(name: str) -> ModuleType:
+    if name.startswith("onnxruntime.") and "onnxruntime" not in sys.modules:
+        onnxruntime_module()  # its import leaves a file in $TMPDIR unless it is ours
     try:
         return importlib.import_module(name)
     except ImportError as error:
@@ -51,10 +56,31 @@ def _require(name: str) -> ModuleType:
 def onnxruntime_module() -> ModuleType:
     """``import onnxruntime``.
 
+    ONNX Runtime's telemetry writes a session file, ``$TMPDIR/.ses``, when the module is
+    imported (onnxruntime 1.32; nothing later): the import sees a ``TMPDIR`` of its own,
+    removed right after, so nothing is left in the user's temporary folder.
+
     Raises:
         MissingDependencyError: onnxruntime is not installed.
     """
-    return _require("onnxruntime")
+    with _own_tmpdir():
+        return _require("onnxruntime")
+
+
+@contextlib.contextmanager
+def _own_tmpdir() -> Iterator[None]:
+    """``TMPDIR`` names a fresh private folder inside the block; it is removed after."""
+    folder = tempfile.mkdtemp(prefix="tfcompress-ort-")
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = folder
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @functools.cache
@@ -125,6 +151,8 @@ def float16_converter() -> ModuleType:
         <function convert_float_to_float16 at ...>
     """
     onnx_module()
+    with contextlib.suppress(MissingDependencyError):
+        onnxruntime_module()  # imported by the first converter; see onnxruntime_module
     for name in FLOAT16_CONVERTERS:
         saved = list(sys.path)
         try:
