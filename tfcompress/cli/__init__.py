@@ -12,7 +12,9 @@ Exit codes mean one thing each:
   impossible option), always with one line on stderr that says what to do;
 * 3: an internal error, i.e. a bug in tfcompress: one line saying so, and the traceback
   only with ``--debug`` or ``TFCOMPRESS_DEBUG=1`` (CI must never read a bug as a failed gate);
-* 130: interrupted (Ctrl-C).
+* 130, 143, 129: interrupted by SIGINT (Ctrl-C), SIGTERM or SIGHUP (128 + the signal's
+  number), after the run's clean-up: no child process or temporary file is left, and no
+  partial output (:mod:`tfcompress.cli._interrupt`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import IO
 
 from tfcompress import __version__
 from tfcompress._compat.heap import own_this_process
+from tfcompress.cli import _interrupt
+from tfcompress.cli._interrupt import Terminated
 from tfcompress.cli._io import OneLineArgumentParser, protected_stdio
 from tfcompress.errors import TFCompressError
 
@@ -105,8 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except TFCompressError as error:
             line = f"tfcompress {args.command}: error: {_one_line(error)}"
             code, details = error.exit_code, ""
-        except KeyboardInterrupt:
-            line, code, details = "tfcompress: interrupted", EXIT_INTERRUPTED, ""
+        except (KeyboardInterrupt, Terminated) as interruption:  # children and temp files
+            # were cleaned up on the way here, by the `finally` and `with` blocks it unwound
+            line, code = _interrupt.message(interruption), _interrupt.exit_code(interruption)
+            details = ""
         except Exception as error:  # anything else is our bug, never exit 1
             details = "".join(traceback.format_exception(error)) if debug else ""
             line = (
@@ -129,10 +135,20 @@ def entry() -> None:
     Native runtimes print from their destructors while the interpreter shuts down
     (``INFO: DestroyAccelerator``...): after the last line of tfcompress has been written,
     file descriptors 1 and 2 are pointed at /dev/null unless ``--verbose`` was given.
+
+    SIGINT, SIGTERM and SIGHUP end the run with one line and exit code 128+N, from the first
+    import on (:mod:`tfcompress.cli._interrupt`).
     """
+    _interrupt.install()  # first: a signal during the imports below is one line too
     own_this_process()  # a process of its own: heavy imports are frozen (_compat/heap.py)
     argv = sys.argv[1:]
-    code = main(argv)
+    try:
+        code = main(argv)
+        _interrupt.settle()  # the exit's clean-up (atexit: children, temp folders) runs whole
+    except (KeyboardInterrupt, Terminated) as interruption:  # while importing or parsing
+        _interrupt.settle()
+        print(_interrupt.message(interruption), file=sys.stderr)
+        code = _interrupt.exit_code(interruption)
     sys.stdout.flush()
     sys.stderr.flush()
     global_options = itertools.takewhile(lambda arg: arg.startswith("-"), argv)

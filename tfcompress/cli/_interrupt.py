@@ -1,0 +1,96 @@
+"""How the CLI stops on SIGINT, SIGTERM and SIGHUP: clean-up runs, then one line and 128+N.
+
+A signal whose default action kills the process at once would leave what a run holds
+behind: measurement workers and the fine-tuning child keep running for nobody, private model
+copies stay in ``$TMPDIR``. So the CLI (and only the CLI: library code never installs signal
+handlers) turns each of these signals into an exception raised where the main thread stands.
+It unwinds like any other, so every ``finally`` and ``with`` on the way runs (children are
+killed and reaped, temporary folders removed, a half-written report taken back), and the
+entry point ends the run with one line on stderr and exit code 130 (SIGINT), 143 (SIGTERM)
+or 129 (SIGHUP), as a shell reports a process killed by that signal.
+
+SIGINT keeps Python's own :class:`KeyboardInterrupt` (``compress`` reads a Ctrl-C as "stop
+the search, keep the best artifact so far", and a second Ctrl-C stops that too). SIGTERM and
+SIGHUP raise :class:`Terminated`, which is not a ``KeyboardInterrupt``: nothing reads it as a
+request to finish early. Once it is raised, later signals are ignored so that the clean-up
+it started runs to its end (each step of it is bounded; SIGKILL still works). A signal the
+process was started with ignored (``nohup`` ignores SIGHUP) stays ignored.
+
+Example:
+    >>> install()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+EXIT_SIGINT = 130
+#: The signals the CLI handles, by name (SIGHUP does not exist on Windows).
+SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: the run unwinds (clean-up included) and exits 128+N.
+
+    A :class:`BaseException`, so ``except Exception`` blocks let it pass, and not a
+    :class:`KeyboardInterrupt`, so no code reads it as a Ctrl-C.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_quiet = False  # True once a Terminated was raised, or the run is over: ignore the rest
+
+
+def _handler(signum: int, frame: FrameType | None) -> None:
+    global _quiet
+    del frame
+    if _quiet:
+        return  # the clean-up of the first signal, or the exit, is under way: let it end
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    _quiet = True
+    raise Terminated(signum)
+
+
+def install() -> None:
+    """Install the handlers: SIGINT, SIGTERM and SIGHUP raise where the main thread stands.
+
+    Only the CLI's entry points call this, first thing; signals ignored at start stay ignored.
+    """
+    global _quiet
+    _quiet = False
+    for name in SIGNALS:
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) is not signal.SIG_IGN:
+            signal.signal(number, _handler)
+
+
+def settle() -> None:
+    """The run is over: a signal from now on is ignored, so the exit's clean-up runs whole.
+
+    Handlers stay installed (a Python function, never ``SIG_IGN``, which children would
+    inherit).
+    """
+    global _quiet
+    _quiet = True
+
+
+def exit_code(interruption: BaseException) -> int:
+    """130 for a Ctrl-C, 128+N for :class:`Terminated` by signal N."""
+    if isinstance(interruption, Terminated):
+        return 128 + interruption.signum
+    return EXIT_SIGINT
+
+
+def message(interruption: BaseException) -> str:
+    """The one line the CLI prints for an interruption."""
+    number = interruption.signum if isinstance(interruption, Terminated) else signal.SIGINT
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = f"signal {number}"
+    return f"tfcompress: interrupted ({name}); nothing partial was left behind"
