@@ -44,6 +44,7 @@ bench: install
 	$(BIN)/python benchmarks/warm_child.py
 	$(BIN)/python benchmarks/gc_freeze.py
 	$(BIN)/python benchmarks/export_lean.py
+	$(BIN)/python benchmarks/child_cost.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
