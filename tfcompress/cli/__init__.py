@@ -19,6 +19,7 @@ Exit codes mean one thing each:
 
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib
 import itertools
@@ -121,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "report the traceback (docs/security.md, 'Reporting a problem')"
             )
             code = EXIT_INTERNAL_ERROR
+            interruption = _interrupt.cause(error)  # wrapped on its way (RuntimeError...)
+            if interruption is not None:
+                line, code = _interrupt.message(interruption), _interrupt.exit_code(interruption)
+                details = ""
         # The failed command's objects (a LiteRT environment, an interpreter) print from
         # their destructors: free them while native output is still silenced, so nothing
         # follows the error line.
@@ -145,8 +150,11 @@ def entry() -> None:
     try:
         code = main(argv)
         _interrupt.settle()  # the exit's clean-up (atexit: children, temp folders) runs whole
-    except (KeyboardInterrupt, Terminated) as interruption:  # while importing or parsing
+    except BaseException as error:  # while importing or parsing
         _interrupt.settle()
+        interruption = _interrupt.cause(error)
+        if interruption is None:
+            raise
         print(_interrupt.message(interruption), file=sys.stderr)
         code = _interrupt.exit_code(interruption)
     sys.stdout.flush()
@@ -156,6 +164,12 @@ def entry() -> None:
         with open(os.devnull, "w") as devnull:
             for fd in (1, 2):
                 os.dup2(devnull.fileno(), fd)
+    if code == _interrupt.EXIT_SIGINT:
+        # A Ctrl-C that once crossed native code running Python (an extension's exec during
+        # an import) makes the interpreter end by SIGINT at exit, even caught: the exit's
+        # clean-up (children, temporary folders) runs here, then the process ends with 130.
+        atexit._run_exitfuncs()
+        os._exit(code)
     raise SystemExit(code)
 
 

@@ -79,6 +79,22 @@ def settle() -> None:
     _quiet = True
 
 
+def cause(error: BaseException) -> BaseException | None:
+    """The interruption ``error`` is, or was raised from; None if it is not one.
+
+    Code on the way may wrap it: Python reports an exception raised while a class is being
+    created (``__set_name__``) as a ``RuntimeError`` caused by it.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt | Terminated):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def exit_code(interruption: BaseException) -> int:
     """130 for a Ctrl-C, 128+N for :class:`Terminated` by signal N."""
     if isinstance(interruption, Terminated):
