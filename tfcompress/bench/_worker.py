@@ -1,7 +1,8 @@
 """Measurement worker: one runner in its own process, driven by :mod:`.isolation`.
 
 Started by :class:`tfcompress.bench.isolation.IsolatedRunner` as
-``python -P -c BOOTSTRAP SYS_PATH FD_IN FD_OUT``: it reads requests from one pipe and
+``python -P -c BOOTSTRAP SYS_PATH PARENT FD_IN FD_OUT`` (or forked by :mod:`.zygote`): it
+dies with ``PARENT`` (:mod:`tfcompress._lifetime`), reads requests from one pipe and
 answers on the other (:class:`multiprocessing.connection.Connection` framing, pickles
 between two processes of the same program). Requests::
 
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -101,13 +101,19 @@ def _portable(error: BaseException) -> BaseException:
 
 
 def main(argv: list[str]) -> int:
-    """Serve requests until the parent closes the pipe; return the exit status."""
+    """Serve requests until the parent closes the pipe; return the exit status.
+
+    ``argv`` ends with ``PARENT FD_IN FD_OUT``: the pid of the process that started this
+    worker (0: do not die with it), then the two pipes.
+    """
+    from tfcompress._lifetime import die_with_parent, no_core_files
+
+    no_core_files()  # no core file of an untrusted model in the user's folder
+    parent = int(argv[-3]) if len(argv) > 3 else 0
+    if parent:  # measuring for nobody is pointless: go when the caller goes
+        die_with_parent(parent)
     fd_in, fd_out = int(argv[-2]), int(argv[-1])
     os.dup2(2, 1)  # native code that prints to stdout writes to stderr instead
-    if sys.platform != "win32":  # no core file of an untrusted model in the user's folder
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     requests, answers = Connection(fd_in, writable=False), Connection(fd_out, readable=False)
     state = _State()
     while True:

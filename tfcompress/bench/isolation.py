@@ -29,11 +29,12 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
+from types import TracebackType
 from typing import Any
 
 import numpy as np
 
-from tfcompress.bench.zygote import Worker, start_worker
+from tfcompress.bench.zygote import Worker, death_wish, start_worker
 from tfcompress.errors import TFCompressError
 from tfcompress.models.feeding import FeedLayout
 from tfcompress.models.loading import model_name
@@ -117,7 +118,11 @@ class IsolatedRunner(Runner):
         self._stderr: Any = None
         self._requests: Connection | None = None
         self._answers: Connection | None = None
-        signature, layout, created_ms, rss = self._open()
+        try:
+            signature, layout, created_ms, rss = self._open()
+        except BaseException:  # Ctrl-C or SIGTERM while it loads: no worker is left behind
+            self._stop(kill=True)
+            raise
         self.signature = signature
         self._layout = layout
         self.created_ms: float = created_ms
@@ -178,6 +183,20 @@ class IsolatedRunner(Runner):
         """Stop the worker (closing its pipe ends it; a stuck one is killed)."""
         self._stop()
 
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close; when a Ctrl-C or a signal unwinds the block, kill the worker at once.
+
+        The worker may be in the middle of a timing that runs for seconds: it would see its
+        pipe close only after it, with nobody waiting for the answer.
+        """
+        interrupted = exc is not None and not isinstance(exc, Exception)
+        self._stop(kill=interrupted)
+
     # -- the worker --------------------------------------------------------------------------
 
     def _open(self) -> tuple[Any, FeedLayout, float, float | None]:
@@ -195,6 +214,9 @@ class IsolatedRunner(Runner):
     def _start(self) -> None:
         parent_in, child_out = os.pipe()
         child_in, parent_out = os.pipe()
+        # Ours first, so that _stop closes them whatever stops the start.
+        self._requests = Connection(parent_out, readable=False)
+        self._answers = Connection(parent_in, writable=False)
         # The worker's stderr, read back for the last words of a crash; closed in _stop.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         command = [
@@ -203,6 +225,7 @@ class IsolatedRunner(Runner):
             "-c",
             _BOOTSTRAP,
             json.dumps([p for p in sys.path if p]),
+            str(death_wish()),
             str(child_in),
             str(child_out),
         ]
@@ -216,8 +239,6 @@ class IsolatedRunner(Runner):
         finally:
             os.close(child_in)
             os.close(child_out)
-        self._requests = Connection(parent_out, readable=False)
-        self._answers = Connection(parent_in, writable=False)
 
     def _request(self, doing: str, op: str, *args: Any, reopen: bool = True) -> Any:
         if self._process is None and reopen:

@@ -18,6 +18,8 @@ always starts from what a fresh interpreter would have seen (pytest's
 caller's working folder of the moment (sent as an open folder, so any path works).
 The zygote reaps its workers and reports each exit status (a signal is ``-N``, as
 :class:`subprocess.Popen` reports it), which the caller reads from a pipe of its own.
+On Linux the zygote dies with the caller and each worker with the zygote
+(:mod:`tfcompress._lifetime`): nothing keeps measuring after the caller is gone.
 Where there is no zygote (not Linux, ``TFCOMPRESS_NO_ZYGOTE=1``, or it could not start),
 workers start as fresh interpreters, as before.
 
@@ -63,7 +65,8 @@ PRELOAD = (
 NO_ZYGOTE = "TFCOMPRESS_NO_ZYGOTE"
 _BOOTSTRAP = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-    "from tfcompress.bench.zygote import serve; sys.exit(serve(int(sys.argv[2])))"
+    "from tfcompress.bench.zygote import serve; "
+    "sys.exit(serve(int(sys.argv[2]), int(sys.argv[3])))"
 )
 _READY_SECONDS = 60.0  # the zygote's imports (or one fork), on a busy machine
 _MESSAGE = 64
@@ -191,6 +194,17 @@ def start_worker(
     )
 
 
+def death_wish() -> int:
+    """The pid a child started now should die with (``_lifetime``), or 0: none.
+
+    The kernel signals a child when the *thread* that started it ends, not the process: a
+    child started from another thread than the main one (a caller's thread pool) would die
+    with that thread while others still use it, so such a child relies on its caller's
+    clean-up alone.
+    """
+    return os.getpid() if threading.current_thread() is threading.main_thread() else 0
+
+
 def _key() -> tuple[Any, ...]:
     return (os.getpid(), tuple(sys.path), tuple(sorted(settled(os.environ).items())))
 
@@ -213,7 +227,7 @@ def _start(key: tuple[Any, ...]) -> _Zygote | None:
     command = [sys.executable, "-P", "-c", _BOOTSTRAP, json.dumps([p for p in sys.path if p])]
     try:
         process = subprocess.Popen(
-            [*command, str(theirs.fileno())],
+            [*command, str(theirs.fileno()), str(death_wish())],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -252,10 +266,21 @@ def _close_zygote() -> None:
 # -- the zygote process ---------------------------------------------------------------------
 
 
-def serve(control_fd: int) -> int:
-    """The zygote's loop: fork a worker per request until the parent closes the socket."""
+def serve(control_fd: int, parent: int = 0) -> int:
+    """The zygote's loop: fork a worker per request until the parent closes the socket.
+
+    Args:
+        control_fd: The socket the parent sends its requests on.
+        parent: The pid to die with (0: none, see :func:`death_wish`); each worker dies
+            with the zygote in turn, so no worker outlives the caller.
+    """
     import importlib
 
+    from tfcompress._lifetime import die_with_parent, no_core_files
+
+    no_core_files()
+    if parent:
+        die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent to handle
     control = socket.socket(fileno=control_fd)
     for module in PRELOAD:
@@ -269,6 +294,7 @@ def serve(control_fd: int) -> int:
     control.sendall(b"ready")
     _silence_stderr()  # the parent stops reading it; each worker gets a stderr of its own
     listening = True
+    zygote = os.getpid()
     while listening or statuses:
         readable, _, _ = select.select([control, wake_read] if listening else [wake_read], [], [])
         if wake_read in readable:
@@ -289,7 +315,7 @@ def serve(control_fd: int) -> int:
                 continue
             if pid == 0:
                 zygotes = [control.fileno(), wake_read, wake_write, status, *statuses.values()]
-                _become_worker(pipes, stderr, folder, zygotes)
+                _become_worker(pipes, stderr, folder, zygotes, zygote)
             for fd in (*pipes, stderr, folder):
                 os.close(fd)
             statuses[pid] = status
@@ -318,8 +344,13 @@ def _silence_stderr() -> None:
     os.close(devnull)
 
 
-def _become_worker(pipes: list[int], stderr: int, folder: int, zygotes: list[int]) -> None:
-    """In the forked child: drop the zygote's state, run the worker's loop, never return."""
+def _become_worker(
+    pipes: list[int], stderr: int, folder: int, zygotes: list[int], zygote: int
+) -> None:
+    """In the forked child: drop the zygote's state, run the worker's loop, never return.
+
+    The worker dies with the zygote (``zygote``, its pid), which dies with the caller.
+    """
     code = 1
     try:
         os.fchdir(folder)  # the caller's working folder when it asked
@@ -335,7 +366,7 @@ def _become_worker(pipes: list[int], stderr: int, folder: int, zygotes: list[int
             sys.modules["numpy.random"].seed()
         from tfcompress.bench._worker import main
 
-        code = main(["worker", *(str(fd) for fd in pipes)])
+        code = main(["worker", str(zygote), *(str(fd) for fd in pipes)])
     except BaseException:  # a worker's own failure: its last words, then its exit status
         traceback.print_exc()
         sys.stderr.flush()

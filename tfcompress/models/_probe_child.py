@@ -148,16 +148,37 @@ def _read_request(stream: Any, with_inputs: bool) -> tuple[bytes, dict[str, Any]
         return content, {name: archive[name] for name in archive.files}
 
 
+def _prepare_child(parent: int) -> None:
+    """Leave no core file, and die with ``parent`` (Linux).
+
+    A copy of :func:`tfcompress._lifetime.prepare_child`: this script never imports the
+    tfcompress package (see the module's docstring), so it cannot import that module.
+    """
+    if sys.platform == "win32":  # Windows has no core files (nor the resource module)
+        return
+    import resource
+
+    # A crash must not leave a core file of an untrusted model in the user's folder.
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:  # prctl(PR_SET_PDEATHSIG, SIGKILL): the kernel kills us when the parent dies
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl in this libc: the parent's clean-up only
+        return
+    if os.getppid() != parent:  # it died before we asked
+        os._exit(1)
+
+
 def main(argv: list[str]) -> int:
     """Probe the model on stdin with the runtime named by ``argv[1]``; print the verdict."""
+    _prepare_child(os.getppid())
     # Native code may print to stdout: keep the real stdout for the verdict alone.
     verdict_out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    # A crash must not leave a core file of an untrusted model in the user's folder.
-    if sys.platform != "win32":  # Windows has no core files (nor the resource module)
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     probes = {"tflite": probe_tflite, "onnx": probe_onnx}
     with_inputs = argv[2:] == ["--inputs"]
     if len(argv) not in (2, 3) or argv[1] not in probes or (len(argv) == 3 and not with_inputs):
