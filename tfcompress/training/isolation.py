@@ -163,8 +163,10 @@ def _run(request: Path, reply: Path, env: Any, *, warm: bool) -> subprocess.Comp
     try:
         if warm:
             return run_warm(request, reply, env)
+        # Its temporary files go in the request's folder, removed even if it is killed.
+        scratch = {"TMPDIR": str(request.parent)}
         return subprocess.run(
-            child_command(request, reply), capture_output=True, env=dict(env), check=False
+            child_command(request, reply), capture_output=True, env={**env, **scratch}, check=False
         )
     except OSError as failure:  # cannot fork or exec: the machine, not the model
         raise TFCompressError(

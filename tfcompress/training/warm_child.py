@@ -143,12 +143,16 @@ def _request(
 def _start(env: Mapping[str, str]) -> _Child:
     folder = tempfile.TemporaryDirectory(prefix="tfcompress-warm-child-")
     stderr = open(Path(folder.name) / "stderr.log", "w+b")  # noqa: SIM115 - lives with the child
+    # The child's temporary files (autograph's sources, its private model copies) go in our
+    # folder: a child killed mid-request (Ctrl-C, SIGTERM) cleans up nothing itself.
+    scratch = Path(folder.name) / "tmp"
+    scratch.mkdir()
     process = subprocess.Popen(
         [sys.executable, "-m", "tfcompress.training._child", SERVE],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=stderr,
-        env=dict(env),
+        env={**env, "TMPDIR": str(scratch)},
         text=True,
     )
     return _Child(process, settled(env), stderr, folder)
