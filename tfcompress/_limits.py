@@ -134,6 +134,11 @@ calibration, a layer-error report, a fine-tune): an hour by default. Past it the
 killed and the call is one error line."""
 
 
+MAX_MEMORY_BYTES = 2**60
+"""The largest memory limit a variable may set (1 EiB): more than any machine has, and an
+rlimit the OS takes."""
+
+
 @dataclass(frozen=True)
 class MemoryLimit:
     """Bytes a child process may allocate; the default is a share of the machine's memory.
@@ -151,16 +156,17 @@ class MemoryLimit:
 
         Raises:
             InvalidInputError: The variable is set to something that is not a whole number
-                of bytes of at least 1 GiB (``8589934592``, or with a unit: ``8GB``, ``8GiB``).
+                of bytes from 1 GiB to 1 EiB (``8589934592``, or with a unit: ``8GB``, ``8GiB``).
         """
         text = os.environ.get(self.env, "").strip()
         if not text:
             return max(2**30, int(physical_memory() * self.share))
         value = _bytes(text)
-        if value is None or value < 2**30:
+        # Above 2**63 the rlimit call overflows in the child (1e308 was an internal error).
+        if value is None or value < 2**30 or value > MAX_MEMORY_BYTES:
             raise InvalidInputError(
-                f"{self.env} must be a number of bytes of at least 1 GiB (8589934592, 8GB or "
-                f"8GiB), got {text[:40]!r}."
+                f"{self.env} must be a number of bytes of at least 1 GiB and at most 1 EiB "
+                f"(8589934592, 8GB or 8GiB), got {text[:40]!r}."
             )
         return value
 
