@@ -153,21 +153,27 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         progress=True,
         **threshold_options(args),
     )
-    # The report first: if the artifact cannot be written after it, the report's new files
-    # are taken back, so a late failure leaves nothing half-written.
+    # The artifact first, the report after it: a report never names an artifact that was not
+    # written. If either fails, or a signal stops the run anywhere in between, every file of
+    # the two that was not there before is taken back: both are written, or neither.
     folder = Path(args.report) if args.report else None
-    existed = {p for p in report_paths(folder) if os.path.lexists(p)} if folder else set()
-    made_folder = folder is not None and not os.path.exists(folder)
-    written = result.write_report(folder, overwrite=args.force) if folder else []
+    ours = [Path(args.out), *(report_paths(folder) if folder else [])]
+    existed = {p for p in ours if os.path.lexists(p)}
+    made = []  # the report folder and its parents that do not exist yet, innermost first
+    above = folder
+    while above is not None and not os.path.exists(above) and above != above.parent:
+        made.append(above)
+        above = above.parent
     try:
         saved = result.save(args.out, overwrite=args.force) if result.passed else None
+        written = result.write_report(folder, overwrite=args.force) if folder else []
     except BaseException:
-        for path in written:
+        for path in ours:  # what is there now and was not before is ours, written or not
             if path not in existed:
                 path.unlink(missing_ok=True)
-        if made_folder and folder is not None:
+        for made_folder in made:
             with contextlib.suppress(OSError):  # not empty: something else wrote there
-                folder.rmdir()
+                made_folder.rmdir()
         raise
     if args.json:
         payload = result.to_dict()

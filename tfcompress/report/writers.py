@@ -241,7 +241,9 @@ def report_files(directory: Path, files: Sequence[Path]) -> Iterator[list[Path]]
     try:
         yield written
     except BaseException:
-        for path in written:
+        # Every report file that was not there before, listed or not: a signal between a
+        # file's rename and its append to ``written`` must not leave that file behind.
+        for path in {*written, *files}:
             if path not in existed:
                 path.unlink(missing_ok=True)
         for made in created:  # innermost first
