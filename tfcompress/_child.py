@@ -389,6 +389,15 @@ def _start(env: Mapping[str, str], memory: int, warm_up: tuple[str, ...] = ()) -
     stderr = open(Path(folder.name) / "stderr.log", "a+b")  # noqa: SIM115 - lives with the child
     environment = dict(env)
     environment.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Its temporary files (TensorFlow's autograph modules, exports) go in a folder we remove,
+    # even when it is killed and cleans up nothing itself.
+    private_tmp = Path(folder.name) / "tmp"
+    private_tmp.mkdir()
+    environment["TMPDIR"] = str(private_tmp)
+    # The kernel's parent-death signal follows the thread that started the child: asked for
+    # only from the main thread, which lives as long as the process (elsewhere our clean-up
+    # and the closed pipe end it).
+    parent = os.getpid() if threading.current_thread() is threading.main_thread() else 0
     try:
         process = subprocess.Popen(
             [
@@ -396,7 +405,7 @@ def _start(env: Mapping[str, str], memory: int, warm_up: tuple[str, ...] = ()) -
                 "-m",
                 "tfcompress._child",
                 _SERVE,
-                str(os.getpid()),
+                str(parent),
                 str(memory),
                 *warm_up,
             ],
@@ -468,9 +477,11 @@ def _crash_for_tests() -> None:
 
 
 def _serve(parent: int, memory: int, warm_up: list[str]) -> int:
-    from tfcompress._lifetime import prepare_child
+    from tfcompress._lifetime import die_with_parent, no_core_files
 
-    prepare_child(parent)
+    no_core_files()
+    if parent:  # 0: started from a thread that may end before the process does
+        die_with_parent(parent)
     _limit_memory(memory)
     _crash_for_tests()
     os.environ[IN_PROCESS] = "1"  # a call this one makes runs here: it is contained already
@@ -537,7 +548,10 @@ def _forget_models() -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m tfcompress._child --serve PARENT_PID MEMORY_BYTES [WARM_UP...]``."""
+    """``python -m tfcompress._child --serve PARENT_PID MEMORY_BYTES [WARM_UP...]``.
+
+    PARENT_PID 0: do not ask to die with the parent (it was started from a passing thread).
+    """
     if len(argv) < 4 or argv[1] != _SERVE:
         print(
             "usage: python -m tfcompress._child --serve PARENT_PID MEMORY_BYTES [WARM_UP...]",
