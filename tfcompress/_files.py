@@ -215,7 +215,14 @@ def _check_destination(path: PathLike, *, overwrite: bool, inputs: Iterable[Path
 
 def _check_folder_and_name(out: Path) -> None:
     folder = out.parent
-    if not folder.is_dir():
+    try:
+        is_folder = folder.is_dir()
+    except OSError as failure:  # ENAMETOOLONG: a path longer than PATH_MAX (4,096 bytes)
+        raise OutputLocationError(
+            f"{str(out)[:80]}... ({len(str(out)):,} characters): the folder cannot be checked "
+            f"({failure.strerror}); choose a shorter path."
+        ) from None
+    if not is_folder:
         raise OutputLocationError(f"{out}: the folder {folder} does not exist; create it first.")
     try:
         limit = os.pathconf(folder, "PC_NAME_MAX")
