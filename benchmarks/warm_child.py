@@ -2,7 +2,7 @@
 
 ``isolate=True`` fine-tunes in a child process (what the CLI and ``compress`` use). The first
 fine-tune of a process starts the child (TensorFlow and tfmot imported there); later ones
-reuse it (:mod:`tfcompress.training.warm_child`). This script times three QATs of the same
+reuse it (:mod:`tfcompress._child`). This script times three QATs of the same
 model in one process: in a fresh child each time (the warm child closed before each call,
 as before it existed), in the warm child, and in process (``isolate=False``). It also checks
 that the warm child's exports are byte-identical to the fresh child's.
@@ -26,10 +26,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from _markdown import machine_line, write_section
 
 import tfcompress
+from tfcompress import _child as warm_child
 from tfcompress.report.table import format_table
 from tfcompress.samples.datasets import digits
 from tfcompress.samples.gate_models import build_gate_models
-from tfcompress.training import warm_child
 
 CALLS = 3
 

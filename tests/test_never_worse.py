@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import tfcompress
+from tfcompress._child import CRASH_HOOK
 from tfcompress.cli import main
 from tfcompress.compression.bounds import float16_bound, selective_bound
 from tfcompress.compression.candidates import Rung
@@ -38,7 +39,6 @@ from tfcompress.samples.troublemakers import (
     write_custom_layer_h5,
     write_weightless_saved_model,
 )
-from tfcompress.training._child import CRASH_HOOK
 
 
 @pytest.fixture(scope="module")

@@ -187,10 +187,10 @@ def test_sigterm_during_qat_stops_its_child_and_leaves_no_copy(tmp_path, trainin
     run = Run([*argv, "--epochs", "200", "--out", str(out)], tmp_path)
 
     def training(found: dict[int, str]) -> dict[int, str]:
-        child = any("training._child" in line for line in found.values())
+        child = any("tfcompress._child" in line for line in found.values())
         # Past its imports: the child wrote temporary files of its own (its copy of the
         # model, autograph's sources), which it cannot remove once it is killed.
-        own_files = list(run.tmp.glob("tfcompress-warm-child-*/tmp/*"))
+        own_files = list(run.tmp.glob("tfcompress-child-*/tmp/*"))
         return found if child and own_files else {}
 
     started = run.wait_for(training, timeout=120)

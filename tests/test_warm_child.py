@@ -1,19 +1,23 @@
-"""The warm fine-tuning child: reused within a process, fresh when it must be, same bytes."""
+"""The warm child of tfcompress/_child.py: reused within a process, fresh when it must be.
+
+Fine-tuning and conversion share it: a process's second fine-tune (or a conversion after a
+fine-tune) pays no second TensorFlow import, and gives the same bytes as a fresh child.
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
 import tfcompress
-from tfcompress.training import warm_child
-from tfcompress.training._child import SERVE
+from tfcompress import _child
 
 
 def _child_pid() -> int | None:
-    child = warm_child._warm
+    child = _child._warm
     return None if child is None or child.process.poll() is not None else child.process.pid
 
 
@@ -29,29 +33,32 @@ def test_a_second_fine_tune_reuses_the_child_and_gives_the_same_bytes(gate_model
     assert pid is not None and _child_pid() == pid  # one child, still warm
     assert second.model_content == first.model_content  # Keras' state was reset between
     # A child that died while idle (the out-of-memory killer) is replaced, not reused.
-    warm_child._warm.process.kill()
-    warm_child._warm.process.wait()
+    _child._warm.process.kill()
+    _child._warm.process.wait()
     third = tfcompress.qat(model, train_data=train, epochs=1, isolate=True)
     assert _child_pid() not in (None, pid) and third.model_content == first.model_content
 
 
 def test_another_environment_or_process_or_a_long_idle_needs_another_child(monkeypatch):
-    import os
+    from tfcompress._limits import CHILD_MEMORY
 
-    child = warm_child._start(dict(os.environ))  # no request: it imports nothing yet
+    memory = CHILD_MEMORY.value()
+    child = _child._start(dict(os.environ), memory)  # no call: it imports nothing yet
     try:
-        assert child.usable(os.environ)
+        assert child.usable(os.environ, memory)
         # TensorFlow reads its environment once: another environment needs another child.
-        assert not child.usable({**os.environ, "TF_NUM_INTEROP_THREADS": "1"})
+        assert not child.usable({**os.environ, "TF_NUM_INTEROP_THREADS": "1"}, memory)
         # pytest names the current test in the environment: a suite's next test reuses it.
-        assert child.usable({**os.environ, "PYTEST_CURRENT_TEST": "t.py::other (call)"})
+        assert child.usable({**os.environ, "PYTEST_CURRENT_TEST": "t.py::other (call)"}, memory)
+        # Another memory limit is another child.
+        assert not child.usable(os.environ, memory + 2**30)
         # A child idle for too long may be exiting on its own: not reused.
-        monkeypatch.setattr(warm_child, "_REUSE_SECONDS", 0.0)
-        assert not child.usable(os.environ)
+        monkeypatch.setattr(_child, "_REUSE_SECONDS", 0.0)
+        assert not child.usable(os.environ, memory)
         monkeypatch.undo()
         # A forked caller has its own process: it starts its own child.
         monkeypatch.setattr(os, "getpid", lambda: child.owner + 1)
-        assert not child.usable(os.environ)
+        assert not child.usable(os.environ, memory)
     finally:
         monkeypatch.undo()
         child.close()
@@ -59,8 +66,8 @@ def test_another_environment_or_process_or_a_long_idle_needs_another_child(monke
 
 
 def test_the_serving_child_exits_when_its_input_closes():
-    command = [sys.executable, "-m", "tfcompress.training._child", SERVE]
+    command = [sys.executable, "-m", "tfcompress._child", "--serve", "0", str(2**30)]
     done = subprocess.run(command, input="", capture_output=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    done = subprocess.run(command[:-1], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(command[:2], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "usage:" in done.stderr

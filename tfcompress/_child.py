@@ -129,7 +129,9 @@ def call(
                 f"TFCOMPRESS_TIMEOUT=SECONDS to allow longer."
             )
         if code is not None and code < 0:
-            raise NativeCrashError(_crash_message(what, -code, said, limit_bytes))
+            crash = NativeCrashError(_crash_message(what, -code, said, limit_bytes))
+            crash.signal_number, crash.said = -code, said  # for a caller that retries
+            raise crash
         return _answer(what, reply, code, said, limit_bytes)
 
 

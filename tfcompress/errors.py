@@ -76,7 +76,14 @@ class NativeCrashError(TFCompressError):
     The caller survives: the message names the signal, the child's last words and what to
     try. Model and data bytes drive that code (a NaN weight, a huge calibration value), so it
     is the input's error: the CLI exits 2.
+
+    Attributes:
+        signal_number: The signal that ended the child (0 when not known).
+        said: What the child wrote on stderr during the call (its tail).
     """
+
+    signal_number: int = 0
+    said: bytes = b""
 
 
 class ChildTimeoutError(TFCompressError):

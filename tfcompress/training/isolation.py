@@ -4,8 +4,8 @@ TensorFlow 2.21's oneDNN kernels have been seen to segfault inside ``fit`` on so
 (plain tf-keras training too); in-process, that kills ``tfcompress qat`` (exit 139) after
 minutes of work, and a ``compress --train`` search with it. With ``isolate=True``,
 :func:`tfcompress.qat`, :func:`~tfcompress.prune` and :func:`~tfcompress.cluster` run in a
-child Python process (``python -m tfcompress.training._child``), as the load probe runs
-LiteRT (:mod:`tfcompress.models.probe`):
+child Python process, through the one mechanism every native call that model or data drive
+uses (:mod:`tfcompress._child`, which runs :func:`tfcompress.training._child.run_request`):
 
 * the parent loads and checks the data (so bad data fails at once), saves the model where
   it is not a file already, and hands both to the child in a private temporary folder;
@@ -17,9 +17,9 @@ LiteRT (:mod:`tfcompress.models.probe`):
   kernel bug raises; a result from the retry says so in its ``warnings``.
 
 The price is the child's start: it imports TensorFlow and tfmot and loads the model again
-(measured in docs/benchmarks.md, section ``never_worse``). The child stays warm for the
-process's next fine-tune (:mod:`tfcompress.training.warm_child`), so only the first pays the
-imports.
+(measured in docs/benchmarks.md, section ``warm_child``). The child stays warm for the
+process's next fine-tune or conversion, so only the first pays the imports. It runs under
+the child's time and memory limits (``TFCOMPRESS_TIMEOUT``, ``TFCOMPRESS_MEMORY_LIMIT``).
 
 Environment (tests only): ``TFCOMPRESS_TEST_CHILD_CRASH=always`` makes the child kill itself
 with SIGSEGV before any work; ``=onednn`` does so only while oneDNN is on.
@@ -34,17 +34,15 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import signal
-import subprocess
-import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tfcompress.errors import NativeCrashError, TFCompressError
-from tfcompress.training.warm_child import run_warm
+from tfcompress._child import call, last_words, signal_name
+from tfcompress.errors import NativeCrashError
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +52,6 @@ _KERNEL_SIGNALS = frozenset(
     {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT}
 )
 _TECHNIQUES = ("qat", "prune", "cluster")
-
-
-def child_command(request: Path, reply: Path) -> list[str]:
-    """The command that runs the child (``-m``: it imports tfcompress like any caller)."""
-    return [sys.executable, "-m", "tfcompress.training._child", str(request), str(reply)]
 
 
 def run_isolated(technique: str, model: Any, *, safe_mode: bool, **options: Any) -> Any:
@@ -83,14 +76,15 @@ def run_isolated(technique: str, model: Any, *, safe_mode: bool, **options: Any)
     if technique not in _TECHNIQUES:  # pragma: no cover - the verbs pass their own name
         raise ValueError(f"unknown technique {technique!r}")
     with tempfile.TemporaryDirectory(prefix="tfcompress-train-") as folder:
-        root = Path(folder)
-        request = root / "request.pickle"
-        request.write_bytes(pickle.dumps(_request(technique, model, safe_mode, options, root)))
+        request = _request(technique, model, safe_mode, options, Path(folder))
         started = time.monotonic()
-        done = _run(request, root / "reply.pickle", os.environ, warm=True)
         warnings: tuple[str, ...] = ()
-        if done.returncode < 0 and _retry_helps(-done.returncode):
-            name = _signal_name(-done.returncode)
+        try:
+            result = _run(technique, request, os.environ, warm=True)
+        except NativeCrashError as crash:
+            if not _retry_helps(crash.signal_number):
+                raise NativeCrashError(_crash_message(technique, crash, retried=False)) from None
+            name = signal_name(crash.signal_number)
             logger.warning(
                 "%s crashed in TensorFlow's native code (%s) in its child process; retrying "
                 "once with %s=0 (oneDNN off)",
@@ -98,18 +92,15 @@ def run_isolated(technique: str, model: Any, *, safe_mode: bool, **options: Any)
                 name,
                 ONEDNN,
             )
-            done = _run(request, root / "reply.pickle", {**os.environ, ONEDNN: "0"}, warm=False)
-            if done.returncode >= 0:
-                warnings = (
-                    f"fine-tuning crashed in TensorFlow's native code ({name}) with oneDNN "
-                    f"on; this result comes from a retry with {ONEDNN}=0 (set it before "
-                    "running to skip the crash)",
-                )
-            else:
-                raise NativeCrashError(_crash_message(technique, done, retried=True))
-        elif done.returncode < 0:
-            raise NativeCrashError(_crash_message(technique, done, retried=False))
-        result = _reply(technique, done, root / "reply.pickle")
+            try:  # a child of its own: the warm one stays as the caller's environment wants
+                result = _run(technique, request, {**os.environ, ONEDNN: "0"}, warm=False)
+            except NativeCrashError as again:
+                raise NativeCrashError(_crash_message(technique, again, retried=True)) from None
+            warnings = (
+                f"fine-tuning crashed in TensorFlow's native code ({name}) with oneDNN "
+                f"on; this result comes from a retry with {ONEDNN}=0 (set it before "
+                "running to skip the crash)",
+            )
         logger.info(
             "%s ran in a child process in %.1fs (isolate=True)",
             technique,
@@ -153,39 +144,28 @@ def _request(
     }
 
 
-def _run(request: Path, reply: Path, env: Any, *, warm: bool) -> subprocess.CompletedProcess[bytes]:
-    """Run the request in the warm child (:mod:`.warm_child`) or in a child of its own.
-
-    The retry with oneDNN off runs in a child of its own: its environment is not the
-    caller's, and the warm child stays warm for the caller's next request.
-    """
-    reply.unlink(missing_ok=True)
-    try:
-        if warm:
-            return run_warm(request, reply, env)
-        # Its temporary files go in the request's folder, removed even if it is killed.
-        scratch = {"TMPDIR": str(request.parent)}
-        return subprocess.run(
-            child_command(request, reply), capture_output=True, env={**env, **scratch}, check=False
-        )
-    except OSError as failure:  # cannot fork or exec: the machine, not the model
-        raise TFCompressError(
-            f"cannot start the child process that fine-tunes safely ({failure.strerror}); "
-            "free memory or processes, or pass isolate=False (--in-process)."
-        ) from failure
+def _run(technique: str, request: dict[str, Any], env: Mapping[str, str], *, warm: bool) -> Any:
+    """The request in the process's warm child, or in a child of its own (``warm=False``)."""
+    return call(
+        "tfcompress.training._child:run_request",
+        request,
+        what=technique,
+        env=env,
+        warm=warm,
+    )
 
 
 def _retry_helps(number: int) -> bool:
     return number in _KERNEL_SIGNALS and os.environ.get(ONEDNN, "") != "0"
 
 
-def _crash_message(
-    technique: str, done: subprocess.CompletedProcess[bytes], *, retried: bool
-) -> str:
-    name = _signal_name(-done.returncode)
-    last = _last_line(done.stderr)
+def _crash_message(technique: str, crash: NativeCrashError, *, retried: bool) -> str:
+    name = signal_name(crash.signal_number)
+    last = last_words(crash.said)
+    if last:
+        logger.debug("child stderr (last lines): %s", crash.said[-2000:])
     said = f"; its last words: {last}" if last else ""
-    if -done.returncode == signal.SIGKILL:
+    if crash.signal_number == signal.SIGKILL:
         return (
             f"{technique} was killed ({name}) in its child process, usually by the "
             f"out-of-memory killer{said}; lower the batch size or free memory. Nothing was "
@@ -208,33 +188,3 @@ def _crash_message(
         f"TensorFlow's oneDNN kernels are the cause, {ONEDNN}=0 set before running avoids "
         "it. Nothing was written."
     )
-
-
-def _reply(technique: str, done: subprocess.CompletedProcess[bytes], reply: Path) -> Any:
-    if not reply.is_file():
-        last = _last_line(done.stderr)
-        said = f" (its last words: {last})" if last else ""
-        raise RuntimeError(
-            f"the {technique} child process exited with status {done.returncode} without a "
-            f"result{said}"
-        )
-    answer = pickle.loads(reply.read_bytes())  # our own child wrote it, in our own folder
-    if "result" in answer:
-        return answer["result"]
-    if "error" in answer:
-        raise answer["error"]
-    raise RuntimeError(f"{technique} failed in its child process: {answer['bug']}")
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _last_line(stderr: bytes | None) -> str:
-    lines = (stderr or b"").decode("utf-8", errors="replace").strip().splitlines()
-    if lines:
-        logger.debug("child stderr (last lines): %s", " | ".join(lines[-5:]))
-    return " ".join(lines[-1].split())[:200] if lines else ""
