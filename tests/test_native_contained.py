@@ -96,7 +96,8 @@ def test_a_converter_crash_is_one_line_and_nothing_is_written(files, tmp_path, c
     assert "Nothing was written" in error
 
 
-def test_a_fill_sized_by_the_data_ends_at_the_memory_limit(tmp_path, capfd, monkeypatch):
+@pytest.fixture
+def fill_model(tmp_path):
     import tensorflow as tf
 
     @tf.function(input_signature=[tf.TensorSpec([1, 1], tf.float32)])
@@ -111,9 +112,24 @@ def test_a_fill_sized_by_the_data_ends_at_the_memory_limit(tmp_path, capfd, monk
     model.write_bytes(converter.convert())
     data = tmp_path / "data.npz"
     np.savez(data, x=np.full((4, 1), 1e6, np.float32))
+    return model, data
+
+
+def test_a_fill_sized_by_the_data_ends_at_the_memory_limit(
+    fill_model, tmp_path, capfd, monkeypatch
+):
+    model, data = fill_model
     monkeypatch.setenv("TFCOMPRESS_MEMORY_LIMIT", "1GiB")
-    monkeypatch.setenv("TFCOMPRESS_NO_PROBE", "1")  # the probe's child has no such limit yet
     out = tmp_path / "int8.tflite"
     code, _, stderr = _run(["quantize", model, "--data", data, "--out", out], capfd)
     assert code == 2 and len(_errors(stderr)) == 1 and not out.exists(), stderr
     assert "FILL" in stderr or "memory" in stderr
+
+
+def test_gate_measures_under_the_memory_limit(fill_model, tmp_path, capfd, monkeypatch):
+    model, data = fill_model
+    candidate = tmp_path / "candidate.tflite"
+    candidate.write_bytes(model.read_bytes())
+    monkeypatch.setenv("TFCOMPRESS_MEMORY_LIMIT", "1GiB")
+    code, _, stderr = _run(["gate", model, candidate, "--data", data], capfd)
+    assert code == 2 and len(_errors(stderr)) == 1 and "FILL" in stderr, stderr

@@ -460,17 +460,6 @@ def _resolve(target: str) -> Any:
     return found
 
 
-def _limit_memory(memory: int) -> None:
-    """Cap what this process may allocate (Linux counts heap and private mappings)."""
-    if sys.platform == "win32":  # pragma: no cover - no rlimits there
-        return
-    import resource
-
-    kind = getattr(resource, "RLIMIT_DATA", resource.RLIMIT_AS)
-    with contextlib.suppress(ValueError, OSError):  # a hard limit below ours: keep it
-        resource.setrlimit(kind, (memory, memory))
-
-
 def _crash_for_tests() -> None:
     hook = os.environ.get(CRASH_HOOK, "")
     onednn_on = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "") != "0"
@@ -479,12 +468,12 @@ def _crash_for_tests() -> None:
 
 
 def _serve(parent: int, memory: int, warm_up: list[str]) -> int:
-    from tfcompress._lifetime import die_with_parent, no_core_files
+    from tfcompress._lifetime import die_with_parent, limit_memory, no_core_files
 
     no_core_files()
     if parent:  # 0: started from a thread that may end before the process does
         die_with_parent(parent)
-    _limit_memory(memory)
+    limit_memory(memory)
     _crash_for_tests()
     os.environ[IN_PROCESS] = "1"  # a call this one makes runs here: it is contained already
     for name in warm_up:  # a failure here is the first call's to report

@@ -55,6 +55,24 @@ def no_core_files() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def limit_memory(size: int) -> None:
+    """Cap what this process may allocate at ``size`` bytes (Linux: ``RLIMIT_DATA``).
+
+    ``RLIMIT_DATA`` counts the heap and private writable mappings, what an allocation a
+    model's data decides grows; address space merely reserved (thread stacks' guard pages,
+    allocator arenas) is not counted, so the cap can sit close to what is really used.
+    Where there is no such limit (Windows) nothing is capped.
+    """
+    if sys.platform == "win32":  # pragma: no cover - no rlimits there
+        return
+    import contextlib
+    import resource
+
+    kind = getattr(resource, "RLIMIT_DATA", resource.RLIMIT_AS)
+    with contextlib.suppress(ValueError, OSError):  # a hard limit below ours: keep it
+        resource.setrlimit(kind, (size, size))
+
+
 def prepare_child(parent: int | None = None) -> None:
     """Both of the above: what a child entry point calls first."""
     no_core_files()

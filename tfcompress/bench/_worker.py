@@ -106,9 +106,11 @@ def main(argv: list[str]) -> int:
     ``argv`` ends with ``PARENT FD_IN FD_OUT``: the pid of the process that started this
     worker (0: do not die with it), then the two pipes.
     """
-    from tfcompress._lifetime import die_with_parent, no_core_files
+    from tfcompress._lifetime import die_with_parent, limit_memory, no_core_files
+    from tfcompress._limits import CHILD_MEMORY
 
     no_core_files()  # no core file of an untrusted model in the user's folder
+    limit_memory(CHILD_MEMORY.value())  # checked by the parent: an allocation the data sizes
     parent = int(argv[-3]) if len(argv) > 3 else 0
     if parent:  # measuring for nobody is pointless: go when the caller goes
         die_with_parent(parent)

@@ -86,7 +86,9 @@ class IsolatedRunner(Runner):
         backend: A registered backend name.
         options: The backend's options (``threads=2``...).
         batch_dims: Input name -> batch dimension, for the runner's layout.
-        timeout: Seconds one request may take (loading, a run, a timing); None: no limit.
+        timeout: Seconds one request may take (loading, a run, a timing); None: the
+            child-process default (``TFCOMPRESS_TIMEOUT``, an hour). The worker may allocate
+            up to ``TFCOMPRESS_MEMORY_LIMIT`` (:data:`tfcompress._limits.CHILD_MEMORY`).
 
     Raises:
         RuntimeCrashedError: The worker died while loading the model.
@@ -111,7 +113,14 @@ class IsolatedRunner(Runner):
         self.model = model
         self.options = dict(options or {})
         self.batch_dims = dict(batch_dims or {})
-        self.timeout = timeout
+        from tfcompress._limits import CHILD_MEMORY, CHILD_TIMEOUT
+
+        # Every measurement has a time limit (gate, evaluate, the plugin pass None), and the
+        # memory limit the worker reads is checked here, where a bad value is one line.
+        self.timeout = CHILD_TIMEOUT.seconds() if timeout is None else timeout
+        # benchmark passes its --timeout; the other verbs take the environment's limit.
+        self._limit_option = f"{CHILD_TIMEOUT.env}=SECONDS" if timeout is None else "--timeout"
+        CHILD_MEMORY.value()
         self.runtime = _RUNTIMES.get(backend, f"the {backend} backend")
         self._class = backend_class(backend)
         self._process: subprocess.Popen[bytes] | Worker | None = None
@@ -264,7 +273,7 @@ class IsolatedRunner(Runner):
                     f"{model_name(self.model)}: {self.runtime} ({self.backend} backend) did not "
                     f"finish {doing} within {self.timeout:g} s and was stopped; a model whose "
                     "work depends on its inputs (a loop bound, a sequence length) may need "
-                    "real data, or a longer limit (--timeout)."
+                    f"real data, or a longer limit ({self._limit_option})."
                 )
             status, value = answers.recv()
         except (EOFError, OSError) as failure:  # the worker died: its pipe closed

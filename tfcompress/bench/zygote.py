@@ -276,9 +276,12 @@ def serve(control_fd: int, parent: int = 0) -> int:
     """
     import importlib
 
-    from tfcompress._lifetime import die_with_parent, no_core_files
+    from tfcompress._lifetime import die_with_parent, limit_memory, no_core_files
+    from tfcompress._limits import CHILD_MEMORY
 
     no_core_files()
+    # Inherited by every worker it forks: an allocation the data sizes ends at the limit.
+    limit_memory(CHILD_MEMORY.value())  # checked by the parent before it started us
     if parent:
         die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent to handle

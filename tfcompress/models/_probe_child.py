@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -160,6 +161,13 @@ def _prepare_child(parent: int) -> None:
 
     # A crash must not leave a core file of an untrusted model in the user's folder.
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # What it may allocate (tfcompress._limits.CHILD_MEMORY, computed by the parent): a FILL
+    # sized by the real inputs ends at the limit instead of taking the machine's memory.
+    memory = os.environ.get("TFCOMPRESS_PROBE_MEMORY_BYTES", "")
+    if memory.isdigit():
+        kind = getattr(resource, "RLIMIT_DATA", resource.RLIMIT_AS)
+        with contextlib.suppress(ValueError, OSError):  # a hard limit below ours: keep it
+            resource.setrlimit(kind, (int(memory), int(memory)))
     if not sys.platform.startswith("linux"):
         return
     import ctypes

@@ -75,6 +75,10 @@ class _Verdict:
 _verdicts: dict[tuple[str, str], _Verdict] = {}
 
 
+#: The environment variable the probe child reads its memory limit from (bytes).
+MEMORY_BYTES = "TFCOMPRESS_PROBE_MEMORY_BYTES"
+
+
 def child_command(kind: str) -> list[str]:
     """The command that runs the probe child; tests replace it to fake a crash or a hang.
 
@@ -230,6 +234,10 @@ def _run_child(
     runtime = _RUNTIMES[kind]
     on = "on zeros" if inputs is None else "on the real inputs"
     command = child_command(kind) + ([] if inputs is None else ["--inputs"])
+    from tfcompress._limits import CHILD_MEMORY
+
+    # The child cannot import tfcompress to read the limit: it gets the bytes.
+    env = {**os.environ, MEMORY_BYTES: str(CHILD_MEMORY.value())}
     try:
         done = subprocess.run(
             command,
@@ -237,6 +245,7 @@ def _run_child(
             capture_output=True,
             timeout=timeout,
             check=False,
+            env=env,
         )
     except OSError as failure:  # cannot fork or exec: the machine, not the file
         raise TFCompressError(
