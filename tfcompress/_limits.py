@@ -128,10 +128,11 @@ class TimeLimit:
         return value
 
 
-CHILD_TIMEOUT = TimeLimit("TFCOMPRESS_TIMEOUT", 3600.0)
+CHILD_TIMEOUT = TimeLimit("TFCOMPRESS_TIMEOUT", 6 * 3600.0)
 """Seconds one call in a child process may take (:mod:`tfcompress._child`: a conversion, a
-calibration, a layer-error report, a fine-tune): an hour by default. Past it the child is
-killed and the call is one error line."""
+calibration, a layer-error report, a fine-tune; a measurement without ``--timeout``): six
+hours by default, room for a CPU fine-tune of an edge model, while a hung run still ends the
+same day. Past it the child is killed and the call is one error line."""
 
 
 MAX_MEMORY_BYTES = 2**60

@@ -130,7 +130,7 @@ def benchmark(
             the backend does not take, or options for a backend not requested, are refused.
         timeout: Seconds one measurement in a worker may take (loading a runner, the
             accuracy pass, one row's timing) before it is stopped and its row is an error;
-            None: the child-process limit (``TFCOMPRESS_TIMEOUT``, an hour by default).
+            None: the child-process limit (``TFCOMPRESS_TIMEOUT``, six hours by default).
         isolate: Run native runtimes in worker processes (the default); False runs them
             in this process, where a native crash ends the process and nothing stops a hang.
         safe_mode: Refuse Keras files that would run code when loaded (Lambda layers); pass

@@ -87,7 +87,7 @@ class IsolatedRunner(Runner):
         options: The backend's options (``threads=2``...).
         batch_dims: Input name -> batch dimension, for the runner's layout.
         timeout: Seconds one request may take (loading, a run, a timing); None: the
-            child-process default (``TFCOMPRESS_TIMEOUT``, an hour). The worker may allocate
+            child-process default (``TFCOMPRESS_TIMEOUT``, six hours). The worker may allocate
             up to ``TFCOMPRESS_MEMORY_LIMIT`` (:data:`tfcompress._limits.CHILD_MEMORY`).
 
     Raises:
