@@ -64,7 +64,8 @@ def main() -> int:
 
 
 def _totals_table(totals: dict[str, dict[str, int]]) -> tuple[list[str], list[list[str]]]:
-    columns = ["cases", "clean_errors", "accepted", "gate_failed", "crashes", "hangs", "violations"]
+    columns = ["cases", "clean_errors", "accepted", "gate_failed", "interrupted", "crashes"]
+    columns += ["hangs", "violations"]
     rows = [[entry, *(str(counts.get(c, 0)) for c in columns)] for entry, counts in totals.items()]
     overall = Counter()
     for counts in totals.values():
@@ -97,6 +98,14 @@ progress log lines, if any), with no signal, hang, traceback, leftover output, c
 code run or marker file written by a payload (Lambda bytecode or a graph's `WriteFile`), and
 no process left running by a compiler (see [security.md](security.md)). "Accepted" counts
 mutants that were still valid inputs (e.g. a bit flipped inside a weight).
+
+Cases that set `TFCOMPRESS_*` limits, send a signal or run the pytest plugin run as a process
+of their own, in a session and a `TMPDIR` of their own: a bad limit must be exit 2 with one
+line; SIGTERM, SIGHUP or SIGINT 0.2-3 s into `benchmark`/`quantize` must end in exit 143/129/130
+with one line ("interrupted"; or a clean finish if it ended first), no process left in the
+session, nothing in `TMPDIR` and no partial output; `python -m pytest` with hostile
+`--tfc-*` options must be pytest's usage error (exit 4, counted as a clean error) with the
+gate's inputs unchanged.
 
 {table}
 

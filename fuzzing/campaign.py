@@ -30,6 +30,7 @@ import numpy as np
 
 from fuzzing.cases import ENTRY_POINTS, Case, all_strategies, make_case
 from fuzzing.invocations import SERVERS, SLOW
+from fuzzing.processes import run_process
 from fuzzing.seeds import Seeds, build_seeds
 
 SLOW_TIMEOUT_FACTOR = 5  # slow strategies (compiles, selections) get 5x the case time limit
@@ -46,6 +47,17 @@ class Outcome:
     stderr: str
     seconds: float
     violations: tuple[str, ...]
+
+    @property
+    def clean_error(self) -> bool:
+        """A refusal that kept the contract: exit 2, or pytest's usage error (4)."""
+        refused = self.exit_code == 2 or (self.case.entry == "pytest" and self.exit_code == 4)
+        return refused and not self.violations
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped by the case's signal, and it kept the contract (128+N, one line)."""
+        return self.exit_code is not None and self.exit_code >= 128 and not self.violations
 
 
 @dataclass(frozen=True)
@@ -67,7 +79,8 @@ class CampaignResult:
         for outcome in self.outcomes:
             row = table[outcome.case.entry]
             row["cases"] += 1
-            row["clean_errors"] += outcome.exit_code == 2 and not outcome.violations
+            row["clean_errors"] += outcome.clean_error
+            row["interrupted"] += outcome.interrupted
             row["accepted"] += outcome.exit_code == 0 and not outcome.violations
             row["gate_failed"] += outcome.exit_code == 1 and not outcome.violations
             row["crashes"] += outcome.signal is not None
@@ -146,7 +159,7 @@ def run_campaign(
 def _run_one(case: Case, seeds: Seeds, worker: _Worker, timeout: float) -> Outcome:
     before = {path: _fingerprint(Path(path)) for path in case.inputs}
     seeds.marker.unlink(missing_ok=True)
-    reply = worker.run(case, timeout)
+    reply = run_process(case, timeout) if case.own_process else worker.run(case, timeout)
     violations: list[str] = []
     code = reply.get("exit_code")
     stderr = str(reply.get("stderr", ""))
@@ -166,6 +179,8 @@ def _run_one(case: Case, seeds: Seeds, worker: _Worker, timeout: float) -> Outco
         left = [str(p) for p in (output, compiled) if os.path.lexists(p)]
         violations += [f"a failed run left {p}" for p in left]
     violations += [f"left process {pid} running" for pid in _stray_processes(Path(case.folder))]
+    violations += [f"left process {pid} running" for pid in reply.get("left_processes", ())]
+    violations += [f"left in its TMPDIR: {name}" for name in reply.get("left_temp", ())]
     leftovers = [p.name for p in Path(case.folder).glob(".tfcompress-*")]
     violations += [f"temporary file left: {name}" for name in leftovers]
     return Outcome(
@@ -208,19 +223,32 @@ def _remove(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+_INTERRUPTED = re.compile(r"^tfcompress: interrupted \((SIGINT|SIGTERM|SIGHUP)\); ")
+
+
 def _judge_exit(case: Case, code: int, stderr: str) -> list[str]:
     problems = []
     # 1 is "a check the user asked for failed": a gate, or a selection's budgets.
     allowed = {0, 2} | ({1} if case.entry in {"gate", "select"} else set())
+    if case.exit_codes is not None:  # an interrupt's 128+N, pytest's usage error
+        allowed = set(case.exit_codes)
     if code not in allowed:
-        problems.append(f"exit code {code}")
+        problems.append(f"exit code {code} (allowed: {', '.join(map(str, sorted(allowed)))})")
     if case.must_fail and code != 2:
         problems.append(f"accepted an input every correct run must refuse (exit {code})")
     if "Traceback" in stderr:
         problems.append("printed a traceback")
+    if case.runner == "pytest":
+        if "INTERNALERROR" in stderr:
+            problems.append("pytest reported an INTERNALERROR")
+        return problems
     # tfcompress's own log records (progress of work done before a late failure) may come
     # first; then exactly one error line, and nothing after it.
     lines = [line for line in stderr.splitlines() if line.strip() and not _LOG_RECORD.match(line)]
+    if code >= 128:  # stopped by a signal: its one line, after progress logs only
+        if len(lines) != 1 or not _INTERRUPTED.match(lines[0]):
+            problems.append(f"exit {code} without exactly one 'interrupted' line ({len(lines)})")
+        return problems
     if code == 2:
         prefix = f"tfcompress {case.entry}: error: "
         last = stderr.strip().splitlines()[-1:] if stderr.strip() else []
@@ -235,6 +263,8 @@ def _fingerprint(path: Path) -> str:
         info = path.lstat()
     except FileNotFoundError:
         return "missing"
+    except OSError as error:  # a name too long, a link loop on the way: nothing was there
+        return f"unreachable:{error.errno}"
     if stat.S_ISLNK(info.st_mode):
         return f"link:{os.readlink(path)}"
     if stat.S_ISDIR(info.st_mode):

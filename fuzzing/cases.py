@@ -8,11 +8,20 @@ from pathlib import Path
 
 import numpy as np
 
-from fuzzing.invocations import INVOCATIONS, SLOW
+from fuzzing.invocations import INVOCATIONS, SLOW, load_invocations
 from fuzzing.mutations import load_all
 from fuzzing.seeds import Seeds
 
-ENTRY_POINTS = ("inspect", "benchmark", "quantize", "gate", "compress", "select", "zoo")
+ENTRY_POINTS = (
+    "inspect",
+    "benchmark",
+    "quantize",
+    "gate",
+    "compress",
+    "select",
+    "zoo",
+    "pytest",  # the gate plugin, through `python -m pytest`
+)
 FAST_BENCHMARK = ("--runs", "1", "--min-seconds", "0", "--warmup-seconds", "0")
 # Where each kind of mutant can be fed.
 _ENTRIES_BY_ROLE = {
@@ -37,6 +46,10 @@ class Case:
         output: A path that must not exist after a failed run (None when none is written).
         must_fail: Every correct run exits 2.
         folder: The case's own folder (holds the mutant and the would-be output).
+        env: Variables set for this run only (see :class:`~fuzzing.invocations.Invocation`).
+        runner: ``"cli"`` (in the worker), ``"process"`` or ``"pytest"`` (a process of its own).
+        interrupt: ``(signal name, seconds)`` to send it after, or None.
+        exit_codes: The allowed exit codes when not the usual ones, or None.
     """
 
     index: int
@@ -47,6 +60,15 @@ class Case:
     output: str | None
     must_fail: bool
     folder: str
+    env: tuple[tuple[str, str], ...] | None = None
+    runner: str = "cli"
+    interrupt: tuple[str, float] | None = None
+    exit_codes: tuple[int, ...] | None = None
+
+    @property
+    def own_process(self) -> bool:
+        """Whether it runs in a process of its own instead of the fuzz worker."""
+        return self.runner != "cli" or self.env is not None or self.interrupt is not None
 
 
 def _output_abuses(seeds: Seeds, folder: Path, rng: np.random.Generator) -> dict[str, Path]:
@@ -92,7 +114,7 @@ def all_strategies(*, include_slow: bool = True) -> list[str]:
         include_slow: Also the strategies that compile or select (seconds per case); the
             test suite's short campaign leaves them to ``benchmarks/fuzz.py``.
     """
-    invocations = sorted(n for n in INVOCATIONS if include_slow or n not in SLOW)
+    invocations = sorted(n for n in load_invocations() if include_slow or n not in SLOW)
     return sorted(load_all()) + list(OUTPUT_ABUSES) + sorted(OPTION_ABUSES) + invocations
 
 
@@ -109,7 +131,7 @@ def make_case(index: int, name: str, seeds: Seeds, root: Path, rng: np.random.Ge
         entry, extra = OPTION_ABUSES[name]
         argv, output = _argv(entry, seeds, folder, model=None, data=None)
         return Case(index, entry, name, (*argv, *extra), _inputs(seeds), output, True, str(folder))
-    if name in INVOCATIONS:
+    if name in load_invocations():
         made = INVOCATIONS[name](rng, seeds, folder)
         return Case(
             index,
@@ -120,6 +142,10 @@ def make_case(index: int, name: str, seeds: Seeds, root: Path, rng: np.random.Ge
             made.output,
             made.must_fail,
             str(folder),
+            made.env,
+            made.runner,
+            made.interrupt,
+            made.exit_codes,
         )
     mutant = load_all()[name](rng, seeds, folder)
     entries = _ENTRIES_BY_ROLE[mutant.role]

@@ -36,6 +36,15 @@ class Invocation:
         inputs: Files that must be byte-identical afterwards.
         output: A path that must not exist after a failed run.
         must_fail: Every correct run exits 2.
+        env: Environment variables set for this run only (it then runs as a process of its
+            own, like ``runner="process"``); None: the campaign's environment.
+        runner: ``"cli"``: ``tfcompress.cli.main`` in the fuzz worker; ``"process"``: a fresh
+            ``python -m tfcompress`` with a TMPDIR of its own that must be left empty;
+            ``"pytest"``: ``python -m pytest ARGV`` in the case folder (the gate plugin).
+        interrupt: ``(signal name, seconds)``: send that signal that long after the start
+            (a process run; never before the CLI installed its handlers).
+        exit_codes: The exit codes the contract allows, when not the usual ones (0, 1 for a
+            failed check, 2): 128+N for an interrupt, pytest's 4 for a usage error.
     """
 
     entry: str
@@ -43,6 +52,10 @@ class Invocation:
     inputs: tuple[str, ...]
     output: str | None
     must_fail: bool
+    env: tuple[tuple[str, str], ...] | None = None
+    runner: str = "cli"
+    interrupt: tuple[str, float] | None = None
+    exit_codes: tuple[int, ...] | None = None
 
 
 Builder = Callable[[np.random.Generator, Seeds, Path], Invocation]
@@ -418,3 +431,11 @@ def _report_folder(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Invo
         must_fail = False
     argv = ("benchmark", str(seeds.tflite_int8), *FAST_BENCHMARK, "--report", str(report))
     return Invocation("benchmark", argv, _seed_inputs(seeds), None, must_fail)
+
+
+def load_invocations() -> dict[str, Builder]:
+    """Import every invocation module (each registers itself) and return the registry."""
+    from fuzzing import invocations_options, invocations_runs
+
+    del invocations_options, invocations_runs  # imported for registration
+    return INVOCATIONS
