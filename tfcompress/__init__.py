@@ -151,7 +151,7 @@ if TYPE_CHECKING:
     from tfcompress.zoo import ZooModelInfo, create_model, list_models, model_info
 
 
-_SUBMODULES = ("datasets", "edgetpu", "samples")
+_SUBMODULES = ("edgetpu", "samples")
 
 
 def __getattr__(name: str) -> Any:
