@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from tfcompress._environ import settled
+from tfcompress._lifetime import last_words, signal_name
 from tfcompress.errors import (
     ChildTimeoutError,
     NativeCrashError,
@@ -164,35 +165,6 @@ def prestart(*warm_up: str) -> None:
             _warm = _start(environment, memory, warm_up)
         except TFCompressError:  # a bad limit or no process: the call itself will say so
             return
-
-
-def signal_name(number: int) -> str:
-    """``SIGSEGV`` for 11; ``signal 99`` for a number no signal has.
-
-    Example:
-        >>> signal_name(11)
-        'SIGSEGV'
-    """
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def last_words(stderr: bytes | None, limit: int = 200) -> str:
-    r"""The last non-empty line a child wrote, on one line and capped (for messages).
-
-    Example:
-        >>> last_words(b"loading\\nF0000 check failed: size > 0\\n")
-        'F0000 check failed: size > 0'
-    """
-    text = (stderr or b"").decode("utf-8", errors="replace")
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    line = " ".join(lines[-1].split())
-    line = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in line)
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _crash_message(what: str, number: int, said: bytes, memory: int) -> str:

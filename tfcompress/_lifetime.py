@@ -6,8 +6,11 @@ nobody. On Linux a child asks the kernel for SIGKILL when its parent dies
 (``prctl(PR_SET_PDEATHSIG)``); elsewhere its parent's clean-up is all there is. A child that
 crashes must not write a core file holding the user's model either.
 
-These functions are called *in the child*, first thing, by every child entry point (the
+The first three are called *in the child*, first thing, by every child entry point (the
 conversion and fine-tuning child, the measurement worker and its zygote, the load probe).
+
+:func:`signal_name` and :func:`last_words` are the parent's side: how every crash message
+names the signal and quotes the child.
 
 Example:
     >>> prepare_child(parent=None)  # doctest: +SKIP
@@ -77,3 +80,32 @@ def prepare_child(parent: int | None = None) -> None:
     """Both of the above: what a child entry point calls first."""
     no_core_files()
     die_with_parent(parent)
+
+
+def signal_name(number: int) -> str:
+    """``SIGSEGV`` for 11; ``signal 99`` for a number no signal has.
+
+    Example:
+        >>> signal_name(11)
+        'SIGSEGV'
+    """
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def last_words(stderr: bytes | None, limit: int = 200) -> str:
+    r"""The last non-empty line a child wrote, on one line and capped (for messages).
+
+    Example:
+        >>> last_words(b"loading\\nF0000 check failed: size > 0\\n")
+        'F0000 check failed: size > 0'
+    """
+    text = (stderr or b"").decode("utf-8", errors="replace")
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = " ".join(lines[-1].split())
+    line = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in line)
+    return line if len(line) <= limit else line[: limit - 3] + "..."

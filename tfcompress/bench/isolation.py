@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import pickle
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from tfcompress._lifetime import signal_name
 from tfcompress.bench.zygote import Worker, death_wish, start_worker
-from tfcompress.errors import TFCompressError
+from tfcompress.errors import NativeCrashError, TFCompressError
 from tfcompress.models.feeding import FeedLayout
 from tfcompress.models.loading import model_name
 from tfcompress.runtime.base import Feed, Outputs, Runner, backend_class
@@ -57,8 +57,12 @@ _RUNTIMES = {
 }
 
 
-class RuntimeCrashedError(TFCompressError):
-    """The native runtime died (a signal, an abort) while running a model in its worker."""
+class RuntimeCrashedError(NativeCrashError):
+    """The native runtime died (a signal, an abort) while running a model in its worker.
+
+    One kind of :class:`~tfcompress.errors.NativeCrashError`: a crash in a child is one
+    typed error wherever the child runs.
+    """
 
 
 class MeasurementTimeoutError(TFCompressError):
@@ -300,7 +304,7 @@ class IsolatedRunner(Runner):
         last = _last_words(self._stderr)
         self._stop()
         if code is not None and code < 0:
-            how = f"was killed by {_signal_name(-code)}"
+            how = f"was killed by {signal_name(-code)}"
         else:
             how = f"exited with status {code}"
         said = f"; its last words: {last}" if last else ""
@@ -341,10 +345,3 @@ def _last_words(stream: Any) -> str:
     lines = stream.read()[-4000:].decode("utf-8", errors="replace").strip().splitlines()
     useful = [line.strip() for line in lines if line.strip() and "INFO:" not in line]
     return " ".join(useful[-1].split())[:200] if useful else ""
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"

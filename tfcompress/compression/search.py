@@ -245,7 +245,9 @@ class SearchState:
             # an export the runtime rejects, an engine not installed, fine-tuning crashed in
             # its child process): recorded with the reason, the search goes on with the best
             # artifact so far.
-            if isinstance(error, NativeCrashError):  # the other fine-tunes run the same fit
+            # A fine-tune that crashed: the other fine-tunes run the same fit. (A conversion or
+            # a measurement that crashed in its child is that rung's alone.)
+            if isinstance(error, NativeCrashError) and technique in TRAINING_CONFIGS:
                 self.training_hurts = f"{name} crashed in TensorFlow's native code"
             done = Attempt(
                 index, name, technique, self.recorded(technique, recipe), "error", str(error),

@@ -39,7 +39,6 @@ import io
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -48,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tfcompress._lifetime import last_words, signal_name
 from tfcompress.errors import InvalidDataError, InvalidInputError, ModelLoadError, TFCompressError
 
 logger = logging.getLogger(__name__)
@@ -264,7 +264,7 @@ def _run_child(
         )
     _log_stderr(done.stderr)
     if done.returncode < 0:
-        name = _signal_name(-done.returncode)
+        name = signal_name(-done.returncode)
         return _Verdict(
             f"{runtime} crashed ({name}) when it ran this file once {on}, in a child process "
             f"that tfcompress uses to contain such crashes; a valid model never crashes it: "
@@ -278,8 +278,8 @@ def _run_child(
     except json.JSONDecodeError:
         reply = None
     if done.returncode != 0 or not isinstance(reply, dict):
-        last = done.stderr.decode("utf-8", errors="replace").strip().splitlines()[-1:]
-        said = f" (its last words: {' '.join(last[0].split())[:200]})" if last else ""
+        last = last_words(done.stderr)
+        said = f" (its last words: {last})" if last else ""
         return _Verdict(
             f"{runtime} exited with status {done.returncode} on this file without a "
             f"verdict{said}; {_REEXPORT}.",
@@ -315,13 +315,6 @@ def _framed(content: bytes, inputs: Mapping[str, np.ndarray]) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, **{name: np.asarray(array) for name, array in inputs.items()})
     return len(content).to_bytes(8, "little") + content + buffer.getvalue()
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def _log_stderr(stderr: bytes | None) -> None:
