@@ -55,7 +55,7 @@ HEAD_TESTS = """
 import numpy as np
 import pytest
 
-from tfcompress.testing import GateReport, GateResult
+from tfcompress.testing import GateReport
 
 HEADS, HEADS_INT8, FRAMES = {two_head!r}, {two_head_int8!r}, {two_head_frames!r}
 REF, INT8, DAMAGED = {reference!r}, {int8!r}, {damaged!r}
@@ -87,7 +87,7 @@ def test_damaged_classifier_without_labels(accuracy_gate):
 @pytest.mark.accuracy_gate(metric=mean_true_probability, max_drop=0.05)
 def test_legacy_metric_function(accuracy_gate):
     result = accuracy_gate(REF, INT8, DATA)
-    assert isinstance(result, GateResult)
+    assert isinstance(result, GateReport)
     assert result.passed and result.settings.metric_name == "mean_true_probability"
 """
 
@@ -386,8 +386,7 @@ def test_precedence_marker_over_command_line_over_ini_over_default(
     assert defaults["test_method"]["mode"] == "tolerant"
 
     pytester.makeini(
-        "[pytest]\ntfc_max_drop = 0.2\ntfc_backend = gpu\ntfc_metric = accuracy\n"
-        "tfc_min_snr = 22\n"
+        "[pytest]\ntfc_max_drop = 0.2\ntfc_backend = gpu\ntfc_metric = accuracy\ntfc_min_snr = 22\n"
     )
     ini = settings()
     assert values(ini["test_plain"], *keys) == [

@@ -301,7 +301,7 @@ def test_result_message_and_dict() -> None:
     assert [c["label"] for c in check["per_class"]] == [2, 0, 1]
     error = AccuracyGateError(result)
     assert isinstance(error, GateFailedError) and isinstance(error, AssertionError)
-    assert error.exit_code == 1 and error.result is result and "+15.00 pt" in str(error)
+    assert error.exit_code == 1 and error.report is result and "+15.00 pt" in str(error)
 
 
 def test_top5_and_callable_metrics() -> None:

@@ -29,10 +29,9 @@ _LAZY = {
     "GateError": "tfcompress.testing.output_gates",
     "assert_gate": "tfcompress.testing.output_gates",
     "check_gate": "tfcompress.testing.output_gates",
-    "ClassChange": "tfcompress.testing.result",
-    "GateReport": "tfcompress.testing.result",
-    "GateResult": "tfcompress.testing.result",
-    "Verdict": "tfcompress.testing.result",
+    "ClassChange": "tfcompress.testing.report",
+    "GateReport": "tfcompress.testing.report",
+    "Verdict": "tfcompress.testing.report",
     "GATE_MODES": "tfcompress.testing.settings",
     "GateSettings": "tfcompress.testing.settings",
     "PairedDifference": "tfcompress.testing.stats",
@@ -49,7 +48,6 @@ __all__ = [
     "ClassChange",
     "GateError",
     "GateReport",
-    "GateResult",
     "GateSettings",
     "PairedDifference",
     "Verdict",
@@ -75,7 +73,7 @@ if TYPE_CHECKING:
     )
     from tfcompress.testing.judge import Check, build_checks, judge_outputs_by_name
     from tfcompress.testing.output_gates import GateError, assert_gate, check_gate
-    from tfcompress.testing.result import ClassChange, GateReport, GateResult, Verdict
+    from tfcompress.testing.report import ClassChange, GateReport, Verdict
     from tfcompress.testing.settings import GATE_MODES, GateSettings
     from tfcompress.testing.stats import (
         PairedDifference,

@@ -45,12 +45,7 @@ _OUTPUT = "output"  # the name judge_outputs gives the one output it is handed
 
 
 class AccuracyGateError(GateError):
-    """An accuracy gate failed: :attr:`report` (also :attr:`result`) holds every verdict."""
-
-    @property
-    def result(self) -> GateReport:
-        """The failed gate's report (the name this error used to carry)."""
-        return self.report
+    """An accuracy gate failed: :attr:`report` holds every verdict."""
 
 
 def judge_outputs(

@@ -3,8 +3,7 @@
 :func:`~tfcompress.testing.judge.judge_outputs_by_name` judges each check into a
 :class:`Verdict`; :class:`GateReport` gathers them and renders the headline, table, JSON and
 advice. Every gate returns a :class:`GateReport` (``check_accuracy_drop`` too: its one verdict
-reads as ``report.drop``...); :mod:`tfcompress.testing.result` keeps the old ``GateResult``
-name as an alias.
+reads as ``report.drop``...).
 """
 
 from __future__ import annotations
