@@ -1,9 +1,10 @@
 """A seeded fuzz campaign over the CLI: every hostile input ends in exit 0 or one clean error.
 
 The campaign lives in ``fuzzing/`` (beside the package, not installed with it). This is its
-short share: every fast strategy a few times; `benchmarks/fuzz.py` runs the long campaign
-(>= 2,000 cases, the slow strategies too: hostile compilers, resumed selections) and records
-its totals.
+short share: every fast strategy once; `benchmarks/fuzz.py` runs the long campaign (the slow
+strategies too: hostile compilers, resumed selections) and records its totals. Cases that set
+`TFCOMPRESS_*` limits, send SIGTERM/SIGHUP/SIGINT or run the pytest plugin get a process of
+their own (fuzzing/processes.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ from __future__ import annotations
 import pytest
 
 from fuzzing import all_strategies, run_campaign
-from fuzzing.cases import ENTRY_POINTS
+from fuzzing.campaign import _judge_exit
+from fuzzing.cases import ENTRY_POINTS, Case
+from tfcompress._files import check_output_path
+from tfcompress._limits import CHILD_MEMORY
+from tfcompress.errors import InvalidInputError, OutputLocationError
 
 SEED = 20261123
 CASES = len(all_strategies(include_slow=False))  # every fast strategy once: about a minute
@@ -34,3 +39,41 @@ def test_fuzz_campaign_keeps_the_untrusted_input_contract(tmp_path):
     # The campaign is not vacuous: most mutants are refused, and some are fine.
     assert sum(row["clean_errors"] for row in totals.values()) > CASES // 2
     assert sum(row["accepted"] for row in totals.values()) > 0
+
+
+def _case(**fields) -> Case:
+    base = {"index": 0, "entry": "quantize", "strategy": "s", "argv": (), "inputs": ()}
+    return Case(**{**base, "output": None, "must_fail": False, "folder": "/nonexistent", **fields})
+
+
+def test_the_judge_accepts_128_plus_n_for_signal_cases_only():
+    line = "tfcompress: interrupted (SIGTERM); nothing partial was left behind\n"
+    signalled = _case(runner="process", interrupt=("SIGTERM", 1.0), exit_codes=(0, 143))
+    assert _judge_exit(signalled, 143, line) == []
+    assert _judge_exit(signalled, 143, line + line)  # one line, not two
+    assert _judge_exit(signalled, 130, line)  # another signal's code
+    assert _judge_exit(_case(), 143, line)  # a case no one signalled
+
+
+def test_pytest_cases_are_judged_by_their_exit_code_and_internal_errors():
+    usage = _case(entry="pytest", runner="pytest", exit_codes=(4,))
+    assert _judge_exit(usage, 4, "ERROR: --tfc-backend: unknown backend\n") == []
+    assert _judge_exit(usage, 1, "1 failed\n")
+    assert _judge_exit(usage, 4, "INTERNALERROR> Traceback\n")
+
+
+# Reproducers of what the issue 29 part 5 strategies found (each was exit 3).
+
+
+def test_a_memory_limit_of_1e308_is_a_usage_error(monkeypatch):
+    # env.memory_limit: it passed the check and overflowed setrlimit in the child.
+    monkeypatch.setenv("TFCOMPRESS_MEMORY_LIMIT", "1e308")
+    with pytest.raises(InvalidInputError, match="at most 1 EiB"):
+        CHILD_MEMORY.value()
+
+
+def test_an_output_folder_past_path_max_is_one_location_error(tmp_path):
+    # out.hostile.long_path: Path.is_dir raised ENAMETOOLONG.
+    path = tmp_path.joinpath(*["d" * 200] * 30, "out.tflite")
+    with pytest.raises(OutputLocationError, match="choose a shorter path"):
+        check_output_path(path)
