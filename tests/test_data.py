@@ -5,9 +5,9 @@ import pytest
 
 from tfcompress.data import Dataset, load_data, validate_for_model, validate_for_signature
 from tfcompress.errors import InvalidDataError
-from tfcompress.models.signature import InputSpec, ModelSignature
+from tfcompress.models.signature import ModelSignature, TensorSpec
 
-SPEC = InputSpec(shape=(None, 28, 28, 1), dtype="float32")
+SPEC = TensorSpec(shape=(None, 28, 28, 1), dtype="float32")
 RNG = np.random.default_rng(0)
 X = RNG.random((6, 28, 28, 1), dtype=np.float32)
 Y = np.array([0, 1, 2, 3, 4, 5])
@@ -37,10 +37,10 @@ def test_npz_with_other_names_is_matched_to_inputs_by_name(tmp_path):
     np.savez(tmp_path / "d.npz", images=X)
     dataset = load_data(tmp_path / "d.npz")
     assert dataset.input_names == ("images",)
-    spec = InputSpec(shape=(None, *X.shape[1:]), name="image")
+    spec = TensorSpec(shape=(None, *X.shape[1:]), name="image")
     with pytest.raises(InvalidDataError, match=r"arrays 'images' but the model's inputs are image"):
         validate_for_model(dataset, spec)
-    renamed = validate_for_model(dataset, InputSpec(shape=(None, *X.shape[1:]), name="images"))
+    renamed = validate_for_model(dataset, TensorSpec(shape=(None, *X.shape[1:]), name="images"))
     np.testing.assert_array_equal(renamed.x, X)
 
 
@@ -148,8 +148,8 @@ def test_bundled_mnist_is_stratified_and_real(mnist_split):
 
 
 TWO = ModelSignature(
-    (InputSpec((None, 4, 4, 1), name="image"), InputSpec((None, 1), name="gain")),
-    (InputSpec((None, 10), name="cls"), InputSpec((None, 4), name="box")),
+    (TensorSpec((None, 4, 4, 1), name="image"), TensorSpec((None, 1), name="gain")),
+    (TensorSpec((None, 10), name="cls"), TensorSpec((None, 4), name="box")),
 )
 IMAGES, GAINS = np.ones((5, 4, 4, 1), np.float32), np.ones((5, 1), np.float32)
 

@@ -31,9 +31,9 @@ from tfcompress.errors import (
     InvalidInputError,
     TFCompressError,
 )
-from tfcompress.models.signature import InputSpec
+from tfcompress.models.signature import TensorSpec
 
-SPEC = InputSpec(shape=(None, 28, 28, 1), dtype="float32")
+SPEC = TensorSpec(shape=(None, 28, 28, 1), dtype="float32")
 X = np.random.default_rng(0).random((4, 28, 28, 1), dtype=np.float32)
 Y = np.array([0, 1, 2, 3])
 TIMEOUT_S = 5.0
@@ -340,7 +340,7 @@ def test_nan_is_still_named_nan():
 
 
 def test_integers_cast_to_a_narrower_int_must_not_wrap():
-    spec = InputSpec(shape=(None, 2), dtype="int8")
+    spec = TensorSpec(shape=(None, 2), dtype="int8")
     with pytest.raises(InvalidDataError, match=r"ranges from 0 to 300, outside int8's"):
         validate_for_model(Dataset(np.array([[0, 300], [1, 2]])), spec)
     with pytest.raises(InvalidDataError, match="fractional values"):
@@ -350,7 +350,7 @@ def test_integers_cast_to_a_narrower_int_must_not_wrap():
 
 
 def test_int_data_overflowing_float16_is_refused():
-    spec = InputSpec(shape=(None, 2), dtype="float16")
+    spec = TensorSpec(shape=(None, 2), dtype="float16")
     with pytest.raises(InvalidDataError, match="beyond float16's range"):
         validate_for_model(Dataset(np.array([[1, 70000]])), spec)
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from tfcompress.data.dataset import Dataset
 from tfcompress.errors import InvalidArgumentTypeError, InvalidDataError, InvalidInputError
-from tfcompress.models.signature import InputSpec, ModelSignature
+from tfcompress.models.signature import ModelSignature, TensorSpec
 
 if TYPE_CHECKING:
     from tfcompress.models.feeding import FeedLayout, TensorLayout
@@ -22,7 +22,7 @@ _NAN, _NAN_FIX = "holds NaN or Inf values", "clean or drop them"
 
 def validate_for_model(
     dataset: Dataset,
-    spec: InputSpec,
+    spec: TensorSpec,
     *,
     require_labels: bool = False,
     num_classes: int | None = None,
@@ -51,7 +51,7 @@ def validate_for_model(
             dtype cannot hold, or bad/missing labels.
 
     Example:
-        >>> spec = InputSpec(shape=(None, 2), dtype="float32")
+        >>> spec = TensorSpec(shape=(None, 2), dtype="float32")
         >>> validate_for_model(Dataset(np.ones((3, 2), np.int64)), spec).x.dtype
         dtype('float32')
     """
@@ -121,7 +121,7 @@ def validate_for_signature(
         InvalidInputError: A value for an input the data also holds.
 
     Example:
-        >>> a, b = InputSpec((None, 2), name="a"), InputSpec((None, 1), name="b")
+        >>> a, b = TensorSpec((None, 2), name="a"), TensorSpec((None, 1), name="b")
         >>> data = Dataset({"x0": np.ones((3, 2)), "x1": np.ones((3, 1))})
         >>> checked = validate_for_signature(data, ModelSignature((a, b), ()))
         >>> sorted(checked.x)
@@ -177,7 +177,7 @@ def _batched(
             f"{tensor.name}=V."
         )
     axis = 0 if batch_first else tensor.batch_axis or 0
-    spec = InputSpec((None, *tensor.sample_shape), tensor.spec.dtype, tensor.name)
+    spec = TensorSpec((None, *tensor.sample_shape), tensor.spec.dtype, tensor.name)
     if axis and array.ndim == len(tensor.shape):
         array = np.moveaxis(array, axis, 0)
     elif axis:
@@ -416,7 +416,7 @@ def _number(value: np.generic) -> int | float:
     return int(value) if np.issubdtype(value.dtype, np.integer) else float(value)
 
 
-def _fit_shape(x: np.ndarray, spec: InputSpec, what: str) -> np.ndarray:
+def _fit_shape(x: np.ndarray, spec: TensorSpec, what: str) -> np.ndarray:
     sample = spec.sample_shape
     if _matches(x.shape[1:], sample):
         return x

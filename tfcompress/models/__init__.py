@@ -11,7 +11,6 @@ from tfcompress.models.loading import (
 )
 from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import (
-    InputSpec,
     ModelSignature,
     TensorSpec,
     format_shape,
@@ -20,7 +19,6 @@ from tfcompress.models.signature import (
 )
 
 __all__ = [
-    "InputSpec",
     "ModelSignature",
     "ModelFormat",
     "OnnxModel",

@@ -68,10 +68,6 @@ class TensorSpec:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
 
 
-#: The former name, kept for code written against one-input models.
-InputSpec = TensorSpec
-
-
 @dataclass(frozen=True)
 class ModelSignature:
     """Every input and output of a model, in a stable order.
