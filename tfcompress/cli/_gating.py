@@ -11,11 +11,10 @@ import argparse
 import math
 from typing import Any
 
-from tfcompress.bench.metrics import metric_names
 from tfcompress.bench.thresholds import THRESHOLDS as THRESHOLD_TABLE
 from tfcompress.bench.thresholds import threshold_names
+from tfcompress.cli._choices import GATE_MODES, METRICS
 from tfcompress.cli.common import csv_of
-from tfcompress.testing.settings import GATE_MODES
 
 THRESHOLDS = threshold_names()
 
@@ -40,7 +39,7 @@ def add_gate_options(parser: argparse.ArgumentParser, *, default_mode: str | Non
         action="append",
         type=csv_of(str, "--metric"),
         metavar="NAME",
-        help=f"{'|'.join(metric_names())}, comma list or repeated (default: chosen per output "
+        help=f"{'|'.join(METRICS)}, comma list or repeated (default: chosen per output "
         "from its shape and the data)",
     )
     for row in THRESHOLD_TABLE:  # one flag per threshold: --max-drop, --min-snr...

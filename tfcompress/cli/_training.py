@@ -7,10 +7,10 @@ import logging
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
+from tfcompress.cli._choices import EXPORT_RECIPES
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
 from tfcompress.cli.common import add_force_flag, add_json_flag, add_unsafe_flag, emit_json
 from tfcompress.cli.common import positive_int as _positive_int
-from tfcompress.training.export import EXPORT_RECIPES
 
 if TYPE_CHECKING:
     from tfcompress.testing.judge import Check

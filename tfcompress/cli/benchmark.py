@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
+from tfcompress.cli._choices import BACKENDS
 from tfcompress.cli.common import (
     add_feeding_flags,
     add_json_flag,
@@ -17,7 +18,6 @@ from tfcompress.cli.common import (
     seconds,
     show_progress,
 )
-from tfcompress.runtime import list_backends
 
 
 def _input_shape(text: str) -> tuple[str, tuple[int | None, ...]]:
@@ -62,7 +62,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--backend",
         type=csv_of(str, "--backend"),
         default=["cpu"],
-        help=f"comma list of {','.join(list_backends())} (default cpu)",
+        help=f"comma list of {','.join(BACKENDS)} (default cpu)",
     )
     parser.add_argument(
         "--threads", type=csv_of(positive_int, "--threads"), default=[1], help="e.g. 1,2"

@@ -62,34 +62,47 @@ def load_cli_model(args: argparse.Namespace) -> Any:
     return load_model(args.model, safe_mode=not args.unsafe, custom_objects=objects)
 
 
-def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+def argument_type(parse: Callable[[str], Any] | str) -> Callable[[str], Any]:
     """An argparse ``type`` from a parser that raises :class:`InvalidInputError`.
 
     argparse prints the message as the usage error (exit 2, one line).
+
+    Args:
+        parse: The parser, or where it lives (``"tfcompress.models.feeding:parse_batch_dim"``),
+            imported when the first value is converted: building the parser (``--help``)
+            then imports nothing of the library.
     """
 
     def convert(text: str) -> Any:
         from tfcompress.errors import InvalidInputError
 
         try:
-            return parse(text)
+            return _resolve(parse)(text)
         except InvalidInputError as error:
             raise argparse.ArgumentTypeError(str(error)) from error
 
     return convert
 
 
+def _resolve(parse: Callable[[str], Any] | str) -> Callable[[str], Any]:
+    if callable(parse):
+        return parse
+    import importlib
+
+    module, _, name = parse.partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
 def add_feeding_flags(parser: argparse.ArgumentParser) -> None:
     """``--batch-dim NAME=D`` and ``--input-value NAME=V``: how a model's inputs are fed.
 
-    See :mod:`tfcompress.models.feeding` for the rules they complete.
+    See :mod:`tfcompress.models.feeding` for the rules they complete (imported when a value
+    is read, not when the parser is built).
     """
-    from tfcompress.models.feeding import parse_batch_dim, parse_input_value
-
     parser.add_argument(
         "--batch-dim",
         action="append",
-        type=argument_type(parse_batch_dim),
+        type=argument_type("tfcompress.models.feeding:parse_batch_dim"),
         default=[],
         metavar="NAME=DIM",
         help="the dimension of input NAME that is the batch, when its signature cannot tell "
@@ -98,7 +111,7 @@ def add_feeding_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--input-value",
         action="append",
-        type=argument_type(parse_input_value),
+        type=argument_type("tfcompress.models.feeding:parse_input_value"),
         default=[],
         metavar="NAME=VALUE",
         help="one value fed to input NAME on every call (a scalar such as sr=16000, or an "

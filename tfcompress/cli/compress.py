@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
+from tfcompress.cli._choices import COMPRESS_OBJECTIVES, TARGETS
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
 from tfcompress.cli.common import (
     add_custom_objects_flag,
@@ -20,8 +21,6 @@ from tfcompress.cli.common import (
     load_cli_model,
     positive_int,
 )
-from tfcompress.compression.candidates import OBJECTIVES
-from tfcompress.targets.base import list_targets
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +46,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, help="output .tflite (the chosen artifact)")
     parser.add_argument(
         "--target",
-        choices=list_targets(),
+        choices=TARGETS,
         default="cpu",
         help="the device: its gate and latency backends, the rungs it admits, its check",
     )
     parser.add_argument(
         "--objective",
-        choices=OBJECTIVES,
+        choices=COMPRESS_OBJECTIVES,
         default="size",
         help="size: smallest gzip (default); latency: fastest measured on the target",
     )

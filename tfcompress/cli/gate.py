@@ -9,6 +9,7 @@ import argparse
 import logging
 from typing import IO, Any
 
+from tfcompress.cli._choices import BACKENDS, INTERVAL_METHODS
 from tfcompress.cli._gating import add_gate_options, flat, threshold_options
 from tfcompress.cli.common import (
     add_feeding_flags,
@@ -17,8 +18,6 @@ from tfcompress.cli.common import (
     emit_json,
     positive_int,
 )
-from tfcompress.runtime.base import list_backends
-from tfcompress.testing.stats import INTERVAL_METHODS
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--backend",
         default="cpu",
-        choices=list_backends(),
+        choices=BACKENDS,
         help="runtime of a .tflite candidate (default cpu)",
     )
     parser.add_argument(

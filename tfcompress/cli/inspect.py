@@ -6,7 +6,6 @@ import argparse
 from typing import IO, Any
 
 from tfcompress.cli.common import add_json_flag, add_unsafe_flag, argument_type, emit_json
-from tfcompress.models.feeding import parse_batch_dim
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -31,7 +30,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--batch-dim",
         action="append",
-        type=argument_type(parse_batch_dim),
+        type=argument_type("tfcompress.models.feeding:parse_batch_dim"),
         default=[],
         metavar="NAME=DIM",
         help="show input NAME fed with its batch at dimension DIM (as benchmark/gate "

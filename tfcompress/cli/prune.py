@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
+from tfcompress.cli._choices import SCHEDULES
 from tfcompress.cli._training import add_export_arguments, add_training_arguments, run_training
-from tfcompress.training.prune import SCHEDULES
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

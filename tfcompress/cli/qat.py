@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
+from tfcompress.cli._choices import PRESERVE
 from tfcompress.cli._training import add_training_arguments, run_training
-from tfcompress.training.qat import PRESERVE
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

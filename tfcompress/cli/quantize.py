@@ -8,6 +8,16 @@ import math
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from tfcompress.cli._choices import (
+    CALIBRATION_METHODS,
+    DEFAULT_CALIBRATION_SAMPLES,
+    ENGINES,
+    FORMATS,
+    IO_TYPES,
+    METHODS,
+    RECIPES,
+    TARGETS,
+)
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
 from tfcompress.cli.common import (
     add_custom_objects_flag,
@@ -19,17 +29,6 @@ from tfcompress.cli.common import (
     positive_int,
     show_progress,
 )
-from tfcompress.quantization.methods.catalog import METHODS
-from tfcompress.quantization.recipes import (
-    DEFAULT_CALIBRATION_SAMPLES,
-    ENGINES,
-    FORMATS,
-    list_io_types,
-    list_recipes,
-)
-from tfcompress.report.comparison import VariantRow, comparison_table
-from tfcompress.targets.base import get_target, list_targets, resolve_target
-from tfcompress.targets.onnx.ort_quantize import CALIBRATION_METHODS
 
 if TYPE_CHECKING:
     from tfcompress.bench.accuracy import Evaluation
@@ -65,9 +64,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="tflite (default: TFLite converter, runs on LiteRT) or onnx (tf2onnx export "
         "verified against Keras, then ONNX Runtime's quantizers; int16x8 is .tflite only)",
     )
-    parser.add_argument(
-        "--recipe", choices=list_recipes(include_float=True), default="int8", help="default: int8"
-    )
+    parser.add_argument("--recipe", choices=RECIPES, default="int8", help="default: int8")
     parser.add_argument(
         "--list-recipes",
         action="store_true",
@@ -108,10 +105,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "checked against the model before converting",
     )
     parser.add_argument("--out", help="output .tflite (.onnx with --format onnx); required")
-    parser.add_argument("--input-type", choices=list_io_types(), help="model input dtype (.tflite)")
+    parser.add_argument("--input-type", choices=IO_TYPES, help="model input dtype (.tflite)")
     parser.add_argument(
         "--output-type",
-        choices=list_io_types(),
+        choices=IO_TYPES,
         help="model output dtype (default: --input-type; .tflite)",
     )
     parser.add_argument(
@@ -121,7 +118,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--calibration",
-        choices=list(CALIBRATION_METHODS),
+        choices=CALIBRATION_METHODS,
         help="--format onnx, int8: ONNX Runtime's calibration method (default minmax)",
     )
     parser.add_argument(
@@ -165,7 +162,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--target",
-        choices=list_targets(),
+        choices=TARGETS,
         help="the device the artifact is for; its rules shape the recipe and its check judges "
         "the result. edgetpu: int8 with uint8 I/O (int8 with --input-type int8) at a static "
         "batch of 1, then the Edge TPU linter, and edgetpu_compiler where it is installed (the "
@@ -223,6 +220,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     from tfcompress.quantization.float_ops import describe_float_ops
     from tfcompress.quantization.ptq import quantize
     from tfcompress.quantization.recipes import Recipe
+    from tfcompress.report.comparison import VariantRow, comparison_table
+    from tfcompress.targets.base import get_target
     from tfcompress.testing.judge import build_checks
 
     if args.list_recipes:
@@ -465,6 +464,7 @@ def _side_outputs(args: argparse.Namespace, inputs: list[str]) -> tuple[Path, ..
         OutputExistsError: One of the files exists and ``--force`` was not given.
     """
     from tfcompress.models import check_output_path
+    from tfcompress.targets.base import resolve_target
 
     target = resolve_target(args.target, compiler=args.compiler)
     if target is None or target.side_outputs is None:

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import IO, Any
 
+from tfcompress.cli._choices import SELECT_OBJECTIVES, TARGET_BUDGETS, TARGETS
 from tfcompress.cli.common import (
     add_json_flag,
     csv_of,
@@ -20,8 +21,6 @@ from tfcompress.cli.common import (
     seed,
     show_progress,
 )
-from tfcompress.selection.verdicts import OBJECTIVES
-from tfcompress.targets.base import get_target, list_targets
 
 logger = logging.getLogger(__name__)
 
@@ -42,18 +41,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--backend",
         default="cpu",
-        choices=list_targets(),
+        choices=TARGETS,
         help="target whose backend latency and int8 accuracy are measured on (default cpu)",
     )
-    for target in list_targets():  # the budgets each target adds (Edge TPU segments...)
-        for budget in get_target(target).budget_fields:
-            parser.add_argument(
-                budget.flag,
-                dest=budget.name,
-                type=positive_float,
-                metavar="N",
-                help=f"{budget.help} (with --backend {target})",
-            )
+    for target, name, flag, text in TARGET_BUDGETS:  # what each target adds (Edge TPU...)
+        parser.add_argument(
+            flag,
+            dest=name,
+            type=positive_float,
+            metavar="N",
+            help=f"{text} (with --backend {target})",
+        )
     parser.add_argument("--threads", type=positive_int, default=1, help="threads (default 1)")
     parser.add_argument("--min-accuracy", type=fraction, help="e.g. 0.95 or 95%%")
     parser.add_argument(
@@ -71,7 +69,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=positive_int, default=3, help="training epochs (3)")
     parser.add_argument(
         "--objective",
-        choices=OBJECTIVES,
+        choices=SELECT_OBJECTIVES,
         default="accuracy",
         help="accuracy (default) or MnasNet's reward accuracy*(latency/max)^-0.07",
     )
@@ -177,6 +175,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
 def _target_limits(args: argparse.Namespace) -> dict[str, float]:
     """The target budget flags given (``--max-edgetpu-segments 1``), by budget name."""
     from tfcompress.errors import InvalidInputError
+    from tfcompress.targets.base import get_target, list_targets
 
     limits: dict[str, float] = {}
     for target in list_targets():
