@@ -1,0 +1,170 @@
+"""`tfcompress --help` and every `tfcompress VERB --help` stay thin: argparse, no library.
+
+Building the parser imports the CLI's own modules, the gate-threshold table and the
+exception types, nothing more: no numpy, no TensorFlow, none of the packages the verbs run
+(quantization, training, compression, bench, runtime, selection, the zoo...). Each command
+runs in a fresh ``python -X importtime -m tfcompress`` process; what it imported is read
+from the importtime log and from ``sys.modules`` at exit (``importlib.import_module``, which
+loads the verbs' modules, is not in the log). The names the parser offers are plain data in
+``tfcompress/cli/_choices.py``; the tests below keep each list equal to its registry.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfcompress.cli import SUBCOMMANDS, _choices
+
+# Libraries that must not load for --help (each takes from 0.1 s to seconds).
+HEAVY = {
+    "numpy",
+    "tensorflow",
+    "keras",
+    "tf_keras",
+    "tensorflow_model_optimization",
+    "ai_edge_litert",
+    "tflite_runtime",
+    "onnx",
+    "onnxruntime",
+    "tf2onnx",
+    "matplotlib",
+    "dask",
+    "distributed",
+    "scipy",
+    "sklearn",
+}
+# Every tfcompress module --help may import: the CLI's own, and the light leaves it reads.
+LIGHT = {
+    "tfcompress",
+    "tfcompress.errors",
+    "tfcompress._compat",
+    "tfcompress._compat.heap",  # gc.freeze for the CLI's process; imports gc only
+    "tfcompress.bench",  # an empty package __init__
+    "tfcompress.bench.thresholds",  # the gate thresholds' table: their flags and help
+    "tfcompress.cli",
+    "tfcompress.cli._choices",
+    "tfcompress.cli._gating",
+    "tfcompress.cli._interrupt",
+    "tfcompress.cli._io",
+    "tfcompress.cli._training",
+    "tfcompress.cli.common",
+    *(f"tfcompress.cli.{name}" for name in SUBCOMMANDS),
+}
+# `python -m tfcompress ARGS...`, writing the modules loaded by exit into the file $DUMP.
+_AS_MAIN = """
+import atexit, os, runpy, sys
+atexit.register(lambda: open(os.environ["DUMP"], "w").write("\\n".join(sorted(sys.modules))))
+sys.argv = ["tfcompress", *sys.argv[1:]]
+runpy.run_module("tfcompress", run_name="__main__", alter_sys=True)
+"""
+
+
+def _imported(args: list[str], tmp_path: Path) -> tuple[str, set[str]]:
+    """Run ``python -X importtime -m tfcompress *args``: (its stdout, every module it loaded)."""
+    dump = tmp_path / "modules.txt"
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", _AS_MAIN, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DUMP": str(dump), "COLUMNS": "100"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    logged = {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    }
+    assert "tfcompress.cli" in logged, done.stderr[-3000:]  # the log was read
+    return done.stdout, logged | set(dump.read_text().split())
+
+
+def _commands() -> list[str]:
+    return ["", *(name.replace("_", "-") for name in SUBCOMMANDS)]
+
+
+@pytest.mark.parametrize("command", _commands(), ids=lambda c: c or "tfcompress")
+def test_help_imports_only_the_parser(command: str, tmp_path: Path) -> None:
+    out, modules = _imported([command, "--help"] if command else ["--help"], tmp_path)
+    assert out.startswith(f"usage: tfcompress {command}".rstrip()), out[:200]
+    heavy = sorted(HEAVY & {name.split(".")[0] for name in modules})
+    assert not heavy, f"tfcompress {command} --help imports {heavy}"
+    ours = {name for name in modules if name.split(".")[0] == "tfcompress"}
+    beyond = sorted(ours - LIGHT)
+    assert not beyond, f"tfcompress {command} --help imports more than the parser: {beyond}"
+
+
+def test_every_subcommand_is_checked() -> None:
+    from tfcompress.cli import build_parser
+
+    (action,) = [a for a in build_parser()._actions if a.dest == "command"]
+    assert sorted(action.choices) == sorted(filter(None, _commands()))
+
+
+@functools.cache
+def _registries() -> dict[str, object]:
+    """Each list of tfcompress/cli/_choices.py, as its registry builds it."""
+    from tfcompress.bench.metrics import metric_names
+    from tfcompress.compression.candidates import OBJECTIVES as COMPRESS_OBJECTIVES
+    from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
+    from tfcompress.quantization.methods.catalog import METHODS
+    from tfcompress.quantization.recipes import ENGINES, FORMATS, list_io_types, list_recipes
+    from tfcompress.runtime import list_backends
+    from tfcompress.selection.verdicts import OBJECTIVES as SELECT_OBJECTIVES
+    from tfcompress.targets.base import get_target, list_targets
+    from tfcompress.targets.onnx.ort_quantize import CALIBRATION_METHODS
+    from tfcompress.testing.settings import GATE_MODES
+    from tfcompress.testing.stats import INTERVAL_METHODS
+    from tfcompress.training.configs import EXPORT_RECIPES, PRESERVE, SCHEDULES
+
+    budgets = [
+        (target, field.name, field.flag, field.help)
+        for target in list_targets()
+        for field in get_target(target).budget_fields
+    ]
+    return {
+        "METRICS": tuple(metric_names()),
+        "BACKENDS": tuple(list_backends()),
+        "TARGETS": tuple(list_targets()),
+        "TARGET_BUDGETS": tuple(budgets),
+        "RECIPES": tuple(list_recipes(include_float=True)),
+        "IO_TYPES": tuple(list_io_types()),
+        "FORMATS": tuple(FORMATS),
+        "ENGINES": tuple(ENGINES),
+        "DEFAULT_CALIBRATION_SAMPLES": DEFAULT_CALIBRATION_SAMPLES,
+        "METHODS": tuple(METHODS),
+        "CALIBRATION_METHODS": tuple(CALIBRATION_METHODS),
+        "GATE_MODES": tuple(GATE_MODES),
+        "INTERVAL_METHODS": tuple(INTERVAL_METHODS),
+        "COMPRESS_OBJECTIVES": tuple(COMPRESS_OBJECTIVES),
+        "SELECT_OBJECTIVES": tuple(SELECT_OBJECTIVES),
+        "SCHEDULES": tuple(SCHEDULES),
+        "PRESERVE": tuple(PRESERVE),
+        "EXPORT_RECIPES": tuple(EXPORT_RECIPES),
+    }
+
+
+def test_every_light_list_is_compared_with_its_registry() -> None:
+    light = {name for name in vars(_choices) if name.isupper()}
+    assert light == set(_registries()), "add the new list of cli/_choices.py to _registries()"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in vars(_choices) if n.isupper()))
+def test_light_list_is_its_registry(name: str) -> None:
+    # Same names, same order: --help lists them as the registry does.
+    assert getattr(_choices, name) == _registries()[name], (
+        f"tfcompress/cli/_choices.py's {name} differs from its registry: update it"
+    )
+
+
+def test_export_onnx_default_opset_is_the_exporters() -> None:
+    from tfcompress.cli.export_onnx import DEFAULT_OPSET
+    from tfcompress.targets.onnx import DEFAULT_OPSET as EXPORTER_DEFAULT
+
+    assert DEFAULT_OPSET == EXPORTER_DEFAULT
