@@ -4,6 +4,9 @@ Mutated models (``.tflite``, ``.keras``, ``.h5``, SavedModel), data files, speci
 hostile outputs and impossible options go through the real CLI (``inspect``, ``benchmark``,
 ``quantize``, ``gate``); each case must end in a clean success or one clear error line with
 exit code 2, with no crash, hang, traceback, leftover output, changed input or code run.
+Cases that set ``TFCOMPRESS_*`` limits, send SIGTERM/SIGHUP/SIGINT mid-run (exit 128+N, one
+line) or run the pytest plugin (usage error, exit 4) get a process, session and TMPDIR of
+their own (:mod:`fuzzing.processes`).
 The test suite runs a short campaign; ``benchmarks/fuzz.py`` a long one.
 
 Example:
