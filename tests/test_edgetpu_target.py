@@ -160,7 +160,7 @@ def test_static_batch_for_tf_keras_and_saved_models(tmp_path: Path, calibration)
     ("options", "message"),
     [
         ({"recipe": "dynamic"}, "full-integer models only"),
-        ({"float_fallback": True}, "float fallback leaves ops in float"),
+        ({"integer_only": False}, "float fallback leaves ops in float"),
         ({"input_type": "float32"}, "takes uint8 or int8 inputs"),
         ({"format": "onnx"}, "makes a .tflite"),
         ({"target": "tpu9"}, "unknown target 'tpu9'; choose one of cpu, edgetpu, gpu"),

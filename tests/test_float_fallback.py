@@ -2,7 +2,10 @@
 
 LayerNormalization makes a NEG op and PReLU a PRELU op: TF 2.21 has no 16-bit kernel for
 either, and no int8 kernel for NEG. By default such ops stay float, as in the TFLite
-converter; ``integer_only`` refuses them. Models are tiny, seeded and built in code.
+converter; ``integer_only`` (``--integer-only``) refuses them. ``float_fallback``, the
+option's name before ``integer_only``, is gone without an alias (tfcompress is unreleased):
+a recipe or a replayed report that has it is refused with an error that names
+``integer_only``. Models are tiny, seeded and built in code.
 """
 
 import json
@@ -12,6 +15,7 @@ import pytest
 
 import tfcompress
 from tfcompress.cli import main
+from tfcompress.compression.replay import checked_attempt
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.tflite_file import Buffer, Operator, Subgraph, Tensor, TFLiteFile
 from tfcompress.quantization import Recipe
@@ -108,8 +112,8 @@ def test_default_keeps_float_ops_lists_them_and_runs(
     ops = tfcompress.inspect_model(result.model_content).op_histogram
     assert ops["DEQUANTIZE"] >= 2 and ops["QUANTIZE"] >= 2  # float island inside the graph
     assert _relative_error(result, models[kind][1]) <= tolerance
-    older = _quantize(models, kind, recipe, float_fallback=True)  # the older spelling
-    assert older.model_content == result.model_content
+    explicit = _quantize(models, kind, recipe, integer_only=False)  # the default, spelled out
+    assert explicit.model_content == result.model_content
 
 
 def test_int16x8_layer_norm_converts_but_litert_has_no_int16_squared_difference(models):
@@ -138,32 +142,81 @@ def test_integer_input_next_to_a_float_op_is_refused(models):
         _quantize(models, "prelu_first", "int16x8", input_type="int16")
 
 
-def test_float_recipes_report_no_float_ops_and_refuse_the_options(models):
+def test_float_recipes_report_no_float_ops_and_refuse_integer_only(models):
     assert _quantize(models, "prelu", "dynamic").float_ops is None
-    with pytest.raises(InvalidInputError, match="float_fallback applies to int8, int16x8"):
-        _quantize(models, "prelu", "dynamic", float_fallback=True)
     with pytest.raises(InvalidInputError, match="integer_only applies to int8, int16x8"):
         _quantize(models, "prelu", "dynamic", integer_only=True)
-    with pytest.raises(InvalidInputError, match="contradict"):
-        _quantize(models, "prelu", "int8", integer_only=True, float_fallback=True)
+    with pytest.raises(TypeError, match="float_fallback"):  # no alias of integer_only
+        _quantize(models, "prelu", "int8", float_fallback=True)
 
 
-def test_recipe_json_round_trip_and_older_records():
+def test_recipe_json_round_trip():
     recipe = Recipe("int16x8", integer_only=True)
     assert json.loads(recipe.to_json())["integer_only"] is True
     assert "float_fallback" not in json.loads(recipe.to_json())
     assert Recipe.from_json(recipe.to_json()) == recipe
     assert Recipe.from_dict({"name": "int8"}).integer_only is False
-    # Records written before integer_only carried float_fallback in every recipe: False on
-    # an integer recipe meant "refuse float ops", True meant what is the default now.
-    assert Recipe.from_dict({"name": "int8", "float_fallback": False}).integer_only is True
-    assert Recipe.from_dict({"name": "int8", "float_fallback": True}) == Recipe("int8")
-    assert Recipe.from_dict({"name": "float16", "float_fallback": False}) == Recipe("float16")
-    assert Recipe("int8", float_fallback=True) == Recipe("int8")
     with pytest.raises(InvalidInputError, match="True or False"):
         Recipe("int8", integer_only="yes")
-    with pytest.raises(InvalidInputError, match="float_fallback applies to int8"):
-        Recipe.from_dict({"name": "dynamic", "float_fallback": True})
+    with pytest.raises(TypeError, match="float_fallback"):
+        Recipe("int8", float_fallback=True)  # type: ignore[call-arg]
+
+
+FLOAT_FALLBACK_REFUSAL = r"recipe field 'float_fallback' is gone: use integer_only, its opposite"
+
+
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        {"name": "int8", "float_fallback": False},  # what every recipe's JSON once held
+        {"name": "int8", "float_fallback": True},
+        {"name": "float16", "float_fallback": False},
+        {"name": "int8", "integer_only": True, "float_fallback": False, "nope": 1},
+        {"name": "int8", "float_fallback": "yes"},  # untrusted: the value is never read
+    ],
+)
+def test_a_recipe_with_float_fallback_is_refused_naming_integer_only(recipe):
+    with pytest.raises(InvalidInputError, match=FLOAT_FALLBACK_REFUSAL) as caught:
+        Recipe.from_dict(recipe)
+    assert "\n" not in str(caught.value)
+
+
+def _ptq_attempt(recipe: dict) -> dict:
+    return {
+        "index": 1,
+        "name": "int8",
+        "technique": "ptq",
+        "status": "passed",
+        "why": "ok",
+        "recipe": recipe,
+    }
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [
+        {"recipe": {"name": "int8", "float_fallback": False}, "seed": 0},
+        {"name": "int8", "float_fallback": False},  # a ladder rung's bare recipe
+    ],
+)
+def test_a_replayed_attempt_with_float_fallback_is_refused_naming_integer_only(recorded):
+    with pytest.raises(InvalidInputError, match=FLOAT_FALLBACK_REFUSAL) as caught:
+        checked_attempt(_ptq_attempt(recorded))
+    assert str(caught.value).startswith("attempt 1 ('int8'): ")
+    assert "\n" not in str(caught.value)
+
+
+def test_cli_replay_of_a_report_with_float_fallback_exits_2_naming_integer_only(tmp_path, capsys):
+    attempt = _ptq_attempt({"recipe": {"name": "int8", "float_fallback": False}, "seed": 0})
+    report = tmp_path / "compress.json"
+    report.write_text(json.dumps({"attempts": [attempt], "chosen": attempt}))
+    out = tmp_path / "out.tflite"
+    # The model does not exist: the recipe is refused before anything is loaded.
+    argv = ["compress", tmp_path / "m.keras", "--data", report, "--replay", report, "--out", out]
+    assert main([str(a) for a in argv]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "integer_only" in lines[0] and "float_fallback" in lines[0]
+    assert not out.exists()
 
 
 def test_check_integer_model_refuses_a_float_input_asked_to_be_int8(models):
@@ -252,11 +305,6 @@ def test_cli_default_keeps_float_ops_and_integer_only_refuses(capfd, tmp_path, m
     assert len(warned) == 1 and "NEG" in warned[0] and "stayed float" in warned[0]
     assert "nothing was checked" in captured.err
 
-    older = tmp_path / "older.tflite"  # --float-fallback: accepted, the default anyway
-    assert main([str(a) for a in [*argv, "--out", older, "--float-fallback"]]) == 0
-    assert older.read_bytes() == out.read_bytes()
-    capfd.readouterr()
-
     code = main([str(a) for a in [*argv, "--out", tmp_path / "no.tflite", "--integer-only"]])
     captured = capfd.readouterr()
     assert code == 2 and captured.out == ""
@@ -264,6 +312,11 @@ def test_cli_default_keeps_float_ops_and_integer_only_refuses(capfd, tmp_path, m
     errors = [line for line in captured.err.splitlines() if "error:" in line]
     assert len(errors) == 1 and "NEG" in errors[0] and "--integer-only" in errors[0]
     assert not (tmp_path / "no.tflite").exists()
-    both = [*argv, "--out", tmp_path / "no.tflite", "--integer-only", "--float-fallback"]
-    assert main([str(a) for a in both]) == 2
-    assert "contradict" in capfd.readouterr().err
+
+
+def test_cli_has_no_float_fallback_flag(capsys, tmp_path):
+    out = tmp_path / "m.tflite"
+    argv = ["quantize", tmp_path / "m.keras", "--out", out, "--float-fallback"]
+    assert main([str(a) for a in argv]) == 2
+    assert "--float-fallback" in capsys.readouterr().err
+    assert not out.exists()

@@ -222,7 +222,7 @@ def test_export_that_differs_from_keras_is_refused(trained_cnn, tmp_path):
         ({"recipe": "dynamic", "calibration_method": "entropy"}, "does not calibrate"),
         ({"recipe": "float16", "per_channel": False}, "no integer weights"),
         ({"input_type": "int8"}, "applies to .tflite only"),
-        ({"float_fallback": True}, "applies to .tflite only"),
+        ({"integer_only": True}, "applies to .tflite only"),
         ({"opset": 19}, "choose 13 to 18"),
         ({"format": "coreml"}, "unknown format"),
     ],

@@ -134,11 +134,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(Edge TPU, microcontrollers) instead of keeping them float, the converter's default",
     )
     parser.add_argument(
-        "--float-fallback",
-        action="store_true",
-        help="accepted for older scripts: keeping such ops float is the default now",
-    )
-    parser.add_argument(
         "--batch-size",
         type=positive_int,
         metavar="N",
@@ -263,7 +258,6 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         per_channel=False if args.per_tensor else None,
         calibration_samples=args.samples,
         integer_only=True if args.integer_only else None,
-        float_fallback=True if args.float_fallback else None,
         float_nodes=args.float_nodes,
         **_tflite_only(args),
         **methods_options,

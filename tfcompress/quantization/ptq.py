@@ -33,7 +33,6 @@ from tfcompress.quantization.recipes import (
     DEFAULT_CALIBRATION_SAMPLES,
     FORMATS,
     Recipe,
-    resolve_integer_only,
 )
 from tfcompress.quantization.rules import Rule
 from tfcompress.quantization.selective import (
@@ -173,7 +172,6 @@ def quantize(
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
     integer_only: bool | None = None,
-    float_fallback: bool | None = None,
     float_nodes: Sequence[str] | None = None,
     rules: Sequence[Rule | dict[str, Any]] | None = None,
     block_size: int | None = None,
@@ -204,7 +202,6 @@ def quantize(
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
     integer_only: bool | None = None,
-    float_fallback: bool | None = None,
     float_nodes: None = None,
     rules: None = None,
     block_size: None = None,
@@ -234,7 +231,6 @@ def quantize(
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
     integer_only: bool | None = None,
-    float_fallback: bool | None = None,
     float_nodes: Sequence[str] | None = None,
     rules: Sequence[Rule | dict[str, Any]] | None = None,
     block_size: int | None = None,
@@ -276,9 +272,6 @@ def quantize(
             as in the TFLite converter; they are then listed in ``result.float_ops`` and
             logged as a warning). Integer-only hardware needs it; ``target="edgetpu"``
             implies it. ``.tflite`` only. Overrides the recipe's.
-        float_fallback: The older spelling of ``integer_only``, still accepted:
-            ``float_fallback=True`` is the default (no effect), ``False`` means
-            ``integer_only=True``.
         float_nodes: ``int8``: op outputs to keep in float, as
             :func:`~tfcompress.quantization.selective.rank_layers` names them (the
             converter's ``denylisted_nodes``); ``.tflite`` only. Overrides the recipe's.
@@ -364,7 +357,6 @@ def quantize(
             input_type=input_type,
             output_type=output_type,
             integer_only=integer_only,
-            float_fallback=float_fallback,
             float_nodes=float_nodes,
             rules=rules,
             block_size=block_size,
@@ -404,7 +396,6 @@ def quantize(
     if not isinstance(recipe, str | Recipe):
         raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
     warm_converter(model)  # its child imports TensorFlow while the model loads here
-    integer_only = resolve_integer_only(recipe, integer_only, float_fallback)
     io_options: dict[str, Any] = {
         "input_type": input_type,
         "output_type": output_type or input_type,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import InitVar, asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
 from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
@@ -153,8 +153,9 @@ class RecipeData:
     """
 
     kind: ClassVar[str] = "recipe"  # how messages name it
-    #: Keys older versions wrote that the constructor still reads (and translates).
-    legacy_keys: ClassVar[frozenset[str]] = frozenset()
+    #: Fields renamed before the first release, each with the error that names its
+    #: replacement: a recipe (a replayed report's too) that has one is refused, never read.
+    renamed_keys: ClassVar[dict[str, str]] = {}
 
     def with_options(self: Self, **changes: Any) -> Self:
         """A copy with ``changes`` applied (None values are ignored)."""
@@ -170,9 +171,13 @@ class RecipeData:
 
     @classmethod
     def from_dict(cls: type[Self], data: dict[str, Any]) -> Self:
-        """Build from :meth:`to_dict` output; unknown keys are an error."""
+        """Build from :meth:`to_dict` output; unknown and renamed keys are an error."""
+        renamed = sorted(set(data) & set(cls.renamed_keys))
+        if renamed:
+            key = renamed[0]
+            raise InvalidInputError(f"{cls.kind} field {key!r} is gone: {cls.renamed_keys[key]}")
         known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        unknown = set(data) - known - cls.legacy_keys
+        unknown = set(data) - known
         if unknown:
             raise InvalidInputError(
                 f"unknown {cls.kind} fields {sorted(unknown)}; allowed: {sorted(known)}."
@@ -218,19 +223,16 @@ class Recipe(RecipeData):
             they run. Empty: the converter's own int8.
         range_percentile: The percentile ``percentile-ranges`` keeps (default 99.99).
 
-    The constructor and :meth:`from_dict` still read ``float_fallback``, the option older
-    versions had (and wrote into every recipe's JSON): ``float_fallback=True`` is today's
-    default, ``float_fallback=False`` on ``int8``/``int16x8`` means ``integer_only=True``,
-    so an old report replays the recipe it recorded.
-
     Example:
         >>> Recipe.from_json(Recipe("int8", input_type="uint8").to_json()).input_type
         'uint8'
-        >>> Recipe.from_dict({"name": "int8", "float_fallback": False}).integer_only
-        True
     """
 
-    legacy_keys: ClassVar[frozenset[str]] = frozenset({"float_fallback"})
+    renamed_keys: ClassVar[dict[str, str]] = {
+        "float_fallback": "use integer_only, its opposite (float fallback is the default; "
+        "integer_only: true refuses ops without an integer kernel, as float_fallback: false "
+        "did)."
+    }
 
     name: str
     input_type: str = "float32"
@@ -244,12 +246,9 @@ class Recipe(RecipeData):
     block_size: int | None = None
     methods: tuple[str, ...] = ()
     range_percentile: float = DEFAULT_PERCENTILE
-    float_fallback: InitVar[bool | None] = None  # the older spelling, see above
 
-    def __post_init__(self, float_fallback: bool | None) -> None:
+    def __post_init__(self) -> None:
         spec = recipe_spec(self.name)
-        if float_fallback is not None:
-            object.__setattr__(self, "integer_only", _from_float_fallback(self, float_fallback))
         # JSON gives a list back: store a tuple, so a replayed recipe equals the original.
         object.__setattr__(self, "float_nodes", _check_float_nodes(self.name, self.float_nodes))
         object.__setattr__(self, "rules", coerce_rules(self.rules))
@@ -313,64 +312,6 @@ def integer_recipes() -> list[str]:
         ['int8', 'int16x8']
     """
     return [n for n, s in _RECIPES.items() if s.integer_activations]
-
-
-def resolve_integer_only(
-    recipe: object, integer_only: bool | None, float_fallback: bool | None
-) -> bool | None:
-    """``integer_only`` from the option and its older spelling ``float_fallback``.
-
-    Args:
-        recipe: The recipe asked for (a name or a :class:`Recipe`).
-        integer_only: The option as given (None: not given).
-        float_fallback: The older option as given (None: not given).
-
-    Returns:
-        The ``integer_only`` to apply, None when neither was given.
-
-    Raises:
-        InvalidInputError: The two contradict each other, or ``float_fallback`` is given for
-            a recipe with float activations.
-
-    Example:
-        >>> resolve_integer_only("int8", None, False)
-        True
-    """
-    if float_fallback is None:
-        return integer_only
-    name = getattr(recipe, "name", recipe)
-    if not isinstance(float_fallback, bool):
-        raise InvalidInputError(f"float_fallback must be True or False, got {float_fallback!r}.")
-    if name in _RECIPES and name not in integer_recipes():
-        raise InvalidInputError(
-            f"recipe {name!r} has no integer activations to fall back from; float_fallback "
-            f"applies to {', '.join(integer_recipes())}."
-        )
-    if integer_only is not None and integer_only == float_fallback:
-        raise InvalidInputError(
-            f"float_fallback={float_fallback} and integer_only={integer_only} contradict each "
-            "other; float fallback is the default now: pass integer_only alone."
-        )
-    return not float_fallback
-
-
-def _from_float_fallback(recipe: Recipe, float_fallback: Any) -> bool:
-    """``integer_only`` from the older ``float_fallback`` option (see :class:`Recipe`)."""
-    if not isinstance(float_fallback, bool):
-        raise InvalidInputError(f"float_fallback must be True or False, got {float_fallback!r}.")
-    if not recipe_spec(recipe.name).integer_activations:
-        if float_fallback:
-            raise InvalidInputError(
-                f"recipe {recipe.name!r} has no integer activations to fall back from; "
-                f"float_fallback applies to {', '.join(integer_recipes())}."
-            )
-        return recipe.integer_only  # older versions wrote float_fallback=False everywhere
-    if float_fallback and recipe.integer_only:
-        raise InvalidInputError(
-            "float_fallback=True and integer_only=True contradict each other; float fallback "
-            "is the default now: drop float_fallback."
-        )
-    return not float_fallback
 
 
 def _check_float_nodes(recipe: str, nodes: Any) -> tuple[str, ...]:

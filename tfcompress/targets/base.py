@@ -219,9 +219,9 @@ class Target:
             )
         if rules.integer_only and integer_only is False:
             raise InvalidInputError(
-                f"float fallback leaves ops in float, which {device} cannot run: --target "
-                f"{self.name} is integer-only; drop --float-fallback (the target's check then "
-                "names the op to replace)."
+                f"float fallback leaves ops in float, which {device} cannot run: target "
+                f"{self.name!r} is integer-only; drop integer_only=False (the target's check "
+                "then names the op to replace)."
             )
         options: dict[str, Any] = {
             "integer_only": True if rules.integer_only else integer_only,
