@@ -45,6 +45,7 @@ bench: install
 	$(BIN)/python benchmarks/gc_freeze.py
 	$(BIN)/python benchmarks/export_lean.py
 	$(BIN)/python benchmarks/child_cost.py
+	$(BIN)/python benchmarks/cli_help.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,7 +1,8 @@
 """Every CLI choice list is its registry: a recipe, target or backend added once shows up here.
 
-The commands build ``choices`` and help lists from the registries that define the names; this
-file reads each parser back and compares, so a hand-written copy that goes stale fails here.
+The commands build ``choices`` and help lists from light copies of the registries' names
+(``tfcompress/cli/_choices.py``, so ``--help`` imports none of them); this file reads each
+parser back and compares with the registry itself, so a copy that goes stale fails here.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def test_help_lists_every_backend() -> None:
 
 
 def test_building_every_parser_imports_no_tensorflow() -> None:
-    # What keeps `--help` instant: the registries the choices come from are plain data.
+    # The parser's names are plain data (cli/_choices.py), so --help stays light; what it
+    # imports is pinned module by module in tests/test_cli_help.py.
     code = (
         "import sys; from tfcompress.cli import build_parser; build_parser(); "
         "print(sorted({'tensorflow', 'keras', 'onnxruntime'} & set(sys.modules)))"
