@@ -181,7 +181,7 @@ INT8_BATCH = _chosen(recipe={"name": "int8", "batch_size": 2**64})
         ('{"attempts": [], "chosen": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
         (
             json.dumps({"attempts": [], "chosen": INT8_BATCH}),
-            "batch_size must be an integer 1 to 2147483647",
+            "batch_size must be a positive integer up to 2147483647",
         ),
         (json.dumps({"attempts": [], "chosen": _chosen("qat", batch_size=2**64)}), "batch_size"),
         ('{"attempts": [], "chosen": {"index": ' + "9" * 5000 + "}}", "not a JSON compress report"),

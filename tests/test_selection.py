@@ -54,6 +54,8 @@ def _recording_conversions(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
         return made[-1]
 
     monkeypatch.setattr(converter, "_run", recording)
+    # The converter runs in a child process; counted here, it runs in this one.
+    monkeypatch.setenv("TFCOMPRESS_IN_PROCESS", "1")
     return made
 
 

@@ -70,8 +70,9 @@ IDLE_SECONDS = 300.0
 _REUSE_SECONDS = IDLE_SECONDS - 30.0
 _STDERR_TAIL = 64 * 1024
 _SERVE = "--serve"
-#: Tests make the child die by SIGSEGV before any work, as TensorFlow's kernels do:
-#: ``always``, or ``onednn`` only while ``TF_ENABLE_ONEDNN_OPTS`` is not ``0``.
+#: Tests make the child die by SIGSEGV as a call starts, as TensorFlow's kernels do: on a
+#: fine-tuning call with ``always``, or ``onednn`` only while ``TF_ENABLE_ONEDNN_OPTS`` is
+#: not ``0``; on any call with ``any``.
 CRASH_HOOK = "TFCOMPRESS_TEST_CHILD_CRASH"
 IN_PROCESS = "TFCOMPRESS_IN_PROCESS"
 
@@ -432,10 +433,11 @@ def _resolve(target: str) -> Any:
     return found
 
 
-def _crash_for_tests() -> None:
+def _crash_for_tests(target: str) -> None:
     hook = os.environ.get(CRASH_HOOK, "")
     onednn_on = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "") != "0"
-    if hook == "always" or (hook == "onednn" and onednn_on):
+    fine_tuning = target.startswith("tfcompress.training.")
+    if hook == "any" or (fine_tuning and (hook == "always" or (hook == "onednn" and onednn_on))):
         os.kill(os.getpid(), signal.SIGSEGV)
 
 
@@ -446,7 +448,6 @@ def _serve(parent: int, memory: int, warm_up: list[str]) -> int:
     if parent:  # 0: started from a thread that may end before the process does
         die_with_parent(parent)
     limit_memory(memory)
-    _crash_for_tests()
     os.environ[IN_PROCESS] = "1"  # a call this one makes runs here: it is contained already
     for name in warm_up:  # a failure here is the first call's to report
         with contextlib.suppress(Exception):
@@ -471,6 +472,7 @@ def _serve(parent: int, memory: int, warm_up: list[str]) -> int:
 def _answer_one(request_path: Path, reply: Path) -> None:
     request = pickle.loads(request_path.read_bytes())  # the parent's own file
     answer: dict[str, Any]
+    _crash_for_tests(request["target"])
     try:
         function = _resolve(request["target"])
         answer = {"result": function(*request["args"], **request["kwargs"])}

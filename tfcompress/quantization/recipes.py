@@ -274,7 +274,7 @@ class Recipe(RecipeData):
             or not 1 <= self.batch_size <= MAX_BATCH_SIZE  # 2**64 overflows the converter
         ):
             raise InvalidInputError(
-                f"batch_size must be an integer 1 to {MAX_BATCH_SIZE} or None, got "
+                f"batch_size must be a positive integer up to {MAX_BATCH_SIZE} or None, got "
                 f"{repr(self.batch_size)[:40]}."
             )
         if not isinstance(self.integer_only, bool):
