@@ -96,10 +96,6 @@ class ConverterSettings:
             calibrate_only(converter)
 
 
-Configure = ConverterSettings
-# None instead of settings: the converter's defaults, i.e. the float32 conversion
-
-
 def calibrate_only(converter: Any) -> None:
     """Make ``converter`` stop after calibration, as the QuantizationDebugger does."""
     converter.experimental_new_quantizer = True
@@ -137,7 +133,7 @@ def _import_converter() -> None:
     tensorflow().lite.TFLiteConverter  # noqa: B018 - the lazy module loads on first touch
 
 
-def convert(model: Any, configure: Configure) -> Conversion:
+def convert(model: Any, configure: ConverterSettings) -> Conversion:
     """Convert ``model`` to ``.tflite`` with the options of ``configure``.
 
     Args:
@@ -160,7 +156,7 @@ def convert(model: Any, configure: Configure) -> Conversion:
 
 
 def convert_all(
-    model: Any, configures: Sequence[Configure | None], *, batch_size: int | None = None
+    model: Any, configures: Sequence[ConverterSettings | None], *, batch_size: int | None = None
 ) -> tuple[Conversion, ...]:
     """Convert ``model`` once per entry of ``configures``, tracing the model only once.
 
@@ -220,7 +216,7 @@ Made = list[tuple[bytes, float, tuple[str, ...]]]
 
 
 def convert_saved_model(
-    path: str, configures: Sequence[Configure | None], *, name: str, shown: str | None
+    path: str, configures: Sequence[ConverterSettings | None], *, name: str, shown: str | None
 ) -> Made:
     """Convert the SavedModel at ``path`` once per entry (what the child of convert_all runs).
 
@@ -240,7 +236,7 @@ def convert_saved_model(
 
 
 def _convert_in_memory(
-    model: Any, configures: list[Configure | None], name: str, captured: _Captured
+    model: Any, configures: list[ConverterSettings | None], name: str, captured: _Captured
 ) -> Made:
     tf = tensorflow()
     return _convert_each(
@@ -250,7 +246,7 @@ def _convert_in_memory(
 
 def _convert_each(
     new_converter: Callable[[], Any],
-    configures: Sequence[Configure | None],
+    configures: Sequence[ConverterSettings | None],
     name: str,
     captured: _Captured,
 ) -> Made:

@@ -16,7 +16,6 @@ from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolv
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
 from tfcompress.quantization.converter import (
-    Configure,
     Conversion,
     ConverterSettings,
     convert_all,
@@ -654,7 +653,7 @@ def _plain_conversions(
     selective = bool(chosen.float_nodes or chosen.rules)
     # One trace for both outputs (None: the float32 defaults); float32 asks for the
     # reference itself, converted once.
-    configures: list[Configure | None] = []
+    configures: list[ConverterSettings | None] = []
     if with_reference or chosen.name == "float32":
         configures.append(None)
     if chosen.name != "float32":
@@ -744,7 +743,7 @@ def _configure_for(calibration: Dataset | None, progress: bool) -> ConfigureFor:
     is drawn by the converter's child, on the caller's stderr.
     """
 
-    def configure_for(recipe: Recipe, calibrate: bool) -> Configure:
+    def configure_for(recipe: Recipe, calibrate: bool) -> ConverterSettings:
         return ConverterSettings(recipe, calibration, calibrate_only=calibrate, progress=progress)
 
     return configure_for

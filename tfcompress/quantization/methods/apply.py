@@ -18,7 +18,7 @@ from typing import Any
 
 from tfcompress.data import Dataset
 from tfcompress.errors import ConversionError, UnsupportedModelError
-from tfcompress.quantization.converter import Configure, Conversion, convert_all
+from tfcompress.quantization.converter import Conversion, ConverterSettings, convert_all
 from tfcompress.quantization.methods.catalog import (
     DEFAULT_PERCENTILE,
     RANGE_METHODS,
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 #: ``(recipe, calibrate_only) -> configure``: the converter settings of a recipe, stopping
 #: after calibration when asked (the path the methods edit).
-ConfigureFor = Callable[[Recipe, bool], Configure]
+ConfigureFor = Callable[[Recipe, bool], ConverterSettings]
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def quantize_with_methods(
     """
     start = time.perf_counter()
     plain_recipe = with_methods(recipe, ())
-    configures: list[Configure | None] = [None, configure_for(plain_recipe, False)]
+    configures: list[ConverterSettings | None] = [None, configure_for(plain_recipe, False)]
     if any(not _weights(c) for c in candidates):
         configures.append(configure_for(plain_recipe, True))
     made = convert_all(model, configures, batch_size=recipe.batch_size)
