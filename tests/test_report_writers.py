@@ -175,18 +175,19 @@ def test_a_report_that_fails_midway_takes_back_its_files_and_folder(tmp_path, mo
     from tfcompress.report import writers
 
     calls = []
+    publish = writers._publish
 
-    def flaky(path, text, overwrite):
+    def flaky(staged, path, overwrite):  # the first file takes its name, the second fails
         calls.append(path)
         if len(calls) == 2:
             raise OSError(28, "No space left on device")
-        return writers.write_text_atomic(path, text, overwrite=overwrite)
+        return publish(staged, path, overwrite)
 
-    monkeypatch.setattr(writers, "_write", flaky)
+    monkeypatch.setattr(writers, "_publish", flaky)
     folder = tmp_path / "new" / "reports"
     with pytest.raises(OSError, match="No space"):
         writers.write_report(_result(), folder, formats=("json", "csv", "md"))
-    assert not (tmp_path / "new").exists()
+    assert not (tmp_path / "new").exists()  # the file, its staging folder and the folders
     # Files that were there before a --force run stay.
     folder.mkdir(parents=True)
     (folder / "benchmark.json").write_text("old")
@@ -194,6 +195,23 @@ def test_a_report_that_fails_midway_takes_back_its_files_and_folder(tmp_path, mo
     with pytest.raises(OSError):
         writers.write_report(_result(), folder, formats=("json", "csv", "md"), overwrite=True)
     assert sorted(p.name for p in folder.iterdir()) == ["benchmark.json"]
+
+
+def test_a_report_appears_whole_after_every_file_is_on_disk(tmp_path, monkeypatch):
+    from tfcompress.report import writers
+
+    folder, seen = tmp_path / "reports", []
+    publish = writers._publish
+
+    def watching(staged, path, overwrite):
+        # When the first name appears, every file's bytes are already written, staged.
+        seen.append(sorted(p.name for p in staged.parent.iterdir()))
+        return publish(staged, path, overwrite)
+
+    monkeypatch.setattr(writers, "_publish", watching)
+    written = writers.write_report(_result(), folder, formats=("json", "csv", "md"))
+    assert seen[0] == ["benchmark.csv", "benchmark.json", "benchmark.md"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in written)
 
 
 def test_cli_reports_into_bad_folders_exit_2_before_any_work(tmp_path, capsys):

@@ -75,22 +75,20 @@ def write_compress_report(
         OutputExistsError: Report files exist and not ``overwrite``.
         MissingDependencyError: matplotlib is missing (nothing is written).
     """
-    from tfcompress._files import write_bytes_atomic, write_text_atomic
     from tfcompress._json import dumps
-    from tfcompress.report.writers import report_files
+    from tfcompress.report.writers import write_together
 
     folder = check_compress_report_dir(directory, overwrite=overwrite)
     # Everything is made before the first file is written: the files then appear within
     # milliseconds of each other, and a failure or a signal takes them all back.
     json_text = dumps(result.to_dict(), indent=2) + "\n"
     markdown, pngs = to_markdown(result), plot_attempts(result)
-    with report_files(folder, report_paths(folder)) as written:
-        written.append(write_text_atomic(folder / f"{STEM}.json", json_text, overwrite=overwrite))
-        written.append(write_text_atomic(folder / f"{STEM}.md", markdown, overwrite=overwrite))
-        for name, png in pngs.items():
-            path = folder / f"{STEM}_{name}.png"
-            written.append(write_bytes_atomic(path, png, overwrite=overwrite))
-    return written
+    contents: dict[Path, str | bytes] = {
+        folder / f"{STEM}.json": json_text,
+        folder / f"{STEM}.md": markdown,
+    }
+    contents |= {folder / f"{STEM}_{name}.png": png for name, png in pngs.items()}
+    return write_together(folder, contents, overwrite=overwrite)
 
 
 def plot_attempts(result: Any) -> dict[str, bytes]:

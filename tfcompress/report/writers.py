@@ -8,7 +8,9 @@ import io
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +18,6 @@ from tfcompress._files import (
     check_output_path,
     check_writable_folder,
     write_bytes_atomic,
-    write_text_atomic,
 )
 from tfcompress.errors import InvalidInputError, OutputExistsError, OutputLocationError
 from tfcompress.report.schema import LATENCY_KEYS, ROW_KEYS
@@ -84,18 +85,18 @@ def write_report(
         from tfcompress.report.plots import plot_all
 
         plots = plot_all(result)
-    with report_files(directory, report_paths(directory, formats)) as written:
-        if "json" in formats:
-            text = json.dumps(result.to_dict(), indent=2, default=str) + "\n"
-            written.append(_write(directory / f"{STEM}.json", text, overwrite))
-        if "csv" in formats:
-            written.append(_write(directory / f"{STEM}.csv", to_csv(result), overwrite))
-        if "md" in formats:
-            written.append(_write(directory / f"{STEM}.md", to_markdown(result), overwrite))
-        if "png" in formats:
-            for name, data in plots.items():
-                path = directory / f"{STEM}_{name}.png"
-                written.append(write_bytes_atomic(path, data, overwrite=overwrite))
+    contents: dict[Path, str | bytes] = {}
+    if "json" in formats:
+        text = json.dumps(result.to_dict(), indent=2, default=str) + "\n"
+        contents[directory / f"{STEM}.json"] = text
+    if "csv" in formats:
+        contents[directory / f"{STEM}.csv"] = to_csv(result)
+    if "md" in formats:
+        contents[directory / f"{STEM}.md"] = to_markdown(result)
+    if "png" in formats:
+        for name, data in plots.items():
+            contents[directory / f"{STEM}_{name}.png"] = data
+    written = write_together(directory, contents, overwrite=overwrite)
     logger.info("wrote %s", ", ".join(str(p) for p in written))
     return written
 
@@ -252,6 +253,76 @@ def report_files(directory: Path, files: Sequence[Path]) -> Iterator[list[Path]]
         raise
 
 
+def write_together(
+    directory: Path, contents: Mapping[Path, str | bytes], *, overwrite: bool = False
+) -> list[Path]:
+    """Write a report's files together: staged in a hidden folder, then renamed into place.
+
+    Every file's bytes are on disk (in ``directory/.tfcompress-report-*``, on the same file
+    system) before the first one takes its name; the renames follow one another, and a
+    failure or a signal at any point takes back every report file that was not there before
+    (:func:`report_files`). A report never shows a file without its companions, nor names
+    an artifact that was not written.
+
+    Args:
+        directory: The report folder (created when missing).
+        contents: Final path -> text or bytes, in the order they appear.
+        overwrite: Replace files of the same names (without it, a file that appeared since
+            the up-front check is never replaced: the rename is a hard link that fails).
+
+    Returns:
+        The paths written.
+
+    Raises:
+        OutputExistsError: A report file exists and ``overwrite`` is False.
+        OutputLocationError: The folder cannot be created or written.
+
+    Example:
+        >>> write_together(Path("r"), {Path("r/a.json"): "{}"})  # doctest: +SKIP
+        [PosixPath('r/a.json')]
+    """
+    with report_files(directory, list(contents)) as written:
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=".tfcompress-report-", dir=directory))
+        except OSError as failure:
+            raise OutputLocationError(
+                f"{directory}: cannot write the report there ({failure.strerror}); choose "
+                "another folder."
+            ) from None
+        try:
+            staged = [
+                (path, write_bytes_atomic(staging / path.name, _as_bytes(data)))
+                for path, data in contents.items()
+            ]
+            for path, file in staged:
+                _publish(file, path, overwrite)
+                written.append(path)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return written
+
+
+def _as_bytes(data: str | bytes) -> bytes:
+    return data.encode("utf-8") if isinstance(data, str) else data
+
+
+def _publish(staged: Path, path: Path, overwrite: bool) -> None:
+    """Give ``staged`` its final name (never a special file; no clobbering without overwrite)."""
+    check_output_path(path, overwrite=overwrite)
+    if overwrite:
+        os.replace(staged, path)
+        return
+    try:
+        os.link(staged, path)  # fails if the name appeared since the check
+    except FileExistsError:
+        raise OutputExistsError(
+            f"{path}: appeared while the report was written; pass --force (overwrite=True) "
+            "to replace it, or choose another folder."
+        ) from None
+    except OSError:  # a file system without hard links: the check above is all there is
+        os.replace(staged, path)
+
+
 def _check_report_files(directory: Path, paths: Sequence[Path], overwrite: bool) -> None:
     existing = [p for p in paths if os.path.lexists(p)]  # a dangling symlink counts too
     if existing and not overwrite:
@@ -264,10 +335,6 @@ def _check_report_files(directory: Path, paths: Sequence[Path], overwrite: bool)
         # With overwrite, what stands there must still be a file: the same rules as every
         # other output (never a directory, pipe or device).
         check_output_path(path, overwrite=True)
-
-
-def _write(path: Path, text: str, overwrite: bool) -> Path:
-    return write_text_atomic(path, text, overwrite=overwrite)
 
 
 def csv_columns() -> list[str]:

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfcompress._files import write_bytes_atomic, write_text_atomic
 from tfcompress.report.table import format_table
 
 if TYPE_CHECKING:
@@ -235,13 +234,10 @@ def write_report(result: SelectionResult, directory: Path, *, overwrite: bool) -
         OutputExistsError: A report file exists and ``overwrite`` is False.
         MissingDependencyError: No matplotlib (nothing is written then).
     """
-    from tfcompress.report.writers import report_files
+    from tfcompress.report.writers import write_together
 
     paths = check_selection_report_dir(directory, overwrite=overwrite)
     png = plot_png(result)  # matplotlib missing: nothing written
     text = json.dumps(result.to_dict(), indent=1, default=str) + "\n"
-    with report_files(directory, paths) as written:
-        written.append(write_text_atomic(paths[0], text, overwrite=overwrite))
-        written.append(write_text_atomic(paths[1], to_markdown(result), overwrite=overwrite))
-        written.append(write_bytes_atomic(paths[2], png, overwrite=overwrite))
-    return tuple(written)
+    contents = {paths[0]: text, paths[1]: to_markdown(result), paths[2]: png}
+    return tuple(write_together(directory, contents, overwrite=overwrite))
