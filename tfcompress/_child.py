@@ -283,10 +283,12 @@ def _run(
             child.close(kill=True)
     if _warm is not None and _warm.usable(env, memory):
         code, said = _send(_warm, request, reply, timeout, echo)
-        if code is None or code == _TIMED_OUT or reply.is_file():
+        idle_death = code is not None and (code >= 0 or code == -signal.SIGKILL)
+        if not idle_death or reply.is_file():
             return code, said
-        # A reused child that ended unanswered may have died while idle (killed, or leaving
-        # just as the call came): the call gets a fresh child before it counts.
+        # A reused child that ended unanswered without a crash of its own may have died
+        # while idle (killed, or leaving just as the call came): the call gets a fresh child
+        # before it counts. A crash (SIGSEGV...) is the call's, and is not run twice.
     close_warm_child()
     _warm = _start(env, memory)
     return _send(_warm, request, reply, timeout, echo)
