@@ -30,6 +30,7 @@ from tfcompress.quantization.methods.linear import (
     LinearWeights,
     quantization_scales,
 )
+from tfcompress.quantization.methods.registry import RewriteContext, WeightMethod, register_method
 from tfcompress.quantization.methods.stats import PatchMoments, Probe, Update, collect
 
 #: Adam steps per layer (the first WARMUP share without the rounding regulariser).
@@ -72,6 +73,30 @@ class RoundedLayer:
             "flipped": round(self.flipped, 6),
             "kept_nearest": self.kept_nearest,
         }
+
+
+@register_method
+class AdaRound(WeightMethod):
+    """``adaround``: changes the float weights on purpose (the float check is measured before)."""
+
+    name = "adaround"
+    summary = (
+        "learned rounding of every conv/depthwise/dense kernel (AdaRound), "
+        "layer by layer on the calibration samples"
+    )
+    kind = "rounding"
+    order = 20
+    report_key = "rounded"
+
+    def rewrite(self, context: RewriteContext) -> tuple[RoundedLayer, ...]:
+        """:func:`adaround` on the copy, serving the float check from its statistics pass."""
+        return adaround(
+            context.graph,
+            context.x,
+            per_channel=context.per_channel,
+            probe=context.probe,
+            also=context.also(),
+        )
 
 
 def adaround(

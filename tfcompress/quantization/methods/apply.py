@@ -3,9 +3,10 @@
 The converter's plain int8 is made exactly as :func:`tfcompress.quantize` makes it without
 methods (one trace shared with the float32 reference). Candidates that share their weight
 methods share one rewritten copy of the model and one calibrate-only conversion of it;
-each then gets its activation ranges (min/max, or a range method's) and goes through the
-converter's quantizer, as selective quantization does. Every artifact is scored against
-the float32 reference on the same samples (:mod:`.selection`).
+each then gets its activation ranges (min/max, or a range method's
+:meth:`~.registry.RangeMethod.edit_ranges`) and goes through the converter's quantizer, as
+selective quantization does (which methods are which: :mod:`.registry`). Every artifact is
+scored against the float32 reference on the same samples (:mod:`.selection`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,8 @@ from typing import Any
 from tfcompress.data import Dataset
 from tfcompress.errors import ConversionError, UnsupportedModelError
 from tfcompress.quantization.converter import Conversion, ConverterSettings, convert_all
-from tfcompress.quantization.methods.catalog import (
-    DEFAULT_PERCENTILE,
-    RANGE_METHODS,
-    WEIGHT_METHODS,
-)
-from tfcompress.quantization.methods.ranges import histograms, search_ranges
+from tfcompress.quantization.methods.catalog import DEFAULT_PERCENTILE, option_used
+from tfcompress.quantization.methods.registry import RangeContext, range_methods, weight_methods
 from tfcompress.quantization.methods.report import Candidate, MethodsReport
 from tfcompress.quantization.methods.rewrite import Rewrite, rewrite_model
 from tfcompress.quantization.methods.selection import choose, not_worse, score
@@ -151,7 +148,7 @@ def quantize_with_methods(
         calibrated[()] = (made[2], None, made[2].seconds)
     contents: list[bytes | None] = []
     built: list[Candidate] = []
-    measured: dict[tuple[str, ...], dict[str, Any]] = {}  # histograms shared by range methods
+    measured: dict[tuple[str, ...], dict[str, Any]] = {}  # shared by the range methods
     for methods in candidates:
         weights = _weights(methods)
         if weights not in calibrated:
@@ -170,7 +167,7 @@ def quantize_with_methods(
             calibration,
             source,
             searched=searched,
-            measured=measured.setdefault(weights, {}),
+            shared=measured.setdefault(weights, {}),
         )
         built.append(candidate)
         contents.append(content)
@@ -209,19 +206,21 @@ def quantize_with_methods(
 
 
 def with_methods(recipe: Recipe, methods: tuple[str, ...]) -> Recipe:
-    """``recipe`` with ``methods``; its percentile kept only where ``percentile-ranges`` uses it.
+    """``recipe`` with ``methods``; its percentile kept only where a method reads it.
 
     Example:
         >>> with_methods(Recipe("int8", methods=("percentile-ranges",), range_percentile=99.0),
         ...              ()).range_percentile
         99.99
     """
-    percentile = recipe.range_percentile if "percentile-ranges" in methods else DEFAULT_PERCENTILE
+    used = option_used("range_percentile", methods)
+    percentile = recipe.range_percentile if used else DEFAULT_PERCENTILE
     return replace(recipe, methods=methods, range_percentile=percentile)
 
 
 def _weights(methods: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(m for m in methods if m in WEIGHT_METHODS)
+    """The names of the weight methods among ``methods`` (what one rewritten copy is for)."""
+    return tuple(m.name for m in weight_methods(methods))
 
 
 def _rewritten(
@@ -255,29 +254,23 @@ def _candidate(
     source: str,
     *,
     searched: bool,
-    measured: dict[str, Any],
+    shared: dict[str, Any],
 ) -> tuple[Candidate, bytes | None]:
     """Edit the ranges (if a range method asks) and quantize one candidate.
 
-    ``measured`` caches the calibrated model's histograms: candidates that share a rewrite
-    share one float run of it, whatever range method each uses.
+    ``shared`` is the range methods' cache for the calibrated model (its histograms):
+    candidates that share a rewrite share one float run of it, whatever range method each
+    uses.
     """
     conversion, rewrite, seconds = base
     start = time.perf_counter()
     ranges: tuple[Any, ...] = ()
-    method = next((m for m in methods if m in RANGE_METHODS), None)
     content = conversion.content
+    context = RangeContext(calibration, recipe, shared)
     try:
-        if method is not None:
-            if "histograms" not in measured:
-                measured["histograms"] = histograms(content, calibration)
-            content, ranges = search_ranges(
-                content,
-                calibration,
-                method=method.removesuffix("-ranges"),
-                percentile=recipe.range_percentile,
-                measured=measured["histograms"],
-            )
+        for method in range_methods(methods):
+            content, edited = method.edit_ranges(content, context)
+            ranges += tuple(edited)
         quantized = quantize_calibrated(replace(conversion, content=content), recipe, source=source)
     except ConversionError as error:
         if not searched:

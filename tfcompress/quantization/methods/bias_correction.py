@@ -19,6 +19,7 @@ import numpy as np
 
 from tfcompress.quantization.methods.graph import LayerGraph
 from tfcompress.quantization.methods.linear import LinearWeights, quantize_matrix
+from tfcompress.quantization.methods.registry import RewriteContext, WeightMethod, register_method
 from tfcompress.quantization.methods.stats import PatchMoments, Probe, Update, collect
 
 
@@ -43,6 +44,27 @@ class BiasCorrection:
             "max_shift": float(f"{self.max_shift:.6g}"),
             "max_bias": float(f"{self.max_bias:.6g}"),
         }
+
+
+@register_method
+class BiasCorrectionMethod(WeightMethod):
+    """``bias-correction``: the last weight method, on the weights the converter will see."""
+
+    name = "bias-correction"
+    summary = "remove the mean output shift that weight rounding causes, per channel"
+    kind = "bias"
+    order = 30
+    report_key = "corrected"
+
+    def rewrite(self, context: RewriteContext) -> tuple[BiasCorrection, ...]:
+        """:func:`correct_biases` on the copy (the float check from its pass, if still due)."""
+        return correct_biases(
+            context.graph,
+            context.x,
+            per_channel=context.per_channel,
+            probe=context.probe,
+            also=context.also(),
+        )
 
 
 def correct_biases(

@@ -1,12 +1,16 @@
 """The post-training methods by name: what each does, and which combinations are valid.
 
-Pure data (no TensorFlow): :class:`~tfcompress.quantization.recipes.Recipe` validates its
-``methods`` here, and the CLI builds ``--method``'s help from :data:`METHODS`.
+No TensorFlow: :class:`~tfcompress.quantization.recipes.Recipe` validates its ``methods``
+here. The names, their order and their summaries are the registry's (:mod:`.registry`:
+each method is a class registered next to its algorithm), read when asked, so a method
+registered later is known here too; ``tfcompress/cli/_choices.py`` keeps a plain copy of
+the names for ``--help`` (tests/test_cli_help.py compares the two).
 
 A recipe's methods always run in one order, whatever order they are named in: BatchNorm
-folding (implied by every weight method), ``equalize``, ``adaround``, ``bias-correction``,
-then the activation ranges (``percentile-ranges`` or ``mse-ranges``) before the converter
-quantizes. The stored tuple is in that order, so equal recipes compare equal.
+folding (implied by every weight method), the weight methods by their ``order``
+(``equalize``, ``adaround``, ``bias-correction``), then the activation ranges
+(``percentile-ranges`` or ``mse-ranges``) before the converter quantizes. The stored tuple
+is in that order, so equal recipes compare equal.
 
 Example:
     >>> canonical_methods(["mse-ranges", "equalize"])
@@ -15,25 +19,71 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, overload
 
 from tfcompress.errors import InvalidInputError
+from tfcompress.quantization.methods.registry import (
+    CALIBRATED_FLATBUFFER,
+    KERAS_MODEL,
+    method_names,
+)
+from tfcompress.quantization.methods.registry import methods as registered_methods
 
-#: Every method, in the order a recipe applies them, with one line each.
-METHODS: dict[str, str] = {
-    "equalize": "cross-layer equalization of consecutive conv/depthwise/dense layers "
-    "(BatchNorm folded first)",
-    "adaround": "learned rounding of every conv/depthwise/dense kernel (AdaRound), "
-    "layer by layer on the calibration samples",
-    "bias-correction": "remove the mean output shift that weight rounding causes, per channel",
-    "percentile-ranges": "activation ranges from percentiles instead of min/max",
-    "mse-ranges": "activation ranges that minimise the int8 error of each tensor",
-}
+
+class _Summaries(Mapping[str, str]):
+    """Every registered method's name -> its one line, in the order recipes apply them."""
+
+    def __getitem__(self, name: str) -> str:
+        found = next((m for m in registered_methods() if m.name == name), None)
+        if found is None:
+            raise KeyError(name)
+        return found.summary
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(method_names())
+
+    def __len__(self) -> int:
+        return len(method_names())
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class _Names(Sequence[str]):
+    """The names of the registered methods that work on ``needs``, in order."""
+
+    def __init__(self, needs: str) -> None:
+        self.needs = needs
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in registered_methods() if m.needs == self.needs)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+#: Every method, in the order a recipe applies them, with one line each (the registry's).
+METHODS: Mapping[str, str] = _Summaries()
 #: Methods that rewrite a copy of the float Keras model before conversion.
-WEIGHT_METHODS = ("equalize", "adaround", "bias-correction")
+WEIGHT_METHODS: Sequence[str] = _Names(KERAS_MODEL)
 #: Methods that edit the calibrated activation ranges before the converter quantizes.
-RANGE_METHODS = ("percentile-ranges", "mse-ranges")
+RANGE_METHODS: Sequence[str] = _Names(CALIBRATED_FLATBUFFER)
 #: What ``methods="auto"`` tries next to the converter's plain int8 (the best one not worse
 #: is kept): the cheap weight methods with min/max, MSE and percentile ranges. All three share
 #: one rewritten model, one calibration and one float run for the histograms, so each range
@@ -73,17 +123,38 @@ def canonical_methods(methods: Any) -> tuple[str, ...]:
             f"methods must be a list of method names, got {repr(methods)[:200]}; e.g. "
             "['equalize', 'bias-correction']."
         )
-    unknown = [m for m in methods if m not in METHODS]
+    known = _registered()
+    unknown = [m for m in methods if m not in known]
     if unknown:
         raise InvalidInputError(
-            f"unknown method {unknown[0][:100]!r}; choose from {', '.join(METHODS)}."
+            f"unknown method {unknown[0][:100]!r}; choose from {', '.join(known)}."
         )
     if len(set(methods)) != len(methods):
         raise InvalidInputError(f"methods {list(methods)!r} names a method twice.")
-    ranges = [m for m in methods if m in RANGE_METHODS]
-    if len(ranges) > 1:
-        raise InvalidInputError(f"choose one activation range method, not {' and '.join(ranges)}.")
-    return tuple(m for m in METHODS if m in methods)
+    groups: dict[str, list[str]] = {}
+    for name in methods:
+        if known[name].exclusive is not None:
+            groups.setdefault(known[name].exclusive, []).append(name)
+    for group, names in groups.items():
+        if len(names) > 1:
+            raise InvalidInputError(f"choose one {group} method, not {' and '.join(names)}.")
+    return tuple(m for m in known if m in methods)
+
+
+def _registered() -> dict[str, Any]:
+    """The registered methods by name, in order."""
+    return {m.name: m for m in registered_methods()}
+
+
+def option_used(option: str, names: Sequence[str]) -> bool:
+    """Whether one of the methods ``names`` reads the recipe field ``option``.
+
+    Example:
+        >>> option_used("range_percentile", ("equalize", "percentile-ranges"))
+        True
+    """
+    known = _registered()
+    return any(option in known[n].options for n in names if n in known)
 
 
 def parse_methods(text: str) -> tuple[tuple[str, ...], ...] | None:
@@ -110,7 +181,7 @@ def parse_methods(text: str) -> tuple[tuple[str, ...], ...] | None:
     if not words or "auto" in words or "none" in words:
         raise InvalidInputError(
             f"--method {text!r}: pass auto, none, or method names separated by commas "
-            f"({', '.join(METHODS)})."
+            f"({', '.join(method_names())})."
         )
     return (canonical_methods(words),)
 
@@ -137,9 +208,12 @@ def check_methods_for(recipe: str, methods: Sequence[str], percentile: Any) -> f
             f"range_percentile must lie between 50 and 100 (exclusive), got {percentile!r}; "
             f"e.g. {DEFAULT_PERCENTILE}."
         )
-    if float(percentile) != DEFAULT_PERCENTILE and "percentile-ranges" not in methods:
+    if float(percentile) != DEFAULT_PERCENTILE and not option_used("range_percentile", methods):
+        readers = " or ".join(
+            repr(m.name) for m in registered_methods() if "range_percentile" in m.options
+        )
         raise InvalidInputError(
-            f"range_percentile={percentile!r} is used by the 'percentile-ranges' method only; "
+            f"range_percentile={percentile!r} is used by the {readers} method only; "
             "add it to methods or drop range_percentile."
         )
     return float(percentile)

@@ -34,6 +34,7 @@ import numpy as np
 from tfcompress.quantization.methods.equalize_noise import SourceTerms, TargetTerms, optimise
 from tfcompress.quantization.methods.graph import LayerGraph, Node
 from tfcompress.quantization.methods.linear import LinearWeights
+from tfcompress.quantization.methods.registry import RewriteContext, WeightMethod, register_method
 from tfcompress.quantization.methods.stats import ChannelPeak, PatchMoments, Probe, collect
 
 #: Sweeps over all groups (each group's scales move its neighbours' weights).
@@ -44,6 +45,34 @@ CLIP_MARGIN = 1.25
 SCALE_LIMIT = 1e3
 #: A clip counts as reached at this share of its value.
 CLIP_REACHED = 0.999
+
+
+@register_method
+class Equalize(WeightMethod):
+    """``equalize``: the first weight method; keeps the float function (checked after it)."""
+
+    name = "equalize"
+    summary = (
+        "cross-layer equalization of consecutive conv/depthwise/dense layers "
+        "(BatchNorm folded first)"
+    )
+    kind = "weight rewrite"
+    order = 10
+    keeps_function = True
+    report_key = "equalized"
+
+    def probe_tensors(self, graph: LayerGraph) -> list[Any]:
+        """The outputs of every group's quantized and clipping layers (peaks, clip limits)."""
+        tensors = []
+        for group in find_groups(graph):
+            tensors += [n.layer.output for n in {*group.quantized(), *group.clipping()}]
+        return tensors
+
+    def rewrite(self, context: RewriteContext) -> tuple[EqualizedPair, ...]:
+        """:func:`equalize` on the copy (no float check requests: it keeps the function)."""
+        return equalize(
+            context.graph, context.x, per_channel=context.per_channel, probe=context.probe
+        )
 
 
 @dataclass(eq=False)

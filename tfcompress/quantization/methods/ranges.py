@@ -30,6 +30,7 @@ import numpy as np
 from tfcompress._compat.litert import flatbuffer_utils, interpreter_module
 from tfcompress.data import Dataset
 from tfcompress.errors import InvalidDataError
+from tfcompress.quantization.methods.registry import RangeContext, RangeMethod, register_method
 
 #: Bins of each tensor's histogram over its calibrated range.
 BINS = 2048
@@ -165,6 +166,46 @@ def search_ranges(
         name = tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
         chosen.append(TensorRange(name, before, (float(q.min[0]), float(q.max[0]))))
     return bytes(utils.convert_object_to_bytearray(model)), tuple(chosen)
+
+
+class _SearchedRanges(RangeMethod):
+    """A range method of this module: one :func:`search_ranges` rule over shared histograms."""
+
+    rule: str
+
+    def edit_ranges(
+        self, calibrated: bytes, context: RangeContext
+    ) -> tuple[bytes, tuple[TensorRange, ...]]:
+        if "histograms" not in context.shared:  # one float run for every range method
+            context.shared["histograms"] = histograms(calibrated, context.calibration)
+        return search_ranges(
+            calibrated,
+            context.calibration,
+            method=self.rule,
+            percentile=context.recipe.range_percentile,
+            measured=context.shared["histograms"],
+        )
+
+
+@register_method
+class PercentileRanges(_SearchedRanges):
+    """``percentile-ranges``: reads ``Recipe.range_percentile``."""
+
+    name = "percentile-ranges"
+    summary = "activation ranges from percentiles instead of min/max"
+    order = 40
+    options = ("range_percentile",)
+    rule = "percentile"
+
+
+@register_method
+class MSERanges(_SearchedRanges):
+    """``mse-ranges``."""
+
+    name = "mse-ranges"
+    summary = "activation ranges that minimise the int8 error of each tensor"
+    order = 50
+    rule = "mse"
 
 
 def _fill(calibrated: bytes, samples: Dataset, stats: dict[int, _Histogram]) -> None:

@@ -1,11 +1,12 @@
 """The weight methods, run in order on a copy of the float Keras model.
 
 The caller's model is never touched: it is cloned (same layers, names and weights), the
-BatchNorms that follow linear layers are folded, then ``equalize``, ``adaround`` and
-``bias-correction`` run as asked. Folding and equalization must not change what the model
-computes: the copy is run against the original on the calibration samples right after
-them, and the largest difference is reported (AdaRound and bias correction change the float
-model on purpose, so it is measured before them).
+BatchNorms that follow linear layers are folded, then the weight methods asked for run in
+their order, each through its :class:`~.registry.WeightMethod` (``equalize``, ``adaround``,
+``bias-correction``). Folding and the methods that keep the function (``equalize``) must not
+change what the model computes: the copy is run against the original on the calibration
+samples right after them, and the largest difference is reported (AdaRound and bias
+correction change the float model on purpose, so it is measured before them).
 """
 
 from __future__ import annotations
@@ -21,11 +22,17 @@ import numpy as np
 from tfcompress._compat.keras import flavour_of, keras_module
 from tfcompress.data import Dataset
 from tfcompress.errors import UnsupportedModelError
-from tfcompress.quantization.methods.adaround import RoundedLayer, adaround
-from tfcompress.quantization.methods.bias_correction import BiasCorrection, correct_biases
-from tfcompress.quantization.methods.equalize import EqualizedPair, equalize, find_groups
+from tfcompress.quantization.methods.adaround import RoundedLayer
+from tfcompress.quantization.methods.bias_correction import BiasCorrection
+from tfcompress.quantization.methods.equalize import EqualizedPair
 from tfcompress.quantization.methods.folding import FoldedBatchNorm, fold_batchnorms
 from tfcompress.quantization.methods.graph import LayerGraph, ordered_feed
+from tfcompress.quantization.methods.registry import (
+    RewriteContext,
+    WeightMethod,
+    method_names,
+    weight_methods,
+)
 from tfcompress.quantization.methods.stats import BATCH, Probe, batches
 
 logger = logging.getLogger(__name__)
@@ -44,9 +51,11 @@ class Rewrite:
     Attributes:
         methods: The weight methods that ran, in order.
         folded: The BatchNorms folded into the layer before them.
-        equalized: One entry per equalized source layer (its scales).
-        rounded: One entry per layer AdaRound rounded.
-        corrected: One entry per layer whose bias was corrected.
+        changes: Each weight method's report entries under its ``report_key``, for every
+            registered weight method in order (empty for those that did not run):
+            ``equalized`` (one entry per equalized source layer, its scales), ``rounded``
+            (per layer AdaRound rounded), ``corrected`` (per layer whose bias was
+            corrected); :meth:`changed` and the properties read them.
         float_max_difference: After folding and equalization, the largest absolute
             difference between the copy's outputs and the original's on the calibration
             samples (float tolerance: the rewrite keeps the function).
@@ -57,21 +66,36 @@ class Rewrite:
 
     methods: tuple[str, ...]
     folded: tuple[FoldedBatchNorm, ...]
-    equalized: tuple[EqualizedPair, ...]
-    rounded: tuple[RoundedLayer, ...]
-    corrected: tuple[BiasCorrection, ...]
+    changes: tuple[tuple[str, tuple[Any, ...]], ...]
     float_max_difference: float
     float_output_peak: float
     seconds: float
+
+    def changed(self, report_key: str) -> tuple[Any, ...]:
+        """The entries of the weight method whose ``report_key`` this is (empty if none)."""
+        return dict(self.changes).get(report_key, ())
+
+    @property
+    def equalized(self) -> tuple[EqualizedPair, ...]:
+        """One entry per equalized source layer (its scales)."""
+        return self.changed("equalized")
+
+    @property
+    def rounded(self) -> tuple[RoundedLayer, ...]:
+        """One entry per layer AdaRound rounded."""
+        return self.changed("rounded")
+
+    @property
+    def corrected(self) -> tuple[BiasCorrection, ...]:
+        """One entry per layer whose bias was corrected."""
+        return self.changed("corrected")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON reports."""
         return {
             "methods": list(self.methods),
             "folded": [f.to_dict() for f in self.folded],
-            "equalized": [e.to_dict() for e in self.equalized],
-            "rounded": [r.to_dict() for r in self.rounded],
-            "corrected": [c.to_dict() for c in self.corrected],
+            **{key: [e.to_dict() for e in entries] for key, entries in self.changes},
             "float_max_difference": float(f"{self.float_max_difference:.6g}"),
             "float_output_peak": float(f"{self.float_output_peak:.6g}"),
             "seconds": round(self.seconds, 3),
@@ -85,7 +109,7 @@ def rewrite_model(
 
     Args:
         model: A Sequential or Functional Keras model (either flavour).
-        methods: Method names; the weight methods among them run (in catalog order).
+        methods: Method names; the weight methods among them run (in registry order).
         calibration: The calibration samples (one array or a dict by input name).
         per_channel: The converter will quantize weights per output channel.
 
@@ -115,23 +139,25 @@ def rewrite_model(
     copy = _clone(model, flavour)
     graph = LayerGraph(copy)
     folded = fold_batchnorms(graph)
-    probe = Probe(copy, _tensors(graph, copy))  # traced once, shared by every pass below
-    equalized: tuple[EqualizedPair, ...] = ()
-    if "equalize" in methods:
-        equalized = equalize(graph, calibration.x, per_channel=per_channel, probe=probe)
-    # The copy's outputs after folding and equalization, from the next pass over the samples
-    # (AdaRound and bias correction change the float model on purpose, after collecting).
-    check = _OutputCheck(expected, copy.outputs)
-    rounded: tuple[RoundedLayer, ...] = ()
-    if "adaround" in methods:
-        rounded = adaround(
-            graph, calibration.x, per_channel=per_channel, probe=probe, also=check.requests()
-        )
-    corrected: tuple[BiasCorrection, ...] = ()
-    if "bias-correction" in methods:
-        corrected = correct_biases(
-            graph, calibration.x, per_channel=per_channel, probe=probe, also=check.requests()
-        )
+    everyone = weight_methods(method_names())
+    probe = Probe(copy, _tensors(graph, copy, everyone))  # traced once, shared by every pass
+    chosen = weight_methods(methods)
+    check: _OutputCheck | None = None
+
+    def also() -> list[tuple[Any, Any]]:  # the float check rides on the next pass, once
+        return [] if check is None else check.requests()
+
+    context = RewriteContext(graph, calibration.x, per_channel, probe, also=also)
+    entries: dict[str, tuple[Any, ...]] = {}
+    for method in chosen:
+        if check is None and not method.keeps_function:
+            # The copy's outputs after folding and the methods that keep the function, from
+            # the next pass over the samples (this method changes the float model on
+            # purpose, after collecting).
+            check = _OutputCheck(expected, copy.outputs)
+        entries[method.name] = method.rewrite(context)
+    if check is None:
+        check = _OutputCheck(expected, copy.outputs)
     if not check.done:
         probe.run(calibration.x, check.requests())
     difference = check.difference
@@ -142,23 +168,18 @@ def rewrite_model(
             "methods assume: quantize without the weight methods, and report the model."
         )
     rewrite = Rewrite(
-        methods=tuple(m for m in ("equalize", "adaround", "bias-correction") if m in methods),
+        methods=tuple(m.name for m in chosen),
         folded=folded,
-        equalized=equalized,
-        rounded=rounded,
-        corrected=corrected,
+        changes=tuple((m.report_key, entries.get(m.name, ())) for m in everyone),
         float_max_difference=difference,
         float_output_peak=peak,
         seconds=time.perf_counter() - start,
     )
     logger.info(
-        "rewrote %s: %d BatchNorms folded, %d pairs equalized, %d layers rounded, %d biases "
-        "corrected (max float difference %.3g)",
+        "rewrote %s: %d BatchNorms folded, %s (max float difference %.3g)",
         model.name,
         len(folded),
-        len(equalized),
-        len(rounded),
-        len(corrected),
+        ", ".join(f"{len(entries[m.name])} {m.report_key}" for m in chosen) or "nothing else",
         difference,
     )
     return copy, rewrite
@@ -184,11 +205,11 @@ def _clone(model: Any, flavour: Any) -> Any:
     return copy
 
 
-def _tensors(graph: LayerGraph, copy: Any) -> list[Any]:
-    """Every tensor a method may ask for: linear inputs, equalization's tensors, outputs."""
+def _tensors(graph: LayerGraph, copy: Any, everyone: Sequence[WeightMethod]) -> list[Any]:
+    """Every tensor a method may ask for: linear inputs, each method's own tensors, outputs."""
     tensors = [n.layer.input for n in graph.linear_nodes()]
-    for group in find_groups(graph):
-        tensors += [n.layer.output for n in {*group.quantized(), *group.clipping()}]
+    for method in everyone:
+        tensors += method.probe_tensors(graph)
     return [*tensors, *copy.outputs]
 
 

@@ -1,0 +1,223 @@
+"""The post-training methods as classes with one interface, registered next to their code.
+
+Every method is a subclass of :class:`WeightMethod` (it rewrites a copy of the float Keras
+model: :mod:`.rewrite` calls :meth:`WeightMethod.rewrite` in order) or :class:`RangeMethod`
+(it edits the calibrated activation ranges of the calibrate-only flatbuffer: :mod:`.apply`
+calls :meth:`RangeMethod.edit_ranges`), decorated with :func:`register_method` in the module
+that holds its algorithm. The names, their order and their one-line summaries
+(:mod:`.catalog`) are read from here; nothing else lists them.
+
+Pure Python (no TensorFlow, no numpy): the method modules are imported on the first question
+asked of the registry (:data:`METHOD_MODULES`), and none imports TensorFlow at module level,
+so :class:`~tfcompress.quantization.recipes.Recipe` validates names without it.
+
+Example:
+    >>> [m.name for m in methods()][:2]
+    ['equalize', 'adaround']
+    >>> get_method("mse-ranges").needs
+    'calibrated-flatbuffer'
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+#: What a method works on: a Keras model to rewrite (a copy of it).
+KERAS_MODEL = "keras-model"
+#: What a method works on: only the calibrate-only flatbuffer (float, min/max statistics).
+CALIBRATED_FLATBUFFER = "calibrated-flatbuffer"
+
+#: The modules whose classes register the built-in methods (imported once, on first use).
+#: A method in a new module adds it here; the order of the methods is their ``order``.
+METHOD_MODULES = (
+    "tfcompress.quantization.methods.equalize",
+    "tfcompress.quantization.methods.adaround",
+    "tfcompress.quantization.methods.bias_correction",
+    "tfcompress.quantization.methods.ranges",
+)
+
+
+class PTQMethod:
+    """One post-training method: what it is, where it runs, what it needs and reads.
+
+    Attributes:
+        name: The name recipes, ``quantize(methods=...)`` and ``--method`` use.
+        summary: One line for ``--method``'s help and error messages.
+        kind: What it does, in words (``"weight rewrite"``, ``"rounding"``, ``"bias"``,
+            ``"range edit"``).
+        order: Its place in the order every recipe applies its methods (lower first; the
+            weight methods run before the range methods whatever their numbers, as the
+            rewritten model is what gets calibrated).
+        needs: :data:`KERAS_MODEL` or :data:`CALIBRATED_FLATBUFFER`.
+        options: The :class:`~tfcompress.quantization.recipes.Recipe` fields it reads
+            (``"range_percentile"``): a recipe keeps them only where a method reads them.
+        exclusive: Methods with the same group (``"activation range"``) cannot be combined.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    kind: ClassVar[str]
+    order: ClassVar[int]
+    needs: ClassVar[str]
+    options: ClassVar[tuple[str, ...]] = ()
+    exclusive: ClassVar[str | None] = None
+
+
+@dataclass
+class RewriteContext:
+    """What a weight method works on: the copy being rewritten and its statistics.
+
+    Attributes:
+        graph: The :class:`~tfcompress.quantization.methods.graph.LayerGraph` of the copy
+            (BatchNorms already folded; earlier methods already applied).
+        x: The calibration samples (one array or a dict by input name).
+        per_channel: The converter will quantize weights per output channel.
+        probe: The :class:`~tfcompress.quantization.methods.stats.Probe` traced once for
+            every method (its tensors: :meth:`WeightMethod.probe_tensors`).
+        also: Requests for the next pass over the samples (the float check of the copy): a
+            method that changes the float model passes them to its first statistics pass.
+    """
+
+    graph: Any
+    x: Any
+    per_channel: bool
+    probe: Any
+    also: Callable[[], list[tuple[Any, Any]]] = field(default=lambda: [])
+
+
+class WeightMethod(PTQMethod):
+    """A method that rewrites the copy of the float Keras model, in place.
+
+    Attributes:
+        keeps_function: True when the rewrite must not change what the model computes
+            (equalization): it runs before the copy is checked against the original. False:
+            the float model changes on purpose, and the check is measured before it.
+        report_key: Its entry in :class:`~tfcompress.quantization.methods.rewrite.Rewrite`
+            and the report's ``rewrite`` (``"equalized"``), one item per layer changed.
+    """
+
+    needs: ClassVar[str] = KERAS_MODEL
+    keeps_function: ClassVar[bool] = False
+    report_key: ClassVar[str]
+
+    def probe_tensors(self, graph: Any) -> list[Any]:
+        """Tensors of the copy this method reads besides the linear layers' inputs.
+
+        Every method's tensors are in the one probe, asked for or not, so a set of methods
+        computes the same statistics whatever else is asked.
+        """
+        return []
+
+    def rewrite(self, context: RewriteContext) -> tuple[Any, ...]:
+        """Change the copy in place; return one report item (with ``to_dict``) per change."""
+        raise NotImplementedError
+
+
+@dataclass
+class RangeContext:
+    """What a range method works on besides the calibrated flatbuffer.
+
+    Attributes:
+        calibration: The calibration samples (a :class:`~tfcompress.data.Dataset`).
+        recipe: The candidate's recipe (its options: ``range_percentile``...).
+        shared: A cache shared by the candidates that edit the same calibrated flatbuffer
+            (one float run of it for every range method).
+    """
+
+    calibration: Any
+    recipe: Any
+    shared: dict[str, Any] = field(default_factory=dict)
+
+
+class RangeMethod(PTQMethod):
+    """A method that edits the calibrated ranges of the calibrate-only flatbuffer."""
+
+    needs: ClassVar[str] = CALIBRATED_FLATBUFFER
+    kind: ClassVar[str] = "range edit"
+    exclusive: ClassVar[str | None] = "activation range"
+
+    def edit_ranges(
+        self, calibrated: bytes, context: RangeContext
+    ) -> tuple[bytes, tuple[Any, ...]]:
+        """The flatbuffer with new statistics, and each tensor's ranges (``TensorRange``)."""
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, PTQMethod] = {}
+_loaded = False
+M = TypeVar("M", bound=type[PTQMethod])
+
+
+def register_method(cls: M) -> M:
+    """Class decorator: add one instance of ``cls`` to the registry, under ``cls.name``.
+
+    Raises:
+        ValueError: Not a weight or range method, a name or place already taken, or a
+            missing attribute.
+    """
+    _load()  # the built-in methods first: a later one cannot take their names or places
+    if not issubclass(cls, WeightMethod | RangeMethod):
+        raise ValueError(f"{cls.__name__} is neither a WeightMethod nor a RangeMethod")
+    for attribute in ("name", "summary", "kind", "order"):
+        if not hasattr(cls, attribute):
+            raise ValueError(f"method {cls.__name__} has no {attribute}")
+    if issubclass(cls, WeightMethod) and not hasattr(cls, "report_key"):
+        raise ValueError(f"weight method {cls.__name__} has no report_key")
+    if cls.name in _REGISTRY or cls.name in ("auto", "none") or "," in cls.name:
+        raise ValueError(f"method name {cls.name!r} is taken or reserved")
+    taken = [m.name for m in _REGISTRY.values() if m.order == cls.order]
+    if taken:
+        raise ValueError(f"method {cls.name!r}: order {cls.order} is {taken[0]!r}'s")
+    _REGISTRY[cls.name] = cls()
+    return cls
+
+
+def unregister_method(name: str) -> None:
+    """Remove a method (tests that register one of their own clean up with this)."""
+    _REGISTRY.pop(name, None)
+
+
+def methods() -> tuple[PTQMethod, ...]:
+    """Every registered method, weight methods first, each stage by ``order``."""
+    _load()
+    return tuple(
+        sorted(_REGISTRY.values(), key=lambda m: (m.needs != KERAS_MODEL, m.order, m.name))
+    )
+
+
+def method_names() -> tuple[str, ...]:
+    """Every method's name, in the order recipes apply them."""
+    return tuple(m.name for m in methods())
+
+
+def get_method(name: str) -> PTQMethod:
+    """The registered method called ``name`` (KeyError if none)."""
+    _load()
+    return _REGISTRY[name]
+
+
+def weight_methods(names: Sequence[str]) -> tuple[WeightMethod, ...]:
+    """The weight methods among ``names``, in order."""
+    chosen = set(names)
+    return tuple(m for m in methods() if m.name in chosen and isinstance(m, WeightMethod))
+
+
+def range_methods(names: Sequence[str]) -> tuple[RangeMethod, ...]:
+    """The range methods among ``names``, in order."""
+    chosen = set(names)
+    return tuple(m for m in methods() if m.name in chosen and isinstance(m, RangeMethod))
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True  # set first: each module's @register_method comes back here
+        try:
+            for module in METHOD_MODULES:
+                importlib.import_module(module)
+        except BaseException:
+            _loaded = False
+            raise
