@@ -1,0 +1,155 @@
+"""Template for a new post-training method: copy it when you add one (docs/architecture.md).
+
+A method is a class registered next to its code (``@register_method`` in its own module under
+tfcompress/quantization/methods/, listed in ``registry.METHOD_MODULES``). Here two trivial
+methods are defined in the test and registered for the test only (the fixture takes them out
+again, so the rest of the suite sees the built-in methods alone): a weight rewrite that
+changes nothing and a range edit that keeps every calibrated range. The checks are what a
+new method gets for free from the registry: a name ``--method`` and ``methods=[...]``
+accept, a place in the order, and a candidate made, scored and kept by ``apply.py``. A real
+method's test then checks what the method itself does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tfcompress
+from tfcompress.cli import build_parser, main
+from tfcompress.errors import InvalidInputError
+from tfcompress.quantization import Recipe
+from tfcompress.quantization.methods import METHODS, WEIGHT_METHODS, canonical_methods
+from tfcompress.quantization.methods.catalog import parse_methods, plan_candidates
+from tfcompress.quantization.methods.registry import (
+    RangeContext,
+    RangeMethod,
+    RewriteContext,
+    WeightMethod,
+    register_method,
+    unregister_method,
+)
+
+
+class TouchNothing(WeightMethod):
+    """A weight rewrite that keeps every weight: one report item per linear layer seen."""
+
+    name = "touch-nothing"
+    summary = "a weight method that changes nothing (tests/test_method_template.py)"
+    kind = "weight rewrite"
+    order = 35  # after bias-correction: the place decides the order of a recipe's methods
+    keeps_function = True  # the float check runs after it, as after equalize
+    report_key = "untouched"
+    calls = 0
+
+    def rewrite(self, context: RewriteContext) -> tuple[Any, ...]:
+        type(self).calls += 1
+        return tuple(_Seen(node.name) for node in context.graph.linear_nodes())
+
+
+class KeepRanges(RangeMethod):
+    """A range edit that keeps every calibrated range (the converter's min/max)."""
+
+    name = "keep-ranges"
+    summary = "activation ranges as calibrated (tests/test_method_template.py)"
+    order = 60
+    exclusive = None  # combines with percentile-ranges or mse-ranges
+    calls = 0
+
+    def edit_ranges(self, calibrated: bytes, context: RangeContext) -> tuple[bytes, tuple]:
+        type(self).calls += 1
+        assert context.recipe.methods and len(context.calibration) > 0
+        return calibrated, ()
+
+
+class _Seen:
+    def __init__(self, layer: str) -> None:
+        self.layer = layer
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"layer": self.layer}
+
+
+@pytest.fixture
+def registered():
+    """The two methods registered for one test, then taken out again."""
+    for method in (TouchNothing, KeepRanges):
+        method.calls = 0
+        register_method(method)
+    try:
+        yield
+    finally:
+        for method in (TouchNothing, KeepRanges):
+            unregister_method(method.name)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """An untrained (seeded) depthwise classifier on 8x8 digits, saved, and its samples."""
+    from tfcompress._compat.keras import KerasFlavour, keras_module
+    from tfcompress.samples.ptq_stress import depthwise_classifier, digits_split
+
+    keras_module(KerasFlavour.KERAS3).utils.set_random_seed(0)
+    model = depthwise_classifier()
+    x = digits_split().train.x[:48]
+    root = tmp_path_factory.mktemp("template")
+    model.save(root / "small.keras")
+    np.savez(root / "calib.npz", x=x)
+    return model, x, root
+
+
+def test_the_registry_places_and_validates_a_new_method(registered):
+    built_in = ("equalize", "adaround", "bias-correction", "percentile-ranges", "mse-ranges")
+    assert tuple(METHODS) == (*built_in[:3], "touch-nothing", *built_in[3:], "keep-ranges")
+    assert "touch-nothing" in WEIGHT_METHODS and METHODS["keep-ranges"] == KeepRanges.summary
+    assert canonical_methods(["keep-ranges", "touch-nothing", "equalize"]) == (
+        "equalize",
+        "touch-nothing",
+        "keep-ranges",
+    )
+    assert parse_methods("keep-ranges,mse-ranges") == (("mse-ranges", "keep-ranges"),)
+    assert Recipe("int8", methods=["keep-ranges"]).methods == ("keep-ranges",)
+    with pytest.raises(InvalidInputError, match=r"choose from .*touch-nothing"):
+        canonical_methods(["touch-everything"])
+    with pytest.raises(ValueError, match="taken"):
+        register_method(KeepRanges)
+
+
+def test_a_method_is_gone_once_unregistered():
+    assert "keep-ranges" not in METHODS and "touch-nothing" not in METHODS
+    with pytest.raises(InvalidInputError, match="unknown method 'keep-ranges'"):
+        Recipe("int8", methods=["keep-ranges"])
+
+
+def test_method_flag_runs_the_new_method_through_the_candidates(registered, small, tmp_path, capfd):
+    """``--method NAME``: parsed, planned, made by apply.py, scored against plain int8."""
+    _, _, root = small
+    argv = ["quantize", str(root / "small.keras"), "--data", str(root / "calib.npz")]
+    argv += ["--method", "keep-ranges", "--out", str(tmp_path / "small.tflite"), "--json"]
+    args = build_parser().parse_args(argv)
+    assert plan_candidates("int8", (), args.method, has_eval=False) == ((("keep-ranges",),), True)
+    assert main(argv) == 0, capfd.readouterr().err
+    report = json.loads(capfd.readouterr().out)["methods"]
+    (candidate,) = report["candidates"]
+    assert candidate["methods"] == ["keep-ranges"] and candidate["error"] is None
+    assert candidate["fidelity"] and candidate["size_bytes"] > 0
+    assert KeepRanges.calls == 1
+
+
+def test_api_runs_a_weight_and_a_range_method_together(registered, small):
+    """``methods=[...]`` in the API: the copy is rewritten, its ranges edited, the recipe kept."""
+    model, x, _ = small
+    recipe = Recipe("int8", methods=("touch-nothing", "keep-ranges"))
+    result = tfcompress.quantize(model, recipe=recipe, representative_data=x)
+    report = result.methods
+    assert report is not None and not report.searched
+    assert report.kept == ("touch-nothing", "keep-ranges") == result.recipe.methods
+    rewrite = report.kept_candidate.rewrite
+    assert rewrite is not None and rewrite.methods == ("touch-nothing",)
+    assert {e.layer for e in rewrite.changed("untouched")} >= {"bottleneck", "expand"}
+    assert rewrite.to_dict()["untouched"] and rewrite.equalized == ()
+    assert rewrite.float_max_difference <= 1e-6 * max(rewrite.float_output_peak, 1.0)
+    assert TouchNothing.calls == 1 and KeepRanges.calls == 1
