@@ -238,9 +238,9 @@ def test_edgetpu_keeps_only_integer_artifacts_and_shows_the_split(sensitive) -> 
     )
     int8, methods, selective = result.attempts
     assert int8.recipe["target"] == "edgetpu" and int8.recipe["recipe"]["input_type"] == "uint8"
-    assert int8.edgetpu["segments_predicted"] == 1 and int8.status == "failed"  # the gate
+    assert int8.target_verdict["segments_predicted"] == 1 and int8.status == "failed"  # the gate
     # The methods keep every op int8 (one Edge TPU segment); they cannot fix an input outlier.
-    assert methods.name == "int8-methods" and methods.edgetpu["segments_predicted"] == 1
+    assert methods.name == "int8-methods" and methods.target_verdict["segments_predicted"] == 1
     assert methods.recipe["recipe"]["input_type"] == "uint8" and methods.status == "failed"
     # Selective passes the gate but keeps a layer float: shown with its price, not chosen.
     assert selective.gate["passed"] and not selective.passed

@@ -38,7 +38,11 @@ class Attempt:
         latency_ms: Median latency on the target backend (when measured).
         float_layers: Layers kept in float (selective quantization).
         float_nodes: Their converter node names (``Recipe.float_nodes``).
-        edgetpu: The Edge TPU linter's summary (``target="edgetpu"``).
+        target_verdict: What the target's check kept of the artifact's verdict
+            (``Target.summarize``: the Edge TPU linter's numbers), None for a target with no
+            check; the target's rank reads it. Filed in JSON under the target's name
+            (``"edgetpu": {...}``), as reports always have.
+        verdict_of: The target whose verdict ``target_verdict`` is (its JSON key).
         seconds: Time spent on the attempt (making, gating, measuring).
         gate: The full gate report (``GateReport.to_dict()``).
         notes: Anything else worth knowing (e.g. the sensitive layers QAT could not skip).
@@ -68,7 +72,8 @@ class Attempt:
     latency_ms: float | None = None
     float_layers: tuple[str, ...] = ()
     float_nodes: tuple[str, ...] = ()
-    edgetpu: dict[str, Any] | None = None
+    target_verdict: dict[str, Any] | None = None
+    verdict_of: str | None = None
     seconds: float = 0.0
     gate: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     notes: tuple[str, ...] = ()
@@ -108,7 +113,7 @@ class Attempt:
             "latency_ms": self.latency_ms,
             "float_layers": list(self.float_layers),
             "float_nodes": list(self.float_nodes),
-            "edgetpu": self.edgetpu,
+            **_verdicts(self.verdict_of, self.target_verdict),
             "seconds": round(self.seconds, 3),
             "notes": list(self.notes),
             "gate": self.gate,
@@ -142,7 +147,7 @@ class Attempt:
                 latency_ms=data.get("latency_ms"),
                 float_layers=tuple(data.get("float_layers", ())),
                 float_nodes=tuple(data.get("float_nodes", ())),
-                edgetpu=data.get("edgetpu"),
+                **_read_verdict(data),
                 seconds=float(data.get("seconds", 0.0)),
                 gate=data.get("gate"),
                 notes=tuple(data.get("notes", ())),
@@ -177,6 +182,26 @@ class Attempt:
             self.status,
             f"{self.seconds:.1f}",
         ]
+
+
+def _verdicts(target: str | None, summary: dict[str, Any] | None) -> dict[str, Any]:
+    """Every checking target's key (``"edgetpu": null`` without one), this one's filled."""
+    from tfcompress.targets.base import verdict_keys
+
+    keys: dict[str, Any] = dict.fromkeys(verdict_keys())
+    if target is not None:
+        keys[target] = summary
+    return keys
+
+
+def _read_verdict(data: dict[str, Any]) -> dict[str, Any]:
+    """``target_verdict``/``verdict_of`` from the key a report filed the verdict under."""
+    from tfcompress.targets.base import verdict_keys
+
+    for key in verdict_keys():
+        if isinstance(data.get(key), dict):
+            return {"target_verdict": dict(data[key]), "verdict_of": key}
+    return {}
 
 
 ROW_HEADER = [

@@ -95,8 +95,7 @@ class SearchState:
     def key(self, attempt: Attempt) -> tuple[float, ...]:
         """Smaller is better: the target's rank first (one Edge TPU segment), then size or speed."""
         measure = attempt.latency_ms if self.objective == "latency" else attempt.gzip_bytes
-        rank = get_target(self.target).rank
-        first = rank(attempt) if rank is not None else 0
+        first = get_target(self.target).rank(attempt)
         return (first, float("inf") if measure is None else float(measure))
 
     @property
@@ -266,10 +265,9 @@ class SearchState:
                 threads=self.threads,
                 name=name,
             )
-        edgetpu = self.target_summary(built)
-        refusal = get_target(self.target).refusal
-        if edgetpu is not None and refusal is not None:
-            why_not = refusal(edgetpu, built.float_nodes)
+        summary = self.target_summary(built)
+        if summary is not None:
+            why_not = get_target(self.target).refusal(summary, built.float_nodes)
             if why_not is not None and fields["status"] == "passed":
                 fields = {**fields, "status": "failed", "why": f"gate passed, but {why_not}"}
         too_big = self.too_big(len(built.content), technique, recipe)
@@ -298,7 +296,8 @@ class SearchState:
             latency_ms=latency,
             float_layers=float_layers,
             float_nodes=built.float_nodes,
-            edgetpu=edgetpu,
+            target_verdict=summary,
+            verdict_of=None if summary is None else self.target,
             seconds=time.monotonic() - start,
             notes=notes,
             **fields,
@@ -338,7 +337,7 @@ class SearchState:
         checked here.
         """
         device = get_target(self.target)
-        if device.check is None or device.summarize is None:
+        if not device.checks:
             return None
         verdict = built.verdict if built.verdict is not None else device.check(built.content)
         return device.summarize(verdict)

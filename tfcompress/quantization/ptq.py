@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
@@ -183,6 +183,7 @@ def quantize(
     opset: None = None,
     target: str | None = None,
     compiler: str | os.PathLike[str] | None = None,
+    target_options: Mapping[str, Any] | None = None,
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
@@ -213,6 +214,7 @@ def quantize(
     opset: int | None = None,
     target: None = None,
     compiler: None = None,
+    target_options: None = None,
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
@@ -242,6 +244,7 @@ def quantize(
     opset: int | None = None,
     target: str | None = None,
     compiler: str | os.PathLike[str] | None = None,
+    target_options: Mapping[str, Any] | None = None,
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
@@ -305,6 +308,9 @@ def quantize(
             the verdict (see :mod:`tfcompress.targets.edgetpu.target`).
         compiler: ``target="edgetpu"``: the ``edgetpu_compiler`` to run (default: the one on
             PATH, if any).
+        target_options: Options of the target's check, by name (its declared
+            ``Target.options``; ``compiler`` is one); an option the target does not declare
+            is refused.
         seed: Seed of the calibration subset.
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
         progress: Show a progress bar during calibration.
@@ -344,7 +350,8 @@ def quantize(
             "calibration_samples",
             f"e.g. {DEFAULT_CALIBRATION_SAMPLES} (the default)",
         )
-    chosen_target = resolve_target(target, compiler=compiler)
+    check_options = _check_options(target_options, compiler)
+    chosen_target = resolve_target(target, **check_options)
     if _resolve_format(format, recipe) == "onnx":
         if target is not None:
             raise InvalidInputError(
@@ -446,7 +453,7 @@ def quantize(
             seed,
             progress,
             chosen_target,
-            compiler,
+            check_options,
             methods=methods,
             eval_data=eval_data,
         )
@@ -587,6 +594,20 @@ def contained_layer_errors(result: QuantizationResult, samples: Dataset) -> Laye
     )
 
 
+def _check_options(
+    target_options: Mapping[str, Any] | None, compiler: str | os.PathLike[str] | None
+) -> dict[str, Any]:
+    """The target's check options given (None values dropped); ``compiler`` is one of them."""
+    if target_options is not None and not isinstance(target_options, Mapping):
+        raise InvalidInputError(
+            f"target_options must be a mapping of option names to values, got {target_options!r}."
+        )
+    options = {str(k): v for k, v in (target_options or {}).items() if v is not None}
+    if compiler is not None:
+        options["compiler"] = compiler
+    return options
+
+
 def _converter_result(
     loaded: Any,
     chosen: Recipe,
@@ -594,7 +615,7 @@ def _converter_result(
     seed: int,
     progress: bool,
     chosen_target: Target | None,
-    compiler: str | os.PathLike[str] | None,
+    check_options: Mapping[str, Any],
     *,
     methods: str | Sequence[str] | None,
     eval_data: DataLike | None,
@@ -620,9 +641,8 @@ def _converter_result(
     float_ops = _checked_float_ops(loaded, chosen, kept, quantized.content)
     logger.info("quantized %s with %s in %.1fs", model_name(loaded), chosen.name, quantized.seconds)
     verdict = None
-    if chosen_target is not None and chosen_target.check is not None:
-        options = {"compiler": compiler} if compiler is not None else {}
-        verdict = chosen_target.check(quantized.content, **options)
+    if chosen_target is not None and chosen_target.checks:
+        verdict = chosen_target.check(quantized.content, **check_options)
     return QuantizationResult(
         recipe=chosen,
         model_content=quantized.content,

@@ -26,7 +26,13 @@ from typing import Any
 
 from tfcompress._files import write_bytes_atomic, write_text_atomic
 from tfcompress.errors import InvalidInputError
-from tfcompress.targets.base import BudgetField, RecipeRules, Target, register_target
+from tfcompress.targets.base import (
+    BudgetField,
+    RecipeRules,
+    Target,
+    TargetOption,
+    register_target,
+)
 from tfcompress.targets.edgetpu.compiler import (
     CompilerRun,
     compile_for_edgetpu,
@@ -249,8 +255,11 @@ def edgetpu_refusal(summary: Mapping[str, Any], float_nodes: tuple[str, ...]) ->
 
 
 def edgetpu_rank(attempt: Any) -> int:
-    """0 for an artifact the linter predicts in one Edge TPU segment, 1 otherwise."""
-    summary = getattr(attempt, "edgetpu", None) or {}
+    """0 for an artifact the linter predicts in one Edge TPU segment, 1 otherwise.
+
+    Reads ``attempt.target_verdict``: what :func:`edgetpu_summary` kept.
+    """
+    summary = getattr(attempt, "target_verdict", None) or {}
     return 0 if summary.get("segments_predicted") == 1 and summary.get("compatible") else 1
 
 
@@ -269,41 +278,65 @@ def _segments(content: bytes) -> float:
     return float(check(content).segments_predicted)
 
 
-def _validate(*, compiler: str | os.PathLike[str]) -> None:
-    find_compiler(compiler)  # a wrong path is refused before any conversion
+@register_target
+class EdgeTPUTarget(Target):
+    """The Coral Edge TPU: full-integer int8, uint8 (or int8) I/O, batch 1.
 
+    Its check lints the file and runs ``edgetpu_compiler`` where one is found.
+    """
 
-TARGET = register_target(
-    Target(
-        name="edgetpu",
-        summary="Coral Edge TPU: full int8, uint8 I/O, batch 1; linter + edgetpu_compiler",
-        display_name="the Edge TPU",
-        rules=RecipeRules(
-            recipes=("int8",),
-            integer_only=True,
-            io_types=("uint8", "int8"),
-            default_io_type="uint8",
-            batch_size=1,
-        ),
-        latency_backend="edgetpu",
-        gate_backend="cpu",  # the integer model gives the same outputs on the CPU
-        check=edgetpu_verdict,
-        check_options=("compiler",),
-        validate=_validate,
-        side_outputs=_side_outputs,
-        verdict_key="edgetpu",
-        rank=edgetpu_rank,
-        summarize=edgetpu_summary,
-        refusal=edgetpu_refusal,
-        budget_fields=(
-            BudgetField(
-                name="max_edgetpu_segments",
-                flag="--max-edgetpu-segments",
-                label="Edge TPU segments",
-                help="most Edge TPU segments the linter may predict for a candidate's int8 file "
-                "(1: the whole model on the Edge TPU)",
-                measure=_segments,
-            ),
+    name = "edgetpu"
+    summary = "Coral Edge TPU: full int8, uint8 I/O, batch 1; linter + edgetpu_compiler"
+    display_name = "the Edge TPU"
+    rules = RecipeRules(
+        recipes=("int8",),
+        integer_only=True,
+        io_types=("uint8", "int8"),
+        default_io_type="uint8",
+        batch_size=1,
+    )
+    latency_backend = "edgetpu"
+    gate_backend = "cpu"  # the integer model gives the same outputs on the CPU
+    options = (
+        TargetOption(
+            name="compiler",
+            flag="--compiler",
+            help="the edgetpu_compiler to run (default: the one on PATH, if any)",
+            metavar="PATH",
         ),
     )
-)
+    budget_fields = (
+        BudgetField(
+            name="max_edgetpu_segments",
+            flag="--max-edgetpu-segments",
+            label="Edge TPU segments",
+            help="most Edge TPU segments the linter may predict for a candidate's int8 file "
+            "(1: the whole model on the Edge TPU)",
+            measure=_segments,
+        ),
+    )
+
+    def check(self, content: bytes, **options: Any) -> EdgeTPUVerdict:
+        """The linter's prediction, and the compiler's verdict where it runs."""
+        return edgetpu_verdict(content, **options)
+
+    def validate(self, **options: Any) -> None:
+        """A ``compiler`` that is not an executable is refused before any conversion."""
+        if options.get("compiler") is not None:
+            find_compiler(options["compiler"])
+
+    def side_outputs(self, out: str | os.PathLike[str], **options: Any) -> tuple[Path, ...]:
+        """``OUT_edgetpu.tflite`` and its log, when a compiler will run."""
+        return _side_outputs(out, **options)
+
+    def summarize(self, verdict: Any) -> dict[str, Any] | None:
+        """The linter's numbers (see :func:`edgetpu_summary`)."""
+        return None if verdict is None else edgetpu_summary(verdict)
+
+    def refusal(self, summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
+        """Only fully-integer artifacts qualify (see :func:`edgetpu_refusal`)."""
+        return edgetpu_refusal(summary, float_nodes)
+
+    def rank(self, attempt: Any) -> int:
+        """One Edge TPU segment first (see :func:`edgetpu_rank`)."""
+        return edgetpu_rank(attempt)
