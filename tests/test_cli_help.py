@@ -52,6 +52,7 @@ LIGHT = {
     "tfcompress.cli._gating",
     "tfcompress.cli._interrupt",
     "tfcompress.cli._io",
+    "tfcompress.cli._targets",  # --target choices and the targets' flags (from _choices)
     "tfcompress.cli._training",
     "tfcompress.cli.common",
     *(f"tfcompress.cli.{name}" for name in SUBCOMMANDS),
@@ -117,21 +118,28 @@ def _registries() -> dict[str, object]:
     from tfcompress.quantization.recipes import ENGINES, FORMATS, list_io_types, list_recipes
     from tfcompress.runtime import list_backends
     from tfcompress.selection.verdicts import OBJECTIVES as SELECT_OBJECTIVES
-    from tfcompress.targets.base import get_target, list_targets
+    from tfcompress.targets.base import ENTRY_POINT_GROUP, builtin_targets, get_target
     from tfcompress.targets.onnx.ort_quantize import CALIBRATION_METHODS
     from tfcompress.testing.settings import GATE_MODES
     from tfcompress.testing.stats import INTERVAL_METHODS
     from tfcompress.training.configs import EXPORT_RECIPES, PRESERVE, SCHEDULES
 
     budgets = [
-        (target, field.name, field.flag, field.help)
-        for target in list_targets()
+        (target, field.name, field.flag, field.help, field.type)
+        for target in builtin_targets()
         for field in get_target(target).budget_fields
+    ]
+    options = [
+        (target, option.name, option.flag, option.help, option.type, option.metavar)
+        for target in builtin_targets()
+        for option in get_target(target).options
     ]
     return {
         "METRICS": tuple(metric_names()),
         "BACKENDS": tuple(list_backends()),
-        "TARGETS": tuple(list_targets()),
+        "TARGETS": tuple(builtin_targets()),
+        "TARGET_ENTRY_POINT_GROUP": ENTRY_POINT_GROUP,
+        "TARGET_OPTIONS": tuple(options),
         "TARGET_BUDGETS": tuple(budgets),
         "RECIPES": tuple(list_recipes(include_float=True)),
         "IO_TYPES": tuple(list_io_types()),

@@ -26,9 +26,23 @@ METRICS = (
 )
 # tfcompress.runtime.list_backends()
 BACKENDS = ("cpu", "cpu-compiled", "edgetpu", "gpu", "keras", "onnxruntime")
-# tfcompress.targets.base.list_targets()
+# tfcompress.targets.base.builtin_targets(): the targets this package defines (others, from
+# entry points or registered in-process, are added by cli/_targets.py)
 TARGETS = ("cpu", "edgetpu", "gpu")
-# (target, name, flag, help) of each tfcompress.targets.base.get_target(t).budget_fields
+# tfcompress.targets.base.ENTRY_POINT_GROUP
+TARGET_ENTRY_POINT_GROUP = "tfcompress.targets"
+# (target, name, flag, help, type, metavar) of each built-in target's options
+TARGET_OPTIONS = (
+    (
+        "edgetpu",
+        "compiler",
+        "--compiler",
+        "the edgetpu_compiler to run (default: the one on PATH, if any)",
+        str,
+        "PATH",
+    ),
+)
+# (target, name, flag, help, type) of each built-in target's budget_fields
 TARGET_BUDGETS = (
     (
         "edgetpu",
@@ -36,6 +50,7 @@ TARGET_BUDGETS = (
         "--max-edgetpu-segments",
         "most Edge TPU segments the linter may predict for a candidate's int8 file "
         "(1: the whole model on the Edge TPU)",
+        float,
     ),
 )
 # tfcompress.quantization.recipes: list_recipes(include_float=True), list_io_types(),

@@ -9,8 +9,9 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from tfcompress.cli._choices import COMPRESS_OBJECTIVES, TARGETS
+from tfcompress.cli._choices import COMPRESS_OBJECTIVES
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
+from tfcompress.cli._targets import target_choices
 from tfcompress.cli.common import (
     add_custom_objects_flag,
     add_force_flag,
@@ -46,7 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, help="output .tflite (the chosen artifact)")
     parser.add_argument(
         "--target",
-        choices=TARGETS,
+        choices=target_choices(),
         default="cpu",
         help="the device: its gate and latency backends, the rungs it admits, its check",
     )

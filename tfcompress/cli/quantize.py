@@ -16,9 +16,9 @@ from tfcompress.cli._choices import (
     IO_TYPES,
     METHODS,
     RECIPES,
-    TARGETS,
 )
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
+from tfcompress.cli._targets import add_target_arguments, target_options
 from tfcompress.cli.common import (
     add_custom_objects_flag,
     add_force_flag,
@@ -155,18 +155,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         f"commas ({', '.join(METHODS)}); default: auto with --eval (scored on it), "
         "else none (see docs/quantization.md#beyond-minmax-int8)",
     )
-    parser.add_argument(
-        "--target",
-        choices=TARGETS,
+    add_target_arguments(
+        parser,
         help="the device the artifact is for; its rules shape the recipe and its check judges "
         "the result. edgetpu: int8 with uint8 I/O (int8 with --input-type int8) at a static "
         "batch of 1, then the Edge TPU linter, and edgetpu_compiler where it is installed (the "
         "compiled model is written next to --out as *_edgetpu.tflite)",
-    )
-    parser.add_argument(
-        "--compiler",
-        metavar="PATH",
-        help="--target edgetpu: the edgetpu_compiler to run (default: the one on PATH, if any)",
     )
     add_gate_options(parser, default_mode=None)
     parser.add_argument(
@@ -265,7 +259,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         calibration_method=args.calibration,
         opset=args.opset,
         target=args.target,
-        compiler=args.compiler,
+        target_options=target_options(args),
         progress=show_progress(),
     )
     evaluation = None
@@ -453,17 +447,19 @@ def _side_outputs(args: argparse.Namespace, inputs: list[str]) -> tuple[Path, ..
     """The files the target writes next to ``--out``, checked before any work.
 
     Raises:
-        InvalidInputError: An unknown target, or ``--compiler`` without ``--target edgetpu``.
-        BackendUnavailableError: ``--compiler`` is not an executable.
+        InvalidInputError: An unknown target, or a target's option without that target
+            (``--compiler`` without ``--target edgetpu``).
+        BackendUnavailableError: A target option the target refuses (``--compiler`` that is
+            not an executable).
         OutputExistsError: One of the files exists and ``--force`` was not given.
     """
     from tfcompress.models import check_output_path
     from tfcompress.targets.base import resolve_target
 
-    target = resolve_target(args.target, compiler=args.compiler)
-    if target is None or target.side_outputs is None:
+    options = target_options(args)
+    target = resolve_target(args.target, **options)
+    if target is None:
         return ()
-    options = {"compiler": args.compiler} if args.compiler is not None else {}
     paths = target.side_outputs(args.out, **options)
     for path in paths:
         check_output_path(path, overwrite=args.force, inputs=inputs)

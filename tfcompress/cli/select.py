@@ -7,7 +7,8 @@ import logging
 from pathlib import Path
 from typing import IO, Any
 
-from tfcompress.cli._choices import SELECT_OBJECTIVES, TARGET_BUDGETS, TARGETS
+from tfcompress.cli._choices import SELECT_OBJECTIVES
+from tfcompress.cli._targets import add_budget_arguments, budget_names, target_choices
 from tfcompress.cli.common import (
     add_json_flag,
     csv_of,
@@ -41,17 +42,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--backend",
         default="cpu",
-        choices=TARGETS,
+        choices=target_choices(),
         help="target whose backend latency and int8 accuracy are measured on (default cpu)",
     )
-    for target, name, flag, text in TARGET_BUDGETS:  # what each target adds (Edge TPU...)
-        parser.add_argument(
-            flag,
-            dest=name,
-            type=positive_float,
-            metavar="N",
-            help=f"{text} (with --backend {target})",
-        )
+    add_budget_arguments(parser, value_type=positive_float)  # what each target adds (Edge TPU)
     parser.add_argument("--threads", type=positive_int, default=1, help="threads (default 1)")
     parser.add_argument("--min-accuracy", type=fraction, help="e.g. 0.95 or 95%%")
     parser.add_argument(
@@ -175,17 +169,18 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
 def _target_limits(args: argparse.Namespace) -> dict[str, float]:
     """The target budget flags given (``--max-edgetpu-segments 1``), by budget name."""
     from tfcompress.errors import InvalidInputError
-    from tfcompress.targets.base import get_target, list_targets
 
     limits: dict[str, float] = {}
-    for target in list_targets():
-        for budget in get_target(target).budget_fields:
-            value = getattr(args, budget.name, None)
-            if value is None:
-                continue
-            if target != args.backend:
-                raise InvalidInputError(
-                    f"{budget.flag} is a budget of --backend {target}, not {args.backend}."
-                )
-            limits[budget.name] = value
+    owners: dict[str, list[str]] = {}
+    for target, name, _ in budget_names():
+        owners.setdefault(name, []).append(target)
+    for _, name, flag in budget_names():
+        value = getattr(args, name, None)
+        if value is None or name in limits:
+            continue
+        if args.backend not in owners[name]:
+            raise InvalidInputError(
+                f"{flag} is a budget of --backend {' or '.join(owners[name])}, not {args.backend}."
+            )
+        limits[name] = value
     return limits
