@@ -22,14 +22,18 @@ import tfcompress
 from tfcompress.cli import build_parser, main
 from tfcompress.errors import InvalidInputError
 from tfcompress.quantization import Recipe
-from tfcompress.quantization.methods import METHODS, WEIGHT_METHODS, canonical_methods
+from tfcompress.quantization.methods import (
+    METHODS,
+    WEIGHT_METHODS,
+    RangeMethod,
+    WeightMethod,
+    canonical_methods,
+    register_method,
+)
 from tfcompress.quantization.methods.catalog import parse_methods, plan_candidates
 from tfcompress.quantization.methods.registry import (
     RangeContext,
-    RangeMethod,
     RewriteContext,
-    WeightMethod,
-    register_method,
     unregister_method,
 )
 

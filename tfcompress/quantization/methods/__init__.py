@@ -4,7 +4,8 @@ Weight methods rewrite a copy of the float Keras model (BatchNorm folding, cross
 equalization, AdaRound, bias correction); range methods edit the calibrated activation
 ranges of the calibrate-only conversion before the converter's quantizer runs. The artifact
 is an ordinary full-int8 ``.tflite``: same ops, same inputs and outputs as converter int8.
-See ``docs/quantization.md#beyond-minmax-int8`` and :mod:`.catalog` for the names.
+See ``docs/quantization.md#beyond-minmax-int8`` and :mod:`.catalog` for the names; each
+method is a class registered in :mod:`.registry` (``docs/architecture.md``: add a PTQ method).
 """
 
 from tfcompress.quantization.methods.catalog import (
@@ -15,12 +16,22 @@ from tfcompress.quantization.methods.catalog import (
     canonical_methods,
     parse_methods,
 )
+from tfcompress.quantization.methods.registry import (
+    PTQMethod,
+    RangeMethod,
+    WeightMethod,
+    register_method,
+)
 
 __all__ = [
     "AUTO_CANDIDATES",
     "METHODS",
     "RANGE_METHODS",
     "WEIGHT_METHODS",
+    "PTQMethod",
+    "RangeMethod",
+    "WeightMethod",
     "canonical_methods",
     "parse_methods",
+    "register_method",
 ]
