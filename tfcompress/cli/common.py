@@ -84,6 +84,25 @@ def argument_type(parse: Callable[[str], Any] | str) -> Callable[[str], Any]:
     return convert
 
 
+def registered_backend(text: str) -> str:
+    """An argparse ``type``: the name of a backend registered now (built-in or the caller's).
+
+    The registry is read when a value is converted, not when the parser is built (``--help``
+    imports no runtime); a backend a program registered before calling the CLI is accepted.
+
+    Example:
+        >>> registered_backend("cpu")
+        'cpu'
+    """
+    from tfcompress.runtime.base import list_backends
+
+    names = list_backends()
+    if text not in names:
+        shown = ", ".join(repr(name) for name in names)
+        raise argparse.ArgumentTypeError(f"invalid choice: {text[:60]!r} (choose from {shown})")
+    return text
+
+
 def _resolve(parse: Callable[[str], Any] | str) -> Callable[[str], Any]:
     if callable(parse):
         return parse

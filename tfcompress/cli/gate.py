@@ -17,6 +17,7 @@ from tfcompress.cli.common import (
     add_unsafe_flag,
     emit_json,
     positive_int,
+    registered_backend,
 )
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--backend",
         default="cpu",
-        choices=BACKENDS,
+        type=registered_backend,  # built-ins and backends a program registered
+        metavar="{" + ",".join(BACKENDS) + "}",
         help="runtime of a .tflite candidate (default cpu)",
     )
     parser.add_argument(
