@@ -24,6 +24,8 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
 
 def _choices(command: str, flag: str) -> list[str]:
     action = _subparsers()[command]._option_string_actions[flag]
+    if action.choices is None:  # checked against the registry when read: shown as {a,b,c}
+        return action.metavar.strip("{}").split(",")
     return list(action.choices)
 
 
