@@ -133,3 +133,17 @@ def test_gate_measures_under_the_memory_limit(fill_model, tmp_path, capfd, monke
     monkeypatch.setenv("TFCOMPRESS_MEMORY_LIMIT", "1GiB")
     code, _, stderr = _run(["gate", model, candidate, "--data", data], capfd)
     assert code == 2 and len(_errors(stderr)) == 1 and "FILL" in stderr, stderr
+
+
+def test_timeout_bounds_each_native_step_and_is_put_back(files, tmp_path, capfd, monkeypatch):
+    import os
+
+    monkeypatch.delenv("TFCOMPRESS_TIMEOUT", raising=False)
+    out = tmp_path / "int8.tflite"
+    argv = ["quantize", files / "plain.keras", "--data", files / "calib.npz", "--out", out]
+    code, _, stderr = _run([*argv, "--timeout", "0.001"], capfd)
+    (error,) = _errors(stderr)
+    assert code == 2 and "ran past its time limit of 0.001 s" in error and not out.exists()
+    assert "TFCOMPRESS_TIMEOUT" not in os.environ  # the run's limit, not the process's
+    code, _, stderr = _run([*argv, "--timeout", "200h"], capfd)
+    assert code == 2 and "at most a week" in stderr

@@ -19,7 +19,9 @@ Exit codes mean one thing each:
 
 from __future__ import annotations
 
+import argparse
 import atexit
+import contextlib
 import gc
 import importlib
 import itertools
@@ -27,7 +29,7 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO
 
 from tfcompress import __version__
@@ -82,6 +84,28 @@ def build_parser() -> OneLineArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _time_limit(args: argparse.Namespace) -> Iterator[None]:
+    """``--timeout`` (outside ``benchmark``, whose own is per row) as ``TFCOMPRESS_TIMEOUT``.
+
+    The variable is what every child call reads; it is put back as it was after the run, so
+    a program that calls :func:`main` twice keeps its own setting.
+    """
+    seconds = getattr(args, "timeout", None)
+    if seconds is None or args.command == "benchmark":
+        yield
+        return
+    before = os.environ.get("TFCOMPRESS_TIMEOUT")
+    os.environ["TFCOMPRESS_TIMEOUT"] = repr(float(seconds))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TFCOMPRESS_TIMEOUT", None)
+        else:
+            os.environ["TFCOMPRESS_TIMEOUT"] = before
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code (never raises for bad input).
 
@@ -103,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.verbose:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # read when TensorFlow is imported
     debug = args.debug or os.environ.get("TFCOMPRESS_DEBUG", "") not in {"", "0"}
-    with protected_stdio(quiet_native=not args.verbose) as out:
+    with protected_stdio(quiet_native=not args.verbose) as out, _time_limit(args):
         _configure_logging(args.verbose)
         try:
             return int(args.run(args, out))

@@ -9,7 +9,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 from tfcompress.cli._choices import EXPORT_RECIPES
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
-from tfcompress.cli.common import add_force_flag, add_json_flag, add_unsafe_flag, emit_json
+from tfcompress.cli.common import (
+    add_force_flag,
+    add_json_flag,
+    add_timeout_flag,
+    add_unsafe_flag,
+    emit_json,
+)
 from tfcompress.cli.common import positive_int as _positive_int
 
 if TYPE_CHECKING:
@@ -79,6 +85,7 @@ def add_training_arguments(
     add_gate_options(parser, default_mode=None)
     add_force_flag(parser)
     add_unsafe_flag(parser)
+    add_timeout_flag(parser)
     add_json_flag(parser)
 
 

@@ -305,6 +305,36 @@ def duration(text: str) -> float:
     return _duration_seconds(text, "s", "90s, 10m or 1h")
 
 
+def time_limit(text: str) -> float:
+    """A time limit: a :func:`duration` of at most a week (what the OS can wait).
+
+    Example:
+        >>> time_limit("2h")
+        7200.0
+    """
+    value = duration(text)
+    week = 7 * 24 * 3600.0  # tfcompress._limits.MAX_TIMEOUT_S, without importing it here
+    if value > week:
+        raise argparse.ArgumentTypeError(f"must be at most a week ({week:g} s), got {text!r}")
+    return value
+
+
+def add_timeout_flag(parser: argparse.ArgumentParser) -> None:
+    """``--timeout``: the time limit of each native step in a child process.
+
+    It sets ``TFCOMPRESS_TIMEOUT`` for the run (:func:`tfcompress.cli.main` restores it), the
+    one variable every child call and measurement worker reads.
+    """
+    parser.add_argument(
+        "--timeout",
+        type=time_limit,
+        metavar="SECONDS",
+        help="time limit of each native step, run in a child process (a conversion, a "
+        "calibration, a fine-tune, a measurement): 90s, 10m or 2h, at most a week "
+        "(default: TFCOMPRESS_TIMEOUT, else 6h)",
+    )
+
+
 def latency_ms(text: str) -> float:
     """Milliseconds from ``5ms``, ``0.5s``, ``800us`` or ``5`` (bare numbers are milliseconds).
 

@@ -16,6 +16,7 @@ from tfcompress.cli.common import (
     add_custom_objects_flag,
     add_force_flag,
     add_json_flag,
+    add_timeout_flag,
     add_unsafe_flag,
     duration,
     emit_json,
@@ -90,6 +91,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=positive_int, default=1, help="threads (gate, latency)")
     add_force_flag(parser)
     add_unsafe_flag(parser)
+    add_timeout_flag(parser)
     add_custom_objects_flag(parser)
     add_json_flag(parser)
     return parser

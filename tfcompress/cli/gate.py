@@ -14,6 +14,7 @@ from tfcompress.cli._gating import add_gate_options, flat, threshold_options
 from tfcompress.cli.common import (
     add_feeding_flags,
     add_json_flag,
+    add_timeout_flag,
     add_unsafe_flag,
     emit_json,
     positive_int,
@@ -64,6 +65,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=positive_int, default=1, help="LiteRT CPU threads")
     add_feeding_flags(parser)
     add_unsafe_flag(parser)
+    add_timeout_flag(parser)
     add_json_flag(parser)
     return parser
 

@@ -23,6 +23,7 @@ from tfcompress.cli.common import (
     add_custom_objects_flag,
     add_force_flag,
     add_json_flag,
+    add_timeout_flag,
     add_unsafe_flag,
     emit_json,
     load_cli_model,
@@ -171,6 +172,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_force_flag(parser)
     add_unsafe_flag(parser)
+    add_timeout_flag(parser)
     add_custom_objects_flag(parser)
     add_json_flag(parser)
     return parser
