@@ -133,6 +133,7 @@ def test_gate_measures_under_the_memory_limit(fill_model, tmp_path, capfd, monke
     monkeypatch.setenv("TFCOMPRESS_MEMORY_LIMIT", "1GiB")
     code, _, stderr = _run(["gate", model, candidate, "--data", data], capfd)
     assert code == 2 and len(_errors(stderr)) == 1 and "FILL" in stderr, stderr
+    assert "TFCOMPRESS_MEMORY_LIMIT" in stderr  # the limit is named as a possible cause
 
 
 def test_timeout_bounds_each_native_step_and_is_put_back(files, tmp_path, capfd, monkeypatch):

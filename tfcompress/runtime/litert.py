@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -210,11 +211,24 @@ def invoke_failed(model: str, runtime: str, error: BaseException) -> InvalidData
         InvalidDataError('m.tflite: LiteRT ran the model but an op refused the values it got: ...')
     """
     reason = " ".join(str(error).split())[:300] or type(error).__name__
+    sized = _SIZED_BY_VALUES.search(reason)
+    memory = ""
+    if sized:  # its output's size is a value of the data: it may have met the memory limit
+        from tfcompress._limits import CHILD_MEMORY
+
+        memory = (
+            f", or {sized.group(1)} sized its output from those values past the memory limit "
+            f"of {CHILD_MEMORY.value() / 2**30:.3g} GiB (TFCOMPRESS_MEMORY_LIMIT raises it)"
+        )
     return InvalidDataError(
         f"{model}: {runtime} ran the model but an op refused the values it got: {reason}; "
         "the file is fine: check that the data holds inputs this model accepts (e.g. no "
-        "all-zero input to a normalisation that divides by it)."
+        f"all-zero input to a normalisation that divides by it){memory}."
     )
+
+
+# Ops whose output shape is a value of their inputs: an allocation the data decides.
+_SIZED_BY_VALUES = re.compile(r"\((FILL|BROADCAST_TO|TILE|RANGE|RESHAPE|PAD|PADV2)\)")
 
 
 def custom_op_advice(model: TFLiteModel) -> str:
