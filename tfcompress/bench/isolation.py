@@ -47,14 +47,6 @@ _BOOTSTRAP = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
     "from tfcompress.bench._worker import main; sys.exit(main(sys.argv))"
 )
-_RUNTIMES = {
-    "cpu": "LiteRT",
-    "cpu-compiled": "LiteRT",
-    "gpu": "LiteRT",
-    "edgetpu": "LiteRT with the Edge TPU delegate",
-    "onnxruntime": "ONNX Runtime",
-    "keras": "TensorFlow",
-}
 
 
 class RuntimeCrashedError(NativeCrashError):
@@ -125,8 +117,8 @@ class IsolatedRunner(Runner):
         # benchmark passes its --timeout; the other verbs take the environment's limit.
         self._limit_option = f"{CHILD_TIMEOUT.env}=SECONDS" if timeout is None else "--timeout"
         CHILD_MEMORY.value()
-        self.runtime = _RUNTIMES.get(backend, f"the {backend} backend")
         self._class = backend_class(backend)
+        self.runtime = self._class.runtime_name
         self._process: subprocess.Popen[bytes] | Worker | None = None
         self._stderr: Any = None
         self._requests: Connection | None = None

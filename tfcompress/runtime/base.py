@@ -44,6 +44,8 @@ class Runner(abc.ABC):
     """
 
     backend: ClassVar[str]
+    #: The native runtime behind it, for messages ("LiteRT", "ONNX Runtime").
+    runtime_name: ClassVar[str] = "its runtime"
     formats: ClassVar[tuple[type, ...]] = ()  # artifact types this backend runs
     runs: ClassVar[str] = ".tflite"  # what it runs, in words, for "skipped: ..." report rows
     #: Pad the last short batch of :meth:`run` so a resizable runtime keeps one input shape.

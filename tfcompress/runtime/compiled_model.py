@@ -56,6 +56,7 @@ class CompiledModelRunner(Runner):
         ...     outputs = runner.predict(x)
     """
 
+    runtime_name = "LiteRT"
     backend = "litert-compiled"
     formats = (TFLiteModel,)
 

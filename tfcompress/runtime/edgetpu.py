@@ -87,6 +87,8 @@ class EdgeTPURunner(LiteRTRunner):
         ...     outputs = runner.predict(x)
     """
 
+    runtime_name = "LiteRT with the Edge TPU delegate"
+
     def __init__(
         self,
         model: TFLiteModel,

@@ -151,6 +151,8 @@ class KerasRunner(Runner):
         {'threads': 2, 'inter_op_threads': 2, 'threads_pinned': False, 'call': 'tf.function', ...}
     """
 
+    runtime_name = "TensorFlow"
+
     runs = "Keras models and SavedModels"
 
     @classmethod

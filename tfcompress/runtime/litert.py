@@ -39,6 +39,8 @@ class LiteRTRunner(Runner):
         ...     probabilities = runner.predict(x_test)
     """
 
+    runtime_name = "LiteRT"
+
     formats = (TFLiteModel,)
     pads_last_batch = True  # one input shape for every call: no resize, no re-allocation
 

@@ -55,6 +55,8 @@ class OnnxRuntimeRunner(Runner):
         ...     outputs = runner.predict(x)
     """
 
+    runtime_name = "ONNX Runtime"
+
     formats = (OnnxModel,)
     runs = ".onnx"
 
