@@ -213,19 +213,31 @@ def invoke_failed(model: str, runtime: str, error: BaseException) -> InvalidData
         InvalidDataError('m.tflite: LiteRT ran the model but an op refused the values it got: ...')
     """
     reason = " ".join(str(error).split())[:300] or type(error).__name__
-    sized = _SIZED_BY_VALUES.search(reason)
-    memory = ""
-    if sized:  # its output's size is a value of the data: it may have met the memory limit
-        from tfcompress._limits import CHILD_MEMORY
-
-        memory = (
-            f", or {sized.group(1)} sized its output from those values past the memory limit "
-            f"of {CHILD_MEMORY.value() / 2**30:.3g} GiB (TFCOMPRESS_MEMORY_LIMIT raises it)"
-        )
     return InvalidDataError(
         f"{model}: {runtime} ran the model but an op refused the values it got: {reason}; "
         "the file is fine: check that the data holds inputs this model accepts (e.g. no "
-        f"all-zero input to a normalisation that divides by it){memory}."
+        f"all-zero input to a normalisation that divides by it){memory_hint(reason)}."
+    )
+
+
+def memory_hint(reason: str) -> str:
+    """``, or FILL sized its output ... past the memory limit`` when the failed op could have.
+
+    An op whose output size is a value of its inputs (FILL, BROADCAST_TO, TILE...) allocates
+    what the data says; under the child's memory limit that fails as a plain invoke error.
+
+    Example:
+        >>> memory_hint("Node number 3 (DIV) failed to invoke.")
+        ''
+    """
+    sized = _SIZED_BY_VALUES.search(reason)
+    if sized is None:
+        return ""
+    from tfcompress._limits import CHILD_MEMORY
+
+    return (
+        f", or {sized.group(1)} sized its output from those values past the memory limit "
+        f"of {CHILD_MEMORY.value() / 2**30:.3g} GiB (TFCOMPRESS_MEMORY_LIMIT raises it)"
     )
 
 

@@ -249,9 +249,12 @@ def _run(
                 calibration, enable_progress_bar=progress, enable_progress_report=False
             )
     except (ValueError, RuntimeError, KeyError, IndexError, TypeError) as error:
+        from tfcompress.runtime.litert import memory_hint
+
+        reason = _first_line(error)
         raise ConversionError(
-            f"LiteRT Quantizer failed on {source!r}: {_first_line(error)}; try another "
-            "recipe, keep the failing ops float with a rule, or use --engine converter."
+            f"LiteRT Quantizer failed on {source!r}: {reason}{memory_hint(reason)}; try "
+            "another recipe, keep the failing ops float with a rule, or use --engine converter."
         ) from error
     return bytes(made.quantized_model)
 
