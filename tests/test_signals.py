@@ -241,3 +241,29 @@ def test_a_signal_between_the_artifact_and_the_report_leaves_neither(tmp_path, m
         finished.stop = stop
         assert main([*argv, "--out", str(out), "--report", str(report)]) == 143
         assert not out.exists() and not (tmp_path / "new").exists(), stop
+
+
+def test_an_interruption_python_drops_is_sent_again():
+    # The handler raises where the main thread stands; in a __del__ the garbage collector
+    # runs (during an import, say) Python drops that exception: it must land again.
+    script = """
+import sys, time
+from tfcompress.cli import _interrupt
+_interrupt.install()
+
+class Holder:
+    def __del__(self):
+        raise _interrupt.Terminated(15)  # what the handler raises, here dropped
+
+try:
+    Holder()
+    time.sleep(10)
+    print("not interrupted")
+except _interrupt.Terminated as error:
+    print("terminated", error.signum)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip() == "terminated 15", done.stderr
+    assert "Exception ignored" not in done.stderr

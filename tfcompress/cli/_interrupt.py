@@ -16,14 +16,24 @@ request to finish early. Once it is raised, later signals are ignored so that th
 it started runs to its end (each step of it is bounded; SIGKILL still works). A signal the
 process was started with ignored (``nohup`` ignores SIGHUP) stays ignored.
 
+Python runs a signal handler between two bytecodes of the main thread, wherever it is, and
+drops an exception raised where nothing can receive it (a ``__del__`` the garbage collector
+calls during an import, a weakref callback): it reports it to ``sys.unraisablehook``. The
+interruption is then re-sent a moment later, so it lands where it unwinds the run instead
+of leaving the run going with every later signal ignored.
+
 Example:
     >>> install()  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
+import threading
 from types import FrameType
+from typing import Any
 
 EXIT_SIGINT = 130
 #: The signals the CLI handles, by name (SIGHUP does not exist on Windows).
@@ -67,6 +77,28 @@ def install() -> None:
         number = getattr(signal, name, None)
         if number is not None and signal.getsignal(number) is not signal.SIG_IGN:
             signal.signal(number, _handler)
+    if sys.unraisablehook is not _unraisable:
+        _previous_hook[0] = sys.unraisablehook
+        sys.unraisablehook = _unraisable
+
+
+_previous_hook: list[Any] = [sys.__unraisablehook__]
+#: How long after a dropped interruption it is sent again (the code that dropped it returns).
+_RESEND_S = 0.05
+
+
+def _unraisable(unraisable: Any) -> None:
+    """An interruption Python dropped (raised in a ``__del__``...): send it again, silently."""
+    global _quiet
+    error = unraisable.exc_value
+    if isinstance(error, Terminated | KeyboardInterrupt):
+        number = error.signum if isinstance(error, Terminated) else signal.SIGINT
+        _quiet = False  # it did not unwind anything: the next one must raise
+        timer = threading.Timer(_RESEND_S, os.kill, (os.getpid(), number))
+        timer.daemon = True
+        timer.start()
+        return
+    _previous_hook[0](unraisable)
 
 
 def settle() -> None:
