@@ -290,3 +290,25 @@ except _interrupt.Terminated as error:
     )
     assert done.stdout.strip() == "terminated 15", done.stderr
     assert "Exception ignored" not in done.stderr
+
+
+def test_an_interruption_a_library_replaced_is_still_the_interruption():
+    # LiteRT's lazy import turns what it caught into "Could not import ..." without a cause.
+    script = """
+import os, signal, time
+from tfcompress.cli import _interrupt
+_interrupt.install()
+try:
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)
+    except _interrupt.Terminated:
+        raise RuntimeError("Could not import original test/binary location") from None
+except RuntimeError as error:
+    found = _interrupt.cause(error)
+    print(type(found).__name__, _interrupt.exit_code(found))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip() == "Terminated 143", done.stderr

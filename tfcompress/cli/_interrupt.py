@@ -53,6 +53,8 @@ class Terminated(BaseException):
 
 
 _quiet = False  # True once a Terminated was raised, or the run is over: ignore the rest
+#: The signals the handler turned into exceptions during this run, in order.
+_received: list[int] = []
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
@@ -60,6 +62,7 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     del frame
     if _quiet:
         return  # the clean-up of the first signal, or the exit, is under way: let it end
+    _received.append(signum)
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     _quiet = True
@@ -73,6 +76,7 @@ def install() -> None:
     """
     global _quiet
     _quiet = False
+    _received.clear()
     for name in SIGNALS:
         number = getattr(signal, name, None)
         if number is not None and signal.getsignal(number) is not signal.SIG_IGN:
@@ -115,7 +119,8 @@ def cause(error: BaseException) -> BaseException | None:
     """The interruption ``error`` is, or was raised from; None if it is not one.
 
     Code on the way may wrap it: Python reports an exception raised while a class is being
-    created (``__set_name__``) as a ``RuntimeError`` caused by it.
+    created (``__set_name__``) as a ``RuntimeError`` caused by it; a library may replace it
+    without a cause at all, so an error after a signal the handler received is that signal.
     """
     seen: set[int] = set()
     current: BaseException | None = error
@@ -124,6 +129,12 @@ def cause(error: BaseException) -> BaseException | None:
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
+    # Some library code replaces what it caught without chaining it (LiteRT's lazy import
+    # turns an exception during its import into "Could not import ..."): a signal received
+    # during the run is what ended it.
+    if _received:
+        number = _received[-1]
+        return KeyboardInterrupt() if number == signal.SIGINT else Terminated(number)
     return None
 
 
