@@ -13,7 +13,7 @@ conversion and fine-tuning child, the measurement worker and its zygote, the loa
 names the signal and quotes the child.
 
 Example:
-    >>> prepare_child(parent=None)  # doctest: +SKIP
+    >>> no_core_files()  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -76,12 +76,6 @@ def limit_memory(size: int) -> None:
         resource.setrlimit(kind, (size, size))
 
 
-def prepare_child(parent: int | None = None) -> None:
-    """Both of the above: what a child entry point calls first."""
-    no_core_files()
-    die_with_parent(parent)
-
-
 def signal_name(number: int) -> str:
     """``SIGSEGV`` for 11; ``signal 99`` for a number no signal has.
 
@@ -99,7 +93,7 @@ def last_words(stderr: bytes | None, limit: int = 200) -> str:
     r"""The last non-empty line a child wrote, on one line and capped (for messages).
 
     Example:
-        >>> last_words(b"loading\\nF0000 check failed: size > 0\\n")
+        >>> last_words(b"loading\nF0000 check failed: size > 0\n")
         'F0000 check failed: size > 0'
     """
     text = (stderr or b"").decode("utf-8", errors="replace")

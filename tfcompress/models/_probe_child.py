@@ -152,8 +152,9 @@ def _read_request(stream: Any, with_inputs: bool) -> tuple[bytes, dict[str, Any]
 def _prepare_child(parent: int) -> None:
     """Leave no core file, and die with ``parent`` (Linux).
 
-    A copy of :func:`tfcompress._lifetime.prepare_child`: this script never imports the
-    tfcompress package (see the module's docstring), so it cannot import that module.
+    A copy of ``no_core_files`` and ``die_with_parent`` of :mod:`tfcompress._lifetime`: this
+    script never imports the tfcompress package (see the module's docstring), so it cannot
+    import that module.
     """
     if sys.platform == "win32":  # Windows has no core files (nor the resource module)
         return
