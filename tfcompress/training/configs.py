@@ -28,14 +28,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Self
 
+from tfcompress._config_fields import CONFIG_VERSION, MAX_SEED, check_version, require_int
 from tfcompress.errors import InvalidInputError
 
-#: The config format this tfcompress writes; ``from_dict`` refuses a newer one.
-CONFIG_VERSION = 1
 MAX_EPOCHS = 1000
 """The most fine-tuning epochs any command accepts (a trained model needs a few)."""
-MAX_SEED = 2**32 - 1
-"""The largest seed NumPy's legacy seeding (which Keras uses) accepts."""
 MAX_BATCH_SIZE = 2**31 - 1
 MAX_CLUSTERS = 256
 #: What QAT can keep of an earlier compression (``preserve=``).
@@ -313,36 +310,6 @@ def parse_structure(structure: str | tuple[int, int] | None) -> tuple[int, int] 
     if not (isinstance(m, int) and isinstance(n, int) and 0 < m < n):
         raise InvalidInputError(f"structure {m}:{n} needs 0 < M < N, e.g. '2:4'.")
     return m, n
-
-
-def require_int(name: str, value: Any, low: int, high: int, expected: str) -> None:
-    """Refuse anything but an integer (not a bool) from ``low`` to ``high``.
-
-    Raises:
-        InvalidInputError: ``"<name> must be <expected>, got <value>."``
-
-    Example:
-        >>> require_int("seed", 3, 0, MAX_SEED, "a seed")
-    """
-    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-    _require(name, value, ok, expected)
-
-
-def check_version(kind: str, version: Any) -> None:
-    """Refuse a config ``version`` that is not an integer, or newer than this tfcompress reads.
-
-    Raises:
-        InvalidInputError: The version is wrong, or says to upgrade tfcompress.
-
-    Example:
-        >>> check_version("qat", CONFIG_VERSION)
-    """
-    require_int("version", version, 1, 2**31 - 1, f"an integer 1 to {CONFIG_VERSION}")
-    if version > CONFIG_VERSION:
-        raise InvalidInputError(
-            f"this {kind} config is version {version}, newer than this "
-            f"tfcompress reads (up to {CONFIG_VERSION}): upgrade tfcompress to read it."
-        )
 
 
 def _require_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:

@@ -1,0 +1,63 @@
+"""What every config of tfcompress shares: its format version and the checks of its fields.
+
+The post-training config (:class:`tfcompress.quantization.config.PTQConfig`) and the
+fine-tuning configs (:mod:`tfcompress.training.configs`) sit on different layers; both
+read the version they write and check their integers here, so a report's ``version`` and
+a seed mean the same thing in each.
+
+Example:
+    >>> check_version("qat", CONFIG_VERSION)
+    >>> require_int("seed", 3, 0, MAX_SEED, "a seed")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfcompress.errors import InvalidInputError
+
+#: The config format this tfcompress writes; ``from_dict`` refuses a newer one.
+CONFIG_VERSION = 1
+MAX_SEED = 2**32 - 1
+"""The largest seed NumPy's legacy seeding (which Keras uses) accepts."""
+
+
+def require_int(name: str, value: Any, low: int, high: int, expected: str) -> None:
+    """Refuse anything but an integer (not a bool) from ``low`` to ``high``.
+
+    Raises:
+        InvalidInputError: ``"<name> must be <expected>, got <value>."``
+
+    Example:
+        >>> require_int("seed", 3, 0, MAX_SEED, "a seed")
+    """
+    if not (isinstance(value, int) and not isinstance(value, bool) and low <= value <= high):
+        raise InvalidInputError(f"{name} must be {expected}, got {shown(value)}.")
+
+
+def check_version(kind: str, version: Any) -> None:
+    """Refuse a config ``version`` that is not an integer, or newer than this tfcompress reads.
+
+    Raises:
+        InvalidInputError: The version is wrong, or says to upgrade tfcompress.
+
+    Example:
+        >>> check_version("qat", CONFIG_VERSION)
+    """
+    require_int("version", version, 1, 2**31 - 1, f"an integer 1 to {CONFIG_VERSION}")
+    if version > CONFIG_VERSION:
+        raise InvalidInputError(
+            f"this {kind} config is version {version}, newer than this "
+            f"tfcompress reads (up to {CONFIG_VERSION}): upgrade tfcompress to read it."
+        )
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for a message about untrusted data.
+
+    Example:
+        >>> shown("x" * 100, 10)
+        "'xxxxxx..."
+    """
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
