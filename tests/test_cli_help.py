@@ -45,6 +45,7 @@ LIGHT = {
     "tfcompress.errors",
     "tfcompress._compat",
     "tfcompress._compat.heap",  # gc.freeze for the CLI's process; imports gc only
+    "tfcompress._declared",  # targets' and methods' declarations, read from source (ast)
     "tfcompress.bench",  # an empty package __init__
     "tfcompress.bench.thresholds",  # the gate thresholds' table: their flags and help
     "tfcompress.cli",
@@ -158,12 +159,18 @@ def _registries() -> dict[str, object]:
     }
 
 
+def _light_lists() -> list[str]:
+    """Every list of _choices: its plain ones and those it reads from the classes' source."""
+    plain = {n for n in vars(_choices) if n.isupper() and not n.startswith("_")}
+    return sorted(plain | set(_choices._DECLARED))
+
+
 def test_every_light_list_is_compared_with_its_registry() -> None:
-    light = {name for name in vars(_choices) if name.isupper()}
+    light = set(_light_lists())
     assert light == set(_registries()), "add the new list of cli/_choices.py to _registries()"
 
 
-@pytest.mark.parametrize("name", sorted(n for n in vars(_choices) if n.isupper()))
+@pytest.mark.parametrize("name", _light_lists())
 def test_light_list_is_its_registry(name: str) -> None:
     # Same names, same order: --help lists them as the registry does.
     assert getattr(_choices, name) == _registries()[name], (
@@ -176,3 +183,34 @@ def test_export_onnx_default_opset_is_the_exporters() -> None:
     from tfcompress.targets.onnx import DEFAULT_OPSET as EXPORTER_DEFAULT
 
     assert DEFAULT_OPSET == EXPORTER_DEFAULT
+
+
+def test_a_target_file_declares_its_flags_to_the_parser(tmp_path: Path) -> None:
+    # What a new target folder gives --help, read from its source: no list to edit.
+    from tfcompress._declared import targets_in
+
+    (tmp_path / "board").mkdir()
+    (tmp_path / "board" / "target.py").write_text(
+        "@register_target\n"
+        "class Board(Target):\n"
+        '    name = "board"\n'
+        '    options = (TargetOption("port", "--port", "serial port", metavar="DEV"),)\n'
+        "    budget_fields = (\n"
+        '        BudgetField(name="max_ram", flag="--max-ram", label="RAM", help="bytes",\n'
+        "                    measure=len, type=int),\n"
+        "    )\n"
+    )
+    (board,) = targets_in(tmp_path)
+    assert board.name == "board"
+    assert board.options == (("port", "--port", "serial port", str, "DEV"),)
+    assert board.budgets == (("max_ram", "--max-ram", "bytes", int),)
+
+
+def test_a_declaration_that_is_not_a_literal_is_a_bug_named_by_class(tmp_path: Path) -> None:
+    from tfcompress._declared import DeclarationError, targets_in
+
+    (tmp_path / "odd.py").write_text(
+        '@register_target\nclass Odd(Target):\n    name = "o" + "dd"\n'
+    )
+    with pytest.raises(DeclarationError, match=r"Odd\.name is not a literal"):
+        targets_in(tmp_path)

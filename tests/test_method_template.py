@@ -1,7 +1,7 @@
 """Template for a new post-training method: copy it when you add one (docs/architecture.md).
 
 A method is a class registered next to its code (``@register_method`` in its own module under
-tfcompress/quantization/methods/, listed in ``registry.METHOD_MODULES``). Here two trivial
+tfcompress/quantization/methods/, found there by the registry). Here two trivial
 methods are defined in the test and registered for the test only (the fixture takes them out
 again, so the rest of the suite sees the built-in methods alone): a weight rewrite that
 changes nothing and a range edit that keeps every calibrated range. The checks are what a

@@ -6,9 +6,18 @@ beside the converter, backends beside the runtimes, targets beside the Edge TPU 
 Importing those costs numpy and most of the library (a second on two cores); these copies
 cost nothing. ``tests/test_cli_help.py`` compares every one with its registry, order
 included, so a name added there and not here fails the tests, never the user.
+
+What the built-in targets and PTQ methods declare (``TARGETS``, ``TARGET_OPTIONS``,
+``TARGET_BUDGETS``, ``METHODS``) is not copied here: it is read from their source on first
+use (:mod:`tfcompress._declared`), so a new target or method is its own file and nothing else.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+# Read from the registered classes' source on first use (see __getattr__).
+_DECLARED = ("TARGETS", "TARGET_OPTIONS", "TARGET_BUDGETS", "METHODS")
 
 # tfcompress.bench.metrics.metric_names()
 METRICS = (
@@ -26,33 +35,8 @@ METRICS = (
 )
 # tfcompress.runtime.list_backends()
 BACKENDS = ("cpu", "cpu-compiled", "edgetpu", "gpu", "keras", "onnxruntime")
-# tfcompress.targets.base.builtin_targets(): the targets this package defines (others, from
-# entry points or registered in-process, are added by cli/_targets.py)
-TARGETS = ("cpu", "edgetpu", "gpu")
 # tfcompress.targets.base.ENTRY_POINT_GROUP
 TARGET_ENTRY_POINT_GROUP = "tfcompress.targets"
-# (target, name, flag, help, type, metavar) of each built-in target's options
-TARGET_OPTIONS = (
-    (
-        "edgetpu",
-        "compiler",
-        "--compiler",
-        "the edgetpu_compiler to run (default: the one on PATH, if any)",
-        str,
-        "PATH",
-    ),
-)
-# (target, name, flag, help, type) of each built-in target's budget_fields
-TARGET_BUDGETS = (
-    (
-        "edgetpu",
-        "max_edgetpu_segments",
-        "--max-edgetpu-segments",
-        "most Edge TPU segments the linter may predict for a candidate's int8 file "
-        "(1: the whole model on the Edge TPU)",
-        float,
-    ),
-)
 # tfcompress.quantization.recipes: list_recipes(include_float=True), list_io_types(),
 # FORMATS, ENGINES
 RECIPES = ("float32", "dynamic", "float16", "int8", "int16x8", "int4-weights", "int4-dynamic")
@@ -61,8 +45,6 @@ FORMATS = ("tflite", "onnx")
 ENGINES = ("converter", "litert-quantizer")
 # tfcompress.data.calibration.DEFAULT_CALIBRATION_SAMPLES
 DEFAULT_CALIBRATION_SAMPLES = 200
-# the keys of tfcompress.quantization.methods.catalog.METHODS
-METHODS = ("equalize", "adaround", "bias-correction", "percentile-ranges", "mse-ranges")
 # the keys of tfcompress.targets.onnx.ort_quantize.CALIBRATION_METHODS
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 # tfcompress.testing.settings.GATE_MODES, tfcompress.testing.stats.INTERVAL_METHODS
@@ -75,3 +57,24 @@ SELECT_OBJECTIVES = ("accuracy", "reward")
 SCHEDULES = ("polynomial", "constant")
 PRESERVE = ("sparsity", "clusters")
 EXPORT_RECIPES = ("float32", "float16", "dynamic", "int8")
+
+
+def __getattr__(name: str) -> Any:
+    """The lists read from the built-in targets' and methods' classes, on first use.
+
+    ``TARGETS`` sorted, ``TARGET_OPTIONS`` and ``TARGET_BUDGETS`` by target, ``METHODS`` in
+    the registry's order.
+    """
+    from tfcompress import _declared
+
+    targets = _declared.declared_targets()
+    values = {
+        "TARGETS": tuple(t.name for t in targets),
+        "TARGET_OPTIONS": tuple((t.name, *o) for t in targets for o in t.options),
+        "TARGET_BUDGETS": tuple((t.name, *b) for t in targets for b in t.budgets),
+        "METHODS": _declared.declared_methods(),
+    }
+    if name not in values:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals().update(values)  # computed once
+    return values[name]

@@ -8,8 +8,9 @@ that holds its algorithm. The names, their order and their one-line summaries
 (:mod:`.catalog`) are read from here; nothing else lists them.
 
 Pure Python (no TensorFlow, no numpy): the method modules are imported on the first question
-asked of the registry (:data:`METHOD_MODULES`), and none imports TensorFlow at module level,
-so :class:`~tfcompress.quantization.recipes.Recipe` validates names without it.
+asked of the registry (every module of this package with a ``@register_method`` class,
+found by :func:`tfcompress._declared.method_modules`), and none imports TensorFlow at
+module level, so :class:`~tfcompress.quantization.recipes.Recipe` validates names without it.
 
 Example:
     >>> [m.name for m in methods()][:2]
@@ -29,15 +30,6 @@ from typing import Any, ClassVar, TypeVar
 KERAS_MODEL = "keras-model"
 #: What a method works on: only the calibrate-only flatbuffer (float, min/max statistics).
 CALIBRATED_FLATBUFFER = "calibrated-flatbuffer"
-
-#: The modules whose classes register the built-in methods (imported once, on first use).
-#: A method in a new module adds it here; the order of the methods is their ``order``.
-METHOD_MODULES = (
-    "tfcompress.quantization.methods.equalize",
-    "tfcompress.quantization.methods.adaround",
-    "tfcompress.quantization.methods.bias_correction",
-    "tfcompress.quantization.methods.ranges",
-)
 
 
 class PTQMethod:
@@ -216,7 +208,9 @@ def _load() -> None:
     if not _loaded:
         _loaded = True  # set first: each module's @register_method comes back here
         try:
-            for module in METHOD_MODULES:
+            from tfcompress._declared import method_modules
+
+            for module in method_modules():  # every module of this package that registers
                 importlib.import_module(module)
         except BaseException:
             _loaded = False

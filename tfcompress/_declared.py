@@ -1,0 +1,199 @@
+"""What the built-in targets and PTQ methods declare, read from their source, not imported.
+
+A target is one folder (or module) under ``tfcompress/targets/`` with a class decorated by
+``@register_target``; a PTQ method is one module under ``tfcompress/quantization/methods/``
+with a class decorated by ``@register_method``. Their registries import them, which costs
+numpy and a good part of the library (0.2-0.4 s on two cores): too much for ``--help``. The
+parser only needs what the classes *declare* (a target's name, its option and budget flags;
+a method's name and order), and those are literals in the class body, so this module reads
+them with :mod:`ast` (about 10 ms). Adding a target or a method therefore edits nothing here:
+its decorator is its registration, for the CLI too.
+
+The declarations must be literals (strings, numbers, ``str``/``int``/``float``, tuples of
+``TargetOption(...)``/``BudgetField(...)`` calls); ``tests/test_cli_help.py`` compares what
+this module reads with the imported registries, so a declaration it cannot read fails a
+test, naming the class, never a user.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_PACKAGE = Path(__file__).resolve().parent  # tfcompress/
+_TYPES = {"str": str, "int": int, "float": float}
+_OPTION_FIELDS = ("name", "flag", "help", "type", "metavar")
+_BUDGET_FIELDS = ("name", "flag", "label", "help", "measure", "type")
+
+
+@dataclass(frozen=True)
+class DeclaredTarget:
+    """A built-in target as its class declares it.
+
+    Attributes:
+        name: Its registered name.
+        options: ``(name, flag, help, type, metavar)`` of each option its check takes.
+        budgets: ``(name, flag, help, type)`` of each budget it adds to selection.
+    """
+
+    name: str
+    options: tuple[tuple[str, str, str, type, str | None], ...]
+    budgets: tuple[tuple[str, str, str, type], ...]
+
+
+class DeclarationError(Exception):
+    """A registered class whose declaration is not a literal (a bug in tfcompress)."""
+
+
+@functools.cache
+def declared_targets() -> tuple[DeclaredTarget, ...]:
+    """Every ``@register_target`` class under ``tfcompress/targets/``, sorted by name."""
+    return targets_in(_PACKAGE / "targets")
+
+
+def targets_in(root: Path) -> tuple[DeclaredTarget, ...]:
+    """Every ``@register_target`` class in the ``.py`` files under ``root``, sorted by name.
+
+    Raises:
+        DeclarationError: A registered class whose name, options or budgets are not literals.
+    """
+    found = [_target(node, path) for path, node in _registered(root, "register_target")]
+    return tuple(sorted(found, key=lambda t: t.name))
+
+
+@functools.cache
+def declared_methods() -> tuple[str, ...]:
+    """Every ``@register_method`` class's name, in the registry's order (``order``, name)."""
+    rows = []
+    for path, node in _registered(_PACKAGE / "quantization" / "methods", "register_method"):
+        body = _class_constants(node, path)
+        # The registry applies weight rewrites before range edits, each stage by order.
+        stage = 0 if "WeightMethod" in _ancestors(node, path) else 1
+        name = _required(body, "name", node, path)
+        rows.append((stage, _required(body, "order", node, path), name))
+    return tuple(name for *_, name in sorted(rows))
+
+
+def method_modules() -> tuple[str, ...]:
+    """The modules of ``tfcompress/quantization/methods/`` that register a method."""
+    root = _PACKAGE / "quantization" / "methods"
+    return tuple(
+        f"tfcompress.quantization.methods.{path.stem}"
+        for path in sorted(root.glob("*.py"))
+        if _marker("register_method").search(path.read_text(encoding="utf-8"))
+    )
+
+
+def _registered(root: Path, decorator: str) -> list[tuple[Path, ast.ClassDef]]:
+    """(file, class) of every class decorated with ``decorator`` in ``root``'s files."""
+    classes = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if not _marker(decorator).search(text):  # most files: no parse
+            continue
+        for node in ast.parse(text, filename=str(path)).body:
+            if isinstance(node, ast.ClassDef) and any(
+                _decorator_name(d) == decorator for d in node.decorator_list
+            ):
+                classes.append((path, node))
+    return classes
+
+
+def _marker(decorator: str) -> re.Pattern[str]:
+    """A line that starts with the decorator (a docstring's mention is indented or quoted)."""
+    return re.compile(rf"^@{decorator}\b", re.MULTILINE)
+
+
+def _ancestors(node: ast.ClassDef, path: Path) -> set[str]:
+    """The base class names of ``node``, following bases defined in the same file."""
+    classes = {
+        c.name: c
+        for c in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(c, ast.ClassDef)
+    }
+    seen: set[str] = set()
+    todo = [_decorator_name(b) for b in node.bases]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += [_decorator_name(b) for b in getattr(classes.get(name), "bases", [])]
+    return seen
+
+
+def _decorator_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _target(node: ast.ClassDef, path: Path) -> DeclaredTarget:
+    body = _class_constants(node, path)
+    options = tuple(
+        (o["name"], o["flag"], o["help"], o.get("type", str), o.get("metavar"))
+        for o in _calls(body.get("options", ()), "TargetOption", _OPTION_FIELDS, node, path)
+    )
+    budgets = tuple(
+        (b["name"], b["flag"], b["help"], b.get("type", float))
+        for b in _calls(body.get("budget_fields", ()), "BudgetField", _BUDGET_FIELDS, node, path)
+    )
+    return DeclaredTarget(_required(body, "name", node, path), options, budgets)
+
+
+def _class_constants(node: ast.ClassDef, path: Path) -> dict[str, Any]:
+    """The class body's ``name = <literal>`` assignments (calls kept as ast nodes)."""
+    values: dict[str, Any] = {}
+    for statement in node.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target, value = statement.targets[0], statement.value
+        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            target, value = statement.target, statement.value
+        else:
+            continue
+        if isinstance(target, ast.Name):
+            values[target.id] = value
+    return {
+        k: (v if isinstance(v, ast.Tuple | ast.List) else _literal(v, k, node, path))
+        for k, v in values.items()
+        if k in {"name", "order", "options", "budget_fields"}
+    }
+
+
+def _calls(
+    value: Any, factory: str, fields: tuple[str, ...], node: ast.ClassDef, path: Path
+) -> list[dict[str, Any]]:
+    """The keyword values of each ``factory(...)`` call in a tuple declaration."""
+    if value == ():
+        return []
+    calls = []
+    for item in value.elts:
+        if not (isinstance(item, ast.Call) and _decorator_name(item) == factory):
+            raise DeclarationError(f"{path}: {node.name} declares a non-{factory} entry")
+        given = dict(zip(fields, item.args, strict=False))
+        given.update({k.arg: k.value for k in item.keywords if k.arg})
+        calls.append({k: _literal(v, k, node, path) for k, v in given.items() if k != "measure"})
+    return calls
+
+
+def _literal(value: ast.expr, what: str, node: ast.ClassDef, path: Path) -> Any:
+    if isinstance(value, ast.Name) and value.id in _TYPES:
+        return getattr(builtins, value.id)
+    try:
+        return ast.literal_eval(value)
+    except ValueError:
+        raise DeclarationError(
+            f"{path}: {node.name}.{what} is not a literal; the CLI reads it from the source"
+        ) from None
+
+
+def _required(body: dict[str, Any], key: str, node: ast.ClassDef, path: Path) -> Any:
+    if key not in body:
+        raise DeclarationError(f"{path}: {node.name} declares no {key} in its class body")
+    return body[key]
