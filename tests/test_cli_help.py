@@ -57,6 +57,9 @@ LIGHT = {
     "tfcompress.cli._training",
     "tfcompress.cli.common",
     *(f"tfcompress.cli.{name}" for name in SUBCOMMANDS),
+    "tfcompress.training",  # a lazy package __init__ (PEP 562)
+    "tfcompress.training.configs",  # the fine-tuning flags' defaults: the configs' own
+    "tfcompress._config_fields",  # the configs' version and integer checks (errors only)
 }
 # `python -m tfcompress ARGS...`, writing the modules loaded by exit into the file $DUMP.
 _AS_MAIN = """
@@ -117,7 +120,7 @@ def _registries() -> dict[str, object]:
     from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
     from tfcompress.quantization.methods.catalog import METHODS
     from tfcompress.quantization.recipes import ENGINES, FORMATS, list_io_types, list_recipes
-    from tfcompress.runtime import list_backends
+    from tfcompress.runtime import backend_flags, list_backends
     from tfcompress.selection.verdicts import OBJECTIVES as SELECT_OBJECTIVES
     from tfcompress.targets.base import ENTRY_POINT_GROUP, builtin_targets, get_target
     from tfcompress.targets.onnx.ort_quantize import CALIBRATION_METHODS
@@ -138,6 +141,11 @@ def _registries() -> dict[str, object]:
     return {
         "METRICS": tuple(metric_names()),
         "BACKENDS": tuple(list_backends()),
+        "BACKEND_FLAGS": tuple(
+            (name, f.option, f.flag, f.help, f.value, f.metavar)
+            for name in list_backends()
+            for f in backend_flags(name)
+        ),
         "TARGETS": tuple(builtin_targets()),
         "TARGET_ENTRY_POINT_GROUP": ENTRY_POINT_GROUP,
         "TARGET_OPTIONS": tuple(options),

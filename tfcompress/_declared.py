@@ -1,18 +1,21 @@
-"""What the built-in targets and PTQ methods declare, read from their source, not imported.
+"""What built-in backends, targets and PTQ methods declare, read from their source, not imported.
 
-A target is one folder (or module) under ``tfcompress/targets/`` with a class decorated by
-``@register_target``; a PTQ method is one module under ``tfcompress/quantization/methods/``
-with a class decorated by ``@register_method``. Their registries import them, which costs
-numpy and a good part of the library (0.2-0.4 s on two cores): too much for ``--help``. The
-parser only needs what the classes *declare* (a target's name, its option and budget flags;
+A runtime backend is one module under ``tfcompress/runtime/`` with a class decorated by
+``@register_backend("name")``; a target is one folder (or module) under
+``tfcompress/targets/`` with a class decorated by ``@register_target``; a PTQ method is one
+module under ``tfcompress/quantization/methods/`` with a class decorated by
+``@register_method``. Their registries import them, which costs numpy and a good part of the
+library (0.2-0.4 s on two cores): too much for ``--help``. The parser only needs what the
+classes *declare* (a backend's name and flags; a target's name, its option and budget flags;
 a method's name and order), and those are literals in the class body, so this module reads
-them with :mod:`ast` (about 10 ms). Adding a target or a method therefore edits nothing here:
-its decorator is its registration, for the CLI too.
+them with :mod:`ast` (about 30 ms). Adding a backend, a target or a method therefore edits
+nothing here: its decorator is its registration, for the CLI too, and the registries find
+their modules with :func:`backend_modules` and :func:`method_modules`.
 
 The declarations must be literals (strings, numbers, ``str``/``int``/``float``, tuples of
-``TargetOption(...)``/``BudgetField(...)`` calls); ``tests/test_cli_help.py`` compares what
-this module reads with the imported registries, so a declaration it cannot read fails a
-test, naming the class, never a user.
+``TargetOption``, ``BudgetField`` or ``BackendFlag`` calls); ``tests/test_cli_help.py``
+compares what this module reads with the imported registries, so a declaration it cannot
+read fails a test, naming the class, never a user.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ _PACKAGE = Path(__file__).resolve().parent  # tfcompress/
 _TYPES = {"str": str, "int": int, "float": float}
 _OPTION_FIELDS = ("name", "flag", "help", "type", "metavar")
 _BUDGET_FIELDS = ("name", "flag", "label", "help", "measure", "type")
+_FLAG_FIELDS = ("option", "flag", "help", "value", "metavar")
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,20 @@ class DeclaredTarget:
     name: str
     options: tuple[tuple[str, str, str, type, str | None], ...]
     budgets: tuple[tuple[str, str, str, type], ...]
+
+
+@dataclass(frozen=True)
+class DeclaredBackend:
+    """A built-in runtime backend as its runner class declares it.
+
+    Attributes:
+        name: Its registered name (``@register_backend("cpu")``).
+        flags: ``(option, flag, help, value, metavar)`` of each ``tfcompress benchmark`` flag
+            it declares (:class:`~tfcompress.runtime.base.BackendFlag`).
+    """
+
+    name: str
+    flags: tuple[tuple[str, str, str, Any, str | None], ...]
 
 
 class DeclarationError(Exception):
@@ -67,6 +85,28 @@ def targets_in(root: Path) -> tuple[DeclaredTarget, ...]:
 
 
 @functools.cache
+def declared_backends() -> tuple[DeclaredBackend, ...]:
+    """Every ``@register_backend(NAME)`` class under ``tfcompress/runtime/``, sorted by name."""
+    found = []
+    for path, node in _registered(_PACKAGE / "runtime", "register_backend"):
+        (decorator,) = [d for d in node.decorator_list if _decorator_name(d) == "register_backend"]
+        if not (isinstance(decorator, ast.Call) and decorator.args):
+            raise DeclarationError(f"{path}: {node.name} is registered without a name")
+        body = _class_constants(node, path)
+        flags = tuple(
+            (f["option"], f["flag"], f["help"], f.get("value"), f.get("metavar"))
+            for f in _calls(body.get("flags", ()), "BackendFlag", _FLAG_FIELDS, node, path)
+        )
+        found.append(DeclaredBackend(_literal(decorator.args[0], "backend", node, path), flags))
+    return tuple(sorted(found, key=lambda b: b.name))
+
+
+def backend_modules() -> tuple[str, ...]:
+    """The modules of ``tfcompress/runtime/`` that register a backend."""
+    return _modules_with(_PACKAGE / "runtime", "register_backend", "tfcompress.runtime")
+
+
+@functools.cache
 def declared_methods() -> tuple[str, ...]:
     """Every ``@register_method`` class's name, in the registry's order (``order``, name)."""
     rows = []
@@ -81,11 +121,17 @@ def declared_methods() -> tuple[str, ...]:
 
 def method_modules() -> tuple[str, ...]:
     """The modules of ``tfcompress/quantization/methods/`` that register a method."""
-    root = _PACKAGE / "quantization" / "methods"
+    return _modules_with(
+        _PACKAGE / "quantization" / "methods", "register_method", "tfcompress.quantization.methods"
+    )
+
+
+def _modules_with(root: Path, decorator: str, package: str) -> tuple[str, ...]:
+    """The modules of ``root`` (one folder) with a line that starts with ``@decorator``."""
     return tuple(
-        f"tfcompress.quantization.methods.{path.stem}"
+        f"{package}.{path.stem}"
         for path in sorted(root.glob("*.py"))
-        if _marker("register_method").search(path.read_text(encoding="utf-8"))
+        if _marker(decorator).search(path.read_text(encoding="utf-8"))
     )
 
 
@@ -162,7 +208,7 @@ def _class_constants(node: ast.ClassDef, path: Path) -> dict[str, Any]:
     return {
         k: (v if isinstance(v, ast.Tuple | ast.List) else _literal(v, k, node, path))
         for k, v in values.items()
-        if k in {"name", "order", "options", "budget_fields"}
+        if k in {"name", "order", "options", "budget_fields", "flags"}
     }
 
 

@@ -7,9 +7,10 @@ Importing those costs numpy and most of the library (a second on two cores); the
 cost nothing. ``tests/test_cli_help.py`` compares every one with its registry, order
 included, so a name added there and not here fails the tests, never the user.
 
-What the built-in targets and PTQ methods declare (``TARGETS``, ``TARGET_OPTIONS``,
-``TARGET_BUDGETS``, ``METHODS``) is not copied here: it is read from their source on first
-use (:mod:`tfcompress._declared`), so a new target or method is its own file and nothing else.
+What the built-in backends, targets and PTQ methods declare (``BACKENDS``,
+``BACKEND_FLAGS``, ``TARGETS``, ``TARGET_OPTIONS``, ``TARGET_BUDGETS``, ``METHODS``) is not
+copied here: it is read from their source on first use (:mod:`tfcompress._declared`), so a
+new backend, target or method is its own file and nothing else.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 # Read from the registered classes' source on first use (see __getattr__).
-_DECLARED = ("TARGETS", "TARGET_OPTIONS", "TARGET_BUDGETS", "METHODS")
+_DECLARED = ("BACKENDS", "BACKEND_FLAGS", "TARGETS", "TARGET_OPTIONS", "TARGET_BUDGETS", "METHODS")
 
 # tfcompress.bench.metrics.metric_names()
 METRICS = (
@@ -33,8 +34,6 @@ METRICS = (
     "max_abs",
     "agreement",
 )
-# tfcompress.runtime.list_backends()
-BACKENDS = ("cpu", "cpu-compiled", "edgetpu", "gpu", "keras", "onnxruntime")
 # tfcompress.targets.base.ENTRY_POINT_GROUP
 TARGET_ENTRY_POINT_GROUP = "tfcompress.targets"
 # tfcompress.quantization.recipes: list_recipes(include_float=True), list_io_types(),
@@ -60,15 +59,18 @@ EXPORT_RECIPES = ("float32", "float16", "dynamic", "int8")
 
 
 def __getattr__(name: str) -> Any:
-    """The lists read from the built-in targets' and methods' classes, on first use.
+    """The lists read from the built-in backends', targets' and methods' classes, on first use.
 
-    ``TARGETS`` sorted, ``TARGET_OPTIONS`` and ``TARGET_BUDGETS`` by target, ``METHODS`` in
-    the registry's order.
+    ``BACKENDS`` and ``TARGETS`` sorted, ``BACKEND_FLAGS``, ``TARGET_OPTIONS`` and
+    ``TARGET_BUDGETS`` by backend or target, ``METHODS`` in the registry's order.
     """
     from tfcompress import _declared
 
     targets = _declared.declared_targets()
+    backends = _declared.declared_backends()
     values = {
+        "BACKENDS": tuple(b.name for b in backends),
+        "BACKEND_FLAGS": tuple((b.name, *f) for b in backends for f in b.flags),
         "TARGETS": tuple(t.name for t in targets),
         "TARGET_OPTIONS": tuple((t.name, *o) for t in targets for o in t.options),
         "TARGET_BUDGETS": tuple((t.name, *b) for t in targets for b in t.budgets),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from tfcompress.cli._choices import BACKENDS
+from tfcompress.cli._choices import BACKEND_FLAGS, BACKENDS
 from tfcompress.cli.common import (
     add_feeding_flags,
     add_json_flag,
@@ -86,17 +86,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--output", metavar="NAME", help="the output the accuracy column scores (several outputs)"
     )
     parser.add_argument("--reference", help="artifact name ratios compare to (default: float32)")
-    parser.add_argument(
-        "--no-xnnpack", action="store_true", help="cpu backend: LiteRT built-in kernels only"
-    )
-    parser.add_argument("--edgetpu-lib", help="Edge TPU runtime library (libedgetpu.so.1)")
-    parser.add_argument("--edgetpu-device", help="Edge TPU device, e.g. usb:0 or pci:0")
-    parser.add_argument(
-        "--edgetpu-log",
-        metavar="PATH",
-        help="edgetpu_compiler's log of the compiled model, to count the ops the TPU runs "
-        "(default: MODEL.log beside the model, as the compiler writes it)",
-    )
+    add_backend_flags(parser)
     parser.add_argument(
         "--timeout",
         type=duration,
@@ -124,23 +114,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     # A flag that no row would honour is refused, never ignored.
     if args.force and not args.report:
         raise InvalidInputError("--force replaces report files; give it with --report DIR.")
-    options: dict[str, dict[str, Any]] = {}
-    if args.no_xnnpack:
-        options["cpu"] = {"use_xnnpack": False}
-    edgetpu = {
-        "library": args.edgetpu_lib,
-        "device": args.edgetpu_device,
-        "compiler_log": args.edgetpu_log,
-    }
-    if any(edgetpu.values()):
-        options["edgetpu"] = {k: v for k, v in edgetpu.items() if v}
-    flags = {"cpu": "--no-xnnpack", "edgetpu": "--edgetpu-lib/--edgetpu-device/--edgetpu-log"}
-    for backend in options:
-        if backend not in args.backend:
-            raise InvalidInputError(
-                f"{flags[backend]} applies to the {backend} backend, which --backend does not "
-                f"name ({','.join(args.backend)}); add {backend} to --backend or drop the flag."
-            )
+    options = backend_options(args)
     result = benchmark(
         args.artifacts,
         data=args.data,
@@ -178,3 +152,43 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             "see the status column."
         )
     return 0
+
+
+def add_backend_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per option a backend's runner declares (``--no-xnnpack``, ``--edgetpu-lib``)."""
+    for backend, option, flag, text, value, metavar in BACKEND_FLAGS:
+        dest, text = _dest(backend, option), f"{backend} backend: {text}"
+        if value is None:
+            parser.add_argument(flag, dest=dest, metavar=metavar or option.upper(), help=text)
+        else:
+            parser.add_argument(flag, dest=dest, action="store_const", const=value, help=text)
+
+
+def backend_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The backend flags given, as ``{backend: {option: value}}``.
+
+    Raises:
+        InvalidInputError: A flag of a backend that ``--backend`` does not name (refused,
+            never ignored).
+    """
+    from tfcompress.errors import InvalidInputError
+
+    options: dict[str, dict[str, Any]] = {}
+    given: dict[str, list[str]] = {}
+    for backend, option, flag, _, _, _ in BACKEND_FLAGS:
+        value = getattr(args, _dest(backend, option), None)
+        if value is not None:
+            options.setdefault(backend, {})[option] = value
+            given.setdefault(backend, []).append(flag)
+    for backend, flags in given.items():
+        if backend not in args.backend:
+            raise InvalidInputError(
+                f"{'/'.join(flags)} applies to the {backend} backend, which --backend does not "
+                f"name ({','.join(args.backend)}); add {backend} to --backend or drop the flag."
+            )
+    return options
+
+
+def _dest(backend: str, option: str) -> str:
+    """The namespace attribute of one backend's option (two backends may share a name)."""
+    return f"backend_option:{backend}:{option}"

@@ -2,25 +2,39 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from tfcompress._declared import backend_modules
 from tfcompress.errors import (
     InvalidInputError,
     SettingUnavailableError,  # re-exported: raised by runners
 )
 from tfcompress.models.loading import ModelLike, TFLiteModel, resolve_model
 from tfcompress.models.onnx import OnnxModel
+from tfcompress.runtime.base import (
+    BackendFlag,
+    Runner,
+    backend_class,
+    backend_flags,
+    list_backends,
+    register_backend,
+)
 
 # Importing a backend module registers it; none imports its runtime library before use.
-from tfcompress.runtime import compiled_model, edgetpu, keras, litert, onnxruntime  # noqa: F401
-from tfcompress.runtime.base import Runner, backend_class, list_backends, register_backend
+# Every module of this package with a @register_backend class is one (nothing lists them).
+for _module in backend_modules():
+    importlib.import_module(_module)
+from tfcompress.runtime import litert, onnxruntime  # noqa: E402  (default_backend names them)
 
 __all__ = [
+    "BackendFlag",
     "Runner",
     "SettingUnavailableError",
+    "backend_flags",
     "backend_option_names",
     "check_backend_options",
     "create_runner",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import TracebackType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -19,6 +20,33 @@ _REGISTRY: dict[str, type[Runner]] = {}
 
 Feed = dict[str, np.ndarray]  # one array per input name, batch dimension first
 Outputs = dict[str, np.ndarray]  # one array per output name
+
+
+@dataclass(frozen=True)
+class BackendFlag:
+    """A ``tfcompress benchmark`` flag that sets one option of one backend's runner.
+
+    Declared on the runner class (``flags = (BackendFlag(...),)``) as literals: the CLI reads
+    it from the source (:mod:`tfcompress._declared`) without importing the backend.
+
+    Attributes:
+        option: The runner's keyword (``use_xnnpack``).
+        flag: The CLI flag (``--no-xnnpack``).
+        help: One line for ``--help`` (the CLI prefixes the backend's name).
+        value: The option's value when the flag is given without one (``False`` for
+            ``--no-xnnpack``); None: the flag takes a value.
+        metavar: How ``--help`` shows the value.
+
+    Example:
+        >>> BackendFlag("device", "--edgetpu-device", "e.g. usb:0", metavar="DEVICE").flag
+        '--edgetpu-device'
+    """
+
+    option: str
+    flag: str
+    help: str
+    value: Any = None
+    metavar: str | None = None
 
 
 class Runner(abc.ABC):
@@ -44,6 +72,9 @@ class Runner(abc.ABC):
     """
 
     backend: ClassVar[str]
+    #: The ``tfcompress benchmark`` flags of its options, declared by this class itself (a
+    #: subclass registered as another backend declares its own; they are not inherited).
+    flags: ClassVar[tuple[BackendFlag, ...]] = ()
     #: The native runtime behind it, for messages ("LiteRT", "ONNX Runtime").
     runtime_name: ClassVar[str] = "its runtime"
     formats: ClassVar[tuple[type, ...]] = ()  # artifact types this backend runs
@@ -288,6 +319,11 @@ def backend_class(name: str) -> type[Runner]:
             f"unknown backend {name!r}; choose one of {', '.join(sorted(_REGISTRY))}."
         )
     return _REGISTRY[name]
+
+
+def backend_flags(name: str) -> tuple[BackendFlag, ...]:
+    """The flags backend ``name``'s class declares (its own, not a parent's)."""
+    return tuple(vars(backend_class(name)).get("flags", ()))
 
 
 def list_backends() -> list[str]:

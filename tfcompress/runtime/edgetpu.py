@@ -13,7 +13,7 @@ from typing import Any
 from tfcompress._compat.litert import interpreter_module
 from tfcompress.errors import BackendUnavailableError, InvalidInputError
 from tfcompress.models.loading import TFLiteModel
-from tfcompress.runtime.base import register_backend
+from tfcompress.runtime.base import BackendFlag, register_backend
 from tfcompress.runtime.litert import LiteRTRunner
 from tfcompress.targets.edgetpu.compiler_log import parse_compiler_log
 
@@ -88,6 +88,20 @@ class EdgeTPURunner(LiteRTRunner):
     """
 
     runtime_name = "LiteRT with the Edge TPU delegate"
+    flags = (
+        BackendFlag(
+            "library", "--edgetpu-lib", "Edge TPU runtime library (libedgetpu.so.1)", None, "PATH"
+        ),
+        BackendFlag("device", "--edgetpu-device", "Edge TPU device, e.g. usb:0 or pci:0"),
+        BackendFlag(
+            "compiler_log",
+            "--edgetpu-log",
+            "edgetpu_compiler's log of the compiled model, to count the ops the TPU runs "
+            "(default: MODEL.log beside the model, as the compiler writes it)",
+            None,
+            "PATH",
+        ),
+    )
 
     def __init__(
         self,

@@ -13,7 +13,7 @@ from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedMo
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.probe import probe_inputs, zeros_refused
 from tfcompress.models.signature import model_signature
-from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
+from tfcompress.runtime.base import BackendFlag, Feed, Outputs, Runner, register_backend
 
 
 @register_backend("cpu")
@@ -40,6 +40,7 @@ class LiteRTRunner(Runner):
     """
 
     runtime_name = "LiteRT"
+    flags = (BackendFlag("use_xnnpack", "--no-xnnpack", "LiteRT built-in kernels only", False),)
 
     formats = (TFLiteModel,)
     pads_last_batch = True  # one input shape for every call: no resize, no re-allocation
