@@ -55,6 +55,8 @@ SUBCOMMANDS: tuple[str, ...] = (
     "cluster",
     "export_onnx",
     "edgetpu",
+    "mcu",
+    "export_c",
     "zoo",
     "select",
 )

@@ -1,0 +1,158 @@
+"""What runs inside the child process: TFLM's interpreter, and LiteRT's reference kernels.
+
+Nothing here is called in the caller's process: :mod:`.probe` calls these functions through
+:func:`tfcompress._child.call`, so a segfault (a too-small arena) or a hang ends the child,
+never the caller. TFLM writes its messages and its allocation breakdown on the C standard
+error; each function sends that file descriptor to ``log`` (a file the caller named, which
+survives a crash) for its duration.
+
+The bisection keeps its bracket in ``progress`` before each probe, so the caller can go on
+from there when a probe crashes the child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+__all__ = ["load", "reference_outputs", "smallest_arena"]
+
+
+@contextlib.contextmanager
+def _stderr_to(log: str) -> Iterator[None]:
+    """Send file descriptor 2 (where TFLM's C code prints) to ``log``, appending."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+def _interpreter(content: bytes, arena_size: int) -> Any:
+    """TFLM's interpreter with its tensors allocated, or None when it could not allocate."""
+    from tfcompress._compat.tflm import tflm_runtime
+
+    runtime = tflm_runtime()
+    try:
+        return runtime.Interpreter.from_bytes(content, arena_size=int(arena_size))
+    except RuntimeError:  # 'TFLM failed to allocate tensors': why is in the log
+        return None
+
+
+def load(
+    content: bytes,
+    arena_size: int,
+    *,
+    log: str,
+    samples: Sequence[Any] | None = None,
+    outputs: int = 1,
+    allocations: bool = False,
+) -> dict[str, Any]:
+    """Allocate ``content`` in an arena of ``arena_size`` bytes; run samples; print the arena.
+
+    Args:
+        content: The ``.tflite`` bytes.
+        arena_size: Bytes of tensor arena.
+        log: File that receives TFLM's standard error.
+        samples: One array per input (in the subgraph's input order), each ``(N, ...)`` in
+            the input's own dtype; every sample is run through ``invoke``.
+        outputs: How many outputs the model has (all are read after each run).
+        allocations: Call ``print_allocations()`` after the runs (into ``log``).
+
+    Returns:
+        ``{"allocated": bool, "outputs": [array per output] or None}``.
+    """
+    with _stderr_to(log):
+        interpreter = _interpreter(content, arena_size)
+        if interpreter is None:
+            return {"allocated": False, "outputs": None}
+        results = None if samples is None else _run_tflm(interpreter, samples, outputs)
+        if allocations:
+            interpreter.print_allocations()
+    return {"allocated": True, "outputs": results}
+
+
+def _run_tflm(interpreter: Any, samples: Sequence[Any], count: int) -> list[Any]:
+    import numpy as np
+
+    shapes = [tuple(interpreter.get_input_details(i)["shape"]) for i in range(len(samples))]
+    rows: list[list[Any]] = []
+    for n in range(len(samples[0])):
+        for i, array in enumerate(samples):
+            interpreter.set_input(np.ascontiguousarray(array[n]).reshape(shapes[i]), i)
+        interpreter.invoke()
+        rows.append([np.array(interpreter.get_output(j)) for j in range(count)])
+    return [np.stack([row[j] for row in rows]) for j in range(count)] if rows else []
+
+
+def smallest_arena(
+    content: bytes, low: int, high: int, *, log: str, progress: str
+) -> dict[str, int]:
+    """Bisect the smallest arena that allocates, between ``low`` (fails) and ``high`` (allocates).
+
+    Before each probe the bracket and the size about to be tried are appended to
+    ``progress`` (``LOW HIGH TRYING``): when a probe crashes the child, the caller reads the
+    last line and goes on with ``TRYING`` counted as a failure.
+
+    Returns:
+        ``{"low": bytes that failed, "high": bytes that allocated, "probes": count}`` with
+        ``high - low == 1``.
+    """
+    probes = 0
+    with _stderr_to(log), open(progress, "a", buffering=1, encoding="ascii") as steps:
+        while high - low > 1:
+            middle = (low + high) // 2
+            steps.write(f"{low} {high} {middle}\n")
+            steps.flush()
+            probes += 1
+            if _interpreter(content, middle) is None:
+                low = middle
+            else:
+                high = middle
+    return {"low": low, "high": high, "probes": probes}
+
+
+def reference_outputs(content: bytes, samples: Sequence[Any], *, log: str) -> list[Any]:
+    """Run every sample through LiteRT with its reference kernels (``BUILTIN_REF``).
+
+    Args:
+        content: The ``.tflite`` bytes.
+        samples: As :func:`load` takes them.
+        log: File that receives LiteRT's standard error.
+
+    Returns:
+        One array per output (in the subgraph's output order), ``(N, ...)`` in its dtype.
+    """
+    with _stderr_to(log):
+        return _run_litert(content, samples)
+
+
+def _run_litert(content: bytes, samples: Sequence[Any]) -> list[Any]:
+    import numpy as np
+
+    from tfcompress._compat.litert import interpreter_module
+
+    module, _ = interpreter_module()
+    interpreter = module.Interpreter(
+        model_content=content,
+        experimental_op_resolver_type=module.OpResolverType.BUILTIN_REF,
+    )
+    interpreter.allocate_tensors()
+    inputs, outputs = interpreter.get_input_details(), interpreter.get_output_details()
+    rows: list[list[Any]] = []
+    for n in range(len(samples[0])):
+        for detail, array in zip(inputs, samples, strict=True):
+            value = np.ascontiguousarray(array[n]).reshape(detail["shape"])
+            interpreter.set_tensor(detail["index"], value)
+        interpreter.invoke()
+        rows.append([np.array(interpreter.get_tensor(d["index"])) for d in outputs])
+    return [np.stack([row[j] for row in rows]) for j in range(len(outputs))] if rows else []

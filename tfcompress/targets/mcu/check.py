@@ -1,0 +1,361 @@
+"""``check(model)``: will TFLite Micro run it, in how much RAM and flash, computing what?
+
+The steps, each TFLM call in a child process (:mod:`.probe`):
+
+1. the file is validated and read (ops, precision) without native code;
+2. TFLM loads it in a generous arena (ten times the model, at least 64 KiB, growing while
+   TFLM says the arena is short); an op it has no kernel for is named, replaced by a stand-in
+   and the lookups go on, so every missing op is found (:mod:`.ops`);
+3. the smallest arena that allocates is bisected (:mod:`.arena`);
+4. the samples run through TFLM at that arena (with TFLM's allocation breakdown) and
+   through LiteRT's reference kernels, and the outputs are compared (:mod:`.exactness`).
+
+A crash or a hang at any step is a finding with its signal; the report is always returned.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from tfcompress.targets.mcu.arena import (
+    ALIGNMENT,
+    MAX_ARENA,
+    Arena,
+    parse_allocations,
+    recommended,
+    smallest_arena,
+)
+from tfcompress.targets.mcu.exactness import DEFAULT_SAMPLES, Exactness, compare, sample_inputs
+from tfcompress.targets.mcu.export_c import flash_bytes
+from tfcompress.targets.mcu.findings import Finding
+from tfcompress.targets.mcu.ops import (
+    OpRef,
+    arena_too_small,
+    first_with,
+    missing_finding,
+    missing_op,
+    op_refs,
+    op_refusal,
+    precision_findings,
+    replace_opcodes,
+    tflm_words,
+)
+from tfcompress.targets.mcu.probe import Failure, Outcome, in_child
+from tfcompress.targets.mcu.report import McuReport
+
+__all__ = ["check"]
+
+_MIN_FIRST_ARENA = 64 * 1024
+# Custom ops every TFLM build registers: a CUSTOM lookup failure is never theirs.
+_TFLM_CUSTOM = {"CUSTOM:TFLite_Detection_PostProcess"}
+
+
+def check(
+    model: Any,
+    *,
+    sample_data: Any = None,
+    max_samples: int = DEFAULT_SAMPLES,
+    max_arena: int | None = None,
+    max_flash: int | None = None,
+    timeout_s: float | None = None,
+) -> McuReport:
+    """Check a ``.tflite`` for TensorFlow Lite for Microcontrollers, on this host.
+
+    Args:
+        model: A ``.tflite`` path, its bytes or a :class:`~tfcompress.models.TFLiteModel`.
+        sample_data: Float samples for the bit-exactness comparison (anything
+            :func:`tfcompress.data.load_data` reads: an array, a ``.npz``...); None: 8
+            seeded random inputs over each input's whole range.
+        max_samples: At most this many samples are compared.
+        max_arena: A budget for the arena, in bytes (checked against the recommended arena,
+            margin included).
+        max_flash: A budget for the flash, in bytes (model + C array overhead).
+        timeout_s: Seconds each TFLM call may take (default 120).
+
+    Returns:
+        The report: ops TFLM cannot run (by name and index, with what to do), the smallest
+        arena (a host estimate, with TFLM's breakdown and a recommended size with a 10%
+        margin), flash, TFLM against LiteRT's reference kernels, and the budgets.
+
+    Raises:
+        MissingDependencyError: ``tflite-micro`` is not installed (the message says what to
+            run: ``pip install 'tfcompress[mcu]'``).
+        ModelLoadError: A missing, corrupt or truncated ``.tflite``.
+        UnsupportedModelError: Another model format.
+        InvalidDataError: Sample data that does not fit the model's inputs.
+
+    Example:
+        >>> import tfcompress.mcu
+        >>> report = tfcompress.mcu.check("mnist_int8.tflite", sample_data="digits.npz")
+        ... # doctest: +SKIP
+        >>> report.compatible, report.arena.smallest, report.exactness.bit_exact  # doctest: +SKIP
+        (True, 31736, True)
+    """
+    from tfcompress._compat.tflm import require, tflm_version
+    from tfcompress.models.loading import TFLiteModel
+    from tfcompress.models.signature import tflite_io_tensors
+    from tfcompress.models.tflite_file import read_tflite
+    from tfcompress.targets.mcu.loading import read_checked
+
+    start = time.perf_counter()
+    require()
+    content, source = read_checked(model)
+    name = Path(source).name if source != "<bytes>" else "the model"
+    parsed = read_tflite(content, source=source)
+    refs = op_refs(parsed)
+    precision, findings = precision_findings(parsed, refs)
+    samples, described = sample_inputs(content, source, sample_data, max_samples=max_samples)
+    _, outputs = tflite_io_tensors(TFLiteModel(content, label=name, verified=True))
+
+    allocated_at, first, lookup_findings = _load(content, refs, name, timeout_s)
+    findings += lookup_findings
+    arena: Arena | None = None
+    exactness: Exactness | None = None
+    if allocated_at is not None:
+        arena, run, arena_findings = _measure(content, allocated_at, first, samples, outputs,
+                                              name, timeout_s)  # fmt: skip
+        findings += arena_findings
+        if run is not None:
+            exactness, compare_findings = _compare(content, samples, described, outputs, run,
+                                                   name, timeout_s)  # fmt: skip
+            findings += compare_findings
+    report = McuReport(
+        source=source,
+        model_bytes=len(content),
+        flash_bytes=flash_bytes(len(content)),
+        precision=precision,
+        ops=tuple(r.name for r in refs if r.subgraph == 0),
+        findings=tuple(sorted(findings, key=_order)),
+        arena=arena,
+        exactness=exactness,
+        tflm_version=tflm_version(),
+        seconds=time.perf_counter() - start,
+    )
+    if max_arena is not None or max_flash is not None:
+        report = report.with_budgets(max_arena=max_arena, max_flash=max_flash)
+    return report
+
+
+def _order(finding: Finding) -> tuple[int, int, int]:
+    return (
+        0 if finding.blocking else 1,
+        finding.subgraph,
+        -1 if finding.index is None else finding.index,
+    )
+
+
+def _failure_finding(failure: Failure) -> Finding:
+    if failure.kind == "timeout":
+        return Finding(
+            "hang",
+            failure.message,
+            "find the op that loops (a WHILE whose condition never ends), or allow more time "
+            "(--timeout) if the model is merely large",
+        )
+    return Finding(
+        "crash",
+        failure.message,
+        "on a board this is a hard fault: report the model and this line to tflite-micro, "
+        "and bisect the model (fewer layers) to find the op at fault",
+        signal=failure.signal,
+    )
+
+
+def _load(
+    content: bytes, refs: list[OpRef], name: str, timeout: float | None
+) -> tuple[int | None, Outcome | None, list[Finding]]:
+    """Load in a generous arena; name every op TFLM lacks (one load per missing op).
+
+    Returns:
+        ``(arena that allocated or None, that load's outcome, findings)``.
+    """
+    size = max(_MIN_FIRST_ARENA, 10 * len(content))
+    size = (size + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    variant, missing = content, []
+    replaced: set[int] = set()
+    findings: list[Finding] = []
+    while True:
+        original = variant is content
+        outcome = in_child(
+            "load",
+            variant,
+            size,
+            what=f"loading {name} in TFLM" if original else f"looking up {name}'s ops in TFLM",
+            timeout=timeout,
+            allocations=original,
+        )
+        lacking = missing_op(outcome.log)
+        if lacking is not None:
+            ref = first_with((r for r in refs if r.name not in _TFLM_CUSTOM), lacking, replaced)
+            if ref is None:  # nothing left to blame: TFLM's word stands
+                findings.append(
+                    Finding("no_kernel", f"TFLM has no kernel for {lacking}", _GENERAL, lacking)
+                )
+                break
+            replaced.add(ref.opcode_index)
+            missing.append(ref)
+            variant = replace_opcodes(content, replaced)
+            continue
+        if not original:  # every lookup went through; the stand-ins' fate does not matter
+            break
+        if outcome.failure is not None:
+            findings.append(_failure_finding(outcome.failure))
+            break
+        if outcome.value["allocated"]:
+            return size, outcome, findings
+        if arena_too_small(outcome.log) and size < MAX_ARENA:
+            size *= 4
+            continue
+        findings.append(_refusal_finding(outcome.log, size, refs))
+        break
+    by_name: dict[str, list[OpRef]] = {}
+    for ref in missing:
+        by_name.setdefault(ref.name, []).extend(r for r in refs if r.name == ref.name)
+    findings += [missing_finding(n, sorted(set(rs), key=_where)) for n, rs in by_name.items()]
+    return None, None, findings
+
+
+_GENERAL = "replace it with ops TFLM runs, or register a kernel for it in the firmware"
+
+
+def _where(ref: OpRef) -> tuple[int, int]:
+    return ref.subgraph, ref.index
+
+
+def _refusal_finding(log: str, size: int, refs: list[OpRef]) -> Finding:
+    words = tflm_words(log)
+    if arena_too_small(log):
+        return Finding(
+            "no_arena",
+            f"no arena up to {size:,} B allocated (TFLM: {words})",
+            "the model needs more RAM than any microcontroller has: make it smaller",
+        )
+    refused = op_refusal(log)
+    if refused is not None:
+        op, index, stage = refused
+        return Finding(
+            "refused",
+            f"TFLM has a kernel for {op} (op {index}) but failed to {stage} it: {words}",
+            "TFLM's kernel does not support this op's types or options: change the layer "
+            "(another activation, padding or type), or quantize with --target mcu",
+            op=op,
+            index=index,
+        )
+    return Finding(
+        "refused",
+        f"TFLM refused the model: {words or 'no reason given'}",
+        "TFLM plans every tensor ahead: dynamic shapes and ops that size their output from "
+        "the data cannot run; export with static shapes",
+    )
+
+
+def _measure(
+    content: bytes,
+    allocated_at: int,
+    first: Outcome | None,
+    samples: list[Any],
+    outputs: Any,
+    name: str,
+    timeout: float | None,
+) -> tuple[Arena, Outcome | None, list[Finding]]:
+    """Bisect the arena, then run the samples at it (with TFLM's breakdown)."""
+    findings: list[Finding] = []
+    bisection = smallest_arena(content, allocated_at, name=name, timeout=timeout)
+    for size, signal in bisection.crashes:
+        findings.append(
+            Finding(
+                "arena_crash",
+                f"an arena of {size:,} B crashed TFLM (signal {signal}) instead of failing "
+                "cleanly; counted as too small",
+                "on a board, too small an arena may fault rather than return an error: "
+                "declare at least the recommended size",
+                signal=signal,
+            )
+        )
+    if bisection.failure is not None:
+        findings.append(_failure_finding(bisection.failure))
+    smallest = bisection.high
+    recorded = parse_allocations(first.log) if first is not None else None
+    run = in_child(
+        "load",
+        content,
+        smallest,
+        what=f"running {name} in TFLM",
+        timeout=timeout,
+        samples=samples,
+        outputs=len(outputs),
+        allocations=True,
+    )
+    if run.failure is not None:
+        findings.append(_failure_finding(run.failure))
+        ran = None
+    elif not run.value["allocated"]:
+        findings.append(
+            Finding(
+                "arena_unstable",
+                f"the smallest arena found ({smallest:,} B) did not allocate again in a new "
+                "process: the host's allocator aligned it differently",
+                "declare the recommended size, which leaves room for that",
+            )
+        )
+        ran = None
+    else:
+        recorded = recorded or parse_allocations(run.log)
+        ran = run
+    arena = Arena(
+        smallest=smallest,
+        failed=bisection.low if bisection.converged else None,
+        recommended=recommended(smallest),
+        recorded=recorded,
+        probes=bisection.probes + 1,
+        crashes=bisection.crashes,
+    )
+    return arena, ran, findings
+
+
+def _compare(
+    content: bytes,
+    samples: list[Any],
+    described: str,
+    outputs: Any,
+    run: Outcome,
+    name: str,
+    timeout: float | None,
+) -> tuple[Exactness | None, list[Finding]]:
+    reference = in_child(
+        "reference_outputs",
+        content,
+        samples,
+        what=f"running {name} on LiteRT's reference kernels",
+        timeout=timeout,
+    )
+    if reference.failure is not None:
+        return None, [
+            Finding(
+                "reference_failed",
+                f"LiteRT's reference kernels did not run {name}: {reference.failure.message}",
+                "the comparison needs LiteRT to run the model; check it with `tfcompress inspect`",
+                signal=reference.failure.signal,
+            )
+        ]
+    exactness = compare(
+        [spec.name for spec, _ in outputs],
+        [tensor.dtype for _, tensor in outputs],
+        run.value["outputs"],
+        reference.value,
+        len(samples[0]) if samples else 0,
+        described,
+    )
+    findings = []
+    if not exactness.within_one_unit:
+        findings.append(
+            Finding(
+                "mismatch",
+                str(exactness),
+                "TFLM and LiteRT disagree by more than a rounding step: check the ops with "
+                "`tfcompress inspect`, and run the model on the board before trusting it",
+            )
+        )
+    return exactness, findings

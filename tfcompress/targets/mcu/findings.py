@@ -1,0 +1,78 @@
+"""One finding of the microcontroller check: what is wrong, where, and what to do.
+
+Rules (``Finding.rule``), each a fact the report states:
+
+* ``no_kernel``: TFLM has no kernel for an op (named, with every index that uses it);
+* ``refused``: TFLM has the kernel but would not prepare or run the op (its own words);
+* ``float_model`` / ``float_ops`` / ``int16``: the model does not compute in int8 throughout;
+* ``crash`` / ``hang``: TFLM crashed (with its signal) or hung in its child process;
+* ``no_arena``: no arena up to the largest tried allocated;
+* ``arena_crash``: a too-small arena crashed TFLM instead of failing (the bisection counted
+  it as too small and went on);
+* ``arena_unstable``: the smallest arena did not allocate again in another process;
+* ``reference_failed``: LiteRT's reference kernels could not run the model (no comparison);
+* ``mismatch``: TFLM's outputs differ from LiteRT's reference kernels by more than 1
+  quantized unit on some sample;
+* ``over_budget``: the arena or the flash is over the budget given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["BLOCKING", "Finding"]
+
+#: Rules that mean TFLM cannot run the model as it is.
+BLOCKING = frozenset({"no_kernel", "refused", "crash", "hang", "no_arena"})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What the check found, with what to do about it.
+
+    Attributes:
+        rule: Its kind (see the module's list).
+        message: What was found, with the numbers.
+        fix: What to do about it.
+        op: The op's name (``TOPK_V2``), when it is about one.
+        index: The first op's index in its subgraph.
+        subgraph: Its subgraph.
+        indices: Every op index it is about (an op used several times).
+        signal: The signal of a crash (11 for SIGSEGV).
+
+    Example:
+        >>> Finding("no_kernel", "TFLM has no kernel for SIGN (op 3)", "...", "SIGN", 3).blocking
+        True
+    """
+
+    rule: str
+    message: str
+    fix: str
+    op: str | None = None
+    index: int | None = None
+    subgraph: int = 0
+    indices: tuple[int, ...] = ()
+    signal: int | None = None
+
+    @property
+    def blocking(self) -> bool:
+        """Whether it keeps TFLM from running the model."""
+        return self.rule in BLOCKING
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "rule": self.rule,
+            "blocking": self.blocking,
+            "op": self.op,
+            "index": self.index,
+            "subgraph": self.subgraph,
+            "indices": list(self.indices or (() if self.index is None else (self.index,))),
+            "signal": self.signal,
+            "message": self.message,
+            "fix": self.fix,
+        }
+
+    def __str__(self) -> str:
+        return f"{self.message}: {self.fix}"

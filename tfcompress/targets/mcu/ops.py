@@ -1,0 +1,291 @@
+"""Which ops TFLM runs: its own op resolver answers, one missing op at a time.
+
+TFLM looks every operator's kernel up before it prepares any, in operator order, and stops
+at the first it lacks, printing ``Didn't find op for builtin opcode 'SIGN'`` (a custom op:
+``Failed to get registration from op code CUSTOM``). To name every op it cannot run, not
+only the first, :func:`replace_opcodes` turns the missing op's code into one TFLM has (ABS)
+and the model is loaded again, until TFLM finds a kernel for every op: one load per missing
+op, plus one. The rewritten model is never run, only looked up; its prepare may fail or
+crash, which is a fact about the stand-in, not the model, once the lookups are through.
+
+Also read here, from the file alone: which ops compute in float or with int16 activations
+(a microcontroller deployment wants full int8: CMSIS-NN and ESP-NN accelerate int8 only).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tfcompress.targets.mcu.findings import Finding
+
+__all__ = [
+    "OpRef",
+    "arena_too_small",
+    "missing_op",
+    "op_refusal",
+    "precision_findings",
+    "replace_opcodes",
+]
+
+_MISSING = (
+    re.compile(r"Didn't find op for builtin opcode '([A-Z0-9_]+)'"),
+    re.compile(r"Failed to get registration from op code ([A-Z0-9_]+)"),
+)
+_REFUSED = re.compile(r"Node (\S+) \(number (\d+)\) failed to (prepare|invoke)")
+# TFLM's words when the arena is too small (any of its allocators).
+_SHORT = (
+    "Failed to resize buffer",
+    "Failed to allocate tail memory",
+    "Failed to allocate temp memory",
+    "Failed to allocate memory",
+    "bytes required",
+)
+#: The stand-in for a missing op while the next one is looked for (every TFLM build has it).
+_STAND_IN = "ABS"
+_QUANTIZED = {"int8", "uint8", "int16"}
+
+# What to do about ops TFLM has no kernel for, where there is something better to say than
+# the general advice (keys: TFLite builtin names).
+_ADVICE = {
+    "TOPK_V2": "take the top k in firmware from the model's scores (for k=1, ARG_MAX runs)",
+    "NON_MAX_SUPPRESSION_V4": "use the TFLite_Detection_PostProcess custom op, which TFLM "
+    "ships, or suppress boxes in firmware",
+    "NON_MAX_SUPPRESSION_V5": "use the TFLite_Detection_PostProcess custom op, which TFLM "
+    "ships, or suppress boxes in firmware",
+    "WHERE": "its output size depends on the data, and TFLM plans every tensor ahead: "
+    "compute it in firmware",
+    "UNIQUE": "its output size depends on the data, and TFLM plans every tensor ahead: "
+    "compute it in firmware",
+    "RANGE": "its output size depends on the data: make the range a constant",
+    "SIGN": "replace x -> sign(x) by a comparison the model already has (GREATER/LESS with "
+    "SELECT_V2), or apply it in firmware",
+    "ATAN2": "compute it in firmware on the model's outputs",
+    "RANDOM_UNIFORM": "random ops belong to training: export the inference graph",
+    "RANDOM_STANDARD_NORMAL": "random ops belong to training: export the inference graph",
+    "MULTINOMIAL": "sample in firmware from the model's probabilities",
+}
+_GENERAL_FIX = (
+    "replace the layer that makes it with ops TFLM runs, move it out of the model into "
+    "firmware, or register your own kernel in the firmware's op resolver"
+)
+
+
+@dataclass(frozen=True)
+class OpRef:
+    """One operator of the model: where it is and what it is.
+
+    Attributes:
+        subgraph: Its subgraph (0 is the main one).
+        index: Its index in that subgraph (what TFLM and Netron call it).
+        opcode_index: Its entry in the operator-code table.
+        name: Its builtin name (``CONV_2D``), ``CUSTOM:<code>`` for a custom op.
+    """
+
+    subgraph: int
+    index: int
+    opcode_index: int
+    name: str
+
+    @property
+    def tflm_name(self) -> str:
+        """How TFLM names it in its messages (``CUSTOM`` for every custom op)."""
+        return "CUSTOM" if self.name.startswith("CUSTOM:") else self.name
+
+
+def op_refs(parsed: Any) -> list[OpRef]:
+    """Every operator of a parsed ``.tflite``, in the order TFLM looks their kernels up."""
+    return [
+        OpRef(graph.index, op.index, op.opcode_index, op.opcode)
+        for graph in parsed.subgraphs
+        for op in graph.operators
+    ]
+
+
+def missing_op(log: str) -> str | None:
+    """The op TFLM found no kernel for (its name as TFLM prints it), from its log.
+
+    Example:
+        >>> missing_op("Didn't find op for builtin opcode 'TOPK_V2'")
+        'TOPK_V2'
+        >>> missing_op("Failed to get registration from op code CUSTOM")
+        'CUSTOM'
+    """
+    for pattern in _MISSING:
+        found = pattern.search(log)
+        if found:
+            return found.group(1)
+    return None
+
+
+def op_refusal(log: str) -> tuple[str, int, str] | None:
+    """``(op, index, stage)`` of the op TFLM could not prepare or invoke, from its log.
+
+    Example:
+        >>> op_refusal("Node CONV_2D (number 3) failed to prepare with status 1")
+        ('CONV_2D', 3, 'prepare')
+    """
+    found = _REFUSED.search(log)
+    return None if found is None else (found.group(1), int(found.group(2)), found.group(3))
+
+
+def arena_too_small(log: str) -> bool:
+    """Whether TFLM's log says the arena ran out (rather than refusing an op).
+
+    Example:
+        >>> arena_too_small("Failed to resize buffer. Requested: 27040, available 22560")
+        True
+    """
+    return any(words in log for words in _SHORT)
+
+
+def tflm_words(log: str, limit: int = 3) -> str:
+    """TFLM's first few distinct message lines, joined: what it said, for a finding."""
+    seen: list[str] = []
+    for line in log.splitlines():
+        text = line.strip()
+        if text and not text.startswith("[RecordingMicroAllocator]") and text not in seen:
+            seen.append(text)
+        if len(seen) >= limit:
+            break
+    return "; ".join(seen)
+
+
+def first_with(refs: Iterable[OpRef], tflm_name: str, done: set[int]) -> OpRef | None:
+    """The first op TFLM would reach named ``tflm_name`` whose code is not replaced yet."""
+    return next((r for r in refs if r.tflm_name == tflm_name and r.opcode_index not in done), None)
+
+
+def missing_finding(name: str, refs: list[OpRef]) -> Finding:
+    """The finding for an op name TFLM has no kernel for, naming every op that uses it."""
+    where = ", ".join(f"{r.index}" if r.subgraph == 0 else f"{r.subgraph}:{r.index}" for r in refs)
+    first = refs[0]
+    if name.startswith("CUSTOM:"):
+        code = name.split(":", 1)[1]
+        fix = (
+            f"register a kernel for the custom op {code!r} in the firmware "
+            "(MicroMutableOpResolver::AddCustom), or rebuild the model without it"
+        )
+        if code.startswith("Flex"):
+            fix = (
+                "TensorFlow ops (Flex) never run on TFLM: convert with builtin ops only "
+                "(no SELECT_TF_OPS) and replace the layer that needs them"
+            )
+    else:
+        fix = _ADVICE.get(name, _GENERAL_FIX)
+    return Finding(
+        rule="no_kernel",
+        message=f"TFLM has no kernel for {name} (op{'s' if len(refs) > 1 else ''} {where})",
+        fix=fix,
+        op=name,
+        index=first.index,
+        subgraph=first.subgraph,
+        indices=tuple(r.index for r in refs),
+    )
+
+
+def replace_opcodes(content: bytes, opcode_indices: Iterable[int]) -> bytes:
+    """``content`` with the given operator codes turned into a code TFLM has (``ABS``).
+
+    Only what the lookup reads changes: the codes, and the options of the ops that use them
+    (a builtin op with custom options is refused before the next lookup). Pure Python,
+    through the schema ``tflite-micro`` ships; the result is only ever looked up by TFLM.
+
+    Raises:
+        MissingDependencyError: ``tflite-micro`` is not installed.
+    """
+    import flatbuffers
+
+    from tfcompress._compat.tflm import tflm_schema
+
+    schema = tflm_schema()
+    chosen = set(opcode_indices)
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAs(bytearray(content), 0))
+    stand_in = getattr(schema.BuiltinOperator, _STAND_IN)
+    for index in chosen:
+        code = model.operatorCodes[index]
+        code.builtinCode = stand_in
+        code.deprecatedBuiltinCode = min(stand_in, 127)
+        code.customCode = None
+    for graph in model.subgraphs or ():
+        for op in graph.operators or ():
+            if op.opcodeIndex in chosen:
+                op.builtinOptionsType = 0
+                op.builtinOptions = None
+                op.customOptions = None
+    builder = flatbuffers.Builder(len(content) + 4096)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def precision_findings(parsed: Any, refs: list[OpRef]) -> tuple[str, list[Finding]]:
+    """The model's precision (``int8``, ``float32``, ``mixed``, ``int16x8``) and what to do.
+
+    An op computes in float when a tensor it reads or writes (not a constant) is float;
+    QUANTIZE/DEQUANTIZE at a float model edge count too: on the board, the float input is
+    the firmware's to make, and every float op runs on reference kernels.
+    """
+    float_ops: list[OpRef] = []
+    int16_ops: list[OpRef] = []
+    integer_ops = 0
+    for graph in parsed.subgraphs:
+        for op in graph.operators:
+            kinds = {
+                graph.tensors[i].dtype
+                for i in (*op.inputs, *op.outputs)
+                if 0 <= i < len(graph.tensors) and not parsed.is_constant(graph.tensors[i])
+            }
+            ref = OpRef(graph.index, op.index, op.opcode_index, op.opcode)
+            if kinds & {"float32", "float16", "float64"}:
+                float_ops.append(ref)
+            elif "int16" in kinds and op.opcode not in {"CAST"}:
+                int16_ops.append(ref)
+            elif kinds & {"int8", "uint8"}:
+                integer_ops += 1
+    findings: list[Finding] = []
+    if float_ops and not integer_ops and not int16_ops:
+        precision = "float32"
+        findings.append(
+            Finding(
+                rule="float_model",
+                message=f"a float model: all {len(float_ops)} ops compute in float",
+                fix="microcontroller deployment needs full int8: quantize with "
+                "`tfcompress quantize MODEL --target mcu --data CALIB.npz` (int8 input and "
+                "output, no float fallback)",
+            )
+        )
+    elif float_ops:
+        precision = "mixed"
+        names = ", ".join(f"{r.name} ({r.index})" for r in float_ops[:6])
+        more = f" and {len(float_ops) - 6} more" if len(float_ops) > 6 else ""
+        findings.append(
+            Finding(
+                rule="float_ops",
+                message=f"{len(float_ops)} op(s) compute in float: {names}{more}",
+                fix="requantize with `--target mcu` (full int8 with int8 input and output): "
+                "float ops run on TFLM's slow reference kernels, and a float input or "
+                "output is the firmware's to convert",
+                op=float_ops[0].name,
+                index=float_ops[0].index,
+                subgraph=float_ops[0].subgraph,
+                indices=tuple(r.index for r in float_ops),
+            )
+        )
+    elif int16_ops:
+        precision = "int16x8"
+        findings.append(
+            Finding(
+                rule="int16",
+                message=f"{len(int16_ops)} op(s) use int16 activations (int16x8)",
+                fix="int16x8 runs where TFLM and your board's kernels have int16 variants; "
+                "the int8 recipe is the common path",
+                op=int16_ops[0].name,
+                index=int16_ops[0].index,
+                subgraph=int16_ops[0].subgraph,
+            )
+        )
+    else:
+        precision = "int8"
+    return precision, findings

@@ -1,0 +1,95 @@
+"""``--target mcu``: full int8 with int8 input and output, judged by TFLite Micro itself.
+
+``quantize(..., target="mcu")`` makes the ``int8`` recipe integer-only (no float fallback)
+with int8 inputs and outputs, then runs :func:`tfcompress.targets.mcu.check` on the result:
+the result carries TFLM's verdict (ops, the arena, flash, TFLM against LiteRT), filed under
+``"mcu"`` in its JSON. ``compress(..., target="mcu")`` keeps the int8 rungs, admits only
+artifacts TFLM runs whole in full int8, and ranks the passing ones by arena, then flash.
+
+Example:
+    >>> result = tfcompress.quantize(model, representative_data=x, target="mcu")
+    ... # doctest: +SKIP
+    >>> result.target_verdict.arena.recommended, result.target_verdict.flash_bytes
+    ... # doctest: +SKIP
+    (34912, 236227)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tfcompress.targets.base import RecipeRules, Target, register_target
+
+__all__ = ["McuTarget", "mcu_rank", "mcu_refusal"]
+
+# rank: arena first, flash second, in one integer (flash < 2**40 bytes on any device).
+_FLASH_SPAN = 1 << 40
+_UNKNOWN = 1 << 80
+
+
+def mcu_refusal(summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
+    """Why an artifact does not qualify for a microcontroller, or None when it does.
+
+    Example:
+        >>> mcu_refusal({"compatible": False, "unsupported_ops": ["SIGN"]}, ())
+        'TFLite Micro cannot run it (no kernel for SIGN)'
+        >>> mcu_refusal({"compatible": True, "full_int8": True}, ("dense",))
+        'keeps 1 node(s) float: a microcontroller needs full int8'
+    """
+    if float_nodes:
+        return f"keeps {len(float_nodes)} node(s) float: a microcontroller needs full int8"
+    if not summary.get("compatible"):
+        ops = summary.get("unsupported_ops") or []
+        why = f" (no kernel for {', '.join(ops)})" if ops else ""
+        return f"TFLite Micro cannot run it{why}"
+    if summary.get("full_int8") is False:
+        return "it computes in float in places: a microcontroller needs full int8"
+    return None
+
+
+def mcu_rank(attempt: Any) -> int:
+    """Smaller is better: the recommended arena first, then the flash.
+
+    Example:
+        >>> class A:
+        ...     target_verdict = {"arena_recommended_bytes": 2048, "flash_bytes": 9000}
+        >>> mcu_rank(A()) == 2048 * 2**40 + 9000
+        True
+    """
+    summary = getattr(attempt, "target_verdict", None) or {}
+    arena, flash = summary.get("arena_recommended_bytes"), summary.get("flash_bytes")
+    if arena is None or flash is None:
+        return _UNKNOWN
+    return int(arena) * _FLASH_SPAN + int(flash)
+
+
+@register_target
+class McuTarget(Target):
+    """Microcontrollers through TensorFlow Lite for Microcontrollers: full int8, int8 I/O."""
+
+    name = "mcu"
+    summary = "microcontrollers (TFLite Micro): full int8, int8 I/O; TFLM's check, arena, flash"
+    display_name = "TFLite Micro"
+    rules = RecipeRules(
+        recipes=("int8",),
+        integer_only=True,
+        io_types=("int8",),
+        default_io_type="int8",
+    )
+    latency_backend = "cpu"
+    gate_backend = "cpu"  # TFLM computes what LiteRT's int8 kernels compute (the check says)
+
+    def check(self, content: bytes, **options: Any) -> Any:
+        """TFLM's verdict on the artifact (random inputs for the comparison)."""
+        from tfcompress.targets.mcu.check import check
+
+        return check(content, **options)
+
+    def refusal(self, summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
+        """Only artifacts TFLM runs whole, in full int8, qualify (see :func:`mcu_refusal`)."""
+        return mcu_refusal(summary, float_nodes)
+
+    def rank(self, attempt: Any) -> int:
+        """Smallest arena first, then flash (see :func:`mcu_rank`)."""
+        return mcu_rank(attempt)
