@@ -80,11 +80,24 @@ class McuTarget(Target):
     latency_backend = "cpu"
     gate_backend = "cpu"  # TFLM computes what LiteRT's int8 kernels compute (the check says)
 
+    def check_setup(self, **options: Any) -> None:
+        """Refuse the target before any conversion when ``tflite-micro`` is missing.
+
+        Raises:
+            MissingDependencyError: ``tflite-micro`` is not installed (the message says
+                ``pip install 'tfcompress[mcu]'``).
+        """
+        from tfcompress._compat.tflm import require
+
+        require()
+        super().check_setup(**options)
+
     def check(self, content: bytes, **options: Any) -> Any:
         """TFLM's verdict on the artifact (random inputs for the comparison)."""
+        from tfcompress.models.loading import TFLiteModel
         from tfcompress.targets.mcu.check import check
 
-        return check(content, **options)
+        return check(TFLiteModel(content, label="the artifact", verified=True), **options)
 
     def refusal(self, summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
         """Only artifacts TFLM runs whole, in full int8, qualify (see :func:`mcu_refusal`)."""
