@@ -81,7 +81,7 @@ def run_once(workers: int, plan: dict[str, Any], budgets: Budgets) -> Run:
         ready = time.perf_counter()
         result = tfcompress.select_model(
             train_data=(split.train.x[: plan["train"]], split.train.y[: plan["train"]]),
-            val_data=(split.test.x[: plan["val"]], split.test.y[: plan["val"]]),
+            eval_data=(split.test.x[: plan["val"]], split.test.y[: plan["val"]]),
             budgets=budgets,
             families=plan["families"],
             width_multipliers=plan["widths"],
@@ -144,7 +144,7 @@ def section(plan: dict[str, Any], runs: dict[int, Run]) -> str:
             f"With 2 workers the selection was {verdict} ({faster:.2f}x the speed of 1 worker) "
             "on this machine. Latency below comes from the 1-worker run (no other candidate "
             f"running beside it), measured on {', '.join(hosts)}: int8 .tflite, batch 1, "
-            f"{one.budgets.latency_backend}, {one.budgets.threads} thread(s), median.",
+            f"{one.budgets.target}, {one.budgets.threads} thread(s), median.",
             "",
             format_table(header, rows, markdown=True),
             "",

@@ -26,7 +26,7 @@ split = tfcompress.samples.mnist()  # 5,000 real MNIST digits shipped with mlxte
 
 result = tfcompress.select_model(
     train_data=(split.train.x[:samples], split.train.y[:samples]),
-    val_data=(split.test.x[:300], split.test.y[:300]),
+    eval_data=(split.test.x[:300], split.test.y[:300]),
     budgets=tfcompress.Budgets(max_size_bytes=700_000, max_latency_ms=20.0),
     families=("mobilenet_v2",),
     width_multipliers=(0.35, 0.5),

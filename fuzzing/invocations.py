@@ -202,7 +202,7 @@ def _hostile_report(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Inv
 
 def _select_argv(seeds: Seeds, *extra: str) -> tuple[str, ...]:
     data = str(seeds.select_train)
-    base = ["select", "--train", data, "--val", data, "--max-size", "10MB"]
+    base = ["select", "--train", data, "--eval", data, "--max-size", "10MB"]
     tiny = ["--families", "mobilenet_v2", "--widths", "0.35", "--resolutions", "32"]
     fast = ["--epochs", "1", "--runs", "1", "--min-seconds", "0"]
     return (*base, *tiny, *fast, *extra)

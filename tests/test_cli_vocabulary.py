@@ -51,7 +51,7 @@ def _registries() -> list[tuple[str, str, list[str]]]:
         ("quantize", "--target", list_targets()),
         ("compress", "--target", list_targets()),
         ("compress", "--objective", list(COMPRESS_OBJECTIVES)),
-        ("select", "--backend", list_targets()),
+        ("select", "--target", list_targets()),
         ("select", "--objective", list(SELECT_OBJECTIVES)),
         ("gate", "--interval", ["auto", *INTERVAL_METHODS]),
         ("gate", "--backend", list_backends()),

@@ -18,7 +18,7 @@ from tfcompress.selection.candidates import Candidate
 from tfcompress.selection.search import _check_something_measured
 from tfcompress.selection.store import CandidateStore
 
-BASE = ["select", "--train", "missing_train.npz", "--val", "missing_val.npz"]
+BASE = ["select", "--train", "missing_train.npz", "--eval", "missing_val.npz"]
 
 
 def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -96,7 +96,7 @@ def test_a_server_that_is_not_a_scheduler_is_exit_2_within_the_timeout(capsys, r
 
 
 def test_an_edgetpu_backend_without_its_runtime_is_refused_before_any_work(capsys):
-    code = main([*BASE, "--max-size", "1MB", "--backend", "edgetpu"])
+    code = main([*BASE, "--max-size", "1MB", "--target", "edgetpu"])
     if code != 2:
         pytest.skip("the Edge TPU runtime is installed here")
     assert "libedgetpu" in _one_line(capsys)
@@ -106,8 +106,8 @@ def test_nothing_measured_is_not_a_failed_budget():
     unavailable = {"a": {"ok": False, "reason": "latency measurement: unavailable: no GPU"}}
     from tfcompress.selection.budgets import Budgets
 
-    budgets = Budgets(max_size_bytes=10**6, latency_backend="gpu")
-    with pytest.raises(BackendUnavailableError, match="backend 'gpu'"):
+    budgets = Budgets(max_size_bytes=10**6, target="gpu")
+    with pytest.raises(BackendUnavailableError, match="target 'gpu'"):
         _check_something_measured(unavailable, budgets)
     with pytest.raises(InvalidInputError, match="no candidate could be measured"):
         _check_something_measured({"a": {"ok": False, "reason": "build failed"}}, budgets)

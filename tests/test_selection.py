@@ -69,7 +69,7 @@ def _search(train, val, workdir: Path):
     """The smallest real search (see FAMILIES), in this process, working in ``workdir``."""
     return select_model(
         train_data=train,
-        val_data=val,
+        eval_data=val,
         budgets=BUDGETS,
         families=FAMILIES,
         width_multipliers=WIDTHS,
@@ -180,13 +180,13 @@ def test_bad_input_is_refused_before_any_work(data, options, message) -> None:
     train, val = data
     settings = {"families": FAMILIES, "width_multipliers": WIDTHS[:1], **options}
     with pytest.raises(InvalidInputError, match=message):
-        select_model(train_data=train, val_data=val, executor=InlineExecutor(), **settings)
+        select_model(train_data=train, eval_data=val, executor=InlineExecutor(), **settings)
 
 
 def test_data_without_labels_is_refused(data) -> None:
     train, val = data
     with pytest.raises(InvalidDataError, match="no labels"):
-        select_model(train_data=train[0], val_data=val, executor=InlineExecutor())
+        select_model(train_data=train[0], eval_data=val, executor=InlineExecutor())
 
 
 def _free_port() -> int:
@@ -218,7 +218,7 @@ def npz_files(data, tmp_path_factory) -> tuple[str, str]:
 def test_cli_bad_input_exits_2(npz_files, extra, capsys) -> None:
     extra = [part.format(port=_free_port()) for part in extra]
     train, val = npz_files
-    code = main(["select", "--train", train, "--val", val, "--families", FAMILY, *extra])
+    code = main(["select", "--train", train, "--eval", val, "--families", FAMILY, *extra])
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "error" in err[0]
@@ -230,7 +230,7 @@ def test_cli_json_reuses_the_workdir(first_run, npz_files, workdir: Path, capsys
     code = main(
         [
             "select",
-            *("--train", train, "--val", val, "--families", FAMILY),
+            *("--train", train, "--eval", val, "--families", FAMILY),
             *("--widths", "0.25,0.5", "--resolutions", "32", "--epochs", "1"),
             *("--max-size", f"{MAX_SIZE}B", "--max-latency", "1s", "--min-accuracy", "5%"),
             *("--runs", "10", "--min-seconds", "0.1", "--workdir", str(workdir), "--json"),
@@ -250,7 +250,7 @@ def test_cli_exits_1_when_nothing_meets_the_budgets(npz_files, workdir: Path, ca
     code = main(
         [
             "select",
-            *("--train", train, "--val", val, "--families", FAMILY),
+            *("--train", train, "--eval", val, "--families", FAMILY),
             *("--widths", "0.25,0.5", "--resolutions", "32", "--epochs", "1"),
             *("--max-size", "1KB", "--runs", "10", "--min-seconds", "0.1"),
             *("--workdir", str(workdir)),
@@ -321,7 +321,7 @@ def test_cli_runs_candidates_on_both_workers_of_a_scheduler(
     code = main(
         [
             "select",
-            *("--train", train, "--val", val, "--families", FAMILY),
+            *("--train", train, "--eval", val, "--families", FAMILY),
             *("--widths", "0.25,0.5", "--resolutions", "32", "--max-size", "1KB"),
             *("--runs", "10", "--min-seconds", "0.1", "--scheduler", scheduler_on_loopback),
             "--json",

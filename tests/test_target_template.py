@@ -158,12 +158,12 @@ def test_select_takes_its_budget(tiny, model_and_data):
 
     (budget,) = get_target(tiny).budget_fields
     assert budget.measure(b"\0" * 2048) == 2.0
-    budgets = Budgets(latency_backend=tiny, target_limits={"max_tiny_kib": 1})
+    budgets = Budgets(target=tiny, target_limits={"max_tiny_kib": 1})
     assert Budgets.from_dict(budgets.to_dict()) == budgets
     over = {"ok": True, "size_bytes": 10, "target_measures": {"max_tiny_kib": 2.0}}
     assert cost_misses(over, budgets) == ["tiny KiB 2 > 1"]
-    with pytest.raises(InvalidInputError, match="applies to latency_backend 'tiny'"):
-        Budgets(latency_backend="cpu", target_limits={"max_tiny_kib": 1})
+    with pytest.raises(InvalidInputError, match="applies to target 'tiny'"):
+        Budgets(target="cpu", target_limits={"max_tiny_kib": 1})
 
 
 def test_the_cli_offers_it_and_its_flags(tiny, model_and_data, tmp_path, capsys):
@@ -176,7 +176,7 @@ def test_the_cli_offers_it_and_its_flags(tiny, model_and_data, tmp_path, capsys)
     ):
         assert main([verb, "--help"]) == 0
         text = " ".join(capsys.readouterr().out.split())
-        assert "tiny" in text.split("--target {" if verb != "select" else "--backend {")[1]
+        assert "tiny" in text.split("--target {")[1]
         assert all(flag in text for flag in flags), (verb, flags)
     model, x = model_and_data
     model.save(tmp_path / "m.keras")

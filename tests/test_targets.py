@@ -128,20 +128,20 @@ def test_options_a_target_does_not_take_are_refused():
 def test_a_target_budget_belongs_to_its_backend():
     from tfcompress.selection import Budgets
 
-    budgets = Budgets(latency_backend="edgetpu", target_limits={"max_edgetpu_segments": 1})
+    budgets = Budgets(target="edgetpu", target_limits={"max_edgetpu_segments": 1})
     assert "Edge TPU segments <= 1" in str(budgets)
     assert Budgets.from_dict(budgets.to_dict()) == budgets
-    with pytest.raises(InvalidInputError, match="applies to latency_backend 'edgetpu'"):
-        Budgets(latency_backend="cpu", target_limits={"max_edgetpu_segments": 1})
+    with pytest.raises(InvalidInputError, match="applies to target 'edgetpu'"):
+        Budgets(target="cpu", target_limits={"max_edgetpu_segments": 1})
     with pytest.raises(InvalidInputError, match="must be a positive number"):
-        Budgets(latency_backend="edgetpu", target_limits={"max_edgetpu_segments": 0})
+        Budgets(target="edgetpu", target_limits={"max_edgetpu_segments": 0})
 
 
 def test_an_edgetpu_segment_budget_marks_a_split_candidate_over_budget():
     from tfcompress.selection import Budgets
     from tfcompress.selection.verdicts import cost_misses
 
-    budgets = Budgets(latency_backend="edgetpu", target_limits={"max_edgetpu_segments": 1})
+    budgets = Budgets(target="edgetpu", target_limits={"max_edgetpu_segments": 1})
     split = {"ok": True, "size_bytes": 10, "target_measures": {"max_edgetpu_segments": 3.0}}
     whole = {"ok": True, "size_bytes": 10, "target_measures": {"max_edgetpu_segments": 1.0}}
     assert cost_misses(split, budgets) == ["Edge TPU segments 3 > 1"]
@@ -151,8 +151,8 @@ def test_an_edgetpu_segment_budget_marks_a_split_candidate_over_budget():
 def test_select_refuses_a_budget_flag_of_another_backend(tmp_path: Path, capsys):
     from tfcompress.cli import main
 
-    code = main(["select", "--train", "t.npz", "--val", "v.npz", "--max-edgetpu-segments", "1"])
+    code = main(["select", "--train", "t.npz", "--eval", "v.npz", "--max-edgetpu-segments", "1"])
     assert code == 2
-    assert "--max-edgetpu-segments is a budget of --backend edgetpu, not cpu" in (
+    assert "--max-edgetpu-segments is a budget of --target edgetpu, not cpu" in (
         capsys.readouterr().err
     )

@@ -76,7 +76,7 @@ def add_budget_arguments(parser: argparse.ArgumentParser, *, value_type: Any) ->
             dest=name,
             type=value_type if kind is float else kind,
             metavar=metavar,
-            help=f"{text} (with --backend {' or '.join(owners)})",
+            help=f"{text} (with --target {' or '.join(owners)})",
         )
 
 

@@ -1,4 +1,4 @@
-"""``tfcompress select --train TRAIN.npz --val VAL.npz --max-size 500KB --max-latency 5ms ...``."""
+"""``tfcompress select --train TRAIN.npz --eval EVAL.npz --max-size 500KB --max-latency 5ms``."""
 
 from __future__ import annotations
 
@@ -35,15 +35,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "int8 .tflite, train only those within the size and latency budgets, score their int8 "
         "artifacts and pick the best. Exit 1 when no candidate meets the budgets.",
     )
-    parser.add_argument("--train", required=True, help="training images + labels (.npz: x, y)")
-    parser.add_argument("--val", required=True, help="validation images + labels (.npz: x, y)")
+    parser.add_argument(
+        "--train", required=True, help="images + labels to train each candidate on (.npz: x, y)"
+    )
+    parser.add_argument(
+        "--eval",
+        dest="eval_data",
+        required=True,
+        help="images + labels to score each trained candidate's int8 .tflite on (.npz: x, y)",
+    )
     parser.add_argument("--max-size", type=parse_size, help="int8 .tflite size, e.g. 500KB")
     parser.add_argument("--max-latency", type=latency_ms, help="p50 latency, e.g. 5ms")
     parser.add_argument(
-        "--backend",
+        "--target",
         default="cpu",
         choices=target_choices(),
-        help="target whose backend latency and int8 accuracy are measured on (default cpu)",
+        help="the device: latency and int8 accuracy are measured on its backend (default cpu)",
     )
     add_budget_arguments(parser, value_type=positive_float)  # what each target adds (Edge TPU)
     parser.add_argument("--threads", type=positive_int, default=1, help="threads (default 1)")
@@ -106,7 +113,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         InvalidDataError: Data without class labels.
 
     Example:
-        >>> main(["select", "--train", "train.npz", "--val", "val.npz", "--max-size",
+        >>> main(["select", "--train", "train.npz", "--eval", "eval.npz", "--max-size",
         ...       "500KB", "--max-latency", "5ms", "--json"])  # doctest: +SKIP
         0
     """
@@ -118,7 +125,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     budgets = Budgets(
         max_size_bytes=args.max_size,
         max_latency_ms=args.max_latency,
-        latency_backend=args.backend,
+        target=args.target,
         threads=args.threads,
         min_accuracy=args.min_accuracy,
         target_limits=_target_limits(args),
@@ -129,7 +136,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     report = Path(args.report) if args.report else None
     if report is not None:
         check_selection_report_dir(report, overwrite=args.force)
-    if args.backend == "edgetpu" and not args.scheduler:
+    if args.target == "edgetpu" and not args.scheduler:
         from tfcompress.runtime.edgetpu import find_library
 
         find_library()  # the Edge TPU runtime must be here before any candidate is built
@@ -137,7 +144,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     try:
         result = select_model(
             train_data=args.train,
-            val_data=args.val,
+            eval_data=args.eval_data,
             budgets=budgets,
             families=args.families,
             width_multipliers=args.widths,
@@ -178,9 +185,9 @@ def _target_limits(args: argparse.Namespace) -> dict[str, float]:
         value = getattr(args, name, None)
         if value is None or name in limits:
             continue
-        if args.backend not in owners[name]:
+        if args.target not in owners[name]:
             raise InvalidInputError(
-                f"{flag} is a budget of --backend {' or '.join(owners[name])}, not {args.backend}."
+                f"{flag} is a budget of --target {' or '.join(owners[name])}, not {args.target}."
             )
         limits[name] = value
     return limits

@@ -1,4 +1,4 @@
-"""Budgets: what a selected model must fit (size, latency on a named backend, accuracy)."""
+"""Budgets: what a selected model must fit (size, latency on a named target, accuracy)."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ class Budgets:
     """Limits a candidate must meet; None means "no limit".
 
     Latency is the median (p50) of one int8 ``.tflite`` inference at batch 1, measured by
-    :func:`tfcompress.benchmark` on ``latency_backend`` with ``threads`` threads, on the
-    worker that ran the candidate.
+    :func:`tfcompress.benchmark` on the latency backend of ``target`` with ``threads``
+    threads, on the worker that ran the candidate.
 
     Attributes:
         max_size_bytes: Largest int8 ``.tflite`` file, in bytes.
         max_latency_ms: Largest median latency, in milliseconds.
-        latency_backend: The target latency (and int8 accuracy) is measured for, on its
-            latency backend (:func:`tfcompress.targets.base.list_targets`).
+        target: The target latency (and int8 accuracy) is measured for, on its latency
+            backend (:func:`tfcompress.targets.base.list_targets`; ``select --target``).
         threads: CPU threads of that backend.
-        min_accuracy: Smallest int8 accuracy on the validation data, in [0, 1].
+        min_accuracy: Smallest int8 accuracy on the eval data, in [0, 1].
         target_limits: Upper limits on what that target measures of each candidate's int8
             file (its budget fields: ``{"max_edgetpu_segments": 1}`` for the Edge TPU).
 
@@ -36,7 +36,7 @@ class Budgets:
 
     max_size_bytes: int | None = None
     max_latency_ms: float | None = None
-    latency_backend: str = "cpu"
+    target: str = "cpu"
     threads: int = 1
     min_accuracy: float | None = None
     target_limits: Mapping[str, float] = field(default_factory=dict)
@@ -69,7 +69,7 @@ class Budgets:
             parts.append(f"size <= {self.max_size_bytes:,} B")
         if self.max_latency_ms is not None:
             parts.append(
-                f"latency <= {self.max_latency_ms:g} ms ({self.latency_backend}, "
+                f"latency <= {self.max_latency_ms:g} ms ({self.target}, "
                 f"{self.threads} thread{'s' if self.threads != 1 else ''})"
             )
         if self.min_accuracy is not None:
@@ -81,7 +81,7 @@ class Budgets:
 
 def target_budget_fields(budgets: Budgets) -> list[Any]:
     """The budget fields of the budgets' target that have a limit, in the target's order."""
-    fields_ = get_target(budgets.latency_backend).budget_fields
+    fields_ = get_target(budgets.target).budget_fields
     return [f for f in fields_ if f.name in budgets.target_limits]
 
 
@@ -90,7 +90,7 @@ def check_budgets(budgets: Budgets) -> None:
 
     Raises:
         InvalidInputError: A negative or zero limit, an accuracy outside [0, 1], an unknown
-            backend or a thread count below 1.
+            target or a thread count below 1.
     """
     size = budgets.max_size_bytes
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
@@ -114,12 +114,11 @@ def check_budgets(budgets: Budgets) -> None:
         raise InvalidInputError(
             f"min_accuracy must be a fraction in [0, 1] (0.95 for 95%), got {accuracy!r}."
         )
-    if budgets.latency_backend not in list_targets():
+    if budgets.target not in list_targets():
         raise InvalidInputError(
-            f"latency_backend {budgets.latency_backend!r} is not a target; choose from "
-            f"{', '.join(list_targets())}."
+            f"target {budgets.target!r} is not known; choose from {', '.join(list_targets())}."
         )
-    _check_target_limits(budgets.latency_backend, budgets.target_limits)
+    _check_target_limits(budgets.target, budgets.target_limits)
     threads = budgets.threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidInputError(f"threads must be a whole number >= 1, got {threads!r}.")
@@ -132,7 +131,7 @@ def _check_target_limits(target: str, limits: Mapping[str, Any]) -> None:
             owners = [
                 t for t in list_targets() if name in {f.name for f in get_target(t).budget_fields}
             ]
-            where = f"latency_backend {owners[0]!r} (--backend {owners[0]})" if owners else None
+            where = f"target {owners[0]!r} (--target {owners[0]})" if owners else None
             raise InvalidInputError(
                 f"budget {name!r} applies to {where}, not {target!r}."
                 if where

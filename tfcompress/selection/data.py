@@ -29,7 +29,7 @@ class SelectionData:
         return int(self.x_train.shape[-1])
 
 
-def read_selection_data(train_data: Any, val_data: Any) -> SelectionData:
+def read_selection_data(train_data: Any, eval_data: Any) -> SelectionData:
     """Read both sources with :func:`tfcompress.data.load_data` and check them.
 
     Returns:
@@ -40,13 +40,13 @@ def read_selection_data(train_data: Any, val_data: Any) -> SelectionData:
             images that are not (N, H, W[, C]), NaN/Inf, or channel counts that differ.
 
     Example:
-        >>> data = read_selection_data((x_train, y_train), "val.npz")  # doctest: +SKIP
+        >>> data = read_selection_data((x_train, y_train), "eval.npz")  # doctest: +SKIP
     """
     x_train, y_train = _images(train_data, "train_data")
-    x_val, y_val = _images(val_data, "val_data")
+    x_val, y_val = _images(eval_data, "eval_data")
     if x_train.shape[-1] != x_val.shape[-1]:
         raise InvalidDataError(
-            f"train_data images have {x_train.shape[-1]} channel(s) but val_data images "
+            f"train_data images have {x_train.shape[-1]} channel(s) but eval_data images "
             f"{x_val.shape[-1]}; give both sets the same channels."
         )
     num_classes = int(max(y_train.max(), y_val.max())) + 1

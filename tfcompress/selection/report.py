@@ -161,10 +161,8 @@ def plot_png(result: SelectionResult) -> bytes:
         )
     skipped = sum(1 for r in result.candidates if r.accuracy is None)
     budgets = result.budgets
-    axes.set_xlabel(
-        f"int8 latency, ms (p50, {budgets.latency_backend}, {budgets.threads} thread(s))"
-    )
-    axes.set_ylabel("int8 accuracy (validation)")
+    axes.set_xlabel(f"int8 latency, ms (p50, {budgets.target}, {budgets.threads} thread(s))")
+    axes.set_ylabel("int8 accuracy (eval data)")
     axes.set_title(
         f"Model selection: marker area ~ int8 size; {skipped} untrained candidate(s) not shown"
     )

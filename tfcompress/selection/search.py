@@ -33,7 +33,7 @@ PHASE1_CALIBRATION = 16  # "a few" samples: they only set the untrained model's 
 def select_model(
     *,
     train_data: Any,
-    val_data: Any,
+    eval_data: Any,
     budgets: Budgets | dict[str, Any] | None = None,
     families: Sequence[str] = ("mobilenet_v2", "mixnet_s"),
     width_multipliers: Sequence[float] = (0.35, 0.5),
@@ -58,14 +58,15 @@ def select_model(
     latency on the worker that runs it; a candidate over the size or latency budget is
     ``over_budget`` and never trained. Phase 2 trains the survivors (Keras, Adam, sparse
     categorical cross-entropy, seeded), quantizes each to int8 calibrated on the training
-    images and scores the int8 ``.tflite`` on ``val_data``. Images are resized to each
+    images and scores the int8 ``.tflite`` on ``eval_data``. Images are resized to each
     candidate's resolution (``tf.image.resize``, bilinear), channels kept.
 
     Args:
         train_data: Training images with integer class labels (see
             :func:`tfcompress.data.load_data`: arrays, ``(x, y)``, ``.npz``...).
-        val_data: Validation images with labels, scored with the int8 artifact.
-        budgets: A :class:`Budgets` (or its dict); None means no limits.
+        eval_data: Images with labels to score each trained candidate's int8 artifact on.
+        budgets: A :class:`Budgets` (or its dict); None means no limits. Its ``target`` is
+            the target latency and int8 accuracy are measured for (default ``"cpu"``).
         families: Zoo model names (see :func:`tfcompress.zoo.list_models`).
         width_multipliers: Width multipliers to try.
         resolutions: Square input resolutions to try.
@@ -91,12 +92,12 @@ def select_model(
     Raises:
         InvalidInputError: Impossible budgets, an unknown family or objective, a resolution
             a family cannot take, bad settings; all checked before any work.
-        InvalidDataError: Data without integer class labels, or train and validation
+        InvalidDataError: Data without integer class labels, or train and eval
             images with different channel counts.
 
     Example:
         >>> result = tfcompress.select_model(
-        ...     train_data="train.npz", val_data="val.npz",
+        ...     train_data="train.npz", eval_data="eval.npz",
         ...     budgets=Budgets(max_size_bytes=500_000, max_latency_ms=5, min_accuracy=0.9),
         ...     families=("mobilenet_v2", "mixnet_s"), epochs=3, workdir="selection_work",
         ... )  # doctest: +SKIP
@@ -132,13 +133,13 @@ def select_model(
             f"{seed!r}."
         )
     candidates = enumerate_candidates(families, width_multipliers, resolutions)
-    data = read_selection_data(train_data, val_data)
+    data = read_selection_data(train_data, eval_data)
     store = CandidateStore(workdir)
     common = {
         "channels": data.channels,
         "num_classes": data.num_classes,
         "seed": int(seed),
-        "backend": budgets.latency_backend,
+        "backend": budgets.target,
         "threads": budgets.threads,
     }
     measure_settings = {
@@ -236,8 +237,8 @@ def _check_something_measured(costs: dict[str, dict[str, Any]], budgets: Budgets
     reason = str(next(iter(costs.values())).get("reason", "no reason given"))
     if "unavailable" in reason:
         raise BackendUnavailableError(
-            f"no candidate could be measured on backend {budgets.latency_backend!r} "
-            f"({reason[:300]}); choose a backend this machine has (e.g. --backend cpu)."
+            f"no candidate could be measured on target {budgets.target!r} "
+            f"({reason[:300]}); choose a target this machine has (e.g. --target cpu)."
         )
     raise InvalidInputError(
         f"no candidate could be measured; the first failed with: {reason[:300]}."
@@ -314,7 +315,7 @@ def _result(
         "resolutions": list(dict.fromkeys(c.resolution for c in candidates)),
         "num_classes": data.num_classes,
         "train_samples": len(data.y_train),
-        "val_samples": len(data.y_val),
+        "eval_samples": len(data.y_val),
         "resize": "tf.image.resize, bilinear, channels kept",
         **settings,
     }
@@ -354,5 +355,5 @@ def _version() -> str:
 
 
 def _target_measure_key(budgets: Budgets) -> dict[str, Any]:
-    names = [f.name for f in get_target(budgets.latency_backend).budget_fields]
+    names = [f.name for f in get_target(budgets.target).budget_fields]
     return {"target_measures": names} if names else {}
