@@ -176,7 +176,7 @@ def _argv(
         candidate = str(model)
     elif model is not None:
         reference = str(model)
-    return ["gate", reference, candidate, "--data", data_arg], None
+    return ["gate", reference, candidate, "--eval", data_arg], None
 
 
 def _inputs(seeds: Seeds) -> tuple[str, ...]:

@@ -146,7 +146,7 @@ def test_an_unavailable_gpu_is_one_line_with_no_native_lines_after_it(tmp_path):
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     tiny = tfcompress.quantize(model, recipe="float32").save(tmp_path / "tiny.tflite")
     np.savez(tmp_path / "d.npz", x=np.ones((8, 4), np.float32))
-    argv = ["gate", str(tiny), str(tiny), "--backend", "gpu", "--data", str(tmp_path / "d.npz")]
+    argv = ["gate", str(tiny), str(tiny), "--backend", "gpu", "--eval", str(tmp_path / "d.npz")]
     process = subprocess.run(
         [sys.executable, "-m", "tfcompress", *argv],
         capture_output=True,

@@ -51,7 +51,7 @@ def test_faithful_candidate_passes_with_json(
     capfd: pytest.CaptureFixture[str], files: dict[str, Path]
 ) -> None:
     code, stdout, stderr = run_cli(
-        capfd, "gate", files["reference"], files["int8"], "--data", files["test"], "--json"
+        capfd, "gate", files["reference"], files["int8"], "--eval", files["test"], "--json"
     )
     assert code == 0, stderr
     report = json.loads(stdout)  # stdout holds exactly one JSON object
@@ -74,7 +74,7 @@ def test_unlabelled_data_is_gated_by_fidelity(
     capfd: pytest.CaptureFixture[str], files: dict[str, Path]
 ) -> None:
     code, stdout, stderr = run_cli(
-        capfd, "gate", files["reference"], files["int8"], "--data", files["unlabelled"], "--json"
+        capfd, "gate", files["reference"], files["int8"], "--eval", files["unlabelled"], "--json"
     )
     assert code == 0, stderr
     (check,) = json.loads(stdout)["checks"]
@@ -84,7 +84,7 @@ def test_unlabelled_data_is_gated_by_fidelity(
     assert check["value"] >= 0.99 and "no labels" in check["chosen_because"]
 
     code, stdout, _ = run_cli(
-        capfd, "gate", files["reference"], files["damaged"], "--data", files["unlabelled"]
+        capfd, "gate", files["reference"], files["damaged"], "--eval", files["unlabelled"]
     )
     assert code == 1
     assert stdout.startswith("gate FAILED (strict)")
@@ -100,7 +100,7 @@ def test_damaged_candidate_fails_with_table(
         "gate",
         files["reference"],
         files["damaged"],
-        "--data",
+        "--eval",
         files["test"],
         "--max-drop",
         "0.05",
@@ -129,7 +129,7 @@ def test_mode_decides_on_a_small_noisy_test_set(
             "gate",
             files["reference"],
             files["damaged"],
-            "--data",
+            "--eval",
             small,
             "--max-drop",
             "0.35",
@@ -176,7 +176,7 @@ def test_bad_input_exits_2(
 ) -> None:
     data, *options = (a.format(**files) for a in argv)
     code, stdout, stderr = run_cli(
-        capfd, "gate", files["reference"], files["int8"], "--data", data, *options
+        capfd, "gate", files["reference"], files["int8"], "--eval", data, *options
     )
     assert code == 2
     assert stdout == ""
@@ -187,9 +187,9 @@ def test_bad_input_exits_2(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (("{reference}", "{wide}", "--data", "{test}"), "reference outputs shape (10,)"),
-        (("{reference}", "missing.tflite", "--data", "{test}"), "missing.tflite"),
-        (("{reference}", "{int8}"), "--data"),
+        (("{reference}", "{wide}", "--eval", "{test}"), "reference outputs shape (10,)"),
+        (("{reference}", "missing.tflite", "--eval", "{test}"), "missing.tflite"),
+        (("{reference}", "{int8}"), "--eval"),
     ],
 )
 def test_bad_models_or_usage_exit_2(
@@ -223,7 +223,7 @@ def test_unavailable_backend_exits_2(
         "gate",
         files["reference"],
         files["int8"],
-        "--data",
+        "--eval",
         files["test"],
         "--backend",
         "edgetpu",
@@ -236,7 +236,7 @@ def test_real_process_exit_code_and_clean_stdout(files: dict[str, Path]) -> None
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     command = [sys.executable, "-m", "tfcompress", "gate", files["reference"], files["damaged"]]
     completed = subprocess.run(
-        [*map(str, command), "--data", str(files["test"]), "--json"],
+        [*map(str, command), "--eval", str(files["test"]), "--json"],
         capture_output=True,
         text=True,
         env=env,

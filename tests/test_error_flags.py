@@ -67,7 +67,7 @@ KERAS_COMMANDS = {
     "quantize": ["{m}", "--data", "{d}", "--out", "{o}.tflite"],
     "inspect": ["{m}"],
     "benchmark": ["{m}", "--data", "{d}"],
-    "gate": ["{m}", "{m}", "--data", "{d}"],
+    "gate": ["{m}", "{m}", "--eval", "{d}"],
     "export-onnx": ["{m}", "--out", "{o}.onnx"],
     "compress": ["{m}", "--data", "{d}", "--eval", "{d}", "--max-drop", "0.01", "--out", "{o}"],
     "qat": ["{m}", "--train", "{d}", "--out", "{o}.tflite"],
@@ -111,7 +111,7 @@ def test_data_errors_advise_flags_the_command_has(files, capsys):
         )
     wrong = str(files / "wrong.npz")
     for argv in (
-        ["gate", str(model), str(files / "model.tflite"), "--data", wrong],
+        ["gate", str(model), str(files / "model.tflite"), "--eval", wrong],
         ["benchmark", str(files / "model.tflite"), "--data", wrong],
         ["quantize", str(model), "--data", wrong, "--out", str(files / "q.tflite")],
     ):

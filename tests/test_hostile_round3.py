@@ -146,7 +146,7 @@ def test_layer_errors_on_a_model_the_runtime_refuses_is_one_line(files, tmp_path
     "command",
     [
         ["inspect", "{model}"],
-        ["gate", "{model}", "{model}", "--data", "{data}"],
+        ["gate", "{model}", "{model}", "--eval", "{data}"],
         ["benchmark", "{model}", *FAST],
         ["quantize", "{model}", "--recipe", "dynamic", "--out", "{out}"],
     ],

@@ -131,7 +131,7 @@ def test_gate_measures_under_the_memory_limit(fill_model, tmp_path, capfd, monke
     candidate = tmp_path / "candidate.tflite"
     candidate.write_bytes(model.read_bytes())
     monkeypatch.setenv("TFCOMPRESS_MEMORY_LIMIT", "1GiB")
-    code, _, stderr = _run(["gate", model, candidate, "--data", data], capfd)
+    code, _, stderr = _run(["gate", model, candidate, "--eval", data], capfd)
     assert code == 2 and len(_errors(stderr)) == 1 and "FILL" in stderr, stderr
     assert "TFCOMPRESS_MEMORY_LIMIT" in stderr  # the limit is named as a possible cause
 

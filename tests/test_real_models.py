@@ -144,7 +144,7 @@ def test_unlabelled_data_gates_by_fidelity(heads: dict[str, Any]) -> None:
 
 def test_gate_cli_one_verdict_per_head(heads: dict[str, Any], capfd: pytest.CaptureFixture) -> None:
     files = heads["files"]
-    code = main(["gate", str(files["keras"]), str(files["damaged"]), "--data", str(files["test"])])
+    code = main(["gate", str(files["keras"]), str(files["damaged"]), "--eval", str(files["test"])])
     out = capfd.readouterr().out
     assert code == 1 and out.startswith("gate FAILED (strict): 1 of 2 checks")
     assert "metrics chosen for you" in out
@@ -153,7 +153,7 @@ def test_gate_cli_one_verdict_per_head(heads: dict[str, Any], capfd: pytest.Capt
             "gate",
             str(files["keras"]),
             str(files["int8"]),
-            "--data",
+            "--eval",
             str(files["unlabelled"]),
             "--min-snr",
             "25",

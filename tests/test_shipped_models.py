@@ -86,7 +86,7 @@ def test_benchmark_and_gate_streaming_model_with_data(files, capsys):
     assert {r["accuracy"] for r in payload["rows"]} == {1.0}
     assert "sr (a scalar) was fed 16000 on every call (from the data)" in str(payload["notes"])
     # With labels: SavedModel (TensorFlow) reference, LiteRT candidate.
-    gate = ["gate", str(files["vad_savedmodel"]), str(files["vad_tflite"]), "--data", data]
+    gate = ["gate", str(files["vad_savedmodel"]), str(files["vad_tflite"]), "--eval", data]
     assert main([*gate, "--json"]) == 0
     report = _json(capsys)
     checks = {(v["output"], v["metric"]): v for v in report["checks"]}
@@ -95,7 +95,7 @@ def test_benchmark_and_gate_streaming_model_with_data(files, capsys):
     assert report["reference_backend"] == "tensorflow (SavedModel signature)"
     # Without labels, the scalar from --input-value; LiteRT reference, ONNX Runtime candidate.
     unlabelled = str(files["vad_unlabelled"])
-    gate = ["gate", str(files["vad_tflite"]), str(files["vad_onnx"]), "--data", unlabelled]
+    gate = ["gate", str(files["vad_tflite"]), str(files["vad_onnx"]), "--eval", unlabelled]
     assert main([*gate, "--input-value", "sr=16000"]) == 0
     out = capsys.readouterr().out
     assert "gate PASSED" in out and "hn      snr" in out and "output  snr" in out
@@ -111,7 +111,7 @@ def test_data_in_the_wrong_layout_names_the_input_and_its_batch(files, tmp_path,
     bad = dict(arrays, h=np.moveaxis(arrays["h"], 1, 0))  # (N, 2, 16): batch first
     np.savez(tmp_path / "bad_h.npz", **bad)
     np.savez(tmp_path / "bad_sr.npz", **dict(arrays, sr=np.full(48, 16000.0, np.float32)))
-    argv = ["gate", str(files["vad_tflite"]), str(files["vad_onnx"]), "--data"]
+    argv = ["gate", str(files["vad_tflite"]), str(files["vad_onnx"]), "--eval"]
     assert main([*argv, str(tmp_path / "bad_h.npz")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
@@ -168,10 +168,10 @@ def test_static_batch_rnn_is_fed_one_sample_at_a_time(files, capsys):
     )
     # Before: gate fed batches of 64 to the (1, 10, 8) SavedModel signature: exit 3.
     gate = ["gate", str(files["rnn_savedmodel"]), str(files["rnn_tflite"])]
-    assert main([*gate, "--data", str(files["rnn_data"]), "--json"]) == 0
+    assert main([*gate, "--eval", str(files["rnn_data"]), "--json"]) == 0
     [verdict] = _json(capsys)["checks"]
     assert verdict["metric"] == "accuracy" and verdict["candidate_score"] == 1.0
-    assert main([*gate, "--data", str(files["rnn_unlabelled"])]) == 0
+    assert main([*gate, "--eval", str(files["rnn_unlabelled"])]) == 0
     assert "probs   agreement" in capsys.readouterr().out
 
 
@@ -181,7 +181,7 @@ def test_int8_model_whose_div_refuses_zeros_is_not_called_corrupt(files, tmp_pat
     model = load_model(files["norm_int8"])  # before: "truncated or corrupt (or crafted)"
     assert "Node number 3 (DIV)" in probe.zeros_refused(model.content, "tflite")
     data = str(files["norm_data"])
-    gate = ["gate", str(files["norm_keras"]), str(files["norm_int8"]), "--data"]
+    gate = ["gate", str(files["norm_keras"]), str(files["norm_int8"]), "--eval"]
     assert main([*gate, data, "--max-drop", "0.05", "--mode", "tolerant"]) == 0
     assert "gate PASSED" in capsys.readouterr().out
     unlabelled = tmp_path / "frames.npz"
@@ -224,7 +224,7 @@ def test_a_runtime_that_aborts_is_an_error_row_and_the_run_goes_on(files, aborti
     # The gate runs the candidate in a worker too: the abort is exit 2 with its signal (the
     # static batch of 1 makes one invoke per sample).
     gate = ["gate", str(files["rnn_tflite"]), str(files["rnn_tflite"])]
-    assert main([*gate, "--data", str(files["rnn_data"]), "--backend", aborting]) == 2
+    assert main([*gate, "--eval", str(files["rnn_data"]), "--backend", aborting]) == 2
     err = capsys.readouterr().err
     assert "crashed while running the model" in err and "SIGABRT" in err
 

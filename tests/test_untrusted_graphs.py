@@ -103,7 +103,7 @@ def test_a_graph_that_writes_when_called_loads_but_never_runs_without_unsafe(
     assert [op.op for op in model.graph_ops] == ["WriteFile"]
     path, data = str(graphs["serve"]), str(graphs["data"])
     for argv in (
-        ["gate", path, path, "--data", data],
+        ["gate", path, path, "--eval", data],
         ["benchmark", path, "--backend", "keras", "--runs", "1", "--min-seconds", "0"],
     ):
         assert main(argv) == 2, argv
@@ -115,7 +115,7 @@ def test_a_graph_that_writes_when_called_loads_but_never_runs_without_unsafe(
     assert main(["quantize", path, "--recipe", "float32", "--out", str(tmp_path / "m.tflite")]) == 2
     assert "WriteFile" in capsys.readouterr().err and not graphs["marker"].exists()
     # Consent is honoured: the graph runs and its write happens.
-    assert main(["gate", path, path, "--data", data, "--unsafe"]) == 0
+    assert main(["gate", path, path, "--eval", data, "--unsafe"]) == 0
     assert graphs["marker"].exists()
     graphs["marker"].unlink()
 

@@ -1,4 +1,4 @@
-"""``tfcompress gate REF CAND --data D.npz [--output NAME] [--metric M] [--max-drop X ...]``.
+"""``tfcompress gate REF CAND --eval E.npz [--output NAME] [--metric M] [--max-drop X ...]``.
 
 One verdict per (output, metric); exit 1 when one fails.
 """
@@ -40,10 +40,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("reference", help="model to match: .keras, .h5, SavedModel, .tflite, .onnx")
     parser.add_argument("candidate", help="deployed artifact, usually a .tflite")
     parser.add_argument(
-        "--data",
+        "--eval",
+        dest="eval_data",
         required=True,
-        help="samples: .npz with x (or one array per input name) and optional labels y "
-        "(or y_<output name>)",
+        help="samples to score both models on: .npz with x (or one array per input name) and "
+        "optional labels y (or y_<output name>)",
     )
     add_gate_options(parser, default_mode="strict")
     parser.add_argument(
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     report = check_gate(
         reference,
         candidate,
-        args.data,
+        args.eval_data,
         outputs=flat(args.output),
         metrics=flat(args.metric),
         **threshold_options(args),
