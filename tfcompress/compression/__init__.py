@@ -8,10 +8,32 @@ the best passing one (:mod:`.search`) and returns a :class:`CompressionResult` w
 
 from __future__ import annotations
 
-from tfcompress.compression.api import compress
-from tfcompress.compression.attempts import Attempt
-from tfcompress.compression.candidates import Rung, plan_ladder
-from tfcompress.compression.replay import replay
-from tfcompress.compression.result import CompressionResult
+from typing import TYPE_CHECKING
 
-__all__ = ["Attempt", "CompressionResult", "Rung", "compress", "plan_ladder", "replay"]
+from tfcompress._lazy import lazy_exports
+
+# public name -> the module that defines it, imported on first use (PEP 562).
+_LAZY = {
+    "compress": "tfcompress.compression.api",
+    "Attempt": "tfcompress.compression.attempts",
+    "Rung": "tfcompress.compression.candidates",
+    "plan_ladder": "tfcompress.compression.candidates",
+    "replay": "tfcompress.compression.replay",
+    "CompressionResult": "tfcompress.compression.result",
+}
+__all__ = [
+    "Attempt",
+    "CompressionResult",
+    "Rung",
+    "compress",
+    "plan_ladder",
+    "replay",
+]
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+
+if TYPE_CHECKING:
+    from tfcompress.compression.api import compress
+    from tfcompress.compression.attempts import Attempt
+    from tfcompress.compression.candidates import Rung, plan_ladder
+    from tfcompress.compression.replay import replay
+    from tfcompress.compression.result import CompressionResult

@@ -7,10 +7,22 @@ Example:
     >>> print(tfcompress.inspect_model("model_int8.tflite"))  # doctest: +SKIP
 """
 
-from tfcompress.inspection.api import KerasInfo, ModelInfo, SavedModelInfo, inspect_model
-from tfcompress.inspection.onnx import OnnxInfo
-from tfcompress.inspection.tflite import TensorInfo, TFLiteInfo
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from tfcompress._lazy import lazy_exports
+
+# public name -> the module that defines it, imported on first use (PEP 562).
+_LAZY = {
+    "KerasInfo": "tfcompress.inspection.api",
+    "ModelInfo": "tfcompress.inspection.api",
+    "SavedModelInfo": "tfcompress.inspection.api",
+    "inspect_model": "tfcompress.inspection.api",
+    "OnnxInfo": "tfcompress.inspection.onnx",
+    "TensorInfo": "tfcompress.inspection.tflite",
+    "TFLiteInfo": "tfcompress.inspection.tflite",
+}
 __all__ = [
     "KerasInfo",
     "ModelInfo",
@@ -20,3 +32,9 @@ __all__ = [
     "TensorInfo",
     "inspect_model",
 ]
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+
+if TYPE_CHECKING:
+    from tfcompress.inspection.api import KerasInfo, ModelInfo, SavedModelInfo, inspect_model
+    from tfcompress.inspection.onnx import OnnxInfo
+    from tfcompress.inspection.tflite import TensorInfo, TFLiteInfo

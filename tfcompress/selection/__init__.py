@@ -8,12 +8,20 @@ a local process pool, any ``concurrent.futures`` executor, or a Dask cluster.
 
 from __future__ import annotations
 
-from tfcompress.selection.budgets import Budgets
-from tfcompress.selection.candidates import Candidate
-from tfcompress.selection.executors import InlineExecutor, connect_scheduler
-from tfcompress.selection.result import CandidateRecord, SelectionResult
-from tfcompress.selection.search import select_model
+from typing import TYPE_CHECKING
 
+from tfcompress._lazy import lazy_exports
+
+# public name -> the module that defines it, imported on first use (PEP 562).
+_LAZY = {
+    "Budgets": "tfcompress.selection.budgets",
+    "Candidate": "tfcompress.selection.candidates",
+    "InlineExecutor": "tfcompress.selection.executors",
+    "connect_scheduler": "tfcompress.selection.executors",
+    "CandidateRecord": "tfcompress.selection.result",
+    "SelectionResult": "tfcompress.selection.result",
+    "select_model": "tfcompress.selection.search",
+}
 __all__ = [
     "Budgets",
     "Candidate",
@@ -23,3 +31,11 @@ __all__ = [
     "connect_scheduler",
     "select_model",
 ]
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+
+if TYPE_CHECKING:
+    from tfcompress.selection.budgets import Budgets
+    from tfcompress.selection.candidates import Candidate
+    from tfcompress.selection.executors import InlineExecutor, connect_scheduler
+    from tfcompress.selection.result import CandidateRecord, SelectionResult
+    from tfcompress.selection.search import select_model
