@@ -1,9 +1,9 @@
 """Builtin options of a parsed ``.tflite``'s ops, read on demand (the reader's companion).
 
 :mod:`tfcompress.models.tflite_file` keeps no builtin options: most callers never need them.
-Those that do (the Edge TPU linter's limitations: fused activation, dilation, weights
-format, pack axis, strided slice masks, squeeze dimensions) read them here, through the same
-generated schema the reader walks, only for the ops that need them, on a file
+Those that do (the Edge TPU linter's limitations and the GPU check: fused activation,
+dilation, weights format, pack axis, strided slice masks, squeeze dimensions) read them here,
+through the same generated schema the reader walks, only for the ops that need them, on a file
 :func:`read_tflite` has already parsed and validated. Any parsing failure becomes a one-line
 :class:`ModelLoadError`.
 
@@ -37,7 +37,7 @@ _READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "DEPTHWISE_CONV_2D": ("DepthwiseConv2DOptions", _DILATION),
     "FULLY_CONNECTED": ("FullyConnectedOptions", ("WeightsFormat", "KeepNumDims")),
     "PACK": ("PackOptions", ("Axis",)),
-    "STRIDED_SLICE": ("StridedSliceOptions", ("EllipsisMask", "NewAxisMask")),
+    "STRIDED_SLICE": ("StridedSliceOptions", ("EllipsisMask", "NewAxisMask", "ShrinkAxisMask")),
     "SQUEEZE": ("SqueezeOptions", ("SqueezeDims",)),
 }
 _DEFAULTS: dict[str, OptionValue] = {
@@ -49,13 +49,14 @@ _DEFAULTS: dict[str, OptionValue] = {
     "KeepNumDims": 0,
     "EllipsisMask": 0,
     "NewAxisMask": 0,
+    "ShrinkAxisMask": 0,
     "SqueezeDims": (),
 }
 _ERRORS = (IndexError, struct.error, TypeError, ValueError, OverflowError, RecursionError)
 
 
 def read_options(model: TFLiteFile, *, subgraph: int = 0) -> dict[int, dict[str, OptionValue]]:
-    """Options of the ops in ``subgraph`` whose Edge TPU limitations depend on them.
+    """Options of the ops in ``subgraph`` whose Edge TPU or GPU limitations depend on them.
 
     Args:
         model: A parsed and validated ``.tflite``.
