@@ -153,6 +153,20 @@ def test_the_mnist_cnn_runs_bit_exact_in_a_bisected_arena(cnn_int8, digits):
     assert payload["arena"]["host_estimate"] and payload["arena"]["margin"] == 0.1
 
 
+def test_the_tflm_backend_scores_what_litert_int8_scores(cnn_int8, mnist_split):
+    import tfcompress
+
+    test = mnist_split.test  # 1,250 real digits
+    result = tfcompress.benchmark(
+        {"int8": str(cnn_int8)}, data=(test.x, test.y), backends=["cpu", "tflm"], batch_sizes=[1]
+    )
+    rows = {row.backend: row for row in result.rows}
+    assert rows["tflm"].ok and rows["cpu"].ok, [r.status for r in result.rows]
+    assert rows["tflm"].accuracy == rows["cpu"].accuracy > 0.9
+    assert "not a device latency" in rows["tflm"].details["latency_is"]
+    assert any("tflm rows: latency is host time" in note for note in result.notes)
+
+
 def test_the_bisected_arena_allocates_and_one_byte_less_does_not(tiny_int8):
     from tfcompress.targets.mcu import check
     from tfcompress.targets.mcu.probe import in_child

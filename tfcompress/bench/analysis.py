@@ -236,6 +236,23 @@ def _recipe_sentence(
     )
 
 
+def latency_notes(rows: list[BenchmarkRow]) -> list[str]:
+    """What a backend's latency is, where its rows say (``backend_details["latency_is"]``).
+
+    The ``tflm`` backend times TFLite Micro's reference kernels on this host: its rows say
+    that this is not a device latency, and so does the report.
+
+    Example:
+        >>> latency_notes([])
+        []
+    """
+    said: dict[str, str] = {}
+    for row in rows:
+        if row.ok and "latency_is" in row.details:
+            said.setdefault(row.backend, str(row.details["latency_is"]))
+    return [f"{backend} rows: latency is {what}" for backend, what in sorted(said.items())]
+
+
 def isolation_notes(rows: list[BenchmarkRow]) -> list[str]:
     """Where the rows ran: worker processes (native runtimes) or this process (TensorFlow).
 

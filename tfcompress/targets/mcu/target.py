@@ -77,7 +77,7 @@ class McuTarget(Target):
         io_types=("int8",),
         default_io_type="int8",
     )
-    latency_backend = "cpu"
+    latency_backend = "tflm"  # host time of TFLM's reference kernels, not a device figure
     gate_backend = "cpu"  # TFLM computes what LiteRT's int8 kernels compute (the check says)
 
     def check_setup(self, **options: Any) -> None:
