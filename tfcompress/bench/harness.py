@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -27,7 +26,6 @@ from tfcompress.data.sources import describe_source
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.feeding import FeedLayout, feed_layout
 from tfcompress.models.loading import model_name, resolve_model
-from tfcompress.models.probe import sharing_zygote
 from tfcompress.models.signature import model_signature
 from tfcompress.runtime import (
     check_backend_options,
@@ -37,6 +35,9 @@ from tfcompress.runtime.keras import pin_tensorflow_threads
 from tfcompress.runtime.routing import Route, may_run_on_keras, plan_routes
 
 logger = logging.getLogger(__name__)
+
+#: Seconds one measurement in a worker may take by default (loading, accuracy, one row).
+DEFAULT_TIMEOUT_S = 600.0
 
 
 def benchmark(
@@ -57,7 +58,7 @@ def benchmark(
     input_values: Mapping[str, float] | None = None,
     reference: str | None = None,
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
-    timeout: float | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
     isolate: bool = True,
     safe_mode: bool = True,
     report_dir: str | os.PathLike[str] | None = None,
@@ -156,10 +157,11 @@ def benchmark(
         >>> print(result)  # doctest: +SKIP
     """
     plan = _plan(backends, threads, batch_sizes, runs, min_seconds, warmup_runs, warmup_seconds)
-    from tfcompress._limits import CHILD_TIMEOUT
+    if timeout is not None:  # finite, above 0, a week at most: 1e300 overflows the wait
+        from tfcompress._limits import TimeLimit
 
-    # Finite, above 0, a week at most (1e300 overflows the wait); None: the one time limit.
-    timeout = CHILD_TIMEOUT.given(timeout, name="timeout (--timeout)")
+        shown = f"timeout (--timeout) {str(timeout)[:40]}"
+        timeout = TimeLimit("", DEFAULT_TIMEOUT_S).check(float(timeout), shown=shown)
     plan = replace(
         plan,
         options={k: dict(v) for k, v in (backend_options or {}).items()},
@@ -182,9 +184,7 @@ def benchmark(
         pin_tensorflow_threads(plan.threads[0])
     # Every artifact is loaded, measured and matched with the data before anything is timed:
     # a missing or corrupt file is bad input (one error, nothing measured), not a report row.
-    # Their probes fork from the zygote the measurement workers are forked from next.
-    with sharing_zygote() if plan.isolate else contextlib.nullcontext():
-        loaded = {name: _load(source, safe_mode) for name, source in named.items()}
+    loaded = {name: _load(source, safe_mode) for name, source in named.items()}
     routes = plan_routes({name: model for name, (model, _) in loaded.items()}, plan.backends)
     # The data is read once the first model is known: its input rank tells a batch of a
     # batched tf.data.Dataset or generator from one sample (a generator can be read once).
