@@ -151,7 +151,7 @@ if TYPE_CHECKING:
     from tfcompress.zoo import ZooModelInfo, create_model, list_models, model_info
 
 
-_SUBMODULES = ("edgetpu", "samples")
+_SUBMODULES = ("edgetpu", "mcu", "samples")
 
 
 def __getattr__(name: str) -> Any:
@@ -159,7 +159,7 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
-    if name in _SUBMODULES:  # tfcompress.samples.mnist(), tfcompress.edgetpu.check(...)
+    if name in _SUBMODULES:  # tfcompress.samples.mnist(), tfcompress.mcu.check(...)
         return importlib.import_module(f"tfcompress.{name}")
     raise AttributeError(f"module 'tfcompress' has no attribute {name!r}")
 
