@@ -41,7 +41,7 @@ def int8_file() -> bytes:
 
 
 def test_the_builtin_targets_are_registered():
-    assert TARGETS == ["cpu", "edgetpu", "gpu"]
+    assert TARGETS == ["cpu", "edgetpu", "gpu", "mcu"]
 
 
 @pytest.mark.parametrize("name", TARGETS)
@@ -101,7 +101,8 @@ def test_check_summary_rank_and_refusal_work_on_a_real_int8_file(name, int8_file
     class _Attempt:
         target_verdict = summary
 
-    assert target.rank(_Attempt()) in (0, 1)
+    rank = target.rank(_Attempt())  # an order, 0 best (mcu: arena then flash, in bytes)
+    assert isinstance(rank, int) and rank >= 0
 
 
 @pytest.mark.parametrize("name", TARGETS)
