@@ -120,10 +120,17 @@ _BAD_MEMORY = ["inf", "nan", "1e308", "-1", "0", "garbage", "1e999", "9" * 30, "
 _BAD_MEMORY += ["8XB", "GiB", "-8GiB", "nanGB", "1e19GiB"]
 
 
-def _limit_case(variable: str, values: list[str], kind: str) -> None:
+def _limit_case(variable: str, values: list[str]) -> None:
+    """A bad value of one of the limits every child runs under, met by a random one of them.
+
+    The one time limit and the one memory limit bound a conversion, the load probe and the
+    Edge TPU compiler alike: each is checked before its child starts.
+    """
+
     @invocation(f"env.{variable.removeprefix('TFCOMPRESS_').lower()}")
     def make(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Invocation:
         value = values[int(rng.integers(0, len(values)))]
+        kind = ("child", "probe", "compiler")[int(rng.integers(0, 3))]
         out = folder / "out.tflite"
         if kind == "probe":  # the probe of a .tflite reads it: inspect or benchmark
             if rng.random() < 0.5:
@@ -164,10 +171,8 @@ def _copying_compiler(folder: Path) -> Path:
     return script
 
 
-_limit_case("TFCOMPRESS_TIMEOUT", _BAD_LIMITS, "child")
-_limit_case("TFCOMPRESS_MEMORY_LIMIT", _BAD_MEMORY, "child")
-_limit_case("TFCOMPRESS_PROBE_TIMEOUT", _BAD_LIMITS, "probe")
-_limit_case("TFCOMPRESS_COMPILER_TIMEOUT", _BAD_LIMITS, "compiler")
+_limit_case("TFCOMPRESS_TIMEOUT", _BAD_LIMITS)
+_limit_case("TFCOMPRESS_MEMORY_LIMIT", _BAD_MEMORY)
 
 
 # --- --out and --report naming what is no writable path -------------------------------------
@@ -277,8 +282,8 @@ def _extreme_report(rng: np.random.Generator) -> str:
         _chosen("ptq", {"recipe": int8, "methods": [{}]}),
         _chosen("ptq", {"recipe": {**int8, "methods": [{}]}}),
         _chosen("ptq", {"recipe": {**int8, "methods": {}}}),
-        _chosen("ptq", {"recipe": {**int8, "batch_size": 2**64}}),
-        _chosen("ptq", {"recipe": {**int8, "batch_size": -1}}),
+        _chosen("ptq", {"recipe": {**int8, "static_batch": 2**64}}),
+        _chosen("ptq", {"recipe": {**int8, "static_batch": -1}}),
         _chosen("qat", {"epochs": 1, "batch_size": 2**64}),
         _chosen("ptq", {"recipe": int8, "seed": 2**64}),
         '{"attempts": [], "chosen": {"index": NaN}}',

@@ -42,7 +42,8 @@ def test_quantize_int8_with_eval_json(capfd, tmp_path, model_files, flavour):
     )
     assert code == 0, stderr
     report = json.loads(stdout)  # stdout holds exactly one JSON object
-    assert report["recipe"] == "int8" and report["output"] == str(out)
+    assert report["recipe"]["name"] == "int8" and report["output"] == str(out)
+    assert report["config"]["recipe"] == report["recipe"]  # the config that made the file
     assert report["size_bytes"] == out.stat().st_size
     assert report["size_ratio"] == pytest.approx(
         report["size_bytes"] / report["reference_size_bytes"], abs=1e-4
@@ -360,11 +361,17 @@ def test_quantize_format_onnx_with_eval_and_gate(capfd, tmp_path, model_files):
     )
     assert code == 0, stderr
     report = json.loads(stdout)
-    assert report["format"] == "onnx" and report["calibration_method"] == "entropy"
+    assert report["format"] == "onnx" and report["recipe"]["calibration_method"] == "entropy"
+    assert report["config"] == {
+        "recipe": report["recipe"],
+        "seed": 0,
+        "format": "onnx",
+        "version": 1,
+    }
     assert report["size_bytes"] == out.stat().st_size and report["size_ratio"] <= 0.35
     assert report["passed"] is True and report["accuracy_drop"] <= 0.01
     assert [row["backend"] for row in report["evaluation"]["rows"]] == ["onnxruntime"] * 2
-    assert report["export_check"]["passed"] is True and report["opset"] == 17
+    assert report["export_check"]["passed"] is True and report["recipe"]["opset"] == 17
     assert load_model(out).content[:1] == b"\x08"  # an ONNX ModelProto
 
 
@@ -394,7 +401,7 @@ def test_quantize_format_onnx_gate_failure_exits_1(capfd, tmp_path, model_files,
     [
         (["--format", "onnx", "--recipe", "int16x8"], "'int16x8' is .tflite only"),
         (["--format", "onnx", "--input-type", "int8"], "applies to .tflite only"),
-        (["--calibration", "entropy"], "--calibration applies to --format onnx"),
+        (["--calibration", "entropy"], "calibration_method (--calibration) applies to format="),
         (["--format", "onnx", "--opset", "30"], "choose 13 to 18"),
     ],
 )

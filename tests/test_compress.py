@@ -268,6 +268,10 @@ def test_options_are_checked_before_any_work() -> None:
         ({"objective": "speed"}, "unknown objective"),
         ({"time_budget_s": -1}, "positive"),
         ({"threads": 0}, "threads"),
+        ({"static_batch": 0}, "static_batch must be a positive integer"),
+        ({"static_batch": 1, "train_data": "t.npz"}, "fine-tuned ones keep the model's own"),
+        ({"batch_size": 8}, "batch_size is the fine-tuning batch of the QAT"),
+        ({"batch_size": 0, "train_data": "t.npz"}, "batch_size must be a positive integer"),
     ):
         with pytest.raises(InvalidInputError, match=text.replace("[", r"\[")):
             tfcompress.compress(object(), representative_data=None, eval_data=None, **options)
@@ -297,6 +301,7 @@ def test_ladder_and_durations() -> None:
         (["--max-drop", "0.01"], "the gate flags"),
         (["--target", "edgetpu", "--time-budget", "1m"], "--target, --time-budget"),
         (["--report", "rep", "--latency"], "--latency, --report"),
+        (["--static-batch", "1", "--batch-size", "8"], "--static-batch, --batch-size"),
     ],
 )
 def test_replay_refuses_the_options_of_a_search(tmp_path, capsys, extra, flags):
@@ -305,3 +310,12 @@ def test_replay_refuses_the_options_of_a_search(tmp_path, capsys, extra, flags):
     assert main([*argv, "--out", str(out)]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"{flags} apply to a search: drop them" in error and not out.exists()
+
+
+def test_batch_size_is_the_fine_tuning_batch_and_needs_train(tmp_path, capsys):
+    out = tmp_path / "o.tflite"
+    argv = ["compress", "m.keras", "--data", "c.npz", "--eval", "t.npz", "--batch-size", "8"]
+    assert main([*argv, "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "--batch-size is the fine-tuning batch of --train" in error[0]
+    assert "--static-batch" in error[0] and not out.exists()

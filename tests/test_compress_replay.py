@@ -38,7 +38,7 @@ def searched(tmp_path_factory):
     model.save(root / "model.keras")
     files = {"model": str(root / "model.keras"), **_files(root, model, calib, x[:500], y[:500])}
     code = main(["compress", files["model"], "--data", files["calib"], "--eval", files["test"],
-                 "--train", files["train"], "--min-snr", "200",
+                 "--train", files["train"], "--batch-size", "16", "--min-snr", "200",
                  "--report", str(root / "rep"), "--out", str(root / "none.tflite")])  # fmt: skip
     assert code == 1  # nothing passed: every rung was tried
     report = json.loads((root / "rep" / "compress.json").read_text())
@@ -64,6 +64,7 @@ def test_every_attempt_of_a_fresh_report_reads_back_and_replays(searched, tmp_pa
         config = TRAINING_CONFIGS[made[name]["technique"]].from_dict(recipe)
         assert recipe == config.to_dict() and recipe["version"] == CONFIG_VERSION
         assert recipe["freeze_batchnorm"] is True and recipe["epochs"] == 1
+        assert recipe["batch_size"] == 16  # compress --batch-size: the fine-tuning batch
     assert made["prune-int8"]["recipe"]["schedule"] == "polynomial"  # what ran, not None
     assert made["int8"]["recipe"]["version"] == CONFIG_VERSION
     assert "methods" not in made["int8-methods"]["recipe"]  # the kept ones are in its recipe
@@ -109,6 +110,6 @@ def test_a_litert_quantizer_attempt_replays_through_the_cli(tmp_path, capsys):
     # A static batch cannot be honoured for a .tflite (LiteRT Quantizer keeps its shapes).
     never = tmp_path / "never.tflite"
     code = main(["compress", files["model"], "--data", files["calib"], "--eval", files["test"],
-                 "--batch-size", "1", "--out", str(never)])  # fmt: skip
+                 "--static-batch", "1", "--out", str(never)])  # fmt: skip
     assert code == 2 and not never.exists()
     assert "a .tflite keeps its own shapes" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from test_edgetpu_compiler import _FAILING, _WORKING, LOG_21_SPLIT, _fake_compil
 import tfcompress
 from tfcompress.cli import main
 from tfcompress.errors import BackendUnavailableError, InvalidInputError
-from tfcompress.quantization import Recipe
+from tfcompress.quantization import PTQConfig, Recipe
 from tfcompress.runtime.edgetpu import count_tpu_ops
 from tfcompress.targets.edgetpu.target import NOT_INSTALLED, edgetpu_verdict
 
@@ -95,7 +95,7 @@ def _io_details(content: bytes) -> tuple[list[dict], list[dict]]:
 
 def test_edgetpu_recipe_is_uint8_at_batch_one(edgetpu_result) -> None:
     recipe = edgetpu_result.recipe
-    assert (recipe.name, recipe.input_type, recipe.output_type, recipe.batch_size) == (
+    assert (recipe.name, recipe.input_type, recipe.output_type, recipe.static_batch) == (
         "int8",
         "uint8",
         "uint8",
@@ -117,7 +117,8 @@ def test_result_carries_the_linter_and_says_no_compiler(edgetpu_result) -> None:
     data = json.loads(json.dumps(edgetpu_result.to_dict()))
     assert data["edgetpu"]["compiler_status"] == "edgetpu_compiler not installed"
     assert data["edgetpu"]["linter"]["compatible"] is True
-    assert data["recipe"]["batch_size"] == 1
+    assert data["recipe"]["static_batch"] == 1
+    assert PTQConfig.from_dict(data["config"]) == edgetpu_result.config  # replayable
     assert "edgetpu_compiler not installed" in str(edgetpu_result)
     with pytest.raises(InvalidInputError, match="no compiled model"):
         verdict.save_compiled("never.tflite")
@@ -149,7 +150,7 @@ def test_static_batch_for_tf_keras_and_saved_models(tmp_path: Path, calibration)
     small_cnn(flavour="keras3").export(str(saved), format="tf_saved_model", verbose=False)
     for model in (tf_keras_cnn, str(saved)):
         result = tfcompress.quantize(
-            model, representative_data=calibration, recipe=Recipe("int8", batch_size=1)
+            model, representative_data=calibration, recipe=Recipe("int8", static_batch=1)
         )
         inputs, outputs = _io_details(result.model_content)
         assert [list(d["shape_signature"]) for d in inputs] == [[1, 28, 28, 1]]
@@ -164,7 +165,7 @@ def test_static_batch_for_tf_keras_and_saved_models(tmp_path: Path, calibration)
         ({"input_type": "float32"}, "takes uint8 or int8 inputs"),
         ({"format": "onnx"}, "makes a .tflite"),
         ({"target": "tpu9"}, "unknown target 'tpu9'; choose one of cpu, edgetpu, gpu"),
-        ({"recipe": Recipe("int8", batch_size=4)}, "static batch of 1, not batch_size=4"),
+        ({"recipe": Recipe("int8", static_batch=4)}, "static batch of 1, not static_batch=4"),
     ],
 )
 def test_refusals(cnn, calibration, options: dict, message: str) -> None:
@@ -178,10 +179,10 @@ def test_compiler_without_target_is_refused(cnn, calibration) -> None:
         tfcompress.quantize(cnn, representative_data=calibration, compiler="edgetpu_compiler")
 
 
-@pytest.mark.parametrize("batch_size", [0, -1, 1.5, True])
-def test_bad_batch_size(batch_size: object) -> None:
-    with pytest.raises(InvalidInputError, match="batch_size must be a positive integer"):
-        Recipe("int8", batch_size=batch_size)  # type: ignore[arg-type]
+@pytest.mark.parametrize("static_batch", [0, -1, 1.5, True])
+def test_bad_static_batch(static_batch: object) -> None:
+    with pytest.raises(InvalidInputError, match="static_batch must be a positive integer"):
+        Recipe("int8", static_batch=static_batch)  # type: ignore[arg-type]
 
 
 @posix_only
@@ -225,7 +226,7 @@ def test_cli_writes_the_compiled_model_next_to_out(
     assert payload["compiled_output"] == str(compiled)
     assert compiled.read_bytes() == out.read_bytes() + b"EDGETPU"
     assert payload["edgetpu"]["compiler"]["ops_mapped"] == 10
-    assert payload["input_type"] == "uint8"
+    assert payload["recipe"]["input_type"] == "uint8"
     assert compiled.with_suffix(".log").read_text().startswith("Edge TPU Compiler version")
 
 

@@ -298,7 +298,7 @@ def test_cli_default_keeps_float_ops_and_integer_only_refuses(capfd, tmp_path, m
     captured = capfd.readouterr()
     assert code == 0, captured.err
     report = json.loads(captured.out)
-    assert report["integer_only"] is False and report["float_ops"] == ["NEG"]
+    assert report["recipe"]["integer_only"] is False and report["float_ops"] == ["NEG"]
     assert report["size_bytes"] == out.stat().st_size
     assert report["checked"] is False  # no --eval: nothing was compared
     warned = [line for line in captured.err.splitlines() if line.startswith("WARNING")]

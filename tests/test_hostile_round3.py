@@ -167,7 +167,7 @@ def _chosen(technique: str = "ptq", **recipe: Any) -> dict[str, Any]:
 
 
 INT8_METHODS = _chosen(recipe={"name": "int8", "methods": [{}]})
-INT8_BATCH = _chosen(recipe={"name": "int8", "batch_size": 2**64})
+INT8_BATCH = _chosen(recipe={"name": "int8", "static_batch": 2**64})
 
 
 @pytest.mark.parametrize(
@@ -181,7 +181,7 @@ INT8_BATCH = _chosen(recipe={"name": "int8", "batch_size": 2**64})
         ('{"attempts": [], "chosen": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
         (
             json.dumps({"attempts": [], "chosen": INT8_BATCH}),
-            "batch_size must be a positive integer up to 2147483647",
+            "static_batch must be a positive integer up to 2147483647",
         ),
         (json.dumps({"attempts": [], "chosen": _chosen("qat", batch_size=2**64)}), "batch_size"),
         ('{"attempts": [], "chosen": {"index": ' + "9" * 5000 + "}}", "not a JSON compress report"),

@@ -173,7 +173,7 @@ def test_cli_quantizes_a_tflite_with_rules_and_layer_errors(landmarker, tmp_path
     assert code == 0 and out.is_file()
     payload = json.loads(capsys.readouterr().out)
     assert payload["engine"] == "litert-quantizer"
-    assert payload["rules"][0]["op_type"] == "FULLY_CONNECTED"
+    assert payload["recipe"]["rules"][0]["op_type"] == "FULLY_CONNECTED"
     assert any("deprecated_builtin_code" in n for n in payload["notes"])
     worst = payload["layer_errors"]["tensors"][0]
     assert set(worst) == {"tensor", "op_type", "mode", "snr_db", "cosine", "rmse", "max_abs"}

@@ -7,7 +7,7 @@
   the float32 file; the computed sizes of the steps stay below what was made;
 * fine-tuning freezes BatchNorm, says when it is worse than PTQ, and runs in a child process
   whose (real, SIGSEGV) crash is an error, retried with oneDNN off;
-* quantize warns of a collapse, suggests ``--batch-size`` for an RNN, takes custom objects
+* quantize warns of a collapse, suggests ``--static-batch`` for an RNN, takes custom objects
   from a file, refuses a weightless SavedModel and a ``.tflite`` before reading data.
 
 Models come from tfcompress/samples/troublemakers.py (shared with benchmarks/never_worse.py), each
@@ -218,12 +218,14 @@ def test_rnn_error_suggests_a_static_batch_which_converts(tmp_path, capfd):
     argv = ["quantize", path, "--recipe", "dynamic", "--data", tmp_path / "calib.npz"]
     code, _, stderr = _run([*argv, "--out", tmp_path / "dynamic.tflite"], capfd)
     (error,) = [line for line in stderr.splitlines() if line.startswith("tfcompress quantize")]
-    assert code == 2 and "--batch-size 1" in error and "TensorListReserve" in error
+    assert code == 2 and "--static-batch 1" in error and "TensorListReserve" in error
     assert "loc(" not in error and "<frozen" not in error and "error: error" not in error
     out = tmp_path / "static.tflite"
-    code, stdout, stderr = _run([*argv, "--out", out, "--batch-size", "1", "--json"], capfd)
+    code, stdout, stderr = _run([*argv, "--out", out, "--static-batch", "1", "--json"], capfd)
     assert code == 0, stderr
-    assert json.loads(stdout)["batch_size"] == 1 and out.stat().st_size > 0
+    report = json.loads(stdout)
+    assert report["recipe"]["static_batch"] == 1 and out.stat().st_size > 0
+    assert report["config"]["recipe"] == report["recipe"]  # the config that made it
 
 
 def test_custom_layer_from_a_file_and_weightless_saved_model(tmp_path, capfd):

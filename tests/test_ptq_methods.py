@@ -292,7 +292,7 @@ def test_recipe_json_round_trip_and_cli_refusals(capfd, tmp_path, depthwise_file
     assert all(name in help_text for name in METHODS)  # the CLI's help lists every method
     model, calib = depthwise_files / "dw.keras", depthwise_files / "calib.npz"
     for extra, text in (
-        (["--recipe", "dynamic", "--method", "equalize"], "--method applies to int8"),
+        (["--recipe", "dynamic", "--method", "equalize"], "apply to recipe 'int8' only"),
         (["--method", "equalize,auto"], "pass auto, none"),
     ):
         out = tmp_path / "refused.tflite"

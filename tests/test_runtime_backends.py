@@ -142,7 +142,7 @@ def test_gpu_runs_like_the_cpu_or_says_why_not(files, mnist_split, trained_cnn):
     # The dynamic-batch file computes its Flatten shape (SHAPE, STRIDED_SLICE, PACK), ops
     # that may fall back to the CPU interpreter. At a static batch every op of the CNN has a
     # GPU kernel, so the whole model must run accelerated, not quietly in the interpreter.
-    static = tfcompress.quantize(trained_cnn, recipe=Recipe("float32", batch_size=1))
+    static = tfcompress.quantize(trained_cnn, recipe=Recipe("float32", static_batch=1))
     ops = set(tfcompress.inspect_model(static.model_content).op_histogram)
     assert ops == {"CONV_2D", "MAX_POOL_2D", "RESHAPE", "FULLY_CONNECTED", "SOFTMAX"}, ops
     with create_runner(static.model, backend="gpu") as gpu:

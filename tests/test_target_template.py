@@ -186,6 +186,6 @@ def test_the_cli_offers_it_and_its_flags(tiny, model_and_data, tmp_path, capsys)
     code = main(["quantize", *argv, "--target", "tiny", "--tiny-max-kb", "64", "--json"])
     assert code == 0, capsys.readouterr().err
     payload = json.loads(capsys.readouterr().out)
-    assert payload["tiny"]["compatible"] is True and payload["input_type"] == "float32"
+    assert payload["tiny"]["compatible"] is True and payload["recipe"]["input_type"] == "float32"
     code = main(["quantize", *argv, "--tiny-max-kb", "64", "--force"])
     assert code == 2 and "applies to --target tiny only" in capsys.readouterr().err

@@ -54,8 +54,8 @@ def test_recipe_rules_give_options_a_recipe_accepts(name):
     for recipe in admitted:
         options = target.recipe_options(recipe, input_type=None, output_type=None)
         made = Recipe(recipe).with_options(**options)
-        if target.rules.batch_size is not None:
-            assert made.batch_size == target.rules.batch_size
+        if target.rules.static_batch is not None:
+            assert made.static_batch == target.rules.static_batch
         if target.rules.io_types is not None:
             assert {made.input_type, made.output_type} <= set(target.rules.io_types)
     for refused in sorted(set(list_recipes(include_float=True)) - set(admitted)):

@@ -17,8 +17,8 @@ import pytest
 
 from tfcompress.compression.build import build
 from tfcompress.compression.handlers import get_handler, list_handlers, with_batch
-from tfcompress.compression.ptq_config import PTQConfig, recipe_from_data
 from tfcompress.errors import InvalidInputError
+from tfcompress.quantization.config import PTQConfig, recipe_from_data
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.training.cluster import cluster
 from tfcompress.training.configs import (
@@ -139,11 +139,18 @@ def test_options_recorded_before_configs_had_a_version_still_read():
         config_from_dict("ptq", {})
 
 
+# The recipe a compress attempt records for the Edge TPU: the target's rules applied.
+EDGETPU_INT8 = {
+    "name": "int8", "input_type": "uint8", "output_type": "uint8", "integer_only": True,
+    "static_batch": 1,
+}  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "recorded",
     [
         {"recipe": {"name": "int8"}, "seed": 0},  # before version
-        {"recipe": {"name": "int8", "input_type": "uint8"}, "seed": 1, "target": "edgetpu"},
+        {"recipe": EDGETPU_INT8, "seed": 1, "target": "edgetpu"},
         {"recipe": {"name": "int8", "rules": []}, "seed": 0, "engine": "litert-quantizer"},
         {"recipe": {"name": "int8"}, "methods": "auto"},  # the methods rung
         {"recipe": {"name": "int8", "float_nodes": ["a;b"]}, "seed": 2, "version": 1},
@@ -176,6 +183,12 @@ def test_ptq_config_refuses_what_no_attempt_records(recorded, refusal):
         PTQConfig.from_dict(recorded)
 
 
+def test_ptq_config_applies_the_target_rules_to_its_recipe():
+    config = PTQConfig.from_dict({"recipe": {"name": "int8"}, "target": "edgetpu"})
+    assert config.recipe == recipe_from_data(EDGETPU_INT8)
+    assert PTQConfig.from_dict(config.to_dict()) == config  # shaping it again changes nothing
+
+
 def test_compress_dispatches_every_rung_technique_through_the_registry():
     assert list_handlers() == ["cluster", "prune", "ptq", "qat", "rules", "selective"]
     assert get_handler("selective").read({"name": "int8"}, seed=5).seed == 5
@@ -185,9 +198,9 @@ def test_compress_dispatches_every_rung_technique_through_the_registry():
     )
     # The search's static batch goes into the recipe, also of the methods' rung.
     assert with_batch({"recipe": {"name": "int8"}, "methods": "auto"}, 1) == {
-        "recipe": {"name": "int8", "batch_size": 1}, "methods": "auto"
+        "recipe": {"name": "int8", "static_batch": 1}, "methods": "auto"
     }  # fmt: skip
-    assert with_batch({"name": "float16"}, 1) == {"name": "float16", "batch_size": 1}
+    assert with_batch({"name": "float16"}, 1) == {"name": "float16", "static_batch": 1}
     rules = get_handler("rules").read({"recipe": {"name": "int8"}, "mode": "float"})
     assert rules.mode == "float" and not get_handler("rules").records_attempts
     with pytest.raises(InvalidInputError, match="unknown technique 'exec'; choose one of"):

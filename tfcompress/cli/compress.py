@@ -68,7 +68,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--batch-size",
         type=positive_int,
         metavar="N",
-        help="a static batch for every artifact (e.g. 1 for RNNs whose conversion needs one)",
+        help="with --train: the fine-tuning batch of the QAT, pruning and clustering rungs "
+        "(default 32)",
+    )
+    parser.add_argument(
+        "--static-batch",
+        type=int,  # the recipe checks it, as it checks the keyword's
+        metavar="N",
+        help="a static batch in every artifact's file (e.g. 1 for RNNs whose conversion "
+        "needs one); not with --train",
     )
     parser.add_argument(
         "--time-budget", type=duration, metavar="T", help="wall-clock budget: 90s, 10m, 1h"
@@ -136,6 +144,11 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         check_compress_report_dir(args.report, overwrite=args.force)
     if args.train_batchnorm and args.train is None:
         raise InvalidInputError("--train-batchnorm sets how --train fine-tunes; pass --train.")
+    if args.batch_size is not None and args.train is None:
+        raise InvalidInputError(
+            "--batch-size is the fine-tuning batch of --train; pass --train (a static batch "
+            "in the file is --static-batch N)."
+        )
     model = load_cli_model(args)
     result = compress(
         model,
@@ -150,6 +163,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         mode=args.mode or "strict",
         threads=args.threads,
         measure_latency=True if args.latency else None,
+        static_batch=args.static_batch,
         batch_size=args.batch_size,
         freeze_batchnorm=not args.train_batchnorm,
         progress=True,
@@ -210,6 +224,7 @@ def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
         "--latency": args.latency,
         "--report": args.report is not None,
         "--threads": args.threads != 1,
+        "--static-batch": args.static_batch is not None,
         "--batch-size": args.batch_size is not None,
         "--train-batchnorm": args.train_batchnorm,
         "the gate flags": gate_requested(args) or bool(args.mode or args.output or args.metric),

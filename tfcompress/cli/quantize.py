@@ -33,6 +33,8 @@ from tfcompress.cli.common import (
 
 if TYPE_CHECKING:
     from tfcompress.bench.accuracy import Evaluation
+    from tfcompress.quantization.artifact import QuantizedArtifact
+    from tfcompress.quantization.config import PTQConfig
     from tfcompress.testing.judge import Check
     from tfcompress.testing.report import GateReport
 
@@ -73,7 +75,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--engine",
-        choices=ENGINES,
+        metavar="{" + ",".join(ENGINES) + "}",  # the config checks it, as the keyword's
         help="converter (TFLite converter; default for Keras/SavedModel) or litert-quantizer "
         "(LiteRT Quantizer; default for a .tflite and the int4 recipes)",
     )
@@ -114,7 +116,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--samples",
-        type=positive_int,
+        type=int,  # the recipe checks the count, as it checks the keyword's
+        metavar="N",
         help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})",
     )
     parser.add_argument(
@@ -135,10 +138,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(Edge TPU, microcontrollers) instead of keeping them float, the converter's default",
     )
     parser.add_argument(
-        "--batch-size",
-        type=positive_int,
+        "--static-batch",
+        type=int,  # the recipe checks it, as it checks the keyword's
         metavar="N",
-        help=".tflite: a static batch dimension (e.g. 1; RNNs whose conversion needs one)",
+        help=".tflite: a static batch dimension in the file (e.g. 1; RNNs whose conversion "
+        "needs one)",
     )
     parser.add_argument(
         "--float-node",
@@ -181,6 +185,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     """Quantize, optionally evaluate and gate, write the artifact atomically, report.
 
+    The flags that decide the artifact become one
+    :class:`~tfcompress.quantization.config.PTQConfig` (:func:`ptq_config`), checked before
+    the model is read; ``--json`` prints ``result.to_dict()`` (``config`` among its keys)
+    with what the command adds: ``output``, ``checked``, the evaluation and the gate.
+
     Args:
         args: The parsed flags of :func:`add_parser`.
         out: Where the table or the JSON object goes (stdout).
@@ -190,7 +199,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
 
     Raises:
         InvalidInputError: A gate threshold without ``--eval``, ``--mode`` without a
-            threshold, or any input :func:`tfcompress.quantize` refuses.
+            threshold, or any option the config or :func:`tfcompress.quantize` refuses.
         InvalidDataError: ``--eval`` data that does not fit the model (checked before
             converting).
         UnsupportedModelError: The model is a ``.tflite`` (refused before reading data).
@@ -203,21 +212,106 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         ... # doctest: +SKIP
         0
     """
-    from tfcompress.bench.accuracy import evaluate
     from tfcompress.bench.paired import read_for_reference
-    from tfcompress.errors import InvalidInputError
-    from tfcompress.models import TFLiteModel, check_output_path
-    from tfcompress.quantization.engines import choose_engine
-    from tfcompress.quantization.float_ops import describe_float_ops
+    from tfcompress.models import check_output_path
     from tfcompress.quantization.ptq import quantize
-    from tfcompress.quantization.recipes import Recipe
-    from tfcompress.report.comparison import VariantRow, comparison_table
-    from tfcompress.targets.base import get_target
     from tfcompress.testing.judge import build_checks
 
     if args.list_recipes:
         out.write(recipes_table() + "\n")
         return 0
+    _check_usage(args)
+    config = ptq_config(args)  # every option checked before any file is touched
+    checks = build_checks(flat(args.output), flat(args.metric), **threshold_options(args))
+    inputs = [p for p in (args.model, args.data, args.eval_data) if p]
+    check_output_path(args.out, overwrite=args.force, inputs=inputs)
+    side_outputs = _side_outputs(args, config, inputs)
+    model = load_cli_model(args)
+    _check_engine_for(model, config)
+    # The test data is matched to the model now: a mismatch costs nothing, not a conversion.
+    eval_set = read_for_reference(args.eval_data, model, "--eval data") if args.eval_data else None
+    result = quantize(
+        model,
+        config=config,
+        representative_data=args.data,
+        eval_data=eval_set if _methods_score_on_eval(config) else None,
+        layer_errors=args.layer_errors,
+        progress=show_progress(),
+    )
+    name = _row_name(result)
+    evaluation = _evaluate(result, name, eval_set, args)
+    # Judged before writing: an option the gate refuses must not leave a file behind.
+    gate = (
+        _gate(evaluation, checks, args) if evaluation is not None and gate_requested(args) else None
+    )
+    collapsed = _collapse(evaluation)
+    saved = result.save(args.out, overwrite=args.force)
+    logger.info("wrote %s (%s bytes)", saved, f"{result.size_bytes:,}")
+    beside = _save_beside(result, saved, side_outputs, args.force)
+    payload = {
+        **result.to_dict(),
+        "output": str(saved),
+        "warnings": [*result.warnings, *collapsed],
+        "checked": evaluation is not None,
+        **beside,
+        **_evaluation_fields(evaluation, gate, args),
+    }
+    if args.json:
+        emit_json(out, payload)
+    else:
+        out.write(_text(result, name, evaluation, gate, saved, beside) + "\n")
+    if gate is not None and not gate.passed:
+        logger.error("%s; %s was still written", gate.headline(), saved)
+        return 1
+    return 0
+
+
+def ptq_config(args: argparse.Namespace) -> PTQConfig:
+    """The :class:`~tfcompress.quantization.config.PTQConfig` the flags describe.
+
+    The flags are passed as they were given: the config refuses a bad value with the
+    message the keyword and a replayed report get (``--samples 0``, ``--engine tvm``).
+
+    Raises:
+        InvalidInputError: What the config refuses; an unparseable ``--rule``.
+
+    Example:
+        >>> ptq_config(build_parser().parse_args(["quantize", "m.keras", "--samples", "8"])
+        ...     .recipe.calibration_samples  # doctest: +SKIP
+        8
+    """
+    from tfcompress.quantization.config import PTQConfig
+
+    return PTQConfig.from_options(
+        format=args.format,
+        recipe=args.recipe,
+        input_type=args.input_type,
+        output_type=args.output_type,
+        per_channel=False if args.per_tensor else None,
+        calibration_samples=args.samples,
+        integer_only=True if args.integer_only else None,
+        static_batch=args.static_batch,
+        float_nodes=args.float_nodes,
+        rules=None if not args.rules else [parse_rule(text) for text in args.rules],
+        block_size=args.block_size,
+        engine=args.engine,
+        methods=args.method,
+        calibration_method=args.calibration,
+        opset=args.opset,
+        target=args.target,
+        target_options=target_options(args),
+    )
+
+
+def _check_usage(args: argparse.Namespace) -> None:
+    """Refuse a command line missing what it needs, or whose flags contradict each other.
+
+    Raises:
+        InvalidInputError: No MODEL or ``--out``; a gate flag without ``--eval`` or without a
+            threshold; an ``--out`` named for the other format.
+    """
+    from tfcompress.errors import InvalidInputError
+
     if args.model is None or args.out is None:
         missing = "MODEL" if args.model is None else "--out OUT"
         raise InvalidInputError(
@@ -233,147 +327,135 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         raise InvalidInputError("--mode sets the gate of --max-drop; pass --max-drop too.")
     if (args.output or args.metric) and args.eval_data is None:
         raise InvalidInputError("--output and --metric choose what --eval scores; pass --eval.")
-    _check_format(args)
-    checks = build_checks(flat(args.output), flat(args.metric), **threshold_options(args))
-    inputs = [p for p in (args.model, args.data, args.eval_data) if p]
-    check_output_path(args.out, overwrite=args.force, inputs=inputs)
-    side_outputs = _side_outputs(args, inputs)
-    model = load_cli_model(args)
-    if isinstance(model, TFLiteModel):  # an engine that cannot take it refuses before any data
-        choose_engine(args.engine, model, Recipe.coerce(args.recipe))
-    # The test data is matched to the model now: a mismatch costs nothing, not a conversion.
-    eval_set = read_for_reference(args.eval_data, model, "--eval data") if args.eval_data else None
-    methods_options = _methods_options(args, eval_set)
-    result = quantize(
-        model,
-        format=args.format,
-        recipe=args.recipe,
-        representative_data=args.data,
-        input_type=args.input_type,
-        output_type=args.output_type,
-        per_channel=False if args.per_tensor else None,
-        calibration_samples=args.samples,
-        integer_only=True if args.integer_only else None,
-        float_nodes=args.float_nodes,
-        **_tflite_only(args),
-        **methods_options,
-        batch_size=args.batch_size,
-        calibration_method=args.calibration,
-        opset=args.opset,
-        target=args.target,
-        target_options=target_options(args),
-        progress=show_progress(),
-    )
-    evaluation = None
+    suffix = str(args.out).lower().rsplit(".", 1)[-1] if "." in str(args.out) else ""
+    other = {"tflite": "onnx", "onnx": "tflite"}[args.format]
+    if suffix == other:
+        raise InvalidInputError(
+            f"--out {args.out} names a .{other} file but --format is {args.format}; pass "
+            f"--format {other}, or name the output .{args.format}."
+        )
+
+
+def _check_engine_for(model: Any, config: PTQConfig) -> None:
+    """A ``.tflite`` the engine cannot take is refused before any data is read."""
+    from tfcompress.models import TFLiteModel
+    from tfcompress.quantization.engines import choose_engine
+
+    if isinstance(model, TFLiteModel) and config.format == "tflite":
+        choose_engine(config.engine, model, config.recipe)  # type: ignore[arg-type]
+
+
+def _methods_score_on_eval(config: PTQConfig) -> bool:
+    """Whether ``--eval`` feeds the int8 methods' comparison (int8 ``.tflite`` only).
+
+    Other recipes and ONNX are evaluated after quantizing, as every recipe is.
+    """
+    return config.format == "tflite" and config.recipe.name == "int8" and config.methods != "none"
+
+
+def _row_name(result: QuantizedArtifact) -> str:
+    """The artifact's row in the table: its recipe, and the methods it kept."""
     # recipe float32 is the reference itself; two equal names would collapse into one row
-    name = args.recipe if args.recipe != "float32" else "float32 (output)"
+    name = result.recipe.name if result.recipe.name != "float32" else "float32 (output)"
     report = getattr(result, "methods", None)
     if report is not None and report.kept:
         name = f"{name} [{'+'.join(report.kept)}]"
-    if eval_set is not None:
-        evaluation = evaluate(
-            {"float32": result.reference, name: result.model},
-            eval_set,
-            metric=flat(args.metric) or None,
-            outputs=flat(args.output) or None,
-            threads=args.threads,
-            progress=show_progress(),
-        )
-    # Judged before writing: an option the gate refuses must not leave a file behind.
-    gate = _gate(evaluation, checks, args) if gating and evaluation is not None else None
-    collapsed = _collapse(evaluation)
-    saved = result.save(args.out, overwrite=args.force)
-    logger.info("wrote %s (%s bytes)", saved, f"{result.size_bytes:,}")
+    return name
+
+
+def _evaluate(
+    result: QuantizedArtifact, name: str, eval_set: Any, args: argparse.Namespace
+) -> Evaluation | None:
+    """Both files scored on ``--eval`` (None without it)."""
+    from tfcompress.bench.accuracy import evaluate
+
+    if eval_set is None:
+        return None
+    return evaluate(
+        {"float32": result.reference, name: result.model},  # type: ignore[attr-defined]
+        eval_set,
+        metric=flat(args.metric) or None,
+        outputs=flat(args.output) or None,
+        threads=args.threads,
+        progress=show_progress(),
+    )
+
+
+def _save_beside(
+    result: QuantizedArtifact, saved: Path, side_outputs: tuple[Path, ...], force: bool
+) -> dict[str, Any]:
+    """The target's own files next to the artifact (Edge TPU: the compiled model and log)."""
     verdict = getattr(result, "target_verdict", None)
-    beside: dict[str, Any] = {}
-    if verdict is not None:  # the target's own files (Edge TPU: the compiled model and log)
-        beside = verdict.save_beside(saved, overwrite=args.force)
-        for path in side_outputs:
-            logger.info("wrote %s (%s bytes)", path, f"{path.stat().st_size:,}")
-    payload: dict[str, Any] = {
-        "format": result.format,
-        "recipe": result.recipe.name,
-        "output": str(saved),
-        "size_bytes": result.size_bytes,
-        "reference_size_bytes": result.reference_size_bytes,
-        "size_ratio": round(result.size_ratio, 4),
-        "input_type": getattr(result.recipe, "input_type", "float32"),
-        "output_type": getattr(result.recipe, "output_type", "float32"),
-        "per_channel": result.recipe.per_channel,
-        "calibration_samples": result.calibration_samples,
-        "conversion_seconds": round(result.conversion_seconds, 3),
-        "warnings": [*result.warnings, *collapsed],
-        "checked": evaluation is not None,
-        "integer_only": getattr(result.recipe, "integer_only", False),
-        "batch_size": getattr(result.recipe, "batch_size", None),
-        "float_ops": None if result.float_ops is None else list(result.float_ops),
-        "float_nodes": list(getattr(result, "float_nodes", ())),
-        "engine": getattr(result, "engine", None),
-        "rules": [r.to_dict() for r in getattr(result.recipe, "rules", ())],
-        "block_size": getattr(result.recipe, "block_size", None),
-        "notes": list(getattr(result, "notes", ())),
-        "methods": None if report is None else report.to_dict(),
+    if verdict is None:
+        return {}
+    beside = verdict.save_beside(saved, overwrite=force)
+    for path in side_outputs:
+        logger.info("wrote %s (%s bytes)", path, f"{path.stat().st_size:,}")
+    return beside
+
+
+def _evaluation_fields(
+    evaluation: Evaluation | None, gate: GateReport | None, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The JSON keys of ``--eval`` (the first scored output's numbers) and of the gate."""
+    if evaluation is None:
+        return {}
+    reference, quantized = evaluation.rows
+    fields: dict[str, Any] = {
+        "metric": evaluation.metric,
+        "accuracy": _rounded(quantized.score),
+        "reference_accuracy": _rounded(reference.score),
+        "accuracy_drop": _rounded(evaluation.drop(quantized.name)),
+        "eval_samples": evaluation.samples,
+        "evaluation": evaluation.to_dict(),
     }
-    layer_errors = getattr(result, "layer_errors", None)
-    if layer_errors is not None:
-        payload["layer_errors"] = layer_errors.to_dict()
-    if verdict is not None:
-        payload[get_target(args.target).verdict_key or args.target] = verdict.to_dict()
-        payload |= beside
-    if result.format == "onnx":
-        export_check = getattr(result, "export_check", None)
-        payload |= {
-            "calibration_method": getattr(result.recipe, "calibration_method", None),
-            "opset": getattr(result.recipe, "opset", None),
-            "export_check": None if export_check is None else export_check.to_dict(),
-        }
-    rows = [
-        VariantRow("float32", result.reference_size_bytes),
-        VariantRow(name, result.size_bytes),
-    ]
-    if evaluation is not None:
-        reference, quantized = evaluation.rows
-        payload |= {
-            "metric": evaluation.metric,
-            "accuracy": _rounded(quantized.score),
-            "reference_accuracy": _rounded(reference.score),
-            "accuracy_drop": _rounded(evaluation.drop(quantized.name)),
-            "eval_samples": evaluation.samples,
-            "evaluation": evaluation.to_dict(),
-        }
-        if [c.metric for c in evaluation.columns] == ["accuracy"]:  # the table's own column
-            rows = [
-                VariantRow("float32", result.reference_size_bytes, reference.score),
-                VariantRow(name, result.size_bytes, quantized.score),
-            ]
     if gate is not None:
-        payload |= {"max_drop": args.max_drop, "mode": gate.settings.mode, "passed": gate.passed}
-        payload["gate"] = gate.to_dict()
-    if args.json:
-        emit_json(out, payload)
-    else:
-        text = comparison_table(rows)
-        if evaluation is not None and [c.metric for c in evaluation.columns] != ["accuracy"]:
-            text += f"\n\n{evaluation}"
-        if report is not None:
-            text += f"\n\n{report}"
-        if result.float_ops:
-            text += f"\n\nstayed float: {describe_float_ops(result.float_ops)}"
-        notes = getattr(result, "notes", ())
-        if notes:
-            text += "\n\nnotes:" + "".join(f"\n- {note}" for note in notes)
-        if layer_errors is not None:
-            text += f"\n\n{layer_errors.table()}"
-        if verdict is not None:
-            text += f"\n\n{verdict}"
-        if gate is not None:
-            text += f"\n\n{gate.headline()}"
-        wrote = " and ".join([str(saved), *(str(v) for v in beside.values() if v)])
-        out.write(text + f"\n\nwrote {wrote}\n")
-    if gate is not None and not gate.passed:
-        logger.error("%s; %s was still written", gate.headline(), saved)
-        return 1
-    return 0
+        fields |= {"max_drop": args.max_drop, "mode": gate.settings.mode, "passed": gate.passed}
+        fields["gate"] = gate.to_dict()
+    return fields
+
+
+def _text(
+    result: QuantizedArtifact,
+    name: str,
+    evaluation: Evaluation | None,
+    gate: GateReport | None,
+    saved: Path,
+    beside: dict[str, Any],
+) -> str:
+    """The table (with the accuracy column when that is the one metric), then the details."""
+    from tfcompress.quantization.float_ops import describe_float_ops
+    from tfcompress.report.comparison import VariantRow, comparison_table
+
+    only_accuracy = evaluation is not None and [c.metric for c in evaluation.columns] == [
+        "accuracy"
+    ]
+    scores: tuple[float | None, float | None] = (None, None)
+    if evaluation is not None and only_accuracy:
+        scores = (evaluation.rows[0].score, evaluation.rows[1].score)
+    rows = [
+        VariantRow("float32", result.reference_size_bytes, scores[0]),
+        VariantRow(name, result.size_bytes, scores[1]),
+    ]
+    text = comparison_table(rows)
+    if evaluation is not None and not only_accuracy:
+        text += f"\n\n{evaluation}"
+    layer_errors = getattr(result, "layer_errors", None)
+    sections = (
+        getattr(result, "methods", None),
+        f"stayed float: {describe_float_ops(result.float_ops)}" if result.float_ops else None,
+        _notes(getattr(result, "notes", ())),
+        None if layer_errors is None else layer_errors.table(),
+        getattr(result, "target_verdict", None),
+        None if gate is None else gate.headline(),
+    )
+    text += "".join(f"\n\n{section}" for section in sections if section is not None)
+    wrote = " and ".join([str(saved), *(str(v) for v in beside.values() if v)])
+    return text + f"\n\nwrote {wrote}"
+
+
+def _notes(notes: tuple[str, ...]) -> str | None:
+    return "notes:" + "".join(f"\n- {note}" for note in notes) if notes else None
 
 
 def _collapse(evaluation: Evaluation | None) -> tuple[str, ...]:
@@ -420,76 +502,23 @@ def _gate(
     )
 
 
-def _methods_options(args: argparse.Namespace, eval_set: Any) -> dict[str, Any]:
-    """``methods`` and ``eval_data`` for :func:`tfcompress.quantize`.
-
-    ``--eval`` feeds the int8 methods' comparison only where there are methods to compare
-    (int8 ``.tflite``); other recipes and ONNX are evaluated after, as before.
-
-    Raises:
-        InvalidInputError: ``--method`` with ``--format onnx`` or a recipe other than int8.
-    """
-    from tfcompress.errors import InvalidInputError
-
-    int8_tflite = args.format == "tflite" and args.recipe == "int8"
-    if args.method is not None and not int8_tflite:
-        where = "--format onnx" if args.format == "onnx" else f"--recipe {args.recipe}"
-        raise InvalidInputError(
-            f"--method applies to int8 .tflite files, not {where}; drop --method."
-        )
-    if not int8_tflite:
-        return {}
-    options: dict[str, Any] = {"methods": args.method}
-    if eval_set is not None and args.method != "none":
-        options["eval_data"] = eval_set
-    return options
-
-
-def _side_outputs(args: argparse.Namespace, inputs: list[str]) -> tuple[Path, ...]:
+def _side_outputs(
+    args: argparse.Namespace, config: PTQConfig, inputs: list[str]
+) -> tuple[Path, ...]:
     """The files the target writes next to ``--out``, checked before any work.
 
     Raises:
-        InvalidInputError: An unknown target, or a target's option without that target
-            (``--compiler`` without ``--target edgetpu``).
-        BackendUnavailableError: A target option the target refuses (``--compiler`` that is
-            not an executable).
         OutputExistsError: One of the files exists and ``--force`` was not given.
     """
     from tfcompress.models import check_output_path
-    from tfcompress.targets.base import resolve_target
+    from tfcompress.targets.base import get_target
 
-    options = target_options(args)
-    target = resolve_target(args.target, **options)
-    if target is None:
+    if config.target is None:
         return ()
-    paths = target.side_outputs(args.out, **options)
+    paths = get_target(config.target).side_outputs(args.out, **config.target_options)
     for path in paths:
         check_output_path(path, overwrite=args.force, inputs=inputs)
     return paths
-
-
-def _check_format(args: argparse.Namespace) -> None:
-    """Refuse an output name that says the other format, and ONNX-only flags on .tflite."""
-    from tfcompress.errors import InvalidInputError
-
-    suffix = str(args.out).lower().rsplit(".", 1)[-1] if "." in str(args.out) else ""
-    other = {"tflite": "onnx", "onnx": "tflite"}[args.format]
-    if suffix == other:
-        raise InvalidInputError(
-            f"--out {args.out} names a .{other} file but --format is {args.format}; pass "
-            f"--format {other}, or name the output .{args.format}."
-        )
-    if args.format == "onnx":
-        from tfcompress.quantization.onnx_ptq import OnnxRecipe
-
-        OnnxRecipe(args.recipe)  # int16x8 and the like are refused before any work
-    else:
-        for flag, value in (("--calibration", args.calibration), ("--opset", args.opset)):
-            if value is not None:
-                raise InvalidInputError(
-                    f"{flag} applies to --format onnx (ONNX Runtime); the TFLite converter "
-                    "calibrates min-max ranges and has no opset."
-                )
 
 
 def recipes_table() -> str:
@@ -508,20 +537,6 @@ def recipes_table() -> str:
         for name in list_recipes(include_float=True)
     ]
     return format_table(["recipe", "engines", "what"], rows)
-
-
-def _tflite_only(args: argparse.Namespace) -> dict[str, Any]:
-    """The .tflite options, left out when not given (so --format onnx can refuse them)."""
-    options: dict[str, Any] = {}
-    if args.rules:
-        options["rules"] = [parse_rule(text) for text in args.rules]
-    if args.block_size is not None:
-        options["block_size"] = args.block_size
-    if args.engine is not None:
-        options["engine"] = args.engine
-    if args.layer_errors:
-        options["layer_errors"] = True
-    return options
 
 
 #: Characters of one ``--rule`` at most (its pattern is at most 1,000).

@@ -34,6 +34,7 @@ def compress(
     interval: str = "auto",
     threads: int = 1,
     measure_latency: bool | None = None,
+    static_batch: int | None = None,
     batch_size: int | None = None,
     freeze_batchnorm: bool = True,
     seed: int = 0,
@@ -87,9 +88,11 @@ def compress(
         threads: CPU threads of the gate and the latency measurements.
         measure_latency: Time every attempt on the target (default: only for
             ``objective="latency"``).
-        batch_size: A static batch for every post-training artifact (e.g. 1 for an RNN
+        static_batch: A static batch for every post-training artifact (e.g. 1 for an RNN
             whose conversion needs one); not with ``train_data`` (the fine-tuned artifacts
             keep the model's own batch). ``target="edgetpu"`` fixes it at 1.
+        batch_size: The fine-tuning batch of the QAT, pruning and clustering rungs (with
+            ``train_data``; default: their configs' 32).
         freeze_batchnorm: The fine-tuning rungs keep BatchNormalization in inference mode
             (default; see :func:`tfcompress.qat`); False lets them train.
         seed: Seed of calibration subsets and training.
@@ -107,7 +110,8 @@ def compress(
 
     Raises:
         InvalidInputError: A gate outside [0, 1], an unknown target or objective, options
-            the gate refuses, a ``.tflite`` as the model; all before any conversion.
+            the gate refuses, a ``.tflite`` as the model, ``batch_size`` without
+            ``train_data``; all before any conversion.
         InvalidDataError: Data that does not fit the model, a task metric without labels.
         BackendUnavailableError: ``target="gpu"`` (or a latency objective) on a machine
             whose backend cannot run here.
@@ -131,7 +135,8 @@ def compress(
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidInputError(f"threads must be a positive integer, got {threads!r}.")
     budget = _budget(time_budget_s)
-    _check_batch(batch_size, device=device, training=train_data is not None)
+    _check_batch(static_batch, device=device, training=train_data is not None)
+    _check_training_batch(batch_size, training=train_data is not None)
     if not isinstance(freeze_batchnorm, bool):
         raise InvalidInputError(
             f"freeze_batchnorm must be True or False, got {freeze_batchnorm!r}."
@@ -148,10 +153,11 @@ def compress(
     tflite = isinstance(reference, TFLiteModel)
     if tflite:
         _check_float_tflite(reference)
-        if batch_size is not None:  # LiteRT Quantizer keeps the .tflite's shapes
+        if static_batch is not None:  # LiteRT Quantizer keeps the .tflite's shapes
             raise InvalidInputError(
-                "batch_size re-traces a Keras model, but a .tflite keeps its own shapes: drop "
-                "batch_size (--batch-size), or pass the source Keras model or SavedModel."
+                "static_batch re-traces a Keras model, but a .tflite keeps its own shapes: "
+                "drop static_batch (--static-batch), or pass the source Keras model or "
+                "SavedModel."
             )
     eval_set = read_for_reference(eval_data, reference, "eval data")
     calibration = read_for_reference(representative_data, reference, "representative data")
@@ -162,7 +168,7 @@ def compress(
     # Fail now, not after the ladder, when a backend the search needs cannot run here.
     needed = {device.gate_backend} | ({device.latency_backend} if measure else set())
     if needed - {"cpu"}:
-        float32 = _float32(reference, calibration, seed, batch_size)
+        float32 = _float32(reference, calibration, seed, static_batch)
         for backend in sorted(needed - {"cpu"}):
             _probe_backend(float32, backend)
     state = SearchState(
@@ -181,7 +187,8 @@ def compress(
         deadline=None if budget is None else started + budget,
         started=started,
         float32=float32,
-        make_float32=lambda: _float32(reference, calibration, seed, batch_size),
+        make_float32=lambda: _float32(reference, calibration, seed, static_batch),
+        static_batch=static_batch,
         batch_size=batch_size,
         freeze_batchnorm=freeze_batchnorm,
     )
@@ -206,7 +213,7 @@ def compress(
             f"{state.attempts[0].why}"
         )
     if state.float32 is None:  # stopped before any conversion: the baseline is still reported
-        state.float32 = _float32(reference, calibration, seed, batch_size)
+        state.float32 = _float32(reference, calibration, seed, static_batch)
     return _result(state, interrupted, time.monotonic() - started, train is not None)
 
 
@@ -242,29 +249,50 @@ def _run(state: SearchState, rung: Rung) -> None:
     get_handler(rung.technique).run(state, rung)
 
 
-def _check_batch(batch_size: int | None, *, device: Target, training: bool) -> None:
+def _check_batch(static_batch: int | None, *, device: Target, training: bool) -> None:
     """Refuse a static batch the search could not honour for every rung.
 
     Raises:
-        InvalidInputError: Not a positive integer, with ``train_data``, or not the batch a
-            fixed-batch target needs (1 for the Edge TPU).
+        InvalidInputError: What :class:`~tfcompress.quantization.Recipe` refuses, with
+            ``train_data``, or not the batch a fixed-batch target needs (1 for the Edge TPU).
     """
-    if batch_size is None:
+    from tfcompress.quantization.recipes import Recipe
+
+    if static_batch is None:
         return
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidInputError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    Recipe("float32", static_batch=static_batch)  # its type and range, as quantize checks them
     if training:
         raise InvalidInputError(
-            "batch_size fixes the batch of the post-training artifacts, but the fine-tuned "
-            "ones keep the model's own batch: drop train_data (--train) or batch_size "
-            "(--batch-size)."
+            "static_batch fixes the batch of the post-training artifacts, but the fine-tuned "
+            "ones keep the model's own batch: drop train_data (--train) or static_batch "
+            "(--static-batch)."
         )
-    fixed = device.rules.batch_size
-    if fixed is not None and batch_size != fixed:
+    fixed = device.rules.static_batch
+    if fixed is not None and static_batch != fixed:
         raise InvalidInputError(
-            f"{device.display_name} needs a static batch of {fixed}, not {batch_size}; drop "
-            f"--batch-size (--target {device.name} fixes it at {fixed})."
+            f"{device.display_name} needs a static batch of {fixed}, not {static_batch}; drop "
+            f"--static-batch (--target {device.name} fixes it at {fixed})."
         )
+
+
+def _check_training_batch(batch_size: int | None, *, training: bool) -> None:
+    """Refuse a fine-tuning batch with nothing to fine-tune, or one the configs refuse.
+
+    Raises:
+        InvalidInputError: ``batch_size`` without ``train_data``, or what
+            :class:`~tfcompress.training.configs.QATConfig` refuses of it.
+    """
+    from tfcompress.training.configs import QATConfig
+
+    if batch_size is None:
+        return
+    if not training:
+        raise InvalidInputError(
+            "batch_size is the fine-tuning batch of the QAT, pruning and clustering rungs: "
+            "pass train_data (--train), or drop it (static_batch, --static-batch, fixes the "
+            "artifacts' batch)."
+        )
+    QATConfig(batch_size=batch_size)  # the fine-tuning configs' own check of it
 
 
 def _check_float_tflite(model: Any) -> None:
@@ -274,7 +302,7 @@ def _check_float_tflite(model: Any) -> None:
     prepare_float_tflite(model.content, source=model.name)  # refuses a quantized one
 
 
-def _float32(reference: Any, calibration: Any, seed: int, batch_size: int | None) -> bytes:
+def _float32(reference: Any, calibration: Any, seed: int, static_batch: int | None) -> bytes:
     from tfcompress.quantization.ptq import quantize
 
     try:
@@ -283,7 +311,7 @@ def _float32(reference: Any, calibration: Any, seed: int, batch_size: int | None
             recipe="float32",
             representative_data=calibration,
             seed=seed,
-            batch_size=batch_size,
+            static_batch=static_batch,
         ).model_content
     except ConversionError as error:
         raise UnsupportedModelError(f"the model does not convert to .tflite: {error}") from error

@@ -17,7 +17,7 @@ class Attempt:
         name: Label (``int8``, ``selective-2``, ``prune-int8``...).
         technique: ``ptq``, ``selective``, ``qat``, ``prune`` or ``cluster``.
         recipe: How to make the artifact again, as data: for PTQ a
-            :class:`~tfcompress.compression.ptq_config.PTQConfig` dict (``{"recipe":
+            :class:`~tfcompress.quantization.config.PTQConfig` dict (``{"recipe":
             Recipe.to_dict(), "seed": N, "version": 1}``, ``target``/``engine`` where they
             apply; ``tfcompress.quantize(model, recipe=Recipe.from_dict(a.recipe["recipe"]),
             ...)`` gives the same bytes), otherwise the technique's training config

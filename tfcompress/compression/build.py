@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tfcompress.compression.ptq_config import recipe_from_data as recipe_from_data  # its old home
-
 
 @dataclass(frozen=True)
 class Built:
@@ -47,7 +45,7 @@ def build(
 
     Args:
         technique: A registered technique (:func:`~tfcompress.compression.handlers.list_handlers`):
-            ``ptq``/``selective`` (a :class:`~tfcompress.compression.ptq_config.PTQConfig`,
+            ``ptq``/``selective`` (a :class:`~tfcompress.quantization.config.PTQConfig`,
             or a bare recipe dict), or ``qat``, ``prune``, ``cluster`` (their configs,
             :mod:`tfcompress.training.configs`). ``methods`` in a PTQ recipe are
             post-training methods tried against plain int8, scored on ``eval_data``; the

@@ -1,7 +1,7 @@
 """How compress makes each kind of rung: one handler per technique, in a registry.
 
 A :class:`Handler` reads a rung's (or a recorded attempt's) recipe into its checked config
-(a :class:`~tfcompress.compression.ptq_config.PTQConfig` or a training config of
+(a :class:`~tfcompress.quantization.config.PTQConfig` or a training config of
 :mod:`tfcompress.training.configs`), makes one artifact from that config
 (:func:`~tfcompress.compression.build.build`, shared by the search and ``--replay``), says
 what an attempt records, and runs one rung of the search (a selective or rules rung expands
@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from tfcompress.compression.build import Built
-from tfcompress.compression.ptq_config import PTQConfig
 from tfcompress.errors import InvalidInputError
+from tfcompress.quantization.config import PTQConfig
 from tfcompress.targets.base import get_target
 from tfcompress.training.configs import TrainingConfig, config_from_dict
 
@@ -134,28 +134,24 @@ class PTQHandler(Handler):
         return PTQConfig.from_dict({"seed": seed, "target": target, **recorded})
 
     def make(self, config: PTQConfig, materials: Materials) -> Built:
-        """Quantize; records the recipe quantize kept (the methods it chose, if it searched)."""
+        """Quantize; records the config quantize made (the methods it chose, if it searched)."""
         from tfcompress.quantization.ptq import quantize
 
-        shaping = _shaping_target(config)
-        options: dict[str, Any] = {"target": shaping} if shaping else {}
-        if config.engine is not None:
-            options["engine"] = config.engine
-        if config.methods:
-            options.update(methods=config.methods, eval_data=materials.eval_data)
         result = quantize(
             materials.model,
-            recipe=config.recipe,
+            config=replace(config, target=_shaping_target(config)),
             representative_data=materials.representative_data,
-            seed=config.seed,
-            **options,
-        )
-        made = PTQConfig(
-            recipe=result.recipe, seed=config.seed, target=shaping, engine=config.engine
+            eval_data=materials.eval_data if config.methods else None,
         )
         nodes = tuple(getattr(result, "float_nodes", None) or config.recipe.float_nodes or ())
         verdict = getattr(result, "target_verdict", None)
-        return Built(result.model_content, made.to_dict(), nodes, verdict, result.reference_content)
+        return Built(
+            result.model_content,
+            result.config.to_dict(),
+            nodes,
+            verdict,
+            result.reference_content,
+        )
 
     def record(self, config: PTQConfig) -> dict[str, Any]:
         """The config, with the target only where it shapes the artifact (as made ones do)."""
@@ -164,7 +160,7 @@ class PTQHandler(Handler):
     def run(self, state: SearchState, rung: Rung) -> None:
         """One attempt; float32 reuses the baseline file when one was made already."""
         prebuilt = state.float32 if rung.recipe.get("name") == "float32" else None
-        recipe = with_batch(rung.recipe, state.batch_size)
+        recipe = with_batch(rung.recipe, state.static_batch)
         state.attempt(rung.name, "ptq", recipe, prebuilt=prebuilt)
 
 
@@ -176,7 +172,7 @@ class SelectiveHandler(PTQHandler):
         """Rank the layers once, then the selective steps (:func:`.search.run_selective`)."""
         from tfcompress.compression.search import run_selective
 
-        batched = replace(rung, recipe=with_batch(rung.recipe, state.batch_size))
+        batched = replace(rung, recipe=with_batch(rung.recipe, state.static_batch))
         run_selective(state, batched, lambda: _rank(state))
 
 
@@ -280,8 +276,10 @@ class TrainingHandler(Handler):
         return config.to_dict()
 
     def run(self, state: SearchState, rung: Rung) -> None:
-        """One fine-tune with the search's seed and BatchNorm setting."""
+        """One fine-tune with the search's seed, BatchNorm setting and batch (when given)."""
         options = {**rung.recipe, "seed": state.seed, "freeze_batchnorm": state.freeze_batchnorm}
+        if state.batch_size is not None:
+            options["batch_size"] = state.batch_size
         state.attempt(rung.name, self.technique, options, notes=self.notes(state))
 
     def notes(self, state: SearchState) -> tuple[str, ...]:
@@ -340,18 +338,18 @@ class ClusterHandler(TrainingHandler):
 # -- helpers ------------------------------------------------------------------------------
 
 
-def with_batch(recipe: dict[str, Any], batch_size: int | None) -> dict[str, Any]:
+def with_batch(recipe: dict[str, Any], static_batch: int | None) -> dict[str, Any]:
     """``recipe`` (bare, or ``{"recipe": ...}``) with the search's static batch in its recipe.
 
     Example:
         >>> with_batch({"recipe": {"name": "int8"}, "methods": "auto"}, 1)["recipe"]
-        {'name': 'int8', 'batch_size': 1}
+        {'name': 'int8', 'static_batch': 1}
     """
-    if batch_size is None:
+    if static_batch is None:
         return recipe
     if "recipe" in recipe:
-        return {**recipe, "recipe": {**recipe["recipe"], "batch_size": batch_size}}
-    return {**recipe, "batch_size": batch_size}
+        return {**recipe, "recipe": {**recipe["recipe"], "static_batch": static_batch}}
+    return {**recipe, "static_batch": static_batch}
 
 
 def _shaping_target(config: PTQConfig) -> str | None:
@@ -369,7 +367,7 @@ def _rank(state: SearchState) -> Any:
         state.reference,
         representative_data=state.representative,
         eval_data=state.eval_set,
-        recipe=Recipe("int8", batch_size=state.batch_size),
+        recipe=Recipe("int8", static_batch=state.static_batch),
         seed=state.seed,
     )
 
@@ -380,13 +378,7 @@ def _worst_tensors(state: SearchState, config: PTQConfig) -> list[str]:
     from tfcompress.quantization.ptq import quantize
 
     try:
-        result = quantize(
-            state.reference,
-            recipe=config.recipe,
-            engine=config.engine,
-            representative_data=state.representative,
-            seed=config.seed,
-        )
+        result = quantize(state.reference, config=config, representative_data=state.representative)
     except ConversionError:
         return []
     from tfcompress.data.calibration import calibration_set

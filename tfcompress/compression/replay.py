@@ -64,7 +64,7 @@ def checked_attempt(data: Any) -> Attempt:
 
     A report is input like any other file: the recipe is read by the config class of its
     technique's handler (:mod:`tfcompress.compression.handlers`:
-    :class:`~tfcompress.compression.ptq_config.PTQConfig`, or a config of
+    :class:`~tfcompress.quantization.config.PTQConfig`, or a config of
     :mod:`tfcompress.training.configs`), which gives every field the type and the range the
     command line would accept, so a hostile report fails in one line instead of running a
     QAT of a billion epochs or handing an option of the wrong type to a verb.

@@ -80,7 +80,8 @@ class SearchState:
     pending: list[Rung] = field(default_factory=list)  # rungs not tried nor dropped yet
     run_rung: Callable[[Rung], None] | None = None  # how _climb runs one (for early float16)
     skipped: list[str] = field(default_factory=list)  # why computed bounds dropped steps
-    batch_size: int | None = None  # a static batch for every post-training artifact
+    static_batch: int | None = None  # a static batch for every post-training artifact
+    batch_size: int | None = None  # the fine-tuning rungs' batch (None: their config's)
     freeze_batchnorm: bool = True  # how the fine-tuning rungs treat BatchNorm
     training_hurts: str | None = None  # a fine-tuned attempt came out worse than its PTQ
     float16_size: SizeBound | None = None  # float16_bound(), computed once

@@ -19,7 +19,8 @@ class QuantizedArtifact:
 
     Subclasses are frozen dataclasses that define ``format``, ``recipe``, ``model_content``,
     ``reference_content``, ``source``, ``conversion_seconds``, ``calibration_samples`` and
-    ``warnings``.
+    ``warnings``, and ``config`` (the ``PTQConfig`` that made the file, None while it is
+    being made).
 
     Example:
         >>> result = tfcompress.quantize(model, recipe="dynamic")  # doctest: +SKIP
@@ -35,6 +36,7 @@ class QuantizedArtifact:
     conversion_seconds: float
     calibration_samples: int
     warnings: tuple[str, ...]
+    config: Any
 
     @property
     def size_bytes(self) -> int:
@@ -56,10 +58,16 @@ class QuantizedArtifact:
         return write_bytes_atomic(path, self.model_content, overwrite=overwrite)
 
     def common_dict(self) -> dict[str, Any]:
-        """The JSON keys every format has (no model bytes); subclasses add their own."""
+        """The JSON keys every format has (no model bytes); subclasses add their own.
+
+        ``config`` is the whole :class:`~tfcompress.quantization.config.PTQConfig`
+        (``PTQConfig.from_dict(result.to_dict()["config"])`` makes the same file again);
+        ``recipe`` is its recipe.
+        """
         return {
             "format": self.format,
             "source": self.source,
+            "config": None if self.config is None else self.config.to_dict(),
             "recipe": self.recipe.to_dict(),
             "size_bytes": self.size_bytes,
             "reference_size_bytes": self.reference_size_bytes,

@@ -39,7 +39,7 @@ _NO_KERNEL = re.compile(
     r"Quantization (?:to (?P<bits>\S+) )?not yet supported for op: '(?P<op>[A-Za-z0-9_]+)'"
 )
 # An RNN whose batch is dynamic: "'tf.TensorListReserve' op requires element_shape to be
-# static during TF Lite transformation pass"; a static batch (Recipe.batch_size) fixes it.
+# static during TF Lite transformation pass"; a static batch (Recipe.static_batch) fixes it.
 _DYNAMIC_LIST = re.compile(r"TensorList\w*'? op requires element_shape to be static")
 # Where MLIR says an error happened, which means nothing to the user: "<frozen runpy>:198:1: ",
 # "/path/to/file.py:12:3: " (and 'loc(callsite(...)): ', see _strip_location).
@@ -156,7 +156,7 @@ def convert(model: Any, configure: ConverterSettings) -> Conversion:
 
 
 def convert_all(
-    model: Any, configures: Sequence[ConverterSettings | None], *, batch_size: int | None = None
+    model: Any, configures: Sequence[ConverterSettings | None], *, static_batch: int | None = None
 ) -> tuple[Conversion, ...]:
     """Convert ``model`` once per entry of ``configures``, tracing the model only once.
 
@@ -168,7 +168,7 @@ def convert_all(
         model: A Keras model (either flavour) or a :class:`SavedModelDir`.
         configures: One :class:`ConverterSettings` per output, or None for the converter's
             defaults (float32). Every entry gets a converter no other entry touched.
-        batch_size: Trace with this static batch dimension (every shape in the file fixed,
+        static_batch: Trace with this static batch dimension (every shape in the file fixed,
             as the Edge TPU compiler needs); None keeps the model's own batch dimension.
 
     Returns:
@@ -189,7 +189,7 @@ def convert_all(
     name = model_name(model)
     with sparing_collections(), _capture_warnings() as captured:
         start = time.perf_counter()
-        with _traced(model, batch_size) as (path, shown, in_memory):
+        with _traced(model, static_batch) as (path, shown, in_memory):
             trace_seconds = time.perf_counter() - start
             trace_warnings = captured.take()
             if in_memory is not None:  # a tf-keras model TensorFlow cannot save: converted here
@@ -270,12 +270,12 @@ def _convert_each(
 
 
 @contextlib.contextmanager
-def _traced(model: Any, batch_size: int | None = None) -> Iterator[tuple[str, str | None, Any]]:
+def _traced(model: Any, static_batch: int | None = None) -> Iterator[tuple[str, str | None, Any]]:
     """Trace ``model`` once; yield ``(SavedModel folder, the user's folder or None, None)``.
 
     Keras 3 models are exported with their serving function and tf-keras models saved with
     ``tf.saved_model.save``: what ``from_keras_model`` does internally for each flavour, done
-    once instead of once per conversion. A static ``batch_size`` re-traces the serving
+    once instead of once per conversion. A ``static_batch`` re-traces the serving
     function with that batch, for each kind of model. A tf-keras model TensorFlow cannot
     save yields ``("", None, model)``: the converter freezes its call in this process.
     """
@@ -284,24 +284,24 @@ def _traced(model: Any, batch_size: int | None = None) -> Iterator[tuple[str, st
         raise UnsupportedModelError(
             f"{model.name} is already a .tflite; quantize the original Keras model or SavedModel."
         )
-    if isinstance(model, SavedModelDir) and batch_size is None:
+    if isinstance(model, SavedModelDir) and static_batch is None:
         yield str(model.path), str(model.shown), None
         return
     with tempfile.TemporaryDirectory(prefix="tfcompress-export-") as export_dir:
         if isinstance(model, SavedModelDir):
-            _resave_with_batch(model, export_dir, batch_size or 1)
+            _resave_with_batch(model, export_dir, static_batch or 1)
         elif flavour_of(model) is KerasFlavour.TF_KERAS:
-            if batch_size is not None:
-                _save_tf_keras_with_batch(model, export_dir, batch_size)
+            if static_batch is not None:
+                _save_tf_keras_with_batch(model, export_dir, static_batch)
             elif not _save_tf_keras(model, export_dir, tf):
                 yield "", None, model
                 return
         else:
-            _export_keras3(model, export_dir, batch_size)
+            _export_keras3(model, export_dir, static_batch)
         yield export_dir, None, None
 
 
-def _export_keras3(model: Any, export_dir: str, batch_size: int | None = None) -> None:
+def _export_keras3(model: Any, export_dir: str, static_batch: int | None = None) -> None:
     """Export a Keras 3 model as ``model.export`` does, keeping its tensor names.
 
     ``model.export`` names a list of outputs ``output_0``, ``output_1``...; serving a dict
@@ -312,9 +312,9 @@ def _export_keras3(model: Any, export_dir: str, batch_size: int | None = None) -
     from tfcompress._compat.keras import keras_module
 
     try:
-        specs, serve = _serving_function(model, batch_size)
+        specs, serve = _serving_function(model, static_batch)
     except UnsupportedModelError:  # subclassed, never built: let Keras find its signature
-        if batch_size is not None:
+        if static_batch is not None:
             raise
         model.export(export_dir, format="tf_saved_model", verbose=False)
         return
@@ -368,7 +368,7 @@ def save_serving_function(model: Any, function: Any, path: str | Path) -> bool:
     return True
 
 
-def _serving_function(model: Any, batch_size: int | None) -> tuple[list[Any], Callable[..., Any]]:
+def _serving_function(model: Any, static_batch: int | None) -> tuple[list[Any], Callable[..., Any]]:
     """Input specs (batch fixed when asked) and a function returning outputs by Keras name."""
     from tfcompress.models.signature import model_signature
 
@@ -376,7 +376,7 @@ def _serving_function(model: Any, batch_size: int | None) -> tuple[list[Any], Ca
     try:
         signature = model_signature(model)
     except UnsupportedModelError as error:
-        if batch_size is None:
+        if static_batch is None:
             raise
         raise UnsupportedModelError(
             f"{error} A static batch size needs the model's input shapes: call the model once "
@@ -386,7 +386,7 @@ def _serving_function(model: Any, batch_size: int | None) -> tuple[list[Any], Ca
 
     def shape(spec: Any) -> tuple[int | None, ...]:
         dims = tuple(spec.shape)
-        return dims if batch_size is None or not dims else (batch_size, *dims[1:])
+        return dims if static_batch is None or not dims else (static_batch, *dims[1:])
 
     specs = [tf.TensorSpec(shape(s), s.dtype, name=s.name) for s in signature.inputs]
 
@@ -401,17 +401,17 @@ def _serving_function(model: Any, batch_size: int | None) -> tuple[list[Any], Ca
     return specs, serve
 
 
-def _save_tf_keras_with_batch(model: Any, export_dir: str, batch_size: int) -> None:
+def _save_tf_keras_with_batch(model: Any, export_dir: str, static_batch: int) -> None:
     """Save a tf-keras model whose serving signature has a static batch dimension."""
     tf = tensorflow()
-    specs, serve = _serving_function(model, batch_size)
+    specs, serve = _serving_function(model, static_batch)
     function = tf.function(serve, input_signature=specs)
     if not save_serving_function(model, function, export_dir):
         tf.saved_model.save(model, export_dir, signatures={"serving_default": function})
 
 
-def _resave_with_batch(source: SavedModelDir, export_dir: str, batch_size: int) -> None:
-    """Save a SavedModel again with its serving signature re-traced at ``batch_size``.
+def _resave_with_batch(source: SavedModelDir, export_dir: str, static_batch: int) -> None:
+    """Save a SavedModel again with its serving signature re-traced at ``static_batch``.
 
     The loaded signature keeps its dynamic batch; calling it from a function whose inputs
     are fixed lets the converter's shape inference fix every tensor after it.
@@ -427,7 +427,7 @@ def _resave_with_batch(source: SavedModelDir, export_dir: str, batch_size: int) 
         )
     signature = signatures.get("serving_default") or next(iter(signatures.values()))
     specs = {
-        name: tf.TensorSpec((batch_size, *spec.shape[1:]), spec.dtype, name=name)
+        name: tf.TensorSpec((static_batch, *spec.shape[1:]), spec.dtype, name=name)
         for name, spec in signature.structured_input_signature[1].items()
     }
     wrapper = tf.Module()
@@ -489,7 +489,7 @@ def _explain(error: Exception, name: str) -> str:
     if _DYNAMIC_LIST.search(str(error)):
         return (
             f"the TFLite converter needs a static batch for the recurrent layers of {name!r} "
-            f"({_first_error(error)}); pass --batch-size 1 (Recipe(batch_size=1)), or the "
+            f"({_first_error(error)}); pass --static-batch 1 (static_batch=1), or the "
             "batch size the device will run."
         )
     io = _FLOAT_IO.search(str(error))

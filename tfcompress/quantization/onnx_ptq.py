@@ -22,7 +22,11 @@ from tfcompress.models.loading import ModelLike, model_name, resolve_model
 from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
-from tfcompress.quantization.recipes import DEFAULT_CALIBRATION_SAMPLES, RecipeData
+from tfcompress.quantization.recipes import (
+    DEFAULT_CALIBRATION_SAMPLES,
+    RecipeData,
+    check_calibration_samples,
+)
 from tfcompress.targets.onnx import ort_quantize
 from tfcompress.targets.onnx.export import DEFAULT_OPSET, OPSETS, export_onnx
 from tfcompress.targets.onnx.verify import OnnxVerification
@@ -94,10 +98,9 @@ calibration_method='entropy', opset=17)
                     "(--calibration) applies to int8."
                 )
             ort_quantize.check_calibration_method(self.calibration_method)
-        if not isinstance(self.calibration_samples, int) or self.calibration_samples < 1:
-            raise InvalidInputError(
-                f"calibration_samples must be a positive integer, got {self.calibration_samples!r}."
-            )
+        object.__setattr__(
+            self, "calibration_samples", check_calibration_samples(self.calibration_samples)
+        )
         if self.opset not in OPSETS:
             raise InvalidInputError(
                 f"opset {self.opset!r} is not one tf2onnx 1.17 writes; choose {OPSETS.start} "
@@ -123,6 +126,9 @@ class OnnxQuantizationResult(QuantizedArtifact):
         calibration_samples: Samples actually used for calibration (0 when none needed).
         export_check: How far the float export is from Keras (None for an ``.onnx`` input).
         warnings: Warnings met on the way.
+        config: The :class:`~tfcompress.quantization.config.PTQConfig` that made it (its
+            ``recipe`` is ``recipe``): ``quantize(model, config=result.config, ...)`` makes
+            the same file again.
 
     Example:
         >>> result = tfcompress.quantize(model, format="onnx", representative_data=x)
@@ -141,6 +147,7 @@ class OnnxQuantizationResult(QuantizedArtifact):
     calibration_samples: int
     export_check: OnnxVerification | None = None
     warnings: tuple[str, ...] = ()
+    config: Any = None
 
     @property
     def float_ops(self) -> None:
@@ -169,43 +176,43 @@ class OnnxQuantizationResult(QuantizedArtifact):
 def quantize_onnx(
     model: ModelLike,
     *,
-    recipe: str | OnnxRecipe = "int8",
+    recipe: OnnxRecipe,
     representative_data: DataLike | None = None,
-    per_channel: bool | None = None,
-    calibration_samples: int | None = None,
-    calibration_method: str | None = None,
-    opset: int | None = None,
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
 ) -> OnnxQuantizationResult:
     """Quantize a Keras model (or a float ``.onnx``) to ``.onnx`` with ONNX Runtime.
 
-    Called by :func:`tfcompress.quantize` with ``format="onnx"``; see it for the options.
+    Called by :func:`tfcompress.quantize` for a config whose recipe is an
+    :class:`OnnxRecipe` (``format="onnx"``); see it for the options.
+
+    Args:
+        model: A Keras model, a float ``.onnx``, or a path to one.
+        recipe: The recipe, every option in it.
+        representative_data: Calibration samples (``int8``).
+        seed: Seed of the calibration subset.
+        safe_mode: See :func:`tfcompress.models.load_model` (paths only).
+        progress: Show a progress bar during calibration.
 
     Raises:
-        InvalidInputError: Unknown or unsupported recipe (``int16x8``), an option the recipe
-            does not take, calibration data missing.
+        InvalidInputError: Calibration data missing, or an opset other than the default
+            for an ``.onnx`` input (it is exported already).
         InvalidDataError: Calibration data does not fit the model.
         ConversionError: The export failed its check, or ONNX Runtime failed.
 
     Example:
-        >>> quantize_onnx(model, representative_data=x_train).size_ratio  # doctest: +SKIP
+        >>> quantize_onnx(model, recipe=OnnxRecipe("int8"), representative_data=x_train).size_ratio
+        ... # doctest: +SKIP
         0.268
     """
     start = time.perf_counter()
     loaded = resolve_model(model, safe_mode=safe_mode)
-    base = recipe if isinstance(recipe, OnnxRecipe) else OnnxRecipe(str(recipe))
-    chosen = base.with_options(
-        per_channel=per_channel,
-        calibration_samples=calibration_samples,
-        calibration_method=calibration_method,
-        opset=opset,
-    )
+    chosen = recipe
     reference: OnnxModel | None = None
     check: OnnxVerification | None = None
     if isinstance(loaded, OnnxModel):
-        if opset is not None:
+        if chosen.opset != DEFAULT_OPSET:
             raise InvalidInputError(
                 f"{loaded.name} is already ONNX: opset applies to the export of a Keras model."
             )

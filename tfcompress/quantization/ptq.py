@@ -1,4 +1,8 @@
-"""Post-training quantization through the TFLite converter."""
+"""Post-training quantization: :func:`quantize` makes the artifact a ``PTQConfig`` describes.
+
+The TFLite converter (or LiteRT Quantizer) makes a ``.tflite``; an ``OnnxRecipe`` hands the
+work to :mod:`tfcompress.quantization.onnx_ptq`.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
 from tfcompress.data import DataLike, Dataset
 from tfcompress.data.calibration import calibration_for, calibration_set
-from tfcompress.data.validation import check_count
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
+from tfcompress.quantization.config import PTQConfig, check_engine
 from tfcompress.quantization.converter import (
     Conversion,
     ConverterSettings,
@@ -28,18 +32,14 @@ from tfcompress.quantization.methods.apply import ConfigureFor, run_methods
 from tfcompress.quantization.methods.catalog import plan_candidates
 from tfcompress.quantization.methods.report import MethodsReport
 from tfcompress.quantization.notes import artifact_notes
-from tfcompress.quantization.recipes import (
-    DEFAULT_CALIBRATION_SAMPLES,
-    FORMATS,
-    Recipe,
-)
+from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.rules import Rule
 from tfcompress.quantization.selective import (
     check_kept_float,
     quantize_calibrated,
 )
 from tfcompress.quantization.weightless import check_weights_captured
-from tfcompress.targets.base import Target, resolve_target, verdict_under, verdicts_by_key
+from tfcompress.targets.base import Target, get_target, verdict_under, verdicts_by_key
 from tfcompress.targets.edgetpu.target import EdgeTPUVerdict
 
 if TYPE_CHECKING:
@@ -85,6 +85,10 @@ class QuantizationResult(QuantizedArtifact):
             names methods): every candidate and plain int8 scored against the float32
             reference, which was kept and why, and what each method changed; else None. See
             :mod:`tfcompress.quantization.methods`.
+        config: The :class:`~tfcompress.quantization.config.PTQConfig` that made
+            ``model_content``: its recipe is ``recipe`` (the methods kept, when methods were
+            tried), so ``quantize(model, config=result.config, representative_data=...)``
+            makes the same file again.
 
     Example:
         >>> result = tfcompress.quantize(model, recipe="int8", representative_data=x)
@@ -110,6 +114,7 @@ class QuantizationResult(QuantizedArtifact):
     notes: tuple[str, ...] = ()
     layer_errors: LayerErrors | None = None
     methods: MethodsReport | None = None
+    config: Any = None
 
     @property
     def model(self) -> TFLiteModel:
@@ -163,30 +168,31 @@ class QuantizationResult(QuantizedArtifact):
 def quantize(
     model: ModelLike,
     *,
-    format: Literal["tflite"] | None = None,
-    recipe: str | Recipe = "int8",
+    config: None = None,
     representative_data: DataLike | None = None,
+    eval_data: DataLike | None = None,
+    layer_errors: bool = False,
+    safe_mode: bool = True,
+    progress: bool = False,
+    format: Literal["tflite"] | None = None,
+    recipe: str | Recipe | None = None,
     input_type: str | None = None,
     output_type: str | None = None,
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
     integer_only: bool | None = None,
+    static_batch: int | None = None,
     float_nodes: Sequence[str] | None = None,
     rules: Sequence[Rule | dict[str, Any]] | None = None,
     block_size: int | None = None,
     engine: str | None = None,
-    layer_errors: bool = False,
-    batch_size: int | None = None,
     methods: str | Sequence[str] | None = None,
-    eval_data: DataLike | None = None,
     calibration_method: None = None,
     opset: None = None,
     target: str | None = None,
     compiler: str | os.PathLike[str] | None = None,
     target_options: Mapping[str, Any] | None = None,
-    seed: int = 0,
-    safe_mode: bool = True,
-    progress: bool = False,
+    seed: int | None = None,
 ) -> QuantizationResult: ...
 
 
@@ -194,101 +200,131 @@ def quantize(
 def quantize(
     model: ModelLike,
     *,
-    format: Literal["onnx"],
-    recipe: str | OnnxRecipe = "int8",
+    config: None = None,
     representative_data: DataLike | None = None,
+    eval_data: None = None,
+    layer_errors: bool = False,
+    safe_mode: bool = True,
+    progress: bool = False,
+    format: Literal["onnx"],
+    recipe: str | OnnxRecipe | None = None,
     input_type: str | None = None,
     output_type: str | None = None,
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
     integer_only: bool | None = None,
+    static_batch: None = None,
     float_nodes: None = None,
     rules: None = None,
     block_size: None = None,
     engine: None = None,
-    layer_errors: bool = False,
-    batch_size: None = None,
     methods: None = None,
-    eval_data: None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: None = None,
     compiler: None = None,
     target_options: None = None,
-    seed: int = 0,
+    seed: int | None = None,
+) -> OnnxQuantizationResult: ...
+
+
+@overload
+def quantize(
+    model: ModelLike,
+    *,
+    config: PTQConfig,
+    representative_data: DataLike | None = None,
+    eval_data: DataLike | None = None,
+    layer_errors: bool = False,
     safe_mode: bool = True,
     progress: bool = False,
-) -> OnnxQuantizationResult: ...
+) -> QuantizationResult | OnnxQuantizationResult: ...
 
 
 def quantize(
     model: ModelLike,
     *,
-    format: str | None = None,
-    recipe: str | Recipe | OnnxRecipe = "int8",
+    config: PTQConfig | None = None,
     representative_data: DataLike | None = None,
+    eval_data: DataLike | None = None,
+    layer_errors: bool = False,
+    safe_mode: bool = True,
+    progress: bool = False,
+    format: str | None = None,
+    recipe: str | Recipe | OnnxRecipe | None = None,
     input_type: str | None = None,
     output_type: str | None = None,
     per_channel: bool | None = None,
     calibration_samples: int | None = None,
     integer_only: bool | None = None,
+    static_batch: int | None = None,
     float_nodes: Sequence[str] | None = None,
     rules: Sequence[Rule | dict[str, Any]] | None = None,
     block_size: int | None = None,
     engine: str | None = None,
-    layer_errors: bool = False,
-    batch_size: int | None = None,
     methods: str | Sequence[str] | None = None,
-    eval_data: DataLike | None = None,
     calibration_method: str | None = None,
     opset: int | None = None,
     target: str | None = None,
     compiler: str | os.PathLike[str] | None = None,
     target_options: Mapping[str, Any] | None = None,
-    seed: int = 0,
-    safe_mode: bool = True,
-    progress: bool = False,
+    seed: int | None = None,
 ) -> QuantizationResult | OnnxQuantizationResult:
     """Quantize a Keras model, a SavedModel or a float ``.tflite`` with one recipe.
+
+    What decides the artifact is one :class:`~tfcompress.quantization.config.PTQConfig`:
+    pass it as ``config=``, or pass its options as keywords (from ``format`` on below),
+    which build the same config (:meth:`PTQConfig.from_options`). Not both: a keyword next
+    to ``config=`` is refused. ``result.config`` is the config that made the file, so
+    ``quantize(model, config=result.config, representative_data=...)`` makes it again.
 
     Args:
         model: A Keras model (Keras 3 or tf-keras), a SavedModel, a float ``.tflite`` (LiteRT
             Quantizer), or a path to one; for ``format="onnx"`` a Keras model or a float
             ``.onnx``.
+        config: Everything that decides the artifact: the recipe with its overrides (an
+            ``OnnxRecipe`` for ``.onnx``), seed, target and its options, engine, methods.
+            None: built from the keyword options below.
+        representative_data: Calibration samples (needed by ``int8`` and ``int16x8``): any
+            source :func:`tfcompress.data.load_data` reads. Labels are ignored.
+        eval_data: ``int8``: the samples the post-training methods are scored on (labels
+            unused; at most 1,000, a seeded subset); default: the calibration samples.
+            Given, the methods default to ``"auto"``.
+        layer_errors: Also measure every quantized tensor against the float reference on
+            up to 64 of the representative samples (``result.layer_errors``; ``.tflite``).
+        safe_mode: See :func:`tfcompress.models.load_model` (paths only).
+        progress: Show a progress bar during calibration.
         format: ``"tflite"`` (default: the TFLite converter) or ``"onnx"`` (tf2onnx export,
             verified against Keras, then ONNX Runtime's quantizers; see
             :mod:`tfcompress.quantization.onnx_ptq`). Default: ``"onnx"`` for an
             :class:`~tfcompress.quantization.onnx_ptq.OnnxRecipe`, else ``"tflite"``.
-        recipe: ``"dynamic"``, ``"float16"``, ``"int8"``, ``"int16x8"`` (``.tflite`` only),
-            ``"int4-weights"``, ``"int4-dynamic"`` (LiteRT Quantizer) or a :class:`Recipe`
-            (an ``OnnxRecipe`` for ONNX).
-        representative_data: Calibration samples (needed by ``int8`` and ``int16x8``): any
-            source :func:`tfcompress.data.load_data` reads. Labels are ignored.
-        input_type: Overrides the recipe's input dtype (``int8``/``uint8`` for ``int8``);
-            ``.tflite`` only (ONNX models keep float32 inputs and outputs).
-        output_type: Overrides the recipe's output dtype; defaults to ``input_type``.
-        per_channel: Overrides per-channel weight quantization.
-        calibration_samples: Overrides how many samples calibrate (a seeded random subset).
+        recipe: ``"dynamic"``, ``"float16"``, ``"int8"`` (default), ``"int16x8"``
+            (``.tflite`` only), ``"int4-weights"``, ``"int4-dynamic"`` (LiteRT Quantizer) or
+            a :class:`Recipe` (an ``OnnxRecipe`` for ONNX). The options below override its
+            fields.
+        input_type: The recipe's input dtype (``int8``/``uint8`` for ``int8``); ``.tflite``
+            only (ONNX models keep float32 inputs and outputs).
+        output_type: The recipe's output dtype; defaults to ``input_type``.
+        per_channel: Per-channel weight quantization (False: per tensor).
+        calibration_samples: How many samples calibrate (a seeded random subset).
         integer_only: ``int8``/``int16x8``: raise :class:`ConversionError` for a model with
             ops that have no integer kernel, instead of keeping them in float (the default,
             as in the TFLite converter; they are then listed in ``result.float_ops`` and
             logged as a warning). Integer-only hardware needs it; ``target="edgetpu"``
-            implies it. ``.tflite`` only. Overrides the recipe's.
+            implies it. ``.tflite`` only.
+        static_batch: A static batch dimension for the file (1 for the Edge TPU; an RNN
+            whose converter error says ``TensorListReserve ... element_shape to be static``
+            converts with one). ``.tflite`` only.
         float_nodes: ``int8``: op outputs to keep in float, as
             :func:`~tfcompress.quantization.selective.rank_layers` names them (the
-            converter's ``denylisted_nodes``); ``.tflite`` only. Overrides the recipe's.
+            converter's ``denylisted_nodes``); ``.tflite`` only.
         rules: Per-op :class:`~tfcompress.quantization.rules.Rule` s (or their dicts), in
-            order, on top of the recipe; overrides the recipe's. See ``docs/quantization.md``.
+            order, on top of the recipe. See ``docs/quantization.md``.
         block_size: LiteRT Quantizer, weight-only/dynamic recipes: blockwise weight scales
             of 32, 64 or 128 values.
         engine: ``"converter"`` (the TFLite converter; the default for Keras and SavedModel
             input) or ``"litert-quantizer"`` (the default for a ``.tflite`` input and for the
             recipes only it makes). See :mod:`tfcompress.quantization.engines`.
-        layer_errors: Also measure every quantized tensor against the float reference on
-            up to 64 of the representative samples (``result.layer_errors``).
-        batch_size: A static batch dimension for the file (1 for the Edge TPU; an RNN
-            whose converter error says ``TensorListReserve ... element_shape to be static``
-            converts with one). ``.tflite`` only. Overrides the recipe's.
         methods: ``int8``: post-training methods to try against the converter's plain int8
             (``"auto"``, ``"none"``, or names such as ``["equalize", "bias-correction"]``;
             see :mod:`tfcompress.quantization.methods`); every candidate and plain int8 are
@@ -297,8 +333,6 @@ def quantize(
             ``result.recipe.methods``. Default: ``"auto"`` when ``eval_data`` is given,
             else none, so ``int8`` alone means the converter's int8. A recipe that names
             methods applies them as given (a replay) and is still compared.
-        eval_data: ``int8``: the samples the methods are scored on (labels unused; at most
-            1,000, a seeded subset); default: the calibration samples.
         calibration_method: ``format="onnx"``, ``int8``: ``"minmax"`` (default),
             ``"entropy"`` or ``"percentile"`` (ONNX Runtime's calibrators).
         opset: ``format="onnx"``: the ONNX opset of the export (13 to 18, default 17).
@@ -307,24 +341,22 @@ def quantize(
             linter, and ``edgetpu_compiler`` where it is installed; ``result.edgetpu`` holds
             the verdict (see :mod:`tfcompress.targets.edgetpu.target`).
         compiler: ``target="edgetpu"``: the ``edgetpu_compiler`` to run (default: the one on
-            PATH, if any).
+            PATH, if any); one of the target options.
         target_options: Options of the target's check, by name (its declared
             ``Target.options``; ``compiler`` is one); an option the target does not declare
             is refused.
-        seed: Seed of the calibration subset.
-        safe_mode: See :func:`tfcompress.models.load_model` (paths only).
-        progress: Show a progress bar during calibration.
+        seed: Seed of the calibration subset (default 0).
 
     Returns:
-        The quantized model with its recipe, sizes and converter warnings: a
+        The quantized model with its recipe, config, sizes and converter warnings: a
         :class:`QuantizationResult` (``.tflite``) or an ``OnnxQuantizationResult`` (same
         interface).
 
     Raises:
-        InvalidInputError: Unknown format, recipe, method or option (``int16x8`` for ONNX,
-            a ``.tflite``-only option with ``format="onnx"`` or the reverse), calibration
-            data missing, ``calibration_samples`` below 1, methods or eval data on a recipe
-            other than ``int8``, or ``methods`` with a recipe that names methods.
+        InvalidInputError: A keyword option next to ``config=``; what
+            :class:`~tfcompress.quantization.config.PTQConfig` refuses (an unknown format,
+            recipe, engine, target or method, an option of the other format, a bad count);
+            calibration data missing, methods or eval data on a recipe other than ``int8``.
         UnsupportedModelError: A recipe names weight methods and the model cannot be
             rewritten (a SavedModel or subclassed model; ``methods=`` skips such candidates).
         InvalidArgumentTypeError: ``model`` (or ``calibration_samples``) of the wrong type.
@@ -339,127 +371,139 @@ def quantize(
 
     Example:
         >>> result = tfcompress.quantize(model, recipe="int8", representative_data=x_train)
+        >>> config = PTQConfig(recipe=Recipe("int8", per_channel=False), seed=1)
+        >>> result = tfcompress.quantize(model, config=config, representative_data=x_train)
         >>> result.save("model_int8.tflite")  # doctest: +SKIP
         >>> onnx = tfcompress.quantize(model, format="onnx", representative_data=x_train,
         ...     calibration_method="entropy")  # doctest: +SKIP
         >>> onnx.save("model_int8.onnx")  # doctest: +SKIP
     """
-    if calibration_samples is not None:
-        check_count(
-            calibration_samples,
-            "calibration_samples",
-            f"e.g. {DEFAULT_CALIBRATION_SAMPLES} (the default)",
-        )
-    check_options = _check_options(target_options, compiler)
-    chosen_target = resolve_target(target, **check_options)
-    if _resolve_format(format, recipe) == "onnx":
-        if target is not None:
-            raise InvalidInputError(
-                f"--target {target} makes a .tflite; drop --format onnx (or the target)."
-            )
-        from tfcompress.quantization.onnx_ptq import quantize_onnx
-
-        _refuse_for_onnx(
-            input_type=input_type,
-            output_type=output_type,
-            integer_only=integer_only,
-            float_nodes=float_nodes,
-            rules=rules,
-            block_size=block_size,
-            engine=engine,
-            layer_errors=layer_errors or None,
-            batch_size=batch_size,
-        )
-        if methods is not None or eval_data is not None:
-            raise InvalidInputError(
-                "methods and eval_data (the post-training methods) apply to .tflite only: "
-                "ONNX Runtime calibrates its own way (calibration_method); drop them, or use "
-                "--format tflite."
-            )
-        if isinstance(recipe, Recipe):
-            raise InvalidInputError(
-                f"a tflite Recipe ({recipe.name!r}) cannot make an .onnx; pass the recipe's "
-                "name or an OnnxRecipe with format='onnx'."
-            )
-        return quantize_onnx(
-            model,
-            recipe=recipe,
-            representative_data=representative_data,
-            per_channel=per_channel,
-            calibration_samples=calibration_samples,
-            calibration_method=calibration_method,
-            opset=opset,
-            seed=seed,
-            safe_mode=safe_mode,
-            progress=progress,
-        )
-    if calibration_method is not None or opset is not None:
-        option = "calibration_method" if calibration_method is not None else "opset"
-        raise InvalidInputError(
-            f"{option} applies to format='onnx' (--format onnx); the TFLite converter "
-            "calibrates min-max ranges and has no opset."
-        )
-    if not isinstance(recipe, str | Recipe):
-        raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
-    warm_converter(model)  # its child imports TensorFlow while the model loads here
-    io_options: dict[str, Any] = {
+    options = {
+        "format": format,
+        "recipe": recipe,
         "input_type": input_type,
-        "output_type": output_type or input_type,
+        "output_type": output_type,
+        "per_channel": per_channel,
+        "calibration_samples": calibration_samples,
         "integer_only": integer_only,
-        "batch_size": batch_size,
+        "static_batch": static_batch,
+        "float_nodes": float_nodes,
+        "rules": rules,
+        "block_size": block_size,
+        "engine": engine,
+        "methods": methods,
+        "calibration_method": calibration_method,
+        "opset": opset,
+        "target": target,
+        "compiler": compiler,
+        "target_options": target_options,
+        "seed": seed,
     }
-    if chosen_target is not None:
-        io_options = chosen_target.recipe_options(
-            recipe,
-            input_type=input_type,
-            output_type=output_type,
-            integer_only=integer_only,
-            batch_size=batch_size,
+    given = {name: value for name, value in options.items() if value is not None}
+    if config is None:
+        config = PTQConfig.from_options(**given)
+    elif not isinstance(config, PTQConfig):
+        raise InvalidInputError(
+            f"config must be a tfcompress.PTQConfig, got {type(config).__name__}; build one "
+            "with PTQConfig(recipe=...) or pass the options as keywords."
         )
+    elif given:
+        raise InvalidInputError(
+            f"config= holds every option of the artifact: drop {', '.join(given)} (or put "
+            "it in the config: dataclasses.replace(config, ...) or Recipe(..., option=...))."
+        )
+    return _quantize(
+        model,
+        config,
+        representative_data=representative_data,
+        eval_data=eval_data,
+        layer_errors=layer_errors,
+        safe_mode=safe_mode,
+        progress=progress,
+    )
+
+
+def _quantize(
+    model: ModelLike,
+    config: PTQConfig,
+    *,
+    representative_data: DataLike | None,
+    eval_data: DataLike | None,
+    layer_errors: bool,
+    safe_mode: bool,
+    progress: bool,
+) -> QuantizationResult | OnnxQuantizationResult:
+    """Make the artifact ``config`` describes (see :func:`quantize`)."""
+    if config.format == "onnx":
+        return _onnx_result(
+            model, config, representative_data, eval_data, layer_errors, safe_mode, progress
+        )
+    warm_converter(model)  # its child imports TensorFlow while the model loads here
     if layer_errors and representative_data is None:
         raise InvalidInputError(
             "layer_errors (--layer-errors) compares tensors on sample inputs: pass "
             "representative_data (--data)."
         )
     loaded = resolve_model(model, safe_mode=safe_mode)
-    chosen = Recipe.coerce(recipe).with_options(
-        per_channel=per_channel,
-        calibration_samples=calibration_samples,
-        float_nodes=float_nodes,
-        rules=None if rules is None else list(rules),
-        block_size=block_size,
-        **io_options,
-    )
-    engine = choose_engine(engine, loaded, chosen)
+    chosen = config.recipe
+    engine = choose_engine(config.engine, loaded, chosen)
+    if engine != config.engine:  # chosen for this model: does it fit the rest of the config?
+        check_engine(engine, chosen, target=config.target, methods=config.methods)
     if engine == "litert-quantizer":
-        if chosen_target is not None and chosen_target.shapes_artifact:
-            raise InvalidInputError(
-                f"--target {target} needs the converter's settings for "
-                f"{chosen_target.display_name}; use --engine converter on the source model."
-            )
-        if chosen.methods or methods not in (None, "none"):
-            raise InvalidInputError(
-                "the post-training methods (--method) rewrite the Keras model before the "
-                "converter quantizes it; LiteRT Quantizer has its own weight algorithms (rules "
-                "with algorithm=...): drop --method, or use --engine converter."
-            )
-        result = _litert_result(loaded, chosen, representative_data, seed, progress)
-        result = replace(result, target=target)
+        result = _litert_result(loaded, chosen, representative_data, config.seed, progress)
+        result = replace(result, target=config.target)
     else:
         result = _converter_result(
             loaded,
             chosen,
             representative_data,
-            seed,
+            config.seed,
             progress,
-            chosen_target,
-            check_options,
-            methods=methods,
+            None if config.target is None else get_target(config.target),
+            config.target_options,
+            methods=config.methods,
             eval_data=eval_data,
         )
+    # What made the file: the recipe kept (the methods it chose, if it searched).
+    result = replace(result, config=replace(config, recipe=result.recipe, methods=None))
     if layer_errors:
-        result = replace(result, layer_errors=_layer_errors(result, representative_data, seed))
+        result = replace(
+            result, layer_errors=_layer_errors(result, representative_data, config.seed)
+        )
     return result
+
+
+def _onnx_result(
+    model: ModelLike,
+    config: PTQConfig,
+    representative_data: DataLike | None,
+    eval_data: DataLike | None,
+    layer_errors: bool,
+    safe_mode: bool,
+    progress: bool,
+) -> OnnxQuantizationResult:
+    from tfcompress.quantization.onnx_ptq import quantize_onnx
+
+    if layer_errors:
+        raise InvalidInputError(
+            "layer_errors (--layer-errors) applies to .tflite only: it compares LiteRT's "
+            "tensors; drop it, or use --format tflite."
+        )
+    if eval_data is not None:
+        raise InvalidInputError(
+            "methods and eval_data (the post-training methods) apply to .tflite only: "
+            "ONNX Runtime calibrates its own way (calibration_method); drop them, or use "
+            "--format tflite."
+        )
+    result = quantize_onnx(
+        model,
+        recipe=config.recipe,  # type: ignore[arg-type]
+        representative_data=representative_data,
+        seed=config.seed,
+        safe_mode=safe_mode,
+        progress=progress,
+    )
+    return replace(result, config=config)
 
 
 def quantized_content(
@@ -507,12 +551,6 @@ def quantized_content(
         ... # doctest: +SKIP
         True
     """
-    if calibration_samples is not None:
-        check_count(
-            calibration_samples,
-            "calibration_samples",
-            f"e.g. {DEFAULT_CALIBRATION_SAMPLES} (the default)",
-        )
     if not isinstance(recipe, str | Recipe):
         raise InvalidInputError(
             f"quantized_content makes a .tflite: pass a recipe name or a Recipe, not {recipe!r}."
@@ -594,20 +632,6 @@ def contained_layer_errors(result: QuantizationResult, samples: Dataset) -> Laye
     )
 
 
-def _check_options(
-    target_options: Mapping[str, Any] | None, compiler: str | os.PathLike[str] | None
-) -> dict[str, Any]:
-    """The target's check options given (None values dropped); ``compiler`` is one of them."""
-    if target_options is not None and not isinstance(target_options, Mapping):
-        raise InvalidInputError(
-            f"target_options must be a mapping of option names to values, got {target_options!r}."
-        )
-    options = {str(k): v for k, v in (target_options or {}).items() if v is not None}
-    if compiler is not None:
-        options["compiler"] = compiler
-    return options
-
-
 def _converter_result(
     loaded: Any,
     chosen: Recipe,
@@ -678,7 +702,7 @@ def _plain_conversions(
         configures.append(None)
     if chosen.name != "float32":
         configures.append(configure_for(chosen, selective))
-    conversions = convert_all(loaded, configures, batch_size=chosen.batch_size)
+    conversions = convert_all(loaded, configures, static_batch=chosen.static_batch)
     quantized, kept = conversions[-1], chosen
     if selective:  # the nodes of float rules join float_nodes
         nodes = converter_float_nodes(quantized.content, chosen, source=model_name(loaded))
@@ -716,31 +740,6 @@ def _checked_float_ops(
             on_purpose,
         )
     return float_ops
-
-
-def _resolve_format(format: str | None, recipe: object) -> str:
-    from tfcompress.quantization.onnx_ptq import OnnxRecipe
-
-    implied = "onnx" if isinstance(recipe, OnnxRecipe) else None
-    if format is None:
-        return implied or "tflite"
-    if format not in FORMATS:
-        raise InvalidInputError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}.")
-    if implied is not None and format != implied:
-        raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
-    return format
-
-
-def _refuse_for_onnx(**options: Any) -> None:
-    """ONNX Runtime's models keep float I/O and leave unquantizable ops float on their own."""
-    for option, value in options.items():
-        if value is not None and not (option.endswith("_type") and value == "float32"):
-            flag = "--" + option.replace("_", "-")
-            raise InvalidInputError(
-                f"{option} ({flag}) applies to .tflite only: ONNX Runtime's quantized models "
-                "keep float32 inputs and outputs and leave ops without an int8 kernel in float "
-                "on their own; drop it, or use --format tflite."
-            )
 
 
 def _calibration_set(

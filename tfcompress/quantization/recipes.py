@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
 from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
+from tfcompress.data.validation import check_count
 from tfcompress.errors import InvalidInputError
 from tfcompress.quantization.methods.catalog import (
     DEFAULT_PERCENTILE,
@@ -23,8 +24,8 @@ from tfcompress.quantization.rules import Rule, coerce_rules
 ENGINES = ("converter", "litert-quantizer")
 #: Blockwise weight scales LiteRT Quantizer offers (``Recipe.block_size``).
 BLOCK_SIZES = (32, 64, 128)
-#: The largest static batch dimension (``Recipe.batch_size``): a tensor dimension is int32.
-MAX_BATCH_SIZE = 2**31 - 1
+#: The largest static batch dimension (``Recipe.static_batch``): a tensor dimension is int32.
+MAX_STATIC_BATCH = 2**31 - 1
 
 Configure = Callable[[Any, "Recipe", Any], None]  # (converter, recipe, tensorflow module)
 
@@ -206,8 +207,9 @@ class Recipe(RecipeData):
             Edge TPU, microcontrollers) needs. Off by default, as in the TFLite converter:
             such ops run in float between DEQUANTIZE and QUANTIZE and the result lists them
             as ``float_ops``.
-        batch_size: A static batch dimension for the file (e.g. 1 for the Edge TPU, whose
+        static_batch: A static batch dimension for the file (e.g. 1 for the Edge TPU, whose
             compiler needs every shape fixed); None keeps the model's own (usually dynamic).
+            Not a training batch: the fine-tuning verbs' ``batch_size`` is that.
         float_nodes: ``int8`` only: op output tensors to keep in float (the converter's
             ``denylisted_nodes``; names as :func:`~tfcompress.quantization.selective.rank_layers`
             reports them), everything else quantized. See ``docs/quantization.md``.
@@ -231,7 +233,9 @@ class Recipe(RecipeData):
     renamed_keys: ClassVar[dict[str, str]] = {
         "float_fallback": "use integer_only, its opposite (float fallback is the default; "
         "integer_only: true refuses ops without an integer kernel, as float_fallback: false "
-        "did)."
+        "did).",
+        "batch_size": "use static_batch (the file's fixed batch dimension; batch_size is the "
+        "fine-tuning batch of qat, prune, cluster and compress --train).",
     }
 
     name: str
@@ -240,7 +244,7 @@ class Recipe(RecipeData):
     per_channel: bool = True
     calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
     integer_only: bool = False
-    batch_size: int | None = None
+    static_batch: int | None = None
     float_nodes: tuple[str, ...] = ()
     rules: tuple[Rule, ...] = ()
     block_size: int | None = None
@@ -264,18 +268,17 @@ class Recipe(RecipeData):
                     f"recipe {self.name!r} does not support {option}={value!r}; choose one of "
                     f"{', '.join(spec.io_types)}."
                 )
-        if not isinstance(self.calibration_samples, int) or self.calibration_samples < 1:
-            raise InvalidInputError(
-                f"calibration_samples must be a positive integer, got {self.calibration_samples!r}."
-            )
-        if self.batch_size is not None and (
-            isinstance(self.batch_size, bool)
-            or not isinstance(self.batch_size, int)
-            or not 1 <= self.batch_size <= MAX_BATCH_SIZE  # 2**64 overflows the converter
+        object.__setattr__(
+            self, "calibration_samples", check_calibration_samples(self.calibration_samples)
+        )
+        if self.static_batch is not None and (
+            isinstance(self.static_batch, bool)
+            or not isinstance(self.static_batch, int)
+            or not 1 <= self.static_batch <= MAX_STATIC_BATCH  # 2**64 overflows the converter
         ):
             raise InvalidInputError(
-                f"batch_size must be a positive integer up to {MAX_BATCH_SIZE} or None, got "
-                f"{repr(self.batch_size)[:40]}."
+                f"static_batch must be a positive integer up to {MAX_STATIC_BATCH} or None, got "
+                f"{repr(self.static_batch)[:40]}."
             )
         if not isinstance(self.integer_only, bool):
             raise InvalidInputError(
@@ -302,6 +305,27 @@ class Recipe(RecipeData):
     def coerce(cls, recipe: str | Recipe) -> Recipe:
         """Accept a recipe name or a :class:`Recipe`."""
         return recipe if isinstance(recipe, Recipe) else cls(str(recipe))
+
+
+def check_calibration_samples(value: Any) -> int:
+    """``calibration_samples`` as an ``int`` (a NumPy integer read as one), or the refusal.
+
+    Every recipe, and so every way of giving one (a keyword, a config, ``--samples``, a
+    replayed report), refuses a bad count with this one message.
+
+    Raises:
+        InvalidArgumentTypeError: Not an integer (a bool neither).
+        InvalidInputError: Below 1.
+
+    Example:
+        >>> check_calibration_samples(0)
+        Traceback (most recent call last):
+        ...
+        tfcompress.errors.InvalidInputError: calibration_samples must be at least 1, got 0; \
+pass e.g. 200 (the default).
+    """
+    check_count(value, "calibration_samples", f"e.g. {DEFAULT_CALIBRATION_SAMPLES} (the default)")
+    return int(value)
 
 
 def integer_recipes() -> list[str]:

@@ -121,7 +121,7 @@ def rank_layers(
             ``calibration_samples`` of them, a seeded subset); default: the calibration
             samples.
         recipe: ``"int8"`` or an ``int8`` :class:`Recipe`. ``per_channel``,
-            ``calibration_samples`` and ``batch_size`` are honoured; nodes already in
+            ``calibration_samples`` and ``static_batch`` are honoured; nodes already in
             ``float_nodes`` stay float and are not ranked (rank again after keeping some).
             Input/output types do not change the ops' errors and are not used.
         calibration_samples: Overrides the recipe's calibration sample count.
@@ -190,7 +190,7 @@ def rank_layers(
 def calibrated_model(model: Any, recipe: Recipe, calibration: Dataset) -> bytes:
     """The float ``.tflite`` of ``model`` with its calibrated ranges (no quantization yet)."""
     settings = ConverterSettings(recipe, calibration, calibrate_only=True)
-    return convert_all(model, [settings], batch_size=recipe.batch_size)[0].content
+    return convert_all(model, [settings], static_batch=recipe.static_batch)[0].content
 
 
 def quantize_calibrated(conversion: Conversion, recipe: Recipe, *, source: str) -> Conversion:

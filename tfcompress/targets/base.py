@@ -20,7 +20,7 @@ fields, and the CLI makes ``--target`` choices and flags of the declarations
 Importing this module imports no TensorFlow; the first lookup imports the built-in targets.
 
 Example:
-    >>> get_target("edgetpu").rules.batch_size
+    >>> get_target("edgetpu").rules.static_batch
     1
     >>> list_targets()
     ['cpu', 'edgetpu', 'gpu']

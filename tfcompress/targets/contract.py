@@ -49,7 +49,7 @@ class RecipeRules:
             islands (the Edge TPU, microcontrollers).
         io_types: Input/output dtypes the device takes (None: what the recipe allows).
         default_io_type: The I/O dtype used when the user names none (None: the recipe's).
-        batch_size: A static batch the file must have (None: the model's own).
+        static_batch: A static batch the file must have (None: the model's own).
 
     Example:
         >>> RecipeRules(recipes=("int8",), integer_only=True).integer_only
@@ -60,7 +60,7 @@ class RecipeRules:
     integer_only: bool = False
     io_types: tuple[str, ...] | None = None
     default_io_type: str | None = None
-    batch_size: int | None = None
+    static_batch: int | None = None
 
     def admits(self, recipe_name: str) -> bool:
         """Whether the device runs artifacts of this recipe."""
@@ -199,7 +199,7 @@ class Target:
 
     Example:
         >>> from tfcompress.targets.base import get_target
-        >>> get_target("edgetpu").rules.batch_size, get_target("cpu").checks
+        >>> get_target("edgetpu").rules.static_batch, get_target("cpu").checks
         (1, False)
     """
 
@@ -259,7 +259,7 @@ class Target:
         input_type: str | None,
         output_type: str | None,
         integer_only: bool | None = None,
-        batch_size: int | None = None,
+        static_batch: int | None = None,
     ) -> dict[str, Any]:
         """Recipe options this target needs (``Recipe.with_options`` keywords).
 
@@ -269,7 +269,7 @@ class Target:
             output_type: The output dtype the user asked for, if any (default: the input's).
             integer_only: What the user asked for (None: nothing; False, i.e. float fallback
                 asked for, is refused by an integer-only target).
-            batch_size: The static batch the user asked for, if any.
+            static_batch: The static batch the user asked for, if any.
 
         Returns:
             The I/O types, ``integer_only=True`` for an integer-only device, and its fixed
@@ -282,7 +282,7 @@ class Target:
         Example:
             >>> from tfcompress.targets.base import get_target
             >>> get_target("edgetpu").recipe_options("int8", input_type=None, output_type=None)
-            {'input_type': 'uint8', 'output_type': 'uint8', 'integer_only': True, 'batch_size': 1}
+            {'input_type': 'uint8', 'output_type': 'uint8', 'integer_only': True, 'static_batch': 1}
         """
         rules, device = self.rules, self.display_name
         name = str(getattr(recipe, "name", recipe))
@@ -300,17 +300,17 @@ class Target:
             )
         options: dict[str, Any] = {
             "integer_only": True if rules.integer_only else integer_only,
-            "batch_size": batch_size,
+            "static_batch": static_batch,
         }
-        if rules.batch_size is not None:
-            for asked in (batch_size, getattr(recipe, "batch_size", None)):
-                if asked not in (None, rules.batch_size):
+        if rules.static_batch is not None:
+            for asked in (static_batch, getattr(recipe, "static_batch", None)):
+                if asked not in (None, rules.static_batch):
                     raise InvalidInputError(
-                        f"{device} needs a static batch of {rules.batch_size}, not batch_size="
-                        f"{asked}; drop it (--target {self.name} fixes the batch at "
-                        f"{rules.batch_size})."
+                        f"{device} needs a static batch of {rules.static_batch}, not "
+                        f"static_batch={asked}; drop it (--target {self.name} fixes the batch "
+                        f"at {rules.static_batch})."
                     )
-            options["batch_size"] = rules.batch_size
+            options["static_batch"] = rules.static_batch
         chosen_input = input_type or _own_type(recipe, "input_type") or rules.default_io_type
         chosen_output = output_type or _own_type(recipe, "output_type") or chosen_input
         if rules.io_types is not None:

@@ -200,10 +200,10 @@ def _check_options(recipe: Recipe) -> None:
             "keep ops float with a rule: rules=[{'pattern': NAME, 'mode': 'float'}] "
             "(--rule NAME=float)."
         )
-    if recipe.batch_size is not None:
+    if recipe.static_batch is not None:
         raise InvalidInputError(
-            "batch_size re-traces a Keras model; LiteRT Quantizer keeps the float .tflite's "
-            "shapes: drop batch_size, or use --engine converter."
+            "static_batch re-traces a Keras model; LiteRT Quantizer keeps the float .tflite's "
+            "shapes: drop static_batch (--static-batch), or use --engine converter."
         )
 
 
@@ -212,7 +212,7 @@ def _float_tflite(model: Any, recipe: Recipe) -> bytes:
         return model.content
     from tfcompress.quantization.converter import convert_all
 
-    return convert_all(model, [None], batch_size=recipe.batch_size)[0].content
+    return convert_all(model, [None], static_batch=recipe.static_batch)[0].content
 
 
 def _run_here(

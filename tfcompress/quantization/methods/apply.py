@@ -139,7 +139,7 @@ def quantize_with_methods(
     configures: list[ConverterSettings | None] = [None, configure_for(plain_recipe, False)]
     if any(not _weights(c) for c in candidates):
         configures.append(configure_for(plain_recipe, True))
-    made = convert_all(model, configures, batch_size=recipe.batch_size)
+    made = convert_all(model, configures, static_batch=recipe.static_batch)
     reference, plain = made[0], made[1]
     if plain_recipe.float_nodes:
         plain = quantize_calibrated(plain, plain_recipe, source=source)
@@ -237,7 +237,9 @@ def _rewritten(
     try:
         copy, rewrite = rewrite_model(model, weights, calibration, per_channel=recipe.per_channel)
         plain = with_methods(recipe, ())
-        conversion = convert_all(copy, [configure_for(plain, True)], batch_size=recipe.batch_size)
+        conversion = convert_all(
+            copy, [configure_for(plain, True)], static_batch=recipe.static_batch
+        )
     except (UnsupportedModelError, ConversionError) as error:
         if not searched:
             raise

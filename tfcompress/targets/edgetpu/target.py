@@ -156,7 +156,7 @@ def edgetpu_verdict(
     content: bytes,
     *,
     compiler: str | os.PathLike[str] | None = None,
-    timeout_s: float | None = None,
+    timeout: float | None = None,
 ) -> EdgeTPUVerdict:
     """Lint ``content``, compile it where a compiler is found, and compare the two.
 
@@ -164,15 +164,15 @@ def edgetpu_verdict(
         content: A full-integer ``.tflite``.
         compiler: The compiler to run; None looks for ``edgetpu_compiler`` on PATH and, when
             there is none, says so in the verdict instead of failing.
-        timeout_s: Seconds before the compiler is stopped (default
-            ``TFCOMPRESS_COMPILER_TIMEOUT``, else 180).
+        timeout: Seconds before the compiler is stopped (default: the one time limit,
+            ``--timeout`` or ``TFCOMPRESS_TIMEOUT``).
 
     Returns:
         The verdict; ``compiler`` is None when no compiler was found.
 
     Raises:
         BackendUnavailableError: ``compiler`` was given and is not an executable.
-        EdgeTPUCompilerError: The compiler failed, refused the model or ran past ``timeout_s``.
+        EdgeTPUCompilerError: The compiler failed, refused the model or ran past ``timeout``.
 
     Example:
         >>> print(edgetpu_verdict(result.model_content))  # doctest: +SKIP
@@ -183,7 +183,7 @@ def edgetpu_verdict(
     executable = find_compiler(compiler)
     if executable is None:
         return EdgeTPUVerdict(report, None, NOT_INSTALLED)
-    run = compile_for_edgetpu(content, compiler=executable, timeout_s=timeout_s)
+    run = compile_for_edgetpu(content, compiler=executable, timeout=timeout)
     return EdgeTPUVerdict(report, run, "compiled", _disagreements(report, run))
 
 
@@ -293,7 +293,7 @@ class EdgeTPUTarget(Target):
         integer_only=True,
         io_types=("uint8", "int8"),
         default_io_type="uint8",
-        batch_size=1,
+        static_batch=1,
     )
     latency_backend = "edgetpu"
     gate_backend = "cpu"  # the integer model gives the same outputs on the CPU

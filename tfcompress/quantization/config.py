@@ -1,0 +1,476 @@
+"""What makes one post-training artifact, as a checked config: :class:`PTQConfig`.
+
+:func:`tfcompress.quantize` takes one (``quantize(model, config=PTQConfig(...),
+representative_data=...)``); its keyword options only build the same config
+(:meth:`PTQConfig.from_options`), the CLI builds it from its flags, a result records it
+(``result.config``, ``result.to_dict()["config"]``) and compress records one per
+post-training attempt, which ``--replay`` reads back with :meth:`PTQConfig.from_dict`. Every
+option is checked here once, on construction, so a bad value gets the same message
+whichever way it came in.
+
+A compress attempt records ``{"recipe": Recipe.to_dict(), "seed": N}``, with ``"target"``
+when the target shapes the artifact (the Edge TPU), ``"engine"`` when it was chosen
+(LiteRT Quantizer) and ``"methods"`` for a rung that tries the post-training methods; a
+ladder rung may also be the recipe's own dict (``{"name": "int8"}``). :meth:`from_dict`
+reads every one of these shapes.
+
+Example:
+    >>> config = PTQConfig.from_dict({"recipe": {"name": "int8"}, "seed": 3})
+    >>> config.recipe.name, config.seed, PTQConfig.from_dict(config.to_dict()) == config
+    ('int8', 3, True)
+    >>> PTQConfig.from_dict({"name": "float16"}).recipe.name  # a ladder rung's recipe
+    'float16'
+    >>> PTQConfig(recipe="int8", target="edgetpu").recipe.static_batch  # the target's rules
+    1
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+from tfcompress._config_fields import CONFIG_VERSION, MAX_SEED, check_version, require_int, shown
+from tfcompress.errors import InvalidInputError, TFCompressError
+from tfcompress.quantization.recipes import ENGINES, FORMATS, Recipe, RecipeData
+from tfcompress.quantization.rules import Rule
+
+if TYPE_CHECKING:
+    from tfcompress.quantization.onnx_ptq import OnnxRecipe
+    from tfcompress.targets.contract import Target
+
+
+@dataclass(frozen=True, kw_only=True)
+class PTQConfig:
+    """Everything that decides a post-training artifact: what :func:`tfcompress.quantize` makes.
+
+    The data (calibration and eval samples) and how the run is shown (progress, layer
+    errors) are not in it: the same config and the same data give the same bytes.
+
+    Attributes:
+        recipe: A :class:`~tfcompress.quantization.Recipe` (``.tflite``) or an
+            :class:`~tfcompress.quantization.onnx_ptq.OnnxRecipe` (``.onnx``), with every
+            override in it (``Recipe("int8", input_type="uint8", static_batch=1)``); a
+            recipe name is read as ``Recipe(name)``. A target's rules are applied to it on
+            construction (the Edge TPU's uint8 I/O, integer-only, batch 1), so it is the
+            recipe that is made.
+        seed: Seed of the calibration subset, 0 to 2**32-1.
+        target: A registered target (:func:`tfcompress.targets.base.list_targets`); None:
+            none. ``.tflite`` only.
+        target_options: Options of the target's check, by name (its declared
+            ``Target.options``: the Edge TPU's ``compiler``); an option the target does not
+            take is refused, and the target checks the values it takes (a compiler that is
+            not an executable).
+        engine: ``"converter"`` or ``"litert-quantizer"``; None: the default for the model
+            (LiteRT Quantizer for a ``.tflite`` and the recipes only it makes). ``.tflite``
+            only.
+        methods: ``int8``: post-training methods tried against plain int8 (``"auto"``,
+            ``"none"``, a comma list as ``--method`` takes, or names); None: the recipe's own
+            (``recipe.methods``) applied as given, or ``"auto"`` when quantize is given
+            ``eval_data``. ``.tflite`` only.
+        version: The config format.
+
+    Raises:
+        InvalidInputError: A recipe, seed, target, option, engine or method that is unknown,
+            of the wrong type or range, or that does not fit the rest (``methods`` on
+            ``float16``, an ``OnnxRecipe`` with a target, LiteRT Quantizer for the Edge TPU).
+        BackendUnavailableError: A target option the target refuses (``compiler`` that is
+            not an executable).
+
+    Example:
+        >>> PTQConfig(recipe=Recipe("int8"), engine="litert-quantizer").to_dict()["engine"]
+        'litert-quantizer'
+    """
+
+    recipe: Recipe | OnnxRecipe
+    seed: int = 0
+    target: str | None = None
+    target_options: Mapping[str, Any] = field(default_factory=dict)
+    engine: str | None = None
+    methods: str | tuple[str, ...] | None = None
+    version: int = CONFIG_VERSION
+
+    def __post_init__(self) -> None:
+        check_version("PTQ", self.version)
+        recipe = Recipe(self.recipe) if isinstance(self.recipe, str) else self.recipe
+        if not isinstance(recipe, Recipe) and not _is_onnx(recipe):
+            raise InvalidInputError(
+                f"recipe must be a tfcompress.Recipe, an OnnxRecipe or a recipe name, got "
+                f"{type(recipe).__name__}."
+            )
+        require_int("seed", self.seed, 0, MAX_SEED, f"an integer 0 to {MAX_SEED}")
+        options = _checked_target_options(self.target_options)
+        object.__setattr__(self, "target_options", options)
+        if isinstance(recipe, Recipe):
+            recipe = _shaped(recipe, self.target, options)
+            if self.engine is not None:
+                check_engine(self.engine, recipe, target=self.target, methods=self.methods)
+            if self.methods is not None:
+                object.__setattr__(self, "methods", _checked_methods(self.methods, recipe))
+        else:
+            _refuse_for_onnx(self.target, options, self.engine, self.methods)
+        object.__setattr__(self, "recipe", recipe)
+
+    def __hash__(self) -> int:  # results are hashed (caches); the options dict is not
+        options = tuple(sorted(self.target_options.items()))
+        return hash(
+            (self.recipe, self.seed, self.target, options, self.engine, self.methods, self.version)
+        )
+
+    @property
+    def format(self) -> str:
+        """``"tflite"`` or ``"onnx"``: the kind of file the recipe makes."""
+        return "onnx" if _is_onnx(self.recipe) else "tflite"
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        format: str | None = None,
+        recipe: str | Recipe | OnnxRecipe | None = None,
+        input_type: str | None = None,
+        output_type: str | None = None,
+        per_channel: bool | None = None,
+        calibration_samples: int | None = None,
+        integer_only: bool | None = None,
+        static_batch: int | None = None,
+        float_nodes: Sequence[str] | None = None,
+        rules: Sequence[Rule | dict[str, Any]] | None = None,
+        block_size: int | None = None,
+        engine: str | None = None,
+        methods: str | Sequence[str] | None = None,
+        calibration_method: str | None = None,
+        opset: int | None = None,
+        target: str | None = None,
+        compiler: str | os.PathLike[str] | None = None,
+        target_options: Mapping[str, Any] | None = None,
+        seed: int | None = None,
+    ) -> PTQConfig:
+        """The config :func:`tfcompress.quantize`'s keyword options describe (see it for each).
+
+        A keyword left None is not given: the recipe's own value (or the target's) stays.
+        ``output_type`` defaults to ``input_type``; ``compiler`` is one of the target
+        options.
+
+        Raises:
+            InvalidInputError: What :class:`PTQConfig` refuses, an unknown ``format``, an
+                option of the other format (``input_type`` with ``format="onnx"``,
+                ``opset`` with ``.tflite``), or a target's rule the options break.
+
+        Example:
+            >>> PTQConfig.from_options(recipe="int8", input_type="int8").recipe.output_type
+            'int8'
+        """
+        chosen_options = _target_options(target_options, compiler)
+        if _resolve_format(format, recipe) == "onnx":
+            _refuse_tflite_options(
+                input_type=input_type,
+                output_type=output_type,
+                integer_only=integer_only,
+                float_nodes=float_nodes,
+                rules=rules,
+                block_size=block_size,
+                static_batch=static_batch,
+            )
+            return cls(
+                recipe=_onnx_recipe(
+                    recipe, per_channel, calibration_samples, calibration_method, opset
+                ),
+                seed=0 if seed is None else seed,
+                target=target,
+                target_options=chosen_options,
+                engine=engine,
+                methods=None if methods is None else _methods_value(methods),
+            )
+        for option, value in (("calibration_method", calibration_method), ("opset", opset)):
+            if value is not None:
+                raise InvalidInputError(
+                    f"{option} (--{option.split('_')[0]}) applies to format='onnx' (--format "
+                    "onnx); the TFLite converter calibrates min-max ranges and has no opset."
+                )
+        if not isinstance(recipe, str | Recipe | None):
+            raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
+        base = Recipe.coerce("int8" if recipe is None else recipe)
+        io_options: dict[str, Any] = {
+            "input_type": input_type,
+            "output_type": output_type or input_type,
+            "integer_only": integer_only,
+            "static_batch": static_batch,
+        }
+        if target is not None:  # what the user asked for, checked against the device's rules
+            io_options = _device(target).recipe_options(
+                base,
+                input_type=input_type,
+                output_type=output_type,
+                integer_only=integer_only,
+                static_batch=static_batch,
+            )
+        chosen = base.with_options(
+            per_channel=per_channel,
+            calibration_samples=calibration_samples,
+            float_nodes=float_nodes,
+            rules=None if rules is None else list(rules),
+            block_size=block_size,
+            **io_options,
+        )
+        return cls(
+            recipe=chosen,
+            seed=0 if seed is None else seed,
+            target=target,
+            target_options=chosen_options,
+            engine=engine,
+            methods=None if methods is None else _methods_value(methods),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The recorded shape: ``recipe`` and ``seed``, the optional keys when set, ``version``.
+
+        An ``.onnx`` config also records ``"format": "onnx"``, so :meth:`from_dict` reads its
+        recipe as an ``OnnxRecipe``.
+        """
+        data: dict[str, Any] = {"recipe": self.recipe.to_dict(), "seed": self.seed}
+        if self.format == "onnx":
+            data["format"] = "onnx"
+        for name in ("target", "engine", "methods"):
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = list(value) if isinstance(value, tuple) else value
+        if self.target_options:
+            data["target_options"] = dict(self.target_options)
+        return {**data, "version": self.version}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PTQConfig:
+        """Read :meth:`to_dict` output, a compress attempt's record or a rung's bare recipe.
+
+        Raises:
+            InvalidInputError: Not a mapping, an unknown key, a recipe that is not an object
+                or that its recipe class refuses, or a field of the wrong type or range.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidInputError(f"a PTQ recipe is a JSON object, not a {type(data).__name__}.")
+        if "recipe" not in data:  # a rung's (or an old attempt's) bare recipe
+            return cls(recipe=recipe_from_data(data))
+        known = {f.name for f in fields(cls)} | {"format"}
+        unknown = sorted((k for k in data if k not in known), key=str)
+        if unknown:
+            raise InvalidInputError(
+                f"a PTQ attempt records no {', '.join(map(shown, unknown))} (it records "
+                f"{', '.join(sorted(known))})."
+            )
+        if not isinstance(data["recipe"], Mapping):
+            raise InvalidInputError(
+                f"recipe holds no recipe object (a JSON {type(data['recipe']).__name__})."
+            )
+        kind = data.get("format", "tflite")
+        if kind not in FORMATS:
+            raise InvalidInputError(
+                f"unknown format {shown(kind)}; choose one of {', '.join(FORMATS)}."
+            )
+        rest = {k: v for k, v in data.items() if k != "format"}
+        return cls(**{**rest, "recipe": recipe_from_data(data["recipe"], format=kind)})
+
+
+def check_engine(
+    engine: str, recipe: Recipe, *, target: str | None = None, methods: Any = None
+) -> None:
+    """Refuse an engine that cannot make ``recipe`` for ``target`` with ``methods``.
+
+    :class:`PTQConfig` calls it for the engine it is given; :func:`tfcompress.quantize`
+    for the one it chose for the model (LiteRT Quantizer for a ``.tflite``).
+
+    Raises:
+        InvalidInputError: An unknown engine, a recipe (or rule) it does not make, LiteRT
+            Quantizer for a target that needs the converter's settings, or with
+            post-training methods.
+
+    Example:
+        >>> check_engine("tvm", Recipe("int8"))
+        Traceback (most recent call last):
+        ...
+        tfcompress.errors.InvalidInputError: unknown engine 'tvm'; choose one of converter, \
+litert-quantizer.
+    """
+    from tfcompress.quantization.engines import choose_engine
+
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise InvalidInputError(
+            f"unknown engine {shown(engine)}; choose one of {', '.join(ENGINES)}."
+        )
+    choose_engine(engine, None, recipe)  # the recipe and its rules, whatever the model
+    if engine != "litert-quantizer":
+        return
+    if target is not None and _device(target).shapes_artifact:
+        raise InvalidInputError(
+            f"--target {target} needs the converter's settings for "
+            f"{_device(target).display_name}; use --engine converter on the source model."
+        )
+    if recipe.methods or methods not in (None, "none"):
+        raise InvalidInputError(
+            "the post-training methods (--method) rewrite the Keras model before the "
+            "converter quantizes it; LiteRT Quantizer has its own weight algorithms (rules "
+            "with algorithm=...): drop --method, or use --engine converter."
+        )
+
+
+def recipe_from_data(data: Mapping[str, Any], *, format: str = "tflite") -> Recipe | OnnxRecipe:
+    """A :class:`tfcompress.Recipe` (or, for ``format="onnx"``, an ``OnnxRecipe``) from JSON.
+
+    Lists are read back as tuples.
+
+    Raises:
+        InvalidInputError: Fields the recipe refuses (unknown, wrong type, out of range).
+
+    Example:
+        >>> recipe_from_data({"name": "int8", "calibration_samples": 300}).calibration_samples
+        300
+    """
+    recipe_class: type[RecipeData] = Recipe
+    if format == "onnx":
+        from tfcompress.quantization.onnx_ptq import OnnxRecipe
+
+        recipe_class = OnnxRecipe
+    try:
+        return recipe_class.from_dict(
+            {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        )
+    except TFCompressError:
+        raise
+    except TypeError as error:  # a field of the wrong type deep in the recipe's checks
+        raise InvalidInputError(f"recipe: {shown(str(error), 200)}") from None
+
+
+def _is_onnx(recipe: Any) -> bool:
+    return getattr(type(recipe), "format", None) == "onnx" and isinstance(recipe, RecipeData)
+
+
+def _device(name: str) -> Target:
+    from tfcompress.targets.base import get_target
+
+    return get_target(name)  # refuses an unknown one, listing the registered ones
+
+
+def _shaped(recipe: Recipe, target: str | None, options: Mapping[str, Any]) -> Recipe:
+    """``recipe`` with the target's rules applied, the target and its options checked."""
+    from tfcompress.targets.base import resolve_target
+
+    device = resolve_target(target, **options)  # unknown target, options it does not take
+    if device is None:
+        return recipe
+    return recipe.with_options(**device.recipe_options(recipe, input_type=None, output_type=None))
+
+
+def _checked_target_options(options: Any) -> dict[str, Any]:
+    if not isinstance(options, Mapping):
+        raise InvalidInputError(
+            f"target_options must be a mapping of option names to values, got {shown(options)}."
+        )
+    if not all(isinstance(k, str) for k in options):
+        raise InvalidInputError(f"target_options are named by strings, got {shown(dict(options))}.")
+    return {
+        k: os.fspath(v) if isinstance(v, os.PathLike) else v
+        for k, v in sorted(options.items())
+        if v is not None
+    }
+
+
+def _target_options(
+    options: Mapping[str, Any] | None, compiler: str | os.PathLike[str] | None
+) -> dict[str, Any]:
+    """The target's check options given (``compiler`` is one of them)."""
+    if options is not None and not isinstance(options, Mapping):
+        raise InvalidInputError(
+            f"target_options must be a mapping of option names to values, got {shown(options)}."
+        )
+    chosen = dict(options or {})
+    if compiler is not None:
+        chosen["compiler"] = compiler
+    return chosen
+
+
+def _checked_methods(methods: Any, recipe: Recipe) -> str | tuple[str, ...]:
+    """``"auto"``/``"none"``/a comma list as ``--method``, or names, fit for ``recipe``."""
+    from tfcompress.quantization.methods.catalog import canonical_methods, plan_candidates
+
+    if isinstance(methods, str):
+        checked: str | tuple[str, ...] = methods
+    elif isinstance(methods, list | tuple):
+        checked = canonical_methods(tuple(methods))
+    else:
+        raise InvalidInputError(
+            f"methods must be 'auto', 'none' or a list of method names, got {shown(methods)}."
+        )
+    # Unknown names, methods on a recipe other than int8, or beside the recipe's own.
+    plan_candidates(recipe.name, recipe.methods, checked, has_eval=False)
+    return checked
+
+
+def _methods_value(methods: Any) -> Any:
+    return methods if isinstance(methods, str) else tuple(methods)
+
+
+def _resolve_format(format: str | None, recipe: object) -> str:
+    implied = "onnx" if _is_onnx(recipe) else None
+    if format is None:
+        return implied or "tflite"
+    if format not in FORMATS:
+        raise InvalidInputError(
+            f"unknown format {shown(format)}; choose one of {', '.join(FORMATS)}."
+        )
+    if implied is not None and format != implied:
+        raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
+    return format
+
+
+def _onnx_recipe(
+    recipe: Any,
+    per_channel: bool | None,
+    calibration_samples: int | None,
+    calibration_method: str | None,
+    opset: int | None,
+) -> OnnxRecipe:
+    from tfcompress.quantization.onnx_ptq import OnnxRecipe
+
+    if isinstance(recipe, Recipe):
+        raise InvalidInputError(
+            f"a tflite Recipe ({recipe.name!r}) cannot make an .onnx; pass the recipe's "
+            "name or an OnnxRecipe with format='onnx'."
+        )
+    base = recipe if isinstance(recipe, OnnxRecipe) else OnnxRecipe(str(recipe or "int8"))
+    return base.with_options(
+        per_channel=per_channel,
+        calibration_samples=calibration_samples,
+        calibration_method=calibration_method,
+        opset=opset,
+    )
+
+
+def _refuse_tflite_options(**options: Any) -> None:
+    """ONNX Runtime's models keep float I/O and leave unquantizable ops float on their own."""
+    for option, value in options.items():
+        if value is not None and not (option.endswith("_type") and value == "float32"):
+            flag = "--" + option.replace("_", "-")
+            raise InvalidInputError(
+                f"{option} ({flag}) applies to .tflite only: ONNX Runtime's quantized models "
+                "keep float32 inputs and outputs and leave ops without an int8 kernel in float "
+                "on their own; drop it, or use --format tflite."
+            )
+
+
+def _refuse_for_onnx(
+    target: str | None, options: Mapping[str, Any], engine: str | None, methods: Any
+) -> None:
+    if target is not None or options:
+        shown_target = f"--target {target}" if target is not None else "a target's options"
+        raise InvalidInputError(
+            f"{shown_target} makes a .tflite; drop --format onnx (or the target)."
+        )
+    if engine is not None:
+        _refuse_tflite_options(engine=engine)
+    if methods is not None:
+        raise InvalidInputError(
+            "methods and eval_data (the post-training methods) apply to .tflite only: "
+            "ONNX Runtime calibrates its own way (calibration_method); drop them, or use "
+            "--format tflite."
+        )
