@@ -266,6 +266,23 @@ def test_compress_admits_what_tflm_runs_and_ranks_by_arena_and_flash(small_keras
                                                "unsupported_ops": ["SIGN"]}, ())  # fmt: skip
 
 
+def test_select_budgets_measure_arena_and_flash(cnn_int8, lacking_model, capsys):
+    import math
+
+    from tfcompress.targets.base import get_target
+    from tfcompress.targets.mcu import check
+
+    arena, flash = get_target("mcu").budget_fields
+    content = cnn_int8.read_bytes()
+    report = check(content)
+    assert arena.measure(content) == report.arena.recommended / 1024
+    assert flash.measure(content) == (len(content) + 19) / 1024
+    assert math.isinf(arena.measure(lacking_model.read_bytes()))  # never fits: never trained
+    assert main(["select", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "--max-arena-kib" in text and "--max-flash-kib" in text
+
+
 def test_export_c_compiles_and_holds_the_model(cnn_int8, tmp_path, capsys):
     compiler = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     out = tmp_path / "model_data"

@@ -15,6 +15,7 @@ A crash or a hang at any step is a finding with its signal; the report is always
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ from tfcompress.targets.mcu.ops import (
 from tfcompress.targets.mcu.probe import Failure, Outcome, in_child
 from tfcompress.targets.mcu.report import McuReport
 
-__all__ = ["check"]
+__all__ = ["check", "measure_arena"]
 
 _MIN_FIRST_ARENA = 64 * 1024
 # Custom ops every TFLM build registers: a CUSTOM lookup failure is never theirs.
@@ -136,6 +137,33 @@ def check(
     if max_arena is not None or max_flash is not None:
         report = report.with_budgets(max_arena=max_arena, max_flash=max_flash)
     return report
+
+
+def measure_arena(model: Any, *, timeout_s: float | None = None) -> float:
+    """The recommended arena in bytes (bisected, +10%), or ``inf`` when TFLM cannot run it.
+
+    What model selection's ``--max-arena-kib`` budget measures: the load and the bisection
+    of :func:`check`, without the samples.
+
+    Example:
+        >>> measure_arena("mnist_int8.tflite")  # doctest: +SKIP
+        34912.0
+    """
+    from tfcompress._compat.tflm import require
+    from tfcompress.models.tflite_file import read_tflite
+    from tfcompress.targets.mcu.loading import read_checked
+
+    require()
+    content, source = read_checked(model)
+    name = Path(source).name if source != "<bytes>" else "the model"
+    refs = op_refs(read_tflite(content, source=source))
+    allocated_at, _, _ = _load(content, refs, name, timeout_s)
+    if allocated_at is None:
+        return math.inf
+    bisection = smallest_arena(content, allocated_at, name=name, timeout=timeout_s)
+    if bisection.failure is not None:
+        return math.inf
+    return float(recommended(bisection.high))
 
 
 def _order(finding: Finding) -> tuple[int, int, int]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tfcompress.targets.base import RecipeRules, Target, register_target
+from tfcompress.targets.base import BudgetField, RecipeRules, Target, register_target
 
 __all__ = ["McuTarget", "mcu_rank", "mcu_refusal"]
 
@@ -64,6 +64,18 @@ def mcu_rank(attempt: Any) -> int:
     return int(arena) * _FLASH_SPAN + int(flash)
 
 
+def _arena_kib(content: bytes) -> float:
+    from tfcompress.targets.mcu.check import measure_arena
+
+    return measure_arena(content) / 1024
+
+
+def _flash_kib(content: bytes) -> float:
+    from tfcompress.targets.mcu.export_c import flash_bytes
+
+    return flash_bytes(len(content)) / 1024
+
+
 @register_target
 class McuTarget(Target):
     """Microcontrollers through TensorFlow Lite for Microcontrollers: full int8, int8 I/O."""
@@ -79,6 +91,23 @@ class McuTarget(Target):
     )
     latency_backend = "tflm"  # host time of TFLM's reference kernels, not a device figure
     gate_backend = "cpu"  # TFLM computes what LiteRT's int8 kernels compute (the check says)
+    budget_fields = (
+        BudgetField(
+            name="max_arena_kib",
+            flag="--max-arena-kib",
+            label="TFLM arena KiB",
+            help="largest tensor arena TFLite Micro may need for a candidate's int8 file, in "
+            "KiB (the recommended size: bisected on this host, +10%%)",
+            measure=_arena_kib,
+        ),
+        BudgetField(
+            name="max_flash_kib",
+            flag="--max-flash-kib",
+            label="flash KiB",
+            help="largest flash a candidate's int8 file may take as a C array, in KiB",
+            measure=_flash_kib,
+        ),
+    )
 
     def check_setup(self, **options: Any) -> None:
         """Refuse the target before any conversion when ``tflite-micro`` is missing.
