@@ -91,7 +91,8 @@ class ConverterSettings:
             converter._experimental_disable_per_channel = True  # the API's only switch
         if self.calibration is not None:
             calibration, progress = self.calibration, self.progress
-            converter.representative_dataset = lambda: _by_name(calibration, progress)
+            batch = self.recipe.static_batch or 1
+            converter.representative_dataset = lambda: _by_name(calibration, progress, batch)
         if self.calibrate_only:
             calibrate_only(converter)
 
@@ -102,18 +103,27 @@ def calibrate_only(converter: Any) -> None:
     converter._experimental_calibrate_only = True  # the debugger's switch; no public one
 
 
-def _by_name(data: Any, progress: bool = False) -> Iterator[Any]:
-    """Calibration samples as the converter reads them: a dict by input name for several."""
+def _by_name(data: Any, progress: bool = False, batch: int = 1) -> Iterator[Any]:
+    """Calibration samples as the converter reads them: a dict by input name for several.
+
+    A file traced at a static batch takes calls of that batch only (its RESHAPEs are fixed
+    to it): the samples go in chunks of ``batch``, the last one filled from the first samples.
+    """
+    import numpy as np
     from tqdm.auto import tqdm
 
     x = data.x
     if isinstance(x, dict) and len(x) == 1:  # one input: by position, whatever its key
         (x,) = x.values()
-    for i in tqdm(range(len(data)), desc="calibrating", unit="sample", disable=not progress):
+    count = len(data)
+    starts = range(0, count, batch)
+    unit = "sample" if batch == 1 else f"call of {batch}"
+    for i in tqdm(starts, desc="calibrating", unit=unit, disable=not progress):
+        rows = slice(i, i + 1) if batch == 1 else np.arange(i, i + batch) % count
         if isinstance(x, dict):
-            yield {name: array[i : i + 1] for name, array in x.items()}
+            yield {name: array[rows] for name, array in x.items()}
         else:
-            yield [x[i : i + 1]]
+            yield [x[rows]]
 
 
 def warm_converter(model: Any) -> None:
