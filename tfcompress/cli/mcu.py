@@ -6,7 +6,7 @@ import argparse
 import logging
 from typing import IO, Any
 
-from tfcompress.cli.common import add_json_flag, emit_json, parse_size, time_limit
+from tfcompress.cli.common import add_json_flag, add_timeout_flag, emit_json, parse_size
 
 logger = logging.getLogger(__name__)
 
@@ -58,12 +58,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="exit 1 unless TFLM runs the whole model",
     )
-    parser.add_argument(
-        "--timeout",
-        type=time_limit,
-        metavar="SECONDS",
-        help="time limit of each TFLM call in its child process (default 120s)",
-    )
+    add_timeout_flag(parser)
     add_json_flag(parser)
     return parser
 

@@ -73,7 +73,8 @@ def check(
         max_arena: A budget for the arena, in bytes (checked against the recommended arena,
             margin included).
         max_flash: A budget for the flash, in bytes (model + C array overhead).
-        timeout_s: Seconds each TFLM call may take (default 120).
+        timeout_s: Seconds each TFLM call may take (default: the one time limit,
+            ``TFCOMPRESS_TIMEOUT``).
 
     Returns:
         The report: ops TFLM cannot run (by name and index, with what to do), the smallest

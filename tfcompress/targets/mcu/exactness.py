@@ -96,10 +96,14 @@ class Exactness:
 
     def __str__(self) -> str:
         if self.bit_exact:
-            return f"bit-exact with LiteRT's reference kernels on {self.samples} {self.source}"
+            return (
+                f"bit-exact with LiteRT's reference kernels on {self.samples} samples "
+                f"({self.source})"
+            )
         worst = max(self.outputs, key=lambda o: o.max_abs_difference)
         return (
-            f"differs from LiteRT's reference kernels on {self.samples} {self.source}: "
+            f"differs from LiteRT's reference kernels on {self.samples} samples "
+            f"({self.source}): "
             f"{worst.name} by up to {worst.max_abs_difference:g} {worst.units} "
             f"({worst.samples_differing} sample(s))"
         )

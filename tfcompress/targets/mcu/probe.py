@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from tfcompress._child import call, signal_name
+from tfcompress._limits import CHILD_TIMEOUT
 from tfcompress.errors import ChildTimeoutError, NativeCrashError
 
-__all__ = ["DEFAULT_TIMEOUT_S", "Failure", "Outcome", "in_child"]
+__all__ = ["Failure", "Outcome", "in_child"]
 
-#: Seconds one TFLM call may take (a load, a bisection, a run over the samples).
-DEFAULT_TIMEOUT_S = 120.0
 _LOG_TAIL = 16 * 1024
 _CHILD = "tfcompress.targets.mcu._tflm"
 
@@ -87,7 +86,8 @@ def in_child(
         function: A function of :mod:`._tflm` that takes ``log=`` (and ``progress=``).
         *args: Its positional arguments.
         what: What the call does, for messages.
-        timeout: Seconds it may take (default :data:`DEFAULT_TIMEOUT_S`).
+        timeout: Seconds it may take (default: the one time limit, ``TFCOMPRESS_TIMEOUT``,
+            which ``--timeout`` sets).
         progress: Give the function a progress file too, and return what it wrote.
         **kwargs: Its other keyword arguments.
 
@@ -105,7 +105,7 @@ def in_child(
             kwargs["progress"] = str(steps)
         failure: Failure | None = None
         value = None
-        limit = DEFAULT_TIMEOUT_S if timeout is None else timeout
+        limit = CHILD_TIMEOUT.seconds() if timeout is None else CHILD_TIMEOUT.check(timeout)
         try:
             value = call(f"{_CHILD}:{function}", *args, what=what, timeout=limit, log=str(log),
                          **kwargs)  # fmt: skip
