@@ -67,7 +67,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="tflite (default: TFLite converter, runs on LiteRT) or onnx (tf2onnx export "
         "verified against Keras, then ONNX Runtime's quantizers; int16x8 is .tflite only)",
     )
-    parser.add_argument("--recipe", choices=RECIPES, default="int8", help="default: int8")
+    parser.add_argument(
+        "--recipe",
+        choices=RECIPES,
+        default=None,
+        help="default: int8, or the target's own (float16 for --target gpu)",
+    )
     parser.add_argument(
         "--list-recipes",
         action="store_true",
@@ -165,7 +170,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="the device the artifact is for; its rules shape the recipe and its check judges "
         "the result. edgetpu: int8 with uint8 I/O (int8 with --input-type int8) at a static "
         "batch of 1, then the Edge TPU linter, and edgetpu_compiler where it is installed (the "
-        "compiled model is written next to --out as *_edgetpu.tflite)",
+        "compiled model is written next to --out as *_edgetpu.tflite). gpu: float16 unless "
+        "--recipe says (float32, int8) at a static batch (1 unless --static-batch), then "
+        "compiled on the GPU where LiteRT finds one, checked statically otherwise; exit 1 "
+        "when the file would not run whole on a GPU",
     )
     add_gate_options(parser, default_mode=None)
     parser.add_argument(
@@ -195,7 +203,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         out: Where the table or the JSON object goes (stdout).
 
     Returns:
-        0, or 1 when the ``--max-drop`` gate failed (the artifact is written either way).
+        0, or 1 when the ``--max-drop`` gate or the target's check failed (``--target
+        gpu``: a file that would not run whole on a GPU); the artifact is written either way.
 
     Raises:
         InvalidInputError: A gate threshold without ``--eval``, ``--mode`` without a
@@ -248,6 +257,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     saved = result.save(args.out, overwrite=args.force)
     logger.info("wrote %s (%s bytes)", saved, f"{result.size_bytes:,}")
     beside = _save_beside(result, saved, side_outputs, args.force)
+    failure = _target_failure(result, config)
     payload = {
         **result.to_dict(),
         "output": str(saved),
@@ -255,15 +265,27 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         "checked": evaluation is not None,
         **beside,
         **_evaluation_fields(evaluation, gate, args),
+        **({} if config.target is None else {"target_failure": failure}),
     }
     if args.json:
         emit_json(out, payload)
     else:
         out.write(_text(result, name, evaluation, gate, saved, beside) + "\n")
+    if failure is not None:
+        logger.error("%s; %s was still written", failure, saved)
     if gate is not None and not gate.passed:
         logger.error("%s; %s was still written", gate.headline(), saved)
         return 1
-    return 0
+    return 1 if failure is not None else 0
+
+
+def _target_failure(result: QuantizedArtifact, config: PTQConfig) -> str | None:
+    """The target's check failed: one line with the fix (``Target.failure``), else None."""
+    from tfcompress.targets.base import get_target
+
+    if config.target is None:
+        return None
+    return get_target(config.target).failure(getattr(result, "target_verdict", None))
 
 
 def ptq_config(args: argparse.Namespace) -> PTQConfig:

@@ -191,7 +191,9 @@ class PTQConfig:
                 )
         if not isinstance(recipe, str | Recipe | None):
             raise InvalidInputError("an OnnxRecipe makes an .onnx: pass format='onnx'.")
-        base = Recipe.coerce("int8" if recipe is None else recipe)
+        if recipe is None:  # the target's own default (the GPU's float16), else int8
+            recipe = (None if target is None else _device(target).default_recipe) or "int8"
+        base = Recipe.coerce(recipe)
         io_options: dict[str, Any] = {
             "input_type": input_type,
             "output_type": output_type or input_type,

@@ -298,7 +298,8 @@ def quantize(
             verified against Keras, then ONNX Runtime's quantizers; see
             :mod:`tfcompress.quantization.onnx_ptq`). Default: ``"onnx"`` for an
             :class:`~tfcompress.quantization.onnx_ptq.OnnxRecipe`, else ``"tflite"``.
-        recipe: ``"dynamic"``, ``"float16"``, ``"int8"`` (default), ``"int16x8"``
+        recipe: ``"dynamic"``, ``"float16"``, ``"int8"`` (default; a target may name its
+            own: ``float16`` for ``target="gpu"``), ``"int16x8"``
             (``.tflite`` only), ``"int4-weights"``, ``"int4-dynamic"`` (LiteRT Quantizer) or
             a :class:`Recipe` (an ``OnnxRecipe`` for ONNX). The options below override its
             fields.
@@ -339,7 +340,10 @@ def quantize(
         target: ``"edgetpu"``: the ``int8`` recipe as Coral's compiler wants it (uint8 input
             and output unless ``input_type="int8"``, a static batch of 1), then the Edge TPU
             linter, and ``edgetpu_compiler`` where it is installed; ``result.edgetpu`` holds
-            the verdict (see :mod:`tfcompress.targets.edgetpu.target`).
+            the verdict (see :mod:`tfcompress.targets.edgetpu.target`). ``"gpu"``:
+            ``float16`` unless a recipe is named (``float32`` and ``int8`` too), a static
+            batch (1 unless ``static_batch`` says), then the GPU check: compiled where LiteRT
+            finds a GPU, checked statically otherwise (:mod:`tfcompress.targets.gpu.target`).
         compiler: ``target="edgetpu"``: the ``edgetpu_compiler`` to run (default: the one on
             PATH, if any); one of the target options.
         target_options: Options of the target's check, by name (its declared

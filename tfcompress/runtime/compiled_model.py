@@ -11,7 +11,6 @@ import numpy as np
 
 from tfcompress._compat.litert import compiled_model_module, make_interpreter
 from tfcompress.errors import (
-    BackendUnavailableError,
     InvalidInputError,
     UnsupportedModelError,
 )
@@ -19,6 +18,7 @@ from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.models.tflite_file import read_tflite
 from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
+from tfcompress.runtime.gpu_diagnosis import delegate_cpu_ops, diagnose, native_log
 from tfcompress.runtime.litert import custom_op_advice, dequantize, quantize
 
 logger = logging.getLogger(__name__)
@@ -47,9 +47,11 @@ class CompiledModelRunner(Runner):
         threads: CPU threads for the ops that run on the CPU.
 
     Raises:
-        BackendUnavailableError: LiteRT cannot compile the model for a GPU here (no GPU).
-        UnsupportedModelError: Not a ``.tflite``, custom ops, or a CPU-only compilation
-            that failed on this model (the message says what failed).
+        BackendUnavailableError: LiteRT found no GPU device here ("no GPU"), or could not
+            compile for a reason it did not name (its words in the message).
+        UnsupportedModelError: Not a ``.tflite``, custom ops, a GPU that refused the model
+            (the ops at fault and the fix, see :mod:`tfcompress.runtime.gpu_diagnosis`), or a
+            CPU-only compilation that failed on this model (the message says what failed).
 
     Example:
         >>> with CompiledModelRunner(model, accelerators=("cpu",)) as runner:  # doctest: +SKIP
@@ -82,13 +84,14 @@ class CompiledModelRunner(Runner):
             flags |= accelerator[name.upper()]
         self.model, self.threads, self.accelerators = model, threads, tuple(accelerators)
         try:
-            self._compiled = compiled_model.from_buffer(
-                model.content,
-                options=options(
-                    hardware_accelerators=accelerator(flags),
-                    cpu_options=cpu_options(num_threads=threads),
-                ),
-            )
+            with native_log() as log:  # LiteRT says why only there (gpu_diagnosis)
+                self._compiled = compiled_model.from_buffer(
+                    model.content,
+                    options=options(
+                        hardware_accelerators=accelerator(flags),
+                        cpu_options=cpu_options(num_threads=threads),
+                    ),
+                )
         except RuntimeError as error:
             if read_tflite(model.content).custom_ops:
                 raise UnsupportedModelError(
@@ -103,10 +106,9 @@ class CompiledModelRunner(Runner):
                     f"{model.name}: LiteRT's CompiledModel could not compile the model for "
                     f"{wanted} ({reason}); the 'cpu' backend (LiteRT's Interpreter) may run it."
                 ) from error
-            raise BackendUnavailableError(
-                f"no GPU: LiteRT could not compile {model.name} for {wanted} ({reason}); "
-                "without a GPU use backend 'cpu'."
-            ) from error
+            raise diagnose(model.name, model.content, error, log, wanted) from error
+        # The delegate lists the ops it leaves to the CPU when it takes only part of a model.
+        self.cpu_ops = tuple(delegate_cpu_ops(log.text)) if "gpu" in accelerators else ()
         self.signature = model_signature(model)
         key = next(iter(self._compiled.get_signature_list()))
         listed = self._compiled.get_signature_by_index(0)
@@ -148,12 +150,30 @@ class CompiledModelRunner(Runner):
         return self._run
 
     def details(self) -> dict[str, object]:
-        """Accelerators requested and whether the whole model runs on them."""
-        return {
+        """Accelerators requested, whether the whole model runs on them, and what does not.
+
+        ``cpu_ops``: with a GPU, the ops that run on the CPU instead: as LiteRT's delegate
+        listed them, or, when it listed none for a model it did not take whole, as the static
+        check (:mod:`tfcompress.runtime.gpu_support`) finds them (``cpu_ops_source`` says
+        which).
+        """
+        details: dict[str, object] = {
             "threads": self.threads,
             "accelerators": "|".join(a.upper() for a in self.accelerators),
             "fully_accelerated": self.fully_accelerated,
         }
+        if "gpu" in self.accelerators and not details["fully_accelerated"]:
+            details.update(self._fallback())
+        return details
+
+    def _fallback(self) -> dict[str, object]:
+        """The ops on the CPU of a model the GPU took in part, and who said so."""
+        if self.cpu_ops:
+            return {"cpu_ops": list(self.cpu_ops), "cpu_ops_source": "LiteRT"}
+        from tfcompress.runtime.gpu_support import gpu_support
+
+        found = [str(op) for op in gpu_support(self.model.content).cpu_ops]
+        return {"cpu_ops": found, "cpu_ops_source": "static check"}
 
     def close(self) -> None:
         """Release the compiled model."""

@@ -165,7 +165,7 @@ def verdicts_by_key(target: str | None, verdict: Any) -> dict[str, Any]:
 
     Example:
         >>> verdicts_by_key(None, None)
-        {'edgetpu': None}
+        {'edgetpu': None, 'gpu': None, 'mcu': None}
     """
     keys: dict[str, Any] = dict.fromkeys(verdict_keys())
     if target is not None and verdict is not None:
@@ -180,7 +180,7 @@ def verdict_keys() -> list[str]:
 
     Example:
         >>> verdict_keys()
-        ['edgetpu']
+        ['edgetpu', 'gpu', 'mcu']
     """
     return [t.verdict_key for t in map(get_target, list_targets()) if t.verdict_key]
 
@@ -217,8 +217,9 @@ def builtin_modules() -> list[str]:
     (``targets/onnx/``, a transform with no target.py, is not one). Nothing is imported.
 
     Example:
-        >>> builtin_modules()
-        ['tfcompress.targets.cpu', 'tfcompress.targets.edgetpu.target', 'tfcompress.targets.gpu']
+        >>> builtin_modules()  # doctest: +NORMALIZE_WHITESPACE
+        ['tfcompress.targets.cpu', 'tfcompress.targets.edgetpu.target',
+         'tfcompress.targets.gpu.target', 'tfcompress.targets.mcu.target']
     """
     here = Path(__file__).parent
     found = []

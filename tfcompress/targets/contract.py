@@ -50,6 +50,9 @@ class RecipeRules:
         io_types: Input/output dtypes the device takes (None: what the recipe allows).
         default_io_type: The I/O dtype used when the user names none (None: the recipe's).
         static_batch: A static batch the file must have (None: the model's own).
+        batch_is_default: ``static_batch`` is the default and the user may ask for another
+            static batch (a GPU: any fixed batch folds the shape ops away); False: it is the
+            only one the device runs (the Edge TPU's 1).
 
     Example:
         >>> RecipeRules(recipes=("int8",), integer_only=True).integer_only
@@ -61,6 +64,7 @@ class RecipeRules:
     io_types: tuple[str, ...] | None = None
     default_io_type: str | None = None
     static_batch: int | None = None
+    batch_is_default: bool = False
 
     def admits(self, recipe_name: str) -> bool:
         """Whether the device runs artifacts of this recipe."""
@@ -186,6 +190,7 @@ class Target:
         display_name: How messages name the device (``the Edge TPU``); default ``the NAME
             target``.
         rules: What it demands of a recipe (see :class:`RecipeRules`): what it accepts.
+        default_recipe: The recipe made when none is named (None: the library's ``int8``).
         latency_backend: The runtime backend compress and select time artifacts on.
         gate_backend: The backend compress gates on (the Edge TPU's integer model gives the
             same outputs on the CPU, so its gate runs there when no Edge TPU is attached).
@@ -194,7 +199,7 @@ class Target:
             ``tfcompress select`` flag.
 
     Hooks (methods; the defaults are a target with no check of its own): :meth:`check`,
-    :meth:`summarize`, :meth:`refusal`, :meth:`rank`, :meth:`validate`,
+    :meth:`summarize`, :meth:`refusal`, :meth:`failure`, :meth:`rank`, :meth:`validate`,
     :meth:`side_outputs`, :meth:`admits_recipe`, :meth:`recipe_options`.
 
     Example:
@@ -207,6 +212,7 @@ class Target:
     summary: ClassVar[str] = ""
     display_name: ClassVar[str] = ""
     rules: ClassVar[RecipeRules] = RecipeRules()
+    default_recipe: ClassVar[str | None] = None
     latency_backend: ClassVar[str] = "cpu"
     gate_backend: ClassVar[str] = "cpu"
     options: ClassVar[tuple[TargetOption, ...]] = ()
@@ -302,7 +308,10 @@ class Target:
             "integer_only": True if rules.integer_only else integer_only,
             "static_batch": static_batch,
         }
-        if rules.static_batch is not None:
+        if rules.static_batch is not None and rules.batch_is_default:
+            own = getattr(recipe, "static_batch", None)
+            options["static_batch"] = static_batch or own or rules.static_batch
+        elif rules.static_batch is not None:
             for asked in (static_batch, getattr(recipe, "static_batch", None)):
                 if asked not in (None, rules.static_batch):
                     raise InvalidInputError(
@@ -397,6 +406,15 @@ class Target:
         """
         if summary.get("compatible") is False:
             return f"{self.display_name} cannot run it"
+        return None
+
+    def failure(self, verdict: Any) -> str | None:
+        """Why a made artifact fails the target's check: one line with the fix, or None.
+
+        ``tfcompress quantize --target NAME`` prints it and exits 1 (the file is still
+        written). The default fails nothing: a target whose verdict is a report (the Edge
+        TPU's split into segments) leaves the judgement to the user.
+        """
         return None
 
     def rank(self, attempt: Any) -> int:

@@ -1,0 +1,232 @@
+"""Why LiteRT could not put a model on the GPU: no GPU here, or a model the GPU refuses.
+
+LiteRT 2.3's ``CompiledModel`` raises the same bare ``RuntimeError`` (two source locations)
+whether the machine has no GPU or the GPU delegate refused the model; the cause is only in
+what its native code writes on the C standard error. :func:`native_log` captures that text
+for the length of a compilation, and :func:`diagnose` picks the message from it:
+
+- LiteRT found no GPU device (WebGPU has no adapter, the Vulkan loader or its ICD is
+  missing): ``BackendUnavailableError``, "no GPU", with what to install;
+- a GPU answered but the delegate refused the model: ``UnsupportedModelError`` naming the
+  ops at fault and the dynamic inputs behind them (from the static check,
+  :mod:`tfcompress.runtime.gpu_support`) and the fix (``--target gpu``, ``--static-batch``);
+- anything else: ``BackendUnavailableError`` with LiteRT's own words, never "no GPU".
+
+The marker strings are LiteRT's own, read from ai-edge-litert 2.3.0's libraries
+(``libLiteRtWebGpuAccelerator.so``, ``libLiteRt.so``) and from the delegate's source
+(``GetOpsToReplace`` in ``tensorflow/lite/delegates/gpu/common/model_builder.cc``).
+
+Example:
+    >>> failure_kind("ERROR: [delegate_webgpu.cc:359] Failed to initialize WebGPU "
+    ...              "environment: INTERNAL: No adapters found")
+    'no_device'
+    >>> failure_kind("ERROR: Failed to modify graph with delegate")
+    'delegate_failed'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tfcompress.errors import BackendUnavailableError, TFCompressError, UnsupportedModelError
+
+if TYPE_CHECKING:
+    from tfcompress.runtime.gpu_support import GpuSupport
+
+__all__ = [
+    "DELEGATE_FAILED",
+    "NO_DEVICE",
+    "NativeLog",
+    "VULKAN_HINT",
+    "delegate_cpu_ops",
+    "diagnose",
+    "failure_kind",
+    "native_log",
+]
+
+logger = logging.getLogger(__name__)
+
+#: What LiteRT writes when it finds no GPU device (first match wins over DELEGATE_FAILED).
+NO_DEVICE = (
+    "No adapters found",
+    "Failed to initialize WebGPU environment",
+    "Failed to get or create delegate WebGPU environment",
+    "Failed to create VkInstance",
+    "GPU accelerator could not be loaded",
+    "libvulkan.so",
+)
+#: What LiteRT writes when a GPU answered and its delegate refused (part of) the model.
+DELEGATE_FAILED = (
+    "Failed to modify graph with delegate",
+    "Following operations are not supported by GPU delegate",
+    "the graph is not fully delegated",
+    "Restored original execution plan after delegate application failure",
+    "Failed to apply delegates",
+)
+#: What a machine with a GPU but no Vulkan loader needs (docs/benchmarking.md, GPU section).
+VULKAN_HINT = (
+    "LiteRT's GPU accelerator runs WebGPU over Vulkan: on Linux install the Vulkan loader "
+    "(apt-get install libvulkan1) and, in a container, point VK_DRIVER_FILES at the driver's "
+    "ICD file (docs/benchmarking.md, GPU)"
+)
+_HEADER = "Following operations are not supported by GPU delegate:"
+_FOOTER = re.compile(r"operations will run on the (GPU|CPU)")
+_PREFIX = re.compile(r"^\s*(?:[EWIF]\d{4} [^\]]*\]\s*|(?:ERROR|WARNING|INFO): (?:\[[^\]]*\]\s*)?)")
+
+
+@dataclass
+class NativeLog:
+    """What native code wrote on file descriptor 2 while :func:`native_log` held it."""
+
+    text: str = ""
+    lines: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def native_log() -> Iterator[NativeLog]:
+    """Capture file descriptor 2 (LiteRT's C++ logging) for the duration, then log it at debug.
+
+    The captured text is also kept in the yielded :class:`NativeLog` for :func:`diagnose`.
+    Python's own ``sys.stderr`` is flushed first, so nothing of ours is mixed in.
+    """
+    captured = NativeLog()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            captured.text = sink.read(1 << 20).decode("utf-8", "replace")
+            captured.lines = captured.text.splitlines()
+    if captured.text.strip():
+        logger.debug("LiteRT's native log:\n%s", captured.text.rstrip())
+
+
+def failure_kind(text: str) -> str:
+    """``"no_device"``, ``"delegate_failed"`` or ``"unknown"``: which failure ``text`` reports.
+
+    Args:
+        text: LiteRT's native log and its exception text, together.
+    """
+    if any(marker in text for marker in NO_DEVICE):
+        return "no_device"
+    if any(marker in text for marker in DELEGATE_FAILED):
+        return "delegate_failed"
+    return "unknown"
+
+
+def delegate_cpu_ops(text: str) -> list[str]:
+    r"""The ops the GPU delegate listed as unsupported (``"SHAPE: Operation is not supported."``).
+
+    Example:
+        >>> delegate_cpu_ops("INFO: Following operations are not supported by GPU delegate:\n"
+        ...     "SHAPE: Operation is not supported.\n"
+        ...     "7 operations will run on the GPU, and the remaining 4 operations will run "
+        ...     "on the CPU.")
+        ['SHAPE: Operation is not supported.']
+    """
+    found: list[str] = []
+    reading = False
+    for raw in text.splitlines():
+        line = _PREFIX.sub("", raw).strip()
+        if _HEADER in line:
+            reading = True
+            rest = line.split(_HEADER, 1)[1].strip()
+            if rest:
+                found.append(rest)
+            continue
+        if reading:
+            if not line or _FOOTER.search(line):
+                reading = False
+                continue
+            found.append(line)
+    return list(dict.fromkeys(found))
+
+
+def diagnose(
+    name: str, content: bytes, error: BaseException, log: NativeLog, wanted: str
+) -> TFCompressError:
+    """The error to raise when LiteRT could not compile ``content`` for ``wanted`` with a GPU.
+
+    Args:
+        name: How messages name the model.
+        content: The ``.tflite`` bytes (read by the static check on a refusal).
+        error: LiteRT's exception.
+        log: What LiteRT wrote on the C standard error meanwhile.
+        wanted: The accelerators asked for (``"GPU|CPU"``).
+
+    Returns:
+        ``BackendUnavailableError`` ("no GPU") when LiteRT found no GPU device;
+        ``UnsupportedModelError`` naming the ops at fault and the fix when a GPU refused the
+        model; ``BackendUnavailableError`` with LiteRT's words otherwise.
+
+    Example:
+        >>> diagnose("m.tflite", b"", RuntimeError("x"),
+        ...          NativeLog("E0 Failed to create VkInstance"), "GPU|CPU")
+        ... # doctest: +ELLIPSIS
+        BackendUnavailableError("no GPU: LiteRT found no GPU device ...
+    """
+    said = " ".join(str(error).split())[:200]
+    both = f"{log.text}\n{error}"
+    kind = failure_kind(both)
+    if kind == "no_device":
+        marker = next(m for m in NO_DEVICE if m in both)
+        return BackendUnavailableError(
+            f"no GPU: LiteRT found no GPU device for {name} ({marker}); without a GPU use "
+            f"backend 'cpu' (if this machine has one: {VULKAN_HINT})."
+        )
+    if kind == "delegate_failed":
+        return UnsupportedModelError(_refusal(name, content, both))
+    last = next((line.strip() for line in reversed(log.lines) if "ERROR" in line), "")
+    detail = "; ".join(part for part in (said, last[:200]) if part)
+    return BackendUnavailableError(
+        f"LiteRT could not compile {name} for {wanted} ({detail}); it did not say whether a "
+        f"GPU is missing or the model is refused{_static_hint(content)}. Rerun with --debug "
+        "for LiteRT's log."
+    )
+
+
+def _refusal(name: str, content: bytes, text: str) -> str:
+    """A GPU answered and refused the model: the ops at fault, and the fix."""
+    support = _support(content)
+    listed = delegate_cpu_ops(text)
+    if support is not None and not support.compatible:
+        return (
+            f"{name}: a GPU is here, but LiteRT's GPU delegate cannot take the model: "
+            f"{support.cause()}; {support.fix()}."
+        )
+    said = f" ({'; '.join(listed[:4])})" if listed else ""
+    return (
+        f"{name}: a GPU is here, but LiteRT's GPU delegate refused the model{said}; the static "
+        "check finds no op at fault, so rerun with --debug for LiteRT's log (a static batch, "
+        "--target gpu --static-batch 1, is the usual fix)."
+    )
+
+
+def _static_hint(content: bytes) -> str:
+    support = _support(content)
+    if support is None or support.compatible:
+        return ""
+    return f"; the static check finds ops a GPU would refuse ({support.cause(2)}): {support.fix()}"
+
+
+def _support(content: bytes) -> GpuSupport | None:
+    from tfcompress.runtime.gpu_support import gpu_support
+
+    try:
+        return gpu_support(content)
+    except TFCompressError:  # not a file the reader takes: say nothing more than LiteRT did
+        return None
