@@ -27,7 +27,7 @@ batch folds them away. The check says which refused ops come from that, and the 
 Example:
     >>> support = gpu_support(Path("cnn.tflite").read_bytes())  # doctest: +SKIP
     >>> support.compatible, [str(op) for op in support.cpu_ops][:1]  # doctest: +SKIP
-    (False, ['SHAPE (op 4): no GPU kernel for SHAPE'])
+    (False, ['SHAPE (op 4): no GPU delegate kernel'])
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ class GpuSupport:
         """What to do so that the file runs whole on a GPU, or None when it does.
 
         Example:
-            >>> GpuSupport(2, (CpuOp(0, "SHAPE", "no GPU kernel for SHAPE", True),),
+            >>> GpuSupport(2, (CpuOp(0, "SHAPE", "no GPU delegate kernel", True),),
             ...            (("x", (-1, 4)),)).fix()
             'make it with --target gpu (a static batch: --static-batch 1, or N)'
         """
@@ -144,8 +144,8 @@ class GpuSupport:
         parts = [STATIC_BATCH_FIX] if self.dynamic_shape_ops else []
         if others:
             parts.append(
-                f"replace the layers that make {', '.join(others)} (no GPU kernel for them as "
-                "they are), or accept that they run on the CPU"
+                f"replace the layers that make {', '.join(others)} (no GPU delegate kernel takes "
+                "them as they are), or accept that they run on the CPU"
             )
         return "; ".join(parts)
 
@@ -153,9 +153,9 @@ class GpuSupport:
         """The refused ops in one phrase (the first ``limit``), with the dynamic inputs.
 
         Example:
-            >>> GpuSupport(2, (CpuOp(4, "SHAPE", "no GPU kernel for SHAPE", True),),
+            >>> GpuSupport(2, (CpuOp(4, "SHAPE", "no GPU delegate kernel", True),),
             ...            (("x", (-1, 4)),)).cause()
-            'SHAPE (op 4): no GPU kernel for SHAPE; dynamic batch on x [-1, 4]'
+            'SHAPE (op 4): no GPU delegate kernel; dynamic batch on x [-1, 4]'
         """
         shown = [str(op) for op in self.cpu_ops[:limit]]
         if len(self.cpu_ops) > limit:
@@ -293,7 +293,7 @@ def _op_rule(view: _View) -> str | None:
     name = view.op.opcode
     if name.startswith("CUSTOM:"):
         custom = name.split(":", 1)[1]
-        return None if custom in _CUSTOM else f"no GPU kernel for the custom op {custom}"
+        return None if custom in _CUSTOM else f"no GPU delegate kernel for the custom op {custom}"
     rule = _RULES.get(name)
     if rule is not None:
         return rule(view)
@@ -308,7 +308,7 @@ def _op_rule(view: _View) -> str | None:
     if name in _ONE_RUNTIME_INPUT:
         runtime = view.runtime_inputs()
         return None if runtime == 1 else f"{name} takes 1 run-time input, not {runtime}"
-    return f"no GPU kernel for {name}"
+    return "no GPU delegate kernel"
 
 
 def _tensor_rule(view: _View) -> str | None:
@@ -331,10 +331,7 @@ def _tensor_rule(view: _View) -> str | None:
                 return f"tensor {tensor.name!r} has rank {len(tensor.shape or ())} (4 at most)"
             runtime = not view.constant(tensor) and not tensor.is_variable
             if runtime and tensor.dtype not in allowed:
-                return (
-                    f"tensor {tensor.name!r} is {tensor.dtype} at run time (the GPU computes "
-                    "float32/float16, or int8/uint8 in a quantized model)"
-                )
+                return f"{tensor.dtype} tensor {tensor.name!r} at run time (float or 8-bit only)"
     return None
 
 
