@@ -16,7 +16,7 @@ import pytest
 import tfcompress
 from tfcompress.cli import main
 from tfcompress.cli.common import duration
-from tfcompress.compression import plan_ladder
+from tfcompress.compression import CompressConfig, plan_ladder
 from tfcompress.errors import InvalidInputError
 from tfcompress.quantization import Recipe
 from tfcompress.samples.sensitive import sensitive_model
@@ -252,9 +252,10 @@ def test_edgetpu_keeps_only_integer_artifacts_and_shows_the_split(sensitive) -> 
 
 def test_time_budget_returns_what_it_has(sensitive) -> None:
     model, calib, test = sensitive
-    result = tfcompress.compress(
-        model, representative_data=calib, eval_data=test, time_budget_s=1e-6
-    )
+    config = CompressConfig(time_budget_s=1e-6, thresholds={"max_drop": 0.02})
+    result = tfcompress.compress(model, config=config, representative_data=calib, eval_data=test)
+    assert result.config == config  # the config it ran with, recorded
+    assert CompressConfig.from_dict(json.loads(json.dumps(result.to_dict()))["config"]) == config
     assert not result.passed and result.attempts == ()
     assert result.stop_reason.startswith("time budget ran out")
     with pytest.raises(tfcompress.GateFailedError):
@@ -319,3 +320,33 @@ def test_batch_size_is_the_fine_tuning_batch_and_needs_train(tmp_path, capsys):
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "--batch-size is the fine-tuning batch of --train" in error[0]
     assert "--static-batch" in error[0] and not out.exists()
+
+
+def test_compress_takes_its_config_and_keywords_build_the_same_one() -> None:
+    config = CompressConfig.from_options(
+        target="edgetpu", objective="latency", outputs="cls", max_drop=0.02, threads=2
+    )
+    assert config == CompressConfig(
+        target="edgetpu",
+        objective="latency",
+        outputs=("cls",),
+        thresholds={"max_drop": 0.02},
+        threads=2,
+    )
+    assert config.measure and config.settings.backend == "cpu"  # the Edge TPU gates on cpu
+    assert CompressConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    assert hash(config) == hash(CompressConfig.from_dict(config.to_dict()))
+    with pytest.raises(InvalidInputError, match=r"config= holds every option.*threads"):
+        tfcompress.compress(
+            object(), representative_data=None, eval_data=None, config=config, threads=1
+        )
+    with pytest.raises(InvalidInputError, match=r"config= holds every option.*max_drop"):
+        tfcompress.compress(
+            object(), representative_data=None, eval_data=None, config=config, max_drop=0.1
+        )
+    with pytest.raises(InvalidInputError, match="needs a static batch of 1, not 4"):
+        CompressConfig(target="edgetpu", static_batch=4)
+    with pytest.raises(InvalidInputError, match="compress takes no option 'max_drops'"):
+        CompressConfig.from_dict({"max_drops": 0.1})
+    with pytest.raises(InvalidInputError, match="compress got unknown option"):
+        CompressConfig(thresholds={"min_snrr": 20})

@@ -72,6 +72,7 @@ _LAZY = {
     "model_info": "tfcompress.zoo",
     "CompressionResult": "tfcompress.compression",
     "compress": "tfcompress.compression",
+    "CompressConfig": "tfcompress.compression",
     "Budgets": "tfcompress.selection",
     "SelectionResult": "tfcompress.selection",
     "select_model": "tfcompress.selection",
@@ -111,6 +112,7 @@ __all__ = [
     "cluster",
     "compress",
     "CompressionResult",
+    "CompressConfig",
     "create_runner",
     "evaluate",
     "export_onnx",
@@ -136,11 +138,17 @@ if TYPE_CHECKING:
     from tfcompress.bench.accuracy import Evaluation, evaluate
     from tfcompress.bench.harness import benchmark
     from tfcompress.bench.result import BenchmarkResult
-    from tfcompress.compression import CompressionResult, compress
+    from tfcompress.compression import CompressConfig, CompressionResult, compress
     from tfcompress.data import Dataset, load_data
     from tfcompress.inspection import inspect_model
     from tfcompress.models import TFLiteModel, load_model
-    from tfcompress.quantization import QuantizationResult, Recipe, list_recipes, quantize
+    from tfcompress.quantization import (
+        PTQConfig,
+        QuantizationResult,
+        Recipe,
+        list_recipes,
+        quantize,
+    )
     from tfcompress.quantization.onnx_ptq import OnnxQuantizationResult, OnnxRecipe
     from tfcompress.quantization.selective import LayerSensitivity, rank_layers
     from tfcompress.runtime import create_runner, list_backends

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from tfcompress.cli._choices import COMPRESS_OBJECTIVES
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
@@ -23,6 +23,9 @@ from tfcompress.cli.common import (
     load_cli_model,
     positive_int,
 )
+
+if TYPE_CHECKING:
+    from tfcompress.compression.config import CompressConfig
 
 logger = logging.getLogger(__name__)
 
@@ -149,25 +152,15 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             "--batch-size is the fine-tuning batch of --train; pass --train (a static batch "
             "in the file is --static-batch N)."
         )
+    config = compress_config(args)  # every option checked before the model is read
     model = load_cli_model(args)
     result = compress(
         model,
+        config=config,
         representative_data=args.data,
         eval_data=args.eval_data,
-        target=args.target,
-        objective=args.objective,
         train_data=args.train,
-        time_budget_s=args.time_budget,
-        outputs=flat(args.output) or None,
-        metrics=flat(args.metric) or None,
-        mode=args.mode or "strict",
-        threads=args.threads,
-        measure_latency=True if args.latency else None,
-        static_batch=args.static_batch,
-        batch_size=args.batch_size,
-        freeze_batchnorm=not args.train_batchnorm,
         progress=True,
-        **threshold_options(args),
     )
     # The artifact first, the report after it: a report never names an artifact that was not
     # written. If either fails, or a signal stops the run anywhere in between, every file of
@@ -208,6 +201,31 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         logger.warning("compress was interrupted (Ctrl-C): %s", kept)
         return EXIT_INTERRUPTED
     return 0 if result.passed else 1
+
+
+def compress_config(args: argparse.Namespace) -> CompressConfig:
+    """The :class:`~tfcompress.compression.config.CompressConfig` the flags describe.
+
+    Raises:
+        InvalidInputError: What the config refuses (a gate outside [0, 1], options the
+            gate refuses, a static batch the target does not take).
+    """
+    from tfcompress.compression.config import CompressConfig
+
+    return CompressConfig.from_options(
+        target=args.target,
+        objective=args.objective,
+        time_budget_s=args.time_budget,
+        outputs=flat(args.output) or None,
+        metrics=flat(args.metric) or None,
+        mode=args.mode,
+        threads=args.threads,
+        measure_latency=True if args.latency else None,
+        static_batch=args.static_batch,
+        batch_size=args.batch_size,
+        freeze_batchnorm=False if args.train_batchnorm else None,
+        **threshold_options(args),
+    )
 
 
 def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:

@@ -15,6 +15,7 @@ from tfcompress._lazy import lazy_exports
 # public name -> the module that defines it, imported on first use (PEP 562).
 _LAZY = {
     "compress": "tfcompress.compression.api",
+    "CompressConfig": "tfcompress.compression.config",
     "Attempt": "tfcompress.compression.attempts",
     "Rung": "tfcompress.compression.candidates",
     "plan_ladder": "tfcompress.compression.candidates",
@@ -23,6 +24,7 @@ _LAZY = {
 }
 __all__ = [
     "Attempt",
+    "CompressConfig",
     "CompressionResult",
     "Rung",
     "compress",
@@ -35,5 +37,6 @@ if TYPE_CHECKING:
     from tfcompress.compression.api import compress
     from tfcompress.compression.attempts import Attempt
     from tfcompress.compression.candidates import Rung, plan_ladder
+    from tfcompress.compression.config import CompressConfig
     from tfcompress.compression.replay import replay
     from tfcompress.compression.result import CompressionResult

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from tfcompress.bench.thresholds import check_threshold_names
 from tfcompress.compression.advice import advise
-from tfcompress.compression.candidates import OBJECTIVES, Rung, check_choice, plan_ladder
+from tfcompress.compression.candidates import Rung, plan_ladder
+from tfcompress.compression.config import CompressConfig
 from tfcompress.compression.handlers import get_handler
 from tfcompress.compression.result import CompressionResult
 from tfcompress.compression.search import SearchState, layer_of
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
-from tfcompress.targets.base import Target, get_target
+from tfcompress.targets.base import get_target
 
 
 def compress(
@@ -23,23 +22,24 @@ def compress(
     *,
     representative_data: Any,
     eval_data: Any,
-    target: str = "cpu",
-    objective: str = "size",
+    config: CompressConfig | None = None,
     train_data: Any = None,
+    safe_mode: bool = True,
+    progress: bool = False,
+    target: str | None = None,
+    objective: str | None = None,
     time_budget_s: float | None = None,
     outputs: Sequence[str] | str | None = None,
     metrics: Sequence[str] | str | None = None,
-    mode: str = "strict",
-    confidence: float = 0.95,
-    interval: str = "auto",
-    threads: int = 1,
+    mode: str | None = None,
+    confidence: float | None = None,
+    interval: str | None = None,
+    threads: int | None = None,
     measure_latency: bool | None = None,
     static_batch: int | None = None,
     batch_size: int | None = None,
-    freeze_batchnorm: bool = True,
-    seed: int = 0,
-    safe_mode: bool = True,
-    progress: bool = False,
+    freeze_batchnorm: bool | None = None,
+    seed: int | None = None,
     **thresholds: float | None,
 ) -> CompressionResult:
     """Find the smallest (or fastest) artifact that passes the accuracy gate, and prove it.
@@ -67,25 +67,36 @@ def compress(
     Every artifact is judged by :func:`tfcompress.check_gate` against ``model`` on
     ``eval_data`` (the same check as ``tfcompress gate`` and the pytest plugin).
 
+    What the search is asked for is one
+    :class:`~tfcompress.compression.config.CompressConfig`: pass it as ``config=``, or pass
+    its options as keywords (from ``target`` on below), which build the same config
+    (:meth:`CompressConfig.from_options`). Not both: a keyword next to ``config=`` is
+    refused. ``result.config`` is the config that ran.
+
     Args:
         model: The float Keras model or SavedModel (or its path).
         representative_data: Calibration samples (any source :func:`tfcompress.load_data` reads).
         eval_data: Samples the gate judges on; with labels, task metrics (accuracy...), without,
             a label-free fidelity metric chosen as :func:`tfcompress.check_gate` chooses.
+        config: Everything the search is asked for (target, objective, gate, budgets,
+            batches, seed). None: built from the keyword options below.
+        train_data: Fine-tuning samples; enables QAT, pruning and clustering.
+        safe_mode: See :func:`tfcompress.load_model` (paths only).
+        progress: Print "attempt k of n" and the best so far on stderr.
         target: A registered target (:func:`tfcompress.targets.base.list_targets`): its
             gate and latency backends, the rungs it admits, its check and its rank apply.
             ``"cpu"``, ``"gpu"`` (gated and timed on LiteRT's GPU backend) or
             ``"edgetpu"`` (fully-integer artifacts only, ranked by the linter's predicted
             segments, gated on the CPU).
-        objective: ``"size"`` (gzip bytes, the download size) or ``"latency"``.
-        train_data: Fine-tuning samples; enables QAT, pruning and clustering.
+            Default ``"cpu"``.
+        objective: ``"size"`` (gzip bytes, the download size; the default) or ``"latency"``.
         time_budget_s: Wall-clock budget in seconds (None: no limit).
         outputs: Output names to gate (default: every output).
         metrics: Gate metrics (see :func:`tfcompress.check_gate`).
-        mode: ``"strict"``, ``"tolerant"`` or ``"proven"``.
-        confidence: Level of the intervals.
-        interval: ``"auto"``, ``"mcnemar"`` or ``"bootstrap"``.
-        threads: CPU threads of the gate and the latency measurements.
+        mode: ``"strict"`` (default), ``"tolerant"`` or ``"proven"``.
+        confidence: Level of the intervals (default 0.95).
+        interval: ``"auto"`` (default), ``"mcnemar"`` or ``"bootstrap"``.
+        threads: CPU threads of the gate and the latency measurements (default 1).
         measure_latency: Time every attempt on the target (default: only for
             ``objective="latency"``).
         static_batch: A static batch for every post-training artifact (e.g. 1 for an RNN
@@ -95,9 +106,7 @@ def compress(
             ``train_data``; default: their configs' 32).
         freeze_batchnorm: The fine-tuning rungs keep BatchNormalization in inference mode
             (default; see :func:`tfcompress.qat`); False lets them train.
-        seed: Seed of calibration subsets and training.
-        safe_mode: See :func:`tfcompress.load_model` (paths only).
-        progress: Print "attempt k of n" and the best so far on stderr.
+        seed: Seed of calibration subsets and training (default 0).
         **thresholds: The gate's thresholds, one keyword per row of
             :data:`tfcompress.bench.thresholds.THRESHOLDS` as :func:`tfcompress.check_gate`
             takes them; ``max_drop`` is a fraction in [0, 1] here (default 0.01 for
@@ -109,9 +118,10 @@ def compress(
         (``result.advice`` says what to try next).
 
     Raises:
-        InvalidInputError: A gate outside [0, 1], an unknown target or objective, options
-            the gate refuses, a ``.tflite`` as the model, ``batch_size`` without
-            ``train_data``; all before any conversion.
+        InvalidInputError: A keyword next to ``config=``; what the config refuses (a gate
+            outside [0, 1], an unknown target or objective, options the gate refuses); a
+            ``.tflite`` as the model, ``batch_size`` without ``train_data``,
+            ``static_batch`` with it; all before any conversion.
         InvalidDataError: Data that does not fit the model, a task metric without labels.
         BackendUnavailableError: ``target="gpu"`` (or a latency objective) on a machine
             whose backend cannot run here.
@@ -121,31 +131,68 @@ def compress(
         >>> result = compress(model, representative_data=calib, eval_data=test,
         ...     max_drop=0.01)  # doctest: +SKIP
         >>> result.chosen.name, result.save("model.tflite")  # doctest: +SKIP
+        >>> config = CompressConfig(target="edgetpu", thresholds={"max_drop": 0.02})
+        >>> compress(model, config=config, representative_data=calib, eval_data=test)
+        ... # doctest: +SKIP
     """
+    options = {
+        "target": target,
+        "objective": objective,
+        "time_budget_s": time_budget_s,
+        "outputs": outputs,
+        "metrics": metrics,
+        "mode": mode,
+        "confidence": confidence,
+        "interval": interval,
+        "threads": threads,
+        "measure_latency": measure_latency,
+        "static_batch": static_batch,
+        "batch_size": batch_size,
+        "freeze_batchnorm": freeze_batchnorm,
+        "seed": seed,
+        **thresholds,
+    }
+    given = {name: value for name, value in options.items() if value is not None}
+    if config is None:
+        config = CompressConfig.from_options(**given)
+    elif not isinstance(config, CompressConfig):
+        raise InvalidInputError(
+            f"config must be a tfcompress.CompressConfig, got {type(config).__name__}; build "
+            "one with CompressConfig(...) or pass the options as keywords."
+        )
+    elif given:
+        raise InvalidInputError(
+            f"config= holds every option of the search: drop {', '.join(given)} (or put it "
+            "in the config: dataclasses.replace(config, ...))."
+        )
+    return _search(
+        model,
+        config,
+        representative_data=representative_data,
+        eval_data=eval_data,
+        train_data=train_data,
+        safe_mode=safe_mode,
+        progress=progress,
+    )
+
+
+def _search(
+    model: Any,
+    config: CompressConfig,
+    *,
+    representative_data: Any,
+    eval_data: Any,
+    train_data: Any,
+    safe_mode: bool,
+    progress: bool,
+) -> CompressionResult:
+    """The search ``config`` asks for (see :func:`compress`)."""
     from tfcompress.bench.paired import read_for_reference
     from tfcompress.models import TFLiteModel, resolve_model
-    from tfcompress.testing.judge import build_checks
-    from tfcompress.testing.settings import GateSettings, parse_max_drop
 
-    given = check_threshold_names(thresholds, where="compress")
-    if "max_drop" in given:
-        given["max_drop"] = parse_max_drop(given["max_drop"])  # a fraction here, as --max-drop
-    device = get_target(target)
-    check_choice(objective, OBJECTIVES, "objective")
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise InvalidInputError(f"threads must be a positive integer, got {threads!r}.")
-    budget = _budget(time_budget_s)
-    _check_batch(static_batch, device=device, training=train_data is not None)
-    _check_training_batch(batch_size, training=train_data is not None)
-    if not isinstance(freeze_batchnorm, bool):
-        raise InvalidInputError(
-            f"freeze_batchnorm must be True or False, got {freeze_batchnorm!r}."
-        )
-    names = [metrics] if isinstance(metrics, str) else list(metrics or ())
-    checks = build_checks([outputs] if isinstance(outputs, str) else outputs, names, **given)
-    settings = GateSettings(
-        mode=mode, backend=device.gate_backend, confidence=confidence, interval=interval
-    )
+    device = get_target(config.target)
+    static_batch, seed = config.static_batch, config.seed
+    _check_batches(config, training=train_data is not None)
     from tfcompress.quantization.converter import warm_converter
 
     warm_converter(model)  # its child imports TensorFlow while the model loads here
@@ -162,7 +209,7 @@ def compress(
     eval_set = read_for_reference(eval_data, reference, "eval data")
     calibration = read_for_reference(representative_data, reference, "representative data")
     train = None if train_data is None else read_for_reference(train_data, reference, "train data")
-    measure = objective == "latency" if measure_latency is None else bool(measure_latency)
+    measure = config.measure
     started = time.monotonic()
     float32 = None
     # Fail now, not after the ladder, when a backend the search needs cannot run here.
@@ -176,24 +223,24 @@ def compress(
         eval_set=eval_set,
         representative=calibration,
         train_data=train,
-        checks=checks,
-        settings=settings,
-        objective=objective,
-        target=target,
-        threads=threads,
+        checks=config.checks,
+        settings=config.settings,
+        objective=config.objective,
+        target=config.target,
+        threads=config.threads,
         measure=measure,
         seed=seed,
         progress=progress,
-        deadline=None if budget is None else started + budget,
+        deadline=None if config.time_budget_s is None else started + config.time_budget_s,
         started=started,
         float32=float32,
         make_float32=lambda: _float32(reference, calibration, seed, static_batch),
         static_batch=static_batch,
-        batch_size=batch_size,
-        freeze_batchnorm=freeze_batchnorm,
+        batch_size=config.batch_size,
+        freeze_batchnorm=config.freeze_batchnorm,
     )
     ladder = plan_ladder(
-        objective=objective, target=target, calibration_available=len(calibration),
+        objective=config.objective, target=config.target, calibration_available=len(calibration),
         training=train is not None, tflite=tflite,
     )  # fmt: skip
     state.planned = len(ladder)
@@ -214,7 +261,8 @@ def compress(
         )
     if state.float32 is None:  # stopped before any conversion: the baseline is still reported
         state.float32 = _float32(reference, calibration, seed, static_batch)
-    return _result(state, interrupted, time.monotonic() - started, train is not None)
+    result = _result(state, interrupted, time.monotonic() - started, train is not None)
+    return replace(result, config=config)
 
 
 def _climb(state: SearchState, ladder: Any) -> None:
@@ -249,50 +297,25 @@ def _run(state: SearchState, rung: Rung) -> None:
     get_handler(rung.technique).run(state, rung)
 
 
-def _check_batch(static_batch: int | None, *, device: Target, training: bool) -> None:
-    """Refuse a static batch the search could not honour for every rung.
+def _check_batches(config: CompressConfig, *, training: bool) -> None:
+    """Refuse batches the search could not honour with (or without) training data.
 
     Raises:
-        InvalidInputError: What :class:`~tfcompress.quantization.Recipe` refuses, with
-            ``train_data``, or not the batch a fixed-batch target needs (1 for the Edge TPU).
+        InvalidInputError: ``static_batch`` with training data (the fine-tuned artifacts keep
+            the model's own batch), or ``batch_size`` without it.
     """
-    from tfcompress.quantization.recipes import Recipe
-
-    if static_batch is None:
-        return
-    Recipe("float32", static_batch=static_batch)  # its type and range, as quantize checks them
-    if training:
+    if config.static_batch is not None and training:
         raise InvalidInputError(
             "static_batch fixes the batch of the post-training artifacts, but the fine-tuned "
             "ones keep the model's own batch: drop train_data (--train) or static_batch "
             "(--static-batch)."
         )
-    fixed = device.rules.static_batch
-    if fixed is not None and static_batch != fixed:
-        raise InvalidInputError(
-            f"{device.display_name} needs a static batch of {fixed}, not {static_batch}; drop "
-            f"--static-batch (--target {device.name} fixes it at {fixed})."
-        )
-
-
-def _check_training_batch(batch_size: int | None, *, training: bool) -> None:
-    """Refuse a fine-tuning batch with nothing to fine-tune, or one the configs refuse.
-
-    Raises:
-        InvalidInputError: ``batch_size`` without ``train_data``, or what
-            :class:`~tfcompress.training.configs.QATConfig` refuses of it.
-    """
-    from tfcompress.training.configs import QATConfig
-
-    if batch_size is None:
-        return
-    if not training:
+    if config.batch_size is not None and not training:
         raise InvalidInputError(
             "batch_size is the fine-tuning batch of the QAT, pruning and clustering rungs: "
             "pass train_data (--train), or drop it (static_batch, --static-batch, fixes the "
             "artifacts' batch)."
         )
-    QATConfig(batch_size=batch_size)  # the fine-tuning configs' own check of it
 
 
 def _check_float_tflite(model: Any) -> None:
@@ -324,16 +347,6 @@ def _probe_backend(content: bytes, backend: str) -> None:
 
     runner = create_runner(TFLiteModel(content, label="float32", verified=True), backend=backend)
     runner.close()
-
-
-def _budget(value: float | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInputError(f"time_budget_s must be a number of seconds, got {value!r}.")
-    if value <= 0:
-        raise InvalidInputError(f"time_budget_s must be positive, got {value!r}.")
-    return float(value)
 
 
 def _result(

@@ -35,6 +35,8 @@ class CompressionResult:
         advice: What to try next, with the numbers (when nothing passed).
         seconds: Wall time of the search.
         threads: CPU threads of gates and latency.
+        config: The :class:`~tfcompress.compression.config.CompressConfig` the search ran
+            with (``"config"`` in its JSON, which ``CompressConfig.from_dict`` reads back).
 
     Example:
         >>> result = tfcompress.compress(model, representative_data=calib,
@@ -58,6 +60,7 @@ class CompressionResult:
     advice: tuple[str, ...] = ()
     seconds: float = 0.0
     threads: int = 1
+    config: Any = None
 
     @property
     def passed(self) -> bool:
@@ -126,6 +129,7 @@ class CompressionResult:
             "findings": list(self.findings),
             "advice": list(self.advice),
             "seconds": round(self.seconds, 2),
+            "config": None if self.config is None else self.config.to_dict(),
         }
 
     def table(self, *, markdown: bool = False) -> str:

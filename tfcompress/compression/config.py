@@ -1,0 +1,272 @@
+"""What a compress search is asked for, as a checked config: :class:`CompressConfig`.
+
+:func:`tfcompress.compress` takes one (``compress(model, config=CompressConfig(...),
+representative_data=..., eval_data=...)``); its keyword options only build the same config
+(:meth:`CompressConfig.from_options`), ``tfcompress compress`` builds it from its flags, and
+the result records it (``result.config``, ``"config"`` in ``compress.json``). Every option
+is checked here, on construction, before any model or data is read.
+
+Example:
+    >>> config = CompressConfig(target="edgetpu", thresholds={"max_drop": 0.02})
+    >>> config.static_batch, CompressConfig.from_dict(config.to_dict()) == config
+    (None, True)
+    >>> CompressConfig.from_options(max_drop=0.01, threads=2).threads
+    2
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+from tfcompress._config_fields import CONFIG_VERSION, MAX_SEED, check_version, require_int, shown
+from tfcompress.compression.candidates import OBJECTIVES, check_choice
+from tfcompress.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from tfcompress.testing.judge import Check
+    from tfcompress.testing.settings import GateSettings
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompressConfig:
+    """Everything a compress search is asked for: target, objective, gate, budgets, batches.
+
+    The model and the data (calibration, eval, training samples) are not in it.
+
+    Attributes:
+        target: A registered target (:func:`tfcompress.targets.base.list_targets`): its gate
+            and latency backends, the rungs it admits, its check and its rank apply.
+        objective: ``"size"`` (gzip bytes) or ``"latency"`` (median on the target).
+        time_budget_s: Wall-clock budget in seconds (None: no limit).
+        thresholds: The gate's thresholds by name, as :func:`tfcompress.check_gate` takes
+            them (``max_drop`` a fraction in [0, 1], ``min_snr`` in dB, ``min_cosine``,
+            ``max_abs``, ``min_agreement``); empty: ``max_drop`` 0.01 for accuracy-like
+            metrics.
+        outputs: Output names to gate (empty: every output).
+        metrics: Gate metrics (empty: chosen per output, as ``check_gate`` chooses).
+        mode: ``"strict"``, ``"tolerant"`` or ``"proven"``.
+        confidence: Level of the intervals, in (0, 1).
+        interval: ``"auto"``, ``"mcnemar"`` or ``"bootstrap"``.
+        threads: CPU threads of the gate and the latency measurements.
+        measure_latency: Time every attempt on the target (None: only for
+            ``objective="latency"``).
+        static_batch: A static batch for every post-training artifact (None: the model's
+            own); a fixed-batch target (the Edge TPU) allows only its own.
+        batch_size: The fine-tuning batch of the QAT, pruning and clustering rungs (None:
+            their configs' 32); used only with training data.
+        freeze_batchnorm: The fine-tuning rungs keep BatchNormalization in inference mode.
+        seed: Seed of calibration subsets and training, 0 to 2**32-1.
+        version: The config format.
+
+    Raises:
+        InvalidInputError: An unknown target, objective, threshold, mode or interval; a
+            value of the wrong type or range; a static batch the target does not allow.
+    """
+
+    target: str = "cpu"
+    objective: str = "size"
+    time_budget_s: float | None = None
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    mode: str = "strict"
+    confidence: float = 0.95
+    interval: str = "auto"
+    threads: int = 1
+    measure_latency: bool | None = None
+    static_batch: int | None = None
+    batch_size: int | None = None
+    freeze_batchnorm: bool = True
+    seed: int = 0
+    version: int = CONFIG_VERSION
+
+    def __post_init__(self) -> None:
+        from tfcompress.targets.base import get_target
+
+        check_version("compress", self.version)
+        set_ = object.__setattr__
+        set_(self, "thresholds", _thresholds(self.thresholds))
+        device = get_target(self.target)  # refuses an unknown one, listing the registered ones
+        check_choice(self.objective, OBJECTIVES, "objective")
+        set_(self, "time_budget_s", _budget(self.time_budget_s))
+        set_(self, "outputs", _names(self.outputs, "outputs"))
+        set_(self, "metrics", _names(self.metrics, "metrics"))
+        set_(self, "confidence", self.settings.confidence)  # mode, confidence, interval
+        _ = self.checks  # the outputs, metrics and thresholds, checked together
+        require_int("threads", self.threads, 1, 2**31 - 1, "a positive integer")
+        if self.measure_latency is not None and not isinstance(self.measure_latency, bool):
+            raise InvalidInputError(
+                f"measure_latency must be True, False or None, got {shown(self.measure_latency)}."
+            )
+        _check_static_batch(self.static_batch, device)
+        if self.batch_size is not None:
+            from tfcompress.training.configs import QATConfig
+
+            QATConfig(batch_size=self.batch_size)  # the fine-tuning configs' own check
+        if not isinstance(self.freeze_batchnorm, bool):
+            raise InvalidInputError(
+                f"freeze_batchnorm must be True or False, got {shown(self.freeze_batchnorm)}."
+            )
+        require_int("seed", self.seed, 0, MAX_SEED, f"an integer 0 to {MAX_SEED}")
+
+    def __hash__(self) -> int:  # the thresholds dict is not hashable
+        values = [getattr(self, f.name) for f in fields(self) if f.name != "thresholds"]
+        return hash((*values, tuple(sorted(self.thresholds.items()))))
+
+    @property
+    def checks(self) -> tuple[Check, ...]:
+        """The gate's checks: one per (output, metric) (see :func:`build_checks`)."""
+        from tfcompress.testing.judge import build_checks
+
+        return build_checks(self.outputs or None, self.metrics or None, **self.thresholds)
+
+    @property
+    def settings(self) -> GateSettings:
+        """The gate's settings, on the target's gate backend."""
+        from tfcompress.targets.base import get_target
+        from tfcompress.testing.settings import GateSettings
+
+        backend = get_target(self.target).gate_backend
+        return GateSettings(
+            mode=self.mode, backend=backend, confidence=self.confidence, interval=self.interval
+        )
+
+    @property
+    def measure(self) -> bool:
+        """Whether every attempt is timed (``measure_latency``, else the latency objective)."""
+        if self.measure_latency is None:
+            return self.objective == "latency"
+        return self.measure_latency
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        target: str | None = None,
+        objective: str | None = None,
+        time_budget_s: float | None = None,
+        outputs: Sequence[str] | str | None = None,
+        metrics: Sequence[str] | str | None = None,
+        mode: str | None = None,
+        confidence: float | None = None,
+        interval: str | None = None,
+        threads: int | None = None,
+        measure_latency: bool | None = None,
+        static_batch: int | None = None,
+        batch_size: int | None = None,
+        freeze_batchnorm: bool | None = None,
+        seed: int | None = None,
+        **thresholds: float | None,
+    ) -> CompressConfig:
+        """The config :func:`tfcompress.compress`'s keyword options describe.
+
+        A keyword left None keeps the config's default; ``**thresholds`` are the gate's
+        (``max_drop=0.01``, ``min_snr=25``...).
+
+        Raises:
+            InvalidInputError: What :class:`CompressConfig` refuses; an unknown threshold.
+
+        Example:
+            >>> CompressConfig.from_options(outputs="cls", min_snr=25).outputs
+            ('cls',)
+        """
+        given = {
+            "target": target,
+            "objective": objective,
+            "time_budget_s": time_budget_s,
+            "outputs": outputs,
+            "metrics": metrics,
+            "mode": mode,
+            "confidence": confidence,
+            "interval": interval,
+            "threads": threads,
+            "measure_latency": measure_latency,
+            "static_batch": static_batch,
+            "batch_size": batch_size,
+            "freeze_batchnorm": freeze_batchnorm,
+            "seed": seed,
+        }
+        chosen = {name: value for name, value in given.items() if value is not None}
+        return cls(**chosen, thresholds=thresholds)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe data: every option (tuples as lists), ``version`` last."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "version"}
+        data |= {
+            "thresholds": dict(self.thresholds),
+            "outputs": list(self.outputs),
+            "metrics": list(self.metrics),
+        }
+        return {**data, "version": self.version}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CompressConfig:
+        """Read :meth:`to_dict` output (``compress.json``'s ``config``).
+
+        Raises:
+            InvalidInputError: Not a mapping, an unknown key, or a value the config refuses.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidInputError(
+                f"a compress config is a JSON object, not a {type(data).__name__}."
+            )
+        known = {f.name for f in fields(cls)}
+        unknown = sorted((k for k in data if k not in known), key=str)
+        if unknown:
+            raise InvalidInputError(
+                f"compress takes no option {', '.join(map(shown, unknown))} (it takes "
+                f"{', '.join(sorted(known))})."
+            )
+        return cls(**data)
+
+
+def _thresholds(given: Any) -> dict[str, float]:
+    """The thresholds given (None dropped), named as the threshold table names them."""
+    from tfcompress.bench.thresholds import check_threshold_names
+    from tfcompress.testing.settings import parse_max_drop
+
+    if not isinstance(given, Mapping):
+        raise InvalidInputError(
+            f"thresholds must be a mapping of threshold names to values, got {shown(given)}."
+        )
+    chosen = check_threshold_names(dict(given), where="compress")
+    if "max_drop" in chosen:
+        chosen["max_drop"] = parse_max_drop(chosen["max_drop"])  # a fraction, as --max-drop
+    return chosen
+
+
+def _names(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    names = (value,) if isinstance(value, str) else value
+    if not isinstance(names, Sequence) or not all(isinstance(n, str) and n for n in names):
+        raise InvalidInputError(f"{what} must be names (strings), got {shown(value)}.")
+    return tuple(names)
+
+
+def _budget(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"time_budget_s must be a number of seconds, got {value!r}.")
+    if value <= 0:
+        raise InvalidInputError(f"time_budget_s must be positive, got {value!r}.")
+    return float(value)
+
+
+def _check_static_batch(static_batch: int | None, device: Any) -> None:
+    """Refuse a static batch the recipes refuse, or one a fixed-batch target cannot take."""
+    from tfcompress.quantization.recipes import Recipe
+
+    if static_batch is None:
+        return
+    Recipe("float32", static_batch=static_batch)  # its type and range, as quantize checks them
+    fixed = device.rules.static_batch
+    if fixed is not None and static_batch != fixed:
+        raise InvalidInputError(
+            f"{device.display_name} needs a static batch of {fixed}, not {static_batch}; drop "
+            f"--static-batch (--target {device.name} fixes it at {fixed})."
+        )
