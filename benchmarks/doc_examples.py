@@ -41,20 +41,20 @@ TIMEOUT_S = 1800  # each command takes 1-2 minutes on two cores; a hang must not
 
 # The commands exactly as the docs show them; "python" becomes this interpreter when run.
 QAT_COMMAND = (
-    "python -m tfcompress qat model.keras --train train.npz --val val.npz --epochs 1 "
+    "python -m tfcompress qat model.keras --train train.npz --eval val.npz --epochs 1 "
     "--out model_qat.tflite --json"
 )
 PRUNE_COMMANDS = {
     "prune-json": (
-        "python -m tfcompress prune model.keras --train train.npz --val val.npz --sparsity 0.75 "
+        "python -m tfcompress prune model.keras --train train.npz --eval val.npz --sparsity 0.75 "
         "--then int8 --out pruned.tflite --json"
     ),
     "prune-2-4": (
-        "python -m tfcompress prune model.keras --train train.npz --val val.npz --structure 2:4 "
+        "python -m tfcompress prune model.keras --train train.npz --eval val.npz --structure 2:4 "
         "--out p24.tflite"
     ),
     "cluster-16": (
-        "python -m tfcompress cluster model.keras --train train.npz --val val.npz --clusters 16 "
+        "python -m tfcompress cluster model.keras --train train.npz --eval val.npz --clusters 16 "
         "--then int8 --out c16.tflite"
     ),
 }
@@ -498,12 +498,12 @@ def residual_coverage() -> dict[str, Any]:
     start = time.perf_counter()
     model, split = residual_model()
     result = tfcompress.qat(
-        model, train_data=split.train.take(1000), val_data=split.test.take(400), epochs=1
+        model, train_data=split.train.take(1000), eval_data=split.test.take(400), epochs=1
     )
     print(f"{time.perf_counter() - start:6.1f} s  residual model QAT", file=sys.stderr)
     return {
         "call": "tfcompress.qat(model, train_data=split.train.take(1000), "
-        "val_data=split.test.take(400), epochs=1)",
+        "eval_data=split.test.take(400), epochs=1)",
         "rows": [row.to_dict() for row in result.coverage],
         "skipped_layers": result.skipped_layers,
     }

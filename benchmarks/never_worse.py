@@ -125,7 +125,7 @@ def main() -> None:
             ("prune", {"target_sparsity": 0.5, "then": "int8"}),
         ):
             result = getattr(tfcompress, technique)(
-                bn, train_data=train, val_data=val, freeze_batchnorm=frozen, **options
+                bn, train_data=train, eval_data=val, freeze_batchnorm=frozen, **options
             )
             name = "QAT int8" if technique == "qat" else "prune 50% + int8"
             worse = " (worse than PTQ)" if result.worse_than_baseline else ""
@@ -135,7 +135,7 @@ def main() -> None:
     for _ in range(TIMING_REPEATS):  # alternated, so load on the machine hits both alike
         for isolate in (False, True):
             began = time.perf_counter()
-            tfcompress.qat(bn, train_data=train, val_data=val, isolate=isolate)
+            tfcompress.qat(bn, train_data=train, eval_data=val, isolate=isolate)
             runs[isolate].append(time.perf_counter() - began)
     in_process, isolated = min(runs[False]), min(runs[True])
     sentences.append(

@@ -23,7 +23,7 @@ def main() -> None:
     start = time.perf_counter()
     split = mnist()
     model = train_classifier(small_cnn(flavour="keras3"), split.train, epochs=3)
-    data = {"train_data": split.train, "val_data": split.test}
+    data = {"train_data": split.train, "eval_data": split.test}
     ptq = tfcompress.quantize(model, recipe="int8", representative_data=split.train)
     baseline = tfcompress.evaluate({"float32": ptq.reference, "ptq": ptq.model}, split.test)
     runs = {

@@ -23,7 +23,7 @@ def main(out_dir: Path) -> None:
     split = mnist()
     train = split.train.take(1_500) if QUICK else split.train
     model = train_classifier(small_cnn(flavour="keras3"), train, epochs=1 if QUICK else 3)
-    data = {"train_data": train, "val_data": split.test}
+    data = {"train_data": train, "eval_data": split.test}
 
     # 75% of each kernel set to zero while fine-tuning 2 epochs, then 1 epoch of QAT that
     # keeps the zeros, exported as full int8.

@@ -26,7 +26,7 @@ def main(out_dir: Path) -> None:
 
     # The Keras 3 model is bridged to tf-keras (checked to give the same outputs), wrapped
     # with fake-quant ops, fine-tuned one epoch and converted to full int8.
-    result = tfcompress.qat(model, train_data=train, val_data=split.test, epochs=1)
+    result = tfcompress.qat(model, train_data=train, eval_data=split.test, epochs=1)
     print(result)  # accuracies, sizes, coverage report and exported kernels
 
     ptq = tfcompress.quantize(model, recipe="int8", representative_data=train)

@@ -58,6 +58,7 @@ LIGHT = {
     "tfcompress.cli.common",
     *(f"tfcompress.cli.{name}" for name in SUBCOMMANDS),
     "tfcompress.training",  # a lazy package __init__ (PEP 562)
+    "tfcompress._lazy",  # that package's __getattr__ (importlib, sys, types only)
     "tfcompress.training.configs",  # the fine-tuning flags' defaults: the configs' own
     "tfcompress._config_fields",  # the configs' version and integer checks (errors only)
 }

@@ -213,7 +213,7 @@ def _stub_training_result(technique: str) -> Any:
         accuracy=0.5,
         keras_accuracy=0.5,
         reference_accuracy=0.5,
-        val_samples=40,
+        eval_samples=40,
         coverage=(
             LayerCoverage("dense", "Dense", "pruned"),
             LayerCoverage("prelu", "PReLU", "skipped", "stub reason"),
@@ -245,7 +245,7 @@ def test_shown_cli_keys_are_emitted(
     monkeypatch.setattr(module, command, lambda model, **_: _stub_training_result(command))
     data = str(tiny_files["data"])
     out = tmp_path / "out.tflite"
-    argv = [command, str(tiny_files["model"]), "--train", data, "--val", data]
+    argv = [command, str(tiny_files["model"]), "--train", data, "--eval", data]
     code = main([*argv, "--out", str(out), "--json"])
     captured = capfd.readouterr()
     assert code == 0, captured.err

@@ -160,11 +160,11 @@ def test_frozen_batchnorm_keeps_qat_near_ptq_and_a_crash_is_retried(split, monke
     # The child really dies by SIGSEGV while oneDNN is on; the retry with it off trains.
     monkeypatch.setenv(CRASH_HOOK, "onednn")
     monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
-    frozen = tfcompress.qat(model, train_data=train, val_data=val, isolate=True)
+    frozen = tfcompress.qat(model, train_data=train, eval_data=val, isolate=True)
     assert frozen.warnings[0].startswith("fine-tuning crashed in TensorFlow's native code")
     assert "TF_ENABLE_ONEDNN_OPTS=0" in frozen.warnings[0] and frozen.keras_model is None
     monkeypatch.delenv(CRASH_HOOK)
-    moving = tfcompress.qat(model, train_data=train, val_data=val, freeze_batchnorm=False)
+    moving = tfcompress.qat(model, train_data=train, eval_data=val, freeze_batchnorm=False)
     (kept,), (moved,) = frozen.scores, moving.scores
     assert kept.metric == "agreement" and kept.baseline is not None
     assert kept.tflite >= 0.9 and kept.baseline - kept.tflite <= 0.03

@@ -26,7 +26,7 @@ def legacy_env_before() -> str | None:
 @pytest.fixture(scope="module")
 def qat_result(legacy_env_before, trained_cnn, mnist_split):
     return tfcompress.qat(
-        trained_cnn, train_data=mnist_split.train, val_data=mnist_split.test, epochs=1
+        trained_cnn, train_data=mnist_split.train, eval_data=mnist_split.test, epochs=1
     )
 
 
@@ -35,7 +35,7 @@ def pruned_int8(trained_cnn, mnist_split):
     return tfcompress.prune(
         trained_cnn,
         train_data=mnist_split.train,
-        val_data=mnist_split.test,
+        eval_data=mnist_split.test,
         target_sparsity=0.75,
         epochs=2,
         then="int8",
@@ -48,7 +48,7 @@ def pruned_2_4(trained_cnn, mnist_split):
     return tfcompress.prune(
         trained_cnn,
         train_data=mnist_split.train,
-        val_data=mnist_split.test,
+        eval_data=mnist_split.test,
         structure="2:4",
         epochs=1,
     )
@@ -159,7 +159,7 @@ def test_cluster_16_shrinks_gzip(trained_cnn, mnist_split):
     result = tfcompress.cluster(
         trained_cnn,
         train_data=mnist_split.train,
-        val_data=mnist_split.test,
+        eval_data=mnist_split.test,
         clusters=16,
         epochs=1,
     )
@@ -177,7 +177,7 @@ def test_residual_model_qat_skips_prelu(residual_model, mnist_split):
     result = tfcompress.qat(
         residual_model,
         train_data=mnist_split.train.take(1000),
-        val_data=mnist_split.test.take(400),
+        eval_data=mnist_split.test.take(400),
         epochs=1,
     )
     skipped = [s["layer"] for s in result.skipped_layers]
@@ -195,7 +195,7 @@ def test_residual_model_pruning_skips_prelu(residual_model, mnist_split):
     result = tfcompress.prune(
         residual_model,
         train_data=mnist_split.train.take(1000),
-        val_data=mnist_split.test.take(400),
+        eval_data=mnist_split.test.take(400),
         epochs=1,
     )
     skipped = {s["layer"]: s["reason"] for s in result.skipped_layers}
@@ -212,7 +212,7 @@ def test_tf_keras_model_is_pruned_without_bridge_changes(mnist_split):
     model = train_classifier(small_cnn(flavour="tf_keras"), train, epochs=1)
     before = [w.copy() for w in model.get_weights()]
     result = tfcompress.prune(
-        model, train_data=train, val_data=mnist_split.test.take(300), epochs=1, then="float16"
+        model, train_data=train, eval_data=mnist_split.test.take(300), epochs=1, then="float16"
     )
     assert result.bridge_difference == 0.0
     assert all(w.dtype == "float16" for w in result.weights)

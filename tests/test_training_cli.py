@@ -47,7 +47,7 @@ def _base(files, command: str, out: Path, *extra: str, child: bool = False) -> l
         str(files["model"]),
         "--train",
         str(files["train"]),
-        "--val",
+        "--eval",
         str(files["val"]),
         "--out",
         str(out),
@@ -62,12 +62,12 @@ def _base(files, command: str, out: Path, *extra: str, child: bool = False) -> l
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--sparsity", "1.0"], "strictly between 0 and 1"),
-        (["--sparsity", "0"], "strictly between 0 and 1"),
-        (["--sparsity", "-0.5"], "strictly between 0 and 1"),
+        (["--sparsity", "1.0"], "target_sparsity must be a number between 0 and 1"),
+        (["--sparsity", "0"], "target_sparsity must be a number between 0 and 1"),
+        (["--sparsity", "-0.5"], "target_sparsity must be a number between 0 and 1"),
         (["--structure", "2x4"], "not M:N"),
         (["--structure", "4:2"], "0 < M < N"),
-        (["--structure", "2:4", "--sparsity", "0.75"], "fixes sparsity"),
+        (["--structure", "2:4", "--sparsity", "0.75"], "fixes target_sparsity"),
     ],
 )
 def test_prune_bad_options_exit_2(files, tmp_path, capsys, extra, message):
@@ -94,10 +94,10 @@ def test_prune_too_few_samples_for_schedule(files, tmp_path, capsys):
 def test_validation_data_not_matching_model(files, tmp_path, capsys, command):
     out = tmp_path / "x.tflite"
     argv = _base(files, command, out)
-    argv[argv.index("--val") + 1] = str(files["bad_val"])
+    argv[argv.index("--eval") + 1] = str(files["bad_val"])
     code, _, stderr = _run(capsys, argv)
     assert code == 2
-    assert "validation data has shape" in stderr
+    assert "eval data has shape" in stderr
     assert not out.exists()
 
 
@@ -126,7 +126,7 @@ def test_subclassed_model_refused(mnist_split):
     net(mnist_split.test.x[:2])
     for verb in (tfcompress.qat, tfcompress.prune, tfcompress.cluster):
         with pytest.raises(tfcompress.UnsupportedModelError, match="subclassed"):
-            verb(net, train_data=mnist_split.train, val_data=mnist_split.test)
+            verb(net, train_data=mnist_split.train, eval_data=mnist_split.test)
 
 
 def test_custom_layer_refused_by_bridge(mnist_split):
@@ -150,7 +150,7 @@ def test_custom_layer_refused_by_bridge(mnist_split):
 def test_gate_options_refused_before_loading(trained_cnn, mnist_split):
     from tfcompress.testing import GateSettings, build_checks
 
-    data = {"train_data": mnist_split.train, "val_data": mnist_split.test}
+    data = {"train_data": mnist_split.train, "eval_data": mnist_split.test}
     with pytest.raises(tfcompress.InvalidInputError, match="pass the checks too"):
         tfcompress.prune(trained_cnn, gate_settings=GateSettings(mode="tolerant"), **data)
     with pytest.raises(tfcompress.InvalidInputError, match="checks nothing"):
@@ -187,7 +187,7 @@ def test_bad_gate_options_exit_2_before_work(files, tmp_path, capsys, command, e
 def test_gate_that_needs_labels_refused_before_training(files, tmp_path, capsys):
     """--max-drop on unlabelled data: found once the data is read, before any fine-tuning."""
     out = tmp_path / "gated.tflite"
-    argv = ["prune", str(files["model"]), "--data", str(files["unlabelled"]), "--out", str(out)]
+    argv = ["prune", str(files["model"]), "--train", str(files["unlabelled"]), "--out", str(out)]
     code, stdout, stderr = _run(capsys, [*argv, "--max-drop", "0.01"])
     assert code == 2
     assert "no output has labels to score one" in stderr, stderr
@@ -197,10 +197,10 @@ def test_gate_that_needs_labels_refused_before_training(files, tmp_path, capsys)
 
 
 def test_unknown_options_refused(trained_cnn, mnist_split):
-    data = {"train_data": mnist_split.train, "val_data": mnist_split.test}
+    data = {"train_data": mnist_split.train, "eval_data": mnist_split.test}
     with pytest.raises(tfcompress.InvalidInputError, match="schedule"):
         tfcompress.prune(trained_cnn, schedule="cubic", **data)
-    with pytest.raises(tfcompress.InvalidInputError, match="then="):
+    with pytest.raises(tfcompress.InvalidInputError, match="then must be null or one of"):
         tfcompress.prune(trained_cnn, then="int4", **data)
     with pytest.raises(tfcompress.InvalidInputError, match="clusters"):
         tfcompress.cluster(trained_cnn, clusters=1, **data)
@@ -288,7 +288,7 @@ def test_prune_gate_with_labels_fails_exit_1(files, tmp_path, capsys):
 def test_prune_gate_without_labels(files, tmp_path, capsys):
     """No labels anywhere (20% held out): agreement and SNR against the float model."""
     out = tmp_path / "pruned.tflite"
-    argv = ["prune", str(files["model"]), "--data", str(files["unlabelled"]), "--out", str(out)]
+    argv = ["prune", str(files["model"]), "--train", str(files["unlabelled"]), "--out", str(out)]
     code, stdout, stderr = _run(
         capsys, [*argv, *_HARSH_PRUNE, "--min-agreement", "0.99", "--min-snr", "-50"]
     )

@@ -22,6 +22,7 @@ from tfcompress.quantization.config import PTQConfig, recipe_from_data
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.training.cluster import cluster
 from tfcompress.training.configs import (
+    CONFIG_DEFAULT,
     CONFIG_VERSION,
     TRAINING_CONFIGS,
     ClusterConfig,
@@ -34,7 +35,9 @@ from tfcompress.training.qat import qat
 
 VERBS = {"qat": qat, "prune": prune, "cluster": cluster}
 #: Verb parameters that are not what the artifact is made with (data, gate, process).
-NOT_RECORDED = {"model", "train_data", "val_data", "safe_mode", "gate", "gate_settings", "isolate"}
+NOT_RECORDED = {
+    "model", "train_data", "eval_data", "config", "safe_mode", "gate", "gate_settings", "isolate"
+}  # fmt: skip
 #: A value other than the default for every technique-specific option.
 CHANGED = {
     "qat": {"preserve": "sparsity"},
@@ -70,13 +73,15 @@ def test_a_config_round_trips_through_json(technique):
 
 
 @pytest.mark.parametrize("technique", TECHNIQUES)
-def test_defaults_are_the_verbs_and_every_recorded_option_is_there(technique):
+def test_every_option_is_a_keyword_of_the_verb_whose_default_is_the_configs(technique):
     parameters = inspect.signature(VERBS[technique]).parameters
     config = TRAINING_CONFIGS[technique]()
     assert set(config.options()) == set(parameters) - NOT_RECORDED
     for field in fields(config):
-        if field.name != "version":
-            assert getattr(config, field.name) == parameters[field.name].default, field.name
+        if field.name != "version":  # the config holds the one default
+            assert parameters[field.name].default is CONFIG_DEFAULT, field.name
+            assert config.defaults()[field.name] == getattr(config, field.name)
+    assert parameters["config"].default is None
 
 
 @pytest.mark.parametrize("technique", TECHNIQUES)

@@ -73,14 +73,14 @@ def float_heads(two_heads, heads_data):
 @pytest.fixture(scope="module")
 def qat_labelled(two_heads, heads_data):
     train, test = heads_data
-    return tfcompress.qat(two_heads, train_data=train, val_data=test, epochs=1)
+    return tfcompress.qat(two_heads, train_data=train, eval_data=test, epochs=1)
 
 
 @pytest.fixture(scope="module")
 def qat_distilled(two_heads, heads_data):
     train, test = heads_data
     return tfcompress.qat(
-        two_heads, train_data=Dataset(train.x), val_data=Dataset(test.x), epochs=1
+        two_heads, train_data=Dataset(train.x), eval_data=Dataset(test.x), epochs=1
     )
 
 
@@ -190,7 +190,7 @@ def test_prune_segmenter(segmenter, digits, labelled):
     result = tfcompress.prune(
         segmenter,
         train_data=data(digits.train),
-        val_data=data(digits.test),
+        eval_data=data(digits.test),
         target_sparsity=0.5,
         epochs=2,
     )
@@ -208,7 +208,7 @@ def test_prune_segmenter(segmenter, digits, labelled):
 
 def test_cluster_two_heads(two_heads, heads_data):
     train, test = heads_data
-    result = tfcompress.cluster(two_heads, train_data=train, val_data=test, clusters=8)
+    result = tfcompress.cluster(two_heads, train_data=train, eval_data=test, clusters=8)
     assert result.to_dict()["losses"] == {"cls": "sparse_categorical_crossentropy", "box": "mse"}
     assert all(w.unique_values <= 8 for w in result.rewritten_weights)
     assert result.accuracy_drop is not None and result.accuracy_drop <= MAX_CLS_DROP
@@ -357,7 +357,7 @@ def test_transform_failure_beyond_the_fallback_is_one_line_exit_2(tmp_path, caps
     np.savez(data_path, x=np.random.default_rng(0).random((60, 12, 12, 1), dtype=np.float32))
     out = tmp_path / "sep.tflite"
     # In this process: the broken transform is patched here, not in a training child.
-    argv = ["qat", str(model_path), "--data", str(data_path), "--out", str(out), "--in-process"]
+    argv = ["qat", str(model_path), "--train", str(data_path), "--out", str(out), "--in-process"]
     with _broken_separable_transform():
         code = main(argv)
     lines = capsys.readouterr().err.strip().splitlines()
@@ -396,9 +396,9 @@ def heads_files(tmp_path_factory, two_heads, heads_data) -> dict[str, Path]:
 
 def test_cli_qat_two_heads_with_labels(heads_files, tmp_path, capsys):
     out = tmp_path / "qat.tflite"
-    argv = ["qat", str(heads_files["model"]), "--data", str(heads_files["train"])]
+    argv = ["qat", str(heads_files["model"]), "--train", str(heads_files["train"])]
     gate = ["--output", "cls", "--max-drop", str(MAX_CLS_DROP)]
-    code = main([*argv, "--val", str(heads_files["val"]), "--out", str(out), "--json", *gate])
+    code = main([*argv, "--eval", str(heads_files["val"]), "--out", str(out), "--json", *gate])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     report = json.loads(captured.out)
@@ -416,7 +416,7 @@ def test_cli_qat_two_heads_with_labels(heads_files, tmp_path, capsys):
 
 def test_cli_qat_two_heads_without_labels(heads_files, tmp_path, capsys):
     out = tmp_path / "qat.tflite"
-    argv = ["qat", str(heads_files["model"]), "--data", str(heads_files["unlabelled"])]
+    argv = ["qat", str(heads_files["model"]), "--train", str(heads_files["unlabelled"])]
     gate = ["--output", "box", "--min-snr", "20", "--mode", "tolerant"]
     code = main([*argv, "--out", str(out), "--json", *gate])
     captured = capsys.readouterr()

@@ -16,7 +16,7 @@ from tfcompress.cli.common import (
     add_unsafe_flag,
     emit_json,
 )
-from tfcompress.cli.common import positive_int as _positive_int
+from tfcompress.training.configs import TrainingConfig  # no numpy: the defaults' one home
 
 if TYPE_CHECKING:
     from tfcompress.testing.judge import Check
@@ -26,48 +26,46 @@ logger = logging.getLogger(__name__)
 
 
 def add_training_arguments(
-    parser: argparse.ArgumentParser, *, epochs: int, learning_rate: float
+    parser: argparse.ArgumentParser, *, config: type[TrainingConfig]
 ) -> None:
-    """MODEL, --train/--data, --val, --out, --epochs/--lr/--batch-size/--seed, gate flags...
+    """MODEL, --train, --eval, --out, --epochs/--lr/--batch-size/--seed, gate flags...
 
     Also ``--train-batchnorm`` (BatchNorm statistics train; frozen by default) and
-    ``--in-process`` (no child process; see :mod:`tfcompress.training.isolation`).
+    ``--in-process`` (no child process; see :mod:`tfcompress.training.isolation`). Every
+    option flag defaults to None, "not given": :func:`training_config` leaves it to the
+    ``config`` class, whose defaults the help shows and whose checks judge every value.
 
     The gate flags (``--max-drop``, ``--min-snr``, ``--min-cosine``, ``--max-abs``,
     ``--min-agreement``, ``--output``, ``--metric``, ``--mode``) are those of
     ``tfcompress gate`` (:func:`tfcompress.cli._gating.add_gate_options`): a threshold judges
-    the exported ``.tflite`` against the original float model on the validation data.
+    the exported ``.tflite`` against the original float model on the eval data.
     """
+    default = config.defaults()
     parser.add_argument("model", help="Keras Sequential/Functional model (.keras or .h5)")
     parser.add_argument(
         "--train",
-        "--data",
-        dest="train",
         required=True,
-        help="training data (.npz: x, or one array per input name; labels optional: y, or "
-        "y_<output name> per output; outputs without labels are fitted to the float model's "
-        "own outputs, i.e. self-distillation)",
+        help="samples to fine-tune on (.npz: x, or one array per input name; labels optional: "
+        "y, or y_<output name> per output; outputs without labels are fitted to the float "
+        "model's own outputs, i.e. self-distillation)",
     )
     parser.add_argument(
-        "--val",
-        help="validation data to score the models on, like --train (labels optional); "
-        "default: 20%% of the training data held out",
+        "--eval",
+        dest="eval_data",
+        help="samples to score the models on, like --train (labels optional); default: 20%% "
+        "of the training samples held out",
     )
     parser.add_argument("--out", required=True, help="output .tflite path")
     parser.add_argument(
-        "--epochs",
-        type=_positive_int,
-        default=epochs,
-        help=f"fine-tuning epochs (default {epochs})",
+        "--epochs", type=int, help=f"fine-tuning epochs (default {default['epochs']})"
     )
     parser.add_argument(
-        "--lr",
-        type=float,
-        default=learning_rate,
-        help=f"Adam learning rate (default {learning_rate:g})",
+        "--lr", type=float, help=f"Adam learning rate (default {default['learning_rate']:g})"
     )
-    parser.add_argument("--batch-size", type=_positive_int, default=32, help="default 32")
-    parser.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    parser.add_argument(
+        "--batch-size", type=int, help=f"samples per step (default {default['batch_size']})"
+    )
+    parser.add_argument("--seed", type=int, help=f"training seed (default {default['seed']})")
     parser.add_argument(
         "--train-batchnorm",
         action="store_true",
@@ -81,7 +79,7 @@ def add_training_arguments(
         "TensorFlow import; a native crash then ends the command with no message)",
     )
     # A threshold judges the exported .tflite against the original float model on the
-    # validation data; the artifact is written either way and the command exits 1 on failure.
+    # eval data; the artifact is written either way and the command exits 1 on failure.
     add_gate_options(parser, default_mode=None)
     add_force_flag(parser)
     add_unsafe_flag(parser)
@@ -89,72 +87,104 @@ def add_training_arguments(
     add_json_flag(parser)
 
 
-def add_export_arguments(parser: argparse.ArgumentParser, *, what: str) -> None:
-    """--then, --qat-epochs and --skip-layer for pruning and clustering."""
+def add_export_arguments(
+    parser: argparse.ArgumentParser, *, config: type[TrainingConfig], what: str
+) -> None:
+    """--then, --qat-epochs and --skip-layer for pruning and clustering (``config``'s)."""
+    default = config.defaults()
     parser.add_argument(
         "--then",
         choices=EXPORT_RECIPES,
-        default="float32",
         help=f"export precision (default float32); int8 runs {what}-preserving QAT",
     )
     parser.add_argument(
         "--qat-epochs",
         type=int,
-        default=1,
-        help="epochs of the preserving QAT with --then int8 (0: post-training int8; default 1)",
+        help="epochs of the preserving QAT with --then int8 (0: post-training int8; default "
+        f"{default['qat_epochs']})",
     )
     parser.add_argument(
         "--skip-layer",
         action="append",
-        default=[],
         metavar="NAME",
         help="leave this layer untouched (repeatable)",
     )
 
 
+def training_config(
+    args: argparse.Namespace, config: type[TrainingConfig], **options: Any
+) -> TrainingConfig:
+    """The config the flags ask for; a flag not given (None) leaves the config's default.
+
+    Args:
+        args: The parsed flags of :func:`add_training_arguments` (and
+            :func:`add_export_arguments`, where the command has them).
+        config: The technique's config class.
+        **options: The command's own flags, by config field (None: not given).
+
+    Raises:
+        InvalidInputError: A value the config refuses (the message the Python keyword and a
+            compress report give too).
+
+    Example:
+        >>> training_config(parse(["qat", "m.keras", "--train", "t.npz", "--out", "q.tflite",
+        ...                        "--epochs", "2"]), QATConfig).epochs  # doctest: +SKIP
+        2
+    """
+    given: dict[str, Any] = {
+        "epochs": args.epochs,
+        "learning_rate": args.lr,
+        "batch_size": args.batch_size,
+        "seed": args.seed,
+        **options,
+    }
+    if args.train_batchnorm:
+        given["freeze_batchnorm"] = False
+    if hasattr(args, "then"):  # prune, cluster: float32 is the config's None
+        given["then"] = None if args.then == "float32" else args.then
+        given["qat_epochs"] = args.qat_epochs
+        given["skip_layers"] = None if args.skip_layer is None else tuple(args.skip_layer)
+    return config(**{name: value for name, value in given.items() if value is not None})
+
+
 def run_training(
-    args: argparse.Namespace, out: IO[str], train: Callable[..., Any], **options: Any
+    args: argparse.Namespace, out: IO[str], train: Callable[..., Any], config: TrainingConfig
 ) -> int:
-    """Check the gate flags and the output path, train, write atomically, report.
+    """Check the gate flags and the output path, train with ``config``, write atomically, report.
 
     Args:
         args: The parsed flags of :func:`add_training_arguments` (and the command's own).
-        out: Where the report or the JSON object goes (stdout).
+        out: Where the report or the JSON object (``result.to_dict()`` and ``output``, the
+            path written) goes (stdout).
         train: :func:`tfcompress.qat`, :func:`tfcompress.prune` or :func:`tfcompress.cluster`.
-        **options: The command's own keyword options for ``train``.
+        config: What to run (:func:`training_config`).
 
     Returns:
         0, or 1 when the gate failed (the ``.tflite`` is written either way).
 
     Raises:
         InvalidInputError: Gate flags that contradict each other or cannot apply (checked
-            before loading anything; those that depend on the data, before training), or
-            any option ``train`` refuses.
+            before loading anything; those that depend on the data, before training).
 
     Example:
-        >>> main(["prune", "m.keras", "--data", "t.npz", "--out", "p.tflite",
+        >>> main(["prune", "m.keras", "--train", "t.npz", "--out", "p.tflite",
         ...       "--max-drop", "0.01"])  # doctest: +SKIP
         1
     """
     from tfcompress.models import check_output_path, load_model
 
     checks, settings = _gate_options(args)
-    inputs = [path for path in (args.model, args.train, args.val) if path is not None]
+    inputs = [path for path in (args.model, args.train, args.eval_data) if path is not None]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
     model = load_model(args.model, safe_mode=not args.unsafe)
     result = train(
         model,
+        config=config,
         train_data=args.train,
-        val_data=args.val,
-        epochs=args.epochs,
-        learning_rate=args.lr,
-        batch_size=args.batch_size,
-        seed=args.seed,
+        eval_data=args.eval_data,
         gate=checks,
         gate_settings=settings,
-        freeze_batchnorm=not args.train_batchnorm,
         isolate=not args.in_process,
-        **options,
     )
     for sentence in result.worse_than_baseline:
         logger.warning("%s; %s is better", sentence, result.baseline_name)

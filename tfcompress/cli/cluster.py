@@ -1,12 +1,17 @@
-"""``tfcompress cluster MODEL --train T.npz [--val V.npz] --clusters 16 --out OUT.tflite``."""
+"""``tfcompress cluster MODEL --train T.npz [--eval E.npz] --clusters 16 --out OUT.tflite``."""
 
 from __future__ import annotations
 
 import argparse
 from typing import IO, Any
 
-from tfcompress.cli._training import add_export_arguments, add_training_arguments, run_training
-from tfcompress.cli.common import positive_int
+from tfcompress.cli._training import (
+    add_export_arguments,
+    add_training_arguments,
+    run_training,
+    training_config,
+)
+from tfcompress.training.configs import MAX_CLUSTERS, ClusterConfig
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -24,24 +29,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "and the command exits 1 when the gate fails."
         ),
     )
-    add_training_arguments(parser, epochs=1, learning_rate=1e-4)
+    add_training_arguments(parser, config=ClusterConfig)
     parser.add_argument(
-        "--clusters", type=positive_int, default=16, help="values per kernel, 2-256 (default 16)"
+        "--clusters",
+        type=int,
+        help=f"values per kernel, 2-{MAX_CLUSTERS} "
+        f"(default {ClusterConfig.defaults()['clusters']})",
     )
-    add_export_arguments(parser, what="cluster")
+    add_export_arguments(parser, config=ClusterConfig, what="cluster")
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Cluster, write the .tflite atomically, report."""
+    """Build the ClusterConfig from the flags, cluster, write the .tflite atomically, report."""
+    config = training_config(args, ClusterConfig, clusters=args.clusters)
     from tfcompress.training.cluster import cluster
 
-    return run_training(
-        args,
-        out,
-        cluster,
-        clusters=args.clusters,
-        then=None if args.then == "float32" else args.then,
-        qat_epochs=args.qat_epochs,
-        skip_layers=args.skip_layer,
-    )
+    return run_training(args, out, cluster, config)

@@ -1,4 +1,4 @@
-"""``tfcompress prune MODEL --train T.npz [--val V.npz] --sparsity 0.75 --out OUT.tflite``."""
+"""``tfcompress prune MODEL --train T.npz [--eval E.npz] --sparsity 0.75 --out OUT.tflite``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ import argparse
 from typing import IO, Any
 
 from tfcompress.cli._choices import SCHEDULES
-from tfcompress.cli._training import add_export_arguments, add_training_arguments, run_training
+from tfcompress.cli._training import (
+    add_export_arguments,
+    add_training_arguments,
+    run_training,
+    training_config,
+)
+from tfcompress.training.configs import PruneConfig
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -24,7 +30,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "and the command exits 1 when the gate fails."
         ),
     )
-    add_training_arguments(parser, epochs=2, learning_rate=5e-4)
+    add_training_arguments(parser, config=PruneConfig)
     parser.add_argument(
         "--sparsity",
         type=float,
@@ -34,26 +40,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--schedule",
         choices=SCHEDULES,
-        default=None,
         help="default: polynomial, or constant with --structure (the only one M:N can use)",
     )
     parser.add_argument("--structure", help="M:N structured sparsity, e.g. 2:4")
-    add_export_arguments(parser, what="pruning")
+    add_export_arguments(parser, config=PruneConfig, what="pruning")
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Prune, write the .tflite atomically, report."""
-    from tfcompress.training.prune import prune
-
-    return run_training(
+    """Build the PruneConfig from the flags, prune, write the .tflite atomically, report."""
+    config = training_config(
         args,
-        out,
-        prune,
+        PruneConfig,
         target_sparsity=args.sparsity,
         schedule=args.schedule,
         structure=args.structure,
-        then=None if args.then == "float32" else args.then,
-        qat_epochs=args.qat_epochs,
-        skip_layers=args.skip_layer,
     )
+    from tfcompress.training.prune import prune
+
+    return run_training(args, out, prune, config)

@@ -1,4 +1,4 @@
-"""``tfcompress qat MODEL --train TRAIN.npz [--val VAL.npz] --epochs N --out OUT.tflite``."""
+"""``tfcompress qat MODEL --train TRAIN.npz [--eval EVAL.npz] --epochs N --out OUT.tflite``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import argparse
 from typing import IO, Any
 
 from tfcompress.cli._choices import PRESERVE
-from tfcompress.cli._training import add_training_arguments, run_training
+from tfcompress.cli._training import add_training_arguments, run_training, training_config
+from tfcompress.training.configs import QATConfig
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -25,7 +26,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "and the command exits 1 when the gate fails."
         ),
     )
-    add_training_arguments(parser, epochs=1, learning_rate=1e-4)
+    add_training_arguments(parser, config=QATConfig)
     parser.add_argument(
         "--preserve",
         choices=PRESERVE,
@@ -35,7 +36,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Run QAT, write the int8 .tflite atomically, report."""
+    """Build the QATConfig from the flags, run QAT, write the int8 .tflite atomically, report."""
+    config = training_config(args, QATConfig, preserve=args.preserve)
     from tfcompress.training.qat import qat
 
-    return run_training(args, out, qat, preserve=args.preserve)
+    return run_training(args, out, qat, config)

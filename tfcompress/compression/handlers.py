@@ -229,7 +229,7 @@ class RulesHandler(Handler):
 
 
 class TrainingHandler(Handler):
-    """A fine-tuning technique: its config is its verb's keyword options."""
+    """A fine-tuning technique: its config is its verb's ``config=``."""
 
     def read(self, recipe: Any, *, seed: int = 0, target: str | None = None) -> TrainingConfig:
         """The technique's config (:func:`~tfcompress.training.configs.config_from_dict`)."""
@@ -258,12 +258,12 @@ class TrainingHandler(Handler):
             )
         trained = self.verb()(
             materials.model,
+            config=config,
             train_data=materials.train_data,
-            val_data=materials.eval_data,
+            eval_data=materials.eval_data,
             isolate=materials.isolate,
-            **config.options(),
         )
-        ran = type(config).from_dict(trained.options)  # e.g. the schedule that really ran
+        ran = trained.config  # e.g. the schedule that really ran
         return Built(
             trained.model_content,
             ran.to_dict(),

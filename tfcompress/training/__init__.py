@@ -6,23 +6,33 @@ outputs; each output on its labels with the loss they call for, or self-distille
 float model without labels), exports a ``.tflite`` through the same converter path as
 post-training quantization, and scores every output. What each one runs with is data:
 :class:`QATConfig`, :class:`PruneConfig`, :class:`ClusterConfig` (:mod:`.configs`).
+
+Importing this package (or :mod:`.configs`, which the command line reads its defaults from)
+imports no numpy and no TensorFlow: the names below load on first use (PEP 562).
 """
 
-from tfcompress.training.cluster import cluster
-from tfcompress.training.configs import (
-    TRAINING_CONFIGS,
-    ClusterConfig,
-    PruneConfig,
-    QATConfig,
-    config_from_dict,
-)
-from tfcompress.training.coverage import LayerCoverage
-from tfcompress.training.prune import prune
-from tfcompress.training.qat import qat
-from tfcompress.training.result import TrainingResult
-from tfcompress.training.scoring import OutputScore
-from tfcompress.training.sparsity import WeightSparsity
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from tfcompress._lazy import lazy_exports
+
+# public name -> the module that defines it, imported on first use (PEP 562). The verbs
+# share their modules' names: `tfcompress.training.qat` stays the function.
+_LAZY = {
+    "TRAINING_CONFIGS": "tfcompress.training.configs",
+    "ClusterConfig": "tfcompress.training.configs",
+    "PruneConfig": "tfcompress.training.configs",
+    "QATConfig": "tfcompress.training.configs",
+    "config_from_dict": "tfcompress.training.configs",
+    "LayerCoverage": "tfcompress.training.coverage",
+    "OutputScore": "tfcompress.training.scoring",
+    "TrainingResult": "tfcompress.training.result",
+    "WeightSparsity": "tfcompress.training.sparsity",
+    "cluster": "tfcompress.training.cluster",
+    "prune": "tfcompress.training.prune",
+    "qat": "tfcompress.training.qat",
+}
 __all__ = [
     "TRAINING_CONFIGS",
     "ClusterConfig",
@@ -37,3 +47,20 @@ __all__ = [
     "prune",
     "qat",
 ]
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+
+if TYPE_CHECKING:
+    from tfcompress.training.cluster import cluster
+    from tfcompress.training.configs import (
+        TRAINING_CONFIGS,
+        ClusterConfig,
+        PruneConfig,
+        QATConfig,
+        config_from_dict,
+    )
+    from tfcompress.training.coverage import LayerCoverage
+    from tfcompress.training.prune import prune
+    from tfcompress.training.qat import qat
+    from tfcompress.training.result import TrainingResult
+    from tfcompress.training.scoring import OutputScore
+    from tfcompress.training.sparsity import WeightSparsity

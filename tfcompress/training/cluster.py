@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from tfcompress._compat.tfmot import tf_keras, tfmot
@@ -11,14 +12,14 @@ from tfcompress.data import DataLike
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike
 from tfcompress.testing.settings import GateSettings
-from tfcompress.training.configs import MAX_CLUSTERS
+from tfcompress.training.configs import CONFIG_DEFAULT, ClusterConfig, layer_names
 from tfcompress.training.coverage import clusterable_layers
-from tfcompress.training.export import check_recipe, finish
+from tfcompress.training.export import finish
 from tfcompress.training.gating import GateLike, plan_gate
 from tfcompress.training.isolation import run_isolated
 from tfcompress.training.qat import quantization_aware
 from tfcompress.training.result import TrainingResult
-from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
+from tfcompress.training.setup import Setup, fine_tune, prepare
 
 logger = logging.getLogger(__name__)
 
@@ -27,19 +28,20 @@ def cluster(
     model: ModelLike,
     *,
     train_data: DataLike,
-    val_data: DataLike | None = None,
-    clusters: int = 16,
-    epochs: int = 1,
-    learning_rate: float = 1e-4,
-    batch_size: int = 32,
-    then: str | None = None,
-    qat_epochs: int = 1,
-    skip_layers: Iterable[str] = (),
-    seed: int = 0,
+    eval_data: DataLike | None = None,
+    config: ClusterConfig | None = None,
+    clusters: int = CONFIG_DEFAULT,
+    epochs: int = CONFIG_DEFAULT,
+    learning_rate: float = CONFIG_DEFAULT,
+    batch_size: int = CONFIG_DEFAULT,
+    then: str | None = CONFIG_DEFAULT,
+    qat_epochs: int = CONFIG_DEFAULT,
+    skip_layers: Iterable[str] = CONFIG_DEFAULT,
+    seed: int = CONFIG_DEFAULT,
+    freeze_batchnorm: bool = CONFIG_DEFAULT,
     safe_mode: bool = True,
     gate: GateLike | None = None,
     gate_settings: GateSettings | None = None,
-    freeze_batchnorm: bool = True,
     isolate: bool = False,
 ) -> TrainingResult:
     """Cluster each kernel's weights into ``clusters`` shared values, fine-tune and export.
@@ -56,32 +58,39 @@ def cluster(
             fitted to its labels with the loss they call for, each other output to the
             float model's own outputs (self-distillation); ``result.loss_functions`` says
             which.
-        val_data: Samples to score the original, fine-tuned and exported models on: against
+        eval_data: Samples to score the original, fine-tuned and exported models on: against
             labels where given, else against the float model. None holds out 20% of
             ``train_data`` (seeded; ``result.warnings`` says so).
-        clusters: Distinct values per clustered kernel, 2 to 256 (16 is a common choice).
-        epochs: Fine-tuning epochs with clustering applied.
-        learning_rate: Adam learning rate.
-        batch_size: Samples per step.
-        then: Export precision: None (float32), ``"float16"``, ``"dynamic"`` or ``"int8"``.
-            ``"int8"`` runs cluster-preserving QAT for ``qat_epochs`` (0: post-training int8).
-        qat_epochs: Epochs of cluster-preserving QAT when ``then="int8"``.
+        config: Every option below from ``clusters`` to ``freeze_batchnorm`` as one
+            :class:`~tfcompress.training.configs.ClusterConfig` (what ``result.config`` and a
+            compress report record). Those keyword options are a shorthand that builds the
+            same config; one given with ``config`` must agree with it. Default:
+            ClusterConfig().
+        clusters: Distinct values per clustered kernel, 2 to 256 (default 16, a common
+            choice).
+        epochs: Fine-tuning epochs with clustering applied (default 1).
+        learning_rate: Adam learning rate (default 1e-4).
+        batch_size: Samples per step (default 32).
+        then: Export precision: None (float32, the default), ``"float16"``, ``"dynamic"`` or
+            ``"int8"``. ``"int8"`` runs cluster-preserving QAT for ``qat_epochs`` (0:
+            post-training int8).
+        qat_epochs: Epochs of cluster-preserving QAT when ``then="int8"`` (default 1).
         skip_layers: Names of layers to leave unclustered.
-        seed: Seed of training, centroid initialization and calibration sampling.
+        seed: Seed of training, centroid initialization and calibration sampling (default 0).
+        freeze_batchnorm: Keep BatchNormalization layers in inference mode while
+            fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
+            on data unlike the training set, or without labels, otherwise moves them and
+            makes the model worse than post-training quantization. False trains them, for a
+            real, representative training set (``--train-batchnorm``).
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
         gate: Checks to judge the exported ``.tflite`` by, against the original float
-            model on ``val_data`` (labels per output where given, fidelity where not): a
+            model on ``eval_data`` (labels per output where given, fidelity where not): a
             :class:`~tfcompress.testing.Check` or several, e.g.
             ``tfcompress.testing.build_checks(max_drop=0.01)`` or
             ``build_checks(min_agreement=0.99)``. Checked against the data before training;
             the verdict is ``result.gate`` (a failed gate does not raise). None: no gate.
         gate_settings: The gate's mode, confidence and interval
             (:class:`~tfcompress.testing.GateSettings`; default strict). Only with ``gate``.
-        freeze_batchnorm: Keep BatchNormalization layers in inference mode while
-            fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
-            on data unlike the training set, or without labels, otherwise moves them and
-            makes the model worse than post-training quantization. False trains them, for a
-            real, representative training set (``--train-batchnorm``).
         isolate: Fine-tune in a child process, so a native crash of TensorFlow cannot take
             the caller down: it becomes a :class:`~tfcompress.errors.NativeCrashError`
             naming the signal, after one retry with ``TF_ENABLE_ONEDNN_OPTS=0`` (see
@@ -93,79 +102,69 @@ def cluster(
         The clustered model with unique values per exported kernel, sizes and accuracies.
 
     Raises:
-        InvalidInputError: A bad option, nothing to cluster, or a ``gate`` that cannot
-            apply to the model's outputs (all raised before training).
+        InvalidInputError: A bad option (the config's check), an option that contradicts
+            ``config``, nothing to cluster, or a ``gate`` that cannot apply to the model's
+            outputs (all raised before training).
         InvalidDataError: Data that does not match the model; a ``gate`` task metric on an
-            output without validation labels.
+            output without eval labels.
         UnsupportedModelError: Subclassed model or unknown custom layers.
 
     Example:
-        >>> result = tfcompress.cluster(model, train_data=train, val_data=val, clusters=16)
+        >>> result = tfcompress.cluster(model, train_data=train, eval_data=val, clusters=16)
         >>> max(w.unique_values for w in result.rewritten_weights)  # doctest: +SKIP
         16
     """
-    if isinstance(clusters, bool) or not isinstance(clusters, int):
-        raise InvalidInputError(f"clusters must be an integer, got {clusters!r}.")
-    if not 2 <= clusters <= MAX_CLUSTERS:
-        raise InvalidInputError(
-            f"clusters must lie in [2, {MAX_CLUSTERS}], got {clusters}; 16 is a common choice."
-        )
-    recipe = check_recipe(then)
-    if not isinstance(qat_epochs, int) or qat_epochs < 0:
-        raise InvalidInputError(f"qat_epochs must be an integer >= 0, got {qat_epochs!r}.")
-    options = TrainingOptions(epochs, batch_size, learning_rate, seed, freeze_batchnorm)
+    config = ClusterConfig.build(
+        config,
+        clusters=clusters,
+        epochs=epochs,
+        learning_rate=learning_rate,
+        batch_size=batch_size,
+        then=then,
+        qat_epochs=qat_epochs,
+        skip_layers=layer_names(skip_layers),
+        seed=seed,
+        freeze_batchnorm=freeze_batchnorm,
+    )
     planned = plan_gate(gate, gate_settings)
     if isolate:
         return run_isolated(
-            "cluster",
             model,
+            config,
             safe_mode=safe_mode,
             train_data=train_data,
-            val_data=val_data,
-            clusters=clusters,
-            epochs=epochs,
-            learning_rate=learning_rate,
-            batch_size=batch_size,
-            then=then,
-            qat_epochs=qat_epochs,
-            skip_layers=tuple(skip_layers),
-            seed=seed,
+            eval_data=eval_data,
             gate=gate,
             gate_settings=gate_settings,
-            freeze_batchnorm=freeze_batchnorm,
         )
-    setup = prepare(model, train_data, val_data, safe_mode=safe_mode, seed=seed, gate=planned)
-    coverage = clusterable_layers(setup.legacy, clusters=clusters, skip=frozenset(skip_layers))
+    recipe = config.then or "float32"
+    setup = prepare(
+        model, train_data, eval_data, safe_mode=safe_mode, seed=config.seed, gate=planned
+    )
+    skip = frozenset(config.skip_layers)
+    coverage = clusterable_layers(setup.legacy, clusters=config.clusters, skip=skip)
     names = {row.layer for row in coverage if row.status == "clustered"}
     if not names:
         raise InvalidInputError(
             f"no layer of {setup.name!r} can be clustered; clustering would change nothing."
         )
-    stripped, seconds, losses = _cluster(setup, options, names, clusters)
+    stripped, seconds, losses = _cluster(setup, config, names)
     tuned = stripped
-    if recipe == "int8" and qat_epochs > 0:
-        qat_options = TrainingOptions(qat_epochs, batch_size, learning_rate, seed, freeze_batchnorm)
+    if recipe == "int8" and config.qat_epochs > 0:
         tuned, qat_rows, qat_seconds, qat_losses = quantization_aware(
-            setup, stripped, qat_options, scheme="cluster_preserve"
+            setup, stripped, config.preserving_qat()
         )
         coverage += qat_rows
         seconds, losses = seconds + qat_seconds, losses + qat_losses
-    recorded = {
-        "clusters": clusters,
-        "epochs": epochs,
-        "learning_rate": learning_rate,
-        "batch_size": batch_size,
-        "then": then,
-        "qat_epochs": qat_epochs if recipe == "int8" else 0,
-        "skip_layers": sorted(skip_layers),
-        "seed": seed,
-        "freeze_batchnorm": freeze_batchnorm,
-    }
+    ran = replace(
+        config,
+        qat_epochs=config.qat_epochs if recipe == "int8" else 0,
+        skip_layers=tuple(sorted(skip)),
+    )
     return finish(
         setup,
         tuned,
-        technique="cluster",
-        options=recorded,
+        config=ran,
         recipe=recipe,
         coverage=coverage,
         train_seconds=seconds,
@@ -174,12 +173,13 @@ def cluster(
 
 
 def _cluster(
-    setup: Setup, options: TrainingOptions, names: set[str], clusters: int
+    setup: Setup, config: ClusterConfig, names: set[str]
 ) -> tuple[Any, float, tuple[float, ...]]:
+    clusters = config.clusters
     clustering = tfmot().clustering.keras
     init = clustering.CentroidInitialization.KMEANS_PLUS_PLUS
     logger.info("clustering %d layer(s) into %d values each", len(names), clusters)
-    tf_keras().utils.set_random_seed(options.seed)
+    tf_keras().utils.set_random_seed(config.seed)
 
     def wrap(layer: Any) -> Any:
         if layer.name not in names:
@@ -189,5 +189,5 @@ def _cluster(
         )
 
     wrapped = tf_keras().models.clone_model(setup.legacy, clone_function=wrap)
-    seconds, losses = fine_tune(wrapped, setup, options)
+    seconds, losses = fine_tune(wrapped, setup, config)
     return clustering.strip_clustering(wrapped), seconds, losses

@@ -25,7 +25,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Self
 
 from tfcompress._config_fields import CONFIG_VERSION, MAX_SEED, check_version, require_int
@@ -41,6 +41,18 @@ SCHEDULES = ("polynomial", "constant")
 #: The precisions a fine-tuned model is exported at (``then=``; None means float32).
 EXPORT_RECIPES = ("float32", "float16", "dynamic", "int8")
 _STRUCTURE = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
+
+
+class _ConfigDefault:
+    """The default of every keyword option of the verbs: "whatever the config says"."""
+
+    def __repr__(self) -> str:
+        return "<config default>"
+
+
+#: The default of the verbs' keyword options (``qat(epochs=...)``): an option left at it is
+#: not given, so the config's own default (or ``config=``'s value) applies.
+CONFIG_DEFAULT: Any = _ConfigDefault()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +94,90 @@ class TrainingConfig:
             isinstance(self.freeze_batchnorm, bool),
             "true or false",
         )
+
+    @classmethod
+    def build(cls, config: Self | None = None, **options: Any) -> Self:
+        """The config a verb runs with: ``config``, or the one its keyword options make.
+
+        The verbs' keyword options (``qat(epochs=2)``) are a shorthand for the config
+        (``qat(config=QATConfig(epochs=2))``): each one left at :data:`CONFIG_DEFAULT` is
+        not given. Every check is the config's, so a bad value gives the same message
+        whichever way it came in.
+
+        Args:
+            config: The config given as ``config=``, or None.
+            **options: The verb's keyword options, by field name.
+
+        Returns:
+            ``config`` itself, or a new config of the given options (defaults for the rest).
+
+        Raises:
+            InvalidInputError: ``config`` is not this technique's config; a keyword option
+                says otherwise than ``config``; or the config refuses a value.
+
+        Example:
+            >>> QATConfig.build(None, epochs=2, seed=CONFIG_DEFAULT).epochs
+            2
+            >>> try:
+            ...     QATConfig.build(QATConfig(epochs=2), epochs=3)
+            ... except InvalidInputError as error:
+            ...     print(error)  # doctest: +NORMALIZE_WHITESPACE
+            qat got config= and epochs=3, but the config sets epochs to 2: set it in the
+            config or drop the keyword.
+        """
+        given = {name: value for name, value in options.items() if value is not CONFIG_DEFAULT}
+        if config is None:
+            return cls(**given)
+        if not isinstance(config, cls):
+            raise InvalidInputError(
+                f"{cls.technique} takes config={cls.__name__}(...), not a {type(config).__name__}."
+            )
+        conflicts = [
+            name for name, value in given.items() if not _same(value, getattr(config, name))
+        ]
+        if conflicts:
+            said = ", ".join(f"{name}={_shown(given[name])}" for name in conflicts)
+            sets = ", ".join(f"{name} to {_shown(getattr(config, name))}" for name in conflicts)
+            raise InvalidInputError(
+                f"{cls.technique} got config= and {said}, but the config sets {sets}: set "
+                f"{'them' if len(conflicts) > 1 else 'it'} in the config or drop the keyword"
+                f"{'s' if len(conflicts) > 1 else ''}."
+            )
+        return config
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Every option's default, by field name (what the command line shows and omits).
+
+        Example:
+            >>> PruneConfig.defaults()["epochs"]
+            2
+        """
+        return {
+            f.name: f.default
+            for f in fields(cls)
+            if f.name != "version" and f.default is not MISSING
+        }
+
+    def steps(self, samples: int) -> int:
+        """Optimizer steps of a fine-tune over ``samples`` training samples.
+
+        Example:
+            >>> QATConfig(epochs=2, batch_size=32).steps(100)
+            8
+        """
+        return math.ceil(samples / self.batch_size) * self.epochs
+
+    def recorded(self) -> dict[str, Any]:
+        """The options as JSON data, without ``technique`` and ``version``.
+
+        What a result records as its ``options``; :meth:`from_dict` reads it back.
+
+        Example:
+            >>> ClusterConfig(skip_layers=("a",)).recorded()["skip_layers"]
+            ['a']
+        """
+        return {k: v for k, v in self.to_dict().items() if k not in ("technique", "version")}
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments of the technique's verb (``tfcompress.<technique>``).
@@ -165,6 +261,9 @@ class QATConfig(TrainingConfig):
 class _ExportedConfig(TrainingConfig):
     """The options of the techniques that export at a chosen precision (prune, cluster)."""
 
+    #: What the QAT after it keeps with ``then="int8"`` (``QATConfig.preserve``).
+    preserves: ClassVar[str] = ""
+
     then: str | None = None
     qat_epochs: int = 1
     skip_layers: tuple[str, ...] = ()
@@ -181,6 +280,24 @@ class _ExportedConfig(TrainingConfig):
             "a list of layer names",
         )
         object.__setattr__(self, "skip_layers", tuple(layers))  # JSON gives a list
+
+    def preserving_qat(self, learning_rate: float | None = None) -> QATConfig:
+        """The QAT that follows with ``then="int8"``, keeping the zeros or the clusters.
+
+        It runs ``qat_epochs`` epochs at ``learning_rate`` (default: this config's).
+
+        Example:
+            >>> PruneConfig(then="int8", qat_epochs=2).preserving_qat(1e-4).preserve
+            'sparsity'
+        """
+        return QATConfig(
+            epochs=self.qat_epochs,
+            learning_rate=self.learning_rate if learning_rate is None else learning_rate,
+            batch_size=self.batch_size,
+            preserve=self.preserves,
+            seed=self.seed,
+            freeze_batchnorm=self.freeze_batchnorm,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,6 +319,7 @@ class PruneConfig(_ExportedConfig):
     """
 
     technique: ClassVar[str] = "prune"
+    preserves: ClassVar[str] = "sparsity"
 
     target_sparsity: float | None = None
     schedule: str | None = None
@@ -253,6 +371,7 @@ class ClusterConfig(_ExportedConfig):
     """
 
     technique: ClassVar[str] = "cluster"
+    preserves: ClassVar[str] = "clusters"
 
     clusters: int = 16
 
@@ -310,6 +429,30 @@ def parse_structure(structure: str | tuple[int, int] | None) -> tuple[int, int] 
     if not (isinstance(m, int) and isinstance(n, int) and 0 < m < n):
         raise InvalidInputError(f"structure {m}:{n} needs 0 < M < N, e.g. '2:4'.")
     return m, n
+
+
+def layer_names(value: Any) -> Any:
+    """A verb's ``skip_layers`` (any iterable of names) as the config's tuple.
+
+    A string, or anything not iterable, is returned as it is, for the config to refuse.
+
+    Example:
+        >>> layer_names(["a", "b"]), layer_names("ab")
+        (('a', 'b'), 'ab')
+    """
+    if value is CONFIG_DEFAULT or isinstance(value, str | bytes | Mapping):
+        return value
+    try:
+        return tuple(value)
+    except TypeError:
+        return value
+
+
+def _same(given: Any, configured: Any) -> bool:
+    """Whether a keyword option says what the config says (a list equals its tuple)."""
+    if isinstance(given, list | tuple) and isinstance(configured, tuple):
+        return tuple(given) == configured
+    return type(given) is type(configured) and given == configured
 
 
 def _require_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 from tfcompress._compat.tf import tensorflow
 from tfcompress.data import Dataset
 from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
-from tfcompress.errors import ConversionError, InvalidInputError
+from tfcompress.errors import ConversionError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel
 from tfcompress.models.signature import ModelSignature
 from tfcompress.quantization.converter import (
@@ -25,7 +25,8 @@ from tfcompress.quantization.converter import (
 )
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.runtime import default_backend
-from tfcompress.training.configs import EXPORT_RECIPES
+from tfcompress.training.configs import EXPORT_RECIPES as EXPORT_RECIPES  # read here by tests
+from tfcompress.training.configs import TrainingConfig
 from tfcompress.training.coverage import LayerCoverage
 from tfcompress.training.gating import judge_export
 from tfcompress.training.result import TrainingResult
@@ -38,21 +39,6 @@ logger = logging.getLogger(__name__)
 CALIBRATION_SAMPLES = DEFAULT_CALIBRATION_SAMPLES
 #: Metrics whose score is the result's headline ``accuracy``.
 _ACCURACIES = ("accuracy", "binary_accuracy")
-
-
-def check_recipe(then: str | None) -> str:
-    """Map ``then`` (None = float32) to a recipe name tfcompress can export.
-
-    Raises:
-        InvalidInputError: Not one of ``float32``, ``float16``, ``dynamic``, ``int8``.
-    """
-    name = "float32" if then is None else str(then)
-    if name not in EXPORT_RECIPES:
-        raise InvalidInputError(
-            f"then={then!r} is not an export precision; choose None (float32), "
-            "'float16', 'dynamic' or 'int8'."
-        )
-    return name
 
 
 def export(
@@ -154,8 +140,7 @@ def finish(
     setup: Setup,
     tuned: Any,
     *,
-    technique: str,
-    options: dict[str, Any],
+    config: TrainingConfig,
     recipe: str,
     coverage: list[LayerCoverage],
     train_seconds: float,
@@ -165,14 +150,13 @@ def finish(
     """Export ``tuned`` and the original, score every output, judge the gate, build the result.
 
     The scores compare the original (Keras), the fine-tuned Keras model and the exported
-    ``.tflite`` on the validation data; the gate (``setup.gate``), when there is one, judges
+    ``.tflite`` on the eval data; the gate (``setup.gate``), when there is one, judges
     the ``.tflite``'s outputs against the original's.
 
     Args:
         setup: The checked inputs.
         tuned: The fine-tuned tf-keras model, wrappers stripped (fake-quant kept for QAT).
-        technique: ``qat``, ``prune`` or ``cluster``.
-        options: The options to record.
+        config: The options as they ran (recorded: ``result.options``, ``result.config``).
         recipe: Export precision.
         coverage: The per-layer report.
         train_seconds: Fine-tuning wall time.
@@ -185,7 +169,8 @@ def finish(
     Raises:
         ConversionError: The converter rejected a model.
     """
-    rng = np.random.default_rng(int(options.get("seed", 0)))
+    technique = config.technique
+    rng = np.random.default_rng(config.seed)
     count = min(CALIBRATION_SAMPLES, len(setup.train))
     chosen = np.sort(rng.choice(len(setup.train), count, False))
     calibration = Dataset(
@@ -240,7 +225,7 @@ def finish(
         )
     return TrainingResult(
         technique=technique,
-        options=options,
+        options=config.recorded(),
         source=setup.name,
         recipe=recipe,
         model_content=exported.content,
@@ -249,7 +234,7 @@ def finish(
         accuracy=None if primary is None else primary.tflite,
         keras_accuracy=None if primary is None else primary.keras,
         reference_accuracy=None if primary is None else primary.reference,
-        val_samples=len(setup.val),
+        eval_samples=len(setup.val),
         coverage=tuple(coverage),
         weights=tuple(weights),
         train_samples=len(setup.train),

@@ -43,6 +43,7 @@ from typing import Any
 
 from tfcompress._child import call, last_words, signal_name
 from tfcompress.errors import NativeCrashError
+from tfcompress.training.configs import TrainingConfig
 
 logger = logging.getLogger(__name__)
 
@@ -51,18 +52,33 @@ ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
 _KERNEL_SIGNALS = frozenset(
     {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT}
 )
-_TECHNIQUES = ("qat", "prune", "cluster")
 
 
-def run_isolated(technique: str, model: Any, *, safe_mode: bool, **options: Any) -> Any:
-    """Run ``tfcompress.<technique>(model, **options)`` in a child process.
+def run_isolated(
+    model: Any,
+    config: TrainingConfig,
+    *,
+    safe_mode: bool,
+    train_data: Any,
+    eval_data: Any = None,
+    gate: Any = None,
+    gate_settings: Any = None,
+) -> Any:
+    """Run ``tfcompress.<technique>(model, config=config, ...)`` in a child process.
+
+    The config crosses as its JSON data (``config.to_dict()``), read back in the child with
+    :func:`~tfcompress.training.configs.config_from_dict`, so the child runs exactly what a
+    compress report would record.
 
     Args:
-        technique: ``qat``, ``prune`` or ``cluster``.
         model: A Keras model or the path of one.
+        config: What to run: a :class:`~tfcompress.training.configs.QATConfig`,
+            ``PruneConfig`` or ``ClusterConfig``.
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
-        **options: The technique's keyword options (``train_data``, ``val_data`` and the
-            rest), as the caller passed them.
+        train_data: Samples to fine-tune on, as the caller passed them.
+        eval_data: Samples to score on, or None.
+        gate: The verb's ``gate``.
+        gate_settings: The verb's ``gate_settings``.
 
     Returns:
         The child's :class:`~tfcompress.training.result.TrainingResult`, ``keras_model``
@@ -73,10 +89,15 @@ def run_isolated(technique: str, model: Any, *, safe_mode: bool, **options: Any)
         TFCompressError: Whatever the technique raised in the child (same type, same message).
         RuntimeError: A bug in the child (its type and message).
     """
-    if technique not in _TECHNIQUES:  # pragma: no cover - the verbs pass their own name
-        raise ValueError(f"unknown technique {technique!r}")
+    technique = config.technique
+    options = {
+        "train_data": train_data,
+        "eval_data": eval_data,
+        "gate": gate,
+        "gate_settings": gate_settings,
+    }
     with tempfile.TemporaryDirectory(prefix="tfcompress-train-") as folder:
-        request = _request(technique, model, safe_mode, options, Path(folder))
+        request = _request(config, model, safe_mode, options, Path(folder))
         started = time.monotonic()
         warnings: tuple[str, ...] = ()
         try:
@@ -114,9 +135,9 @@ def run_isolated(technique: str, model: Any, *, safe_mode: bool, **options: Any)
 
 
 def _request(
-    technique: str, model: Any, safe_mode: bool, options: dict[str, Any], root: Path
+    config: TrainingConfig, model: Any, safe_mode: bool, options: dict[str, Any], root: Path
 ) -> dict[str, Any]:
-    """What the child needs: the model as a file, the data loaded and checked here."""
+    """What the child needs: the config as data, the model as a file, the data checked here."""
     from tfcompress._compat.bridge import ensure_graph_model
     from tfcompress.models.loading import SavedModelDir, TFLiteModel, resolve_model
     from tfcompress.models.signature import model_signature
@@ -134,10 +155,11 @@ def _request(
     signature = model_signature(loaded)
     data = dict(options)
     data["train_data"] = read_samples(options["train_data"], signature, "training data")
-    if options.get("val_data") is not None:
-        data["val_data"] = read_samples(options["val_data"], signature, "validation data")
+    if options.get("eval_data") is not None:
+        data["eval_data"] = read_samples(options["eval_data"], signature, "eval data")
     return {
-        "technique": technique,
+        "technique": config.technique,
+        "config": config.to_dict(),
         "model": str(path),
         "safe_mode": child_safe_mode,
         "options": data,

@@ -12,14 +12,20 @@ from tfcompress.data import DataLike
 from tfcompress.errors import InvalidDataError, InvalidInputError
 from tfcompress.models.loading import ModelLike
 from tfcompress.testing.settings import GateSettings
-from tfcompress.training.configs import SCHEDULES, parse_structure
+from tfcompress.training.configs import (
+    CONFIG_DEFAULT,
+    PruneConfig,
+    layer_names,
+    parse_structure,
+)
+from tfcompress.training.configs import SCHEDULES as SCHEDULES  # read here by tests
 from tfcompress.training.coverage import prunable_layers
-from tfcompress.training.export import check_recipe, finish
+from tfcompress.training.export import finish
 from tfcompress.training.gating import GateLike, plan_gate
 from tfcompress.training.isolation import run_isolated
 from tfcompress.training.qat import quantization_aware
 from tfcompress.training.result import TrainingResult
-from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
+from tfcompress.training.setup import Setup, fine_tune, prepare
 
 logger = logging.getLogger(__name__)
 
@@ -30,21 +36,22 @@ def prune(
     model: ModelLike,
     *,
     train_data: DataLike,
-    val_data: DataLike | None = None,
-    target_sparsity: float | None = None,
-    schedule: str | None = None,
-    structure: str | None = None,
-    epochs: int = 2,
-    learning_rate: float = 5e-4,
-    batch_size: int = 32,
-    then: str | None = None,
-    qat_epochs: int = 1,
-    skip_layers: Iterable[str] = (),
-    seed: int = 0,
+    eval_data: DataLike | None = None,
+    config: PruneConfig | None = None,
+    target_sparsity: float | None = CONFIG_DEFAULT,
+    schedule: str | None = CONFIG_DEFAULT,
+    structure: str | None = CONFIG_DEFAULT,
+    epochs: int = CONFIG_DEFAULT,
+    learning_rate: float = CONFIG_DEFAULT,
+    batch_size: int = CONFIG_DEFAULT,
+    then: str | None = CONFIG_DEFAULT,
+    qat_epochs: int = CONFIG_DEFAULT,
+    skip_layers: Iterable[str] = CONFIG_DEFAULT,
+    seed: int = CONFIG_DEFAULT,
+    freeze_batchnorm: bool = CONFIG_DEFAULT,
     safe_mode: bool = True,
     gate: GateLike | None = None,
     gate_settings: GateSettings | None = None,
-    freeze_batchnorm: bool = True,
     isolate: bool = False,
 ) -> TrainingResult:
     """Prune the smallest weights while fine-tuning, strip the wrappers and export.
@@ -61,9 +68,13 @@ def prune(
             fitted to its labels with the loss they call for, each other output to the
             float model's own outputs (self-distillation); ``result.loss_functions`` says
             which.
-        val_data: Samples to score the original, fine-tuned and exported models on: against
+        eval_data: Samples to score the original, fine-tuned and exported models on: against
             labels where given, else against the float model. None holds out 20% of
             ``train_data`` (seeded; ``result.warnings`` says so).
+        config: Every option below from ``target_sparsity`` to ``freeze_batchnorm`` as one
+            :class:`~tfcompress.training.configs.PruneConfig` (what ``result.config`` and a
+            compress report record). Those keyword options are a shorthand that builds the
+            same config; one given with ``config`` must agree with it. Default: PruneConfig().
         target_sparsity: Share of each pruned kernel set to zero, in (0, 1); default 0.75.
             With ``structure`` it must equal M/N (or be left out).
         schedule: ``"polynomial"`` (sparsity ramps up over the first ~70% of the steps)
@@ -74,28 +85,29 @@ def prune(
             so in ``result.warnings`` and is recorded as ``"constant"``.
         structure: ``"M:N"`` (e.g. ``"2:4"``): M zeros in every N consecutive weights along the
             input-channel axis, the pattern sparse kernels can exploit. Conv2D/Dense only.
-        epochs: Fine-tuning epochs while pruning.
-        learning_rate: Adam learning rate.
-        batch_size: Samples per step.
-        then: Export precision: None (float32), ``"float16"``, ``"dynamic"`` or ``"int8"``.
-            ``"int8"`` runs pruning-preserving QAT for ``qat_epochs`` (0: post-training int8).
-        qat_epochs: Epochs of pruning-preserving QAT when ``then="int8"``.
+        epochs: Fine-tuning epochs while pruning (default 2).
+        learning_rate: Adam learning rate (default 5e-4).
+        batch_size: Samples per step (default 32).
+        then: Export precision: None (float32, the default), ``"float16"``, ``"dynamic"`` or
+            ``"int8"``. ``"int8"`` runs pruning-preserving QAT for ``qat_epochs`` (0:
+            post-training int8).
+        qat_epochs: Epochs of pruning-preserving QAT when ``then="int8"`` (default 1).
         skip_layers: Names of layers to leave dense (e.g. a small first convolution).
-        seed: Seed of training and calibration sampling.
+        seed: Seed of training and calibration sampling (default 0).
+        freeze_batchnorm: Keep BatchNormalization layers in inference mode while
+            fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
+            on data unlike the training set, or without labels, otherwise moves them and
+            makes the model worse than post-training quantization. False trains them, for a
+            real, representative training set (``--train-batchnorm``).
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
         gate: Checks to judge the exported ``.tflite`` by, against the original float
-            model on ``val_data`` (labels per output where given, fidelity where not): a
+            model on ``eval_data`` (labels per output where given, fidelity where not): a
             :class:`~tfcompress.testing.Check` or several, e.g.
             ``tfcompress.testing.build_checks(max_drop=0.01)`` or
             ``build_checks(min_agreement=0.99)``. Checked against the data before training;
             the verdict is ``result.gate`` (a failed gate does not raise). None: no gate.
         gate_settings: The gate's mode, confidence and interval
             (:class:`~tfcompress.testing.GateSettings`; default strict). Only with ``gate``.
-        freeze_batchnorm: Keep BatchNormalization layers in inference mode while
-            fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
-            on data unlike the training set, or without labels, otherwise moves them and
-            makes the model worse than post-training quantization. False trains them, for a
-            real, representative training set (``--train-batchnorm``).
         isolate: Fine-tune in a child process, so a native crash of TensorFlow cannot take
             the caller down: it becomes a :class:`~tfcompress.errors.NativeCrashError`
             naming the signal, after one retry with ``TF_ENABLE_ONEDNN_OPTS=0`` (see
@@ -105,100 +117,97 @@ def prune(
 
     Returns:
         The pruned model with sparsity per exported kernel, raw and gzip sizes next to the
-        dense model at the same precision, and accuracies. ``result.options`` records what
-        ran (``schedule`` included), so ``prune(model, **result.options, ...)`` replays it.
+        dense model at the same precision, and accuracies. ``result.config`` is what ran
+        (``schedule`` included), so ``prune(model, config=result.config, ...)`` replays it.
 
     Raises:
-        InvalidInputError: Sparsity outside (0, 1), unknown schedule, a structure other than
-            M:N, an unknown ``then``, or a ``gate`` that cannot apply to the model's outputs
-            (all raised before training).
+        InvalidInputError: A bad option (the config's check: sparsity outside (0, 1), an
+            unknown schedule, a structure other than M:N, an unknown ``then``...), an option
+            that contradicts ``config``, no layer to prune, or a ``gate`` that cannot apply
+            to the model's outputs (all raised before training).
         InvalidDataError: Too few training samples for the schedule, or data that does not
-            match the model; a ``gate`` task metric on an output without validation labels.
+            match the model; a ``gate`` task metric on an output without eval labels.
         UnsupportedModelError: Subclassed model or unknown custom layers.
 
     Example:
-        >>> result = tfcompress.prune(model, train_data=train, val_data=val, then="int8")
+        >>> result = tfcompress.prune(model, train_data=train, eval_data=val, then="int8")
         >>> result.sparsity, result.gzip_bytes / result.float_gzip_bytes  # doctest: +SKIP
         (0.75, 0.11)
         >>> from tfcompress.testing import build_checks
-        >>> gated = tfcompress.prune(model, train_data=train, val_data=val,
+        >>> gated = tfcompress.prune(model, train_data=train, eval_data=val,
         ...                          gate=build_checks(max_drop=0.01))  # doctest: +SKIP
         >>> gated.passed, gated.gate.headline()  # doctest: +SKIP
         (False, 'gate FAILED (strict): 1 of 1 check on 1 output failed: ...')
     """
-    m_by_n = parse_structure(structure)
-    sparsity = check_sparsity(target_sparsity, m_by_n)
-    ran, schedule_warning = resolve_schedule(schedule, m_by_n)
-    recipe = check_recipe(then)
-    if not isinstance(qat_epochs, int) or qat_epochs < 0:
-        raise InvalidInputError(f"qat_epochs must be an integer >= 0, got {qat_epochs!r}.")
-    options = TrainingOptions(epochs, batch_size, learning_rate, seed, freeze_batchnorm)
+    config = PruneConfig.build(
+        config,
+        target_sparsity=target_sparsity,
+        schedule=schedule,
+        structure=structure,
+        epochs=epochs,
+        learning_rate=learning_rate,
+        batch_size=batch_size,
+        then=then,
+        qat_epochs=qat_epochs,
+        skip_layers=layer_names(skip_layers),
+        seed=seed,
+        freeze_batchnorm=freeze_batchnorm,
+    )
     planned = plan_gate(gate, gate_settings)
     if isolate:
         return run_isolated(
-            "prune",
             model,
+            config,
             safe_mode=safe_mode,
             train_data=train_data,
-            val_data=val_data,
-            target_sparsity=target_sparsity,
-            schedule=schedule,
-            structure=structure,
-            epochs=epochs,
-            learning_rate=learning_rate,
-            batch_size=batch_size,
-            then=then,
-            qat_epochs=qat_epochs,
-            skip_layers=tuple(skip_layers),
-            seed=seed,
+            eval_data=eval_data,
             gate=gate,
             gate_settings=gate_settings,
-            freeze_batchnorm=freeze_batchnorm,
         )
-    setup = prepare(model, train_data, val_data, safe_mode=safe_mode, seed=seed, gate=planned)
-    steps = options.steps(len(setup.train))
+    m_by_n = parse_structure(config.structure)
+    ran, schedule_warning = resolve_schedule(config.schedule, m_by_n)
+    recipe = config.then or "float32"
+    setup = prepare(
+        model, train_data, eval_data, safe_mode=safe_mode, seed=config.seed, gate=planned
+    )
+    steps = config.steps(len(setup.train))
     if steps < MIN_STEPS:
         raise InvalidDataError(
             f"{len(setup.train)} training samples make {steps} optimizer steps at batch size "
-            f"{batch_size} over {epochs} epoch(s); the pruning schedule needs at least "
-            f"{MIN_STEPS}: give more samples or epochs, or a smaller batch size."
+            f"{config.batch_size} over {config.epochs} epoch(s); the pruning schedule needs at "
+            f"least {MIN_STEPS}: give more samples or epochs, or a smaller batch size."
         )
-    coverage = prunable_layers(setup.legacy, m_by_n=m_by_n, skip=frozenset(skip_layers))
+    skip = frozenset(config.skip_layers)
+    coverage = prunable_layers(setup.legacy, m_by_n=m_by_n, skip=skip)
     pruned_names = {row.layer for row in coverage if row.status == "pruned"}
     if not pruned_names:
         raise InvalidInputError(
             f"no layer of {setup.name!r} can be pruned ({_reasons(coverage)}); pruning would "
             "change nothing."
         )
-    stripped, seconds, losses = _prune(setup, options, pruned_names, sparsity, ran, m_by_n)
+    sparsity = target_sparsity_of(config.target_sparsity, m_by_n)
+    stripped, seconds, losses = _prune(setup, config, pruned_names, sparsity, ran, m_by_n)
     tuned = stripped
-    if recipe == "int8" and qat_epochs > 0:
-        qat_options = TrainingOptions(
-            qat_epochs, batch_size, min(learning_rate, 1e-4), seed, freeze_batchnorm
-        )
+    preserving = recipe == "int8" and config.qat_epochs > 0
+    if preserving:
         tuned, qat_rows, qat_seconds, qat_losses = quantization_aware(
-            setup, stripped, qat_options, scheme="prune_preserve"
+            setup, stripped, config.preserving_qat(min(config.learning_rate, 1e-4))
         )
         coverage += qat_rows
         seconds, losses = seconds + qat_seconds, losses + qat_losses
-    recorded = {
-        "target_sparsity": sparsity,
-        "schedule": ran,  # what ran, not what was asked: the record must replay the run
-        "structure": None if m_by_n is None else f"{m_by_n[0]}:{m_by_n[1]}",
-        "epochs": epochs,
-        "learning_rate": learning_rate,
-        "batch_size": batch_size,
-        "then": then,
-        "qat_epochs": qat_epochs if recipe == "int8" else 0,
-        "skip_layers": sorted(skip_layers),
-        "seed": seed,
-        "freeze_batchnorm": freeze_batchnorm,
-    }
+    # What ran, not what was asked: the record must replay the run.
+    ran_config = dataclasses.replace(
+        config,
+        target_sparsity=sparsity,
+        schedule=ran,
+        structure=None if m_by_n is None else f"{m_by_n[0]}:{m_by_n[1]}",
+        qat_epochs=config.qat_epochs if recipe == "int8" else 0,
+        skip_layers=tuple(sorted(skip)),
+    )
     result = finish(
         setup,
         tuned,
-        technique="prune",
-        options=recorded,
+        config=ran_config,
         recipe=recipe,
         coverage=coverage,
         train_seconds=seconds,
@@ -220,14 +229,11 @@ def resolve_schedule(
     constant with a structure).
 
     Args:
-        schedule: ``"polynomial"``, ``"constant"`` or None.
+        schedule: ``"polynomial"``, ``"constant"`` or None (checked by :class:`PruneConfig`).
         m_by_n: The parsed structure, or None for unstructured pruning.
 
     Returns:
         ``(schedule_that_runs, warning_or_None)``.
-
-    Raises:
-        InvalidInputError: An unknown schedule.
 
     Example:
         >>> resolve_schedule(None, (2, 4))
@@ -235,10 +241,6 @@ def resolve_schedule(
         >>> resolve_schedule("polynomial", None)
         ('polynomial', None)
     """
-    if schedule is not None and schedule not in SCHEDULES:
-        raise InvalidInputError(
-            f"schedule={schedule!r} is not known; choose {' or '.join(SCHEDULES)}."
-        )
     if m_by_n is None:
         return schedule or "polynomial", None
     if schedule == "polynomial":
@@ -254,37 +256,28 @@ def resolve_schedule(
     return "constant", None
 
 
-def check_sparsity(target: float | None, m_by_n: tuple[int, int] | None) -> float:
-    """Validate the target sparsity (default 0.75, or M/N with a structure).
+def target_sparsity_of(target: float | None, m_by_n: tuple[int, int] | None) -> float:
+    """The sparsity that runs: ``target`` (checked by :class:`PruneConfig`), else 0.75, or M/N.
 
-    Raises:
-        InvalidInputError: Outside (0, 1), or in conflict with the structure.
+    Example:
+        >>> target_sparsity_of(None, None), target_sparsity_of(None, (2, 4))
+        (0.75, 0.5)
     """
     if target is None:
         return 0.75 if m_by_n is None else m_by_n[0] / m_by_n[1]
-    if isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target < 1:
-        raise InvalidInputError(
-            f"target sparsity must lie strictly between 0 and 1, got {target!r}; 0.75 sets "
-            "three quarters of each pruned kernel to zero."
-        )
-    if m_by_n is not None and abs(target - m_by_n[0] / m_by_n[1]) > 1e-9:
-        raise InvalidInputError(
-            f"structure {m_by_n[0]}:{m_by_n[1]} fixes sparsity at {m_by_n[0] / m_by_n[1]:g}, "
-            f"not {target:g}; leave target_sparsity out with a structure."
-        )
     return float(target)
 
 
 def _prune(
     setup: Setup,
-    options: TrainingOptions,
+    config: PruneConfig,
     names: set[str],
     sparsity: float,
     schedule: str,
     m_by_n: tuple[int, int] | None,
 ) -> tuple[Any, float, tuple[float, ...]]:
     sparse = tfmot().sparsity.keras
-    steps = options.steps(len(setup.train))
+    steps = config.steps(len(setup.train))
     frequency = max(1, min(100, steps // 10))
     if schedule == "polynomial":  # resolve_schedule never gives it with a structure
         end = frequency * max(1, int(0.7 * steps) // frequency)
@@ -299,7 +292,7 @@ def _prune(
         return sparse.prune_low_magnitude(layer, pruning_schedule=plan, sparsity_m_by_n=m_by_n)
 
     wrapped = tf_keras().models.clone_model(setup.legacy, clone_function=wrap)
-    seconds, losses = fine_tune(wrapped, setup, options, callbacks=[sparse.UpdatePruningStep()])
+    seconds, losses = fine_tune(wrapped, setup, config, callbacks=[sparse.UpdatePruningStep()])
     return sparse.strip_pruning(wrapped), seconds, losses
 
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from tfcompress._compat.tfmot import tfmot
 from tfcompress.data import DataLike
-from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import ModelLike
 from tfcompress.testing.settings import GateSettings
-from tfcompress.training.batchnorm import freeze_batchnorm
+from tfcompress.training.batchnorm import freeze_batchnorm as freeze
+from tfcompress.training.configs import CONFIG_DEFAULT, QATConfig
 from tfcompress.training.configs import PRESERVE as PRESERVE  # its home; the CLI reads it here
 from tfcompress.training.coverage import LayerCoverage, quantize_with_fallback
 from tfcompress.training.export import finish
@@ -18,10 +18,11 @@ from tfcompress.training.gating import GateLike, plan_gate
 from tfcompress.training.isolation import run_isolated
 from tfcompress.training.ranges import initialize_ranges
 from tfcompress.training.result import TrainingResult
-from tfcompress.training.setup import Setup, TrainingOptions, fine_tune, prepare
+from tfcompress.training.setup import Setup, fine_tune, prepare
 
 logger = logging.getLogger(__name__)
 
+#: ``QATConfig.preserve`` -> tfmot's quantization scheme.
 _SCHEMES = {None: "default", "sparsity": "prune_preserve", "clusters": "cluster_preserve"}
 
 
@@ -29,16 +30,17 @@ def qat(
     model: ModelLike,
     *,
     train_data: DataLike,
-    val_data: DataLike | None = None,
-    epochs: int = 1,
-    learning_rate: float = 1e-4,
-    batch_size: int = 32,
-    preserve: str | None = None,
-    seed: int = 0,
+    eval_data: DataLike | None = None,
+    config: QATConfig | None = None,
+    epochs: int = CONFIG_DEFAULT,
+    learning_rate: float = CONFIG_DEFAULT,
+    batch_size: int = CONFIG_DEFAULT,
+    preserve: str | None = CONFIG_DEFAULT,
+    seed: int = CONFIG_DEFAULT,
+    freeze_batchnorm: bool = CONFIG_DEFAULT,
     safe_mode: bool = True,
     gate: GateLike | None = None,
     gate_settings: GateSettings | None = None,
-    freeze_batchnorm: bool = True,
     isolate: bool = False,
 ) -> TrainingResult:
     """Quantization-aware training to a full-int8 ``.tflite`` (float32 input and output).
@@ -60,29 +62,35 @@ def qat(
             fitted to its labels with the loss they call for, each other output to the
             float model's own outputs (self-distillation); ``result.loss_functions`` says
             which.
-        val_data: Samples to score the original, fine-tuned and exported models on: against
+        eval_data: Samples to score the original, fine-tuned and exported models on: against
             labels where given, else against the float model. None holds out 20% of
             ``train_data`` (seeded; ``result.warnings`` says so).
-        epochs: Fine-tuning epochs (1-2 are usually enough from a trained model).
-        learning_rate: Adam learning rate; keep it small, the model is already trained.
-        batch_size: Samples per step.
+        config: Every option below from ``epochs`` to ``freeze_batchnorm`` as one
+            :class:`~tfcompress.training.configs.QATConfig` (what ``result.config`` and a
+            compress report record). Those keyword options are a shorthand that builds the
+            same config; one given with ``config`` must agree with it. Default: QATConfig().
+        epochs: Fine-tuning epochs (default 1; 1-2 are usually enough from a trained model).
+        learning_rate: Adam learning rate (default 1e-4); keep it small, the model is
+            already trained.
+        batch_size: Samples per step (default 32).
         preserve: ``"sparsity"`` keeps the zeros of a pruned model (pruning-preserving QAT),
-            ``"clusters"`` keeps shared weights of a clustered model; None for plain QAT.
-        seed: Seed of training and calibration sampling.
+            ``"clusters"`` keeps shared weights of a clustered model; None (the default) for
+            plain QAT.
+        seed: Seed of training and calibration sampling (default 0).
+        freeze_batchnorm: Keep BatchNormalization layers in inference mode while
+            fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
+            on data unlike the training set, or without labels, otherwise moves them and
+            makes the model worse than post-training quantization. False trains them, for a
+            real, representative training set (``--train-batchnorm``).
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
         gate: Checks to judge the exported ``.tflite`` by, against the original float
-            model on ``val_data`` (labels per output where given, fidelity where not): a
+            model on ``eval_data`` (labels per output where given, fidelity where not): a
             :class:`~tfcompress.testing.Check` or several, e.g.
             ``tfcompress.testing.build_checks(max_drop=0.01)`` or
             ``build_checks(min_agreement=0.99)``. Checked against the data before training;
             the verdict is ``result.gate`` (a failed gate does not raise). None: no gate.
         gate_settings: The gate's mode, confidence and interval
             (:class:`~tfcompress.testing.GateSettings`; default strict). Only with ``gate``.
-        freeze_batchnorm: Keep BatchNormalization layers in inference mode while
-            fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
-            on data unlike the training set, or without labels, otherwise moves them and
-            makes the model worse than post-training quantization. False trains them, for a
-            real, representative training set (``--train-batchnorm``).
         isolate: Fine-tune in a child process, so a native crash of TensorFlow cannot take
             the caller down: it becomes a :class:`~tfcompress.errors.NativeCrashError`
             naming the signal, after one retry with ``TF_ENABLE_ONEDNN_OPTS=0`` (see
@@ -101,59 +109,49 @@ def qat(
         UnsupportedModelError: Subclassed model, unknown custom layers, or tfmot's transform
             fails on the model in a way no single layer explains.
         InvalidDataError: Data or labels not matching the model; a ``gate`` task metric on
-            an output without validation labels.
-        InvalidInputError: A bad option, or a ``gate`` that cannot apply to the model's
-            outputs (``max_drop`` with no labels to score a task metric...), all raised
-            before training.
+            an output without eval labels.
+        InvalidInputError: A bad option (the config's check), an option that contradicts
+            ``config``, or a ``gate`` that cannot apply to the model's outputs (``max_drop``
+            with no labels to score a task metric...), all raised before training.
         ConversionError: The converter rejected the QAT model.
 
     Example:
-        >>> result = tfcompress.qat(model, train_data=(x, y), val_data=(xv, yv), epochs=1)
+        >>> result = tfcompress.qat(model, train_data=(x, y), eval_data=(xv, yv), epochs=1)
         >>> result.accuracy_drop, result.skipped_layers  # doctest: +SKIP
         (0.0008, [])
         >>> heads = tfcompress.qat(detector, train_data={"image": frames})  # no labels
         >>> heads.loss_functions  # doctest: +SKIP
         {'cls': 'categorical_crossentropy (self-distillation)', 'box': 'mse (self-distillation)'}
+        >>> same = tfcompress.qat(model, config=QATConfig(epochs=1), train_data=(x, y))
     """
-    if preserve not in _SCHEMES:
-        raise InvalidInputError(
-            f"preserve={preserve!r} is not known; use None, 'sparsity' or 'clusters'."
-        )
-    options = TrainingOptions(epochs, batch_size, learning_rate, seed, freeze_batchnorm)
+    config = QATConfig.build(
+        config,
+        epochs=epochs,
+        learning_rate=learning_rate,
+        batch_size=batch_size,
+        preserve=preserve,
+        seed=seed,
+        freeze_batchnorm=freeze_batchnorm,
+    )
     planned = plan_gate(gate, gate_settings)
     if isolate:
         return run_isolated(
-            "qat",
             model,
+            config,
             safe_mode=safe_mode,
             train_data=train_data,
-            val_data=val_data,
-            epochs=epochs,
-            learning_rate=learning_rate,
-            batch_size=batch_size,
-            preserve=preserve,
-            seed=seed,
+            eval_data=eval_data,
             gate=gate,
             gate_settings=gate_settings,
-            freeze_batchnorm=freeze_batchnorm,
         )
-    setup = prepare(model, train_data, val_data, safe_mode=safe_mode, seed=seed, gate=planned)
-    qat_model, coverage, seconds, losses = quantization_aware(
-        setup, setup.legacy, options, scheme=_SCHEMES[preserve]
+    setup = prepare(
+        model, train_data, eval_data, safe_mode=safe_mode, seed=config.seed, gate=planned
     )
-    recorded = {
-        "epochs": epochs,
-        "learning_rate": learning_rate,
-        "batch_size": batch_size,
-        "preserve": preserve,
-        "seed": seed,
-        "freeze_batchnorm": freeze_batchnorm,
-    }
+    qat_model, coverage, seconds, losses = quantization_aware(setup, setup.legacy, config)
     return finish(
         setup,
         qat_model,
-        technique="qat",
-        options=recorded,
+        config=config,
         recipe="int8",
         coverage=coverage,
         train_seconds=seconds,
@@ -162,23 +160,24 @@ def qat(
 
 
 def quantization_aware(
-    setup: Setup, model: Any, options: TrainingOptions, *, scheme: str = "default"
+    setup: Setup, model: Any, config: QATConfig
 ) -> tuple[Any, list[LayerCoverage], float, tuple[float, ...]]:
-    """Wrap ``model`` for QAT with ``scheme``, calibrate its ranges and fine-tune it.
+    """Wrap ``model`` for QAT (the scheme ``config.preserve`` asks for), calibrate, fine-tune.
 
-    Also used after pruning and clustering. Activation ranges start from one batch of
-    training samples (:func:`~tfcompress.training.ranges.initialize_ranges`), not tfmot's
-    [-6, 6].
+    Also used after pruning and clustering (with ``preserve`` ``"sparsity"`` or
+    ``"clusters"``). Activation ranges start from one batch of training samples
+    (:func:`~tfcompress.training.ranges.initialize_ranges`), not tfmot's [-6, 6].
 
     Returns:
         The trained QAT model (ready for the int8 converter), the coverage rows, the
         training seconds and per-epoch losses.
     """
+    scheme = _SCHEMES[config.preserve]
     qat_model, coverage = quantize_with_fallback(model, scheme=scheme)
-    if options.freeze_batchnorm:  # before the ranges: they must see inference-mode activations
-        freeze_batchnorm(qat_model)
-    initialize_ranges(qat_model, setup.train_inputs, seed=options.seed)
-    seconds, losses = fine_tune(qat_model, setup, options)
+    if config.freeze_batchnorm:  # before the ranges: they must see inference-mode activations
+        freeze(qat_model)
+    initialize_ranges(qat_model, setup.train_inputs, seed=config.seed)
+    seconds, losses = fine_tune(qat_model, setup, config)
     if scheme == "cluster_preserve":
         qat_model = tfmot().experimental.combine.strip_clustering_cqat(qat_model)
     return qat_model, coverage, seconds, losses

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from tfcompress._files import PathLike, write_bytes_atomic
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.report.table import format_table
+from tfcompress.training.configs import TrainingConfig, config_from_dict
 from tfcompress.training.coverage import LayerCoverage
 from tfcompress.training.scoring import OutputScore
 from tfcompress.training.sparsity import WeightSparsity, gzip_size
@@ -24,20 +25,22 @@ class TrainingResult:
     Attributes:
         technique: ``qat``, ``prune`` or ``cluster``.
         options: The options that produced it, as they ran (replayable: a setting that
-            could not run as asked is recorded as what ran, and ``warnings`` says so).
+            could not run as asked is recorded as what ran, and ``warnings`` says so): the
+            JSON data of :attr:`config`, without ``technique`` and ``version``.
         source: Name of the original model.
         recipe: Precision of the export (``float32``, ``int8``, ``float16``, ``dynamic``).
         model_content: The exported flatbuffer.
         reference_content: The original (dense, not fine-tuned) model exported at the same
             precision: the fair baseline for sizes.
         float_content: The original model as a float32 ``.tflite``.
-        accuracy: Accuracy of the exported ``.tflite`` on the validation data (LiteRT), on
+        accuracy: Accuracy of the exported ``.tflite`` on the eval data (LiteRT), on
             the first output scored by ``accuracy`` against class ids (``binary_accuracy``
             for 0/1 labels). None when no output is (masks are scored by ``miou``; targets
             by ``mse``; unlabelled outputs against the float model: see ``scores``).
         keras_accuracy: The same accuracy of the fine-tuned Keras model before export.
         reference_accuracy: The same accuracy of the original Keras model.
-        val_samples: Validation samples scored.
+        eval_samples: Eval samples scored (``eval_data``, or the held-out share of the
+            training data).
         coverage: What the technique did to each layer (skipped layers with the reason).
         weights: Per-kernel sparsity and unique values measured on ``model_content``.
         train_samples: Samples fine-tuned on.
@@ -45,16 +48,16 @@ class TrainingResult:
         losses: Training loss after each epoch (all phases in order; summed over outputs).
         bridge_difference: Max abs output difference of the Keras 3 -> tf-keras bridge.
         keras_model: The fine-tuned tf-keras model (wrappers stripped), for further steps.
-        warnings: Options and data that ran otherwise than asked (a held-out validation
+        warnings: Options and data that ran otherwise than asked (a held-out eval
             split), then converter warnings.
         loss_functions: The loss each output was fine-tuned with, by output name, e.g.
             ``{"cls": "sparse_categorical_crossentropy", "box": "mse (self-distillation)"}``.
         scores: Every output of the original, fine-tuned and exported models on the
-            validation data, with the metrics of :mod:`tfcompress.bench.metrics`: against
+            eval data, with the metrics of :mod:`tfcompress.bench.metrics`: against
             labels where there are some, else against the original float model (agreement
             or snr).
         gate: The verdict of the ``gate`` asked for (the exported ``.tflite`` against the
-            original float model on the validation data), or None without one. A failed
+            original float model on the eval data), or None without one. A failed
             gate does not raise: ``gate.passed`` says it, and the CLI exits 1.
     """
 
@@ -68,7 +71,7 @@ class TrainingResult:
     accuracy: float | None
     keras_accuracy: float | None
     reference_accuracy: float | None
-    val_samples: int
+    eval_samples: int
     coverage: tuple[LayerCoverage, ...]
     weights: tuple[WeightSparsity, ...]
     train_samples: int
@@ -87,6 +90,11 @@ class TrainingResult:
         return TFLiteModel(
             self.model_content, label=f"{self.source}_{self.technique}", verified=True
         )
+
+    @property
+    def config(self) -> TrainingConfig:
+        """The options that ran, as the config ``tfcompress.<technique>(config=...)`` replays."""
+        return config_from_dict(self.technique, self.options)
 
     @property
     def passed(self) -> bool | None:
@@ -141,7 +149,7 @@ class TrainingResult:
     def worse_than_baseline(self) -> tuple[str, ...]:
         """One sentence per output the fine-tuning made worse than :attr:`baseline_name`.
 
-        Measured in the same run on the validation data (see
+        Measured in the same run on the eval data (see
         :attr:`~tfcompress.training.scoring.OutputScore.worse_than_baseline` for the
         margins). Fine-tuning without labels on data unlike the training set is the usual
         cause; ``tfcompress quantize`` gives the baseline itself.
@@ -205,7 +213,7 @@ class TrainingResult:
             "outputs": [score.to_dict() for score in self.scores],
             "baseline": self.baseline_name,
             "worse_than_baseline": list(self.worse_than_baseline),
-            "val_samples": self.val_samples,
+            "eval_samples": self.eval_samples,
             "train_samples": self.train_samples,
             "train_seconds": round(self.train_seconds, 2),
             "losses": dict(self.loss_functions),

@@ -15,14 +15,14 @@ from tfcompress._compat.bridge import ensure_graph_model, to_tf_keras
 from tfcompress._compat.tfmot import tf_keras
 from tfcompress.data import DataLike, Dataset, load_data
 from tfcompress.data.validation import validate_for_signature
-from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedModelError
+from tfcompress.errors import InvalidDataError, UnsupportedModelError
 from tfcompress.models.loading import ModelLike, SavedModelDir, TFLiteModel, model_name
 from tfcompress.models.loading import resolve_model as _resolve
 from tfcompress.models.matching import match_tensors
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime import create_runner, default_backend
 from tfcompress.training.batchnorm import freeze_batchnorm
-from tfcompress.training.configs import MAX_EPOCHS, MAX_SEED
+from tfcompress.training.configs import TrainingConfig
 from tfcompress.training.gating import TrainingGate, rehearse_gate
 from tfcompress.training.scoring import choose_score_metric
 from tfcompress.training.tasks import Labels, OutputTask, plan_tasks, read_labels
@@ -30,9 +30,9 @@ from tfcompress.training.tasks import Labels, OutputTask, plan_tasks, read_label
 logger = logging.getLogger(__name__)
 
 BRIDGE_SAMPLES = 32
-#: Share of the training data held out to score the models when no validation data is given.
+#: Share of the training data held out to score the models when no eval data is given.
 HOLD_OUT_FRACTION = 0.2
-MIN_HOLD_OUT_SAMPLES = 10  # below this, hold-out scores mean little: ask for val_data
+MIN_HOLD_OUT_SAMPLES = 10  # below this, hold-out scores mean little: ask for eval_data
 INFERENCE_BATCH = 256
 
 
@@ -52,12 +52,12 @@ class Setup:
         tasks: The loss of every output, in output order.
         targets: What every output is fitted to: its labels, or the float model's own
             outputs on the training inputs (self-distillation), in output order.
-        val_labels: Every output's validation labels (None where there are none).
-        val_reference: The original model's outputs on the validation inputs, in output
+        val_labels: Every output's eval labels (None where there are none).
+        val_reference: The original model's outputs on the eval inputs, in output
             order: the baseline every score and the gate compare to.
-        gate: What to check on the export (already rehearsed on the validation data), or
+        gate: What to check on the export (already rehearsed on the eval data), or
             None.
-        notes: Decisions the caller should know of (a held-out validation split).
+        notes: Decisions the caller should know of (a held-out eval split).
     """
 
     original: Any = field(repr=False)
@@ -90,63 +90,10 @@ class Setup:
         return {task.output: task.description for task in self.tasks}
 
 
-@dataclass(frozen=True)
-class TrainingOptions:
-    """How the fine-tuning runs (shared by QAT, pruning and clustering).
-
-    Attributes:
-        freeze_batchnorm: Keep every BatchNormalization layer in inference mode (its moving
-            statistics, scale and offset fixed) while fine-tuning. Fine-tuning data often
-            differs from the training set (a user's own images, label-free calibration
-            samples), and statistics that move towards it change what the model computes:
-            on a real classifier, self-distillation with trainable BatchNorm fell to 76.7%
-            agreement with the float model, with frozen BatchNorm it stayed at 99.5%.
-            False lets them train, for fine-tuning on a real, representative training set.
-    """
-
-    epochs: int
-    batch_size: int
-    learning_rate: float
-    seed: int = 0
-    freeze_batchnorm: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}.")
-        if self.epochs > MAX_EPOCHS:
-            raise InvalidInputError(
-                f"epochs must be at most {MAX_EPOCHS}, got {self.epochs}; fine-tuning a trained "
-                "model takes a few epochs."
-            )
-        if (
-            not isinstance(self.seed, int)
-            or isinstance(self.seed, bool)
-            or not (0 <= self.seed <= MAX_SEED)
-        ):
-            raise InvalidInputError(
-                f"seed must be an integer from 0 to {MAX_SEED}, got {self.seed!r}."
-            )
-        if not (isinstance(self.learning_rate, int | float) and 0 < self.learning_rate < 1):
-            raise InvalidInputError(
-                f"learning_rate must lie in (0, 1), got {self.learning_rate!r}; fine-tuning "
-                "usually wants 1e-4 to 1e-3."
-            )
-        if not isinstance(self.freeze_batchnorm, bool):
-            raise InvalidInputError(
-                f"freeze_batchnorm must be True or False, got {self.freeze_batchnorm!r}."
-            )
-
-    def steps(self, samples: int) -> int:
-        """Optimizer steps over ``samples`` training samples."""
-        return math.ceil(samples / self.batch_size) * self.epochs
-
-
 def prepare(
     model: ModelLike,
     train_data: DataLike,
-    val_data: DataLike | None = None,
+    eval_data: DataLike | None = None,
     *,
     safe_mode: bool = True,
     seed: int = 0,
@@ -160,12 +107,12 @@ def prepare(
     float model's outputs on the training inputs, computed here, once, before any transform.
     The metric of every output's score (:func:`~tfcompress.training.scoring.choose_score_metric`)
     and the ``gate`` (:func:`~tfcompress.training.gating.rehearse_gate`) are planned on the
-    validation data here too, so neither can fail after fine-tuning.
+    eval data here too, so neither can fail after fine-tuning.
 
     Args:
         model: A Keras model (either flavour) or a path to one.
         train_data: Samples to fine-tune on, with labels for some, all or none of the outputs.
-        val_data: Samples to score the models on (labels optional, per output). None holds
+        eval_data: Samples to score the models on (labels optional, per output). None holds
             out :data:`HOLD_OUT_FRACTION` of ``train_data`` (seeded) and says so in
             :attr:`Setup.notes`.
         safe_mode: See :func:`tfcompress.models.load_model`.
@@ -178,7 +125,7 @@ def prepare(
     Raises:
         UnsupportedModelError: Not a Keras Sequential/Functional model, or it cannot be bridged.
         InvalidDataError: Data or labels that do not match the model, or too few samples to
-            hold out a validation split; a gate's task metric on an output without labels.
+            hold out a eval split; a gate's task metric on an output without labels.
         InvalidInputError: Labels that fit no metric, or a gate check that cannot apply to
             the model's outputs (see :func:`tfcompress.testing.judge_outputs_by_name`).
 
@@ -194,22 +141,22 @@ def prepare(
     signature = model_signature(loaded)
     train = read_samples(train_data, signature, "training data")
     notes: tuple[str, ...] = ()
-    if val_data is None:
+    if eval_data is None:
         train, val = _hold_out(train, seed)
         notes = (
-            f"no validation data: {len(val)} of the training samples ({HOLD_OUT_FRACTION:.0%}) "
+            f"no eval data: {len(val)} of the training samples ({HOLD_OUT_FRACTION:.0%}) "
             f"were held out to score the models, and fine-tuning used the other {len(train)}",
         )
         logger.info("%s", notes[0])
     else:
-        val = read_samples(val_data, signature, "validation data")
+        val = read_samples(eval_data, signature, "eval data")
     bridge_x = [array[:BRIDGE_SAMPLES] for array in inputs_in_order(train, signature)]
     legacy, difference = to_tf_keras(loaded, bridge_x)
     names = signature.output_names
     float_outputs = model_outputs(legacy, inputs_in_order(train, signature), signature)
     shapes = [tuple(int(d) for d in outputs.shape[1:]) for outputs in float_outputs]
     train_labels = _labels(train, names, shapes, "training data")
-    val_labels = _labels(val, names, shapes, "validation data")
+    val_labels = _labels(val, names, shapes, "eval data")
     tasks, targets = plan_tasks(names, float_outputs, train_labels)
     logger.info("losses: %s", {task.output: task.description for task in tasks})
     val_reference = model_outputs(loaded, inputs_in_order(val, signature), signature)
@@ -237,11 +184,19 @@ def prepare(
 def fine_tune(
     model: Any,
     setup: Setup,
-    options: TrainingOptions,
+    config: TrainingConfig,
     *,
     callbacks: list[Any] | None = None,
 ) -> tuple[float, tuple[float, ...]]:
     """Compile ``model`` (a tf-keras model) with Adam and each output's loss, then fit it.
+
+    ``config`` gives the epochs, batch size, learning rate and seed; with
+    ``config.freeze_batchnorm`` every BatchNormalization layer stays in inference mode (its
+    moving statistics, scale and offset fixed). Fine-tuning data often differs from the
+    training set (a user's own images, label-free calibration samples), and statistics that
+    move towards it change what the model computes: on a real classifier, self-distillation
+    with trainable BatchNorm fell to 76.7% agreement with the float model, with frozen
+    BatchNorm it stayed at 99.5%.
 
     Inputs and targets are passed in input and output order (tfmot's wrappers rename
     layers, so names would not match). Every output's loss weighs 1.
@@ -253,13 +208,13 @@ def fine_tune(
         InvalidDataError: The loss became NaN or infinite.
     """
     keras2 = tf_keras()
-    keras2.utils.set_random_seed(options.seed)
-    if options.freeze_batchnorm:
+    keras2.utils.set_random_seed(config.seed)
+    if config.freeze_batchnorm:
         freeze_batchnorm(model)
     losses = [task.keras_loss(keras2) for task in setup.tasks]
     single = len(losses) == 1
     model.compile(
-        optimizer=keras2.optimizers.Adam(options.learning_rate),
+        optimizer=keras2.optimizers.Adam(config.learning_rate),
         loss=losses[0] if single else losses,
     )
     inputs = setup.train_inputs
@@ -268,8 +223,8 @@ def fine_tune(
     history = model.fit(
         inputs[0] if len(inputs) == 1 else inputs,
         targets[0] if single else targets,
-        epochs=options.epochs,
-        batch_size=options.batch_size,
+        epochs=config.epochs,
+        batch_size=config.batch_size,
         callbacks=callbacks or [],
         shuffle=True,
         verbose=0,
@@ -281,7 +236,7 @@ def fine_tune(
             f"fine-tuning diverged (loss {epoch_losses[-1]}); lower learning_rate or check the "
             "labels."
         )
-    logger.info("fine-tuned %d epoch(s) in %.1fs, loss %s", options.epochs, seconds, epoch_losses)
+    logger.info("fine-tuned %d epoch(s) in %.1fs, loss %s", config.epochs, seconds, epoch_losses)
     return seconds, epoch_losses
 
 
@@ -360,8 +315,8 @@ def _hold_out(train: Dataset, seed: int) -> tuple[Dataset, Dataset]:
     count = round(len(train) * HOLD_OUT_FRACTION)
     if count < MIN_HOLD_OUT_SAMPLES:
         raise InvalidDataError(
-            f"training data has {len(train)} samples, too few to hold out a validation split "
-            f"of {MIN_HOLD_OUT_SAMPLES} or more; pass val_data (--val) to score the models on."
+            f"training data has {len(train)} samples, too few to hold out an eval split "
+            f"of {MIN_HOLD_OUT_SAMPLES} or more; pass eval_data (--eval) to score the models on."
         )
     order = np.random.default_rng(seed).permutation(len(train))
     held, kept = np.sort(order[:count]), np.sort(order[count:])
