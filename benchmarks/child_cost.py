@@ -1,7 +1,7 @@
 """What running the converter in a child process costs: wall time, child vs in-process.
 
 Since issue 29 the TFLite converter and its MLIR quantizer run in a child process
-(``tfcompress/_child.py``), so a crash there is one error line, not the caller's death. The
+(``tfcompress/_child/``), so a crash there is one error line, not the caller's death. The
 child imports TensorFlow once per process (``quantize`` and ``compress`` start it while the
 caller loads the model) and stays warm for the next conversion. This script measures, on the
 MNIST CNN (random weights, 64 calibration samples, int8):

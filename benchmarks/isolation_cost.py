@@ -37,7 +37,7 @@ from _markdown import machine_line, write_section
 from scipy.stats import t as t_distribution
 
 import tfcompress
-from tfcompress.bench.zygote import NO_ZYGOTE
+from tfcompress._child import NO_ZYGOTE
 
 ROUNDS = 9
 BATCHES = (1, 8)
@@ -114,7 +114,7 @@ def main() -> None:
         "",
         "Each native runtime measures in a worker process of its own (a crash is an error row; "
         "a time limit stops a hang), forked on Linux from a zygote that imported the worker's "
-        "modules once (`tfcompress/bench/zygote.py`). Script: `benchmarks/isolation_cost.py`.",
+        "modules once (`tfcompress/_child/zygote.py`). Script: `benchmarks/isolation_cost.py`.",
         "",
         f"Machine: {machine_line()}. LiteRT `cpu` backend, 1 thread, {ROUNDS} interleaved "
         f"rounds of `tfcompress.benchmark(..., isolate=True/False)` with runs="

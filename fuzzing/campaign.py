@@ -291,7 +291,6 @@ class _Worker:
             env = {
                 **os.environ,
                 "PYTHONPATH": path,  # fuzzing/ is beside the package, not installed
-                "TFCOMPRESS_COMPILER_TIMEOUT": "3",  # a hanging stand-in: 3 s, not 180
             }
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "fuzzing.worker", str(write_fd)],

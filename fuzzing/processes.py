@@ -42,7 +42,6 @@ def run_process(case: Case, timeout: float) -> dict[str, Any]:
         "PYTHONPATH": path,
         "TMPDIR": str(tmp),
         "TF_CPP_MIN_LOG_LEVEL": "2",
-        "TFCOMPRESS_COMPILER_TIMEOUT": "3",
         "PYTHONDONTWRITEBYTECODE": "1",
         **dict(case.env or ()),
     }

@@ -49,7 +49,6 @@ FLAVOURED_ALLOWED = (
     "samples/gate_models.py",
     "samples/landmarker.py",
     "training/coverage.py",
-    "models/_probe_child.py",
 )
 
 

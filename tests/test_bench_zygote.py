@@ -1,6 +1,6 @@
 """Measurement workers forked from a zygote: each still a process of its own, as isolated.
 
-tfcompress/bench/zygote.py keeps, per measuring process on Linux, a child that imported the
+tfcompress/_child/zygote.py keeps, per measuring process on Linux, a child that imported the
 worker's modules once and forks one worker per runner. The benchmark and gate tests run
 through it everywhere (test_shipped_models: a runtime that aborts, a hang past its limit);
 these check what the zygote itself promises.
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tfcompress.bench import zygote
+from tfcompress._child import zygote
 from tfcompress.bench.isolation import IsolatedRunner, RuntimeCrashedError
 from tfcompress.models import load_model
 from tfcompress.runtime import base as runtime_base
@@ -60,8 +60,8 @@ def test_each_runner_is_a_worker_of_its_own_forked_by_one_zygote(model, x):
         with IsolatedRunner(model, backend="cpu") as runner:
             for name, values in runner.run(x).items():
                 np.testing.assert_array_equal(values, expected[name])
-            pids.append(runner._process.pid)
-            assert _parent(runner._process.pid) == zygote._zygote.process.pid
+            pids.append(runner.process.pid)
+            assert _parent(runner.process.pid) == zygote._zygote.process.pid
     assert len(set(pids)) == 3  # one process per runner, as without the zygote
 
 
@@ -76,7 +76,7 @@ def test_each_worker_seeds_numpy_anew_as_a_fresh_interpreter_would(model, monkey
         for _ in range(2):
             with IsolatedRunner(model, backend="drawing") as runner:
                 draws.add(runner.details()["draw"])
-                assert _parent(runner._process.pid) == zygote._zygote.process.pid
+                assert _parent(runner.process.pid) == zygote._zygote.process.pid
     finally:
         zygote._close_zygote()  # this test's zygote; the suite's comes back with the patch
     assert len(draws) == 2
@@ -85,7 +85,7 @@ def test_each_worker_seeds_numpy_anew_as_a_fresh_interpreter_would(model, monkey
 def test_a_killed_worker_is_a_crash_naming_its_signal_and_the_next_one_starts(model, x):
     runner = IsolatedRunner(model, backend="cpu")
     first = zygote._zygote.process.pid
-    os.kill(runner._process.pid, signal.SIGKILL)
+    os.kill(runner.process.pid, signal.SIGKILL)
     with pytest.raises(RuntimeCrashedError, match="killed by SIGKILL"):
         runner.run(x)
     assert runner.run(x)  # a fresh worker, from the same zygote
@@ -98,7 +98,7 @@ def test_a_retired_zygote_still_reports_its_running_workers(model, x):
     retired = zygote._zygote.process
     zygote._close_zygote()  # as when the settings change while a runner is open
     assert runner.run(x) and retired.poll() is None
-    os.kill(runner._process.pid, signal.SIGKILL)
+    os.kill(runner.process.pid, signal.SIGKILL)
     with pytest.raises(RuntimeCrashedError, match="killed by SIGKILL"):
         runner.run(x)
     runner.close()
@@ -111,7 +111,7 @@ def test_a_changed_environment_gets_a_zygote_that_has_it(model, monkeypatch):
     monkeypatch.setenv("TFC_ZYGOTE_TEST", "seen")
     with IsolatedRunner(model, backend="cpu") as runner:
         assert zygote._zygote.process.pid != before
-        environ = Path(f"/proc/{runner._process.pid}/environ").read_bytes().split(b"\0")
+        environ = Path(f"/proc/{runner.process.pid}/environ").read_bytes().split(b"\0")
         assert b"TFC_ZYGOTE_TEST=seen" in environ
 
 
@@ -129,7 +129,7 @@ def test_a_worker_starts_in_the_callers_folder_of_the_moment(model, tmp_path, mo
     monkeypatch.chdir(tmp_path)
     with IsolatedRunner(model, backend="cpu") as runner:
         assert zygote._zygote.process.pid == before  # the same zygote...
-        assert Path(f"/proc/{runner._process.pid}/cwd").resolve() == tmp_path.resolve()
+        assert Path(f"/proc/{runner.process.pid}/cwd").resolve() == tmp_path.resolve()
 
 
 def test_a_removed_working_folder_still_gets_a_forked_worker(model, x, tmp_path, monkeypatch):
@@ -138,7 +138,7 @@ def test_a_removed_working_folder_still_gets_a_forked_worker(model, x, tmp_path,
     monkeypatch.chdir(gone)
     gone.rmdir()  # as when a script's temporary folder is cleaned up under it
     with IsolatedRunner(model, backend="cpu") as runner:
-        assert runner.run(x) and type(runner._process).__name__ == "Worker"
+        assert runner.run(x) and type(runner.process).__name__ == "Forked"
 
 
 def test_a_dead_zygote_is_replaced(model, x):
@@ -155,7 +155,7 @@ def test_no_zygote_when_the_environment_says_so(model, x, monkeypatch):
     monkeypatch.setenv(zygote.NO_ZYGOTE, "1")
     with IsolatedRunner(model, backend="cpu") as runner:
         assert runner.run(x)
-        assert type(runner._process).__name__ == "Popen"
+        assert type(runner.process).__name__ == "Popen"
 
 
 def test_without_a_zygote_workers_start_as_fresh_interpreters(model, x, monkeypatch):
@@ -164,5 +164,5 @@ def test_without_a_zygote_workers_start_as_fresh_interpreters(model, x, monkeypa
     monkeypatch.setattr(zygote, "_BOOTSTRAP", "import sys; sys.exit(3)")  # never ready
     with IsolatedRunner(model, backend="cpu") as runner:
         assert runner.run(x)
-        assert type(runner._process).__name__ == "Popen"
+        assert type(runner.process).__name__ == "Popen"
     assert zygote._zygote is None and len(zygote._failed) == 1

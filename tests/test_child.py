@@ -1,4 +1,4 @@
-"""The one child-process mechanism (tfcompress/_child.py): results, errors, crashes, limits.
+"""The one child-process mechanism (tfcompress/_child/): results, errors, crashes, limits.
 
 Every native call that model or data bytes can drive (conversion, the MLIR quantizer, LiteRT
 Quantizer's calibration, layer-error reports) goes through ``_child.call``; these tests pin

@@ -573,7 +573,7 @@ def test_hanging_compiler_times_out(bin_dir: Path, model_file: Path) -> None:
     _fake_compiler(bin_dir, _HANGING)
     started = time.perf_counter()
     with pytest.raises(EdgeTPUCompilerError) as info:
-        compile_for_edgetpu(model_file, timeout_s=2)
+        compile_for_edgetpu(model_file, timeout=2)
     assert time.perf_counter() - started < 15
     assert info.value.timed_out
     assert "did not finish within 2 s" in str(info.value)
@@ -608,8 +608,8 @@ def test_bad_compiler_path(tmp_path: Path, model_file: Path) -> None:
 
 
 def test_bad_timeout(model_file: Path) -> None:
-    with pytest.raises(InvalidInputError, match="timeout_s must be a positive number"):
-        compile_for_edgetpu(model_file, timeout_s=0)
+    with pytest.raises(InvalidInputError, match=r"timeout 0 is not a time limit.*a week"):
+        compile_for_edgetpu(model_file, timeout=0)
 
 
 # --- a misbehaving compiler: what it starts dies with it, what it leaves is checked ------------
@@ -650,7 +650,7 @@ def test_a_compiler_that_leaves_a_daemon_behind_returns_and_the_daemon_dies(
         body + "\nwhile not pathlib.Path(" + repr(str(pid_file)) + ").exists(): time.sleep(0.01)\n",
     )
     started = time.perf_counter()
-    run = compile_for_edgetpu(model_file, timeout_s=20)
+    run = compile_for_edgetpu(model_file, timeout=20)
     assert time.perf_counter() - started < 15
     assert run.log.succeeded
     assert not _alive(int(pid_file.read_text())), "the compiler's daemon outlived the call"
@@ -664,7 +664,7 @@ def test_a_hanging_compiler_with_a_child_is_stopped_with_the_child(
     _fake_compiler(bin_dir, _daemon(pid_file) + "\ntime.sleep(3600)\n")
     started = time.perf_counter()
     with pytest.raises(EdgeTPUCompilerError, match="stopped with everything it started"):
-        compile_for_edgetpu(model_file, timeout_s=2)
+        compile_for_edgetpu(model_file, timeout=2)
     assert time.perf_counter() - started < 15
     assert pid_file.exists() and not _alive(int(pid_file.read_text()))
 
@@ -676,7 +676,7 @@ def test_a_compiler_that_floods_its_output_is_read_and_dropped(
     flood = "chunk = 'x' * (1 << 20) + chr(10)\nfor _ in range(64): sys.stdout.write(chunk)\nsys.exit(1)"
     _fake_compiler(bin_dir, flood)
     with pytest.raises(EdgeTPUCompilerError, match="exit status 1") as info:
-        compile_for_edgetpu(model_file, timeout_s=60)
+        compile_for_edgetpu(model_file, timeout=60)
     assert len(str(info.value)) < 2000
 
 
@@ -714,16 +714,18 @@ def test_only_a_valid_regular_file_in_the_work_folder_is_accepted(
 ) -> None:
     _fake_compiler(bin_dir, _leaves(body))
     with pytest.raises(EdgeTPUCompilerError, match=refusal) as info:
-        compile_for_edgetpu(model_file, timeout_s=30)
+        compile_for_edgetpu(model_file, timeout=30)
     assert "\n" not in str(info.value)
 
 
-def test_the_time_limit_comes_from_the_environment(monkeypatch) -> None:
-    from tfcompress.targets.edgetpu.compiler import DEFAULT_TIMEOUT_S, compiler_timeout
-
-    assert compiler_timeout() == DEFAULT_TIMEOUT_S == 180
-    monkeypatch.setenv("TFCOMPRESS_COMPILER_TIMEOUT", "5")
-    assert compiler_timeout() == 5 and compiler_timeout(7) == 7
-    monkeypatch.setenv("TFCOMPRESS_COMPILER_TIMEOUT", "inf")
-    with pytest.raises(InvalidInputError, match="TFCOMPRESS_COMPILER_TIMEOUT"):
-        compiler_timeout()
+@pytestmark_posix
+def test_the_time_limit_is_the_one_of_every_child(bin_dir, model_file, monkeypatch) -> None:
+    # No limit of its own: TFCOMPRESS_TIMEOUT (what --timeout sets) stops a hung compiler.
+    _fake_compiler(bin_dir, _HANGING)
+    monkeypatch.setenv("TFCOMPRESS_TIMEOUT", "2")
+    with pytest.raises(EdgeTPUCompilerError, match=r"within 2 s.*TFCOMPRESS_TIMEOUT") as info:
+        compile_for_edgetpu(model_file)
+    assert info.value.timed_out
+    monkeypatch.setenv("TFCOMPRESS_TIMEOUT", "inf")
+    with pytest.raises(InvalidInputError, match="TFCOMPRESS_TIMEOUT"):
+        compile_for_edgetpu(model_file)

@@ -215,23 +215,22 @@ BAD_SECONDS = ["inf", "nan", "1e308", "-1"]
 
 
 @pytest.mark.parametrize("value", BAD_SECONDS)
-def test_probe_timeout_out_of_range_is_one_line(files, capsys, monkeypatch, value):
-    monkeypatch.setenv("TFCOMPRESS_PROBE_TIMEOUT", value)
+def test_the_one_time_limit_out_of_range_is_one_line_for_the_probe(
+    files, capsys, monkeypatch, value
+):
+    # The probe has no limit of its own: TFCOMPRESS_TIMEOUT, checked before it starts.
+    monkeypatch.setenv("TFCOMPRESS_TIMEOUT", value)
     assert main(["inspect", str(files["float"])]) == 2
     line = _one_line(capsys, "inspect")
-    assert f"TFCOMPRESS_PROBE_TIMEOUT={value!r}" in line and "at most 604800" in line, line
+    assert f"TFCOMPRESS_TIMEOUT={value!r}" in line and "at most 604800" in line, line
 
 
 @pytest.mark.parametrize("value", BAD_SECONDS)
-def test_compiler_timeout_out_of_range_is_refused(monkeypatch, value):
-    from tfcompress.targets.edgetpu.compiler import compiler_timeout
+def test_a_compiler_timeout_out_of_range_is_refused(files, monkeypatch, value):
+    from tfcompress.targets.edgetpu.compiler import compile_for_edgetpu
 
-    monkeypatch.setenv("TFCOMPRESS_COMPILER_TIMEOUT", value)
-    with pytest.raises(InvalidInputError, match=r"TFCOMPRESS_COMPILER_TIMEOUT=.*at most 604800"):
-        compiler_timeout()
-    monkeypatch.delenv("TFCOMPRESS_COMPILER_TIMEOUT")
-    with pytest.raises(InvalidInputError, match="positive number of seconds, at most 604800"):
-        compiler_timeout(float(value))
+    with pytest.raises(InvalidInputError, match=r"timeout .* is not a time limit.*604800"):
+        compile_for_edgetpu(files["float"], compiler=sys.executable, timeout=float(value))
 
 
 def test_benchmark_timeout_beyond_a_week_is_one_line(files, capsys):

@@ -168,7 +168,7 @@ def test_sigterm_during_benchmark_stops_its_workers(tmp_path, tflite, zygote, mo
     run = Run([*argv, "--min-seconds", "60", "--report", "report"], tmp_path)
 
     def measuring(found: dict[int, str]) -> dict[int, str]:
-        workers = [pid for pid, line in found.items() if "bench" in line]
+        workers = [pid for pid, line in found.items() if "tfcompress._child" in line]
         # With a zygote the worker is its child; else a fresh interpreter.
         return found if (len(workers) >= 2 if zygote else workers) else {}
 

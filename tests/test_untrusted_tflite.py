@@ -6,9 +6,6 @@ LiteRT's schema object API, so the file differs from a sound one in exactly that
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -185,7 +182,7 @@ def _all_nan(model: Any) -> None:
 def test_nan_scale_that_crashes_litert_is_refused_before_native_code(seed, monkeypatch):
     # Every scale NaN: LiteRT 2.3's XNNPACK segfaults on this file. The validator must stop
     # it first, so the probe child is never started.
-    monkeypatch.setattr(probe, "child_command", _never_called)
+    _fake_child(monkeypatch, "never")
     with pytest.raises(ModelLoadError, match=r"scale nan; .*more problem"):
         resolve_model(_edit(seed, _all_nan))
 
@@ -196,10 +193,6 @@ def test_real_runtime_crash_is_contained_by_the_probe(seed):
     with pytest.raises(ModelLoadError, match="LiteRT interpreter") as raised:
         probe.probe_model(_edit(seed, _all_nan), "tflite", source="nan.tflite")
     assert "\n" not in str(raised.value)
-
-
-def _never_called(kind: str) -> list[str]:
-    raise AssertionError("the probe ran on a file the validator should have refused")
 
 
 def test_non_utf8_name_of_an_inner_tensor_is_only_a_label(seed, tmp_path, capsys):
@@ -230,15 +223,15 @@ def test_size_of_rank0_shapes_counts_no_macs(seed):
     assert measure_size(TFLiteModel(_edit(seed, flatten))).macs == 144 * 3
 
 
-def _fake_child(code: str) -> Callable[[str], list[str]]:
-    return lambda kind: [sys.executable, "-c", code]
+def _fake_child(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Have the probe's child run ``tests/_child_fakes.py``'s ``name`` instead of the probe."""
+    monkeypatch.setattr(probe, "CHILD_TARGET", f"_child_fakes:{name}")
 
 
 def test_crash_of_the_runtime_is_an_error_naming_the_signal(seed, tmp_path, monkeypatch):
     path = tmp_path / "model.tflite"
     path.write_bytes(seed)
-    crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
-    monkeypatch.setattr(probe, "child_command", _fake_child(crash))
+    _fake_child(monkeypatch, "segfault")
     with pytest.raises(
         ModelLoadError,
         match=r"LiteRT interpreter crashed \(SIGSEGV\) when it ran this file once on zeros",
@@ -248,12 +241,14 @@ def test_crash_of_the_runtime_is_an_error_naming_the_signal(seed, tmp_path, monk
 
 def test_hang_is_stopped_and_not_cached(seed, monkeypatch):
     calls = []
+    real = probe._run_child
 
-    def sleeper(kind: str) -> list[str]:
-        calls.append(kind)
-        return [sys.executable, "-c", "import time; time.sleep(60)"]
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1])
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(probe, "child_command", sleeper)
+    monkeypatch.setattr(probe, "_run_child", counting)
+    _fake_child(monkeypatch, "hang")
     for _ in range(2):
         with pytest.raises(ModelLoadError, match=r"within 1 s and was stopped \(it hung\)"):
             probe.probe_model(seed, "tflite", timeout=1)
@@ -261,21 +256,13 @@ def test_hang_is_stopped_and_not_cached(seed, monkeypatch):
 
 
 def test_runtime_refusal_is_the_childs_one_line_reason(seed, monkeypatch):
-    verdict = {"ok": False, "stage": "load", "reason": "ValueError: bad\nthings"}
-    reply = f"import sys; sys.stdout.write({json.dumps(json.dumps(verdict))})"
-    monkeypatch.setattr(probe, "child_command", _fake_child(reply))
+    _fake_child(monkeypatch, "refuses_load")
     with pytest.raises(ModelLoadError, match=r"cannot load it \(ValueError: bad things\)"):
         probe.probe_model(seed, "tflite", source="m.tflite")
 
 
-def _verdict_child(stage: str, reason: str) -> Callable[[str], list[str]]:
-    verdict = {"ok": False, "stage": stage, "reason": reason}
-    return _fake_child(f"import sys; sys.stdout.write({json.dumps(json.dumps(verdict))})")
-
-
 def test_refusal_to_prepare_custom_ops_is_accepted_only_when_excused(seed, monkeypatch):
-    refusal = _verdict_child("prepare", "RuntimeError: unresolved custom op")
-    monkeypatch.setattr(probe, "child_command", refusal)
+    _fake_child(monkeypatch, "refuses_prepare")
     probe.probe_model(seed, "tflite", must_prepare=False)
     with pytest.raises(ModelLoadError, match="cannot prepare it"):
         probe.probe_model(seed, "tflite")
@@ -284,18 +271,16 @@ def test_refusal_to_prepare_custom_ops_is_accepted_only_when_excused(seed, monke
 def test_an_op_refusing_zeros_is_not_damage_and_is_retried_on_real_inputs(seed, monkeypatch):
     # An int8 DIV by a peak that is 0 on silence: the file loads, the refusal is remembered,
     # and the real inputs are tried in a child before anything runs in this process.
-    div = "RuntimeError: div.cc:262 data[i] != zero_point was not true. Node 3 (DIV) failed"
-    monkeypatch.setattr(probe, "child_command", _verdict_child("run", div))
+    _fake_child(monkeypatch, "refuses_to_run")
     probe.probe_model(seed, "tflite", source="norm_int8.tflite")
     assert "Node 3 (DIV)" in probe.zeros_refused(seed, "tflite")
     inputs = {"t0": np.ones((1, 8, 8, 1), np.float32)}
     with pytest.raises(InvalidDataError, match=r"an op refused the inputs.*the file is fine"):
         probe.probe_inputs(seed, "tflite", inputs, source="norm_int8.tflite")
-    crash = "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"
-    monkeypatch.setattr(probe, "child_command", _fake_child(crash))
+    _fake_child(monkeypatch, "abort")
     with pytest.raises(ModelLoadError, match=r"crashed \(SIGABRT\).*on the real inputs"):
         probe.probe_inputs(seed, "tflite", inputs, source="norm_int8.tflite")
-    monkeypatch.setattr(probe, "child_command", _fake_child("print('{\"ok\": true}')"))
+    _fake_child(monkeypatch, "runs")
     probe.probe_inputs(seed, "tflite", inputs)
     assert probe.zeros_refused(seed, "tflite") is None  # it ran: no second child
 
@@ -304,13 +289,13 @@ def test_valid_model_is_probed_once(seed, tmp_path, monkeypatch):
     path = tmp_path / "model.tflite"
     path.write_bytes(seed)
     calls = []
-    real = probe.child_command
+    real = probe._run_child
 
-    def counting(kind: str) -> list[str]:
-        calls.append(kind)
-        return real(kind)
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1])
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(probe, "child_command", counting)
+    monkeypatch.setattr(probe, "_run_child", counting)
     assert isinstance(load_model(path), TFLiteModel)
     assert isinstance(resolve_model(seed), TFLiteModel)
     tfcompress.inspect_model(path)
@@ -319,24 +304,20 @@ def test_valid_model_is_probed_once(seed, tmp_path, monkeypatch):
 
 def test_opt_out_skips_the_probe_not_the_validator(seed, hostile, tmp_path, monkeypatch):
     monkeypatch.setenv("TFCOMPRESS_NO_PROBE", "1")
-    monkeypatch.setattr(probe, "child_command", _never_called)
+    _fake_child(monkeypatch, "never")
     assert isinstance(resolve_model(seed), TFLiteModel)
     with pytest.raises(ModelLoadError, match="scale nan"):
         load_model(hostile["nan_scale"])
 
 
 def test_probe_child_never_imports_tensorflow(seed):
-    child = Path(probe.__file__).with_name("_probe_child.py")
-    run_child = (
-        "import atexit, runpy, sys; "
-        "atexit.register(lambda: print('TF', 'tensorflow' in sys.modules)); "
-        f"sys.argv = ['child', 'tflite']; runpy.run_path({str(child)!r}, run_name='__main__')"
-    )
-    done = subprocess.run(
-        [sys.executable, "-P", "-c", run_child], input=seed, capture_output=True, timeout=120
-    )
-    assert json.loads(done.stdout.decode().splitlines()[0]) == {"ok": True}
-    assert "TF False" in done.stderr.decode()
+    # The probe's worker as the probe starts it (no zygote runs in a fresh process), asked
+    # after the probe what it imported.
+    from tfcompress._child import Worker
+
+    with Worker(fork="running") as worker:
+        assert worker.call(probe.CHILD_TARGET, "tflite", seed, None, what="probing") == {"ok": True}
+        assert not worker.call("sys:modules.__contains__", "tensorflow", what="asking")
 
 
 def _onnx_file(folder: Path) -> Path:
@@ -361,7 +342,6 @@ def test_onnx_is_probed_in_a_child(tmp_path, monkeypatch):
     path = _onnx_file(tmp_path)
     assert load_onnx(path).name == "relu.onnx"
     probe.clear_cache()
-    crash = "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"
-    monkeypatch.setattr(probe, "child_command", _fake_child(crash))
+    _fake_child(monkeypatch, "abort")
     with pytest.raises(ModelLoadError, match=r"ONNX Runtime crashed \(SIGABRT\) when it ran"):
         load_model(path)

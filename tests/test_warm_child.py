@@ -1,4 +1,4 @@
-"""The warm child of tfcompress/_child.py: reused within a process, fresh when it must be.
+"""The warm child of tfcompress/_child/warm.py: reused within a process, fresh when it must be.
 
 Fine-tuning and conversion share it: a process's second fine-tune (or a conversion after a
 fine-tune) pays no second TensorFlow import, and gives the same bytes as a fresh child.
@@ -6,6 +6,7 @@ fine-tune) pays no second TensorFlow import, and gives the same bytes as a fresh
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,11 +14,12 @@ import sys
 import pytest
 
 import tfcompress
-from tfcompress import _child
+from tfcompress._child import warm
+from tfcompress._child.serve import BOOTSTRAP
 
 
 def _child_pid() -> int | None:
-    child = _child._warm
+    child = warm._current
     return None if child is None or child.process.poll() is not None else child.process.pid
 
 
@@ -33,8 +35,8 @@ def test_a_second_fine_tune_reuses_the_child_and_gives_the_same_bytes(gate_model
     assert pid is not None and _child_pid() == pid  # one child, still warm
     assert second.model_content == first.model_content  # Keras' state was reset between
     # A child that died while idle (the out-of-memory killer) is replaced, not reused.
-    _child._warm.process.kill()
-    _child._warm.process.wait()
+    warm._current.process.kill()
+    warm._current.process.wait()
     third = tfcompress.qat(model, train_data=train, epochs=1, isolate=True)
     assert _child_pid() not in (None, pid) and third.model_content == first.model_content
 
@@ -43,31 +45,40 @@ def test_another_environment_or_process_or_a_long_idle_needs_another_child(monke
     from tfcompress._limits import CHILD_MEMORY
 
     memory = CHILD_MEMORY.value()
-    child = _child._start(dict(os.environ), memory)  # no call: it imports nothing yet
+    child = warm._start(dict(os.environ), memory)  # no call: it imports nothing yet
     try:
-        assert child.usable(os.environ, memory)
+        assert warm.usable(child, os.environ, memory)
         # TensorFlow reads its environment once: another environment needs another child.
-        assert not child.usable({**os.environ, "TF_NUM_INTEROP_THREADS": "1"}, memory)
+        assert not warm.usable(child, {**os.environ, "TF_NUM_INTEROP_THREADS": "1"}, memory)
         # pytest names the current test in the environment: a suite's next test reuses it.
-        assert child.usable({**os.environ, "PYTEST_CURRENT_TEST": "t.py::other (call)"}, memory)
+        other_test = {**os.environ, "PYTEST_CURRENT_TEST": "t.py::other (call)"}
+        assert warm.usable(child, other_test, memory)
         # Another memory limit is another child.
-        assert not child.usable(os.environ, memory + 2**30)
+        assert not warm.usable(child, os.environ, memory + 2**30)
         # A child idle for too long may be exiting on its own: not reused.
-        monkeypatch.setattr(_child, "_REUSE_SECONDS", 0.0)
-        assert not child.usable(os.environ, memory)
+        monkeypatch.setattr(warm, "REUSE_SECONDS", 0.0)
+        assert not warm.usable(child, os.environ, memory)
         monkeypatch.undo()
         # A forked caller has its own process: it starts its own child.
         monkeypatch.setattr(os, "getpid", lambda: child.owner + 1)
-        assert not child.usable(os.environ, memory)
+        assert not warm.usable(child, os.environ, memory)
     finally:
         monkeypatch.undo()
         child.close()
-    assert child.process.returncode == 0  # closing its input ends it cleanly
+    assert child.process.returncode == 0  # closing its pipe ends it cleanly
 
 
-def test_the_serving_child_exits_when_its_input_closes():
-    command = [sys.executable, "-m", "tfcompress._child", "--serve", "0", str(2**30)]
-    done = subprocess.run(command, input="", capture_output=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    done = subprocess.run(command[:2], capture_output=True, text=True, timeout=60, check=False)
+def test_the_serving_child_exits_when_its_pipe_closes():
+    requests, ours = os.pipe()
+    answers_read, answers = os.pipe()
+    paths = json.dumps([p for p in sys.path if p])
+    command = [sys.executable, "-P", "-c", BOOTSTRAP, paths, "0", str(2**30), str(requests)]
+    child = subprocess.Popen(
+        [*command, str(answers), "call"], pass_fds=(requests, answers), stderr=subprocess.PIPE
+    )
+    for fd in (requests, answers, ours):  # no request will come: it exits at once
+        os.close(fd)
+    assert child.wait(timeout=60) == 0, child.stderr.read()
+    os.close(answers_read)
+    done = subprocess.run(command[:5], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "usage:" in done.stderr

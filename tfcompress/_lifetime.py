@@ -6,8 +6,8 @@ nobody. On Linux a child asks the kernel for SIGKILL when its parent dies
 (``prctl(PR_SET_PDEATHSIG)``); elsewhere its parent's clean-up is all there is. A child that
 crashes must not write a core file holding the user's model either.
 
-The first three are called *in the child*, first thing, by every child entry point (the
-conversion and fine-tuning child, the measurement worker and its zygote, the load probe).
+The first three are called *in the child*, first thing, by every child tfcompress starts
+(:mod:`tfcompress._child`: its fresh interpreters, its zygote, each worker the zygote forks).
 
 :func:`signal_name` and :func:`last_words` are the parent's side: how every crash message
 names the signal and quotes the child.
@@ -92,12 +92,15 @@ def signal_name(number: int) -> str:
 def last_words(stderr: bytes | None, limit: int = 200) -> str:
     r"""The last non-empty line a child wrote, on one line and capped (for messages).
 
+    A runtime's ``INFO:`` notices (LiteRT's "Created TensorFlow Lite XNNPACK delegate") are
+    never the cause: they are skipped.
+
     Example:
-        >>> last_words(b"loading\nF0000 check failed: size > 0\n")
+        >>> last_words(b"loading\nF0000 check failed: size > 0\nINFO: Created delegate\n")
         'F0000 check failed: size > 0'
     """
     text = (stderr or b"").decode("utf-8", errors="replace")
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in text.splitlines() if line.strip() and "INFO:" not in line]
     if not lines:
         return ""
     line = " ".join(lines[-1].split())

@@ -114,6 +114,28 @@ class TimeLimit:
             value = math.nan
         return self.check(value, shown=f"{self.env}={text[:40]!r}")
 
+    def given(self, value: object, *, name: str = "timeout") -> float:
+        """``value`` when it is a valid limit, else (None) the limit in force.
+
+        Args:
+            value: Seconds a caller passed (a ``timeout`` keyword), or None.
+            name: How messages name it.
+
+        Raises:
+            InvalidInputError: ``value`` is not a number of seconds in (0, a week].
+
+        Example:
+            >>> TimeLimit("TFCOMPRESS_EXAMPLE_TIMEOUT", 60.0).given(None)
+            60.0
+        """
+        if value is None:
+            return self.seconds()
+        try:
+            seconds = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            seconds = math.nan
+        return self.check(seconds, shown=f"{name} {repr(value)[:40]}")
+
     def check(self, value: float, *, shown: str | None = None) -> float:
         """``value`` if it is a valid limit.
 
@@ -129,10 +151,11 @@ class TimeLimit:
 
 
 CHILD_TIMEOUT = TimeLimit("TFCOMPRESS_TIMEOUT", 6 * 3600.0)
-"""Seconds one call in a child process may take (:mod:`tfcompress._child`: a conversion, a
-calibration, a layer-error report, a fine-tune; a measurement without ``--timeout``): six
-hours by default, room for a CPU fine-tune of an edge model, while a hung run still ends the
-same day. Past it the child is killed and the call is one error line."""
+"""The one time limit: seconds one call in a child process may take (:mod:`tfcompress._child`:
+a conversion, a calibration, a layer-error report, a fine-tune, a load probe, a measurement,
+the Edge TPU compiler): six hours by default, room for a CPU fine-tune of an edge model,
+while a hung run still ends the same day. ``--timeout`` sets it for one run, a ``timeout``
+keyword for one call. Past it the child is killed and the call is one error line."""
 
 
 MAX_MEMORY_BYTES = 2**60
@@ -197,6 +220,8 @@ def physical_memory() -> int:
 
 
 CHILD_MEMORY = MemoryLimit("TFCOMPRESS_MEMORY_LIMIT", 0.5)
-"""Bytes one child process may allocate (``RLIMIT_DATA`` on Linux: its heap and private
-mappings): half the machine's memory by default, so an allocation a model's data decides
-(a FILL sized by an input value) ends as one error line instead of taking the machine down."""
+"""The one memory limit: bytes one child process may allocate (``RLIMIT_DATA`` on Linux: its
+heap and private mappings; every child of :mod:`tfcompress._child`, and the program the Edge
+TPU compiler's worker runs): half the machine's memory by default, so an allocation a
+model's data decides (a FILL sized by an input value) ends as one error line instead of
+taking the machine down."""

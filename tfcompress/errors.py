@@ -78,16 +78,26 @@ class NativeCrashError(TFCompressError):
     is the input's error: the CLI exits 2.
 
     Attributes:
-        signal_number: The signal that ended the child (0 when not known).
+        signal_number: The signal that ended the child (0: it exited without one).
+        exit_status: How it ended: ``-N`` for signal N, else its exit status (None: unknown).
         said: What the child wrote on stderr during the call (its tail).
     """
 
     signal_number: int = 0
+    exit_status: int | None = None
     said: bytes = b""
 
 
 class ChildTimeoutError(TFCompressError):
-    """Work in a child process ran past its time limit and was stopped (``TFCOMPRESS_TIMEOUT``)."""
+    """Work in a child process ran past its time limit and was stopped (``TFCOMPRESS_TIMEOUT``).
+
+    Attributes:
+        seconds: The time limit that passed.
+        said: What the child wrote on stderr during the call (its tail).
+    """
+
+    seconds: float = 0.0
+    said: bytes = b""
 
 
 class ResourceLimitError(TFCompressError):

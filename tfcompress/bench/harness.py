@@ -36,9 +36,6 @@ from tfcompress.runtime.routing import Route, may_run_on_keras, plan_routes
 
 logger = logging.getLogger(__name__)
 
-#: Seconds one measurement in a worker may take by default (loading, accuracy, one row).
-DEFAULT_TIMEOUT_S = 600.0
-
 
 def benchmark(
     artifacts: Any,
@@ -58,7 +55,7 @@ def benchmark(
     input_values: Mapping[str, float] | None = None,
     reference: str | None = None,
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
-    timeout: float | None = DEFAULT_TIMEOUT_S,
+    timeout: float | None = None,
     isolate: bool = True,
     safe_mode: bool = True,
     report_dir: str | os.PathLike[str] | None = None,
@@ -157,11 +154,10 @@ def benchmark(
         >>> print(result)  # doctest: +SKIP
     """
     plan = _plan(backends, threads, batch_sizes, runs, min_seconds, warmup_runs, warmup_seconds)
-    if timeout is not None:  # finite, above 0, a week at most: 1e300 overflows the wait
-        from tfcompress._limits import TimeLimit
+    from tfcompress._limits import CHILD_TIMEOUT
 
-        shown = f"timeout (--timeout) {str(timeout)[:40]}"
-        timeout = TimeLimit("", DEFAULT_TIMEOUT_S).check(float(timeout), shown=shown)
+    # Finite, above 0, a week at most (1e300 overflows the wait); None: the one time limit.
+    timeout = CHILD_TIMEOUT.given(timeout, name="timeout (--timeout)")
     plan = replace(
         plan,
         options={k: dict(v) for k, v in (backend_options or {}).items()},

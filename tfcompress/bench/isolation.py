@@ -3,11 +3,12 @@
 LiteRT aborts with ``malloc_consolidate(): invalid chunk size`` on some int8 LSTMs at their
 second invoke; an ONNX ``Loop`` whose trip count comes from the input can run for hours on
 random values. LiteRT's own benchmark tool runs one model per process for this reason, and
-so does tfcompress: an :class:`IsolatedRunner` holds its runner in a worker process
-(``_worker.py``; on Linux forked from a process that imported it once, :mod:`.zygote`). A
-crash there becomes a :class:`RuntimeCrashedError` naming the signal, a request that runs
-past its time limit a :class:`MeasurementTimeoutError`; the worker is stopped and the next
-request starts a fresh one, so the other measurements go on.
+so does tfcompress: an :class:`IsolatedRunner` holds its runner in a
+:class:`~tfcompress._child.Worker` (``_worker.py`` runs there; on Linux the worker is forked
+from a zygote that imported it once). A crash there becomes a :class:`RuntimeCrashedError`
+naming the signal, a request that runs past its time limit a
+:class:`MeasurementTimeoutError`; the worker is stopped and the next request starts a fresh
+one, so the other measurements go on.
 
 Timing runs inside the worker (the loop of :func:`~tfcompress.bench.stats.measure`, as
 in-process), so the pipe between the processes is never inside a timed call.
@@ -19,33 +20,29 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import pickle
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable, Mapping
-from multiprocessing.connection import Connection
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 
-from tfcompress._lifetime import signal_name
-from tfcompress.bench.zygote import Worker, death_wish, start_worker
-from tfcompress.errors import NativeCrashError, TFCompressError
+from tfcompress import _child
+from tfcompress.errors import ChildTimeoutError, NativeCrashError, TFCompressError
 from tfcompress.models.feeding import FeedLayout
 from tfcompress.models.loading import model_name
 from tfcompress.runtime.base import Feed, Outputs, Runner, backend_class
 
 logger = logging.getLogger(__name__)
 
-#: What the worker runs: the parent's import path first, then the worker's main loop.
-_BOOTSTRAP = (
-    "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-    "from tfcompress.bench._worker import main; sys.exit(main(sys.argv))"
+_WORKER = "tfcompress.bench._worker"
+# What every LiteRT worker needs, imported once by the zygote its workers are forked from.
+_child.preload(
+    _WORKER,
+    "tfcompress.bench.memory",
+    "tfcompress.bench.stats",
+    "tfcompress.runtime.litert",
+    "ai_edge_litert.interpreter",
 )
 
 
@@ -57,7 +54,7 @@ class RuntimeCrashedError(NativeCrashError):
     """
 
 
-class MeasurementTimeoutError(TFCompressError):
+class MeasurementTimeoutError(ChildTimeoutError):
     """A request to the worker ran past its time limit; the worker was stopped."""
 
 
@@ -82,9 +79,9 @@ class IsolatedRunner(Runner):
         backend: A registered backend name.
         options: The backend's options (``threads=2``...).
         batch_dims: Input name -> batch dimension, for the runner's layout.
-        timeout: Seconds one request may take (loading, a run, a timing); None: the
-            child-process default (``TFCOMPRESS_TIMEOUT``, six hours). The worker may allocate
-            up to ``TFCOMPRESS_MEMORY_LIMIT`` (:data:`tfcompress._limits.CHILD_MEMORY`).
+        timeout: Seconds one request may take (loading, a run, a timing); None: the one
+            time limit (``TFCOMPRESS_TIMEOUT``, six hours). The worker may allocate up to
+            ``TFCOMPRESS_MEMORY_LIMIT`` (:data:`tfcompress._limits.CHILD_MEMORY`).
 
     Raises:
         RuntimeCrashedError: The worker died while loading the model.
@@ -113,16 +110,11 @@ class IsolatedRunner(Runner):
 
         # Every measurement has a time limit (gate, evaluate, the plugin pass None), and the
         # memory limit the worker reads is checked here, where a bad value is one line.
-        self.timeout = CHILD_TIMEOUT.seconds() if timeout is None else timeout
-        # benchmark passes its --timeout; the other verbs take the environment's limit.
-        self._limit_option = f"{CHILD_TIMEOUT.env}=SECONDS" if timeout is None else "--timeout"
+        self.timeout = CHILD_TIMEOUT.given(timeout)
         CHILD_MEMORY.value()
         self._class = backend_class(backend)
         self.runtime = self._class.runtime_name
-        self._process: subprocess.Popen[bytes] | Worker | None = None
-        self._stderr: Any = None
-        self._requests: Connection | None = None
-        self._answers: Connection | None = None
+        self._worker: _child.Worker | None = None
         try:
             signature, layout, created_ms, rss = self._open()
         except BaseException:  # Ctrl-C or SIGTERM while it loads: no worker is left behind
@@ -143,6 +135,11 @@ class IsolatedRunner(Runner):
         self.batch_dims = dict(batch_dims or {})
         self._stop()
         _, self._layout, _, _ = self._open()
+
+    @property
+    def process(self) -> Any:
+        """The worker's process (None between a crash and the next request)."""
+        return None if self._worker is None else self._worker.process
 
     def predict_batch(self, feed: Feed) -> Outputs:
         """One call, in the model's layout, run in the worker."""
@@ -177,7 +174,7 @@ class IsolatedRunner(Runner):
             ``(Timing, details, rss_mb, peak_rss_mb)``, memory measured in the worker.
         """
         feed = {name: np.asarray(array) for name, array in self.feed(x).items()}
-        return self._request("timing the model", "time", feed, dict(timing))
+        return self._request("timing the model", "time_batch", feed, dict(timing))
 
     def details(self) -> dict[str, object]:
         """The backend's details, from the worker, plus ``process: worker``."""
@@ -205,10 +202,10 @@ class IsolatedRunner(Runner):
     # -- the worker --------------------------------------------------------------------------
 
     def _open(self) -> tuple[Any, FeedLayout, float, float | None]:
-        self._start()
+        self._worker = _child.Worker()
         return self._request(
             "loading the model",
-            "open",
+            "open_runner",
             self.model,
             self._class,
             self.options,
@@ -216,124 +213,55 @@ class IsolatedRunner(Runner):
             reopen=False,
         )
 
-    def _start(self) -> None:
-        parent_in, child_out = os.pipe()
-        child_in, parent_out = os.pipe()
-        # Ours first, so that _stop closes them whatever stops the start.
-        self._requests = Connection(parent_out, readable=False)
-        self._answers = Connection(parent_in, writable=False)
-        # The worker's stderr, read back for the last words of a crash; closed in _stop.
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
-        command = [
-            sys.executable,
-            "-P",
-            "-c",
-            _BOOTSTRAP,
-            json.dumps([p for p in sys.path if p]),
-            str(death_wish()),
-            str(child_in),
-            str(child_out),
-        ]
-        try:
-            self._process = start_worker(command, fds=(child_in, child_out), stderr=self._stderr)
-        except OSError as failure:
-            raise TFCompressError(
-                f"cannot start the worker process that measures models safely "
-                f"({failure.strerror}); free memory or processes."
-            ) from failure
-        finally:
-            os.close(child_in)
-            os.close(child_out)
-
-    def _request(self, doing: str, op: str, *args: Any, reopen: bool = True) -> Any:
-        if self._process is None and reopen:
+    def _request(self, doing: str, function: str, *args: Any, reopen: bool = True) -> Any:
+        if self._worker is None and reopen:
             logger.debug("%s: starting a new worker after the last one stopped", self.backend)
             self._open()
-        requests, answers = self._requests, self._answers
-        if requests is None or answers is None:
-            raise self._crashed(doing)
+        worker = self._worker
+        if worker is None:  # pragma: no cover - _open set it
+            raise RuntimeCrashedError(f"{model_name(self.model)}: the worker is gone")
         try:
-            payload = pickle.dumps((op, *args))
-        except (pickle.PicklingError, AttributeError, TypeError) as error:
+            return worker.call(f"{_WORKER}:{function}", *args, what=doing, timeout=self.timeout)
+        except _child.ChildTransferError as error:
             self._stop(kill=True)
             raise WorkerTransferError(
                 f"cannot hand {model_name(self.model)} on {self.backend} to a worker process "
-                f"({' '.join(str(error).split())[:200]})."
+                f"({error}); define the backend in an importable module to measure it there."
             ) from error
-        try:
-            requests.send_bytes(payload)
-            ready = answers.poll(self.timeout)
-            if not ready:
-                self._stop(kill=True)
-                raise MeasurementTimeoutError(
-                    f"{model_name(self.model)}: {self.runtime} ({self.backend} backend) did not "
-                    f"finish {doing} within {self.timeout:g} s and was stopped; a model whose "
-                    "work depends on its inputs (a loop bound, a sequence length) may need "
-                    f"real data, or a longer limit ({self._limit_option})."
-                )
-            status, value = answers.recv()
-        except (EOFError, OSError) as failure:  # the worker died: its pipe closed
-            raise self._crashed(doing) from failure
-        if status == "transfer":
+        except ChildTimeoutError as error:
             self._stop(kill=True)
-            raise WorkerTransferError(
-                f"a worker process cannot receive {model_name(self.model)} on {self.backend} "
-                f"({value}); define the backend in an importable module to measure it there."
-            )
-        if status == "error":
-            raise value
-        return value
+            raise MeasurementTimeoutError(
+                f"{model_name(self.model)}: {self.runtime} ({self.backend} backend) did not "
+                f"finish {doing} within {self.timeout:g} s and was stopped; a model whose "
+                "work depends on its inputs (a loop bound, a sequence length) may need "
+                "real data, or a longer limit (--timeout or TFCOMPRESS_TIMEOUT=SECONDS)."
+            ) from error
+        except NativeCrashError as crash:
+            self._stop()
+            raise self._crashed(doing, crash) from crash
 
-    def _crashed(self, doing: str) -> RuntimeCrashedError:
-        process = self._process
-        code = None
-        if process is not None:
-            try:
-                code = process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                code = process.wait()
-        last = _last_words(self._stderr)
-        self._stop()
-        if code is not None and code < 0:
-            how = f"was killed by {signal_name(-code)}"
+    def _crashed(self, doing: str, crash: NativeCrashError) -> RuntimeCrashedError:
+        code = crash.exit_status
+        if crash.signal_number:
+            how = f"was killed by {_child.signal_name(crash.signal_number)}"
         else:
             how = f"exited with status {code}"
+        last = _child.last_words(crash.said)
         said = f"; its last words: {last}" if last else ""
-        return RuntimeCrashedError(
+        error = RuntimeCrashedError(
             f"{model_name(self.model)}: {self.runtime} ({self.backend} backend) crashed while "
             f"{doing}: the worker process {how}{said}. The rest of the run went on; this is "
             "a bug of the runtime with this model (an int8 LSTM is a known case): try another "
             "recipe or backend."
         )
+        error.signal_number, error.exit_status, error.said = crash.signal_number, code, crash.said
+        return error
 
     def _stop(self, *, kill: bool = False) -> None:
-        process, self._process = self._process, None
-        for connection in (self._requests, self._answers):
-            if connection is not None:
-                connection.close()
-        self._requests = self._answers = None
-        if process is not None:
-            if kill:
-                process.kill()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.close(kill=kill)
 
     def __del__(self) -> None:
-        if getattr(self, "_process", None) is not None:
+        if getattr(self, "_worker", None) is not None:
             self._stop(kill=True)
-
-
-def _last_words(stream: Any) -> str:
-    if stream is None:
-        return ""
-    stream.seek(0)
-    lines = stream.read()[-4000:].decode("utf-8", errors="replace").strip().splitlines()
-    useful = [line.strip() for line in lines if line.strip() and "INFO:" not in line]
-    return " ".join(useful[-1].split())[:200] if useful else ""

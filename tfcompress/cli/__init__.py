@@ -88,13 +88,14 @@ def build_parser() -> OneLineArgumentParser:
 
 @contextlib.contextmanager
 def _time_limit(args: argparse.Namespace) -> Iterator[None]:
-    """``--timeout`` (outside ``benchmark``, whose own is per row) as ``TFCOMPRESS_TIMEOUT``.
+    """``--timeout`` as ``TFCOMPRESS_TIMEOUT``, the one time limit every child reads.
 
-    The variable is what every child call reads; it is put back as it was after the run, so
-    a program that calls :func:`main` twice keeps its own setting.
+    A conversion, a calibration, a fine-tune, a load probe, a measurement and the Edge TPU
+    compiler all run under it. The variable is put back as it was after the run, so a
+    program that calls :func:`main` twice keeps its own setting.
     """
     seconds = getattr(args, "timeout", None)
-    if seconds is None or args.command == "benchmark":
+    if seconds is None:
         yield
         return
     before = os.environ.get("TFCOMPRESS_TIMEOUT")

@@ -90,10 +90,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout",
         type=duration,
-        default=600.0,
         metavar="SECONDS",
         help="time limit of one measurement in a worker process (loading, accuracy, one row's "
-        "timing); past it the row is an error and the others go on (default 600)",
+        "timing); past it the row is an error and the others go on (default: "
+        "TFCOMPRESS_TIMEOUT, else 6h)",
     )
     parser.add_argument("--report", metavar="DIR", help="write JSON, CSV, Markdown and PNG here")
     parser.add_argument(

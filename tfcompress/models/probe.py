@@ -3,10 +3,11 @@
 LiteRT and ONNX Runtime are C++ and trust much of what a model file says; a crafted file can
 crash them (TFLite's CVE list is long) or hang them. So the first time a runtime loads an
 artifact in this process, :func:`probe_model` has it load the model, prepare it (allocate
-its tensors) and run once on zeros in a short-lived child (``_probe_child.py``, which
-imports only numpy and the runtime, never TensorFlow). The child's stderr is captured,
-never shown. The verdict is cached by the bytes' SHA-256, so each artifact is probed once
-per process.
+its tensors) and run once on zeros in a short-lived :class:`tfcompress._child.Worker`
+(:mod:`tfcompress._child.probe` runs there; the worker imports only numpy and the runtime,
+never TensorFlow, and is forked from the measurement zygote when one runs, else a fresh
+interpreter). The child's stderr is captured, never shown. The verdict is cached by the
+bytes' SHA-256, so each artifact is probed once per process.
 
 What the probe calls damage, and what it does not:
 
@@ -20,11 +21,12 @@ What the probe calls damage, and what it does not:
   is damage, an error there is the runtime refusing those values (an
   :class:`~tfcompress.errors.InvalidDataError` naming the op), success lets it run here.
 
+The probe runs under the one time and memory limits of every child
+(``TFCOMPRESS_TIMEOUT``, ``--timeout``; ``TFCOMPRESS_MEMORY_LIMIT``).
+
 Environment:
     ``TFCOMPRESS_NO_PROBE=1`` skips the probe, for trusted files loaded many times by
     short-lived processes (the structural validator of ``.tflite`` files still runs).
-    ``TFCOMPRESS_PROBE_TIMEOUT=SECONDS`` changes the default limit (60 s) for very large
-    models.
 
 Example:
     >>> content = Path("model.tflite").read_bytes()
@@ -35,27 +37,30 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import io
-import json
 import logging
 import os
-import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from tfcompress._lifetime import last_words, signal_name
-from tfcompress.errors import InvalidDataError, InvalidInputError, ModelLoadError, TFCompressError
+from tfcompress import _child
+from tfcompress.errors import (
+    ChildTimeoutError,
+    InvalidDataError,
+    InvalidInputError,
+    ModelLoadError,
+    NativeCrashError,
+)
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_S = 60.0
-_CHILD = Path(__file__).with_name("_probe_child.py")
+#: What the probe's worker runs; tests point it at a stand-in to fake a crash or a hang.
+CHILD_TARGET = "tfcompress._child.probe:probe"
 _RUNTIMES = {"tflite": "the LiteRT interpreter", "onnx": "ONNX Runtime"}
 _REEXPORT = "the file is corrupt or crafted; re-export it from the source model"
+# A zygote that forks probes has the probe and LiteRT imported already.
+_child.preload("tfcompress._child.probe", "ai_edge_litert.interpreter")
 
 
 @dataclass(frozen=True)
@@ -73,19 +78,6 @@ class _Verdict:
 
 
 _verdicts: dict[tuple[str, str], _Verdict] = {}
-
-
-#: The environment variable the probe child reads its memory limit from (bytes).
-MEMORY_BYTES = "TFCOMPRESS_PROBE_MEMORY_BYTES"
-
-
-def child_command(kind: str) -> list[str]:
-    """The command that runs the probe child; tests replace it to fake a crash or a hang.
-
-    ``-P`` keeps the script's folder (``tfcompress/models``, which holds an ``inspect.py``)
-    off ``sys.path``, where it would shadow the standard library.
-    """
-    return [sys.executable, "-P", str(_CHILD), kind]
 
 
 def clear_cache() -> None:
@@ -108,8 +100,8 @@ def probe_model(
         kind: ``"tflite"`` (LiteRT interpreter, XNNPACK on) or ``"onnx"`` (ONNX Runtime
             CPU; skipped when onnxruntime is not installed).
         source: How error messages name the file.
-        timeout: Seconds before the child is stopped (default ``TFCOMPRESS_PROBE_TIMEOUT``
-            or 60).
+        timeout: Seconds before the child is stopped (default: the one time limit,
+            ``TFCOMPRESS_TIMEOUT``).
         must_prepare: False when the runtime may legitimately refuse to *prepare* the model
             here (custom ops such as the Edge TPU's, an unknown length stored as 1): it is
             still loaded in the child, so a crash is caught, but a clean refusal to prepare
@@ -196,7 +188,8 @@ def probe_inputs(
     if _disabled():
         return
     key = (kind, hashlib.sha256(content).hexdigest())
-    verdict = _run_child(content, kind, _timeout(timeout), dict(inputs))
+    arrays = {name: np.asarray(array) for name, array in inputs.items()}
+    verdict = _run_child(content, kind, _timeout(timeout), arrays)
     if verdict.reason is None:
         _verdicts[key] = verdict  # it ran: no need to ask again in this process
         return
@@ -214,57 +207,55 @@ def _disabled() -> bool:
 
 
 def _timeout(timeout: float | None) -> float:
-    """``timeout``, else ``TFCOMPRESS_PROBE_TIMEOUT``, else 60 s: finite, above 0, a week at most.
+    """``timeout``, else the one time limit: finite, above 0, a week at most.
 
     Raises:
         InvalidInputError: Naming the variable (or the value) and the valid range; ``inf``
             or ``1e308`` would overflow the child's wait.
     """
-    from tfcompress._limits import TimeLimit
+    from tfcompress._limits import CHILD_TIMEOUT
 
-    limit = TimeLimit("TFCOMPRESS_PROBE_TIMEOUT", DEFAULT_TIMEOUT_S)
-    if timeout is None:
-        return limit.seconds()
-    return limit.check(float(timeout), shown=f"the probe timeout {timeout!r}")
+    return CHILD_TIMEOUT.given(timeout, name="the probe timeout")
 
 
 def _run_child(
     content: bytes, kind: str, timeout: float, inputs: dict[str, np.ndarray] | None
 ) -> _Verdict:
-    runtime = _RUNTIMES[kind]
     on = "on zeros" if inputs is None else "on the real inputs"
-    command = child_command(kind) + ([] if inputs is None else ["--inputs"])
-    from tfcompress._limits import CHILD_MEMORY
-
-    # The child cannot import tfcompress to read the limit: it gets the bytes.
-    env = {**os.environ, MEMORY_BYTES: str(CHILD_MEMORY.value())}
+    # Forked from a zygote that runs already (benchmark's), else a fresh interpreter: a
+    # zygote started for one probe would cost more than it saves.
     try:
-        done = subprocess.run(
-            command,
-            input=content if inputs is None else _framed(content, inputs),
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-            env=env,
-        )
-    except OSError as failure:  # cannot fork or exec: the machine, not the file
-        raise TFCompressError(
-            f"cannot start the child process that checks models safely ({failure.strerror}); "
-            "free memory or processes, or set TFCOMPRESS_NO_PROBE=1 for files you trust."
-        ) from failure
-    except subprocess.TimeoutExpired as expired:
-        _log_stderr(expired.stderr)
+        with _child.Worker(fork="running") as worker:
+            reply = worker.call(
+                CHILD_TARGET, kind, content, inputs, what="probing the model", timeout=timeout
+            )
+    except ChildTimeoutError as hung:
+        _log_stderr(hung.said)
         # Not cached: a machine busy enough to slow a big model down is not the file's fault.
         return _Verdict(
-            f"{runtime} did not finish loading and running this file {on} within {timeout:g} s "
-            f"and was stopped (it hung); {_REEXPORT}, or raise TFCOMPRESS_PROBE_TIMEOUT for a "
-            "very large model.",
+            f"{_RUNTIMES[kind]} did not finish loading and running this file {on} within "
+            f"{timeout:g} s and was stopped (it hung); {_REEXPORT}, or raise the time limit "
+            "(--timeout or TFCOMPRESS_TIMEOUT=SECONDS) for a very large model.",
             "hang",
             cacheable=False,
         )
-    _log_stderr(done.stderr)
-    if done.returncode < 0:
-        name = signal_name(-done.returncode)
+    except NativeCrashError as crash:
+        _log_stderr(crash.said)
+        return crashed(kind, crash, on)
+    return verdict(kind, reply, on)
+
+
+def crashed(kind: str, crash: NativeCrashError, on: str = "on zeros") -> _Verdict:
+    """The verdict on a child that died while it ran the model: damage.
+
+    Args:
+        kind: ``"tflite"`` or ``"onnx"``.
+        crash: How the child ended (its signal, or its exit status, and its last words).
+        on: What the model ran on (``"on zeros"``, ``"on the real inputs"``).
+    """
+    runtime = _RUNTIMES[kind]
+    if crash.signal_number:
+        name = _child.signal_name(crash.signal_number)
         return _Verdict(
             f"{runtime} crashed ({name}) when it ran this file once {on}, in a child process "
             f"that tfcompress uses to contain such crashes; a valid model never crashes it: "
@@ -272,19 +263,20 @@ def _run_child(
             "from the source model.",
             "crash",
         )
-    line = done.stdout.decode("utf-8", errors="replace").strip().splitlines()[-1:]
-    try:
-        reply = json.loads(line[0]) if line else None
-    except json.JSONDecodeError:
-        reply = None
-    if done.returncode != 0 or not isinstance(reply, dict):
-        last = last_words(done.stderr)
-        said = f" (its last words: {last})" if last else ""
-        return _Verdict(
-            f"{runtime} exited with status {done.returncode} on this file without a "
-            f"verdict{said}; {_REEXPORT}.",
-            "crash",
-        )
+    last = _child.last_words(crash.said)
+    said = f" (its last words: {last})" if last else ""
+    return _Verdict(
+        f"{runtime} exited with status {crash.exit_status} on this file without a "
+        f"verdict{said}; {_REEXPORT}.",
+        "crash",
+    )
+
+
+def verdict(kind: str, reply: object, on: str = "on zeros") -> _Verdict:
+    """The verdict on what the probe's child answered (see :mod:`tfcompress._child.probe`)."""
+    runtime = _RUNTIMES[kind]
+    if not isinstance(reply, dict):
+        return _Verdict(f"{runtime} gave no verdict on this file; {_REEXPORT}.", "crash")
     if reply.get("ok") is True:
         return _Verdict(None)
     stage = str(reply.get("stage", "load"))
@@ -308,13 +300,6 @@ def _run_child(
     return _Verdict(
         f"{runtime} cannot {action} this model ({reason}); {_REEXPORT}.", stage, said=reason
     )
-
-
-def _framed(content: bytes, inputs: Mapping[str, np.ndarray]) -> bytes:
-    """The child's ``--inputs`` request: model length, model, then an ``.npz`` of inputs."""
-    buffer = io.BytesIO()
-    np.savez(buffer, **{name: np.asarray(array) for name, array in inputs.items()})
-    return len(content).to_bytes(8, "little") + content + buffer.getvalue()
 
 
 def _log_stderr(stderr: bytes | None) -> None:

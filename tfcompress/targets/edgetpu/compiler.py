@@ -1,11 +1,12 @@
 """Run Coral's ``edgetpu_compiler`` on a ``.tflite`` and keep what it made and said.
 
-The compiler runs in a temporary folder with a time limit, under a supervisor process
-(``_supervise.py``) that kills everything the compiler started before the call returns,
-daemons included. The compiled ``*_edgetpu.tflite`` comes back as bytes next to the parsed
-log (:class:`CompilerRun`) only if it is a regular file of that folder that the ``.tflite``
-reader validates, and nothing is written next to the input. A failure, a refusal or a hang
-is one typed error (:class:`EdgeTPUCompilerError`) that quotes the compiler's own line.
+The compiler runs in a temporary folder under the one time limit, in a worker process
+(:mod:`tfcompress._child.program`) that kills everything the compiler started before the
+call returns, daemons included. The compiled ``*_edgetpu.tflite`` comes back as bytes next
+to the parsed log (:class:`CompilerRun`) only if it is a regular file of that folder that
+the ``.tflite`` reader validates, and nothing is written next to the input. A failure, a
+refusal or a hang is one typed error (:class:`EdgeTPUCompilerError`) that quotes the
+compiler's own line.
 
 Example:
     >>> from tfcompress.targets.edgetpu import compile_for_edgetpu
@@ -18,7 +19,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import math
 import os
 import shutil
 import stat
@@ -29,17 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from tfcompress._files import file_kind
-from tfcompress.errors import BackendUnavailableError, ConversionError, InvalidInputError
+from tfcompress.errors import BackendUnavailableError, ConversionError
 from tfcompress.targets.edgetpu.compiler_log import CompilerLog, parse_compiler_log
 from tfcompress.targets.edgetpu.compiler_process import run_supervised
 
 __all__ = [
     "COMPILER_NAME",
-    "DEFAULT_TIMEOUT_S",
     "CompilerRun",
     "EdgeTPUCompilerError",
     "compile_for_edgetpu",
-    "compiler_timeout",
     "find_compiler",
 ]
 
@@ -47,9 +45,6 @@ logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 
 COMPILER_NAME = "edgetpu_compiler"
-DEFAULT_TIMEOUT_S = 180.0
-"""The compiler's own compile timer is 180 s ("Started a compilation timeout timer of 180
-seconds"); a run that outlives it is stopped."""
 
 _MAX_OUTPUT_BYTES = 1 << 30
 
@@ -132,32 +127,6 @@ class CompilerRun:
         return str(self.log)
 
 
-def compiler_timeout(timeout_s: float | None = None) -> float:
-    """The compiler's time limit: ``timeout_s``, else ``TFCOMPRESS_COMPILER_TIMEOUT``, else 180 s.
-
-    Raises:
-        InvalidInputError: The limit is not a finite number of seconds above 0, a week at most.
-
-    Example:
-        >>> compiler_timeout(30)
-        30.0
-    """
-    from tfcompress._limits import MAX_TIMEOUT_S, TimeLimit
-
-    if timeout_s is None:  # names the variable and the range (a week at most)
-        return TimeLimit("TFCOMPRESS_COMPILER_TIMEOUT", DEFAULT_TIMEOUT_S).seconds()
-    try:
-        value = float(timeout_s)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):  # 1e308 overflows the wait
-        raise InvalidInputError(
-            f"timeout_s must be a positive number of seconds, at most {MAX_TIMEOUT_S:g} (a "
-            f"week), got {str(timeout_s)[:40]!r}."
-        )
-    return value
-
-
 def find_compiler(compiler: str | os.PathLike[str] | None = None) -> str | None:
     """Locate ``edgetpu_compiler``.
 
@@ -191,15 +160,15 @@ def compile_for_edgetpu(
     model: Any,
     *,
     compiler: str | os.PathLike[str] | None = None,
-    timeout_s: float | None = None,
+    timeout: float | None = None,
 ) -> CompilerRun:
     """Compile a full-int8 ``.tflite`` with ``edgetpu_compiler -s`` and parse its verdict.
 
     Args:
         model: A ``.tflite`` path, its bytes, or a :class:`~tfcompress.models.TFLiteModel`.
         compiler: The compiler to run; None looks up ``edgetpu_compiler`` on PATH.
-        timeout_s: Seconds before the run is stopped with everything it started (default
-            ``TFCOMPRESS_COMPILER_TIMEOUT``, else :data:`DEFAULT_TIMEOUT_S`).
+        timeout: Seconds before the run is stopped with everything it started (default:
+            the one time limit, ``--timeout`` or ``TFCOMPRESS_TIMEOUT``).
 
     Returns:
         The parsed log and the compiled model's bytes.
@@ -207,18 +176,19 @@ def compile_for_edgetpu(
     Raises:
         BackendUnavailableError: No compiler on PATH, or ``compiler`` is not executable.
         EdgeTPUCompilerError: The compiler exited with an error, refused the model (its
-            line is quoted), wrote no ``*_edgetpu.tflite``, or ran past ``timeout_s``.
-        InvalidInputError: ``timeout_s`` (or ``TFCOMPRESS_COMPILER_TIMEOUT``) is not a
-            positive number of seconds.
+            line is quoted), wrote no ``*_edgetpu.tflite``, or ran past ``timeout``.
+        InvalidInputError: ``timeout`` (or ``TFCOMPRESS_TIMEOUT``) is not a positive number
+            of seconds, a week at most.
         ModelLoadError: ``model`` is not a readable ``.tflite``.
 
     Example:
-        >>> run = compile_for_edgetpu("model_int8.tflite", timeout_s=60)  # doctest: +SKIP
+        >>> run = compile_for_edgetpu("model_int8.tflite", timeout=60)  # doctest: +SKIP
         >>> print(run.log)  # doctest: +SKIP
     """
+    from tfcompress._limits import CHILD_TIMEOUT
     from tfcompress.targets.edgetpu.linter import read_model
 
-    timeout_s = compiler_timeout(timeout_s)
+    limit = CHILD_TIMEOUT.given(timeout)
     executable = find_compiler(compiler)
     if executable is None:
         raise BackendUnavailableError(f"edgetpu_compiler not installed: {_INSTALL_HINT}.")
@@ -234,9 +204,7 @@ def compile_for_edgetpu(
         folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
             started = time.perf_counter()
-            text, returncode = run_supervised(
-                command, cwd=folder, timeout_s=timeout_s, source=source
-            )
+            text, returncode = run_supervised(command, cwd=folder, timeout=limit, source=source)
             seconds = time.perf_counter() - started
             log = parse_compiler_log(text)
             if returncode != 0 or not log.succeeded:

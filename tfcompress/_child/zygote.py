@@ -1,32 +1,32 @@
-"""Start measurement workers by forking a process that has imported them already.
+"""Workers forked from a process that has imported what they need already.
 
-Each :class:`~tfcompress.bench.isolation.IsolatedRunner` holds one model in a worker process
-of its own, so a crash or a hang of the native runtime costs only that worker. Starting one
-with a fresh interpreter costs about half a second (Python, NumPy, tfcompress's runtime
-modules, LiteRT; 494 ms against 47 ms forked, benchmarks/isolation_cost.py) before it loads
-its model; a benchmark of 20 artifacts on two backends starts 40. So on Linux, each process
-that measures keeps a *zygote*: a child that imported all of that once and forks one worker
-per runner on request, as Android starts its apps and ``multiprocessing``'s forkserver its
-processes. Every worker is still a process of its own, holding one model; only its start is
-cheaper.
+A :class:`~tfcompress._child.Worker` (a measurement runner holding one model, a load
+probe) is a process of its own, so a crash or a hang of the native runtime costs only that
+worker. Starting one as a fresh interpreter costs about half a second (Python, NumPy,
+tfcompress's runtime modules, LiteRT; 494 ms against 47 ms forked,
+benchmarks/isolation_cost.py) before it loads its model; a benchmark of 20 artifacts on two
+backends starts 40. So on Linux, each process that starts workers keeps a *zygote*: a child
+that imported all of that once (:data:`PRELOAD`, and what the callers add with
+:func:`preload`) and forks one worker per request, as Android starts its apps and
+``multiprocessing``'s forkserver its processes. Every worker is still a process of its
+own; only its start is cheaper.
 
 The zygote is private to tfcompress (``multiprocessing``'s forkserver is one per program
 and would run the caller's ``__main__`` again). It starts with the caller's environment,
-import path, and a caller that changed either (or forked) gets a fresh zygote, so a worker
-always starts from what a fresh interpreter would have seen (pytest's
+import path and memory limit, and a caller that changed either (or forked) gets a fresh
+zygote, so a worker always starts from what a fresh interpreter would have seen (pytest's
 ``PYTEST_CURRENT_TEST`` aside, :mod:`tfcompress._environ`); each worker starts in the
 caller's working folder of the moment (sent as an open folder, so any path works).
 The zygote reaps its workers and reports each exit status (a signal is ``-N``, as
 :class:`subprocess.Popen` reports it), which the caller reads from a pipe of its own.
 On Linux the zygote dies with the caller and each worker with the zygote
-(:mod:`tfcompress._lifetime`): nothing keeps measuring after the caller is gone.
+(:mod:`tfcompress._lifetime`): nothing keeps working after the caller is gone.
 Where there is no zygote (not Linux, ``TFCOMPRESS_NO_ZYGOTE=1``, or it could not start),
-workers start as fresh interpreters, as before.
+:func:`fork_child` returns None and the caller starts a fresh interpreter.
 
 Example:
-    >>> worker = start_worker([sys.executable, "-P", "-c", BOOTSTRAP, PATHS, "5", "6"],
-    ...                       fds=(5, 6), stderr=log)  # doctest: +SKIP
-    >>> worker.wait(timeout=10)  # doctest: +SKIP
+    >>> child = fork_child(memory=2**32)  # doctest: +SKIP
+    >>> child.process.wait(timeout=10)  # doctest: +SKIP
     0
 """
 
@@ -46,33 +46,45 @@ import threading
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
+from tfcompress._child.process import Child, death_wish, pipes, stderr_file
 from tfcompress._environ import settled
+from tfcompress.errors import TFCompressError
+
+__all__ = ["NO_ZYGOTE", "PRELOAD", "Forked", "fork_child", "preload", "serve"]
 
 logger = logging.getLogger(__name__)
 
-#: What the zygote imports before its first fork: what every LiteRT worker needs.
-PRELOAD = (
-    "numpy",
-    "tfcompress.bench._worker",
-    "tfcompress.bench.memory",
-    "tfcompress.bench.stats",
-    "tfcompress.runtime.litert",
-    "ai_edge_litert.interpreter",
-)
+#: What every zygote imports before its first fork; :func:`preload` adds to it.
+PRELOAD = ["numpy", "tfcompress._child.serve"]
 #: Set to 1 to start every worker as a fresh interpreter (a backend that cannot be forked).
 NO_ZYGOTE = "TFCOMPRESS_NO_ZYGOTE"
 _BOOTSTRAP = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-    "from tfcompress.bench.zygote import serve; "
-    "sys.exit(serve(int(sys.argv[2]), int(sys.argv[3])))"
+    "from tfcompress._child.zygote import serve; "
+    "sys.exit(serve(*map(int, sys.argv[2:5]), json.loads(sys.argv[5])))"
 )
 _READY_SECONDS = 60.0  # the zygote's imports (or one fork), on a busy machine
 _MESSAGE = 64
 
 
-class Worker:
+def preload(*modules: str) -> None:
+    """Have zygotes started from now on import ``modules`` before their first fork.
+
+    What a kind of worker needs (the measurement runner's modules, LiteRT) is named by the
+    package that starts it, when it is imported; a module a zygote lacks is imported by the
+    worker itself.
+
+    Example:
+        >>> preload("numpy")
+    """
+    for module in modules:
+        if module not in PRELOAD:
+            PRELOAD.append(module)
+
+
+class Forked:
     """A worker forked by the zygote: what :class:`subprocess.Popen` offers, for a grandchild.
 
     Its exit status comes from the zygote, through ``status``, once the zygote reaped it.
@@ -128,7 +140,7 @@ class _Zygote:
     key: tuple[Any, ...]
     owner: int = field(default_factory=os.getpid)
 
-    def fork(self, fds: Sequence[int], stderr: int) -> Worker:
+    def fork(self, fds: Sequence[int], stderr: int) -> Forked:
         status_read, status_write = os.pipe()
         folder = -1
         try:
@@ -146,7 +158,7 @@ class _Zygote:
             os.close(status_write)
             if folder >= 0:
                 os.close(folder)
-        return Worker(int(answer), status_read)
+        return Forked(int(answer), status_read)
 
     def close(self) -> None:
         # The zygote reads the end of its socket, waits for its workers still running
@@ -159,63 +171,55 @@ _zygote: _Zygote | None = None
 _failed: set[tuple[Any, ...]] = set()  # settings under which a zygote could not start
 
 
-def start_worker(
-    command: Sequence[str], *, fds: Sequence[int], stderr: IO[bytes]
-) -> Worker | subprocess.Popen[bytes]:
-    """Start the worker ``command`` would start, forked from the zygote where there is one.
+def fork_child(*, memory: int, start: bool = True) -> Child | None:
+    """A worker forked from this process's zygote, or None where there is none.
 
     Args:
-        command: The worker as a fresh interpreter runs it, where there is no zygote.
-        fds: The worker's ends of its pipes (the caller closes its copies afterwards).
-        stderr: Where the worker writes its last words.
+        memory: The memory limit the caller checked (the zygote read the same environment,
+            so the two agree); kept for messages.
+        start: Start the zygote if none runs (False: fork only from one that runs, for a
+            single short job that a zygote's start would slow down).
 
     Returns:
-        A :class:`Worker`, or the :class:`subprocess.Popen` of a fresh interpreter.
-
-    Raises:
-        OSError: No process could be started.
+        The worker, ready for requests; None: not Linux, ``TFCOMPRESS_NO_ZYGOTE=1``, or no
+        zygote (it could not start, or ``start`` is False): the caller starts a fresh
+        interpreter instead.
     """
-    if sys.platform == "linux" and os.environ.get(NO_ZYGOTE, "") in {"", "0"}:
-        with _lock:
-            zygote = _current()
-            if zygote is not None:
-                try:
-                    return zygote.fork(fds, stderr.fileno())
-                except OSError as error:  # it died: fresh interpreters from now on
-                    logger.debug("the zygote failed to fork (%s): fresh interpreters", error)
-                    _failed.add(zygote.key)
-                    _close_zygote()
-    return subprocess.Popen(
-        list(command),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=stderr,
-        pass_fds=tuple(fds),
-    )
-
-
-def death_wish() -> int:
-    """The pid a child started now should die with (``_lifetime``), or 0: none.
-
-    The kernel signals a child when the *thread* that started it ends, not the process: a
-    child started from another thread than the main one (a caller's thread pool) would die
-    with that thread while others still use it, so such a child relies on its caller's
-    clean-up alone.
-    """
-    return os.getpid() if threading.current_thread() is threading.main_thread() else 0
+    if sys.platform != "linux" or os.environ.get(NO_ZYGOTE, "") not in {"", "0"}:
+        return None
+    with _lock:
+        zygote = _current(start=start)
+        if zygote is None:
+            return None
+        (parent_out, child_in), (child_out, parent_in) = pipes()
+        stderr = stderr_file()
+        try:
+            process = zygote.fork((child_in, child_out), stderr.fileno())
+        except OSError as error:  # it died: fresh interpreters from now on
+            logger.debug("the zygote failed to fork (%s): fresh interpreters", error)
+            _failed.add(zygote.key)
+            _close_zygote()
+            for fd in (parent_out, parent_in):
+                os.close(fd)
+            stderr.close()
+            return None
+        finally:
+            os.close(child_in)
+            os.close(child_out)
+    return Child(process, parent_out, parent_in, stderr, memory=memory)
 
 
 def _key() -> tuple[Any, ...]:
     return (os.getpid(), tuple(sys.path), tuple(sorted(settled(os.environ).items())))
 
 
-def _current() -> _Zygote | None:
+def _current(*, start: bool = True) -> _Zygote | None:
     """The zygote for this process's settings, started when needed; None if it cannot start."""
     global _zygote
     key = _key()
     if _zygote is not None and (_zygote.key != key or _zygote.process.poll() is not None):
         _close_zygote()
-    if _zygote is None and key not in _failed:
+    if _zygote is None and start and key not in _failed:
         _zygote = _start(key)
         if _zygote is None:
             _failed.add(key)
@@ -224,16 +228,19 @@ def _current() -> _Zygote | None:
 
 def _start(key: tuple[Any, ...]) -> _Zygote | None:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    from tfcompress._limits import CHILD_MEMORY
+
     command = [sys.executable, "-P", "-c", _BOOTSTRAP, json.dumps([p for p in sys.path if p])]
     try:
+        memory = CHILD_MEMORY.value()  # checked by the caller, in the same environment
         process = subprocess.Popen(
-            [*command, str(theirs.fileno()), str(death_wish())],
+            [*command, str(theirs.fileno()), str(death_wish()), str(memory), json.dumps(PRELOAD)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             pass_fds=(theirs.fileno(),),
         )
-    except OSError as error:
+    except (OSError, TFCompressError) as error:
         logger.debug("no zygote (%s): workers start as fresh interpreters", error)
         ours.close()
         return None
@@ -266,27 +273,25 @@ def _close_zygote() -> None:
 # -- the zygote process ---------------------------------------------------------------------
 
 
-def serve(control_fd: int, parent: int = 0) -> int:
+def serve(control_fd: int, parent: int, memory: int, modules: Sequence[str]) -> int:
     """The zygote's loop: fork a worker per request until the parent closes the socket.
 
     Args:
         control_fd: The socket the parent sends its requests on.
-        parent: The pid to die with (0: none, see :func:`death_wish`); each worker dies
-            with the zygote in turn, so no worker outlives the caller.
+        parent: The pid to die with (0: none, see :func:`~.process.death_wish`); each
+            worker dies with the zygote in turn, so no worker outlives the caller.
+        memory: Bytes each worker may allocate (inherited: an allocation the data sizes
+            ends at the limit).
+        modules: What to import before the first fork.
     """
     import importlib
 
-    from tfcompress._lifetime import die_with_parent, limit_memory, no_core_files
-    from tfcompress._limits import CHILD_MEMORY
+    from tfcompress._child.serve import prepare
 
-    no_core_files()
-    # Inherited by every worker it forks: an allocation the data sizes ends at the limit.
-    limit_memory(CHILD_MEMORY.value())  # checked by the parent before it started us
-    if parent:
-        die_with_parent(parent)
+    prepare(parent, memory)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent to handle
     control = socket.socket(fileno=control_fd)
-    for module in PRELOAD:
+    for module in modules:
         with contextlib.suppress(ImportError):  # absent: the worker resolves its runtime
             importlib.import_module(module)
     wake_read, wake_write = os.pipe()
@@ -308,7 +313,7 @@ def serve(control_fd: int, parent: int = 0) -> int:
             if not message:  # the parent closed its end: report the last exits, then leave
                 listening = False
                 continue
-            *pipes, stderr, folder, status = fds
+            *ends, stderr, folder, status = fds
             try:
                 pid = os.fork()
             except OSError as error:  # out of processes or memory: the parent is told
@@ -318,8 +323,8 @@ def serve(control_fd: int, parent: int = 0) -> int:
                 continue
             if pid == 0:
                 zygotes = [control.fileno(), wake_read, wake_write, status, *statuses.values()]
-                _become_worker(pipes, stderr, folder, zygotes, zygote)
-            for fd in (*pipes, stderr, folder):
+                _become_worker(ends, stderr, folder, zygotes, zygote)
+            for fd in (*ends, stderr, folder):
                 os.close(fd)
             statuses[pid] = status
             control.sendall(str(pid).encode())
@@ -348,14 +353,19 @@ def _silence_stderr() -> None:
 
 
 def _become_worker(
-    pipes: list[int], stderr: int, folder: int, zygotes: list[int], zygote: int
+    ends: list[int], stderr: int, folder: int, zygotes: list[int], zygote: int
 ) -> None:
-    """In the forked child: drop the zygote's state, run the worker's loop, never return.
+    """In the forked child: drop the zygote's state, answer requests, never return.
 
-    The worker dies with the zygote (``zygote``, its pid), which dies with the caller.
+    The worker dies with the zygote (``zygote``, its pid), which dies with the caller: a
+    fork does not inherit the parent-death signal, so it is asked for again. The memory
+    limit and the core-file limit are inherited.
     """
     code = 1
     try:
+        from tfcompress._lifetime import die_with_parent
+
+        die_with_parent(zygote)
         os.fchdir(folder)  # the caller's working folder when it asked
         os.close(folder)
         signal.set_wakeup_fd(-1)
@@ -367,9 +377,9 @@ def _become_worker(
         os.close(stderr)
         if "numpy.random" in sys.modules:  # preloaded: seed it anew, as a fresh interpreter
             sys.modules["numpy.random"].seed()
-        from tfcompress.bench._worker import main
+        from tfcompress._child.serve import serve as answer_requests
 
-        code = main(["worker", str(zygote), *(str(fd) for fd in pipes)])
+        code = answer_requests(*ends, role="worker")
     except BaseException:  # a worker's own failure: its last words, then its exit status
         traceback.print_exc()
         sys.stderr.flush()

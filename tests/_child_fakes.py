@@ -1,0 +1,47 @@
+"""Stand-ins for what a child runs, importable there (tests/ is on the children's path).
+
+The probe's tests point ``tfcompress.models.probe.CHILD_TARGET`` at one of these to fake
+what a runtime does to a hostile file: crash, hang, or refuse it at one stage.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+
+def segfault(*_: Any) -> None:
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def abort(*_: Any) -> None:
+    os.kill(os.getpid(), signal.SIGABRT)
+
+
+def hang(*_: Any) -> None:
+    time.sleep(60)
+
+
+def never(*_: Any) -> None:
+    raise AssertionError("the probe ran on a file the validator should have refused")
+
+
+def runs(*_: Any) -> dict[str, Any]:
+    return {"ok": True}
+
+
+def refuses_load(*_: Any) -> dict[str, Any]:
+    return {"ok": False, "stage": "load", "reason": "ValueError: bad\nthings"}
+
+
+def refuses_prepare(*_: Any) -> dict[str, Any]:
+    return {"ok": False, "stage": "prepare", "reason": "RuntimeError: unresolved custom op"}
+
+
+DIV = "RuntimeError: div.cc:262 data[i] != zero_point was not true. Node 3 (DIV) failed"
+
+
+def refuses_to_run(*_: Any) -> dict[str, Any]:
+    return {"ok": False, "stage": "run", "reason": DIV}
