@@ -33,8 +33,10 @@ def pick_reference(rows: list[BenchmarkRow], requested: str | None) -> str | Non
 def with_ratios(rows: list[BenchmarkRow], reference: str | None) -> list[BenchmarkRow]:
     """Rows with ``size_ratio`` and ``speedup`` against ``reference`` filled in.
 
-    ``speedup`` is reference median latency / row median latency at the same threads and
-    batch, on the same backend when the reference ran there, else on its first backend.
+    ``speedup`` is the reference's median latency per sample / the row's, at the same
+    threads and batch (a static-batch row: at the batch that was asked of it, so a file fixed
+    at 8 samples per call is compared per sample with the reference's batch of 1), on the
+    same backend when the reference ran there, else on its first backend.
     """
     refs = [r for r in rows if r.artifact == reference and r.ok]
     if not refs:
@@ -44,20 +46,34 @@ def with_ratios(rows: list[BenchmarkRow], reference: str | None) -> list[Benchma
     for row in rows:
         size_ratio = row.size.file_bytes / ref_size if row.size and ref_size else None
         speedup = None
-        if row.ok and row.latency is not None:
+        mine = row.latency_per_sample_ms if row.ok else None
+        if mine:
             match = _match(refs, row)
-            if match is not None and match.latency is not None and row.latency.p50 > 0:
-                speedup = match.latency.p50 / row.latency.p50
+            theirs = None if match is None else match.latency_per_sample_ms
+            if theirs is not None:
+                speedup = theirs / mine
         out.append(replace(row, size_ratio=size_ratio, speedup=speedup))
     return out
 
 
 def _match(refs: list[BenchmarkRow], row: BenchmarkRow) -> BenchmarkRow | None:
+    """The reference row measured like ``row``: same threads and batch, or the asked batch."""
     same = [r for r in refs if (r.threads, r.batch) == (row.threads, row.batch)]
+    if not same:  # a static batch on one side: the batch asked of it stands for it
+        same = [
+            r
+            for r in refs
+            if r.threads == row.threads and (r.batch in _asked(row) or row.batch in _asked(r))
+        ]
     for candidate in same:
         if candidate.backend == row.backend:
             return candidate
     return same[0] if same else None
+
+
+def _asked(row: BenchmarkRow) -> list[int]:
+    asked = row.details.get("batch_asked")
+    return [int(b) for b in asked] if isinstance(asked, list) else []
 
 
 def int8_notes(rows: list[BenchmarkRow], environment: Environment) -> list[str]:

@@ -24,7 +24,9 @@ class BenchmarkRow:
     this setting, e.g. a thread count TensorFlow can no longer switch to), ``"skipped:
     <reason>"`` (a backend the user named does not run this artifact's format) or
     ``"error: <reason>"`` (this row failed; the other rows are unaffected). Latency is per
-    call of ``batch`` samples; ``throughput_per_s`` is samples per second at that batch.
+    run of ``batch`` samples (one call of the model, or :attr:`calls` calls of its static
+    batch); ``throughput_per_s`` is samples per second, :attr:`latency_per_sample_ms` the
+    median per sample, and ``speedup`` (``x ref``) compares medians per sample.
 
     ``init_ms`` is the time from the artifact's bytes to a ready runner: creating this
     row's runner (interpreter build and allocation, ONNX Runtime session, GPU compilation,
@@ -37,9 +39,11 @@ class BenchmarkRow:
     process's high-water mark after this row (Python, TensorFlow, every model so far): it
     only grows. Both are measured where the row ran: in its worker process for the native
     runtimes (``backend_details["process"] == "worker"``), in this process for TensorFlow.
-    A model whose signature fixes the batch runs a batch as several calls of its own size:
-    ``backend_details`` then has ``static_batch`` and ``calls``, and the table's status
-    says ``ok (8 calls of 1)``.
+    A model whose signature fixes the batch computes whole calls of it: the row's ``batch``
+    is the next multiple of that static batch (a batch of 1 asked of a file fixed at 8 is
+    timed as one call of 8 samples; ``backend_details["batch_asked"]`` keeps what was
+    asked), ``backend_details`` has ``static_batch`` and ``calls``, and the table's status
+    says ``ok (4 calls of 8)`` when a batch took several.
 
     Example:
         >>> BenchmarkRow("m.tflite", "gpu", None, None, "unavailable: no GPU").ok
@@ -74,6 +78,30 @@ class BenchmarkRow:
             return None
         return self.batch * 1000.0 / self.latency.mean
 
+    @property
+    def calls(self) -> int:
+        """Calls of the model per timed run (more than 1: a static batch smaller than it)."""
+        calls = self.details.get("calls")
+        return calls if isinstance(calls, int) and calls > 0 else 1
+
+    @property
+    def samples_per_call(self) -> int | None:
+        """Samples the model computes in one call: its static batch, else the row's batch."""
+        static = self.details.get("static_batch")
+        return static if isinstance(static, int) and static > 0 else self.batch
+
+    @property
+    def latency_per_call_ms(self) -> float | None:
+        """Median latency of one call of the model (the timed run over its calls)."""
+        return None if self.latency is None else self.latency.p50 / self.calls
+
+    @property
+    def latency_per_sample_ms(self) -> float | None:
+        """Median latency per sample: what ``x ref`` and latency objectives compare."""
+        if self.latency is None or not self.batch:
+            return None
+        return self.latency.p50 / self.batch
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for reports (the JSON row of :data:`tfcompress.report.schema`)."""
         size = self.size.to_dict() if self.size else {}
@@ -93,6 +121,10 @@ class BenchmarkRow:
             "init_ms": _round(self.init_ms),
             "first_inference_ms": _round(self.first_inference_ms),
             "latency_ms": self.latency.to_dict() if self.latency else None,
+            "samples_per_call": self.samples_per_call if self.latency else None,
+            "calls": self.calls if self.latency else None,
+            "latency_per_call_ms": _round(self.latency_per_call_ms),
+            "latency_per_sample_ms": _round(self.latency_per_sample_ms, 6),
             "throughput_per_s": _round(self.throughput_per_s, 2),
             "accuracy": _round(self.accuracy, 6),
             "rss_growth_mb": _round(self.rss_growth_mb, 1),
@@ -207,7 +239,7 @@ class BenchmarkResult:
     def table(self, *, markdown: bool = False) -> str:
         """The rows as an aligned text (or Markdown) table."""
         header = ["artifact", "backend", "thr", "batch", "status", "size", "gzip", "prec"]
-        header += ["init ms", "p50 ms", "mean ms", "p90 ms", "samples/s", "x ref"]
+        header += ["init ms", "p50 ms", "mean ms", "p90 ms", "ms/sample", "samples/s", "x ref"]
         header += [self.metric] if self.samples else []
         rows = [_cells(r, with_accuracy=bool(self.samples)) for r in self.rows]
         return format_table(header, rows, markdown=markdown)
@@ -227,9 +259,14 @@ def _cells(row: BenchmarkRow, *, with_accuracy: bool) -> list[str]:
 
     size = row.size
     status = row.status if len(row.status) <= 60 else row.status[:57] + "..."
-    calls = row.details.get("calls")
-    if row.ok and isinstance(calls, int) and calls > 1:  # a static batch: said on the row
-        status = f"ok ({calls} calls of {row.details.get('static_batch')})"
+    if row.ok and row.calls > 1:  # a static batch: said on the row
+        status = f"ok ({row.calls} calls of {row.samples_per_call})"
+    cpu_ops = row.details.get("cpu_ops")
+    if row.ok and row.details.get("fully_accelerated") is False and cpu_ops:
+        # a GPU row that ran in part on the CPU: the ops it left there, said on the row
+        shown = sorted({str(op).split(" ", 1)[0].rstrip(":") for op in cpu_ops})
+        status = f"{status}, on CPU: {','.join(shown)}"
+        status = status if len(status) <= 60 else status[:57] + "..."
     cells = [
         row.artifact,
         row.backend,
@@ -243,6 +280,7 @@ def _cells(row: BenchmarkRow, *, with_accuracy: bool) -> list[str]:
         num(row.latency.p50 if row.latency else None, ".3f"),
         num(row.latency.mean if row.latency else None, ".3f"),
         num(row.latency.p90 if row.latency else None, ".3f"),
+        num(row.latency_per_sample_ms, ".4f"),
         num(row.throughput_per_s, ".1f"),
         num(row.speedup, ".2f"),
     ]

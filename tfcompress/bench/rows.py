@@ -182,14 +182,40 @@ def backend_rows(
                     logger.debug("%s on %s: accuracy failed: %s", name, backend, error)
                     rows.append(BenchmarkRow(**base, batch=None, status=row_status(error)))
                     return rows, 0
-            for batch in plan.batch_sizes:
+            for batch, asked in true_batches(plan.batch_sizes, runner.layout.static_batch):
                 row = _timed_row(runner, dataset, batch, base, init_ms, accuracy, plan)
+                if row.ok and asked != (batch,):  # a static batch: what was asked, said
+                    row = replace(row, details={**row.details, "batch_asked": list(asked)})
                 if row.ok and not isinstance(runner, IsolatedRunner):  # in-process memory
                     row = replace(row, rss_growth_mb=growth_mb(rss_before, current_rss_mb()))
                 rows.append(row)
     if artifact.converted:  # every row of a converted artifact says what actually ran
         rows = [replace(r, details={**r.details, **artifact.converted}) for r in rows]
     return rows, samples
+
+
+def true_batches(
+    asked: tuple[int, ...], static_batch: int | None
+) -> list[tuple[int, tuple[int, ...]]]:
+    """The batches a runner is timed at, each with the asked sizes it stands for.
+
+    A model whose signature fixes the batch computes whole calls of that batch: an asked
+    batch becomes the next multiple of it (a batch of 1 on a file fixed at 8 is one call of
+    8 samples, and is timed and reported as that), so samples per second, latency per sample
+    and ``x ref`` count the samples the model really computed.
+
+    Example:
+        >>> true_batches((1, 8, 32), 8)
+        [(8, (1, 8)), (32, (32,))]
+        >>> true_batches((1, 4), None)
+        [(1, (1,)), (4, (4,))]
+    """
+    if not static_batch:
+        return [(batch, (batch,)) for batch in asked]
+    rounded: dict[int, list[int]] = {}
+    for batch in asked:
+        rounded.setdefault(-(-batch // static_batch) * static_batch, []).append(batch)
+    return [(batch, tuple(sources)) for batch, sources in sorted(rounded.items())]
 
 
 def _timed_row(

@@ -13,9 +13,12 @@ MIN_SECONDS = 0.3
 
 
 def measure_latency(content: bytes, *, backend: str, threads: int, name: str) -> float:
-    """Median latency (ms, batch 1) of a ``.tflite`` on ``backend`` at ``threads`` threads.
+    """Median latency per sample (ms) of a ``.tflite`` on ``backend`` at ``threads`` threads.
 
-    Inputs are the harness's seeded random inputs: latency does not depend on the values.
+    Timed at batch 1, which a file with a static batch runs as one call of its batch: the
+    median of that call divided by its samples, so candidates made at different static
+    batches (and the float32 reference) are compared per sample. Inputs are the harness's
+    seeded random inputs: latency does not depend on the values.
 
     Args:
         content: The ``.tflite`` bytes.
@@ -24,7 +27,7 @@ def measure_latency(content: bytes, *, backend: str, threads: int, name: str) ->
         name: Display name of the artifact.
 
     Returns:
-        The median (p50) latency in milliseconds.
+        The median (p50) latency per sample in milliseconds (per call at batch 1).
 
     Raises:
         BackendUnavailableError: The harness could not time the artifact (its row's status
@@ -47,14 +50,14 @@ def measure_latency(content: bytes, *, backend: str, threads: int, name: str) ->
         warmup_runs=2,
         warmup_seconds=0.05,
     )
-    rows = [row for row in result.rows if row.latency is not None]
+    rows = [row for row in result.rows if row.latency_per_sample_ms is not None]
     if not rows:
         status = "; ".join(row.status for row in result.rows) or "no row"
         raise BackendUnavailableError(
             f"cannot time {name} on backend {backend!r} ({status}); choose a target this "
             "machine can run, or objective='size'."
         )
-    return float(rows[0].latency.p50)
+    return float(rows[0].latency_per_sample_ms or 0.0)
 
 
 def int8_finding(attempts: Any, *, backend: str, threads: int) -> str | None:
@@ -89,6 +92,7 @@ def int8_finding(attempts: Any, *, backend: str, threads: int) -> str | None:
         cpu = "this CPU lists no int8 dot-product instructions (no VNNI/AMX/DOTPROD)"
     return (
         f"int8 is {word} than {fastest} on {backend} with {threads} thread(s) here: "
-        f"int8 {timed['int8']:.3f} ms vs {fastest} {timed[fastest]:.3f} ms (median, batch 1); "
+        f"int8 {timed['int8']:.3f} ms vs {fastest} {timed[fastest]:.3f} ms (median per "
+        "sample); "
         f"{cpu}."
     )

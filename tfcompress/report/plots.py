@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tfcompress.errors import MissingDependencyError
 
 if TYPE_CHECKING:
-    from tfcompress.bench.result import BenchmarkResult
+    from tfcompress.bench.result import BenchmarkResult, BenchmarkRow
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -87,15 +87,19 @@ def _label(row: Any) -> str:
 
 
 def _accuracy_latency(plt: Any, result: BenchmarkResult) -> Any:
-    smallest = min((r.batch for r in result.rows if r.ok and r.batch), default=None)
-    rows = [
-        r
-        for r in result.rows
-        if r.ok and r.accuracy is not None and r.latency is not None and r.batch == smallest
-    ]
+    # One point per artifact x backend x threads: its smallest batch (a static-batch file's
+    # is its own batch), placed at its median latency per sample, so files that compute 1 or
+    # 32 samples per call stand on one axis.
+    smallest: dict[tuple[str, str, int | None], BenchmarkRow] = {}
+    for r in result.rows:
+        if r.ok and r.accuracy is not None and r.latency_per_sample_ms is not None:
+            key = (r.artifact, r.backend, r.threads)
+            if key not in smallest or (r.batch or 0) < (smallest[key].batch or 0):
+                smallest[key] = r
+    rows = list(smallest.values())
     if not rows:
         return None
-    points = [(r.latency.p50, r.accuracy * 100) for r in rows]
+    points = [(r.latency_per_sample_ms or 0.0, (r.accuracy or 0.0) * 100) for r in rows]
     front = pareto_front(points)
     figure, axes = plt.subplots(figsize=(7, 4.5))
     axes.scatter([p[0] for p in points], [p[1] for p in points], color="tab:blue", zorder=2)
@@ -109,7 +113,9 @@ def _accuracy_latency(plt: Any, result: BenchmarkResult) -> Any:
         label="Pareto front",
         zorder=3,
     )
-    axes.set_xlabel(f"median latency, batch {smallest} (ms)")
+    batches = sorted({r.batch for r in rows if r.batch})
+    shown = ", ".join(map(str, batches))
+    axes.set_xlabel(f"median latency per sample, at batch {shown} (ms)")
     axes.set_ylabel(f"{result.metric} (%)")
     axes.set_title("Accuracy vs latency")
     axes.legend(loc="lower right")
@@ -149,7 +155,7 @@ def _batch(plt: Any, result: BenchmarkResult) -> Any:
         left.plot([v[0] for v in values], [v[1] for v in values], marker="o", label=label)
         right.plot([v[0] for v in values], [v[2] for v in values], marker="o", label=label)
     for axes, title, unit in (
-        (left, "Latency per call", "median ms"),
+        (left, "Latency per batch", "median ms"),
         (right, "Throughput", "samples / s"),
     ):
         axes.set_xscale("log", base=2)

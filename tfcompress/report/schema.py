@@ -14,7 +14,10 @@ SCHEMA = "tfcompress.benchmark"
 # 2.0: the row key "peak_rss_mb" became "process_peak_rss_mb" (it always was the process's
 # high-water mark, not one model's), rows gained "rss_growth_mb" (per-row memory), and
 # environment.cpu_flags may be null (flags unknown) with environment.cpu_flags_source.
-SCHEMA_VERSION = "2.0"
+# 2.1: rows gained "samples_per_call", "calls", "latency_per_call_ms" and
+# "latency_per_sample_ms" (a static-batch file's row is timed at whole calls of its batch),
+# and "speedup" compares medians per sample.
+SCHEMA_VERSION = "2.1"
 
 #: Keys of the top-level report object.
 REPORT_KEYS = (
@@ -45,6 +48,10 @@ ROW_KEYS = (
     "init_ms",
     "first_inference_ms",
     "latency_ms",
+    "samples_per_call",
+    "calls",
+    "latency_per_call_ms",
+    "latency_per_sample_ms",
     "throughput_per_s",
     "accuracy",
     "rss_growth_mb",
@@ -54,6 +61,8 @@ ROW_KEYS = (
     "backend_details",
 )
 LATENCY_KEYS = ("runs", "mean", "std", "min", "p50", "p90", "p99", "max")
+#: Row keys a report of schema 2.0 (before them) lacks; a reader of 2.x takes it without them.
+ROW_KEYS_SINCE_2_1 = ("samples_per_call", "calls", "latency_per_call_ms", "latency_per_sample_ms")
 
 
 def validate_report(report: dict[str, Any]) -> dict[str, Any]:
@@ -86,8 +95,11 @@ def validate_report(report: dict[str, Any]) -> dict[str, Any]:
             f"tfcompress (reads {SCHEMA_VERSION}); upgrade tfcompress."
         )
     missing = [k for k in REPORT_KEYS if k not in report]
+    expected = ROW_KEYS
+    if str(report.get("schema_version")) == "2.0":
+        expected = tuple(k for k in ROW_KEYS if k not in ROW_KEYS_SINCE_2_1)
     for index, row in enumerate(report.get("rows", [])):
-        missing += [f"rows[{index}].{k}" for k in ROW_KEYS if k not in row]
+        missing += [f"rows[{index}].{k}" for k in expected if k not in row]
         latency = row.get("latency_ms")
         if latency is not None:
             missing += [f"rows[{index}].latency_ms.{k}" for k in LATENCY_KEYS if k not in latency]

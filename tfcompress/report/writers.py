@@ -372,8 +372,10 @@ def to_markdown(result: BenchmarkResult, *, heading: str = "Benchmark") -> str:
         "",
         result.table(markdown=True),
         "",
-        f"Latency is per call of `batch` samples; `x ref` is the median-latency speed-up over "
-        f"`{result.reference}` at the same threads and batch.",
+        f"Latency is per run of `batch` samples (one call, or calls of a file's static "
+        f"batch: the status says how many); `ms/sample` is the median per sample; `x ref` is "
+        f"the speed-up per sample over `{result.reference}` at the same threads (and batch, "
+        "or the batch that was asked of a static-batch file).",
     ]
     if result.samples:
         lines.append(f"{result.metric} on {result.samples} labelled samples.")

@@ -25,7 +25,7 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
 
     Returns:
         ``ok``, ``params``, ``macs`` (the harness's counter on the ``.tflite``),
-        ``size_bytes`` (int8 ``.tflite``), ``latency_ms`` (p50 at batch 1),
+        ``size_bytes`` (int8 ``.tflite``), ``latency_ms`` (p50 per sample, at batch 1),
         ``latency_backend``, ``threads``, ``target_measures`` (each budget field of the
         target, e.g. the Edge TPU segments the linter predicts), ``worker``, ``host``, ``seconds``,
         ``finished_at``; or ``ok: False`` with a one-line ``reason`` when the model could
@@ -77,9 +77,10 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         "finished_at": time.time(),
         **worker_identity(),
     }
-    if not row.ok or row.latency is None:
+    per_sample = row.latency_per_sample_ms if row.ok else None
+    if per_sample is None:
         return {**measured, "ok": False, "reason": f"latency measurement: {row.status}"}
-    return {**measured, "ok": True, "latency_ms": round(float(row.latency.p50), 4)}
+    return {**measured, "ok": True, "latency_ms": round(float(per_sample), 4)}
 
 
 def _perturb(model: Any, seed: int) -> None:
