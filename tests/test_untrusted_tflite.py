@@ -6,6 +6,7 @@ LiteRT's schema object API, so the file differs from a sound one in exactly that
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -300,6 +301,45 @@ def test_valid_model_is_probed_once(seed, tmp_path, monkeypatch):
     assert isinstance(resolve_model(seed), TFLiteModel)
     tfcompress.inspect_model(path)
     assert calls == ["tflite"]
+
+
+def test_a_probe_in_the_warm_child_says_the_same(seed, monkeypatch):
+    # LiteRT Quantizer probes in the warm child it calibrates in, with no process of its
+    # own: a crash or a refusal there reads as it does from a worker of its own.
+    from tfcompress import _child
+    from tfcompress._child import warm
+
+    _child.close_warm_child()
+    try:
+        _fake_child(monkeypatch, "segfault")
+        with pytest.raises(ModelLoadError, match=r"crashed \(SIGSEGV\) when it ran this file"):
+            probe.probe_model(seed, "tflite", source="m.tflite", in_warm_child=True)
+        probe.clear_cache()
+        _fake_child(monkeypatch, "refuses_load")
+        with pytest.raises(ModelLoadError, match=r"cannot load it \(ValueError: bad things\)"):
+            probe.probe_model(seed, "tflite", source="m.tflite", in_warm_child=True)
+        assert warm._current is not None  # it ran there, and the child stays warm
+    finally:
+        _child.close_warm_child()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the zygote forks: Linux only")
+def test_probes_fork_from_the_measurement_zygote_only_when_shared(seed, monkeypatch):
+    from tfcompress._child import zygote
+
+    monkeypatch.setattr(zygote, "_zygote", None)
+    monkeypatch.setattr(zygote, "_failed", set())
+    try:
+        probe.probe_model(seed, "tflite")  # one probe: a fresh interpreter, no zygote started
+        assert zygote._zygote is None
+        probe.clear_cache()
+        with probe.sharing_zygote():  # benchmark's loads: its workers' zygote serves them
+            probe.probe_model(seed, "tflite")
+        assert zygote._zygote is not None
+        probe.clear_cache()
+        probe.probe_model(seed, "tflite")  # a zygote runs: the probe forks from it
+    finally:
+        zygote._close_zygote()
 
 
 def test_opt_out_skips_the_probe_not_the_validator(seed, hostile, tmp_path, monkeypatch):

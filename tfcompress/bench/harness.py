@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -26,6 +27,7 @@ from tfcompress.data.sources import describe_source
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.feeding import FeedLayout, feed_layout
 from tfcompress.models.loading import model_name, resolve_model
+from tfcompress.models.probe import sharing_zygote
 from tfcompress.models.signature import model_signature
 from tfcompress.runtime import (
     check_backend_options,
@@ -180,7 +182,9 @@ def benchmark(
         pin_tensorflow_threads(plan.threads[0])
     # Every artifact is loaded, measured and matched with the data before anything is timed:
     # a missing or corrupt file is bad input (one error, nothing measured), not a report row.
-    loaded = {name: _load(source, safe_mode) for name, source in named.items()}
+    # Their probes fork from the zygote the measurement workers are forked from next.
+    with sharing_zygote() if plan.isolate else contextlib.nullcontext():
+        loaded = {name: _load(source, safe_mode) for name, source in named.items()}
     routes = plan_routes({name: model for name, (model, _) in loaded.items()}, plan.backends)
     # The data is read once the first model is known: its input rank tells a batch of a
     # batched tf.data.Dataset or generator from one sample (a generator can be read once).

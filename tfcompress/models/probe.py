@@ -35,11 +35,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import importlib.util
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,6 +94,7 @@ def probe_model(
     source: object = "<bytes>",
     timeout: float | None = None,
     must_prepare: bool = True,
+    in_warm_child: bool = False,
 ) -> None:
     """Load, prepare and run ``content`` once on zeros with its native runtime, in a child.
 
@@ -106,6 +109,10 @@ def probe_model(
             here (custom ops such as the Edge TPU's, an unknown length stored as 1): it is
             still loaded in the child, so a crash is caught, but a clean refusal to prepare
             is not an error.
+        in_warm_child: Probe in this process's warm child (:func:`tfcompress._child.call`)
+            instead of a worker of its own: for a caller whose next native work runs there
+            anyway (LiteRT Quantizer's calibration), so no process is started for the probe.
+            The verdict and its words are the same.
 
     Raises:
         ModelLoadError: The runtime crashed, hung, or refused to load (or prepare) the model.
@@ -122,7 +129,7 @@ def probe_model(
     key = (kind, hashlib.sha256(content).hexdigest())
     verdict = _verdicts.get(key)
     if verdict is None:
-        verdict = _run_child(content, kind, limit, None)
+        verdict = _run_child(content, kind, limit, None, warm=in_warm_child)
         if verdict.cacheable:
             _verdicts[key] = verdict
     if verdict.reason is None:
@@ -218,17 +225,48 @@ def _timeout(timeout: float | None) -> float:
     return CHILD_TIMEOUT.given(timeout, name="the probe timeout")
 
 
+@contextlib.contextmanager
+def sharing_zygote() -> Iterator[None]:
+    """Probes made inside fork from this process's zygote, starting it if none runs.
+
+    For a caller that starts measurement workers next (``benchmark``, the gates): the
+    zygote it starts for them anyway serves the probes too, each a fork (tens of ms)
+    instead of a fresh interpreter. Elsewhere a probe forks only from a zygote that runs
+    already: one started for a single probe would cost more than it saves.
+
+    Example:
+        >>> with sharing_zygote():  # doctest: +SKIP
+        ...     model = load_model("m.tflite")
+    """
+    token = _FORK.set("start")
+    try:
+        yield
+    finally:
+        _FORK.reset(token)
+
+
+_FORK: contextvars.ContextVar[str] = contextvars.ContextVar("probe_fork", default="running")
+
+
 def _run_child(
-    content: bytes, kind: str, timeout: float, inputs: dict[str, np.ndarray] | None
+    content: bytes,
+    kind: str,
+    timeout: float,
+    inputs: dict[str, np.ndarray] | None,
+    *,
+    warm: bool = False,
 ) -> _Verdict:
     on = "on zeros" if inputs is None else "on the real inputs"
-    # Forked from a zygote that runs already (benchmark's), else a fresh interpreter: a
-    # zygote started for one probe would cost more than it saves.
     try:
-        with _child.Worker(fork="running") as worker:
-            reply = worker.call(
+        if warm:
+            reply = _child.call(
                 CHILD_TARGET, kind, content, inputs, what="probing the model", timeout=timeout
             )
+        else:  # forked from a zygote that runs (or, sharing_zygote, is started), else fresh
+            with _child.Worker(fork=_FORK.get()) as worker:
+                reply = worker.call(
+                    CHILD_TARGET, kind, content, inputs, what="probing the model", timeout=timeout
+                )
     except ChildTimeoutError as hung:
         _log_stderr(hung.said)
         # Not cached: a machine busy enough to slow a big model down is not the file's fault.

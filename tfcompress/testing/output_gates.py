@@ -202,10 +202,13 @@ def load_pair(
         >>> ref, cand = load_pair("model.keras", "model_int8.tflite", "cpu")  # doctest: +SKIP
     """
     from tfcompress.models import TFLiteModel, model_name, resolve_model
+    from tfcompress.models.probe import sharing_zygote
     from tfcompress.runtime import default_backend
 
     ref = resolve_model(reference, safe_mode=safe_mode)
-    cand = resolve_model(candidate, safe_mode=safe_mode)
+    # The candidate runs in a worker forked from the zygote: its probe forks from it too.
+    with sharing_zygote():
+        cand = resolve_model(candidate, safe_mode=safe_mode)
     natural = default_backend(cand)
     if not isinstance(cand, TFLiteModel) and backend not in (DEFAULT_BACKEND, natural):
         raise UnsupportedModelError(

@@ -172,7 +172,7 @@ def quantize_litert(
     else:  # float32 without rules: the prepared float model is the artifact
         content = prepared.content
     seconds = time.monotonic() - started
-    _check_runs_written(content, bool(prepared.custom_ops), source)
+    _check_runs_written(content, bool(prepared.custom_ops), source, in_warm_child=bool(entries))
     outcome = check_against_plan(plan, content, recipe, source=source)
     logger.info("LiteRT Quantizer quantized %s with %s in %.1fs", source, recipe.name, seconds)
     return EngineOutput(
@@ -293,8 +293,9 @@ def _by_name(x: Any, names: tuple[str, ...], count: int) -> Iterator[dict[str, A
 
 
 def _check_runs(content: bytes, custom_ops: tuple[str, ...], source: str) -> None:
+    # In the warm child the calibration runs in next: no process of its own for the probe.
     try:
-        probe_model(content, "tflite", source=source, must_prepare=True)
+        probe_model(content, "tflite", source=source, must_prepare=True, in_warm_child=True)
     except ModelLoadError as error:
         from tfcompress.errors import UnsupportedModelError
 
@@ -305,11 +306,23 @@ def _check_runs(content: bytes, custom_ops: tuple[str, ...], source: str) -> Non
         ) from error
 
 
-def _check_runs_written(content: bytes, custom_ops: bool, source: str) -> None:
-    """Never return a file that does not run: validate it, then run it once in a child."""
+def _check_runs_written(
+    content: bytes, custom_ops: bool, source: str, *, in_warm_child: bool = False
+) -> None:
+    """Never return a file that does not run: validate it, then run it once in a child.
+
+    ``in_warm_child``: the calibration's warm child runs it (it is up already: no process
+    is started for the probe).
+    """
     try:
         read_tflite(content, source=source).validate(source=source)
-        probe_model(content, "tflite", source=f"{source} (quantized)", must_prepare=not custom_ops)
+        probe_model(
+            content,
+            "tflite",
+            source=f"{source} (quantized)",
+            must_prepare=not custom_ops,
+            in_warm_child=in_warm_child,
+        )
     except ModelLoadError as error:
         raise ConversionError(
             f"LiteRT Quantizer wrote a file LiteRT cannot run ({error}); nothing was "
