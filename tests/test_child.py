@@ -130,3 +130,34 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
     except OSError:
         return "Z"
+
+
+def test_a_call_whose_child_exits_unanswered_is_a_bug(private_tmp):
+    with pytest.raises(RuntimeError, match="exited with status 3 unanswered"):
+        _child.call("os:_exit", 3, what="a function that exits", warm=False)
+
+
+def test_a_worker_keeps_state_and_its_death_is_one_typed_error(private_tmp):
+    with _child.Worker() as worker:
+        pid = worker.call("os:getpid", what="asking its pid")
+        assert worker.call("os:getpid", what="asking again") == pid  # the same process
+        with pytest.raises(ValueError, match="math domain error"):  # the function's own error
+            worker.call("math:sqrt", -1, what="a refusal")
+        with pytest.raises(NativeCrashError, match=r"crashed in native code \(SIGABRT\)") as crash:
+            worker.call("os:abort", what="the runtime on 'model'")
+        assert crash.value.signal_number == signal.SIGABRT and not worker.alive
+    with _child.Worker() as worker, pytest.raises(NativeCrashError) as ended:
+        worker.call("os:_exit", 3, what="a runtime that exits")
+    assert ended.value.signal_number == 0 and ended.value.exit_status == 3
+
+
+def test_a_worker_past_its_time_limit_is_killed(private_tmp):
+    started = time.monotonic()
+    with _child.Worker() as worker, pytest.raises(ChildTimeoutError, match="--timeout"):
+        worker.call("time:sleep", 60, what="a hang", timeout=1)
+    assert time.monotonic() - started < 30 and not worker.alive
+
+
+def test_what_cannot_cross_to_a_child_is_one_typed_error(private_tmp):
+    with pytest.raises(_child.ChildTransferError, match="cannot hand"):
+        _child.call("os:getpid", lambda: None, what="a lambda")

@@ -59,12 +59,14 @@ def result(
         what: What the call did, for messages (``"converting 'mnist' to int8"``).
         seconds: Its time limit, for the message when it passed.
         memory: Its memory limit, for the messages about memory.
-        keep_errors: Raise another exception the function raised as it was (a worker's
-            runner: the runtime's own refusals, which its caller handles as in-process);
-            else it is a bug of the function, raised as a ``RuntimeError`` with its words.
+        keep_errors: A worker's call: raise another exception the function raised as it was
+            (a runner's error is the runtime's own refusal, which its caller handles as
+            in-process), and an exit without an answer as a ``NativeCrashError`` (the
+            runtime's own exit). Else (``call``) both are a bug of the function, raised as a
+            ``RuntimeError`` with its words.
 
     Raises:
-        NativeCrashError: The child died.
+        NativeCrashError: The child died by a signal (a worker: or exited unanswered).
         ChildTimeoutError: The time limit passed; the child was killed.
         ResourceLimitError: The function allocated past the memory limit.
         ChildTransferError: The child could not read the request.
@@ -73,6 +75,14 @@ def result(
     if reply.timed_out:
         raise timeout_error(what, seconds, reply.said)
     if reply.answer is None:
+        if not keep_errors and (reply.code is None or reply.code >= 0):
+            # A call's child that exits without answering, by no signal, left a function of
+            # tfcompress's own half done (an exit() in it): a bug, as before.
+            last = last_words(reply.said)
+            words = f" (its last words: {last})" if last else ""
+            raise RuntimeError(
+                f"the child process {what} exited with status {reply.code} unanswered{words}"
+            )
         raise crash_error(what, reply.code, reply.said, memory)
     status, value, *rest = reply.answer
     if status == "ok":

@@ -78,12 +78,13 @@ def call(
         What the function returned there.
 
     Raises:
-        NativeCrashError: The child died (a signal, or an exit without an answer).
+        NativeCrashError: The child died by a signal.
         ChildTimeoutError: The call ran past ``timeout``; the child was killed.
         ResourceLimitError: The call allocated past ``memory``, or no child could start.
         ChildTransferError: An argument cannot be handed to the child.
         TFCompressError: What the function raised there, as it was.
-        RuntimeError: A bug in the function (its type and message).
+        RuntimeError: A bug in the function (its type and message), or a child that
+            exited without answering.
     """
     from tfcompress._limits import CHILD_MEMORY, CHILD_TIMEOUT
 
