@@ -207,6 +207,51 @@ def test_every_op_tflm_lacks_is_named_with_its_index(lacking_model):
     assert "microcontroller deployment needs full int8" in str(report)
 
 
+def test_a_softmax_tflm_aborts_on_is_named_and_its_crash_contained():
+    import keras
+
+    import tfcompress
+    from tfcompress.targets.mcu import check
+
+    # Logits that never vary in calibration: the converter gives the softmax input a scale
+    # near 1e-8, below what TFLM's int8 softmax takes (it aborts in prepare: SIGABRT).
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(3, kernel_initializer="zeros"),
+         keras.layers.Softmax()]
+    )  # fmt: skip
+    x = np.random.default_rng(0).random((16, 4), dtype=np.float32)
+    content = tfcompress.quantize(model, representative_data=x, target="mcu").model_content
+    report = check(content)
+    softmax = [f for f in report.unsupported if f.op == "SOFTMAX"]
+    assert softmax and "too small for TFLM's int8 softmax" in softmax[0].message
+    (crash,) = [f for f in report.findings if f.rule == "crash"]
+    assert crash.signal == signal.SIGABRT and "SOFTMAX" in crash.fix
+    assert not report.compatible
+
+
+def test_a_difference_is_located_at_the_op_where_tflm_and_litert_part(tiny_int8):
+    from tfcompress.models.tflite_file import read_tflite
+    from tfcompress.targets.mcu.exactness import against_litert, sample_inputs
+    from tfcompress.targets.mcu.probe import in_child
+
+    content = tiny_int8.read_bytes()
+    samples, described = sample_inputs(content, "relu", None)
+    ran = in_child("load", content, 4096, what="run", samples=samples, outputs=1)
+    mine = [ran.value["outputs"][0].copy()]
+    mine[0].flat[0] += 2  # two quantized units off, as a broken kernel would be
+    from tfcompress.models.loading import TFLiteModel
+    from tfcompress.models.signature import tflite_io_tensors
+
+    _, outputs = tflite_io_tensors(TFLiteModel(content, verified=True))
+    exactness, findings = against_litert(
+        content, samples, described, outputs, mine, read_tflite(content), arena=4096,
+        name="relu", timeout=None,
+    )  # fmt: skip
+    assert exactness.outputs[0].max_abs_difference == 2 and not exactness.within_one_unit
+    assert exactness.ops == ()  # rerun whole, TFLM and LiteRT agree op by op
+    assert [f.rule for f in findings] == ["mismatch"]
+
+
 def test_a_crash_in_the_tflm_child_is_a_finding(tiny_int8, monkeypatch, capsys):
     from tfcompress.targets.mcu import check
 
@@ -260,10 +305,11 @@ def test_compress_admits_what_tflm_runs_and_ranks_by_arena_and_flash(small_keras
     model, x, _ = small_keras
     result = tfcompress.compress(
         model, representative_data=x, eval_data=x, target="mcu", min_agreement=0.0,
-        time_budget_s=1,
+        time_budget_s=3, measure_latency=False,
     )  # fmt: skip
     made = [a for a in result.attempts if a.size_bytes]
-    assert made and all(a.verdict_of == "mcu" for a in made)
+    assert made, [a.to_dict() for a in result.attempts]
+    assert all(a.verdict_of == "mcu" for a in made)
     verdict = made[0].target_verdict
     assert verdict["compatible"] and verdict["full_int8"]
     assert verdict["arena_bytes"] > 0 and verdict["flash_bytes"] == made[0].size_bytes + 19

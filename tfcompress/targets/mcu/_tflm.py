@@ -18,7 +18,13 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["load", "reference_outputs", "smallest_arena"]
+__all__ = [
+    "load",
+    "reference_outputs",
+    "reference_tensors",
+    "smallest_arena",
+    "tflm_tensors",
+]
 
 
 @contextlib.contextmanager
@@ -156,3 +162,68 @@ def _run_litert(content: bytes, samples: Sequence[Any]) -> list[Any]:
         interpreter.invoke()
         rows.append([np.array(interpreter.get_tensor(d["index"])) for d in outputs])
     return [np.stack([row[j] for row in rows]) for j in range(len(outputs))] if rows else []
+
+
+def tflm_tensors(
+    content: bytes, arena_size: int, samples: Sequence[Any], tensors: Sequence[int], *, log: str
+) -> dict[int, Any] | None:
+    """Every listed tensor of subgraph 0 after each sample, TFLM keeping all tensors.
+
+    The arena grows (x4, up to 256 MiB) until it holds every tensor at once; None when none
+    does.
+    """
+    import numpy as np
+
+    from tfcompress._compat.tflm import tflm_runtime
+
+    runtime = tflm_runtime()
+    keep = runtime.InterpreterConfig.kPreserveAllTensors
+    size = int(arena_size)
+    with _stderr_to(log):
+        while True:
+            try:
+                interpreter = runtime.Interpreter.from_bytes(
+                    content, arena_size=size, intrepreter_config=keep
+                )
+                break
+            except RuntimeError:
+                size *= 4
+                if size > 256 * 2**20:
+                    return None
+        shapes = [tuple(interpreter.get_input_details(i)["shape"]) for i in range(len(samples))]
+        found: dict[int, list[Any]] = {t: [] for t in tensors}
+        for n in range(len(samples[0])):
+            for i, array in enumerate(samples):
+                interpreter.set_input(np.ascontiguousarray(array[n]).reshape(shapes[i]), i)
+            interpreter.invoke()
+            for t in tensors:
+                found[t].append(np.array(interpreter.GetTensor(t, 0)["tensor_data"]))
+    return {t: np.stack(arrays) for t, arrays in found.items()}
+
+
+def reference_tensors(
+    content: bytes, samples: Sequence[Any], tensors: Sequence[int], *, log: str
+) -> dict[int, Any]:
+    """Every listed tensor after each sample, on LiteRT's reference kernels (all kept)."""
+    import numpy as np
+
+    from tfcompress._compat.litert import interpreter_module
+
+    with _stderr_to(log):
+        module, _ = interpreter_module()
+        interpreter = module.Interpreter(
+            model_content=content,
+            experimental_op_resolver_type=module.OpResolverType.BUILTIN_REF,
+            experimental_preserve_all_tensors=True,
+        )
+        interpreter.allocate_tensors()
+        inputs = interpreter.get_input_details()
+        found: dict[int, list[Any]] = {t: [] for t in tensors}
+        for n in range(len(samples[0])):
+            for detail, array in zip(inputs, samples, strict=True):
+                value = np.ascontiguousarray(array[n]).reshape(detail["shape"])
+                interpreter.set_tensor(detail["index"], value)
+            interpreter.invoke()
+            for t in tensors:
+                found[t].append(np.array(interpreter.get_tensor(t)))
+    return {t: np.stack(arrays) for t, arrays in found.items()}

@@ -28,7 +28,12 @@ from tfcompress.targets.mcu.arena import (
     recommended,
     smallest_arena,
 )
-from tfcompress.targets.mcu.exactness import DEFAULT_SAMPLES, Exactness, compare, sample_inputs
+from tfcompress.targets.mcu.exactness import (
+    DEFAULT_SAMPLES,
+    Exactness,
+    against_litert,
+    sample_inputs,
+)
 from tfcompress.targets.mcu.export_c import flash_bytes
 from tfcompress.targets.mcu.findings import Finding
 from tfcompress.targets.mcu.ops import (
@@ -41,6 +46,7 @@ from tfcompress.targets.mcu.ops import (
     op_refusal,
     precision_findings,
     replace_opcodes,
+    softmax_findings,
     tflm_words,
 )
 from tfcompress.targets.mcu.probe import Failure, Outcome, in_child
@@ -108,6 +114,7 @@ def check(
     parsed = read_tflite(content, source=source)
     refs = op_refs(parsed)
     precision, findings = precision_findings(parsed, refs)
+    findings += softmax_findings(content, parsed)
     samples, described = sample_inputs(content, source, sample_data, max_samples=max_samples)
     _, outputs = tflite_io_tensors(TFLiteModel(content, label=name, verified=True))
 
@@ -120,9 +127,12 @@ def check(
                                               name, timeout_s)  # fmt: skip
         findings += arena_findings
         if run is not None:
-            exactness, compare_findings = _compare(content, samples, described, outputs, run,
-                                                   name, timeout_s)  # fmt: skip
+            exactness, compare_findings = against_litert(
+                content, samples, described, outputs, run.value["outputs"], parsed,
+                arena=allocated_at, name=name, timeout=timeout_s,
+            )  # fmt: skip
             findings += compare_findings
+    findings = _explain_crashes(findings)
     report = McuReport(
         source=source,
         model_bytes=len(content),
@@ -165,6 +175,21 @@ def measure_arena(model: Any, *, timeout_s: float | None = None) -> float:
     if bisection.failure is not None:
         return math.inf
     return float(recommended(bisection.high))
+
+
+def _explain_crashes(findings: list[Finding]) -> list[Finding]:
+    """A crash that a static finding explains (a SOFTMAX TFLM aborts on) says so."""
+    from dataclasses import replace
+
+    cause = next((f for f in findings if f.rule == "refused" and f.op == "SOFTMAX"), None)
+    if cause is None:
+        return findings
+    return [
+        replace(f, fix=f"TFLM aborted preparing SOFTMAX (op {cause.index}): see that finding")
+        if f.rule == "crash" and f.signal == 6  # SIGABRT: a failed TFLITE_CHECK
+        else f
+        for f in findings
+    ]
 
 
 def _order(finding: Finding) -> tuple[int, int, int]:
@@ -342,49 +367,3 @@ def _measure(
         crashes=bisection.crashes,
     )
     return arena, ran, findings
-
-
-def _compare(
-    content: bytes,
-    samples: list[Any],
-    described: str,
-    outputs: Any,
-    run: Outcome,
-    name: str,
-    timeout: float | None,
-) -> tuple[Exactness | None, list[Finding]]:
-    reference = in_child(
-        "reference_outputs",
-        content,
-        samples,
-        what=f"running {name} on LiteRT's reference kernels",
-        timeout=timeout,
-    )
-    if reference.failure is not None:
-        return None, [
-            Finding(
-                "reference_failed",
-                f"LiteRT's reference kernels did not run {name}: {reference.failure.message}",
-                "the comparison needs LiteRT to run the model; check it with `tfcompress inspect`",
-                signal=reference.failure.signal,
-            )
-        ]
-    exactness = compare(
-        [spec.name for spec, _ in outputs],
-        [tensor.dtype for _, tensor in outputs],
-        run.value["outputs"],
-        reference.value,
-        len(samples[0]) if samples else 0,
-        described,
-    )
-    findings = []
-    if not exactness.within_one_unit:
-        findings.append(
-            Finding(
-                "mismatch",
-                str(exactness),
-                "TFLM and LiteRT disagree by more than a rounding step: check the ops with "
-                "`tfcompress inspect`, and run the model on the board before trusting it",
-            )
-        )
-    return exactness, findings

@@ -12,13 +12,26 @@ whole integer range (a float input: uniform in [-1, 1)).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["DEFAULT_SAMPLES", "Exactness", "OutputDifference", "compare", "sample_inputs"]
+from tfcompress.targets.mcu.findings import Finding
+from tfcompress.targets.mcu.probe import in_child
+
+__all__ = [
+    "DEFAULT_SAMPLES",
+    "Exactness",
+    "OpDifference",
+    "OutputDifference",
+    "against_litert",
+    "compare",
+    "sample_inputs",
+]
 
 #: Samples compared when the user's data holds more (each runs on reference kernels twice).
 DEFAULT_SAMPLES = 100
+#: Differing samples rerun with every tensor kept, to find the op where they part.
+_LOCATE_SAMPLES = 16
 _RANDOM_SAMPLES = 8
 _SEED = 0
 _RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
@@ -58,6 +71,28 @@ class OutputDifference:
 
 
 @dataclass(frozen=True)
+class OpDifference:
+    """One op whose output TFLM and LiteRT computed differently (given their own inputs).
+
+    Attributes:
+        index: The op's index in the main subgraph.
+        op: Its name.
+        max_abs_difference: The largest difference of its output, in its own units.
+    """
+
+    index: int
+    op: str
+    max_abs_difference: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"index": self.index, "op": self.op, "max_abs_difference": self.max_abs_difference}
+
+    def __str__(self) -> str:
+        return f"{self.op} (op {self.index}) by {self.max_abs_difference:g}"
+
+
+@dataclass(frozen=True)
 class Exactness:
     """TFLM's outputs against LiteRT's reference kernels, on the same samples.
 
@@ -65,11 +100,14 @@ class Exactness:
         samples: Samples compared.
         source: Where they came from (``sample data`` or ``random inputs (seed 0)``).
         outputs: One comparison per output.
+        ops: Where they part, when they differ: every op whose output differs on the
+            differing samples (at most 16 rerun with all tensors kept), in op order.
     """
 
     samples: int
     source: str
     outputs: tuple[OutputDifference, ...]
+    ops: tuple[OpDifference, ...] = ()
 
     @property
     def bit_exact(self) -> bool:
@@ -92,6 +130,7 @@ class Exactness:
             "bit_exact": self.bit_exact,
             "within_one_unit": self.within_one_unit,
             "outputs": [o.to_dict() for o in self.outputs],
+            "ops_differing": [o.to_dict() for o in self.ops],
         }
 
     def __str__(self) -> str:
@@ -106,6 +145,7 @@ class Exactness:
             f"({self.source}): "
             f"{worst.name} by up to {worst.max_abs_difference:g} {worst.units} "
             f"({worst.samples_differing} sample(s))"
+            + (f"; first at {self.ops[0]}" if self.ops else "")
         )
 
 
@@ -210,3 +250,109 @@ def compare(
             )
         )
     return Exactness(samples, source, tuple(found))
+
+
+def against_litert(
+    content: bytes,
+    samples: list[Any],
+    described: str,
+    outputs: Any,
+    tflm_outputs: list[Any],
+    parsed: Any,
+    *,
+    arena: int,
+    name: str,
+    timeout: float | None,
+) -> tuple[Exactness | None, list[Finding]]:
+    """Run the samples on LiteRT's reference kernels and compare; locate any difference.
+
+    Returns:
+        ``(exactness or None when LiteRT could not run, findings)``.
+    """
+    import numpy as np
+
+    reference = in_child(
+        "reference_outputs",
+        content,
+        samples,
+        what=f"running {name} on LiteRT's reference kernels",
+        timeout=timeout,
+    )
+    if reference.failure is not None:
+        return None, [
+            Finding(
+                "reference_failed",
+                f"LiteRT's reference kernels did not run {name}: {reference.failure.message}",
+                "the comparison needs LiteRT to run the model; check it with `tfcompress inspect`",
+                signal=reference.failure.signal,
+            )
+        ]
+    exactness = compare(
+        [spec.name for spec, _ in outputs],
+        [tensor.dtype for _, tensor in outputs],
+        tflm_outputs,
+        reference.value,
+        len(samples[0]) if samples else 0,
+        described,
+    )
+    if exactness.bit_exact:
+        return exactness, []
+    differing = sorted(
+        {
+            int(n)
+            for mine, theirs in zip(tflm_outputs, reference.value, strict=True)
+            for n in np.flatnonzero(
+                (np.asarray(mine) != np.asarray(theirs)).reshape(len(mine), -1).any(axis=1)
+            )
+        }
+    )[:_LOCATE_SAMPLES]
+    subset = [np.asarray(array)[differing] for array in samples]
+    exactness = replace(exactness, ops=_locate(content, subset, parsed, arena, name, timeout))
+    findings = []
+    if not exactness.within_one_unit:
+        rounding = bool(exactness.ops) and exactness.ops[0].max_abs_difference <= 1
+        fix = (
+            f"the first op that differs, {exactness.ops[0]}, is one rounding step apart "
+            "(TFLM's and LiteRT's kernels round differently); the ops after it grow that step: "
+            "check the accuracy through TFLM (`tfcompress benchmark --backend tflm`)"
+            if rounding
+            else "TFLM and LiteRT disagree by more than a rounding step: run the model on the "
+            "board before trusting it, and report the op to tflite-micro"
+        )
+        findings.append(Finding("mismatch", str(exactness), fix))
+    return exactness, findings
+
+
+def _locate(
+    content: bytes,
+    samples: list[Any],
+    parsed: Any,
+    arena: int,
+    name: str,
+    timeout: float | None,
+) -> tuple[OpDifference, ...]:
+    """Every op of the main subgraph whose output differs, rerun with all tensors kept."""
+    import numpy as np
+
+    graph = parsed.subgraphs[0]
+    tensors = sorted({t for op in graph.operators for t in op.outputs if t >= 0})
+    what = f"keeping every tensor of {name}"
+    mine = in_child("tflm_tensors", content, arena, samples, tensors, what=f"{what} in TFLM",
+                    timeout=timeout)  # fmt: skip
+    theirs = in_child("reference_tensors", content, samples, tensors, what=f"{what} in LiteRT",
+                      timeout=timeout)  # fmt: skip
+    if mine.failure or theirs.failure or mine.value is None:
+        return ()
+    found = []
+    for op in graph.operators:
+        worst = 0.0
+        for t in op.outputs:
+            if t < 0 or t not in mine.value:
+                continue
+            a = np.asarray(mine.value[t]).astype(np.float64)
+            b = np.asarray(theirs.value[t]).astype(np.float64)
+            if a.shape == b.shape and a.size:
+                worst = max(worst, float(np.abs(a - b).max()))
+        if worst:
+            found.append(OpDifference(op.index, op.opcode, worst))
+    return tuple(found)

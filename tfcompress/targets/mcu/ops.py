@@ -28,6 +28,7 @@ __all__ = [
     "op_refusal",
     "precision_findings",
     "replace_opcodes",
+    "softmax_findings",
 ]
 
 _MISSING = (
@@ -218,6 +219,61 @@ def replace_opcodes(content: bytes, opcode_indices: Iterable[int]) -> bytes:
     builder = flatbuffers.Builder(len(content) + 4096)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
+
+
+def softmax_findings(content: bytes, parsed: Any) -> list[Finding]:
+    """Int8 SOFTMAX ops whose input scale TFLM's kernel cannot take (it aborts in prepare).
+
+    TFLM's int8 softmax rescales its input by ``beta * scale * 2**26`` with
+    ``QuantizeMultiplierGreaterThanOne``, which aborts the process (SIGABRT) when that is not
+    above 1: an input scale at or below ``2**-26`` (1.5e-8) for beta 1. LiteRT runs such a
+    model; TFLM dies loading it. It happens when the logits hardly vary over the calibration
+    data (an untrained or collapsed model).
+    """
+    from tfcompress._compat.tflm import tflm_schema
+
+    found: list[Finding] = []
+    schema = None
+    for graph in parsed.subgraphs:
+        for op in graph.operators:
+            if op.opcode != "SOFTMAX" or not op.inputs:
+                continue
+            tensor = graph.tensors[op.inputs[0]]
+            params = tensor.quantization
+            if tensor.dtype not in _QUANTIZED or params is None or not params.scales:
+                continue
+            if schema is None:
+                schema = tflm_schema()
+                model = schema.Model.GetRootAs(bytearray(content), 0)
+            beta = _softmax_beta(schema, model, graph.index, op.index)
+            scale = float(params.scales[0])
+            if beta * scale * 2.0**26 > 1.0:
+                continue
+            found.append(
+                Finding(
+                    rule="refused",
+                    message=f"SOFTMAX (op {op.index}): its input scale {scale:.3g} (beta "
+                    f"{beta:g}) is too small for TFLM's int8 softmax, which aborts in prepare "
+                    "when beta x scale x 2^26 <= 1 (QuantizeMultiplierGreaterThanOne)",
+                    fix="the logits hardly varied over the calibration data: calibrate on real "
+                    "samples of a trained model, or end the model before the softmax and "
+                    "take the arg max in firmware",
+                    op="SOFTMAX",
+                    index=op.index,
+                    subgraph=graph.index,
+                )
+            )
+    return found
+
+
+def _softmax_beta(schema: Any, model: Any, subgraph: int, index: int) -> float:
+    operator = model.Subgraphs(subgraph).Operators(index)
+    table = operator.BuiltinOptions()
+    if table is None:
+        return 1.0
+    options = schema.SoftmaxOptions()
+    options.Init(table.Bytes, table.Pos)
+    return float(options.Beta())
 
 
 def precision_findings(parsed: Any, refs: list[OpRef]) -> tuple[str, list[Finding]]:
