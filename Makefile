@@ -4,7 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint format bench clean
+DEVICE_VENV := .venv-device
+DEVICE_STAMP := $(DEVICE_VENV)/.installed
+
+.PHONY: install demo test lint format bench clean device-install device-test
 
 install: $(STAMP)
 
@@ -14,14 +17,30 @@ $(STAMP): setup.cfg pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[all]"
 	touch $(STAMP)
 
+# The device install (docs/devices.md): .tflite files only, no TensorFlow, plus Dask's
+# worker, and pytest to run the gate plugin there.
+device-install: $(DEVICE_STAMP)
+
+$(DEVICE_STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(DEVICE_VENV)
+	$(DEVICE_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(DEVICE_VENV)/bin/python -m pip install --quiet -e ".[device]" "pytest>=9.2,<10"
+	touch $(DEVICE_STAMP)
+
+# The tests marked `device`: the commands in that install (the .tflite files are built here
+# first), and benchmark --on through a Dask worker started from it. CI runs it after `make test`.
+device-test: install device-install
+	$(BIN)/python -m pytest -m device --durations=10
+
 demo: install
 	$(BIN)/python -m tfcompress demo
 
 # One worker process per core, at most two (each holds TensorFlow; several tests start
 # processes of their own); a test file stays on one worker, so its module fixtures are
-# built once. `pytest tests/test_x.py` alone runs in this process, as usual.
+# built once. `pytest tests/test_x.py` alone runs in this process, as usual. The tests of
+# the device install run in `make device-test`.
 test: install lint
-	$(BIN)/python -m pytest --numprocesses auto --maxprocesses 2 --dist loadfile --durations=25
+	$(BIN)/python -m pytest --numprocesses auto --maxprocesses 2 --dist loadfile --durations=25 -m "not device"
 
 lint: install
 	$(BIN)/ruff check .
@@ -48,4 +67,4 @@ bench: install
 	$(BIN)/python benchmarks/cli_help.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEVICE_VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -7,7 +7,8 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from tfcompress._compat.tf import tensorflow
+from tfcompress._compat.tf import has_tensorflow, tensorflow
+from tfcompress.errors import MissingDependencyError
 
 #: Interpreter modules tried in order; each holds ``Interpreter``, ``OpResolverType`` and
 #: ``load_delegate`` at its top level.
@@ -38,6 +39,12 @@ def interpreter_module() -> tuple[ModuleType, str]:
             return importlib.import_module(name), name.split(".")[0]
         except ImportError:
             continue
+    if not has_tensorflow():
+        raise MissingDependencyError(
+            "running a .tflite needs LiteRT's interpreter: none of ai-edge-litert, "
+            "tflite-runtime or TensorFlow is installed; pip install ai-edge-litert (it comes "
+            "with every tfcompress install: pip install 'tfcompress[device]')."
+        )
     return _tf_lite_interpreter_module(), "tensorflow.lite"
 
 
@@ -113,8 +120,6 @@ def compiled_model_module() -> ModuleType:
     Example:
         >>> compiled_model_module().HardwareAccelerator.GPU  # doctest: +SKIP
     """
-    from tfcompress.errors import MissingDependencyError
-
     try:
         return importlib.import_module("ai_edge_litert.compiled_model")
     except ImportError as error:

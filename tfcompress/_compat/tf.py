@@ -1,16 +1,32 @@
-"""Lazy TensorFlow import: it takes seconds, so only code that needs it pays for it."""
+"""Lazy TensorFlow import: it takes seconds, so only code that needs it pays for it.
+
+TensorFlow is not part of the base install (the ``tf`` extra adds it; the ``device`` install
+runs ``.tflite`` files without it). Importing it, or a Keras or tfmot that needs it, where it
+is missing raises :class:`~tfcompress.errors.MissingDependencyError` naming the install that
+adds it: one line in the CLI (exit 2), never a ``ModuleNotFoundError`` from deep inside.
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from types import ModuleType
 
 from tfcompress._compat.heap import settle_after_import
+from tfcompress.errors import MissingDependencyError
+
+#: The command that adds TensorFlow, tf-keras and tfmot to an install without them.
+TF_INSTALL_HINT = "pip install 'tfcompress[tf]'"
+#: Top-level packages the ``tf`` extra brings (Keras 3 comes with TensorFlow).
+TF_PACKAGES = frozenset({"tensorflow", "keras", "tf_keras", "tensorflow_model_optimization"})
 
 
 def tensorflow() -> ModuleType:
     """Import TensorFlow on first use and return the module.
+
+    Raises:
+        MissingDependencyError: TensorFlow is not installed (a device install).
 
     Example:
         >>> tf = tensorflow()  # doctest: +SKIP
@@ -23,11 +39,69 @@ def import_heavy(name: str) -> ModuleType:
 
     The objects such an import leaves live as long as the process (``_compat/heap.py``).
 
+    Raises:
+        MissingDependencyError: ``name`` (or TensorFlow, which it needs) is not installed.
+
     Example:
         >>> keras = import_heavy("keras")  # doctest: +SKIP
     """
     if name in sys.modules:
         return sys.modules[name]
-    module = importlib.import_module(name)
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if not is_missing_tensorflow(error):
+            raise
+        raise missing_tensorflow(f"this step (it imports {name})") from error
     settle_after_import()
     return module
+
+
+def has_tensorflow() -> bool:
+    """Whether TensorFlow is installed, without importing it (a device install has none).
+
+    Example:
+        >>> isinstance(has_tensorflow(), bool)
+        True
+    """
+    return "tensorflow" in sys.modules or importlib.util.find_spec("tensorflow") is not None
+
+
+def require_tensorflow(what: str) -> None:
+    """Raise the one-line error of a device install when ``what`` needs TensorFlow.
+
+    Checked where a command starts work that needs TensorFlow for sure (training, converting
+    a Keras model), so that it fails before anything else happens rather than per attempt.
+
+    Raises:
+        MissingDependencyError: TensorFlow is not installed.
+
+    Example:
+        >>> require_tensorflow("quantizing a Keras model")  # doctest: +SKIP
+    """
+    if not has_tensorflow():
+        raise missing_tensorflow(what)
+
+
+def is_missing_tensorflow(error: BaseException) -> bool:
+    """Whether ``error`` says TensorFlow, a Keras or tfmot is not installed.
+
+    Example:
+        >>> is_missing_tensorflow(ModuleNotFoundError("no", name="tf_keras.models"))
+        True
+    """
+    name = getattr(error, "name", None) or ""
+    return isinstance(error, ModuleNotFoundError) and name.split(".")[0] in TF_PACKAGES
+
+
+def missing_tensorflow(what: str) -> MissingDependencyError:
+    """The error of a command that needs TensorFlow in an install without it.
+
+    Example:
+        >>> str(missing_tensorflow("reading a .keras model"))[:48]
+        'reading a .keras model needs TensorFlow, which i'
+    """
+    return MissingDependencyError(
+        f"{what} needs TensorFlow, which is not installed here (the device install runs "
+        f".tflite files only); add it with: {TF_INSTALL_HINT}"
+    )

@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with protected_stdio(quiet_native=not args.verbose) as out, _time_limit(args):
         _configure_logging(args.verbose)
         try:
-            return int(args.run(args, out))
+            return _run(args, out)
         except TFCompressError as error:
             line = f"tfcompress {args.command}: error: {_one_line(error)}"
             code, details = error.exit_code, ""
@@ -159,6 +159,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.collect()
     print(details + line, file=sys.stderr)
     return code
+
+
+def _run(args: argparse.Namespace, out: IO[str]) -> int:
+    """Run the subcommand; TensorFlow missing where it was needed is one line (exit 2).
+
+    The device install has no TensorFlow: the lazy imports in ``_compat/`` say so in a
+    :class:`~tfcompress.errors.MissingDependencyError`; this catches any import of it that
+    they do not see (a Keras import in a model's own code), with the same words.
+    """
+    try:
+        return int(args.run(args, out))
+    except ModuleNotFoundError as error:
+        from tfcompress._compat.tf import is_missing_tensorflow, missing_tensorflow
+
+        if is_missing_tensorflow(error):
+            raise missing_tensorflow("this command (with these inputs)") from error
+        raise
 
 
 def entry() -> None:

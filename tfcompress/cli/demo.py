@@ -37,8 +37,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     """Run the demo and print its table."""
+    from tfcompress._compat.tf import require_tensorflow
     from tfcompress.demo import run_demo
 
+    require_tensorflow("the demo (it trains a Keras CNN)")
     result = run_demo(
         epochs=args.epochs,
         out_dir=args.out_dir,

@@ -69,6 +69,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         >>> main(["zoo", "mixnet*", "--input-shape", "32x32x1", "--json"])  # doctest: +SKIP
         0
     """
+    from tfcompress._compat.tf import require_tensorflow
     from tfcompress.errors import InvalidInputError
     from tfcompress.zoo import list_models, model_info
     from tfcompress.zoo.registry import get_entry, validate_arguments
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         raise InvalidInputError(
             f"no zoo model matches {args.pattern!r}; known: {', '.join(list_models())}"
         )
+    require_tensorflow("zoo (it builds each model to count it)")
     for name in names:  # refuse a bad shape before building any model
         validate_arguments(get_entry(name), args.input_shape, args.num_classes, args.width)
     infos = []

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tfcompress._compat.keras import KerasFlavour, flavour_of, keras_module
-from tfcompress._compat.tf import tensorflow
+from tfcompress._compat.tf import require_tensorflow, tensorflow
 from tfcompress.errors import InvalidArgumentTypeError, ModelLoadError
 from tfcompress.models.formats import (
     ModelFormat,
@@ -189,6 +189,7 @@ def load_model(
         return TFLiteModel(checked.content, path, verified=True)
     if checked.format is ModelFormat.ONNX:
         return load_onnx(path, content=checked.content)
+    require_tensorflow(f"{path.name}: loading a Keras model")
     version = keras_version_of(checked)
     flavour = KerasFlavour.TF_KERAS if version.startswith("2.") else KerasFlavour.KERAS3
     configs = file_configs(checked)
@@ -303,6 +304,7 @@ def _cached_saved_model(path: str, stamp: int, shown: Path) -> Any:
 
 
 def _load_saved_model(path: Path, *, safe_mode: bool, custom_objects: dict[str, Any] | None) -> Any:
+    require_tensorflow(f"{path.name}: loading a SavedModel")
     checked = check_saved_model(path, safe_mode=safe_mode)
     if checked.keras_metadata is None:
         return SavedModelDir(

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tfcompress._compat.keras import flavour_of
-from tfcompress._compat.tf import tensorflow
+from tfcompress._compat.tf import require_tensorflow, tensorflow
 from tfcompress.errors import (
     InvalidDataError,
     InvalidInputError,
@@ -104,6 +104,7 @@ def pin_tensorflow_threads(threads: int) -> bool:
         True
     """
     _check_threads(threads)
+    require_tensorflow("the keras backend (a Keras model or SavedModel to run)")
     threading = tensorflow().config.threading
     try:
         threading.set_intra_op_parallelism_threads(threads)

@@ -10,12 +10,13 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from tfcompress._compat.tf import require_tensorflow
 from tfcompress.errors import BackendUnavailableError, InvalidInputError
 from tfcompress.selection.budgets import Budgets
 from tfcompress.selection.candidates import Candidate, enumerate_candidates
 from tfcompress.selection.costs import measure_candidate
 from tfcompress.selection.data import SelectionData, read_selection_data
-from tfcompress.selection.executors import Runner
+from tfcompress.selection.executors import Runner, is_dask_client
 from tfcompress.selection.result import SelectionResult
 from tfcompress.selection.store import CandidateStore, settings_key
 from tfcompress.selection.training import train_candidate
@@ -132,6 +133,8 @@ def select_model(
             f"seed must be an integer from 0 to {MAX_SEED} (what NumPy and Keras accept), got "
             f"{seed!r}."
         )
+    if not is_dask_client(executor):  # here: on a Dask cluster the workers build and train
+        require_tensorflow("select (it builds and trains zoo models)")
     candidates = enumerate_candidates(families, width_multipliers, resolutions)
     data = read_selection_data(train_data, eval_data)
     store = CandidateStore(workdir)
