@@ -73,6 +73,12 @@ def _check_edgetpu(out: Path, stdout: str) -> None:
     assert "ReLU6: 8/8 (compatible: True)" in stdout and "HARD_SWISH" in stdout
 
 
+def _check_mcu(out: Path, stdout: str) -> None:
+    assert (out / "mnist_mcu.tflite").is_file() and (out / "model_data.cc").is_file()
+    assert "runs on TFLite Micro" in stdout and "uint8_t tensor_arena[" in stdout
+    assert "accuracy on 200 digits: LiteRT int8" in stdout and "within the budget" in stdout
+
+
 def _check_onnx(out: Path, stdout: str) -> None:
     assert (out / "mnist_int8.onnx").is_file() and (out / "mnist_float32.onnx").is_file()
     assert "[int8, onnx]" in stdout and "max |onnx - keras|" in stdout and "int8.onnx" in stdout
@@ -156,6 +162,7 @@ EXAMPLE_FILES = {
     GATE: Example(quick=False, check=_check_gate, under_pytest=True),
     "gate_two_heads.py": Example(quick=False, check=_check_two_heads),
     "edgetpu_check.py": Example(quick=False, check=_check_edgetpu),
+    "mcu_check.py": Example(quick=False, check=_check_mcu),
     "onnx_int8.py": Example(quick=True, check=_check_onnx),
     "selective_int8.py": Example(quick=True, check=_check_selective),
     "ptq_methods.py": Example(quick=True, check=_check_ptq_methods),
