@@ -155,7 +155,7 @@ def test_a_crashed_fine_tune_is_an_error_and_the_search_goes_on(
         (["--max-drop", "1.5"], "max_drop must be a fraction in [0, 1]"),
         (["--max-drop", "-0.1"], "must be >= 0"),
         (["--max-drop", "0.01", "--unlabelled"], "no output has labels"),
-        (["--max-drop", "0.01", "--target", "gpu"], ""),
+        (["--max-drop", "0.01", "--target", "gpu", "--objective", "latency"], ""),
     ],
 )
 def test_bad_input_exits_2_with_one_line(sensitive_files, tmp_path, capsys, extra, message):
@@ -163,7 +163,7 @@ def test_bad_input_exits_2_with_one_line(sensitive_files, tmp_path, capsys, extr
     data = "unlabelled.npz" if "--unlabelled" in extra else "test.npz"
     extra = [e for e in extra if e != "--unlabelled"]
     if "gpu" in extra and "gpu" in _usable_backends():
-        pytest.skip("a GPU is usable here: --target gpu is not bad input")
+        pytest.skip("a GPU is usable here: ranking by its latency is not bad input")
     model, calib = str(root / "sensitive.keras"), str(root / "calib.npz")
     code = main(["compress", model, "--data", calib, "--eval", str(root / data), *extra,
                  "--out", str(tmp_path / "o.tflite")])  # fmt: skip

@@ -178,3 +178,55 @@ def test_gpu_backend_names_the_ops_at_fault_or_says_no_gpu(cnn_files, mnist_spli
     with create_runner(static, backend="cpu") as cpu, create_runner(static, backend="gpu") as gpu:
         assert gpu.details()["fully_accelerated"] is True
         np.testing.assert_allclose(gpu.predict(x), cpu.predict(x), atol=0.02)
+
+
+@pytest.mark.gpu
+def test_compress_for_the_gpu_ranks_by_its_latency_or_says_it_ranked_by_size(
+    model_files, tmp_path, capsys
+):
+    out = tmp_path / "cnn_gpu.tflite"
+    code = main(["compress", str(model_files["keras3"]), "--data", str(model_files["calib"]),
+                 "--eval", str(model_files["test"]), "--max-drop", "0.02", "--target", "gpu",
+                 "--out", str(out), "--json"])  # fmt: skip
+    payload = json.loads(capsys.readouterr().out)
+    assert code == 0 and payload["passed"], payload["stop_reason"]
+    assert payload["config"]["objective"] is None  # none named: the target's own
+    ops = set(tfcompress.inspect_model(out.read_bytes()).op_histogram)
+    assert not ops & SHAPE_OPS, ops  # every rung made at the GPU's static batch
+    verdicts = [a["gpu"] for a in payload["attempts"] if a["status"] == "passed"]
+    assert verdicts and all(v["compatible"] for v in verdicts)
+    if all(v["checked"] == "static" for v in verdicts):  # LiteRT found no GPU here
+        assert payload["objective"] == "size" and payload["gate"]["backend"] == "cpu"
+        assert payload["findings"][0].startswith("ranked by size, not latency: no GPU")
+    else:  # ranked by the GPU's latency, gated there
+        assert payload["objective"] == "latency" and payload["gate"]["backend"] == "gpu"
+        assert payload["chosen"]["latency_ms"] is not None
+        assert payload["findings"][0].startswith("ranked by latency on the gpu backend")
+
+
+@pytest.mark.gpu
+def test_select_for_the_gpu_times_on_it_or_says_it_ranked_without_latency(mnist_split, tmp_path):
+    from tfcompress.selection import Budgets, select_model
+    from tfcompress.selection.executors import InlineExecutor
+
+    result = select_model(
+        train_data=(mnist_split.train.x[:300], mnist_split.train.y[:300]),
+        eval_data=(mnist_split.test.x[:200], mnist_split.test.y[:200]),
+        budgets=Budgets(max_size_bytes=700_000, target="gpu"),
+        families=("mobilenet_v1",),
+        width_multipliers=(0.25,),
+        resolutions=(32,),
+        executor=InlineExecutor(),
+        workdir=tmp_path,
+        epochs=1,
+        latency_runs=10,
+        latency_seconds=0.1,
+    )
+    [record] = result.candidates
+    assert result.best is not None and result.best.name == record.name
+    if record.latency_ms is None:  # no GPU here: ranked without latency, and said
+        [note] = result.notes
+        assert "no GPU" in note and "ranked by accuracy, then size" in note
+        assert result.pareto == (record.name,)  # the front is accuracy and size
+    else:  # timed on the GPU (per sample, at the target's static batch)
+        assert result.notes == () and record.latency_backend == "gpu"

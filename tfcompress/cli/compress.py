@@ -53,13 +53,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--target",
         choices=target_choices(),
         default="cpu",
-        help="the device: its gate and latency backends, the rungs it admits, its check",
+        help="the device: its gate and latency backends, the rungs it admits, its check "
+        "(gpu: float16/float32/int8 at a static batch, gated on the GPU; where LiteRT finds no "
+        "GPU, gated on the CPU and ranked by size, said in the notes)",
     )
     parser.add_argument(
         "--objective",
         choices=COMPRESS_OBJECTIVES,
-        default="size",
-        help="size: smallest gzip (default); latency: fastest measured on the target",
+        default=None,
+        help="size: smallest gzip; latency: fastest per sample measured on the target. "
+        "Default: the target's own: latency for --target gpu where LiteRT finds a GPU (ranked "
+        "by size otherwise, and said), size for the others",
     )
     parser.add_argument("--train", help="training samples: enables QAT, pruning and clustering")
     parser.add_argument(
@@ -237,7 +241,7 @@ def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
     # A replay makes one recorded recipe again: the options of a search would do nothing.
     search_only = {
         "--target": args.target != "cpu",
-        "--objective": args.objective != "size",
+        "--objective": args.objective is not None,
         "--time-budget": args.time_budget is not None,
         "--latency": args.latency,
         "--report": args.report is not None,

@@ -13,8 +13,13 @@ from tfcompress.compression.config import CompressConfig
 from tfcompress.compression.handlers import get_handler
 from tfcompress.compression.result import CompressionResult
 from tfcompress.compression.search import SearchState, layer_of
-from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
-from tfcompress.targets.base import get_target
+from tfcompress.errors import (
+    BackendUnavailableError,
+    ConversionError,
+    InvalidInputError,
+    UnsupportedModelError,
+)
+from tfcompress.targets.base import Target, get_target
 
 
 def compress(
@@ -85,11 +90,15 @@ def compress(
         progress: Print "attempt k of n" and the best so far on stderr.
         target: A registered target (:func:`tfcompress.targets.base.list_targets`): its
             gate and latency backends, the rungs it admits, its check and its rank apply.
-            ``"cpu"``, ``"gpu"`` (gated and timed on LiteRT's GPU backend) or
+            ``"cpu"``, ``"gpu"`` (float16, float32 and int8 at a static batch, gated on
+            LiteRT's GPU backend and ranked by latency there; where LiteRT finds no GPU,
+            gated on the CPU and ranked by size, said in ``result.findings``) or
             ``"edgetpu"`` (fully-integer artifacts only, ranked by the linter's predicted
             segments, gated on the CPU).
             Default ``"cpu"``.
-        objective: ``"size"`` (gzip bytes, the download size; the default) or ``"latency"``.
+        objective: ``"size"`` (gzip bytes, the download size) or ``"latency"`` (median
+            per sample on the target's backend); default: the target's own (latency for
+            ``"gpu"`` where a GPU runs, else size).
         time_budget_s: Wall-clock budget in seconds (None: no limit).
         outputs: Output names to gate (default: every output).
         metrics: Gate metrics (see :func:`tfcompress.check_gate`).
@@ -123,8 +132,9 @@ def compress(
             ``.tflite`` as the model, ``batch_size`` without ``train_data``,
             ``static_batch`` with it; all before any conversion.
         InvalidDataError: Data that does not fit the model, a task metric without labels.
-        BackendUnavailableError: ``target="gpu"`` (or a latency objective) on a machine
-            whose backend cannot run here.
+        BackendUnavailableError: A latency objective or ``measure_latency`` on a machine
+            whose target backend cannot run here (``target="gpu"`` without a GPU goes on:
+            gated on the CPU, ranked by size, and a finding says so).
         UnsupportedModelError: ``target="edgetpu"`` for a model with no fully-integer form.
 
     Example:
@@ -209,38 +219,38 @@ def _search(
     eval_set = read_for_reference(eval_data, reference, "eval data")
     calibration = read_for_reference(representative_data, reference, "representative data")
     train = None if train_data is None else read_for_reference(train_data, reference, "train data")
-    measure = config.measure
     started = time.monotonic()
-    float32 = None
-    # Fail now, not after the ladder, when a backend the search needs cannot run here.
-    needed = {device.gate_backend} | ({device.latency_backend} if measure else set())
-    if needed - {"cpu"}:
-        float32 = _float32(reference, calibration, seed, static_batch)
-        for backend in sorted(needed - {"cpu"}):
-            _probe_backend(float32, backend)
+    # The float32 baseline is made as the target makes files (the GPU: at a static batch).
+    file_batch = static_batch
+    if file_batch is None and device.rules.batch_is_default:
+        file_batch = device.rules.static_batch
+    float32, plan = None, _Plan(config, device)
+    if plan.needed - {"cpu"}:
+        float32 = _float32(reference, calibration, seed, file_batch)
+        plan.probe(float32)  # fails now, not after the ladder, or falls back (said)
     state = SearchState(
         reference=reference,
         eval_set=eval_set,
         representative=calibration,
         train_data=train,
         checks=config.checks,
-        settings=config.settings,
-        objective=config.objective,
+        settings=plan.settings,
+        objective=plan.objective,
         target=config.target,
         threads=config.threads,
-        measure=measure,
+        measure=plan.measure,
         seed=seed,
         progress=progress,
         deadline=None if config.time_budget_s is None else started + config.time_budget_s,
         started=started,
         float32=float32,
-        make_float32=lambda: _float32(reference, calibration, seed, static_batch),
+        make_float32=lambda: _float32(reference, calibration, seed, file_batch),
         static_batch=static_batch,
         batch_size=config.batch_size,
         freeze_batchnorm=config.freeze_batchnorm,
     )
     ladder = plan_ladder(
-        objective=config.objective, target=config.target, calibration_available=len(calibration),
+        objective=plan.objective, target=config.target, calibration_available=len(calibration),
         training=train is not None, tflite=tflite,
     )  # fmt: skip
     state.planned = len(ladder)
@@ -260,9 +270,67 @@ def _search(
             f"{state.attempts[0].why}"
         )
     if state.float32 is None:  # stopped before any conversion: the baseline is still reported
-        state.float32 = _float32(reference, calibration, seed, static_batch)
+        state.float32 = _float32(reference, calibration, seed, file_batch)
     result = _result(state, interrupted, time.monotonic() - started, train is not None)
-    return replace(result, config=config)
+    return replace(result, config=config, findings=(*plan.findings, *result.findings))
+
+
+class _Plan:
+    """How the search ranks, gates and times on this machine, for the target asked.
+
+    The objective is the one named, else the target's own (``Target.default_objective``:
+    latency on the GPU). A target with a ``fallback_backend`` (the GPU) goes on where its
+    backends cannot run here: gated on the fallback, ranked by size, and a finding says so;
+    an objective or timing the user named on such a machine is refused instead.
+    """
+
+    def __init__(self, config: CompressConfig, device: Target) -> None:
+        self.config, self.device = config, device
+        self.objective = config.objective or device.default_objective or "size"
+        named = config.measure_latency
+        self.measure = self.objective == "latency" if named is None else named
+        self.settings = config.settings
+        self.findings: list[str] = []
+        if config.objective is None and self.objective == "latency":
+            self.findings.append(
+                f"ranked by latency on the {device.latency_backend} backend (median per "
+                f"sample), {device.display_name}'s own objective; objective='size' ranks by "
+                "size"
+            )
+
+    @property
+    def needed(self) -> set[str]:
+        """The backends the search runs: the gate's, and the latency's when it times."""
+        return {self.settings.backend} | ({self.device.latency_backend} if self.measure else set())
+
+    def probe(self, float32: bytes) -> None:
+        """Check each backend on the float32 file; fall back where the target allows it.
+
+        Raises:
+            BackendUnavailableError: A backend cannot run here and the target has no
+                fallback, or the user named the latency objective or timing (what cannot be
+                measured here is not replaced by something else).
+        """
+        for backend in sorted(self.needed - {"cpu"}):
+            try:
+                _probe_backend(float32, backend)
+            except BackendUnavailableError as error:
+                fallback = self.device.fallback_backend
+                named = self.config.objective == "latency" or self.config.measure_latency
+                if fallback is None or named:
+                    raise
+                self._fall_back(fallback, str(error))
+                return
+
+    def _fall_back(self, fallback: str, why: str) -> None:
+        self.findings = [
+            f"ranked by size, not latency: {why.split(';')[0]}. Gated on the {fallback} "
+            f"backend instead of {self.device.latency_backend}, and each artifact's "
+            f"{self.device.name} check ran statically; on a machine where "
+            f"{self.device.display_name} runs, compress ranks by its latency"
+        ]
+        self.objective, self.measure = "size", False
+        self.settings = replace(self.settings, backend=fallback)
 
 
 def _climb(state: SearchState, ladder: Any) -> None:

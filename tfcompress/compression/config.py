@@ -39,7 +39,9 @@ class CompressConfig:
     Attributes:
         target: A registered target (:func:`tfcompress.targets.base.list_targets`): its gate
             and latency backends, the rungs it admits, its check and its rank apply.
-        objective: ``"size"`` (gzip bytes) or ``"latency"`` (median on the target).
+        objective: ``"size"`` (gzip bytes) or ``"latency"`` (median per sample on the
+            target); None: the target's own (``Target.default_objective``: latency on a GPU
+            where one runs, else size), chosen when the search starts.
         time_budget_s: Wall-clock budget in seconds (None: no limit).
         thresholds: The gate's thresholds by name, as :func:`tfcompress.check_gate` takes
             them (``max_drop`` a fraction in [0, 1], ``min_snr`` in dB, ``min_cosine``,
@@ -67,7 +69,7 @@ class CompressConfig:
     """
 
     target: str = "cpu"
-    objective: str = "size"
+    objective: str | None = None
     time_budget_s: float | None = None
     thresholds: Mapping[str, float] = field(default_factory=dict)
     outputs: tuple[str, ...] = ()
@@ -90,7 +92,8 @@ class CompressConfig:
         set_ = object.__setattr__
         set_(self, "thresholds", _thresholds(self.thresholds))
         device = get_target(self.target)  # refuses an unknown one, listing the registered ones
-        check_choice(self.objective, OBJECTIVES, "objective")
+        if self.objective is not None:
+            check_choice(self.objective, OBJECTIVES, "objective")
         set_(self, "time_budget_s", _budget(self.time_budget_s))
         set_(self, "outputs", _names(self.outputs, "outputs"))
         set_(self, "metrics", _names(self.metrics, "metrics"))
@@ -136,7 +139,10 @@ class CompressConfig:
 
     @property
     def measure(self) -> bool:
-        """Whether every attempt is timed (``measure_latency``, else the latency objective)."""
+        """Whether every attempt is timed (``measure_latency``, else the latency objective).
+
+        With no objective named, the search decides when it starts (the target's own).
+        """
         if self.measure_latency is None:
             return self.objective == "latency"
         return self.measure_latency
@@ -265,7 +271,7 @@ def _check_static_batch(static_batch: int | None, device: Any) -> None:
         return
     Recipe("float32", static_batch=static_batch)  # its type and range, as quantize checks them
     fixed = device.rules.static_batch
-    if fixed is not None and static_batch != fixed:
+    if fixed is not None and static_batch != fixed and not device.rules.batch_is_default:
         raise InvalidInputError(
             f"{device.display_name} needs a static batch of {fixed}, not {static_batch}; drop "
             f"--static-batch (--target {device.name} fixes it at {fixed})."

@@ -5,7 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tfcompress.selection.worker import build_model, failure, resize_images, worker_identity
+from tfcompress.selection.worker import (
+    build_model,
+    deployed_recipe,
+    failure,
+    resize_images,
+    worker_identity,
+)
 from tfcompress.targets.base import get_target
 
 
@@ -21,7 +27,10 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
     Args:
         task: Plain data: ``candidate`` (family, width, resolution), ``channels``,
             ``num_classes``, ``seed``, ``calibration`` (a few training images, any size),
-            ``backend`` (the target's name), ``threads``, ``runs``, ``min_seconds``.
+            ``backend`` (the target's name), ``threads``, ``runs``, ``min_seconds``;
+            ``latency_optional`` (no latency budget) lets a target with a fallback (the
+            GPU) go on where its latency backend cannot run: ``latency_ms`` None, and
+            ``latency_unmeasured`` says why.
 
     Returns:
         ``ok``, ``params``, ``macs`` (the harness's counter on the ``.tflite``),
@@ -47,11 +56,14 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         stage = "int8 conversion"
         calibration = resize_images(task["calibration"], int(task["candidate"]["resolution"]))
         # Only the int8 file is measured: no float32 reference is converted.
+        target = get_target(task["backend"])
         int8 = quantized_content(
-            model, recipe="int8", representative_data=calibration, seed=int(task["seed"])
+            model,
+            recipe=deployed_recipe(target),
+            representative_data=calibration,
+            seed=int(task["seed"]),
         ).content
         stage = "target budgets"
-        target = get_target(task["backend"])
         target_measures = {budget.name: budget.measure(int8) for budget in target.budget_fields}
         stage = "latency measurement"
         name = f"{task['candidate']['family']}_int8"
@@ -78,9 +90,19 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         **worker_identity(),
     }
     per_sample = row.latency_per_sample_ms if row.ok else None
+    if per_sample is None and _may_skip_latency(task, target, row.status):
+        # No GPU on this worker and no latency budget: the candidate goes on unmeasured, and
+        # the search ranks without latency (accuracy, then size), saying so.
+        return {**measured, "ok": True, "latency_ms": None, "latency_unmeasured": row.status}
     if per_sample is None:
         return {**measured, "ok": False, "reason": f"latency measurement: {row.status}"}
     return {**measured, "ok": True, "latency_ms": round(float(per_sample), 4)}
+
+
+def _may_skip_latency(task: dict[str, Any], target: Any, status: str) -> bool:
+    """The target runs without its latency backend (the GPU's), and nothing needs latency."""
+    unavailable = status.startswith("unavailable")
+    return bool(task.get("latency_optional")) and unavailable and bool(target.fallback_backend)
 
 
 def _perturb(model: Any, seed: int) -> None:

@@ -34,15 +34,17 @@ def pareto_indices(points: Sequence[Sequence[float]]) -> list[int]:
 def pareto_names(records: Sequence[CandidateRecord]) -> list[str]:
     """Names of the trained records on the (accuracy up, latency down, size down) front.
 
-    Records without a measured accuracy, latency or size take no part.
+    Records without a measured accuracy, latency or size take no part; where no record has
+    a latency (a GPU target on a machine without one), the front is accuracy and size.
     """
-    scored = [
+    trained = [
         r
         for r in records
-        if r.status == TRAINED
-        and r.accuracy is not None
-        and r.latency_ms is not None
-        and r.size_bytes is not None
+        if r.status == TRAINED and r.accuracy is not None and r.size_bytes is not None
     ]
-    points = [(-float(r.accuracy), float(r.latency_ms), float(r.size_bytes)) for r in scored]  # type: ignore[arg-type]
-    return [scored[i].name for i in pareto_indices(points)]
+    timed = [r for r in trained if r.latency_ms is not None]
+    if timed or not trained:
+        points = [(-float(r.accuracy), float(r.latency_ms), float(r.size_bytes)) for r in timed]  # type: ignore[arg-type]
+        return [timed[i].name for i in pareto_indices(points)]
+    points = [(-float(r.accuracy), float(r.size_bytes)) for r in trained]  # type: ignore[arg-type, misc]
+    return [trained[i].name for i in pareto_indices(points)]

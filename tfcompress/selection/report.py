@@ -71,6 +71,7 @@ def summary(result: SelectionResult, *, markdown: bool = False) -> str:
         "median of the int8 .tflite at batch 1, measured on the host named in its cell.",
         "",
         pick_line(result),
+        *(f"note: {note}" for note in result.notes),
     ]
     return "\n".join(lines)
 

@@ -77,6 +77,8 @@ class SelectionResult:
         settings: Families, widths, resolutions, epochs and the other search settings.
         executor: Which executor ran the candidates.
         environment: The machine that ran the search (latencies come from ``host``).
+        notes: Findings about the search itself (candidates ranked without latency where
+            the target's backend could not run, and why).
 
     Example:
         >>> result = tfcompress.select_model(...)  # doctest: +SKIP
@@ -92,6 +94,7 @@ class SelectionResult:
     settings: dict[str, Any] = field(default_factory=dict)
     executor: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def record(self, name: str) -> CandidateRecord:
         """The record of the candidate called ``name``.
@@ -121,6 +124,7 @@ class SelectionResult:
             "pareto": list(self.pareto),
             "candidates": [r.to_dict() for r in self.candidates],
             "environment": dict(self.environment),
+            "notes": list(self.notes),
         }
 
     def __str__(self) -> str:

@@ -6,6 +6,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -144,6 +145,7 @@ def select_model(
         "seed": int(seed),
         "backend": budgets.target,
         "threads": budgets.threads,
+        **_latency_optional(budgets),
     }
     measure_settings = {
         **common,
@@ -226,7 +228,8 @@ def select_model(
         "workdir": None if workdir is None else str(workdir),
         "work": work,
     }
-    return _result(candidates, costs, training, budgets, objective, description, data, settings)
+    result = _result(candidates, costs, training, budgets, objective, description, data, settings)
+    return replace(result, notes=_unmeasured_notes(costs, budgets))
 
 
 def _check_something_measured(costs: dict[str, dict[str, Any]], budgets: Budgets) -> None:
@@ -292,6 +295,29 @@ def _phase(
         runner.cancel(pending)
         raise
     return done
+
+
+def _latency_optional(budgets: Budgets) -> dict[str, bool]:
+    """A target that goes on without its latency backend (the GPU) may, with no latency budget.
+
+    Only such a target's tasks carry the key, so the other targets' stored results stay valid.
+    """
+    if get_target(budgets.target).fallback_backend is None:
+        return {}
+    return {"latency_optional": budgets.max_latency_ms is None}
+
+
+def _unmeasured_notes(costs: dict[str, dict[str, Any]], budgets: Budgets) -> tuple[str, ...]:
+    """Say that candidates were ranked without latency, and why (no GPU on the workers)."""
+    why = [c["latency_unmeasured"] for c in costs.values() if c.get("latency_unmeasured")]
+    if not why:
+        return ()
+    reason = str(why[0]).removeprefix("unavailable: ").split(";")[0]
+    return (
+        f"latency not measured for {len(why)} candidate(s) on target {budgets.target!r} "
+        f"({reason}): ranked by accuracy, then size; a latency budget (--max-latency) or "
+        "the reward objective needs a machine where the target's backend runs",
+    )
 
 
 def _postfix(bar: Any, phase: str, done: dict[str, Any], left: int) -> None:

@@ -43,7 +43,11 @@ _FIELD_RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "params": ("a count", lambda v: _is_int(v) and v >= 0),
     "macs": ("a count or null", lambda v: v is None or (_is_int(v) and v >= 0)),
     "size_bytes": ("a positive count", lambda v: _is_int(v) and v > 0),
-    "latency_ms": ("a positive finite number", lambda v: _is_finite(v) and v > 0),
+    "latency_ms": (
+        "a positive finite number (null: not measured, latency_unmeasured says why)",
+        lambda v: v is None or (_is_finite(v) and v > 0),
+    ),
+    "latency_unmeasured": ("a reason", lambda v: isinstance(v, str)),
     "latency_backend": ("a backend name", lambda v: isinstance(v, str)),
     "threads": ("a positive count", lambda v: _is_int(v) and v > 0),
     # What the target's own budget fields measured (Edge TPU segments...), by field name.
@@ -66,7 +70,7 @@ _PHASE_FIELDS = {
     "costs": {"ok", "params", "macs", "size_bytes", "latency_ms", "latency_backend", "threads"},
     "training": {"ok", "accuracy", "size_bytes", "loss", "train_seconds"},
 }
-_OPTIONAL = {"seconds", "finished_at", "worker", "host", "target_measures"}
+_OPTIONAL = {"seconds", "finished_at", "worker", "host", "target_measures", "latency_unmeasured"}
 
 
 def result_problem(phase: str, result: Any) -> str | None:

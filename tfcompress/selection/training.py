@@ -5,7 +5,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tfcompress.selection.worker import build_model, failure, resize_images, worker_identity
+from tfcompress.selection.worker import (
+    build_model,
+    deployed_recipe,
+    failure,
+    resize_images,
+    scoring_backend,
+    worker_identity,
+)
 from tfcompress.targets.base import get_target
 
 
@@ -69,9 +76,10 @@ def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
         train_seconds = time.perf_counter() - trained
         stage = "int8 conversion"
         # Only the int8 file is deployed and scored: no float32 reference is converted.
+        target = get_target(task["backend"])
         int8 = quantized_content(
             model,
-            recipe="int8",
+            recipe=deployed_recipe(target),
             representative_data=x_train,
             calibration_samples=min(int(task["calibration_samples"]), len(x_train)),
             seed=int(task["seed"]),
@@ -81,7 +89,7 @@ def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
             int8,
             (x_val, y_val),
             metric="accuracy",
-            backend=get_target(task["backend"]).latency_backend,
+            backend=scoring_backend(target, int8),
             threads=int(task["threads"]),
         )
     except Exception as error:  # the candidate fails with its reason; the search goes on

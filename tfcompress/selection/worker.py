@@ -72,6 +72,40 @@ def build_model(task: dict[str, Any]) -> Any:
     )
 
 
+def deployed_recipe(target: Any) -> Any:
+    """The int8 recipe a candidate is deployed with on ``target``.
+
+    A target whose files need a static batch by default (the GPU: its delegate refuses the
+    shape ops a dynamic batch leaves) gets int8 at that batch; the others plain ``"int8"``.
+    """
+    from tfcompress.quantization.recipes import Recipe
+
+    if target.rules.batch_is_default and target.rules.static_batch is not None:
+        return Recipe("int8", static_batch=target.rules.static_batch)
+    return "int8"
+
+
+def scoring_backend(target: Any, content: bytes) -> str:
+    """Where a candidate's accuracy is measured: the target's latency backend where it runs.
+
+    A target with a ``fallback_backend`` (the GPU) is scored there on a machine where its
+    own backend cannot run; the others are not (their failure is the candidate's).
+    """
+    if target.fallback_backend is None:
+        return str(target.latency_backend)
+    from tfcompress.errors import BackendUnavailableError
+    from tfcompress.models import TFLiteModel
+    from tfcompress.runtime import create_runner
+
+    try:
+        create_runner(
+            TFLiteModel(content, label="int8", verified=True), backend=target.latency_backend
+        ).close()
+    except BackendUnavailableError:
+        return str(target.fallback_backend)
+    return str(target.latency_backend)
+
+
 def failure(error: BaseException, stage: str, started: float) -> dict[str, Any]:
     """The record of a candidate that failed: one line naming the stage and the error."""
     message = " ".join(str(error).split())[:300] or "no message"

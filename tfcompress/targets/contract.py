@@ -194,6 +194,11 @@ class Target:
         latency_backend: The runtime backend compress and select time artifacts on.
         gate_backend: The backend compress gates on (the Edge TPU's integer model gives the
             same outputs on the CPU, so its gate runs there when no Edge TPU is attached).
+        default_objective: What compress ranks by when no objective is named (None:
+            ``size``); ``latency`` is measured on ``latency_backend`` where it runs here.
+        fallback_backend: Where compress gates when ``gate_backend`` cannot run here, and
+            what lets compress and select go on without ``latency_backend`` (ranked by size,
+            and said); None: they refuse the target on such a machine.
         options: Options its check takes (:class:`TargetOption`), each a CLI flag.
         budget_fields: Budgets it adds to model selection (:class:`BudgetField`), each a
             ``tfcompress select`` flag.
@@ -215,6 +220,8 @@ class Target:
     default_recipe: ClassVar[str | None] = None
     latency_backend: ClassVar[str] = "cpu"
     gate_backend: ClassVar[str] = "cpu"
+    default_objective: ClassVar[str | None] = None
+    fallback_backend: ClassVar[str | None] = None
     options: ClassVar[tuple[TargetOption, ...]] = ()
     budget_fields: ClassVar[tuple[BudgetField, ...]] = ()
 

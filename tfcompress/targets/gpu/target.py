@@ -13,9 +13,11 @@ another), then runs :func:`gpu_verdict` on the file:
 
 A file that would not run whole on a GPU fails the check: ``tfcompress quantize --target
 gpu`` prints one line with the ops at fault and the fix, and exits 1. ``compress`` keeps the
-float16, float32 and int8 rungs, ranks the artifacts the GPU takes whole first, and gates and
-times them on the ``gpu`` backend (see :mod:`tfcompress.compression.api` for a machine without
-one).
+float16, float32 and int8 rungs, admits only the artifacts the GPU takes whole, and gates them
+on the ``gpu`` backend and ranks them by their latency there (unless ``objective="size"``);
+on a machine where LiteRT finds no GPU it gates on the CPU and ranks by size, and says so.
+``select`` measures candidates on the GPU where there is one, and ranks without latency
+(accuracy, then size) where there is none, saying so.
 
 Example:
     >>> result = tfcompress.quantize(model, target="gpu")  # doctest: +SKIP
@@ -227,6 +229,8 @@ class GpuTarget(Target):
     default_recipe = "float16"
     latency_backend = "gpu"
     gate_backend = "gpu"
+    default_objective = "latency"  # where a GPU runs here; ranked by size otherwise, and said
+    fallback_backend = "cpu"  # no GPU here: gate on LiteRT's CPU kernels (float16 or float32)
 
     def check(self, content: bytes, **options: Any) -> GpuVerdict:
         """Compiled on the GPU where LiteRT finds one, checked statically otherwise."""
