@@ -56,6 +56,7 @@ bench: install
 	$(BIN)/python benchmarks/tfmot_sizes.py
 	$(BIN)/python benchmarks/selection.py
 	$(BIN)/python benchmarks/edgetpu_zoo.py
+	$(BIN)/python benchmarks/mcu.py
 	$(BIN)/python benchmarks/compress_mnist.py --write
 	$(BIN)/python benchmarks/doc_examples.py
 	$(BIN)/python benchmarks/doc_selective.py
