@@ -211,7 +211,7 @@ def test_every_op_tflm_lacks_is_named_with_its_index(lacking_model):
     assert "microcontroller deployment needs full int8" in str(report)
 
 
-def test_a_softmax_tflm_aborts_on_is_named_and_its_crash_contained():
+def test_a_softmax_tflm_aborts_on_is_named_and_its_crash_contained(tmp_path, capsys):
     import keras
 
     import tfcompress
@@ -231,6 +231,12 @@ def test_a_softmax_tflm_aborts_on_is_named_and_its_crash_contained():
     (crash,) = [f for f in report.findings if f.rule == "crash"]
     assert crash.signal == signal.SIGABRT and "SOFTMAX" in crash.fix
     assert not report.compatible
+    model.save(tmp_path / "flat.keras")
+    np.savez(tmp_path / "calib.npz", x=x)
+    argv = [str(tmp_path / "flat.keras"), "--data", str(tmp_path / "calib.npz")]
+    out = tmp_path / "flat_mcu.tflite"
+    assert main(["quantize", *argv, "--target", "mcu", "--out", str(out)]) == 1
+    assert "TFLite Micro cannot run the artifact" in capsys.readouterr().err and out.is_file()
 
 
 def test_a_difference_is_located_at_the_op_where_tflm_and_litert_part(tiny_int8):

@@ -128,6 +128,22 @@ class McuTarget(Target):
 
         return check(TFLiteModel(content, label="the artifact", verified=True), **options)
 
+    def failure(self, verdict: Any) -> str | None:
+        """One line when TFLM cannot run the made artifact (``quantize`` then exits 1).
+
+        Example:
+            >>> McuTarget().failure(None) is None
+            True
+        """
+        if verdict is None or verdict.compatible:
+            return None
+        blocking = [f for f in verdict.findings if f.blocking]
+        if not blocking:
+            return "TFLite Micro cannot run the artifact"
+        first = blocking[0]
+        more = f" (and {len(blocking) - 1} more finding(s))" if len(blocking) > 1 else ""
+        return f"TFLite Micro cannot run the artifact: {first.message}{more}; fix: {first.fix}"
+
     def refusal(self, summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
         """Only artifacts TFLM runs whole, in full int8, qualify (see :func:`mcu_refusal`)."""
         return mcu_refusal(summary, float_nodes)
