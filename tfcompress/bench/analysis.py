@@ -36,7 +36,8 @@ def with_ratios(rows: list[BenchmarkRow], reference: str | None) -> list[Benchma
     ``speedup`` is the reference's median latency per sample / the row's, at the same
     threads and batch (a static-batch row: at the batch that was asked of it, so a file fixed
     at 8 samples per call is compared per sample with the reference's batch of 1), on the
-    same backend when the reference ran there, else on its first backend.
+    same backend when the reference ran there, else on its first backend, and on the same
+    device (``benchmark --on``: a Pi's int8 row compares with the Pi's float row).
     """
     refs = [r for r in rows if r.artifact == reference and r.ok]
     if not refs:
@@ -48,7 +49,7 @@ def with_ratios(rows: list[BenchmarkRow], reference: str | None) -> list[Benchma
         speedup = None
         mine = row.latency_per_sample_ms if row.ok else None
         if mine:
-            match = _match(refs, row)
+            match = _match([r for r in refs if r.device == row.device], row)
             theirs = None if match is None else match.latency_per_sample_ms
             if theirs is not None:
                 speedup = theirs / mine

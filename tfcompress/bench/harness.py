@@ -19,7 +19,7 @@ from tfcompress.bench.artifacts import converted_artifact, prepare_artifact
 from tfcompress.bench.environment import capture_environment
 from tfcompress.bench.inputs import check_input_shapes, scalar_notes
 from tfcompress.bench.metrics import MetricLike
-from tfcompress.bench.result import BenchmarkResult, BenchmarkRow
+from tfcompress.bench.result import BenchmarkResult, BenchmarkRow, Device
 from tfcompress.bench.rows import ROW_ERRORS, Artifact, Plan, backend_rows, row_status
 from tfcompress.bench.scoring import Scoring, plan_scoring
 from tfcompress.data import DataLike, Dataset, load_data, validate_for_signature
@@ -63,6 +63,8 @@ def benchmark(
     report_dir: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     progress: bool = False,
+    on: Any = None,
+    local: bool = False,
 ) -> BenchmarkResult:
     """Measure artifacts side by side: size, accuracy, latency and throughput per backend.
 
@@ -138,6 +140,14 @@ def benchmark(
         overwrite: Replace report files already in ``report_dir``; without it their
             presence is an error raised before anything is timed.
         progress: Draw a progress bar on stderr.
+        on: Measure on the workers of a Dask scheduler instead of here: its address
+            (``tcp://HOST:8786``; ``tls://`` takes its certificates from Dask's
+            configuration) or a connected ``distributed.Client`` (one made with
+            ``security=`` for TLS). Each worker is a device (``dask worker ADDRESS --name
+            pi5`` in ``pip install 'tfcompress[device]'``); every row says which
+            (``row.device``) and ``result.devices`` holds each one's environment, read there
+            (:mod:`tfcompress.bench.devices`). ``.tflite`` and ``.onnx`` artifacts only.
+        local: With ``on``, also measure here, as one more device named ``"local"``.
 
     Returns:
         The frozen result, rows in artifact x backend x threads x batch order.
@@ -168,6 +178,10 @@ def benchmark(
         batch_dims=dict(batch_dims or {}),
     )
     _check_options(plan)
+    if local and on is None:
+        raise InvalidInputError(
+            "local=True (--local) adds this machine beside the devices of on= (--on); give both."
+        )
     named = _named(artifacts)
     if report_dir is not None:
         from tfcompress.report.writers import check_report_dir
@@ -216,15 +230,19 @@ def benchmark(
         )
         for name, source in named.items()
     }
-    rows: list[BenchmarkRow] = []
-    samples = 0
     total = len(named) * len(plan.backends) * len(plan.threads) * len(plan.batch_sizes)
+    devices: tuple[Device, ...] = ()
+    device_notes: list[str] = []
     with tqdm(total=total, desc="benchmark", unit="row", disable=not progress) as bar:
-        for name, artifact in prepared.items():
-            new_rows, counted = _artifact_rows(name, artifact, routes[name], plan)
-            rows.extend(new_rows)
-            samples = max(samples, counted)
-            bar.update(len(plan.backends) * len(plan.threads) * len(plan.batch_sizes))
+        if on is None:
+            rows, samples = _measure_here(prepared, routes, plan, bar)
+        else:  # on the workers of a Dask scheduler, each a device (and here, with local)
+            from tfcompress.bench.devices import measure_on_devices
+
+            here = (lambda: _measure_here(prepared, routes, plan, bar)) if local else None
+            rows, samples, devices, device_notes = measure_on_devices(
+                on, prepared, routes, plan, here=here, environment=environment, on_row=bar.update
+            )
     chosen = analysis.pick_reference(rows, reference)
     rows = analysis.with_ratios(rows, chosen)
     result = BenchmarkResult(
@@ -241,14 +259,15 @@ def benchmark(
         samples=samples,
         reference=chosen,
         notes=(
-            *analysis.int8_notes(rows, environment),
-            *analysis.recipe_notes(rows),
+            *(device_notes if devices else analysis.int8_notes(rows, environment)),
+            *(() if devices else analysis.recipe_notes(rows)),
             *_init_notes(prepared),
             *_feeding_notes(prepared, values, from_data=raw is not None),
             *analysis.isolation_notes(rows),
-            *analysis.latency_notes(rows),
+            *(() if devices else analysis.latency_notes(rows)),
             *scoring_notes,
         ),
+        devices=devices,
     )
     return result.save(report_dir, overwrite=overwrite) if report_dir is not None else result
 
@@ -436,6 +455,20 @@ def _init_notes(prepared: Mapping[str, Artifact]) -> list[str]:
         f"init_ms is empty for {', '.join(unknown)}: passed as loaded Keras model(s), so the "
         "load time is unknown; pass the file path to have it measured."
     ]
+
+
+def _measure_here(
+    prepared: Mapping[str, Artifact], routes: Mapping[str, Sequence[Route]], plan: Plan, bar: Any
+) -> tuple[list[BenchmarkRow], int]:
+    """Every artifact's rows, measured on this machine."""
+    rows: list[BenchmarkRow] = []
+    samples = 0
+    for name, artifact in prepared.items():
+        new_rows, counted = _artifact_rows(name, artifact, routes[name], plan)
+        rows.extend(new_rows)
+        samples = max(samples, counted)
+        bar.update(len(plan.backends) * len(plan.threads) * len(plan.batch_sizes))
+    return rows, samples
 
 
 def _artifact_rows(

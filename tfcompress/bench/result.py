@@ -43,7 +43,9 @@ class BenchmarkRow:
     is the next multiple of that static batch (a batch of 1 asked of a file fixed at 8 is
     timed as one call of 8 samples; ``backend_details["batch_asked"]`` keeps what was
     asked), ``backend_details`` has ``static_batch`` and ``calls``, and the table's status
-    says ``ok (4 calls of 8)`` when a batch took several.
+    says ``ok (4 calls of 8)`` when a batch took several. ``device`` names the Dask worker
+    the row ran on (``benchmark --on``; ``"local"`` for this machine beside them), None when
+    the whole run was local; :attr:`BenchmarkResult.devices` holds each one's environment.
 
     Example:
         >>> BenchmarkRow("m.tflite", "gpu", None, None, "unavailable: no GPU").ok
@@ -65,6 +67,7 @@ class BenchmarkRow:
     details: dict[str, Any] = field(default_factory=dict)
     size_ratio: float | None = None
     speedup: float | None = None
+    device: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -132,11 +135,57 @@ class BenchmarkRow:
             "size_ratio": _round(self.size_ratio, 4),
             "speedup": _round(self.speedup, 4),
             "backend_details": dict(self.details),
+            "device": self.device,
         }
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(float(value), digits)
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where rows of ``benchmark --on`` ran: a Dask worker, described on it.
+
+    Attributes:
+        name: The worker's name (``dask worker ... --name pi5``), or ``"local"``.
+        address: The worker's address (``""`` for this machine).
+        hostname: The machine's network name, read there.
+        executable: The Python interpreter that measured (the worker's, not the caller's).
+        environment: CPU model and flags, cores, architecture, OS and versions, read there.
+        delegates: Backend -> what loaded there: ``"loaded: ..."`` with what its rows said
+            (XNNPACK, ops delegated, the Edge TPU library, accelerators) or the row's
+            ``unavailable:``/``error:`` status.
+
+    Example:
+        >>> Device("pi5", "tcp://10.0.0.7:40001", "pi5", "/usr/bin/python3",
+        ...        capture_environment()).name  # doctest: +SKIP
+        'pi5'
+    """
+
+    name: str
+    address: str
+    hostname: str
+    executable: str
+    environment: Environment
+    delegates: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for the report's ``devices`` object."""
+        return {
+            "address": self.address,
+            "hostname": self.hostname,
+            "executable": self.executable,
+            "environment": self.environment.to_dict(),
+            "delegates": dict(self.delegates),
+        }
+
+    def __str__(self) -> str:
+        where = f" at {self.address}" if self.address else ""
+        lines = [f"Device {self.name} ({self.hostname}{where}, {self.executable})"]
+        lines += [f"  {line}" for line in str(self.environment).splitlines()]
+        lines += [f"  {backend}: {said}" for backend, said in self.delegates.items()]
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -152,6 +201,8 @@ class BenchmarkResult:
         reference: Artifact the ratios compare to (the float32 one when present).
         notes: Findings in words, e.g. whether int8 was faster than float32 here and why.
         report_files: Files written by :meth:`save` (or ``report_dir``).
+        devices: Where rows ran with ``on=`` (``benchmark --on``): each Dask worker with the
+            environment read on it; empty for a local run (``environment`` is this machine).
 
     Example:
         >>> result = tfcompress.benchmark(["m.tflite", "m_int8.tflite"], runs=20)  # doctest: +SKIP
@@ -166,6 +217,7 @@ class BenchmarkResult:
     reference: str | None = None
     notes: tuple[str, ...] = ()
     report_files: tuple[Path, ...] = ()
+    devices: tuple[Device, ...] = ()
 
     def __getitem__(self, artifact: str) -> list[BenchmarkRow]:
         rows = [r for r in self.rows if r.artifact == artifact]
@@ -197,6 +249,7 @@ class BenchmarkResult:
             "reference": self.reference,
             "notes": list(self.notes),
             "rows": [r.to_dict() for r in self.rows],
+            "devices": {d.name: d.to_dict() for d in self.devices},
         }
 
     def save(
@@ -242,10 +295,37 @@ class BenchmarkResult:
         header += ["init ms", "p50 ms", "mean ms", "p90 ms", "ms/sample", "samples/s", "x ref"]
         header += [self.metric] if self.samples else []
         rows = [_cells(r, with_accuracy=bool(self.samples)) for r in self.rows]
+        if self.devices:  # benchmark --on: where each row ran comes first
+            header = ["device", *header]
+            rows = [[r.device or "-", *cells] for r, cells in zip(self.rows, rows, strict=True)]
         return format_table(header, rows, markdown=markdown)
 
+    def side_by_side(self, *, markdown: bool = False) -> str:
+        """Median latency (ms) of each setting, one column per device (``benchmark --on``).
+
+        A cell is the row's p50, or its status (``error``, ``unavailable``...) when it was
+        not measured there; ``-`` where that device has no such row.
+        """
+        names = [d.name for d in self.devices]
+        cells: dict[tuple[Any, ...], dict[str, str]] = {}
+        for row in self.rows:
+            key = (row.artifact, row.backend, row.threads, row.batch)
+            shown = f"{row.latency.p50:.3f}" if row.ok and row.latency else row.status.split(":")[0]
+            cells.setdefault(key, {})[row.device or "-"] = shown
+        header = ["artifact", "backend", "thr", "batch", *(f"p50 ms {n}" for n in names)]
+        body = [
+            [a, b, "-" if t is None else str(t), "-" if n is None else str(n)]
+            + [by.get(name, "-") for name in names]
+            for (a, b, t, n), by in cells.items()
+        ]
+        return format_table(header, body, markdown=markdown)
+
     def __str__(self) -> str:
-        parts = [self.table(), "", str(self.environment)]
+        if self.devices:
+            parts = [self.table(), "", self.side_by_side(), ""]
+            parts += [str(device) for device in self.devices]
+        else:
+            parts = [self.table(), "", str(self.environment)]
         if self.notes:
             parts += ["", *(f"* {note}" for note in self.notes)]
         if self.report_files:

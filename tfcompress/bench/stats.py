@@ -16,7 +16,13 @@ class LatencyStats:
     """Statistics of timed runs, in milliseconds.
 
     ``std`` is the population standard deviation (as ``benchmark_model`` reports it);
-    percentiles interpolate linearly between the two nearest runs.
+    percentiles interpolate linearly between the two nearest runs. A row's interval is
+    ``mean`` +- ``std`` (:attr:`interval`), as ``benchmark_model`` prints it; a median
+    always lies within one standard deviation of the mean. Two rows agree when each median
+    lies in the other's interval (:meth:`agrees_with`): that is how a row measured on a
+    device through ``benchmark --on`` is compared with a local one. (A confidence interval
+    of the median from one row's runs is far narrower than what differs between two
+    processes timing the same file, 0.3% on a 64 us CNN: ``benchmarks/remote_overhead.py``.)
 
     Example:
         >>> summarize([0.001, 0.002, 0.003]).p50
@@ -31,6 +37,22 @@ class LatencyStats:
     p90: float
     p99: float
     max: float
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """``(mean - std, mean + std)``: the spread of the runs, in ms."""
+        return self.mean - self.std, self.mean + self.std
+
+    def agrees_with(self, other: LatencyStats) -> bool:
+        """Whether each median lies in the other's :attr:`interval` (mean +- std).
+
+        Example:
+            >>> summarize([0.001, 0.002, 0.003]).agrees_with(summarize([0.0015, 0.0025]))
+            True
+        """
+        low, high = self.interval
+        their_low, their_high = other.interval
+        return low <= other.p50 <= high and their_low <= self.p50 <= their_high
 
     def to_dict(self) -> dict[str, float | int]:
         """Plain data (ms), rounded to the microsecond."""

@@ -6,6 +6,7 @@ import argparse
 from typing import IO, Any
 
 from tfcompress.cli._choices import BACKEND_FLAGS, BACKENDS
+from tfcompress.cli._devices import add_on_flags, connect_on
 from tfcompress.cli.common import (
     add_feeding_flags,
     add_json_flag,
@@ -102,6 +103,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="replace report files already in --report DIR (checked before anything is timed)",
     )
     add_unsafe_flag(parser)
+    add_on_flags(parser, what="measure every row")
+    parser.add_argument(
+        "--local",
+        action="store_true",
+        help="with --on: also measure on this machine, one more device (named local) beside "
+        "the workers",
+    )
     add_json_flag(parser)
     return parser
 
@@ -115,28 +123,37 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     if args.force and not args.report:
         raise InvalidInputError("--force replaces report files; give it with --report DIR.")
     options = backend_options(args)
-    result = benchmark(
-        args.artifacts,
-        data=args.data,
-        backends=tuple(args.backend),
-        threads=tuple(args.threads),
-        batch_sizes=tuple(args.batch),
-        runs=args.runs,
-        min_seconds=args.min_seconds,
-        warmup_seconds=args.warmup_seconds,
-        metric=args.metric,
-        output=args.output,
-        input_shapes=dict(args.input_shape),
-        batch_dims=dict(args.batch_dim),
-        input_values=dict(args.input_value),
-        reference=args.reference,
-        backend_options=options,
-        timeout=args.timeout,
-        safe_mode=not args.unsafe,
-        report_dir=args.report,
-        overwrite=args.force,
-        progress=show_progress(),
-    )
+    if args.local and not args.on:
+        raise InvalidInputError("--local adds this machine beside the devices of --on; give --on.")
+    client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
+    try:
+        result = benchmark(
+            args.artifacts,
+            data=args.data,
+            backends=tuple(args.backend),
+            threads=tuple(args.threads),
+            batch_sizes=tuple(args.batch),
+            runs=args.runs,
+            min_seconds=args.min_seconds,
+            warmup_seconds=args.warmup_seconds,
+            metric=args.metric,
+            output=args.output,
+            input_shapes=dict(args.input_shape),
+            batch_dims=dict(args.batch_dim),
+            input_values=dict(args.input_value),
+            reference=args.reference,
+            backend_options=options,
+            timeout=args.timeout,
+            safe_mode=not args.unsafe,
+            report_dir=args.report,
+            overwrite=args.force,
+            progress=show_progress(),
+            on=client,
+            local=args.local,
+        )
+    finally:
+        if client is not None:
+            client.close()
     if args.json:
         payload = result.to_dict()
         payload["report_files"] = [str(p) for p in result.report_files]

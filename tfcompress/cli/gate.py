@@ -10,6 +10,7 @@ import logging
 from typing import IO, Any
 
 from tfcompress.cli._choices import BACKENDS, INTERVAL_METHODS
+from tfcompress.cli._devices import add_on_flags, connect_on
 from tfcompress.cli._gating import add_gate_options, flat, threshold_options
 from tfcompress.cli.common import (
     add_feeding_flags,
@@ -67,38 +68,70 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_feeding_flags(parser)
     add_unsafe_flag(parser)
     add_timeout_flag(parser)
+    add_on_flags(parser, what="run the candidate")
+    parser.add_argument(
+        "--device",
+        metavar="NAME",
+        help="with --on: the worker that runs the candidate (default: each of them in turn, "
+        "one verdict table per device; exit 1 when one fails)",
+    )
     add_json_flag(parser)
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     """Run the gate; print every verdict (table or JSON); 0 when all pass, 1 when one fails."""
+    from tfcompress.errors import InvalidInputError
     from tfcompress.models import load_model
     from tfcompress.testing.output_gates import check_gate
 
+    if args.device and not args.on:
+        raise InvalidInputError("--device names a worker of --on's scheduler; give --on.")
     reference = load_model(args.reference, safe_mode=not args.unsafe)
     candidate = load_model(args.candidate, safe_mode=not args.unsafe)
-    report = check_gate(
-        reference,
-        candidate,
-        args.eval_data,
-        outputs=flat(args.output),
-        metrics=flat(args.metric),
-        **threshold_options(args),
-        mode=args.mode,
-        backend=args.backend,
-        confidence=args.confidence,
-        interval=args.interval,
-        threads=args.threads,
-        batch_dims=dict(args.batch_dim),
-        input_values=dict(args.input_value),
-    )
+    client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
+    try:
+        devices: list[str | None] = [None]
+        if client is not None:
+            from tfcompress.bench.devices import device_names
+
+            devices = [args.device] if args.device else list(device_names(client))
+        reports = {
+            device: check_gate(
+                reference,
+                candidate,
+                args.eval_data,
+                outputs=flat(args.output),
+                metrics=flat(args.metric),
+                **threshold_options(args),
+                mode=args.mode,
+                backend=args.backend,
+                confidence=args.confidence,
+                interval=args.interval,
+                threads=args.threads,
+                batch_dims=dict(args.batch_dim),
+                input_values=dict(args.input_value),
+                on=client,
+                device=device,
+            )
+            for device in devices
+        }
+    finally:
+        if client is not None:
+            client.close()
     if args.json:
-        emit_json(out, report.to_dict())
+        if client is None:
+            emit_json(out, reports[None].to_dict())
+        else:  # one report per device, by name
+            emit_json(out, {"devices": {name: r.to_dict() for name, r in reports.items()}})
     else:
-        out.write(report.explain() + "\n")
-    if report.passed:
-        logger.info("%s", report.headline())
-        return 0
-    logger.error("%s", report.headline())
-    return 1
+        for device, report in reports.items():
+            heading = "" if device is None else f"on device {device}:\n"
+            out.write(heading + report.explain() + "\n")
+    failed = [device for device, report in reports.items() if not report.passed]
+    for device, report in reports.items():
+        where = "" if device is None else f"on {device}: "
+        logger.log(
+            logging.ERROR if device in failed else logging.INFO, "%s", where + report.headline()
+        )
+    return 1 if failed else 0

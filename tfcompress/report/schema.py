@@ -17,7 +17,9 @@ SCHEMA = "tfcompress.benchmark"
 # 2.1: rows gained "samples_per_call", "calls", "latency_per_call_ms" and
 # "latency_per_sample_ms" (a static-batch file's row is timed at whole calls of its batch),
 # and "speedup" compares medians per sample.
-SCHEMA_VERSION = "2.1"
+# 2.2: rows gained "device" (the Dask worker a row ran on with --on; null: a local run) and
+# the report gained "devices" (each worker's environment, read there).
+SCHEMA_VERSION = "2.2"
 
 #: Keys of the top-level report object.
 REPORT_KEYS = (
@@ -30,6 +32,7 @@ REPORT_KEYS = (
     "reference",
     "notes",
     "rows",
+    "devices",
 )
 #: Keys of every row (values are null when not measured; ``status`` says why).
 ROW_KEYS = (
@@ -59,10 +62,14 @@ ROW_KEYS = (
     "size_ratio",
     "speedup",
     "backend_details",
+    "device",
 )
 LATENCY_KEYS = ("runs", "mean", "std", "min", "p50", "p90", "p99", "max")
 #: Row keys a report of schema 2.0 (before them) lacks; a reader of 2.x takes it without them.
 ROW_KEYS_SINCE_2_1 = ("samples_per_call", "calls", "latency_per_call_ms", "latency_per_sample_ms")
+#: Keys a report before 2.2 lacks (row keys, then report keys).
+ROW_KEYS_SINCE_2_2 = ("device",)
+REPORT_KEYS_SINCE_2_2 = ("devices",)
 
 
 def validate_report(report: dict[str, Any]) -> dict[str, Any]:
@@ -94,10 +101,14 @@ def validate_report(report: dict[str, Any]) -> dict[str, Any]:
             f"report schema version {report.get('schema_version')} is not readable by this "
             f"tfcompress (reads {SCHEMA_VERSION}); upgrade tfcompress."
         )
-    missing = [k for k in REPORT_KEYS if k not in report]
-    expected = ROW_KEYS
-    if str(report.get("schema_version")) == "2.0":
-        expected = tuple(k for k in ROW_KEYS if k not in ROW_KEYS_SINCE_2_1)
+    version = str(report.get("schema_version"))
+    older = version in ("2.0", "2.1")
+    missing = [
+        k for k in REPORT_KEYS if k not in report and not (older and k in REPORT_KEYS_SINCE_2_2)
+    ]
+    expected = tuple(k for k in ROW_KEYS if not (older and k in ROW_KEYS_SINCE_2_2))
+    if version == "2.0":
+        expected = tuple(k for k in expected if k not in ROW_KEYS_SINCE_2_1)
     for index, row in enumerate(report.get("rows", [])):
         missing += [f"rows[{index}].{k}" for k in expected if k not in row]
         latency = row.get("latency_ms")

@@ -7,9 +7,10 @@ import multiprocessing
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from tfcompress.errors import InvalidInputError, MissingDependencyError
+from tfcompress._compat.dask import TLSFiles, connect, is_dask_client
+from tfcompress.errors import InvalidInputError
 
-_DASK_HINT = "pip install 'tfcompress[distributed]'"
+__all__ = ["InlineExecutor", "Runner", "connect_scheduler", "is_dask_client"]
 
 
 class InlineExecutor(concurrent.futures.Executor):
@@ -102,17 +103,14 @@ class Runner:
             self.executor.shutdown(wait=wait, cancel_futures=True)
 
 
-def is_dask_client(obj: Any) -> bool:
-    """True for a ``dask.distributed.Client`` (checked without importing Dask)."""
-    return type(obj).__module__.startswith("distributed") and hasattr(obj, "submit")
-
-
-def connect_scheduler(address: str, *, timeout_s: float = 5.0) -> Any:
+def connect_scheduler(address: str, *, timeout_s: float = 5.0, tls: TLSFiles | None = None) -> Any:
     """A Dask client connected to ``address`` (e.g. ``tcp://10.0.0.5:8786``).
 
     Args:
-        address: The scheduler's address, as ``dask scheduler`` prints it.
+        address: The scheduler's address, as ``dask scheduler`` prints it (``tcp://`` or
+            ``tls://``).
         timeout_s: Seconds to wait for the connection.
+        tls: This client's certificate files for a ``tls://`` address (None: Dask's config).
 
     Returns:
         The connected ``dask.distributed.Client``.
@@ -124,61 +122,4 @@ def connect_scheduler(address: str, *, timeout_s: float = 5.0) -> Any:
     Example:
         >>> client = connect_scheduler("tcp://127.0.0.1:8786")  # doctest: +SKIP
     """
-    try:
-        from distributed import Client
-    except ImportError as error:
-        raise MissingDependencyError(
-            f"--scheduler needs Dask's distributed scheduler client; {_DASK_HINT}."
-        ) from error
-    # Dask's own handshake first: a Client that fails to connect complains again from its
-    # destructor at exit, and the CLI promises one line.
-    _probe(address, timeout_s)
-    try:
-        return Client(address, timeout=f"{timeout_s}s", set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as error:
-        raise _unreachable(address, timeout_s, error) from error
-
-
-def _probe(address: str, timeout_s: float) -> None:
-    import asyncio
-
-    from distributed.comm import connect
-
-    scheme, _, rest = address.rpartition("://")
-    host, _, port = rest.rpartition(":")
-    if scheme not in ("", "tcp") or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InvalidInputError(
-            f"scheduler address {address[:100]!r} is not tcp://HOST:PORT with a port from 1 to "
-            "65535; copy the address `dask scheduler` prints (e.g. tcp://10.0.0.5:8786; TLS "
-            "and websocket schedulers need security settings tfcompress does not take)."
-        )
-
-    async def handshake() -> None:
-        comm = await connect(address, timeout=timeout_s)
-        await comm.close()
-
-    async def bounded() -> None:
-        # connect's own timeout covers the TCP connection and Dask's handshake only in
-        # part: a server that accepts and never answers must not hang the command.
-        await asyncio.wait_for(handshake(), timeout=timeout_s)
-
-    try:
-        asyncio.run(bounded())
-    except (OSError, TimeoutError) as error:
-        raise _unreachable(address, timeout_s, error) from error
-    # Anything else is what a server that is not a Dask scheduler made Dask's protocol code
-    # raise (a huge frame, bytes msgpack cannot decode): a wrong address, said in one line.
-    except Exception as error:
-        reason = " ".join(str(error).split())[:120] or type(error).__name__
-        raise InvalidInputError(
-            f"{address!r} answered, but not as a Dask scheduler ({type(error).__name__}: "
-            f"{reason}); check the port (`dask scheduler` prints its address, 8786 by default)."
-        ) from error
-
-
-def _unreachable(address: str, timeout_s: float, error: BaseException) -> InvalidInputError:
-    reason = " ".join(str(error).split())[:200] or type(error).__name__
-    return InvalidInputError(
-        f"cannot reach the Dask scheduler at {address!r} within {timeout_s:g} s ({reason}); "
-        "start it with `dask scheduler` and check the address and firewall."
-    )
+    return connect(address, timeout_s=timeout_s, tls=tls, flag="--scheduler")

@@ -49,6 +49,8 @@ def check_gate(
     batch_dims: Mapping[str, int] | None = None,
     input_values: Mapping[str, float] | None = None,
     safe_mode: bool = True,
+    on: Any = None,
+    device: str | None = None,
     **thresholds: float | None,
 ) -> GateReport:
     """Run both models on ``data`` and judge each (output, metric); a failed gate is returned.
@@ -81,6 +83,10 @@ def check_gate(
             (a scalar sample rate: ``{"sr": 16000}``; ``--input-value sr=16000``).
         safe_mode: Refuse Keras files that would run code when loaded (Lambda layers);
             False only for files you trust (``--unsafe``).
+        on: Run the candidate on a device: a Dask scheduler's address or a connected
+            ``distributed.Client`` whose worker runs it (``gate --on``; see
+            :func:`tfcompress.bench.devices.run_on_device`); the reference runs here.
+        device: With ``on``, the worker's name (None: the only worker).
         **thresholds: One keyword per row of the threshold table
             (:data:`tfcompress.bench.thresholds.THRESHOLDS`): ``max_drop`` (allowed worsening
             of task metrics in the metric's unit; default 0.01 for accuracy-like ones),
@@ -141,7 +147,14 @@ def check_gate(
     ref_run = run_model(
         ref, dataset, signature, name=ref_name, threads=threads, batch_dims=batch_dims
     )
-    cand_run = run_model(
+    run = run_model
+    if on is not None:  # the candidate runs where it is deployed: a Dask worker, a device
+        from functools import partial
+
+        from tfcompress.bench.devices import run_on_device
+
+        run = partial(run_on_device, on, device=device)
+    cand_run = run(
         cand,
         dataset,
         signature,

@@ -1,0 +1,475 @@
+"""``benchmark(on=...)``: rows measured on the workers of a Dask scheduler, each a device.
+
+A Raspberry Pi, a Jetson or a Coral host runs ``dask worker tcp://HOST:8786 --name pi5``
+in the device install (``pip install 'tfcompress[device]'``: no TensorFlow). The caller
+loads and checks every artifact and the data here, as a local run does; then, per device,
+the artifacts and data travel once (scattered to that worker), and each (artifact, backend)
+is one task pinned to it (:mod:`tfcompress.bench._on_device`), measured there in its
+measurement worker under the run's time limit, one at a time per machine. The next task of
+a device is sent when its previous one is back, so a device that leaves the scheduler (dies,
+loses its network) costs the row it was measuring and the rows it had not started: they
+become ``error:`` rows naming it, and the other devices finish. Each row says where it ran
+(``device``), and the result carries each device's environment, read there.
+
+Example:
+    >>> result = tfcompress.benchmark(["m.tflite", "m_int8.tflite"],
+    ...                               on="tcp://10.0.0.5:8786")  # doctest: +SKIP
+    >>> print(result.side_by_side())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import sys
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tfcompress._compat.dask import TLSFiles, connect, is_dask_client
+from tfcompress.bench import _on_device, analysis
+from tfcompress.bench.environment import Environment
+from tfcompress.bench.result import BenchmarkRow, Device
+from tfcompress.bench.rows import Artifact, Plan, row_status
+from tfcompress.errors import InvalidInputError
+from tfcompress.runtime.routing import Route
+
+logger = logging.getLogger(__name__)
+
+#: The device name of rows measured on this machine beside the workers (``--local``).
+LOCAL = "local"
+#: Seconds between looks at which workers are still connected.
+POLL_SECONDS = 1.0
+_DETAILS = ("xnnpack", "accelerators", "fully_accelerated", "library", "device", "edgetpu_ops")
+
+
+@dataclass
+class _DeviceRun:
+    """One worker's share of the run: its payload, its queue of tasks, what came back."""
+
+    address: str
+    name: str
+    jobs: deque[tuple[str, Route]]
+    payload: Any = None
+    future: Any = None
+    job: tuple[str, Route] | None = None
+    description: dict[str, Any] | None = None
+    rows: list[BenchmarkRow] = field(default_factory=list)
+    samples: int = 0
+    gone: str | None = None  # why the device stopped answering
+
+    @property
+    def busy(self) -> bool:
+        return self.future is not None or (self.gone is None and bool(self.jobs))
+
+
+def measure_on_devices(
+    on: Any,
+    prepared: Mapping[str, Artifact],
+    routes: Mapping[str, Sequence[Route]],
+    plan: Plan,
+    *,
+    here: Callable[[], tuple[list[BenchmarkRow], int]] | None = None,
+    environment: Environment,
+    tls: TLSFiles | None = None,
+    on_row: Callable[[int], None] | None = None,
+) -> tuple[list[BenchmarkRow], int, tuple[Device, ...], list[str]]:
+    """Measure every artifact on every worker of the scheduler ``on`` (and here, if asked).
+
+    Args:
+        on: A scheduler address (``tcp://HOST:8786``, ``tls://HOST:8786``) or a connected
+            ``distributed.Client`` (left open).
+        prepared: The artifacts, loaded, sized and matched with the data here.
+        routes: Each artifact's backends (:func:`tfcompress.runtime.routing.plan_routes`).
+        plan: Threads, batches, timing, options and the time limit of one measurement.
+        here: Measures the rows on this machine too (``local=True``): its rows come first,
+            as device ``"local"``.
+        environment: This machine's environment (the ``"local"`` device's).
+        tls: This client's TLS files for a ``tls://`` address given as a string.
+        on_row: Called with the number of rows each time some are done (a progress bar).
+
+    Returns:
+        ``(rows, samples, devices, notes)``: every row with its ``device``, the labelled
+        samples of the accuracy column, the devices with their environments, and the
+        findings of each device's rows.
+
+    Raises:
+        InvalidInputError: The scheduler cannot be reached, has no workers, or an artifact
+            is a Keras model or SavedModel (it runs on TensorFlow, which devices do not have).
+    """
+    _check_artifacts(prepared)
+    client = on if is_dask_client(on) else connect(str(on), tls=tls, flag="--on")
+    try:
+        workers = _workers(client, str(on) if not is_dask_client(on) else _address(client))
+        rows: list[BenchmarkRow] = []
+        samples = 0
+        devices: list[Device] = []
+        if here is not None:
+            with _on_device.machine_lock():  # a worker on this machine waits meanwhile
+                local_rows, samples = here()
+            rows += [replace(row, device=LOCAL) for row in local_rows]
+            devices.append(
+                Device(LOCAL, "", platform.node(), sys.executable, environment, _delegates(rows))
+            )
+        runs = [
+            _DeviceRun(address, name, deque(_jobs(prepared, routes))) for address, name in workers
+        ]
+        _run_all(client, runs, prepared, routes, plan, on_row or (lambda _: None))
+    finally:
+        if not is_dask_client(on):
+            client.close()
+    for run in runs:
+        rows += run.rows
+        samples = max(samples, run.samples)
+        devices.append(_device(run))
+    return rows, samples, tuple(devices), _notes(rows, devices)
+
+
+def _check_artifacts(prepared: Mapping[str, Artifact]) -> None:
+    from tfcompress.models.loading import TFLiteModel
+    from tfcompress.models.onnx import OnnxModel
+
+    for name, artifact in prepared.items():
+        if not isinstance(artifact.model, TFLiteModel | OnnxModel):
+            raise InvalidInputError(
+                f"{name}: --on measures .tflite and .onnx files on the devices, which have no "
+                "TensorFlow to run a Keras model or SavedModel; convert it first "
+                "(tfcompress quantize MODEL --recipe float32 --out M.tflite) or leave it out."
+            )
+
+
+def _address(client: Any) -> str:
+    return str(getattr(client.scheduler, "address", "the scheduler"))
+
+
+def _workers(client: Any, address: str) -> list[tuple[str, str]]:
+    """``(address, name)`` of every worker, by name; refuses a scheduler without any."""
+    info = client.scheduler_info().get("workers", {})
+    workers = sorted(
+        ((str(worker), str(details.get("name", worker))) for worker, details in info.items()),
+        key=lambda pair: pair[1],
+    )
+    if not workers:
+        raise InvalidInputError(
+            f"the Dask scheduler at {address} has no workers: start one on each device with "
+            f"`dask worker {address} --name NAME` (docs/devices.md)."
+        )
+    if LOCAL in {name for _, name in workers}:
+        raise InvalidInputError(
+            f"a worker of {address} is named {LOCAL!r}, the name of this machine's rows in the "
+            "report; restart it with another --name."
+        )
+    return workers
+
+
+def _jobs(
+    prepared: Mapping[str, Artifact], routes: Mapping[str, Sequence[Route]]
+) -> list[tuple[str, Route]]:
+    return [(name, route) for name in prepared for route in routes[name]]
+
+
+def _run_all(
+    client: Any,
+    runs: list[_DeviceRun],
+    prepared: Mapping[str, Artifact],
+    routes: Mapping[str, Sequence[Route]],
+    plan: Plan,
+    on_row: Callable[[int], None],
+) -> None:
+    """Start every device, then hand each its next task as the last one comes back."""
+    payload = _on_device.Payload(dict(prepared), plan)
+    for run in runs:
+        try:  # the artifacts and the data travel once to each device
+            run.payload = client.scatter(
+                payload, workers=[run.address], broadcast=False, hash=False
+            )
+            run.future = client.submit(
+                _on_device.describe,
+                workers=[run.address],
+                allow_other_workers=False,
+                pure=False,
+                key=f"tfcompress-describe-{run.name}-{uuid.uuid4().hex[:8]}",
+            )
+        except Exception as error:  # the worker left before the run began
+            _leave(run, f"could not receive the artifacts ({_said(error)})", prepared, on_row)
+    try:
+        while any(run.busy for run in runs):
+            # distributed.wait asks for the default client, which a CLI's is not: poll.
+            waiting = [run.future for run in runs if run.future is not None]
+            deadline = time.monotonic() + POLL_SECONDS
+            while time.monotonic() < deadline and not any(f.done() for f in waiting):
+                time.sleep(0.02)
+            alive = set(client.scheduler_info().get("workers", {}))
+            for run in runs:
+                _step(client, run, alive, prepared, on_row)
+    except BaseException:  # Ctrl-C: nothing is left running on the devices
+        for run in runs:
+            if run.future is not None:
+                run.future.cancel()
+        raise
+
+
+def _step(
+    client: Any,
+    run: _DeviceRun,
+    alive: set[str],
+    prepared: Mapping[str, Artifact],
+    on_row: Callable[[int], None],
+) -> None:
+    future = run.future
+    if future is not None and future.status in ("finished", "error", "cancelled", "lost"):
+        run.future = None
+        if future.status == "finished":
+            _arrived(run, future.result(), on_row)
+        elif future.status in ("cancelled", "lost"):  # its worker, or what it was sent, is gone
+            _leave(run, "left the scheduler (it died or lost its connection)", prepared, on_row)
+        else:
+            _failed(run, future, prepared, on_row)
+    if run.gone is None and run.address not in alive:
+        if run.future is not None:
+            run.future.cancel()
+            run.future = None
+        _leave(run, "left the scheduler (it died or lost its connection)", prepared, on_row)
+    while run.gone is None and run.future is None and run.jobs and run.description is not None:
+        run.job = name, route = run.jobs.popleft()
+        if route.skipped is not None:  # a backend that does not run this format: no task
+            size = prepared[name].size
+            run.rows.append(
+                BenchmarkRow(name, route.backend, None, None, route.skipped, size, device=run.name)
+            )
+            run.job = None
+            on_row(1)
+            continue
+        run.future = client.submit(
+            _on_device.measure,
+            run.payload,
+            name,
+            route.backend,
+            workers=[run.address],
+            allow_other_workers=False,
+            pure=False,
+            key=f"tfcompress-measure-{run.name}-{route.backend}-{uuid.uuid4().hex[:8]}",
+        )
+
+
+def _arrived(run: _DeviceRun, value: Any, on_row: Callable[[int], None]) -> None:
+    if run.description is None:  # the first answer: the device describes itself
+        run.description = value
+        return
+    rows, samples = value
+    run.rows += [replace(row, device=run.name) for row in rows]
+    run.samples = max(run.samples, int(samples))
+    run.job = None
+    on_row(len(rows))
+
+
+def _failed(
+    run: _DeviceRun, future: Any, prepared: Mapping[str, Artifact], on_row: Callable[[int], None]
+) -> None:
+    try:
+        error = future.exception(timeout=POLL_SECONDS)
+    except Exception as raised:  # cancelled, or lost with its worker
+        error = raised
+    if type(error).__name__ == "KilledWorker":
+        _leave(run, "died while measuring (Dask: KilledWorker)", prepared, on_row)
+        return
+    if run.description is None:
+        _leave(
+            run,
+            f"could not describe itself ({_said(error)}); install the same tfcompress there "
+            "(pip install 'tfcompress[device]')",
+            prepared,
+            on_row,
+        )
+        return
+    name, route = run.job or ("?", Route("?"))
+    status = f"error: on device {run.name}: {row_status(error).removeprefix('error: ')}"
+    size = prepared[name].size if name in prepared else None
+    run.rows.append(BenchmarkRow(name, route.backend, None, None, status, size, device=run.name))
+    run.job = None
+    on_row(1)
+
+
+def _leave(
+    run: _DeviceRun, why: str, prepared: Mapping[str, Artifact], on_row: Callable[[int], None]
+) -> None:
+    """The device is gone: the row it was measuring and the rows it had not begun are errors."""
+    run.gone = why
+    in_flight = run.job is not None
+    unmeasured = ([run.job] if run.job is not None else []) + list(run.jobs)
+    run.jobs.clear()
+    run.job = None
+    for number, (name, route) in enumerate(unmeasured):
+        when = "while measuring this row" if number == 0 and in_flight else "before this row"
+        status = (
+            f"error: device {run.name} ({run.address}) {why}, {when}; the other devices went on"
+        )
+        size = prepared[name].size
+        run.rows.append(
+            BenchmarkRow(name, route.backend, None, None, status, size, device=run.name)
+        )
+    logger.warning("device %s (%s) %s", run.name, run.address, why)
+    on_row(len(unmeasured))
+
+
+def _device(run: _DeviceRun) -> Device:
+    described = run.description or {}
+    environment = described.get("environment")
+    if not isinstance(environment, Environment):  # it never answered: nothing is known of it
+        environment = Environment("unknown", "unknown", None, 0, 0, None, "unknown", "unknown")
+    return Device(
+        run.name,
+        run.address,
+        str(described.get("hostname", "unknown")),
+        str(described.get("executable", "unknown")),
+        environment,
+        _delegates(run.rows),
+    )
+
+
+def _delegates(rows: Sequence[BenchmarkRow]) -> dict[str, str]:
+    """Backend -> what loaded on the device, from its rows' details (or their status)."""
+    said: dict[str, str] = {}
+    for backend in dict.fromkeys(row.backend for row in rows):
+        mine = [row for row in rows if row.backend == backend]
+        loaded = next((row for row in mine if row.ok), None)
+        if loaded is None:
+            said[backend] = mine[0].status
+            continue
+        details = loaded.details
+        parts = [f"{key} {details[key]}" for key in _DETAILS if key in details]
+        if details.get("ops") is not None and details.get("delegated_ops") is not None:
+            parts.append(f"{details['delegated_ops']} of {details['ops']} ops delegated")
+        said[backend] = "loaded" + (f": {', '.join(parts)}" if parts else "")
+    return said
+
+
+def _notes(rows: list[BenchmarkRow], devices: Sequence[Device]) -> list[str]:
+    """Each device's findings (int8 vs float32 with its own CPU's flags), said per device."""
+    notes = []
+    for device in devices:
+        mine = [row for row in rows if row.device == device.name]
+        found = [
+            *analysis.int8_notes(mine, device.environment),
+            *analysis.recipe_notes(mine),
+            *analysis.latency_notes(mine),
+        ]
+        notes += [f"on {device.name}: {note}" for note in found]
+        versions = device.environment.versions
+        if device.name != LOCAL and versions.get("tfcompress") not in (None, _version()):
+            notes.append(
+                f"{device.name} runs tfcompress {versions['tfcompress']}, this machine "
+                f"{_version()}: install the same version on both"
+            )
+    return notes
+
+
+def _version() -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("tfcompress")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _said(error: BaseException | None) -> str:
+    if error is None:
+        return "no reason given"
+    return f"{type(error).__name__}: {' '.join(str(error).split())[:200]}"
+
+
+def device_names(client: Any) -> list[str]:
+    """The names of the scheduler's workers, sorted (each one a device).
+
+    Raises:
+        InvalidInputError: The scheduler has no workers.
+    """
+    return [name for _, name in _workers(client, _address(client))]
+
+
+def run_on_device(
+    on: Any,
+    model: Any,
+    dataset: Any,
+    reference: Any,
+    *,
+    device: str | None = None,
+    **options: Any,
+) -> Any:
+    """Run a gate's candidate on one device: :func:`tfcompress.bench.paired.run_model` there.
+
+    The model and the samples travel to the worker with the task; the run holds the
+    device's measurement lock and runs in a measurement worker there, under the time limit.
+
+    Args:
+        on: A scheduler address or a connected ``distributed.Client``.
+        model: The loaded candidate (``.tflite`` or ``.onnx``).
+        dataset: The samples, matched to the reference.
+        reference: The reference's signature.
+        device: The worker's name; None: the only worker.
+        **options: ``run_model``'s options (``name``, ``backend``, ``threads``...).
+
+    Returns:
+        The candidate's :class:`~tfcompress.bench.paired.ModelRun`; its ``backend`` says
+        where it ran (``cpu on pi5``).
+
+    Raises:
+        InvalidInputError: No such device (or several and none named), a Keras candidate,
+            or the device left the scheduler before it answered.
+    """
+    from tfcompress.models.loading import TFLiteModel
+    from tfcompress.models.onnx import OnnxModel
+
+    if not isinstance(model, TFLiteModel | OnnxModel):
+        raise InvalidInputError(
+            "--on runs a .tflite or .onnx candidate on the device, which has no TensorFlow for "
+            "a Keras model or SavedModel; gate the converted file."
+        )
+    client = on if is_dask_client(on) else connect(str(on), flag="--on")
+    try:
+        address, name = _pick(client, device)
+        # Scattered to the worker, not inlined in the task: the scheduler never holds them.
+        sent = client.scatter([model, dataset], workers=[address], broadcast=False, hash=False)
+        future = client.submit(
+            _on_device.run_model,
+            *sent,
+            reference,
+            **options,
+            workers=[address],
+            allow_other_workers=False,
+            pure=False,
+            key=f"tfcompress-gate-{name}-{uuid.uuid4().hex[:8]}",
+        )
+        while not future.done():
+            time.sleep(0.05)
+            if address not in client.scheduler_info().get("workers", {}):
+                future.cancel()
+                break
+        if future.status != "finished" and future.status != "error":
+            raise InvalidInputError(
+                f"device {name} ({address}) left the scheduler (it died or lost its connection) "
+                "before the candidate's outputs came back; check the device and run again."
+            )
+        run = future.result()
+    finally:
+        if not is_dask_client(on):
+            client.close()
+    return replace(run, backend=f"{run.backend} on {name}")
+
+
+def _pick(client: Any, device: str | None) -> tuple[str, str]:
+    workers = _workers(client, _address(client))
+    if device is None and len(workers) == 1:
+        return workers[0]
+    chosen = [pair for pair in workers if pair[1] == device]
+    if not chosen:
+        names = ", ".join(name for _, name in workers)
+        raise InvalidInputError(
+            f"{'no device named ' + repr(device) if device else 'several devices'} on the "
+            f"scheduler ({names}); name one of them."
+        )
+    return chosen[0]
