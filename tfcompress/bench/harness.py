@@ -88,8 +88,9 @@ def benchmark(
     The model's signature decides how it is fed (:mod:`tfcompress.models.feeding`): a
     scalar input gets one value per call, a ``(layers, N, units)`` state its batch in the
     middle, and a model whose signature fixes the batch (``(1, 40)``) runs each batch as
-    calls of its own size, which the row's ``backend_details`` say (``static_batch``,
-    ``calls``).
+    whole calls of its own size (an asked batch rounded up to the next multiple: a batch of
+    1 on a file fixed at 8 is one call of 8 samples), which the row's ``backend_details``
+    say (``static_batch``, ``calls``, ``batch_asked``).
 
     TensorFlow fixes its thread pools once per process, when it starts. When a ``keras``
     row may come, the pools are pinned to the first of ``threads`` before any artifact is
@@ -395,8 +396,9 @@ def _feeding_notes(
         if layout.static_batch is not None:
             notes.append(
                 f"{name}: its signature fixes the batch at {layout.static_batch}, so each "
-                f"batch ran as calls of {layout.static_batch} sample(s) (backend_details: "
-                "static_batch, calls); latency is per batch"
+                f"batch ran as calls of {layout.static_batch} sample(s), a smaller or uneven batch "
+                "rounded up to whole calls (backend_details: static_batch, calls, batch_asked); "
+                "latency is per batch, ms/sample and samples/s count every sample of each call"
             )
         moved = [t for t in layout.inputs if t.batch_axis not in (0, None)]
         if moved:
