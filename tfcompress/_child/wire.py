@@ -35,6 +35,7 @@ __all__ = ["decode_request", "encode_request", "read_message", "write_message"]
 
 _HEADER = struct.Struct("!Q")
 _CHUNK = 1 << 20
+_SMALL = 1 << 16  # copied behind its header: cheaper than a second wake-up of the reader
 
 
 class TransferError(Exception):
@@ -68,7 +69,7 @@ def write_message(fd: int, data: bytes, deadline: float) -> bool:
     Raises:
         BrokenPipeError: The child closed its end (it died).
     """
-    for part in (memoryview(_HEADER.pack(len(data))), memoryview(data)):
+    for part in _parts(data):
         while part:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -152,6 +153,14 @@ def _read_blocking(fd: int, size: int) -> bytes | None:
 
 def send(fd: int, data: bytes) -> None:
     """Write one framed message on a blocking ``fd`` (the answer)."""
-    for part in (memoryview(_HEADER.pack(len(data))), memoryview(data)):
+    for part in _parts(data):
         while part:
             part = part[os.write(fd, part[:_CHUNK]) :]
+
+
+def _parts(data: bytes) -> tuple[memoryview, ...]:
+    """The header and the data; one write for a small message (one wake-up of the reader)."""
+    header = _HEADER.pack(len(data))
+    if len(data) <= _SMALL:
+        return (memoryview(header + data),)
+    return memoryview(header), memoryview(data)

@@ -36,13 +36,15 @@ from tfcompress.runtime.base import Feed, Outputs, Runner, backend_class
 logger = logging.getLogger(__name__)
 
 _WORKER = "tfcompress.bench._worker"
-# What every LiteRT worker needs, imported once by the zygote its workers are forked from.
+# What every LiteRT worker needs, imported once by the zygote its workers are forked from;
+# a runner's first run draws a (disabled) tqdm bar, whose lock imports multiprocessing.
 _child.preload(
     _WORKER,
     "tfcompress.bench.memory",
     "tfcompress.bench.stats",
     "tfcompress.runtime.litert",
     "ai_edge_litert.interpreter",
+    "multiprocessing.synchronize",
 )
 
 
