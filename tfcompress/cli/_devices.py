@@ -1,7 +1,8 @@
 """``--on ADDRESS`` and Dask's TLS options: measure on the workers of a Dask scheduler.
 
-``benchmark``, ``gate``, ``compress`` and ``select`` take them. The flags are Dask's own
-(``dask worker --tls-ca-file --tls-cert --tls-key``); nothing is imported for ``--help``.
+``benchmark`` and ``gate`` take ``--on``; ``select --scheduler`` takes the TLS files. The
+flags are Dask's own (``dask worker --tls-ca-file --tls-cert --tls-key``); nothing is imported
+for ``--help``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ def add_on_flags(parser: argparse.ArgumentParser, *, what: str) -> None:
         parser: The subcommand's parser.
         what: What runs on the devices, in words ("measure every row").
     """
-    group = parser.add_argument_group("devices (docs/devices.md)")
+    group = add_tls_flags(parser, title="devices (docs/devices.md)")
     group.add_argument(
         "--on",
         metavar="ADDRESS",
@@ -26,6 +27,11 @@ def add_on_flags(parser: argparse.ArgumentParser, *, what: str) -> None:
         "tcp://HOST:8786, or tls://HOST:8786 with the files below; a scheduler runs whatever "
         "its clients send (docs/devices.md, security)",
     )
+
+
+def add_tls_flags(parser: argparse.ArgumentParser, *, title: str) -> Any:
+    """``--tls-ca-file``/``--tls-cert``/``--tls-key`` in a group of their own; returns it."""
+    group = parser.add_argument_group(title)
     group.add_argument(
         "--tls-ca-file",
         metavar="PEM",
@@ -42,6 +48,14 @@ def add_on_flags(parser: argparse.ArgumentParser, *, what: str) -> None:
         metavar="PEM",
         help="tls:// only: this client's private key, when --tls-cert's file does not hold it",
     )
+    return group
+
+
+def tls_files(args: argparse.Namespace) -> Any:
+    """The ``--tls-*`` files given, as :class:`tfcompress._compat.dask.TLSFiles`."""
+    from tfcompress._compat.dask import TLSFiles
+
+    return TLSFiles(args.tls_ca_file, args.tls_cert, args.tls_key)
 
 
 def connect_on(args: argparse.Namespace) -> Any:
@@ -51,10 +65,10 @@ def connect_on(args: argparse.Namespace) -> Any:
         InvalidInputError: TLS files without ``--on``, or what :func:`tfcompress._compat.dask.
             connect` refuses (a malformed or unreachable address: one line, exit 2).
     """
-    from tfcompress._compat.dask import TLSFiles, connect
+    from tfcompress._compat.dask import connect
     from tfcompress.errors import InvalidInputError
 
-    tls = TLSFiles(args.tls_ca_file, args.tls_cert, args.tls_key)
+    tls = tls_files(args)
     if args.on is None:
         if tls.given:
             raise InvalidInputError(

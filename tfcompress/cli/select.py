@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tfcompress.cli._choices import SELECT_OBJECTIVES
+from tfcompress.cli._devices import add_tls_flags, tls_files
 from tfcompress.cli._targets import add_budget_arguments, budget_names, target_choices
 from tfcompress.cli.common import (
     add_json_flag,
@@ -76,8 +77,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--workdir", help="folder of per-candidate results; a re-run resumes")
     parser.add_argument(
-        "--scheduler", help="Dask scheduler address (tcp://HOST:PORT) to run candidates on"
+        "--scheduler",
+        help="Dask scheduler address (tcp://HOST:PORT, or tls://HOST:PORT with the files "
+        "below) to run candidates on",
     )
+    add_tls_flags(parser, title="a tls:// --scheduler (docs/devices.md, security)")
     parser.add_argument(
         "--workers",
         type=positive_int,
@@ -140,7 +144,10 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         from tfcompress.runtime.edgetpu import find_library
 
         find_library()  # the Edge TPU runtime must be here before any candidate is built
-    client = connect_scheduler(args.scheduler) if args.scheduler else None
+    tls = tls_files(args)
+    if tls.given and not args.scheduler:
+        raise InvalidInputError("--tls-* secure a tls:// --scheduler; give it, or drop them.")
+    client = connect_scheduler(args.scheduler, tls=tls) if args.scheduler else None
     try:
         result = select_model(
             train_data=args.train,

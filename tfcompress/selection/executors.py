@@ -34,8 +34,19 @@ class InlineExecutor(concurrent.futures.Executor):
         return future
 
 
+#: Arrays of a task at least this large travel to each Dask worker once, not with each task.
+SHARE_BYTES = 1 << 20
+
+
 class Runner:
     """One interface over a ``concurrent.futures.Executor`` and a ``dask.distributed.Client``.
+
+    On Dask, tasks submitted together spread over the workers: each goes to the worker with
+    the fewest of this runner's tasks in flight per thread (a loose restriction: if that
+    worker leaves, another runs it, and an idle worker may steal it), and a task's large
+    arrays (the training images, the same for every candidate) are scattered once to every
+    worker and passed as futures, so they travel once per worker and pin no task to the
+    worker that happens to hold them. Each task's result says which worker ran it.
 
     Args:
         executor: An executor, a Dask client, or None for a local spawn-context process pool
@@ -57,6 +68,8 @@ class Runner:
             )
         self.executor = executor
         self.dask = is_dask_client(executor)
+        self._scattered: dict[int, tuple[Any, Any]] = {}  # id(array) -> (array, its future)
+        self._in_flight: dict[str, str] = {}  # task key -> the worker it was sent to
 
     def describe(self) -> str:
         """Words for the report: which executor ran the candidates."""
@@ -70,9 +83,49 @@ class Runner:
     def submit(self, fn: Callable[[dict[str, Any]], dict[str, Any]], task: dict[str, Any]) -> Any:
         """Start ``fn(task)``; returns a future with ``.result()``."""
         if self.dask:
+            worker = self._free_worker()
             # pure=False: the same task run twice is two runs (latency is a measurement).
-            return self.executor.submit(fn, task, pure=False)
+            future = self.executor.submit(
+                fn,
+                self._shared(task),
+                pure=False,
+                workers=None if worker is None else [worker],
+                allow_other_workers=True,
+            )
+            if worker is not None:
+                self._in_flight[future.key] = worker
+            return future
         return self.executor.submit(fn, task)
+
+    def _free_worker(self) -> str | None:
+        """The worker with the fewest of this runner's tasks in flight per thread."""
+        workers = self.executor.scheduler_info().get("workers", {})
+        if not workers:
+            return None
+        load = dict.fromkeys(workers, 0)
+        for worker in self._in_flight.values():
+            if worker in load:
+                load[worker] += 1
+        return min(
+            sorted(workers), key=lambda w: load[w] / max(1, int(workers[w].get("nthreads", 1)))
+        )
+
+    def _shared(self, task: dict[str, Any]) -> dict[str, Any]:
+        """``task`` with its large arrays replaced by futures of copies on every worker."""
+        import numpy as np
+
+        shared = dict(task)
+        for name, value in task.items():
+            if isinstance(value, np.ndarray) and value.nbytes >= SHARE_BYTES:
+                if id(value) not in self._scattered:
+                    future = self.executor.scatter(value, broadcast=True, hash=False)
+                    self._scattered[id(value)] = (value, future)  # the array kept: id stays
+                shared[name] = self._scattered[id(value)][1]
+        return shared
+
+    def _done(self, future: Any) -> Any:
+        self._in_flight.pop(getattr(future, "key", None), None)
+        return future
 
     def as_completed(self, futures: Iterable[Any]) -> Iterator[Any]:
         """The futures in the order they finish."""
@@ -84,13 +137,14 @@ class Runner:
 
             # Without a loop it asks for the default client, and connect_scheduler's client
             # is not the default one (set_as_default=False): "No clients found".
-            return iter(as_completed(futures, loop=self.executor.loop))
+            return map(self._done, as_completed(futures, loop=self.executor.loop))
         return concurrent.futures.as_completed(futures)
 
     def cancel(self, futures: Iterable[Any]) -> None:
         """Cancel what has not started (after Ctrl-C or an error)."""
         for future in futures:
             future.cancel()
+            self._done(future)
 
     def close(self, *, wait: bool = True) -> None:
         """Shut down the pool this runner created (a user's executor is left running).
@@ -99,6 +153,7 @@ class Runner:
             wait: Wait for running tasks (False after Ctrl-C or an error: their results
                 would be dropped anyway).
         """
+        self._scattered.clear()  # the shared arrays' futures: released on the workers
         if self._owned:
             self.executor.shutdown(wait=wait, cancel_futures=True)
 

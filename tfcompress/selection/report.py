@@ -24,6 +24,7 @@ HEADER = (
     "size",
     "latency (backend, threads, host)",
     "accuracy",
+    "measured / trained on",
     "status",
     "reason",
 )
@@ -52,6 +53,7 @@ def table_rows(result: SelectionResult) -> list[list[str]]:
                 f"{r.size_bytes / 1024:.1f} KiB" if r.size_bytes is not None else "-",
                 latency,
                 f"{r.accuracy:.2%}" if r.accuracy is not None else "-",
+                f"{_where(r.worker)} / {_where(r.train_worker)}",
                 r.status,
                 (r.reason or "").replace("|", "/"),
             ]
@@ -91,6 +93,16 @@ def _describe(record: CandidateRecord) -> str:
     latency = f"{record.latency_ms:.3f} ms" if record.latency_ms is not None else "? ms"
     text = f"{record.name} ({size}, {latency} on {record.host}, accuracy {accuracy})"
     return f"{text} [{record.reason}]" if record.reason and not record.meets_budgets else text
+
+
+def _where(worker: str | None) -> str:
+    """A worker as the table shows it: ``127.0.0.1:40001``, ``local``, or ``-`` (not run).
+
+    Example:
+        >>> _where("tcp://127.0.0.1:40001"), _where(None)
+        ('127.0.0.1:40001', '-')
+    """
+    return "-" if worker is None else worker.split("://", 1)[-1]
 
 
 def _count(value: int | None) -> str:
