@@ -50,7 +50,7 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-bench: install
+bench: install device-install
 	$(BIN)/python benchmarks/run_all.py
 	$(BIN)/python benchmarks/ptq_accuracy.py
 	$(BIN)/python benchmarks/tfmot_sizes.py
@@ -66,6 +66,7 @@ bench: install
 	$(BIN)/python benchmarks/export_lean.py
 	$(BIN)/python benchmarks/child_cost.py
 	$(BIN)/python benchmarks/cli_help.py
+	$(BIN)/python benchmarks/remote_overhead.py
 
 clean:
 	rm -rf $(VENV) $(DEVICE_VENV) build *.egg-info .pytest_cache .ruff_cache
