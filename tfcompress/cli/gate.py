@@ -93,7 +93,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     try:
         devices: list[str | None] = [None]
         if client is not None:
-            from tfcompress.bench.devices import device_names
+            from tfcompress.bench.device_gate import device_names
 
             devices = [args.device] if args.device else list(device_names(client))
         reports = {

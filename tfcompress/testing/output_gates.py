@@ -85,7 +85,7 @@ def check_gate(
             False only for files you trust (``--unsafe``).
         on: Run the candidate on a device: a Dask scheduler's address or a connected
             ``distributed.Client`` whose worker runs it (``gate --on``; see
-            :func:`tfcompress.bench.devices.run_on_device`); the reference runs here.
+            :func:`tfcompress.bench.device_gate.run_on_device`); the reference runs here.
         device: With ``on``, the worker's name (None: the only worker).
         **thresholds: One keyword per row of the threshold table
             (:data:`tfcompress.bench.thresholds.THRESHOLDS`): ``max_drop`` (allowed worsening
@@ -151,7 +151,7 @@ def check_gate(
     if on is not None:  # the candidate runs where it is deployed: a Dask worker, a device
         from functools import partial
 
-        from tfcompress.bench.devices import run_on_device
+        from tfcompress.bench.device_gate import run_on_device
 
         run = partial(run_on_device, on, device=device)
     cand_run = run(
