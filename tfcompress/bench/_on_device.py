@@ -92,7 +92,9 @@ def machine_lock() -> Iterator[None]:
             yield
         return
     path = Path(tempfile.gettempdir()) / LOCK_FILE
-    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    # Read-only: flock needs no write access, so every user of the machine can take the
+    # lock of a file another user created, and a planted symlink makes nothing writable.
+    descriptor = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
