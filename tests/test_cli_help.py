@@ -50,7 +50,8 @@ LIGHT = {
     "tfcompress.bench.thresholds",  # the gate thresholds' table: their flags and help
     "tfcompress.cli",
     "tfcompress.cli._choices",
-    "tfcompress.cli._devices",  # --on and Dask's --tls-* flags (Dask imported only to connect)
+    "tfcompress.cli._devices",  # --on (Dask imported only to connect)
+    "tfcompress.cli._tls",  # Dask's --tls-* flags (--on, select --scheduler)
     "tfcompress.cli._gating",
     "tfcompress.cli._interrupt",
     "tfcompress.cli._io",

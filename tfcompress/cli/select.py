@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from tfcompress.cli._choices import SELECT_OBJECTIVES
-from tfcompress.cli._devices import add_tls_flags, tls_files
 from tfcompress.cli._targets import add_budget_arguments, budget_names, target_choices
+from tfcompress.cli._tls import add_tls_flags, tls_files
 from tfcompress.cli.common import (
     add_json_flag,
     csv_of,
@@ -146,7 +146,9 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         find_library()  # the Edge TPU runtime must be here before any candidate is built
     tls = tls_files(args)
     if tls.given and not args.scheduler:
-        raise InvalidInputError("--tls-* secure a tls:// --scheduler; give it, or drop them.")
+        raise InvalidInputError(
+            "--tls-ca-file/--tls-cert/--tls-key secure a tls:// --scheduler; give it, or drop them."
+        )
     client = connect_scheduler(args.scheduler, tls=tls) if args.scheduler else None
     try:
         result = select_model(
