@@ -47,9 +47,10 @@ def _one_line(capsys) -> str:
 
 
 @pytest.mark.device
-def test_rows_run_on_each_worker_and_carry_its_environment(cluster, files, capsys):
+def test_rows_run_on_each_worker_and_carry_its_environment(cluster, files, capsys, tmp_path):
     argv = ["benchmark", str(files["float32"]), str(files["int8"]), "--data", str(files["test"])]
-    code = main([*argv, "--on", cluster.address, *FAST, "--json"])
+    report_dir = tmp_path / "report"
+    code = main([*argv, "--on", cluster.address, *FAST, "--json", "--report", str(report_dir)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     report = json.loads(captured.out)
@@ -71,6 +72,14 @@ def test_rows_run_on_each_worker_and_carry_its_environment(cluster, files, capsy
         assert environment["cores"] >= 1 and environment["arch"] and environment["cpu"]
         assert device["delegates"]["cpu"].startswith("loaded: xnnpack True"), name
     assert report["notes"][0].startswith("on pi-a: int8.tflite vs float32.tflite on cpu")
+    # the written report says the same: the JSON as printed, the devices in the Markdown
+    assert json.loads((report_dir / "benchmark.json").read_text())["devices"].keys() == {
+        "pi-a",
+        "pi-b",
+    }
+    markdown = (report_dir / "benchmark.md").read_text()
+    assert "## Devices" in markdown and "| p50 ms pi-a |" in markdown
+    assert "device" in (report_dir / "benchmark.csv").read_text().splitlines()[0].split(",")
 
 
 def test_each_device_is_compared_with_its_own_reference_rows():

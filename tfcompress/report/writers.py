@@ -381,13 +381,11 @@ def to_markdown(result: BenchmarkResult, *, heading: str = "Benchmark") -> str:
         lines.append(f"{result.metric} on {result.samples} labelled samples.")
     if result.notes:
         lines += ["", "## Findings", "", *(f"- {note}" for note in result.notes)]
+    lines += ["", "## Environment", "", "```", str(env), "```"]
+    if result.devices:  # benchmark --on: where each row ran, each device as read there
+        lines += ["", "## Devices", "", result.side_by_side(markdown=True), "", "```"]
+        lines += [*(str(device) for device in result.devices), "```"]
     lines += [
-        "",
-        "## Environment",
-        "",
-        "```",
-        str(env),
-        "```",
         "",
         "## Method",
         "",
