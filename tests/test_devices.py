@@ -269,3 +269,75 @@ def test_one_measurement_at_a_time_per_machine():
         time.sleep(1.0)
         assert other.poll() is None  # still waiting for the lock
     assert other.communicate(timeout=60)[0].strip() == b"in"
+
+
+@pytest.mark.device
+def test_compress_ranks_by_the_latency_measured_on_the_named_device(cluster, files, capsys):
+    reference, data = str(files["reference"]), str(files["test"])
+    argv = ["compress", reference, "--data", data, "--eval", data, "--max-drop", "0.05"]
+    out = Path(cluster.logs) / "compressed.tflite"
+    options = ["--objective", "latency", "--on", cluster.address, "--out", str(out), "--force"]
+    # two devices and none named: one search ranks on one device, so it is refused
+    assert main([*argv, *options]) == 2
+    assert "several devices on the scheduler (pi-a, pi-b)" in _one_line(capsys)
+    assert main([*argv, *options, "--device", "pi-b", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["device"]["name"] == "pi-b"
+    assert result["device"]["address"].startswith("tcp://127.0.0.1:")
+    timed = [a for a in result["attempts"] if a["latency_ms"] is not None]
+    assert len(timed) >= 2 and all(a["device"] == "pi-b" for a in timed)
+    passing = [a for a in timed if a["passed"]]
+    assert result["chosen"]["latency_ms"] == min(a["latency_ms"] for a in passing)
+    assert any("measured on device pi-b" in f for f in result["findings"])
+    assert "config" in result and "on" not in result["config"]  # where, not what: not replayed
+
+
+@pytest.mark.device
+def test_select_measures_each_candidate_latency_on_the_device(cluster, tmp_path, capsys):
+    import numpy as np
+
+    from tfcompress.samples.datasets import digits
+
+    split = digits(seed=0)
+    train, val = tmp_path / "train.npz", tmp_path / "val.npz"
+    np.savez(train, x=split.train.x[:64].reshape(-1, 8, 8, 1), y=split.train.y[:64])
+    np.savez(val, x=split.test.x[:32].reshape(-1, 8, 8, 1), y=split.test.y[:32])
+    # A latency budget no candidate meets: phase 1 only (one int8 file, timed on pi-a).
+    code = main(
+        [
+            "select",
+            *("--train", str(train), "--eval", str(val), "--families", "mobilenet_v1"),
+            *("--widths", "0.25", "--resolutions", "32", "--epochs", "1"),
+            *("--max-latency", "0.0001ms", "--runs", "5", "--min-seconds", "0.05"),
+            *("--on", cluster.address, "--device", "pi-a", "--json"),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    payload = json.loads(captured.out)
+    [candidate] = payload["candidates"]
+    assert candidate["status"] == "over_budget" and candidate["latency_ms"] > 0
+    assert candidate["device"] == "pi-a" and candidate["macs"]
+    assert candidate["worker"] == payload["settings"]["device"]["address"]
+    assert "device pi-a" in candidate["reason"] or "latency" in candidate["reason"]
+
+
+@pytest.mark.parametrize("command", ["compress", "select"])
+def test_search_on_a_bad_address_is_one_line_exit_2(gate_model_files, capsys, command):
+    pytest.importorskip("distributed")
+    model, data = str(gate_model_files["reference"]), str(gate_model_files["test"])
+    on = ["--on", f"tcp://127.0.0.1:{free_port()}"]
+    argv = {
+        "compress": ["compress", model, "--data", data, "--eval", data, "--out", "x.tflite"],
+        "select": ["select", "--train", data, "--eval", data, "--max-latency", "5ms"],
+    }[command]
+    extra = ["--objective", "latency"] if command == "compress" else []
+    started = time.perf_counter()
+    assert main([*argv, *extra, *on]) == 2
+    assert time.perf_counter() - started < 20  # the connect timeout is 5 s
+    line = _one_line(capsys)
+    assert line.startswith(f"tfcompress {command}: error: cannot reach the Dask scheduler")
+    # --on that times nothing is refused before it connects
+    if command == "compress":
+        assert main([*argv, *on]) == 2
+        assert "add --objective latency" in _one_line(capsys)

@@ -21,7 +21,7 @@ from typing import Any
 
 from tfcompress._compat.dask import connect, is_dask_client
 from tfcompress.bench import _on_device
-from tfcompress.bench.devices import scheduler_address, workers_of
+from tfcompress.bench.devices import pick_device, scheduler_address, workers_of
 from tfcompress.errors import InvalidInputError
 
 
@@ -105,14 +105,4 @@ def run_on_device(
 
 
 def _pick(client: Any, device: str | None) -> tuple[str, str]:
-    workers = workers_of(client, scheduler_address(client))
-    if device is None and len(workers) == 1:
-        return workers[0]
-    chosen = [pair for pair in workers if pair[1] == device]
-    if not chosen:
-        names = ", ".join(name for _, name in workers)
-        raise InvalidInputError(
-            f"{'no device named ' + repr(device) if device else 'several devices'} on the "
-            f"scheduler ({names}); name one of them."
-        )
-    return chosen[0]
+    return pick_device(workers_of(client, scheduler_address(client)), device)

@@ -76,6 +76,7 @@ def measure_on_devices(
     environment: Environment,
     tls: TLSFiles | None = None,
     on_row: Callable[[int], None] | None = None,
+    device: str | None = None,
 ) -> tuple[list[BenchmarkRow], int, tuple[Device, ...], list[str]]:
     """Measure every artifact on every worker of the scheduler ``on`` (and here, if asked).
 
@@ -90,6 +91,7 @@ def measure_on_devices(
         environment: This machine's environment (the ``"local"`` device's).
         tls: This client's TLS files for a ``tls://`` address given as a string.
         on_row: Called with the number of rows each time some are done (a progress bar).
+        device: Measure on this worker only (its name); None: on every worker.
 
     Returns:
         ``(rows, samples, devices, notes)``: every row with its ``device``, the labelled
@@ -97,13 +99,16 @@ def measure_on_devices(
         findings of each device's rows.
 
     Raises:
-        InvalidInputError: The scheduler cannot be reached, has no workers, or an artifact
+        InvalidInputError: The scheduler cannot be reached, has no workers (or none named
+            ``device``), or an artifact
             is a Keras model or SavedModel (it runs on TensorFlow, which devices do not have).
     """
     _check_artifacts(prepared)
     client = on if is_dask_client(on) else connect(str(on), tls=tls, flag="--on")
     try:
         workers = workers_of(client, scheduler_address(client))
+        if device is not None:
+            workers = [pick_device(workers, device)]
         rows: list[BenchmarkRow] = []
         samples = 0
         devices: list[Device] = []
@@ -168,6 +173,24 @@ def workers_of(client: Any, address: str) -> list[tuple[str, str]]:
             "report; restart it with another --name."
         )
     return workers
+
+
+def pick_device(workers: Sequence[tuple[str, str]], device: str | None) -> tuple[str, str]:
+    """The ``(address, name)`` of the worker named ``device`` (None: the only one).
+
+    Raises:
+        InvalidInputError: No worker of that name, or several and none named.
+    """
+    if device is None and len(workers) == 1:
+        return workers[0]
+    chosen = [pair for pair in workers if pair[1] == device]
+    if not chosen:
+        names = ", ".join(name for _, name in workers)
+        raise InvalidInputError(
+            f"{'no device named ' + repr(device) if device else 'several devices'} on the "
+            f"scheduler ({names}); name one of them (--device NAME)."
+        )
+    return chosen[0]
 
 
 def _jobs(

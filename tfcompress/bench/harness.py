@@ -65,6 +65,7 @@ def benchmark(
     progress: bool = False,
     on: Any = None,
     local: bool = False,
+    device: str | None = None,
 ) -> BenchmarkResult:
     """Measure artifacts side by side: size, accuracy, latency and throughput per backend.
 
@@ -149,6 +150,8 @@ def benchmark(
             (``row.device``) and ``result.devices`` holds each one's environment, read there
             (:mod:`tfcompress.bench.devices`). ``.tflite`` and ``.onnx`` artifacts only.
         local: With ``on``, also measure here, as one more device named ``"local"``.
+        device: With ``on``, measure on this worker only (its name, ``--name pi5``); None:
+            on every worker. ``compress`` and ``select`` time one device this way.
 
     Returns:
         The frozen result, rows in artifact x backend x threads x batch order.
@@ -183,6 +186,8 @@ def benchmark(
         raise InvalidInputError(
             "local=True (--local) adds this machine beside the devices of on= (--on); give both."
         )
+    if device is not None and on is None:
+        raise InvalidInputError("device= names a worker of on='s scheduler (--on); give on= too.")
     named = _named(artifacts)
     if report_dir is not None:
         from tfcompress.report.writers import check_report_dir
@@ -242,7 +247,14 @@ def benchmark(
 
             here = (lambda: _measure_here(prepared, routes, plan, bar)) if local else None
             rows, samples, devices, device_notes = measure_on_devices(
-                on, prepared, routes, plan, here=here, environment=environment, on_row=bar.update
+                on,
+                prepared,
+                routes,
+                plan,
+                here=here,
+                environment=environment,
+                on_row=bar.update,
+                device=device,
             )
     chosen = analysis.pick_reference(rows, reference)
     rows = analysis.with_ratios(rows, chosen)

@@ -1,6 +1,7 @@
 """``--on ADDRESS`` and Dask's TLS options: measure on the workers of a Dask scheduler.
 
-``benchmark`` and ``gate`` take them. The TLS flags are Dask's own (``dask worker
+``benchmark``, ``gate``, ``compress`` and ``select`` take them (``compress`` and ``select``
+with ``--device``: one search times on one device). The TLS flags are Dask's own (``dask worker
 --tls-ca-file --tls-cert --tls-key``, in :mod:`._tls`); nothing is imported for ``--help``.
 """
 
@@ -12,14 +13,17 @@ from typing import Any
 from tfcompress.cli._tls import add_tls_flags, tls_files
 
 
-def add_on_flags(parser: argparse.ArgumentParser, *, what: str) -> None:
+def add_on_flags(parser: argparse.ArgumentParser, *, what: str, group: Any = None) -> None:
     """``--on`` and ``--tls-ca-file``/``--tls-cert``/``--tls-key``.
 
     Args:
         parser: The subcommand's parser.
         what: What runs on the devices, in words ("measure every row").
+        group: The TLS flags' group when the parser has them already (``select``'s, for
+            ``--scheduler``): ``--on`` joins it and shares the files. None: added here.
     """
-    group = add_tls_flags(parser, title="devices (docs/devices.md)")
+    if group is None:
+        group = add_tls_flags(parser, title="devices (docs/devices.md)")
     group.add_argument(
         "--on",
         metavar="ADDRESS",
@@ -30,8 +34,30 @@ def add_on_flags(parser: argparse.ArgumentParser, *, what: str) -> None:
     )
 
 
-def connect_on(args: argparse.Namespace) -> Any:
+def add_device_flag(parser: argparse.ArgumentParser, *, what: str) -> None:
+    """``--device NAME``: the one worker of ``--on`` a search measures on.
+
+    Args:
+        parser: The subcommand's parser.
+        what: What the device does, in words ("times every attempt").
+    """
+    parser.add_argument(
+        "--device",
+        metavar="NAME",
+        help=f"with --on: the worker (dask worker --name NAME) that {what}; default: the only "
+        "one (several connected and none named is refused: latencies of one search are "
+        "compared on one device)",
+    )
+
+
+def connect_on(args: argparse.Namespace, *, shared_tls: bool = False) -> Any:
     """The Dask client of ``--on`` (None without it); the caller closes it.
+
+    Args:
+        args: The parsed flags.
+        shared_tls: The ``--tls-*`` files also secure another address (``select
+            --scheduler``): they are not refused without ``--on``, and a ``tcp://`` ``--on``
+            connects without them.
 
     Raises:
         InvalidInputError: TLS files without ``--on``, or what :func:`tfcompress._compat.dask.
@@ -42,10 +68,12 @@ def connect_on(args: argparse.Namespace) -> Any:
 
     tls = tls_files(args)
     if args.on is None:
-        if tls.given:
+        if tls.given and not shared_tls:
             raise InvalidInputError(
                 "--tls-ca-file/--tls-cert/--tls-key secure the connection of --on; give "
                 "--on tls://HOST:PORT too, or drop them."
             )
         return None
+    if shared_tls and not str(args.on).startswith("tls://"):
+        tls = type(tls)()  # the files are the other address's
     return connect(args.on, tls=tls, flag="--on")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from tfcompress.cli._choices import COMPRESS_OBJECTIVES
+from tfcompress.cli._devices import add_device_flag, add_on_flags, connect_on
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
 from tfcompress.cli._targets import target_choices
 from tfcompress.cli.common import (
@@ -108,6 +109,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_unsafe_flag(parser)
     add_timeout_flag(parser)
     add_custom_objects_flag(parser)
+    add_on_flags(parser, what="time every attempt (--objective latency or --latency)")
+    add_device_flag(parser, what="times every attempt")
     add_json_flag(parser)
     return parser
 
@@ -134,7 +137,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         ...       "--max-drop", "0.01", "--out", "m.tflite"])  # doctest: +SKIP
         0
     """
-    from tfcompress.compression.api import compress
+    from tfcompress.compression.api import compress, times_latency
     from tfcompress.compression.report import check_compress_report_dir, report_paths
     from tfcompress.errors import InvalidInputError
     from tfcompress.models import check_output_path
@@ -157,15 +160,29 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             "in the file is --static-batch N)."
         )
     config = compress_config(args)  # every option checked before the model is read
-    model = load_cli_model(args)
-    result = compress(
-        model,
-        config=config,
-        representative_data=args.data,
-        eval_data=args.eval_data,
-        train_data=args.train,
-        progress=True,
-    )
+    if args.device and not args.on:
+        raise InvalidInputError("--device names a worker of --on's scheduler; give --on.")
+    if args.on and not times_latency(config):
+        raise InvalidInputError(
+            "--on times the attempts on a device, but this search times nothing: add "
+            "--objective latency (or --latency)."
+        )
+    client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
+    try:
+        model = load_cli_model(args)
+        result = compress(
+            model,
+            config=config,
+            representative_data=args.data,
+            eval_data=args.eval_data,
+            train_data=args.train,
+            progress=True,
+            on=client,
+            device=args.device,
+        )
+    finally:
+        if client is not None:
+            client.close()
     # The artifact first, the report after it: a report never names an artifact that was not
     # written. If either fails, or a signal stops the run anywhere in between, every file of
     # the two that was not there before is taken back: both are written, or neither.

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tfcompress.cli._choices import SELECT_OBJECTIVES
+from tfcompress.cli._devices import add_device_flag, add_on_flags, connect_on
 from tfcompress.cli._targets import add_budget_arguments, budget_names, target_choices
 from tfcompress.cli._tls import add_tls_flags, tls_files
 from tfcompress.cli.common import (
@@ -79,9 +80,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--scheduler",
         help="Dask scheduler address (tcp://HOST:PORT, or tls://HOST:PORT with the files "
-        "below) to run candidates on",
+        "below) whose workers (TensorFlow installs) build, convert and train the candidates; "
+        "latency is measured on the worker that built each one unless --on names a device",
     )
-    add_tls_flags(parser, title="a tls:// --scheduler (docs/devices.md, security)")
+    tls_group = add_tls_flags(
+        parser, title="a tls:// --scheduler or --on (docs/devices.md, security)"
+    )
+    add_on_flags(
+        parser,
+        what="measure each candidate's int8 latency (what --max-latency judges; this machine "
+        "or --scheduler still builds and trains them)",
+        group=tls_group,
+    )
+    add_device_flag(parser, what="times every candidate")
     parser.add_argument(
         "--workers",
         type=positive_int,
@@ -145,11 +156,23 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
 
         find_library()  # the Edge TPU runtime must be here before any candidate is built
     tls = tls_files(args)
-    if tls.given and not args.scheduler:
+    if tls.given and not (args.scheduler or args.on):
         raise InvalidInputError(
-            "--tls-ca-file/--tls-cert/--tls-key secure a tls:// --scheduler; give it, or drop them."
+            "--tls-ca-file/--tls-cert/--tls-key secure a tls:// --scheduler or --on; give one, "
+            "or drop them."
         )
-    client = connect_scheduler(args.scheduler, tls=tls) if args.scheduler else None
+    if args.device and not args.on:
+        raise InvalidInputError("--device names a worker of --on's scheduler; give --on.")
+    if args.on and not str(args.scheduler or "tls://").startswith("tls://"):
+        tls = type(tls)()  # the files secure --on, not a tcp:// --scheduler
+    # Unreachable addresses are one line (exit 2) before any work.
+    device = connect_on(args, shared_tls=True)
+    try:
+        client = connect_scheduler(args.scheduler, tls=tls) if args.scheduler else None
+    except BaseException:
+        if device is not None:
+            device.close()
+        raise
     try:
         result = select_model(
             train_data=args.train,
@@ -167,10 +190,13 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             seed=args.seed,
             latency_runs=args.runs,
             latency_seconds=args.min_seconds,
+            on=device,
+            device=args.device,
         )
     finally:
-        if client is not None:
-            client.close()
+        for opened in (client, device):
+            if opened is not None:
+                opened.close()
     files = result.write_report(report, overwrite=args.force) if report is not None else ()
     if args.json:
         emit_json(out, {**result.to_dict(), "report_files": [str(f) for f in files]})

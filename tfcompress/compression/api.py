@@ -45,6 +45,8 @@ def compress(
     batch_size: int | None = None,
     freeze_batchnorm: bool | None = None,
     seed: int | None = None,
+    on: Any = None,
+    device: str | None = None,
     **thresholds: float | None,
 ) -> CompressionResult:
     """Find the smallest (or fastest) artifact that passes the accuracy gate, and prove it.
@@ -116,6 +118,14 @@ def compress(
         freeze_batchnorm: The fine-tuning rungs keep BatchNormalization in inference mode
             (default; see :func:`tfcompress.qat`); False lets them train.
         seed: Seed of calibration subsets and training (default 0).
+        on: Time the attempts on a device instead of here: a Dask scheduler's address
+            (``tcp://HOST:8786``) or a connected ``distributed.Client``, whose worker runs
+            in the device install (docs/devices.md). Where to measure, not what to make: it
+            is no part of ``config`` (``result.device`` and each attempt's ``device`` say
+            where the latencies came from). Needs timing (``objective="latency"`` or
+            ``measure_latency=True``).
+        device: With ``on``, the worker's name (``dask worker ... --name pi5``); None: the
+            only worker (several and none named is refused: one search ranks on one device).
         **thresholds: The gate's thresholds, one keyword per row of
             :data:`tfcompress.bench.thresholds.THRESHOLDS` as :func:`tfcompress.check_gate`
             takes them; ``max_drop`` is a fraction in [0, 1] here (default 0.01 for
@@ -128,7 +138,8 @@ def compress(
 
     Raises:
         InvalidInputError: A keyword next to ``config=``; what the config refuses (a gate
-            outside [0, 1], an unknown target or objective, options the gate refuses); a
+            outside [0, 1], an unknown target or objective, options the gate refuses);
+            ``on`` without timing, an unreachable scheduler, no such device; a
             ``.tflite`` as the model, ``batch_size`` without ``train_data``,
             ``static_batch`` with it; all before any conversion.
         InvalidDataError: Data that does not fit the model, a task metric without labels.
@@ -175,15 +186,49 @@ def compress(
             f"config= holds every option of the search: drop {', '.join(given)} (or put it "
             "in the config: dataclasses.replace(config, ...))."
         )
-    return _search(
-        model,
-        config,
-        representative_data=representative_data,
-        eval_data=eval_data,
-        train_data=train_data,
-        safe_mode=safe_mode,
-        progress=progress,
-    )
+    where = _latency_device(config, on, device)
+    try:
+        result = _search(
+            model,
+            config,
+            representative_data=representative_data,
+            eval_data=eval_data,
+            train_data=train_data,
+            safe_mode=safe_mode,
+            progress=progress,
+            where=where,
+        )
+    finally:
+        if where is not None:
+            where.close()
+    return result
+
+
+def times_latency(config: CompressConfig) -> bool:
+    """Whether the search ``config`` asks for times its attempts (before any fallback)."""
+    return _Plan(config, get_target(config.target)).measure
+
+
+def _latency_device(config: CompressConfig, on: Any, device: str | None) -> Any:
+    """The device of ``on=`` (connected and picked before any conversion), or None.
+
+    Raises:
+        InvalidInputError: ``device`` without ``on``, ``on`` when nothing is timed, an
+            unreachable scheduler, no such worker, or several and none named.
+    """
+    if on is None:
+        if device is not None:
+            raise InvalidInputError("device= names a worker of on='s scheduler (--on); give on=.")
+        return None
+    if not times_latency(config):
+        raise InvalidInputError(
+            "on= (--on) times the attempts on a device, but this search times nothing: give "
+            "objective='latency' (--objective latency) or measure_latency=True "
+            "(--measure-latency)."
+        )
+    from tfcompress.bench.device_latency import LatencyDevice
+
+    return LatencyDevice.open(on, device)
 
 
 def _search(
@@ -195,6 +240,7 @@ def _search(
     train_data: Any,
     safe_mode: bool,
     progress: bool,
+    where: Any = None,
 ) -> CompressionResult:
     """The search ``config`` asks for (see :func:`compress`)."""
     from tfcompress.bench.paired import read_for_reference
@@ -224,7 +270,7 @@ def _search(
     file_batch = static_batch
     if file_batch is None and device.rules.batch_is_default:
         file_batch = device.rules.static_batch
-    float32, plan = None, _Plan(config, device)
+    float32, plan = None, _Plan(config, device, remote=where is not None)
     if plan.needed - {"cpu"}:
         float32 = _float32(reference, calibration, seed, file_batch)
         plan.probe(float32)  # fails now, not after the ladder, or falls back (said)
@@ -248,6 +294,7 @@ def _search(
         static_batch=static_batch,
         batch_size=config.batch_size,
         freeze_batchnorm=config.freeze_batchnorm,
+        where=where,
     )
     ladder = plan_ladder(
         objective=plan.objective, target=config.target, calibration_available=len(calibration),
@@ -284,8 +331,8 @@ class _Plan:
     an objective or timing the user named on such a machine is refused instead.
     """
 
-    def __init__(self, config: CompressConfig, device: Target) -> None:
-        self.config, self.device = config, device
+    def __init__(self, config: CompressConfig, device: Target, *, remote: bool = False) -> None:
+        self.config, self.device, self.remote = config, device, remote
         self.objective = config.objective or device.default_objective or "size"
         named = config.measure_latency
         self.measure = self.objective == "latency" if named is None else named
@@ -300,8 +347,12 @@ class _Plan:
 
     @property
     def needed(self) -> set[str]:
-        """The backends the search runs: the gate's, and the latency's when it times."""
-        return {self.settings.backend} | ({self.device.latency_backend} if self.measure else set())
+        """The backends the search runs here: the gate's, and the latency's when it times here.
+
+        With ``on=`` the latency backend runs on the device, which answers for itself.
+        """
+        timed = self.measure and not self.remote
+        return {self.settings.backend} | ({self.device.latency_backend} if timed else set())
 
     def probe(self, float32: bytes) -> None:
         """Check each backend on the float32 file; fall back where the target allows it.
@@ -317,6 +368,7 @@ class _Plan:
             except BackendUnavailableError as error:
                 fallback = self.device.fallback_backend
                 named = self.config.objective == "latency" or self.config.measure_latency
+                named = named or self.remote  # on= asked for the device's latency
                 if fallback is None or named:
                     raise
                 self._fall_back(fallback, str(error))
@@ -425,12 +477,22 @@ def _result(
 
     best = state.best
     findings: list[str] = []
+    where = state.where
     if state.measure:
         finding = int8_finding(
-            state.attempts, backend=get_target(state.target).latency_backend, threads=state.threads
+            state.attempts,
+            backend=get_target(state.target).latency_backend,
+            threads=state.threads,
+            device=None if where is None else where.name,
+            environment=None if where is None else where.environment,
         )
         if finding:
             findings.append(finding)
+    if where is not None and state.measure:
+        findings.append(
+            f"latencies measured on device {where.name} ({where.address}, a worker of the Dask "
+            f"scheduler {where.scheduler}), not here"
+        )
     if best is not None and state.objective == "latency":
         findings.append(
             f"{best.name} wins: the fastest passing artifact ({best.latency_ms:.3f} ms)"
@@ -456,6 +518,7 @@ def _result(
         findings=tuple(findings),
         seconds=seconds,
         threads=state.threads,
+        device=None if where is None else where.to_dict(),
     )
     if best is None:
         result = replace(result, advice=advise(result, training=training))

@@ -36,6 +36,8 @@ class Attempt:
         ci_high: Upper end.
         threshold: The gate's threshold for ``value``.
         latency_ms: Median latency on the target backend (when measured).
+        device: The Dask worker that measured ``latency_ms`` (``compress --on``); None:
+            this machine.
         float_layers: Layers kept in float (selective quantization).
         float_nodes: Their converter node names (``Recipe.float_nodes``).
         target_verdict: What the target's check kept of the artifact's verdict
@@ -70,6 +72,7 @@ class Attempt:
     ci_high: float | None = None
     threshold: float | None = None
     latency_ms: float | None = None
+    device: str | None = None
     float_layers: tuple[str, ...] = ()
     float_nodes: tuple[str, ...] = ()
     target_verdict: dict[str, Any] | None = None
@@ -111,6 +114,7 @@ class Attempt:
             "ci_high": self.ci_high,
             "threshold": self.threshold,
             "latency_ms": self.latency_ms,
+            "device": self.device,
             "float_layers": list(self.float_layers),
             "float_nodes": list(self.float_nodes),
             **_verdicts(self.verdict_of, self.target_verdict),
@@ -145,6 +149,7 @@ class Attempt:
                 ci_high=data.get("ci_high"),
                 threshold=data.get("threshold"),
                 latency_ms=data.get("latency_ms"),
+                device=data.get("device"),
                 float_layers=tuple(data.get("float_layers", ())),
                 float_nodes=tuple(data.get("float_nodes", ())),
                 **_read_verdict(data),

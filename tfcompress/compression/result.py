@@ -37,6 +37,8 @@ class CompressionResult:
         threads: CPU threads of gates and latency.
         config: The :class:`~tfcompress.compression.config.CompressConfig` the search ran
             with (``"config"`` in its JSON, which ``CompressConfig.from_dict`` reads back).
+        device: Where the latencies were measured with ``on=`` (``--on``): the worker's
+            ``name`` and ``address`` and the ``scheduler``'s; None: this machine.
 
     Example:
         >>> result = tfcompress.compress(model, representative_data=calib,
@@ -61,6 +63,7 @@ class CompressionResult:
     seconds: float = 0.0
     threads: int = 1
     config: Any = None
+    device: dict[str, str] | None = None
 
     @property
     def passed(self) -> bool:
@@ -130,6 +133,7 @@ class CompressionResult:
             "advice": list(self.advice),
             "seconds": round(self.seconds, 2),
             "config": None if self.config is None else self.config.to_dict(),
+            "device": self.device,
         }
 
     def table(self, *, markdown: bool = False) -> str:

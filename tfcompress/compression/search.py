@@ -85,6 +85,7 @@ class SearchState:
     freeze_batchnorm: bool = True  # how the fine-tuning rungs treat BatchNorm
     training_hurts: str | None = None  # a fine-tuned attempt came out worse than its PTQ
     float16_size: SizeBound | None = None  # float16_bound(), computed once
+    where: Any = None  # the device latencies are measured on (compress --on); None: here
 
     def reference_bytes(self) -> bytes | None:
         """The float32 ``.tflite`` (made now when no conversion made it yet)."""
@@ -265,6 +266,7 @@ class SearchState:
                 backend=get_target(self.target).latency_backend,
                 threads=self.threads,
                 name=name,
+                where=self.where,
             )
         summary = self.target_summary(built)
         if summary is not None:
@@ -295,6 +297,7 @@ class SearchState:
             size_bytes=len(built.content),
             gzip_bytes=gzip_bytes,
             latency_ms=latency,
+            device=None if latency is None or self.where is None else self.where.name,
             float_layers=float_layers,
             float_nodes=built.float_nodes,
             target_verdict=summary,

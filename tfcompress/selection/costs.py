@@ -30,7 +30,9 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
             ``backend`` (the target's name), ``threads``, ``runs``, ``min_seconds``;
             ``latency_optional`` (no latency budget) lets a target with a fallback (the
             GPU) go on where its latency backend cannot run: ``latency_ms`` None, and
-            ``latency_unmeasured`` says why.
+            ``latency_unmeasured`` says why; ``latency_on`` (``select --on``): the latency
+            is measured on a device by the caller, so the int8 bytes come back as ``int8``
+            instead (:func:`time_on_device` adds the latency there).
 
     Returns:
         ``ok``, ``params``, ``macs`` (the harness's counter on the ``.tflite``),
@@ -65,6 +67,17 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         ).content
         stage = "target budgets"
         target_measures = {budget.name: budget.measure(int8) for budget in target.budget_fields}
+        if task.get("latency_on"):  # timed on the device by the caller: the bytes go back
+            return {
+                "ok": True,
+                "params": params,
+                "macs": None,  # the device's benchmark row counts them
+                "size_bytes": len(int8),
+                "latency_backend": task["backend"],
+                "threads": int(task["threads"]),
+                "target_measures": target_measures,
+                "int8": int8,
+            }
         stage = "latency measurement"
         name = f"{task['candidate']['family']}_int8"
         result = benchmark(
@@ -97,6 +110,61 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
     if per_sample is None:
         return {**measured, "ok": False, "reason": f"latency measurement: {row.status}"}
     return {**measured, "ok": True, "latency_ms": round(float(per_sample), 4)}
+
+
+def time_on_device(
+    outcome: dict[str, Any], task: dict[str, Any], where: Any, started: float
+) -> dict[str, Any]:
+    """Phase 1's outcome of ``select --on``: its int8 file timed on the device ``where``.
+
+    Args:
+        outcome: What :func:`measure_candidate` returned with ``latency_on`` (``int8``
+            holds the file; it is dropped here).
+        task: The task it ran (backend, threads, runs, min_seconds, candidate).
+        where: The :class:`~tfcompress.bench.device_latency.LatencyDevice`.
+        started: ``time.perf_counter()`` when the candidate was submitted.
+
+    Returns:
+        The outcome as :func:`measure_candidate` returns it, ``latency_ms`` measured on the
+        device; ``worker`` and ``host`` are the device's, and ``device`` its name.
+    """
+    from tfcompress.bench.device_latency import time_tflite
+
+    outcome = dict(outcome)
+    content = outcome.pop("int8", None)
+    if not outcome.get("ok") or content is None:
+        return outcome
+    target = get_target(task["backend"])
+    try:
+        timed = time_tflite(
+            content,
+            backend=target.latency_backend,
+            threads=int(task["threads"]),
+            name=f"{task['candidate']['family']}_int8",
+            runs=int(task["runs"]),
+            min_seconds=float(task["min_seconds"]),
+            where=where,
+        )
+    except Exception as error:  # the device could not take the task: this candidate fails
+        return failure(error, f"latency measurement on device {where.name}", started)
+    measured = {
+        **outcome,
+        "worker": where.address,
+        "host": timed.hostname or where.name,
+        "device": where.name,
+        "macs": timed.macs,
+        "seconds": round(time.perf_counter() - started, 3),
+        "finished_at": time.time(),
+    }
+    if timed.latency_ms is None and _may_skip_latency(task, target, timed.status):
+        return {**measured, "latency_ms": None, "latency_unmeasured": timed.status}
+    if timed.latency_ms is None:
+        return {
+            **measured,
+            "ok": False,
+            "reason": f"latency measurement on device {where.name}: {timed.status}",
+        }
+    return {**measured, "latency_ms": round(timed.latency_ms, 4)}
 
 
 def _may_skip_latency(task: dict[str, Any], target: Any, status: str) -> bool:

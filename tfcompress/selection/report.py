@@ -38,7 +38,7 @@ def table_rows(result: SelectionResult) -> list[list[str]]:
             "P" if r.name in result.pareto else ""
         )
         latency = (
-            f"{r.latency_ms:.3f} ms ({r.latency_backend}, {r.threads}t, {r.host})"
+            f"{r.latency_ms:.3f} ms ({r.latency_backend}, {r.threads}t, {_place(r)})"
             if r.latency_ms is not None
             else "-"
         )
@@ -91,8 +91,13 @@ def _describe(record: CandidateRecord) -> str:
     accuracy = f"{record.accuracy:.2%}" if record.accuracy is not None else "untrained"
     size = f"{record.size_bytes:,} B" if record.size_bytes is not None else "? B"
     latency = f"{record.latency_ms:.3f} ms" if record.latency_ms is not None else "? ms"
-    text = f"{record.name} ({size}, {latency} on {record.host}, accuracy {accuracy})"
+    text = f"{record.name} ({size}, {latency} on {_place(record)}, accuracy {accuracy})"
     return f"{text} [{record.reason}]" if record.reason and not record.meets_budgets else text
+
+
+def _place(record: CandidateRecord) -> str:
+    """Where the latency was measured: ``device pi5`` (``select --on``), else the host."""
+    return f"device {record.device}" if record.device else str(record.host)
 
 
 def _where(worker: str | None) -> str:

@@ -22,9 +22,11 @@ class CandidateRecord:
     training time) or ``failed`` (``reason`` says where). ``meets_budgets`` is True only
     for a trained candidate within every budget; ``reason`` says which budget it misses.
     ``worker`` and ``host`` are where the latency was measured (``train_worker`` and
-    ``train_host`` where it was trained). ``target_measures`` holds what the target measured
-    of the int8 file for its budget fields (the Edge TPU's predicted segments). ``reused``
-    says the phases came from the work folder of an earlier run.
+    ``train_host`` where it was trained); ``device`` names the worker of ``select --on``
+    that measured it (None: the worker that built the candidate). ``target_measures``
+    holds what the target measured of the int8 file for its budget fields (the Edge TPU's
+    predicted segments). ``reused`` says the phases came from the work folder of an
+    earlier run.
     """
 
     name: str
@@ -43,6 +45,7 @@ class CandidateRecord:
     target_measures: dict[str, float] | None = None
     worker: str | None = None
     host: str | None = None
+    device: str | None = None
     accuracy: float | None = None
     train_seconds: float | None = None
     train_worker: str | None = None

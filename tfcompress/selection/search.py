@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -52,6 +53,8 @@ def select_model(
     calibration_samples: int = 200,
     latency_runs: int = 50,
     latency_seconds: float = 0.5,
+    on: Any = None,
+    device: str | None = None,
 ) -> SelectionResult:
     """Find the best zoo model within budgets, every number measured on the int8 artifact.
 
@@ -87,13 +90,22 @@ def select_model(
         calibration_samples: Training images that calibrate the trained int8 model.
         latency_runs: Minimum timed runs per latency measurement.
         latency_seconds: Minimum timed seconds per latency measurement.
+        on: Measure every candidate's int8 latency on a device instead of on the worker
+            that built it: a Dask scheduler's address (``tcp://HOST:8786``) or a connected
+            ``distributed.Client`` whose worker runs in the device install
+            (docs/devices.md). Not ``executor``: that cluster builds and trains; this one
+            only times the int8 files, one at a time. Each record's ``device`` (and
+            ``worker``/``host``) names it, and ``settings["device"]``.
+        device: With ``on``, the worker's name (``dask worker ... --name pi5``); None: the
+            only worker (several and none named is refused: budgets are judged on one).
 
     Returns:
         The frozen :class:`SelectionResult`.
 
     Raises:
         InvalidInputError: Impossible budgets, an unknown family or objective, a resolution
-            a family cannot take, bad settings; all checked before any work.
+            a family cannot take, bad settings, an unreachable ``on`` or no such device;
+            all checked before any work.
         InvalidDataError: Data without integer class labels, or train and eval
             images with different channel counts.
 
@@ -134,10 +146,47 @@ def select_model(
             f"seed must be an integer from 0 to {MAX_SEED} (what NumPy and Keras accept), got "
             f"{seed!r}."
         )
+    if device is not None and on is None:
+        raise InvalidInputError("device= names a worker of on='s scheduler (--on); give on=.")
     if not is_dask_client(executor):  # here: on a Dask cluster the workers build and train
         require_tensorflow("select (it builds and trains zoo models)")
     candidates = enumerate_candidates(families, width_multipliers, resolutions)
     data = read_selection_data(train_data, eval_data)
+    where = None
+    if on is not None:  # connected and picked before any work
+        from tfcompress.bench.device_latency import LatencyDevice
+
+        where = LatencyDevice.open(on, device)
+    try:
+        return _select(
+            candidates, data, budgets, objective, executor, workdir, progress, workers, seed,
+            epochs, batch_size, learning_rate, calibration_samples, latency_runs,
+            latency_seconds, where,
+        )  # fmt: skip
+    finally:
+        if where is not None:
+            where.close()
+
+
+def _select(
+    candidates: list[Candidate],
+    data: SelectionData,
+    budgets: Budgets,
+    objective: str,
+    executor: Any,
+    workdir: Any,
+    progress: bool,
+    workers: int,
+    seed: int,
+    epochs: int,
+    batch_size: int,
+    learning_rate: float,
+    calibration_samples: int,
+    latency_runs: int,
+    latency_seconds: float,
+    where: Any,
+) -> SelectionResult:
+    """The two phases of :func:`select_model`, its settings checked."""
     store = CandidateStore(workdir)
     common = {
         "channels": data.channels,
@@ -147,6 +196,8 @@ def select_model(
         "threads": budgets.threads,
         **_latency_optional(budgets),
     }
+    # Timed on a device (--on): a work folder's latencies from elsewhere are not reused.
+    on_device = {} if where is None else {"latency_on": where.name}
     measure_settings = {
         **common,
         # A target's budget fields are measured in phase 1: a work folder from before they
@@ -174,9 +225,10 @@ def select_model(
                 store,
                 "costs",
                 candidates,
-                lambda c: settings_key({**measure_settings, "candidate": c.to_dict()}),
+                lambda c: settings_key({**measure_settings, **on_device, "candidate": c.to_dict()}),
                 lambda c: {
                     **common,
+                    **on_device,
                     "candidate": c.to_dict(),
                     "calibration": data.x_train[:PHASE1_CALIBRATION],
                     "runs": latency_runs,
@@ -185,6 +237,7 @@ def select_model(
                 measure_candidate,
                 bar,
                 work,
+                finish=None if where is None else _on_device(where),
             )
             _check_something_measured(costs, budgets)
             survivors = [c for c in candidates if within_cost_budgets(costs[c.name], budgets)]
@@ -227,6 +280,7 @@ def select_model(
         "latency_seconds": latency_seconds,
         "workdir": None if workdir is None else str(workdir),
         "work": work,
+        "device": None if where is None else where.to_dict(),
     }
     result = _result(candidates, costs, training, budgets, objective, description, data, settings)
     return replace(result, notes=_unmeasured_notes(costs, budgets))
@@ -261,10 +315,16 @@ def _phase(
     function: Callable[[dict[str, Any]], dict[str, Any]],
     bar: Any,
     work: dict[str, int],
+    finish: Callable[[dict[str, Any], dict[str, Any], float], dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Run ``function`` for every candidate not finished in ``store``; save each on arrival."""
+    """Run ``function`` for every candidate not finished in ``store``; save each on arrival.
+
+    ``finish(outcome, task, started)``, when given, completes an outcome here before it is
+    saved (``select --on``: the latency measured on the device).
+    """
     done: dict[str, dict[str, Any]] = {}
     pending: dict[Any, Candidate] = {}
+    tasks: dict[str, tuple[dict[str, Any], float]] = {}
     for candidate in candidates:
         stored = store.phase(candidate, phase, key_of(candidate))
         if stored is not None:
@@ -272,7 +332,9 @@ def _phase(
             work["reused"] += 1
             bar.update(1)
             continue
-        pending[runner.submit(function, task_of(candidate))] = candidate
+        task = task_of(candidate)
+        tasks[candidate.name] = task, time.perf_counter()
+        pending[runner.submit(function, task)] = candidate
     _postfix(bar, phase, done, len(pending))
     try:
         for future in runner.as_completed(list(pending)):
@@ -282,6 +344,8 @@ def _phase(
             except Exception as error:  # a worker died or the task could not travel
                 reason = " ".join(str(error).split())[:200]
                 outcome = {"ok": False, "reason": f"{phase}: {type(error).__name__}: {reason}"}
+            if finish is not None:
+                outcome = finish(outcome, *tasks[candidate.name])
             if outcome.get("ok"):
                 # Saved the moment it arrives: Ctrl-C or a dead worker later loses none of it.
                 store.save(candidate, phase, key_of(candidate), outcome)
@@ -295,6 +359,13 @@ def _phase(
         runner.cancel(pending)
         raise
     return done
+
+
+def _on_device(where: Any) -> Callable[[dict[str, Any], dict[str, Any], float], dict[str, Any]]:
+    """Phase 1's ``finish`` with ``on=``: each int8 file timed on the device, in turn."""
+    from tfcompress.selection.costs import time_on_device
+
+    return lambda outcome, task, started: time_on_device(outcome, task, where, started)
 
 
 def _latency_optional(budgets: Budgets) -> dict[str, bool]:

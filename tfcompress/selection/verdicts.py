@@ -89,6 +89,7 @@ def _record(
                 "target_measures",
                 "worker",
                 "host",
+                "device",
             )
         },
         "measured_at": costs.get("finished_at"),
