@@ -3,7 +3,7 @@
 A measurement runner holds one model for all its timed calls; a load probe runs one
 model once. Each is a worker: a process of its own that never imports TensorFlow, forked
 on Linux from the :mod:`zygote <tfcompress._child.zygote>` that imported NumPy and LiteRT
-once (47 ms a worker instead of 494 ms, docs/benchmarks.md ``isolation_cost``), else a
+once (52 ms a worker instead of 357 ms, docs/benchmarks.md ``isolation-cost``), else a
 fresh interpreter. Calls to it are the same calls as :func:`tfcompress._child.call`, with
 the same answers and the same typed errors; after a crash or a time-out the worker is
 gone, and its owner starts another if it needs one.

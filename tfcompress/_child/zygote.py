@@ -2,8 +2,8 @@
 
 A :class:`~tfcompress._child.Worker` (a measurement runner holding one model, a load
 probe) is a process of its own, so a crash or a hang of the native runtime costs only that
-worker. Starting one as a fresh interpreter costs about half a second (Python, NumPy,
-tfcompress's runtime modules, LiteRT; 494 ms against 47 ms forked,
+worker. Starting one as a fresh interpreter costs a third of a second (Python, NumPy,
+tfcompress's runtime modules, LiteRT; 357 ms against 52 ms forked per runner,
 benchmarks/isolation_cost.py) before it loads its model; a benchmark of 20 artifacts on two
 backends starts 40. So on Linux, each process that starts workers keeps a *zygote*: a child
 that imported all of that once (:data:`PRELOAD`, and what the callers add with
