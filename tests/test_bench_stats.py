@@ -262,6 +262,16 @@ def test_int8_notes_say_unknown_when_the_flags_are(flags, source, int8_ms, expec
     assert "even without" not in note
 
 
+@pytest.mark.parametrize("flags", [(), None])
+def test_int8_notes_measured_on_the_device_do_not_advise_measuring_there(flags):
+    rows = [_row("f32", "float32", 4.0), _row("i8", "int8", 5.0)]
+    (here,) = int8_notes(rows, _env(flags))
+    (there,) = int8_notes(rows, _env(flags), on_device=True)
+    assert here.endswith("Measure on the target device before deciding.")
+    assert "Measure on the target device" not in there
+    assert there == here.removesuffix(" Measure on the target device before deciding.")
+
+
 def test_int8_notes_need_a_float_sibling_on_the_same_backend():
     rows = [_row("f32", "float32", 4.0, backend="keras"), _row("i8", "int8", 2.0)]
     assert int8_notes(rows, _env(())) == []

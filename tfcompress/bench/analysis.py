@@ -77,7 +77,9 @@ def _asked(row: BenchmarkRow) -> list[int]:
     return [int(b) for b in asked] if isinstance(asked, list) else []
 
 
-def int8_notes(rows: list[BenchmarkRow], environment: Environment) -> list[str]:
+def int8_notes(
+    rows: list[BenchmarkRow], environment: Environment, *, on_device: bool = False
+) -> list[str]:
     """One sentence per int8 artifact and CPU backend: faster than float32 here or not, and why.
 
     The comparison pairs each int8 row with the float32 artifact on the same backend,
@@ -88,6 +90,8 @@ def int8_notes(rows: list[BenchmarkRow], environment: Environment) -> list[str]:
     Args:
         rows: Measured rows.
         environment: The machine they were measured on.
+        on_device: They were measured on the deployment device (``benchmark --on``), so
+            the sentence does not advise measuring there.
 
     Returns:
         Sentences for the report; empty when no int8/float32 pair was measured.
@@ -108,7 +112,7 @@ def int8_notes(rows: list[BenchmarkRow], environment: Environment) -> list[str]:
                 peer.latency.p50 / row.latency.p50
             )
     return [
-        _sentence(int8, fp32, backend, values, environment)
+        _sentence(int8, fp32, backend, values, environment, on_device=on_device)
         for (int8, fp32, backend), values in ratios.items()
     ]
 
@@ -122,7 +126,13 @@ def _float_peer(row: BenchmarkRow, floats: list[BenchmarkRow]) -> BenchmarkRow |
 
 
 def _sentence(
-    int8: str, fp32: str, backend: str, ratios: list[float], environment: Environment
+    int8: str,
+    fp32: str,
+    backend: str,
+    ratios: list[float],
+    environment: Environment,
+    *,
+    on_device: bool = False,
 ) -> str:
     """One finding: what was measured, then what the CPU's flags say about it (if known).
 
@@ -139,6 +149,7 @@ def _sentence(
         (no source could read this CPU's flags), so the cause cannot be told from here.
         Measure on the target device before deciding.
     """
+    advice = "" if on_device else " Measure on the target device before deciding."
     median = float(np.median(ratios))
     spread = f"{min(ratios):.2f}-{max(ratios):.2f}x" if len(ratios) > 1 else f"{median:.2f}x"
     settings = f"{len(ratios)} thread/batch setting{'s' if len(ratios) > 1 else ''}"
@@ -157,7 +168,7 @@ def _sentence(
             f"({environment.int8_dot_product_unknown_because})"
             + ("" if faster else ", so the cause cannot be told from here")
         )
-        return f"{head}{verdict}{why}. Measure on the target device before deciding."
+        return f"{head}{verdict}{why}.{advice}"
     have = ", ".join(dots)
     if faster:
         why = (
@@ -176,7 +187,7 @@ def _sentence(
             "no dotprod/i8mm on ARM), so int8 kernels widen to 16 bits and lose to float32 "
             "SIMD; on such CPUs int8 buys size, not speed"
         )
-    return f"{head}{verdict}, {why}. Measure on the target device before deciding."
+    return f"{head}{verdict}, {why}.{advice}"
 
 
 # What each recipe's kernels do on a CPU: facts about LiteRT/XNNPACK, not about a machine.

@@ -381,7 +381,7 @@ def _notes(rows: list[BenchmarkRow], devices: Sequence[Device]) -> list[str]:
     for device in devices:
         mine = [row for row in rows if row.device == device.name]
         found = [
-            *analysis.int8_notes(mine, device.environment),
+            *analysis.int8_notes(mine, device.environment, on_device=device.name != LOCAL),
             *analysis.recipe_notes(mine),
             *analysis.latency_notes(mine),
         ]
