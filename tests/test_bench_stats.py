@@ -312,3 +312,20 @@ def test_current_rss_follows_an_allocation_and_peak_only_grows():
     del block
     assert growth_mb(before, current_rss_mb()) < 16  # freed: resident memory falls back
     assert peak_rss_mb() >= peak  # the high-water mark never does
+
+
+def test_side_by_side_fills_a_lost_devices_cells_in_the_measured_lines():
+    # A device lost before it measured has rows with no setting: they fill that device's
+    # cells of the settings the others measured, not lines of their own.
+    from dataclasses import replace
+
+    from tfcompress.bench.result import BenchmarkResult, Device
+
+    env = _env(())
+    ok = [replace(_row(n, p, ms), device="pi-a") for n, p, ms in [("f32", "float32", 4.0)]]
+    lost = BenchmarkRow("f32", "cpu", None, None, "error: device pi-b left", device="pi-b")
+    devices = tuple(Device(n, "", n, "python", env) for n in ("pi-a", "pi-b"))
+    result = BenchmarkResult((*ok, lost), env, {}, devices=devices)
+    table = result.side_by_side().splitlines()
+    assert len(table) == 3, table  # header, rule, one line
+    assert "4.000" in table[2] and "error" in table[2]

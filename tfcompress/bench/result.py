@@ -308,10 +308,16 @@ class BenchmarkResult:
         """
         names = [d.name for d in self.devices]
         cells: dict[tuple[Any, ...], dict[str, str]] = {}
-        for row in self.rows:
+        # A row with no setting (a device lost before it measured anything) stands for every
+        # setting of its artifact and backend, so it fills their cells instead of a line.
+        whole = [r for r in self.rows if r.threads is None and r.batch is None]
+        for row in (r for r in self.rows if r not in whole):
             key = (row.artifact, row.backend, row.threads, row.batch)
-            shown = f"{row.latency.p50:.3f}" if row.ok and row.latency else row.status.split(":")[0]
-            cells.setdefault(key, {})[row.device or "-"] = shown
+            cells.setdefault(key, {})[row.device or "-"] = _median_cell(row)
+        for row in whole:
+            keys = [k for k in cells if k[:2] == (row.artifact, row.backend)]
+            for key in keys or [(row.artifact, row.backend, None, None)]:
+                cells.setdefault(key, {}).setdefault(row.device or "-", _median_cell(row))
         header = ["artifact", "backend", "thr", "batch", *(f"p50 ms {n}" for n in names)]
         body = [
             [a, b, "-" if t is None else str(t), "-" if n is None else str(n)]
@@ -374,3 +380,8 @@ def _bytes(count: int) -> str:
         if count >= scale:
             return f"{count / scale:.1f} {unit}"
     return f"{count} B"
+
+
+def _median_cell(row: BenchmarkRow) -> str:
+    """A side-by-side cell: the row's p50 in ms, or its status (``error``...) when unmeasured."""
+    return f"{row.latency.p50:.3f}" if row.ok and row.latency else row.status.split(":")[0]
