@@ -76,6 +76,7 @@ def measure_on_devices(
     environment: Environment,
     tls: TLSFiles | None = None,
     on_row: Callable[[int], None] | None = None,
+    on_devices: Callable[[int], None] | None = None,
     device: str | None = None,
 ) -> tuple[list[BenchmarkRow], int, tuple[Device, ...], list[str]]:
     """Measure every artifact on every worker of the scheduler ``on`` (and here, if asked).
@@ -91,6 +92,8 @@ def measure_on_devices(
         environment: This machine's environment (the ``"local"`` device's).
         tls: This client's TLS files for a ``tls://`` address given as a string.
         on_row: Called with the number of rows each time some are done (a progress bar).
+        on_devices: Called once with the number of devices that will measure (the workers
+            chosen, plus this machine with ``here``), before any row is measured.
         device: Measure on this worker only (its name); None: on every worker.
 
     Returns:
@@ -109,6 +112,8 @@ def measure_on_devices(
         workers = workers_of(client, scheduler_address(client))
         if device is not None:
             workers = [pick_device(workers, device)]
+        if on_devices is not None:
+            on_devices(len(workers) + (here is not None))
         rows: list[BenchmarkRow] = []
         samples = 0
         devices: list[Device] = []

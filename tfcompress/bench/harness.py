@@ -254,6 +254,7 @@ def benchmark(
                 here=here,
                 environment=environment,
                 on_row=bar.update,
+                on_devices=lambda count: _rows_per_device(bar, total, count),
                 device=device,
             )
     chosen = analysis.pick_reference(rows, reference)
@@ -508,3 +509,9 @@ def _artifact_rows(
         rows.extend(measured)
         samples = max(samples, counted)
     return rows, samples
+
+
+def _rows_per_device(bar: Any, rows: int, devices: int) -> None:
+    """The progress bar's total once the devices are known: each measures every row."""
+    bar.total = rows * devices
+    bar.refresh()
