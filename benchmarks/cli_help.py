@@ -2,8 +2,9 @@
 
 Every ``--help`` builds the whole parser (all subcommands), so this is what a user pays
 before any command does work, and all a typo costs. Since issue 30 the parser imports only
-the CLI's own modules (the choices are plain data in ``tfcompress/cli/_choices.py``); the
-library loads inside the command that runs. For ``tfcompress --help`` and each
+the CLI's own modules (the choices are plain data in ``tfcompress/cli/_choices.py``, or read
+from the registered classes' source by ``tfcompress/_declared.py``); the library loads
+inside the command that runs. For ``tfcompress --help`` and each
 ``tfcompress VERB --help``, this script measures:
 
 * wall time of ``python -m tfcompress ... --help`` in a fresh process, median (and range) of
