@@ -12,9 +12,12 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from tfcompress.errors import InvalidInputError
+
+C = TypeVar("C")
 
 #: The config format this tfcompress writes; ``from_dict`` refuses a newer one.
 CONFIG_VERSION = 1
@@ -61,3 +64,43 @@ def shown(value: Any, limit: int = 60) -> str:
     """
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def config_or_options(
+    config: Any,
+    cls: type[C],
+    options: Mapping[str, Any],
+    build: Callable[..., C],
+    *,
+    holds: str,
+    example: str,
+    put_it: str,
+) -> C:
+    """A verb's config: the one given, or the one its keyword options build, never both.
+
+    Args:
+        config: What the caller passed as ``config=`` (None: build it).
+        cls: The config class the verb takes.
+        options: The verb's keyword options, None where not given.
+        build: Builds the config from the given options (``cls.from_options``).
+        holds: What the config holds, for the message (``the artifact``).
+        example: How to build one, for the message (``PTQConfig(recipe=...)``).
+        put_it: Where else an option goes, for the message.
+
+    Raises:
+        InvalidInputError: ``config`` is not a ``cls``, or keyword options came with it.
+    """
+    given = {name: value for name, value in options.items() if value is not None}
+    if config is None:
+        return build(**given)
+    if not isinstance(config, cls):
+        raise InvalidInputError(
+            f"config must be a tfcompress.{cls.__name__}, got {type(config).__name__}; build "
+            f"one with {example} or pass the options as keywords."
+        )
+    if given:
+        raise InvalidInputError(
+            f"config= holds every option of {holds}: drop {', '.join(given)} (or put it in "
+            f"the config: {put_it})."
+        )
+    return config

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from tfcompress._config_fields import config_or_options
 from tfcompress.compression.advice import advise
 from tfcompress.compression.candidates import Rung, plan_ladder
 from tfcompress.compression.config import CompressConfig
@@ -173,19 +174,15 @@ def compress(
         "seed": seed,
         **thresholds,
     }
-    given = {name: value for name, value in options.items() if value is not None}
-    if config is None:
-        config = CompressConfig.from_options(**given)
-    elif not isinstance(config, CompressConfig):
-        raise InvalidInputError(
-            f"config must be a tfcompress.CompressConfig, got {type(config).__name__}; build "
-            "one with CompressConfig(...) or pass the options as keywords."
-        )
-    elif given:
-        raise InvalidInputError(
-            f"config= holds every option of the search: drop {', '.join(given)} (or put it "
-            "in the config: dataclasses.replace(config, ...))."
-        )
+    config = config_or_options(
+        config,
+        CompressConfig,
+        options,
+        CompressConfig.from_options,
+        holds="the search",
+        example="CompressConfig(...)",
+        put_it="dataclasses.replace(config, ...)",
+    )
     where = _latency_device(config, on, device)
     try:
         result = _search(

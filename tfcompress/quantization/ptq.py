@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
+from tfcompress._config_fields import config_or_options
 from tfcompress.data import DataLike, Dataset
 from tfcompress.data.calibration import calibration_for, calibration_set
 from tfcompress.errors import InvalidInputError
@@ -403,19 +404,15 @@ def quantize(
         "target_options": target_options,
         "seed": seed,
     }
-    given = {name: value for name, value in options.items() if value is not None}
-    if config is None:
-        config = PTQConfig.from_options(**given)
-    elif not isinstance(config, PTQConfig):
-        raise InvalidInputError(
-            f"config must be a tfcompress.PTQConfig, got {type(config).__name__}; build one "
-            "with PTQConfig(recipe=...) or pass the options as keywords."
-        )
-    elif given:
-        raise InvalidInputError(
-            f"config= holds every option of the artifact: drop {', '.join(given)} (or put "
-            "it in the config: dataclasses.replace(config, ...) or Recipe(..., option=...))."
-        )
+    config = config_or_options(
+        config,
+        PTQConfig,
+        options,
+        PTQConfig.from_options,
+        holds="the artifact",
+        example="PTQConfig(recipe=...)",
+        put_it="dataclasses.replace(config, ...) or Recipe(..., option=...)",
+    )
     return _quantize(
         model,
         config,
