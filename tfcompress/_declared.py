@@ -10,7 +10,9 @@ classes *declare* (a backend's name and flags; a target's name, its option and b
 a method's name and order), and those are literals in the class body, so this module reads
 them with :mod:`ast` (about 30 ms). Adding a backend, a target or a method therefore edits
 nothing here: its decorator is its registration, for the CLI too, and the registries find
-their modules with :func:`backend_modules` and :func:`method_modules`.
+their modules with :func:`backend_modules` and :func:`method_modules`. A metric is a
+function entered in ``TASK_METRICS`` (``bench/task_metrics.py``) or ``FIDELITY_METRICS``
+(``bench/fidelity.py``): :func:`declared_metrics` reads those dicts' keys the same way.
 
 The declarations must be literals (strings, numbers, ``str``/``int``/``float``, tuples of
 ``TargetOption``, ``BudgetField`` or ``BackendFlag`` calls); ``tests/test_cli_help.py``
@@ -124,6 +126,42 @@ def method_modules() -> tuple[str, ...]:
     return _modules_with(
         _PACKAGE / "quantization" / "methods", "register_method", "tfcompress.quantization.methods"
     )
+
+
+#: Where the metric registry's entries live: (file under tfcompress/, the dict's name).
+_METRIC_TABLES = (
+    ("bench/task_metrics.py", "TASK_METRICS"),
+    ("bench/fidelity.py", "FIDELITY_METRICS"),
+)
+
+
+@functools.cache
+def declared_metrics() -> tuple[str, ...]:
+    """The metric names :func:`tfcompress.bench.metrics.metric_names` gives, read from source.
+
+    ``accuracy`` and ``topK`` first (``topK`` stands for any k), then the task metrics'
+    entries and the fidelity metrics', in the order they are written.
+    """
+    names = []
+    for relative, table in _METRIC_TABLES:
+        path = _PACKAGE / relative
+        (found,) = [
+            n.value
+            for n in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(n, ast.AnnAssign | ast.Assign)
+            and table
+            in [
+                t.id
+                for t in getattr(n, "targets", [getattr(n, "target", None)])
+                if isinstance(t, ast.Name)
+            ]
+        ]
+        if not isinstance(found, ast.Dict) or not all(
+            isinstance(k, ast.Constant) and isinstance(k.value, str) for k in found.keys
+        ):
+            raise DeclarationError(f"{path}: {table} must be a dict literal with string keys")
+        names += [k.value for k in found.keys]  # type: ignore[union-attr]
+    return ("accuracy", "topK", *(n for n in names if n != "accuracy"))
 
 
 def _modules_with(root: Path, decorator: str, package: str) -> tuple[str, ...]:

@@ -7,10 +7,11 @@ Importing those costs numpy and most of the library (a second on two cores); the
 cost nothing. ``tests/test_cli_help.py`` compares every one with its registry, order
 included, so a name added there and not here fails the tests, never the user.
 
-What the built-in backends, targets and PTQ methods declare (``BACKENDS``,
-``BACKEND_FLAGS``, ``TARGETS``, ``TARGET_OPTIONS``, ``TARGET_BUDGETS``, ``METHODS``) is not
-copied here: it is read from their source on first use (:mod:`tfcompress._declared`), so a
-new backend, target or method is its own file and nothing else.
+What the built-in backends, targets, PTQ methods and metrics declare (``BACKENDS``,
+``BACKEND_FLAGS``, ``TARGETS``, ``TARGET_OPTIONS``, ``TARGET_BUDGETS``, ``METHODS``,
+``METRICS``) is not copied here: it is read from their source on first use
+(:mod:`tfcompress._declared`), so a new backend, target or method is its own file and
+nothing else, and a new metric its function and its registry entry.
 """
 
 from __future__ import annotations
@@ -18,22 +19,16 @@ from __future__ import annotations
 from typing import Any
 
 # Read from the registered classes' source on first use (see __getattr__).
-_DECLARED = ("BACKENDS", "BACKEND_FLAGS", "TARGETS", "TARGET_OPTIONS", "TARGET_BUDGETS", "METHODS")
-
-# tfcompress.bench.metrics.metric_names()
-METRICS = (
-    "accuracy",
-    "topK",
-    "binary_accuracy",
-    "mse",
-    "mae",
-    "rmse",
-    "miou",
-    "snr",
-    "cosine",
-    "max_abs",
-    "agreement",
+_DECLARED = (
+    "BACKENDS",
+    "BACKEND_FLAGS",
+    "TARGETS",
+    "TARGET_OPTIONS",
+    "TARGET_BUDGETS",
+    "METHODS",
+    "METRICS",
 )
+
 # tfcompress.targets.base.ENTRY_POINT_GROUP
 TARGET_ENTRY_POINT_GROUP = "tfcompress.targets"
 # tfcompress.quantization.recipes: list_recipes(include_float=True), list_io_types(),
@@ -62,7 +57,8 @@ def __getattr__(name: str) -> Any:
     """The lists read from the built-in backends', targets' and methods' classes, on first use.
 
     ``BACKENDS`` and ``TARGETS`` sorted, ``BACKEND_FLAGS``, ``TARGET_OPTIONS`` and
-    ``TARGET_BUDGETS`` by backend or target, ``METHODS`` in the registry's order.
+    ``TARGET_BUDGETS`` by backend or target, ``METHODS`` in the registry's order, ``METRICS``
+    as :func:`tfcompress.bench.metrics.metric_names` orders them.
     """
     from tfcompress import _declared
 
@@ -75,6 +71,7 @@ def __getattr__(name: str) -> Any:
         "TARGET_OPTIONS": tuple((t.name, *o) for t in targets for o in t.options),
         "TARGET_BUDGETS": tuple((t.name, *b) for t in targets for b in t.budgets),
         "METHODS": _declared.declared_methods(),
+        "METRICS": _declared.declared_metrics(),
     }
     if name not in values:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
