@@ -23,7 +23,7 @@ Example:
     >>> get_target("edgetpu").rules.static_batch
     1
     >>> list_targets()
-    ['cpu', 'edgetpu', 'gpu']
+    ['cpu', 'edgetpu', 'gpu', 'mcu']
 """
 
 from __future__ import annotations
