@@ -331,15 +331,15 @@ def test_probes_fork_from_the_measurement_zygote_only_when_shared(seed, monkeypa
     monkeypatch.setattr(zygote, "_failed", set())
     try:
         probe.probe_model(seed, "tflite")  # one probe: a fresh interpreter, no zygote started
-        assert zygote._zygote is None
+        assert zygote.running() is None
         probe.clear_cache()
         with probe.sharing_zygote():  # benchmark's loads: its workers' zygote serves them
             probe.probe_model(seed, "tflite")
-        assert zygote._zygote is not None
+        assert zygote.running() is not None
         probe.clear_cache()
         probe.probe_model(seed, "tflite")  # a zygote runs: the probe forks from it
     finally:
-        zygote._close_zygote()
+        zygote.close_zygote()
 
 
 def test_opt_out_skips_the_probe_not_the_validator(seed, hostile, tmp_path, monkeypatch):

@@ -198,7 +198,7 @@ def fork_child(*, memory: int, start: bool = True) -> Child | None:
         except OSError as error:  # it died: fresh interpreters from now on
             logger.debug("the zygote failed to fork (%s): fresh interpreters", error)
             _failed.add(zygote.key)
-            _close_zygote()
+            close_zygote()
             for fd in (parent_out, parent_in):
                 os.close(fd)
             stderr.close()
@@ -218,7 +218,7 @@ def _current(*, start: bool = True) -> _Zygote | None:
     global _zygote
     key = _key()
     if _zygote is not None and (_zygote.key != key or _zygote.process.poll() is not None):
-        _close_zygote()
+        close_zygote()
     if _zygote is None and start and key not in _failed:
         _zygote = _start(key)
         if _zygote is None:
@@ -262,8 +262,19 @@ def _start(key: tuple[Any, ...]) -> _Zygote | None:
     return _Zygote(process, ours, key)
 
 
+def running() -> subprocess.Popen[bytes] | None:
+    """This process's zygote, None while none runs (for diagnostics: its pid, whether alive).
+
+    Workers forked from it have it as their parent process; a change of settings (the
+    environment, ``sys.path``) retires it and the next worker starts a new one.
+    """
+    with _lock:
+        return None if _zygote is None else _zygote.process
+
+
 @atexit.register
-def _close_zygote() -> None:
+def close_zygote() -> None:
+    """Retire this process's zygote: it exits once its running workers have (at exit too)."""
     global _zygote
     if _zygote is not None and _zygote.owner == os.getpid():
         _zygote.close()
