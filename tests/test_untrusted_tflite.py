@@ -318,7 +318,7 @@ def test_a_probe_in_the_warm_child_says_the_same(seed, monkeypatch):
         _fake_child(monkeypatch, "refuses_load")
         with pytest.raises(ModelLoadError, match=r"cannot load it \(ValueError: bad things\)"):
             probe.probe_model(seed, "tflite", source="m.tflite", in_warm_child=True)
-        assert warm._current is not None  # it ran there, and the child stays warm
+        assert warm.running()  # it ran there, and the child stays warm
     finally:
         _child.close_warm_child()
 

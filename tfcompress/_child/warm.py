@@ -133,6 +133,12 @@ def prestart(*warm_up: str) -> None:
             return
 
 
+def running() -> bool:
+    """Whether this process has a warm child up now (for diagnostics; calls start one)."""
+    with _lock:
+        return _current is not None and _current.owner == os.getpid()
+
+
 @atexit.register
 def close_warm_child() -> None:
     """End this process's warm child, if any (the next call starts a fresh one).
