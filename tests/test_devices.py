@@ -20,6 +20,7 @@ import pytest
 from _device import DEVICE_PYTHON, Cluster, conv_files, device_files, free_port
 
 from tfcompress.cli import main
+from tfcompress.report.schema import SCHEMA_VERSION
 
 FAST = ["--runs", "5", "--min-seconds", "0.05", "--warmup-seconds", "0"]
 
@@ -54,7 +55,7 @@ def test_rows_run_on_each_worker_and_carry_its_environment(cluster, files, capsy
     captured = capsys.readouterr()
     assert code == 0, captured.err
     report = json.loads(captured.out)
-    assert report["schema_version"] == "2.2"
+    assert report["schema_version"] == SCHEMA_VERSION
     rows = {(r["device"], r["artifact"]): r for r in report["rows"]}
     assert set(rows) == {
         (device, artifact)

@@ -7,15 +7,16 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from tfcompress._compat.keras import flavour_of
+from tfcompress._config_fields import config_or_options
 from tfcompress.bench import analysis
 from tfcompress.bench.artifacts import converted_artifact, prepare_artifact
+from tfcompress.bench.config import BenchmarkConfig
 from tfcompress.bench.environment import capture_environment
 from tfcompress.bench.inputs import check_input_shapes, scalar_notes
 from tfcompress.bench.metrics import MetricLike
@@ -29,10 +30,6 @@ from tfcompress.models.feeding import FeedLayout, feed_layout
 from tfcompress.models.loading import model_name, resolve_model
 from tfcompress.models.probe import sharing_zygote
 from tfcompress.models.signature import model_signature
-from tfcompress.runtime import (
-    check_backend_options,
-    list_backends,
-)
 from tfcompress.runtime.keras import pin_tensorflow_threads
 from tfcompress.runtime.routing import Route, may_run_on_keras, plan_routes
 
@@ -42,14 +39,15 @@ logger = logging.getLogger(__name__)
 def benchmark(
     artifacts: Any,
     *,
+    config: BenchmarkConfig | None = None,
     data: DataLike | None = None,
-    backends: Sequence[str] = ("cpu",),
-    threads: Sequence[int] = (1,),
-    batch_sizes: Sequence[int] = (1,),
-    runs: int = 50,
-    min_seconds: float = 1.0,
-    warmup_runs: int = 1,
-    warmup_seconds: float = 0.5,
+    backends: Sequence[str] | None = None,
+    threads: Sequence[int] | None = None,
+    batch_sizes: Sequence[int] | None = None,
+    runs: int | None = None,
+    min_seconds: float | None = None,
+    warmup_runs: int | None = None,
+    warmup_seconds: float | None = None,
     metric: MetricLike | None = None,
     output: str | None = None,
     input_shapes: Mapping[str, Sequence[int | None]] | None = None,
@@ -58,8 +56,8 @@ def benchmark(
     reference: str | None = None,
     backend_options: Mapping[str, Mapping[str, Any]] | None = None,
     timeout: float | None = None,
-    isolate: bool = True,
-    safe_mode: bool = True,
+    isolate: bool | None = None,
+    safe_mode: bool | None = None,
     report_dir: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     progress: bool = False,
@@ -98,9 +96,20 @@ def benchmark(
     loaded (if TensorFlow has not started yet); a ``keras`` row at a thread count TensorFlow
     does not run is ``"unavailable: ..."``, never labelled with a count that did not happen.
 
+    What to measure and how is a :class:`~tfcompress.bench.config.BenchmarkConfig`
+    (``config=``); the keyword options from ``backends`` to ``safe_mode`` only build the
+    same config, and are refused next to ``config=``. The data, the report folder and the
+    machines that measure (``on``/``local``/``device``) stay keywords: they say where the
+    samples come from and where the numbers go, not what is measured, so one config
+    measures the same thing here and on a device. ``result.config`` records the config.
+
     Args:
         artifacts: Paths, loaded models or ``.tflite`` bytes; a sequence or a mapping of
             display name to artifact.
+        config: What to measure and how; None: built from the keyword options below
+            (defaults: ``backends=("cpu",)``, ``threads=(1,)``, ``batch_sizes=(1,)``,
+            ``runs=50``, ``min_seconds=1.0``, ``warmup_runs=1``, ``warmup_seconds=0.5``,
+            ``isolate=True``, ``safe_mode=True``).
         data: Samples for latency inputs and, with labels, accuracy (see
             :func:`tfcompress.data.load_data`); a dict or ``.npz`` with one array per input
             name for models with several inputs. Without it every input gets seeded random
@@ -157,9 +166,11 @@ def benchmark(
         The frozen result, rows in artifact x backend x threads x batch order.
 
     Raises:
-        InvalidInputError: Unknown backend, or threads/batch/runs below 1, no artifacts,
-            a backend option that backend does not take, a batch dimension or value for an
-            input the models do not have, a timeout not in (0, a week].
+        InvalidInputError: What :class:`~tfcompress.bench.config.BenchmarkConfig` refuses
+            (an unknown backend, threads/batch/runs below 1, a backend option that backend
+            does not take, a timeout not in (0, a week]), a keyword option next to
+            ``config=``, no artifacts, a batch dimension or value for an input the models
+            do not have.
         OutputExistsError: ``report_dir`` holds report files and ``overwrite`` is False.
         MissingDependencyError: ``report_dir`` given without matplotlib for the plots.
 
@@ -168,20 +179,40 @@ def benchmark(
         ...     ["cnn.tflite", "cnn_int8.tflite"], data="test.npz", threads=(1, 2)
         ... )  # doctest: +SKIP
         >>> print(result)  # doctest: +SKIP
+        >>> same = tfcompress.benchmark(
+        ...     ["cnn.tflite"], config=BenchmarkConfig(threads=(1, 2)), data="test.npz"
+        ... )  # doctest: +SKIP
     """
-    plan = _plan(backends, threads, batch_sizes, runs, min_seconds, warmup_runs, warmup_seconds)
-    from tfcompress._limits import CHILD_TIMEOUT
-
-    # Finite, above 0, a week at most (1e300 overflows the wait); None: the one time limit.
-    timeout = CHILD_TIMEOUT.given(timeout, name="timeout (--timeout)")
-    plan = replace(
-        plan,
-        options={k: dict(v) for k, v in (backend_options or {}).items()},
-        isolate=bool(isolate),
-        timeout=timeout,
-        batch_dims=dict(batch_dims or {}),
+    config = config_or_options(
+        config,
+        BenchmarkConfig,
+        {
+            "backends": backends,
+            "threads": threads,
+            "batch_sizes": batch_sizes,
+            "runs": runs,
+            "min_seconds": min_seconds,
+            "warmup_runs": warmup_runs,
+            "warmup_seconds": warmup_seconds,
+            "metric": metric,
+            "output": output,
+            "input_shapes": input_shapes,
+            "batch_dims": batch_dims,
+            "input_values": input_values,
+            "reference": reference,
+            "backend_options": backend_options,
+            "timeout": timeout,
+            "isolate": isolate,
+            "safe_mode": safe_mode,
+        },
+        BenchmarkConfig.from_options,
+        holds="what to measure and how",
+        example="BenchmarkConfig(backends=..., threads=...)",
+        put_it="dataclasses.replace(config, threads=...)",
     )
-    _check_options(plan)
+    plan = _plan(config)
+    metric, output, reference = config.metric, config.output, config.reference
+    input_shapes, input_values = config.input_shapes, config.input_values
     if local and on is None:
         raise InvalidInputError(
             "local=True (--local) adds this machine beside the devices of on= (--on); give both."
@@ -204,7 +235,7 @@ def benchmark(
     # a missing or corrupt file is bad input (one error, nothing measured), not a report row.
     # Their probes fork from the zygote the measurement workers are forked from next.
     with sharing_zygote() if plan.isolate else contextlib.nullcontext():
-        loaded = {name: _load(source, safe_mode) for name, source in named.items()}
+        loaded = {name: _load(source, config.safe_mode) for name, source in named.items()}
     routes = plan_routes({name: model for name, (model, _) in loaded.items()}, plan.backends)
     # The data is read once the first model is known: its input rank tells a batch of a
     # batched tf.data.Dataset or generator from one sample (a generator can be read once).
@@ -282,47 +313,25 @@ def benchmark(
             *scoring_notes,
         ),
         devices=devices,
+        config=config,
     )
     return result.save(report_dir, overwrite=overwrite) if report_dir is not None else result
 
 
-def _plan(
-    backends: Sequence[str],
-    threads: Sequence[int],
-    batch_sizes: Sequence[int],
-    runs: int,
-    min_seconds: float,
-    warmup_runs: int,
-    warmup_seconds: float,
-) -> Plan:
-    known = list_backends()
-    if isinstance(backends, str):
-        backends = [backends]
-    unknown = [b for b in backends if b not in known]
-    if unknown or not backends:
-        raise InvalidInputError(
-            f"unknown backend(s) {', '.join(unknown) or '(none given)'}; choose from "
-            f"{', '.join(known)}."
-        )
-    for what, values in (("threads", threads), ("batch sizes", batch_sizes)):
-        if not values or any(int(v) < 1 for v in values):
-            raise InvalidInputError(f"{what} must be integers >= 1, got {list(values)}.")
-    if runs < 1 or warmup_runs < 1:
-        raise InvalidInputError(f"runs and warmup_runs must be >= 1, got {runs}/{warmup_runs}.")
-    if min_seconds < 0 or warmup_seconds < 0:
-        raise InvalidInputError("min_seconds and warmup_seconds must be >= 0.")
-    timing = {
-        "runs": runs,
-        "min_seconds": min_seconds,
-        "warmup_runs": warmup_runs,
-        "warmup_seconds": warmup_seconds,
-    }
+def _plan(config: BenchmarkConfig) -> Plan:
+    """What every artifact is measured with, from the (checked) config."""
+    from tfcompress._limits import CHILD_TIMEOUT
+
     return Plan(
-        tuple(dict.fromkeys(backends)),
-        tuple(dict.fromkeys(int(v) for v in threads)),
-        tuple(dict.fromkeys(int(v) for v in batch_sizes)),
-        timing,
-        {},
+        config.backends,
+        config.threads,
+        config.batch_sizes,
+        config.timing,
+        {k: dict(v) for k, v in config.backend_options.items()},
+        isolate=config.isolate,
+        # None: the one child-process time limit, read now (TFCOMPRESS_TIMEOUT).
+        timeout=CHILD_TIMEOUT.given(config.timeout),
+        batch_dims=dict(config.batch_dims),
     )
 
 
@@ -351,22 +360,6 @@ def _label(item: Any) -> str:
     if isinstance(item, bytes | bytearray):
         return "tflite"
     return model_name(item)
-
-
-def _check_options(plan: Plan) -> None:
-    """Refuse, before anything is loaded, backend options that no row would honour."""
-    for backend, options in plan.options.items():
-        if backend not in plan.backends:
-            raise InvalidInputError(
-                f"backend_options for {backend!r}, which is not among the requested backends "
-                f"({', '.join(plan.backends)}); add it to the backends or drop its options."
-            )
-        if "threads" in options:
-            raise InvalidInputError(
-                f"backend_options[{backend!r}] sets threads; pass threads=(...) to benchmark "
-                "instead, which labels every row with the thread count it ran."
-            )
-        check_backend_options(backend, options)
 
 
 def _batch_dims_for(signature: Any, plan: Plan) -> dict[str, int]:

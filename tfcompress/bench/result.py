@@ -6,12 +6,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfcompress.bench.environment import Environment
 from tfcompress.bench.size import SizeInfo
 from tfcompress.bench.stats import LatencyStats
 from tfcompress.report.table import format_table
+
+if TYPE_CHECKING:
+    from tfcompress.bench.config import BenchmarkConfig
 
 OK = "ok"
 
@@ -203,6 +206,9 @@ class BenchmarkResult:
         report_files: Files written by :meth:`save` (or ``report_dir``).
         devices: Where rows ran with ``on=`` (``benchmark --on``): each Dask worker with the
             environment read on it; empty for a local run (``environment`` is this machine).
+        config: The :class:`~tfcompress.bench.config.BenchmarkConfig` the run measured with
+            (``to_dict()["config"]``; :meth:`BenchmarkConfig.from_dict` reads it back);
+            None for a result built by hand.
 
     Example:
         >>> result = tfcompress.benchmark(["m.tflite", "m_int8.tflite"], runs=20)  # doctest: +SKIP
@@ -218,6 +224,7 @@ class BenchmarkResult:
     notes: tuple[str, ...] = ()
     report_files: tuple[Path, ...] = ()
     devices: tuple[Device, ...] = ()
+    config: BenchmarkConfig | None = None
 
     def __getitem__(self, artifact: str) -> list[BenchmarkRow]:
         rows = [r for r in self.rows if r.artifact == artifact]
@@ -250,6 +257,7 @@ class BenchmarkResult:
             "notes": list(self.notes),
             "rows": [r.to_dict() for r in self.rows],
             "devices": {d.name: d.to_dict() for d in self.devices},
+            "config": None if self.config is None else self.config.to_dict(),
         }
 
     def save(

@@ -86,12 +86,8 @@ def plan_scoring(
         raise InvalidInputError(
             f"the model has no output {output!r}; its outputs are {', '.join(names)}."
         )
-    if isinstance(metric, str) and get_metric(metric).kind != "task":
-        raise InvalidInputError(
-            f"{metric} compares a model with a reference; a benchmark row scores each "
-            "artifact against labels: use a task metric here, and `tfcompress gate` for "
-            f"{metric}."
-        )
+    if isinstance(metric, str):
+        check_task_metric(metric)
     labels: dict[str, Any] = data.y if data is not None and isinstance(data.y, dict) else {}
     if not labels:
         return None, []
@@ -117,3 +113,20 @@ def plan_scoring(
     if definition.kind != "task":
         return None, [f"no accuracy column for output {chosen!r}: {reason}."]
     return Scoring(definition.name, chosen, target, definition), []
+
+
+def check_task_metric(metric: str) -> None:
+    """Refuse a metric name that is unknown, or that compares with a reference (a gate's).
+
+    Raises:
+        InvalidInputError: ``metric`` is not a task metric a benchmark row can score.
+
+    Example:
+        >>> check_task_metric("top5")
+    """
+    if get_metric(metric).kind != "task":
+        raise InvalidInputError(
+            f"{metric} compares a model with a reference; a benchmark row scores each "
+            "artifact against labels: use a task metric here, and `tfcompress gate` for "
+            f"{metric}."
+        )

@@ -15,7 +15,6 @@ from tfcompress.cli.common import (
     csv_of,
     duration,
     emit_json,
-    positive_int,
     seconds,
     show_progress,
 )
@@ -65,13 +64,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=["cpu"],
         help=f"comma list of {','.join(BACKENDS)} (default cpu)",
     )
-    parser.add_argument(
-        "--threads", type=csv_of(positive_int, "--threads"), default=[1], help="e.g. 1,2"
-    )
-    parser.add_argument(
-        "--batch", type=csv_of(positive_int, "--batch"), default=[1], help="e.g. 1,8,32"
-    )
-    parser.add_argument("--runs", type=positive_int, default=50, help="minimum timed runs (50)")
+    # Counts are integers here; BenchmarkConfig checks their range (one message, any way in).
+    parser.add_argument("--threads", type=csv_of(int, "--threads"), default=[1], help="e.g. 1,2")
+    parser.add_argument("--batch", type=csv_of(int, "--batch"), default=[1], help="e.g. 1,8,32")
+    parser.add_argument("--runs", type=int, default=50, help="minimum timed runs (50)")
     parser.add_argument(
         "--min-seconds", type=seconds, default=1.0, help="minimum timed seconds per row (1)"
     )
@@ -115,36 +111,42 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Benchmark, print the table (or JSON), write reports; exit 2 when a row failed."""
+    """Build the config from the flags, benchmark, print the table (or JSON), write reports.
+
+    Exit 2 when a row failed.
+    """
+    from tfcompress.bench.config import BenchmarkConfig
     from tfcompress.bench.harness import benchmark
     from tfcompress.errors import InvalidInputError, UnsupportedModelError
 
     # A flag that no row would honour is refused, never ignored.
     if args.force and not args.report:
         raise InvalidInputError("--force replaces report files; give it with --report DIR.")
-    options = backend_options(args)
+    config = BenchmarkConfig.from_options(
+        backends=tuple(args.backend),
+        threads=tuple(args.threads),
+        batch_sizes=tuple(args.batch),
+        runs=args.runs,
+        min_seconds=args.min_seconds,
+        warmup_seconds=args.warmup_seconds,
+        metric=args.metric,
+        output=args.output,
+        input_shapes=dict(args.input_shape),
+        batch_dims=dict(args.batch_dim),
+        input_values=dict(args.input_value),
+        reference=args.reference,
+        backend_options=backend_options(args),
+        timeout=args.timeout,
+        safe_mode=not args.unsafe,
+    )
     if args.local and not args.on:
         raise InvalidInputError("--local adds this machine beside the devices of --on; give --on.")
     client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
     try:
         result = benchmark(
             args.artifacts,
+            config=config,
             data=args.data,
-            backends=tuple(args.backend),
-            threads=tuple(args.threads),
-            batch_sizes=tuple(args.batch),
-            runs=args.runs,
-            min_seconds=args.min_seconds,
-            warmup_seconds=args.warmup_seconds,
-            metric=args.metric,
-            output=args.output,
-            input_shapes=dict(args.input_shape),
-            batch_dims=dict(args.batch_dim),
-            input_values=dict(args.input_value),
-            reference=args.reference,
-            backend_options=options,
-            timeout=args.timeout,
-            safe_mode=not args.unsafe,
             report_dir=args.report,
             overwrite=args.force,
             progress=show_progress(),

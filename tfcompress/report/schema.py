@@ -19,7 +19,9 @@ SCHEMA = "tfcompress.benchmark"
 # and "speedup" compares medians per sample.
 # 2.2: rows gained "device" (the Dask worker a row ran on with --on; null: a local run) and
 # the report gained "devices" (each worker's environment, read there).
-SCHEMA_VERSION = "2.2"
+# 2.3: the report gained "config" (the BenchmarkConfig it measured with; null when the
+# result was built by hand), which BenchmarkConfig.from_dict reads back.
+SCHEMA_VERSION = "2.3"
 
 #: Keys of the top-level report object.
 REPORT_KEYS = (
@@ -33,6 +35,7 @@ REPORT_KEYS = (
     "notes",
     "rows",
     "devices",
+    "config",
 )
 #: Keys of every row (values are null when not measured; ``status`` says why).
 ROW_KEYS = (
@@ -70,6 +73,7 @@ ROW_KEYS_SINCE_2_1 = ("samples_per_call", "calls", "latency_per_call_ms", "laten
 #: Keys a report before 2.2 lacks (row keys, then report keys).
 ROW_KEYS_SINCE_2_2 = ("device",)
 REPORT_KEYS_SINCE_2_2 = ("devices",)
+REPORT_KEYS_SINCE_2_3 = ("config",)
 
 
 def validate_report(report: dict[str, Any]) -> dict[str, Any]:
@@ -103,8 +107,13 @@ def validate_report(report: dict[str, Any]) -> dict[str, Any]:
         )
     version = str(report.get("schema_version"))
     older = version in ("2.0", "2.1")
+    before_2_3 = older or version == "2.2"
     missing = [
-        k for k in REPORT_KEYS if k not in report and not (older and k in REPORT_KEYS_SINCE_2_2)
+        k
+        for k in REPORT_KEYS
+        if k not in report
+        and not (older and k in REPORT_KEYS_SINCE_2_2)
+        and not (before_2_3 and k in REPORT_KEYS_SINCE_2_3)
     ]
     expected = tuple(k for k in ROW_KEYS if not (older and k in ROW_KEYS_SINCE_2_2))
     if version == "2.0":

@@ -1,0 +1,311 @@
+"""How :func:`tfcompress.benchmark` measures, as a checked config: :class:`BenchmarkConfig`.
+
+``benchmark(artifacts, config=BenchmarkConfig(...), data=...)`` takes one; its keyword
+options only build the same config (:meth:`BenchmarkConfig.from_options`), ``tfcompress
+benchmark`` builds it from its flags, and the result records it (``result.config``,
+``"config"`` in ``benchmark.json``). Every option is checked here, on construction, before
+any artifact or data is read, so a bad value gets the same message whichever way it came in.
+
+What to measure and how is in the config; where the samples come from and where the
+numbers go are not: ``data`` (the samples, like every verb's data), ``report_dir``,
+``overwrite`` and ``progress`` (where the report is written and how the run is shown) and
+``on``/``local``/``device`` (the machines that measure: the same config measures on a
+laptop or on a Raspberry Pi) stay keywords of :func:`tfcompress.benchmark`.
+
+Example:
+    >>> config = BenchmarkConfig(backends=("cpu",), threads=(1, 2), runs=20)
+    >>> config.threads, BenchmarkConfig.from_dict(config.to_dict()) == config
+    ((1, 2), True)
+    >>> BenchmarkConfig.from_options(batch_sizes=[1, 8]).batch_sizes
+    (1, 8)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+from tfcompress._config_fields import CONFIG_VERSION, check_version, shown
+from tfcompress.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from tfcompress.bench.metrics import MetricLike
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkConfig:
+    """Everything that decides what :func:`tfcompress.benchmark` measures, and how.
+
+    Attributes:
+        backends: Backend names (see :func:`tfcompress.runtime.list_backends`); a name is
+            read as a one-name tuple.
+        threads: CPU thread counts to measure.
+        batch_sizes: Batch sizes to measure (throughput vs latency).
+        runs: Minimum timed runs per row.
+        min_seconds: Minimum timed seconds per row.
+        warmup_runs: Minimum warm-up runs (the first call included).
+        warmup_seconds: Minimum warm-up seconds.
+        metric: What the accuracy column scores against the labels (a metric name such as
+            ``"accuracy"``, ``"top5"``, ``"mse"``, or ``callable(labels, outputs)``); None
+            chooses from the labels. A callable is recorded by its name and cannot be
+            read back by :meth:`from_dict`.
+        output: The output the accuracy column scores, for models with several outputs.
+        input_shapes: Input name -> full shape (None at the batch allowed) of inputs with
+            unknown dimensions, for runs without data.
+        batch_dims: Input name -> the dimension that is its batch.
+        input_values: Input name -> one value fed on every call (a scalar sample rate).
+        reference: Artifact name the ratios compare to (None: the first float32 one).
+        backend_options: Extra runner options per requested backend (``{"cpu":
+            {"use_xnnpack": False}}``), as the backends declare them.
+        timeout: Seconds one measurement in a worker may take, in (0, a week]; None: the
+            child-process limit (``TFCOMPRESS_TIMEOUT``) read when the run starts.
+        isolate: Run native runtimes in worker processes.
+        safe_mode: Refuse Keras files that would run code when loaded (Lambda layers).
+        version: The config format.
+
+    Raises:
+        InvalidInputError: An unknown backend, a count below 1, a negative time, backend
+            options for a backend not requested or that it does not take, a timeout out of
+            range, or a value of the wrong type.
+    """
+
+    backends: tuple[str, ...] = ("cpu",)
+    threads: tuple[int, ...] = (1,)
+    batch_sizes: tuple[int, ...] = (1,)
+    runs: int = 50
+    min_seconds: float = 1.0
+    warmup_runs: int = 1
+    warmup_seconds: float = 0.5
+    metric: MetricLike | None = None
+    output: str | None = None
+    input_shapes: Mapping[str, tuple[int | None, ...]] = field(default_factory=dict)
+    batch_dims: Mapping[str, int] = field(default_factory=dict)
+    input_values: Mapping[str, float] = field(default_factory=dict)
+    reference: str | None = None
+    backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    timeout: float | None = None
+    isolate: bool = True
+    safe_mode: bool = True
+    version: int = CONFIG_VERSION
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        check_version("benchmark", self.version)
+        set_(self, "backends", _backends(self.backends))
+        set_(self, "threads", _counts(self.threads, "threads"))
+        set_(self, "batch_sizes", _counts(self.batch_sizes, "batch sizes"))
+        if (
+            not (_is_int(self.runs) and _is_int(self.warmup_runs))
+            or min(self.runs, self.warmup_runs) < 1
+        ):
+            raise InvalidInputError(
+                f"runs and warmup_runs must be >= 1, got {shown(self.runs)}/"
+                f"{shown(self.warmup_runs)}."
+            )
+        for name in ("min_seconds", "warmup_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidInputError(f"{name} must be a number of seconds, got {shown(value)}.")
+            if not (math.isfinite(value) and value >= 0):
+                raise InvalidInputError("min_seconds and warmup_seconds must be >= 0.")
+            set_(self, name, float(value))
+        if self.metric is not None and not callable(self.metric):
+            from tfcompress.bench.scoring import check_task_metric
+
+            check_task_metric(self.metric)  # an unknown name, or one that needs a reference
+        for name in ("output", "reference"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, str) and value):
+                raise InvalidInputError(f"{name} must be a name (a string), got {shown(value)}.")
+        set_(self, "input_shapes", _shapes(self.input_shapes))
+        set_(self, "batch_dims", _by_input(self.batch_dims, "batch_dims", _is_int))
+        set_(self, "input_values", _by_input(self.input_values, "input_values", _is_number))
+        set_(self, "backend_options", self._checked_options())
+        if self.timeout is not None:
+            from tfcompress._limits import CHILD_TIMEOUT
+
+            # Finite, above 0, a week at most (1e300 overflows the wait).
+            set_(self, "timeout", CHILD_TIMEOUT.given(self.timeout, name="timeout (--timeout)"))
+        for name in ("isolate", "safe_mode"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidInputError(
+                    f"{name} must be True or False, got {shown(getattr(self, name))}."
+                )
+
+    def __hash__(self) -> int:  # the mappings are not hashable
+        def frozen(value: Any) -> Any:
+            if isinstance(value, Mapping):
+                return tuple(sorted((k, frozen(v)) for k, v in value.items()))
+            return value
+
+        return hash(tuple(frozen(getattr(self, f.name)) for f in fields(self)))
+
+    def _checked_options(self) -> dict[str, dict[str, Any]]:
+        """The backend options, refused before anything is loaded when no row would honour them."""
+        from tfcompress.runtime import check_backend_options
+
+        given = self.backend_options
+        if not isinstance(given, Mapping) or not all(
+            isinstance(v, Mapping) for v in given.values()
+        ):
+            raise InvalidInputError(
+                "backend_options must map a backend name to its options, e.g. "
+                f"{{'cpu': {{'use_xnnpack': False}}}}, got {shown(given)}."
+            )
+        options = {str(k): dict(v) for k, v in given.items()}
+        for backend, chosen in options.items():
+            if backend not in self.backends:
+                raise InvalidInputError(
+                    f"backend_options for {backend!r}, which is not among the requested "
+                    f"backends ({', '.join(self.backends)}); add it to the backends or drop "
+                    "its options."
+                )
+            if "threads" in chosen:
+                raise InvalidInputError(
+                    f"backend_options[{backend!r}] sets threads; pass threads=(...) to "
+                    "benchmark instead, which labels every row with the thread count it ran."
+                )
+            check_backend_options(backend, chosen)
+        return options
+
+    @property
+    def timing(self) -> dict[str, float]:
+        """The timing options: ``runs``, ``min_seconds``, ``warmup_runs``, ``warmup_seconds``."""
+        return {
+            "runs": self.runs,
+            "min_seconds": self.min_seconds,
+            "warmup_runs": self.warmup_runs,
+            "warmup_seconds": self.warmup_seconds,
+        }
+
+    @classmethod
+    def from_options(cls, **options: Any) -> BenchmarkConfig:
+        """The config :func:`tfcompress.benchmark`'s keyword options describe.
+
+        A keyword left None keeps the config's default.
+
+        Raises:
+            InvalidInputError: What :class:`BenchmarkConfig` refuses; an unknown option.
+
+        Example:
+            >>> BenchmarkConfig.from_options(backends="cpu", runs=None).backends
+            ('cpu',)
+        """
+        known = {f.name for f in fields(cls)} - {"version"}
+        unknown = sorted(name for name in options if name not in known)
+        if unknown:
+            raise InvalidInputError(
+                f"benchmark takes no option {', '.join(unknown)} (it takes "
+                f"{', '.join(sorted(known))})."
+            )
+        return cls(**{name: value for name, value in options.items() if value is not None})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe data: every option (tuples as lists, a callable metric by name)."""
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, Mapping):
+                value = {
+                    k: (
+                        list(v)
+                        if isinstance(v, tuple)
+                        else dict(v)
+                        if isinstance(v, Mapping)
+                        else v
+                    )
+                    for k, v in value.items()
+                }
+            data[f.name] = value
+        if callable(self.metric):
+            data["metric"] = getattr(self.metric, "__name__", type(self.metric).__name__)
+        return {**{k: v for k, v in data.items() if k != "version"}, "version": self.version}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BenchmarkConfig:
+        """Read :meth:`to_dict` output (``benchmark.json``'s ``config``).
+
+        Raises:
+            InvalidInputError: Not a mapping, an unknown key, or a value the config refuses.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidInputError(
+                f"a benchmark config is a JSON object, not a {type(data).__name__}."
+            )
+        known = {f.name for f in fields(cls)}
+        unknown = sorted((k for k in data if k not in known), key=str)
+        if unknown:
+            raise InvalidInputError(
+                f"benchmark takes no option {', '.join(map(shown, unknown))} (it takes "
+                f"{', '.join(sorted(known))})."
+            )
+        return cls(**data)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _backends(value: Any) -> tuple[str, ...]:
+    from tfcompress.runtime import list_backends
+
+    names = [value] if isinstance(value, str) else value
+    known = list_backends()
+    if not isinstance(names, Sequence) or not all(isinstance(n, str) for n in names):
+        raise InvalidInputError(f"backends must be backend names, got {shown(value)}.")
+    unknown = [b for b in names if b not in known]
+    if unknown or not names:
+        raise InvalidInputError(
+            f"unknown backend(s) {', '.join(unknown) or '(none given)'}; choose from "
+            f"{', '.join(known)}."
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def _counts(value: Any, what: str) -> tuple[int, ...]:
+    values = [value] if _is_int(value) else value
+    if (
+        not isinstance(values, Sequence)
+        or isinstance(values, str)
+        or not values
+        or not all(_is_int(v) and v >= 1 for v in values)
+    ):
+        listed = list(values) if isinstance(values, Sequence) else values
+        raise InvalidInputError(f"{what} must be integers >= 1, got {shown(listed)}.")
+    return tuple(dict.fromkeys(values))
+
+
+def _shapes(value: Any) -> dict[str, tuple[int | None, ...]]:
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"input_shapes must map input names to shapes, got {shown(value)}.")
+    shapes: dict[str, tuple[int | None, ...]] = {}
+    for name, shape in value.items():
+        if (
+            not isinstance(name, str)
+            or not isinstance(shape, Sequence)
+            or isinstance(shape, str)
+            or not all(d is None or (_is_int(d) and d > 0) for d in shape)
+        ):
+            raise InvalidInputError(
+                f"input_shapes[{shown(name)}] must be a shape of positive integers (None at the "
+                f"batch allowed), e.g. (1, 43844, 1), got {shown(shape)}."
+            )
+        shapes[name] = tuple(shape)
+    return shapes
+
+
+def _by_input(value: Any, what: str, valid: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and valid(v) for k, v in value.items()
+    ):
+        kind = "an integer dimension" if what == "batch_dims" else "a number"
+        raise InvalidInputError(f"{what} must map input names to {kind}, got {shown(value)}.")
+    return dict(value)
