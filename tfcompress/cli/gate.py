@@ -18,7 +18,6 @@ from tfcompress.cli.common import (
     add_timeout_flag,
     add_unsafe_flag,
     emit_json,
-    positive_int,
     registered_backend,
 )
 
@@ -64,7 +63,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="auto",
         help="auto = exact McNemar where the metric is per-sample correctness, else bootstrap",
     )
-    parser.add_argument("--threads", type=positive_int, default=1, help="LiteRT CPU threads")
+    # An integer here; GateConfig checks its range (one message, whichever way it came in).
+    parser.add_argument("--threads", type=int, default=1, help="LiteRT CPU threads")
     add_feeding_flags(parser)
     add_unsafe_flag(parser)
     add_timeout_flag(parser)
@@ -80,13 +80,29 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Run the gate; print every verdict (table or JSON); 0 when all pass, 1 when one fails."""
+    """Build the config, run the gate; print every verdict (table or JSON).
+
+    0 when all pass, 1 when one fails.
+    """
     from tfcompress.errors import InvalidInputError
     from tfcompress.models import load_model
+    from tfcompress.testing.config import GateConfig
     from tfcompress.testing.output_gates import check_gate
 
     if args.device and not args.on:
         raise InvalidInputError("--device names a worker of --on's scheduler; give --on.")
+    config = GateConfig.from_options(  # checked before any model is read
+        outputs=flat(args.output),
+        metrics=flat(args.metric),
+        **threshold_options(args),
+        mode=args.mode,
+        backend=args.backend,
+        confidence=args.confidence,
+        interval=args.interval,
+        threads=args.threads,
+        batch_dims=dict(args.batch_dim),
+        input_values=dict(args.input_value),
+    )
     reference = load_model(args.reference, safe_mode=not args.unsafe)
     candidate = load_model(args.candidate, safe_mode=not args.unsafe)
     client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
@@ -101,16 +117,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
                 reference,
                 candidate,
                 args.eval_data,
-                outputs=flat(args.output),
-                metrics=flat(args.metric),
-                **threshold_options(args),
-                mode=args.mode,
-                backend=args.backend,
-                confidence=args.confidence,
-                interval=args.interval,
-                threads=args.threads,
-                batch_dims=dict(args.batch_dim),
-                input_values=dict(args.input_value),
+                config=config,
                 on=client,
                 device=device,
             )

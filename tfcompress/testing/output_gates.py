@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from tfcompress.bench.thresholds import check_threshold_names
-from tfcompress.errors import GateFailedError, InvalidInputError, UnsupportedModelError
-from tfcompress.testing.judge import Check, build_checks, judge_outputs_by_name
+from tfcompress._config_fields import config_or_options
+from tfcompress.errors import GateFailedError, UnsupportedModelError
+from tfcompress.testing.config import GateConfig
+from tfcompress.testing.judge import Check, judge_outputs_by_name
 from tfcompress.testing.report import GateReport
-from tfcompress.testing.settings import DEFAULT_BACKEND, GateSettings, refuse_with_settings
+from tfcompress.testing.settings import DEFAULT_BACKEND, GateSettings
 
 logger = logging.getLogger(__name__)
 
@@ -37,13 +39,14 @@ def check_gate(
     candidate: Any,
     data: Any,
     *,
+    config: GateConfig | None = None,
     outputs: Sequence[str] | str | None = None,
     metrics: Sequence[str] | str | None = None,
-    mode: str = "strict",
-    backend: str = DEFAULT_BACKEND,
-    confidence: float = 0.95,
-    interval: str = "auto",
-    threads: int = 1,
+    mode: str | None = None,
+    backend: str | None = None,
+    confidence: float | None = None,
+    interval: str | None = None,
+    threads: int | None = None,
     checks: Sequence[Check] | None = None,
     settings: GateSettings | None = None,
     batch_dims: Mapping[str, int] | None = None,
@@ -59,12 +62,21 @@ def check_gate(
     present and class-like -> accuracy; a mask with integer labels -> mean IoU; no labels ->
     top-1 agreement for probabilities, SNR otherwise) and the verdict says why.
 
+    What the gate judges and how is a :class:`~tfcompress.testing.config.GateConfig`
+    (``config=``); the keyword options from ``outputs`` to ``input_values`` and the
+    thresholds only build the same config, and are refused next to ``config=``. The models,
+    the data, ``safe_mode`` and where the candidate runs (``on``/``device``) stay keywords:
+    the same config judges a file here and on a device. ``report.config`` records it.
+
     Args:
         reference: The model the candidate must match (Keras, SavedModel, ``.tflite``,
             ``.onnx``; a loaded model, bytes or a path).
         candidate: The deployed artifact.
         data: Samples (one array, ``(x, y)``, a dict or ``.npz`` with one array per input
             name); labels per output as ``y`` or ``y_<output name>``, optional.
+        config: What to check and how; None: built from the options below (defaults:
+            mode ``"strict"``, backend ``"cpu"``, confidence 0.95, interval ``"auto"``,
+            one thread).
         outputs: Output names to gate (default: every output).
         metrics: Metric names (``accuracy``, ``top5``, ``binary_accuracy``, ``mse``, ``mae``,
             ``rmse``, ``miou``, ``snr``, ``cosine``, ``max_abs``, ``agreement``).
@@ -76,7 +88,8 @@ def check_gate(
         checks: Ready-made checks; when given, the metric and threshold options above must
             be left out.
         settings: Ready-made settings; then ``mode``, ``backend``, ``confidence`` and
-            ``interval`` must be left at their defaults (refused otherwise, never ignored).
+            ``interval`` must be left out or at their defaults (refused otherwise, never
+            ignored).
         batch_dims: Input name -> the dimension that is its batch, for inputs whose
             signature cannot tell (``{"h": 1}``; ``--batch-dim h=1``).
         input_values: Input name -> one value fed on every call to inputs the data lacks
@@ -102,7 +115,8 @@ def check_gate(
         The report: one verdict per (output, metric); ``report.passed`` when all pass.
 
     Raises:
-        InvalidInputError: Options that contradict each other or fit no output, a metric
+        InvalidInputError: What :class:`~tfcompress.testing.config.GateConfig` refuses, a
+            keyword option next to ``config=``, options that fit no output, a metric
             that cannot mean anything for an output (accuracy on a box), a metric without
             a default threshold given none.
         InvalidDataError: Data that does not fit the models, a task metric without labels.
@@ -118,26 +132,30 @@ def check_gate(
     from tfcompress.bench.paired import read_for_reference, run_model
     from tfcompress.models import model_name, model_signature
 
-    given = check_threshold_names(thresholds, where="check_gate")
-    if settings is None:
-        # max_drop travels on the checks (in each metric's unit), not as the default here.
-        settings = GateSettings(
-            mode=mode,
-            backend=backend,
-            confidence=confidence,
-            interval=interval,
-        )
-    else:
-        refuse_with_settings(mode=mode, backend=backend, confidence=confidence, interval=interval)
-    names = [metrics] if isinstance(metrics, str) else list(metrics or ())
-    if isinstance(outputs, str):  # one output name, not its characters
-        outputs = [outputs]
-    if checks is not None and (names or given):
-        raise InvalidInputError(
-            "pass either checks=[...] or the metric and threshold options, not both."
-        )
-    if checks is None:
-        checks = build_checks(outputs, names, **given)
+    config = config_or_options(
+        config,
+        GateConfig,
+        {
+            "outputs": outputs,
+            "metrics": metrics,
+            "mode": mode,
+            "backend": backend,
+            "confidence": confidence,
+            "interval": interval,
+            "threads": threads,
+            "checks": checks,
+            "settings": settings,
+            "batch_dims": batch_dims,
+            "input_values": input_values,
+            **thresholds,
+        },
+        GateConfig.from_options,
+        holds="what the gate checks and how",
+        example="GateConfig.from_options(metrics=..., min_snr=...)",
+        put_it="dataclasses.replace(config, threads=...)",
+    )
+    settings, checks, threads = config.settings, config.checks_to_run, config.threads
+    batch_dims, input_values = config.batch_dims, config.input_values
     ref, cand = load_pair(reference, candidate, settings.backend, safe_mode=safe_mode)
     signature = model_signature(ref)
     dataset = read_for_reference(
@@ -175,7 +193,7 @@ def check_gate(
         backend=cand_run.backend,
     )
     logger.debug("%s", report.headline())
-    return report
+    return replace(report, config=config)
 
 
 def assert_gate(reference: Any, candidate: Any, data: Any, **options: Any) -> GateReport:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfcompress.bench.metric_def import MetricDef
 from tfcompress.report.table import format_table
 from tfcompress.testing.estimates import MetricEstimate
 from tfcompress.testing.settings import GateSettings
 from tfcompress.testing.stats import PairedDifference
+
+if TYPE_CHECKING:
+    from tfcompress.testing.config import GateConfig
 
 __all__ = ["ClassChange", "GateReport", "Verdict"]
 
@@ -283,6 +286,9 @@ class GateReport:
         settings: Mode, interval level, bootstrap options (and ``max_drop``, the default of
             fraction task metrics).
         samples: Samples judged (the same for every output).
+        config: The :class:`~tfcompress.testing.config.GateConfig` of a
+            :func:`~tfcompress.testing.output_gates.check_gate` run (``to_dict()["config"]``;
+            ``GateConfig.from_dict`` reads it back); None for other gates.
 
     Example:
         >>> s = GateSettings()
@@ -298,6 +304,7 @@ class GateReport:
     backend: str
     settings: GateSettings
     samples: int
+    config: GateConfig | None = None
 
     @property
     def passed(self) -> bool:
@@ -376,7 +383,8 @@ class GateReport:
 
         Keys: ``passed``, ``mode``, ``confidence``, ``samples``, ``failed`` (count),
         ``reference``, ``candidate``, ``reference_backend``, ``backend`` and ``checks``, one
-        :meth:`Verdict.to_dict` per (output, metric).
+        :meth:`Verdict.to_dict` per (output, metric); ``config`` (:meth:`GateConfig.to_dict`)
+        when :func:`~tfcompress.testing.output_gates.check_gate` made the report.
         """
         return {
             "passed": self.passed,
@@ -389,6 +397,7 @@ class GateReport:
             "reference_backend": self.reference_backend,
             "backend": self.backend,
             "checks": [v.to_dict() for v in self.verdicts],
+            **({} if self.config is None else {"config": self.config.to_dict()}),
         }
 
     def headline(self) -> str:

@@ -1,0 +1,263 @@
+"""What a gate judges and how, as a checked config: :class:`GateConfig`.
+
+:func:`tfcompress.check_gate` takes one (``check_gate(reference, candidate, data,
+config=GateConfig(...))``); its keyword options only build the same config
+(:meth:`GateConfig.from_options`), ``tfcompress gate`` builds it from its flags, and the
+report records it (``report.config``, ``"config"`` in ``report.to_dict()``). Every option is
+checked here, on construction, before any model or data is read.
+
+How the verdicts are judged (mode, interval, confidence, the candidate's backend, the
+bootstrap's resamples and seed) is a :class:`~tfcompress.testing.settings.GateSettings`, the
+same object the pytest plugin and :func:`~tfcompress.testing.check_accuracy_drop` resolve:
+the config holds one (``settings``) rather than a second copy of its fields and checks.
+What it judges (outputs, metrics, thresholds or ready-made checks) and how both models are
+fed (threads, batch dimensions, input values) are the config's own fields.
+
+The models, the data, ``safe_mode`` (whether a model file may be trusted to run code) and
+``on``/``device`` (where the candidate runs: the same gate on a laptop or on a device) stay
+keywords of :func:`~tfcompress.testing.output_gates.check_gate`.
+
+Example:
+    >>> config = GateConfig.from_options(outputs="cls", min_snr=25, mode="tolerant")
+    >>> config.settings.mode, GateConfig.from_dict(config.to_dict()) == config
+    ('tolerant', True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+from tfcompress._config_fields import CONFIG_VERSION, check_version, require_int, shown
+from tfcompress.errors import InvalidInputError
+from tfcompress.testing.settings import GateSettings, refuse_with_settings
+
+if TYPE_CHECKING:
+    from tfcompress.testing.judge import Check
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateConfig:
+    """Everything that decides a gate's verdicts: what is checked, how it is judged and fed.
+
+    Attributes:
+        outputs: Output names to gate (empty: every output); a name is read as one.
+        metrics: Metric names (empty: one chosen per output from its shape and the data).
+        thresholds: The threshold table's keywords (``max_drop``, ``min_snr``,
+            ``min_cosine``, ``max_abs``, ``min_agreement``) with their values.
+        checks: Ready-made :class:`~tfcompress.testing.judge.Check` objects; with them,
+            ``metrics`` and ``thresholds`` must stay empty. None: built from the three above.
+        settings: How verdicts are judged: mode, backend (of a ``.tflite`` candidate),
+            confidence, interval, bootstrap resamples and seed (its ``max_drop`` and
+            ``metric`` are the single-output gate's; this gate's travel on the checks).
+        threads: CPU threads of both runs.
+        batch_dims: Input name -> the dimension that is its batch (``--batch-dim h=1``).
+        input_values: Input name -> one value fed on every call (``--input-value sr=16000``).
+        version: The config format.
+
+    Raises:
+        InvalidInputError: An unknown threshold, metric or setting; a threshold no metric
+            uses; checks next to metrics or thresholds; a value of the wrong type or range.
+
+    Example:
+        >>> GateConfig(thresholds={"max_drop": 0.02}).checks_to_run[0].threshold
+        0.02
+    """
+
+    outputs: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    checks: tuple[Check, ...] | None = None
+    settings: GateSettings = field(default_factory=GateSettings)
+    threads: int = 1
+    batch_dims: Mapping[str, int] = field(default_factory=dict)
+    input_values: Mapping[str, float] = field(default_factory=dict)
+    version: int = CONFIG_VERSION
+
+    def __post_init__(self) -> None:
+        from tfcompress.bench.thresholds import check_threshold_names
+        from tfcompress.testing.judge import Check
+
+        set_ = object.__setattr__
+        check_version("gate", self.version)
+        set_(self, "outputs", _names(self.outputs, "outputs"))
+        set_(self, "metrics", _names(self.metrics, "metrics"))
+        if not isinstance(self.thresholds, Mapping):
+            raise InvalidInputError(
+                f"thresholds must map threshold names to values, got {shown(self.thresholds)}."
+            )
+        given = {k: v for k, v in self.thresholds.items() if v is not None}
+        set_(self, "thresholds", check_threshold_names(given, where="check_gate"))
+        if self.checks is not None:
+            checks = list(self.checks) if isinstance(self.checks, Sequence) else None
+            if checks is None or not all(isinstance(c, Check) for c in checks):
+                raise InvalidInputError(
+                    f"checks must be tfcompress.testing.Check objects, got {shown(self.checks)}."
+                )
+            if self.metrics or self.thresholds:
+                raise InvalidInputError(
+                    "pass either checks=[...] or the metric and threshold options, not both."
+                )
+            set_(self, "checks", tuple(checks))
+        if not isinstance(self.settings, GateSettings):
+            raise InvalidInputError(
+                f"settings must be a tfcompress.testing.GateSettings, got "
+                f"{type(self.settings).__name__}."
+            )
+        _ = self.checks_to_run  # the outputs, metrics and thresholds, checked together
+        require_int("threads", self.threads, 1, 2**31 - 1, "a positive integer")
+        set_(self, "batch_dims", _by_input(self.batch_dims, "batch_dims", int))
+        set_(self, "input_values", _by_input(self.input_values, "input_values", int | float))
+
+    def __hash__(self) -> int:  # the mappings are not hashable
+        values = [
+            tuple(sorted(v.items())) if isinstance(v, Mapping) else v
+            for v in (getattr(self, f.name) for f in fields(self))
+        ]
+        return hash(tuple(values))
+
+    @property
+    def checks_to_run(self) -> tuple[Check, ...]:
+        """The checks: ``checks``, or one per (output, metric) built from the options."""
+        from tfcompress.testing.judge import build_checks
+
+        if self.checks is not None:
+            return self.checks
+        return build_checks(self.outputs or None, self.metrics or None, **self.thresholds)
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        outputs: Sequence[str] | str | None = None,
+        metrics: Sequence[str] | str | None = None,
+        mode: str | None = None,
+        backend: str | None = None,
+        confidence: float | None = None,
+        interval: str | None = None,
+        threads: int | None = None,
+        checks: Sequence[Check] | None = None,
+        settings: GateSettings | None = None,
+        batch_dims: Mapping[str, int] | None = None,
+        input_values: Mapping[str, float] | None = None,
+        **thresholds: float | None,
+    ) -> GateConfig:
+        """The config :func:`~tfcompress.testing.output_gates.check_gate`'s keywords describe.
+
+        A keyword left None keeps the default; ``mode``, ``backend``, ``confidence`` and
+        ``interval`` build the :class:`GateSettings` (refused next to ``settings=`` unless
+        they equal its defaults, as before); ``**thresholds`` are the threshold table's.
+
+        Raises:
+            InvalidInputError: What :class:`GateConfig` or :class:`GateSettings` refuses.
+
+        Example:
+            >>> GateConfig.from_options(metrics="snr", min_snr=30).thresholds
+            {'min_snr': 30}
+        """
+        loose = {"mode": mode, "backend": backend, "confidence": confidence, "interval": interval}
+        loose = {name: value for name, value in loose.items() if value is not None}
+        if settings is None:
+            settings = GateSettings(**loose)
+        else:
+            refuse_with_settings(**loose)
+        given = {
+            "outputs": outputs,
+            "metrics": metrics,
+            "threads": threads,
+            "checks": None if checks is None else tuple(checks),
+            "batch_dims": batch_dims,
+            "input_values": input_values,
+        }
+        chosen = {name: value for name, value in given.items() if value is not None}
+        return cls(**chosen, settings=settings, thresholds=thresholds)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe data: every option (tuples as lists, checks and settings as dicts)."""
+        checks = None
+        if self.checks is not None:
+            checks = [
+                {
+                    "output": c.output,
+                    "metric": c.metric
+                    if c.metric is None or isinstance(c.metric, str)
+                    else c.metric.name,
+                    "threshold": c.threshold,
+                }
+                for c in self.checks
+            ]
+        return {
+            "outputs": list(self.outputs),
+            "metrics": list(self.metrics),
+            "thresholds": dict(self.thresholds),
+            "checks": checks,
+            "settings": self.settings.to_dict(),
+            "threads": self.threads,
+            "batch_dims": dict(self.batch_dims),
+            "input_values": dict(self.input_values),
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GateConfig:
+        """Read :meth:`to_dict` output (a gate report's ``config``).
+
+        A check or a setting whose metric was a function of the caller's own is recorded
+        by its name only, and read back only if that name is a known metric.
+
+        Raises:
+            InvalidInputError: Not a mapping, an unknown key, or a value the config refuses.
+        """
+        from tfcompress.testing.judge import Check
+
+        if not isinstance(data, Mapping):
+            raise InvalidInputError(f"a gate config is a JSON object, not a {type(data).__name__}.")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted((k for k in data if k not in known), key=str)
+        if unknown:
+            raise InvalidInputError(
+                f"check_gate takes no option {', '.join(map(shown, unknown))} (it takes "
+                f"{', '.join(sorted(known))})."
+            )
+        values = dict(data)
+        if isinstance(values.get("settings"), Mapping):
+            values["settings"] = _settings_from_dict(values["settings"])
+        if isinstance(values.get("checks"), Sequence):
+            checks = values["checks"]
+            if not all(isinstance(c, Mapping) for c in checks):
+                raise InvalidInputError(f"checks must be objects, got {shown(checks)}.")
+            values["checks"] = tuple(Check(**dict(c)) for c in checks)
+        return cls(**values)
+
+
+def _settings_from_dict(data: Mapping[str, Any]) -> GateSettings:
+    known = {f.name for f in fields(GateSettings)}
+    unknown = sorted((k for k in data if k not in known), key=str)
+    if unknown:
+        raise InvalidInputError(
+            f"gate settings take no option {', '.join(map(shown, unknown))} (they take "
+            f"{', '.join(sorted(known))})."
+        )
+    return GateSettings(**data)
+
+
+def _names(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    names = (value,) if isinstance(value, str) else value
+    if not isinstance(names, Sequence) or not all(isinstance(n, str) and n for n in names):
+        raise InvalidInputError(f"{what} must be names (strings), got {shown(value)}.")
+    return tuple(names)
+
+
+def _by_input(value: Any, what: str, kind: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, kind) and not isinstance(v, bool)
+        for k, v in value.items()
+    ):
+        expected = "an integer dimension" if what == "batch_dims" else "a number"
+        raise InvalidInputError(f"{what} must map input names to {expected}, got {shown(value)}.")
+    return dict(value)
