@@ -245,3 +245,123 @@ def test_keras_and_its_exported_tflite_quantize_alike(trained_cnn, mnist_split, 
         assert errors is not None and len(errors.tensors) >= 4
         assert errors.tensors[0].snr_db == min(t.snr_db for t in errors.tensors)
         assert all(-1.0 <= t.cosine <= 1.0 + 1e-9 for t in errors.tensors)
+
+
+def test_with_eval_data_both_calibrations_are_scored_and_the_better_kept(landmarker) -> None:
+    files, calib, test = landmarker["files"], landmarker["train"].x[:100], landmarker["test"]
+    result = tfcompress.quantize(files["float"], representative_data=calib, eval_data=test.x[:200])
+    choice = result.calibration
+    assert {c.method for c in choice.candidates} == {"min-max", "moving-average"}
+    assert choice.measured_on == 200
+    best = max(choice.candidates, key=lambda c: c.worst_snr_db)
+    assert choice.kept == best.method  # no gate: the best worst-output SNR
+    kept = next(c for c in choice.candidates if c.method == choice.kept)
+    assert kept.size_bytes == result.size_bytes
+    # The kept file is the one scored: its worst output matches what the gate measures.
+    report = tfcompress.check_gate(result.reference, result.model, test.x[:200], metrics="snr")
+    assert min(v.value for v in report.verdicts) == pytest.approx(kept.worst_snr_db, abs=0.01)
+    payload = result.to_dict()["calibration"]
+    assert payload["kept"] == choice.kept and len(payload["candidates"]) == 2
+    assert f"kept {choice.kept}" in str(result)
+    # Without eval data: the documented default, nothing measured, and it says so.
+    plain = landmarker["int8"]["float"]
+    assert plain.calibration.kept == "min-max" and not plain.calibration.candidates
+    assert "without eval data" in str(plain)
+
+
+def test_calibration_keep_rule_gate_first_then_margin_then_default() -> None:
+    from types import SimpleNamespace
+
+    from tfcompress.quantization.engines.calibration import CalibrationCandidate, keep_calibration
+    from tfcompress.quantization.methods.report import OutputFidelity
+
+    def gate(passed, *values):
+        verdicts = [SimpleNamespace(threshold_name="min_snr", threshold=20.0, value=v,
+                                    passed=v >= 20) for v in values]  # fmt: skip
+        return SimpleNamespace(passed=passed, verdicts=verdicts)
+
+    def cand(method, snrs, report=None):
+        fidelity = tuple(OutputFidelity(f"y{i}", s, None) for i, s in enumerate(snrs))
+        return CalibrationCandidate(method, fidelity, report)
+
+    # Better worst SNR but fails the gate: the passing one is kept.
+    a = cand("min-max", (19.0, 60.0), gate(False, 19.0, 60.0))
+    b = cand("moving-average", (21.0, 22.0), gate(True, 21.0, 22.0))
+    assert keep_calibration((a, b))[0] == 1
+    # Both pass: the larger worst-output margin, not the larger mean.
+    a = cand("min-max", (25.0, 60.0), gate(True, 25.0, 60.0))
+    b = cand("moving-average", (26.0, 27.0), gate(True, 26.0, 27.0))
+    index, reason = keep_calibration((a, b))
+    assert index == 1 and "margin" in reason
+    # No gate, a tie: the default.
+    a, b = cand("min-max", (30.0,)), cand("moving-average", (30.0,))
+    assert keep_calibration((b, a))[0] == 1
+
+
+def test_cli_says_which_calibration_it_kept(landmarker, tmp_path, capsys) -> None:
+    files, out = landmarker["files"], tmp_path / "q.tflite"
+    code = main(["quantize", str(files["float"]), "--data", str(files["calib"]), "--eval",
+                 str(files["test"]), "--out", str(out)])  # fmt: skip
+    text = capsys.readouterr().out
+    assert code == 0 and out.is_file()
+    line = next(line for line in text.splitlines() if line.startswith("calibration: kept"))
+    assert "min-max" in line and "moving-average" in line and " dB" in line
+
+
+def _conv_zero_point_one(content: bytes) -> bytes:
+    """The int8 file with its first CONV_2D's weight zero points set to 1: structurally valid,
+    and what LiteRT Quantizer itself writes for some real files; LiteRT refuses to prepare it."""
+    from ai_edge_litert.tools import flatbuffer_utils
+    from litert_quantizer.utils import tfl_flatbuffer_utils
+
+    model = tfl_flatbuffer_utils.read_model(bytearray(content))
+    graph = model.subgraphs[0]
+    for op in graph.operators:
+        code = model.operatorCodes[op.opcodeIndex]
+        if max(code.builtinCode, code.deprecatedBuiltinCode) == 3:  # CONV_2D
+            weights = graph.tensors[op.inputs[1]].quantization
+            weights.zeroPoint = np.ones_like(weights.zeroPoint)
+            break
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def test_an_unrunnable_quantizer_output_names_the_op_and_a_rule_that_works(
+    landmarker, tmp_path, monkeypatch, capsys
+) -> None:
+    import re
+
+    import tfcompress._child as child
+    from tfcompress.errors import ConversionError, ModelLoadError
+    from tfcompress.models import load_model
+
+    files = landmarker["files"]
+    broken = _conv_zero_point_one(landmarker["int8"]["float"].model_content)
+    # A structurally valid file LiteRT cannot prepare: the op and the cause, not "corrupt".
+    (tmp_path / "broken.tflite").write_bytes(broken)
+    with pytest.raises(ModelLoadError) as loaded:
+        load_model(tmp_path / "broken.tflite")
+    assert "CONV_2D" in str(loaded.value) and "zero_point" in str(loaded.value)
+    assert "corrupt" not in str(loaded.value) and "re-export" not in str(loaded.value)
+    # LiteRT Quantizer writing such a file: the op, LiteRT's reason and a --rule for it.
+    real = child.call
+
+    def writes_broken(target, *args, **kwargs):
+        if target.endswith(":_run_here"):
+            return {"min-max": broken}
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(child, "call", writes_broken)
+    with pytest.raises(ConversionError) as raised:
+        tfcompress.quantize(files["float"], representative_data=landmarker["train"].x[:50])
+    message = str(raised.value)
+    assert "LiteRT Quantizer produced an int8 model LiteRT cannot run (CONV_2D '" in message
+    assert "zero_point" in message and "corrupt" not in message
+    assert "--engine converter" not in message  # refused for a .tflite input
+    rule = re.search(r"--rule '([^']+)'", message).group(1)
+    monkeypatch.setattr(child, "call", real)
+    # Followed, the advice works: that one CONV_2D stays float and the file runs.
+    out = tmp_path / "fixed.tflite"
+    code = main(["quantize", str(files["float"]), "--data", str(files["calib"]), "--rule", rule,
+                 "--out", str(out), "--json"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["float_ops"] == ["CONV_2D"]

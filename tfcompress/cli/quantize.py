@@ -465,6 +465,7 @@ def _text(
     layer_errors = getattr(result, "layer_errors", None)
     sections = (
         getattr(result, "methods", None),
+        getattr(result, "calibration", None),  # LiteRT Quantizer: which calibration, why
         f"stayed float: {describe_float_ops(result.float_ops)}" if result.float_ops else None,
         _notes(getattr(result, "notes", ())),
         None if layer_errors is None else layer_errors.table(),

@@ -13,7 +13,11 @@ What the probe calls damage, and what it does not:
 
 * a crash (a signal, an abort), a hang, a runtime that cannot load the file, or one that
   cannot prepare it (unless custom ops or unknown dimensions excuse that) is a
-  :class:`~tfcompress.errors.ModelLoadError`, worded for what happened;
+  :class:`~tfcompress.errors.ModelLoadError`, worded for what happened. A ``.tflite`` is
+  probed only after the structural checks (:mod:`tfcompress.models.tflite_checks`) passed,
+  so its words are not "corrupt or crafted" (those belong to a failed structural check):
+  LiteRT *cannot run* the file, with the op its error names (:func:`failing_op`) and, for
+  an int8 file, the way out that works (keep that op float when quantizing);
 * an op that returns an error when *run* on zeros is not damage: an int8 audio front end
   that divides by the frame's peak fails on silence and runs fine on sound. The model
   loads; :func:`zeros_refused` remembers why, and before a runner first runs it in this
@@ -41,6 +45,7 @@ import hashlib
 import importlib.util
 import logging
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -61,6 +66,8 @@ logger = logging.getLogger(__name__)
 CHILD_TARGET = "tfcompress._child.probe:probe"
 _RUNTIMES = {"tflite": "the LiteRT interpreter", "onnx": "ONNX Runtime"}
 _REEXPORT = "the file is corrupt or crafted; re-export it from the source model"
+# LiteRT's words for a kernel that refused: "Node number 1 (CONV_2D) failed to prepare."
+_NODE = re.compile(r"Node number (\d+) \(([A-Za-z0-9_]+)\) failed to (prepare|invoke)")
 # A zygote that forks probes has the probe and LiteRT imported already.
 _child.preload("tfcompress._child.probe", "ai_edge_litert.interpreter")
 
@@ -161,6 +168,17 @@ def zeros_refused(content: bytes, kind: str) -> str | None:
     if verdict is None or verdict.reason is None or verdict.stage != "run":
         return None
     return verdict.said or verdict.reason
+
+
+def runtime_said(content: bytes, kind: str) -> str | None:
+    """The runtime's own words when its probe of ``content`` in this process failed, or None.
+
+    Example:
+        >>> runtime_said(content, "tflite")  # doctest: +SKIP
+        'RuntimeError: ... Node number 1 (CONV_2D) failed to prepare.'
+    """
+    verdict = _verdicts.get((kind, hashlib.sha256(content).hexdigest()))
+    return None if verdict is None or verdict.reason is None else verdict.said or None
 
 
 def probe_inputs(
@@ -283,8 +301,40 @@ def _run_child(
     return verdict(kind, reply, on)
 
 
+def failing_op(reason: str) -> tuple[int, str] | None:
+    """The node index and op type that LiteRT's error text names, or None.
+
+    Example:
+        >>> failing_op("conv.cc:390 zero_point != 0 Node number 1 (CONV_2D) failed to prepare.")
+        (1, 'CONV_2D')
+    """
+    found = _NODE.search(reason or "")
+    return None if found is None else (int(found.group(1)), found.group(2))
+
+
+def _tflite_cannot_run(runtime: str, action: str, reason: str) -> str:
+    """Words for a structurally valid ``.tflite`` that LiteRT cannot load, prepare or run."""
+    op = failing_op(reason)
+    where = f" in {op[1]} (node {op[0]})" if op else ""
+    quantized = re.search(r"zero_point|quantiz|scale", reason, re.IGNORECASE) is not None
+    fix = (
+        "if tfcompress or LiteRT Quantizer made it, quantize the float model again keeping "
+        f"{op[1] if op else 'that op'} float (a float rule for it)"
+        if quantized
+        else "run it with a LiteRT that has this op (the runtime it was made for), or "
+        "export the model without it"
+    )
+    return (
+        f"{runtime} cannot {action} this .tflite{where} ({reason}); the file passed the "
+        f"structural checks, so it is not damaged: {fix}."
+    )
+
+
 def crashed(kind: str, crash: NativeCrashError, on: str = "on zeros") -> _Verdict:
-    """The verdict on a child that died while it ran the model: damage.
+    """The verdict on a child that died while it ran the model.
+
+    For a ``.tflite`` (probed after its structural checks passed) a crash is LiteRT failing
+    on a valid file, with the op its last words name if any; for ONNX, damage.
 
     Args:
         kind: ``"tflite"`` or ``"onnx"``.
@@ -292,6 +342,24 @@ def crashed(kind: str, crash: NativeCrashError, on: str = "on zeros") -> _Verdic
         on: What the model ran on (``"on zeros"``, ``"on the real inputs"``).
     """
     runtime = _RUNTIMES[kind]
+    if kind == "tflite":
+        how = (
+            f"crashed ({_child.signal_name(crash.signal_number)})"
+            if crash.signal_number
+            else f"exited with status {crash.exit_status}"
+        )
+        last = _child.last_words(crash.said)
+        op = failing_op(last or "")
+        where = f"crashed in {op[1]}" if op else f"{how}, in no op its last words name"
+        said = f"; its last words: {last}" if last else ""
+        return _Verdict(
+            f"{runtime} cannot run this .tflite ({where}) when it ran it once {on} in a "
+            f"child process that contained the crash{said}; the file passed the structural "
+            f"checks, so this is a bug of {runtime} with this model (an int8 LSTM is a known "
+            "case), not damage: keep the failing layers float when quantizing, or run it on "
+            "another backend.",
+            "crash",
+        )
     if crash.signal_number:
         name = _child.signal_name(crash.signal_number)
         return _Verdict(
@@ -328,13 +396,8 @@ def verdict(kind: str, reply: object, on: str = "on zeros") -> _Verdict:
             said=reason,
         )
     action = "load" if stage == "load" else "prepare"
-    if kind == "tflite":  # the words load_model has always used for a broken .tflite
-        return _Verdict(
-            f"the .tflite file is truncated or corrupt (or crafted): {runtime} cannot {action} "
-            f"it ({reason}); re-export it from the source model.",
-            stage,
-            said=reason,
-        )
+    if kind == "tflite":  # structurally valid (checked before the probe): not damage
+        return _Verdict(_tflite_cannot_run(runtime, action, reason), stage, said=reason)
     return _Verdict(
         f"{runtime} cannot {action} this model ({reason}); {_REEXPORT}.", stage, said=reason
     )

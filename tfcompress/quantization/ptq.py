@@ -90,6 +90,11 @@ class QuantizationResult(QuantizedArtifact):
             ``model_content``: its recipe is ``recipe`` (the methods kept, when methods were
             tried), so ``quantize(model, config=result.config, representative_data=...)``
             makes the same file again.
+        calibration: LiteRT Quantizer: which activation calibration made the file
+            (``min-max`` or ``moving-average``) and, with ``eval_data``, both candidates'
+            per-output SNR and why one was kept
+            (:class:`~tfcompress.quantization.engines.calibration.CalibrationChoice`); None
+            for the converter and for recipes that calibrate nothing.
 
     Example:
         >>> result = tfcompress.quantize(model, recipe="int8", representative_data=x)
@@ -116,6 +121,7 @@ class QuantizationResult(QuantizedArtifact):
     layer_errors: LayerErrors | None = None
     methods: MethodsReport | None = None
     config: Any = None
+    calibration: Any = None
 
     @property
     def model(self) -> TFLiteModel:
@@ -145,6 +151,7 @@ class QuantizationResult(QuantizedArtifact):
             "notes": list(self.notes),
             "layer_errors": None if self.layer_errors is None else self.layer_errors.to_dict(),
             "methods": None if self.methods is None else self.methods.to_dict(),
+            "calibration": None if self.calibration is None else self.calibration.to_dict(),
         }
 
     def __str__(self) -> str:
@@ -160,6 +167,8 @@ class QuantizationResult(QuantizedArtifact):
             text += f"\n{self.layer_errors.table()}"
         if self.methods is not None:
             text += f"\n{self.methods}"
+        if self.calibration is not None:
+            text += f"\n{self.calibration}"
         if self.target_verdict is not None:
             text += f"\n{self.target_verdict}"
         return text
@@ -290,7 +299,9 @@ def quantize(
             source :func:`tfcompress.data.load_data` reads. Labels are ignored.
         eval_data: ``int8``: the samples the post-training methods are scored on (labels
             unused; at most 1,000, a seeded subset); default: the calibration samples.
-            Given, the methods default to ``"auto"``.
+            Given, the methods default to ``"auto"``. For a ``.tflite`` (LiteRT Quantizer):
+            both activation calibrations (full min/max and LiteRT Quantizer's moving
+            average) are made and scored on it, the better kept (``result.calibration``).
         layer_errors: Also measure every quantized tensor against the float reference on
             up to 64 of the representative samples (``result.layer_errors``; ``.tflite``).
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
@@ -451,7 +462,9 @@ def _quantize(
     if engine != config.engine:  # chosen for this model: does it fit the rest of the config?
         check_engine(engine, chosen, target=config.target, methods=config.methods)
     if engine == "litert-quantizer":
-        result = _litert_result(loaded, chosen, representative_data, config.seed, progress)
+        result = _litert_result(
+            loaded, chosen, representative_data, config.seed, progress, eval_data=eval_data
+        )
         result = replace(result, target=config.target)
     else:
         result = _converter_result(
@@ -584,11 +597,20 @@ def quantized_content(
 
 
 def _litert_result(
-    loaded: Any, chosen: Recipe, data: DataLike | None, seed: int, progress: bool
+    loaded: Any,
+    chosen: Recipe,
+    data: DataLike | None,
+    seed: int,
+    progress: bool,
+    *,
+    eval_data: DataLike | None = None,
 ) -> QuantizationResult:
     from tfcompress.quantization.engines.litert_quantizer import quantize_litert
 
-    made = quantize_litert(loaded, chosen, representative_data=data, seed=seed, progress=progress)
+    # eval_data: both calibrations are made and the better kept (engines/calibration.py).
+    made = quantize_litert(
+        loaded, chosen, representative_data=data, seed=seed, progress=progress, eval_data=eval_data
+    )
     return QuantizationResult(
         recipe=chosen,
         model_content=made.content,
@@ -599,6 +621,7 @@ def _litert_result(
         float_ops=made.float_ops,
         engine="litert-quantizer",
         notes=(*made.notes, *artifact_notes(made.content)),
+        calibration=made.calibration,
     )
 
 

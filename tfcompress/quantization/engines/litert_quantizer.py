@@ -9,7 +9,9 @@ LiteRT Quantizer (``litert-quantizer``, formerly ai-edge-quantizer) quantizes a 
    signature, float16 weights, duplicate names) and plans what each op becomes
    (:mod:`~tfcompress.quantization.engines.plan`);
 3. calibrates on the representative data through the signature and quantizes with the
-   recipe translated to LiteRT Quantizer's format;
+   recipe translated to LiteRT Quantizer's format; with eval data, twice (full min/max and
+   LiteRT Quantizer's moving average), keeping the file that scores better against the
+   float reference (:mod:`~tfcompress.quantization.engines.calibration`);
 4. checks the written file: the structural validator, then one run in the probe's child
    process (a file that does not run is never returned), then op by op against the plan.
 
@@ -25,9 +27,10 @@ import contextlib
 import io
 import logging
 import os
+import re
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -44,6 +47,14 @@ from tfcompress.models.loading import TFLiteModel, model_name, resolve_model
 from tfcompress.models.probe import probe_model
 from tfcompress.models.signature import model_signature
 from tfcompress.models.tflite_file import read_tflite
+from tfcompress.quantization.engines.calibration import (
+    CALIBRATIONS,
+    DEFAULT_CALIBRATION,
+    MIN_MAX,
+    CalibrationCandidate,
+    CalibrationChoice,
+    keep_calibration,
+)
 from tfcompress.quantization.engines.check import check_against_plan
 from tfcompress.quantization.engines.plan import litert_ops, litert_recipe, plan_ops
 from tfcompress.quantization.engines.prepare import prepare_float_tflite
@@ -55,6 +66,8 @@ logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'tfcompress[litert-quantizer]' (litert-quantizer==0.11.0)"
 _CALIBRATION_THREADS = 4
+#: Eval samples the two calibrations are scored on, at most (a seeded subset).
+EVAL_SAMPLES = 1000
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,8 @@ class EngineOutput:
         calibration_samples: Samples calibrated on (0 when none were needed).
         float_ops: Ops that compute in float, for integer-activation recipes; else None.
         notes: Preparation changes, rules not honoured op by op.
+        calibration: Which activation calibration made ``content`` and, with eval data,
+            both candidates' scores; None when the recipe calibrates nothing.
     """
 
     content: bytes
@@ -76,6 +91,7 @@ class EngineOutput:
     calibration_samples: int
     float_ops: tuple[str, ...] | None
     notes: tuple[str, ...]
+    calibration: CalibrationChoice | None = None
 
 
 def litert_quantizer_module() -> ModuleType:
@@ -101,6 +117,8 @@ def quantize_litert(
     representative_data: DataLike | None,
     seed: int = 0,
     progress: bool = False,
+    eval_data: DataLike | None = None,
+    gate: Mapping[str, Any] | None = None,
 ) -> EngineOutput:
     """Quantize ``model`` with LiteRT Quantizer.
 
@@ -109,8 +127,15 @@ def quantize_litert(
             :class:`~tfcompress.models.TFLiteModel`, a Keras model or a SavedModel.
         recipe: A recipe LiteRT Quantizer makes, with its rules.
         representative_data: Calibration samples, by input name for several inputs.
-        seed: Seed of the calibration subset.
+        seed: Seed of the calibration subset (and of the eval subset).
         progress: Show LiteRT Quantizer's progress bars.
+        eval_data: Samples to choose the calibration on: both calibrations are made and
+            scored against the float reference on them (at most 1,000, a seeded subset),
+            the better kept (:mod:`~tfcompress.quantization.engines.calibration`). None:
+            the default calibration (full min/max), nothing measured.
+        gate: With ``eval_data``: :func:`tfcompress.check_gate`'s keywords (thresholds,
+            ``outputs``, ``metrics``, ``mode``); the calibration that passes every
+            output's gate is kept, then the larger worst-output margin.
 
     Returns:
         The quantized bytes with the float reference.
@@ -141,6 +166,7 @@ def quantize_litert(
     entries = litert_recipe(recipe, litert_ops(parsed))  # the matched ops, not the patterns
     calibrates = recipe.spec.needs_calibration or any(r.calibrates for r in recipe.rules)
     samples = None
+    methods: tuple[str, ...] = ()
     if calibrates:
         if representative_data is None:
             raise InvalidInputError(
@@ -154,25 +180,46 @@ def quantize_litert(
         samples = list(_by_name(calibration.x, signature.input_names, len(calibration)))
         if prepared.custom_ops:
             _check_runs(prepared.content, prepared.custom_ops, source)
+        gptq = any(entry.get("algorithm_key") == "GPTQ" for entry in entries)
+        methods = (DEFAULT_CALIBRATION,)
+        if eval_data is not None and not gptq:
+            methods = CALIBRATIONS
     if entries:
         from tfcompress._child import call
 
         # Calibration runs the model on the user's data (native code the data steers, whose
         # allocations it can size): in a child process, with its time and memory limits.
-        content = call(
+        made = call(
             "tfcompress.quantization.engines.litert_quantizer:_run_here",
             prepared,
             entries,
             samples,
             source,
             progress,
+            methods,
             what=f"LiteRT Quantizer on {source!r}",
             echo=progress,
         )
     else:  # float32 without rules: the prepared float model is the artifact
-        content = prepared.content
+        made = {DEFAULT_CALIBRATION: prepared.content}
+    choice = None
+    if len(made) > 1:
+        content, choice = _keep_better(
+            made, prepared.content, eval_data, gate, bool(prepared.custom_ops), source, seed
+        )
+    else:
+        content = next(iter(made.values()))
+        _check_runs_written(content, bool(prepared.custom_ops), source, in_warm_child=bool(entries))
+        if samples is not None and entries:
+            choice = CalibrationChoice(
+                kept=DEFAULT_CALIBRATION,
+                default=DEFAULT_CALIBRATION,
+                candidates=(),
+                reason="the default; without eval data nothing was compared"
+                if not methods or eval_data is None
+                else "the only calibration GPTQ rules take",
+            )
     seconds = time.monotonic() - started
-    _check_runs_written(content, bool(prepared.custom_ops), source, in_warm_child=bool(entries))
     outcome = check_against_plan(plan, content, recipe, source=source)
     logger.info("LiteRT Quantizer quantized %s with %s in %.1fs", source, recipe.name, seconds)
     return EngineOutput(
@@ -182,7 +229,82 @@ def quantize_litert(
         calibration_samples=0 if samples is None else len(samples),
         float_ops=outcome.float_ops,
         notes=(*prepared.changes, *outcome.notes),
+        calibration=choice,
     )
+
+
+def _keep_better(
+    made: dict[str, bytes],
+    reference: bytes,
+    eval_data: DataLike,
+    gate: Mapping[str, Any] | None,
+    custom_ops: bool,
+    source: str,
+    seed: int,
+) -> tuple[bytes, CalibrationChoice]:
+    """Both calibrations scored against ``reference`` on ``eval_data``; the better one.
+
+    A file LiteRT cannot run is never kept: the other one is, saying why; both failing is
+    the error of the default's file.
+    """
+    from tfcompress.quantization.methods.selection import score
+
+    runs: dict[str, bytes] = {}
+    failed: dict[str, ConversionError] = {}
+    for method, content in made.items():
+        try:
+            _check_runs_written(content, custom_ops, source)
+        except ConversionError as error:
+            failed[method] = error
+        else:
+            runs[method] = content
+    if not runs:
+        raise failed.get(DEFAULT_CALIBRATION) or next(iter(failed.values()))
+    if len(runs) == 1:
+        (method, content), (lost, error) = next(iter(runs.items())), next(iter(failed.items()))
+        logger.warning("%s calibration wrote a file LiteRT cannot run: %s", lost, error)
+        return content, CalibrationChoice(
+            kept=method,
+            default=DEFAULT_CALIBRATION,
+            candidates=(),
+            reason=f"the {lost} calibration's file does not run ({error})",
+        )
+    signature = model_signature(TFLiteModel(reference, verified=True))
+    data = calibration_set(signature, eval_data, limit=EVAL_SAMPLES, seed=seed, what="eval data")
+    names = tuple(runs)
+    # selection.score returns per file its fidelities (or, as it grows a gate, a pair of
+    # fidelities and gate margins): the fidelities either way.
+    scored = [
+        _fidelities(item)
+        for item in score(reference, [runs[m] for m in names], data, source=source)
+    ]
+    reports: list[Any] = [None] * len(names)
+    if gate:
+        from tfcompress.testing import check_gate
+
+        reports = [
+            check_gate(
+                TFLiteModel(reference, label=f"{source}_float32", verified=True),
+                TFLiteModel(runs[m], label=f"{source}_{m}", verified=True),
+                eval_data,
+                **gate,
+            )
+            for m in names
+        ]
+    candidates = tuple(
+        CalibrationCandidate(m, fidelity, report, len(runs[m]))
+        for m, fidelity, report in zip(names, scored, reports, strict=True)
+    )
+    index, reason = keep_calibration(candidates)
+    choice = CalibrationChoice(
+        kept=names[index],
+        default=DEFAULT_CALIBRATION,
+        candidates=candidates,
+        reason=reason,
+        measured_on=len(data),
+    )
+    logger.info("%s: %s", source, choice)
+    return runs[names[index]], choice
 
 
 def _check_options(recipe: Recipe) -> None:
@@ -215,11 +337,33 @@ def _float_tflite(model: Any, recipe: Recipe) -> bytes:
     return convert_all(model, [None], static_batch=recipe.static_batch)[0].content
 
 
+def _fidelities(item: Any) -> tuple[Any, ...]:
+    if item and isinstance(item[0], tuple):
+        return tuple(item[0])
+    return tuple(item)
+
+
 def _run_here(
-    prepared: Any, entries: list[dict[str, Any]], samples: Any, source: str, progress: bool
-) -> bytes:
-    """Calibrate and quantize in this process (what the child of :func:`quantize_litert` runs)."""
-    return _run(litert_quantizer_module(), prepared, entries, samples, source, progress)
+    prepared: Any,
+    entries: list[dict[str, Any]],
+    samples: Any,
+    source: str,
+    progress: bool,
+    methods: tuple[str, ...] = (),
+) -> dict[str, bytes]:
+    """Calibrate and quantize in this process (what the child of :func:`quantize_litert` runs).
+
+    Returns:
+        The quantized file by calibration method (one entry, the default, when ``methods``
+        has one or nothing calibrates).
+    """
+    module = litert_quantizer_module()
+    if samples is None:
+        return {DEFAULT_CALIBRATION: _run(module, prepared, entries, None, source, progress)}
+    return {
+        method: _run(module, prepared, entries, samples, source, progress, method)
+        for method in methods or (DEFAULT_CALIBRATION,)
+    }
 
 
 def _run(
@@ -229,6 +373,7 @@ def _run(
     samples: Any,
     source: str,
     progress: bool,
+    method: str = DEFAULT_CALIBRATION,
 ) -> bytes:
     try:
         engine = quantizer.Quantizer(bytearray(prepared.content), entries)
@@ -244,7 +389,7 @@ def _run(
             warnings.simplefilter("ignore", UserWarning)
             calibration = None
             if samples is not None:
-                calibration = _calibrate(prepared, entries, samples)
+                calibration = _calibrate(prepared, entries, samples, method)
             made = engine.quantize(
                 calibration, enable_progress_bar=progress, enable_progress_report=False
             )
@@ -259,15 +404,22 @@ def _run(
     return bytes(made.quantized_model)
 
 
-def _calibrate(prepared: Any, entries: list[dict[str, Any]], samples: list[Any]) -> Any:
-    """Activation ranges: the min and max over every sample, as the TFLite converter takes.
+def _calibrate(
+    prepared: Any,
+    entries: list[dict[str, Any]],
+    samples: list[Any],
+    method: str = DEFAULT_CALIBRATION,
+) -> Any:
+    """Activation ranges by ``method``: ``min-max`` over every sample, or ``moving-average``.
 
-    ``Quantizer.calibrate`` smooths each sample's range into a moving average (factor 0.95),
-    so with one sample per call the ranges follow the last few dozen samples and clip the
-    rest: on the landmarker of ``tests/test_litert_quantizer.py`` its presence head fell to
-    0.5 dB SNR, against 37 dB for the converter's int8. LiteRT Quantizer's own
-    ``qsv_utils.min_max_update`` keeps the running min and max instead; GPTQ rules keep its
-    default, whose statistics need it.
+    ``min-max`` takes the min and max over every sample, as the TFLite converter does.
+    ``moving-average``, LiteRT Quantizer's own (``Quantizer.calibrate``), smooths each
+    sample's range into a moving average (factor 0.95), so with one sample per call the
+    ranges follow the last few dozen samples and clip the rest: on the landmarker of
+    ``tests/test_litert_quantizer.py`` its presence head fell to 0.5 dB SNR, against 37 dB
+    for the converter's int8; on other models the clipping is what helps (a face detector:
+    4.4 dB better). ``qsv_utils.min_max_update`` keeps the running
+    min and max instead; GPTQ rules keep the moving average, whose statistics need it.
     """
     from litert_quantizer import calibrator, recipe_manager
     from litert_quantizer.utils import qsv_utils
@@ -275,7 +427,8 @@ def _calibrate(prepared: Any, entries: list[dict[str, Any]], samples: list[Any])
     manager = recipe_manager.RecipeManager()
     manager.load_quantization_recipe(entries)
     options: dict[str, Any] = {}
-    if not any(entry.get("algorithm_key") == "GPTQ" for entry in entries):
+    gptq = any(entry.get("algorithm_key") == "GPTQ" for entry in entries)
+    if method == MIN_MAX and not gptq:
         options["qsv_update_func"] = qsv_utils.min_max_update
     threads = min(_CALIBRATION_THREADS, os.cpu_count() or 1)
     calibration = calibrator.Calibrator(bytearray(prepared.content), num_threads=threads, **options)
@@ -324,10 +477,50 @@ def _check_runs_written(
             in_warm_child=in_warm_child,
         )
     except ModelLoadError as error:
-        raise ConversionError(
-            f"LiteRT Quantizer wrote a file LiteRT cannot run ({error}); nothing was "
-            "returned: keep the failing ops float with a rule, or use --engine converter."
-        ) from error
+        raise ConversionError(_unrunnable(content, str(error), source)) from error
+
+
+def _unrunnable(content: bytes, said: str, source: str) -> str:
+    """Why LiteRT cannot run what LiteRT Quantizer wrote, and the rule that keeps the op float.
+
+    LiteRT Quantizer itself writes some files LiteRT cannot prepare (a CONV_2D whose weight
+    zero point is not 0); the op LiteRT names, kept float, is the fix that works.
+    """
+    from tfcompress.models.probe import failing_op, runtime_said
+
+    reason = " ".join((runtime_said(content, "tflite") or said).split())[:300]
+    found = failing_op(reason)
+    if found is None:
+        return (
+            f"LiteRT Quantizer produced a model LiteRT cannot run ({said}); nothing was "
+            "returned: keep the failing ops float with --rule 'OP_TYPE:NAME=float' (see "
+            "`tfcompress inspect` for the names), or try another recipe."
+        )
+    node, op_type = found
+    graph = read_tflite(content, source=source).subgraphs[0]
+    name = ""
+    if 0 <= node < len(graph.operators):
+        outputs = [graph.tensors[i].name for i in graph.operators[node].outputs]
+        name = next((n.split(";")[0] for n in outputs if n), "")
+    pattern = rule_pattern(name) if name and "'" not in name else ".*"
+    return (
+        f"LiteRT Quantizer produced an int8 model LiteRT cannot run ({op_type} {name!r}: "
+        f"{reason}); nothing was returned: keep that op float with "
+        f"--rule '{op_type}:{pattern}=float'."
+    )
+
+
+def rule_pattern(name: str) -> str:
+    r"""A rule pattern that matches the op whose first output tensor is ``name``.
+
+    An op's scope is its output names joined by ``;`` (:func:`~.plan.op_scope`), so the
+    escaped name anchored at the start and followed by ``;`` matches that op and no other.
+
+    Example:
+        >>> rule_pattern("model/conv.1/Relu")
+        '^model/conv\\.1/Relu;'
+    """
+    return "^" + re.escape(name) + ";"
 
 
 def _first_line(error: BaseException) -> str:
