@@ -313,20 +313,20 @@ def failing_op(reason: str) -> tuple[int, str] | None:
 
 
 def _tflite_cannot_run(runtime: str, action: str, reason: str) -> str:
-    """Words for a structurally valid ``.tflite`` that LiteRT cannot load, prepare or run."""
+    """Words for a structurally valid ``.tflite`` that LiteRT cannot load or prepare."""
     op = failing_op(reason)
-    where = f" in {op[1]} (node {op[0]})" if op else ""
+    where = f"; the op it names is {op[1]} (node {op[0]})" if op else ""
     quantized = re.search(r"zero_point|quantiz|scale", reason, re.IGNORECASE) is not None
     fix = (
-        "if tfcompress or LiteRT Quantizer made it, quantize the float model again keeping "
+        "if a quantizer made it, quantize the float model again keeping "
         f"{op[1] if op else 'that op'} float (a float rule for it)"
         if quantized
-        else "run it with a LiteRT that has this op (the runtime it was made for), or "
-        "export the model without it"
+        else "run it with a LiteRT that has what it needs (the runtime it was made for), or "
+        "export the model without that op"
     )
     return (
-        f"{runtime} cannot {action} this .tflite{where} ({reason}); the file passed the "
-        f"structural checks, so it is not damaged: {fix}."
+        f"{runtime} cannot {action} it ({reason}){where}; the file passed the structural "
+        f"checks, so it is not damaged: {fix}."
     )
 
 
@@ -350,11 +350,11 @@ def crashed(kind: str, crash: NativeCrashError, on: str = "on zeros") -> _Verdic
         )
         last = _child.last_words(crash.said)
         op = failing_op(last or "")
-        where = f"crashed in {op[1]}" if op else f"{how}, in no op its last words name"
-        said = f"; its last words: {last}" if last else ""
+        said = f" (its last words: {last})" if last else ""
         return _Verdict(
-            f"{runtime} cannot run this .tflite ({where}) when it ran it once {on} in a "
-            f"child process that contained the crash{said}; the file passed the structural "
+            f"{runtime} {how} when it ran this file once {on}, in a child process that "
+            f"contained it{said}: LiteRT cannot run it (crashed in "
+            f"{op[1] if op else 'an op it did not name'}); the file passed the structural "
             f"checks, so this is a bug of {runtime} with this model (an int8 LSTM is a known "
             "case), not damage: keep the failing layers float when quantizing, or run it on "
             "another backend.",
