@@ -341,6 +341,7 @@ def test_an_unrunnable_quantizer_output_names_the_op_and_a_rule_that_works(
     with pytest.raises(ModelLoadError) as loaded:
         load_model(tmp_path / "broken.tflite")
     assert "CONV_2D" in str(loaded.value) and "zero_point" in str(loaded.value)
+    assert "broken.tflite: it is already quantized (int8" in str(loaded.value)  # said first
     assert "corrupt" not in str(loaded.value) and "re-export" not in str(loaded.value)
     # LiteRT Quantizer writing such a file: the op, LiteRT's reason and a --rule for it.
     real = child.call

@@ -151,7 +151,36 @@ def probe_model(
         # short: the backend that runs the model says so when it is asked to.
         logger.debug("%s: %s (accepted)", source, verdict.reason)
         return
-    raise ModelLoadError(f"{source}: {verdict.reason}")
+    raise ModelLoadError(f"{source}: {_already_quantized(content, kind)}{verdict.reason}")
+
+
+def _already_quantized(content: bytes, kind: str) -> str:
+    """``"it is already quantized (int8 tensors with scales): "`` for such a ``.tflite``.
+
+    Said first: a quantized file that LiteRT cannot run is usually a quantizer's output
+    (LiteRT Quantizer writes some), and the way out starts from the float model.
+    """
+    if kind != "tflite":
+        return ""
+    from tfcompress.models.tflite_file import read_tflite
+
+    try:
+        graphs = read_tflite(content).subgraphs
+    except ModelLoadError:
+        return ""
+    dtypes = sorted(
+        {
+            t.dtype
+            for graph in graphs
+            for t in graph.tensors
+            if t.dtype in {"int8", "uint8", "int16", "int4"}
+            and t.quantization is not None
+            and t.quantization.scales
+        }
+    )
+    if not dtypes:
+        return ""
+    return f"it is already quantized ({', '.join(dtypes)} tensors with scales): "
 
 
 def zeros_refused(content: bytes, kind: str) -> str | None:
