@@ -69,7 +69,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--resolutions", type=csv_of(int, "--resolutions"), default=[32], help="default 32"
     )
-    parser.add_argument("--epochs", type=positive_int, default=3, help="training epochs (3)")
+    # Counts are integers here; SelectionConfig checks their range (one message, any way in).
+    parser.add_argument("--epochs", type=int, default=3, help="training epochs (3)")
     parser.add_argument(
         "--objective",
         choices=SELECT_OBJECTIVES,
@@ -99,9 +100,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="processes of the local pool (default 1; not with --scheduler)",
     )
     parser.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
-    parser.add_argument(
-        "--runs", type=positive_int, default=50, help="minimum timed runs per latency (50)"
-    )
+    parser.add_argument("--runs", type=int, default=50, help="minimum timed runs per latency (50)")
     parser.add_argument(
         "--min-seconds", type=seconds, default=0.5, help="minimum timed seconds per latency (0.5)"
     )
@@ -134,20 +133,29 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     """
     from tfcompress.errors import InvalidInputError
     from tfcompress.selection import Budgets, connect_scheduler, select_model
-    from tfcompress.selection.candidates import enumerate_candidates
+    from tfcompress.selection.config import SelectionConfig
     from tfcompress.selection.report import check_selection_report_dir, pick_line
 
-    budgets = Budgets(
-        max_size_bytes=args.max_size,
-        max_latency_ms=args.max_latency,
-        target=args.target,
-        threads=args.threads,
-        min_accuracy=args.min_accuracy,
-        target_limits=_target_limits(args),
+    config = SelectionConfig.from_options(  # every option checked before any work
+        budgets=Budgets(
+            max_size_bytes=args.max_size,
+            max_latency_ms=args.max_latency,
+            target=args.target,
+            threads=args.threads,
+            min_accuracy=args.min_accuracy,
+            target_limits=_target_limits(args),
+        ),
+        families=args.families,
+        width_multipliers=args.widths,
+        resolutions=args.resolutions,
+        epochs=args.epochs,
+        objective=args.objective,
+        seed=args.seed,
+        latency_runs=args.runs,
+        latency_seconds=args.min_seconds,
     )
     if args.scheduler and args.workers:
         raise InvalidInputError("--workers sizes the local pool; drop it with --scheduler.")
-    enumerate_candidates(args.families, args.widths, args.resolutions)  # fails before any work
     report = Path(args.report) if args.report else None
     if report is not None:
         check_selection_report_dir(report, overwrite=args.force)
@@ -177,19 +185,11 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         result = select_model(
             train_data=args.train,
             eval_data=args.eval_data,
-            budgets=budgets,
-            families=args.families,
-            width_multipliers=args.widths,
-            resolutions=args.resolutions,
-            epochs=args.epochs,
-            objective=args.objective,
+            config=config,
             executor=client,
             workdir=args.workdir,
             progress=show_progress(),
             workers=args.workers or 1,
-            seed=args.seed,
-            latency_runs=args.runs,
-            latency_seconds=args.min_seconds,
             on=device,
             device=args.device,
         )

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfcompress.selection.budgets import Budgets
+
+if TYPE_CHECKING:
+    from tfcompress.selection.config import SelectionConfig
 
 TRAINED, OVER_BUDGET, FAILED = "trained", "over_budget", "failed"
 FORMAT = "tfcompress.selection/1"
@@ -82,6 +85,9 @@ class SelectionResult:
         environment: The machine that ran the search (latencies come from ``host``).
         notes: Findings about the search itself (candidates ranked without latency where
             the target's backend could not run, and why).
+        config: The :class:`~tfcompress.selection.config.SelectionConfig` searched with
+            (``to_dict()["config"]``; ``SelectionConfig.from_dict`` reads it back); None for
+            a result built by hand.
 
     Example:
         >>> result = tfcompress.select_model(...)  # doctest: +SKIP
@@ -98,6 +104,7 @@ class SelectionResult:
     executor: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    config: SelectionConfig | None = None
 
     def record(self, name: str) -> CandidateRecord:
         """The record of the candidate called ``name``.
@@ -128,6 +135,7 @@ class SelectionResult:
             "candidates": [r.to_dict() for r in self.candidates],
             "environment": dict(self.environment),
             "notes": list(self.notes),
+            "config": None if self.config is None else self.config.to_dict(),
         }
 
     def __str__(self) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -13,20 +12,19 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from tfcompress._compat.tf import require_tensorflow
+from tfcompress._config_fields import config_or_options
 from tfcompress.errors import BackendUnavailableError, InvalidInputError
 from tfcompress.selection.budgets import Budgets
 from tfcompress.selection.candidates import Candidate, enumerate_candidates
+from tfcompress.selection.config import SelectionConfig, check_workers
 from tfcompress.selection.costs import measure_candidate
 from tfcompress.selection.data import SelectionData, read_selection_data
 from tfcompress.selection.executors import Runner, is_dask_client
 from tfcompress.selection.result import SelectionResult
 from tfcompress.selection.store import CandidateStore, settings_key
 from tfcompress.selection.training import train_candidate
-from tfcompress.selection.verdicts import OBJECTIVES, build_records, pick, within_cost_budgets
+from tfcompress.selection.verdicts import build_records, pick, within_cost_budgets
 from tfcompress.targets.base import get_target
-
-MAX_LATENCY_SECONDS = 3600.0
-MAX_SEED = 2**32 - 1
 
 logger = logging.getLogger(__name__)
 
@@ -37,22 +35,23 @@ def select_model(
     *,
     train_data: Any,
     eval_data: Any,
+    config: SelectionConfig | None = None,
     budgets: Budgets | dict[str, Any] | None = None,
-    families: Sequence[str] = ("mobilenet_v2", "mixnet_s"),
-    width_multipliers: Sequence[float] = (0.35, 0.5),
-    resolutions: Sequence[int] = (32,),
-    epochs: int = 3,
-    objective: str = "accuracy",
+    families: Sequence[str] | None = None,
+    width_multipliers: Sequence[float] | None = None,
+    resolutions: Sequence[int] | None = None,
+    epochs: int | None = None,
+    objective: str | None = None,
     executor: Any = None,
     workdir: str | os.PathLike[str] | None = None,
     progress: bool = False,
     workers: int = 1,
-    seed: int = 0,
-    batch_size: int = 32,
-    learning_rate: float = 1e-3,
-    calibration_samples: int = 200,
-    latency_runs: int = 50,
-    latency_seconds: float = 0.5,
+    seed: int | None = None,
+    batch_size: int | None = None,
+    learning_rate: float | None = None,
+    calibration_samples: int | None = None,
+    latency_runs: int | None = None,
+    latency_seconds: float | None = None,
     on: Any = None,
     device: str | None = None,
 ) -> SelectionResult:
@@ -66,10 +65,23 @@ def select_model(
     images and scores the int8 ``.tflite`` on ``eval_data``. Images are resized to each
     candidate's resolution (``tf.image.resize``, bilinear), channels kept.
 
+    What is searched for is a :class:`~tfcompress.selection.config.SelectionConfig`
+    (``config=``): budgets and target, candidates, training, calibration, timing, objective
+    and seed. The keyword options from ``budgets`` to ``latency_seconds`` (but
+    ``executor``, ``workdir``, ``progress`` and ``workers``) only build the same config and
+    are refused next to ``config=``. Who builds and trains (``executor``/``workers``), where
+    work is kept (``workdir``), ``progress`` and the device that times the int8 files
+    (``on``/``device``) stay keywords: they change where the work runs, not what is picked.
+    ``result.config`` records the config.
+
     Args:
         train_data: Training images with integer class labels (see
             :func:`tfcompress.data.load_data`: arrays, ``(x, y)``, ``.npz``...).
         eval_data: Images with labels to score each trained candidate's int8 artifact on.
+        config: What to search for; None: built from the keyword options (defaults below:
+            families ``("mobilenet_v2", "mixnet_s")``, widths ``(0.35, 0.5)``, resolutions
+            ``(32,)``, 3 epochs, objective ``"accuracy"``, seed 0, batch 32, learning rate
+            1e-3, 200 calibration samples, 50 runs and 0.5 s per latency).
         budgets: A :class:`Budgets` (or its dict); None means no limits. Its ``target`` is
             the target latency and int8 accuracy are measured for (default ``"cpu"``).
         families: Zoo model names (see :func:`tfcompress.zoo.list_models`).
@@ -103,9 +115,10 @@ def select_model(
         The frozen :class:`SelectionResult`.
 
     Raises:
-        InvalidInputError: Impossible budgets, an unknown family or objective, a resolution
-            a family cannot take, bad settings, an unreachable ``on`` or no such device;
-            all checked before any work.
+        InvalidInputError: What :class:`~tfcompress.selection.config.SelectionConfig`
+            refuses (impossible budgets, an unknown family or objective, a resolution a
+            family cannot take, bad settings), a keyword option next to ``config=``, an
+            unreachable ``on`` or no such device; all checked before any work.
         InvalidDataError: Data without integer class labels, or train and eval
             images with different channel counts.
 
@@ -117,40 +130,36 @@ def select_model(
         ... )  # doctest: +SKIP
         >>> print(result.best)  # doctest: +SKIP
     """
-    budgets = _budgets(budgets)
-    if objective not in OBJECTIVES:
-        raise InvalidInputError(f"unknown objective {objective!r}; choose from {OBJECTIVES}.")
-    if objective == "reward" and budgets.max_latency_ms is None:
-        raise InvalidInputError(
-            "objective 'reward' scales accuracy by latency / max_latency_ms: set max_latency_ms."
-        )
-    for name, value in (
-        ("epochs", epochs),
-        ("workers", workers),
-        ("batch_size", batch_size),
-        ("calibration_samples", calibration_samples),
-        ("latency_runs", latency_runs),
-    ):
-        _check_positive_int(name, value)
+    config = config_or_options(
+        config,
+        SelectionConfig,
+        {
+            "budgets": budgets,
+            "families": families,
+            "width_multipliers": width_multipliers,
+            "resolutions": resolutions,
+            "epochs": epochs,
+            "objective": objective,
+            "seed": seed,
+            "batch_size": batch_size,
+            "learning_rate": learning_rate,
+            "calibration_samples": calibration_samples,
+            "latency_runs": latency_runs,
+            "latency_seconds": latency_seconds,
+        },
+        SelectionConfig.from_options,
+        holds="what the selection searches for",
+        example="SelectionConfig(budgets=..., families=...)",
+        put_it="dataclasses.replace(config, epochs=...)",
+    )
+    check_workers(workers)
     if executor is not None and workers != 1:
         raise InvalidInputError("workers sizes the default local pool; drop it with executor=.")
-    if not (learning_rate > 0 and math.isfinite(learning_rate)):
-        raise InvalidInputError(f"learning_rate must be a finite number > 0, got {learning_rate}.")
-    if not 0 <= latency_seconds <= MAX_LATENCY_SECONDS:
-        raise InvalidInputError(
-            f"latency_seconds must be from 0 to {MAX_LATENCY_SECONDS:g}, got {latency_seconds}; "
-            "a measurement needs a finite minimum time."
-        )
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise InvalidInputError(
-            f"seed must be an integer from 0 to {MAX_SEED} (what NumPy and Keras accept), got "
-            f"{seed!r}."
-        )
     if device is not None and on is None:
         raise InvalidInputError("device= names a worker of on='s scheduler (--on); give on=.")
     if not is_dask_client(executor):  # here: on a Dask cluster the workers build and train
         require_tensorflow("select (it builds and trains zoo models)")
-    candidates = enumerate_candidates(families, width_multipliers, resolutions)
+    candidates = enumerate_candidates(config.families, config.width_multipliers, config.resolutions)
     data = read_selection_data(train_data, eval_data)
     where = None
     if on is not None:  # connected and picked before any work
@@ -158,11 +167,12 @@ def select_model(
 
         where = LatencyDevice.open(on, device)
     try:
-        return _select(
-            candidates, data, budgets, objective, executor, workdir, progress, workers, seed,
-            epochs, batch_size, learning_rate, calibration_samples, latency_runs,
-            latency_seconds, where,
+        result = _select(
+            candidates, data, config.budgets, config.objective, executor, workdir, progress,
+            workers, config.seed, config.epochs, config.batch_size, config.learning_rate,
+            config.calibration_samples, config.latency_runs, config.latency_seconds, where,
         )  # fmt: skip
+        return replace(result, config=config)
     finally:
         if where is not None:
             where.close()
@@ -429,23 +439,6 @@ def _result(
         executor=executor,
         environment=capture_environment().to_dict(),
     )
-
-
-def _budgets(budgets: Budgets | dict[str, Any] | None) -> Budgets:
-    if budgets is None:
-        return Budgets()
-    if isinstance(budgets, dict):
-        return Budgets.from_dict(budgets)
-    if not isinstance(budgets, Budgets):
-        raise InvalidInputError(
-            f"budgets must be a Budgets or a dict, got {type(budgets).__name__}."
-        )
-    return budgets
-
-
-def _check_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(f"{name} must be a whole number >= 1, got {value!r}.")
 
 
 def _version() -> str:

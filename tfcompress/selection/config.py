@@ -1,0 +1,203 @@
+"""What a model selection searches for, as a checked config: :class:`SelectionConfig`.
+
+:func:`tfcompress.select_model` takes one (``select_model(train_data=..., eval_data=...,
+config=SelectionConfig(...))``); its keyword options only build the same config
+(:meth:`SelectionConfig.from_options`), ``tfcompress select`` builds it from its flags, and
+the result records it (``result.config``, ``"config"`` in ``selection.json``). Every option
+is checked here, on construction, before any data is read or any model is built.
+
+The config is what decides the pick: the budgets (and in them the target), the candidates
+(families x widths x resolutions), how each is trained, calibrated and timed, the objective
+and the seed. Who does the work and where it is kept are not in it: ``executor`` and
+``workers`` (a local pool or a Dask cluster builds and trains the same candidates),
+``workdir`` (a folder to resume from), ``progress`` and ``on``/``device`` (the machine that
+times the int8 files) stay keywords of :func:`~tfcompress.selection.search.select_model`,
+as ``on`` is a keyword of compress and benchmark.
+
+Example:
+    >>> config = SelectionConfig(families=("mobilenet_v2",), epochs=2)
+    >>> config.target, SelectionConfig.from_dict(config.to_dict()) == config
+    ('cpu', True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from tfcompress._config_fields import CONFIG_VERSION, MAX_SEED, check_version, shown
+from tfcompress.errors import InvalidInputError
+from tfcompress.selection.budgets import Budgets
+
+MAX_LATENCY_SECONDS = 3600.0
+OBJECTIVES = ("accuracy", "reward")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectionConfig:
+    """Everything that decides what :func:`tfcompress.select_model` picks.
+
+    Attributes:
+        budgets: A :class:`Budgets` (or its dict); its ``target`` is the target latency and
+            int8 accuracy are measured for (``cpu`` by default).
+        families: Zoo model names (see :func:`tfcompress.zoo.list_models`).
+        width_multipliers: Width multipliers to try.
+        resolutions: Square input resolutions to try.
+        epochs: Training epochs of each survivor.
+        objective: ``"accuracy"`` or ``"reward"`` (MnasNet's; needs a latency budget).
+        seed: Seed of model initialisation, training and calibration, 0 to 2**32-1.
+        batch_size: Training batch size.
+        learning_rate: Adam's learning rate, finite and > 0.
+        calibration_samples: Training images that calibrate the trained int8 model.
+        latency_runs: Minimum timed runs per latency measurement.
+        latency_seconds: Minimum timed seconds per latency measurement (0 to an hour).
+        version: The config format.
+
+    Raises:
+        InvalidInputError: Impossible budgets, an unknown family or objective, a resolution
+            a family cannot take, a value of the wrong type or range.
+    """
+
+    budgets: Budgets = field(default_factory=Budgets)
+    families: tuple[str, ...] = ("mobilenet_v2", "mixnet_s")
+    width_multipliers: tuple[float, ...] = (0.35, 0.5)
+    resolutions: tuple[int, ...] = (32,)
+    epochs: int = 3
+    objective: str = "accuracy"
+    seed: int = 0
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    calibration_samples: int = 200
+    latency_runs: int = 50
+    latency_seconds: float = 0.5
+    version: int = CONFIG_VERSION
+
+    def __post_init__(self) -> None:
+        from tfcompress.selection.candidates import enumerate_candidates
+
+        set_ = object.__setattr__
+        check_version("selection", self.version)
+        set_(self, "budgets", _budgets(self.budgets))
+        if self.objective not in OBJECTIVES:
+            raise InvalidInputError(
+                f"unknown objective {self.objective!r}; choose from {OBJECTIVES}."
+            )
+        if self.objective == "reward" and self.budgets.max_latency_ms is None:
+            raise InvalidInputError(
+                "objective 'reward' scales accuracy by latency / max_latency_ms: set "
+                "max_latency_ms."
+            )
+        for name in ("epochs", "batch_size", "calibration_samples", "latency_runs"):
+            _check_positive_int(name, getattr(self, name))
+        rate = self.learning_rate
+        if isinstance(rate, bool) or not isinstance(rate, int | float):
+            raise InvalidInputError(
+                f"learning_rate must be a finite number > 0, got {shown(rate)}."
+            )
+        if not (rate > 0 and math.isfinite(rate)):
+            raise InvalidInputError(f"learning_rate must be a finite number > 0, got {rate}.")
+        seconds = self.latency_seconds
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 <= seconds <= MAX_LATENCY_SECONDS
+        ):
+            raise InvalidInputError(
+                f"latency_seconds must be from 0 to {MAX_LATENCY_SECONDS:g}, got "
+                f"{shown(seconds)}; a measurement needs a finite minimum time."
+            )
+        seed = self.seed
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+            raise InvalidInputError(
+                f"seed must be an integer from 0 to {MAX_SEED} (what NumPy and Keras accept), "
+                f"got {seed!r}."
+            )
+        # Unknown families, widths <= 0, resolutions a family cannot take: before any work.
+        enumerate_candidates(self.families, self.width_multipliers, self.resolutions)
+        for name in ("families", "width_multipliers", "resolutions"):
+            set_(self, name, tuple(getattr(self, name)))
+
+    def __hash__(self) -> int:  # the budgets' target_limits dict is not hashable
+        import json
+
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
+
+    @property
+    def target(self) -> str:
+        """The target latency and int8 accuracy are measured for (``budgets.target``)."""
+        return self.budgets.target
+
+    @classmethod
+    def from_options(cls, **options: Any) -> SelectionConfig:
+        """The config :func:`tfcompress.select_model`'s keyword options describe.
+
+        A keyword left None keeps the config's default.
+
+        Raises:
+            InvalidInputError: What :class:`SelectionConfig` refuses; an unknown option.
+
+        Example:
+            >>> SelectionConfig.from_options(epochs=1, seed=None).epochs
+            1
+        """
+        known = {f.name for f in fields(cls)} - {"version"}
+        unknown = sorted(name for name in options if name not in known)
+        if unknown:
+            raise InvalidInputError(
+                f"select_model takes no option {', '.join(unknown)} (it takes "
+                f"{', '.join(sorted(known))})."
+            )
+        return cls(**{name: value for name, value in options.items() if value is not None})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe data: every option (tuples as lists, the budgets as a dict)."""
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            data[f.name] = list(value) if isinstance(value, tuple) else value
+        data["budgets"] = self.budgets.to_dict()
+        return {**{k: v for k, v in data.items() if k != "version"}, "version": self.version}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SelectionConfig:
+        """Read :meth:`to_dict` output (``selection.json``'s ``config``).
+
+        Raises:
+            InvalidInputError: Not a mapping, an unknown key, or a value the config refuses.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidInputError(
+                f"a selection config is a JSON object, not a {type(data).__name__}."
+            )
+        known = {f.name for f in fields(cls)}
+        unknown = sorted((k for k in data if k not in known), key=str)
+        if unknown:
+            raise InvalidInputError(
+                f"select_model takes no option {', '.join(map(shown, unknown))} (it takes "
+                f"{', '.join(sorted(known))})."
+            )
+        return cls(**data)
+
+
+def _budgets(budgets: Any) -> Budgets:
+    if budgets is None:
+        return Budgets()
+    if isinstance(budgets, Mapping):
+        return Budgets.from_dict(dict(budgets))
+    if not isinstance(budgets, Budgets):
+        raise InvalidInputError(
+            f"budgets must be a Budgets or a dict, got {type(budgets).__name__}."
+        )
+    return budgets
+
+
+def _check_positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"{name} must be a whole number >= 1, got {value!r}.")
+
+
+def check_workers(workers: Any) -> None:
+    """Refuse a local pool size that is not a whole number >= 1."""
+    _check_positive_int("workers", workers)
