@@ -56,6 +56,7 @@ _LAZY = {
     "inspect_model": "tfcompress.inspection",
     "BenchmarkResult": "tfcompress.bench.result",
     "benchmark": "tfcompress.bench.harness",
+    "BenchmarkConfig": "tfcompress.bench.config",
     "TrainingResult": "tfcompress.training",
     "QATConfig": "tfcompress.training.configs",
     "PruneConfig": "tfcompress.training.configs",
@@ -66,6 +67,7 @@ _LAZY = {
     "assert_accuracy_drop": "tfcompress.testing.gates",
     "assert_gate": "tfcompress.testing.output_gates",
     "check_gate": "tfcompress.testing.output_gates",
+    "GateConfig": "tfcompress.testing.config",
     "ZooModelInfo": "tfcompress.zoo",
     "create_model": "tfcompress.zoo",
     "list_models": "tfcompress.zoo",
@@ -76,6 +78,7 @@ _LAZY = {
     "Budgets": "tfcompress.selection",
     "SelectionResult": "tfcompress.selection",
     "select_model": "tfcompress.selection",
+    "SelectionConfig": "tfcompress.selection",
 }
 
 __all__ = [
@@ -90,6 +93,7 @@ __all__ = [
     "TFCompressError",
     "UnsupportedModelError",
     "BenchmarkResult",
+    "BenchmarkConfig",
     "Dataset",
     "Evaluation",
     "OnnxExport",
@@ -109,6 +113,7 @@ __all__ = [
     "assert_gate",
     "benchmark",
     "check_gate",
+    "GateConfig",
     "cluster",
     "compress",
     "CompressionResult",
@@ -132,10 +137,12 @@ __all__ = [
     "Budgets",
     "SelectionResult",
     "select_model",
+    "SelectionConfig",
 ]
 
 if TYPE_CHECKING:
     from tfcompress.bench.accuracy import Evaluation, evaluate
+    from tfcompress.bench.config import BenchmarkConfig
     from tfcompress.bench.harness import benchmark
     from tfcompress.bench.result import BenchmarkResult
     from tfcompress.compression import CompressConfig, CompressionResult, compress
@@ -152,8 +159,9 @@ if TYPE_CHECKING:
     from tfcompress.quantization.onnx_ptq import OnnxQuantizationResult, OnnxRecipe
     from tfcompress.quantization.selective import LayerSensitivity, rank_layers
     from tfcompress.runtime import create_runner, list_backends
-    from tfcompress.selection import Budgets, SelectionResult, select_model
+    from tfcompress.selection import Budgets, SelectionConfig, SelectionResult, select_model
     from tfcompress.targets.onnx import OnnxExport, export_onnx
+    from tfcompress.testing.config import GateConfig
     from tfcompress.testing.gates import assert_accuracy_drop
     from tfcompress.testing.output_gates import assert_gate, check_gate
     from tfcompress.training import TrainingResult, cluster, prune, qat

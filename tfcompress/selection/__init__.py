@@ -20,6 +20,7 @@ _LAZY = {
     "connect_scheduler": "tfcompress.selection.executors",
     "CandidateRecord": "tfcompress.selection.result",
     "SelectionResult": "tfcompress.selection.result",
+    "SelectionConfig": "tfcompress.selection.config",
     "select_model": "tfcompress.selection.search",
 }
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "Candidate",
     "CandidateRecord",
     "InlineExecutor",
+    "SelectionConfig",
     "SelectionResult",
     "connect_scheduler",
     "select_model",
@@ -36,6 +38,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 if TYPE_CHECKING:
     from tfcompress.selection.budgets import Budgets
     from tfcompress.selection.candidates import Candidate
+    from tfcompress.selection.config import SelectionConfig
     from tfcompress.selection.executors import InlineExecutor, connect_scheduler
     from tfcompress.selection.result import CandidateRecord, SelectionResult
     from tfcompress.selection.search import select_model

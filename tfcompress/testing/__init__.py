@@ -24,6 +24,7 @@ _LAZY = {
     "check_accuracy_drop": "tfcompress.testing.gates",
     "judge_outputs": "tfcompress.testing.gates",
     "Check": "tfcompress.testing.judge",
+    "GateConfig": "tfcompress.testing.config",
     "build_checks": "tfcompress.testing.judge",
     "judge_outputs_by_name": "tfcompress.testing.judge",
     "GateError": "tfcompress.testing.output_gates",
@@ -46,6 +47,7 @@ __all__ = [
     "AccuracyGateError",
     "Check",
     "ClassChange",
+    "GateConfig",
     "GateError",
     "GateReport",
     "GateSettings",
@@ -65,6 +67,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from tfcompress.testing.config import GateConfig
     from tfcompress.testing.gates import (
         AccuracyGateError,
         assert_accuracy_drop,

@@ -192,7 +192,7 @@ class GateConfig:
             "metrics": list(self.metrics),
             "thresholds": dict(self.thresholds),
             "checks": checks,
-            "settings": self.settings.to_dict(),
+            "settings": _settings_dict(self.settings),
             "threads": self.threads,
             "batch_dims": dict(self.batch_dims),
             "input_values": dict(self.input_values),
@@ -229,6 +229,14 @@ class GateConfig:
                 raise InvalidInputError(f"checks must be objects, got {shown(checks)}.")
             values["checks"] = tuple(Check(**dict(c)) for c in checks)
         return cls(**values)
+
+
+def _settings_dict(settings: GateSettings) -> dict[str, Any]:
+    """The settings as data; a metric name as given (``top1`` stays ``top1``)."""
+    data = settings.to_dict()
+    if isinstance(settings.metric, str):
+        data["metric"] = settings.metric
+    return data
 
 
 def _settings_from_dict(data: Mapping[str, Any]) -> GateSettings:
