@@ -20,11 +20,22 @@ from typing import Any
 from tfcompress.data import Dataset
 from tfcompress.errors import ConversionError, UnsupportedModelError
 from tfcompress.quantization.converter import Conversion, ConverterSettings, convert_all
-from tfcompress.quantization.methods.catalog import DEFAULT_PERCENTILE, option_used
+from tfcompress.quantization.methods.catalog import (
+    AUTO_CANDIDATES,
+    DEFAULT_PERCENTILE,
+    option_used,
+    refuse_unrunnable,
+    runnable_candidates,
+)
 from tfcompress.quantization.methods.registry import RangeContext, range_methods, weight_methods
 from tfcompress.quantization.methods.report import Candidate, MethodsReport
 from tfcompress.quantization.methods.rewrite import Rewrite, rewrite_model
-from tfcompress.quantization.methods.selection import choose, not_worse, score
+from tfcompress.quantization.methods.selection import (
+    MethodsGate,
+    Scorer,
+    choose,
+    worse_than_plain,
+)
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.selective import quantize_calibrated
 
@@ -46,8 +57,47 @@ class MethodsOutcome:
     warnings: tuple[str, ...]
 
 
-#: Eval samples the methods are scored on, at most (a seeded subset of more).
+#: Eval samples the methods are scored on without a gate, at most (a seeded subset of
+#: more). With a gate, every eval sample: the one the final gate judges.
 EVAL_SAMPLES = 1000
+
+
+def why_not_keras(model: Any) -> str | None:
+    """None when the weight methods can rewrite ``model``; else why not, in a few words.
+
+    Cheap (no TensorFlow call): decided before any conversion is paid for.
+
+    Example:
+        >>> why_not_keras(object())
+        'it is a object, not a Keras model'
+    """
+    from tfcompress._compat.keras import flavour_of
+    from tfcompress.quantization.methods.graph import LayerGraph
+
+    if flavour_of(model) is None:
+        kind = "SavedModel" if type(model).__name__ == "SavedModelDir" else type(model).__name__
+        return f"it is a {kind}, not a Keras model"
+    try:
+        LayerGraph(model)
+    except UnsupportedModelError as error:
+        return str(error).rstrip(".")
+    return None
+
+
+def check_runnable(model: Any, candidates: Sequence[tuple[str, ...]], *, source: str) -> None:
+    """Refuse named methods that cannot run on ``model``, before any conversion.
+
+    ``auto``'s candidates are not refused: those that cannot run are skipped and reported.
+
+    Raises:
+        InvalidInputError: A method that needs a Keras model, named for a model that is not
+            one (which methods would run is in the message).
+    """
+    if tuple(candidates) == AUTO_CANDIDATES or not candidates:
+        return
+    reason = why_not_keras(model)
+    for methods in candidates:
+        refuse_unrunnable(methods, reason, source=source)
 
 
 def run_methods(
@@ -59,6 +109,8 @@ def run_methods(
     *,
     configure_for: ConfigureFor,
     seed: int,
+    gate: MethodsGate | None = None,
+    only_if_plain_fails: bool = False,
 ) -> MethodsOutcome:
     """:func:`quantize_with_methods` scored on ``eval_data`` (else the calibration samples).
 
@@ -71,16 +123,25 @@ def run_methods(
         eval_data: The data to score on (any source ``load_data`` reads), or None.
         configure_for: The converter settings of a recipe.
         seed: Seed of the eval subset.
+        gate: Judge every candidate by it (needs ``eval_data``; every sample is used).
+        only_if_plain_fails: Judge plain int8 by ``gate`` first; make the candidates only
+            when it fails.
 
     Raises:
         InvalidDataError: ``eval_data`` does not fit the model.
     """
+    from tfcompress.bench.paired import read_for_reference
     from tfcompress.data.calibration import calibration_set
     from tfcompress.models.loading import model_name
     from tfcompress.models.signature import model_signature
 
     scoring, measured_on = calibration, "calibration samples"
-    if eval_data is not None:
+    if eval_data is not None and gate is not None:
+        # Every sample with its labels: the gate's task metrics read them, and the choice is
+        # judged on what the final gate judges.
+        scoring = read_for_reference(eval_data, model, "eval data")
+        measured_on = "eval samples"
+    elif eval_data is not None:
         signature = model_signature(model)
         scoring = calibration_set(
             signature, eval_data, limit=EVAL_SAMPLES, seed=seed, what="eval data"
@@ -97,6 +158,8 @@ def run_methods(
         measured_on=measured_on,
         configure_for=configure_for,
         source=model_name(model),
+        gate=gate,
+        only_if_plain_fails=only_if_plain_fails,
     )
 
 
@@ -111,45 +174,96 @@ def quantize_with_methods(
     measured_on: str,
     configure_for: ConfigureFor,
     source: str,
+    gate: MethodsGate | None = None,
+    only_if_plain_fails: bool = False,
 ) -> MethodsOutcome:
-    """Make plain int8 and each candidate, score them, and keep one.
+    """Make plain int8 and each candidate, score them (judge them by the gate), keep one.
+
+    The float32 reference and plain int8 come from one trace; the reference runs once on
+    the scoring samples for every candidate. Candidates whose methods cannot run on this
+    model (a weight method on a SavedModel) are skipped before anything is made, and listed
+    with why in the report.
 
     Args:
         model: The loaded model (Keras, either flavour, or a SavedModel: range methods only).
         recipe: The ``int8`` recipe (its ``methods`` are ignored: ``candidates`` say which).
         candidates: Each set of methods to make, in catalog order.
-        searched: Keep the best candidate not worse than plain int8 (else plain); False:
-            keep the one candidate, as a recipe that names methods asks.
+        searched: Keep one by :func:`~tfcompress.quantization.methods.selection.choose`;
+            False: keep the one candidate, as a recipe that names methods asks.
         calibration: The calibration samples.
         scoring: The samples every artifact is scored on.
         measured_on: How to call them in the report (``"eval data"``...).
         configure_for: The converter settings of a recipe.
         source: Model name, for messages.
+        gate: Judge every artifact by it, and choose by it.
+        only_if_plain_fails: Judge plain int8 first; the candidates are made only when it
+            fails ``gate``.
 
     Returns:
         The reference, the kept artifact with its recipe, and the report.
 
     Raises:
+        InvalidInputError: ``searched`` is False (or one set was named) and a method in it
+            needs a Keras model this model is not.
         UnsupportedModelError: ``searched`` is False and the weight methods cannot rewrite
             the model.
         ConversionError: ``searched`` is False and the quantizer rejected the candidate.
     """
     start = time.perf_counter()
+    check_runnable(model, candidates, source=source)
+    runnable, skipped = runnable_candidates(candidates, why_not_keras(model))
+    for label, why in skipped:
+        logger.info("%s skipped: %s", label, why)
     plain_recipe = with_methods(recipe, ())
     configures: list[ConverterSettings | None] = [None, configure_for(plain_recipe, False)]
-    if any(not _weights(c) for c in candidates):
+    ranges_only = any(not _weights(c) for c in runnable)
+    if ranges_only and not only_if_plain_fails:  # one trace for all three
         configures.append(configure_for(plain_recipe, True))
     made = convert_all(model, configures, static_batch=recipe.static_batch)
     reference, plain = made[0], made[1]
     if plain_recipe.float_nodes:
         plain = quantize_calibrated(plain, plain_recipe, source=source)
+    scoring_start = time.perf_counter()
+    scorer = Scorer(reference.content, scoring, source=source, gate=gate)
+    fidelity, margins = scorer.score(plain.content)
+    scoring_seconds = time.perf_counter() - scoring_start
+    plain_candidate = Candidate((), fidelity, len(plain.content), plain.seconds, gate=margins)
+    why_run = "asked"
+    if only_if_plain_fails:
+        if plain_candidate.passes:
+            worst = plain_candidate.worst_margin
+            reason = (
+                f"plain int8 passes every gate (worst margin {worst.shown if worst else '?'}): "
+                "auto not run"
+            )
+            report = MethodsReport(
+                measured_on=measured_on,
+                samples=len(scoring),
+                plain=plain_candidate,
+                candidates=(),
+                kept=(),
+                reason=reason,
+                searched=True,
+                why_run="plain int8 passed the gate: auto not run",
+                gated=True,
+                reference_seconds=reference.seconds,
+                scoring_seconds=scoring_seconds,
+                total_seconds=time.perf_counter() - start,
+            )
+            logger.info("methods for %s: %s", source, reason)
+            return MethodsOutcome(reference, plain, plain_recipe, report, ())
+        why_run = "plain int8 failed the gate"
+        logger.info("plain int8 of %s fails the gate: trying the methods (auto)", source)
+        if ranges_only:
+            again = [configure_for(plain_recipe, True)]
+            made = [*made, *convert_all(model, again, static_batch=recipe.static_batch)]
     calibrated: dict[tuple[str, ...], tuple[Conversion, Rewrite | None, float] | str] = {}
     if len(made) > 2:
         calibrated[()] = (made[2], None, made[2].seconds)
-    contents: list[bytes | None] = []
     built: list[Candidate] = []
+    contents: list[bytes | None] = []
     measured: dict[tuple[str, ...], dict[str, Any]] = {}  # shared by the range methods
-    for methods in candidates:
+    for methods in runnable:
         weights = _weights(methods)
         if weights not in calibrated:
             calibrated[weights] = _rewritten(
@@ -160,6 +274,9 @@ def quantize_with_methods(
             built.append(Candidate(methods, error=base))
             contents.append(None)
             continue
+        # The shared rewrite and calibration are charged to the first candidate made from
+        # them: the candidates' seconds add up to what the methods cost.
+        calibrated[weights] = (base[0], base[1], 0.0)
         candidate, content = _candidate(
             methods,
             base,
@@ -169,27 +286,29 @@ def quantize_with_methods(
             searched=searched,
             shared=measured.setdefault(weights, {}),
         )
+        if content is not None:
+            scoring_start = time.perf_counter()
+            fidelity, margins = scorer.score(content)
+            scoring_seconds += time.perf_counter() - scoring_start
+            candidate = replace(candidate, fidelity=fidelity, gate=margins)
         built.append(candidate)
         contents.append(content)
-    ready = [c for c in contents if c is not None]
-    scores = score(reference.content, [plain.content, *ready], scoring, source=source)
-    plain_candidate = Candidate((), scores[0], len(plain.content), plain.seconds)
-    scored_iter = iter(scores[1:])
-    built = [c if c.error else replace(c, fidelity=next(scored_iter)) for c in built]
+    gated = gate is not None
     warnings: list[str] = []
     if searched:
-        index, reason = choose(plain_candidate, built)
+        index, reason = choose(plain_candidate, built, gated=gated)
     else:
         index = 0
-        worse = not_worse(built[0], plain_candidate)
+        worse = worse_than_plain(built[0], plain_candidate, gated=gated)
         reason = "the recipe names these methods: applied as given"
         if worse is not None:
-            reason += f" (worse than plain int8 on {worse})"
+            reason += f" (worse than plain int8: {worse})"
             warnings.append(
-                f"the recipe's methods ({built[0].label}) are worse than plain int8 on {worse}"
+                f"the recipe's methods ({built[0].label}) are worse than plain int8: {worse}"
             )
     kept = () if index is None else built[index].methods
     chosen = plain if index is None else replace(plain, content=contents[index] or b"")
+    total = time.perf_counter() - start
     report = MethodsReport(
         measured_on=measured_on,
         samples=len(scoring),
@@ -198,8 +317,13 @@ def quantize_with_methods(
         kept=kept,
         reason=reason,
         searched=searched,
+        why_run=why_run,
+        gated=gated,
+        skipped=skipped,
+        reference_seconds=reference.seconds,
+        scoring_seconds=scoring_seconds,
+        total_seconds=total,
     )
-    total = time.perf_counter() - start
     logger.info("methods for %s: kept %s (%s) in %.1fs", source, kept or "plain", reason, total)
     quantized = Conversion(chosen.content, total, plain.warnings + tuple(warnings))
     return MethodsOutcome(reference, quantized, with_methods(recipe, kept), report, tuple(warnings))

@@ -84,11 +84,16 @@ METHODS: Mapping[str, str] = _Summaries()
 WEIGHT_METHODS: Sequence[str] = _Names(KERAS_MODEL)
 #: Methods that edit the calibrated activation ranges before the converter quantizes.
 RANGE_METHODS: Sequence[str] = _Names(CALIBRATED_FLATBUFFER)
-#: What ``methods="auto"`` tries next to the converter's plain int8 (the best one not worse
-#: is kept): the cheap weight methods with min/max, MSE and percentile ranges. All three share
-#: one rewritten model, one calibration and one float run for the histograms, so each range
-#: variant costs one quantizer call and one scoring.
+#: What ``methods="auto"`` tries next to the converter's plain int8 (one is kept by
+#: :func:`~tfcompress.quantization.methods.selection.choose`): range search alone (MSE,
+#: percentile: no rewrite, so on any model the converter takes), then the cheap weight methods
+#: with min/max, MSE and percentile ranges (a Keras model only: skipped, before any work, on
+#: a SavedModel). Candidates that share their weight methods share one rewritten model, one
+#: calibration and one float run for the histograms, so each range variant costs one
+#: quantizer call and one scoring.
 AUTO_CANDIDATES: tuple[tuple[str, ...], ...] = (
+    ("mse-ranges",),
+    ("percentile-ranges",),
     ("equalize", "bias-correction"),
     ("equalize", "bias-correction", "mse-ranges"),
     ("equalize", "bias-correction", "percentile-ranges"),
@@ -222,26 +227,30 @@ def check_methods_for(recipe: str, methods: Sequence[str], percentile: Any) -> f
 def plan_candidates(
     recipe: str, recipe_methods: tuple[str, ...], methods: Any, *, has_eval: bool
 ) -> tuple[tuple[tuple[str, ...], ...], bool]:
-    """Which sets of methods :func:`tfcompress.quantize` makes, and whether it picks the best.
+    """Which sets of methods :func:`tfcompress.quantize` makes, and whether it picks one.
 
     Args:
         recipe: The recipe's name.
         recipe_methods: ``Recipe.methods``: applied as given (a replay).
         methods: ``quantize(methods=...)``: None, ``"auto"``, ``"none"``, a comma-separated
-            string or a list of names: tried against plain int8, the better kept.
+            string or a list of names: tried against plain int8, one kept by
+            :func:`~tfcompress.quantization.methods.selection.choose`.
         has_eval: ``eval_data`` was given.
 
     Returns:
-        ``(candidates, searched)``: no candidates means the converter's plain int8.
-        Without ``methods``, eval data on ``int8`` means ``"auto"`` (the documented default:
-        never worse than plain int8 on that data); without both, the recipe's own methods.
+        ``(candidates, searched)``: no candidates means the converter's plain int8. Without
+        ``methods``, the recipe's own methods, else none: eval data alone does not turn the
+        methods on (``int8`` means the converter's int8); with a gate too, ``auto`` runs
+        only when plain int8 fails it (:func:`auto_if_plain_fails`).
 
     Raises:
         InvalidInputError: ``methods`` together with a recipe that names methods, methods or
             eval data on a recipe other than ``int8``, or an unknown method.
 
     Example:
-        >>> plan_candidates("int8", (), None, has_eval=True) == (AUTO_CANDIDATES, True)
+        >>> plan_candidates("int8", (), None, has_eval=True)
+        ((), False)
+        >>> plan_candidates("int8", (), "auto", has_eval=False) == (AUTO_CANDIDATES, True)
         True
         >>> plan_candidates("int8", ("equalize",), None, has_eval=False)
         ((('equalize',),), False)
@@ -257,9 +266,7 @@ def plan_candidates(
             "none: drop eval_data (evaluate the result with tfcompress.evaluate)."
         )
     if methods is None:
-        if recipe_methods:
-            return (recipe_methods,), False
-        return (AUTO_CANDIDATES, True) if has_eval else ((), False)
+        return ((recipe_methods,), False) if recipe_methods else ((), False)
     if isinstance(methods, str):
         planned = parse_methods(methods)
     else:
@@ -268,3 +275,105 @@ def plan_candidates(
         return (), False
     check_methods_for(recipe, planned[0], DEFAULT_PERCENTILE)
     return planned, True
+
+
+def auto_if_plain_fails(
+    recipe: str, recipe_methods: tuple[str, ...], methods: Any, *, has_eval: bool, gated: bool
+) -> bool:
+    """Whether plain int8 is judged by the gate first, and ``auto`` runs only if it fails.
+
+    That is the default of ``int8`` with eval data and a gate (``--min-snr``,
+    ``--max-drop``...) and no ``methods`` named: what the user asked for is the converter's
+    int8 that passes the gate; the methods are the way to get there when it does not.
+
+    Example:
+        >>> auto_if_plain_fails("int8", (), None, has_eval=True, gated=True)
+        True
+        >>> auto_if_plain_fails("int8", (), None, has_eval=True, gated=False)
+        False
+    """
+    return recipe == "int8" and not recipe_methods and methods is None and has_eval and gated
+
+
+def keras_only(methods: Sequence[str]) -> tuple[str, ...]:
+    """The methods among ``methods`` that need a Keras model to rewrite (their ``needs``).
+
+    A method whose ``needs`` is the calibrated graph runs on any model the converter takes.
+
+    Example:
+        >>> keras_only(("equalize", "mse-ranges"))
+        ('equalize',)
+    """
+    known = _registered()
+    return tuple(m for m in methods if m in known and known[m].needs == KERAS_MODEL)
+
+
+def runnable_candidates(
+    candidates: Sequence[tuple[str, ...]], why_not_keras: str | None
+) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, str], ...]]:
+    """The candidates that can run on a model, and ``(label, why)`` for the others.
+
+    On a model that is not a Keras model, a candidate loses its methods that need one (by
+    each method's ``needs``): what is left is tried, unless nothing is or an earlier
+    candidate is the same. A method that works on the calibrated graph is therefore tried on
+    a SavedModel as soon as it is registered so.
+
+    Args:
+        candidates: Sets of method names.
+        why_not_keras: None when the model is a Keras model the weight methods can rewrite;
+            else why not (``"it is a SavedModel, not a Keras model"``).
+
+    Example:
+        >>> kept, skipped = runnable_candidates(
+        ...     (("mse-ranges",), ("equalize", "mse-ranges")), "a SavedModel")
+        >>> kept
+        (('mse-ranges',),)
+        >>> skipped[0][1]
+        'equalize needs a Keras model (a SavedModel); the rest is mse-ranges, tried already'
+    """
+    if why_not_keras is None:
+        return tuple(candidates), ()
+    kept: list[tuple[str, ...]] = []
+    skipped: list[tuple[str, str]] = []
+    for methods in candidates:
+        needing = keras_only(methods)
+        rest = tuple(m for m in methods if m not in needing)
+        if not needing:
+            if rest not in kept:
+                kept.append(rest)
+            continue
+        why = f"{', '.join(needing)} need{'s' if len(needing) == 1 else ''} a Keras model "
+        why += f"({why_not_keras})"
+        if not rest:
+            skipped.append(("+".join(methods), why))
+        elif rest in kept:
+            why += f"; the rest is {'+'.join(rest)}, tried already"
+            skipped.append(("+".join(methods), why))
+        else:
+            skipped.append(("+".join(methods), f"{why}; tried as {'+'.join(rest)}"))
+            kept.append(rest)
+    return tuple(kept), tuple(skipped)
+
+
+def refuse_unrunnable(methods: Sequence[str], why_not_keras: str | None, *, source: str) -> None:
+    """Refuse, in one line and before any conversion, methods named that cannot run here.
+
+    Raises:
+        InvalidInputError: A method that needs a Keras model, on a model that is not one.
+
+    Example:
+        >>> refuse_unrunnable(("equalize", "mse-ranges"), "it is a SavedModel", source="hed")
+        Traceback (most recent call last):
+        ...
+        tfcompress.errors.InvalidInputError: method equalize needs a Keras model to rewrite...
+    """
+    needing = keras_only(methods)
+    if why_not_keras is None or not needing:
+        return
+    anywhere = [m.name for m in registered_methods() if m.needs != KERAS_MODEL]
+    plural = "s" if len(needing) > 1 else ""
+    raise InvalidInputError(
+        f"method{plural} {', '.join(needing)} need{'' if plural else 's'} a Keras model to "
+        f"rewrite and {source!r} is not one ({why_not_keras}); on this model only "
+        f"{', '.join(anywhere)} run: name those, or load the .keras/.h5 file."
+    )

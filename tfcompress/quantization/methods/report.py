@@ -2,9 +2,11 @@
 
 :class:`MethodsReport` is ``QuantizationResult.methods``: every candidate made in the run
 (plain converter int8 first), each scored against the float32 ``.tflite`` of the same model
-on the same samples, which one was kept and why, and what each method changed (the
-rewrite's folding, equalization scales, rounding and bias corrections; the activation
-ranges chosen).
+on the same samples (and, with a gate, judged by it: :class:`GateMargin`), which one was
+kept and why (:func:`~tfcompress.quantization.methods.selection.choose`), which candidates
+were skipped before any work and why, what each cost in seconds, and what each method
+changed (the rewrite's folding, equalization scales, rounding and bias corrections; the
+activation ranges chosen).
 """
 
 from __future__ import annotations
@@ -50,6 +52,54 @@ class OutputFidelity:
 
 
 @dataclass(frozen=True)
+class GateMargin:
+    """One check of the user's gate on one candidate: how far inside (or outside) it is.
+
+    Attributes:
+        output: The output's name.
+        metric: The metric (``"snr"``, ``"accuracy"``...).
+        threshold_name: ``"min_snr"``, ``"max_drop"``...
+        value: The number the gate compared (the drop for task metrics), in the metric's unit.
+        threshold: The threshold, in the same unit.
+        passed: Whether the check passed (in the gate's mode).
+        margin: How far inside the threshold ``value`` is, in the metric's unit: positive
+            inside, negative outside (``value - threshold`` for a minimum, ``threshold -
+            value`` for a maximum or a drop).
+        scaled: ``margin`` on the one scale every metric is compared on
+            (:func:`~tfcompress.quantization.methods.selection.scaled_margin`).
+        shown: ``margin`` in words: ``"+3.10 dB"``, ``"-0.40 pt"``.
+    """
+
+    output: str
+    metric: str
+    threshold_name: str
+    value: float
+    threshold: float
+    passed: bool
+    margin: float
+    scaled: float
+    shown: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON reports (non-finite numbers as null)."""
+
+        def number(value: float) -> float | None:
+            return round(value, 6) if math.isfinite(value) else None
+
+        return {
+            "output": self.output,
+            "metric": self.metric,
+            "threshold_name": self.threshold_name,
+            "value": number(self.value),
+            "threshold": number(self.threshold),
+            "passed": self.passed,
+            "margin": number(self.margin),
+            "scaled_margin": number(self.scaled),
+            "shown": self.shown,
+        }
+
+
+@dataclass(frozen=True)
 class Candidate:
     """One artifact made in the run: plain int8 (no methods) or a set of methods.
 
@@ -61,6 +111,7 @@ class Candidate:
         rewrite: What the weight methods changed (None without weight methods).
         ranges: The activation ranges chosen (empty without a range method).
         error: Why it could not be made (None when it was).
+        gate: With a gate: each of its checks on this candidate (empty without one).
     """
 
     methods: tuple[str, ...]
@@ -70,6 +121,23 @@ class Candidate:
     rewrite: Rewrite | None = None
     ranges: tuple[TensorRange, ...] = ()
     error: str | None = None
+    gate: tuple[GateMargin, ...] = ()
+
+    @property
+    def passes(self) -> bool:
+        """Made, judged by a gate, and every check of it passed."""
+        return self.error is None and bool(self.gate) and all(g.passed for g in self.gate)
+
+    @property
+    def worst_margin(self) -> GateMargin | None:
+        """The gate check with the smallest scaled margin (None without a gate)."""
+        return min(self.gate, key=lambda g: _ordered(g.scaled), default=None)
+
+    @property
+    def worst_snr(self) -> float:
+        """The SNR of its weakest output against float32 (NaN counts as the worst)."""
+        values = [f.snr_db for f in self.fidelity]
+        return min((_ordered(v) for v in values), default=-math.inf)
 
     @property
     def label(self) -> str:
@@ -86,14 +154,26 @@ class Candidate:
             "rewrite": None if self.rewrite is None else self.rewrite.to_dict(),
             "ranges": [r.to_dict() for r in self.ranges],
             "error": self.error,
+            "gate": [g.to_dict() for g in self.gate],
+            "passes": self.passes if self.gate else None,
         }
 
     def line(self) -> str:
-        """One line: the label and each output's fidelity (or the error)."""
+        """One line: the label, each output's fidelity, the gate's worst margin (or the error)."""
         if self.error is not None:
             return f"{self.label}: not made ({self.error})"
         scores = "; ".join(str(f) for f in self.fidelity)
-        return f"{self.label}: {scores} ({self.seconds:.1f}s)"
+        worst = self.worst_margin
+        if worst is not None:
+            verdict = "passes the gate" if self.passes else "fails the gate"
+            scores += f"; {verdict}, worst margin {worst.shown} ({worst.output} {worst.metric})"
+        size = "" if self.size_bytes is None else f"{self.size_bytes:,} bytes, "
+        return f"{self.label}: {scores} ({size}{self.seconds:.1f}s)"
+
+
+def _ordered(value: float) -> float:
+    """NaN sorts below everything (an unmeasurable value is the worst)."""
+    return -math.inf if math.isnan(value) else value
 
 
 @dataclass(frozen=True)
@@ -107,9 +187,20 @@ class MethodsReport:
         plain: The converter's plain int8, scored the same way.
         candidates: Each set of methods tried, in order.
         kept: The methods of the artifact returned (``()``: the converter's plain int8).
-        reason: One line: why that one.
-        searched: True when the methods were tried against plain int8 and the better one
-            kept (``methods=...``); False when a recipe's methods were applied as given.
+        reason: One line: why that one, with the numbers that decided.
+        searched: True when the methods were tried against plain int8 and one kept by
+            :func:`~tfcompress.quantization.methods.selection.choose`; False when a
+            recipe's methods were applied as given.
+        why_run: Why the methods ran: ``"asked"`` (``methods=``/``--method``, or a recipe
+            that names them), ``"plain int8 failed the gate"`` or ``"plain int8 passed the
+            gate: auto not run"``.
+        gated: The candidates were judged by the user's gate (else by worst-output SNR).
+        skipped: ``(candidate, why)`` for each candidate not tried, decided before any
+            conversion (a weight method on a model that is not a Keras model).
+        reference_seconds: Converting the float32 reference (and the trace it shares with
+            plain int8).
+        scoring_seconds: Running every artifact on the samples and judging it.
+        total_seconds: The whole run: reference, plain int8, every candidate, scoring.
 
     Example:
         >>> result.methods.kept  # doctest: +SKIP
@@ -123,6 +214,18 @@ class MethodsReport:
     kept: tuple[str, ...]
     reason: str
     searched: bool
+    why_run: str = "asked"
+    gated: bool = False
+    skipped: tuple[tuple[str, str], ...] = ()
+    reference_seconds: float = 0.0
+    scoring_seconds: float = 0.0
+    total_seconds: float = 0.0
+
+    @property
+    def cost_ratio(self) -> float:
+        """Total seconds over plain int8's conversion seconds (1.0: nothing but plain)."""
+        base = self.plain.seconds
+        return self.total_seconds / base if base > 0 else math.nan
 
     @property
     def kept_candidate(self) -> Candidate:
@@ -139,13 +242,31 @@ class MethodsReport:
             "kept": list(self.kept),
             "reason": self.reason,
             "searched": self.searched,
+            "why_run": self.why_run,
+            "gated": self.gated,
+            "skipped": [{"methods": label, "why": why} for label, why in self.skipped],
+            "seconds": {
+                "reference": round(self.reference_seconds, 3),
+                "plain": round(self.plain.seconds, 3),
+                "candidates": {c.label: round(c.seconds, 3) for c in self.candidates},
+                "scoring": round(self.scoring_seconds, 3),
+                "total": round(self.total_seconds, 3),
+            },
         }
 
     def __str__(self) -> str:
         kept = self.kept_candidate.label
-        lines = [f"methods, scored against float32 on {self.samples} {self.measured_on}:"]
+        judged = "judged by the gate" if self.gated else "scored against float32"
+        lines = [f"methods ({self.why_run}), {judged} on {self.samples} {self.measured_on}:"]
         for candidate in (self.plain, *self.candidates):
             mark = "  <- kept" if candidate.label == kept else ""
             lines.append(f"  {candidate.line()}{mark}")
+        lines += [f"  {label}: skipped ({why})" for label, why in self.skipped]
         lines.append(f"kept {kept}: {self.reason}")
+        lines.append(
+            f"time: {self.total_seconds:.1f}s in all (float32 reference "
+            f"{self.reference_seconds:.1f}s, plain int8 {self.plain.seconds:.1f}s, "
+            f"candidates {sum(c.seconds for c in self.candidates):.1f}s, scoring "
+            f"{self.scoring_seconds:.1f}s)"
+        )
         return "\n".join(lines)

@@ -1,17 +1,22 @@
-"""Score candidates against the float32 reference and keep one, never worse than plain int8.
+"""Score candidates against the float32 reference, judge them by the user's gate, keep one.
 
 Every output of every candidate is scored on the same samples against the float32
 ``.tflite`` made from the same model in the same run: its SNR, and for class scores
-(probability rows, as gates without labels read them) its top-1 agreement. A candidate is
-*not worse* than the converter's plain int8 when, on every output, neither number is lower;
-among those, the one with the highest mean SNR gain is kept, and only if that gain is
-positive. Otherwise plain int8 is kept.
+(probability rows, as gates without labels read them) its top-1 agreement. With a gate
+(:class:`MethodsGate`: the checks and settings of ``quantize``'s ``--min-snr``,
+``--max-drop``...), each candidate is also judged by it, exactly as ``tfcompress gate``
+judges (:func:`~tfcompress.testing.judge.judge_outputs_by_name`), and every check's margin is
+recorded (:class:`~tfcompress.quantization.methods.report.GateMargin`). :func:`choose` then
+keeps one by the rule of docs/quantization.md#beyond-minmax-int8: pass the gate, then the
+smallest, then the largest margin on the weakest output; plain int8 wins ties.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -21,38 +26,124 @@ from tfcompress.bench.paired import run_model
 from tfcompress.data import Dataset
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.signature import model_signature
-from tfcompress.quantization.methods.report import Candidate, OutputFidelity
+from tfcompress.quantization.methods.report import PLAIN, Candidate, GateMargin, OutputFidelity
+from tfcompress.testing.judge import Check, build_checks, judge_outputs_by_name
+from tfcompress.testing.settings import GateSettings
+
+#: Sizes within this fraction of the smallest passing one, or :data:`SIZE_SLACK` bytes,
+#: count as equal (int8 variants of one model differ by a few hundred bytes of flatbuffer
+#: bookkeeping: 1.2% of an 8 KB model).
+SIZE_TOLERANCE = 0.01
+#: Bytes within which sizes count as equal, whatever the model's size.
+SIZE_SLACK = 4096
+#: A candidate must beat plain int8 by more than this (scaled margin units, or dB of SNR
+#: without a gate) to be kept instead: plain int8 wins ties.
+TIE = 0.01
 
 
-def score(
-    reference: bytes, contents: Sequence[bytes], data: Dataset, *, source: str
-) -> list[tuple[OutputFidelity, ...]]:
-    """Each ``.tflite`` in ``contents`` scored against ``reference`` on ``data``.
+@dataclass(frozen=True)
+class MethodsGate:
+    """The user's gate, as the post-training methods are decided by it.
+
+    Attributes:
+        checks: What to check (:func:`~tfcompress.testing.judge.build_checks`); empty: one
+            metric per output, chosen as ``tfcompress gate`` chooses.
+        settings: Mode, confidence, interval (``GateSettings``), as the gate's.
+
+    Example:
+        >>> gate = MethodsGate.from_options(min_snr=25)
+        >>> [(c.metric, c.threshold) for c in gate.checks]
+        [('snr', 25.0)]
+    """
+
+    checks: tuple[Check, ...] = ()
+    settings: GateSettings = field(default_factory=GateSettings)
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        outputs: Sequence[str] | None = None,
+        metrics: Sequence[str] | None = None,
+        mode: str | None = None,
+        **thresholds: float | None,
+    ) -> MethodsGate:
+        """The gate the CLI's ``--output``, ``--metric``, thresholds and ``--mode`` describe.
+
+        Raises:
+            InvalidInputError: What :func:`~tfcompress.testing.judge.build_checks` or
+                ``GateSettings`` refuse.
+        """
+        checks = build_checks(outputs or None, metrics or None, **thresholds)
+        settings = GateSettings() if mode is None else GateSettings(mode=mode)
+        return cls(checks, settings)
+
+    def judge(
+        self,
+        labels: Mapping[str, Any] | None,
+        reference: Mapping[str, np.ndarray],
+        candidate: Mapping[str, np.ndarray],
+    ) -> tuple[GateMargin, ...]:
+        """Every check on one candidate's outputs, with its margin (see :func:`gate_margin`)."""
+        report = judge_outputs_by_name(
+            labels, reference, candidate, checks=self.checks or None, settings=self.settings
+        )
+        return tuple(gate_margin(v) for v in report.verdicts)
+
+
+class Scorer:
+    """Scores ``.tflite`` files against one float32 reference, run once on the samples.
 
     Args:
         reference: The float32 ``.tflite``.
-        contents: The candidates' ``.tflite`` bytes.
-        data: Samples: one array, or a dict keyed by input name (labels unused).
+        data: Samples: one array, or a dict keyed by input name; labels (``y`` keyed by
+            output name) are read only by a gate's task metrics.
         source: Model name, for the runners' labels.
-
-    Returns:
-        One tuple of per-output fidelities per candidate, outputs in the reference's order.
+        gate: Judge each file by it too (None: fidelity only).
 
     Example:
-        >>> score(result.reference_content, [result.model_content], calib, source="m")
-        ... # doctest: +SKIP
+        >>> scorer = Scorer(result.reference_content, calib, source="m")  # doctest: +SKIP
+        >>> fidelity, margins = scorer.score(result.model_content)  # doctest: +SKIP
     """
-    ref_model = TFLiteModel(reference, label=f"{source}_float32", verified=True)
-    signature = model_signature(ref_model)
-    x = data.x if isinstance(data.x, dict) else {signature.inputs[0].name: data.x}
-    feed = Dataset(x)
-    expected = run_model(ref_model, feed, signature, name="float32").outputs
-    scored = []
-    for index, content in enumerate(contents):
-        model = TFLiteModel(content, label=f"{source}_candidate{index}", verified=True)
-        outputs = run_model(model, feed, signature, name=f"candidate {index}").outputs
-        scored.append(tuple(_fidelity(name, expected[name], outputs[name]) for name in expected))
-    return scored
+
+    def __init__(
+        self, reference: bytes, data: Dataset, *, source: str, gate: MethodsGate | None = None
+    ) -> None:
+        ref_model = TFLiteModel(reference, label=f"{source}_float32", verified=True)
+        self.signature = model_signature(ref_model)
+        x = data.x if isinstance(data.x, dict) else {self.signature.inputs[0].name: data.x}
+        self.feed = Dataset(x)
+        self.expected = run_model(ref_model, self.feed, self.signature, name="float32").outputs
+        self.labels = data.y if isinstance(data.y, dict) else None
+        self.source, self.gate, self.count = source, gate, 0
+
+    def score(self, content: bytes) -> tuple[tuple[OutputFidelity, ...], tuple[GateMargin, ...]]:
+        """One file's per-output fidelities (reference order) and the gate's checks on it."""
+        self.count += 1
+        model = TFLiteModel(content, label=f"{self.source}_candidate{self.count}", verified=True)
+        outputs = run_model(model, self.feed, self.signature, name=f"candidate {self.count}")
+        got = outputs.outputs
+        fidelity = tuple(_fidelity(n, self.expected[n], got[n]) for n in self.expected)
+        margins = () if self.gate is None else self.gate.judge(self.labels, self.expected, got)
+        return fidelity, margins
+
+
+def score(
+    reference: bytes,
+    contents: Sequence[bytes],
+    data: Dataset,
+    *,
+    source: str,
+    gate: MethodsGate | None = None,
+) -> list[tuple[tuple[OutputFidelity, ...], tuple[GateMargin, ...]]]:
+    """Each ``.tflite`` in ``contents`` scored against ``reference`` on ``data`` (:class:`Scorer`).
+
+    Returns:
+        Per file: its per-output fidelities (outputs in the reference's order) and the
+        gate's checks with their margins (empty without a gate).
+    """
+    scorer = Scorer(reference, data, source=source, gate=gate)
+    return [scorer.score(content) for content in contents]
 
 
 def _fidelity(name: str, reference: np.ndarray, candidate: np.ndarray) -> OutputFidelity:
@@ -66,66 +157,202 @@ def _fidelity(name: str, reference: np.ndarray, candidate: np.ndarray) -> Output
     return OutputFidelity(name, snr, agreement)
 
 
-def not_worse(candidate: Candidate, plain: Candidate) -> str | None:
-    """None when ``candidate`` is at least as faithful as ``plain`` on every output, else why.
+def scaled_margin(margin: float, unit: str, threshold: float) -> float:
+    """A margin in its metric's unit on the one scale :func:`choose` compares outputs on.
+
+    One unit is one dB of SNR, one percentage point of a fraction metric (an accuracy drop,
+    agreement, mIoU: ``0.01`` is 1), or one percent of the threshold for metrics in the
+    outputs' own unit (cosine, mse, max_abs...). So an output 3 dB inside ``--min-snr``
+    and another 3 points inside ``--max-drop`` are equally safe.
 
     Example:
-        >>> a = Candidate((), (OutputFidelity("y", 20.0, None),))
-        >>> not_worse(Candidate(("equalize",), (OutputFidelity("y", 19.0, None),)), a)
-        'y: SNR 19.00 dB < 20.00 dB'
+        >>> scaled_margin(0.02, "fraction", 0.01), scaled_margin(3.0, "dB", 20.0)
+        (2.0, 3.0)
+        >>> round(scaled_margin(0.005, "number", 0.99), 3)  # cosine 0.995 against 0.99
+        0.505
     """
-    for mine, theirs in zip(candidate.fidelity, plain.fidelity, strict=True):
-        if _below(mine.snr_db, theirs.snr_db):
-            return f"{mine.output}: SNR {mine.snr_db:.2f} dB < {theirs.snr_db:.2f} dB"
-        if mine.agreement is None or theirs.agreement is None:
-            continue
-        if mine.agreement < theirs.agreement:
-            return f"{mine.output}: agreement {mine.agreement:.2%} < {theirs.agreement:.2%}"
-    return None
+    if math.isnan(margin):
+        return -math.inf
+    if unit == "dB":
+        return margin
+    if unit == "fraction":
+        return 100.0 * margin
+    return 100.0 * margin / abs(threshold) if threshold else 100.0 * margin
 
 
-def gain(candidate: Candidate, plain: Candidate) -> float:
-    """Mean SNR gain over the outputs in dB (0 where both are identical to the reference)."""
-    gains = []
-    for mine, theirs in zip(candidate.fidelity, plain.fidelity, strict=True):
-        if math.isinf(mine.snr_db) and math.isinf(theirs.snr_db):
-            gains.append(0.0)
-        else:
-            gains.append(mine.snr_db - theirs.snr_db)
-    return float(np.mean(gains)) if gains else 0.0
+def gate_margin(verdict: Any) -> GateMargin:
+    """One gate verdict as a :class:`GateMargin`: positive inside the threshold."""
+    number = verdict.deciding_value
+    # a drop or a maximum: the threshold minus the value; a minimum: the value minus it
+    lower = verdict.lower_is_better
+    margin = verdict.threshold - number if lower else number - verdict.threshold
+    unit = verdict.definition.unit
+    return GateMargin(
+        output=verdict.output,
+        metric=verdict.metric,
+        threshold_name=verdict.threshold_name,
+        value=float(number),
+        threshold=float(verdict.threshold),
+        passed=bool(verdict.passed),
+        margin=float(margin),
+        scaled=scaled_margin(float(margin), unit, float(verdict.threshold)),
+        shown=_shown(float(margin), unit),
+    )
 
 
-def choose(plain: Candidate, candidates: Sequence[Candidate]) -> tuple[int | None, str]:
-    """The index of the candidate to keep (None: plain int8) and one line saying why.
+def _shown(margin: float, unit: str) -> str:
+    if math.isnan(margin):
+        return "unmeasurable"
+    if unit == "dB":
+        return f"{margin:+.2f} dB"
+    if unit == "fraction":
+        return f"{100 * margin:+.2f} pt"
+    return f"{margin:+.4g}"
+
+
+def choose(
+    plain: Candidate, candidates: Sequence[Candidate], *, gated: bool = False
+) -> tuple[int | None, str]:
+    """The candidate to keep (an index into ``candidates``; None: plain int8), and why.
+
+    The rule (never "better on every output"):
+
+    * **With a gate** (``gated``: every candidate carries its
+      :attr:`~tfcompress.quantization.methods.report.Candidate.gate` checks): among the
+      candidates that pass every check, plain int8 included, the smallest (sizes within
+      :data:`SIZE_TOLERANCE` or :data:`SIZE_SLACK` bytes of the smallest count as equal),
+      then the one whose weakest check has the largest margin. Margins of different
+      metrics are compared on one scale (:func:`scaled_margin`: 1 dB = 1 percentage point
+      = 1% of a threshold in the outputs' unit). When none passes, the one whose weakest
+      check comes closest (the gate fails either way, and says so).
+    * **Without a gate**: among those no larger than plain int8 (same tolerance), the one
+      whose weakest output (lowest SNR against float32) is best.
+
+    Plain int8 wins ties (a candidate must beat it by more than :data:`TIE`), so it is kept
+    unless a candidate is really better by the rule: byte for byte the converter's file.
+
+    Args:
+        plain: The converter's plain int8, scored (and judged) like the candidates.
+        candidates: The candidates; those with an ``error`` were not made.
+        gated: Decide by the gate's checks.
+
+    Returns:
+        ``(index, reason)``: the reason names the numbers that decided.
 
     Example:
         >>> p = Candidate((), (OutputFidelity("y", 20.0, None),))
         >>> c = Candidate(("equalize",), (OutputFidelity("y", 26.0, None),))
-        >>> choose(p, [c])
-        (0, 'not worse than plain int8 on any output and 6.00 dB better on average')
+        >>> choose(p, [c])[1]
+        "equalize's weakest output is 26.00 dB (y) against float32 vs plain int8's 20.00 dB (y)"
     """
-    best, best_gain, why_not = None, 0.0, []
-    for index, candidate in enumerate(candidates):
-        if candidate.error is not None:
-            why_not.append(f"{candidate.label} could not be made")
-            continue
-        worse = not_worse(candidate, plain)
-        if worse is not None:
-            why_not.append(f"{candidate.label} is worse on {worse}")
-            continue
-        improvement = gain(candidate, plain)
-        if improvement > best_gain:
-            best, best_gain = index, improvement
-        elif best is None:
-            why_not.append(f"{candidate.label} is no better ({improvement:+.2f} dB)")
-    if best is not None:
-        return best, (
-            f"not worse than plain int8 on any output and {best_gain:.2f} dB better on average"
+    made = [(i, c) for i, c in enumerate(candidates) if c.error is None]
+    if gated:
+        return _by_gate(plain, made)
+    best, best_key = None, plain.worst_snr
+    for index, candidate in made:
+        if not _same_size_or_smaller(candidate, plain):
+            continue  # a bigger file is never kept without a gate that asked for fidelity
+        if candidate.worst_snr > best_key + TIE:
+            best, best_key = index, candidate.worst_snr
+    kept = plain if best is None else candidates[best]
+    if best is None:
+        runner_up = max((c for _, c in made), key=lambda c: c.worst_snr, default=None)
+        if runner_up is None:
+            return None, "no candidate could be made"
+        return None, (
+            f"no candidate's weakest output beats plain int8's {_weakest(plain)} against "
+            f"float32 (best: {runner_up.label}'s {_weakest(runner_up)})"
         )
-    return None, "; ".join(why_not) or "no candidate was tried"
+    return best, (
+        f"{kept.label}'s weakest output is {_weakest(kept)} against float32 vs plain int8's "
+        f"{_weakest(plain)}"
+    )
 
 
-def _below(mine: float, theirs: float) -> bool:
-    if math.isnan(mine):
-        return not math.isnan(theirs)
-    return mine < theirs
+def _by_gate(plain: Candidate, made: list[tuple[int | None, Candidate]]) -> tuple[int | None, str]:
+    pool: list[tuple[int | None, Candidate]] = [(None, plain), *made]
+    passing = [(i, c) for i, c in pool if c.passes]
+    if passing:
+        smallest = min(c.size_bytes or 0 for _, c in passing)
+        limit = max(smallest * (1 + SIZE_TOLERANCE), smallest + SIZE_SLACK)
+        pool = [(i, c) for i, c in passing if (c.size_bytes or 0) <= limit]
+    best, best_candidate = pool[0]  # plain int8 when it is in the pool
+    for index, candidate in pool[1:]:
+        if _worst(candidate) > _worst(best_candidate) + TIE:
+            best, best_candidate = index, candidate
+    plain_worst = _margin_text(plain)
+    if not passing:
+        if best is None:
+            return None, (
+                f"no candidate passes every gate; none comes closer than plain int8 ({plain_worst})"
+            )
+        return best, (
+            f"no candidate passes every gate; {best_candidate.label} comes closest, worst margin "
+            f"{_margin_text(best_candidate)} vs plain int8's {plain_worst}"
+        )
+    if best is None:
+        others = [c for i, c in passing if i is not None]
+        if not others:
+            return None, (
+                f"plain int8 passes every gate (worst margin {plain_worst}); no candidate does"
+            )
+        rival = max(others, key=_worst)
+        return None, (
+            f"plain int8 passes every gate, worst margin {plain_worst}; no passing candidate of "
+            f"its size does better (best: {rival.label}'s {_margin_text(rival)})"
+        )
+    size = ""
+    plain_size, best_size = plain.size_bytes or 0, best_candidate.size_bytes or 0
+    if plain_size > max(best_size * (1 + SIZE_TOLERANCE), best_size + SIZE_SLACK):
+        size = f", {best_candidate.size_bytes:,} bytes vs plain int8's {plain.size_bytes:,}"
+    return best, (
+        f"{best_candidate.label} passes every gate, worst margin {_margin_text(best_candidate)} "
+        f"vs plain int8's {plain_worst}{size}"
+    )
+
+
+def _same_size_or_smaller(candidate: Candidate, plain: Candidate) -> bool:
+    size, base = candidate.size_bytes or 0, plain.size_bytes or 0
+    return size <= max(base * (1 + SIZE_TOLERANCE), base + SIZE_SLACK)
+
+
+def _worst(candidate: Candidate) -> float:
+    worst = candidate.worst_margin
+    return -math.inf if worst is None else worst.scaled
+
+
+def _margin_text(candidate: Candidate) -> str:
+    worst = candidate.worst_margin
+    if worst is None:
+        return "not judged"
+    return f"{worst.shown} ({worst.output} {worst.metric})"
+
+
+def _weakest(candidate: Candidate) -> str:
+    if not candidate.fidelity:
+        return "nothing"
+    weakest = min(candidate.fidelity, key=lambda f: -math.inf if math.isnan(f.snr_db) else f.snr_db)
+    return f"{weakest.snr_db:.2f} dB ({weakest.output})"
+
+
+def worse_than_plain(candidate: Candidate, plain: Candidate, *, gated: bool) -> str | None:
+    """Why a candidate applied as given (a recipe's methods) is worse than plain int8, or None.
+
+    Worse by the rule of :func:`choose`: it fails a gate plain int8 passes, or its weakest
+    check (without a gate: its weakest output) is below plain int8's.
+
+    Example:
+        >>> a = Candidate((), (OutputFidelity("y", 20.0, None),))
+        >>> worse_than_plain(Candidate(("equalize",), (OutputFidelity("y", 19.0, None),)), a,
+        ...                  gated=False)
+        'weakest output 19.00 dB (y) vs plain int8 20.00 dB (y)'
+    """
+    if gated:
+        if plain.passes and not candidate.passes:
+            return f"it fails the gate plain int8 passes (worst margin {_margin_text(candidate)})"
+        if _worst(candidate) < _worst(plain):
+            return f"worst margin {_margin_text(candidate)} vs {PLAIN} {_margin_text(plain)}"
+        return None
+    if candidate.worst_snr < plain.worst_snr:
+        return f"weakest output {_weakest(candidate)} vs {PLAIN} {_weakest(plain)}"
+    return None
