@@ -105,9 +105,9 @@ def test_selective_keeps_the_sensitive_layer_float(sensitive, sensitive_files, t
     code = main([*_compress_cli(sensitive_files, replayed)[:4], "--replay",
                  str(report / "compress.json"), "--out", str(replayed)])  # fmt: skip
     assert code == 0 and replayed.read_bytes() == out.read_bytes()
-    # The report: JSON, Markdown and the size plot (no latency measured, no latency plot).
+    # The report: JSON, Markdown and the plots (every attempt is timed by default).
     assert sorted(p.name for p in report.iterdir()) == [
-        "compress.json", "compress.md", "compress_size.png"
+        "compress.json", "compress.md", "compress_latency.png", "compress_size.png",
     ]  # fmt: skip
     assert json.loads((report / "compress.json").read_text())["chosen"]["name"] == "selective-1"
     assert "Kept in float: `sensitive`" in (report / "compress.md").read_text()
@@ -206,7 +206,9 @@ def test_latency_objective_picks_float_when_int8_is_slower(monkeypatch) -> None:
     )
     by_name = {a.name: a for a in result.attempts}
     assert set(by_name) == {"float32", "float16", "int8"}  # the int8 family cannot be faster
-    assert by_name["int8"].passed and by_name["int8"].latency_ms > by_name["float32"].latency_ms
+    int8 = by_name["int8"]
+    assert int8.gate["passed"] and int8.latency_ms > by_name["float32"].latency_ms
+    assert not int8.passed and "ms/sample is" in int8.why and "--max-slowdown" in int8.why
     assert result.chosen is not None and result.chosen.name in ("float32", "float16")
     finding = " ".join(result.findings)
     assert "int8 is slower than" in finding and "wins: the fastest passing" in finding
@@ -281,8 +283,8 @@ def test_options_are_checked_before_any_work() -> None:
 def test_ladder_and_durations() -> None:
     size = plan_ladder(objective="size", target="cpu", calibration_available=100, training=True)
     assert [r.name for r in size] == [
-        "int8", "int8-methods", "selective", "int16x8", "qat", "prune-int8", "cluster-int8",
-        "float16",
+        "int8", "int8-methods", "int16-worst", "selective", "int16x8", "qat", "prune-int8",
+        "cluster-int8", "float16",
     ]  # fmt: skip
     assert size[1].recipe == {"recipe": {"name": "int8"}, "methods": "auto"}
     assert size[1].bound == "int8"  # the same int8 ops: never smaller than plain int8

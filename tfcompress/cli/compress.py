@@ -38,9 +38,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "compress",
         help="the smallest (or fastest) .tflite that passes the accuracy gate",
-        description="Try int8, more calibration, selective float layers, int16x8 (and with "
-        "--train QAT, pruning, clustering) cheapest first; keep the best artifact that passes "
-        "the gate on --eval; stop when nothing left can beat it.",
+        description="Try int8, more calibration, the post-training methods, 16-bit "
+        "activations on the worst tensors (int8 weights), selective float layers, int16x8 "
+        "(and with --train QAT, pruning, clustering) cheapest first; keep the best artifact "
+        "that passes the gate on --eval and runs no slower than float32 (--max-slowdown); "
+        "stop when nothing left can beat it.",
     )
     parser.add_argument("model", help=".keras, .h5 or SavedModel directory (the float model)")
     parser.add_argument("--data", required=True, help="calibration samples (.npz with x, .npy)")
@@ -89,10 +91,26 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--time-budget", type=duration, metavar="T", help="wall-clock budget: 90s, 10m, 1h"
     )
-    parser.add_argument(
+    timing = parser.add_mutually_exclusive_group()
+    timing.add_argument(
         "--latency",
         action="store_true",
-        help="also time every attempt with --objective size (the latency objective always does)",
+        help="time every attempt and the float32 baseline on the target (the default; "
+        "named, a target whose latency backend cannot run here is refused, not left untimed)",
+    )
+    timing.add_argument(
+        "--no-latency",
+        action="store_true",
+        help="time nothing (about 0.4 s less per attempt): no slowdown is checked, and the "
+        "report says so; not with --max-slowdown or --objective latency",
+    )
+    parser.add_argument(
+        "--max-slowdown",
+        type=float,  # the config checks it, as it checks the keyword's
+        metavar="X",
+        help="the slowest artifact returned, as a ratio of float32's median latency per "
+        "sample (a .tflite input: the file given's), timed in the same run; default 1.0: "
+        "never slower (10%% allowed for timing noise)",
     )
     parser.add_argument("--report", metavar="DIR", help="write compress.json/.md and plots here")
     parser.add_argument(
@@ -109,7 +127,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_unsafe_flag(parser)
     add_timeout_flag(parser)
     add_custom_objects_flag(parser)
-    add_on_flags(parser, what="time every attempt (--objective latency or --latency)")
+    add_on_flags(parser, what="time every attempt")
     add_device_flag(parser, what="times every attempt")
     add_json_flag(parser)
     return parser
@@ -164,8 +182,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         raise InvalidInputError("--device names a worker of --on's scheduler; give --on.")
     if args.on and not times_latency(config):
         raise InvalidInputError(
-            "--on times the attempts on a device, but this search times nothing: add "
-            "--objective latency (or --latency)."
+            "--on times the attempts on a device, but --no-latency times nothing: drop one."
         )
     client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
     try:
@@ -241,7 +258,8 @@ def compress_config(args: argparse.Namespace) -> CompressConfig:
         metrics=flat(args.metric) or None,
         mode=args.mode,
         threads=args.threads,
-        measure_latency=True if args.latency else None,
+        measure_latency=True if args.latency else (False if args.no_latency else None),
+        max_slowdown=args.max_slowdown,
         static_batch=args.static_batch,
         batch_size=args.batch_size,
         freeze_batchnorm=False if args.train_batchnorm else None,
@@ -261,6 +279,8 @@ def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
         "--objective": args.objective is not None,
         "--time-budget": args.time_budget is not None,
         "--latency": args.latency,
+        "--no-latency": args.no_latency,
+        "--max-slowdown": args.max_slowdown is not None,
         "--report": args.report is not None,
         "--threads": args.threads != 1,
         "--static-batch": args.static_batch is not None,

@@ -69,6 +69,11 @@ def advise(result: Any, *, training: bool) -> tuple[str, ...]:
                 f"threshold {best.threshold:.4g}"
             )
     refused = [a for a in result.attempts if not a.passed and (a.gate or {}).get("passed")]
+    slow = [a for a in refused if "--max-slowdown" in a.why and a.latency_ms is not None]
+    if slow:  # the fastest attempt that passed the gate: the least slowdown to allow
+        fastest = min(slow, key=lambda a: a.latency_ms or 0.0)
+        tips.insert(0, f"{fastest.name} passed the gate, but {fastest.why.split('but ', 1)[-1]}")
+        refused = [a for a in refused if a not in slow]
     if refused:
         tips.append(f"{refused[0].name} passed the gate, but {refused[0].why.split('but ', 1)[-1]}")
     if not training:

@@ -42,6 +42,7 @@ def compress(
     interval: str | None = None,
     threads: int | None = None,
     measure_latency: bool | None = None,
+    max_slowdown: float | None = None,
     static_batch: int | None = None,
     batch_size: int | None = None,
     freeze_batchnorm: bool | None = None,
@@ -55,7 +56,9 @@ def compress(
     Candidates are tried cheapest first (:func:`~tfcompress.compression.candidates.plan_ladder`):
     int8 PTQ per-channel; int8 calibrated on more samples; selective quantization (layers
     ranked once by quantization error, the 1, 2, 4... most sensitive kept float until the
-    gate passes); int16x8 when no int8 attempt passed; with ``train_data`` QAT, and for
+    gate passes), after mixed precision at int8 weight size (``int16-worst``: int8 weights,
+    16-bit activations on the 1, 2, 4... tensors int8 hurts most, by LiteRT Quantizer rules);
+    int16x8 when no int8 attempt passed; with ``train_data`` QAT, and for
     ``objective="size"`` pruning + int8 and clustering + int8; for ``objective="size"``,
     float16, tried as soon as the selective steps' computed sizes approach it.
     ``objective="latency"`` adds float32 and float16 and ranks by the median latency
@@ -65,7 +68,9 @@ def compress(
     artifact (see :mod:`tfcompress.compression.search`), when ``time_budget_s`` runs out
     (checked between attempts), or on Ctrl-C; the best passing artifact so far is returned
     each time. Nothing larger than the float32 file is ever chosen (for the size objective,
-    nothing as large either).
+    nothing as large either), and nothing slower than ``max_slowdown`` times the float32
+    file's latency (for a ``.tflite`` input: the file given's), timed in the same run on the
+    target's latency backend: every attempt is timed unless ``measure_latency=False``.
 
     Fine-tuning rungs run in a child process (:mod:`tfcompress.training.isolation`): a native
     crash is recorded as that attempt's error and the search goes on. A fine-tuned artifact
@@ -109,8 +114,14 @@ def compress(
         confidence: Level of the intervals (default 0.95).
         interval: ``"auto"`` (default), ``"mcnemar"`` or ``"bootstrap"``.
         threads: CPU threads of the gate and the latency measurements (default 1).
-        measure_latency: Time every attempt on the target (default: only for
-            ``objective="latency"``).
+        measure_latency: Time every attempt and the float32 baseline on the target's
+            latency backend. None (default): wherever that backend runs here (elsewhere the
+            search goes on untimed and a finding says so); False: time nothing (about 0.4 s
+            per attempt saved), so no slowdown is checked (and a finding says so).
+        max_slowdown: The slowest artifact returned, as a ratio of the baseline's median
+            latency per sample (default 1.0: never slower, with a 10% allowance for timing
+            noise). A passing attempt that is slower is recorded with both latencies and
+            not returned.
         static_batch: A static batch for every post-training artifact (e.g. 1 for an RNN
             whose conversion needs one); not with ``train_data`` (the fine-tuned artifacts
             keep the model's own batch). ``target="edgetpu"`` fixes it at 1.
@@ -168,6 +179,7 @@ def compress(
         "interval": interval,
         "threads": threads,
         "measure_latency": measure_latency,
+        "max_slowdown": max_slowdown,
         "static_batch": static_batch,
         "batch_size": batch_size,
         "freeze_batchnorm": freeze_batchnorm,
@@ -219,9 +231,8 @@ def _latency_device(config: CompressConfig, on: Any, device: str | None) -> Any:
         return None
     if not times_latency(config):
         raise InvalidInputError(
-            "on= (--on) times the attempts on a device, but this search times nothing: give "
-            "objective='latency' (--objective latency) or measure_latency=True "
-            "(--measure-latency)."
+            "on= (--on) times the attempts on a device, but measure_latency=False "
+            "(--no-latency) times nothing: drop one."
         )
     from tfcompress.bench.device_latency import LatencyDevice
 
@@ -268,8 +279,12 @@ def _search(
     if file_batch is None and device.rules.batch_is_default:
         file_batch = device.rules.static_batch
     float32, plan = None, _Plan(config, device, remote=where is not None)
-    if plan.needed - {"cpu"}:
+    elsewhere = device.latency_backend not in ("cpu", plan.settings.backend)
+    if plan.measure and not plan.remote and elsewhere:
         float32 = _float32(reference, calibration, seed, file_batch)
+        plan.probe_timing(float32)  # a backend not here: untimed, said (or refused if asked)
+    if plan.needed - {"cpu"}:
+        float32 = float32 or _float32(reference, calibration, seed, file_batch)
         plan.probe(float32)  # fails now, not after the ladder, or falls back (said)
     state = SearchState(
         reference=reference,
@@ -292,10 +307,13 @@ def _search(
         batch_size=config.batch_size,
         freeze_batchnorm=config.freeze_batchnorm,
         where=where,
+        max_slowdown=config.slowdown_limit,
+        baseline=reference.content if tflite else None,
+        baseline_name="the input .tflite" if tflite else "float32",
     )
     ladder = plan_ladder(
         objective=plan.objective, target=config.target, calibration_available=len(calibration),
-        training=train is not None, tflite=tflite,
+        training=train is not None, tflite=tflite, static_batch=static_batch,
     )  # fmt: skip
     state.planned = len(ladder)
     interrupted = False
@@ -331,10 +349,14 @@ class _Plan:
     def __init__(self, config: CompressConfig, device: Target, *, remote: bool = False) -> None:
         self.config, self.device, self.remote = config, device, remote
         self.objective = config.objective or device.default_objective or "size"
-        named = config.measure_latency
-        self.measure = self.objective == "latency" if named is None else named
+        self.measure = config.measure
         self.settings = config.settings
         self.findings: list[str] = []
+        if not self.measure:
+            self.findings.append(
+                "not timed (measure_latency=False, --no-latency): how fast the artifact runs "
+                "against float32 is unknown, and no slowdown was checked"
+            )
         if config.objective is None and self.objective == "latency":
             self.findings.append(
                 f"ranked by latency on the {device.latency_backend} backend (median per "
@@ -366,10 +388,37 @@ class _Plan:
                 fallback = self.device.fallback_backend
                 named = self.config.objective == "latency" or self.config.measure_latency
                 named = named or self.remote  # on= asked for the device's latency
+                named = named or self.config.max_slowdown is not None
                 if fallback is None or named:
                     raise
                 self._fall_back(fallback, str(error))
                 return
+
+    @property
+    def timing_named(self) -> bool:
+        """The user asked for timing: the latency objective, measure_latency, max_slowdown, on=."""
+        config = self.config
+        named = config.objective == "latency" or config.measure_latency is True
+        return named or config.max_slowdown is not None or self.remote
+
+    def probe_timing(self, float32: bytes) -> None:
+        """Check the latency backend alone (the gate runs elsewhere); untimed where it cannot run.
+
+        Raises:
+            BackendUnavailableError: It cannot run here and the user asked for timing.
+        """
+        backend = self.device.latency_backend
+        try:
+            _probe_backend(float32, backend)
+        except BackendUnavailableError as error:
+            if self.timing_named:
+                raise
+            self.measure = False
+            self.findings.append(
+                f"not timed: {self.device.display_name}'s latency backend {backend!r} cannot "
+                f"run here ({str(error).split(';')[0]}), so no slowdown against float32 was "
+                "checked; measure the artifact where it runs (tfcompress benchmark)"
+            )
 
     def _fall_back(self, fallback: str, why: str) -> None:
         self.findings = [
@@ -380,6 +429,10 @@ class _Plan:
         ]
         self.objective, self.measure = "size", False
         self.settings = replace(self.settings, backend=fallback)
+        self.findings.append(
+            f"not timed: the {self.device.latency_backend} backend does not run here, so no "
+            "slowdown against float32 was checked"
+        )
 
 
 def _climb(state: SearchState, ladder: Any) -> None:
@@ -490,6 +543,17 @@ def _result(
             f"latencies measured on device {where.name} ({where.address}, a worker of the Dask "
             f"scheduler {where.scheduler}), not here"
         )
+    if state.measure and state.baseline_ms is not None:
+        from tfcompress.compression.latency import NOISE_TOLERANCE, ms
+
+        slow = [a for a in state.attempts if (a.gate or {}).get("passed") and state.too_slow(a)]
+        findings.append(
+            f"every attempt timed on {state.latency_backend} with {state.threads} thread(s) "
+            f"(median per sample); {state.baseline_name} {ms(state.baseline_ms)} ms; "
+            f"nothing slower than {state.max_slowdown:g}x it (+{NOISE_TOLERANCE:.0%} for timing "
+            f"noise) is returned"
+            + (f": {', '.join(a.name for a in slow)} passed the gate but ran slower" * bool(slow))
+        )
     if best is not None and state.objective == "latency":
         findings.append(
             f"{best.name} wins: the fastest passing artifact ({best.latency_ms:.3f} ms)"
@@ -516,6 +580,10 @@ def _result(
         seconds=seconds,
         threads=state.threads,
         device=None if where is None else where.to_dict(),
+        float32_latency_ms=state.baseline_ms,
+        baseline=state.baseline_name,
+        latency_backend=state.latency_backend if state.measure else None,
+        max_slowdown=state.max_slowdown if state.measure else None,
     )
     if best is None:
         result = replace(result, advice=advise(result, training=training))

@@ -35,7 +35,7 @@ class Attempt:
         ci_low: Lower end of the value's interval.
         ci_high: Upper end.
         threshold: The gate's threshold for ``value``.
-        latency_ms: Median latency on the target backend (when measured).
+        latency_ms: Median latency per sample on the target's latency backend (None: not timed).
         device: The Dask worker that measured ``latency_ms`` (``compress --on``); None:
             this machine.
         float_layers: Layers kept in float (selective quantization).
@@ -163,8 +163,8 @@ class Attempt:
                 "tfcompress compress --report wrote."
             ) from error
 
-    def row(self) -> list[str]:
-        """Cells of the attempts table."""
+    def row(self, baseline_ms: float | None = None) -> list[str]:
+        """Cells of the attempts table (``baseline_ms``: float32's, for the ``x float32`` cell)."""
 
         def pct(number: float | None) -> str:
             return "-" if number is None else f"{number * 100:.2f}"
@@ -176,14 +176,22 @@ class Attempt:
         else:
             score = "-"
             value = "-" if self.value is None else f"{self.metric} {self.value:.4g}"
+        latency = ratio = "-"
+        if self.latency_ms is not None:
+            from tfcompress.compression.latency import ms, slowdown
+
+            latency = ms(self.latency_ms)
+            if baseline_ms:
+                ratio = f"{slowdown(self.latency_ms, baseline_ms):.2f}"
         return [
             str(self.index),
             self.name,
             "-" if self.size_bytes is None else f"{self.size_bytes:,}",
             "-" if self.gzip_bytes is None else f"{self.gzip_bytes:,}",
+            latency,
+            ratio,
             score,
             value,
-            "-" if self.latency_ms is None else f"{self.latency_ms:.3f}",
             self.status,
             f"{self.seconds:.1f}",
         ]
@@ -209,14 +217,31 @@ def _read_verdict(data: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+#: The attempts table's columns; ``ms/sample`` is named with its backend by the result's
+#: table (:func:`row_header`).
 ROW_HEADER = [
     "#",
     "attempt",
     "size B",
     "gzip B",
+    "ms/sample",
+    "x float32",
     "score %",
     "drop pt [interval]",
-    "latency ms",
     "status",
     "s",
 ]
+
+
+def row_header(backend: str | None, baseline: str = "float32") -> list[str]:
+    """:data:`ROW_HEADER` with the latency's backend and the baseline named.
+
+    Example:
+        >>> row_header("cpu")[4:6]
+        ['ms/sample (cpu)', 'x float32']
+    """
+    header = list(ROW_HEADER)
+    if backend:
+        header[4] = f"ms/sample ({backend})"
+    header[5] = f"x {baseline}"
+    return header

@@ -105,6 +105,7 @@ def plan_ladder(
     calibration_available: int,
     training: bool,
     tflite: bool = False,
+    static_batch: int | None = None,
 ) -> tuple[Rung, ...]:
     """The candidates of one search, cheapest first.
 
@@ -118,6 +119,8 @@ def plan_ladder(
         tflite: The model is a float ``.tflite``: the LiteRT Quantizer ladder (int8; the
             worst tensors in int16, then in float, by rule; int16x8 as the fallback; for
             size int4 weights; float16 as the last resort).
+        static_batch: The search's static batch: the mixed-precision rung (LiteRT
+            Quantizer, which keeps the float file's shapes) is left out with one.
 
     Returns:
         The rungs, in the order they are tried.
@@ -125,7 +128,7 @@ def plan_ladder(
     Example:
         >>> [r.name for r in plan_ladder(objective="size", target="cpu",
         ...     calibration_available=300, training=False)]
-        ['int8', 'int8-calib300', 'int8-methods', 'selective', 'int16x8', 'float16']
+        ['int8', 'int8-calib300', 'int8-methods', 'int16-worst', 'selective', 'int16x8', 'float16']
         >>> [r.name for r in plan_ladder(objective="size", target="cpu",
         ...     calibration_available=300, training=False, tflite=True)]
         ['int8', 'int16-worst', 'float-worst', 'int16x8', 'int4-weights', 'float16']
@@ -153,6 +156,11 @@ def plan_ladder(
     rungs.append(
         Rung("int8-methods", "ptq", {"recipe": {"name": "int8"}, "methods": "auto"}, "int8")
     )
+    # Mixed precision at int8 weight size: int8 weights everywhere, 16-bit activations on the
+    # 1, 2, 4... tensors int8 hurts most (LiteRT Quantizer rules on the converter's float32
+    # file), before selective (which pays float weights) and the whole-model int16x8.
+    if static_batch is None and device.admits_recipe("int16x8") and not device.shapes_artifact:
+        rungs.append(Rung("int16-worst", "rules", _litert({"name": "int8"}, mode="int16"), "int8"))
     rungs.append(Rung("selective", "selective", {"name": "int8"}, "int8"))
     rungs.append(Rung("int16x8", "ptq", {"name": "int16x8"}, "int8", fallback_only=True))
     if training:
@@ -188,6 +196,11 @@ def _litert_ladder(objective: str, device: Target) -> tuple[Rung, ...]:
     # int8 with ops LiteRT Quantizer cannot quantize kept float (int8's default, as the
     # converter's).
     int8 = {"name": "int8"}
+    # float-worst is the only rung of this ladder that can fix what int8 does to weights (an
+    # outlier weight that rounds the rest of its channel to zero), which int16 activations
+    # cannot; it stays, but like int16-worst it climbs only while a step closes at least
+    # MIN_STEP_GAIN of the gap to the gate and runs within max_slowdown (search.run_rules):
+    # on a model where it does not pay it costs one attempt, not six.
     rungs += [
         Rung("int8", "ptq", _litert(int8), "int8"),
         Rung("int16-worst", "rules", _litert(int8, mode="int16"), "int8"),

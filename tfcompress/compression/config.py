@@ -53,8 +53,17 @@ class CompressConfig:
         confidence: Level of the intervals, in (0, 1).
         interval: ``"auto"``, ``"mcnemar"`` or ``"bootstrap"``.
         threads: CPU threads of the gate and the latency measurements.
-        measure_latency: Time every attempt on the target (None: only for
+        measure_latency: Time every attempt, and the float32 baseline, on the target's
+            latency backend. None (default): timed wherever that backend runs here (where it
+            does not, the search goes on untimed and a finding says so); False: nothing is
+            timed, so nothing is held to ``max_slowdown`` (refused with ``max_slowdown`` or
             ``objective="latency"``).
+        max_slowdown: The slowest artifact compress may return, as a ratio of the float32
+            ``.tflite``'s median latency per sample (for a ``.tflite`` input: of the file
+            given), measured in the same run. None: 1.0 (never slower), with a
+            :data:`~tfcompress.compression.latency.NOISE_TOLERANCE` allowance for timing
+            noise; an attempt that passes the gate but runs slower is recorded, with both
+            latencies, and not returned.
         static_batch: A static batch for every post-training artifact (None: the model's
             own); a fixed-batch target (the Edge TPU) allows only its own.
         batch_size: The fine-tuning batch of the QAT, pruning and clustering rungs (None:
@@ -79,6 +88,7 @@ class CompressConfig:
     interval: str = "auto"
     threads: int = 1
     measure_latency: bool | None = None
+    max_slowdown: float | None = None
     static_batch: int | None = None
     batch_size: int | None = None
     freeze_batchnorm: bool = True
@@ -103,6 +113,17 @@ class CompressConfig:
         if self.measure_latency is not None and not isinstance(self.measure_latency, bool):
             raise InvalidInputError(
                 f"measure_latency must be True, False or None, got {shown(self.measure_latency)}."
+            )
+        set_(self, "max_slowdown", _slowdown(self.max_slowdown))
+        if self.measure_latency is False and self.max_slowdown is not None:
+            raise InvalidInputError(
+                "max_slowdown (--max-slowdown) compares every attempt's measured latency with "
+                "float32's, but measure_latency=False (--no-latency) times nothing: drop one."
+            )
+        if self.measure_latency is False and self.objective == "latency":
+            raise InvalidInputError(
+                "objective='latency' (--objective latency) ranks by measured latency, but "
+                "measure_latency=False (--no-latency) times nothing: drop one."
             )
         _check_static_batch(self.static_batch, device)
         if self.batch_size is not None:
@@ -139,13 +160,17 @@ class CompressConfig:
 
     @property
     def measure(self) -> bool:
-        """Whether every attempt is timed (``measure_latency``, else the latency objective).
+        """Whether every attempt is timed: unless ``measure_latency=False``.
 
-        With no objective named, the search decides when it starts (the target's own).
+        With ``measure_latency=None`` the search still goes on untimed where the target's
+        latency backend cannot run here (and says so).
         """
-        if self.measure_latency is None:
-            return self.objective == "latency"
-        return self.measure_latency
+        return self.measure_latency is not False
+
+    @property
+    def slowdown_limit(self) -> float:
+        """``max_slowdown``, or its default 1.0 (never slower than float32)."""
+        return 1.0 if self.max_slowdown is None else self.max_slowdown
 
     @classmethod
     def from_options(
@@ -161,6 +186,7 @@ class CompressConfig:
         interval: str | None = None,
         threads: int | None = None,
         measure_latency: bool | None = None,
+        max_slowdown: float | None = None,
         static_batch: int | None = None,
         batch_size: int | None = None,
         freeze_batchnorm: bool | None = None,
@@ -190,6 +216,7 @@ class CompressConfig:
             "interval": interval,
             "threads": threads,
             "measure_latency": measure_latency,
+            "max_slowdown": max_slowdown,
             "static_batch": static_batch,
             "batch_size": batch_size,
             "freeze_batchnorm": freeze_batchnorm,
@@ -260,6 +287,19 @@ def _budget(value: Any) -> float | None:
         raise InvalidInputError(f"time_budget_s must be a number of seconds, got {value!r}.")
     if value <= 0:
         raise InvalidInputError(f"time_budget_s must be positive, got {value!r}.")
+    return float(value)
+
+
+def _slowdown(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(
+            f"max_slowdown must be a ratio to float32's latency (1.0: never slower), got "
+            f"{shown(value)}."
+        )
+    if value <= 0:
+        raise InvalidInputError(f"max_slowdown must be a positive ratio, got {value!r}.")
     return float(value)
 
 

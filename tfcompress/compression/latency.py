@@ -1,7 +1,15 @@
-"""Latency of a candidate on the target backend, measured by the benchmark harness."""
+"""Latency of a candidate on the target backend, measured by the benchmark harness.
+
+And the slowdown rule of :func:`tfcompress.compress`: an attempt that passes the gate but
+runs slower than ``max_slowdown`` times the float32 baseline (timed in the same run, on the
+same backend) is not returned. Timing noise is handled twice: the baseline is timed twice
+and its lower median kept; an attempt that looks too slow is timed once more and its lower
+median kept; and it counts as too slow only beyond :data:`NOISE_TOLERANCE` over the limit.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tfcompress.errors import BackendUnavailableError
@@ -10,6 +18,74 @@ from tfcompress.errors import BackendUnavailableError
 #: enough that a search of ten candidates stays within seconds.
 RUNS = 30
 MIN_SECONDS = 0.3
+#: How far over ``max_slowdown`` x the baseline a median may be before it counts as slower:
+#: the medians of 30 runs of one file moved by up to ~10% between runs on the project's
+#: shared 2-core machines (and by more on models that run in microseconds).
+NOISE_TOLERANCE = 0.10
+
+
+def slowdown(latency_ms: float, baseline_ms: float) -> float:
+    """How many times the baseline's latency ``latency_ms`` is (inf for a zero baseline).
+
+    Example:
+        >>> slowdown(8.8, 0.55)
+        16.0
+    """
+    return latency_ms / baseline_ms if baseline_ms > 0 else math.inf
+
+
+def too_slow(latency_ms: float, baseline_ms: float, limit: float) -> bool:
+    """Whether ``latency_ms`` is over ``limit`` x ``baseline_ms`` beyond the noise tolerance.
+
+    Example:
+        >>> too_slow(1.05, 1.0, 1.0), too_slow(1.2, 1.0, 1.0), too_slow(8.8, 0.55, 16)
+        (False, True, False)
+    """
+    return latency_ms > limit * baseline_ms * (1 + NOISE_TOLERANCE)
+
+
+def allowing(ratio: float) -> str:
+    """The ``max_slowdown`` that lets a ``ratio`` through: rounded up to a tenth, as typed.
+
+    Example:
+        >>> allowing(16.0), allowing(16.01), allowing(1.234)
+        ('16', '16.1', '1.3')
+    """
+    if not math.isfinite(ratio):
+        return "inf"
+    return f"{math.ceil(round(ratio * 10, 6)) / 10:g}"
+
+
+def ms(value: float) -> str:
+    """A latency in ms with three significant digits, never in exponent notation.
+
+    Example:
+        >>> ms(8.8), ms(0.55), ms(0.0015), ms(376.2)
+        ('8.80', '0.550', '0.00150', '376')
+    """
+    if value <= 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, 2 - math.floor(math.log10(value)))
+    return f"{value:.{decimals}f}"
+
+
+def slowdown_reason(
+    name: str, latency_ms: float, baseline: str, baseline_ms: float, backend: str
+) -> str:
+    """Why a passing attempt is too slow to return, with both latencies and the flag.
+
+    Example:
+        >>> for part in slowdown_reason("int16x8", 8.8, "float32", 0.55, "cpu").split("; "):
+        ...     print(part)
+        int16x8 8.80 ms/sample is 16.0x float32's 0.550 ms on cpu
+        allow it with max_slowdown=16 (--max-slowdown 16)
+    """
+    ratio = slowdown(latency_ms, baseline_ms)
+    allow = allowing(ratio)
+    return (
+        f"{name} {ms(latency_ms)} ms/sample is {ratio:.1f}x {baseline}'s {ms(baseline_ms)} ms "
+        f"on {backend}; allow it with max_slowdown={allow} (--max-slowdown {allow})"
+    )
 
 
 def measure_latency(

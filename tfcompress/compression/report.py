@@ -49,9 +49,16 @@ def to_markdown(result: Any) -> str:
         )
         if c.float_layers:
             lines.append(f"\nKept in float: {', '.join(f'`{n}`' for n in c.float_layers)}.")
+        speed = result.speed(c)
+        if speed:
+            lines.append(f"\n{speed[0].upper()}{speed[1:]}.")
     else:
         lines.append(f"**Nothing passed the gate** ({len(result.attempts)} attempts).")
         lines += ["", *(f"* try: {tip}" for tip in result.advice)]
+    noted = [a for a in result.attempts if a.notes]
+    if noted:
+        lines += ["", "Notes per attempt:", ""]
+        lines += [f"* `{a.name}`: {'; '.join(a.notes)}" for a in noted]
     lines += ["", f"Stopped: {result.stop_reason}."]
     if result.findings:
         lines += ["", *(f"* {finding}" for finding in result.findings)]

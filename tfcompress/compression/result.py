@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfcompress.compression.attempts import ROW_HEADER, Attempt
+from tfcompress.compression.attempts import Attempt, row_header
 from tfcompress.errors import GateFailedError
 from tfcompress.targets.base import get_target
 
@@ -39,6 +39,12 @@ class CompressionResult:
             with (``"config"`` in its JSON, which ``CompressConfig.from_dict`` reads back).
         device: Where the latencies were measured with ``on=`` (``--on``): the worker's
             ``name`` and ``address`` and the ``scheduler``'s; None: this machine.
+        float32_latency_ms: The baseline's median latency per sample, timed in the same run
+            on ``latency_backend`` (None: nothing was timed).
+        baseline: What that baseline is: ``"float32"`` (the converter's float32 file) or
+            ``"the input .tflite"`` (a ``.tflite`` input: the file given).
+        latency_backend: The backend every latency was measured on (None: not timed).
+        max_slowdown: The slowdown limit the search applied (None: nothing was timed).
 
     Example:
         >>> result = tfcompress.compress(model, representative_data=calib,
@@ -64,6 +70,10 @@ class CompressionResult:
     threads: int = 1
     config: Any = None
     device: dict[str, str] | None = None
+    float32_latency_ms: float | None = None
+    baseline: str = "float32"
+    latency_backend: str | None = None
+    max_slowdown: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -83,7 +93,7 @@ class CompressionResult:
         if not judged:
             return None
         mode = str(self.gate.get("mode", "strict"))
-        return min(judged, key=lambda a: _shortfall(a, mode))
+        return min(judged, key=lambda a: shortfall(a, mode))
 
     def save(self, path: PathLike, *, overwrite: bool = False) -> Path:
         """Write the chosen ``.tflite`` atomically.
@@ -134,13 +144,22 @@ class CompressionResult:
             "seconds": round(self.seconds, 2),
             "config": None if self.config is None else self.config.to_dict(),
             "device": self.device,
+            "float32_latency_ms": self.float32_latency_ms,
+            "baseline": self.baseline,
+            "latency_backend": self.latency_backend,
+            "max_slowdown": self.max_slowdown,
         }
 
     def table(self, *, markdown: bool = False) -> str:
         """The attempts table."""
         from tfcompress.report.table import format_table
 
-        return format_table(ROW_HEADER, [a.row() for a in self.attempts], markdown=markdown)
+        backend = self.latency_backend
+        if backend is not None and self.device:
+            backend = f"{backend} on {self.device.get('name', 'the device')}"
+        header = row_header(backend, "float32" if self.baseline == "float32" else "input")
+        rows = [a.row(self.float32_latency_ms) for a in self.attempts]
+        return format_table(header, rows, markdown=markdown)
 
     def __str__(self) -> str:
         lines = [self.table(), ""]
@@ -154,6 +173,9 @@ class CompressionResult:
             )
             if c.float_layers:
                 lines.append(f"kept in float: {', '.join(c.float_layers)}")
+            speed = self.speed(c)
+            if speed:
+                lines.append(speed)
         else:
             device = get_target(self.target)
             integer = device.rules.integer_only
@@ -164,8 +186,21 @@ class CompressionResult:
         lines += [f"note: {f}" for f in self.findings]
         return "\n".join(lines)
 
+    def speed(self, attempt: Attempt) -> str | None:
+        """One line: ``attempt``'s latency against the baseline's (None when not timed)."""
+        from tfcompress.compression.latency import ms, slowdown
 
-def _shortfall(attempt: Attempt, mode: str) -> float:
+        if attempt.latency_ms is None or not self.float32_latency_ms:
+            return None
+        ratio = slowdown(attempt.latency_ms, self.float32_latency_ms)
+        return (
+            f"latency: {ms(attempt.latency_ms)} ms/sample on {self.latency_backend}, "
+            f"{ratio:.2f}x {self.baseline}'s {ms(self.float32_latency_ms)} ms"
+            + ("" if self.max_slowdown is None else f" (max_slowdown {self.max_slowdown:g})")
+        )
+
+
+def shortfall(attempt: Attempt, mode: str) -> float:
     """How far the number the gate compared is from its threshold (positive: short of it)."""
     from tfcompress.compression.advice import deciding
 

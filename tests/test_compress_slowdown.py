@@ -1,0 +1,170 @@
+"""compress never returns something slower than float32 unless allowed; mixed precision.
+
+The timing is faked where the rule is the subject (the one function that times,
+``tfcompress.compression.latency.measure_latency``): the plain int8 file is made to run 3x
+float32's latency, every other file half of it. The model is the sensitive sample with no
+outlier (int8 passes its gate), so the searches stop after two or three attempts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+import tfcompress
+from tfcompress.cli import main
+from tfcompress.compression import CompressConfig, plan_ladder
+from tfcompress.compression.advice import advise
+from tfcompress.compression.attempts import Attempt
+from tfcompress.compression.latency import NOISE_TOLERANCE, allowing, slowdown_reason, too_slow
+from tfcompress.compression.result import CompressionResult
+from tfcompress.errors import InvalidInputError
+from tfcompress.samples.sensitive import sensitive_model
+
+FLOAT32_MS = 0.5
+
+
+@pytest.fixture(scope="module")
+def easy(tmp_path_factory):
+    import keras
+
+    model, (calib, (x, y)) = sensitive_model(keras, outlier=0.0)  # int8 passes on this one
+    root = tmp_path_factory.mktemp("easy")
+    model.save(root / "easy.keras")
+    np.savez(root / "calib.npz", x=calib[:200])
+    np.savez(root / "test.npz", x=x[:1000], y=y[:1000])
+    return model, calib[:200], (x[:1000], y[:1000]), root
+
+
+@pytest.fixture
+def slow_int8(monkeypatch):
+    """float32 0.5 ms; the first file timed after it (plain int8) and its copies 1.5 ms."""
+    from tfcompress.compression import latency
+
+    seen: dict[str, bytes] = {}
+
+    def fake(content, *, backend, threads, name, where=None):
+        if name == "float32":
+            return FLOAT32_MS
+        seen.setdefault("int8", content)
+        return 3 * FLOAT32_MS if content == seen["int8"] else FLOAT32_MS / 2
+
+    monkeypatch.setattr(latency, "measure_latency", fake)
+
+
+def test_the_slowdown_arithmetic() -> None:
+    assert not too_slow(1.0 + NOISE_TOLERANCE - 1e-9, 1.0, 1.0)  # within the noise allowance
+    assert too_slow(1.0 + NOISE_TOLERANCE + 1e-6, 1.0, 1.0)
+    assert not too_slow(8.8, 0.55, 16) and too_slow(8.8, 0.55, 14)
+    assert allowing(16.0) == "16" and allowing(3.01) == "3.1" and allowing(0.5) == "0.5"
+    why = slowdown_reason("int16x8", 8.8, "float32", 0.55, "cpu")
+    assert why.startswith("int16x8 8.80 ms/sample is 16.0x float32's 0.550 ms on cpu")
+    assert why.endswith("allow it with max_slowdown=16 (--max-slowdown 16)")
+    # The option: a positive ratio, refused with measure_latency=False (which times nothing).
+    assert CompressConfig().slowdown_limit == 1.0 and CompressConfig().measure
+    assert CompressConfig(max_slowdown=4).slowdown_limit == 4.0
+    for options, text in (
+        ({"max_slowdown": 0}, "positive ratio"),
+        ({"max_slowdown": "2x"}, "ratio to float32's latency"),
+        ({"max_slowdown": 2, "measure_latency": False}, "times nothing: drop one"),
+        ({"objective": "latency", "measure_latency": False}, "times nothing: drop one"),
+    ):
+        with pytest.raises(InvalidInputError, match=text):
+            CompressConfig.from_options(**options)
+    assert not CompressConfig(measure_latency=False).measure  # honoured: nothing is timed
+
+
+def test_nothing_within_the_slowdown_says_which_attempt_would_pass() -> None:
+    why = "gate passed, but " + slowdown_reason("int16x8", 8.8, "float32", 0.55, "cpu")
+    attempts = (
+        Attempt(1, "int8", "ptq", {}, "failed", "gate FAILED", latency_ms=0.4, value=30.0,
+                threshold=40.0, metric="snr", kind="fidelity", gate={"passed": False}),
+        Attempt(2, "int16x8", "ptq", {}, "failed", why, latency_ms=8.8, value=45.0,
+                threshold=40.0, metric="snr", kind="fidelity", gate={"passed": True}),
+    )  # fmt: skip
+    result = CompressionResult(
+        chosen=None, model_content=None, attempts=attempts, objective="size", target="cpu",
+        float32_bytes=100, float32_gzip_bytes=90, gate={"mode": "strict"}, stop_reason="done",
+        float32_latency_ms=0.55, latency_backend="cpu", max_slowdown=1.0,
+    )  # fmt: skip
+    tips = advise(result, training=True)
+    assert tips[0].startswith("int16x8 passed the gate, but int16x8 8.80 ms/sample is 16.0x")
+    assert "--max-slowdown 16" in tips[0]
+    table = result.table()
+    header = table.splitlines()[0].split()
+    assert header[4:8] == ["gzip", "B", "ms/sample", "(cpu)"]  # latency beside size
+    assert "16.00" in table and "0.73" in table  # x float32 of each attempt
+
+
+def test_a_slower_passing_attempt_is_not_returned(easy, slow_int8) -> None:
+    model, calib, test, _ = easy
+    result = tfcompress.compress(model, representative_data=calib, eval_data=test, max_drop=0.02)
+    int8 = result.attempts[0]
+    assert int8.name == "int8" and int8.gate["passed"] and int8.status == "failed"
+    assert "int8 1.50 ms/sample is 3.0x float32's 0.500 ms on cpu" in int8.why
+    assert "--max-slowdown 3" in int8.why
+    chosen = result.chosen
+    assert chosen is not None and chosen.name != "int8" and chosen.latency_ms == FLOAT32_MS / 2
+    assert result.float32_latency_ms == FLOAT32_MS and result.max_slowdown == 1.0
+    slower = [f for f in result.findings if "passed the gate but ran slower" in f]
+    assert len(slower) == 1 and ": int8" in slower[0]
+    # The mixed-precision rung came before selective and int16x8 and passed at int8 size.
+    assert chosen.name == "int16-worst-1", [a.name for a in result.attempts]
+    assert "16-bit activations on the 1 worst tensor(s)" in chosen.notes[0]
+    assert "against int8's" in chosen.notes[0] and "x float32's" in chosen.notes[0]
+    text = str(result)
+    assert "ms/sample (cpu)" in text.splitlines()[0] and "0.50x float32's 0.500 ms" in text
+    # Its recipe keeps int8 weights and raises the named activation to int16.
+    from ai_edge_litert.interpreter import Interpreter
+
+    from tfcompress.quantization.config import PTQConfig
+
+    (rule,) = chosen.recipe["recipe"]["rules"]
+    assert rule["mode"] == "int16" and chosen.recipe["engine"] == "litert-quantizer"
+    again = tfcompress.quantize(
+        model, config=PTQConfig.from_dict(chosen.recipe), representative_data=calib
+    )
+    assert again.model_content == result.model_content  # the recipe replays
+    details = Interpreter(model_content=again.model_content).get_tensor_details()
+    dtypes = {d["name"]: d["dtype"] for d in details}
+    named = [n for n in dtypes if re.search(rule["pattern"], f"{n};")]  # the rule's tensor
+    assert len(named) == 1 and dtypes[named[0]] == np.int16 and not chosen.float_layers
+    weights = [d for d in details if d["name"].endswith("/MatMul")]
+    assert len(weights) == 3 and all(d["dtype"] == np.int8 for d in weights)
+
+
+def test_max_slowdown_lets_it_through(easy, slow_int8, tmp_path, capsys) -> None:
+    *_, root = easy
+    out, report = tmp_path / "o.tflite", tmp_path / "report"
+    argv = ["compress", str(root / "easy.keras"), "--data", str(root / "calib.npz"),
+            "--eval", str(root / "test.npz"), "--max-drop", "0.02", "--out", str(out)]  # fmt: skip
+    assert main([*argv, "--max-slowdown", "3", "--report", str(report), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["chosen"]["name"] == "int8" and payload["max_slowdown"] == 3.0
+    assert payload["chosen"]["latency_ms"] == 3 * FLOAT32_MS
+    assert payload["float32_latency_ms"] == FLOAT32_MS and len(payload["attempts"]) == 1
+    markdown = (report / "compress.md").read_text()
+    assert "| ms/sample (cpu) | x float32 |" in markdown and "3.00x float32's" in markdown
+    assert main([*argv, "--max-slowdown", "2", "--no-latency", "--force"]) == 2
+    assert "times nothing: drop one" in capsys.readouterr().err
+
+
+def test_the_ladder_has_the_mixed_precision_rung_where_it_can_run() -> None:
+    names = [r.name for r in plan_ladder(objective="size", target="cpu",
+                                         calibration_available=200, training=False)]  # fmt: skip
+    assert names.index("int8") < names.index("int16-worst") < names.index("selective")
+    assert names.index("int16-worst") < names.index("int16x8")
+    rung = plan_ladder(objective="size", target="cpu", calibration_available=200,
+                       training=False)[names.index("int16-worst")]  # fmt: skip
+    assert rung.recipe == {"recipe": {"name": "int8"}, "engine": "litert-quantizer",
+                           "mode": "int16"}  # fmt: skip
+    for target in ("edgetpu", "gpu"):  # integer-only, or no int16 kernels: never made
+        ladder = plan_ladder(objective="size", target=target, calibration_available=200,
+                             training=False)  # fmt: skip
+        assert "int16-worst" not in [r.name for r in ladder]
+    batched = plan_ladder(objective="size", target="cpu", calibration_available=200,
+                          training=False, static_batch=1)  # fmt: skip
+    assert "int16-worst" not in [r.name for r in batched]  # LiteRT Quantizer keeps shapes
