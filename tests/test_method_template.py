@@ -44,7 +44,7 @@ class TouchNothing(WeightMethod):
     name = "touch-nothing"
     summary = "a weight method that changes nothing (tests/test_method_template.py)"
     kind = "weight rewrite"
-    order = 35  # after bias-correction: the place decides the order of a recipe's methods
+    order = 35  # after adaround: the place decides the order of a recipe's methods
     keeps_function = True  # the float check runs after it, as after equalize
     report_key = "untouched"
     calls = 0
@@ -107,7 +107,9 @@ def small(tmp_path_factory):
 
 def test_the_registry_places_and_validates_a_new_method(registered):
     built_in = ("equalize", "adaround", "bias-correction", "percentile-ranges", "mse-ranges")
-    assert tuple(METHODS) == (*built_in[:3], "touch-nothing", *built_in[3:], "keep-ranges")
+    # Weight rewrites first (the rewritten copy is what gets calibrated), then the edits of
+    # the calibrated flatbuffer (bias-correction, the ranges), each stage by order.
+    assert tuple(METHODS) == (*built_in[:2], "touch-nothing", *built_in[2:], "keep-ranges")
     assert "touch-nothing" in WEIGHT_METHODS and METHODS["keep-ranges"] == KeepRanges.summary
     assert canonical_methods(["keep-ranges", "touch-nothing", "equalize"]) == (
         "equalize",

@@ -3,9 +3,10 @@
 The converter's calibration records each activation tensor's min and max over the samples
 and quantizes with that range: one outlier in one sample stretches the step for every
 value. Here the calibrate-only conversion (the same path selective quantization uses) is run
-once more, in float, with every intermediate tensor kept; each tensor's values fill a
-histogram over its calibrated range, and a new range is written into the flatbuffer before
-the converter's quantizer reads it:
+once more, in float, with every intermediate tensor kept (:mod:`.calibrated`: one run
+shared with bias correction); each tensor's values fill a histogram over its calibrated
+range, and a new range is written into the flatbuffer before the converter's quantizer
+reads it:
 
 * ``percentile``: the ``p``-th and ``(100 - p)``-th percentiles (a side whose calibrated
   bound is 0, as after a ReLU, keeps it);
@@ -20,26 +21,21 @@ ranges of softmax and logistic outputs), from these statistics.
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from tfcompress._compat.litert import flatbuffer_utils, interpreter_module
+from tfcompress._compat.litert import flatbuffer_utils
 from tfcompress.data import Dataset
-from tfcompress.errors import InvalidDataError
+from tfcompress.quantization.methods.calibrated import BINS, float_statistics
+from tfcompress.quantization.methods.calibrated import Histogram as _Histogram
 from tfcompress.quantization.methods.registry import RangeContext, RangeMethod, register_method
 
-#: Bins of each tensor's histogram over its calibrated range.
-BINS = 2048
 #: Shrink factors of each bound tried by ``mse`` (1 keeps the calibrated bound).
 SHRINK = np.geomspace(1.0, 0.02, 96)
 #: int8 levels.
 LEVELS = 255
-#: Samples per interpreter call when the model's batch dimension can be resized.
-BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -71,27 +67,6 @@ class TensorRange:
         }
 
 
-@dataclass
-class _Histogram:
-    low: float
-    high: float
-    counts: np.ndarray
-    zeros: int = 0
-
-    def add(self, values: np.ndarray) -> None:
-        flat = values.ravel().astype(np.float64)
-        exact = flat == 0.0
-        self.zeros += int(exact.sum())
-        flat = flat[~exact]
-        width = self.high - self.low
-        index = ((flat - self.low) * (BINS / width)).astype(np.int64) if width > 0 else flat * 0
-        self.counts += np.bincount(np.clip(index, 0, BINS - 1), minlength=BINS)
-
-    def centers(self) -> np.ndarray:
-        edges = np.linspace(self.low, self.high, BINS + 1)
-        return (edges[:-1] + edges[1:]) / 2
-
-
 def histograms(calibrated: bytes, samples: Dataset) -> dict[int, _Histogram]:
     """Each activation tensor's histogram over its calibrated range, from one float run.
 
@@ -106,18 +81,7 @@ def histograms(calibrated: bytes, samples: Dataset) -> dict[int, _Histogram]:
     Raises:
         InvalidDataError: The samples cannot be matched to the model's inputs.
     """
-    model = flatbuffer_utils().read_model_from_bytearray(bytearray(calibrated))
-    stats = {}
-    for index, tensor in enumerate(model.subgraphs[0].tensors):
-        q = tensor.quantization
-        if q is None or q.min is None or q.max is None or len(q.min) != 1:
-            continue
-        if model.buffers[tensor.buffer].data is not None:  # a constant
-            continue
-        low, high = min(float(q.min[0]), 0.0), max(float(q.max[0]), 0.0)
-        stats[index] = _Histogram(low, high, np.zeros(BINS, np.int64))
-    _fill(calibrated, samples, stats)
-    return stats
+    return float_statistics(calibrated, samples).histograms
 
 
 def search_ranges(
@@ -176,14 +140,15 @@ class _SearchedRanges(RangeMethod):
     def edit_ranges(
         self, calibrated: bytes, context: RangeContext
     ) -> tuple[bytes, tuple[TensorRange, ...]]:
-        if "histograms" not in context.shared:  # one float run for every range method
-            context.shared["histograms"] = histograms(calibrated, context.calibration)
+        # One float run for every method that edits this calibrated model (bias correction
+        # too), of the model as calibrated, before any edit.
+        measured = float_statistics(calibrated, context.calibration, context.shared)
         return search_ranges(
             calibrated,
             context.calibration,
             method=self.rule,
             percentile=context.recipe.range_percentile,
-            measured=context.shared["histograms"],
+            measured=measured.histograms,
         )
 
 
@@ -206,59 +171,6 @@ class MSERanges(_SearchedRanges):
     summary = "activation ranges that minimise the int8 error of each tensor"
     order = 50
     rule = "mse"
-
-
-def _fill(calibrated: bytes, samples: Dataset, stats: dict[int, _Histogram]) -> None:
-    """Run the float model with every tensor kept; add each watched tensor to its histogram."""
-    module, _ = interpreter_module()
-    with warnings.catch_warnings():  # tf.lite.Interpreter's deprecation notice, if it is the one
-        warnings.simplefilter("ignore", UserWarning)
-        interpreter = module.Interpreter(
-            model_content=calibrated,
-            experimental_op_resolver_type=module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-            experimental_preserve_all_tensors=True,
-        )
-    inputs = interpreter.get_input_details()
-    arrays = _arrays_by_input(inputs, samples.x)
-    resizable = all(-1 in list(d.get("shape_signature", [])[:1]) for d in inputs)
-    batch = BATCH if resizable else int(inputs[0]["shape"][0])
-    count = len(samples)
-    shaped = None
-    for start in range(0, count, batch):
-        stop = min(start + batch, count)
-        if resizable and shaped != stop - start:
-            for detail, array in zip(inputs, arrays, strict=True):
-                interpreter.resize_tensor_input(detail["index"], [stop - start, *array.shape[1:]])
-            interpreter.allocate_tensors()
-            shaped = stop - start
-        elif shaped is None:
-            interpreter.allocate_tensors()
-            shaped = batch
-        if stop - start != shaped:  # a static batch: the last rows go one by one
-            break
-        for detail, array in zip(inputs, arrays, strict=True):
-            interpreter.set_tensor(detail["index"], array[start:stop].astype(detail["dtype"]))
-        interpreter.invoke()
-        for index, histogram in stats.items():
-            histogram.add(interpreter.get_tensor(index))
-
-
-def _arrays_by_input(
-    inputs: list[dict[str, Any]], x: np.ndarray | Mapping[str, np.ndarray]
-) -> list[np.ndarray]:
-    if not isinstance(x, Mapping):
-        return [np.asarray(x)]
-    arrays = []
-    for detail in inputs:
-        name = str(detail["name"])
-        found = [k for k in x if name in (k, f"serving_default_{k}:0")]
-        if len(found) != 1:
-            raise InvalidDataError(
-                f"cannot tell which calibration array feeds model input {name!r} (arrays: "
-                f"{', '.join(sorted(x))}); name the arrays after the model's inputs."
-            )
-        arrays.append(np.asarray(x[found[0]]))
-    return arrays
 
 
 def _percentile_range(histogram: _Histogram, percentile: float) -> tuple[float, float]:

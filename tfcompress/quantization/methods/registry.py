@@ -1,11 +1,12 @@
 """The post-training methods as classes with one interface, registered next to their code.
 
 Every method is a subclass of :class:`WeightMethod` (it rewrites a copy of the float Keras
-model: :mod:`.rewrite` calls :meth:`WeightMethod.rewrite` in order) or :class:`RangeMethod`
+model: :mod:`.rewrite` calls :meth:`WeightMethod.rewrite` in order), :class:`RangeMethod`
 (it edits the calibrated activation ranges of the calibrate-only flatbuffer: :mod:`.apply`
-calls :meth:`RangeMethod.edit_ranges`), decorated with :func:`register_method` in the module
-that holds its algorithm. The names, their order and their one-line summaries
-(:mod:`.catalog`) are read from here; nothing else lists them.
+calls :meth:`RangeMethod.edit_ranges`) or :class:`GraphMethod` (it edits the weights or
+biases of that flatbuffer, called the same way, by its order), decorated with
+:func:`register_method` in the module that holds its algorithm. The names, their order and
+their one-line summaries (:mod:`.catalog`) are read from here; nothing else lists them.
 
 Pure Python (no TensorFlow, no numpy): the method modules are imported on the first question
 asked of the registry (every module of this package with a ``@register_method`` class,
@@ -28,7 +29,8 @@ from typing import Any, ClassVar, TypeVar
 
 #: What a method works on: a Keras model to rewrite (a copy of it).
 KERAS_MODEL = "keras-model"
-#: What a method works on: only the calibrate-only flatbuffer (float, min/max statistics).
+#: What a method works on: only the calibrate-only flatbuffer (float, min/max statistics):
+#: any model the converter takes, a SavedModel too (range and graph methods).
 CALIBRATED_FLATBUFFER = "calibrated-flatbuffer"
 
 
@@ -41,8 +43,8 @@ class PTQMethod:
         kind: What it does, in words (``"weight rewrite"``, ``"rounding"``, ``"bias"``,
             ``"range edit"``).
         order: Its place in the order every recipe applies its methods (lower first; the
-            weight methods run before the range methods whatever their numbers, as the
-            rewritten model is what gets calibrated).
+            weight methods run before the methods on the calibrated flatbuffer whatever
+            their numbers, as the rewritten model is what gets calibrated).
         needs: :data:`KERAS_MODEL` or :data:`CALIBRATED_FLATBUFFER`.
         options: The :class:`~tfcompress.quantization.recipes.Recipe` fields it reads
             (``"range_percentile"``): a recipe keeps them only where a method reads them.
@@ -138,6 +140,26 @@ class RangeMethod(PTQMethod):
         raise NotImplementedError
 
 
+class GraphMethod(RangeMethod):
+    """A method that edits the weights or biases of the calibrate-only flatbuffer.
+
+    It works on whatever the converter takes (a SavedModel as well as a Keras model, after
+    the weight methods' rewrite), and is called as the range methods are
+    (:meth:`RangeMethod.edit_ranges`, on the calibrated flatbuffer, before the quantizer):
+    by its ``order``, before them, and combines with any of them. The statistics it needs
+    come from the one float run of that flatbuffer the candidates share
+    (:func:`~tfcompress.quantization.methods.calibrated.float_statistics`), taken before
+    any edit: its own changes do not move the activation ranges.
+
+    Attributes:
+        report_key: The name of its report entries (``"corrected"``), one per op changed.
+    """
+
+    kind: ClassVar[str] = "graph edit"
+    exclusive: ClassVar[str | None] = None
+    report_key: ClassVar[str]
+
+
 _REGISTRY: dict[str, PTQMethod] = {}
 _loaded = False
 M = TypeVar("M", bound=type[PTQMethod])
@@ -156,8 +178,8 @@ def register_method(cls: M) -> M:
     for attribute in ("name", "summary", "kind", "order"):
         if not hasattr(cls, attribute):
             raise ValueError(f"method {cls.__name__} has no {attribute}")
-    if issubclass(cls, WeightMethod) and not hasattr(cls, "report_key"):
-        raise ValueError(f"weight method {cls.__name__} has no report_key")
+    if issubclass(cls, WeightMethod | GraphMethod) and not hasattr(cls, "report_key"):
+        raise ValueError(f"method {cls.__name__} has no report_key")
     if cls.name in _REGISTRY or cls.name in ("auto", "none") or "," in cls.name:
         raise ValueError(f"method name {cls.name!r} is taken or reserved")
     taken = [m.name for m in _REGISTRY.values() if m.order == cls.order]

@@ -2,11 +2,12 @@
 
 The caller's model is never touched: it is cloned (same layers, names and weights), the
 BatchNorms that follow linear layers are folded, then the weight methods asked for run in
-their order, each through its :class:`~.registry.WeightMethod` (``equalize``, ``adaround``,
-``bias-correction``). Folding and the methods that keep the function (``equalize``) must not
-change what the model computes: the copy is run against the original on the calibration
-samples right after them, and the largest difference is reported (AdaRound and bias
-correction change the float model on purpose, so it is measured before them).
+their order, each through its :class:`~.registry.WeightMethod` (``equalize``, ``adaround``).
+Folding and the methods that keep the function (``equalize``) must not change what the
+model computes: the copy is run against the original on the calibration samples right after
+them, and the largest difference is reported (AdaRound changes the float model on purpose,
+so it is measured before it). Bias correction is not one of these: it edits the calibrated
+flatbuffer made from the copy (:mod:`.bias_correction`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from tfcompress._compat.keras import flavour_of, keras_module
 from tfcompress.data import Dataset
 from tfcompress.errors import UnsupportedModelError
 from tfcompress.quantization.methods.adaround import RoundedLayer
-from tfcompress.quantization.methods.bias_correction import BiasCorrection
 from tfcompress.quantization.methods.equalize import EqualizedPair
 from tfcompress.quantization.methods.folding import FoldedBatchNorm, fold_batchnorms
 from tfcompress.quantization.methods.graph import LayerGraph, ordered_feed
@@ -54,8 +54,7 @@ class Rewrite:
         changes: Each weight method's report entries under its ``report_key``, for every
             registered weight method in order (empty for those that did not run):
             ``equalized`` (one entry per equalized source layer, its scales), ``rounded``
-            (per layer AdaRound rounded), ``corrected`` (per layer whose bias was
-            corrected); :meth:`changed` and the properties read them.
+            (per layer AdaRound rounded); :meth:`changed` and the properties read them.
         float_max_difference: After folding and equalization, the largest absolute
             difference between the copy's outputs and the original's on the calibration
             samples (float tolerance: the rewrite keeps the function).
@@ -84,11 +83,6 @@ class Rewrite:
     def rounded(self) -> tuple[RoundedLayer, ...]:
         """One entry per layer AdaRound rounded."""
         return self.changed("rounded")
-
-    @property
-    def corrected(self) -> tuple[BiasCorrection, ...]:
-        """One entry per layer whose bias was corrected."""
-        return self.changed("corrected")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON reports."""

@@ -1,0 +1,323 @@
+"""The calibrated float ``.tflite`` run once over the samples, for every method that edits it.
+
+The converter's calibrate-only output is the float model with each activation tensor's
+min/max recorded. The methods that edit it before the quantizer (the range methods,
+bias correction) need statistics of its tensors over the calibration samples: it runs here
+once, in float, every intermediate tensor kept, and the statistics of all of them are
+gathered in that one pass (:func:`float_statistics`, cached in
+:attr:`~.registry.RangeContext.shared`, so candidates that edit the same calibrated model
+share the run):
+
+* each activation tensor's histogram over its calibrated range (the range methods);
+* the mean input *patch* of every CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED: the
+  values each kernel tap reads, averaged over the output positions and samples, zero padding
+  included as the op pads (bias correction).
+
+Only the first subgraph is read (the converter writes one for these models).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tfcompress._compat.litert import flatbuffer_utils, interpreter_module
+from tfcompress.data import Dataset
+from tfcompress.errors import InvalidDataError
+from tfcompress.quantization.methods.stats import _pad
+
+#: Bins of each tensor's histogram over its calibrated range.
+BINS = 2048
+#: Samples per interpreter call when the model's batch dimension can be resized.
+BATCH = 32
+#: The ops whose weights the converter quantizes per output channel, by builtin code.
+LINEAR_OPS = {3: "conv", 4: "depthwise", 9: "dense"}  # CONV_2D, DEPTHWISE_CONV_2D, FC
+#: ``Padding`` of the conv options: SAME is 0, VALID 1.
+_SAME = 0
+
+Update = Callable[[np.ndarray], None]
+
+
+@dataclass
+class Histogram:
+    """One activation tensor's values binned over its calibrated range (exact zeros apart)."""
+
+    low: float
+    high: float
+    counts: np.ndarray
+    zeros: int = 0
+
+    def add(self, values: np.ndarray) -> None:
+        """Fold one batch of the tensor in."""
+        flat = values.ravel().astype(np.float64)
+        exact = flat == 0.0
+        self.zeros += int(exact.sum())
+        flat = flat[~exact]
+        width = self.high - self.low
+        index = ((flat - self.low) * (BINS / width)).astype(np.int64) if width > 0 else flat * 0
+        self.counts += np.bincount(np.clip(index, 0, BINS - 1), minlength=BINS)
+
+    def centers(self) -> np.ndarray:
+        """The centre of every bin."""
+        edges = np.linspace(self.low, self.high, BINS + 1)
+        return (edges[:-1] + edges[1:]) / 2
+
+
+@dataclass(frozen=True)
+class LinearOp:
+    """A CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED op of the calibrated model.
+
+    Attributes:
+        index: The op's position in the subgraph.
+        kind: ``conv``, ``depthwise`` or ``dense``.
+        input: Tensor index of its activation input.
+        weights: Tensor index of its (constant, float32) weights.
+        bias: Tensor index of its bias, or -1 when it has none.
+        output: Tensor index of its output.
+        name: Its output tensor's name (how reports name the op).
+        in_channels: Input channels (the input's last dimension; FULLY_CONNECTED reads
+            its input as ``(-1, in_channels)``).
+        kernel: ``(kh, kw)``; ``(1, 1)`` for dense.
+        strides: ``(sh, sw)``.
+        dilation: ``(dh, dw)``.
+        padding: ``"same"`` or ``"valid"``.
+    """
+
+    index: int
+    kind: str
+    input: int
+    weights: int
+    bias: int
+    output: int
+    name: str
+    in_channels: int
+    kernel: tuple[int, int] = (1, 1)
+    strides: tuple[int, int] = (1, 1)
+    dilation: tuple[int, int] = (1, 1)
+    padding: str = "valid"
+
+
+def linear_ops(model: Any) -> list[LinearOp]:
+    """The linear ops of ``model`` (a flatbuffer object model) whose weights are float constants."""
+    graph = model.subgraphs[0]
+    found = []
+    for position, op in enumerate(graph.operators):
+        code = model.operatorCodes[op.opcodeIndex]
+        kind = LINEAR_OPS.get(max(int(code.builtinCode), int(code.deprecatedBuiltinCode)))
+        if kind is None or len(op.inputs) < 2:
+            continue
+        weights = int(op.inputs[1])
+        if not _float_constant(model, weights):
+            continue
+        bias = int(op.inputs[2]) if len(op.inputs) > 2 else -1
+        if bias >= 0 and not _float_constant(model, bias):
+            continue  # a bias that is not a float constant: not ours to edit
+        shape = [int(d) for d in graph.tensors[weights].shape]
+        # conv (cout, kh, kw, cin), dense (cout, cin); depthwise (1, kh, kw, cin * mult):
+        # its input says cin.
+        in_channels = shape[-1]
+        if kind == "depthwise":
+            in_channels = int(graph.tensors[int(op.inputs[0])].shape[-1])
+        geometry: dict[str, Any] = {}
+        if kind != "dense":
+            options = op.builtinOptions
+            geometry = {
+                "kernel": (shape[1], shape[2]),
+                "strides": (int(options.strideH), int(options.strideW)),
+                "dilation": (int(options.dilationHFactor), int(options.dilationWFactor)),
+                "padding": "same" if int(options.padding) == _SAME else "valid",
+            }
+        output = int(op.outputs[0])
+        found.append(
+            LinearOp(
+                position,
+                kind,
+                int(op.inputs[0]),
+                weights,
+                bias,
+                output,
+                _name(graph.tensors[output]),
+                in_channels,
+                **geometry,
+            )
+        )
+    return found
+
+
+def tensor_array(model: Any, index: int) -> np.ndarray:
+    """The value of a constant float32 tensor, in its shape (a copy)."""
+    tensor = model.subgraphs[0].tensors[index]
+    data = np.asarray(model.buffers[tensor.buffer].data, np.uint8)
+    return np.frombuffer(data.tobytes(), np.float32).reshape([int(d) for d in tensor.shape])
+
+
+class PatchMean:
+    """Running mean of one linear op's input patches, per kernel tap and input channel."""
+
+    def __init__(self, op: LinearOp) -> None:
+        self.op = op
+        self.count = 0
+        self.total = np.zeros((op.kernel[0] * op.kernel[1], op.in_channels), np.float64)
+
+    def update(self, values: np.ndarray) -> None:
+        """Fold one batch of the op's input in (channels last)."""
+        x = np.asarray(values, np.float32)
+        if self.op.kind == "dense":  # FULLY_CONNECTED reads its input as (-1, cin)
+            flat = x.reshape(-1, self.op.in_channels)
+            self.count += flat.shape[0]
+            self.total[0] += flat.sum(axis=0, dtype=np.float64)
+            return
+        (kh, kw), (sh, sw), (dh, dw) = self.op.kernel, self.op.strides, self.op.dilation
+        padded, (ho, wo) = _pad(x, (kh, kw), (sh, sw), (dh, dw), self.op.padding)
+        self.count += x.shape[0] * ho * wo
+        for i in range(kh):
+            for j in range(kw):
+                window = padded[
+                    :,
+                    i * dh : i * dh + (ho - 1) * sh + 1 : sh,
+                    j * dw : j * dw + (wo - 1) * sw + 1 : sw,
+                ]
+                self.total[i * kw + j] += window.sum(axis=(0, 1, 2), dtype=np.float64)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """``E[patch]``, ``(taps, cin)``: tap ``t`` is kernel position ``(t // kw, t % kw)``."""
+        return self.total / max(self.count, 1)
+
+
+@dataclass
+class FloatStatistics:
+    """What one float run of a calibrated model measured.
+
+    Attributes:
+        histograms: Each activation tensor's histogram, by tensor index.
+        patches: Each linear op's mean input patch, by op index.
+    """
+
+    histograms: dict[int, Histogram]
+    patches: dict[int, PatchMean]
+
+
+#: The key of :func:`float_statistics` in a range context's shared cache.
+SHARED_KEY = "float statistics"
+
+
+def float_statistics(
+    calibrated: bytes, samples: Dataset, shared: dict[str, Any] | None = None
+) -> FloatStatistics:
+    """Every statistic the methods read, from one float run of ``calibrated`` (cached).
+
+    Args:
+        calibrated: The converter's calibrate-only output (float, with min/max statistics).
+        samples: The calibration samples (one array or a dict by input name).
+        shared: The candidates' shared cache (``RangeContext.shared``): the statistics are
+            kept there, and a later call with the same cache returns them without a run.
+            Every method that edits a calibrated model reads the *unedited* model's
+            statistics this way: its tensors keep their indices through the edits.
+
+    Raises:
+        InvalidDataError: The samples cannot be matched to the model's inputs.
+    """
+    if shared is not None and SHARED_KEY in shared:
+        return shared[SHARED_KEY]
+    model = flatbuffer_utils().read_model_from_bytearray(bytearray(calibrated))
+    graph = model.subgraphs[0]
+    histograms = {}
+    for index, tensor in enumerate(graph.tensors):
+        q = tensor.quantization
+        if q is None or q.min is None or q.max is None or len(q.min) != 1:
+            continue
+        if model.buffers[tensor.buffer].data is not None:  # a constant
+            continue
+        low, high = min(float(q.min[0]), 0.0), max(float(q.max[0]), 0.0)
+        histograms[index] = Histogram(low, high, np.zeros(BINS, np.int64))
+    patches = {op.index: PatchMean(op) for op in linear_ops(model)}
+    requests: list[tuple[int, Update]] = [(i, h.add) for i, h in histograms.items()]
+    requests += [(p.op.input, p.update) for p in patches.values()]
+    run_float(calibrated, samples, requests)
+    statistics = FloatStatistics(histograms, patches)
+    if shared is not None:
+        shared[SHARED_KEY] = statistics
+    return statistics
+
+
+def run_float(calibrated: bytes, samples: Dataset, requests: Sequence[tuple[int, Update]]) -> None:
+    """Run the float model with every tensor kept; hand each requested tensor to its update.
+
+    Args:
+        calibrated: A float ``.tflite``.
+        samples: The samples (one array or a dict by input name).
+        requests: ``(tensor index, update)`` pairs, called once per batch of samples.
+
+    Raises:
+        InvalidDataError: The samples cannot be matched to the model's inputs.
+    """
+    module, _ = interpreter_module()
+    with warnings.catch_warnings():  # tf.lite.Interpreter's deprecation notice, if it is the one
+        warnings.simplefilter("ignore", UserWarning)
+        interpreter = module.Interpreter(
+            model_content=calibrated,
+            experimental_op_resolver_type=module.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+            experimental_preserve_all_tensors=True,
+        )
+    inputs = interpreter.get_input_details()
+    arrays = arrays_by_input(inputs, samples.x)
+    resizable = all(-1 in list(d.get("shape_signature", [])[:1]) for d in inputs)
+    batch = BATCH if resizable else int(inputs[0]["shape"][0])
+    count = len(samples)
+    shaped = None
+    for start in range(0, count, batch):
+        stop = min(start + batch, count)
+        if resizable and shaped != stop - start:
+            for detail, array in zip(inputs, arrays, strict=True):
+                interpreter.resize_tensor_input(detail["index"], [stop - start, *array.shape[1:]])
+            interpreter.allocate_tensors()
+            shaped = stop - start
+        elif shaped is None:
+            interpreter.allocate_tensors()
+            shaped = batch
+        if stop - start != shaped:  # a static batch: the last rows go one by one
+            break
+        for detail, array in zip(inputs, arrays, strict=True):
+            interpreter.set_tensor(detail["index"], array[start:stop].astype(detail["dtype"]))
+        interpreter.invoke()
+        for index, update in requests:
+            update(interpreter.get_tensor(index))
+
+
+def arrays_by_input(
+    inputs: list[dict[str, Any]], x: np.ndarray | Mapping[str, np.ndarray]
+) -> list[np.ndarray]:
+    """The sample arrays in the order of the interpreter's inputs.
+
+    Raises:
+        InvalidDataError: An input no array (or more than one) is named after.
+    """
+    if not isinstance(x, Mapping):
+        return [np.asarray(x)]
+    arrays = []
+    for detail in inputs:
+        name = str(detail["name"])
+        found = [k for k in x if name in (k, f"serving_default_{k}:0")]
+        if len(found) != 1:
+            raise InvalidDataError(
+                f"cannot tell which calibration array feeds model input {name!r} (arrays: "
+                f"{', '.join(sorted(x))}); name the arrays after the model's inputs."
+            )
+        arrays.append(np.asarray(x[found[0]]))
+    return arrays
+
+
+def _float_constant(model: Any, index: int) -> bool:
+    if index < 0:
+        return False
+    tensor = model.subgraphs[0].tensors[index]
+    return tensor.type == 0 and model.buffers[tensor.buffer].data is not None  # FLOAT32
+
+
+def _name(tensor: Any) -> str:
+    return tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
