@@ -1,8 +1,9 @@
 """Post-training methods beyond the converter's min/max int8, applied before it quantizes.
 
 Weight methods rewrite a copy of the float Keras model (BatchNorm folding, cross-layer
-equalization, AdaRound, bias correction); range methods edit the calibrated activation
-ranges of the calibrate-only conversion before the converter's quantizer runs. The artifact
+equalization, AdaRound); the others edit the calibrate-only conversion before the
+converter's quantizer runs, so they work on SavedModels too: bias correction its biases,
+the range methods its activation ranges. The artifact
 is an ordinary full-int8 ``.tflite``: same ops, same inputs and outputs as converter int8.
 See ``docs/quantization.md#beyond-minmax-int8`` and :mod:`.catalog` for the names; each
 method is a class registered in :mod:`.registry` (``docs/architecture.md``: add a PTQ method).
@@ -17,6 +18,7 @@ from tfcompress.quantization.methods.catalog import (
     parse_methods,
 )
 from tfcompress.quantization.methods.registry import (
+    GraphMethod,
     PTQMethod,
     RangeMethod,
     WeightMethod,
@@ -28,6 +30,7 @@ __all__ = [
     "METHODS",
     "RANGE_METHODS",
     "WEIGHT_METHODS",
+    "GraphMethod",
     "PTQMethod",
     "RangeMethod",
     "WeightMethod",
