@@ -160,10 +160,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--method",
         metavar="METHODS",
-        help="int8 .tflite: post-training methods tried against the converter's plain int8, "
-        "the better kept (never worse on any output): auto, none, or names separated by "
-        f"commas ({', '.join(METHODS)}); default: auto with --eval (scored on it), "
-        "else none (see docs/quantization.md#beyond-minmax-int8)",
+        help="int8 .tflite: post-training methods tried against the converter's plain int8 "
+        "(scored on --eval): auto, none, or names separated by commas "
+        f"({', '.join(METHODS)}). Kept: with a gate (--min-snr, --max-drop...), among those "
+        "that pass it the smallest, then the largest margin on the weakest output; without, "
+        "the best weakest output; plain int8 wins ties. Default: none (the converter's int8); "
+        "with --eval and a gate, auto runs only if plain int8 fails the gate. auto skips "
+        "methods that need a Keras model on a SavedModel; named, they are refused "
+        "(see docs/quantization.md#beyond-minmax-int8)",
     )
     add_target_arguments(
         parser,
@@ -246,6 +250,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         eval_data=eval_set if _methods_score_on_eval(config) else None,
         layer_errors=args.layer_errors,
         progress=show_progress(),
+        gate=_methods_gate(args, config, model),
     )
     name = _row_name(result)
     evaluation = _evaluate(result, name, eval_set, args)
@@ -373,6 +378,27 @@ def _methods_score_on_eval(config: PTQConfig) -> bool:
     Other recipes and ONNX are evaluated after quantizing, as every recipe is.
     """
     return config.format == "tflite" and config.recipe.name == "int8" and config.methods != "none"
+
+
+def _methods_gate(args: argparse.Namespace, config: PTQConfig, model: Any) -> Any:
+    """The gate flags as the methods' gate, where methods can run (int8 by the converter).
+
+    The same checks and mode the command's own gate judges the artifact with afterwards.
+    """
+    from tfcompress.models import TFLiteModel
+
+    if not gate_requested(args) or not _methods_score_on_eval(config):
+        return None
+    if isinstance(model, TFLiteModel) or config.engine == "litert-quantizer":
+        return None  # LiteRT Quantizer has no methods; the gate judges its file afterwards
+    from tfcompress.quantization.methods.selection import MethodsGate
+
+    return MethodsGate.from_options(
+        outputs=flat(args.output),
+        metrics=flat(args.metric),
+        mode=args.mode,
+        **threshold_options(args),
+    )
 
 
 def _row_name(result: QuantizedArtifact) -> str:

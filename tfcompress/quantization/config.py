@@ -67,8 +67,9 @@ class PTQConfig:
             only.
         methods: ``int8``: post-training methods tried against plain int8 (``"auto"``,
             ``"none"``, a comma list as ``--method`` takes, or names); None: the recipe's own
-            (``recipe.methods``) applied as given, or ``"auto"`` when quantize is given
-            ``eval_data``. ``.tflite`` only.
+            (``recipe.methods``) applied as given, else the converter's plain int8 (or
+            ``"auto"`` when quantize's ``gate`` fails plain int8 on ``eval_data``).
+            ``.tflite`` only.
         version: The config format.
 
     Raises:

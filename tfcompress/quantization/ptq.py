@@ -29,9 +29,14 @@ from tfcompress.quantization.converter import (
 from tfcompress.quantization.engines import choose_engine, converter_float_nodes
 from tfcompress.quantization.float_ops import check_integer_model, describe_float_ops
 from tfcompress.quantization.layer_errors import LayerErrors
-from tfcompress.quantization.methods.apply import ConfigureFor, run_methods
-from tfcompress.quantization.methods.catalog import plan_candidates
+from tfcompress.quantization.methods.apply import ConfigureFor, check_runnable, run_methods
+from tfcompress.quantization.methods.catalog import (
+    AUTO_CANDIDATES,
+    auto_if_plain_fails,
+    plan_candidates,
+)
 from tfcompress.quantization.methods.report import MethodsReport
+from tfcompress.quantization.methods.selection import MethodsGate
 from tfcompress.quantization.notes import artifact_notes
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.rules import Rule
@@ -184,6 +189,7 @@ def quantize(
     layer_errors: bool = False,
     safe_mode: bool = True,
     progress: bool = False,
+    gate: MethodsGate | None = None,
     format: Literal["tflite"] | None = None,
     recipe: str | Recipe | None = None,
     input_type: str | None = None,
@@ -216,6 +222,7 @@ def quantize(
     layer_errors: bool = False,
     safe_mode: bool = True,
     progress: bool = False,
+    gate: None = None,
     format: Literal["onnx"],
     recipe: str | OnnxRecipe | None = None,
     input_type: str | None = None,
@@ -248,6 +255,7 @@ def quantize(
     layer_errors: bool = False,
     safe_mode: bool = True,
     progress: bool = False,
+    gate: MethodsGate | None = None,
 ) -> QuantizationResult | OnnxQuantizationResult: ...
 
 
@@ -260,6 +268,7 @@ def quantize(
     layer_errors: bool = False,
     safe_mode: bool = True,
     progress: bool = False,
+    gate: MethodsGate | None = None,
     format: str | None = None,
     recipe: str | Recipe | OnnxRecipe | None = None,
     input_type: str | None = None,
@@ -298,10 +307,19 @@ def quantize(
         representative_data: Calibration samples (needed by ``int8`` and ``int16x8``): any
             source :func:`tfcompress.data.load_data` reads. Labels are ignored.
         eval_data: ``int8``: the samples the post-training methods are scored on (labels
-            unused; at most 1,000, a seeded subset); default: the calibration samples.
-            Given, the methods default to ``"auto"``. For a ``.tflite`` (LiteRT Quantizer):
+            unused without ``gate``; at most 1,000, a seeded subset; with ``gate``, every
+            sample and its labels); default: the calibration samples. Eval data alone does
+            not turn the methods on: with ``gate`` too, plain int8 is judged first and
+            ``"auto"`` runs only when it fails. For a ``.tflite`` (LiteRT Quantizer):
             both activation calibrations (full min/max and LiteRT Quantizer's moving
             average) are made and scored on it, the better kept (``result.calibration``).
+        gate: ``int8``, with ``eval_data``: the gate (``MethodsGate.from_options(min_snr=25)``,
+            the checks of ``--min-snr``, ``--max-drop``...) the post-training methods are
+            decided by: plain int8 is judged first and ``"auto"`` runs when it fails (or when
+            ``methods`` asks); among the candidates that pass, the smallest, then the largest
+            margin on the weakest output is kept
+            (:func:`~tfcompress.quantization.methods.selection.choose`). Refused where no
+            method can run (another recipe, ``methods="none"``, LiteRT Quantizer, ONNX).
         layer_errors: Also measure every quantized tensor against the float reference on
             up to 64 of the representative samples (``result.layer_errors``; ``.tflite``).
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
@@ -341,11 +359,13 @@ def quantize(
         methods: ``int8``: post-training methods to try against the converter's plain int8
             (``"auto"``, ``"none"``, or names such as ``["equalize", "bias-correction"]``;
             see :mod:`tfcompress.quantization.methods`); every candidate and plain int8 are
-            scored against the float32 reference and the best one that is not worse on any
-            output is kept (plain int8 otherwise), its methods recorded in
-            ``result.recipe.methods``. Default: ``"auto"`` when ``eval_data`` is given,
-            else none, so ``int8`` alone means the converter's int8. A recipe that names
-            methods applies them as given (a replay) and is still compared.
+            scored against the float32 reference (and judged by ``gate``) and one is kept by
+            :func:`~tfcompress.quantization.methods.selection.choose` (plain int8 wins
+            ties), its methods recorded in ``result.recipe.methods``. Candidates that cannot
+            run on the model (weight methods on a SavedModel) are skipped by ``"auto"`` and
+            refused when named. Default: none (the converter's int8), or ``"auto"`` when
+            plain int8 fails ``gate``. A recipe that names methods applies them as given (a
+            replay) and is still compared.
         calibration_method: ``format="onnx"``, ``int8``: ``"minmax"`` (default),
             ``"entropy"`` or ``"percentile"`` (ONNX Runtime's calibrators).
         opset: ``format="onnx"``: the ONNX opset of the export (13 to 18, default 17).
@@ -432,6 +452,7 @@ def quantize(
         layer_errors=layer_errors,
         safe_mode=safe_mode,
         progress=progress,
+        gate=gate,
     )
 
 
@@ -444,8 +465,10 @@ def _quantize(
     layer_errors: bool,
     safe_mode: bool,
     progress: bool,
+    gate: MethodsGate | None = None,
 ) -> QuantizationResult | OnnxQuantizationResult:
     """Make the artifact ``config`` describes (see :func:`quantize`)."""
+    _check_gate(gate, config, eval_data)
     if config.format == "onnx":
         return _onnx_result(
             model, config, representative_data, eval_data, layer_errors, safe_mode, progress
@@ -461,6 +484,12 @@ def _quantize(
     engine = choose_engine(config.engine, loaded, chosen)
     if engine != config.engine:  # chosen for this model: does it fit the rest of the config?
         check_engine(engine, chosen, target=config.target, methods=config.methods)
+    if gate is not None and engine != "converter":
+        raise InvalidInputError(
+            "gate= decides the post-training methods, which the TFLite converter runs; "
+            f"{model_name(loaded)} is quantized by {engine}: judge the result with "
+            "tfcompress.check_gate instead."
+        )
     if engine == "litert-quantizer":
         result = _litert_result(
             loaded, chosen, representative_data, config.seed, progress, eval_data=eval_data
@@ -477,6 +506,7 @@ def _quantize(
             config.target_options,
             methods=config.methods,
             eval_data=eval_data,
+            gate=gate,
         )
     # What made the file: the recipe kept (the methods it chose, if it searched).
     result = replace(result, config=replace(config, recipe=result.recipe, methods=None))
@@ -485,6 +515,28 @@ def _quantize(
             result, layer_errors=_layer_errors(result, representative_data, config.seed)
         )
     return result
+
+
+def _check_gate(gate: MethodsGate | None, config: PTQConfig, eval_data: Any) -> None:
+    """Refuse a gate that would decide nothing (see :func:`quantize`'s ``gate``)."""
+    if gate is None:
+        return
+    if not isinstance(gate, MethodsGate):
+        raise InvalidInputError(
+            f"gate must be a MethodsGate (MethodsGate.from_options(min_snr=25)), got "
+            f"{type(gate).__name__}."
+        )
+    if eval_data is None:
+        raise InvalidInputError(
+            "gate= judges the post-training methods on eval data: pass eval_data (--eval)."
+        )
+    recipe = config.recipe
+    if config.format != "tflite" or recipe.name != "int8" or config.methods == "none":
+        what = "methods='none'" if config.methods == "none" else f"recipe {recipe.name!r}"
+        raise InvalidInputError(
+            f"gate= decides which int8 post-training method is kept; with {what} none runs: "
+            "drop gate= and judge the result with tfcompress.check_gate."
+        )
 
 
 def _onnx_result(
@@ -667,15 +719,31 @@ def _converter_result(
     *,
     methods: str | Sequence[str] | None,
     eval_data: DataLike | None,
+    gate: MethodsGate | None = None,
 ) -> QuantizationResult:
-    plan = plan_candidates(chosen.name, chosen.methods, methods, has_eval=eval_data is not None)
+    has_eval = eval_data is not None
+    plan = plan_candidates(chosen.name, chosen.methods, methods, has_eval=has_eval)
+    only_if_fails = auto_if_plain_fails(
+        chosen.name, chosen.methods, methods, has_eval=has_eval, gated=gate is not None
+    )
+    if only_if_fails:  # plain int8 judged first; auto only if it fails the gate
+        plan = (AUTO_CANDIDATES, True)
+    check_runnable(loaded, plan[0], source=model_name(loaded))  # before any data is read
     calibration = _calibration_set(loaded, chosen, representative_data, seed)
     configure_for = _configure_for(calibration, progress)
     report = None
     kept = chosen
     if plan[0] and calibration is not None:
         outcome = run_methods(
-            loaded, chosen, plan, calibration, eval_data, configure_for=configure_for, seed=seed
+            loaded,
+            chosen,
+            plan,
+            calibration,
+            eval_data,
+            configure_for=configure_for,
+            seed=seed,
+            gate=gate,
+            only_if_plain_fails=only_if_fails,
         )
         reference, quantized = outcome.reference, outcome.quantized
         chosen, report = outcome.recipe, outcome.report
