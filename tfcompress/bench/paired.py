@@ -112,8 +112,10 @@ def run_model(
         threads: CPU threads for LiteRT runners.
         batch_size: Samples per inference call (a static-batch model runs its own size).
         progress: Draw a progress bar.
-        batch_dims: Input name -> batch dimension, for inputs the signature cannot tell
-            (names of this model's inputs; others are ignored).
+        batch_dims: Input or output name -> batch dimension, for tensors the signature
+            cannot tell (this model's input names, the reference's output names; others
+            are ignored). An output this model's signature cannot place (``(?, ?, ?)``)
+            takes the reference's layout of it.
         isolate: Run a native runtime in a worker process (the default).
 
     Returns:
@@ -136,7 +138,7 @@ def run_model(
     outputs = match_tensors(
         reference.outputs, signature.outputs, what="outputs", candidate_name=repr(name)
     )
-    dims = {k: v for k, v in (batch_dims or {}).items() if k in signature.input_names}
+    dims = _own_dims(signature, reference, outputs, batch_dims or {})
     layout = feed_layout(signature, batch_dims=dims, name=name)
     own = Dataset({mine: dataset.x[theirs] for mine, theirs in inputs.items()})
     checked = validate_for_signature(
@@ -162,6 +164,47 @@ def run_model(
     ordered = {out: renamed[out] for out in reference.output_names}
     size = model.size_bytes if isinstance(model, TFLiteModel) else None
     return ModelRun(name, where_it_ran(model, chosen), ordered, size)
+
+
+def _own_dims(
+    signature: ModelSignature,
+    reference: ModelSignature,
+    outputs: Mapping[str, str],
+    batch_dims: Mapping[str, int],
+) -> dict[str, int]:
+    """The batch dimensions to declare for this model: its inputs', and its outputs'.
+
+    An output is declared where the user named it (by the reference's name), else where
+    the reference's layout places it and this model's signature cannot tell (the state of
+    one export is ``(2, N, 128)``, of another, made in an ``If`` subgraph, ``(?, ?, ?)``).
+    """
+    dims = {k: v for k, v in batch_dims.items() if k in signature.input_names}
+    theirs = feed_layout(
+        reference,
+        batch_dims={
+            k: v
+            for k, v in batch_dims.items()
+            if k in reference.input_names or k in reference.output_names
+        },
+    )
+    mine = feed_layout(signature, batch_dims=dims)
+    for own, named in outputs.items():
+        if own in signature.input_names:
+            continue
+        if named in batch_dims:
+            dims[own] = batch_dims[named]
+            continue
+        ref, own_layout = theirs.output(named), mine.output(own)
+        axis = ref.batch_axis
+        if (
+            axis is not None
+            and axis != own_layout.batch_axis
+            and len(own_layout.shape) == len(ref.shape)
+            and own_layout.shape[axis] is None
+            and (own_layout.batch_axis is None or own_layout.shape[own_layout.batch_axis] is None)
+        ):
+            dims[own] = axis
+    return dims
 
 
 def where_it_ran(model: Any, backend: str) -> str:

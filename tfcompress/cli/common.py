@@ -45,21 +45,24 @@ def add_custom_objects_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_cli_model(args: argparse.Namespace) -> Any:
-    """``args.model`` loaded with ``--unsafe`` and ``--custom-objects`` (when the parser has it).
+def load_cli_model(args: argparse.Namespace, path: str | None = None) -> Any:
+    """``args.model`` (or ``path``) loaded with ``--unsafe`` and ``--custom-objects``.
+
+    The ``--custom-objects`` file is imported by the loader once it knows which Keras saved
+    the model (its ``tf.keras`` is tf-keras for a tf-keras ``.h5``), and refused for a file
+    that is not a Keras model.
 
     Raises:
         ModelLoadError: The model cannot be loaded (the message names the way out).
-        InvalidInputError: The ``--custom-objects`` file cannot be imported.
+        InvalidInputError: The ``--custom-objects`` file cannot be imported, or the model
+            is not a Keras file.
     """
     from tfcompress.models import load_model
 
-    objects = None
-    if getattr(args, "custom_objects", None):
-        from tfcompress.models.custom_objects import import_custom_objects
-
-        objects = import_custom_objects(args.custom_objects)
-    return load_model(args.model, safe_mode=not args.unsafe, custom_objects=objects)
+    objects = getattr(args, "custom_objects", None) or None
+    return load_model(
+        args.model if path is None else path, safe_mode=not args.unsafe, custom_objects=objects
+    )
 
 
 def argument_type(parse: Callable[[str], Any] | str) -> Callable[[str], Any]:
@@ -125,7 +128,8 @@ def add_feeding_flags(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=DIM",
         help="the dimension of input NAME that is the batch, when its signature cannot tell "
-        "(e.g. h=1 for a (layers, N, units) state); repeat per input",
+        "(e.g. h=1 for a (layers, N, units) state); repeat per input. Where outputs are "
+        "compared (gate, --eval), an output's NAME too (e.g. stateN=1)",
     )
     parser.add_argument(
         "--input-value",
@@ -136,6 +140,16 @@ def add_feeding_flags(parser: argparse.ArgumentParser) -> None:
         help="one value fed to input NAME on every call (a scalar such as sr=16000, or an "
         "input the data does not hold, e.g. h=0 for a zero state); repeat per input",
     )
+
+
+def feeding_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--batch-dim`` and ``--input-value`` as the keywords (and config fields) they fill.
+
+    Example:
+        >>> feeding_options(argparse.Namespace(batch_dim=[("h", 1)], input_value=[]))
+        {'batch_dims': {'h': 1}, 'input_values': {}}
+    """
+    return {"batch_dims": dict(args.batch_dim), "input_values": dict(args.input_value)}
 
 
 def emit_json(out: IO[str], payload: dict[str, Any]) -> None:

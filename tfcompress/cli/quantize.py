@@ -21,11 +21,13 @@ from tfcompress.cli._gating import add_gate_options, flat, gate_requested, thres
 from tfcompress.cli._targets import add_target_arguments, target_options
 from tfcompress.cli.common import (
     add_custom_objects_flag,
+    add_feeding_flags,
     add_force_flag,
     add_json_flag,
     add_timeout_flag,
     add_unsafe_flag,
     emit_json,
+    feeding_options,
     load_cli_model,
     positive_int,
     show_progress,
@@ -180,6 +182,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "when the file would not run whole on a GPU",
     )
     add_gate_options(parser, default_mode=None)
+    add_feeding_flags(parser)  # --data and --eval read in the model's layout, as benchmark
     parser.add_argument(
         "--threads",
         type=positive_int,
@@ -242,7 +245,11 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     model = load_cli_model(args)
     _check_engine_for(model, config)
     # The test data is matched to the model now: a mismatch costs nothing, not a conversion.
-    eval_set = read_for_reference(args.eval_data, model, "--eval data") if args.eval_data else None
+    eval_set = (
+        read_for_reference(args.eval_data, model, "--eval data", **feeding_options(args))
+        if args.eval_data
+        else None
+    )
     result = quantize(
         model,
         config=config,
@@ -327,6 +334,7 @@ def ptq_config(args: argparse.Namespace) -> PTQConfig:
         opset=args.opset,
         target=args.target,
         target_options=target_options(args),
+        **feeding_options(args),
     )
 
 
@@ -419,9 +427,13 @@ def _evaluate(
 
     if eval_set is None:
         return None
+    fed = feeding_options(args)
     return evaluate(
         {"float32": result.reference, name: result.model},  # type: ignore[attr-defined]
-        eval_set,
+        # Laid out by --batch-dim/--input-value: read again from the file, in the model's
+        # layout (eval_set holds its samples batch first).
+        args.eval_data if any(fed.values()) else eval_set,
+        **(fed if any(fed.values()) else {}),
         metric=flat(args.metric) or None,
         outputs=flat(args.output) or None,
         threads=args.threads,

@@ -15,7 +15,11 @@ is fed, with these rules (:func:`feed_layout`):
 * the user can say which dimension is the batch per input (``--batch-dim h=1``,
   ``batch_dims={"h": 1}``) when the signature cannot tell.
 
-Outputs follow the same rules, so a ``(layers, N, units)`` state comes back per sample.
+Outputs follow the same rules, so a ``(layers, N, units)`` state comes back per sample. An
+output whose signature tells nothing (a state made inside an ``If`` subgraph comes out as
+``(?, ?, ?)``) is placed by ``--batch-dim`` too (``--batch-dim stateN=1``), by the
+reference's layout in a gate, or by the first call's arrays: the one unknown dimension
+that holds the call's samples (:meth:`FeedLayout.fit_outputs`).
 
 Inside tfcompress every array is batch first (a :class:`~tfcompress.data.Dataset` counts
 samples along axis 0): :meth:`TensorLayout.to_samples` moves a tensor's batch to the front
@@ -185,6 +189,28 @@ class FeedLayout:
         """Batch-first arrays (one per input name) in the model's own layout."""
         return {t.name: t.to_model(feed[t.name]) for t in self.inputs if t.name in feed}
 
+    def fit_outputs(self, outputs: Mapping[str, np.ndarray], count: int) -> FeedLayout:
+        """This layout with each output's batch placed where a call's arrays show it.
+
+        An output the signature cannot place (its guessed batch dimension is unknown) and
+        whose array does not hold ``count`` samples there is placed at the one other unknown
+        dimension that does; declared outputs and outputs the signature fixes stay. A runner
+        keeps the fitted layout, so every later call is joined the same way.
+
+        Example:
+            >>> sig = ModelSignature((TensorSpec((None, 4), name="x"),),
+            ...                      (TensorSpec((None, None, None), name="s"),))
+            >>> feed_layout(sig).fit_outputs({"s": np.zeros((2, 5, 8))}, 5).output("s").batch_axis
+            1
+        """
+        fitted = []
+        for tensor in self.outputs:
+            array = outputs.get(tensor.name)
+            fitted.append(tensor if array is None else _fit_output(tensor, array, count))
+        if all(a is b for a, b in zip(fitted, self.outputs, strict=True)):
+            return self
+        return FeedLayout(self.inputs, tuple(fitted), self.static_batch)
+
     def to_samples(self, outputs: Mapping[str, np.ndarray], count: int) -> dict[str, np.ndarray]:
         """A call's outputs (model layout) batch first; ``count`` samples were fed."""
         tensors = {t.name: t for t in self.outputs}
@@ -247,6 +273,8 @@ def feed_layout(
         '(2, ?, N)'
     """
     declared = _check_declared(signature, dict(batch_dims or {}), name)
+    outputs_declared = {k: v for k, v in declared.items() if k not in signature.input_names}
+    declared = {k: v for k, v in declared.items() if k in signature.input_names}
     # The batch is free when an input leaves it unknown: first dimension, or the declared one.
     candidates = [spec.shape[declared.get(spec.name, 0)] for spec in signature.inputs if spec.shape]
     free = any(size is None for size in candidates)
@@ -265,7 +293,12 @@ def feed_layout(
             "the batch of each with --batch-dim NAME=DIM (batch_dims= in Python)."
         )
     static = next(iter(sizes.values()), None)
-    outputs = tuple(TensorLayout(spec, _output_axis(spec, static)) for spec in signature.outputs)
+    outputs = tuple(
+        TensorLayout(spec, outputs_declared[spec.name], True)
+        if spec.name in outputs_declared
+        else TensorLayout(spec, _output_axis(spec, static))
+        for spec in signature.outputs
+    )
     return FeedLayout(inputs, outputs, static)
 
 
@@ -342,12 +375,13 @@ def _check_declared(
     signature: ModelSignature, declared: dict[str, int], name: str
 ) -> dict[str, int]:
     specs = {spec.name: spec for spec in signature.inputs}
+    outputs = {spec.name: spec for spec in signature.outputs if spec.name not in specs}
     for key, axis in declared.items():
-        spec = specs.get(key)
+        spec = specs.get(key, outputs.get(key))
         if spec is None:
             raise InvalidInputError(
-                f"--batch-dim names {key!r}, but {name} has no such input; its inputs are "
-                f"{', '.join(specs)}."
+                f"--batch-dim names {key!r}, but {name} has no such input or output; its "
+                f"inputs are {', '.join(specs)}; its outputs {', '.join(outputs) or 'none'}."
             )
         if not spec.shape:
             raise InvalidInputError(
@@ -379,6 +413,17 @@ def _batch_axis(spec: TensorSpec, static: int | None) -> int | None:
     return sized[0] if sized else unknown[0] if unknown else 0
 
 
+def _fit_output(tensor: TensorLayout, array: np.ndarray, count: int) -> TensorLayout:
+    """``tensor`` placed where ``array`` (one call of ``count`` samples) holds its batch."""
+    axis, shape = tensor.batch_axis, np.shape(array)
+    if tensor.declared or axis is None or len(shape) != len(tensor.shape):
+        return tensor
+    if shape[axis] == count or tensor.shape[axis] is not None:
+        return tensor
+    found = [i for i, d in enumerate(shape) if d == count and tensor.shape[i] is None]
+    return TensorLayout(tensor.spec, found[0]) if len(found) == 1 else tensor
+
+
 def _output_axis(spec: TensorSpec, static: int | None) -> int | None:
     shape = spec.shape
     if not shape:
@@ -399,3 +444,61 @@ def _output_axis(spec: TensorSpec, static: int | None) -> int | None:
 
 def _plain(shape: Sequence[int | None]) -> str:
     return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+def config_batch_dims(value: object) -> dict[str, int]:
+    """``batch_dims`` of a config, checked without a model: names -> dimensions 0 or more.
+
+    Raises:
+        InvalidInputError: Not a mapping of names to non-negative integers.
+
+    Example:
+        >>> config_batch_dims({"h": 1})
+        {'h': 1}
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(
+            f"batch_dims must map input names to dimensions ({{'h': 1}}), got {value!r:.80}."
+        )
+    checked = {}
+    for key, axis in value.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidInputError(f"batch_dims: {key!r:.60} is not an input name.")
+        if isinstance(axis, bool) or not isinstance(axis, int | np.integer) or axis < 0:
+            raise InvalidInputError(
+                f"batch_dims[{key!r}] must be a dimension (an integer 0 or more), got {axis!r:.60}."
+            )
+        checked[key] = int(axis)
+    return dict(sorted(checked.items()))
+
+
+def config_input_values(value: object) -> dict[str, float]:
+    """``input_values`` of a config, checked without a model: names -> finite numbers.
+
+    Raises:
+        InvalidInputError: Not a mapping of names to finite numbers.
+
+    Example:
+        >>> config_input_values({"sr": 16000})
+        {'sr': 16000.0}
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(
+            f"input_values must map input names to numbers ({{'sr': 16000}}), got {value!r:.80}."
+        )
+    checked = {}
+    for key, number in value.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidInputError(f"input_values: {key!r:.60} is not an input name.")
+        if isinstance(number, bool) or not isinstance(number, int | float | np.number):
+            number = float("nan")
+        if not np.isfinite(float(number)):
+            raise InvalidInputError(
+                f"input_values[{key!r}] must be a finite number, got {value[key]!r:.60}."
+            )
+        checked[key] = float(number)
+    return dict(sorted(checked.items()))

@@ -68,12 +68,13 @@ def embed_external_data(proto: Any, path: Path) -> bytes | None:
 def check_feedable(proto: Any, path: Path) -> None:
     """Refuse a model whose inputs no run could be given: not tensors, or too large.
 
-    A dimension left dynamic counts as 1 (the smallest feed); a static shape whose one
+    A dimension left dynamic (a ``dim_param``, no value, or ``dim_value -1`` as Paddle2ONNX
+    writes it) counts as 1 (the smallest feed); a static shape whose one
     sample needs more bytes than this machine's memory could never be fed.
 
     Raises:
         ModelLoadError: A graph input that is not a tensor, or declares a negative
-            dimension or a shape beyond this machine's memory.
+            dimension other than -1 or a shape beyond this machine's memory.
 
     Example:
         >>> check_feedable(proto, Path("model.onnx"))  # doctest: +SKIP
@@ -92,12 +93,16 @@ def check_feedable(proto: Any, path: Path) -> None:
                 "tensor inputs."
             )
         tensor = value.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim]
-        if any(d < 0 for d in dims):
+        declared = [d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim]
+        # -1 is how Paddle2ONNX (and some older exporters) write a dynamic dimension, and
+        # ONNX Runtime runs such files: a dynamic dimension, counted as 1 like a dim_param.
+        if any(d < -1 for d in declared):
             raise ModelLoadError(
-                f"{path}: input {value.name!r} declares the negative shape {dims}; the file is "
-                "corrupt or crafted; export it again."
+                f"{path}: input {value.name!r} declares the negative shape {declared} (only -1, "
+                "a dynamic dimension, is ever written); the file is corrupt or crafted; export "
+                "it again."
             )
+        dims = [1 if d == -1 else d for d in declared]
         try:
             itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).itemsize
         except (KeyError, TypeError, ValueError):

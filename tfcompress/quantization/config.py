@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfcompress._config_fields import CONFIG_VERSION, MAX_SEED, check_version, require_int, shown
 from tfcompress.errors import InvalidInputError, TFCompressError
+from tfcompress.models.feeding import config_batch_dims, config_input_values
 from tfcompress.quantization.recipes import ENGINES, FORMATS, Recipe, RecipeData
 from tfcompress.quantization.rules import Rule
 
@@ -70,6 +71,12 @@ class PTQConfig:
             (``recipe.methods``) applied as given, else the converter's plain int8 (or
             ``"auto"`` when quantize's ``gate`` fails plain int8 on ``eval_data``).
             ``.tflite`` only.
+        batch_dims: How the calibration data is laid out, as ``benchmark`` and ``gate``
+            read it: input name -> the dimension that is its batch, for inputs whose
+            signature cannot tell (``{"state": 1}`` for a ``(2, N, 128)`` state;
+            ``--batch-dim state=1``). Names are checked against the model when it is read.
+        input_values: Input name -> one value fed on every calibration call, for inputs
+            the data lacks (``{"sr": 16000}``; ``--input-value sr=16000``).
         version: The config format.
 
     Raises:
@@ -90,6 +97,8 @@ class PTQConfig:
     target_options: Mapping[str, Any] = field(default_factory=dict)
     engine: str | None = None
     methods: str | tuple[str, ...] | None = None
+    batch_dims: Mapping[str, int] = field(default_factory=dict)
+    input_values: Mapping[str, float] = field(default_factory=dict)
     version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:
@@ -112,11 +121,23 @@ class PTQConfig:
         else:
             _refuse_for_onnx(self.target, options, self.engine, self.methods)
         object.__setattr__(self, "recipe", recipe)
+        object.__setattr__(self, "batch_dims", config_batch_dims(self.batch_dims))
+        object.__setattr__(self, "input_values", config_input_values(self.input_values))
 
     def __hash__(self) -> int:  # results are hashed (caches); the options dict is not
         options = tuple(sorted(self.target_options.items()))
         return hash(
-            (self.recipe, self.seed, self.target, options, self.engine, self.methods, self.version)
+            (
+                self.recipe,
+                self.seed,
+                self.target,
+                options,
+                self.engine,
+                self.methods,
+                tuple(self.batch_dims.items()),
+                tuple(self.input_values.items()),
+                self.version,
+            )
         )
 
     @property
@@ -147,6 +168,8 @@ class PTQConfig:
         compiler: str | os.PathLike[str] | None = None,
         target_options: Mapping[str, Any] | None = None,
         seed: int | None = None,
+        batch_dims: Mapping[str, int] | None = None,
+        input_values: Mapping[str, float] | None = None,
     ) -> PTQConfig:
         """The config :func:`tfcompress.quantize`'s keyword options describe (see it for each).
 
@@ -183,6 +206,8 @@ class PTQConfig:
                 target_options=chosen_options,
                 engine=engine,
                 methods=None if methods is None else _methods_value(methods),
+                batch_dims=batch_dims or {},
+                input_values=input_values or {},
             )
         for option, value in (("calibration_method", calibration_method), ("opset", opset)):
             if value is not None:
@@ -224,6 +249,8 @@ class PTQConfig:
             target_options=chosen_options,
             engine=engine,
             methods=None if methods is None else _methods_value(methods),
+            batch_dims=batch_dims or {},
+            input_values=input_values or {},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -241,6 +268,9 @@ class PTQConfig:
                 data[name] = list(value) if isinstance(value, tuple) else value
         if self.target_options:
             data["target_options"] = dict(self.target_options)
+        for name in ("batch_dims", "input_values"):  # how the data is fed, when said
+            if getattr(self, name):
+                data[name] = dict(getattr(self, name))
         return {**data, "version": self.version}
 
     @classmethod

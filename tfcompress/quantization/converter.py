@@ -112,6 +112,15 @@ def _by_name(data: Any, progress: bool = False, batch: int = 1) -> Iterator[Any]
     import numpy as np
     from tqdm.auto import tqdm
 
+    if getattr(data, "layout", None) is not None:  # a state, a scalar, a static batch
+        from tfcompress.data.calibration import model_feeds
+
+        names = tuple(t.name for t in data.layout.inputs)
+        calls = list(model_feeds(data, batch, names[:1], static=batch > 1))
+        unit = "call" if len(calls) != len(data) else "sample"
+        for feed in tqdm(calls, desc="calibrating", unit=unit, disable=not progress):
+            yield feed if len(feed) > 1 else list(feed.values())
+        return
     x = data.x
     if isinstance(x, dict) and len(x) == 1:  # one input: by position, whatever its key
         (x,) = x.values()

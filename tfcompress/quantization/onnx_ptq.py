@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -181,6 +182,8 @@ def quantize_onnx(
     seed: int = 0,
     safe_mode: bool = True,
     progress: bool = False,
+    batch_dims: Mapping[str, int] | None = None,
+    input_values: Mapping[str, float] | None = None,
 ) -> OnnxQuantizationResult:
     """Quantize a Keras model (or a float ``.onnx``) to ``.onnx`` with ONNX Runtime.
 
@@ -194,6 +197,10 @@ def quantize_onnx(
         seed: Seed of the calibration subset.
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
         progress: Show a progress bar during calibration.
+        batch_dims: Input name -> the batch dimension of the calibration arrays, where
+            the signature cannot tell (``--batch-dim``).
+        input_values: Input name -> one value fed on every calibration call
+            (``--input-value``).
 
     Raises:
         InvalidInputError: Calibration data missing, or an opset other than the default
@@ -230,6 +237,8 @@ def quantize_onnx(
         needs_calibration=chosen.needs_calibration,
         limit=chosen.calibration_samples,
         seed=seed,
+        batch_dims=batch_dims,
+        input_values=input_values,
     )
     if reference is None:
         export = export_onnx(loaded, opset=chosen.opset, safe_mode=safe_mode)

@@ -209,6 +209,8 @@ def quantize(
     compiler: str | os.PathLike[str] | None = None,
     target_options: Mapping[str, Any] | None = None,
     seed: int | None = None,
+    batch_dims: Mapping[str, int] | None = None,
+    input_values: Mapping[str, float] | None = None,
 ) -> QuantizationResult: ...
 
 
@@ -242,6 +244,8 @@ def quantize(
     compiler: None = None,
     target_options: None = None,
     seed: int | None = None,
+    batch_dims: Mapping[str, int] | None = None,
+    input_values: Mapping[str, float] | None = None,
 ) -> OnnxQuantizationResult: ...
 
 
@@ -288,6 +292,8 @@ def quantize(
     compiler: str | os.PathLike[str] | None = None,
     target_options: Mapping[str, Any] | None = None,
     seed: int | None = None,
+    batch_dims: Mapping[str, int] | None = None,
+    input_values: Mapping[str, float] | None = None,
 ) -> QuantizationResult | OnnxQuantizationResult:
     """Quantize a Keras model, a SavedModel or a float ``.tflite`` with one recipe.
 
@@ -382,6 +388,11 @@ def quantize(
             ``Target.options``; ``compiler`` is one); an option the target does not declare
             is refused.
         seed: Seed of the calibration subset (default 0).
+        batch_dims: Input name -> the dimension of the calibration arrays that is its
+            batch, for inputs whose signature cannot tell (``{"state": 1}``; ``--batch-dim``);
+            the data is read in the model's own layout, as ``benchmark`` and ``gate`` read it.
+        input_values: Input name -> one value fed on every calibration call, for inputs
+            the data lacks (``{"sr": 16000}``; ``--input-value``).
 
     Returns:
         The quantized model with its recipe, config, sizes and converter warnings: a
@@ -434,6 +445,8 @@ def quantize(
         "compiler": compiler,
         "target_options": target_options,
         "seed": seed,
+        "batch_dims": batch_dims,
+        "input_values": input_values,
     }
     config = config_or_options(
         config,
@@ -490,6 +503,13 @@ def _quantize(
             f"{model_name(loaded)} is quantized by {engine}: judge the result with "
             "tfcompress.check_gate instead."
         )
+    feeding = {"batch_dims": config.batch_dims, "input_values": config.input_values}
+    if engine == "litert-quantizer" and (config.batch_dims or config.input_values):
+        raise InvalidInputError(
+            "batch_dims and input_values (--batch-dim, --input-value) feed the converter's and "
+            "ONNX Runtime's calibration; LiteRT Quantizer (a .tflite input) takes batch-first "
+            "samples: quantize the SavedModel or the .onnx, or drop them."
+        )
     if engine == "litert-quantizer":
         result = _litert_result(
             loaded, chosen, representative_data, config.seed, progress, eval_data=eval_data
@@ -506,13 +526,16 @@ def _quantize(
             config.target_options,
             methods=config.methods,
             eval_data=eval_data,
+            feeding=feeding,
             gate=gate,
         )
+    result = with_payoff_warnings(result)  # larger than its input, or nothing quantized
     # What made the file: the recipe kept (the methods it chose, if it searched).
     result = replace(result, config=replace(config, recipe=result.recipe, methods=None))
     if layer_errors:
         result = replace(
-            result, layer_errors=_layer_errors(result, representative_data, config.seed)
+            result,
+            layer_errors=_layer_errors(result, representative_data, config.seed, feeding),
         )
     return result
 
@@ -568,8 +591,24 @@ def _onnx_result(
         seed=config.seed,
         safe_mode=safe_mode,
         progress=progress,
+        batch_dims=config.batch_dims,
+        input_values=config.input_values,
     )
-    return replace(result, config=config)
+    return replace(with_payoff_warnings(result), config=config)
+
+
+def with_payoff_warnings(result: Any) -> Any:
+    """``result`` with a warning when its file is larger than its input or quantized nothing.
+
+    Logged as well (the CLI prints it): such a file is valid and runs, but did not pay off
+    (:mod:`tfcompress.quantization.payoff`).
+    """
+    from tfcompress.quantization.payoff import payoff_warnings
+
+    said = payoff_warnings(result)
+    for sentence in said:
+        logger.warning("%s: %s", result.source, sentence)
+    return replace(result, warnings=(*result.warnings, *said)) if said else result
 
 
 def quantized_content(
@@ -677,11 +716,13 @@ def _litert_result(
     )
 
 
-def _layer_errors(result: QuantizationResult, data: DataLike, seed: int) -> LayerErrors:
+def _layer_errors(
+    result: QuantizationResult, data: DataLike, seed: int, feeding: Mapping[str, Any]
+) -> LayerErrors:
     from tfcompress.quantization.layer_errors import MAX_SAMPLES
 
     signature = model_signature(result.reference)
-    samples = calibration_set(signature, data, limit=MAX_SAMPLES, seed=seed)
+    samples = calibration_set(signature, data, limit=MAX_SAMPLES, seed=seed, **feeding)
     return contained_layer_errors(result, samples)
 
 
@@ -719,6 +760,7 @@ def _converter_result(
     *,
     methods: str | Sequence[str] | None,
     eval_data: DataLike | None,
+    feeding: Mapping[str, Any] | None = None,
     gate: MethodsGate | None = None,
 ) -> QuantizationResult:
     has_eval = eval_data is not None
@@ -729,7 +771,7 @@ def _converter_result(
     if only_if_fails:  # plain int8 judged first; auto only if it fails the gate
         plan = (AUTO_CANDIDATES, True)
     check_runnable(loaded, plan[0], source=model_name(loaded))  # before any data is read
-    calibration = _calibration_set(loaded, chosen, representative_data, seed)
+    calibration = _calibration_set(loaded, chosen, representative_data, seed, feeding)
     configure_for = _configure_for(calibration, progress)
     report = None
     kept = chosen
@@ -835,8 +877,16 @@ def _checked_float_ops(
 
 
 def _calibration_set(
-    model: Any, recipe: Recipe, data: DataLike | None, seed: int
+    model: Any,
+    recipe: Recipe,
+    data: DataLike | None,
+    seed: int,
+    feeding: Mapping[str, Any] | None = None,
 ) -> Dataset | None:
+    """The calibration samples, read in the model's layout.
+
+    ``feeding``: ``batch_dims`` and ``input_values``, as ``benchmark`` and ``gate`` take them.
+    """
     return calibration_for(
         model_signature(model),
         data,
@@ -844,6 +894,7 @@ def _calibration_set(
         needs_calibration=recipe.spec.needs_calibration,
         limit=recipe.calibration_samples,
         seed=seed,
+        **(feeding or {}),
     )
 
 

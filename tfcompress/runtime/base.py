@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 from tqdm.auto import tqdm
 
-from tfcompress.errors import InvalidInputError
+from tfcompress.errors import InvalidDataError, InvalidInputError
 from tfcompress.models.feeding import FeedLayout, feed_layout
 from tfcompress.models.signature import ModelSignature
 
@@ -186,7 +186,19 @@ class Runner(abc.ABC):
         starts = range(0, count, size)
         bar = tqdm(starts, desc=f"{self.backend} inference", unit="batch", disable=not progress)
         parts = [self._call(slice_feed(feed, start, start + size)) for start in bar]
-        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+        return {name: self._joined(name, [part[name] for part in parts]) for name in parts[0]}
+
+    def _joined(self, name: str, parts: list[np.ndarray]) -> np.ndarray:
+        """One output's calls joined along its batch (the first axis, once moved there)."""
+        try:
+            return np.concatenate(parts)
+        except ValueError:
+            shapes = ", ".join(str(tuple(p.shape)) for p in parts[:3])
+            raise InvalidDataError(
+                f"output {name!r} came back from successive calls as {shapes}: tfcompress "
+                "cannot tell which of its dimensions holds the samples; say it with "
+                f"--batch-dim {name}=DIM (batch_dims= in Python)."
+            ) from None
 
     def predict(
         self,
@@ -254,6 +266,9 @@ class Runner(abc.ABC):
         static = self.layout.static_batch
         fed = pad_feed(chunk, static) if static and rows < static else chunk
         outputs = self.predict_batch(self.layout.to_model(fed))
+        # An output the signature cannot place (a state made in an If subgraph comes out as
+        # (?, ?, ?)) is placed by where this call's samples are; later calls join the same way.
+        self._layout = self.layout.fit_outputs(outputs, feed_count(fed))
         samples = self.layout.to_samples(outputs, feed_count(fed))
         return {name: array[:rows] for name, array in samples.items()}
 

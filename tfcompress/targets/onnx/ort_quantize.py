@@ -225,10 +225,19 @@ def make_reader(base: type, feeds: list[dict[str, np.ndarray]], *, progress: boo
 
 
 def _feeds(model: OnnxModel, calibration: Dataset) -> list[dict[str, np.ndarray]]:
-    """Views of the calibration samples, :data:`CALIBRATION_BATCH` at a time, by input name."""
+    """The calibration samples in calls ONNX Runtime can run, by input name, model layout.
+
+    :data:`CALIBRATION_BATCH` samples per call, or the model's own static batch (a file
+    exported at batch 1 runs calls of 1, as ``benchmark`` and ``gate`` run it); a state
+    whose batch is not its first dimension and a scalar input are fed as the model takes
+    them (:func:`tfcompress.data.calibration.model_feeds`).
+    """
+    from tfcompress.data.calibration import CalibrationSet, model_feeds
+    from tfcompress.models.feeding import feed_layout
     from tfcompress.models.signature import model_signature
 
-    names = model_signature(model).input_names
+    signature = model_signature(model)
+    names = signature.input_names
     x = calibration.x
     arrays: Mapping[str, np.ndarray] = x if isinstance(x, Mapping) else {names[0]: x}
     missing = [name for name in names if name not in arrays]
@@ -240,21 +249,84 @@ def _feeds(model: OnnxModel, calibration: Dataset) -> list[dict[str, np.ndarray]
     count = len(calibration)
     if count == 0:
         raise InvalidInputError("no calibration samples; pass a few hundred typical samples.")
-    # Slices of the (already validated and cast) arrays: views until ONNX Runtime reads them.
-    return [
-        {
-            name: np.ascontiguousarray(arrays[name][start : start + CALIBRATION_BATCH])
-            for name in names
-        }
-        for start in range(0, count, CALIBRATION_BATCH)
-    ]
+    layout = getattr(calibration, "layout", None)
+    if layout is None or [t.name for t in layout.inputs] != list(names):
+        # Read for the Keras model (batch first): this export's own static batch, if any.
+        calibration = CalibrationSet(
+            {name: arrays[name] for name in names}, layout=feed_layout(signature)
+        )
+    return list(model_feeds(calibration, CALIBRATION_BATCH, names[:1]))
+
+
+def constants_as_initializers(content: bytes) -> bytes:
+    """``Constant`` nodes that hold float weights, moved to the graph's initializers.
+
+    Paddle2ONNX and some PyTorch exports keep weights in ``Constant`` nodes; ONNX Runtime's
+    quantizers only quantize initializers, so such a model came out of int8 3-5% *larger*
+    (scales added, nothing quantized). The same tensor under the same name is the same
+    model; ``content`` comes back unchanged when it has no such node.
+
+    Example:
+        >>> constants_as_initializers(content) == content  # no Constant weights
+        ... # doctest: +SKIP
+        True
+    """
+    onnx = onnx_module()
+    proto = onnx.load_from_string(content)
+    moved = 0
+    for graph in _graphs(proto.graph):
+        kept = []
+        for node in graph.node:
+            tensor = _float_constant(onnx, node)
+            if tensor is None:
+                kept.append(node)
+                continue
+            tensor.name = node.output[0]
+            graph.initializer.append(tensor)
+            moved += 1
+        if len(kept) != len(graph.node):
+            del graph.node[:]
+            graph.node.extend(kept)
+    if not moved:
+        return content
+    logger.info("%d Constant node weight(s) moved to initializers to be quantized", moved)
+    return bytes(proto.SerializeToString())
+
+
+def _float_constant(onnx: Any, node: Any) -> Any | None:
+    """The float tensor of a ``Constant`` node worth quantizing (a weight), else None."""
+    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+        return None
+    for attribute in node.attribute:
+        if attribute.name == "value" and attribute.HasField("t"):
+            tensor = attribute.t
+            floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE)
+            if tensor.data_type in floats and len(tensor.dims) >= 1:
+                copy = onnx.TensorProto()
+                copy.CopyFrom(tensor)
+                return copy
+    return None
+
+
+def _graphs(graph: Any) -> Any:
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _graphs(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _graphs(subgraph)
 
 
 def _run(model: OnnxModel, what: str, quantize: Any) -> bytes:
-    """Write ``model`` to a private folder, run ``quantize(source, target)``, read the result."""
+    """Write ``model`` to a private folder, run ``quantize(source, target)``, read the result.
+
+    Weights kept as ``Constant`` nodes are moved to initializers first
+    (:func:`constants_as_initializers`), so the 8-bit quantizers see them.
+    """
     with tempfile.TemporaryDirectory(prefix="tfcompress-onnx-") as folder:
         source, target = Path(folder) / "float.onnx", Path(folder) / "quantized.onnx"
-        source.write_bytes(model.content)
+        source.write_bytes(constants_as_initializers(model.content))
         try:
             with quiet_onnx_tools(f"onnxruntime {what}"):
                 quantize(str(source), str(target))

@@ -1,0 +1,133 @@
+"""Did quantization pay off? A file larger than its input, or one where nothing was quantized.
+
+ONNX Runtime's dynamic quantizer returns a file 0.3% *larger* than float32 for a voice
+model whose LSTM sits inside ``If`` subgraphs (it quantizes nothing there and adds its
+scales), and a file whose weights are ``Constant`` nodes came out 3-5% larger as int8. Both
+are valid files that run; what they must not do is pass silently. :func:`payoff_warnings`
+reads the two files and says so in one sentence each; :func:`tfcompress.quantize` adds them
+to ``result.warnings`` (the CLI prints them) and compress records such an attempt as failed
+with that reason (:func:`payoff_failure`).
+
+Example:
+    >>> payoff_warnings(result)  # doctest: +SKIP
+    ('the dynamic file is 1,689 bytes, 119.1% larger than its float32 input (771 bytes)',)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+#: ONNX ops that only a quantized graph holds.
+_ONNX_QUANTIZED_OPS = frozenset(
+    {
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "DynamicQuantizeLinear",
+        "MatMulInteger",
+        "ConvInteger",
+        "QLinearConv",
+        "QLinearMatMul",
+        "DynamicQuantizeLSTM",
+        "DynamicQuantizeMatMul",
+        "MatMulIntegerToFloat",
+        "QAttention",
+        "QGemm",
+    }
+)
+#: Ops whose weights ONNX Runtime's quantizers make 8-bit: the ones that should have been.
+_ONNX_WEIGHT_OPS = frozenset({"Conv", "MatMul", "Gemm", "LSTM", "GRU", "RNN", "ConvTranspose"})
+#: Tensor types that only a quantized ``.tflite`` (or a float16 one) holds.
+_TFLITE_LOW_TYPES = frozenset({"int8", "uint8", "int16", "int4", "float16"})
+
+
+def payoff_warnings(result: Any) -> tuple[str, ...]:
+    """Sentences for a quantized file that is larger than its input or quantized nothing.
+
+    Args:
+        result: A ``QuantizationResult`` or ``OnnxQuantizationResult`` (its recipe, the
+            quantized bytes and the float32 bytes it was made from).
+
+    Returns:
+        Zero, one or two sentences (``float32``, which quantizes nothing, gets none).
+    """
+    name = getattr(result.recipe, "name", str(result.recipe))
+    if name == "float32":
+        return ()
+    said = []
+    size, reference = len(result.model_content), len(result.reference_content)
+    if size > reference:
+        said.append(
+            f"the {name} file is {size:,} bytes, {size / reference - 1:.1%} larger than its "
+            f"float32 input ({reference:,} bytes): quantizing did not make it smaller"
+        )
+    nothing = _nothing_quantized(result)
+    if nothing is not None:
+        said.append(f"nothing in the {name} file was quantized: {nothing}")
+    return tuple(said)
+
+
+def payoff_failure(result: Any) -> str | None:
+    """Why compress must not return ``result`` (its :func:`payoff_warnings`), or None."""
+    said = payoff_warnings(result)
+    return "; ".join(said) if said else None
+
+
+def _nothing_quantized(result: Any) -> str | None:
+    if getattr(result, "format", "tflite") == "onnx":
+        return _onnx_nothing(result.model_content, result.reference_content)
+    return _tflite_nothing(result.model_content)
+
+
+def _onnx_nothing(content: bytes, reference: bytes) -> str | None:
+    """Why an ``.onnx`` holds no quantized op or weight (None when it holds some)."""
+    try:
+        import onnx
+    except ImportError:  # the quantizer needs onnx: not reached in practice
+        return None
+    proto = onnx.load_from_string(content)
+    low = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.FLOAT16}
+    for graph in _onnx_graphs(proto.graph):
+        if any(node.op_type in _ONNX_QUANTIZED_OPS for node in graph.node):
+            return None
+        if any(tensor.data_type in low for tensor in graph.initializer):
+            return None
+    source = onnx.load_from_string(reference)
+    top = [n.op_type for n in source.graph.node if n.op_type in _ONNX_WEIGHT_OPS]
+    nested = [
+        n.op_type
+        for graph in list(_onnx_graphs(source.graph))[1:]
+        for n in graph.node
+        if n.op_type in _ONNX_WEIGHT_OPS
+    ]
+    if nested and not top:
+        return (
+            f"its {len(nested)} weighted op(s) ({', '.join(sorted(set(nested)))}) sit inside "
+            "If/Loop subgraphs, which ONNX Runtime's quantizer leaves float; keep the float32 "
+            "file, or export the model without control flow"
+        )
+    if not top:
+        return "the model has no Conv, MatMul, Gemm or recurrent op to quantize"
+    return "ONNX Runtime's quantizer left every op float; keep the float32 file"
+
+
+def _tflite_nothing(content: bytes) -> str | None:
+    """Why a ``.tflite`` holds no tensor of a quantized type (None when it holds some)."""
+    from tfcompress.models.tflite_file import read_tflite
+
+    parsed = read_tflite(content)
+    for subgraph in parsed.subgraphs:
+        if any(tensor.dtype in _TFLITE_LOW_TYPES for tensor in subgraph.tensors):
+            return None
+    return "every tensor is still float32 (no op had weights or ranges to quantize)"
+
+
+def _onnx_graphs(graph: Any) -> Iterator[Any]:
+    """The graph and every subgraph its nodes hold (``If`` branches, ``Loop`` bodies)."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _onnx_graphs(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _onnx_graphs(subgraph)
