@@ -263,10 +263,14 @@ class MethodsReport:
             lines.append(f"  {candidate.line()}{mark}")
         lines += [f"  {label}: skipped ({why})" for label, why in self.skipped]
         lines.append(f"kept {kept}: {self.reason}")
+        made = sum(c.seconds for c in self.candidates)
+        # the reference's and plain int8's seconds both hold their shared trace
+        parts = self.reference_seconds + self.plain.seconds + made + self.scoring_seconds
+        other = max(0.0, self.total_seconds - parts)
         lines.append(
             f"time: {self.total_seconds:.1f}s in all (float32 reference "
             f"{self.reference_seconds:.1f}s, plain int8 {self.plain.seconds:.1f}s, "
-            f"candidates {sum(c.seconds for c in self.candidates):.1f}s, scoring "
-            f"{self.scoring_seconds:.1f}s)"
+            f"candidates {made:.1f}s, scoring {self.scoring_seconds:.1f}s, other "
+            f"{other:.1f}s: starting the converter, reading the data)"
         )
         return "\n".join(lines)
