@@ -11,7 +11,7 @@ import pytest
 
 from tfcompress.cli import main
 from tfcompress.errors import InvalidDataError, InvalidInputError, OutputExistsError
-from tfcompress.selection import Budgets, InlineExecutor, select_model
+from tfcompress.selection import Budgets, InlineExecutor, SelectionConfig, select_model
 from tfcompress.selection.candidates import Candidate
 from tfcompress.selection.pareto import pareto_indices
 from tfcompress.selection.store import CandidateStore
@@ -133,6 +133,22 @@ def test_resume_skips_finished_work(first_run, data, workdir: Path) -> None:
     before = {r.name: (r.measured_at, r.trained_at, r.accuracy) for r in first_run.candidates}
     assert {r.name: (r.measured_at, r.trained_at, r.accuracy) for r in again.candidates} == before
     assert again.best.name == first_run.best.name
+
+
+def test_the_config_is_the_keywords_and_the_result_records_it(first_run, data, workdir: Path):
+    # config= asks for the very search the keywords asked for: every phase is reused.
+    train, val = data
+    config = SelectionConfig(
+        budgets=BUDGETS, families=FAMILIES, width_multipliers=WIDTHS, **SETTINGS
+    )
+    again = select_model(
+        train_data=train, eval_data=val, config=config, executor=InlineExecutor(), workdir=workdir
+    )
+    assert again.settings["work"] == {"measured": 0, "trained": 0, "reused": 3}
+    assert again.best.name == first_run.best.name
+    assert first_run.config == again.config == config
+    recorded = json.loads(json.dumps(first_run.to_dict()))["config"]
+    assert SelectionConfig.from_dict(recorded) == config
 
 
 def test_a_changed_setting_is_not_reused(tmp_path: Path) -> None:
