@@ -6,7 +6,10 @@ after TensorFlow has been imported: ``tf.keras`` keeps meaning what the user cho
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import sys
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -48,6 +51,46 @@ def keras_module(flavour: KerasFlavour) -> ModuleType:
     """Import the Keras package of ``flavour`` (TensorFlow first, quietly)."""
     tensorflow()
     return import_heavy("keras" if flavour is KerasFlavour.KERAS3 else "tf_keras")
+
+
+@contextlib.contextmanager
+def tensorflow_keras_is_tf_keras() -> Iterator[None]:
+    """Inside: ``tf.keras`` and ``tensorflow.keras`` (and its loaded submodules) are tf-keras.
+
+    For code written for TF 2's ``tf.keras`` (a package's custom layers) that must define
+    classes a tf-keras model can hold: TensorFlow 2.16+ resolves ``tf.keras`` to Keras 3,
+    whose layers a tf-keras model refuses ("The added layer must be an instance of class
+    Layer", or an IndexError deeper in). ``TF_USE_LEGACY_KERAS`` cannot change that once
+    ``tf.keras`` has been touched, so the names are pointed at tf-keras while the code is
+    imported, and put back after. Classes defined meanwhile keep their tf-keras bases.
+
+    Example:
+        >>> with tensorflow_keras_is_tf_keras():  # doctest: +SKIP
+        ...     from tensorflow import keras  # tf_keras
+    """
+    tf = tensorflow()
+    legacy = import_heavy("tf_keras")
+    aliases = {"tensorflow.keras": legacy}
+    for name, module in list(sys.modules.items()):
+        if name.startswith("tf_keras.") and not name.startswith("tf_keras.src"):
+            aliases["tensorflow.keras." + name[len("tf_keras.") :]] = module
+    saved = {name: sys.modules.get(name) for name in aliases}
+    missing = object()
+    attribute = tf.__dict__.get("keras", missing)
+    sys.modules.update(aliases)
+    tf.keras = legacy
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+        if attribute is missing:
+            tf.__dict__.pop("keras", None)
+        else:
+            tf.keras = attribute
 
 
 def saved_metadata_message() -> Any:

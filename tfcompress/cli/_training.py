@@ -10,11 +10,13 @@ from typing import IO, TYPE_CHECKING, Any
 from tfcompress.cli._choices import EXPORT_RECIPES
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
 from tfcompress.cli.common import (
+    add_custom_objects_flag,
     add_force_flag,
     add_json_flag,
     add_timeout_flag,
     add_unsafe_flag,
     emit_json,
+    load_cli_model,
 )
 from tfcompress.training.configs import TrainingConfig  # no numpy: the defaults' one home
 
@@ -83,6 +85,7 @@ def add_training_arguments(
     add_gate_options(parser, default_mode=None)
     add_force_flag(parser)
     add_unsafe_flag(parser)
+    add_custom_objects_flag(parser)
     add_timeout_flag(parser)
     add_json_flag(parser)
 
@@ -171,12 +174,12 @@ def run_training(
         ...       "--max-drop", "0.01"])  # doctest: +SKIP
         1
     """
-    from tfcompress.models import check_output_path, load_model
+    from tfcompress.models import check_output_path
 
     checks, settings = _gate_options(args)
     inputs = [path for path in (args.model, args.train, args.eval_data) if path is not None]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
-    model = load_model(args.model, safe_mode=not args.unsafe)
+    model = load_cli_model(args)
     result = train(
         model,
         config=config,

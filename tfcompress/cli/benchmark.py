@@ -8,6 +8,7 @@ from typing import IO, Any
 from tfcompress.cli._choices import BACKEND_FLAGS, BACKENDS
 from tfcompress.cli._devices import add_on_flags, connect_on
 from tfcompress.cli.common import (
+    add_custom_objects_flag,
     add_feeding_flags,
     add_json_flag,
     add_unsafe_flag,
@@ -99,6 +100,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="replace report files already in --report DIR (checked before anything is timed)",
     )
     add_unsafe_flag(parser)
+    add_custom_objects_flag(parser)
     add_on_flags(parser, what="measure every row")
     parser.add_argument(
         "--local",
@@ -144,7 +146,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
     try:
         result = benchmark(
-            args.artifacts,
+            _with_custom_objects(args),
             config=config,
             data=args.data,
             report_dir=args.report,
@@ -211,3 +213,25 @@ def backend_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 def _dest(backend: str, option: str) -> str:
     """The namespace attribute of one backend's option (two backends may share a name)."""
     return f"backend_option:{backend}:{option}"
+
+
+def _with_custom_objects(args: argparse.Namespace) -> Any:
+    """The artifacts as given, or with ``--custom-objects`` the Keras ones loaded with them.
+
+    Labelled by file name, as paths are; a ``.tflite``/``.onnx`` stays a path.
+    """
+    if not args.custom_objects:
+        return args.artifacts
+    from pathlib import Path
+
+    from tfcompress.cli._custom_objects import load_cli_models, may_be_keras
+
+    keras = [p for p in args.artifacts if may_be_keras(p)]
+    loaded = dict(zip(keras, load_cli_models(args, keras or args.artifacts), strict=False))
+    named: dict[str, Any] = {}
+    for path in args.artifacts:
+        label = Path(path).name
+        while label in named:
+            label += "'"
+        named[label] = loaded.get(path, path)
+    return named

@@ -50,7 +50,8 @@ def load_cli_model(args: argparse.Namespace, path: str | None = None) -> Any:
 
     The ``--custom-objects`` file is imported by the loader once it knows which Keras saved
     the model (its ``tf.keras`` is tf-keras for a tf-keras ``.h5``), and refused for a file
-    that is not a Keras model.
+    that is not a Keras model. Several models (``gate``, ``benchmark``):
+    :func:`tfcompress.cli._custom_objects.load_cli_models`.
 
     Raises:
         ModelLoadError: The model cannot be loaded (the message names the way out).
@@ -60,9 +61,8 @@ def load_cli_model(args: argparse.Namespace, path: str | None = None) -> Any:
     from tfcompress.models import load_model
 
     objects = getattr(args, "custom_objects", None) or None
-    return load_model(
-        args.model if path is None else path, safe_mode=not args.unsafe, custom_objects=objects
-    )
+    path = args.model if path is None else path
+    return load_model(path, safe_mode=not args.unsafe, custom_objects=objects)
 
 
 def argument_type(parse: Callable[[str], Any] | str) -> Callable[[str], Any]:

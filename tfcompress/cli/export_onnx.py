@@ -6,7 +6,14 @@ import argparse
 import logging
 from typing import IO, Any
 
-from tfcompress.cli.common import add_force_flag, add_json_flag, add_unsafe_flag, emit_json
+from tfcompress.cli.common import (
+    add_custom_objects_flag,
+    add_force_flag,
+    add_json_flag,
+    add_unsafe_flag,
+    emit_json,
+    load_cli_model,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +57,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_force_flag(parser)
     add_unsafe_flag(parser)
+    add_custom_objects_flag(parser)
     add_json_flag(parser)
     return parser
 
@@ -75,12 +83,12 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         >>> main(["export-onnx", "model.keras", "--out", "model.onnx"])  # doctest: +SKIP
         0
     """
-    from tfcompress.models import check_output_path, load_model
+    from tfcompress.models import check_output_path
     from tfcompress.targets.onnx import export_onnx
 
     inputs = [p for p in (args.model, args.data) if p]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
-    model = load_model(args.model, safe_mode=not args.unsafe)
+    model = load_cli_model(args)
     export = export_onnx(
         model,
         args.out,

@@ -13,6 +13,7 @@ from tfcompress.cli._choices import BACKENDS, INTERVAL_METHODS
 from tfcompress.cli._devices import add_on_flags, connect_on
 from tfcompress.cli._gating import add_gate_options, flat, threshold_options
 from tfcompress.cli.common import (
+    add_custom_objects_flag,
     add_feeding_flags,
     add_json_flag,
     add_timeout_flag,
@@ -67,6 +68,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=1, help="LiteRT CPU threads")
     add_feeding_flags(parser)
     add_unsafe_flag(parser)
+    add_custom_objects_flag(parser)
     add_timeout_flag(parser)
     add_on_flags(parser, what="run the candidate")
     parser.add_argument(
@@ -84,8 +86,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
 
     0 when all pass, 1 when one fails.
     """
+    from tfcompress.cli._custom_objects import load_cli_models
     from tfcompress.errors import InvalidInputError
-    from tfcompress.models import load_model
     from tfcompress.testing.config import GateConfig
     from tfcompress.testing.output_gates import check_gate
 
@@ -103,8 +105,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         batch_dims=dict(args.batch_dim),
         input_values=dict(args.input_value),
     )
-    reference = load_model(args.reference, safe_mode=not args.unsafe)
-    candidate = load_model(args.candidate, safe_mode=not args.unsafe)
+    reference, candidate = load_cli_models(args, [args.reference, args.candidate])
     client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
     try:
         devices: list[str | None] = [None]

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from tfcompress.cli.common import add_json_flag, add_unsafe_flag, argument_type, emit_json
+from tfcompress.cli.common import (
+    add_custom_objects_flag,
+    add_json_flag,
+    add_unsafe_flag,
+    argument_type,
+    emit_json,
+    load_cli_model,
+)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -37,6 +44,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--batch-dim would feed it); repeat per input",
     )
     add_unsafe_flag(parser)
+    add_custom_objects_flag(parser)
     add_json_flag(parser)
     return parser
 
@@ -53,11 +61,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         0
     """
     from tfcompress.inspection.api import inspect_model
-    from tfcompress.models import load_model
 
-    info = inspect_model(
-        load_model(args.model, safe_mode=not args.unsafe), batch_dims=dict(args.batch_dim)
-    )
+    info = inspect_model(load_cli_model(args), batch_dims=dict(args.batch_dim))
     if args.json:
         emit_json(out, info.to_dict())
     else:

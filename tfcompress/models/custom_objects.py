@@ -10,6 +10,12 @@ What the file gives Keras: its ``CUSTOM_OBJECTS`` dict when it defines one, else
 public class and function defined in the file itself (not those it imports), by name.
 Classes it registers with ``register_keras_serializable`` are found by Keras either way.
 
+The file is imported for the Keras that saved the model: for a tf-keras file (an ``.h5``, a
+tf-keras SavedModel) its ``tf.keras`` / ``from tensorflow import keras`` mean tf-keras while it
+is imported (:func:`tfcompress._compat.keras.tensorflow_keras_is_tf_keras`), since a package's
+layer file written for TF 2 subclasses ``tf.keras.layers.Layer``, which TensorFlow 2.16+
+resolves to Keras 3, whose layers a tf-keras model cannot hold.
+
 Example:
     >>> objects = import_custom_objects("layers.py")  # doctest: +SKIP
     >>> sorted(objects)  # doctest: +SKIP
@@ -31,11 +37,15 @@ from tfcompress.errors import InvalidInputError
 __all__ = ["import_custom_objects"]
 
 
-def import_custom_objects(path: str | os.PathLike[str]) -> dict[str, Any]:
+def import_custom_objects(
+    path: str | os.PathLike[str], *, tf_keras: bool = False
+) -> dict[str, Any]:
     """Import the Python file ``path`` and return the custom objects it defines.
 
     Args:
         path: A ``.py`` file defining the model's custom classes (running it is the consent).
+        tf_keras: The model was saved by tf-keras: ``tf.keras`` means tf-keras while the file
+            is imported.
 
     Returns:
         ``{name: object}`` for Keras' ``custom_objects``.
@@ -54,7 +64,8 @@ def import_custom_objects(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"--custom-objects {file}: expected a Python file (.py) that defines the model's "
             "custom classes."
         )
-    digest = hashlib.sha256(str(file.resolve()).encode()).hexdigest()[:12]
+    key = f"{file.resolve()}|{'tf_keras' if tf_keras else 'keras'}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     name = f"tfcompress_custom_objects_{digest}"
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
@@ -62,7 +73,13 @@ def import_custom_objects(path: str | os.PathLike[str]) -> dict[str, Any]:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look classes up by module
     try:
-        spec.loader.exec_module(module)
+        if tf_keras:
+            from tfcompress._compat.keras import tensorflow_keras_is_tf_keras
+
+            with tensorflow_keras_is_tf_keras():
+                spec.loader.exec_module(module)
+        else:
+            spec.loader.exec_module(module)
     # The user's code may raise anything while it runs; it is reported as their file's error.
     except Exception as error:
         del sys.modules[name]
@@ -70,6 +87,10 @@ def import_custom_objects(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"--custom-objects {file}: importing it failed ({type(error).__name__}: "
             f"{' '.join(str(error).split())[:200]}); fix the file."
         ) from error
+    return _objects(module, name, file)
+
+
+def _objects(module: Any, name: str, file: Path) -> dict[str, Any]:
     declared = getattr(module, "CUSTOM_OBJECTS", None)
     if declared is not None:
         if not isinstance(declared, dict) or not all(isinstance(k, str) for k in declared):

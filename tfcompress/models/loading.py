@@ -23,7 +23,7 @@ from typing import Any
 
 from tfcompress._compat.keras import KerasFlavour, flavour_of, keras_module
 from tfcompress._compat.tf import require_tensorflow, tensorflow
-from tfcompress.errors import InvalidArgumentTypeError, ModelLoadError
+from tfcompress.errors import InvalidArgumentTypeError, InvalidInputError, ModelLoadError
 from tfcompress.models.formats import (
     ModelFormat,
     is_tflite_bytes,
@@ -45,6 +45,8 @@ _UNKNOWN_CLASS = re.compile(
 )
 
 ModelLike = Any  # a Keras model, a TFLiteModel, a SavedModelDir, .tflite bytes or a path
+#: Keras' ``custom_objects`` dict, or the path of a ``.py`` file that defines them.
+CustomObjects = dict[str, Any] | str | os.PathLike[str] | None
 _held_copies: list[PrivateFolder] = []  # private copies of loaded tf-keras SavedModels
 
 
@@ -143,7 +145,7 @@ def load_model(
     path: str | os.PathLike[str],
     *,
     safe_mode: bool = True,
-    custom_objects: dict[str, Any] | None = None,
+    custom_objects: CustomObjects = None,
 ) -> Any:
     """Load a model file or directory.
 
@@ -154,8 +156,10 @@ def load_model(
             the rest listed in :mod:`tfcompress.models.keras_safety`). Only turn it off for
             files you trust: such a layer can run arbitrary code.
         custom_objects: The model's custom classes by name, for Keras files (Keras'
-            ``custom_objects``; the CLI reads them from ``--custom-objects FILE.py``, see
-            :mod:`tfcompress.models.custom_objects`).
+            ``custom_objects``), or the path of a ``.py`` file that defines them (what
+            ``--custom-objects FILE.py`` passes): it is imported for the Keras that saved
+            the model, so a layer file written for TF 2's ``tf.keras`` loads a tf-keras
+            ``.h5`` (see :mod:`tfcompress.models.custom_objects`).
 
     Returns:
         A Keras model, a :class:`TFLiteModel`, a :class:`SavedModelDir` or an
@@ -184,6 +188,8 @@ def load_model(
         )
     # One read, one decision: every loader below gets exactly these checked bytes.
     checked = read_model_file(path, unsafe=not safe_mode)
+    if custom_objects is not None and checked.format in (ModelFormat.TFLITE, ModelFormat.ONNX):
+        raise InvalidInputError(_not_keras(path, checked.format.suffix))
     if checked.format is ModelFormat.TFLITE:
         _check_tflite_loads(checked.content, path)
         return TFLiteModel(checked.content, path, verified=True)
@@ -303,10 +309,12 @@ def _cached_saved_model(path: str, stamp: int, shown: Path) -> Any:
         return tensorflow().saved_model.load(path)
 
 
-def _load_saved_model(path: Path, *, safe_mode: bool, custom_objects: dict[str, Any] | None) -> Any:
+def _load_saved_model(path: Path, *, safe_mode: bool, custom_objects: CustomObjects) -> Any:
     require_tensorflow(f"{path.name}: loading a SavedModel")
     checked = check_saved_model(path, safe_mode=safe_mode)
     if checked.keras_metadata is None:
+        if custom_objects is not None:
+            raise InvalidInputError(_not_keras(path, "SavedModel without Keras metadata"))
         return SavedModelDir(
             checked.copy.path,
             source=path,
@@ -338,9 +346,10 @@ def _load_keras(
     *,
     safe_mode: bool,
     shown: Path,
-    custom_objects: dict[str, Any] | None = None,
+    custom_objects: CustomObjects = None,
 ) -> Any:
     """Load the private copy ``copy`` of checked bytes; messages name ``shown``."""
+    custom_objects = _custom_objects_for(custom_objects, flavour, shown)
     keras = keras_module(flavour)
     tf = tensorflow()
     path = shown
@@ -388,6 +397,49 @@ def _load_keras(
         else:
             hint = " Check that the file is complete and saved by Keras."
         raise ModelLoadError(f"{path}: cannot load the Keras model: {reason}.{hint}") from error
+
+
+def _not_keras(path: Path, what: str) -> str:
+    return (
+        f"custom_objects (--custom-objects) name the custom classes of a Keras file; {path} "
+        f"is a {what}, which holds no Keras classes: drop it."
+    )
+
+
+def _custom_objects_for(
+    given: CustomObjects, flavour: KerasFlavour, shown: Path
+) -> dict[str, Any] | None:
+    """``given`` as Keras' ``custom_objects`` for a model of ``flavour``.
+
+    A ``.py`` path is imported for that flavour. A Keras 3 class offered to a tf-keras model
+    is refused in one line: tf-keras would fail on it deep inside ("list index out of
+    range", "must be an instance of class Layer"), far from the cause.
+
+    Raises:
+        InvalidInputError: The file cannot be imported (see ``import_custom_objects``).
+        ModelLoadError: A Keras 3 class for a tf-keras model.
+    """
+    if given is None:
+        return None
+    if isinstance(given, str | os.PathLike):
+        from tfcompress.models.custom_objects import import_custom_objects
+
+        given = import_custom_objects(given, tf_keras=flavour is KerasFlavour.TF_KERAS)
+    if flavour is KerasFlavour.TF_KERAS:
+        keras3 = sorted(
+            name
+            for name, value in given.items()
+            if isinstance(value, type)
+            and any(k.__module__.split(".")[0] == "keras" for k in value.__mro__[1:])
+        )
+        if keras3:
+            raise ModelLoadError(
+                f"{shown}: saved by tf-keras, but custom class(es) {', '.join(keras3)} "
+                "subclass Keras 3 (import keras); define them with tf-keras (import tf_keras "
+                "as keras), or pass the .py file that defines them as custom_objects "
+                "(--custom-objects FILE.py), which imports its tf.keras as tf-keras."
+            )
+    return given
 
 
 def _first_line(error: BaseException) -> str:

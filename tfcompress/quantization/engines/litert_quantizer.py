@@ -30,7 +30,7 @@ import os
 import re
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -118,7 +118,7 @@ def quantize_litert(
     seed: int = 0,
     progress: bool = False,
     eval_data: DataLike | None = None,
-    gate: Mapping[str, Any] | None = None,
+    gate: Callable[[bytes, bytes], Any] | None = None,
 ) -> EngineOutput:
     """Quantize ``model`` with LiteRT Quantizer.
 
@@ -133,8 +133,10 @@ def quantize_litert(
             scored against the float reference on them (at most 1,000, a seeded subset),
             the better kept (:mod:`~tfcompress.quantization.engines.calibration`). None:
             the default calibration (full min/max), nothing measured.
-        gate: With ``eval_data``: :func:`tfcompress.check_gate`'s keywords (thresholds,
-            ``outputs``, ``metrics``, ``mode``); the calibration that passes every
+        gate: With ``eval_data``: the user's gate, ``gate(reference, candidate)`` on the
+            ``.tflite`` bytes returning its report (``.passed``, ``.verdicts`` with
+            ``threshold_name``, ``threshold`` and ``value``, as
+            :func:`tfcompress.check_gate` returns); the calibration that passes every
             output's gate is kept, then the larger worst-output margin.
 
     Returns:
@@ -237,7 +239,7 @@ def _keep_better(
     made: dict[str, bytes],
     reference: bytes,
     eval_data: DataLike,
-    gate: Mapping[str, Any] | None,
+    gate: Callable[[bytes, bytes], Any] | None,
     custom_ops: bool,
     source: str,
     seed: int,
@@ -279,18 +281,8 @@ def _keep_better(
         for item in score(reference, [runs[m] for m in names], data, source=source)
     ]
     reports: list[Any] = [None] * len(names)
-    if gate:
-        from tfcompress.testing import check_gate
-
-        reports = [
-            check_gate(
-                TFLiteModel(reference, label=f"{source}_float32", verified=True),
-                TFLiteModel(runs[m], label=f"{source}_{m}", verified=True),
-                eval_data,
-                **gate,
-            )
-            for m in names
-        ]
+    if gate is not None:
+        reports = [gate(reference, runs[m]) for m in names]
     candidates = tuple(
         CalibrationCandidate(m, fidelity, report, len(runs[m]))
         for m, fidelity, report in zip(names, scored, reports, strict=True)
