@@ -172,7 +172,10 @@ class PatchMean:
             self.total[0] += flat.sum(axis=0, dtype=np.float64)
             return
         (kh, kw), (sh, sw), (dh, dw) = self.op.kernel, self.op.strides, self.op.dilation
-        padded, (ho, wo) = _pad(x, (kh, kw), (sh, sw), (dh, dw), self.op.padding)
+        # Every tap sums the same positions of every sample: add the samples up first, then
+        # pad and slice one (H, W, C) image per tap instead of the whole batch.
+        summed = x.sum(axis=0, dtype=np.float64)[None]
+        padded, (ho, wo) = _pad(summed, (kh, kw), (sh, sw), (dh, dw), self.op.padding)
         self.count += x.shape[0] * ho * wo
         for i in range(kh):
             for j in range(kw):
@@ -181,7 +184,7 @@ class PatchMean:
                     i * dh : i * dh + (ho - 1) * sh + 1 : sh,
                     j * dw : j * dw + (wo - 1) * sw + 1 : sw,
                 ]
-                self.total[i * kw + j] += window.sum(axis=(0, 1, 2), dtype=np.float64)
+                self.total[i * kw + j] += window.sum(axis=(0, 1, 2))
 
     @property
     def mean(self) -> np.ndarray:
