@@ -114,7 +114,9 @@ def test_models(quick: bool) -> list[dict[str, Any]]:
             )
             plain = _fidelity(result.methods.plain)
             print(f"  {'+'.join(methods)}: {rows[-1]['fidelity']} (plain {plain})", flush=True)
-        default = tfcompress.quantize(model, representative_data=calib, eval_data=test_x)
+        default = tfcompress.quantize(
+            model, representative_data=calib, eval_data=test_x, methods="auto"
+        )
         plain_file = tfcompress.quantize(model, recipe="int8", representative_data=calib)
         records.append(
             {

@@ -3,11 +3,12 @@
 Run: .venv/bin/python examples/ptq_methods.py [OUT_DIR]
 Trains a small MobileNet-style classifier (depthwise-separable blocks, BatchNorm, ReLU6) on
 the scikit-learn digits (bundled; nothing is downloaded), then quantizes it to int8 with
-per-tensor weights, as some older accelerators need: with held-out data given, quantize
-tries cross-layer equalization, bias correction and MSE activation ranges next to the
-converter's plain int8, scores each against the float32 model, and keeps the better one,
-never worse on any output. Writes the artifact and its recipe (replayable: the same recipe
-and calibration data give the same bytes). With TFC_EXAMPLE_QUICK=1 (what CI's test of this
+per-tensor weights, as some older accelerators need: asked for methods="auto", quantize
+tries range search (MSE, percentile), cross-layer equalization and bias correction next to
+the converter's plain int8, scores each against the float32 model on held-out data, and
+keeps the one whose weakest output is best (plain int8 on a tie; with a gate, the one that
+passes it by the largest margin). Writes the artifact and its recipe (replayable: the same
+recipe and calibration data give the same bytes). With TFC_EXAMPLE_QUICK=1 (what CI's test of this
 file sets) it trains for fewer epochs.
 """
 
@@ -52,7 +53,8 @@ def main(out_dir: Path) -> None:
         model,
         recipe="int8",
         representative_data=split.train,
-        eval_data=split.test,  # the methods are scored on it; the better file is kept
+        eval_data=split.test,  # the methods are scored on it
+        methods="auto",  # eval data alone means the converter's int8: ask for the methods
         per_channel=False,
     )
     print(result)  # sizes, then every candidate against float32 and which was kept
