@@ -216,15 +216,26 @@ def convert_all(
             else:
                 from tfcompress._child import call
 
-                made = call(
-                    "tfcompress.quantization.converter:convert_saved_model",
-                    path,
-                    list(configures),
-                    name=name,
-                    shown=shown,
-                    what=f"the TFLite converter on {name!r}",
-                    echo=any(c is not None and c.progress for c in configures),
-                )
+                # A SavedModel's recurrent layers keep the exported dynamic batch in their
+                # tensor lists (a constant element_shape): re-tracing the signature at a
+                # static batch cannot reach them, the converter's single-batch switch can.
+                single = isinstance(model, SavedModelDir) and static_batch == 1
+                try:
+                    made = call(
+                        "tfcompress.quantization.converter:convert_saved_model",
+                        path,
+                        list(configures),
+                        name=name,
+                        shown=shown,
+                        single_batch_lists=single,
+                        what=f"the TFLite converter on {name!r}",
+                        echo=any(c is not None and c.progress for c in configures),
+                    )
+                except ConversionError as error:
+                    rnn = _DYNAMIC_LIST.search(str(error)) is not None
+                    if rnn and isinstance(model, SavedModelDir) and static_batch != 1:
+                        raise ConversionError(_saved_model_rnn(name, static_batch)) from error
+                    raise
     return tuple(
         Conversion(content, trace_seconds + seconds, trace_warnings + said)
         for content, seconds, said in made
@@ -234,8 +245,29 @@ def convert_all(
 Made = list[tuple[bytes, float, tuple[str, ...]]]
 
 
+def _saved_model_rnn(name: str, static_batch: int | None) -> str:
+    """The fix that works for a SavedModel's recurrent layers: a static batch of 1."""
+    given = (
+        "needs a static batch"
+        if static_batch is None
+        else f"cannot take a static batch of {static_batch}"
+    )
+    return (
+        f"the TFLite converter {given} for the recurrent layers of the SavedModel {name!r} "
+        "('tf.TensorListReserve' op requires element_shape to be static): their tensor lists "
+        "keep the exported dynamic batch, which only a batch of 1 replaces; pass "
+        "--static-batch 1 (static_batch=1), or convert the Keras model, which is re-traced at "
+        "any batch."
+    )
+
+
 def convert_saved_model(
-    path: str, configures: Sequence[ConverterSettings | None], *, name: str, shown: str | None
+    path: str,
+    configures: Sequence[ConverterSettings | None],
+    *,
+    name: str,
+    shown: str | None,
+    single_batch_lists: bool = False,
 ) -> Made:
     """Convert the SavedModel at ``path`` once per entry (what the child of convert_all runs).
 
@@ -245,13 +277,22 @@ def convert_saved_model(
         name: The model's name, for messages.
         shown: The folder the user named, when ``path`` is the user's own SavedModel (its
             load errors are then the user's model's); None for our own export.
+        single_batch_lists: Tensor lists whose batch is unknown take a batch of 1 (a
+            SavedModel's RNN converted at ``static_batch=1``).
 
     Returns:
         ``(content, seconds, warnings)`` per entry.
     """
     source = None if shown is None else (Path(shown), Path(path))
+
+    def new_converter() -> Any:
+        converter = _from_saved_model(path, source)
+        if single_batch_lists:  # the converter's own switch for an RNN's unknown batch
+            converter._experimental_default_to_single_batch_in_tensor_list_ops = True
+        return converter
+
     with sparing_collections(), _capture_warnings() as captured:
-        return _convert_each(lambda: _from_saved_model(path, source), configures, name, captured)
+        return _convert_each(new_converter, configures, name, captured)
 
 
 def _convert_in_memory(
