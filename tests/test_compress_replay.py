@@ -10,6 +10,7 @@ float ``.tflite`` gives a LiteRT Quantizer attempt, replayed the same way.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -87,10 +88,20 @@ def test_every_attempt_of_a_fresh_report_reads_back_and_replays(searched, tmp_pa
     assert "pass train_data (--train)" in capsys.readouterr().err and not refused.exists()
 
 
-def test_a_litert_quantizer_attempt_replays_through_the_cli(tmp_path, capsys):
+def test_a_litert_quantizer_attempt_replays_through_the_cli(tmp_path, capsys, monkeypatch):
     import keras
 
+    from tfcompress.compression import latency
     from tfcompress.quantization.ptq import quantize
+
+    timed: dict[str, bytes] = {}  # what the search timed, by name (the real timing runs)
+    real = latency.measure_latency
+
+    def recording(content, **options):
+        timed.setdefault(options["name"], content)
+        return real(content, **options)
+
+    monkeypatch.setattr(latency, "measure_latency", recording)
 
     model, (calib, (x, y)) = sensitive_model(keras, outlier=0.0)  # int8 handles it
     files = _files(tmp_path, model, calib, x[:500], y[:500])
@@ -103,6 +114,10 @@ def test_a_litert_quantizer_attempt_replays_through_the_cli(tmp_path, capsys):
     report = json.loads((tmp_path / "rep" / "compress.json").read_text())
     chosen = report["chosen"]
     assert chosen["recipe"]["engine"] == "litert-quantizer", chosen["recipe"]
+    # The slowdown baseline of a .tflite input is the file given, timed in the same run.
+    assert report["baseline"] == "the input .tflite" and report["float32_latency_ms"] > 0
+    assert timed["the input .tflite"] == Path(files["model"]).read_bytes()
+    assert chosen["latency_ms"] is not None and report["latency_backend"] == "cpu"
     capsys.readouterr()
     out = tmp_path / "again.tflite"
     assert main(_replay(files, tmp_path, chosen["index"], out)) == 0
