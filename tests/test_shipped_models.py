@@ -330,3 +330,26 @@ def test_a_backend_no_worker_can_import_is_measured_here_and_says_so(files, monk
     [row] = result.rows
     assert row.ok and row.details["process"] == "in-process"
     assert any("ran in this process (local-cpu)" in note for note in result.notes)
+
+
+def test_quantize_and_compress_read_a_stateful_model_as_benchmark_does(files, tmp_path, capsys):
+    # Before: "the input arrays hold different numbers of samples ('input': 48, 'h': 2)".
+    from tfcompress.compression.config import CompressConfig
+    from tfcompress.quantization.payoff import payoff_failure
+
+    result = tfcompress.quantize(
+        str(files["vad_savedmodel"]), recipe="int8", representative_data=str(files["vad_data"])
+    )
+    assert result.calibration_samples == 48
+    # A 16-unit model: its int8 file carries more quantization parameters than weights.
+    assert any("larger than its float32 input" in w for w in result.warnings)
+    # compress never returns a post-training file that quantized nothing (nor a larger one).
+    assert payoff_failure("ptq", {"name": "int8"}, result.model_content) is None
+    why = payoff_failure("ptq", {"recipe": {"name": "int8"}}, result.reference_content)
+    assert why is not None and "nothing in the int8 file was quantized" in why
+    config = CompressConfig(batch_dims={"h": 1}, input_values={"sr": 16000})
+    assert CompressConfig.from_dict(config.to_dict()) == config
+    argv = ["compress", str(files["vad_savedmodel"]), "--data", str(files["vad_unlabelled"])]
+    argv += ["--eval", str(files["vad_unlabelled"]), "--out", str(tmp_path / "never.tflite")]
+    assert main([*argv, "--input-value", "sr=16000", "--batch-dim", "h=3"]) == 2
+    assert "input 'h' has 3 dimension(s)" in capsys.readouterr().err

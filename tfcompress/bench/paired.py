@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tfcompress.data import DataLike, Dataset, load_data, validate_for_signature
+from tfcompress.data.dataset import LaidOut
 from tfcompress.data.sources import describe_source
 from tfcompress.models.feeding import check_input_values, feed_layout
 from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name
@@ -62,7 +63,9 @@ def read_for_reference(
 
     Returns:
         ``x`` keyed by the reference's input names, batch first; ``y`` None or keyed by its
-        output names.
+        output names. For a reference that is not "batch first" (a state, a scalar, a
+        static batch, an input value) a :class:`~tfcompress.data.dataset.LaidOut` that
+        carries the layout; given one read for the same inputs, it comes back as it is.
 
     Raises:
         InvalidDataError: Data that does not fit the reference (the message names the input).
@@ -74,12 +77,17 @@ def read_for_reference(
         (['gain', 'image'], ['box', 'cls'])
     """
     signature = model_signature(reference)
+    if _read_for(data, signature):
+        return data  # read already, in this layout (compress reads its data once)
     layout = feed_layout(signature, batch_dims=batch_dims, name=model_name(reference))
     values = check_input_values(input_values or {}, signature, model_name(reference))
     raw = load_data(data, sample_rank=len(layout.inputs[0].sample_shape))
-    return validate_for_signature(
+    checked = validate_for_signature(
         raw, signature, what=describe_source(data, what), layout=layout, values=values
     )
+    if layout.batch_first and layout.static_batch is None and not values:
+        return checked
+    return LaidOut(checked.x, checked.y, layout=layout)
 
 
 def run_model(
@@ -138,6 +146,8 @@ def run_model(
     outputs = match_tensors(
         reference.outputs, signature.outputs, what="outputs", candidate_name=repr(name)
     )
+    if batch_dims is None and isinstance(dataset, LaidOut) and dataset.layout is not None:
+        batch_dims = declared_dims(dataset.layout)  # what the user declared when it was read
     dims = _own_dims(signature, reference, outputs, batch_dims or {})
     layout = feed_layout(signature, batch_dims=dims, name=name)
     own = Dataset({mine: dataset.x[theirs] for mine, theirs in inputs.items()})
@@ -166,6 +176,21 @@ def run_model(
     return ModelRun(name, where_it_ran(model, chosen), ordered, size)
 
 
+def _read_for(data: Any, signature: ModelSignature) -> bool:
+    """Whether ``data`` was read already for a model with these inputs (a ``LaidOut``)."""
+    layout = getattr(data, "layout", None) if isinstance(data, LaidOut) else None
+    return layout is not None and {t.name for t in layout.inputs} == set(signature.input_names)
+
+
+def declared_dims(layout: Any) -> dict[str, int]:
+    """The batch dimensions the user declared in ``layout`` (``--batch-dim``), by name."""
+    return {
+        t.name: int(t.batch_axis)
+        for t in (*layout.inputs, *layout.outputs)
+        if t.declared and t.batch_axis is not None
+    }
+
+
 def _own_dims(
     signature: ModelSignature,
     reference: ModelSignature,
@@ -176,7 +201,8 @@ def _own_dims(
 
     An output is declared where the user named it (by the reference's name), else where
     the reference's layout places it and this model's signature cannot tell (the state of
-    one export is ``(2, N, 128)``, of another, made in an ``If`` subgraph, ``(?, ?, ?)``).
+    one export is ``(2, N, 128)``, of another, made in an ``If`` subgraph, ``(?, ?, ?)``;
+    LiteRT Quantizer writes it as ``(2, 1, 128)``).
     """
     dims = {k: v for k, v in batch_dims.items() if k in signature.input_names}
     theirs = feed_layout(
@@ -200,7 +226,7 @@ def _own_dims(
             axis is not None
             and axis != own_layout.batch_axis
             and len(own_layout.shape) == len(ref.shape)
-            and own_layout.shape[axis] is None
+            and own_layout.shape[axis] in (None, 1)  # unknown, or a batch written as 1
             and (own_layout.batch_axis is None or own_layout.shape[own_layout.batch_axis] is None)
         ):
             dims[own] = axis

@@ -15,12 +15,14 @@ from tfcompress.cli._gating import add_gate_options, flat, gate_requested, thres
 from tfcompress.cli._targets import target_choices
 from tfcompress.cli.common import (
     add_custom_objects_flag,
+    add_feeding_flags,
     add_force_flag,
     add_json_flag,
     add_timeout_flag,
     add_unsafe_flag,
     duration,
     emit_json,
+    feeding_options,
     load_cli_model,
     positive_int,
 )
@@ -122,6 +124,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--attempt", type=positive_int, metavar="N", help="with --replay: attempt N, not the chosen"
     )
     add_gate_options(parser, default_mode=None)
+    add_feeding_flags(parser)  # --data, --eval and --train read in the model's layout
     parser.add_argument("--threads", type=positive_int, default=1, help="threads (gate, latency)")
     add_force_flag(parser)
     add_unsafe_flag(parser)
@@ -263,6 +266,7 @@ def compress_config(args: argparse.Namespace) -> CompressConfig:
         static_batch=args.static_batch,
         batch_size=args.batch_size,
         freeze_batchnorm=False if args.train_batchnorm else None,
+        **feeding_options(args),
         **threshold_options(args),
     )
 

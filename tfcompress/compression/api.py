@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -47,6 +47,8 @@ def compress(
     batch_size: int | None = None,
     freeze_batchnorm: bool | None = None,
     seed: int | None = None,
+    batch_dims: Mapping[str, int] | None = None,
+    input_values: Mapping[str, float] | None = None,
     on: Any = None,
     device: str | None = None,
     **thresholds: float | None,
@@ -130,6 +132,12 @@ def compress(
         freeze_batchnorm: The fine-tuning rungs keep BatchNormalization in inference mode
             (default; see :func:`tfcompress.qat`); False lets them train.
         seed: Seed of calibration subsets and training (default 0).
+        batch_dims: How the data is laid out, as ``benchmark`` and ``gate`` read it: input
+            (or output) name -> the dimension that is its batch, where the signature cannot
+            tell (``{"state": 1}``; ``--batch-dim``). Every data set is read once in the
+            model's layout and calibrates and gates every attempt that way.
+        input_values: Input name -> one value fed on every call, for inputs the data lacks
+            (``{"sr": 16000}``; ``--input-value``).
         on: Time the attempts on a device instead of here: a Dask scheduler's address
             (``tcp://HOST:8786``) or a connected ``distributed.Client``, whose worker runs
             in the device install (docs/devices.md). Where to measure, not what to make: it
@@ -184,6 +192,8 @@ def compress(
         "batch_size": batch_size,
         "freeze_batchnorm": freeze_batchnorm,
         "seed": seed,
+        "batch_dims": batch_dims,
+        "input_values": input_values,
         **thresholds,
     }
     config = config_or_options(
@@ -270,9 +280,17 @@ def _search(
                 "drop static_batch (--static-batch), or pass the source Keras model or "
                 "SavedModel."
             )
-    eval_set = read_for_reference(eval_data, reference, "eval data")
-    calibration = read_for_reference(representative_data, reference, "representative data")
-    train = None if train_data is None else read_for_reference(train_data, reference, "train data")
+    # Read once in the model's layout (--batch-dim, --input-value); every step takes them so.
+    feeding = {"batch_dims": config.batch_dims, "input_values": config.input_values}
+    eval_set = read_for_reference(eval_data, reference, "eval data", **feeding)
+    calibration = read_for_reference(
+        representative_data, reference, "representative data", **feeding
+    )
+    train = (
+        None
+        if train_data is None
+        else read_for_reference(train_data, reference, "train data", **feeding)
+    )
     started = time.monotonic()
     # The float32 baseline is made as the target makes files (the GPU: at a static batch).
     file_batch = static_batch

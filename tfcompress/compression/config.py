@@ -70,6 +70,11 @@ class CompressConfig:
             their configs' 32); used only with training data.
         freeze_batchnorm: The fine-tuning rungs keep BatchNormalization in inference mode.
         seed: Seed of calibration subsets and training, 0 to 2**32-1.
+        batch_dims: How every data set is laid out, as ``benchmark`` and ``gate`` read it:
+            input (or output) name -> the dimension that is its batch, where the signature
+            cannot tell (``{"state": 1}``; ``--batch-dim state=1``).
+        input_values: Input name -> one value fed on every call, for inputs the data
+            lacks (``{"sr": 16000}``; ``--input-value sr=16000``).
         version: The config format.
 
     Raises:
@@ -93,6 +98,8 @@ class CompressConfig:
     batch_size: int | None = None
     freeze_batchnorm: bool = True
     seed: int = 0
+    batch_dims: Mapping[str, int] = field(default_factory=dict)
+    input_values: Mapping[str, float] = field(default_factory=dict)
     version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:
@@ -135,10 +142,15 @@ class CompressConfig:
                 f"freeze_batchnorm must be True or False, got {shown(self.freeze_batchnorm)}."
             )
         require_int("seed", self.seed, 0, MAX_SEED, f"an integer 0 to {MAX_SEED}")
+        from tfcompress.models.feeding import config_batch_dims, config_input_values
 
-    def __hash__(self) -> int:  # the thresholds dict is not hashable
-        values = [getattr(self, f.name) for f in fields(self) if f.name != "thresholds"]
-        return hash((*values, tuple(sorted(self.thresholds.items()))))
+        set_(self, "batch_dims", config_batch_dims(self.batch_dims))
+        set_(self, "input_values", config_input_values(self.input_values))
+
+    def __hash__(self) -> int:  # the dicts are not hashable
+        dicts = ("thresholds", "batch_dims", "input_values")
+        values = [getattr(self, f.name) for f in fields(self) if f.name not in dicts]
+        return hash((*values, *(tuple(sorted(getattr(self, d).items())) for d in dicts)))
 
     @property
     def checks(self) -> tuple[Check, ...]:
@@ -191,6 +203,8 @@ class CompressConfig:
         batch_size: int | None = None,
         freeze_batchnorm: bool | None = None,
         seed: int | None = None,
+        batch_dims: Mapping[str, int] | None = None,
+        input_values: Mapping[str, float] | None = None,
         **thresholds: float | None,
     ) -> CompressConfig:
         """The config :func:`tfcompress.compress`'s keyword options describe.
@@ -221,6 +235,8 @@ class CompressConfig:
             "batch_size": batch_size,
             "freeze_batchnorm": freeze_batchnorm,
             "seed": seed,
+            "batch_dims": batch_dims,
+            "input_values": input_values,
         }
         chosen = {name: value for name, value in given.items() if value is not None}
         return cls(**chosen, thresholds=thresholds)
@@ -232,6 +248,8 @@ class CompressConfig:
             "thresholds": dict(self.thresholds),
             "outputs": list(self.outputs),
             "metrics": list(self.metrics),
+            "batch_dims": dict(self.batch_dims),
+            "input_values": dict(self.input_values),
         }
         return {**data, "version": self.version}
 

@@ -323,6 +323,10 @@ class SearchState:
             if why_not is not None and fields["status"] == "passed":
                 fields = {**fields, "status": "failed", "why": f"gate passed, but {why_not}"}
         too_big = self.too_big(len(built.content), technique, recipe)
+        if too_big is None:  # an int8 file that quantized nothing did not pay off either
+            from tfcompress.quantization.payoff import payoff_failure
+
+            too_big = payoff_failure(technique, built.recipe, built.content)
         if too_big is not None and fields["status"] == "passed":
             fields = {**fields, "status": "failed", "why": f"gate passed, but {too_big}"}
         gzip_bytes = gzip_size(built.content)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,6 +30,7 @@ from tfcompress.data import (
     validate_for_model,
     validate_for_signature,
 )
+from tfcompress.data.dataset import LaidOut
 from tfcompress.data.sources import describe_source
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.feeding import FeedLayout, check_input_values, feed_layout
@@ -43,16 +43,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_CALIBRATION_SAMPLES = 200
 
 
-@dataclass(frozen=True, eq=False)
-class CalibrationSet(Dataset):
-    """Calibration samples, batch first, with the layout the model takes them in.
-
-    Attributes:
-        layout: Where each input's batch is, the model's static batch (None: the plain
-            "batch first" samples of a model that needs no moving).
-    """
-
-    layout: FeedLayout | None = None
+#: Calibration samples, batch first, with the layout the model takes them in.
+CalibrationSet = LaidOut
 
 
 def model_feeds(
@@ -167,6 +159,10 @@ def calibration_set(
         ... # doctest: +SKIP
     """
     first = signature.inputs[0]
+    if isinstance(data, LaidOut) and data.layout is not None:
+        same = {t.name for t in data.layout.inputs} == set(signature.input_names)
+        if same:  # read already for this model (compress, quantize's --eval): batch first
+            return _subset(LaidOut(data.x, layout=data.layout), limit, seed)
     layout = feed_layout(signature, batch_dims=batch_dims)
     values = check_input_values(input_values or {}, signature)
     if not layout.batch_first or values:
@@ -207,11 +203,15 @@ def _laid_out(
         layout=layout,
         values=values,
     )
-    x = checked.x
-    if len(checked) > limit:
-        chosen = np.sort(np.random.default_rng(seed).choice(len(checked), limit, replace=False))
-        x = _rows(x, chosen)
-    return CalibrationSet(x, layout=layout)
+    return _subset(LaidOut(checked.x, layout=layout), limit, seed)
+
+
+def _subset(data: LaidOut, limit: int, seed: int) -> LaidOut:
+    """At most ``limit`` of the samples, a seeded random subset kept in order."""
+    if len(data) <= limit:
+        return data
+    chosen = np.sort(np.random.default_rng(seed).choice(len(data), limit, replace=False))
+    return LaidOut(_rows(data.x, chosen), layout=data.layout)
 
 
 def _rows(x: np.ndarray | dict[str, np.ndarray], chosen: np.ndarray) -> Any:

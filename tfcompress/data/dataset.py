@@ -103,6 +103,25 @@ class Dataset:
             yield slice_arrays(self.x, start, start + batch_size)
 
 
+@dataclass(frozen=True, eq=False)
+class LaidOut(Dataset):
+    """Samples already matched to a model's inputs: batch first, with the model's layout.
+
+    What :func:`~tfcompress.bench.paired.read_for_reference` and the calibration adapter
+    return for a model that is not "batch first" (a ``(layers, N, units)`` state, a scalar
+    input, a static batch): every array batch first, a scalar repeated per sample, and the
+    :class:`~tfcompress.models.feeding.FeedLayout` that puts them back in the model's own
+    layout. Readers given one take it as it is instead of reading it again in the model's
+    layout, so data read once (by compress, by quantize's ``--eval``) goes through every
+    step unchanged.
+
+    Attributes:
+        layout: Where each tensor's batch is (with the dimensions the user declared).
+    """
+
+    layout: Any = None
+
+
 def slice_arrays(arrays: Arrays, start: int, stop: int) -> Arrays:
     """Samples ``start:stop`` of one array or of every array in a dict (0-d ones kept whole).
 

@@ -5,8 +5,9 @@ model whose LSTM sits inside ``If`` subgraphs (it quantizes nothing there and ad
 scales), and a file whose weights are ``Constant`` nodes came out 3-5% larger as int8. Both
 are valid files that run; what they must not do is pass silently. :func:`payoff_warnings`
 reads the two files and says so in one sentence each; :func:`tfcompress.quantize` adds them
-to ``result.warnings`` (the CLI prints them) and compress records such an attempt as failed
-with that reason (:func:`payoff_failure`).
+to ``result.warnings`` (the CLI prints them); compress, which never chooses a file larger
+than its float32 one, records an attempt that quantized nothing as failed with that reason
+(:func:`payoff_failure`).
 
 Example:
     >>> payoff_warnings(result)  # doctest: +SKIP
@@ -67,10 +68,30 @@ def payoff_warnings(result: Any) -> tuple[str, ...]:
     return tuple(said)
 
 
-def payoff_failure(result: Any) -> str | None:
-    """Why compress must not return ``result`` (its :func:`payoff_warnings`), or None."""
-    said = payoff_warnings(result)
-    return "; ".join(said) if said else None
+def payoff_failure(technique: str, recipe: Any, content: bytes) -> str | None:
+    """Why compress must not return a post-training ``.tflite`` that quantized nothing.
+
+    A file larger than its input is refused by compress's own size rule; this is the other
+    half of "did not pay off". Fine-tuned exports (which may stay float on purpose: a pruned
+    float32 file) and ``float32`` itself are not judged.
+
+    Args:
+        technique: The attempt's technique (``ptq``, ``selective``...).
+        recipe: What the attempt records (``{"recipe": {"name": ...}}`` or a bare recipe).
+        content: The artifact's bytes.
+
+    Example:
+        >>> payoff_failure("ptq", {"name": "int8"}, content)  # doctest: +SKIP
+        'nothing in the int8 file was quantized: every tensor is still float32 (...)'
+    """
+    if technique not in ("ptq", "selective"):
+        return None
+    inner = recipe.get("recipe", recipe) if isinstance(recipe, dict) else {}
+    name = inner.get("name") if isinstance(inner, dict) else None
+    if name in (None, "float32"):
+        return None
+    nothing = _tflite_nothing(content)
+    return None if nothing is None else f"nothing in the {name} file was quantized: {nothing}"
 
 
 def _nothing_quantized(result: Any) -> str | None:
