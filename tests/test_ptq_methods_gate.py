@@ -210,6 +210,8 @@ def test_savedmodel_tries_what_can_run_and_refuses_what_cannot(capfd, small, mon
     assert code == 2 and not out.exists()
     assert len(err.strip().splitlines()) == 1 and "a Keras model to rewrite" in err
     assert "mse-ranges" in err  # what would run
+    with pytest.raises(InvalidInputError, match="eval_data scores the int8 post-training"):
+        tfcompress.quantize(str(saved), representative_data=x[:64], eval_data=x[1000:1100])
     with pytest.raises(InvalidInputError, match="gate= decides"):
         tfcompress.quantize(
             str(saved),

@@ -254,7 +254,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         model,
         config=config,
         representative_data=args.data,
-        eval_data=eval_set if _methods_score_on_eval(config) else None,
+        eval_data=eval_set if _methods_score_on_eval(config, args, model) else None,
         layer_errors=args.layer_errors,
         progress=show_progress(),
         gate=_methods_gate(args, config, model),
@@ -380,12 +380,20 @@ def _check_engine_for(model: Any, config: PTQConfig) -> None:
         choose_engine(config.engine, model, config.recipe)  # type: ignore[arg-type]
 
 
-def _methods_score_on_eval(config: PTQConfig) -> bool:
-    """Whether ``--eval`` feeds the int8 methods' comparison (int8 ``.tflite`` only).
+def _methods_score_on_eval(config: PTQConfig, args: argparse.Namespace, model: Any) -> bool:
+    """Whether ``--eval`` feeds quantize itself (int8 ``.tflite`` only), not only the table.
 
-    Other recipes and ONNX are evaluated after quantizing, as every recipe is.
+    The converter's methods score on it when they run (``--method`` asked, or a gate flag:
+    auto if plain int8 fails); LiteRT Quantizer (a ``.tflite`` input) picks its calibration
+    on it. Other recipes and ONNX are evaluated after quantizing, as every recipe is.
     """
-    return config.format == "tflite" and config.recipe.name == "int8" and config.methods != "none"
+    from tfcompress.models import TFLiteModel
+
+    if config.format != "tflite" or config.recipe.name != "int8" or config.methods == "none":
+        return False
+    if isinstance(model, TFLiteModel) or config.engine == "litert-quantizer":
+        return True
+    return config.methods is not None or gate_requested(args)
 
 
 def _methods_gate(args: argparse.Namespace, config: PTQConfig, model: Any) -> Any:
@@ -395,7 +403,7 @@ def _methods_gate(args: argparse.Namespace, config: PTQConfig, model: Any) -> An
     """
     from tfcompress.models import TFLiteModel
 
-    if not gate_requested(args) or not _methods_score_on_eval(config):
+    if not gate_requested(args) or not _methods_score_on_eval(config, args, model):
         return None
     if isinstance(model, TFLiteModel) or config.engine == "litert-quantizer":
         return None  # LiteRT Quantizer has no methods; the gate judges its file afterwards

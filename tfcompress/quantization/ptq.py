@@ -315,8 +315,9 @@ def quantize(
         eval_data: ``int8``: the samples the post-training methods are scored on (labels
             unused without ``gate``; at most 1,000, a seeded subset; with ``gate``, every
             sample and its labels); default: the calibration samples. Eval data alone does
-            not turn the methods on: with ``gate`` too, plain int8 is judged first and
-            ``"auto"`` runs only when it fails. For a ``.tflite`` (LiteRT Quantizer):
+            not turn the methods on (and is refused with the converter: it would decide
+            nothing): with ``gate`` too, plain int8 is judged first and ``"auto"`` runs
+            only when it fails. For a ``.tflite`` (LiteRT Quantizer):
             both activation calibrations (full min/max and LiteRT Quantizer's moving
             average) are made and scored on it, the better kept (``result.calibration``).
         gate: ``int8``, with ``eval_data``: the gate (``MethodsGate.from_options(min_snr=25)``,
@@ -403,7 +404,9 @@ def quantize(
         InvalidInputError: A keyword option next to ``config=``; what
             :class:`~tfcompress.quantization.config.PTQConfig` refuses (an unknown format,
             recipe, engine, target or method, an option of the other format, a bad count);
-            calibration data missing, methods or eval data on a recipe other than ``int8``.
+            calibration data missing, methods or eval data on a recipe other than ``int8``,
+            eval data no method would use, a gate that would decide nothing, or methods
+            named that cannot run on the model (a weight method on a SavedModel).
         UnsupportedModelError: A recipe names weight methods and the model cannot be
             rewritten (a SavedModel or subclassed model; ``methods=`` skips such candidates).
         InvalidArgumentTypeError: ``model`` (or ``calibration_samples``) of the wrong type.
@@ -770,10 +773,14 @@ def _converter_result(
     )
     if only_if_fails:  # plain int8 judged first; auto only if it fails the gate
         plan = (AUTO_CANDIDATES, True)
+    if has_eval and not plan[0]:  # an accepted option is used or refused
+        raise InvalidInputError(
+            "eval_data scores the int8 post-training methods, and none run here: pass "
+            "methods='auto' (--method auto) or a gate (gate=, --min-snr...) to run them, or "
+            "drop eval_data and judge the file with tfcompress.evaluate."
+        )
     check_runnable(loaded, plan[0], source=model_name(loaded))  # before any data is read
     calibration = _calibration_set(loaded, chosen, representative_data, seed, feeding)
-    if plan[0] and _fed_otherwise(calibration):
-        plan = _no_methods_here(loaded, chosen, methods, calibration)
     configure_for = _configure_for(calibration, progress)
     report = None
     kept = chosen
@@ -818,41 +825,6 @@ def _converter_result(
         notes=artifact_notes(quantized.content),
         methods=report,
     )
-
-
-def _fed_otherwise(calibration: Dataset | None) -> bool:
-    """Whether the model takes its samples other than batch first (a state, a scalar)."""
-    layout = getattr(calibration, "layout", None)
-    return layout is not None and not layout.batch_first
-
-
-def _no_methods_here(
-    loaded: Any, chosen: Recipe, methods: Any, calibration: Dataset | None
-) -> tuple[tuple[Any, ...], bool]:
-    """No post-training methods for a model fed otherwise than batch first.
-
-    They score batch-first samples on LiteRT's interpreter: a model fed in another layout
-    (a ``(layers, N, units)`` state, a scalar) gets plain int8 when they were to be tried on
-    their own (``auto``), and a refusal when they were named.
-
-    Raises:
-        UnsupportedModelError: Methods named (``--method NAMES``, a recipe that records them).
-    """
-    layout = getattr(calibration, "layout", None)
-    how = "; ".join(layout.explain()) if layout is not None else "not batch first"
-    if chosen.methods or (methods not in (None, "auto")):
-        from tfcompress.errors import UnsupportedModelError
-
-        raise UnsupportedModelError(
-            f"the post-training methods score batch-first samples, but {model_name(loaded)} "
-            f"is fed otherwise ({how}); drop --method (methods=) for the converter's int8."
-        )
-    logger.info(
-        "%s: post-training methods skipped: the model is fed otherwise than batch first (%s)",
-        model_name(loaded),
-        how,
-    )
-    return (), False
 
 
 def _plain_conversions(
