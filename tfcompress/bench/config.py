@@ -33,6 +33,9 @@ from tfcompress.errors import InvalidInputError
 if TYPE_CHECKING:
     from tfcompress.bench.metrics import MetricLike
 
+MAX_SECONDS = 3600.0
+"""The longest minimum time of a row's timing or warm-up (an hour, as the CLI has allowed)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class BenchmarkConfig:
@@ -44,9 +47,9 @@ class BenchmarkConfig:
         threads: CPU thread counts to measure.
         batch_sizes: Batch sizes to measure (throughput vs latency).
         runs: Minimum timed runs per row.
-        min_seconds: Minimum timed seconds per row.
+        min_seconds: Minimum timed seconds per row, 0 to an hour.
         warmup_runs: Minimum warm-up runs (the first call included).
-        warmup_seconds: Minimum warm-up seconds.
+        warmup_seconds: Minimum warm-up seconds, 0 to an hour.
         metric: What the accuracy column scores against the labels (a metric name such as
             ``"accuracy"``, ``"top5"``, ``"mse"``, or ``callable(labels, outputs)``); None
             chooses from the labels. A callable is recorded by its name and cannot be
@@ -108,8 +111,10 @@ class BenchmarkConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise InvalidInputError(f"{name} must be a number of seconds, got {shown(value)}.")
-            if not (math.isfinite(value) and value >= 0):
-                raise InvalidInputError("min_seconds and warmup_seconds must be >= 0.")
+            if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS):
+                raise InvalidInputError(
+                    f"{name} must be from 0 to {MAX_SECONDS:g} seconds, got {shown(value)}."
+                )
             set_(self, name, float(value))
         if self.metric is not None and not callable(self.metric):
             from tfcompress.bench.scoring import check_task_metric

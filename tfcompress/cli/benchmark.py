@@ -16,7 +16,6 @@ from tfcompress.cli.common import (
     csv_of,
     duration,
     emit_json,
-    seconds,
     show_progress,
 )
 
@@ -70,10 +69,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--batch", type=csv_of(int, "--batch"), default=[1], help="e.g. 1,8,32")
     parser.add_argument("--runs", type=int, default=50, help="minimum timed runs (50)")
     parser.add_argument(
-        "--min-seconds", type=seconds, default=1.0, help="minimum timed seconds per row (1)"
+        "--min-seconds", type=float, default=1.0, help="minimum timed seconds per row (1)"
     )
     parser.add_argument(
-        "--warmup-seconds", type=seconds, default=0.5, help="minimum warm-up seconds (0.5)"
+        "--warmup-seconds", type=float, default=0.5, help="minimum warm-up seconds (0.5)"
     )
     parser.add_argument(
         "--metric",

@@ -20,7 +20,6 @@ from tfcompress.cli.common import (
     parse_size,
     positive_float,
     positive_int,
-    seconds,
     seed,
     show_progress,
 )
@@ -55,7 +54,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="the device: latency and int8 accuracy are measured on its backend (default cpu)",
     )
     add_budget_arguments(parser, value_type=positive_float)  # what each target adds (Edge TPU)
-    parser.add_argument("--threads", type=positive_int, default=1, help="threads (default 1)")
+    parser.add_argument("--threads", type=int, default=1, help="threads (default 1)")
     parser.add_argument("--min-accuracy", type=fraction, help="e.g. 0.95 or 95%%")
     parser.add_argument(
         "--families",
@@ -102,7 +101,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
     parser.add_argument("--runs", type=int, default=50, help="minimum timed runs per latency (50)")
     parser.add_argument(
-        "--min-seconds", type=seconds, default=0.5, help="minimum timed seconds per latency (0.5)"
+        "--min-seconds", type=float, default=0.5, help="minimum timed seconds per latency (0.5)"
     )
     parser.add_argument("--report", help="write selection.json, selection.md, pareto.png here")
     parser.add_argument("--force", action="store_true", help="replace an existing --report")
