@@ -781,6 +781,8 @@ def _converter_result(
         )
     check_runnable(loaded, plan[0], source=model_name(loaded))  # before any data is read
     calibration = _calibration_set(loaded, chosen, representative_data, seed, feeding)
+    if plan[0] and _fed_otherwise(calibration):
+        plan = _no_methods_here(loaded, chosen, methods, calibration)
     configure_for = _configure_for(calibration, progress)
     report = None
     kept = chosen
@@ -825,6 +827,41 @@ def _converter_result(
         notes=artifact_notes(quantized.content),
         methods=report,
     )
+
+
+def _fed_otherwise(calibration: Dataset | None) -> bool:
+    """Whether the model takes its samples other than batch first (a state, a scalar)."""
+    layout = getattr(calibration, "layout", None)
+    return layout is not None and not layout.batch_first
+
+
+def _no_methods_here(
+    loaded: Any, chosen: Recipe, methods: Any, calibration: Dataset | None
+) -> tuple[tuple[Any, ...], bool]:
+    """No post-training methods for a model fed otherwise than batch first.
+
+    They score batch-first samples on LiteRT's interpreter: a model fed in another layout
+    (a ``(layers, N, units)`` state, a scalar) gets plain int8 when they were to be tried on
+    their own (``auto``), and a refusal when they were named.
+
+    Raises:
+        UnsupportedModelError: Methods named (``--method NAMES``, a recipe that records them).
+    """
+    layout = getattr(calibration, "layout", None)
+    how = "; ".join(layout.explain()) if layout is not None else "not batch first"
+    if chosen.methods or (methods not in (None, "auto")):
+        from tfcompress.errors import UnsupportedModelError
+
+        raise UnsupportedModelError(
+            f"the post-training methods score batch-first samples, but {model_name(loaded)} "
+            f"is fed otherwise ({how}); drop --method (methods=) for the converter's int8."
+        )
+    logger.info(
+        "%s: post-training methods skipped: the model is fed otherwise than batch first (%s)",
+        model_name(loaded),
+        how,
+    )
+    return (), False
 
 
 def _plain_conversions(
