@@ -168,3 +168,15 @@ def test_the_ladder_has_the_mixed_precision_rung_where_it_can_run() -> None:
     batched = plan_ladder(objective="size", target="cpu", calibration_available=200,
                           training=False, static_batch=1)  # fmt: skip
     assert "int16-worst" not in [r.name for r in batched]  # LiteRT Quantizer keeps shapes
+
+
+def test_no_latency_is_honoured_and_said(easy) -> None:
+    model, calib, test, _ = easy
+    result = tfcompress.compress(
+        model, representative_data=calib, eval_data=test, measure_latency=False,
+        time_budget_s=1e-6,  # the options are what is tested: no attempt needs to run
+    )  # fmt: skip
+    assert result.max_slowdown is None and result.float32_latency_ms is None
+    assert any("not timed (measure_latency=False" in f and "no slowdown was checked" in f
+               for f in result.findings)  # fmt: skip
+    assert result.config.measure_latency is False and "ms/sample (cpu)" not in result.table()
