@@ -94,6 +94,10 @@ def test_selective_keeps_the_sensitive_layer_float(sensitive, sensitive_files, t
     float16 = tfcompress.quantize(model, recipe="float16")
     assert by_name["int8"]["size_bytes"] < chosen["size_bytes"] < float16.size_bytes
     assert "int16x8" not in by_name  # the fallback is not needed once selective passes
+    # 16-bit activations cannot fix an outlier weight: one step, its cost, and why it stopped.
+    (step,) = [a for a in payload["attempts"] if a["name"].startswith("int16-worst")]
+    assert step["name"] == "int16-worst-1" and not step["passed"]
+    assert "against int8's" in step["notes"][0] and "climb stopped: " in step["notes"][1]
     # Replay: the recorded recipe through quantize(), and through the CLI, gives the same bytes.
     recorded = chosen["recipe"]["recipe"]
     recipe = Recipe.from_dict(

@@ -182,6 +182,7 @@ class CompressionResult:
             what = f" as a fully-integer artifact for {device.display_name}" if integer else ""
             lines.append(f"nothing passed the gate{what} ({len(self.attempts)} attempts)")
             lines += [f"try: {a}" for a in self.advice]
+        lines += [f"{a.name}: {'; '.join(a.notes)}" for a in self.attempts if a.notes]
         lines.append(f"stopped: {self.stop_reason}")
         lines += [f"note: {f}" for f in self.findings]
         return "\n".join(lines)
