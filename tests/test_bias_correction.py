@@ -99,3 +99,38 @@ def test_savedmodel_takes_bias_correction_through_quantize(saved):
     assert len(entries) == 3 and all(e["max_shift"] > 0 for e in entries)
     (mine,), (plain,) = kept.fidelity, report.plain.fidelity
     assert mine.snr_db >= plain.snr_db + 2  # 21.4 against 17.1 dB, on the calibration samples
+
+
+def test_a_shared_or_missing_bias_gets_one_of_its_own():
+    """The converter gives equal biases one tensor and drops all-zero ones: each op's own."""
+    from tfcompress._compat.keras import KerasFlavour, keras_module
+    from tfcompress._compat.litert import flatbuffer_utils
+    from tfcompress.quantization.methods.calibrated import linear_ops, tensor_array
+
+    keras = keras_module(KerasFlavour.KERAS3)
+    keras.utils.set_random_seed(1)
+    layers, same = keras.layers, keras.initializers.Constant(0.1)
+    image = keras.Input((6, 6, 2))
+    wide = layers.Conv2D(4, 3, padding="same", bias_initializer=same)(image)
+    narrow = layers.Conv2D(4, 1, bias_initializer=same)(image)
+    pooled = layers.GlobalAveragePooling2D()(layers.Concatenate()([wide, narrow]))
+    model = keras.Model(image, layers.Dense(3)(pooled))  # a zero bias: none in the file
+    calibration = Dataset(np.random.default_rng(0).uniform(0, 1, (32, 6, 6, 2)).astype("float32"))
+    settings = ConverterSettings(RECIPE, calibration, calibrate_only=True)
+    (calibrated,) = convert_all(model, [settings])
+    read = flatbuffer_utils().read_model_from_bytearray
+    ops = linear_ops(read(bytearray(calibrated.content)))
+    assert [o.kind for o in ops] == ["conv", "conv", "dense"]
+    assert ops[0].bias == ops[1].bias >= 0 and ops[2].bias == -1  # the layout this test is for
+    content, corrections = correct_biases(
+        calibrated.content, float_statistics(calibrated.content, calibration), per_channel=False
+    )
+    edited = read(bytearray(content))
+    after = linear_ops(edited)
+    assert len({o.bias for o in after}) == 3 and all(o.bias >= 0 for o in after)
+    for op, correction in zip(after, corrections, strict=True):
+        bias = tensor_array(edited, op.bias).astype(np.float64)
+        before = 0.0 if op.kind == "dense" else 0.1
+        assert correction.max_bias == pytest.approx(before)
+        assert np.abs(bias - before).max() == pytest.approx(correction.max_shift, rel=1e-4)
+        assert correction.max_shift > 0

@@ -124,6 +124,8 @@ def correct_biases(
         shared = shared or buffer_uses[graph.tensors[op.bias].buffer] > 1
         if shared:  # a bias of its own, so no other op (or a missing bias) changes with it
             graph.operators[op.index].inputs = _with_bias(model, op, after)
+            if op.bias >= 0:  # the last op left reading it may edit it in place
+                tensor_uses[op.bias] -= 1
         else:
             model.buffers[graph.tensors[op.bias].buffer].data = np.frombuffer(
                 after.tobytes(), np.uint8
