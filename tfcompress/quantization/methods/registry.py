@@ -220,7 +220,11 @@ def weight_methods(names: Sequence[str]) -> tuple[WeightMethod, ...]:
 
 
 def range_methods(names: Sequence[str]) -> tuple[RangeMethod, ...]:
-    """The range methods among ``names``, in order."""
+    """The methods on the calibrated flatbuffer among ``names`` (graph edits too), in order.
+
+    :mod:`.apply` calls each one's :meth:`RangeMethod.edit_ranges` in this order: a
+    :class:`GraphMethod` (``bias-correction``, order 30) before the range methods.
+    """
     chosen = set(names)
     return tuple(m for m in methods() if m.name in chosen and isinstance(m, RangeMethod))
 
