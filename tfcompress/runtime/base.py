@@ -195,8 +195,9 @@ class Runner(abc.ABC):
         except ValueError:
             shapes = ", ".join(str(tuple(p.shape)) for p in parts[:3])
             raise InvalidDataError(
-                f"output {name!r} came back from successive calls as {shapes}: tfcompress "
-                "cannot tell which of its dimensions holds the samples; say it with "
+                f"output {name!r} came back from successive calls as {shapes} (batch first): "
+                "they differ in more than the number of samples, so they cannot be joined "
+                "sample by sample; if its batch is another dimension, say which with "
                 f"--batch-dim {name}=DIM (batch_dims= in Python)."
             ) from None
 

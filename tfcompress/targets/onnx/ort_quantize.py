@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from tfcompress._compat.onnx import (
     float16_converter,
     onnx_module,
+    ort_errors,
     ort_quantization,
     quiet_onnx_tools,
 )
@@ -327,10 +328,13 @@ def _run(model: OnnxModel, what: str, quantize: Any) -> bytes:
     with tempfile.TemporaryDirectory(prefix="tfcompress-onnx-") as folder:
         source, target = Path(folder) / "float.onnx", Path(folder) / "quantized.onnx"
         source.write_bytes(constants_as_initializers(model.content))
+        # ONNX Runtime's own errors (InvalidArgument: a calibration call the model refuses)
+        # derive from Exception only: one ConversionError naming the step, not exit 3.
+        errors = (*ort_errors(), KeyError, TypeError, AssertionError)
         try:
             with quiet_onnx_tools(f"onnxruntime {what}"):
                 quantize(str(source), str(target))
-        except (ValueError, RuntimeError, KeyError, TypeError, AssertionError) as error:
+        except errors as error:
             raise ConversionError(
                 f"ONNX Runtime could not apply {what} quantization to {model.name} "
                 f"({type(error).__name__}: {' '.join(str(error).split())[:300]})."
