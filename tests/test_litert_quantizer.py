@@ -270,32 +270,25 @@ def test_with_eval_data_both_calibrations_are_scored_and_the_better_kept(landmar
 
 
 def test_calibration_keep_rule_gate_first_then_margin_then_default() -> None:
-    from types import SimpleNamespace
-
     from tfcompress.quantization.engines.calibration import CalibrationCandidate, keep_calibration
-    from tfcompress.quantization.methods.report import OutputFidelity
+    from tfcompress.quantization.methods.report import GateMargin, OutputFidelity
 
-    def gate(passed, *values):
-        verdicts = [SimpleNamespace(threshold_name="min_snr", threshold=20.0, value=v,
-                                    passed=v >= 20) for v in values]  # fmt: skip
-        return SimpleNamespace(passed=passed, verdicts=verdicts)
-
-    def cand(method, snrs, report=None):
+    def cand(method, snrs, gated=False):
         fidelity = tuple(OutputFidelity(f"y{i}", s, None) for i, s in enumerate(snrs))
-        return CalibrationCandidate(method, fidelity, report)
+        gate = tuple(GateMargin(f"y{i}", "snr", "min_snr", s, 20.0, s >= 20, s - 20, s - 20,
+                                f"{s - 20:+.2f} dB") for i, s in enumerate(snrs))  # fmt: skip
+        return CalibrationCandidate(method, fidelity, gate if gated else (), 1000)
 
-    # Better worst SNR but fails the gate: the passing one is kept.
-    a = cand("min-max", (19.0, 60.0), gate(False, 19.0, 60.0))
-    b = cand("moving-average", (21.0, 22.0), gate(True, 21.0, 22.0))
-    assert keep_calibration((a, b))[0] == 1
+    # Better worst SNR without a gate; with one, only the other passes: the passing one.
+    a, b = cand("min-max", (19.0, 60.0), True), cand("moving-average", (21.0, 22.0), True)
+    assert keep_calibration((a, b), gated=True)[0] == 1
     # Both pass: the larger worst-output margin, not the larger mean.
-    a = cand("min-max", (25.0, 60.0), gate(True, 25.0, 60.0))
-    b = cand("moving-average", (26.0, 27.0), gate(True, 26.0, 27.0))
-    index, reason = keep_calibration((a, b))
-    assert index == 1 and "margin" in reason
-    # No gate, a tie: the default.
+    a, b = cand("min-max", (25.0, 60.0), True), cand("moving-average", (27.0, 28.0), True)
+    assert keep_calibration((a, b), gated=True)[0] == 1
+    # No gate, a tie: the default (min-max), named as such in the reason.
     a, b = cand("min-max", (30.0,)), cand("moving-average", (30.0,))
-    assert keep_calibration((b, a))[0] == 1
+    index, reason = keep_calibration((b, a))
+    assert index == 1 and "min-max" in reason and "plain int8" not in reason
 
 
 def test_cli_says_which_calibration_it_kept(landmarker, tmp_path, capsys) -> None:
@@ -306,6 +299,14 @@ def test_cli_says_which_calibration_it_kept(landmarker, tmp_path, capsys) -> Non
     assert code == 0 and out.is_file()
     line = next(line for line in text.splitlines() if line.startswith("calibration: kept"))
     assert "min-max" in line and "moving-average" in line and " dB" in line
+    # With a gate, the calibration is judged by it, and the JSON says how each one fared.
+    code = main(["quantize", str(files["float"]), "--data", str(files["calib"]), "--eval",
+                 str(files["test"]), "--min-snr", "10", "--out", str(out), "--force",
+                 "--json"])  # fmt: skip
+    payload = json.loads(capsys.readouterr().out)["calibration"]
+    kept = next(c for c in payload["candidates"] if c["method"] == payload["kept"])
+    assert code == 0 and kept["passes"]
+    assert {g["threshold_name"] for g in kept["gate"]} == {"min_snr"}
 
 
 def _conv_zero_point_one(content: bytes) -> bytes:

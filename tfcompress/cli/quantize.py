@@ -397,16 +397,13 @@ def _methods_score_on_eval(config: PTQConfig, args: argparse.Namespace, model: A
 
 
 def _methods_gate(args: argparse.Namespace, config: PTQConfig, model: Any) -> Any:
-    """The gate flags as the methods' gate, where methods can run (int8 by the converter).
+    """The gate flags as quantize's gate: the methods' (converter) or the calibration's.
 
     The same checks and mode the command's own gate judges the artifact with afterwards.
     """
-    from tfcompress.models import TFLiteModel
-
     if not gate_requested(args) or not _methods_score_on_eval(config, args, model):
         return None
-    if isinstance(model, TFLiteModel) or config.engine == "litert-quantizer":
-        return None  # LiteRT Quantizer has no methods; the gate judges its file afterwards
+    # LiteRT Quantizer (a .tflite input) has no methods: the gate picks its calibration.
     from tfcompress.quantization.methods.selection import MethodsGate
 
     return MethodsGate.from_options(

@@ -325,8 +325,10 @@ def quantize(
             decided by: plain int8 is judged first and ``"auto"`` runs when it fails (or when
             ``methods`` asks); among the candidates that pass, the smallest, then the largest
             margin on the weakest output is kept
-            (:func:`~tfcompress.quantization.methods.selection.choose`). Refused where no
-            method can run (another recipe, ``methods="none"``, LiteRT Quantizer, ONNX).
+            (:func:`~tfcompress.quantization.methods.selection.choose`). For a ``.tflite``
+            (LiteRT Quantizer) the same rule picks the calibration (min/max or moving
+            average). Refused where nothing is decided (another recipe, ``methods="none"``,
+            ONNX).
         layer_errors: Also measure every quantized tensor against the float reference on
             up to 64 of the representative samples (``result.layer_errors``; ``.tflite``).
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
@@ -500,10 +502,11 @@ def _quantize(
     engine = choose_engine(config.engine, loaded, chosen)
     if engine != config.engine:  # chosen for this model: does it fit the rest of the config?
         check_engine(engine, chosen, target=config.target, methods=config.methods)
-    if gate is not None and engine != "converter":
+    if gate is not None and engine != "converter" and not chosen.spec.needs_calibration:
         raise InvalidInputError(
-            "gate= decides the post-training methods, which the TFLite converter runs; "
-            f"{model_name(loaded)} is quantized by {engine}: judge the result with "
+            "gate= decides the post-training methods (the TFLite converter) or LiteRT "
+            f"Quantizer's calibration; {model_name(loaded)} is quantized by {engine} with "
+            f"{chosen.name!r}, which calibrates nothing: judge the result with "
             "tfcompress.check_gate instead."
         )
     feeding = {"batch_dims": config.batch_dims, "input_values": config.input_values}
@@ -515,7 +518,13 @@ def _quantize(
         )
     if engine == "litert-quantizer":
         result = _litert_result(
-            loaded, chosen, representative_data, config.seed, progress, eval_data=eval_data
+            loaded,
+            chosen,
+            representative_data,
+            config.seed,
+            progress,
+            eval_data=eval_data,
+            gate=gate,
         )
         result = replace(result, target=config.target)
     else:
@@ -698,12 +707,19 @@ def _litert_result(
     progress: bool,
     *,
     eval_data: DataLike | None = None,
+    gate: MethodsGate | None = None,
 ) -> QuantizationResult:
     from tfcompress.quantization.engines.litert_quantizer import quantize_litert
 
     # eval_data: both calibrations are made and the better kept (engines/calibration.py).
     made = quantize_litert(
-        loaded, chosen, representative_data=data, seed=seed, progress=progress, eval_data=eval_data
+        loaded,
+        chosen,
+        representative_data=data,
+        seed=seed,
+        progress=progress,
+        eval_data=eval_data,
+        gate=gate,
     )
     return QuantizationResult(
         recipe=chosen,

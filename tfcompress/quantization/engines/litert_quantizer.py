@@ -30,7 +30,7 @@ import os
 import re
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -118,7 +118,7 @@ def quantize_litert(
     seed: int = 0,
     progress: bool = False,
     eval_data: DataLike | None = None,
-    gate: Callable[[bytes, bytes], Any] | None = None,
+    gate: Any = None,
 ) -> EngineOutput:
     """Quantize ``model`` with LiteRT Quantizer.
 
@@ -133,11 +133,10 @@ def quantize_litert(
             scored against the float reference on them (at most 1,000, a seeded subset),
             the better kept (:mod:`~tfcompress.quantization.engines.calibration`). None:
             the default calibration (full min/max), nothing measured.
-        gate: With ``eval_data``: the user's gate, ``gate(reference, candidate)`` on the
-            ``.tflite`` bytes returning its report (``.passed``, ``.verdicts`` with
-            ``threshold_name``, ``threshold`` and ``value``, as
-            :func:`tfcompress.check_gate` returns); the calibration that passes every
-            output's gate is kept, then the larger worst-output margin.
+        gate: With ``eval_data``: the user's gate, a
+            :class:`~tfcompress.quantization.methods.selection.MethodsGate`; the calibration
+            that passes every output's gate is kept, then the larger worst-output margin
+            (the methods' keep rule).
 
     Returns:
         The quantized bytes with the float reference.
@@ -239,7 +238,7 @@ def _keep_better(
     made: dict[str, bytes],
     reference: bytes,
     eval_data: DataLike,
-    gate: Callable[[bytes, bytes], Any] | None,
+    gate: Any,
     custom_ops: bool,
     source: str,
     seed: int,
@@ -272,22 +271,21 @@ def _keep_better(
             reason=f"the {lost} calibration's file does not run ({error})",
         )
     signature = model_signature(TFLiteModel(reference, verified=True))
-    data = calibration_set(signature, eval_data, limit=EVAL_SAMPLES, seed=seed, what="eval data")
+    if gate is not None:  # every sample with its labels, as the final gate judges them
+        from tfcompress.bench.paired import read_for_reference
+
+        data = read_for_reference(eval_data, TFLiteModel(reference, verified=True), "eval data")
+    else:
+        data = calibration_set(
+            signature, eval_data, limit=EVAL_SAMPLES, seed=seed, what="eval data"
+        )
     names = tuple(runs)
-    # selection.score returns per file its fidelities (or, as it grows a gate, a pair of
-    # fidelities and gate margins): the fidelities either way.
-    scored = [
-        _fidelities(item)
-        for item in score(reference, [runs[m] for m in names], data, source=source)
-    ]
-    reports: list[Any] = [None] * len(names)
-    if gate is not None:
-        reports = [gate(reference, runs[m]) for m in names]
+    scored = score(reference, [runs[m] for m in names], data, source=source, gate=gate)
     candidates = tuple(
-        CalibrationCandidate(m, fidelity, report, len(runs[m]))
-        for m, fidelity, report in zip(names, scored, reports, strict=True)
+        CalibrationCandidate(m, fidelity, margins, len(runs[m]))
+        for m, (fidelity, margins) in zip(names, scored, strict=True)
     )
-    index, reason = keep_calibration(candidates)
+    index, reason = keep_calibration(candidates, gated=gate is not None)
     choice = CalibrationChoice(
         kept=names[index],
         default=DEFAULT_CALIBRATION,
@@ -327,12 +325,6 @@ def _float_tflite(model: Any, recipe: Recipe) -> bytes:
     from tfcompress.quantization.converter import convert_all
 
     return convert_all(model, [None], static_batch=recipe.static_batch)[0].content
-
-
-def _fidelities(item: Any) -> tuple[Any, ...]:
-    if item and isinstance(item[0], tuple):
-        return tuple(item[0])
-    return tuple(item)
 
 
 def _run_here(
