@@ -367,3 +367,25 @@ def test_an_unrunnable_quantizer_output_names_the_op_and_a_rule_that_works(
                  "--out", str(out), "--json"])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["float_ops"] == ["CONV_2D"]
+
+
+def test_gate_on_a_valid_file_litert_aborts_on_names_no_corruption(
+    landmarker, tmp_path, monkeypatch, capsys
+) -> None:
+    # An int8 LSTM makes LiteRT abort (malloc_consolidate) on a valid file minutes after
+    # tfcompress wrote it: stood in for by a probe child that aborts.
+    from tfcompress.models import probe
+
+    files = landmarker["files"]
+    written = tmp_path / "int8.tflite"
+    written.write_bytes(landmarker["int8"]["float"].model_content)
+    probe.clear_cache()
+    monkeypatch.setattr(probe, "CHILD_TARGET", "_child_fakes:abort")
+    try:
+        code = main(["gate", str(files["float"]), str(written), "--eval", str(files["test"])])
+    finally:
+        monkeypatch.undo()
+        probe.clear_cache()
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and "cannot run it (crashed in" in error and "SIGABRT" in error
+    assert "corrupt" not in error and "re-export" not in error
