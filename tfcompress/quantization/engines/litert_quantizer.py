@@ -154,7 +154,13 @@ def quantize_litert(
         >>> quantize_litert(resolve_model("face.tflite"), Recipe("int8"),
         ...     representative_data="calib.npz").content[:8]  # doctest: +SKIP
     """
-    _check_options(recipe)
+    # The converter takes the source model, never a .tflite: advise it only where it can run.
+    converter = (
+        "quantize the source Keras model or SavedModel with --engine converter"
+        if isinstance(model, TFLiteModel)
+        else "use --engine converter"
+    )
+    _check_options(recipe, converter)
     litert_quantizer_module()  # missing: one line naming the install, before any work
     source = model_name(model)
     started = time.monotonic()
@@ -297,14 +303,18 @@ def _keep_better(
     return runs[names[index]], choice
 
 
-def _check_options(recipe: Recipe) -> None:
-    """Refuse what LiteRT Quantizer cannot do: uint8 I/O, converter node names, a new batch."""
+def _check_options(recipe: Recipe, converter: str = "use --engine converter") -> None:
+    """Refuse what LiteRT Quantizer cannot do: uint8 I/O, converter node names, a new batch.
+
+    ``converter``: the words that send the user to the converter (for a ``.tflite`` input,
+    from its source model).
+    """
     for option in ("input_type", "output_type"):
         if getattr(recipe, option) == "uint8":
             flag = "--" + option.replace("_", "-")
             raise InvalidInputError(
                 f"{option}='uint8' ({flag}): LiteRT Quantizer writes int8 (or float32) I/O; "
-                "use int8, or --engine converter for uint8 I/O."
+                f"use int8, or for uint8 I/O {converter}."
             )
     if recipe.float_nodes:
         raise InvalidInputError(
@@ -315,7 +325,7 @@ def _check_options(recipe: Recipe) -> None:
     if recipe.static_batch is not None:
         raise InvalidInputError(
             "static_batch re-traces a Keras model; LiteRT Quantizer keeps the float .tflite's "
-            "shapes: drop static_batch (--static-batch), or use --engine converter."
+            f"shapes: drop static_batch (--static-batch), or {converter}."
         )
 
 
@@ -383,7 +393,8 @@ def _run(
         reason = _first_line(error)
         raise ConversionError(
             f"LiteRT Quantizer failed on {source!r}: {reason}{memory_hint(reason)}; try "
-            "another recipe, keep the failing ops float with a rule, or use --engine converter."
+            "another recipe, or keep the failing ops float with a rule (--rule "
+            "'OP_TYPE:NAME=float'; `tfcompress inspect` names them)."
         ) from error
     return bytes(made.quantized_model)
 
