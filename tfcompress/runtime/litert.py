@@ -257,7 +257,12 @@ def custom_op_advice(model: TFLiteModel) -> str:
 
     custom = sorted({code or "(no code)" for code in read_tflite(model.content).custom_ops})
     if not custom:
-        return "The file is corrupt or was made for another runtime: re-export it."
+        # It passed the structural checks at load: not damage, a kernel that refuses it.
+        return (
+            "Its structure is valid: the op named above has no kernel here for what the file "
+            "asks (made for another LiteRT, or a quantizer's output LiteRT cannot run: make it "
+            "again with that op kept float)."
+        )
     ops = ", ".join(custom)
     edgetpu = any("edgetpu" in code for code in custom)
     where = (
