@@ -104,7 +104,7 @@ def test_a_slower_passing_attempt_is_not_returned(easy, slow_int8) -> None:
     result = tfcompress.compress(model, representative_data=calib, eval_data=test, max_drop=0.02)
     int8 = result.attempts[0]
     assert int8.name == "int8" and int8.gate["passed"] and int8.status == "failed"
-    assert "int8 1.50 ms/sample is 3.0x float32's 0.500 ms on cpu" in int8.why
+    assert "int8 1.50 ms/sample is 3.00x float32's 0.500 ms on cpu" in int8.why
     assert "--max-slowdown 3" in int8.why
     chosen = result.chosen
     assert chosen is not None and chosen.name != "int8" and chosen.latency_ms == FLOAT32_MS / 2
@@ -180,3 +180,19 @@ def test_no_latency_is_honoured_and_said(easy) -> None:
     assert any("not timed (measure_latency=False" in f and "no slowdown was checked" in f
                for f in result.findings)  # fmt: skip
     assert result.config.measure_latency is False and "ms/sample (cpu)" not in result.table()
+
+
+def test_tensors_rank_by_the_error_their_op_adds(easy) -> None:
+    from tfcompress.compression.mixed import rank_by_added_error
+    from tfcompress.models.tflite_file import read_tflite
+
+    model, *_ = easy
+    content = tfcompress.quantize(model, recipe="float32").model_content
+    graph = read_tflite(content).subgraphs[0]
+    written = [graph.tensors[op.outputs[0]].name for op in graph.operators]
+    first, middle, output = written  # sensitive -> wide -> head, one op each
+    # Error accumulates: the output has the lowest SNR, but the first op added most of it.
+    snr = {first: 12.0, middle: 11.5, output: 11.0}
+    assert rank_by_added_error(snr, content) == [first, output, middle]
+    assert rank_by_added_error({output: 11.0}, content) == [output]  # inputs not measured
+    assert rank_by_added_error({first: float("inf"), output: 30.0}, content)[0] == output

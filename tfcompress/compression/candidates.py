@@ -199,7 +199,7 @@ def _litert_ladder(objective: str, device: Target) -> tuple[Rung, ...]:
     # float-worst is the only rung of this ladder that can fix what int8 does to weights (an
     # outlier weight that rounds the rest of its channel to zero), which int16 activations
     # cannot; it stays, but like int16-worst it climbs only while a step closes at least
-    # MIN_STEP_GAIN of the gap to the gate and runs within max_slowdown (search.run_rules):
+    # MIN_STEP_GAIN of the gap to the gate and runs within max_slowdown (mixed.run_rules):
     # on a model where it does not pay it costs one attempt, not six.
     rungs += [
         Rung("int8", "ptq", _litert(int8), "int8"),

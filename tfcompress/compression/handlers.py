@@ -218,8 +218,8 @@ class RulesHandler(Handler):
         return {**PTQHandler().record(config.ptq), "mode": config.mode}
 
     def run(self, state: SearchState, rung: Rung) -> None:
-        """Rank the tensors once, then the rule steps (:func:`.search.run_rules`)."""
-        from tfcompress.compression.search import run_rules
+        """Rank the tensors once, then the rule steps (:func:`.mixed.run_rules`)."""
+        from tfcompress.compression.mixed import run_rules
 
         config = self.read(rung.recipe, seed=state.seed)
         run_rules(state, rung, lambda: _worst_tensors(state, config.ptq))
@@ -373,7 +373,12 @@ def _rank(state: SearchState) -> Any:
 
 
 def _worst_tensors(state: SearchState, config: PTQConfig) -> list[str]:
-    """The int8 tensors of LiteRT Quantizer's attempt, lowest SNR first (on the eval data)."""
+    """The int8 tensors of LiteRT Quantizer's attempt, the op adding most error first.
+
+    Measured on the eval data against the float ``.tflite``; ranked by
+    :func:`~tfcompress.compression.mixed.rank_by_added_error` (the error an op adds, not the
+    error it inherits).
+    """
     from tfcompress.errors import ConversionError
     from tfcompress.quantization.ptq import quantize
 
@@ -389,5 +394,7 @@ def _worst_tensors(state: SearchState, config: PTQConfig) -> list[str]:
     samples = calibration_set(
         model_signature(result.reference), state.eval_set, limit=MAX_SAMPLES, seed=config.seed
     )
+    from tfcompress.compression.mixed import worst_first
+
     errors = contained_layer_errors(result, samples)
-    return [t.tensor for t in errors.tensors]
+    return worst_first(errors.tensors, result.reference_content)

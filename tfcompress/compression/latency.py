@@ -82,8 +82,9 @@ def slowdown_reason(
     """
     ratio = slowdown(latency_ms, baseline_ms)
     allow = allowing(ratio)
+    times = f"{ratio:.1f}" if ratio >= 10 else f"{ratio:.2f}"
     return (
-        f"{name} {ms(latency_ms)} ms/sample is {ratio:.1f}x {baseline}'s {ms(baseline_ms)} ms "
+        f"{name} {ms(latency_ms)} ms/sample is {times}x {baseline}'s {ms(baseline_ms)} ms "
         f"on {backend}; allow it with max_slowdown={allow} (--max-slowdown {allow})"
     )
 

@@ -22,7 +22,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from tfcompress.compression.attempts import Attempt
@@ -74,7 +74,7 @@ class SearchState:
     planned: int = 0
     stop_reason: str = ""
     float32: bytes | None = None  # the baseline, from the first conversion
-    worst_tensors: tuple[str, ...] = ()  # LiteRT Quantizer's int8 tensors, lowest SNR first
+    worst_tensors: tuple[str, ...] = ()  # int8 tensors, the op adding most error first
     make_float32: Callable[[], bytes] | None = None  # when no conversion has made it yet
     int8: bytes | None = None  # the plain int8 file, passing or not: the selective bounds
     pending: list[Rung] = field(default_factory=list)  # rungs not tried nor dropped yet
@@ -465,127 +465,6 @@ def run_selective(state: SearchState, rung: Rung, rank: Any) -> None:
         gate_passed = bool((done.gate or {}).get("passed"))
         if done.passed or gate_passed or done.status == "error":
             return  # more float layers cannot pass a target that refuses float ones
-
-
-def run_rules(state: SearchState, rung: Rung, rank: Any) -> None:
-    """LiteRT Quantizer: give the 1, 2, 4... worst tensors the rung's mode until one passes.
-
-    The tensors are ranked once by their int8 SNR (``quantize(..., layer_errors=True)``);
-    each step adds a rule per tensor that matches exactly that op (its scope holds the
-    tensor's name between ``;``), so the recipe replays to the same bytes. Mode ``int16``
-    is mixed precision at int8 weight size: int8 weights everywhere, 16-bit activations
-    on the named ops only.
-
-    The climb stops at the first step that passes the gate, and also when a step pays too
-    little: when it closes less than :data:`MIN_STEP_GAIN` of the gap between the attempt
-    before it (the plain int8 attempt for the first step) and the gate, or when it already
-    runs slower than ``max_slowdown`` allows (more 16-bit or float ops only add time). Each
-    step's notes state its size and latency against plain int8's.
-    """
-    import re
-
-    if not state.worst_tensors:
-        start = time.monotonic()
-        state.worst_tensors = tuple(rank())
-        shown = ", ".join(state.worst_tensors[:4]) or "none"
-        state.say(
-            f"ranked {len(state.worst_tensors)} tensors by int8 SNR in "
-            f"{time.monotonic() - start:.1f}s: worst {shown}"
-        )
-    mode, worst = rung.recipe["mode"], state.worst_tensors
-    counts, k = [], 1
-    while k <= len(worst):
-        counts.append(k)
-        k *= 2
-    state.planned += max(len(counts) - 1, 0)
-    before = state.plain_int8()
-    for count in counts:
-        if state.out_of_time():
-            return
-        rules = [{"pattern": f"(?:^|;){re.escape(name)};", "mode": mode} for name in worst[:count]]
-        recipe = {
-            "recipe": {**rung.recipe["recipe"], "rules": rules},
-            "engine": rung.recipe["engine"],
-        }
-        named = tuple(worst[:count])
-        done = state.attempt(
-            f"{mode}-worst-{count}", "ptq", recipe,
-            float_layers=named if mode == "float" else (),
-        )  # fmt: skip
-        if done.status == "error":
-            return
-        stop = None
-        if not (done.passed or bool((done.gate or {}).get("passed"))):
-            stop = state.too_slow(done) or _too_little(state, done, before)
-        _note_step(state, done, mode, named, stop)
-        if done.passed or bool((done.gate or {}).get("passed")) or stop is not None:
-            return
-        before = done
-
-
-#: The least share of the remaining gap to the gate a rules step must close for the climb to
-#: go on (the old int16-worst/float-worst rungs spent 6 attempts, 220 s, on a model and moved
-#: its output by 0.04 dB in all).
-MIN_STEP_GAIN = 0.10
-
-
-def _too_little(state: SearchState, done: Attempt, before: Attempt | None) -> str | None:
-    """Why ``done`` gained too little over ``before`` to climb on, or None.
-
-    The gain is measured on the number the gate decides by (:func:`.result.shortfall`: the
-    distance to the threshold, in the metric's own units), when both were decided by the
-    same metric.
-    """
-    from tfcompress.compression.result import shortfall
-
-    if before is None or before.value is None or done.value is None:
-        return None
-    if before.metric != done.metric or before.threshold is None or done.threshold is None:
-        return None
-    mode = str(getattr(state.settings, "mode", "strict"))
-    gap, now = shortfall(before, mode), shortfall(done, mode)
-    if gap <= 0:
-        return None
-    gained = gap - now
-    if gained >= MIN_STEP_GAIN * gap:
-        return None
-    unit = " dB" if done.metric == "snr" else (" pt" if done.kind == "task" else "")
-    scale = 100 if done.kind == "task" else 1
-    return (
-        f"{done.name} closed {gained * scale:.3g}{unit} of the {gap * scale:.3g}{unit} "
-        f"{done.metric} gap {before.name} left to the gate, under the {MIN_STEP_GAIN:.0%} a "
-        "step must close"
-    )
-
-
-def _note_step(
-    state: SearchState, done: Attempt, mode: str, named: tuple[str, ...], stop: str | None
-) -> None:
-    """Add the step's size and latency cost against plain int8 (and why the climb stops)."""
-    from tfcompress.compression.latency import ms, slowdown
-
-    int8 = state.plain_int8()
-    words = {"int16": "16-bit activations", "float": "float"}.get(mode, mode)
-    parts = [f"{words} on the {len(named)} worst tensor(s) ({', '.join(named)})"]
-    if int8 is not None and int8.size_bytes and done.size_bytes:
-        extra = done.size_bytes - int8.size_bytes
-        parts.append(
-            f"{done.size_bytes:,} B ({extra:+,} B, {extra / int8.size_bytes:+.1%} against "
-            f"int8's {int8.size_bytes:,} B)"
-        )
-    if done.latency_ms is not None:
-        cost = f"{ms(done.latency_ms)} ms/sample"
-        if int8 is not None and int8.latency_ms:
-            cost += f" ({slowdown(done.latency_ms, int8.latency_ms):.2f}x int8's)"
-        if state.baseline_ms:
-            cost += f", {slowdown(done.latency_ms, state.baseline_ms):.2f}x {state.baseline_name}'s"
-        parts.append(cost)
-    notes = ["; ".join(parts)]
-    if stop is not None:
-        notes.append(f"climb stopped: {stop}")
-        state.say(f"  stopping the {mode} climb: {stop}")
-    index = state.attempts.index(done)
-    state.attempts[index] = replace(done, notes=(*done.notes, *notes))
 
 
 def _selective_pointless(state: SearchState, name: str, bound: SizeBound | None) -> bool:
