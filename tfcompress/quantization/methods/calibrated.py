@@ -121,7 +121,11 @@ def linear_ops(model: Any) -> list[LinearOp]:
         # its input says cin.
         in_channels = shape[-1]
         if kind == "depthwise":
-            in_channels = int(graph.tensors[int(op.inputs[0])].shape[-1])
+            given = graph.tensors[int(op.inputs[0])].shape
+            if given is not None and len(given) and int(given[-1]) > 0:
+                in_channels = int(given[-1])
+            else:  # no static input shape: the options' multiplier
+                in_channels = shape[-1] // max(int(op.builtinOptions.depthMultiplier), 1)
         geometry: dict[str, Any] = {}
         if kind != "dense":
             options = op.builtinOptions
