@@ -341,6 +341,14 @@ def test_quantize_and_compress_read_a_stateful_model_as_benchmark_does(files, tm
         str(files["vad_savedmodel"]), recipe="int8", representative_data=str(files["vad_data"])
     )
     assert result.calibration_samples == 48
+    # LiteRT Quantizer calibrates the .tflite in its own layout too (the state's batch in the
+    # middle, the scalar from --input-value).
+    litert = tfcompress.quantize(
+        str(files["vad_tflite"]),
+        representative_data=str(files["vad_unlabelled"]),
+        input_values={"sr": 16000},
+    )
+    assert litert.calibration_samples == 48 and litert.config.input_values == {"sr": 16000.0}
     # A 16-unit model: its int8 file carries more quantization parameters than weights.
     assert any("larger than its float32 input" in w for w in result.warnings)
     # compress never returns a post-training file that quantized nothing (nor a larger one).

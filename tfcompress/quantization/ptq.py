@@ -511,11 +511,21 @@ def _quantize(
         )
     feeding = {"batch_dims": config.batch_dims, "input_values": config.input_values}
     if engine == "litert-quantizer" and (config.batch_dims or config.input_values):
-        raise InvalidInputError(
-            "batch_dims and input_values (--batch-dim, --input-value) feed the converter's and "
-            "ONNX Runtime's calibration; LiteRT Quantizer (a .tflite input) takes batch-first "
-            "samples: quantize the SavedModel or the .onnx, or drop them."
-        )
+        if not isinstance(loaded, TFLiteModel):
+            raise InvalidInputError(
+                "batch_dims and input_values (--batch-dim, --input-value) cannot yet name the "
+                "inputs of the float .tflite LiteRT Quantizer converts from this model: write "
+                "that file first (quantize MODEL --recipe float32 --out float.tflite) and "
+                "quantize it with them."
+            )
+        if representative_data is not None:  # read once here, in the file's own layout
+            representative_data = calibration_set(
+                model_signature(loaded),
+                representative_data,
+                limit=chosen.calibration_samples,
+                seed=config.seed,
+                **feeding,
+            )
     if engine == "litert-quantizer":
         result = _litert_result(
             loaded,

@@ -184,7 +184,7 @@ def quantize_litert(
         calibration = calibration_set(
             signature, representative_data, limit=recipe.calibration_samples, seed=seed
         )
-        samples = list(_by_name(calibration.x, signature.input_names, len(calibration)))
+        samples = list(_by_name(calibration, signature.input_names))
         if prepared.custom_ops:
             _check_runs(prepared.content, prepared.custom_ops, source)
         gptq = any(entry.get("algorithm_key") == "GPTQ" for entry in entries)
@@ -431,9 +431,20 @@ def _calibrate(
     return calibration.get_model_qsvs()
 
 
-def _by_name(x: Any, names: tuple[str, ...], count: int) -> Iterator[dict[str, Any]]:
-    """One sample at a time, as a dict by signature input name (a batch of one)."""
-    for i in range(count):
+def _by_name(calibration: Any, names: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+    """One sample at a time, as a dict by signature input name (a batch of one).
+
+    In the model's own layout, as ``benchmark`` feeds it: a state ``(2, 1, 128)`` with its
+    batch in the middle, a scalar as its one value, a static batch in calls of its size
+    (:func:`tfcompress.data.calibration.model_feeds`).
+    """
+    x = calibration.x
+    if getattr(calibration, "layout", None) is not None:
+        from tfcompress.data.calibration import model_feeds
+
+        yield from model_feeds(calibration, 1, names[:1])
+        return
+    for i in range(len(calibration)):
         if isinstance(x, dict):
             yield {name: x[name][i : i + 1] for name in names}
         else:
