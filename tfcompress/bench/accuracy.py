@@ -219,7 +219,8 @@ def evaluate(
         batch_size: Samples per inference call.
         progress: Draw a progress bar per model.
         batch_dims: Input name -> the dimension that is its batch, for inputs whose
-            signature cannot tell (``{"h": 1}``).
+            signature cannot tell (``{"h": 1}``); an output's name too, for an output
+            the signatures cannot place (``{"stateN": 1}`` for a state of ``(?, ?, ?)``).
         input_values: Input name -> one value fed on every call to inputs the data lacks
             (``{"sr": 16000}``).
         safe_mode: Refuse Keras files that would run code when loaded (Lambda layers);

@@ -91,7 +91,9 @@ def check_gate(
             ``interval`` must be left out or at their defaults (refused otherwise, never
             ignored).
         batch_dims: Input name -> the dimension that is its batch, for inputs whose
-            signature cannot tell (``{"h": 1}``; ``--batch-dim h=1``).
+            signature cannot tell (``{"h": 1}``; ``--batch-dim h=1``); an output's name
+            too, where outputs are joined (``{"stateN": 1}`` for a state of ``(?, ?, ?)``;
+            otherwise the reference's layout places it, or the calls' arrays do).
         input_values: Input name -> one value fed on every call to inputs the data lacks
             (a scalar sample rate: ``{"sr": 16000}``; ``--input-value sr=16000``).
         safe_mode: Refuse Keras files that would run code when loaded (Lambda layers);
