@@ -196,6 +196,10 @@ def test_dim_value_minus_one_is_a_dynamic_dimension(tmp_path, capsys):
     model = write("paddle.onnx", -1)
     assert main(["inspect", str(model)]) == 0
     assert "input  x (N, 8) float32" in capsys.readouterr().out
+    fast = ["--runs", "3", "--min-seconds", "0", "--warmup-seconds", "0"]
+    argv = ["benchmark", str(model), "--backend", "onnxruntime", "--batch", "1,4", "--json"]
+    assert main([*argv, *fast]) == 0
+    assert {r["status"] for r in json.loads(capsys.readouterr().out)["rows"]} == {"ok"}
     np.save(tmp_path / "x.npy", np.ones((10, 8), np.float32))
     argv = ["quantize", str(model), "--format", "onnx", "--data", str(tmp_path / "x.npy")]
     assert main([*argv, "--out", str(tmp_path / "q.onnx")]) == 0
