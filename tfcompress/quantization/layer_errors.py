@@ -143,8 +143,7 @@ def measure_layer_errors(
     collected: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {
         name: ([], []) for name in chosen
     }
-    for i in range(count):
-        feed = [_sample(samples.x, name, k, i) for k, name in enumerate(names)]
+    for feed in _feeds(samples, names, count):
         ref_values = ref_run(feed, [chosen[n][0] for n in chosen])
         q_values = q_run(feed, [chosen[n][1] for n in chosen])
         for name, a, b in zip(chosen, ref_values, q_values, strict=True):
@@ -200,6 +199,25 @@ def _chosen_tensors(reference: TFLiteFile, quantized: TFLiteFile) -> dict[str, t
         for name, index in _quantized_outputs(quantized).items()
         if name in ref_index
     }
+
+
+def _feeds(samples: Dataset, names: tuple[str, ...], count: int) -> Iterator[list[np.ndarray]]:
+    """One call at a time, in the interpreter's input order and the model's own layout.
+
+    Samples read for a model not fed batch first (a state ``(2, N, 16)``, a scalar) come
+    with their layout and go back to it (:func:`tfcompress.data.calibration.model_feeds`);
+    plain ones are sliced a sample at a time.
+    """
+    if getattr(samples, "layout", None) is not None:
+        from tfcompress.data.calibration import model_feeds
+
+        for i, call in enumerate(model_feeds(samples, 1, names[:1])):
+            if i >= count:
+                return
+            yield [np.asarray(call[name]) for name in names]
+        return
+    for i in range(count):
+        yield [_sample(samples.x, name, k, i) for k, name in enumerate(names)]
 
 
 def _sample(x: Any, name: str, position: int, i: int) -> np.ndarray:

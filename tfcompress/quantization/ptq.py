@@ -551,7 +551,6 @@ def _quantize(
             feeding=feeding,
             gate=gate,
         )
-    result = with_payoff_warnings(result)  # larger than its input, or nothing quantized
     # What made the file: the recipe kept (the methods it chose, if it searched).
     result = replace(result, config=replace(config, recipe=result.recipe, methods=None))
     if layer_errors:
@@ -559,7 +558,8 @@ def _quantize(
             result,
             layer_errors=_layer_errors(result, representative_data, config.seed, feeding),
         )
-    return result
+    # Last: a step that fails above is its one error line, with no warning before it.
+    return with_payoff_warnings(result)  # larger than its input, or nothing quantized
 
 
 def _check_gate(gate: MethodsGate | None, config: PTQConfig, eval_data: Any) -> None:
