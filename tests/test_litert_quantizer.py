@@ -263,6 +263,13 @@ def test_with_eval_data_both_calibrations_are_scored_and_the_better_kept(landmar
     payload = result.to_dict()["calibration"]
     assert payload["kept"] == choice.kept and len(payload["candidates"]) == 2
     assert f"kept {choice.kept}" in str(result)
+    # What made the file is recorded: the replay makes it again, comparing nothing.
+    assert result.recipe.calibration == choice.kept == result.config.recipe.calibration
+    again = tfcompress.quantize(files["float"], config=result.config, representative_data=calib)
+    assert again.model_content == result.model_content and not again.calibration.candidates
+    with pytest.raises(InvalidInputError, match="converter calibrates with min/max only"):
+        tfcompress.quantize(landmarker["model"], engine="converter", representative_data=calib,
+                            recipe=Recipe("int8", calibration="moving-average"))  # fmt: skip
     # Without eval data: the documented default, nothing measured, and it says so.
     plain = landmarker["int8"]["float"]
     assert plain.calibration.kept == "min-max" and not plain.calibration.candidates

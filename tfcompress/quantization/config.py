@@ -333,6 +333,12 @@ litert-quantizer.
         )
     choose_engine(engine, None, recipe)  # the recipe and its rules, whatever the model
     if engine != "litert-quantizer":
+        if getattr(recipe, "calibration", None) is not None:
+            raise InvalidInputError(
+                f"calibration={recipe.calibration!r} chooses LiteRT Quantizer's activation "
+                "ranges; the converter calibrates with min/max only: drop it, or quantize the "
+                "float .tflite (engine 'litert-quantizer')."
+            )
         return
     if target is not None and _device(target).shapes_artifact:
         raise InvalidInputError(

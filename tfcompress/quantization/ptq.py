@@ -731,6 +731,9 @@ def _litert_result(
         eval_data=eval_data,
         gate=gate,
     )
+    if made.calibration is not None and made.calibration.measured:
+        # The calibration kept is part of what made the file: a replay makes it again.
+        chosen = replace(chosen, calibration=made.calibration.kept)
     return QuantizationResult(
         recipe=chosen,
         model_content=made.content,

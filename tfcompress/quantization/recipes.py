@@ -191,6 +191,11 @@ class RecipeData:
         return cls.from_dict(json.loads(text))
 
 
+#: LiteRT Quantizer's activation calibrations (``Recipe.calibration``): the full min/max
+#: over every sample (the default) and its own moving average.
+LITERT_CALIBRATIONS = ("min-max", "moving-average")
+
+
 @dataclass(frozen=True)
 class Recipe(RecipeData):
     """A post-training quantization recipe.
@@ -224,6 +229,11 @@ class Recipe(RecipeData):
             ``mse-ranges``; see :mod:`tfcompress.quantization.methods`), stored in the order
             they run. Empty: the converter's own int8.
         range_percentile: The percentile ``percentile-ranges`` keeps (default 99.99).
+        calibration: LiteRT Quantizer, recipes that calibrate: ``"min-max"`` or
+            ``"moving-average"`` activation ranges (see
+            :mod:`tfcompress.quantization.engines.calibration`). None: min-max, or with eval
+            data the better of both, which the result's recipe then records (so a replay
+            makes the same file).
 
     Example:
         >>> Recipe.from_json(Recipe("int8", input_type="uint8").to_json()).input_type
@@ -250,9 +260,21 @@ class Recipe(RecipeData):
     block_size: int | None = None
     methods: tuple[str, ...] = ()
     range_percentile: float = DEFAULT_PERCENTILE
+    calibration: str | None = None
 
     def __post_init__(self) -> None:
         spec = recipe_spec(self.name)
+        if self.calibration is not None:
+            if self.calibration not in LITERT_CALIBRATIONS:
+                raise InvalidInputError(
+                    f"calibration {self.calibration!r} is not one of "
+                    f"{', '.join(LITERT_CALIBRATIONS)} (LiteRT Quantizer's activation ranges)."
+                )
+            if not spec.needs_calibration:
+                raise InvalidInputError(
+                    f"calibration={self.calibration!r}: recipe {self.name!r} calibrates no "
+                    "activation ranges; drop it."
+                )
         # JSON gives a list back: store a tuple, so a replayed recipe equals the original.
         object.__setattr__(self, "float_nodes", _check_float_nodes(self.name, self.float_nodes))
         object.__setattr__(self, "rules", coerce_rules(self.rules))

@@ -15,7 +15,9 @@ place of plain int8):
 - without: the one whose weakest output (SNR against float32) is better;
 - a tie (within that rule's tolerance): :data:`DEFAULT_CALIBRATION`.
 
-Without eval data nothing is measured and :data:`DEFAULT_CALIBRATION` is made.
+Without eval data nothing is measured and :data:`DEFAULT_CALIBRATION` is made. A recipe
+that names one (``Recipe(..., calibration="moving-average")``, what a result's recipe records
+after a comparison) gets that one, compared with nothing: a replay makes the same file.
 
 Example:
     >>> a = CalibrationCandidate("min-max", (OutputFidelity("y", 30.0, None),))
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfcompress.quantization.methods.report import PLAIN, Candidate, GateMargin, OutputFidelity
+from tfcompress.quantization.recipes import LITERT_CALIBRATIONS
 
 __all__ = [
     "CALIBRATIONS",
@@ -43,10 +46,9 @@ __all__ = [
     "keep_calibration",
 ]
 
-MIN_MAX = "min-max"
-MOVING_AVERAGE = "moving-average"
-#: Both calibrations, the default first.
-CALIBRATIONS = (MIN_MAX, MOVING_AVERAGE)
+#: Both calibrations, the default first (``Recipe.calibration`` takes either).
+CALIBRATIONS = LITERT_CALIBRATIONS
+MIN_MAX, MOVING_AVERAGE = CALIBRATIONS
 #: Made without eval data, and kept on a tie: the converter's full min/max ranges (on the
 #: landmarker of the tests LiteRT Quantizer's moving average left its presence head at
 #: 4.9 dB SNR where min/max kept 43.7 dB).

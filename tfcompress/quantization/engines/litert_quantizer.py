@@ -51,6 +51,7 @@ from tfcompress.quantization.engines.calibration import (
     CALIBRATIONS,
     DEFAULT_CALIBRATION,
     MIN_MAX,
+    MOVING_AVERAGE,
     CalibrationCandidate,
     CalibrationChoice,
     keep_calibration,
@@ -188,8 +189,13 @@ def quantize_litert(
         if prepared.custom_ops:
             _check_runs(prepared.content, prepared.custom_ops, source)
         gptq = any(entry.get("algorithm_key") == "GPTQ" for entry in entries)
-        methods = (DEFAULT_CALIBRATION,)
-        if eval_data is not None and not gptq:
+        if gptq and recipe.calibration == MIN_MAX:
+            raise InvalidInputError(
+                "calibration='min-max' cannot be honoured with GPTQ rules, whose statistics "
+                "need LiteRT Quantizer's moving average: drop it (or the GPTQ rule)."
+            )
+        methods = (recipe.calibration or DEFAULT_CALIBRATION,)
+        if eval_data is not None and not gptq and recipe.calibration is None:
             methods = CALIBRATIONS
     if entries:
         from tfcompress._child import call
@@ -218,13 +224,15 @@ def quantize_litert(
         content = next(iter(made.values()))
         _check_runs_written(content, bool(prepared.custom_ops), source, in_warm_child=bool(entries))
         if samples is not None and entries:
+            if gptq:
+                kept, reason = MOVING_AVERAGE, "the one GPTQ rules take; nothing was compared"
+            elif recipe.calibration is not None:
+                kept, reason = recipe.calibration, "as the recipe names it; nothing was compared"
+            else:
+                kept = DEFAULT_CALIBRATION
+                reason = "the default; without eval data nothing was compared"
             choice = CalibrationChoice(
-                kept=DEFAULT_CALIBRATION,
-                default=DEFAULT_CALIBRATION,
-                candidates=(),
-                reason="the default; without eval data nothing was compared"
-                if not methods or eval_data is None
-                else "the only calibration GPTQ rules take",
+                kept=kept, default=DEFAULT_CALIBRATION, candidates=(), reason=reason
             )
     seconds = time.monotonic() - started
     outcome = check_against_plan(plan, content, recipe, source=source)
