@@ -296,6 +296,14 @@ def _samples(data: Dataset, order: Sequence[str] | None, progress: bool) -> Iter
     """One sample at a time, as the debugger reads them: a list in the model's input order."""
     x = data.x
     bar = tqdm(range(len(data)), desc="measuring", unit="sample", disable=not progress)
+    if getattr(data, "layout", None) is not None and isinstance(x, dict):
+        # A model fed otherwise than batch first (a state, a scalar): its own layout.
+        from tfcompress.data.calibration import model_feeds
+
+        keys = order if order is not None else list(x)
+        for call, _ in zip(model_feeds(data, 1), bar, strict=False):
+            yield [call[k] for k in keys]
+        return
     for i in bar:
         if isinstance(x, dict):
             keys = order if order is not None else list(x)
