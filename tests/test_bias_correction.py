@@ -95,8 +95,11 @@ def test_savedmodel_takes_bias_correction_through_quantize(saved):
     assert report is not None and report.kept == ("bias-correction",) == result.recipe.methods
     kept = report.kept_candidate
     assert kept.error is None and kept.rewrite is None  # nothing rewritten, only the graph
-    entries = [e for e in kept.to_dict()["ranges"] if "max_shift" in e]
+    # the graph method's edits under its report key, the ranges for range methods only
+    entries = kept.to_dict()["edits"]["corrected"]
     assert len(entries) == 3 and all(e["max_shift"] > 0 for e in entries)
+    assert kept.ranges == () and len(kept.edits["corrected"]) == len(entries)
+    assert "3 corrected" in kept.line()
     (mine,), (plain,) = kept.fidelity, report.plain.fidelity
     assert mine.snr_db >= plain.snr_db + 2  # 21.4 against 17.1 dB, on the calibration samples
 

@@ -24,10 +24,11 @@ from tfcompress.quantization.methods.catalog import (
 from tfcompress.quantization.methods.report import Candidate, GateMargin, OutputFidelity
 from tfcompress.quantization.methods.selection import (
     SIZE_SLACK,
-    MethodsGate,
+    check_methods_gate,
     choose,
     scaled_margin,
 )
+from tfcompress.testing import GateConfig
 
 
 def _snr_margin(output: str, snr: float, threshold: float) -> GateMargin:
@@ -176,16 +177,22 @@ def test_gate_decides_when_auto_runs_through_the_cli(capfd, small):
     methods = report["methods"]
     assert methods["why_run"] == "plain int8 failed the gate" and methods["gated"]
     tried = [c["methods"] for c in methods["candidates"]]
-    assert tried == [list(c) for c in AUTO_CANDIDATES]
+    budgeted = [s["methods"] for s in methods["skipped"]]
+    # cheap first; what auto's budget would not pay for is skipped and said, never dropped
+    assert [*tried, *(m.split("+") for m in budgeted)] == [list(c) for c in AUTO_CANDIDATES]
+    assert all("auto's budget 1.5x plain int8" in s["why"] for s in methods["skipped"])
     assert all(c["passes"] is False and c["gate"] for c in methods["candidates"])
-    assert "no candidate passes every gate" in methods["reason"]
     seconds = methods["seconds"]
-    assert seconds["total"] >= seconds["plain"] > 0 and len(seconds["candidates"]) == 5
+    assert seconds["total"] >= seconds["plain"] > 0 and len(seconds["candidates"]) == len(tried)
+    assert seconds["budget"] > 0
 
 
 def test_savedmodel_tries_what_can_run_and_refuses_what_cannot(capfd, small, monkeypatch):
+    from tfcompress.quantization.methods import apply
+
     _, x, root = small
     saved = root / "small_savedmodel"
+    monkeypatch.setattr(apply, "AUTO_BUDGET", float("inf"))  # what runs, whatever it costs
     result = tfcompress.quantize(
         str(saved), representative_data=x[:64], eval_data=x[1000:1100], methods="auto"
     )
@@ -218,5 +225,57 @@ def test_savedmodel_tries_what_can_run_and_refuses_what_cannot(capfd, small, mon
             representative_data=x[:64],
             eval_data=x[1000:1100],
             methods="none",
-            gate=MethodsGate.from_options(min_snr=20),
+            gate=GateConfig.from_options(min_snr=20),
         )
+
+
+def test_quantize_takes_the_gates_own_config_and_refuses_what_it_cannot_honour():
+    gate = GateConfig.from_options(outputs="digit", min_snr=25, mode="tolerant")
+    assert check_methods_gate(gate) is gate
+    for bad, words in (
+        (GateConfig(threads=2), "threads=2"),
+        (GateConfig(batch_dims={"x": 1}), "--batch-dim"),
+        (GateConfig(input_values={"sr": 16000}), "--input-value"),
+        (GateConfig.from_options(backend="gpu"), "backend='gpu'"),
+        ("min_snr=25", "GateConfig"),
+    ):
+        with pytest.raises(InvalidInputError, match="gate") as refused:
+            check_methods_gate(bad)
+        assert words in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_auto_budget_skips_before_paying_and_named_methods_are_always_made(small, monkeypatch):
+    from tfcompress.quantization.methods import apply
+
+    model, x, _ = small
+    data = {"representative_data": x[:64], "eval_data": x[1000:1100]}
+    monkeypatch.setattr(apply, "AUTO_BUDGET", 0.0)  # nothing fits: every candidate skipped
+
+    def no_rewrite(*args, **kwargs):
+        raise AssertionError("a rewrite was paid for past the budget")
+
+    monkeypatch.setattr(apply, "_rewritten", no_rewrite)
+    report = tfcompress.quantize(model, methods="auto", **data).methods
+    assert report.candidates == () and report.kept == ()
+    assert [label for label, _ in report.skipped] == ["+".join(c) for c in AUTO_CANDIDATES]
+    assert all("--method " in why and "would be passed" in why for _, why in report.skipped)
+    assert report.to_dict()["seconds"]["budget"] == 0.0
+    # named: asked is paid for, whatever the budget
+    monkeypatch.undo()
+    monkeypatch.setattr(apply, "AUTO_BUDGET", 0.0)
+    named = tfcompress.quantize(model, methods="bias-correction,mse-ranges", **data).methods
+    assert [c.methods for c in named.candidates] == [("bias-correction", "mse-ranges")]
+    assert named.skipped == () and named.budget_seconds is None
+    (made,) = named.candidates
+    assert made.edits["corrected"] and made.ranges  # each in its own field
+
+
+def test_budget_refuses_by_the_numbers():
+    from tfcompress.quantization.methods.apply import Budget
+
+    budget = Budget(1.5, 2.0)  # 3.0 s in all
+    assert budget.refuses("mse-ranges", spent=2.5, estimate=0.5) is None
+    why = budget.refuses("equalize+bias-correction", spent=2.5, estimate=0.6)
+    assert why.startswith("auto's budget 1.5x plain int8 (3.0 s) would be passed (2.5 s spent")
+    assert "--method equalize,bias-correction" in why
+    assert Budget(None, 2.0).refuses("equalize", spent=1e9, estimate=1e9) is None

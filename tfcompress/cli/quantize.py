@@ -404,9 +404,9 @@ def _methods_gate(args: argparse.Namespace, config: PTQConfig, model: Any) -> An
     if not gate_requested(args) or not _methods_score_on_eval(config, args, model):
         return None
     # LiteRT Quantizer (a .tflite input) has no methods: the gate picks its calibration.
-    from tfcompress.quantization.methods.selection import MethodsGate
+    from tfcompress.testing.config import GateConfig
 
-    return MethodsGate.from_options(
+    return GateConfig.from_options(
         outputs=flat(args.output),
         metrics=flat(args.metric),
         mode=args.mode,

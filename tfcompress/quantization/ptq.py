@@ -36,7 +36,7 @@ from tfcompress.quantization.methods.catalog import (
     plan_candidates,
 )
 from tfcompress.quantization.methods.report import MethodsReport
-from tfcompress.quantization.methods.selection import MethodsGate
+from tfcompress.quantization.methods.selection import check_methods_gate
 from tfcompress.quantization.notes import artifact_notes
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.rules import Rule
@@ -50,6 +50,7 @@ from tfcompress.targets.edgetpu.target import EdgeTPUVerdict
 
 if TYPE_CHECKING:
     from tfcompress.quantization.onnx_ptq import OnnxQuantizationResult, OnnxRecipe
+    from tfcompress.testing.config import GateConfig
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +190,7 @@ def quantize(
     layer_errors: bool = False,
     safe_mode: bool = True,
     progress: bool = False,
-    gate: MethodsGate | None = None,
+    gate: GateConfig | None = None,
     format: Literal["tflite"] | None = None,
     recipe: str | Recipe | None = None,
     input_type: str | None = None,
@@ -259,7 +260,7 @@ def quantize(
     layer_errors: bool = False,
     safe_mode: bool = True,
     progress: bool = False,
-    gate: MethodsGate | None = None,
+    gate: GateConfig | None = None,
 ) -> QuantizationResult | OnnxQuantizationResult: ...
 
 
@@ -272,7 +273,7 @@ def quantize(
     layer_errors: bool = False,
     safe_mode: bool = True,
     progress: bool = False,
-    gate: MethodsGate | None = None,
+    gate: GateConfig | None = None,
     format: str | None = None,
     recipe: str | Recipe | OnnxRecipe | None = None,
     input_type: str | None = None,
@@ -320,8 +321,12 @@ def quantize(
             only when it fails. For a ``.tflite`` (LiteRT Quantizer):
             both activation calibrations (full min/max and LiteRT Quantizer's moving
             average) are made and scored on it, the better kept (``result.calibration``).
-        gate: ``int8``, with ``eval_data``: the gate (``MethodsGate.from_options(min_snr=25)``,
-            the checks of ``--min-snr``, ``--max-drop``...) the post-training methods are
+        gate: ``int8``, with ``eval_data``: the gate, as ``check_gate(config=...)`` takes it
+            (``tfcompress.testing.GateConfig.from_options(min_snr=25)``: its outputs,
+            metrics, thresholds or checks and settings; the CLI's ``--min-snr``,
+            ``--max-drop``...; its ``threads``, ``batch_dims``, ``input_values`` and a
+            backend other than ``"cpu"`` are refused: quantize's own config feeds the
+            samples, on LiteRT's CPU) the post-training methods are
             decided by: plain int8 is judged first and ``"auto"`` runs when it fails (or when
             ``methods`` asks); among the candidates that pass, the smallest, then the largest
             margin on the weakest output is kept
@@ -483,7 +488,7 @@ def _quantize(
     layer_errors: bool,
     safe_mode: bool,
     progress: bool,
-    gate: MethodsGate | None = None,
+    gate: GateConfig | None = None,
 ) -> QuantizationResult | OnnxQuantizationResult:
     """Make the artifact ``config`` describes (see :func:`quantize`)."""
     _check_gate(gate, config, eval_data)
@@ -562,15 +567,11 @@ def _quantize(
     return with_payoff_warnings(result)  # larger than its input, or nothing quantized
 
 
-def _check_gate(gate: MethodsGate | None, config: PTQConfig, eval_data: Any) -> None:
+def _check_gate(gate: GateConfig | None, config: PTQConfig, eval_data: Any) -> None:
     """Refuse a gate that would decide nothing (see :func:`quantize`'s ``gate``)."""
     if gate is None:
         return
-    if not isinstance(gate, MethodsGate):
-        raise InvalidInputError(
-            f"gate must be a MethodsGate (MethodsGate.from_options(min_snr=25)), got "
-            f"{type(gate).__name__}."
-        )
+    check_methods_gate(gate)  # a GateConfig, every field of it honoured here
     if eval_data is None:
         raise InvalidInputError(
             "gate= judges the post-training methods on eval data: pass eval_data (--eval)."
@@ -717,7 +718,7 @@ def _litert_result(
     progress: bool,
     *,
     eval_data: DataLike | None = None,
-    gate: MethodsGate | None = None,
+    gate: GateConfig | None = None,
 ) -> QuantizationResult:
     from tfcompress.quantization.engines.litert_quantizer import quantize_litert
 
@@ -793,7 +794,7 @@ def _converter_result(
     methods: str | Sequence[str] | None,
     eval_data: DataLike | None,
     feeding: Mapping[str, Any] | None = None,
-    gate: MethodsGate | None = None,
+    gate: GateConfig | None = None,
 ) -> QuantizationResult:
     has_eval = eval_data is not None
     plan = plan_candidates(chosen.name, chosen.methods, methods, has_eval=has_eval)

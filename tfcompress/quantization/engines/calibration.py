@@ -10,8 +10,8 @@ rule that keeps a post-training method
 (:func:`tfcompress.quantization.methods.selection.choose`, the default calibration in the
 place of plain int8):
 
-- with a gate (``MethodsGate``): the calibration that passes every output's gate, then the
-  one whose weakest check has the larger margin;
+- with a gate (a ``GateConfig``, as ``check_gate`` takes it): the calibration that passes
+  every output's gate, then the one whose weakest check has the larger margin;
 - without: the one whose weakest output (SNR against float32) is better;
 - a tie (within that rule's tolerance): :data:`DEFAULT_CALIBRATION`.
 

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfcompress.data import Dataset
 from tfcompress.errors import ConversionError, UnsupportedModelError
@@ -27,17 +27,24 @@ from tfcompress.quantization.methods.catalog import (
     refuse_unrunnable,
     runnable_candidates,
 )
-from tfcompress.quantization.methods.registry import RangeContext, range_methods, weight_methods
+from tfcompress.quantization.methods.registry import (
+    GraphMethod,
+    RangeContext,
+    range_methods,
+    weight_methods,
+)
 from tfcompress.quantization.methods.report import Candidate, MethodsReport
 from tfcompress.quantization.methods.rewrite import Rewrite, rewrite_model
 from tfcompress.quantization.methods.selection import (
-    MethodsGate,
     Scorer,
     choose,
     worse_than_plain,
 )
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.selective import quantize_calibrated
+
+if TYPE_CHECKING:
+    from tfcompress.testing.config import GateConfig
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +67,49 @@ class MethodsOutcome:
 #: Eval samples the methods are scored on without a gate, at most (a seeded subset of
 #: more). With a gate, every eval sample: the one the final gate judges.
 EVAL_SAMPLES = 1000
+
+#: ``auto``'s budget: its run (plain int8, the float32 reference, the shared calibration,
+#: every candidate and its scoring; not judging plain int8 itself, which the gate does
+#: anyway) may take at most this many times the plain path's own seconds (the float32
+#: reference and plain int8 conversion), measured in the same run. A candidate whose estimated cost would pass it is skipped before it is paid
+#: for, and reported as skipped with the numbers. Methods named (``--method NAMES``) are
+#: always made: asked is paid for.
+AUTO_BUDGET = 1.5
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Whether ``auto`` can still afford a candidate (None ``ratio``: no budget, all made).
+
+    Attributes:
+        ratio: :data:`AUTO_BUDGET`, or None when the methods were named.
+        plain_seconds: The plain path's own seconds in this run (reference + plain int8).
+
+    Example:
+        >>> budget = Budget(1.5, 0.6)
+        >>> budget.refuses("equalize+bias-correction", spent=0.7, estimate=0.5)[:66]
+        "auto's budget 1.5x plain int8 (0.9 s) would be passed (0.7 s spent"
+        >>> budget.refuses("mse-ranges", spent=0.7, estimate=0.1) is None
+        True
+    """
+
+    ratio: float | None
+    plain_seconds: float
+
+    @property
+    def seconds(self) -> float:
+        """The budget in seconds (infinite without one)."""
+        return float("inf") if self.ratio is None else self.ratio * self.plain_seconds
+
+    def refuses(self, label: str, *, spent: float, estimate: float) -> str | None:
+        """Why a candidate is skipped (its cost would pass the budget), or None: make it."""
+        if spent + estimate <= self.seconds:
+            return None
+        return (
+            f"auto's budget {self.ratio:g}x plain int8 ({self.seconds:.1f} s) would be passed "
+            f"({spent:.1f} s spent, about {estimate:.1f} s more); name the methods "
+            f"(--method {label.replace('+', ',')}) to make it"
+        )
 
 
 def why_not_keras(model: Any) -> str | None:
@@ -109,7 +159,7 @@ def run_methods(
     *,
     configure_for: ConfigureFor,
     seed: int,
-    gate: MethodsGate | None = None,
+    gate: GateConfig | None = None,
     only_if_plain_fails: bool = False,
 ) -> MethodsOutcome:
     """:func:`quantize_with_methods` scored on ``eval_data`` (else the calibration samples).
@@ -174,7 +224,7 @@ def quantize_with_methods(
     measured_on: str,
     configure_for: ConfigureFor,
     source: str,
-    gate: MethodsGate | None = None,
+    gate: GateConfig | None = None,
     only_if_plain_fails: bool = False,
 ) -> MethodsOutcome:
     """Make plain int8 and each candidate, score them (judge them by the gate), keep one.
@@ -211,9 +261,14 @@ def quantize_with_methods(
     """
     start = time.perf_counter()
     check_runnable(model, candidates, source=source)
-    runnable, skipped = runnable_candidates(candidates, why_not_keras(model))
+    runnable, skipped_list = runnable_candidates(candidates, why_not_keras(model))
+    skipped = list(skipped_list)
     for label, why in skipped:
         logger.info("%s skipped: %s", label, why)
+    # Cheap first: the graph-only candidates share one calibrate-only conversion and one
+    # float run (a quantizer call and a scoring each); a rewrite re-traces and recalibrates.
+    runnable = tuple(sorted(runnable, key=lambda c: bool(_weights(c))))
+    auto = searched and tuple(candidates) == AUTO_CANDIDATES
     plain_recipe = with_methods(recipe, ())
     configures: list[ConverterSettings | None] = [None, configure_for(plain_recipe, False)]
     ranges_only = any(not _weights(c) for c in runnable)
@@ -221,8 +276,13 @@ def quantize_with_methods(
         configures.append(configure_for(plain_recipe, True))
     made = convert_all(model, configures, static_batch=recipe.static_batch)
     reference, plain = made[0], made[1]
+    plain_path = time.perf_counter() - start
+    if len(made) > 2:  # the calibrate-only conversion's own seconds are not the plain path's
+        trace = max(0.0, (sum(m.seconds for m in made) - plain_path) / 2)
+        plain_path = max(plain_path - (made[2].seconds - trace), 0.0)
     if plain_recipe.float_nodes:
         plain = quantize_calibrated(plain, plain_recipe, source=source)
+    budget = Budget(AUTO_BUDGET if auto else None, plain_path)
     scoring_start = time.perf_counter()
     scorer = Scorer(reference.content, scoring, source=source, gate=gate)
     fidelity, margins = scorer.score(plain.content)
@@ -254,21 +314,40 @@ def quantize_with_methods(
             return MethodsOutcome(reference, plain, plain_recipe, report, ())
         why_run = "plain int8 failed the gate"
         logger.info("plain int8 of %s fails the gate: trying the methods (auto)", source)
-        if ranges_only:
-            again = [configure_for(plain_recipe, True)]
-            made = [*made, *convert_all(model, again, static_batch=recipe.static_batch)]
     calibrated: dict[tuple[str, ...], tuple[Conversion, Rewrite | None, float] | str] = {}
     if len(made) > 2:
         calibrated[()] = (made[2], None, made[2].seconds)
     built: list[Candidate] = []
     contents: list[bytes | None] = []
     measured: dict[tuple[str, ...], dict[str, Any]] = {}  # shared by the range methods
+    # What the next graph candidate costs, about: the last one's quantizer call and scoring
+    # (before any, plain int8's scoring: its quantizer ran inside the conversion).
+    graph_cost = scoring_seconds
+    # Running the reference and plain int8 on the samples is the gate's own work (quantize
+    # --eval judges the artifact either way), not auto's: the budget counts the rest.
+    judging_plain = scoring_seconds
     for methods in runnable:
         weights = _weights(methods)
+        label = "+".join(methods)
+        # a rewrite (or the graph candidates' own calibration, when plain int8 was judged
+        # first) costs about one conversion, then a graph candidate's work
+        estimate = graph_cost + (plain.seconds if weights not in calibrated else 0.0)
+        spent = time.perf_counter() - start - judging_plain
+        why = budget.refuses(label, spent=spent, estimate=estimate)
+        if why is not None:
+            skipped.append((label, why))
+            logger.info("%s skipped: %s", label, why)
+            continue
         if weights not in calibrated:
-            calibrated[weights] = _rewritten(
-                model, weights, recipe, calibration, configure_for, searched=searched
-            )
+            if weights:
+                calibrated[weights] = _rewritten(
+                    model, weights, recipe, calibration, configure_for, searched=searched
+                )
+            else:  # plain int8 was judged first: the calibrate-only conversion, now
+                again = convert_all(
+                    model, [configure_for(plain_recipe, True)], static_batch=recipe.static_batch
+                )
+                calibrated[weights] = (again[0], None, again[0].seconds)
         base = calibrated[weights]
         if isinstance(base, str):
             built.append(Candidate(methods, error=base))
@@ -277,6 +356,7 @@ def quantize_with_methods(
         # The shared rewrite and calibration are charged to the first candidate made from
         # them: the candidates' seconds add up to what the methods cost.
         calibrated[weights] = (base[0], base[1], 0.0)
+        candidate_start = time.perf_counter()
         candidate, content = _candidate(
             methods,
             base,
@@ -291,6 +371,7 @@ def quantize_with_methods(
             fidelity, margins = scorer.score(content)
             scoring_seconds += time.perf_counter() - scoring_start
             candidate = replace(candidate, fidelity=fidelity, gate=margins)
+        graph_cost = time.perf_counter() - candidate_start
         built.append(candidate)
         contents.append(content)
     gated = gate is not None
@@ -319,10 +400,11 @@ def quantize_with_methods(
         searched=searched,
         why_run=why_run,
         gated=gated,
-        skipped=skipped,
+        skipped=tuple(skipped),
         reference_seconds=reference.seconds,
         scoring_seconds=scoring_seconds,
         total_seconds=total,
+        budget_seconds=budget.seconds if budget.ratio is not None else None,
     )
     logger.info("methods for %s: kept %s (%s) in %.1fs", source, kept or "plain", reason, total)
     quantized = Conversion(chosen.content, total, plain.warnings + tuple(warnings))
@@ -382,7 +464,10 @@ def _candidate(
     searched: bool,
     shared: dict[str, Any],
 ) -> tuple[Candidate, bytes | None]:
-    """Edit the ranges (if a range method asks) and quantize one candidate.
+    """Apply the graph and range methods to the calibrated model and quantize one candidate.
+
+    A graph method's changes go to the candidate's ``edits`` under its ``report_key``; a
+    range method's chosen ranges to its ``ranges``.
 
     ``shared`` is the range methods' cache for the calibrated model (its histograms):
     candidates that share a rewrite share one float run of it, whatever range method each
@@ -391,12 +476,16 @@ def _candidate(
     conversion, rewrite, seconds = base
     start = time.perf_counter()
     ranges: tuple[Any, ...] = ()
+    edits: dict[str, tuple[Any, ...]] = {}
     content = conversion.content
     context = RangeContext(calibration, recipe, shared)
     try:
         for method in range_methods(methods):
             content, edited = method.edit_ranges(content, context)
-            ranges += tuple(edited)
+            if isinstance(method, GraphMethod):  # its own report entries, by its key
+                edits[method.report_key] = edits.get(method.report_key, ()) + tuple(edited)
+            else:
+                ranges += tuple(edited)
         quantized = quantize_calibrated(replace(conversion, content=content), recipe, source=source)
     except ConversionError as error:
         if not searched:
@@ -404,6 +493,11 @@ def _candidate(
         return Candidate(methods, rewrite=rewrite, error=str(error)), None
     spent = seconds + time.perf_counter() - start
     made = Candidate(
-        methods, size_bytes=len(quantized.content), seconds=spent, rewrite=rewrite, ranges=ranges
+        methods,
+        size_bytes=len(quantized.content),
+        seconds=spent,
+        rewrite=rewrite,
+        ranges=ranges,
+        edits=edits,
     )
     return made, quantized.content

@@ -8,7 +8,8 @@ the names for ``--help`` (tests/test_cli_help.py compares the two).
 
 A recipe's methods always run in one order, whatever order they are named in: BatchNorm
 folding (implied by every weight method), the weight methods by their ``order``
-(``equalize``, ``adaround``, ``bias-correction``), then the activation ranges
+(``equalize``, ``adaround``: they rewrite a copy of the Keras model), then, on the
+calibrated flatbuffer, the graph edit (``bias-correction``) and the activation ranges
 (``percentile-ranges`` or ``mse-ranges``) before the converter quantizes. The stored tuple
 is in that order, so equal recipes compare equal.
 
@@ -82,18 +83,24 @@ class _Names(Sequence[str]):
 METHODS: Mapping[str, str] = _Summaries()
 #: Methods that rewrite a copy of the float Keras model before conversion.
 WEIGHT_METHODS: Sequence[str] = _Names(KERAS_MODEL)
-#: Methods that edit the calibrated activation ranges before the converter quantizes.
+#: Methods that work on the calibrated flatbuffer before the converter quantizes (any model
+#: the converter takes): the range methods (they edit the activation ranges) and the graph
+#: methods (``bias-correction``: it edits the biases).
 RANGE_METHODS: Sequence[str] = _Names(CALIBRATED_FLATBUFFER)
 #: What ``methods="auto"`` tries next to the converter's plain int8 (one is kept by
-#: :func:`~tfcompress.quantization.methods.selection.choose`): range search alone (MSE,
-#: percentile: no rewrite, so on any model the converter takes), then the cheap weight methods
-#: with min/max, MSE and percentile ranges (a Keras model only: skipped, before any work, on
-#: a SavedModel). Candidates that share their weight methods share one rewritten model, one
-#: calibration and one float run for the histograms, so each range variant costs one
-#: quantizer call and one scoring.
+#: :func:`~tfcompress.quantization.methods.selection.choose`), cheapest first: the methods on
+#: the calibrated flatbuffer (range search, bias correction: no rewrite, so on any model the
+#: converter takes; they share one calibrate-only conversion and one float run, then cost one
+#: quantizer call and one scoring each), then the weight methods with min/max, MSE and
+#: percentile ranges (a Keras model only: skipped, before any work, on a SavedModel; each
+#: rewrite costs a trace and a calibration, about one conversion). Auto stops making them
+#: where its budget (:data:`~tfcompress.quantization.methods.apply.AUTO_BUDGET`) would be
+#: passed, and says which it skipped.
 AUTO_CANDIDATES: tuple[tuple[str, ...], ...] = (
     ("mse-ranges",),
     ("percentile-ranges",),
+    ("bias-correction",),
+    ("bias-correction", "mse-ranges"),
     ("equalize", "bias-correction"),
     ("equalize", "bias-correction", "mse-ranges"),
     ("equalize", "bias-correction", "percentile-ranges"),

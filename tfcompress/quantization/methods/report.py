@@ -5,14 +5,18 @@
 on the same samples (and, with a gate, judged by it: :class:`GateMargin`), which one was
 kept and why (:func:`~tfcompress.quantization.methods.selection.choose`), which candidates
 were skipped before any work and why, what each cost in seconds, and what each method
-changed (the rewrite's folding, equalization scales, rounding and bias corrections; the
-activation ranges chosen).
+changed: the rewrite's folding, equalization scales and rounding (``rewrite``), the graph
+methods' edits of the calibrated flatbuffer by their ``report_key`` (``edits``: bias
+corrections under ``"corrected"``), the activation ranges a range method chose (``ranges``).
+Candidates auto did not make are listed with why (``skipped``: a method that needs a Keras
+model, or auto's cost budget, with its numbers).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from tfcompress.quantization.methods.ranges import TensorRange
@@ -109,7 +113,9 @@ class Candidate:
         size_bytes: Size of its ``.tflite`` (None if it was not made).
         seconds: Wall time of making it (rewrite, calibration, range search, quantizer).
         rewrite: What the weight methods changed (None without weight methods).
-        ranges: The activation ranges chosen (empty without a range method).
+        ranges: The activation ranges a range method chose (empty without one).
+        edits: What each graph method changed in the calibrated flatbuffer, keyed by its
+            ``report_key`` (``{"corrected": (BiasCorrection, ...)}``; empty without one).
         error: Why it could not be made (None when it was).
         gate: With a gate: each of its checks on this candidate (empty without one).
     """
@@ -122,6 +128,7 @@ class Candidate:
     ranges: tuple[TensorRange, ...] = ()
     error: str | None = None
     gate: tuple[GateMargin, ...] = ()
+    edits: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
 
     @property
     def passes(self) -> bool:
@@ -153,6 +160,7 @@ class Candidate:
             "seconds": round(self.seconds, 3),
             "rewrite": None if self.rewrite is None else self.rewrite.to_dict(),
             "ranges": [r.to_dict() for r in self.ranges],
+            "edits": {key: [e.to_dict() for e in entries] for key, entries in self.edits.items()},
             "error": self.error,
             "gate": [g.to_dict() for g in self.gate],
             "passes": self.passes if self.gate else None,
@@ -168,7 +176,8 @@ class Candidate:
             verdict = "passes the gate" if self.passes else "fails the gate"
             scores += f"; {verdict}, worst margin {worst.shown} ({worst.output} {worst.metric})"
         size = "" if self.size_bytes is None else f"{self.size_bytes:,} bytes, "
-        return f"{self.label}: {scores} ({size}{self.seconds:.1f}s)"
+        edits = "".join(f", {len(v)} {k}" for k, v in self.edits.items())
+        return f"{self.label}: {scores} ({size}{self.seconds:.1f}s{edits})"
 
 
 def _ordered(value: float) -> float:
@@ -201,6 +210,9 @@ class MethodsReport:
             plain int8).
         scoring_seconds: Running every artifact on the samples and judging it.
         total_seconds: The whole run: reference, plain int8, every candidate, scoring.
+        budget_seconds: ``auto``'s budget in this run
+            (:data:`~tfcompress.quantization.methods.apply.AUTO_BUDGET` times the plain
+            path's seconds); None when the methods were named (all made) or auto did not run.
 
     Example:
         >>> result.methods.kept  # doctest: +SKIP
@@ -220,6 +232,7 @@ class MethodsReport:
     reference_seconds: float = 0.0
     scoring_seconds: float = 0.0
     total_seconds: float = 0.0
+    budget_seconds: float | None = None
 
     @property
     def cost_ratio(self) -> float:
@@ -251,6 +264,7 @@ class MethodsReport:
                 "candidates": {c.label: round(c.seconds, 3) for c in self.candidates},
                 "scoring": round(self.scoring_seconds, 3),
                 "total": round(self.total_seconds, 3),
+                "budget": None if self.budget_seconds is None else round(self.budget_seconds, 3),
             },
         }
 
@@ -273,4 +287,6 @@ class MethodsReport:
             f"candidates {made:.1f}s, scoring {self.scoring_seconds:.1f}s, other "
             f"{other:.1f}s: starting the converter, reading the data)"
         )
+        if self.budget_seconds is not None:
+            lines[-1] += f"; auto's budget {self.budget_seconds:.1f}s"
         return "\n".join(lines)

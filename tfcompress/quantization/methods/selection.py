@@ -3,9 +3,10 @@
 Every output of every candidate is scored on the same samples against the float32
 ``.tflite`` made from the same model in the same run: its SNR, and for class scores
 (probability rows, as gates without labels read them) its top-1 agreement. With a gate
-(:class:`MethodsGate`: the checks and settings of ``quantize``'s ``--min-snr``,
-``--max-drop``...), each candidate is also judged by it, exactly as ``tfcompress gate``
-judges (:func:`~tfcompress.testing.judge.judge_outputs_by_name`), and every check's margin is
+(a :class:`~tfcompress.testing.config.GateConfig`, the one ``check_gate`` takes: the
+checks of ``quantize``'s ``--min-snr``, ``--max-drop``... and its settings), each candidate
+is also judged by it, exactly as ``tfcompress gate`` judges
+(:func:`~tfcompress.testing.judge.judge_outputs_by_name`), and every check's margin is
 recorded (:class:`~tfcompress.quantization.methods.report.GateMargin`). :func:`choose` then
 keeps one by the rule of docs/quantization.md#beyond-minmax-int8: pass the gate, then the
 smallest, then the largest margin on the weakest output; plain int8 wins ties.
@@ -15,8 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,8 +27,10 @@ from tfcompress.data import Dataset
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.methods.report import PLAIN, Candidate, GateMargin, OutputFidelity
-from tfcompress.testing.judge import Check, build_checks, judge_outputs_by_name
-from tfcompress.testing.settings import GateSettings
+from tfcompress.testing.judge import judge_outputs_by_name
+
+if TYPE_CHECKING:
+    from tfcompress.testing.config import GateConfig
 
 #: Sizes within this fraction of the smallest passing one, or :data:`SIZE_SLACK` bytes,
 #: count as equal (int8 variants of one model differ by a few hundred bytes of flatbuffer
@@ -42,54 +44,79 @@ SIZE_SLACK = 4096
 TIE = 0.1
 
 
-@dataclass(frozen=True)
-class MethodsGate:
-    """The user's gate, as the post-training methods are decided by it.
+#: The :class:`~tfcompress.testing.config.GateConfig` fields quantize feeds from its own
+#: config (``PTQConfig.batch_dims``/``input_values``) or runs its own way (the scorer runs
+#: LiteRT on the CPU with its default threads): a gate that sets them is refused.
+NOT_IN_QUANTIZE = {
+    "threads": "quantize scores every candidate with LiteRT's default threads",
+    "batch_dims": "quantize reads its samples by its own batch_dims (--batch-dim)",
+    "input_values": "quantize feeds its own input_values (--input-value)",
+}
 
-    Attributes:
-        checks: What to check (:func:`~tfcompress.testing.judge.build_checks`); empty: one
-            metric per output, chosen as ``tfcompress gate`` chooses.
-        settings: Mode, confidence, interval (``GateSettings``), as the gate's.
+
+def check_methods_gate(gate: Any) -> GateConfig:
+    """``gate`` if quantize can honour all of it, else one line saying what it cannot.
+
+    quantize's gate is the gate's own config (:class:`~tfcompress.testing.config.GateConfig`:
+    outputs, metrics, thresholds or checks, settings), as ``check_gate(config=...)`` takes
+    it. Its feeding and threads are quantize's own (:data:`NOT_IN_QUANTIZE`), and the
+    candidates run on LiteRT's CPU interpreter, so a ``settings.backend`` other than
+    ``"cpu"`` is refused too.
+
+    Raises:
+        InvalidInputError: Not a ``GateConfig``, or a field quantize would not honour.
 
     Example:
-        >>> gate = MethodsGate.from_options(min_snr=25)
-        >>> [(c.metric, c.threshold) for c in gate.checks]
-        [('snr', 25.0)]
+        >>> from tfcompress.testing import GateConfig
+        >>> check_methods_gate(GateConfig.from_options(min_snr=25)).thresholds
+        {'min_snr': 25}
+        >>> check_methods_gate(GateConfig(threads=4))
+        Traceback (most recent call last):
+        ...
+        tfcompress.errors.InvalidInputError: gate=GateConfig(threads=4) is not used by quantize...
     """
+    from tfcompress.errors import InvalidInputError
+    from tfcompress.testing.config import GateConfig
+    from tfcompress.testing.settings import DEFAULT_BACKEND
 
-    checks: tuple[Check, ...] = ()
-    settings: GateSettings = field(default_factory=GateSettings)
-
-    @classmethod
-    def from_options(
-        cls,
-        *,
-        outputs: Sequence[str] | None = None,
-        metrics: Sequence[str] | None = None,
-        mode: str | None = None,
-        **thresholds: float | None,
-    ) -> MethodsGate:
-        """The gate the CLI's ``--output``, ``--metric``, thresholds and ``--mode`` describe.
-
-        Raises:
-            InvalidInputError: What :func:`~tfcompress.testing.judge.build_checks` or
-                ``GateSettings`` refuse.
-        """
-        checks = build_checks(outputs or None, metrics or None, **thresholds)
-        settings = GateSettings() if mode is None else GateSettings(mode=mode)
-        return cls(checks, settings)
-
-    def judge(
-        self,
-        labels: Mapping[str, Any] | None,
-        reference: Mapping[str, np.ndarray],
-        candidate: Mapping[str, np.ndarray],
-    ) -> tuple[GateMargin, ...]:
-        """Every check on one candidate's outputs, with its margin (see :func:`gate_margin`)."""
-        report = judge_outputs_by_name(
-            labels, reference, candidate, checks=self.checks or None, settings=self.settings
+    if not isinstance(gate, GateConfig):
+        raise InvalidInputError(
+            "gate must be a tfcompress.testing.GateConfig (GateConfig.from_options(min_snr=25)),"
+            f" got {type(gate).__name__}."
         )
-        return tuple(gate_margin(v) for v in report.verdicts)
+    default = GateConfig()
+    for name, why in NOT_IN_QUANTIZE.items():
+        value = getattr(gate, name)
+        if value != getattr(default, name):
+            raise InvalidInputError(
+                f"gate=GateConfig({name}={value!r}) is not used by quantize ({why}): drop it "
+                "from the gate."
+            )
+    if gate.settings.backend != DEFAULT_BACKEND:
+        raise InvalidInputError(
+            f"gate's settings.backend={gate.settings.backend!r} is not used by quantize (the "
+            f"candidates run on LiteRT's {DEFAULT_BACKEND}): drop it, and judge the result "
+            "there with tfcompress.check_gate(on=...)."
+        )
+    return gate
+
+
+def judge(
+    gate: GateConfig,
+    labels: Mapping[str, Any] | None,
+    reference: Mapping[str, np.ndarray],
+    candidate: Mapping[str, np.ndarray],
+) -> tuple[GateMargin, ...]:
+    """Every check of ``gate`` on one candidate's outputs, with its margin (:func:`gate_margin`).
+
+    Judged exactly as ``tfcompress gate`` judges
+    (:func:`~tfcompress.testing.judge.judge_outputs_by_name`), with the config's checks and
+    settings.
+    """
+    report = judge_outputs_by_name(
+        labels, reference, candidate, checks=gate.checks_to_run or None, settings=gate.settings
+    )
+    return tuple(gate_margin(v) for v in report.verdicts)
 
 
 class Scorer:
@@ -108,7 +135,7 @@ class Scorer:
     """
 
     def __init__(
-        self, reference: bytes, data: Dataset, *, source: str, gate: MethodsGate | None = None
+        self, reference: bytes, data: Dataset, *, source: str, gate: GateConfig | None = None
     ) -> None:
         ref_model = TFLiteModel(reference, label=f"{source}_float32", verified=True)
         self.signature = model_signature(ref_model)
@@ -125,7 +152,7 @@ class Scorer:
         outputs = run_model(model, self.feed, self.signature, name=f"candidate {self.count}")
         got = outputs.outputs
         fidelity = tuple(_fidelity(n, self.expected[n], got[n]) for n in self.expected)
-        margins = () if self.gate is None else self.gate.judge(self.labels, self.expected, got)
+        margins = () if self.gate is None else judge(self.gate, self.labels, self.expected, got)
         return fidelity, margins
 
 
@@ -135,7 +162,7 @@ def score(
     data: Dataset,
     *,
     source: str,
-    gate: MethodsGate | None = None,
+    gate: GateConfig | None = None,
 ) -> list[tuple[tuple[OutputFidelity, ...], tuple[GateMargin, ...]]]:
     """Each ``.tflite`` in ``contents`` scored against ``reference`` on ``data`` (:class:`Scorer`).
 
