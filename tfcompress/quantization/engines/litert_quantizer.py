@@ -135,7 +135,7 @@ def quantize_litert(
             the better kept (:mod:`~tfcompress.quantization.engines.calibration`). None:
             the default calibration (full min/max), nothing measured.
         gate: With ``eval_data``: the user's gate, a
-            :class:`~tfcompress.quantization.methods.selection.MethodsGate`; the calibration
+            :class:`~tfcompress.testing.config.GateConfig`; the calibration
             that passes every output's gate is kept, then the larger worst-output margin
             (the methods' keep rule).
 
