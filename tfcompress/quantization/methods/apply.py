@@ -71,8 +71,10 @@ EVAL_SAMPLES = 1000
 #: ``auto``'s budget: its run (plain int8, the float32 reference, the shared calibration,
 #: every candidate and its scoring; not judging plain int8 itself, which the gate does
 #: anyway) may take at most this many times the plain path's own seconds (the float32
-#: reference and plain int8 conversion), measured in the same run. A candidate whose estimated cost would pass it is skipped before it is paid
-#: for, and reported as skipped with the numbers. Methods named (``--method NAMES``) are
+#: reference and plain int8 conversion), measured in the same run. A candidate whose
+#: estimated cost would pass it is skipped before it is paid for, and reported as skipped
+#: with the numbers (a rewrite costs about one conversion; a candidate on the calibrated
+#: graph about the cheapest one made so far). Methods named (``--method NAMES``) are
 #: always made: asked is paid for.
 AUTO_BUDGET = 1.5
 
@@ -320,8 +322,9 @@ def quantize_with_methods(
     built: list[Candidate] = []
     contents: list[bytes | None] = []
     measured: dict[tuple[str, ...], dict[str, Any]] = {}  # shared by the range methods
-    # What the next graph candidate costs, about: the last one's quantizer call and scoring
-    # (before any, plain int8's scoring: its quantizer ran inside the conversion).
+    # What the next graph candidate costs, about: the cheapest one's edit, quantizer call
+    # and scoring so far (the first pays the shared float run once); before any, plain
+    # int8's scoring (its quantizer ran inside the conversion).
     graph_cost = scoring_seconds
     # Running the reference and plain int8 on the samples is the gate's own work (quantize
     # --eval judges the artifact either way), not auto's: the budget counts the rest.
@@ -371,7 +374,8 @@ def quantize_with_methods(
             fidelity, margins = scorer.score(content)
             scoring_seconds += time.perf_counter() - scoring_start
             candidate = replace(candidate, fidelity=fidelity, gate=margins)
-        graph_cost = time.perf_counter() - candidate_start
+        cost = time.perf_counter() - candidate_start
+        graph_cost = cost if not built else min(graph_cost, cost)
         built.append(candidate)
         contents.append(content)
     gated = gate is not None
