@@ -114,6 +114,10 @@ def test_a_litert_quantizer_attempt_replays_through_the_cli(tmp_path, capsys, mo
     report = json.loads((tmp_path / "rep" / "compress.json").read_text())
     chosen = report["chosen"]
     assert chosen["recipe"]["engine"] == "litert-quantizer", chosen["recipe"]
+    # With eval data the int8 attempt compared LiteRT Quantizer's two calibrations, as
+    # quantize --eval does, and recorded the one it kept: a replay makes that one again.
+    int8 = next(a for a in report["attempts"] if a["name"] == "int8")
+    assert int8["recipe"]["recipe"]["calibration"] in ("min-max", "moving-average")
     # The slowdown baseline of a .tflite input is the file given, timed in the same run.
     assert report["baseline"] == "the input .tflite" and report["float32_latency_ms"] > 0
     assert timed["the input .tflite"] == Path(files["model"]).read_bytes()

@@ -141,7 +141,7 @@ class PTQHandler(Handler):
             materials.model,
             config=replace(config, target=_shaping_target(config)),
             representative_data=materials.representative_data,
-            eval_data=materials.eval_data if config.methods else None,
+            eval_data=materials.eval_data if _uses_eval(config) else None,
         )
         nodes = tuple(getattr(result, "float_nodes", None) or config.recipe.float_nodes or ())
         verdict = getattr(result, "target_verdict", None)
@@ -336,6 +336,27 @@ class ClusterHandler(TrainingHandler):
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _uses_eval(config: PTQConfig) -> bool:
+    """Whether quantize scores candidates on the eval data for this attempt.
+
+    The post-training methods (``int8-methods``) are scored on it; so is LiteRT Quantizer's
+    calibration, when the recipe calibrates and names none: both calibrations are made and the
+    better kept (:mod:`tfcompress.quantization.engines.calibration`), as ``quantize --eval``
+    does. A rules step names the calibration its int8 attempt kept (:mod:`.mixed`), so the
+    climb does not compare again at every step.
+    """
+    from tfcompress.quantization.recipes import recipe_spec
+
+    if config.methods:
+        return True
+    recipe = config.recipe
+    return (
+        config.engine == "litert-quantizer"
+        and getattr(recipe, "calibration", "named") is None
+        and recipe_spec(recipe.name).needs_calibration
+    )
 
 
 def with_batch(recipe: dict[str, Any], static_batch: int | None) -> dict[str, Any]:

@@ -109,12 +109,13 @@ def run_rules(state: SearchState, rung: Rung, rank: Any) -> None:
         k *= 2
     state.planned += max(len(counts) - 1, 0)
     before = state.plain_int8()
+    calibration = _calibration_of(before)
     for count in counts:
         if state.out_of_time():
             return
         rules = [{"pattern": f"(?:^|;){re.escape(name)};", "mode": mode} for name in worst[:count]]
         recipe = {
-            "recipe": {**rung.recipe["recipe"], "rules": rules},
+            "recipe": {**rung.recipe["recipe"], "rules": rules, "calibration": calibration},
             "engine": rung.recipe["engine"],
         }
         named = tuple(worst[:count])
@@ -131,6 +132,21 @@ def run_rules(state: SearchState, rung: Rung, rank: Any) -> None:
         if done.passed or bool((done.gate or {}).get("passed")) or stop is not None:
             return
         before = done
+
+
+def _calibration_of(plain: Attempt | None) -> str:
+    """The activation calibration every rules step uses: the one plain int8 was made with.
+
+    A ``.tflite`` input's int8 attempt is LiteRT Quantizer's, which with eval data compares
+    its two calibrations and records the one it kept; steps that differ from it by a few
+    rules then differ by those rules only (and do not pay for the comparison again). The
+    converter's int8 (a Keras or SavedModel input) calibrates by full min/max.
+    """
+    from tfcompress.quantization.engines.calibration import DEFAULT_CALIBRATION
+
+    recipe = (plain.recipe if plain is not None else {}).get("recipe", {})
+    kept = recipe.get("calibration") if isinstance(recipe, dict) else None
+    return str(kept or DEFAULT_CALIBRATION)
 
 
 def _too_little(state: SearchState, done: Attempt, before: Attempt | None) -> str | None:

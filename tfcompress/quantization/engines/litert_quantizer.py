@@ -507,8 +507,9 @@ def _unrunnable(content: bytes, said: str, source: str) -> str:
     if found is None:
         return (
             f"LiteRT Quantizer produced a model LiteRT cannot run ({said}); nothing was "
-            "returned: keep the failing ops float with --rule 'OP_TYPE:NAME=float' (see "
-            "`tfcompress inspect` for the names), or try another recipe."
+            "returned: keep the failing ops float with quantize's --rule "
+            "'OP_TYPE:NAME=float' (rules= in the API; see `tfcompress inspect` for the "
+            "names), or try another recipe."
         )
     node, op_type = found
     graph = read_tflite(content, source=source).subgraphs[0]
@@ -519,7 +520,7 @@ def _unrunnable(content: bytes, said: str, source: str) -> str:
     pattern = rule_pattern(name) if name and "'" not in name else ".*"
     return (
         f"LiteRT Quantizer produced an int8 model LiteRT cannot run ({op_type} {name!r}: "
-        f"{reason}); nothing was returned: keep that op float with "
+        f"{reason}); nothing was returned: keep that op float with quantize's "
         f"--rule '{op_type}:{pattern}=float'."
     )
 
