@@ -257,6 +257,7 @@ def test_auto_budget_skips_before_paying_and_named_methods_are_always_made(small
     monkeypatch.setattr(apply, "_rewritten", no_rewrite)
     report = tfcompress.quantize(model, methods="auto", **data).methods
     assert report.candidates == () and report.kept == ()
+    assert report.reason.startswith("auto's budget (0x plain int8, 0.0 s) left room for no")
     assert [label for label, _ in report.skipped] == ["+".join(c) for c in AUTO_CANDIDATES]
     assert all("--method " in why and "would be passed" in why for _, why in report.skipped)
     assert report.to_dict()["seconds"]["budget"] == 0.0

@@ -274,7 +274,10 @@ def quantize_with_methods(
     plain_recipe = with_methods(recipe, ())
     configures: list[ConverterSettings | None] = [None, configure_for(plain_recipe, False)]
     ranges_only = any(not _weights(c) for c in runnable)
-    if ranges_only and not only_if_plain_fails:  # one trace for all three
+    # Named methods: one trace for all three. Auto: the graph candidates' calibrate-only
+    # conversion is itself weighed against the budget before it is paid for (it is not
+    # the converter's plain int8, whose bytes differ: see docs/quantization.md).
+    if ranges_only and not only_if_plain_fails and not auto:
         configures.append(configure_for(plain_recipe, True))
     made = convert_all(model, configures, static_batch=recipe.static_batch)
     reference, plain = made[0], made[1]
@@ -332,8 +335,8 @@ def quantize_with_methods(
     for methods in runnable:
         weights = _weights(methods)
         label = "+".join(methods)
-        # a rewrite (or the graph candidates' own calibration, when plain int8 was judged
-        # first) costs about one conversion, then a graph candidate's work
+        # a rewrite (or the graph candidates' own calibration, under auto) costs about one
+        # conversion, then a graph candidate's work
         estimate = graph_cost + (plain.seconds if weights not in calibrated else 0.0)
         spent = time.perf_counter() - start - judging_plain
         why = budget.refuses(label, spent=spent, estimate=estimate)
@@ -346,7 +349,7 @@ def quantize_with_methods(
                 calibrated[weights] = _rewritten(
                     model, weights, recipe, calibration, configure_for, searched=searched
                 )
-            else:  # plain int8 was judged first: the calibrate-only conversion, now
+            else:  # the graph candidates' calibrate-only conversion, now
                 again = convert_all(
                     model, [configure_for(plain_recipe, True)], static_batch=recipe.static_batch
                 )
@@ -382,6 +385,12 @@ def quantize_with_methods(
     warnings: list[str] = []
     if searched:
         index, reason = choose(plain_candidate, built, gated=gated)
+        if not built and budget.ratio is not None and skipped:
+            reason = (
+                f"auto's budget ({budget.ratio:g}x plain int8, {budget.seconds:.1f} s) left "
+                "room for no candidate: plain int8 kept (name methods with --method to make "
+                "them)"
+            )
     else:
         index = 0
         worse = worse_than_plain(built[0], plain_candidate, gated=gated)
