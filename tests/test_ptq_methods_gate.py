@@ -255,15 +255,21 @@ def test_auto_budget_skips_before_paying_and_named_methods_are_always_made(small
         raise AssertionError("a rewrite was paid for past the budget")
 
     monkeypatch.setattr(apply, "_rewritten", no_rewrite)
-    report = tfcompress.quantize(model, methods="auto", **data).methods
+    # Nobody asked: a gate that plain int8 fails starts auto, within its budget.
+    gate = GateConfig(thresholds={"min_snr": 200.0})
+    report = tfcompress.quantize(model, gate=gate, **data).methods
+    assert report.why_run == "plain int8 failed the gate"
     assert report.candidates == () and report.kept == ()
     assert report.reason.startswith("auto's budget (0x plain int8, 0.0 s) left room for no")
     assert [label for label, _ in report.skipped] == ["+".join(c) for c in AUTO_CANDIDATES]
-    assert all("--method " in why and "would be passed" in why for _, why in report.skipped)
+    assert all("--method auto" in why and "would be passed" in why for _, why in report.skipped)
     assert report.to_dict()["seconds"]["budget"] == 0.0
-    # named: asked is paid for, whatever the budget
+    # asked for, by auto or by name: paid for, whatever the budget
     monkeypatch.undo()
     monkeypatch.setattr(apply, "AUTO_BUDGET", 0.0)
+    asked = tfcompress.quantize(model, methods="auto", **data).methods
+    assert asked.skipped == () and asked.budget_seconds is None
+    assert [c.methods for c in asked.candidates if c.error is None]
     named = tfcompress.quantize(model, methods="bias-correction,mse-ranges", **data).methods
     assert [c.methods for c in named.candidates] == [("bias-correction", "mse-ranges")]
     assert named.skipped == () and named.budget_seconds is None

@@ -68,14 +68,14 @@ class MethodsOutcome:
 #: more). With a gate, every eval sample: the one the final gate judges.
 EVAL_SAMPLES = 1000
 
-#: ``auto``'s budget: its run (plain int8, the float32 reference, the shared calibration,
-#: every candidate and its scoring; not judging plain int8 itself, which the gate does
-#: anyway) may take at most this many times the plain path's own seconds (the float32
-#: reference and plain int8 conversion), measured in the same run. A candidate whose
-#: estimated cost would pass it is skipped before it is paid for, and reported as skipped
-#: with the numbers (a rewrite costs about one conversion; a candidate on the calibrated
-#: graph about the cheapest one made so far). Methods named (``--method NAMES``) are
-#: always made: asked is paid for.
+#: The budget of ``auto`` when nobody asked for it (a gate that plain int8 fails starts it):
+#: its run (plain int8, the float32 reference, the shared calibration, every candidate and
+#: its scoring; not judging plain int8 itself, which the gate does anyway) may take at most
+#: this many times the plain path's own seconds (the float32 reference and plain int8
+#: conversion), measured in the same run. A candidate whose estimated cost would pass it is
+#: skipped before it is paid for, and reported as skipped with the numbers (a rewrite costs
+#: about one conversion; a candidate on the calibrated graph about the cheapest one made so
+#: far). ``--method auto`` or names asked for are always made: asked is paid for.
 AUTO_BUDGET = 1.5
 
 
@@ -109,8 +109,9 @@ class Budget:
             return None
         return (
             f"auto's budget {self.ratio:g}x plain int8 ({self.seconds:.1f} s) would be passed "
-            f"({spent:.1f} s spent, about {estimate:.1f} s more); name the methods "
-            f"(--method {label.replace('+', ',')}) to make it"
+            f"({spent:.1f} s spent, about {estimate:.1f} s more); ask for it to make it "
+            f"(--method auto makes every candidate, --method {label.replace('+', ',')} this "
+            "one)"
         )
 
 
@@ -274,10 +275,11 @@ def quantize_with_methods(
     plain_recipe = with_methods(recipe, ())
     configures: list[ConverterSettings | None] = [None, configure_for(plain_recipe, False)]
     ranges_only = any(not _weights(c) for c in runnable)
-    # Named methods: one trace for all three. Auto: the graph candidates' calibrate-only
-    # conversion is itself weighed against the budget before it is paid for (it is not
-    # the converter's plain int8, whose bytes differ: see docs/quantization.md).
-    if ranges_only and not only_if_plain_fails and not auto:
+    # One trace for all three: the graph candidates' calibrate-only conversion then costs
+    # one more calibration pass, not a second trace (it cannot stand in for the converter's
+    # plain int8, whose bytes differ: see docs/quantization.md). Under a gate that plain
+    # int8 passes, that pass is spent for nothing: it is counted in the run's total.
+    if ranges_only:
         configures.append(configure_for(plain_recipe, True))
     made = convert_all(model, configures, static_batch=recipe.static_batch)
     reference, plain = made[0], made[1]
@@ -287,7 +289,8 @@ def quantize_with_methods(
         plain_path = max(plain_path - (made[2].seconds - trace), 0.0)
     if plain_recipe.float_nodes:
         plain = quantize_calibrated(plain, plain_recipe, source=source)
-    budget = Budget(AUTO_BUDGET if auto else None, plain_path)
+    # Bounded only when nobody asked: a gate that plain int8 fails started it.
+    budget = Budget(AUTO_BUDGET if auto and only_if_plain_fails else None, plain_path)
     scoring_start = time.perf_counter()
     scorer = Scorer(reference.content, scoring, source=source, gate=gate)
     fidelity, margins = scorer.score(plain.content)
@@ -388,8 +391,7 @@ def quantize_with_methods(
         if not built and budget.ratio is not None and skipped:
             reason = (
                 f"auto's budget ({budget.ratio:g}x plain int8, {budget.seconds:.1f} s) left "
-                "room for no candidate: plain int8 kept (name methods with --method to make "
-                "them)"
+                "room for no candidate: plain int8 kept (--method auto makes them all)"
             )
     else:
         index = 0
