@@ -12,6 +12,7 @@ import pytest
 
 import tfcompress
 from tfcompress.data import Dataset
+from tfcompress.errors import InvalidInputError
 from tfcompress.training.sparsity import has_m_by_n, kernel_arrays
 
 pytestmark = pytest.mark.slow
@@ -263,3 +264,63 @@ def test_export_saves_the_serving_function_or_else_the_whole_model(monkeypatch, 
     assert "whole for conversion" in caplog.text
     serve = tf.saved_model.load(str(folder)).signatures["serving_default"]
     np.testing.assert_allclose(serve(x=x)["scale"], looked_up(x), rtol=1e-6)
+
+
+# --- prune records the schedule that ran ----------------------------------------------------
+
+
+def test_resolve_schedule_names_what_runs():
+    from tfcompress.training.prune import resolve_schedule
+
+    assert resolve_schedule(None, None) == ("polynomial", None)
+    assert resolve_schedule("constant", None) == ("constant", None)
+    assert resolve_schedule(None, (2, 4)) == ("constant", None)
+    assert resolve_schedule("constant", (2, 4)) == ("constant", None)
+    ran, warning = resolve_schedule("polynomial", (2, 4))
+    assert ran == "constant" and "structure 2:4" in warning and "constant schedule ran" in warning
+    with pytest.raises(InvalidInputError, match="schedule must be null or one of"):
+        tfcompress.prune("missing.keras", train_data="t.npz", schedule="cubic")  # the config's
+
+
+@pytest.mark.slow
+def test_prune_with_structure_records_the_constant_schedule_that_ran(monkeypatch):
+    """End to end on sklearn's 8x8 digits: the record names the tfmot schedule built."""
+    import keras
+
+    from tfcompress._compat.tfmot import tfmot
+    from tfcompress.samples.datasets import digits
+
+    sparse = tfmot().sparsity.keras
+    built = []
+    for name in ("ConstantSparsity", "PolynomialDecay"):
+        real = getattr(sparse, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            built.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(sparse, name, spy)
+    split = digits()
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            keras.layers.Flatten(),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(10, activation="softmax"),
+        ]
+    )
+    model.compile("adam", "sparse_categorical_crossentropy")
+    result = tfcompress.prune(
+        model,
+        train_data=split.train.take(320),
+        eval_data=split.test.take(100),
+        structure="2:4",
+        schedule="polynomial",  # what `tfcompress prune --structure 2:4` passes by default
+        epochs=1,
+        batch_size=32,
+    )
+    assert built == ["ConstantSparsity"]
+    assert result.options["schedule"] == "constant"
+    assert result.options["structure"] == "2:4"
+    assert result.warnings[0].startswith("schedule='polynomial' does not apply to structure 2:4")
+    assert result.to_dict()["options"]["schedule"] == "constant"

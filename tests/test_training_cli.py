@@ -41,7 +41,7 @@ def _run(capsys, argv: list[str]) -> tuple[int, str, str]:
 
 def _base(files, command: str, out: Path, *extra: str, child: bool = False) -> list[str]:
     # In process unless the test is about the default: a child process per command would
-    # add a TensorFlow import to each (tests/test_never_worse.py covers the child).
+    # add a TensorFlow import to each (tests/test_troublemaker_models.py covers the child).
     return [
         command,
         str(files["model"]),

@@ -21,7 +21,7 @@ made earlier in the same search, read with the one ``.tflite`` reader
 
 ``raw`` is a lower bound. ``gzip`` is a lower *estimate*: DEFLATE compresses the weights of
 one layer against those of another only when they repeat, which trained weights do not;
-``tests/test_never_worse.py`` checks both stay below the sizes the search then measures.
+``tests/test_troublemaker_models.py`` checks both stay below the sizes the search then measures.
 """
 
 from __future__ import annotations

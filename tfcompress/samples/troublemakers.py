@@ -1,7 +1,7 @@
 """Models shaped like the ones that broke compress's promise (issue 18), built in code, tiny.
 
 Each builder trains in seconds on sklearn's real 8x8 digits
-(:func:`tfcompress.samples.digits`) and is shared by ``tests/test_never_worse.py`` and
+(:func:`tfcompress.samples.digits`) and is shared by ``tests/test_troublemaker_models.py`` and
 ``benchmarks/never_worse.py``:
 
 * :func:`layer_norm_classifier`: a transformer-style classifier whose LayerNormalization

@@ -1,8 +1,9 @@
-"""Every option accepted is honoured or refused: runners, benchmark routes, reports, prune.
+"""Backend and benchmark options: every one accepted is honoured or refused.
 
-Each test here fails on the behaviour issue 9 describes (an option swallowed by ``**_``, a
-Keras row labelled with a thread count that did not happen, a named backend with no row, a
-report overwritten without ``--force``, a replay record naming a schedule that did not run).
+Runners take only the options their backend declares; the Keras row's threads are the ones
+that ran; ``benchmark`` routes a named backend to the artifacts it runs (or a row saying
+why), refuses before timing anything an option no row would honour, and never overwrites a
+report without ``--force``.
 """
 
 from __future__ import annotations
@@ -300,63 +301,3 @@ def test_report_folder_with_a_report_is_refused_before_timing(files, tmp_path, m
         tfcompress.benchmark(files["int8"], report_dir=tmp_path, **FAST)
     assert timed == []  # refused before anything was timed
     assert {p: p.read_bytes() for p in first.report_files} == written
-
-
-# --- prune records the schedule that ran ----------------------------------------------------
-
-
-def test_resolve_schedule_names_what_runs():
-    from tfcompress.training.prune import resolve_schedule
-
-    assert resolve_schedule(None, None) == ("polynomial", None)
-    assert resolve_schedule("constant", None) == ("constant", None)
-    assert resolve_schedule(None, (2, 4)) == ("constant", None)
-    assert resolve_schedule("constant", (2, 4)) == ("constant", None)
-    ran, warning = resolve_schedule("polynomial", (2, 4))
-    assert ran == "constant" and "structure 2:4" in warning and "constant schedule ran" in warning
-    with pytest.raises(InvalidInputError, match="schedule must be null or one of"):
-        tfcompress.prune("missing.keras", train_data="t.npz", schedule="cubic")  # the config's
-
-
-@pytest.mark.slow
-def test_prune_with_structure_records_the_constant_schedule_that_ran(monkeypatch):
-    """End to end on sklearn's 8x8 digits: the record names the tfmot schedule built."""
-    import keras
-
-    from tfcompress._compat.tfmot import tfmot
-    from tfcompress.samples.datasets import digits
-
-    sparse = tfmot().sparsity.keras
-    built = []
-    for name in ("ConstantSparsity", "PolynomialDecay"):
-        real = getattr(sparse, name)
-
-        def spy(*args, _real=real, _name=name, **kwargs):
-            built.append(_name)
-            return _real(*args, **kwargs)
-
-        monkeypatch.setattr(sparse, name, spy)
-    split = digits()
-    model = keras.Sequential(
-        [
-            keras.Input((8, 8, 1)),
-            keras.layers.Flatten(),
-            keras.layers.Dense(16, activation="relu"),
-            keras.layers.Dense(10, activation="softmax"),
-        ]
-    )
-    model.compile("adam", "sparse_categorical_crossentropy")
-    result = tfcompress.prune(
-        model,
-        train_data=split.train.take(320),
-        eval_data=split.test.take(100),
-        structure="2:4",
-        schedule="polynomial",  # what `tfcompress prune --structure 2:4` passes by default
-        epochs=1,
-        batch_size=32,
-    )
-    assert built == ["ConstantSparsity"]
-    assert result.options["schedule"] == "constant"
-    assert result.options["structure"] == "2:4"
-    assert result.warnings[0].startswith("schedule='polynomial' does not apply to structure 2:4")
-    assert result.to_dict()["options"]["schedule"] == "constant"

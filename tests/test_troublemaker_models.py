@@ -1,4 +1,4 @@
-"""Compression that never makes things worse (issue 18), on models shaped like the reports'.
+"""The models that break naive compression (samples/troublemakers.py), through every verb.
 
 * int8 follows the converter's default (a LayerNormalization's NEG stays float, with a
   warning), ``integer_only``/``--target edgetpu`` refuse it, the demo CNN's bytes do not move;
