@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from typing import Any, TypeVar
 
 from tfcompress.errors import InvalidInputError
@@ -104,3 +105,39 @@ def config_or_options(
             f"the config: {put_it})."
         )
     return config
+
+
+def checked_fields(
+    cls: type, data: Any, *, what: str, taker: str, leave_out: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """``data`` as keyword arguments of the config ``cls``: a mapping of its fields only.
+
+    One check and one pair of messages for every config's ``from_dict`` and
+    ``from_options``, so a stray key reads the same whichever config refuses it.
+
+    Args:
+        cls: The config dataclass.
+        data: What was read (JSON) or given (keywords).
+        what: What a valid ``data`` is, for the message (``"a compress config"``).
+        taker: Who refuses an unknown key (``"compress"``, ``"check_gate"``).
+        leave_out: Fields that ``data`` may not set (``version`` for keywords).
+
+    Raises:
+        InvalidInputError: ``data`` is not a mapping, or names a key ``cls`` has not.
+
+    Example:
+        >>> from tfcompress.compression.config import CompressConfig
+        >>> checked_fields(CompressConfig, {"objective": "size"}, what="a compress config",
+        ...                taker="compress")
+        {'objective': 'size'}
+    """
+    if not isinstance(data, Mapping):
+        raise InvalidInputError(f"{what} is a JSON object, not a {type(data).__name__}.")
+    known = {f.name for f in fields(cls)} - set(leave_out)
+    unknown = sorted((k for k in data if k not in known), key=str)
+    if unknown:
+        raise InvalidInputError(
+            f"{taker} takes no option {', '.join(map(shown, unknown))} (it takes "
+            f"{', '.join(sorted(known))})."
+        )
+    return dict(data)

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from tfcompress._config_fields import CONFIG_VERSION, check_version, shown
+from tfcompress._config_fields import CONFIG_VERSION, check_version, checked_fields, shown
 from tfcompress.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -198,14 +198,10 @@ class BenchmarkConfig:
             >>> BenchmarkConfig.from_options(backends="cpu", runs=None).backends
             ('cpu',)
         """
-        known = {f.name for f in fields(cls)} - {"version"}
-        unknown = sorted(name for name in options if name not in known)
-        if unknown:
-            raise InvalidInputError(
-                f"benchmark takes no option {', '.join(unknown)} (it takes "
-                f"{', '.join(sorted(known))})."
-            )
-        return cls(**{name: value for name, value in options.items() if value is not None})
+        given = checked_fields(
+            cls, options, what="benchmark's options", taker="benchmark", leave_out=("version",)
+        )
+        return cls(**{name: value for name, value in given.items() if value is not None})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe data: every option (tuples as lists, a callable metric by name)."""
@@ -237,18 +233,7 @@ class BenchmarkConfig:
         Raises:
             InvalidInputError: Not a mapping, an unknown key, or a value the config refuses.
         """
-        if not isinstance(data, Mapping):
-            raise InvalidInputError(
-                f"a benchmark config is a JSON object, not a {type(data).__name__}."
-            )
-        known = {f.name for f in fields(cls)}
-        unknown = sorted((k for k in data if k not in known), key=str)
-        if unknown:
-            raise InvalidInputError(
-                f"benchmark takes no option {', '.join(map(shown, unknown))} (it takes "
-                f"{', '.join(sorted(known))})."
-            )
-        return cls(**data)
+        return cls(**checked_fields(cls, data, what="a benchmark config", taker="benchmark"))
 
 
 def _is_int(value: Any) -> bool:

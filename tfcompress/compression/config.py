@@ -21,7 +21,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from tfcompress._config_fields import CONFIG_VERSION, MAX_SEED, check_version, require_int, shown
+from tfcompress._config_fields import (
+    CONFIG_VERSION,
+    MAX_SEED,
+    check_version,
+    checked_fields,
+    require_int,
+    shown,
+)
 from tfcompress.compression.candidates import OBJECTIVES, check_choice
 from tfcompress.errors import InvalidInputError
 
@@ -260,18 +267,7 @@ class CompressConfig:
         Raises:
             InvalidInputError: Not a mapping, an unknown key, or a value the config refuses.
         """
-        if not isinstance(data, Mapping):
-            raise InvalidInputError(
-                f"a compress config is a JSON object, not a {type(data).__name__}."
-            )
-        known = {f.name for f in fields(cls)}
-        unknown = sorted((k for k in data if k not in known), key=str)
-        if unknown:
-            raise InvalidInputError(
-                f"compress takes no option {', '.join(map(shown, unknown))} (it takes "
-                f"{', '.join(sorted(known))})."
-            )
-        return cls(**data)
+        return cls(**checked_fields(cls, data, what="a compress config", taker="compress"))
 
 
 def _thresholds(given: Any) -> dict[str, float]:

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from tfcompress._config_fields import CONFIG_VERSION, MAX_SEED, check_version, shown
+from tfcompress._config_fields import CONFIG_VERSION, MAX_SEED, check_version, checked_fields, shown
 from tfcompress.errors import InvalidInputError
 from tfcompress.selection.budgets import Budgets
 
@@ -142,14 +142,14 @@ class SelectionConfig:
             >>> SelectionConfig.from_options(epochs=1, seed=None).epochs
             1
         """
-        known = {f.name for f in fields(cls)} - {"version"}
-        unknown = sorted(name for name in options if name not in known)
-        if unknown:
-            raise InvalidInputError(
-                f"select_model takes no option {', '.join(unknown)} (it takes "
-                f"{', '.join(sorted(known))})."
-            )
-        return cls(**{name: value for name, value in options.items() if value is not None})
+        given = checked_fields(
+            cls,
+            options,
+            what="select_model's options",
+            taker="select_model",
+            leave_out=("version",),
+        )
+        return cls(**{name: value for name, value in given.items() if value is not None})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe data: every option (tuples as lists, the budgets as a dict)."""
@@ -167,18 +167,7 @@ class SelectionConfig:
         Raises:
             InvalidInputError: Not a mapping, an unknown key, or a value the config refuses.
         """
-        if not isinstance(data, Mapping):
-            raise InvalidInputError(
-                f"a selection config is a JSON object, not a {type(data).__name__}."
-            )
-        known = {f.name for f in fields(cls)}
-        unknown = sorted((k for k in data if k not in known), key=str)
-        if unknown:
-            raise InvalidInputError(
-                f"select_model takes no option {', '.join(map(shown, unknown))} (it takes "
-                f"{', '.join(sorted(known))})."
-            )
-        return cls(**data)
+        return cls(**checked_fields(cls, data, what="a selection config", taker="select_model"))
 
 
 def _budgets(budgets: Any) -> Budgets:

@@ -29,7 +29,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from tfcompress._config_fields import CONFIG_VERSION, check_version, require_int, shown
+from tfcompress._config_fields import (
+    CONFIG_VERSION,
+    check_version,
+    checked_fields,
+    require_int,
+    shown,
+)
 from tfcompress.errors import InvalidInputError
 from tfcompress.testing.settings import GateSettings, refuse_with_settings
 
@@ -211,16 +217,7 @@ class GateConfig:
         """
         from tfcompress.testing.judge import Check
 
-        if not isinstance(data, Mapping):
-            raise InvalidInputError(f"a gate config is a JSON object, not a {type(data).__name__}.")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted((k for k in data if k not in known), key=str)
-        if unknown:
-            raise InvalidInputError(
-                f"check_gate takes no option {', '.join(map(shown, unknown))} (it takes "
-                f"{', '.join(sorted(known))})."
-            )
-        values = dict(data)
+        values = checked_fields(cls, data, what="a gate config", taker="check_gate")
         if isinstance(values.get("settings"), Mapping):
             values["settings"] = _settings_from_dict(values["settings"])
         if isinstance(values.get("checks"), Sequence):
