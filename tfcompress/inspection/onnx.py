@@ -27,7 +27,7 @@ from tfcompress.inspection.common import (
 )
 from tfcompress.models import onnx as onnx_file
 from tfcompress.models.feeding import FeedLayout
-from tfcompress.models.onnx import OnnxModel
+from tfcompress.models.onnx import OnnxModel, onnx_graphs
 from tfcompress.models.signature import TensorSpec, model_signature
 from tfcompress.report.table import format_table
 
@@ -138,7 +138,7 @@ def inspect_onnx(model: OnnxModel) -> OnnxInfo:
 
     ops: Counter[str] = Counter()
     entries = []
-    for graph in _graphs(proto.graph):
+    for graph in onnx_graphs(proto.graph):
         biases = set()
         for node in graph.node:
             ops[_op_name(node)] += 1
@@ -167,17 +167,6 @@ def inspect_onnx(model: OnnxModel) -> OnnxInfo:
         inputs=signature.inputs,
         outputs=signature.outputs,
     )
-
-
-def _graphs(graph: Any) -> Iterator[Any]:
-    """The graph and every subgraph its nodes hold (``If`` branches, ``Loop`` bodies)."""
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from _graphs(attribute.g)
-            for subgraph in attribute.graphs:
-                yield from _graphs(subgraph)
 
 
 def constant_tensors(graph: Any) -> Iterator[tuple[Any, str]]:

@@ -7,6 +7,7 @@ ONNX is :mod:`tfcompress.targets.onnx`.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,18 @@ def onnx_signature(
 def ort_dtype(type_name: str) -> str:
     """Map an onnxruntime type string (``'tensor(float)'``) to a numpy dtype name."""
     return _ONNX_DTYPES.get(type_name, "float32")
+
+
+def onnx_graphs(graph: Any) -> Iterator[Any]:
+    """An ONNX ``GraphProto`` and every subgraph its nodes hold, depth first.
+
+    ``If`` branches and ``Loop`` bodies: where an exporter may keep weights and ops out of the
+    main graph.
+    """
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from onnx_graphs(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from onnx_graphs(subgraph)

@@ -16,8 +16,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
+
+from tfcompress.models.onnx import onnx_graphs
 
 #: ONNX ops that only a quantized graph holds.
 _ONNX_QUANTIZED_OPS = frozenset(
@@ -108,7 +109,7 @@ def _onnx_nothing(content: bytes, reference: bytes) -> str | None:
         return None
     proto = onnx.load_from_string(content)
     low = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.FLOAT16}
-    for graph in _onnx_graphs(proto.graph):
+    for graph in onnx_graphs(proto.graph):
         if any(node.op_type in _ONNX_QUANTIZED_OPS for node in graph.node):
             return None
         if any(tensor.data_type in low for tensor in graph.initializer):
@@ -117,7 +118,7 @@ def _onnx_nothing(content: bytes, reference: bytes) -> str | None:
     top = [n.op_type for n in source.graph.node if n.op_type in _ONNX_WEIGHT_OPS]
     nested = [
         n.op_type
-        for graph in list(_onnx_graphs(source.graph))[1:]
+        for graph in list(onnx_graphs(source.graph))[1:]
         for n in graph.node
         if n.op_type in _ONNX_WEIGHT_OPS
     ]
@@ -141,14 +142,3 @@ def _tflite_nothing(content: bytes) -> str | None:
         if any(tensor.dtype in _TFLITE_LOW_TYPES for tensor in subgraph.tensors):
             return None
     return "every tensor is still float32 (no op had weights or ranges to quantize)"
-
-
-def _onnx_graphs(graph: Any) -> Iterator[Any]:
-    """The graph and every subgraph its nodes hold (``If`` branches, ``Loop`` bodies)."""
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from _onnx_graphs(attribute.g)
-            for subgraph in attribute.graphs:
-                yield from _onnx_graphs(subgraph)

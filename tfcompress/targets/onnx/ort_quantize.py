@@ -37,7 +37,7 @@ from tfcompress._files import PathLike
 from tfcompress.data import DataLike, Dataset
 from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
-from tfcompress.models.onnx import OnnxModel
+from tfcompress.models.onnx import OnnxModel, onnx_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -275,7 +275,7 @@ def constants_as_initializers(content: bytes) -> bytes:
     onnx = onnx_module()
     proto = onnx.load_from_string(content)
     moved = 0
-    for graph in _graphs(proto.graph):
+    for graph in onnx_graphs(proto.graph):
         kept = []
         for node in graph.node:
             tensor = _float_constant(onnx, node)
@@ -307,16 +307,6 @@ def _float_constant(onnx: Any, node: Any) -> Any | None:
                 copy.CopyFrom(tensor)
                 return copy
     return None
-
-
-def _graphs(graph: Any) -> Any:
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from _graphs(attribute.g)
-            for subgraph in attribute.graphs:
-                yield from _graphs(subgraph)
 
 
 def _run(model: OnnxModel, what: str, quantize: Any) -> bytes:
