@@ -161,8 +161,15 @@ def test_the_tflm_backend_scores_what_litert_int8_scores(cnn_int8, mnist_split):
     import tfcompress
 
     test = mnist_split.test  # 1,250 real digits
+    # TFLM requantizes int8 in integers, as LiteRT's built-in kernels do; XNNPACK's float
+    # requantization may round a borderline digit the other way (1 of 1,250 flipped on one
+    # clean CI run). Against the built-in kernels the scores are the same, digit for digit.
     result = tfcompress.benchmark(
-        {"int8": str(cnn_int8)}, data=(test.x, test.y), backends=["cpu", "tflm"], batch_sizes=[1]
+        {"int8": str(cnn_int8)},
+        data=(test.x, test.y),
+        backends=["cpu", "tflm"],
+        batch_sizes=[1],
+        backend_options={"cpu": {"use_xnnpack": False}},
     )
     rows = {row.backend: row for row in result.rows}
     assert rows["tflm"].ok and rows["cpu"].ok, [r.status for r in result.rows]
