@@ -338,8 +338,8 @@ def quantize_with_methods(
     for methods in runnable:
         weights = _weights(methods)
         label = "+".join(methods)
-        # a rewrite (or the graph candidates' own calibration, under auto) costs about one
-        # conversion, then a graph candidate's work
+        # a rewrite costs about one conversion, then a graph candidate's work (the graph
+        # candidates' calibration came with the first trace)
         estimate = graph_cost + (plain.seconds if weights not in calibrated else 0.0)
         spent = time.perf_counter() - start - judging_plain
         why = budget.refuses(label, spent=spent, estimate=estimate)
@@ -347,16 +347,10 @@ def quantize_with_methods(
             skipped.append((label, why))
             logger.info("%s skipped: %s", label, why)
             continue
-        if weights not in calibrated:
-            if weights:
-                calibrated[weights] = _rewritten(
-                    model, weights, recipe, calibration, configure_for, searched=searched
-                )
-            else:  # the graph candidates' calibrate-only conversion, now
-                again = convert_all(
-                    model, [configure_for(plain_recipe, True)], static_batch=recipe.static_batch
-                )
-                calibrated[weights] = (again[0], None, again[0].seconds)
+        if weights not in calibrated:  # () came with the first trace
+            calibrated[weights] = _rewritten(
+                model, weights, recipe, calibration, configure_for, searched=searched
+            )
         base = calibrated[weights]
         if isinstance(base, str):
             built.append(Candidate(methods, error=base))
