@@ -125,8 +125,11 @@ class BenchmarkConfig:
             if value is not None and not (isinstance(value, str) and value):
                 raise InvalidInputError(f"{name} must be a name (a string), got {shown(value)}.")
         set_(self, "input_shapes", _shapes(self.input_shapes))
-        set_(self, "batch_dims", _by_input(self.batch_dims, "batch_dims", _is_int))
-        set_(self, "input_values", _by_input(self.input_values, "input_values", _is_number))
+        # one check of the feeding options for every config (models/feeding.py)
+        from tfcompress.models.feeding import config_batch_dims, config_input_values
+
+        set_(self, "batch_dims", config_batch_dims(self.batch_dims))
+        set_(self, "input_values", config_input_values(self.input_values))
         set_(self, "backend_options", self._checked_options())
         if self.timeout is not None:
             from tfcompress._limits import CHILD_TIMEOUT
@@ -240,10 +243,6 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _backends(value: Any) -> tuple[str, ...]:
     from tfcompress.runtime import list_backends
 
@@ -290,12 +289,3 @@ def _shapes(value: Any) -> dict[str, tuple[int | None, ...]]:
             )
         shapes[name] = tuple(shape)
     return shapes
-
-
-def _by_input(value: Any, what: str, valid: Any) -> dict[str, Any]:
-    if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and valid(v) for k, v in value.items()
-    ):
-        kind = "an integer dimension" if what == "batch_dims" else "a number"
-        raise InvalidInputError(f"{what} must map input names to {kind}, got {shown(value)}.")
-    return dict(value)

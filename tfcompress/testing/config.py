@@ -113,8 +113,11 @@ class GateConfig:
             )
         _ = self.checks_to_run  # the outputs, metrics and thresholds, checked together
         require_int("threads", self.threads, 1, 2**31 - 1, "a positive integer")
-        set_(self, "batch_dims", _by_input(self.batch_dims, "batch_dims", int))
-        set_(self, "input_values", _by_input(self.input_values, "input_values", int | float))
+        # one check of the feeding options for every config (models/feeding.py)
+        from tfcompress.models.feeding import config_batch_dims, config_input_values
+
+        set_(self, "batch_dims", config_batch_dims(self.batch_dims))
+        set_(self, "input_values", config_input_values(self.input_values))
 
     def __hash__(self) -> int:  # the mappings are not hashable
         values = [
@@ -254,15 +257,3 @@ def _names(value: Any, what: str) -> tuple[str, ...]:
     if not isinstance(names, Sequence) or not all(isinstance(n, str) and n for n in names):
         raise InvalidInputError(f"{what} must be names (strings), got {shown(value)}.")
     return tuple(names)
-
-
-def _by_input(value: Any, what: str, kind: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, kind) and not isinstance(v, bool)
-        for k, v in value.items()
-    ):
-        expected = "an integer dimension" if what == "batch_dims" else "a number"
-        raise InvalidInputError(f"{what} must map input names to {expected}, got {shown(value)}.")
-    return dict(value)
