@@ -113,9 +113,13 @@ def test_demo_cnn_int8_bytes_unchanged_by_the_default(trained_cnn, mnist_split, 
 @pytest.mark.slow
 def test_three_heads_float16_early_and_nothing_larger_than_float32(split):
     model = three_heads(split.train)
+    # The subject is size; float16 and float32 run the same XNNPACK kernels, and on this
+    # 0.03 ms model timing noise alone can put them 1.1-1.3x apart (a CI run under load
+    # refused float16 for it), so nothing is timed here (test_compress_slowdown fakes it).
     result = tfcompress.compress(
-        model, representative_data=split.train.x, eval_data=split.test.x, min_snr=25
-    )
+        model, representative_data=split.train.x, eval_data=split.test.x, min_snr=25,
+        measure_latency=False,
+    )  # fmt: skip
     names = [a.name for a in result.attempts]
     assert result.chosen is not None and result.chosen.name == "float16", str(result)
     assert result.chosen.size_bytes < 0.55 * result.float32_bytes

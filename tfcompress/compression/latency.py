@@ -2,9 +2,10 @@
 
 And the slowdown rule of :func:`tfcompress.compress`: an attempt that passes the gate but
 runs slower than ``max_slowdown`` times the float32 baseline (timed in the same run, on the
-same backend) is not returned. Timing noise is handled twice: the baseline is timed twice
-and its lower median kept; an attempt that looks too slow is timed once more and its lower
-median kept; and it counts as too slow only beyond :data:`NOISE_TOLERANCE` over the limit.
+same backend) is not returned. Timing noise is handled three ways: the baseline is timed
+twice and its lower median kept; an attempt that looks too slow is timed again back to back
+with the baseline and judged on that pair (``SearchState.timed``); and it counts as too slow
+only beyond :data:`NOISE_TOLERANCE` over the limit.
 """
 
 from __future__ import annotations
