@@ -138,9 +138,11 @@ def test_compress_keeps_its_rungs_and_files_its_verdict(tiny, model_and_data):
     ladder = plan_ladder(objective="size", target=tiny, calibration_available=32, training=False)
     assert ladder and all(r.technique in ("ptq", "selective") for r in ladder)
     assert "float16" not in [r.name for r in ladder]
+    # Not timed: the subject is the target's rungs and verdicts, and this model runs in 2
+    # microseconds, where int8's quantize/dequantize ops put it 1.0-1.2x float32 by the moment.
     result = tfcompress.compress(
         model, representative_data=x, eval_data=x, target=tiny, min_agreement=0.0,
-        time_budget_s=1,
+        time_budget_s=1, measure_latency=False,
     )  # fmt: skip
     made = [a for a in result.attempts if a.size_bytes]
     assert made and all(a.verdict_of == "tiny" for a in made)

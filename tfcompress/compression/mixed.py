@@ -205,4 +205,5 @@ def _note_step(
         notes.append(f"climb stopped: {stop}")
         state.say(f"  stopping the {mode} climb: {stop}")
     index = state.attempts.index(done)
-    state.attempts[index] = replace(done, notes=(*done.notes, *notes))
+    # What the step is and costs first; how it was timed (a re-timing's note) after.
+    state.attempts[index] = replace(done, notes=(*notes, *done.notes))
