@@ -361,3 +361,41 @@ def test_quantize_and_compress_read_a_stateful_model_as_benchmark_does(files, tm
     argv += ["--eval", str(files["vad_unlabelled"]), "--out", str(tmp_path / "never.tflite")]
     assert main([*argv, "--input-value", "sr=16000", "--batch-dim", "h=3"]) == 2
     assert "input 'h' has 3 dimension(s)" in capsys.readouterr().err
+
+
+def test_methods_on_a_stateful_model_are_refused_when_asked_and_said_when_skipped(
+    files, tmp_path, capsys
+):
+    # The methods score batch-first samples; this model's state has its batch second.
+    from tfcompress.errors import UnsupportedModelError
+    from tfcompress.testing.config import GateConfig
+
+    model, data = str(files["vad_savedmodel"]), str(files["vad_data"])
+    gated = tfcompress.quantize(
+        model, representative_data=data, eval_data=data, gate=GateConfig(thresholds={"min_snr": 99})
+    )
+    assert gated.methods is None  # nothing tried, and the result says so
+    (note,) = [n for n in gated.notes if n.startswith("post-training methods not tried")]
+    assert "input h (2, N, 16): batch at dimension 1" in note and "not chosen by the gate" in note
+    for methods in ("auto", ["bias-correction"]):  # asked for: refused, auto included
+        with pytest.raises(UnsupportedModelError, match="drop --method"):
+            tfcompress.quantize(model, representative_data=data, eval_data=data, methods=methods)
+    # The CLI: the gate still judges plain int8 afterwards (exit 1), and --method auto is
+    # one line, exit 2, no file.
+    out = tmp_path / "q.tflite"
+    argv = ["quantize", model, "--data", data, "--eval", data, "--out", str(out)]
+    assert main([*argv, "--min-snr", "99"]) == 1
+    assert "post-training methods not tried" in capsys.readouterr().out
+    out.unlink()
+    assert main([*argv, "--method", "auto"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is fed otherwise" in err and not out.exists()
+    # compress leaves its methods rung out, and says why in its stop reason.
+    result = tfcompress.compress(
+        model, representative_data=data, eval_data=data, min_snr=99, measure_latency=False
+    )
+    names = [a.name for a in result.attempts]
+    assert "int8" in names and "int8-methods" not in names
+    assert "int8-methods left out: the post-training methods score batch-first" in (
+        result.stop_reason
+    )

@@ -333,6 +333,7 @@ def _search(
         objective=plan.objective, target=config.target, calibration_available=len(calibration),
         training=train is not None, tflite=tflite, static_batch=static_batch,
     )  # fmt: skip
+    ladder = _batch_first_rungs(ladder, calibration, state)
     state.planned = len(ladder)
     interrupted = False
     try:
@@ -478,6 +479,27 @@ def _climb(state: SearchState, ladder: Any) -> None:
             state.skipped
         )
     state.stop_reason = state.stop_reason or "every candidate of the ladder was tried"
+
+
+def _batch_first_rungs(ladder: Any, calibration: Any, state: SearchState) -> tuple[Rung, ...]:
+    """The ladder without the post-training methods for a model fed otherwise than batch first.
+
+    They score batch-first samples (quantize refuses them named on such a model); the rung
+    is left out and the stop reason says why.
+    """
+    layout = getattr(calibration, "layout", None)
+    if layout is None or layout.batch_first:
+        return tuple(ladder)
+    kept = tuple(r for r in ladder if not r.recipe.get("methods"))
+    left = [r.name for r in ladder if r not in kept]
+    if left:
+        why = (
+            f"{', '.join(left)} left out: the post-training methods score batch-first samples "
+            f"and this model is fed otherwise ({'; '.join(layout.explain())})"
+        )
+        state.skipped.append(why)
+        state.say(f"  {why}")
+    return kept
 
 
 def _run(state: SearchState, rung: Rung) -> None:

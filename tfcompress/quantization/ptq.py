@@ -811,8 +811,10 @@ def _converter_result(
         )
     check_runnable(loaded, plan[0], source=model_name(loaded))  # before any data is read
     calibration = _calibration_set(loaded, chosen, representative_data, seed, feeding)
+    skipped: tuple[str, ...] = ()
     if plan[0] and _fed_otherwise(calibration):
-        plan = _no_methods_here(loaded, chosen, methods, calibration)
+        plan, note = _no_methods_here(loaded, chosen, methods, calibration)
+        skipped = (note,)
     configure_for = _configure_for(calibration, progress)
     report = None
     kept = chosen
@@ -854,7 +856,7 @@ def _converter_result(
         target=None if chosen_target is None else chosen_target.name,
         target_verdict=verdict,
         float_nodes=kept.float_nodes,
-        notes=artifact_notes(quantized.content),
+        notes=(*skipped, *artifact_notes(quantized.content)),
         methods=report,
     )
 
@@ -867,31 +869,38 @@ def _fed_otherwise(calibration: Dataset | None) -> bool:
 
 def _no_methods_here(
     loaded: Any, chosen: Recipe, methods: Any, calibration: Dataset | None
-) -> tuple[tuple[Any, ...], bool]:
+) -> tuple[tuple[tuple[Any, ...], bool], str]:
     """No post-training methods for a model fed otherwise than batch first.
 
     They score batch-first samples on LiteRT's interpreter: a model fed in another layout
-    (a ``(layers, N, units)`` state, a scalar) gets plain int8 when they were to be tried on
-    their own (``auto``), and a refusal when they were named.
+    (a ``(layers, N, units)`` state, a scalar) gets plain int8 when only a gate would have
+    started them (``auto`` when plain int8 fails it), with a note that says so; asked for
+    (``methods=``, ``--method``, ``auto`` included, or a recipe that records them), they
+    are refused.
+
+    Returns:
+        The empty plan, and the note for the result.
 
     Raises:
-        UnsupportedModelError: Methods named (``--method NAMES``, a recipe that records them).
+        UnsupportedModelError: Methods asked for.
     """
     layout = getattr(calibration, "layout", None)
     how = "; ".join(layout.explain()) if layout is not None else "not batch first"
-    if chosen.methods or (methods not in (None, "auto")):
+    if chosen.methods or methods is not None:
         from tfcompress.errors import UnsupportedModelError
 
         raise UnsupportedModelError(
             f"the post-training methods score batch-first samples, but {model_name(loaded)} "
             f"is fed otherwise ({how}); drop --method (methods=) for the converter's int8."
         )
-    logger.info(
-        "%s: post-training methods skipped: the model is fed otherwise than batch first (%s)",
-        model_name(loaded),
-        how,
+    note = (
+        "post-training methods not tried: the model is fed otherwise than batch first "
+        f"({how}), and they score batch-first samples; this is the converter's plain int8, "
+        "not chosen by the gate: judge it with tfcompress.check_gate (batch_dims=, "
+        "input_values=) or `tfcompress gate` (--batch-dim, --input-value)"
     )
-    return (), False
+    logger.warning("%s: %s", model_name(loaded), note)
+    return ((), False), note
 
 
 def _plain_conversions(
