@@ -166,14 +166,17 @@ class SearchState:
         return slowdown_reason(name, mine, self.baseline_name, base, self.latency_backend)
 
     def retimed_note(self, name: str, latency: float | None) -> str | None:
-        """What the back-to-back re-timing of ``name`` showed, when it cleared the file."""
+        """What the back-to-back re-timing of ``name`` showed, when it cleared the file.
+
+        Shown after the attempt's name (``name: note``), so it does not repeat it.
+        """
         from tfcompress.compression.latency import ms
 
         if name not in self.paired or self.slowness(name, latency) is not None:
             return None
         mine, base = self.paired[name]
         return (
-            f"{name} timed {ms(latency or 0)} ms/sample against {self.baseline_name}'s "
+            f"timed {ms(latency or 0)} ms/sample against {self.baseline_name}'s "
             f"{ms(self.baseline_ms or 0)} timed earlier; timed again right after "
             f"{self.baseline_name}: {ms(mine)} vs {ms(base)} ms ({mine / base:.2f}x), within "
             f"max_slowdown {self.max_slowdown:g}: the gap was this machine's load, not the file"
