@@ -290,6 +290,11 @@ def _cells(
     return [label, *snrs, _pct(fidelity[class_output]["agreement"]), seconds]
 
 
+def _weakest(fidelity: dict[str, Any]) -> float:
+    """The lowest SNR (dB) over the outputs of one scored artifact."""
+    return min(f["snr_db"] for f in fidelity.values())
+
+
 def _lowered(auto: dict[str, Any], plain: dict[str, Any]) -> str:
     """How auto's pick scored below plain int8 on one output ("" when it did not)."""
     parts = []
@@ -323,11 +328,9 @@ def _goals(records: list[dict[str, Any]]) -> list[str]:
     # every output"): the goal is that weakest output, and any other output it lowered is
     # listed with its numbers.
     weaker = [
-        f"{r['model']} ({min(f['snr_db'] for f in r['auto_fidelity'].values()):.2f} dB < "
-        f"{min(f['snr_db'] for f in r['plain'].values()):.2f} dB)"
+        f"{r['model']} ({_weakest(r['auto_fidelity']):.2f} dB < {_weakest(r['plain']):.2f} dB)"
         for r in records
-        if min(f["snr_db"] for f in r["auto_fidelity"].values())
-        < min(f["snr_db"] for f in r["plain"].values())
+        if _weakest(r["auto_fidelity"]) < _weakest(r["plain"])
     ]
     lines.append(
         "* Weakest output never below plain int8's (auto, no gate): "

@@ -115,12 +115,16 @@ class SearchState:
             where=self.where,
         )  # fmt: skip
 
+    def baseline_bytes(self) -> bytes | None:
+        """The timed baseline's bytes: the file given, else the float32 ``.tflite``."""
+        return self.baseline if self.baseline is not None else self.reference_bytes()
+
     def baseline_latency(self) -> float | None:
         """The baseline's latency, timed twice on first need (the lower median kept)."""
         if not self.measure:
             return None
         if self.baseline_ms is None:
-            content = self.baseline if self.baseline is not None else self.reference_bytes()
+            content = self.baseline_bytes()
             if content is None:
                 return None
             self.baseline_ms = min(self.time(content, self.baseline_name) for _ in range(2))
@@ -138,13 +142,14 @@ class SearchState:
         from tfcompress.compression.latency import too_slow
 
         baseline = self.baseline_latency()
-        own = self.baseline if self.baseline is not None else self.float32
-        if baseline is not None and content == own:
+        if baseline is None:
+            return self.time(content, name)
+        own = self.baseline_bytes()
+        if content == own:
             return baseline
         latency = self.time(content, name)
-        if baseline is not None and too_slow(latency, baseline, self.max_slowdown):
-            base_content = own if own is not None else self.reference_bytes()
-            base_now = self.time(base_content, self.baseline_name)
+        if too_slow(latency, baseline, self.max_slowdown):
+            base_now = self.time(own, self.baseline_name)
             again = self.time(content, name)
             self.paired[name] = (again, base_now)
             latency = min(latency, again)
