@@ -59,15 +59,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "model",
         nargs="?",
-        help=".keras, .h5, SavedModel directory or float .tflite (or a float .onnx with "
-        "--format onnx)",
+        help=".keras, .h5, SavedModel directory, float .tflite or float .onnx",
     )
     parser.add_argument(
         "--format",
         choices=FORMATS,
-        default="tflite",
-        help="tflite (default: TFLite converter, runs on LiteRT) or onnx (tf2onnx export "
-        "verified against Keras, then ONNX Runtime's quantizers; int16x8 is .tflite only)",
+        default=None,
+        help="tflite (TFLite converter, runs on LiteRT) or onnx (tf2onnx export verified "
+        "against Keras, then ONNX Runtime's quantizers; int16x8 is .tflite only); default: "
+        "onnx for an .onnx MODEL or --out, else tflite",
     )
     parser.add_argument(
         "--recipe",
@@ -356,6 +356,15 @@ def _check_usage(args: argparse.Namespace) -> None:
             f"quantize needs {missing}: tfcompress quantize MODEL --out OUT.tflite "
             "(or --list-recipes)."
         )
+    onnx_in = str(args.model).lower().endswith(".onnx")
+    if onnx_in and not str(args.out).lower().endswith(".onnx") and args.format != "onnx":
+        raise InvalidInputError(
+            f"{args.model} is an ONNX model, which quantize writes as an .onnx (ONNX Runtime): "
+            "name --out with .onnx."
+        )
+    if args.format is None:  # an .onnx in or out says which format is meant
+        onnx_out = str(args.out).lower().endswith(".onnx")
+        args.format = "onnx" if onnx_in or onnx_out else "tflite"
     gating = gate_requested(args)
     if gating and args.eval_data is None:
         raise InvalidInputError(

@@ -262,7 +262,7 @@ def _search(
 ) -> CompressionResult:
     """The search ``config`` asks for (see :func:`compress`)."""
     from tfcompress.bench.paired import read_for_reference
-    from tfcompress.models import TFLiteModel, resolve_model
+    from tfcompress.models import OnnxModel, TFLiteModel, model_name, resolve_model
 
     device = get_target(config.target)
     static_batch, seed = config.static_batch, config.seed
@@ -271,6 +271,14 @@ def _search(
 
     warm_converter(model)  # its child imports TensorFlow while the model loads here
     reference = resolve_model(model, safe_mode=safe_mode)
+    if isinstance(reference, OnnxModel):  # its ladder is .tflite files made by TensorFlow
+        raise InvalidInputError(
+            f"compress searches .tflite files made from a Keras model, a SavedModel or a float "
+            f".tflite; {model_name(reference)} is an ONNX model: quantize it with ONNX Runtime and "
+            "gate it in one command: quantize MODEL.onnx --format onnx --recipe int8 --data "
+            "CALIB.npz --eval TEST.npz --max-drop 0.01 --out MODEL_int8.onnx (the gate fails "
+            "with exit 1)."
+        )
     tflite = isinstance(reference, TFLiteModel)
     if tflite:
         _check_float_tflite(reference)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from tfcompress._compat.keras import flavour_of
@@ -243,7 +243,14 @@ def quantize_onnx(
     if reference is None:
         export = export_onnx(loaded, opset=chosen.opset, safe_mode=safe_mode)
         reference, check = export, export.verification
-    content = _apply(chosen, reference, calibration, progress)
+    source, notes = reference, ()
+    if chosen.name in ("int8", "dynamic") and chosen.per_channel:  # opset 11/12: upgraded
+        source, per_channel, note = ort_quantize.per_channel_ready(reference)
+        chosen = replace(chosen, per_channel=per_channel)
+        notes = () if note is None else (note,)
+        for line in notes:
+            logger.warning("%s: %s", model_name(loaded), line)
+    content = _apply(chosen, source, calibration, progress)
     _check_loads(content, chosen.name, model_name(loaded))
     seconds = time.perf_counter() - start
     logger.info("quantized %s to ONNX %s in %.1fs", model_name(loaded), chosen.name, seconds)
@@ -255,6 +262,7 @@ def quantize_onnx(
         conversion_seconds=seconds,
         calibration_samples=0 if calibration is None else len(calibration),
         export_check=check,
+        warnings=notes,
     )
 
 

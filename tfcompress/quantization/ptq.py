@@ -16,7 +16,13 @@ from tfcompress._config_fields import config_or_options
 from tfcompress.data import DataLike, Dataset
 from tfcompress.data.calibration import calibration_for, calibration_set
 from tfcompress.errors import InvalidInputError
-from tfcompress.models.loading import ModelLike, TFLiteModel, model_name, resolve_model
+from tfcompress.models.loading import (
+    ModelLike,
+    OnnxModel,
+    TFLiteModel,
+    model_name,
+    resolve_model,
+)
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
 from tfcompress.quantization.config import PTQConfig, check_engine
@@ -503,6 +509,11 @@ def _quantize(
             "representative_data (--data)."
         )
     loaded = resolve_model(model, safe_mode=safe_mode)
+    if isinstance(loaded, OnnxModel):  # nothing converts ONNX to .tflite here
+        raise InvalidInputError(
+            f"{model_name(loaded)} is an ONNX model, which is quantized with ONNX Runtime to "
+            "an .onnx: pass format='onnx' (--format onnx, or an --out named .onnx)."
+        )
     chosen = config.recipe
     engine = choose_engine(config.engine, loaded, chosen)
     if engine != config.engine:  # chosen for this model: does it fit the rest of the config?

@@ -16,6 +16,7 @@ ranges can differ slightly from one pass over all samples.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import math
 import tempfile
@@ -307,6 +308,46 @@ def _float_constant(onnx: Any, node: Any) -> Any | None:
                 copy.CopyFrom(tensor)
                 return copy
     return None
+
+
+# DequantizeLinear gained ``axis`` (per-channel scales) in opset 13.
+PER_CHANNEL_OPSET = 13
+
+
+def per_channel_ready(model: OnnxModel) -> tuple[OnnxModel, bool, str | None]:
+    """``model`` at an opset whose DequantizeLinear takes per-channel scales, and a note.
+
+    Paddle2ONNX, keras2onnx and many shipped files are opset 11/12, where ONNX Runtime's
+    per-channel QDQ output does not load ("Unrecognized attribute: axis"). Such a model is
+    upgraded with onnx's version converter; where that fails, the weights get per-tensor
+    scales instead. Returns the model to quantize, whether per-channel scales stay possible,
+    and what was done (None when the opset already allows them).
+    """
+    onnx = onnx_module()
+    proto = onnx.load_from_string(model.content)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None or opset >= PER_CHANNEL_OPSET:
+        return model, True, None
+    converter = importlib.import_module("onnx.version_converter")
+    try:
+        with quiet_onnx_tools("onnx version converter"):
+            upgraded = converter.convert_version(proto, PER_CHANNEL_OPSET)
+        content = bytes(upgraded.SerializeToString())
+    except (converter.ConvertError, RuntimeError, ValueError, IndexError) as error:
+        why = " ".join(str(error).split())[:200]
+        return (
+            model,
+            False,
+            (
+                f"opset {opset} has no per-channel DequantizeLinear and onnx's version converter "
+                f"could not upgrade {model.name} ({why}): weights quantized per tensor"
+            ),
+        )
+    note = (
+        f"opset {opset} upgraded to {PER_CHANNEL_OPSET} (onnx's version converter) for "
+        "per-channel weight scales; the float file given is unchanged"
+    )
+    return OnnxModel(content, label=model.name), True, note
 
 
 def _run(model: OnnxModel, what: str, quantize: Any) -> bytes:
