@@ -45,3 +45,10 @@ DIV = "RuntimeError: div.cc:262 data[i] != zero_point was not true. Node 3 (DIV)
 
 def refuses_to_run(*_: Any) -> dict[str, Any]:
     return {"ok": False, "stage": "run", "reason": DIV}
+
+
+def segfault_if_marked(kind: str, content: bytes, *_: Any) -> dict[str, Any]:
+    """Crash on a file carrying ``crash-me`` (a tensor name), run any other."""
+    if b"crash-me" in content:
+        segfault()
+    return runs()

@@ -87,3 +87,20 @@ def test_a_keras3_class_for_a_tf_keras_model_is_named(files) -> None:
 
     with pytest.raises(ModelLoadError, match=r"Scale subclass Keras 3.*import tf_keras"):
         load_model(files / "custom.h5", custom_objects={"Scale": Scale})
+
+
+def test_benchmark_runs_the_keras_rows_of_a_model_loaded_with_its_layer_file(files) -> None:
+    # The CLI loads the model (TensorFlow starts) before benchmark() pins TensorFlow's threads:
+    # every keras row was "unavailable" (1 thread asked, 2 running). A fresh process, as typed.
+    import json
+    import subprocess
+    import sys
+
+    fast = ["--runs", "2", "--min-seconds", "0", "--warmup-seconds", "0", "--json"]
+    argv = [sys.executable, "-m", "tfcompress", "benchmark", str(files / "custom.h5"),
+            "--custom-objects", str(files / "layers.py"), "--backend", "keras", "--threads",
+            "1", *fast]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    assert [(row["backend"], row["threads"], row["status"]) for row in rows] == [("keras", 1, "ok")]

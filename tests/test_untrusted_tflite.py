@@ -6,6 +6,7 @@ LiteRT's schema object API, so the file differs from a sound one in exactly that
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -385,3 +386,25 @@ def test_onnx_is_probed_in_a_child(tmp_path, monkeypatch):
     _fake_child(monkeypatch, "abort")
     with pytest.raises(ModelLoadError, match=r"ONNX Runtime crashed \(SIGABRT\) when it ran"):
         load_model(path)
+
+
+def test_an_artifact_its_runtime_crashes_on_is_an_error_row_beside_the_others(
+    seed, tmp_path, monkeypatch, capsys
+):
+    # A valid file that crashes LiteRT at the probe used to refuse the whole command (no
+    # rows); alone it still is the command's one line, beside others it is its rows.
+    def mark(model: Any) -> None:
+        model.subgraphs[0].tensors[0].name = b"crash-me"
+
+    good, bad = tmp_path / "good.tflite", tmp_path / "bad.tflite"
+    good.write_bytes(seed)
+    bad.write_bytes(_edit(seed, mark))
+    _fake_child(monkeypatch, "segfault_if_marked")
+    argv = ["benchmark", str(good), str(bad), "--backend", "cpu", "--json", *BENCHMARK_FAST]
+    assert main(argv) == 2  # a row failed (docs/benchmarking.md)
+    rows = {row["artifact"]: row for row in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows["good.tflite"]["status"] == "ok"
+    assert rows["bad.tflite"]["status"].startswith("error: ")
+    assert "crashed (SIGSEGV)" in rows["bad.tflite"]["status"]
+    assert main(["benchmark", str(bad), *BENCHMARK_FAST]) == 2
+    _one_error_line(capsys.readouterr().err, "benchmark")

@@ -22,6 +22,7 @@ __all__ = [
     "OutputExistsError",
     "OutputLocationError",
     "ResourceLimitError",
+    "RuntimeRefusedError",
     "SettingUnavailableError",
     "TFCompressError",
     "UnsupportedModelError",
@@ -52,6 +53,14 @@ class InvalidArgumentTypeError(InvalidInputError, TypeError):
 
 class ModelLoadError(InvalidInputError):
     """A model file is missing, truncated, corrupt or not in the format its name claims."""
+
+
+class RuntimeRefusedError(ModelLoadError):
+    """A file that passed the structural checks crashed, hung or was refused by its runtime.
+
+    The file's own verdict, not bad usage: a command measuring several artifacts reports
+    it as that artifact's error row and goes on with the others.
+    """
 
 
 class UnsupportedModelError(InvalidInputError):

@@ -25,7 +25,7 @@ from tfcompress.bench.rows import ROW_ERRORS, Artifact, Plan, backend_rows, row_
 from tfcompress.bench.scoring import Scoring, plan_scoring
 from tfcompress.data import DataLike, Dataset, load_data, validate_for_signature
 from tfcompress.data.sources import describe_source
-from tfcompress.errors import InvalidInputError
+from tfcompress.errors import InvalidInputError, RuntimeRefusedError
 from tfcompress.models.feeding import FeedLayout, feed_layout
 from tfcompress.models.loading import model_name, resolve_model
 from tfcompress.models.probe import sharing_zygote
@@ -235,7 +235,8 @@ def benchmark(
     # a missing or corrupt file is bad input (one error, nothing measured), not a report row.
     # Their probes fork from the zygote the measurement workers are forked from next.
     with sharing_zygote() if plan.isolate else contextlib.nullcontext():
-        loaded = {name: _load(source, config.safe_mode) for name, source in named.items()}
+        loaded, refused = _load_all(named, config.safe_mode)
+    named = {name: source for name, source in named.items() if name in loaded}
     routes = plan_routes({name: model for name, (model, _) in loaded.items()}, plan.backends)
     # The data is read once the first model is known: its input rank tells a batch of a
     # batched tf.data.Dataset or generator from one sample (a generator can be read once).
@@ -288,6 +289,7 @@ def benchmark(
                 on_devices=lambda count: _rows_per_device(bar, total, count),
                 device=device,
             )
+    rows = [*rows, *_refused_rows(refused, plan)]
     chosen = analysis.pick_reference(rows, reference)
     rows = analysis.with_ratios(rows, chosen)
     result = BenchmarkResult(
@@ -413,6 +415,36 @@ def _feeding_notes(
         said = scalar_notes(layout, artifact.dataset, values, from_data=from_data)
         notes += [f"{name}: {note}" for note in said]
     return notes
+
+
+def _load_all(
+    named: Mapping[str, Any], safe_mode: bool
+) -> tuple[dict[str, tuple[Any, float | None]], dict[str, RuntimeRefusedError]]:
+    """Every artifact loaded; those their runtime crashed on, hung on or refused, apart.
+
+    A missing or corrupt file stops the command (bad input). A valid file that its runtime
+    cannot run is that artifact's verdict: with other artifacts beside it, it becomes its
+    error rows and the others are measured; alone, it is the command's one error line.
+    """
+    loaded: dict[str, tuple[Any, float | None]] = {}
+    refused: dict[str, RuntimeRefusedError] = {}
+    for name, source in named.items():
+        try:
+            loaded[name] = _load(source, safe_mode)
+        except RuntimeRefusedError as error:
+            refused[name] = error
+    if not loaded:
+        raise next(iter(refused.values()))
+    return loaded, refused
+
+
+def _refused_rows(refused: Mapping[str, RuntimeRefusedError], plan: Plan) -> list[BenchmarkRow]:
+    """One ``error: ...`` row per backend for each artifact its runtime could not run."""
+    return [
+        BenchmarkRow(name, backend, None, None, row_status(error))
+        for name, error in refused.items()
+        for backend in plan.backends
+    ]
 
 
 def _load(source: Any, safe_mode: bool = True) -> tuple[Any, float | None]:

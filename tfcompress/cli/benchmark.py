@@ -145,7 +145,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
     try:
         result = benchmark(
-            _with_custom_objects(args),
+            _with_custom_objects(args, config.threads[0]),
             config=config,
             data=args.data,
             report_dir=args.report,
@@ -214,10 +214,13 @@ def _dest(backend: str, option: str) -> str:
     return f"backend_option:{backend}:{option}"
 
 
-def _with_custom_objects(args: argparse.Namespace) -> Any:
+def _with_custom_objects(args: argparse.Namespace, threads: int) -> Any:
     """The artifacts as given, or with ``--custom-objects`` the Keras ones loaded with them.
 
-    Labelled by file name, as paths are; a ``.tflite``/``.onnx`` stays a path.
+    Labelled by file name, as paths are; a ``.tflite``/``.onnx`` stays a path. Loading a
+    Keras model starts TensorFlow, whose thread pools are fixed from then on: they are
+    pinned to the first ``--threads`` value first, as :func:`tfcompress.benchmark` pins them
+    for the paths it loads itself (else the keras rows were "unavailable").
     """
     if not args.custom_objects:
         return args.artifacts
@@ -226,6 +229,10 @@ def _with_custom_objects(args: argparse.Namespace) -> Any:
     from tfcompress.cli._custom_objects import load_cli_models, may_be_keras
 
     keras = [p for p in args.artifacts if may_be_keras(p)]
+    if keras:
+        from tfcompress.runtime.keras import pin_tensorflow_threads
+
+        pin_tensorflow_threads(threads)
     loaded = dict(zip(keras, load_cli_models(args, keras or args.artifacts), strict=False))
     named: dict[str, Any] = {}
     for path in args.artifacts:

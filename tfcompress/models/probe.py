@@ -58,6 +58,7 @@ from tfcompress.errors import (
     InvalidInputError,
     ModelLoadError,
     NativeCrashError,
+    RuntimeRefusedError,
 )
 
 logger = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ def probe_model(
         # short: the backend that runs the model says so when it is asked to.
         logger.debug("%s: %s (accepted)", source, verdict.reason)
         return
-    raise ModelLoadError(f"{source}: {_already_quantized(content, kind)}{verdict.reason}")
+    raise RuntimeRefusedError(f"{source}: {_already_quantized(content, kind)}{verdict.reason}")
 
 
 def _already_quantized(content: bytes, kind: str) -> str:
