@@ -96,6 +96,56 @@ def test_a_converter_crash_is_one_line_and_nothing_is_written(files, tmp_path, c
     assert "Nothing was written" in error
 
 
+def test_a_crash_at_the_static_batch_asked_for_names_the_flag_not_the_data(
+    files, tmp_path, capfd, monkeypatch
+):
+    from tfcompress import _child
+
+    _child.close_warm_child()
+    monkeypatch.setenv(_child.CRASH_HOOK, "any")  # the re-traced conversion dies by SIGSEGV
+    out = tmp_path / "int8.tflite"
+    argv = ["quantize", files / "plain.keras", "--recipe", "int8", "--data", files / "calib.npz"]
+    code, stdout, stderr = _run([*argv, "--static-batch", "1", "--out", out], capfd)
+    monkeypatch.delenv(_child.CRASH_HOOK)
+    _child.close_warm_child()
+    (error,) = _errors(stderr)
+    assert code == 2 and stdout == "" and not out.exists()
+    assert "crashed in native code (SIGSEGV)" in error
+    assert "at the static batch --static-batch 1 asked for" in error
+    assert "drop --static-batch" in error and "Nothing was written" in error
+    assert "weights and data" not in error
+
+
+# What TensorFlow prints as any child imports it, on a machine without a GPU (TF 2.21).
+_TF_STARTUP = b"""\
+WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+I0000 00:00:1796176395.345641   25091 port.cc:153] oneDNN custom operations are on. You may \
+see slightly different numerical results. To turn them off, set the environment variable \
+`TF_ENABLE_ONEDNN_OPTS=0`.
+I0000 00:00:1796176395.345957   25091 cudart_stub.cc:31] Could not find cuda drivers on your \
+machine, GPU will not be used.
+I0000 00:00:1796176395.714349   25091 cpu_feature_guard.cc:227] This TensorFlow binary is \
+optimized to use available CPU instructions in performance-critical operations.
+To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild \
+TensorFlow with the appropriate compiler flags.
+E0000 00:00:1796176423.714595   25091 cuda_platform.cc:52] failed call to cuInit: INTERNAL: \
+CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)
+"""
+
+
+def test_last_words_skip_tensorflows_startup_lines():
+    from tfcompress._lifetime import is_startup_noise, last_words
+
+    assert last_words(_TF_STARTUP) == ""  # nothing but notices: no last words to quote
+    said = b"F0000 quantize_model.cc:98] Check failed: scale > 0\n" + _TF_STARTUP
+    assert last_words(said) == "F0000 quantize_model.cc:98] Check failed: scale > 0"
+    assert last_words(_TF_STARTUP + b"Segmentation fault in mlir::Pass\n") == (
+        "Segmentation fault in mlir::Pass"
+    )
+    assert all(is_startup_noise(line) for line in _TF_STARTUP.decode().splitlines())
+    assert not is_startup_noise("RuntimeError: CUDA kernel failed in my_custom_op")
+
+
 @pytest.fixture
 def fill_model(tmp_path):
     import tensorflow as tf

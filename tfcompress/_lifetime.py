@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 
@@ -89,18 +90,46 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+#: What TensorFlow (and absl) print at start-up in every process that imports them: never
+#: why a child died, so never its last words (a CUDA stub's "Could not find cuda drivers" on a
+#: CPU machine would otherwise be quoted as the cause of a converter's crash).
+_STARTUP_NOISE = re.compile(
+    r"absl::InitializeLog\(\)"
+    r"|\b(?:cudart_stub|cuda_platform|cuda_dnn|cuda_fft|cuda_blas|cuda_executor|cuda_diagnostics"
+    r"|computation_placer|cpu_feature_guard)\.cc:\d+\]"
+    r"|oneDNN custom operations are on|TF_ENABLE_ONEDNN_OPTS"
+    r"|Could not find cuda drivers|failed call to cuInit"
+    r"|To enable the following instructions:|rebuild TensorFlow with the appropriate compiler"
+    r"|TF-TRT Warning"
+)
+
+
+def is_startup_noise(line: str) -> bool:
+    """Whether ``line`` is a runtime's notice rather than a child's own words.
+
+    LiteRT's ``INFO:`` notices ("Created TensorFlow Lite XNNPACK delegate") and TensorFlow's
+    start-up lines (CUDA stubs, oneDNN, absl's InitializeLog warning, the CPU feature guard).
+
+    Example:
+        >>> is_startup_noise("I0000 cudart_stub.cc:31] Could not find cuda drivers on your machine")
+        True
+        >>> is_startup_noise("F0000 check failed: size > 0")
+        False
+    """
+    return "INFO:" in line or _STARTUP_NOISE.search(line) is not None
+
+
 def last_words(stderr: bytes | None, limit: int = 200) -> str:
     r"""The last non-empty line a child wrote, on one line and capped (for messages).
 
-    A runtime's ``INFO:`` notices (LiteRT's "Created TensorFlow Lite XNNPACK delegate") are
-    never the cause: they are skipped.
+    Notices of the runtimes (:func:`is_startup_noise`) are never the cause: they are skipped.
 
     Example:
         >>> last_words(b"loading\nF0000 check failed: size > 0\nINFO: Created delegate\n")
         'F0000 check failed: size > 0'
     """
     text = (stderr or b"").decode("utf-8", errors="replace")
-    lines = [line for line in text.splitlines() if line.strip() and "INFO:" not in line]
+    lines = [line for line in text.splitlines() if line.strip() and not is_startup_noise(line)]
     if not lines:
         return ""
     line = " ".join(lines[-1].split())
