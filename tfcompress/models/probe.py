@@ -161,27 +161,10 @@ def _already_quantized(content: bytes, kind: str) -> str:
     Said first: a quantized file that LiteRT cannot run is usually a quantizer's output
     (LiteRT Quantizer writes some), and the way out starts from the float model.
     """
-    if kind != "tflite":
-        return ""
-    from tfcompress.models.tflite_file import read_tflite
+    from tfcompress.models.quantized import tflite_precision
 
-    try:
-        graphs = read_tflite(content).subgraphs
-    except ModelLoadError:
-        return ""
-    dtypes = sorted(
-        {
-            t.dtype
-            for graph in graphs
-            for t in graph.tensors
-            if t.dtype in {"int8", "uint8", "int16", "int4"}
-            and t.quantization is not None
-            and t.quantization.scales
-        }
-    )
-    if not dtypes:
-        return ""
-    return f"it is already quantized ({', '.join(dtypes)} tensors with scales): "
+    precision = tflite_precision(content) if kind == "tflite" else None
+    return "" if precision is None else f"it is already quantized ({precision}): "
 
 
 def zeros_refused(content: bytes, kind: str) -> str | None:

@@ -21,6 +21,7 @@ from tfcompress.data.calibration import calibration_for
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.loading import ModelLike, model_name, resolve_model
 from tfcompress.models.onnx import OnnxModel
+from tfcompress.models.quantized import refuse_quantized
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
 from tfcompress.quantization.recipes import (
@@ -215,6 +216,7 @@ def quantize_onnx(
     """
     start = time.perf_counter()
     loaded = resolve_model(model, safe_mode=safe_mode)
+    refuse_quantized(loaded)  # a QDQ or QLinear file: said before its opset or data
     chosen = recipe
     reference: OnnxModel | None = None
     check: OnnxVerification | None = None

@@ -19,24 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from tfcompress.models.onnx import onnx_graphs
+from tfcompress.models.quantized import ONNX_QUANTIZED_OPS
 
-#: ONNX ops that only a quantized graph holds.
-_ONNX_QUANTIZED_OPS = frozenset(
-    {
-        "QuantizeLinear",
-        "DequantizeLinear",
-        "DynamicQuantizeLinear",
-        "MatMulInteger",
-        "ConvInteger",
-        "QLinearConv",
-        "QLinearMatMul",
-        "DynamicQuantizeLSTM",
-        "DynamicQuantizeMatMul",
-        "MatMulIntegerToFloat",
-        "QAttention",
-        "QGemm",
-    }
-)
 #: Ops whose weights ONNX Runtime's quantizers make 8-bit: the ones that should have been.
 _ONNX_WEIGHT_OPS = frozenset({"Conv", "MatMul", "Gemm", "LSTM", "GRU", "RNN", "ConvTranspose"})
 #: Tensor types that only a quantized ``.tflite`` (or a float16 one) holds.
@@ -110,7 +94,7 @@ def _onnx_nothing(content: bytes, reference: bytes) -> str | None:
     proto = onnx.load_from_string(content)
     low = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.FLOAT16}
     for graph in onnx_graphs(proto.graph):
-        if any(node.op_type in _ONNX_QUANTIZED_OPS for node in graph.node):
+        if any(node.op_type in ONNX_QUANTIZED_OPS for node in graph.node):
             return None
         if any(tensor.data_type in low for tensor in graph.initializer):
             return None

@@ -23,6 +23,7 @@ from tfcompress.models.loading import (
     model_name,
     resolve_model,
 )
+from tfcompress.models.quantized import refuse_quantized
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
 from tfcompress.quantization.config import PTQConfig, check_engine
@@ -509,6 +510,7 @@ def _quantize(
             "representative_data (--data)."
         )
     loaded = resolve_model(model, safe_mode=safe_mode)
+    refuse_quantized(loaded)  # said first: whatever else this file or config has against it
     if isinstance(loaded, OnnxModel):  # nothing converts ONNX to .tflite here
         raise InvalidInputError(
             f"{model_name(loaded)} is an ONNX model, which is quantized with ONNX Runtime to "

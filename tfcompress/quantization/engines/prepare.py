@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 
 from tfcompress.errors import UnsupportedModelError
+from tfcompress.models.quantized import quantized_refusal, tflite_precision
 from tfcompress.models.tflite_file import TFLiteFile, read_tflite
 
 __all__ = ["PreparedModel", "prepare_float_tflite"]
 
 SIGNATURE_KEY = "serving_default"
-_QUANTIZED = frozenset({"int8", "uint8", "int16", "int4"})
 _PLACEHOLDER_FOR_GREATER_OP_CODES = 127  # the deprecated field's "look in builtin_code"
 
 
@@ -129,18 +129,9 @@ def _refuse(parsed: TFLiteFile, source: object) -> None:
             "IF); LiteRT Quantizer quantizes single-graph models only: quantize the source "
             "model with --engine converter, or export it without control flow."
         )
-    quantized = sorted(
-        {
-            t.dtype
-            for t in parsed.subgraphs[0].tensors
-            if t.dtype in _QUANTIZED and t.quantization is not None and t.quantization.scales
-        }
-    )
-    if quantized:
-        raise UnsupportedModelError(
-            f"{source} is already quantized ({', '.join(quantized)} tensors with scales); "
-            "quantizing twice loses accuracy for nothing: start from its float .tflite."
-        )
+    precision = tflite_precision(parsed.content)
+    if precision is not None:
+        raise UnsupportedModelError(quantized_refusal(str(source), precision, tflite=True))
 
 
 def _float16_dequantizes(parsed: TFLiteFile) -> list[int]:
