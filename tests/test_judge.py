@@ -10,7 +10,7 @@ import pytest
 
 from tfcompress.errors import InvalidDataError, InvalidInputError
 from tfcompress.testing import GateSettings, clopper_pearson
-from tfcompress.testing.judge import Check, build_checks, judge_outputs_by_name
+from tfcompress.testing.judge import Check, build_checks, judge_outputs_by_name, plan_checks
 from tfcompress.testing.report import GateReport
 from tfcompress.testing.stats import paired_metric_difference
 
@@ -308,8 +308,17 @@ def test_judge_refuses_what_cannot_be_judged() -> None:
         judge(None, ref, ref, [Check("box", "max_abs")])
     with pytest.raises(InvalidInputError, match="no output named 'boxes'"):
         judge(None, ref, ref, [Check("boxes", "snr")])
-    with pytest.raises(InvalidInputError, match="no output has labels"):
+    with pytest.raises(InvalidInputError, match="no output has labels") as caught:
         judge(None, ref, ref, build_checks(max_drop=0.02))
+    # It names the threshold that fits each output: agreement for class scores, snr for boxes.
+    assert "the thresholds that fit: --min-agreement for 'class', --min-snr for 'box'" in str(
+        caught.value
+    )
+    with pytest.raises(InvalidInputError, match="no output has labels"):  # before any candidate
+        plan_checks(None, ref, checks=build_checks(max_drop=0.02), settings=STRICT)
+    assert plan_checks(None, ref, checks=None, settings=STRICT) == (
+        ("class", "agreement", 0.99), ("box", "snr", 20.0),
+    )  # fmt: skip
     with pytest.raises(InvalidInputError, match="--max-drop applies to task metrics"):
         judge(None, ref, ref, [Check("box", None, 0.02)])
     with pytest.raises(InvalidInputError, match="interval='mcnemar' needs per-sample"):

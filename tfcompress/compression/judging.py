@@ -44,3 +44,31 @@ def judge(
         "threshold": deciding.threshold,
         "gate": report.to_dict(),
     }
+
+
+def check_gate_first(reference: Any, eval_set: Any, *, config: Any) -> None:
+    """Refuse, before the first attempt, a gate that cannot run on this data.
+
+    The reference runs once on ``eval_set`` and the gate's checks are planned on its outputs
+    and the data's labels (:func:`tfcompress.testing.judge.plan_checks`): ``--max-drop``
+    where no output has labels is refused now, naming the threshold that fits each output
+    (``--min-agreement`` for class scores, ``--min-snr`` for others), not after a conversion.
+
+    Raises:
+        InvalidInputError: What the gate would refuse on every attempt.
+        InvalidDataError: A task metric on an output without labels.
+    """
+    from tfcompress.bench.paired import run_model
+    from tfcompress.models import model_name, model_signature
+    from tfcompress.testing.judge import plan_checks
+
+    run = run_model(
+        reference,
+        eval_set,
+        model_signature(reference),
+        name=model_name(reference),
+        threads=config.threads,
+        batch_dims=config.batch_dims,
+    )
+    labels = eval_set.y if isinstance(eval_set.y, dict) else None
+    plan_checks(labels, run.outputs, checks=config.checks, settings=config.settings)

@@ -38,7 +38,7 @@ from tfcompress.testing.report import GateReport
 from tfcompress.testing.settings import GateSettings, parse_max_drop
 from tfcompress.testing.verdicts import judge_check
 
-__all__ = ["THRESHOLD_OPTIONS", "Check", "build_checks", "judge_outputs_by_name"]
+__all__ = ["THRESHOLD_OPTIONS", "Check", "build_checks", "judge_outputs_by_name", "plan_checks"]
 
 #: Threshold keyword -> its CLI flag, from the threshold table.
 THRESHOLD_OPTIONS = {row.name: row.flag for row in THRESHOLDS}
@@ -241,6 +241,37 @@ def judge_outputs_by_name(
     )
 
 
+def plan_checks(
+    labels: Mapping[str, Any] | None,
+    reference_outputs: Mapping[str, Any],
+    *,
+    checks: Sequence[Check] | None,
+    settings: GateSettings,
+) -> tuple[tuple[str, str, float], ...]:
+    """What :func:`judge_outputs_by_name` would check, from the reference's outputs alone.
+
+    The refusals of a gate that cannot run on this data (``--max-drop`` where no output has
+    labels, a task metric without them, a metric without a default threshold) come before
+    any candidate is made: a search checks its gate with this first.
+
+    Returns:
+        ``(output, metric, threshold)`` per verdict the gate would give.
+
+    Raises:
+        InvalidInputError: As :func:`judge_outputs_by_name` would, on any candidate.
+        InvalidDataError: Likewise.
+
+    Example:
+        >>> plan_checks({"class": np.array([0, 1, 1])}, {"class": np.eye(2)[[0, 1, 1]]},
+        ...     checks=None, settings=GateSettings())
+        (('class', 'accuracy', 0.01),)
+    """
+    refs = _outputs(reference_outputs, "reference")
+    label_map = {str(k): v for k, v in (labels or {}).items() if v is not None}
+    plan = _plan(tuple(checks) if checks else (Check(),), refs, label_map, settings)
+    return tuple((out, definition.name, threshold) for out, definition, threshold, _ in plan)
+
+
 def _outputs(outputs: Mapping[str, Any], what: str) -> dict[str, np.ndarray]:
     if not isinstance(outputs, Mapping) or not outputs:
         raise InvalidInputError(
@@ -290,7 +321,8 @@ def _plan(
 ) -> list[tuple[str, MetricDef, float, str | None]]:
     # (output, metric) -> (definition, threshold, reason, named by the user)
     entries: dict[tuple[str, str], tuple[MetricDef, float | None, str | None, bool]] = {}
-    skipped_max_drop: list[str] = []  # reasons of outputs where a max_drop found no task metric
+    # (reason, the threshold that fits) of outputs where a max_drop found no task metric
+    skipped_max_drop: list[tuple[str, str]] = []
     max_drop_used = False
     for check in checks:
         if check.output is not None and check.output not in refs:
@@ -305,12 +337,13 @@ def _plan(
                     refs[out].shape, labels.get(out), output=out, reference_outputs=refs[out]
                 )
                 if threshold is not None and definition.kind != "task":
+                    fits = THRESHOLD_OPTIONS[definition.threshold_name]
                     if check.output is not None:
                         raise InvalidInputError(
                             f"--max-drop applies to task metrics, but {reason}; give labels "
-                            "for it, or a fidelity threshold such as --min-snr."
+                            f"for it, or the threshold that fits it: {fits}."
                         )
-                    skipped_max_drop.append(reason)
+                    skipped_max_drop.append((reason, f"{fits} for {out!r}"))
                     threshold = None
                 elif threshold is not None:
                     threshold = definition.check_threshold(threshold, source="--max-drop")
@@ -334,8 +367,10 @@ def _plan(
     if skipped_max_drop and not max_drop_used:
         raise InvalidInputError(
             "--max-drop applies to task metrics, but no output has labels to score one ("
-            + "; ".join(skipped_max_drop)
-            + "); give labels, or use a fidelity threshold such as --min-snr."
+            + "; ".join(reason for reason, _ in skipped_max_drop)
+            + "); give labels, or the thresholds that fit: "
+            + ", ".join(fits for _, fits in skipped_max_drop)
+            + "."
         )
     order = {name: index for index, name in enumerate(refs)}
     plan = []
