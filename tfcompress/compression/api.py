@@ -12,6 +12,7 @@ from tfcompress.compression.advice import advise
 from tfcompress.compression.candidates import Rung, plan_ladder
 from tfcompress.compression.config import CompressConfig
 from tfcompress.compression.handlers import get_handler
+from tfcompress.compression.judging import check_gate_first
 from tfcompress.compression.result import CompressionResult
 from tfcompress.compression.search import SearchState, layer_of
 from tfcompress.errors import (
@@ -69,7 +70,8 @@ def compress(
     target is integer-only). The search stops when nothing left can beat the best passing
     artifact (see :mod:`tfcompress.compression.search`), when ``time_budget_s`` runs out
     (checked between attempts), or on Ctrl-C; the best passing artifact so far is returned
-    each time. Nothing larger than the float32 file is ever chosen (for the size objective,
+    each time. Nothing larger than the float32 file (for a ``.tflite`` input: the file given,
+    float16 or not, which sizes are then compared to) is ever chosen (for the size objective,
     nothing as large either), and nothing slower than ``max_slowdown`` times the float32
     file's latency (for a ``.tflite`` input: the file given's), timed in the same run on the
     target's latency backend: every attempt is timed unless ``measure_latency=False``.
@@ -263,6 +265,8 @@ def _search(
     """The search ``config`` asks for (see :func:`compress`)."""
     from tfcompress.bench.paired import read_for_reference
     from tfcompress.models import OnnxModel, TFLiteModel, model_name, resolve_model
+    from tfcompress.models.quantized import refuse_quantized
+    from tfcompress.quantization.engines.prepare import prepare_float_tflite
 
     device = get_target(config.target)
     static_batch, seed = config.static_batch, config.seed
@@ -271,6 +275,7 @@ def _search(
 
     warm_converter(model)  # its child imports TensorFlow while the model loads here
     reference = resolve_model(model, safe_mode=safe_mode)
+    refuse_quantized(reference)  # said first, with what can still be done with it
     if isinstance(reference, OnnxModel):  # its ladder is .tflite files made by TensorFlow
         raise InvalidInputError(
             f"compress searches .tflite files made from a Keras model, a SavedModel or a float "
@@ -280,8 +285,8 @@ def _search(
             "with exit 1)."
         )
     tflite = isinstance(reference, TFLiteModel)
-    if tflite:
-        _check_float_tflite(reference)
+    if tflite:  # what LiteRT Quantizer cannot take (several subgraphs), refused now
+        prepare_float_tflite(reference.content, source=reference.name)
         if static_batch is not None:  # LiteRT Quantizer keeps the .tflite's shapes
             raise InvalidInputError(
                 "static_batch re-traces a Keras model, but a .tflite keeps its own shapes: "
@@ -291,6 +296,7 @@ def _search(
     # Read once in the model's layout (--batch-dim, --input-value); every step takes them so.
     feeding = {"batch_dims": config.batch_dims, "input_values": config.input_values}
     eval_set = read_for_reference(eval_data, reference, "eval data", **feeding)
+    check_gate_first(reference, eval_set, config=config)  # before any conversion
     calibration = read_for_reference(
         representative_data, reference, "representative data", **feeding
     )
@@ -536,13 +542,6 @@ def _check_batches(config: CompressConfig, *, training: bool) -> None:
         )
 
 
-def _check_float_tflite(model: Any) -> None:
-    """A .tflite input must be the float model: compress compares everything against it."""
-    from tfcompress.quantization.engines.prepare import prepare_float_tflite
-
-    prepare_float_tflite(model.content, source=model.name)  # refuses a quantized one
-
-
 def _float32(reference: Any, calibration: Any, seed: int, static_batch: int | None) -> bytes:
     from tfcompress.quantization.ptq import quantize
 
@@ -570,13 +569,14 @@ def _probe_backend(content: bytes, backend: str) -> None:
 def _result(
     state: SearchState, interrupted: bool, seconds: float, training: bool
 ) -> CompressionResult:
-    from tfcompress.compression.latency import int8_finding
+    from tfcompress.compression.latency import host_time_finding, int8_finding
     from tfcompress.training.sparsity import gzip_size
 
     best = state.best
     findings: list[str] = []
     where = state.where
-    if state.measure:
+    judged = state.measure and state.judges_latency
+    if judged:
         finding = int8_finding(
             state.attempts,
             backend=get_target(state.target).latency_backend,
@@ -591,7 +591,9 @@ def _result(
             f"latencies measured on device {where.name} ({where.address}, a worker of the Dask "
             f"scheduler {where.scheduler}), not here"
         )
-    if state.measure and state.baseline_ms is not None:
+    if state.measure and state.baseline_ms is not None and not judged:
+        findings.append(host_time_finding(state))
+    elif state.measure and state.baseline_ms is not None:
         from tfcompress.compression.latency import NOISE_TOLERANCE, ms
 
         slow = [a for a in state.attempts if (a.gate or {}).get("passed") and state.too_slow(a)]
@@ -620,6 +622,7 @@ def _result(
         target=state.target,
         float32_bytes=len(state.float32 or b""),
         float32_gzip_bytes=gzip_size(state.float32 or b""),
+        baseline_bytes=len(state.baseline_bytes() or b""),
         gate=gate,
         stop_reason=state.stop_reason,
         interrupted=interrupted,
@@ -631,7 +634,7 @@ def _result(
         float32_latency_ms=state.baseline_ms,
         baseline=state.baseline_name,
         latency_backend=state.latency_backend if state.measure else None,
-        max_slowdown=state.max_slowdown if state.measure else None,
+        max_slowdown=state.max_slowdown if judged else None,
     )
     if best is None:
         result = replace(result, advice=advise(result, training=training))

@@ -139,6 +139,7 @@ class CompressConfig:
                 "objective='latency' (--objective latency) ranks by measured latency, but "
                 "measure_latency=False (--no-latency) times nothing: drop one."
             )
+        _check_host_time(self, device)
         _check_static_batch(self.static_batch, device)
         if self.batch_size is not None:
             from tfcompress.training.configs import QATConfig
@@ -315,6 +316,31 @@ def _slowdown(value: Any) -> float | None:
     if value <= 0:
         raise InvalidInputError(f"max_slowdown must be a positive ratio, got {value!r}.")
     return float(value)
+
+
+def _check_host_time(config: CompressConfig, device: Any) -> None:
+    """Refuse judging by a time that is no device figure (``--target mcu``'s host TFLM).
+
+    Raises:
+        InvalidInputError: ``objective="latency"`` or ``max_slowdown`` for such a target.
+    """
+    if device.judges_latency:
+        return
+    asked = [
+        flag
+        for flag, given in (
+            ("objective='latency' (--objective latency)", config.objective == "latency"),
+            ("max_slowdown (--max-slowdown)", config.max_slowdown is not None),
+        )
+        if given
+    ]
+    if asked:
+        raise InvalidInputError(
+            f"{' and '.join(asked)} would judge by {device.latency_backend}'s time on this "
+            f"host, which is no device figure for {device.display_name}: compress ranks its "
+            "artifacts by arena, then flash, and shows the host time labelled; drop "
+            f"{'them' if len(asked) > 1 else 'it'}."
+        )
 
 
 def _check_static_batch(static_batch: int | None, device: Any) -> None:

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from tfcompress.errors import BackendUnavailableError
+from tfcompress.targets.base import get_target
 
 #: Timing effort per candidate: enough runs for a stable median of a small model, short
 #: enough that a search of ten candidates stays within seconds.
@@ -187,4 +188,21 @@ def int8_finding(
         f"int8 {timed['int8']:.3f} ms vs {fastest} {timed[fastest]:.3f} ms (median per "
         "sample); "
         f"{cpu}."
+    )
+
+
+def host_time_finding(state: Any) -> str:
+    """What the times of a target that does not judge latency are (``--target mcu``).
+
+    Example:
+        >>> host_time_finding(state)  # doctest: +SKIP
+        'every attempt timed on tflm (host time of TFLite Micro's reference kernels ...'
+    """
+    device = get_target(state.target)
+    return (
+        f"every attempt timed on {state.latency_backend} with {state.threads} thread(s): host "
+        f"time on this machine, not a device figure for {device.display_name}, shown and never "
+        f"judged (no attempt was refused as slower); {state.baseline_name} "
+        f"{ms(state.baseline_ms or 0)} ms; ranked by {device.display_name}'s own rank, then "
+        "size"
     )

@@ -42,9 +42,10 @@ def to_markdown(result: Any) -> str:
     lines = ["# Compress report", "", result.table(markdown=True), ""]
     if result.chosen is not None:
         c = result.chosen
+        base, who = result.size_baseline
         lines.append(
-            f"**Chosen:** `{c.name}`, {c.size_bytes:,} B ({c.gzip_bytes:,} B gzip; float32 "
-            f"{result.float32_bytes:,} B) for objective `{result.objective}` on target "
+            f"**Chosen:** `{c.name}`, {c.size_bytes:,} B ({c.gzip_bytes:,} B gzip; {who} "
+            f"{base:,} B) for objective `{result.objective}` on target "
             f"`{result.target}`. {c.why}"
         )
         if c.float_layers:

@@ -43,6 +43,9 @@ class CompressionResult:
             on ``latency_backend`` (None: nothing was timed).
         baseline: What that baseline is: ``"float32"`` (the converter's float32 file) or
             ``"the input .tflite"`` (a ``.tflite`` input: the file given).
+        baseline_bytes: The baseline's size, which sizes are compared to (``size_ratio``;
+            nothing larger is chosen): the float32 file's, or a ``.tflite`` input's own
+            (a float16 file is not compared to its float32 form). 0: ``float32_bytes``.
         latency_backend: The backend every latency was measured on (None: not timed).
         max_slowdown: The slowdown limit the search applied (None: nothing was timed).
 
@@ -72,6 +75,7 @@ class CompressionResult:
     device: dict[str, str] | None = None
     float32_latency_ms: float | None = None
     baseline: str = "float32"
+    baseline_bytes: int = 0
     latency_backend: str | None = None
     max_slowdown: float | None = None
 
@@ -123,9 +127,10 @@ class CompressionResult:
     def to_dict(self) -> dict[str, Any]:
         """Plain data: ``chosen``, ``attempts``, the gate, baseline sizes, why it stopped."""
         chosen = self.chosen.to_dict() if self.chosen else None
-        if chosen is not None and self.float32_bytes and self.chosen is not None:
+        base, _ = self.size_baseline
+        if chosen is not None and base and self.chosen is not None:
             size = self.chosen.size_bytes or 0
-            chosen["size_ratio"] = round(size / self.float32_bytes, 4)
+            chosen["size_ratio"] = round(size / base, 4)  # against the baseline's size
         return {
             "passed": self.passed,
             "chosen": chosen,
@@ -146,6 +151,7 @@ class CompressionResult:
             "device": self.device,
             "float32_latency_ms": self.float32_latency_ms,
             "baseline": self.baseline,
+            "baseline_bytes": self.size_baseline[0],
             "latency_backend": self.latency_backend,
             "max_slowdown": self.max_slowdown,
         }
@@ -157,6 +163,8 @@ class CompressionResult:
         backend = self.latency_backend
         if backend is not None and self.device:
             backend = f"{backend} on {self.device.get('name', 'the device')}"
+        if backend is not None and not get_target(self.target).judges_latency:
+            backend = f"{backend}, host"  # no device figure: shown, never judged
         header = row_header(backend, "float32" if self.baseline == "float32" else "input")
         rows = [a.row(self.float32_latency_ms) for a in self.attempts]
         return format_table(header, rows, markdown=markdown)
@@ -165,10 +173,11 @@ class CompressionResult:
         lines = [self.table(), ""]
         if self.chosen is not None:
             c = self.chosen
-            ratio = (c.size_bytes or 0) / self.float32_bytes if self.float32_bytes else 0.0
+            base, who = self.size_baseline
+            ratio = (c.size_bytes or 0) / base if base else 0.0
             lines.append(
                 f"chosen: {c.name} ({self.objective}, target {self.target}): "
-                f"{c.size_bytes:,} B ({ratio:.2f}x float32 {self.float32_bytes:,} B), "
+                f"{c.size_bytes:,} B ({ratio:.2f}x {who} {base:,} B), "
                 f"gzip {c.gzip_bytes:,} B; {c.why}"
             )
             if c.float_layers:
@@ -187,6 +196,13 @@ class CompressionResult:
         lines += [f"note: {f}" for f in self.findings]
         return "\n".join(lines)
 
+    @property
+    def size_baseline(self) -> tuple[int, str]:
+        """The size sizes are compared to, and its name (``float32``, ``the input .tflite's``)."""
+        if self.baseline == "float32" or not self.baseline_bytes:
+            return self.baseline_bytes or self.float32_bytes, "float32"
+        return self.baseline_bytes, f"{self.baseline}'s"
+
     def speed(self, attempt: Attempt) -> str | None:
         """One line: ``attempt``'s latency against the baseline's (None when not timed)."""
         from tfcompress.compression.latency import ms, slowdown
@@ -194,8 +210,9 @@ class CompressionResult:
         if attempt.latency_ms is None or not self.float32_latency_ms:
             return None
         ratio = slowdown(attempt.latency_ms, self.float32_latency_ms)
+        host = "" if get_target(self.target).judges_latency else " (host time, not a device's)"
         return (
-            f"latency: {ms(attempt.latency_ms)} ms/sample on {self.latency_backend}, "
+            f"latency: {ms(attempt.latency_ms)} ms/sample on {self.latency_backend}{host}, "
             f"{ratio:.2f}x {self.baseline}'s {ms(self.float32_latency_ms)} ms"
             + ("" if self.max_slowdown is None else f" (max_slowdown {self.max_slowdown:g})")
         )

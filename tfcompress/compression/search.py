@@ -12,8 +12,8 @@ passing artifact, or than the float32 file, is never made. float16's size is com
 the float32 file the same way: it is skipped when something smaller passed, and tried as
 soon as a selective step would reach :data:`FLOAT16_APPROACH` of it, not only at the end.
 Pruning and clustering have no bound (they shrink gzip) and are always tried when asked for.
-Whatever the rungs, nothing larger than the float32 file is ever chosen: such an artifact
-is recorded as failed, with the sizes.
+Whatever the rungs, nothing larger than the float32 file (a ``.tflite`` input: the file
+given) is ever chosen: such an artifact is recorded as failed, with the sizes.
 """
 
 from __future__ import annotations
@@ -106,6 +106,11 @@ class SearchState:
         """The backend every attempt (and the baseline) is timed on."""
         return get_target(self.target).latency_backend
 
+    @property
+    def judges_latency(self) -> bool:
+        """Whether the latency backend's time may refuse an attempt (not TFLM's host time)."""
+        return get_target(self.target).judges_latency
+
     def time(self, content: bytes, name: str) -> float:
         """Median latency per sample of ``content`` on the latency backend (here or ``where``)."""
         from tfcompress.compression.latency import measure_latency
@@ -148,7 +153,7 @@ class SearchState:
         if content == own:
             return baseline
         latency = self.time(content, name)
-        if too_slow(latency, baseline, self.max_slowdown):
+        if self.judges_latency and too_slow(latency, baseline, self.max_slowdown):
             base_now = self.time(own, self.baseline_name)
             again = self.time(content, name)
             self.paired[name] = (again, base_now)
@@ -159,11 +164,12 @@ class SearchState:
         """Why ``name``, timed at ``latency``, is too slow to return (both latencies, the flag).
 
         Judged on its back-to-back pair with the baseline when it has one, else on its
-        latency against the baseline's; None when it is fast enough or nothing was timed.
+        latency against the baseline's; None when it is fast enough, nothing was timed, or
+        the time is no device figure (the target does not judge latency).
         """
         from tfcompress.compression.latency import slowdown_reason, too_slow
 
-        if latency is None or self.baseline_ms is None:
+        if latency is None or self.baseline_ms is None or not self.judges_latency:
             return None
         mine, base = self.paired.get(name, (latency, self.baseline_ms))
         if not too_slow(mine, base, self.max_slowdown):
@@ -222,7 +228,10 @@ class SearchState:
         if rung.technique in TRAINING_CONFIGS and self.training_hurts is not None:
             return f"{rung.name} fine-tunes on the same data, and {self.training_hurts}"
         if rung.bound == "float16":
-            return self.bigger_than_best(rung.name, self.float16_bound())
+            bound = self.float16_bound()
+            return self.not_smaller_than_float32(rung.name, bound) or self.bigger_than_best(
+                rung.name, bound
+            )
         if best is None or rung.bound != "int8":
             return None
         int8 = self.plain_int8()
@@ -268,13 +277,13 @@ class SearchState:
         return None
 
     def not_smaller_than_float32(self, name: str, bound: SizeBound | None) -> str | None:
-        """Why a candidate of this size cannot be chosen at all, or None."""
-        reference = self.reference_bytes()
-        if bound is None or reference is None or bound.raw < len(reference):
+        """Why a candidate of this size cannot be chosen at all (see :meth:`too_big`), or None."""
+        baseline = self.baseline_bytes()
+        if bound is None or baseline is None or bound.raw < len(baseline):
             return None
         return (
-            f"{name} would be at least {bound.raw:,} B ({bound.how}), not smaller than the "
-            f"float32 file ({len(reference):,} B)"
+            f"{name} would be at least {bound.raw:,} B ({bound.how}), not smaller than "
+            f"{self.baseline_file} ({len(baseline):,} B)"
         )
 
     def run_early(self, bound: str, why: str) -> Attempt | None:
@@ -414,22 +423,28 @@ class SearchState:
         handler = get_handler(technique)
         return handler.record(handler.read(recipe, seed=self.seed, target=self.target))
 
+    @property
+    def baseline_file(self) -> str:
+        """How messages name the size baseline: the float32 file, or the input .tflite."""
+        return "the float32 file" if self.baseline is None else self.baseline_name
+
     def too_big(self, size: int, technique: str, recipe: dict[str, Any]) -> str | None:
         """Why an artifact of ``size`` bytes may not be chosen, or None.
 
-        Nothing larger than the float32 file is chosen; for the size objective nothing
-        as large either (the float32 file itself would do). The latency objective may
-        choose the float32 file itself.
+        Nothing larger than the baseline (the float32 file; a ``.tflite`` input: the file
+        given, which may be float16 and smaller than its float32 form) is chosen; for the
+        size objective nothing as large either (the baseline itself would do). The latency
+        objective may choose the float32 file itself, when it is no larger.
         """
-        reference = self.reference_bytes()
-        if reference is None:
+        baseline = self.baseline_bytes()
+        if baseline is None:
             return None
         inner = recipe.get("recipe", recipe)
         is_float32 = technique == "ptq" and inner.get("name") == "float32"
-        if size > len(reference) or (
-            size == len(reference) and self.objective == "size" and not is_float32
+        if size > len(baseline) or (
+            size == len(baseline) and self.objective == "size" and not is_float32
         ):
-            return f"its {size:,} B are not smaller than the float32 file ({len(reference):,} B)"
+            return f"its {size:,} B are not smaller than {self.baseline_file} ({len(baseline):,} B)"
         return None
 
     def target_summary(self, built: Built) -> dict[str, Any] | None:
