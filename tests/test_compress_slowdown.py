@@ -225,3 +225,42 @@ def test_tensors_rank_by_the_error_their_op_adds(easy) -> None:
     assert rank_by_added_error(snr, content) == [first, output, middle]
     assert rank_by_added_error({output: 11.0}, content) == [output]  # inputs not measured
     assert rank_by_added_error({first: float("inf"), output: 30.0}, content)[0] == output
+
+
+def test_mcu_shows_the_host_time_and_never_refuses_by_it(easy, slow_int8, monkeypatch) -> None:
+    # TFLite Micro's reference kernels timed on this host are no device figure (docs/mcu.md):
+    # plain int8, timed at 3x float32 here, is still returned, ranked by arena and flash.
+    pytest.importorskip("tflite_micro", reason="tflite-micro is not installed (the mcu extra)")
+    from tfcompress.compression import api
+
+    real = api.plan_ladder
+    monkeypatch.setattr(api, "plan_ladder", lambda **options: real(**options)[:1])  # int8
+    model, calib, test, _ = easy
+    result = tfcompress.compress(
+        model, representative_data=calib, eval_data=test, target="mcu", min_agreement=0.0
+    )
+    (int8,) = result.attempts
+    assert int8.name == "int8" and int8.latency_ms == 3 * FLOAT32_MS
+    assert result.chosen is not None and result.chosen.name == "int8", int8.why
+    assert result.max_slowdown is None and result.float32_latency_ms == FLOAT32_MS
+    (host,) = [f for f in result.findings if "not a device figure" in f]
+    assert "timed on tflm" in host and "never judged" in host
+    assert "ms/sample (tflm, host)" in result.table().splitlines()[0]
+    assert "(host time, not a device's)" in str(result)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"objective": "latency"}, "objective='latency' (--objective latency)"),
+        ({"max_slowdown": 2}, "max_slowdown (--max-slowdown)"),
+    ],
+)
+def test_mcu_refuses_judging_by_host_time(options, named) -> None:
+    with pytest.raises(InvalidInputError, match="no device figure for TFLite Micro") as caught:
+        CompressConfig.from_options(target="mcu", **options)
+    assert str(caught.value).startswith(named)
+    from tfcompress.selection.budgets import Budgets
+
+    with pytest.raises(InvalidInputError, match="--max-arena-kib, --max-flash-kib instead"):
+        Budgets(max_latency_ms=5.0, target="mcu")

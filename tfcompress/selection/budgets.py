@@ -119,6 +119,14 @@ def check_budgets(budgets: Budgets) -> None:
             f"target {budgets.target!r} is not known; choose from {', '.join(list_targets())}."
         )
     _check_target_limits(budgets.target, budgets.target_limits)
+    target = get_target(budgets.target)
+    if latency is not None and not target.judges_latency:
+        flags = ", ".join(f.flag for f in target.budget_fields)
+        raise InvalidInputError(
+            f"max_latency_ms (--max-latency) would judge by {target.latency_backend}'s time on "
+            f"this host, which is no device figure for {target.display_name}: budget "
+            f"{flags or 'the size'} instead (the host time is still shown)."
+        )
     threads = budgets.threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise InvalidInputError(f"threads must be a whole number >= 1, got {threads!r}.")

@@ -192,6 +192,10 @@ class Target:
         rules: What it demands of a recipe (see :class:`RecipeRules`): what it accepts.
         default_recipe: The recipe made when none is named (None: the library's ``int8``).
         latency_backend: The runtime backend compress and select time artifacts on.
+        judges_latency: Whether that backend's time is the device's own figure, which
+            compress may refuse a slower artifact by (``max_slowdown``) and rank by
+            (``objective="latency"``). False (TFLite Micro's reference kernels timed on this
+            host): the time is shown, labelled as the host's, and never judged.
         gate_backend: The backend compress gates on (the Edge TPU's integer model gives the
             same outputs on the CPU, so its gate runs there when no Edge TPU is attached).
         default_objective: What compress ranks by when no objective is named (None:
@@ -219,6 +223,7 @@ class Target:
     rules: ClassVar[RecipeRules] = RecipeRules()
     default_recipe: ClassVar[str | None] = None
     latency_backend: ClassVar[str] = "cpu"
+    judges_latency: ClassVar[bool] = True
     gate_backend: ClassVar[str] = "cpu"
     default_objective: ClassVar[str | None] = None
     fallback_backend: ClassVar[str | None] = None

@@ -90,6 +90,7 @@ class McuTarget(Target):
         default_io_type="int8",
     )
     latency_backend = "tflm"  # host time of TFLM's reference kernels, not a device figure
+    judges_latency = False  # so compress shows it, labelled, and ranks by arena and flash
     gate_backend = "cpu"  # TFLM computes what LiteRT's int8 kernels compute (the check says)
     budget_fields = (
         BudgetField(
