@@ -29,7 +29,7 @@ from tfcompress.errors import (
     TFCompressError,
 )
 
-__all__ = ["ChildTransferError", "crash_error", "result", "timeout_error"]
+__all__ = ["ChildTransferError", "crash_error", "result", "retold", "timeout_error"]
 
 #: How to raise the one time limit, at the end of every message about it.
 RAISE_TIME = "raise it with --timeout or TFCOMPRESS_TIMEOUT=SECONDS"
@@ -109,8 +109,6 @@ def result(
 def crash_error(what: str, code: int | None, said: bytes, memory: int) -> NativeCrashError:
     """The error for a child that ended without an answer: a signal (``-N``) or a status."""
     number = -code if code is not None and code < 0 else 0
-    last = last_words(said)
-    words = f"; its last words: {last}" if last else ""
     if number == signal.SIGKILL:
         cause = "was killed (SIGKILL), usually by the out-of-memory killer"
         fix = "free memory, or use a smaller model or batch"
@@ -127,6 +125,24 @@ def crash_error(what: str, code: int | None, said: bytes, memory: int) -> Native
         status = "an unknown status" if code is None else f"status {code}"
         cause = f"ended with {status} without answering"
         fix = "the runtime or tfcompress gave up on this model or data"
+    return _told(what, cause, fix, number, code, said)
+
+
+def retold(crash: NativeCrashError, what: str, *, cause: str, fix: str) -> NativeCrashError:
+    """``crash`` with the cause and fix its caller knows (the stage it asked for), facts kept.
+
+    Example:
+        >>> str(retold(NativeCrashError("x"), "converting", cause="crashed", fix="try"))
+        'converting crashed in its child process; try. Nothing was written.'
+    """
+    return _told(what, cause, fix, crash.signal_number, crash.exit_status, crash.said)
+
+
+def _told(
+    what: str, cause: str, fix: str, number: int, code: int | None, said: bytes
+) -> NativeCrashError:
+    last = last_words(said)
+    words = f"; its last words: {last}" if last else ""
     crash = NativeCrashError(
         f"{what} {cause} in its child process{words}; {fix}. Nothing was written."
     )

@@ -240,7 +240,20 @@ def convert_all(
                 except NativeCrashError as crash:
                     if static_batch is None or crash.signal_number == signal.SIGKILL:
                         raise  # not the batch's doing: the data's, or the memory's
-                    raise _static_batch_crash(crash, name, configures, static_batch) from crash
+                    from tfcompress._child.answers import retold
+                    from tfcompress._lifetime import signal_name
+
+                    made = {"float32" if c is None else c.recipe.name for c in configures}
+                    n = static_batch  # re-tracing a dynamic batch at it is what changed
+                    raise retold(
+                        crash, f"the TFLite converter on {name!r}",
+                        cause=f"crashed in native code ({signal_name(crash.signal_number)}) "
+                        f"converting to {' and '.join(sorted(made))} at the static batch "
+                        f"--static-batch {n} asked for (static_batch={n}: the model re-traced "
+                        f"with a batch of {n})",
+                        fix=f"convert at the model's own batch (drop --static-batch), or export "
+                        f"the model with a batch of {n} and convert that",
+                    ) from crash  # fmt: skip
     return tuple(
         Conversion(content, trace_seconds + seconds, trace_warnings + said)
         for content, seconds, said in made
@@ -248,37 +261,6 @@ def convert_all(
 
 
 Made = list[tuple[bytes, float, tuple[str, ...]]]
-
-
-def _static_batch_crash(
-    crash: NativeCrashError,
-    name: str,
-    configures: Sequence[ConverterSettings | None],
-    static_batch: int,
-) -> NativeCrashError:
-    """The crash of a conversion at a static batch, named after the batch that asked for it.
-
-    Re-tracing a model whose batch is dynamic at a fixed batch (and the converter's
-    single-batch switch for a SavedModel's tensor lists) is what changed; the weights and
-    data are the ones that convert at the model's own batch.
-    """
-    from tfcompress._lifetime import last_words, signal_name
-
-    recipes = sorted({"float32" if c is None else c.recipe.name for c in configures})
-    last = last_words(crash.said)
-    words = f"; its last words: {last}" if last else ""
-    error = NativeCrashError(
-        f"the TFLite converter on {name!r} crashed in native code "
-        f"({signal_name(crash.signal_number)}) in its child process converting to "
-        f"{' and '.join(recipes)} at the static batch --static-batch {static_batch} asked for "
-        f"(static_batch={static_batch}: the model re-traced with a batch of {static_batch})"
-        f"{words}; convert at the model's own batch (drop --static-batch), or export the model "
-        f"with a batch of {static_batch} and convert that. Nothing was written."
-    )
-    error.signal_number, error.exit_status, error.said = (
-        crash.signal_number, crash.exit_status, crash.said,
-    )  # fmt: skip
-    return error
 
 
 def _saved_model_rnn(name: str, static_batch: int | None) -> str:
