@@ -137,10 +137,16 @@ class GpuVerdict:
             head = "GPU check (static: no GPU here): "
             if self.compatible:
                 return head + f"all {total} ops are ones LiteRT's GPU delegate takes"
-            body = "would not run whole on a GPU"
+            body = (
+                "the whole graph would be refused, nothing runs on the GPU"
+                if self.support.graph_refused
+                else "would not run whole on a GPU"
+            )
         lines = [head + body]
+        lines.extend(f"  sized at run time: {tensor}" for tensor in self.support.dynamic_tensors)
         if self.cpu_ops:
-            lines.append(f"on the CPU ({self.cpu_ops_source}):")
+            where = "refused" if self.support.graph_refused else "on the CPU"
+            lines.append(f"{where} ({self.cpu_ops_source}):")
             lines.extend(f"  {op}" for op in self.cpu_ops)
         lines.append(f"fix: {self.fix()}")
         return "\n".join(lines)
