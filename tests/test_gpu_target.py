@@ -86,6 +86,7 @@ def test_litert_failures_are_told_apart_by_what_litert_wrote(cnn_files):
     assert isinstance(no_gpu, BackendUnavailableError)
     assert str(no_gpu).startswith("no GPU: LiteRT found no GPU device")
     assert "'cpu'" in str(no_gpu) and "libvulkan1" in str(no_gpu)
+    assert "`tfcompress gpu cnn.tflite` says offline" in str(no_gpu)  # benchmark --backend gpu
     refused = message(DELEGATE_FAILED_LOG)  # a GPU is here: the ops at fault and the fix
     assert isinstance(refused, UnsupportedModelError)
     text = str(refused)

@@ -189,8 +189,8 @@ def diagnose(
         marker = next(m for m in NO_DEVICE if m in both)
         return BackendUnavailableError(
             f"no GPU: LiteRT found no GPU device for {name} ({marker}); without a GPU use "
-            f"backend 'cpu'; `tfcompress gpu {name}` says offline whether a GPU would run it "
-            f"whole (if this machine has one: {VULKAN_HINT})."
+            f"backend 'cpu'; `tfcompress gpu {_file(name)}` says offline whether a GPU would "
+            f"run it whole (if this machine has one: {VULKAN_HINT})."
         )
     if kind == "delegate_failed":
         return UnsupportedModelError(_refusal(name, content, both))
@@ -201,6 +201,11 @@ def diagnose(
         f"GPU is missing or the model is refused{_static_hint(content)}. Rerun with --debug "
         "for LiteRT's log."
     )
+
+
+def _file(name: str) -> str:
+    """``name`` where it names a file, else a placeholder for one."""
+    return name if name.endswith(".tflite") and " " not in name else "MODEL.tflite"
 
 
 def _refusal(name: str, content: bytes, text: str) -> str:

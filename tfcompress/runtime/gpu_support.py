@@ -357,6 +357,7 @@ def gpu_support(content: bytes | TFLiteFile) -> GpuSupport:
     folded = _fp16_weights(model, graph)
     persistent, dynamic = _sizes(model, graph, from_shape)
     producers = {t: op for op in graph.operators for t in op.outputs if t >= 0}
+    constants = frozenset(t.index for t in graph.tensors if model.is_constant(t))
     found: dict[int, tuple[Operator, Any]] = {}
     for op in graph.operators:
         if any(i in folded for i in op.outputs):  # FP16GraphPartitionHelper takes them
@@ -371,7 +372,7 @@ def gpu_support(content: bytes | TFLiteFile) -> GpuSupport:
         follows = _follows(graph, op, why, found, producers)
         refused.append(
             CpuOp(index, op.opcode, why.reason, touches_shape, op.version,
-                  layer_of(graph, op), why.fix, follows)
+                  layer_of(graph, op, constants), why.fix, follows)
         )  # fmt: skip
     dynamic_inputs = tuple(
         (graph.tensors[i].name, tuple(graph.tensors[i].shape_signature or ()))
@@ -379,11 +380,13 @@ def gpu_support(content: bytes | TFLiteFile) -> GpuSupport:
         if 0 <= i < len(graph.tensors) and -1 in (graph.tensors[i].shape_signature or ())
     )
     tensors = tuple(
-        DynamicTensor(op.index, op.opcode, graph.tensors[t].name, layer_of(graph, op), batch)
+        DynamicTensor(
+            op.index, op.opcode, graph.tensors[t].name, layer_of(graph, op, constants), batch
+        )
         for op, t, batch in dynamic
     )
     precision = "float16" if folded else _precision(graph)
-    risks = _fp16_risks(model, graph, producers, precision)
+    risks = _fp16_risks(model, graph, producers, precision, constants)
     return GpuSupport(
         len(graph.operators), tuple(refused), dynamic_inputs, tensors, risks, precision
     )
@@ -395,7 +398,7 @@ def _read(content: bytes) -> TFLiteFile:
     return model
 
 
-def layer_of(graph: Subgraph, op: Operator) -> str | None:
+def layer_of(graph: Subgraph, op: Operator, constants: frozenset[int] = frozenset()) -> str | None:
     """The Keras layer an op came from, from the converter's tensor names.
 
     The converter names tensors by the TensorFlow name scope that made them:
@@ -412,7 +415,11 @@ def layer_of(graph: Subgraph, op: Operator) -> str | None:
         'layer_normalization'
     """  # noqa: E501
     tensors = graph.tensors
-    ordered = [*op.outputs, *op.inputs]
+    ordered = [
+        *op.outputs,
+        *(i for i in op.inputs if i in constants),
+        *(i for i in op.inputs if i not in constants),
+    ]
     for index in ordered:
         if not 0 <= index < len(tensors):
             continue
@@ -520,7 +527,11 @@ def _precision(graph: Subgraph) -> str:
 
 
 def _fp16_risks(
-    model: TFLiteFile, graph: Subgraph, producers: dict[int, Operator], precision: str
+    model: TFLiteFile,
+    graph: Subgraph,
+    producers: dict[int, Operator],
+    precision: str,
+    constants: frozenset[int],
 ) -> tuple[Fp16Risk, ...]:
     """MEAN/SUM of a squared term over a row of at least ``_FP16_ROW`` elements."""
     if precision == "int8":
@@ -542,7 +553,13 @@ def _fp16_risks(
         elements = math.prod(shape[a % len(shape)] for a in axes) if axes else 1
         if elements >= _FP16_ROW:
             risks.append(
-                Fp16Risk(op.index, op.opcode, layer_of(graph, op), elements, precision == "float16")
+                Fp16Risk(
+                    op.index,
+                    op.opcode,
+                    layer_of(graph, op, constants),
+                    elements,
+                    precision == "float16",
+                )
             )
     return tuple(risks)
 

@@ -152,13 +152,16 @@ class GpuVerdict:
         return "\n".join(lines)
 
 
-def gpu_verdict(content: bytes, *, timeout: float | None = None) -> GpuVerdict:
+def gpu_verdict(
+    content: bytes, *, timeout: float | None = None, label: str = "the artifact"
+) -> GpuVerdict:
     """Compile ``content`` on the GPU where LiteRT finds one; check it statically otherwise.
 
     Args:
         content: A ``.tflite``.
         timeout: Seconds the compilation (in a worker process) may take; None: the one time
             limit (``TFCOMPRESS_TIMEOUT``).
+        label: How LiteRT's messages name the file.
 
     Returns:
         The verdict (see :class:`GpuVerdict`).
@@ -177,7 +180,7 @@ def gpu_verdict(content: bytes, *, timeout: float | None = None) -> GpuVerdict:
 
     support = gpu_support(content)
     static_ops = tuple(str(op) for op in support.cpu_ops)
-    model = TFLiteModel(content, label="the artifact", verified=True)
+    model = TFLiteModel(content, label=label, verified=True)
     try:
         with IsolatedRunner(model, backend="gpu", timeout=timeout) as runner:
             details = runner.details()
