@@ -6,7 +6,13 @@ import argparse
 import logging
 from typing import IO, Any
 
-from tfcompress.cli.common import add_json_flag, add_timeout_flag, emit_json
+from tfcompress.cli.common import (
+    add_json_flag,
+    add_sample_flags,
+    add_timeout_flag,
+    emit_json,
+    non_negative_float,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -30,21 +36,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--max-diff fails; 2 for bad input.",
     )
     parser.add_argument("model", help=".tflite file")
-    parser.add_argument(
-        "--data",
-        help="float samples to compare the GPU and the CPU on (.npz with x or one array per "
-        "input name, .npy); default: 8 seeded random inputs",
-    )
-    parser.add_argument(
-        "--samples",
-        type=int,
-        default=100,
-        metavar="N",
-        help="compare at most N samples of --data (default 100)",
-    )
+    add_sample_flags(parser, compared="the GPU and the CPU")
     parser.add_argument(
         "--max-diff",
-        type=float,
+        type=non_negative_float,
         metavar="X",
         help="exit 1 when an output's max abs difference, GPU vs CPU, exceeds X (checked where "
         "a GPU runs the file)",
@@ -72,13 +67,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         >>> main(["gpu", "model_float16.tflite", "--require-compatible"])  # doctest: +SKIP
         0
     """
-    from tfcompress.errors import InvalidInputError
     from tfcompress.targets.gpu.check import check
 
-    if args.samples < 1:
-        raise InvalidInputError(f"--samples must be at least 1, got {args.samples}.")
-    if args.max_diff is not None and not args.max_diff >= 0:
-        raise InvalidInputError(f"--max-diff must be a number >= 0, got {args.max_diff}.")
     report = check(
         args.model,
         sample_data=args.data,
