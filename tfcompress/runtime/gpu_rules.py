@@ -290,6 +290,8 @@ def _two_arg(view: View) -> Refusal | None:
     if (runtime, constant) not in ((2, 0), (1, 1)):
         return Refusal(f"{name}: 1 or 2 run-time operands", "fold the constants into one")
     first, second = view.shape(0), view.shape(1)
+    if runtime == 2 and view.op.inputs[0] == view.op.inputs[1] and name not in ("ADD", "MUL"):
+        return Refusal(f"{name} of a tensor with itself", "compute it another way (x * x)")
     if runtime == 2 and not _broadcasts(first, second):
         return Refusal(
             f"{name} of {list(first)} and {list(second)}: not broadcastable",
@@ -459,9 +461,14 @@ def _needs_one_runtime(view: View) -> Refusal | None:
     return _operands(view, 1, None)
 
 
-def _two_inputs(view: View) -> Refusal | None:
+def _batch_matmul(view: View) -> Refusal | None:
+    """Two inputs; with one run-time input, the second is the constant."""
     count = len(view.op.inputs)
-    return None if count == 2 else Refusal(f"{view.op.opcode} with {count} inputs", REMAKE)
+    if count != 2:
+        return Refusal(f"BATCH_MATMUL with {count} inputs", REMAKE)
+    if view.runtime_inputs() == 1 and not view.constant(view.inputs[1]):
+        return Refusal("BATCH_MATMUL of a constant by a run-time tensor", "swap the operands")
+    return None
 
 
 _RULES: dict[str, Callable[[View], Refusal | None]] = {
@@ -483,7 +490,8 @@ _RULES: dict[str, Callable[[View], Refusal | None]] = {
     "SELECT": _select,
     "SELECT_V2": _select,
     "UNPACK": _unpack,
-    "BATCH_MATMUL": _two_inputs,
+    "BATCH_MATMUL": _batch_matmul,
+    "SPLIT_V": lambda view: _operands(view, 1, 2),
     "ARG_MAX": lambda view: _operands(view, 1, 1),
     "CAST": _one_arg,
     "SOFTMAX": _one_arg,  # beta != 1 is refused too; the converter writes beta 1
