@@ -385,7 +385,7 @@ def gpu_support(content: bytes | TFLiteFile) -> GpuSupport:
         )
         for op, t, batch in dynamic
     )
-    precision = "float16" if folded else _precision(graph)
+    precision = "float16" if folded else _precision(model, graph)
     risks = _fp16_risks(model, graph, producers, precision, constants)
     return GpuSupport(
         len(graph.operators), tuple(refused), dynamic_inputs, tensors, risks, precision
@@ -517,11 +517,11 @@ def _sizes(
     return frozenset(persistent), dynamic
 
 
-def _precision(graph: Subgraph) -> str:
+def _precision(model: TFLiteFile, graph: Subgraph) -> str:
     quantized = any(
         t.dtype in ("int8", "uint8") and t.quantization is not None
         for t in graph.tensors
-        if t.buffer == 0
+        if not model.is_constant(t)
     )
     return "int8" if quantized else "float32"
 
