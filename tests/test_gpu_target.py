@@ -20,7 +20,8 @@ from tfcompress.quantization.config import PTQConfig
 from tfcompress.runtime.gpu_diagnosis import NativeLog, delegate_cpu_ops, diagnose, failure_kind
 from tfcompress.runtime.gpu_support import gpu_support
 
-SHAPE_OPS = {"SHAPE", "STRIDED_SLICE", "PACK"}
+SHAPE_OPS = {"SHAPE", "STRIDED_SLICE", "PACK"}  # what Keras makes of Flatten at a dynamic batch
+REFUSED_SHAPE_OPS = {"SHAPE", "STRIDED_SLICE", "RESHAPE"}  # ML Drift takes an int32 PACK
 
 # LiteRT 2.3.0 on a machine without a GPU (recorded on this project's CPU machines): the
 # exception says nothing, the native log says why.
@@ -58,8 +59,9 @@ def cnn_files(trained_cnn):
 
 def test_static_check_refuses_the_dynamic_batch_flatten_and_takes_the_static_file(cnn_files):
     dynamic = gpu_support(cnn_files["dynamic"])
-    assert not dynamic.compatible
-    assert {op.op for op in dynamic.cpu_ops} >= SHAPE_OPS
+    assert not dynamic.compatible and dynamic.verdict == "refused"  # a dynamic-size RESHAPE
+    assert [t.op for t in dynamic.dynamic_tensors] == ["RESHAPE"]
+    assert {op.op for op in dynamic.cpu_ops} >= REFUSED_SHAPE_OPS
     assert all(op.from_dynamic_shape for op in dynamic.cpu_ops)  # all of them: a static batch
     assert [shape[0] for _, shape in dynamic.dynamic_inputs] == [-1]
     assert "--static-batch" in dynamic.fix() and "--target gpu" in dynamic.fix()
@@ -84,11 +86,13 @@ def test_litert_failures_are_told_apart_by_what_litert_wrote(cnn_files):
     assert isinstance(no_gpu, BackendUnavailableError)
     assert str(no_gpu).startswith("no GPU: LiteRT found no GPU device")
     assert "'cpu'" in str(no_gpu) and "libvulkan1" in str(no_gpu)
+    assert "`tfcompress gpu cnn.tflite` says offline" in str(no_gpu)  # benchmark --backend gpu
     refused = message(DELEGATE_FAILED_LOG)  # a GPU is here: the ops at fault and the fix
     assert isinstance(refused, UnsupportedModelError)
     text = str(refused)
     assert not text.startswith("no GPU") and "a GPU is here" in text
-    assert all(f"{op} (op " in text for op in SHAPE_OPS) and "dynamic batch on" in text
+    assert all(f"{op} (op " in text for op in REFUSED_SHAPE_OPS) and "dynamic batch on" in text
+    assert "whole graph is refused" in text
     assert "--target gpu" in text and "--static-batch 1" in text
     unknown = message("ERROR: [compiled_model.cc:1036] something else")
     assert isinstance(unknown, BackendUnavailableError)

@@ -169,7 +169,7 @@ if TYPE_CHECKING:
     from tfcompress.zoo import ZooModelInfo, create_model, list_models, model_info
 
 
-_SUBMODULES = ("edgetpu", "mcu", "samples")
+_SUBMODULES = ("edgetpu", "gpu", "mcu", "samples")
 
 
 def __getattr__(name: str) -> Any:

@@ -55,6 +55,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "cluster",
     "export_onnx",
     "edgetpu",
+    "gpu",
     "mcu",
     "export_c",
     "zoo",

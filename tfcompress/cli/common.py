@@ -21,6 +21,22 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_sample_flags(parser: argparse.ArgumentParser, *, compared: str) -> None:
+    """``--data`` and ``--samples``: the float samples a check runs two runtimes on."""
+    parser.add_argument(
+        "--data",
+        help=f"float samples to compare {compared} on (.npz with x or one array per input "
+        "name, .npy); default: 8 seeded random inputs",
+    )
+    parser.add_argument(
+        "--samples",
+        type=positive_int,
+        default=100,
+        metavar="N",
+        help="compare at most N samples of --data (default 100)",
+    )
+
+
 def add_force_flag(parser: argparse.ArgumentParser) -> None:
     """``--force``: allow replacing an existing output file."""
     parser.add_argument("--force", action="store_true", help="replace OUT if it exists")

@@ -6,7 +6,13 @@ import argparse
 import logging
 from typing import IO, Any
 
-from tfcompress.cli.common import add_json_flag, add_timeout_flag, emit_json, parse_size
+from tfcompress.cli.common import (
+    add_json_flag,
+    add_sample_flags,
+    add_timeout_flag,
+    emit_json,
+    parse_size,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -29,18 +35,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "pip install 'tfcompress[mcu]'.",
     )
     parser.add_argument("model", help=".tflite file")
-    parser.add_argument(
-        "--data",
-        help="float samples to compare TFLM and LiteRT on (.npz with x or one array per input "
-        "name, .npy); default: 8 seeded random inputs",
-    )
-    parser.add_argument(
-        "--samples",
-        type=int,
-        default=100,
-        metavar="N",
-        help="compare at most N samples of --data (default 100)",
-    )
+    add_sample_flags(parser, compared="TFLM and LiteRT")
     parser.add_argument(
         "--max-arena",
         type=parse_size,
@@ -75,11 +70,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         >>> main(["mcu", "model_int8.tflite", "--max-arena", "64KB"])  # doctest: +SKIP
         0
     """
-    from tfcompress.errors import InvalidInputError
     from tfcompress.targets.mcu import check
 
-    if args.samples < 1:
-        raise InvalidInputError(f"--samples must be at least 1, got {args.samples}.")
     report = check(
         args.model,
         sample_data=args.data,

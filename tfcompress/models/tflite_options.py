@@ -2,10 +2,10 @@
 
 :mod:`tfcompress.models.tflite_file` keeps no builtin options: most callers never need them.
 Those that do (the Edge TPU linter's limitations and the GPU check: fused activation,
-dilation, weights format, pack axis, strided slice masks, squeeze dimensions) read them here,
-through the same generated schema the reader walks, only for the ops that need them, on a file
-:func:`read_tflite` has already parsed and validated. Any parsing failure becomes a one-line
-:class:`ModelLoadError`.
+dilation, depth multiplier, mirror-pad mode, weights format, pack axis, strided slice masks,
+squeeze dimensions) read them here, through the same generated schema the reader walks, only
+for the ops that need them, on a file :func:`read_tflite` has already parsed and validated.
+Any parsing failure becomes a one-line :class:`ModelLoadError`.
 
 Example:
     >>> read_options(parsed)[3]  # doctest: +SKIP
@@ -34,8 +34,9 @@ _READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "MAX_POOL_2D": _POOL,
     "CONCATENATION": ("ConcatenationOptions", ("FusedActivationFunction", "Axis")),
     "CONV_2D": ("Conv2DOptions", _DILATION),
-    "DEPTHWISE_CONV_2D": ("DepthwiseConv2DOptions", _DILATION),
+    "DEPTHWISE_CONV_2D": ("DepthwiseConv2DOptions", (*_DILATION, "DepthMultiplier")),
     "FULLY_CONNECTED": ("FullyConnectedOptions", ("WeightsFormat", "KeepNumDims")),
+    "MIRROR_PAD": ("MirrorPadOptions", ("Mode",)),
     "PACK": ("PackOptions", ("Axis",)),
     "STRIDED_SLICE": ("StridedSliceOptions", ("EllipsisMask", "NewAxisMask", "ShrinkAxisMask")),
     "SQUEEZE": ("SqueezeOptions", ("SqueezeDims",)),
@@ -45,6 +46,8 @@ _DEFAULTS: dict[str, OptionValue] = {
     "Axis": 0,
     "DilationWFactor": 1,
     "DilationHFactor": 1,
+    "DepthMultiplier": 0,
+    "Mode": 0,
     "WeightsFormat": 0,
     "KeepNumDims": 0,
     "EllipsisMask": 0,

@@ -7,14 +7,16 @@ for the length of a compilation, and :func:`diagnose` picks the message from it:
 
 - LiteRT found no GPU device (WebGPU has no adapter, the Vulkan loader or its ICD is
   missing): ``BackendUnavailableError``, "no GPU", with what to install;
-- a GPU answered but the delegate refused the model: ``UnsupportedModelError`` naming the
-  ops at fault and the dynamic inputs behind them (from the static check,
-  :mod:`tfcompress.runtime.gpu_support`) and the fix (``--target gpu``, ``--static-batch``);
+- a GPU answered but the delegate refused the model (the whole graph, for a tensor sized at
+  run time, or the ops it left to the CPU): ``UnsupportedModelError`` naming the causes and
+  the dynamic inputs behind them (from the static check, :mod:`tfcompress.runtime.gpu_support`)
+  and the fix (``--target gpu``, ``--static-batch``);
 - anything else: ``BackendUnavailableError`` with LiteRT's own words, never "no GPU".
 
 The marker strings are LiteRT's own, read from ai-edge-litert 2.3.0's libraries
-(``libLiteRtWebGpuAccelerator.so``, ``libLiteRt.so``) and from the delegate's source
-(``GetOpsToReplace`` in ``tensorflow/lite/delegates/gpu/common/model_builder.cc``).
+(``libLiteRtWebGpuAccelerator.so``, ``libLiteRt.so``) and from the sources in
+google-ai-edge/LiteRT (``GetOpsToReplaceWithOptions`` in ``ml_drift_delegate/tflite/
+model_builder.cc``; ``ModifyGraphWithDelegate`` in ``tflite/core/subgraph.cc``).
 
 Example:
     >>> failure_kind("ERROR: [delegate_webgpu.cc:359] Failed to initialize WebGPU "
@@ -70,6 +72,7 @@ DELEGATE_FAILED = (
     "the graph is not fully delegated",
     "Restored original execution plan after delegate application failure",
     "Failed to apply delegates",
+    "only supports static-sized tensors",
 )
 #: What a machine with a GPU but no Vulkan loader needs (docs/benchmarking.md, GPU section).
 VULKAN_HINT = (
@@ -186,7 +189,8 @@ def diagnose(
         marker = next(m for m in NO_DEVICE if m in both)
         return BackendUnavailableError(
             f"no GPU: LiteRT found no GPU device for {name} ({marker}); without a GPU use "
-            f"backend 'cpu' (if this machine has one: {VULKAN_HINT})."
+            f"backend 'cpu'; `tfcompress gpu {_file(name)}` says offline whether a GPU would "
+            f"run it whole (if this machine has one: {VULKAN_HINT})."
         )
     if kind == "delegate_failed":
         return UnsupportedModelError(_refusal(name, content, both))
@@ -199,13 +203,18 @@ def diagnose(
     )
 
 
+def _file(name: str) -> str:
+    """``name`` where it names a file, else a placeholder for one."""
+    return name if name.endswith(".tflite") and " " not in name else "MODEL.tflite"
+
+
 def _refusal(name: str, content: bytes, text: str) -> str:
     """A GPU answered and refused the model: the ops at fault, and the fix."""
     support = _support(content)
     listed = delegate_cpu_ops(text)
     if support is not None and not support.compatible:
         return (
-            f"{name}: a GPU is here, but LiteRT's GPU delegate cannot take the model: "
+            f"{name}: a GPU is here, but LiteRT's GPU delegate cannot take the model whole: "
             f"{support.cause()}; {support.fix()}."
         )
     said = f" ({'; '.join(listed[:4])})" if listed else ""

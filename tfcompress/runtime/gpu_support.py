@@ -1,80 +1,89 @@
-"""What LiteRT's GPU delegate takes, read from a ``.tflite``: the static delegability check.
+"""What LiteRT's GPU accelerator takes, read from a ``.tflite``: the static verdict.
 
 Where no GPU answers, this is how tfcompress judges whether a file would run whole on one
-(the ``gpu`` target's check says it checked statically); where a GPU refuses a model, the
-``gpu`` backend names the ops at fault from it. It reads the file only (no native code, no
-numpy): the ops of the main subgraph, their tensors' types, shapes and constness.
+(``quantize --target gpu``'s check, ``tfcompress gpu``); where a GPU refuses a model, the
+``gpu`` backend names the causes from it. It reads the file only (no native code, no numpy).
 
-The rules restate LiteRT's own, read from the public TensorFlow Lite sources that LiteRT's
-GPU accelerator (ML Drift over WebGPU in ai-edge-litert 2.3) builds on:
+Three verdicts, as LiteRT reaches them:
 
-- ``tensorflow/lite/tools/versioning/gpu_compatibility.cc``, ``CheckGpuDelegateCompatibility``:
-  the per-op checks (they were ``TFLiteOperationParser::IsSupported`` in
-  ``tensorflow/lite/delegates/gpu/common/model_builder.cc``). An op outside its list is "Not
-  supported op" (``SHAPE`` is one).
-- ``tensorflow/lite/delegates/gpu/common/model_builder.cc``, ``GetOpsToReplace`` and
-  ``IsAllAllowedTensors``: every tensor an op reads or writes at run time (not a stored
-  constant) must be float32 or float16, or int8/uint8 in a quantized model; bool outputs for
-  comparisons, int32 or bool for ``CAST``, int32 indices for ``ONE_HOT``. Otherwise "OP is
-  supported, but tensor type/shape isn't compatible." Tensors of rank 5 or more are refused
-  ("Tensor dimensions must be less than 5").
+- **whole**: every op is one the accelerator (ML Drift) takes, by the rules of
+  :mod:`tfcompress.runtime.gpu_rules` (its op list, tensor types, op-version caps and per-op
+  checks, read from google-ai-edge/LiteRT at :data:`~tfcompress.runtime.gpu_rules.LITERT_COMMIT`);
+- **falls back**: some ops are refused; they run on the CPU, the rest on the GPU;
+- **refused**: a tensor's size is known only at run time (a RESHAPE to a shape computed from
+  the input, as Keras makes of a ``Flatten`` after a dynamic batch). TFLite's
+  ``ModifyGraphWithDelegate`` (``tflite/core/subgraph.cc``) then refuses the delegate for the
+  whole graph ("Attempting to use a delegate that only supports static-sized tensors"):
+  nothing runs on the GPU. Which tensors are sized at run time follows TFLite's kernels:
+  SHAPE's output, and CONCATENATION, GATHER, MUL, RANGE, RESHAPE, STRIDED_SLICE, TILE and the
+  reductions of such values, are computed when tensors are allocated; an op whose output size
+  depends on any other computed value (a RESHAPE's new shape, a SLICE's size) makes it dynamic.
 
-A dynamic batch is not refused by itself (LiteRT compiles the file at its stored shapes),
-but Keras turns a ``Flatten`` after a dynamic batch into ``SHAPE``, ``STRIDED_SLICE`` and
-``PACK`` on int32 tensors feeding a ``RESHAPE``: none of them runs on the GPU, and a static
-batch folds them away. The check says which refused ops come from that, and the fix.
+Each refused op names the Keras layer it came from (the converter's tensor names), a change
+that works, and, when it is refused only for a tensor another refused op made (the rank-5
+output of a Conv3D), that op: the fix names the cause, not what follows it. Reductions of
+squares over long rows (LayerNorm and RMSNorm variances) are flagged: in float16 their sum
+overflows.
 
 Example:
     >>> support = gpu_support(Path("cnn.tflite").read_bytes())  # doctest: +SKIP
-    >>> support.compatible, [str(op) for op in support.cpu_ops][:1]  # doctest: +SKIP
-    (False, ['SHAPE (op 4): no GPU delegate kernel'])
+    >>> support.verdict, [str(t) for t in support.dynamic_tensors][:1]  # doctest: +SKIP
+    ('refused', ["'model/flatten/Reshape' from RESHAPE (op 3, layer flatten) ..."])
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+import struct
 from dataclasses import dataclass
 from typing import Any
 
-from tfcompress.models.tflite_file import Operator, Subgraph, Tensor, TFLiteFile, read_tflite
-from tfcompress.models.tflite_options import OptionValue, read_options
+from tfcompress.models.tflite_file import Operator, Subgraph, TFLiteFile, read_tflite
+from tfcompress.models.tflite_options import read_options
+from tfcompress.runtime.gpu_rules import LITERT_COMMIT, LITERT_SOURCE, View, refusal
 
-__all__ = ["CpuOp", "GpuSupport", "gpu_support", "STATIC_BATCH_FIX"]
+__all__ = [
+    "CpuOp",
+    "DynamicTensor",
+    "Fp16Risk",
+    "GpuSupport",
+    "LITERT_COMMIT",
+    "STATIC_BATCH_FIX",
+    "gpu_support",
+    "layer_of",
+]
 
 #: What makes a dynamic-batch model whole for the GPU (the target's rule and its flag).
-STATIC_BATCH_FIX = "make it with --target gpu (a static batch: --static-batch 1, or N)"
-
-_RUNTIME_TYPES = frozenset({"float32", "float16"})
-_QUANTIZED_TYPES = frozenset({"int8", "uint8"})
-_COMPARISONS = frozenset({"GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "EQUAL", "NOT_EQUAL"})
-_UNARY = frozenset(
-    {"ABS", "CEIL", "COS", "ELU", "EXP", "FLOOR", "GELU", "LOG", "LOGISTIC", "NEG", "RSQRT",
-     "SIGN", "SIN", "SQRT", "SQUARE", "TANH"}
-)  # fmt: skip
-_BINARY = frozenset(
-    {"ATAN2", "DIV", "FLOOR_DIV", "FLOOR_MOD", "LOGICAL_AND", "MAXIMUM", "MINIMUM", "POW",
-     "SQUARED_DIFFERENCE", "SUB", *_COMPARISONS}
-)  # fmt: skip
-_ONE_RUNTIME_INPUT = frozenset(
-    {"RESHAPE", "TILE", "TRANSPOSE", "QUANTIZE", "HARD_SWISH", "DEPTH_TO_SPACE",
-     "SPACE_TO_DEPTH", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "CAST"}
-)  # fmt: skip
-# gpu_compatibility.cc accepts these on their counts and types alone
-_ACCEPTED = frozenset(
-    {"ADD", "BATCH_MATMUL", "CONCATENATION", "CUMSUM", "DENSIFY", "DYNAMIC_UPDATE_SLICE",
-     "EMBEDDING_LOOKUP", "LEAKY_RELU", "LSTM", "ONE_HOT", "PACK", "PRELU", "RELU", "RELU6",
-     "RELU_N1_TO_1", "SELECT", "SELECT_V2", "SPLIT", "SPLIT_V", "STABLEHLO_CLAMP"}
-)  # fmt: skip
-_CUSTOM = frozenset(
-    {"Convolution2DTransposeBias", "MaxPoolingWithArgmax2D", "MaxUnpooling2D", "Resampler"}
+STATIC_BATCH_FIX = (
+    "make it with `tfcompress quantize MODEL --target gpu` (a static batch: --static-batch 1, or N)"
 )
-_MAX_RANK = 4
-_SIGN_BIT = 5  # TfLiteFusedActivation kTfLiteActSignBit, the one fused activation refused
+WHOLE, FALLS_BACK, REFUSED = "whole", "falls back", "refused"
+_FP16_MAX = 65504.0
+_FP16_ROW = 256  # a sum of this many squares overflows float16 once |x| averages 16
+# Output computed when tensors are allocated, when every input is (tflite/kernels).
+_AT_PREPARE = frozenset({"CONCATENATION", "GATHER", "MUL", "RANGE", "RESHAPE", "STRIDED_SLICE",
+                         "TILE", "BROADCAST_ARGS", "SUM", "REDUCE_PROD", "REDUCE_MAX",
+                         "REDUCE_MIN", "MEAN"})  # fmt: skip
+# op -> inputs its output's size is read from (SetTensorToDynamic when one is computed).
+_SIZED_BY: dict[str, tuple[int, ...]] = {
+    "RESHAPE": (1,), "SLICE": (1, 2), "STRIDED_SLICE": (1, 2, 3), "TILE": (1,), "PAD": (1,),
+    "PADV2": (1,), "MIRROR_PAD": (1,), "TRANSPOSE": (1,), "BROADCAST_TO": (1,),
+    "EXPAND_DIMS": (1,), "FILL": (0,), "RANGE": (0, 1, 2), "ONE_HOT": (1,), "TOPK_V2": (1,),
+    "RESIZE_BILINEAR": (1,), "RESIZE_NEAREST_NEIGHBOR": (1,), "SPLIT": (0,),
+    "SPLIT_V": (1, 2), "MEAN": (1,), "SUM": (1,), "REDUCE_PROD": (1,), "REDUCE_MAX": (1,),
+    "REDUCE_MIN": (1,), "REDUCE_ANY": (1,), "REDUCE_ALL": (1,), "ARG_MAX": (1,),
+    "ARG_MIN": (1,), "SPACE_TO_BATCH_ND": (1, 2), "BATCH_TO_SPACE_ND": (1, 2),
+    "TRANSPOSE_CONV": (0,), "SCATTER_ND": (2,), "SPARSE_TO_DENSE": (1,),
+}  # fmt: skip
+_ALWAYS_DYNAMIC = frozenset({"WHERE", "UNIQUE", "NON_MAX_SUPPRESSION_V4",
+                             "NON_MAX_SUPPRESSION_V5"})  # fmt: skip
+_SQUARES = frozenset({"SQUARE", "SQUARED_DIFFERENCE"})
+_NO_LAYER = ("serving_default", "StatefulPartitionedCall", "PartitionedCall", "arith.constant")
 
 
 @dataclass(frozen=True)
 class CpuOp:
-    """An op LiteRT's GPU delegate would leave to the CPU, and why.
+    """An op LiteRT's GPU accelerator leaves to the CPU, and why.
 
     Attributes:
         index: The op's index in the main subgraph.
@@ -82,86 +91,223 @@ class CpuOp:
         reason: Which rule refuses it.
         from_dynamic_shape: It computes (or consumes) a shape at run time: a static batch
             folds it away.
+        version: The op's version in the file.
+        layer: The Keras layer it came from (the converter's name scope), None if unnamed.
+        fix: A change that makes the GPU take it.
+        follows: The refused op whose tensor is the only cause (its fix is this op's), or None.
     """
 
     index: int
     op: str
     reason: str
     from_dynamic_shape: bool = False
+    version: int = 1
+    layer: str | None = None
+    fix: str = ""
+    follows: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.op} (op {self.index}): {self.reason}"
+        where = f"op {self.index}" + (f", layer {self.layer}" if self.layer else "")
+        return f"{self.op} ({where}): {self.reason}"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
         return {
             "index": self.index,
             "op": self.op,
+            "version": self.version,
+            "layer": self.layer,
             "reason": self.reason,
+            "fix": self.fix,
+            "follows": self.follows,
             "from_dynamic_shape": self.from_dynamic_shape,
         }
 
 
 @dataclass(frozen=True)
+class DynamicTensor:
+    """A tensor sized at run time: LiteRT refuses the GPU for the whole graph.
+
+    Attributes:
+        index: The op that makes it.
+        op: That op's type.
+        tensor: The tensor's name.
+        layer: The Keras layer, None if unnamed.
+        from_dynamic_batch: Its size comes from the input's dynamic batch (a static batch
+            folds it away).
+    """
+
+    index: int
+    op: str
+    tensor: str
+    layer: str | None
+    from_dynamic_batch: bool
+
+    def __str__(self) -> str:
+        where = f"op {self.index}" + (f", layer {self.layer}" if self.layer else "")
+        return f"{self.tensor!r} from {self.op} ({where}) is sized at run time"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON."""
+        return {
+            "index": self.index,
+            "op": self.op,
+            "tensor": self.tensor,
+            "layer": self.layer,
+            "from_dynamic_batch": self.from_dynamic_batch,
+        }
+
+
+@dataclass(frozen=True)
+class Fp16Risk:
+    """A sum of squares over a long row (a LayerNorm or RMSNorm variance): float16 overflows.
+
+    Attributes:
+        index: The reduction op.
+        op: ``MEAN`` or ``SUM``.
+        layer: The Keras layer, None if unnamed.
+        elements: Squares summed per output value.
+        file_float16: The file stores float16 weights (else: at risk where the GPU
+            computes in float16).
+    """
+
+    index: int
+    op: str
+    layer: str | None
+    elements: int
+    file_float16: bool
+
+    @property
+    def bound(self) -> float:
+        """The mean magnitude of the squared values above which the float16 sum overflows."""
+        return math.sqrt(_FP16_MAX / self.elements)
+
+    def __str__(self) -> str:
+        where = f"op {self.index}" + (f", layer {self.layer}" if self.layer else "")
+        when = "" if self.file_float16 else " where the GPU computes in float16"
+        return (
+            f"{self.op} ({where}) sums {self.elements} squares per row: float16 (max 65504) "
+            f"overflows{when} once the values average |x| > {self.bound:.3g}; compare against "
+            "the CPU on real inputs (`tfcompress gpu MODEL --data ...`), or keep this layer "
+            "float32"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON."""
+        return {
+            "index": self.index,
+            "op": self.op,
+            "layer": self.layer,
+            "elements": self.elements,
+            "bound": self.bound,
+            "file_float16": self.file_float16,
+        }
+
+
+@dataclass(frozen=True)
 class GpuSupport:
-    """The static check's answer: which ops LiteRT's GPU delegate would refuse.
+    """The static verdict: whole, falls back (ops on the CPU) or refused (the whole graph).
 
     Attributes:
         ops_total: Ops in the main subgraph.
-        cpu_ops: The ops it refuses (they run on the CPU, or the compilation fails).
+        cpu_ops: The ops the accelerator refuses (they run on the CPU).
         dynamic_inputs: ``(name, shape signature)`` of each input with a dynamic dimension.
+        dynamic_tensors: Tensors sized at run time: the whole graph is refused.
+        fp16_risks: Reductions whose float16 sum can overflow.
+        precision: ``float16`` (float16 weights), ``int8`` or ``float32``.
 
     Example:
-        >>> GpuSupport(3, (), ()).compatible
-        True
+        >>> GpuSupport(3, (), ()).verdict
+        'whole'
     """
 
     ops_total: int
     cpu_ops: tuple[CpuOp, ...]
     dynamic_inputs: tuple[tuple[str, tuple[int, ...]], ...]
+    dynamic_tensors: tuple[DynamicTensor, ...] = ()
+    fp16_risks: tuple[Fp16Risk, ...] = ()
+    precision: str = "float32"
+
+    @property
+    def graph_refused(self) -> bool:
+        """A tensor is sized at run time: LiteRT refuses the GPU for the whole graph."""
+        return bool(self.dynamic_tensors)
 
     @property
     def compatible(self) -> bool:
-        """Every op is one the GPU delegate takes."""
-        return not self.cpu_ops
+        """The whole graph runs on the GPU."""
+        return not self.cpu_ops and not self.dynamic_tensors
+
+    @property
+    def verdict(self) -> str:
+        """``whole``, ``falls back`` or ``refused``."""
+        return REFUSED if self.graph_refused else FALLS_BACK if self.cpu_ops else WHOLE
 
     @property
     def dynamic_shape_ops(self) -> tuple[CpuOp, ...]:
         """The refused ops a static batch folds away."""
         return tuple(op for op in self.cpu_ops if op.from_dynamic_shape)
 
+    @property
+    def causes(self) -> tuple[CpuOp, ...]:
+        """The refused ops that are causes: not folded by a static batch, not following another."""
+        return tuple(op for op in self.cpu_ops if not op.from_dynamic_shape and op.follows is None)
+
+    def layer_fixes(self) -> list[tuple[str, str]]:
+        """``(what, fix)`` per Keras layer at fault (or per op where no layer is named)."""
+        found: dict[str, tuple[list[str], str]] = {}
+        for op in self.causes:
+            key = f"layer {op.layer}" if op.layer else f"{op.op} (op {op.index})"
+            ops, _ = found.setdefault(key, ([], op.fix))
+            if op.op not in ops:
+                ops.append(op.op)
+        return [(f"{key} ({', '.join(ops)})", fix) for key, (ops, fix) in found.items()]
+
     def fix(self) -> str | None:
         """What to do so that the file runs whole on a GPU, or None when it does.
 
         Example:
-            >>> GpuSupport(2, (CpuOp(0, "SHAPE", "no GPU delegate kernel", True),),
+            >>> GpuSupport(2, (CpuOp(0, "SHAPE", "no GPU kernel", True),),
             ...            (("x", (-1, 4)),)).fix()
-            'make it with --target gpu (a static batch: --static-batch 1, or N)'
-        """
+            'make it with `tfcompress quantize MODEL --target gpu` (a static batch: --static-batch 1, or N)'
+        """  # noqa: E501
         if self.compatible:
             return None
-        others = sorted({op.op for op in self.cpu_ops if not op.from_dynamic_shape})
-        parts = [STATIC_BATCH_FIX] if self.dynamic_shape_ops else []
-        if others:
-            parts.append(
-                f"replace the layers that make {', '.join(others)} (no GPU delegate kernel takes "
-                "them as they are), or accept that they run on the CPU"
-            )
-        return "; ".join(parts)
+        parts = []
+        batch = any(t.from_dynamic_batch for t in self.dynamic_tensors)
+        if batch or self.dynamic_shape_ops:
+            parts.append(STATIC_BATCH_FIX)
+        for tensor in self.dynamic_tensors:
+            if not tensor.from_dynamic_batch:
+                what = (
+                    f"layer {tensor.layer}" if tensor.layer else f"{tensor.op} (op {tensor.index})"
+                )
+                parts.append(f"{what}: give it a shape fixed at conversion, not computed from "
+                             "the input's values")  # fmt: skip
+        parts += [f"{what}: {fix}" for what, fix in self.layer_fixes()]
+        return "; ".join(dict.fromkeys(parts))
 
     def cause(self, limit: int = 4) -> str:
-        """The refused ops in one phrase (the first ``limit``), with the dynamic inputs.
+        """The causes in one phrase (the first ``limit`` ops), with the dynamic inputs.
 
         Example:
-            >>> GpuSupport(2, (CpuOp(4, "SHAPE", "no GPU delegate kernel", True),),
+            >>> GpuSupport(2, (CpuOp(4, "SHAPE", "no GPU kernel", True),),
             ...            (("x", (-1, 4)),)).cause()
-            'SHAPE (op 4): no GPU delegate kernel; dynamic batch on x [-1, 4]'
+            'SHAPE (op 4): no GPU kernel; dynamic batch on x [-1, 4]'
         """
-        shown = [str(op) for op in self.cpu_ops[:limit]]
-        if len(self.cpu_ops) > limit:
-            shown.append(f"{len(self.cpu_ops) - limit} more")
+        shown = []
+        if self.dynamic_tensors:
+            shown.append(
+                f"the whole graph is refused: {self.dynamic_tensors[0]} (LiteRT's GPU takes "
+                "only static-sized tensors)"
+            )
+        ops = [op for op in self.cpu_ops if op.follows is None]
+        shown += [str(op) for op in ops[:limit]]
+        if len(ops) > limit:
+            shown.append(f"{len(ops) - limit} more")
         text = "; ".join(shown)
-        if self.dynamic_shape_ops and self.dynamic_inputs:
+        batch = self.dynamic_shape_ops or any(t.from_dynamic_batch for t in self.dynamic_tensors)
+        if batch and self.dynamic_inputs:
             inputs = ", ".join(f"{name} {list(shape)}" for name, shape in self.dynamic_inputs)
             text += f"; dynamic batch on {inputs}"
         return text
@@ -169,23 +315,31 @@ class GpuSupport:
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
         return {
+            "verdict": self.verdict,
             "ops_total": self.ops_total,
+            "precision": self.precision,
             "cpu_ops": [op.to_dict() for op in self.cpu_ops],
+            "dynamic_tensors": [t.to_dict() for t in self.dynamic_tensors],
             "dynamic_inputs": [
                 {"name": name, "shape_signature": list(shape)}
                 for name, shape in self.dynamic_inputs
             ],
+            "fp16_risks": [r.to_dict() for r in self.fp16_risks],
+            "fix": self.fix(),
+            "rules": LITERT_SOURCE,
         }
 
 
 def gpu_support(content: bytes | TFLiteFile) -> GpuSupport:
-    """Check statically which ops of a ``.tflite`` LiteRT's GPU delegate would refuse.
+    """Check statically what LiteRT's GPU accelerator makes of a ``.tflite``.
 
     Args:
         content: The file's bytes (read and validated here) or a validated parsed file.
 
     Returns:
-        The refused ops with their reasons, and the inputs with a dynamic dimension.
+        The verdict: the refused ops with their layers, reasons and fixes, the tensors sized
+        at run time (the whole graph refused), the inputs with a dynamic dimension and the
+        float16 overflow risks.
 
     Raises:
         ModelLoadError: Not a readable ``.tflite``.
@@ -199,27 +353,116 @@ def gpu_support(content: bytes | TFLiteFile) -> GpuSupport:
         return GpuSupport(0, (), ())
     graph = model.subgraphs[0]
     options = read_options(model)
-    from_shape = _shape_tensors(model, graph)
+    from_shape = _shape_tensors(graph)
     folded = _fp16_weights(model, graph)
-    refused = []
+    persistent, dynamic = _sizes(model, graph, from_shape)
+    producers = {t: op for op in graph.operators for t in op.outputs if t >= 0}
+    constants = frozenset(t.index for t in graph.tensors if model.is_constant(t))
+    found: dict[int, tuple[Operator, Any]] = {}
     for op in graph.operators:
-        view = _View(model, graph, op, options.get(op.index, {}), folded)
-        reason = _op_rule(view) or _tensor_rule(view)
-        if reason is not None:
-            touches_shape = op.opcode == "SHAPE" or any(i in from_shape for i in op.inputs)
-            refused.append(CpuOp(op.index, op.opcode, reason, touches_shape))
-    dynamic = tuple(
+        if any(i in folded for i in op.outputs):  # FP16GraphPartitionHelper takes them
+            continue
+        view = View(model, graph, op, options.get(op.index, {}), folded, persistent)
+        why = refusal(view)
+        if why is not None:
+            found[op.index] = (op, why)
+    refused = []
+    for index, (op, why) in found.items():
+        touches_shape = op.opcode == "SHAPE" or any(i in from_shape for i in op.inputs)
+        follows = _follows(graph, op, why, found, producers)
+        refused.append(
+            CpuOp(index, op.opcode, why.reason, touches_shape, op.version,
+                  layer_of(graph, op, constants), why.fix, follows)
+        )  # fmt: skip
+    dynamic_inputs = tuple(
         (graph.tensors[i].name, tuple(graph.tensors[i].shape_signature or ()))
         for i in graph.inputs
         if 0 <= i < len(graph.tensors) and -1 in (graph.tensors[i].shape_signature or ())
     )
-    return GpuSupport(len(graph.operators), tuple(refused), dynamic)
+    tensors = tuple(
+        DynamicTensor(
+            op.index, op.opcode, graph.tensors[t].name, layer_of(graph, op, constants), batch
+        )
+        for op, t, batch in dynamic
+    )
+    precision = "float16" if folded else _precision(model, graph)
+    risks = _fp16_risks(model, graph, producers, precision, constants)
+    return GpuSupport(
+        len(graph.operators), tuple(refused), dynamic_inputs, tensors, risks, precision
+    )
 
 
 def _read(content: bytes) -> TFLiteFile:
     model = read_tflite(content)
     model.validate()
     return model
+
+
+def layer_of(graph: Subgraph, op: Operator, constants: frozenset[int] = frozenset()) -> str | None:
+    """The Keras layer an op came from, from the converter's tensor names.
+
+    The converter names tensors by the TensorFlow name scope that made them:
+    ``model/layer/...`` (``functional_1/layer_normalization_1/moments/mean``; Keras 3's export
+    adds ``_1`` to the model's and the layer's scope, removed here). The op's outputs are read
+    first, then its constants, then its run-time inputs; the model's own inputs and outputs
+    carry no layer.
+
+    Example:
+        >>> from tfcompress.models.tflite_file import Operator, Subgraph, Tensor
+        >>> t = Tensor(0, "functional_1/layer_normalization_1/moments/mean", "float32", 0,
+        ...            (1, 4), None, 0, None, False, False)
+        >>> layer_of(Subgraph(0, "", (t,), (), (), ()), Operator(0, 0, "MEAN", 1, (), (0,), (), None))
+        'layer_normalization'
+    """  # noqa: E501
+    tensors = graph.tensors
+    ordered = [
+        *op.outputs,
+        *(i for i in op.inputs if i in constants),
+        *(i for i in op.inputs if i not in constants),
+    ]
+    for index in ordered:
+        if not 0 <= index < len(tensors):
+            continue
+        name = tensors[index].name.split(";")[0]
+        parts = name.split("/")
+        if len(parts) < 3 or parts[0].startswith(_NO_LAYER):
+            continue
+        layer = parts[1]
+        if parts[0].endswith("_1") and layer.endswith("_1"):  # Keras 3's export scope
+            layer = layer[:-2]
+        return layer
+    return None
+
+
+def _follows(
+    graph: Subgraph, op: Operator, why: Any, found: dict[int, Any], producers: dict[int, Operator]
+) -> int | None:
+    """The refused op whose tensor is the only cause of this refusal, if any.
+
+    A type refusal follows the refused op that made the tensor; a rank refusal follows the
+    nearest refused op upstream that made a tensor of rank 5 or more (a Conv3D's output,
+    carried on by the ops after it).
+    """
+    if why.kind not in ("type", "rank") or why.tensor < 0:
+        return None
+    maker = producers.get(why.tensor)
+    if why.kind == "type":
+        return (
+            maker.index if maker is not None and maker.index in found and maker is not op else None
+        )
+    seen: set[int] = set()
+    queue = [i for i in op.inputs if i >= 0]
+    while queue:
+        tensor = queue.pop(0)
+        source = producers.get(tensor)
+        if source is None or source.index in seen:
+            continue
+        seen.add(source.index)
+        high = any(len(graph.tensors[t].shape or ()) > 4 for t in source.outputs if t >= 0)
+        if high and source.index in found and found[source.index][1].kind != "rank":
+            return source.index
+        queue.extend(i for i in source.inputs if i >= 0)
+    return None
 
 
 def _fp16_weights(model: TFLiteFile, graph: Subgraph) -> frozenset[int]:
@@ -238,7 +481,7 @@ def _fp16_weights(model: TFLiteFile, graph: Subgraph) -> frozenset[int]:
     return frozenset(found)
 
 
-def _shape_tensors(model: TFLiteFile, graph: Subgraph) -> set[int]:
+def _shape_tensors(graph: Subgraph) -> set[int]:
     """Tensors computed at run time from a ``SHAPE``: what a static batch makes constant."""
     found: set[int] = set()
     for op in graph.operators:  # graph order: producers before consumers
@@ -250,226 +493,84 @@ def _shape_tensors(model: TFLiteFile, graph: Subgraph) -> set[int]:
     return found
 
 
-@dataclass(frozen=True)
-class _View:
-    model: TFLiteFile
-    graph: Subgraph
-    op: Operator
-    options: Mapping[str, OptionValue]
-    folded: frozenset[int] = frozenset()
-
-    def tensors(self, indices: tuple[int, ...]) -> list[Tensor | None]:
-        return [
-            self.graph.tensors[i] if 0 <= i < len(self.graph.tensors) else None for i in indices
-        ]
-
-    @property
-    def inputs(self) -> list[Tensor | None]:
-        return self.tensors(self.op.inputs)
-
-    @property
-    def outputs(self) -> list[Tensor | None]:
-        return self.tensors(self.op.outputs)
-
-    def constant(self, tensor: Tensor | None) -> bool:
-        if tensor is None:
-            return False
-        return tensor.index in self.folded or self.model.is_constant(tensor)
-
-    def runtime_inputs(self) -> int:
-        return sum(1 for t in self.inputs if t is not None and not self.constant(t))
-
-    def constant_inputs(self) -> int:
-        return sum(1 for t in self.inputs if self.constant(t))
-
-    def rank(self, position: int) -> int:
-        inputs = self.inputs
-        tensor = inputs[position] if position < len(inputs) else None
-        return len(tensor.shape or ()) if tensor is not None else 0
+def _sizes(
+    model: TFLiteFile, graph: Subgraph, from_shape: set[int]
+) -> tuple[frozenset[int], list[tuple[Operator, int, bool]]]:
+    """Tensors computed when tensors are allocated, and the ops whose output is dynamic."""
+    known = {t.index for t in graph.tensors if model.is_constant(t)}
+    persistent: set[int] = set()
+    dynamic: list[tuple[Operator, int, bool]] = []
+    for op in graph.operators:
+        inputs = [i for i in op.inputs if i >= 0]
+        outputs = [i for i in op.outputs if i >= 0]
+        if op.opcode in ("SHAPE", "RANK") or (
+            op.opcode in _AT_PREPARE and inputs and all(i in known for i in inputs)
+        ):
+            persistent.update(outputs)
+            known.update(outputs)
+            continue
+        sized_by = [op.inputs[i] for i in _SIZED_BY.get(op.opcode, ()) if i < len(op.inputs)]
+        computed = [i for i in sized_by if i >= 0 and i not in known]
+        if outputs and (computed or op.opcode in _ALWAYS_DYNAMIC):
+            batch = bool(computed) and all(i in from_shape for i in computed)
+            dynamic.append((op, outputs[0], batch))
+    return frozenset(persistent), dynamic
 
 
-def _op_rule(view: _View) -> str | None:
-    """gpu_compatibility.cc's verdict on the op itself (None: it takes it)."""
-    name = view.op.opcode
-    if name.startswith("CUSTOM:"):
-        custom = name.split(":", 1)[1]
-        return None if custom in _CUSTOM else f"no GPU delegate kernel for the custom op {custom}"
-    rule = _RULES.get(name)
-    if rule is not None:
-        return rule(view)
-    if name in _ACCEPTED:
+def _precision(model: TFLiteFile, graph: Subgraph) -> str:
+    quantized = any(
+        t.dtype in ("int8", "uint8") and t.quantization is not None
+        for t in graph.tensors
+        if not model.is_constant(t)
+    )
+    return "int8" if quantized else "float32"
+
+
+def _fp16_risks(
+    model: TFLiteFile,
+    graph: Subgraph,
+    producers: dict[int, Operator],
+    precision: str,
+    constants: frozenset[int],
+) -> tuple[Fp16Risk, ...]:
+    """MEAN/SUM of a squared term over a row of at least ``_FP16_ROW`` elements."""
+    if precision == "int8":
+        return ()
+    risks = []
+    for op in graph.operators:
+        if op.opcode not in ("MEAN", "SUM") or len(op.inputs) < 2 or op.inputs[0] < 0:
+            continue
+        source = producers.get(op.inputs[0])
+        squared = source is not None and (
+            source.opcode in _SQUARES or (source.opcode == "MUL" and len(set(source.inputs)) == 1)
+        )
+        if not squared:
+            continue
+        shape = graph.tensors[op.inputs[0]].shape or ()
+        axes = _int32s(model, graph, op.inputs[1])
+        if not shape or axes is None:
+            continue
+        elements = math.prod(shape[a % len(shape)] for a in axes) if axes else 1
+        if elements >= _FP16_ROW:
+            risks.append(
+                Fp16Risk(
+                    op.index,
+                    op.opcode,
+                    layer_of(graph, op, constants),
+                    elements,
+                    precision == "float16",
+                )
+            )
+    return tuple(risks)
+
+
+def _int32s(model: TFLiteFile, graph: Subgraph, index: int) -> tuple[int, ...] | None:
+    """A constant int32 tensor's values (the axes of a reduction)."""
+    if not 0 <= index < len(graph.tensors):
         return None
-    if name in _UNARY:
-        ok = view.runtime_inputs() == 1 and view.constant_inputs() == 0
-        return None if ok else f"{name} takes one run-time input and no constant"
-    if name in _BINARY:
-        runtime, constant = view.runtime_inputs(), view.constant_inputs()
-        return None if (runtime, constant) in ((2, 0), (1, 1)) else f"{name}: 1 or 2 operands"
-    if name in _ONE_RUNTIME_INPUT:
-        runtime = view.runtime_inputs()
-        return None if runtime == 1 else f"{name} takes 1 run-time input, not {runtime}"
-    return "no GPU delegate kernel"
-
-
-def _tensor_rule(view: _View) -> str | None:
-    """model_builder.cc's IsAllAllowedTensors: run-time tensor types and ranks."""
-    name = view.op.opcode
-    allowed_in = set(_RUNTIME_TYPES | _QUANTIZED_TYPES)
-    allowed_out = set(_RUNTIME_TYPES | _QUANTIZED_TYPES)
-    if name in _COMPARISONS:
-        allowed_out.add("bool")
-    if name == "CAST":
-        allowed_in |= {"bool", "int32"}
-        allowed_out.add("int32")
-    if name == "ONE_HOT":
-        allowed_in.add("int32")
-    for tensors, allowed in ((view.inputs, allowed_in), (view.outputs, allowed_out)):
-        for tensor in tensors:
-            if tensor is None:
-                continue
-            if len(tensor.shape or ()) > _MAX_RANK:
-                return f"tensor {tensor.name!r} has rank {len(tensor.shape or ())} (4 at most)"
-            runtime = not view.constant(tensor) and not tensor.is_variable
-            if runtime and tensor.dtype not in allowed:
-                return f"{tensor.dtype} tensor {tensor.name!r} at run time (float or 8-bit only)"
-    return None
-
-
-def _conv(view: _View) -> str | None:
-    runtime = view.runtime_inputs()
-    return None if runtime <= 2 else f"{view.op.opcode} takes 1 or 2 run-time inputs"
-
-
-def _depthwise(view: _View) -> str | None:
-    if (found := _conv(view)) is not None:
-        return found
-    inputs, outputs = view.inputs, view.outputs
-    if inputs[0] is None or not outputs or outputs[0] is None:
+    tensor = graph.tensors[index]
+    if tensor.dtype != "int32" or not model.is_constant(tensor):
         return None
-    shape_in, shape_out = inputs[0].shape or (), outputs[0].shape or ()
-    if len(shape_in) != 4 or len(shape_out) != 4:
-        return "DEPTHWISE_CONV_2D takes 4-D input and output"
-    channels_in, channels_out = shape_in[3], shape_out[3]
-    if channels_in > 1 and channels_out != channels_in:
-        return "depth_multiplier != 1 with more than one input channel"
-    return None
-
-
-def _pool(view: _View) -> str | None:
-    if view.runtime_inputs() != 1:
-        return f"{view.op.opcode} takes 1 run-time input"
-    if view.options.get("FusedActivationFunction") == _SIGN_BIT:
-        return "fused SIGN_BIT activation"
-    return None
-
-
-def _fully_connected(view: _View) -> str | None:
-    if view.options.get("WeightsFormat", 0) != 0:
-        return "shuffled FULLY_CONNECTED weights format"
-    if view.runtime_inputs() > 2:
-        return "FULLY_CONNECTED takes at most 2 run-time inputs"
-    if view.constant(view.inputs[0] if view.inputs else None):
-        return "FULLY_CONNECTED with a constant input"
-    output = view.outputs[0] if view.outputs else None
-    ranks_differ = output is not None and view.rank(0) != len(output.shape or ())
-    if view.options.get("KeepNumDims") and ranks_differ:
-        return "FULLY_CONNECTED keep_num_dims with input and output of different ranks"
-    return None
-
-
-def _reduce(view: _View) -> str | None:
-    if view.runtime_inputs() != 1:
-        return f"{view.op.opcode} takes 1 run-time input"
-    axes = view.inputs[1] if len(view.inputs) > 1 else None
-    if axes is None or not view.constant(axes):
-        return f"{view.op.opcode} needs constant axes"
-    if axes.dtype != "int32":
-        return f"{view.op.opcode} needs int32 axes, not {axes.dtype}"
-    return None
-
-
-def _slice(view: _View) -> str | None:
-    if len(view.op.inputs) < 3:
-        return "SLICE takes 3 inputs"
-    return None if view.rank(0) in (3, 4) else "SLICE takes 3-D or 4-D tensors only"
-
-
-def _strided_slice(view: _View) -> str | None:
-    for mask in ("EllipsisMask", "NewAxisMask", "ShrinkAxisMask"):
-        if view.options.get(mask):
-            return f"STRIDED_SLICE with {mask}"
-    if len(view.op.inputs) < 4:
-        return "STRIDED_SLICE takes 4 inputs"
-    rank = view.rank(0)
-    return None if rank in (3, 4) else f"STRIDED_SLICE of a {rank}-D tensor (3-D or 4-D only)"
-
-
-def _pad(view: _View) -> str | None:
-    if view.runtime_inputs() != 1:
-        return f"{view.op.opcode} takes 1 run-time input"
-    paddings = view.inputs[1] if len(view.inputs) > 1 else None
-    shape = tuple(paddings.shape or ()) if paddings is not None else ()
-    if len(shape) != 2 or shape[0] not in (3, 4) or shape[1] != 2:
-        return f"paddings of shape {list(shape)} (4x2 or 3x2 only)"
-    return None
-
-
-def _two_inputs(view: _View) -> str | None:
-    count = len(view.op.inputs)
-    return None if count == 2 else f"{view.op.opcode} with {count} inputs (2 only)"
-
-
-def _mul(view: _View) -> str | None:
-    if (found := _two_inputs(view)) is not None:
-        return found
-    first, second = view.inputs
-    if first is None or second is None:
-        return None
-    a, b = tuple(first.shape or ()), tuple(second.shape or ())
-    if len(a) == len(b):
-        smaller_a = any(x < y for x, y in zip(a, b, strict=True))
-        smaller_b = any(y < x for x, y in zip(a, b, strict=True))
-        if smaller_a and smaller_b:
-            return "MUL needs one input at least as large as the other in every dimension"
-    return None
-
-
-def _dequantize(view: _View) -> str | None:
-    source = view.inputs[0] if view.inputs else None
-    return "DEQUANTIZE of int16" if source is not None and source.dtype == "int16" else None
-
-
-def _gather(view: _View) -> str | None:
-    inputs = view.inputs
-    if len(inputs) != 2 or inputs[0] is None or inputs[1] is None:
-        return "GATHER takes 2 inputs"
-    if inputs[0].dtype == "int32":
-        return "GATHER of int32 values"
-    if len(inputs[1].shape or ()) != 1 or inputs[1].dtype != "int32":
-        return "GATHER needs 1-D int32 indices"
-    return None
-
-
-_RULES: dict[str, Callable[[_View], str | None]] = {
-    "CONV_2D": _conv,
-    "TRANSPOSE_CONV": _conv,
-    "DEPTHWISE_CONV_2D": _depthwise,
-    "AVERAGE_POOL_2D": _pool,
-    "MAX_POOL_2D": _pool,
-    "FULLY_CONNECTED": _fully_connected,
-    "MEAN": _reduce,
-    "SUM": _reduce,
-    "REDUCE_MAX": _reduce,
-    "REDUCE_MIN": _reduce,
-    "REDUCE_PROD": _reduce,
-    "SLICE": _slice,
-    "STRIDED_SLICE": _strided_slice,
-    "PAD": _pad,
-    "PADV2": _pad,
-    "MIRROR_PAD": _pad,
-    "ADD_N": _two_inputs,
-    "MUL": _mul,
-    "DEQUANTIZE": _dequantize,
-    "GATHER": _gather,
-    "SOFTMAX": lambda view: None,  # beta != 1 is refused; the converter writes beta 1
-}
+    data = bytes(model.buffer_data(tensor.buffer))
+    count = len(data) // 4
+    return tuple(struct.unpack(f"<{count}i", data[: count * 4]))

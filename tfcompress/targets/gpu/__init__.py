@@ -6,6 +6,8 @@ dynamic batch leaves (``SHAPE``, ``STRIDED_SLICE``, ``PACK``) fold away, then ju
 compiled on the GPU where LiteRT finds one (``fully_accelerated`` and the ops on the CPU), or
 checked statically against the GPU delegate's op-and-tensor rules
 (:mod:`tfcompress.runtime.gpu_support`) where it finds none, and says which it did.
+:mod:`.check` (``tfcompress gpu``, :func:`tfcompress.gpu.check`) does the same for any
+``.tflite``, with the fix by Keras layer and, on a GPU, the outputs against the CPU.
 
 Example:
     >>> result = tfcompress.quantize(model, target="gpu")  # doctest: +SKIP

@@ -137,22 +137,31 @@ class GpuVerdict:
             head = "GPU check (static: no GPU here): "
             if self.compatible:
                 return head + f"all {total} ops are ones LiteRT's GPU delegate takes"
-            body = "would not run whole on a GPU"
+            body = (
+                "the whole graph would be refused, nothing runs on the GPU"
+                if self.support.graph_refused
+                else "would not run whole on a GPU"
+            )
         lines = [head + body]
+        lines.extend(f"  sized at run time: {tensor}" for tensor in self.support.dynamic_tensors)
         if self.cpu_ops:
-            lines.append(f"on the CPU ({self.cpu_ops_source}):")
+            where = "refused" if self.support.graph_refused else "on the CPU"
+            lines.append(f"{where} ({self.cpu_ops_source}):")
             lines.extend(f"  {op}" for op in self.cpu_ops)
         lines.append(f"fix: {self.fix()}")
         return "\n".join(lines)
 
 
-def gpu_verdict(content: bytes, *, timeout: float | None = None) -> GpuVerdict:
+def gpu_verdict(
+    content: bytes, *, timeout: float | None = None, label: str = "the artifact"
+) -> GpuVerdict:
     """Compile ``content`` on the GPU where LiteRT finds one; check it statically otherwise.
 
     Args:
         content: A ``.tflite``.
         timeout: Seconds the compilation (in a worker process) may take; None: the one time
             limit (``TFCOMPRESS_TIMEOUT``).
+        label: How LiteRT's messages name the file.
 
     Returns:
         The verdict (see :class:`GpuVerdict`).
@@ -171,7 +180,7 @@ def gpu_verdict(content: bytes, *, timeout: float | None = None) -> GpuVerdict:
 
     support = gpu_support(content)
     static_ops = tuple(str(op) for op in support.cpu_ops)
-    model = TFLiteModel(content, label="the artifact", verified=True)
+    model = TFLiteModel(content, label=label, verified=True)
     try:
         with IsolatedRunner(model, backend="gpu", timeout=timeout) as runner:
             details = runner.details()
