@@ -33,7 +33,7 @@ _KEYWORD_WORDS = (
 _KEYWORDS = frozenset(_KEYWORD_WORDS.split())
 _PREDEFINED_WORDS = (
     # what the generated files and the headers they include put at global scope
-    "main std tflite NULL EOF errno assert offsetof stdin stdout stderr setjmp va_arg "
+    "main std tflite FILE NULL EOF errno assert offsetof stdin stdout stderr setjmp va_arg "
     "va_start va_end va_copy va_list size_t ptrdiff_t max_align_t nullptr_t int8_t int16_t "
     "int32_t int64_t uint8_t uint16_t uint32_t uint64_t intptr_t uintptr_t intmax_t "
     "uintmax_t TfLiteStatus TfLiteTensor kTfLiteOk kTfLiteError kTfLiteInt8 kTfLiteInt16 "

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["OpCall", "parse_header", "render_ops_header", "resolver_ops", "write_table"]
+__all__ = ["OpCall", "op_calls", "parse_header", "render_ops_header", "resolver_ops", "write_table"]
 
 _METHOD = re.compile(r"TfLiteStatus\s+(Add\w+)\s*\(")
 _BUILTIN = re.compile(r"AddBuiltin\(\s*(?:tflite::)?BuiltinOperator_(\w+)")
@@ -92,6 +93,23 @@ def write_table(header: Path, commit: str, out: Path) -> None:
     )
 
 
+def op_calls(names: Iterable[str]) -> tuple[OpCall, ...]:
+    """Each distinct op name, in first-use order, with its ``Add`` method (None: TFLM has none).
+
+    Example:
+        >>> op_calls(["CONV_2D", "CONV_2D", "SIGN", "CUSTOM:TFLM_DECODE"])
+        (OpCall(op='CONV_2D', method='AddConv2D'), OpCall(op='SIGN', method=None), \
+OpCall(op='CUSTOM:TFLM_DECODE', method='AddDecode'))
+    """
+    from tfcompress.targets.mcu._resolver_table import BUILTIN, CUSTOM
+
+    calls = []
+    for name in dict.fromkeys(names):
+        custom = name.partition("CUSTOM:")[2] if name.startswith("CUSTOM:") else None
+        calls.append(OpCall(name, CUSTOM.get(custom) if custom is not None else BUILTIN.get(name)))
+    return tuple(calls)
+
+
 def resolver_ops(parsed: object) -> tuple[OpCall, ...]:
     """The distinct ops of every subgraph, in first-use order, each with its ``Add`` method.
 
@@ -102,17 +120,8 @@ def resolver_ops(parsed: object) -> tuple[OpCall, ...]:
         >>> [c.method for c in resolver_ops(read_tflite(content))]  # doctest: +SKIP
         ['AddConv2D', 'AddReshape', 'AddFullyConnected', 'AddSoftmax']
     """
-    from tfcompress.targets.mcu._resolver_table import BUILTIN, CUSTOM
-
-    seen: dict[str, OpCall] = {}
-    for subgraph in parsed.subgraphs:  # type: ignore[attr-defined]
-        for operator in subgraph.operators:
-            name = operator.opcode
-            if name not in seen:
-                custom = name.partition("CUSTOM:")[2] if name.startswith("CUSTOM:") else None
-                method = CUSTOM.get(custom) if custom is not None else BUILTIN.get(name)
-                seen[name] = OpCall(name, method)
-    return tuple(seen.values())
+    subgraphs = parsed.subgraphs  # type: ignore[attr-defined]
+    return op_calls(op.opcode for subgraph in subgraphs for op in subgraph.operators)
 
 
 def render_ops_header(calls: tuple[OpCall, ...], name: str, guard: str) -> str:
