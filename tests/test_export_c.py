@@ -77,6 +77,27 @@ def sign_float() -> bytes:
     return converter.convert()
 
 
+@pytest.fixture(scope="module")
+def clustered_int8() -> bytes:
+    """relu(x @ w) with a (64, 256) weight of 4 distinct values, full int8: 2-bit tables."""
+    import tensorflow as tf
+
+    w = np.random.default_rng(0).choice([-1.0, -0.5, 0.5, 1.0], (64, 256)).astype(np.float32)
+
+    def calibration():
+        for value in np.linspace(-1, 1, 8, dtype=np.float32):
+            yield [np.full((1, 64), value, np.float32)]
+
+    function = tf.function(lambda x: tf.nn.relu(tf.matmul(x, w)),
+                           input_signature=[tf.TensorSpec((1, 64), tf.float32)])  # fmt: skip
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()])
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = calibration
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = converter.inference_output_type = tf.int8
+    return converter.convert()
+
+
 def _stub_headers(root: Path) -> Path:
     """TFLM headers declaring the API OUT_main.cc uses and every method of the kept table."""
     micro = root / "tensorflow" / "lite" / "micro"
@@ -267,3 +288,37 @@ def test_main_declares_the_measured_arena_and_mcu_lists_the_ops(relu_int8, tmp_p
     )
     assert report.to_dict()["resolver"] == {"size": 1, "methods": ["AddRelu"],
                                             "without_method": []}  # fmt: skip
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("tflite_micro") is None, reason="needs tflite-micro"
+)
+def test_lut_weights_take_less_flash_and_compute_the_same(clustered_int8, relu_int8, tmp_path,
+                                                          capsys):  # fmt: skip
+    from tfcompress.models.tflite_file import read_tflite
+    from tfcompress.targets.mcu.export_c import flash_bytes
+
+    model = tmp_path / "clustered.tflite"
+    model.write_bytes(clustered_int8)
+    assert main(["export-c", str(model), "--out", str(tmp_path / "c"), "--lut", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    lut = payload["lut"]
+    assert [(t["bits"], t["bytes"]) for t in lut["tensors"]] == [(2, 64 * 256)]
+    assert lut["outputs_identical"] and lut["max_difference"] == [0.0] and lut["samples"] == 8
+    assert lut["flash_bytes_before"] == flash_bytes(len(clustered_int8))
+    assert lut["flash_bytes_after"] == payload["flash_bytes"] < lut["flash_bytes_before"] * 0.7
+    assert lut["arena_bytes_after"] > lut["arena_bytes_before"]  # the decoded weights
+    assert payload["arena_bytes"] == lut["arena_bytes_after"]
+    assert {"op": "CUSTOM:TFLM_DECODE", "method": "AddDecode"} in payload["ops"]
+    assert "resolver.AddDecode()" in (tmp_path / "c_ops.h").read_text()
+    written = (tmp_path / "c.cc").read_text()
+    array = bytes(int(b, 16) for b in re.findall(r"0x([0-9a-f]{2})", written))
+    assert len(array) == payload["model_bytes"]
+    assert "CUSTOM:TFLM_DECODE" in [o.opcode for o in read_tflite(array).subgraphs[0].operators]
+    # nothing a table shrinks: one line, exit 2, nothing written
+    (tmp_path / "relu.tflite").write_bytes(relu_int8)
+    assert main(["export-c", str(tmp_path / "relu.tflite"), "--out", str(tmp_path / "r"),
+                 "--lut"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "no int8 weight has few enough distinct values" in err and err.count("\n") == 1
+    assert not list(tmp_path.glob("r.*")) and not list(tmp_path.glob("r_*"))

@@ -50,6 +50,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="the tensor arena OUT_main.cc declares, e.g. 40KB (default: measured with "
         "TFLM, the smallest that allocates + 10%%; needs tflite-micro)",
     )
+    parser.add_argument(
+        "--lut",
+        action="store_true",
+        help="store int8 weights with few values per channel (a clustered model) as look-up "
+        "tables TFLM's DECODE op expands: less flash, a larger arena (both printed); TFLM's "
+        "outputs are compared with the uncompressed file's first. Needs tflite-micro",
+    )
     add_timeout_flag(parser)
     add_force_flag(parser)
     add_json_flag(parser)
@@ -76,6 +83,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         overwrite=args.force,
         arena=args.arena,
         timeout_s=args.timeout,
+        lut=args.lut,
     )
     if args.json:
         emit_json(out, written.to_dict())

@@ -21,6 +21,7 @@ the kernels the resolver registers) is the firmware's, and comes on top.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +87,7 @@ class CArray:
         main: ``OUT_main.cc``, one inference (None without a resolver or an arena size).
         arena_bytes: The arena ``OUT_main.cc`` declares.
         notes: What was fixed or left out, and why.
+        lut: With ``lut=True``: the compression, flash and arena before and after.
     """
 
     source: Path
@@ -98,6 +100,7 @@ class CArray:
     main: Path | None = None
     arena_bytes: int | None = None
     notes: tuple[str, ...] = field(default=())
+    lut: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -117,6 +120,7 @@ class CArray:
             "main": None if self.main is None else str(self.main),
             "arena_bytes": self.arena_bytes,
             "notes": list(self.notes),
+            "lut": None if self.lut is None else self.lut.to_dict(),
         }
 
     def __str__(self) -> str:
@@ -176,6 +180,7 @@ def export_c(
     overwrite: bool = False,
     arena: int | None = None,
     timeout_s: float | None = None,
+    lut: bool = False,
 ) -> CArray:
     """Write ``OUT.cc`` and ``OUT.h`` (the C array), ``OUT_ops.h`` and ``OUT_main.cc``.
 
@@ -191,13 +196,17 @@ def export_c(
         arena: Bytes of tensor arena ``OUT_main.cc`` declares (default: measured with TFLM,
             the smallest that allocates + 10%; without ``tflite-micro`` no ``OUT_main.cc``).
         timeout_s: Seconds the arena measurement may take per TFLM call.
+        lut: Store int8 weights with few values per channel as look-up tables decoded by
+            TFLM's DECODE op (:func:`~.lut.lut_compress`): less flash, a larger arena.
 
     Returns:
         What was written, with notes on what was fixed or left out.
 
     Raises:
         ModelLoadError: A missing file or bytes that are not a valid ``.tflite``.
-        InvalidInputError: A ``name`` that cannot be a C++ global identifier.
+        InvalidInputError: A ``name`` that cannot be a C++ global identifier; with ``lut``,
+            a model without weights a look-up table shrinks.
+        GateFailedError: With ``lut``, TFLM's outputs from the compressed file differ.
         OutputLocationError: An ``out`` that is a folder, a device, empty or not a name an
             ``#include`` can hold.
         OutputExistsError: A file exists and ``overwrite`` is False.
@@ -224,6 +233,9 @@ def export_c(
     inputs = [] if source == "<bytes>" else [source]
     for path in files.values():
         check_output_path(path, overwrite=overwrite, inputs=inputs)
+    packed = None
+    if lut:
+        content, packed = _lut(content, source, timeout_s, notes)
     calls = resolver_ops(read_tflite(content, source=source))
     text, header = render(content, name, files["h"].name, header_guard(base.name))
     texts = {"cc": text, "h": header}
@@ -235,7 +247,12 @@ def export_c(
         )
     else:
         texts["ops"] = render_ops_header(calls, name, header_guard(base.name, "OPS_H"))
-        arena, arena_note = _arena(content, source, arena, timeout_s, notes, files["main"])
+        measured = None if packed is None else packed.arena[1] or math.inf
+        arena, arena_note = _arena(
+            content, source, arena, timeout_s, notes, files["main"], measured=measured
+        )
+        if measured is not None and arena == measured:
+            arena_note = f"with the weights decoded into it (--lut), {arena_note}"
         if arena is not None:
             texts["main"] = render_main(
                 name, files["h"].name, files["ops"].name, arena, arena_note, len(calls)
@@ -253,7 +270,21 @@ def export_c(
         main=files["main"] if "main" in texts else None,
         arena_bytes=arena if "main" in texts else None,
         notes=tuple(notes),
+        lut=packed,
     )
+
+
+def _lut(content: bytes, source: str, timeout_s: float | None, notes: list[str]) -> tuple:
+    """``content`` with LUT-compressed weights; refused unless TFLM computes the same."""
+    from tfcompress.errors import GateFailedError
+    from tfcompress.targets.mcu.lut import lut_compress
+
+    name = Path(source).name if source != "<bytes>" else "the model"
+    packed = lut_compress(content, name=name, timeout_s=timeout_s)
+    if not packed.identical:
+        raise GateFailedError(f"{name}: {packed}; nothing was written: export without --lut.")
+    notes.append(str(packed))
+    return packed.content, packed
 
 
 def _base_path(out: str | os.PathLike[str]) -> Path:
@@ -317,10 +348,13 @@ def _arena(
     timeout_s: float | None,
     notes: list[str],
     main: Path,
+    *,
+    measured: float | None = None,
 ) -> tuple[int | None, str]:
-    """The arena ``OUT_main.cc`` declares and where it comes from (None: no ``OUT_main.cc``)."""
-    import math
+    """The arena ``OUT_main.cc`` declares and where it comes from (None: no ``OUT_main.cc``).
 
+    ``measured``: the recommended arena already measured (``inf``: none allocated).
+    """
     from tfcompress._compat.tflm import INSTALL_HINT, installed, tflm_version
     from tfcompress.errors import InvalidInputError
     from tfcompress.targets.mcu.arena import MARGIN
@@ -329,7 +363,7 @@ def _arena(
         if int(arena) < 1:
             raise InvalidInputError(f"--arena must be a positive size, got {arena}.")
         return int(arena), f"{int(arena):,} B as given (--arena)"
-    if not installed():
+    if measured is None and not installed():
         notes.append(
             f"no {main.name}: measuring its tensor arena needs tflite-micro ({INSTALL_HINT}); "
             "or pass --arena SIZE"
@@ -337,7 +371,8 @@ def _arena(
         return None, ""
     from tfcompress.targets.mcu.check import measure_arena
 
-    measured = measure_arena(content, timeout_s=timeout_s)
+    if measured is None:
+        measured = measure_arena(content, timeout_s=timeout_s)
     if math.isinf(measured):
         notes.append(
             f"no {main.name}: TFLM could not allocate the model on this host; `tfcompress mcu "
