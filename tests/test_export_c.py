@@ -49,22 +49,27 @@ HOSTILE_NAMES = ["while", "int", "class", "main", "std", "linux", "__FILE__", "9
                  "a__b", "model_", "tensor_arena", "X_H_", "a-b"]  # fmt: skip
 
 
+def _converted(graph, width: int, *, int8: bool = True) -> bytes:
+    """``graph`` on a (1, width) float input as a .tflite: full int8 with int8 I/O, or float."""
+    import tensorflow as tf
+
+    function = tf.function(graph, input_signature=[tf.TensorSpec((1, width), tf.float32)])
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()])
+    if int8:
+        values = np.linspace(-1, 1, 8, dtype=np.float32)
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = lambda: ([np.full((1, width), v)] for v in values)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = converter.inference_output_type = tf.int8
+    return converter.convert()
+
+
 @pytest.fixture(scope="module")
 def relu_int8() -> bytes:
     """A one-op int8 model (RELU, int8 input and output)."""
     import tensorflow as tf
 
-    def calibration():
-        for value in np.linspace(-1, 1, 8, dtype=np.float32):
-            yield [np.full((1, 4), value, np.float32)]
-
-    function = tf.function(tf.nn.relu, input_signature=[tf.TensorSpec((1, 4), tf.float32)])
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()])
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = calibration
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = converter.inference_output_type = tf.int8
-    return converter.convert()
+    return _converted(tf.nn.relu, 4)
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +77,7 @@ def sign_float() -> bytes:
     """A float model with SIGN, an op TFLM's resolver has no Add method for."""
     import tensorflow as tf
 
-    function = tf.function(tf.sign, input_signature=[tf.TensorSpec((1, 4), tf.float32)])
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()])
-    return converter.convert()
+    return _converted(tf.sign, 4, int8=False)
 
 
 @pytest.fixture(scope="module")
@@ -83,19 +86,7 @@ def clustered_int8() -> bytes:
     import tensorflow as tf
 
     w = np.random.default_rng(0).choice([-1.0, -0.5, 0.5, 1.0], (64, 256)).astype(np.float32)
-
-    def calibration():
-        for value in np.linspace(-1, 1, 8, dtype=np.float32):
-            yield [np.full((1, 64), value, np.float32)]
-
-    function = tf.function(lambda x: tf.nn.relu(tf.matmul(x, w)),
-                           input_signature=[tf.TensorSpec((1, 64), tf.float32)])  # fmt: skip
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()])
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = calibration
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = converter.inference_output_type = tf.int8
-    return converter.convert()
+    return _converted(lambda x: tf.nn.relu(tf.matmul(x, w)), 64)
 
 
 def _stub_headers(root: Path) -> Path:
