@@ -248,15 +248,21 @@ def export_c(
     else:
         texts["ops"] = render_ops_header(calls, name, header_guard(base.name, "OPS_H"))
         measured = None if packed is None else packed.arena[1] or math.inf
+        given = arena
         arena, arena_note = _arena(
             content, source, arena, timeout_s, notes, files["main"], measured=measured
         )
-        if measured is not None and arena == measured:
+        if measured is not None and given is None:
             arena_note = f"with the weights decoded into it (--lut), {arena_note}"
         if arena is not None:
             texts["main"] = render_main(
                 name, files["h"].name, files["ops"].name, arena, arena_note, len(calls)
             )
+    notes += [
+        f"{path.name} is left from an earlier export and does not match this one: delete it"
+        for key, path in files.items()
+        if key not in texts and path.exists()
+    ]
     written = {files[k]: t.encode("utf-8") for k, t in texts.items()}
     write_files_atomic(written, overwrite=overwrite, inputs=inputs)
     return CArray(
