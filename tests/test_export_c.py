@@ -317,3 +317,20 @@ def test_lut_weights_take_less_flash_and_compute_the_same(clustered_int8, relu_i
     err = capsys.readouterr().err
     assert "no int8 weight has few enough distinct values" in err and err.count("\n") == 1
     assert not list(tmp_path.glob("r.*")) and not list(tmp_path.glob("r_*"))
+
+
+@pytest.mark.skipif(
+    not os.environ.get("TFLM_LIB"), reason="set TFLM_LIB (and TFLM_CXXFLAGS) to a TFLM build"
+)
+def test_main_links_and_runs_against_a_real_tflm(relu_int8, tmp_path):
+    """Opt-in: TFLM_LIB=libtensorflow-microlite.a, TFLM_CXXFLAGS='-isystem TFLM_ROOT ...'."""
+    model = tmp_path / "relu.tflite"
+    model.write_bytes(relu_int8)
+    assert main(["export-c", str(model), "--out", str(tmp_path / "m"), "--arena", "2KiB"]) == 0
+    flags = os.environ.get("TFLM_CXXFLAGS", "").split()
+    _compile("-std=c++17", "-DTF_LITE_STATIC_MEMORY", *flags, *_FLAGS[1:], "m_main.cc", "m.cc",
+             os.environ["TFLM_LIB"], "-o", "m_main", cwd=tmp_path)  # fmt: skip
+    ran = subprocess.run([str(tmp_path / "m_main")], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    used = int(re.search(r"arena used (\d+) of 2048 bytes", ran.stdout + ran.stderr).group(1))
+    assert 0 < used <= 2048
