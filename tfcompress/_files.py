@@ -36,6 +36,7 @@ __all__ = [
     "file_kind",
     "read_regular_bytes",
     "write_bytes_atomic",
+    "write_files_atomic",
     "write_text_atomic",
 ]
 
@@ -316,26 +317,7 @@ def write_bytes_atomic(
     Example:
         >>> write_bytes_atomic("model_int8.tflite", result.model_content)  # doctest: +SKIP
     """
-    out = _check_destination(path, overwrite=overwrite, inputs=inputs)
-    # The temporary file is itself the writability probe: no second file is created.
-    handle, temporary = _temporary_file(out.parent, what=out, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            os.fchmod(stream.fileno(), 0o666 & ~_umask())
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, out)
-    except OSError as failure:
-        Path(temporary).unlink(missing_ok=True)
-        hint = "free some space" if failure.errno == errno.ENOSPC else "choose another folder"
-        raise OutputLocationError(
-            f"{out}: writing failed ({failure.strerror}); nothing was written; {hint}."
-        ) from failure
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return out
+    return write_files_atomic({Path(path): data}, overwrite=overwrite, inputs=inputs)[0]
 
 
 def write_text_atomic(
@@ -343,6 +325,63 @@ def write_text_atomic(
 ) -> Path:
     """Write UTF-8 ``text`` atomically; see :func:`write_bytes_atomic`."""
     return write_bytes_atomic(path, text.encode("utf-8"), overwrite=overwrite, inputs=inputs)
+
+
+def write_files_atomic(
+    files: dict[Path, bytes], *, overwrite: bool = False, inputs: Iterable[PathLike] = ()
+) -> list[Path]:
+    """Write several files all or nothing: each to a temporary file, then all renamed.
+
+    Every file is written and synced before the first rename, so a full disk or any other
+    failure while writing leaves none of them (and the existing files untouched); a rename
+    that fails after others succeeded removes the ones already placed.
+
+    Args:
+        files: Destination -> bytes.
+        overwrite: Allow replacing existing files.
+        inputs: Paths that must not be overwritten.
+
+    Returns:
+        The destination paths, in order.
+
+    Raises:
+        OutputExistsError: See :func:`check_output_path`.
+        OutputLocationError: A folder does not accept a file (full disk, read-only...).
+
+    Example:
+        >>> write_files_atomic({Path("m.h"): b"...", Path("m.cc"): b"..."})  # doctest: +SKIP
+        [PosixPath('m.h'), PosixPath('m.cc')]
+    """
+    outs = [_check_destination(p, overwrite=overwrite, inputs=inputs) for p in files]
+    staged: list[tuple[str, Path]] = []
+    placed: list[Path] = []
+    current = outs[0] if outs else Path()
+    try:
+        for current, data in zip(outs, files.values(), strict=True):
+            # The temporary file is itself the writability probe: no second file is created.
+            handle, temporary = _temporary_file(current.parent, what=current, suffix=".tmp")
+            staged.append((temporary, current))
+            with os.fdopen(handle, "wb") as stream:
+                os.fchmod(stream.fileno(), 0o666 & ~_umask())
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
+        for temporary, current in staged:
+            os.replace(temporary, current)
+            placed.append(current)
+    except BaseException as failure:
+        for temporary, _ in staged:
+            Path(temporary).unlink(missing_ok=True)
+        for done in placed:
+            done.unlink(missing_ok=True)
+        if not isinstance(failure, OSError):
+            raise
+        hint = "free some space" if failure.errno == errno.ENOSPC else "choose another folder"
+        what = "nothing was" if len(outs) == 1 else f"none of the {len(outs)} files was"
+        raise OutputLocationError(
+            f"{current}: writing failed ({failure.strerror}); {what} written; {hint}."
+        ) from failure
+    return outs
 
 
 def _umask() -> int:

@@ -1,12 +1,18 @@
-"""A ``.tflite`` as C source for firmware: ``NAME.cc`` and ``NAME.h``, the way TFLM expects it.
+"""A ``.tflite`` as firmware source: the C array, the op resolver it needs and a ``main()``.
 
 TFLM reads the model in place from flash, so firmware compiles it in as an array. The files
 follow ``xxd -i``'s naming, which TFLM's examples use: for ``person_detect.tflite`` the array
-is ``person_detect_tflite`` and its length ``person_detect_tflite_len``. The array is
+is ``person_detect_tflite`` and its length ``person_detect_tflite_len`` (a name that would not
+compile as C++ is fixed with a suffix or prefix, and said: :mod:`.c_names`). The array is
 ``alignas(16) const unsigned char[]`` (TFLM reads the flatbuffer's fields in place, so
 the buffer must be aligned; ``const`` keeps it in flash, not RAM) and the length a
 ``const unsigned int``. The header declares both ``extern``; the ``.cc`` includes it, so the
 definitions have external linkage in C++.
+
+Beside them: ``OUT_ops.h``, a ``tflite::MicroMutableOpResolver<N>`` with exactly the model's
+``Add...()`` calls (:mod:`.resolver`), and ``OUT_main.cc``, one inference with the arena
+declared at its measured size plus the margin (:mod:`.firmware`). All files are written or
+none (:func:`tfcompress._files.write_files_atomic`).
 
 Flash: the array is the model's bytes, plus up to 15 bytes of padding before it (16-byte
 alignment) and the 4-byte length: :func:`flash_bytes`. TFLM's own code (interpreter and
@@ -15,11 +21,19 @@ the kernels the resolver registers) is the firmware's, and comes on top.
 
 from __future__ import annotations
 
+import math
 import os
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tfcompress.targets.mcu.c_names import (
+    file_identifier,
+    header_guard,
+    identifier_problem,
+    include_name_problem,
+)
+from tfcompress.targets.mcu.resolver import OpCall
 
 __all__ = [
     "ARRAY_ALIGNMENT",
@@ -35,7 +49,7 @@ ARRAY_ALIGNMENT = 16
 #: Bytes the C array adds to the model in flash, at most: alignment padding + the length.
 ARRAY_OVERHEAD_BYTES = (ARRAY_ALIGNMENT - 1) + 4
 _BYTES_PER_LINE = 12
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SOURCE_SUFFIXES = {".cc", ".h", ".c", ".cpp"}
 
 
 def flash_bytes(model_bytes: int) -> int:
@@ -49,18 +63,13 @@ def flash_bytes(model_bytes: int) -> int:
 
 
 def c_identifier(file_name: str) -> str:
-    """The name ``xxd -i`` gives a file's array: every other character becomes ``_``.
-
-    A name that would start with a digit gets a leading ``_`` (C forbids it).
+    """The array name for a model file: ``xxd -i``'s, made a valid C++ global identifier.
 
     Example:
-        >>> c_identifier("mnist-cnn int8.tflite")
-        'mnist_cnn_int8_tflite'
-        >>> c_identifier("8bit.tflite")
-        '_8bit_tflite'
+        >>> c_identifier("mnist-cnn int8.tflite"), c_identifier("8bit.tflite")
+        ('mnist_cnn_int8_tflite', 'model_8bit_tflite')
     """
-    name = re.sub(r"[^A-Za-z0-9_]", "_", file_name)
-    return f"_{name}" if not name or name[0].isdigit() else name
+    return file_identifier(file_name)[0]
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,12 @@ class CArray:
         name: The array's identifier (its length is ``NAME_len``).
         model_bytes: Bytes in the array.
         flash_bytes: The model's flash as a C array (see :func:`flash_bytes`).
+        ops: The model's distinct ops, each with its resolver method (None: TFLM has none).
+        ops_header: ``OUT_ops.h``, the op resolver (None when an op has no method).
+        main: ``OUT_main.cc``, one inference (None without a resolver or an arena size).
+        arena_bytes: The arena ``OUT_main.cc`` declares.
+        notes: What was fixed or left out, and why.
+        lut: With ``lut=True``: the compression, flash and arena before and after.
     """
 
     source: Path
@@ -80,9 +95,17 @@ class CArray:
     name: str
     model_bytes: int
     flash_bytes: int
+    ops: tuple[OpCall, ...] = ()
+    ops_header: Path | None = None
+    main: Path | None = None
+    arena_bytes: int | None = None
+    notes: tuple[str, ...] = field(default=())
+    lut: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
+        from tfcompress.targets.mcu._resolver_table import COMMIT, REPOSITORY
+
         return {
             "source": str(self.source),
             "header": str(self.header),
@@ -91,25 +114,41 @@ class CArray:
             "model_bytes": self.model_bytes,
             "flash_bytes": self.flash_bytes,
             "alignment": ARRAY_ALIGNMENT,
+            "ops": [{"op": c.op, "method": c.method} for c in self.ops],
+            "ops_header": None if self.ops_header is None else str(self.ops_header),
+            "resolver_methods_from": f"{REPOSITORY}@{COMMIT}",
+            "main": None if self.main is None else str(self.main),
+            "arena_bytes": self.arena_bytes,
+            "notes": list(self.notes),
+            "lut": None if self.lut is None else self.lut.to_dict(),
         }
 
     def __str__(self) -> str:
-        return (
+        lines = [
             f"wrote {self.source} and {self.header}: {self.name}[{self.model_bytes:,}] "
             f"(alignas({ARRAY_ALIGNMENT}) const unsigned char) and {self.name}_len; flash "
             f"{self.flash_bytes:,} bytes with the array's overhead"
-        )
+        ]
+        if self.ops_header is not None:
+            adds = ", ".join(f"{c.method}()" for c in self.ops)
+            lines.append(
+                f"wrote {self.ops_header}: tflite::MicroMutableOpResolver<{len(self.ops)}> "
+                f"{self.name}_op_resolver with {adds}"
+            )
+        if self.main is not None:
+            lines.append(f"wrote {self.main}: one inference, tensor arena {self.arena_bytes:,} B")
+        lines.extend(f"note: {note}" for note in self.notes)
+        return "\n".join(lines)
 
 
-def render(content: bytes, name: str, header_name: str) -> tuple[str, str]:
+def render(content: bytes, name: str, header_name: str, guard: str) -> tuple[str, str]:
     """The ``.cc`` and ``.h`` texts for ``content`` as array ``name``.
 
     Example:
-        >>> source, header = render(b"TFL3", "m_tflite", "m.h")
+        >>> source, header = render(b"TFL3", "m_tflite", "m.h", "M_H_")
         >>> print(source.splitlines()[-3])
           0x54, 0x46, 0x4c, 0x33
     """
-    guard = re.sub(r"[^A-Za-z0-9]", "_", header_name).upper() + "_"
     header = (
         f"// {name}: a TensorFlow Lite model for TFLite Micro, written by tfcompress export-c.\n"
         f"#ifndef {guard}\n"
@@ -139,48 +178,219 @@ def export_c(
     *,
     name: str | None = None,
     overwrite: bool = False,
+    arena: int | None = None,
+    timeout_s: float | None = None,
+    lut: bool = False,
 ) -> CArray:
-    """Write ``OUT.cc`` and ``OUT.h`` holding a ``.tflite`` as an aligned C array.
+    """Write ``OUT.cc`` and ``OUT.h`` (the C array), ``OUT_ops.h`` and ``OUT_main.cc``.
 
     Args:
         model: A ``.tflite`` path, its bytes or a :class:`~tfcompress.models.TFLiteModel`.
-        out: The files' path without suffix (``model_data`` writes ``model_data.cc`` and
-            ``model_data.h``); a ``.cc`` or ``.h`` suffix given is dropped.
+        out: The files' path without suffix (``model_data`` writes ``model_data.cc``,
+            ``model_data.h``, ``model_data_ops.h`` and ``model_data_main.cc``); a ``.cc`` or
+            ``.h`` suffix given is dropped. Its file name must be one ``#include`` takes as
+            is: ASCII letters, digits and ``_ . + -``.
         name: The array's identifier (default: ``xxd -i``'s name for the model's file,
-            ``model_tflite`` for bytes).
+            ``model_tflite`` for bytes, fixed where it would not compile, and said).
         overwrite: Replace existing files.
+        arena: Bytes of tensor arena ``OUT_main.cc`` declares (default: measured with TFLM,
+            the smallest that allocates + 10%; without ``tflite-micro`` no ``OUT_main.cc``).
+        timeout_s: Seconds the arena measurement may take per TFLM call.
+        lut: Store int8 weights with few values per channel as look-up tables decoded by
+            TFLM's DECODE op (:func:`~.lut.lut_compress`): less flash, a larger arena.
 
     Returns:
-        What was written.
+        What was written, with notes on what was fixed or left out.
 
     Raises:
         ModelLoadError: A missing file or bytes that are not a valid ``.tflite``.
-        InvalidInputError: A ``name`` that is not a C identifier.
+        InvalidInputError: A ``name`` that cannot be a C++ global identifier; with ``lut``,
+            a model without weights a look-up table shrinks.
+        GateFailedError: With ``lut``, TFLM's outputs from the compressed file differ.
+        OutputLocationError: An ``out`` that is a folder, a device, empty or not a name an
+            ``#include`` can hold.
         OutputExistsError: A file exists and ``overwrite`` is False.
 
     Example:
         >>> export_c("mnist_int8.tflite", "model_data")  # doctest: +SKIP
         CArray(source=PosixPath('model_data.cc'), ..., name='mnist_int8_tflite', ...)
     """
-    from tfcompress._files import check_output_path, write_text_atomic
-    from tfcompress.errors import InvalidInputError
+    from tfcompress._files import check_output_path, write_files_atomic
+    from tfcompress.models.tflite_file import read_tflite
+    from tfcompress.targets.mcu.firmware import render_main
     from tfcompress.targets.mcu.loading import read_checked
+    from tfcompress.targets.mcu.resolver import render_ops_header, resolver_ops
 
     content, source = read_checked(model)
-    if name is None:
-        name = c_identifier(Path(source).name if source != "<bytes>" else "model.tflite")
-    elif not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
-        raise InvalidInputError(
-            f"--name {name!r} is not a C identifier: use letters, digits and _ (not first)."
-        )
-    base = Path(out)
-    if base.suffix in {".cc", ".h", ".c", ".cpp"}:
-        base = base.with_suffix("")
-    cc, h = base.with_name(base.name + ".cc"), base.with_name(base.name + ".h")
+    base = _base_path(out)
+    name, notes = _array_name(name, source, base.name)
+    files = {
+        "cc": base.with_name(base.name + ".cc"),
+        "h": base.with_name(base.name + ".h"),
+        "ops": base.with_name(base.name + "_ops.h"),
+        "main": base.with_name(base.name + "_main.cc"),
+    }
     inputs = [] if source == "<bytes>" else [source]
-    for path in (cc, h):
+    for path in files.values():
         check_output_path(path, overwrite=overwrite, inputs=inputs)
-    text, header = render(content, name, h.name)
-    write_text_atomic(h, header, overwrite=overwrite)
-    write_text_atomic(cc, text, overwrite=overwrite)
-    return CArray(cc, h, name, len(content), flash_bytes(len(content)))
+    packed = None
+    if lut:
+        content, packed = _lut(content, source, timeout_s, notes)
+    calls = resolver_ops(read_tflite(content, source=source))
+    text, header = render(content, name, files["h"].name, header_guard(base.name))
+    texts = {"cc": text, "h": header}
+    lacking = [c.op for c in calls if c.method is None]
+    if lacking:
+        notes.append(
+            f"no {files['ops'].name} or {files['main'].name}: TFLite Micro's op resolver has "
+            f"no Add method for {', '.join(lacking)}; `tfcompress mcu` says what to do"
+        )
+    else:
+        texts["ops"] = render_ops_header(calls, name, header_guard(base.name, "OPS_H"))
+        measured = None if packed is None else packed.arena[1] or math.inf
+        given = arena
+        arena, arena_note = _arena(
+            content, source, arena, timeout_s, notes, files["main"], measured=measured
+        )
+        if measured is not None and given is None:
+            arena_note = f"with the weights decoded into it (--lut), {arena_note}"
+        if arena is not None:
+            texts["main"] = render_main(
+                name, files["h"].name, files["ops"].name, arena, arena_note, len(calls)
+            )
+    notes += [
+        f"{path.name} is left from an earlier export and does not match this one: delete it"
+        for key, path in files.items()
+        if key not in texts and path.exists()
+    ]
+    written = {files[k]: t.encode("utf-8") for k, t in texts.items()}
+    write_files_atomic(written, overwrite=overwrite, inputs=inputs)
+    return CArray(
+        files["cc"],
+        files["h"],
+        name,
+        len(content),
+        flash_bytes(len(content)),
+        ops=calls,
+        ops_header=files["ops"] if "ops" in texts else None,
+        main=files["main"] if "main" in texts else None,
+        arena_bytes=arena if "main" in texts else None,
+        notes=tuple(notes),
+        lut=packed,
+    )
+
+
+def _lut(content: bytes, source: str, timeout_s: float | None, notes: list[str]) -> tuple:
+    """``content`` with LUT-compressed weights; refused unless TFLM computes the same."""
+    from tfcompress.errors import GateFailedError
+    from tfcompress.targets.mcu.lut import lut_compress
+
+    name = Path(source).name if source != "<bytes>" else "the model"
+    packed = lut_compress(content, name=name, timeout_s=timeout_s)
+    if not packed.identical:
+        raise GateFailedError(f"{name}: {packed}; nothing was written: export without --lut.")
+    notes.append(str(packed))
+    return packed.content, packed
+
+
+def _base_path(out: str | os.PathLike[str]) -> Path:
+    """``out`` without a source suffix, refused unless its files can be written and included."""
+    import stat
+
+    from tfcompress._files import file_kind
+    from tfcompress.errors import OutputLocationError
+
+    text = os.fspath(out)
+    base = Path(text)
+    if base.suffix in _SOURCE_SUFFIXES:
+        base = base.with_suffix("")
+    if not text or base.name in {"", ".", ".."} or text.endswith(os.sep):
+        raise OutputLocationError(
+            f"--out {_shown(text)!r}: give a path and a base name for the files, e.g. "
+            "--out model_data (writes model_data.cc, model_data.h, ...)."
+        )
+    try:
+        mode = base.stat().st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise OutputLocationError(
+            f"--out {_shown(text)!r}: is {file_kind(mode)}; give a path and a base name, "
+            "e.g. --out DIR/model_data."
+        )
+    problem = include_name_problem(base.name + ".h")
+    if problem is not None:
+        raise OutputLocationError(
+            f'--out {_shown(text)!r}: the header\'s name goes into #include "..." and {problem}; '
+            "choose a base name such as model_data."
+        )
+    return base
+
+
+def _array_name(name: str | None, source: str, stem: str) -> tuple[str, list[str]]:
+    """The array's identifier: ``name`` checked, or the file's name made valid (and said)."""
+    from tfcompress.errors import InvalidInputError
+
+    if name is None:
+        chosen, fixed = file_identifier(
+            Path(source).name if source != "<bytes>" else "model.tflite"
+        )
+        return chosen, [] if fixed is None else [f"the array is {chosen}: {fixed}"]
+    problem = identifier_problem(name) if isinstance(name, str) else "not a string"
+    if problem is None and name.upper() in {header_guard(stem), header_guard(stem, "OPS_H")}:
+        problem = "the header guard's name"
+    if problem is not None:
+        raise InvalidInputError(
+            f"--name {_shown(str(name))!r} cannot name the array: it is {problem}; choose "
+            "another identifier, e.g. model_tflite."
+        )
+    return name, []
+
+
+def _arena(
+    content: bytes,
+    source: str,
+    arena: int | None,
+    timeout_s: float | None,
+    notes: list[str],
+    main: Path,
+    *,
+    measured: float | None = None,
+) -> tuple[int | None, str]:
+    """The arena ``OUT_main.cc`` declares and where it comes from (None: no ``OUT_main.cc``).
+
+    ``measured``: the recommended arena already measured (``inf``: none allocated).
+    """
+    from tfcompress._compat.tflm import INSTALL_HINT, installed, tflm_version
+    from tfcompress.errors import InvalidInputError
+    from tfcompress.targets.mcu.arena import MARGIN
+
+    if arena is not None:
+        if int(arena) < 1:
+            raise InvalidInputError(f"--arena must be a positive size, got {arena}.")
+        return int(arena), f"{int(arena):,} B as given (--arena)"
+    if measured is None and not installed():
+        notes.append(
+            f"no {main.name}: measuring its tensor arena needs tflite-micro ({INSTALL_HINT}); "
+            "or pass --arena SIZE"
+        )
+        return None, ""
+    from tfcompress.targets.mcu.check import measure_arena
+
+    if measured is None:
+        measured = measure_arena(content, timeout_s=timeout_s)
+    if math.isinf(measured):
+        notes.append(
+            f"no {main.name}: TFLM could not allocate the model on this host; `tfcompress mcu "
+            f"{_shown(source)}` says why (or pass --arena SIZE)"
+        )
+        return None, ""
+    return int(measured), (
+        f"the smallest that allocated with TFLM on this host (tflite-micro {tflm_version()}) "
+        f"+ {MARGIN:.0%}, rounded up to 16 B. A host estimate: confirm with "
+        "interpreter.arena_used_bytes() on the board"
+    )
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"

@@ -9,6 +9,7 @@ from tfcompress.targets.mcu.arena import HOST_NOTE, MARGIN, Arena
 from tfcompress.targets.mcu.exactness import Exactness
 from tfcompress.targets.mcu.export_c import ARRAY_OVERHEAD_BYTES
 from tfcompress.targets.mcu.findings import Finding
+from tfcompress.targets.mcu.resolver import OpCall, op_calls
 
 __all__ = ["Budget", "McuReport"]
 
@@ -99,6 +100,15 @@ class McuReport:
         return tuple(f for f in self.findings if f.rule in {"no_kernel", "refused"})
 
     @property
+    def resolver(self) -> tuple[OpCall, ...]:
+        """The ops to register with ``MicroMutableOpResolver``, each with its ``Add`` method.
+
+        The main subgraph's distinct ops (``export-c``'s ``OUT_ops.h`` adds those of any
+        other subgraph, a WHILE's body); a method of None: TFLM's resolver has none.
+        """
+        return op_calls(self.ops)
+
+    @property
     def within_budgets(self) -> bool:
         """Every budget given is met (True without budgets)."""
         return all(b.met for b in self.budgets)
@@ -163,6 +173,11 @@ class McuReport:
             "arena": None if self.arena is None else self.arena.to_dict(),
             "exactness": None if self.exactness is None else self.exactness.to_dict(),
             "ops": list(self.ops),
+            "resolver": {
+                "size": len(self.resolver),
+                "methods": [c.method for c in self.resolver if c.method],
+                "without_method": [c.op for c in self.resolver if not c.method],
+            },
             "unsupported_ops": [f.to_dict() for f in self.unsupported],
             "findings": [f.to_dict() for f in self.findings],
             "budgets": [b.to_dict() for b in self.budgets],
@@ -199,6 +214,7 @@ class McuReport:
             f"flash: {self.flash_bytes:,} B (model {self.model_bytes:,} B + C array "
             f"overhead <= {ARRAY_OVERHEAD_BYTES} B; TFLM's code comes on top)"
         )
+        lines.append(_resolver_line(self.resolver))
         if self.exactness is not None:
             lines.append(f"outputs: {self.exactness}")
         for budget in self.budgets:
@@ -208,3 +224,9 @@ class McuReport:
             lines.extend(f"  - {finding}" for finding in self.findings)
         lines.append(f"checked in {self.seconds:.1f} s")
         return "\n".join(lines)
+
+
+def _resolver_line(calls: tuple[OpCall, ...]) -> str:
+    """``ops to register: tflite::MicroMutableOpResolver<3> with AddConv2D(), ...``."""
+    adds = ", ".join(f"{c.method}()" if c.method else f"{c.op} (no Add method)" for c in calls)
+    return f"ops to register: tflite::MicroMutableOpResolver<{len(calls)}> with {adds}"
