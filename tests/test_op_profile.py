@@ -26,7 +26,7 @@ FAST = {"runs": 20, "min_seconds": 0.0, "warmup_seconds": 0.0}
 FAST_FLAGS = ["--runs", "20", "--min-seconds", "0", "--warmup-seconds", "0"]
 
 
-def _tiny_tflite() -> bytes:
+def _tiny_tflite(subgraphs: int = 1) -> bytes:
     from ai_edge_litert import schema_py_generated as fb
 
     from tfcompress._compat.litert import flatbuffer_utils
@@ -74,7 +74,7 @@ def _tiny_tflite() -> bytes:
     ]
     model = fb.ModelT()
     model.version, model.operatorCodes = 3, codes
-    model.subgraphs, model.buffers = [graph], buffers
+    model.subgraphs, model.buffers = [graph] * subgraphs, buffers
     return bytes(flatbuffer_utils().convert_object_to_bytearray(model))
 
 
@@ -162,6 +162,31 @@ def test_a_backend_without_a_per_op_profile_says_so():
 
     with pytest.raises(OpProfileUnavailable, match="only LiteRT's cpu backend"):
         profile_runner(Other(), {"x": np.zeros((1, 8), np.float32)}, FAST, summarize([1e-3]))
+
+
+def test_a_model_with_control_flow_is_not_cut_op_by_op():
+    from tfcompress.bench.op_profile import _Cutter
+
+    with pytest.raises(OpProfileUnavailable, match="2 subgraphs"):
+        _Cutter(_tiny_tflite(subgraphs=2))
+
+
+@pytest.mark.device
+def test_with_on_the_device_profiles_the_ops(tiny, tmp_path_factory):
+    pytest.importorskip("distributed")
+    from _device import Cluster
+
+    cluster = Cluster(tmp_path_factory.mktemp("dask_logs"))
+    try:
+        started = cluster.start("pi-a")
+        result = tfcompress.benchmark(tiny, profile_ops=True, on=started.address, **FAST)
+    finally:
+        cluster.stop()
+    (row,) = result.rows
+    assert row.device == "pi-a" and row.ok, row.status
+    placements = [op["placement"] for op in row.op_profile["ops"]]
+    assert placements == ["delegated", "fell back", "delegated"]
+    _consistent(row.op_profile["check"])
 
 
 def test_a_report_of_schema_2_3_is_still_read(tiny):
