@@ -17,7 +17,7 @@ import pytest
 
 import tfcompress
 from tfcompress.bench.op_profile import OpProfileUnavailable, profile_runner
-from tfcompress.bench.stats import summarize
+from tfcompress.bench.stats import measure, summarize
 from tfcompress.cli import main
 from tfcompress.errors import InvalidInputError
 from tfcompress.report.schema import validate_report
@@ -134,7 +134,14 @@ def test_profile_ops_json_shape_and_report(tiny, capsys, tmp_path):
     assert set(profile) == {"method", "ops", "partitions", "check"}
     for op in profile["ops"]:
         assert set(op) == {"index", "op", "output", "ms", "share", "placement"}
-    assert set(profile["check"]) == {"sum_ms", "call_ms", "whole_ms", "tolerance_ms", "within"}
+    assert set(profile["check"]) == {
+        "sum_ms",
+        "call_ms",
+        "whole_ms",
+        "tolerance_ms",
+        "within",
+        "untimed_ops",
+    }
     assert "op_profile" not in (report / "benchmark.csv").read_text().splitlines()[0]
     written = json.loads((report / "benchmark.json").read_text())
     assert written["rows"][0]["op_profile"] == profile
@@ -162,6 +169,29 @@ def test_a_backend_without_a_per_op_profile_says_so():
 
     with pytest.raises(OpProfileUnavailable, match="only LiteRT's cpu backend"):
         profile_runner(Other(), {"x": np.zeros((1, 8), np.float32)}, FAST, summarize([1e-3]))
+
+
+def test_an_op_that_cannot_run_alone_is_named_and_leaves_no_verdict(tiny, monkeypatch):
+    from tfcompress.bench import op_profile
+    from tfcompress.models import load_model
+    from tfcompress.runtime import create_runner
+
+    real = op_profile._time_cut
+
+    def refusing(cutter, ops, *args):
+        if ops == [1]:
+            raise RuntimeError("Node number 0 (CUMSUM) failed to prepare.")
+        return real(cutter, ops, *args)
+
+    monkeypatch.setattr(op_profile, "_time_cut", refusing)
+    with create_runner(load_model(tiny), backend="cpu") as runner:
+        feed = {"x": np.ones((1, 8), np.float32)}
+        whole = measure(runner.bind(feed["x"]), **FAST).latency
+        profile = profile_runner(runner, feed, FAST, whole)
+    cumsum = profile["ops"][1]
+    assert cumsum["ms"] is None and "CUMSUM) failed to prepare" in cumsum["error"]
+    assert math.isclose(sum(op["share"] for op in profile["ops"] if op["ms"] is not None), 1.0)
+    assert profile["check"]["untimed_ops"] == 1 and profile["check"]["within"] is None
 
 
 def test_a_model_with_control_flow_is_not_cut_op_by_op():

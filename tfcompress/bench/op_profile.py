@@ -117,46 +117,61 @@ def profile_litert(
         "warmup_seconds": float(timing.get("warmup_seconds", 0.5)) / units,
     }
 
-    def timed(ops: Iterable[int]) -> LatencyStats:
-        return _time_cut(cutter, list(ops), values, runner, each)
+    def timed(ops: Iterable[int]) -> LatencyStats | str:
+        """The cut's timing, or why LiteRT would not run it alone (a string)."""
+        try:
+            return _time_cut(cutter, list(ops), values, runner, each)
+        except (RuntimeError, ValueError) as error:
+            return " ".join(str(error).split())[:200] or type(error).__name__
 
     overhead = timed([])
+    if isinstance(overhead, str):
+        raise OpProfileUnavailable(f"LiteRT cannot run a call with no op here: {overhead}")
     rows = []
     for index in range(count):
-        stats = timed([index])
         if not runner.use_xnnpack:
             placement = "built-in"
         else:
             placement = "delegated" if index in delegated else "fell back"
-        rows.append((index, stats, placement))
-    spent = {index: max(0.0, stats.p50 - overhead.p50) for index, stats, _ in rows}
+        rows.append((index, timed([index]), placement))
+    spent = {
+        index: max(0.0, stats.p50 - overhead.p50)
+        for index, stats, _ in rows
+        if not isinstance(stats, str)
+    }
     total = sum(spent.values())
-    ops = [
-        {
+    ops = []
+    for index, stats, placement in rows:
+        ms = spent.get(index)
+        op = {
             "index": index,
             "op": cutter.op_name(index),
             "output": cutter.output_name(index),
-            "ms": round(spent[index], 6),
-            "share": round(spent[index] / total, 6) if total > 0 else 0.0,
+            "ms": None if ms is None else round(ms, 6),
+            "share": None if ms is None else round(ms / total, 6) if total > 0 else 0.0,
             "placement": placement,
         }
-        for index, _, placement in rows
-    ]
-    timed_partitions = [
-        {"ops": sorted(part), "ms": round(max(0.0, timed(sorted(part)).p50 - overhead.p50), 6)}
-        for part in partitions
-    ]
-    spread = math.sqrt(
-        sum(_spread(stats) ** 2 for stats in (whole, overhead, *(r[1] for r in rows)))
-    )
-    check = {
+        ops.append(op if ms is not None else {**op, "error": f"not timed alone: {stats}"})
+    timed_partitions = []
+    for part in partitions:
+        stats = timed(sorted(part))
+        ms = None if isinstance(stats, str) else round(max(0.0, stats.p50 - overhead.p50), 6)
+        timed_partitions.append({"ops": sorted(part), "ms": ms})
+    measured = [whole, overhead, *(r[1] for r in rows if not isinstance(r[1], str))]
+    spread = math.sqrt(sum(_spread(stats) ** 2 for stats in measured))
+    check: dict[str, Any] = {
         "sum_ms": round(total, 6),
         "call_ms": round(overhead.p50, 6),
         "whole_ms": round(whole.p50, 6),
         "tolerance_ms": round(spread, 6),
     }
     estimate = check["sum_ms"] + check["call_ms"]
-    check["within"] = abs(estimate - check["whole_ms"]) <= check["tolerance_ms"]
+    untimed = count - len(spent)
+    # An op that could not be timed alone leaves the sum short: no verdict, and it says so.
+    check["within"] = (
+        None if untimed else abs(estimate - check["whole_ms"]) <= check["tolerance_ms"]
+    )
+    check["untimed_ops"] = untimed
     return {"method": METHOD, "ops": ops, "partitions": timed_partitions, "check": check}
 
 
@@ -307,20 +322,24 @@ def top_ops(rows: Iterable[Any], count: int = 5) -> list[str]:
             lines.append(f"Per-op profile of {where}: unavailable: {profile['unavailable']}")
             continue
         check = profile["check"]
-        verdict = "within" if check["within"] else "NOT within"
+        verdict = {True: "within", False: "NOT within", None: "no verdict (ops not timed)"}
+        verdict = verdict[check["within"]]
         lines.append(
             f"Per-op profile of {where}: ops sum {check['sum_ms']:.4f} ms + call "
             f"{check['call_ms']:.4f} ms vs whole {check['whole_ms']:.4f} ms, {verdict} "
             f"+-{check['tolerance_ms']:.4f} ms"
         )
-        ranked = sorted(profile["ops"], key=lambda op: -op["ms"])
-        for op in ranked[:count]:
+        timed = [op for op in profile["ops"] if op["ms"] is not None]
+        for op in sorted(timed, key=lambda op: -op["ms"])[:count]:
             lines.append(
                 f"  #{op['index']:<4} {op['op']:<18} {op['ms']:.4f} ms {op['share']:6.1%}  "
                 f"{op['placement']:<9}  {op['output'][:40]}"
             )
         for part in profile["partitions"]:
-            lines.append(f"  delegate partition of {len(part['ops'])} op(s): {part['ms']:.4f} ms")
+            ms = "not timed" if part["ms"] is None else f"{part['ms']:.4f} ms"
+            lines.append(f"  delegate partition of {len(part['ops'])} op(s): {ms}")
+        for op in (op for op in profile["ops"] if op["ms"] is None):
+            lines.append(f"  #{op['index']:<4} {op['op']:<18} {op['error']}"[:160])
         fell = [op for op in profile["ops"] if op["placement"] == "fell back"]
         if fell:
             shown = ", ".join(f"#{op['index']} {op['op']}" for op in fell[:8])
