@@ -1,8 +1,9 @@
-"""Per-op profiles (``benchmark --profile-ops``) of the MNIST CNN and MobileNetV2, int8.
+"""Per-op profiles (``benchmark --profile-ops``) of the MNIST CNNs and MobileNetV2, int8.
 
-Builds the project's small MNIST CNN (trained 1 epoch on the shipped MNIST subset) and
-MobileNetV2 1.0 224x224 (random weights: nothing is downloaded), converts both to the
-converter's int8, and benchmarks each on the ``cpu`` backend, one thread, with and without
+Builds the project's small MNIST CNN and its residual CNN with a PReLU (each trained 1 epoch
+on the shipped MNIST subset) and MobileNetV2 1.0 224x224 (random weights: nothing is
+downloaded), converts them to the converter's int8 (the residual CNN's float32 file too),
+and benchmarks each on the ``cpu`` backend, one thread, with and without
 XNNPACK, with ``profile_ops=True``. The table lists each file's top ops; the check line is
 the profile's own: the ops' medians plus one call's cost against the whole model's median,
 within the measured spread (see docs/benchmarking.md, "Per-op profile"). LiteRT's C++
@@ -26,7 +27,7 @@ from _markdown import machine_line, write_section
 
 import tfcompress
 from tfcompress._compat.keras import KerasFlavour, keras_module
-from tfcompress.samples.cnn import small_cnn, train_classifier
+from tfcompress.samples.cnn import residual_cnn, small_cnn, train_classifier
 from tfcompress.samples.datasets import mnist
 
 RESULTS = Path(__file__).resolve().parent / "results" / "op_profile.json"
@@ -40,14 +41,19 @@ def _files(folder: Path) -> dict[str, Path]:
     cnn = train_classifier(small_cnn(), split.train, epochs=1)
     mobilenet = keras.applications.MobileNetV2(alpha=1.0, input_shape=(224, 224, 3), weights=None)
     calibration = np.random.default_rng(0).random((16, 224, 224, 3), dtype=np.float32)
+    residual = train_classifier(residual_cnn(), split.train, epochs=1)
     files = {}
     for name, model, data in (
-        ("mnist_cnn_int8.tflite", cnn, split.train.x[:200]),
-        ("mobilenet_v2_int8.tflite", mobilenet, calibration),
+        ("mnist_cnn", cnn, split.train.x[:200]),
+        ("mobilenet_v2", mobilenet, calibration),
+        ("residual_prelu", residual, split.train.x[:200]),
     ):
         result = tfcompress.quantize(model, recipe="int8", representative_data=data)
-        files[name] = folder / name
-        files[name].write_bytes(result.model_content)
+        files[f"{name}_int8.tflite"] = folder / f"{name}_int8.tflite"
+        files[f"{name}_int8.tflite"].write_bytes(result.model_content)
+        if name == "residual_prelu":  # its float32 file too: PRELU in float beside int8
+            files[f"{name}_float32.tflite"] = folder / f"{name}_float32.tflite"
+            files[f"{name}_float32.tflite"].write_bytes(result.reference_content)
     return files
 
 
