@@ -64,6 +64,13 @@ def time_batch(
     return measured, _State.runner.details(), current_rss_mb(), peak_rss_mb()
 
 
+def profile_ops(feed: dict[str, Any], timing: dict[str, float], whole: Any) -> dict[str, Any]:
+    """The per-op profile of one batch, timed here (:mod:`tfcompress.bench.op_profile`)."""
+    from tfcompress.bench.op_profile import profile_runner
+
+    return profile_runner(_State.runner, feed, timing, whole)
+
+
 def details() -> dict[str, object]:
     """The runner's details."""
     return _State.runner.details()

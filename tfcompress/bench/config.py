@@ -66,12 +66,15 @@ class BenchmarkConfig:
             child-process limit (``TFCOMPRESS_TIMEOUT``) read when the run starts.
         isolate: Run native runtimes in worker processes.
         safe_mode: Refuse Keras files that would run code when loaded (Lambda layers).
+        profile_ops: Also time each op and each delegated partition of every ``.tflite``
+            measured on the ``cpu`` backend (``row.op_profile``; see
+            :mod:`tfcompress.bench.op_profile`); off by default, as it times every op.
         version: The config format.
 
     Raises:
         InvalidInputError: An unknown backend, a count below 1, a negative time, backend
             options for a backend not requested or that it does not take, a timeout out of
-            range, or a value of the wrong type.
+            range, ``profile_ops`` without the ``cpu`` backend, or a value of the wrong type.
     """
 
     backends: tuple[str, ...] = ("cpu",)
@@ -91,6 +94,7 @@ class BenchmarkConfig:
     timeout: float | None = None
     isolate: bool = True
     safe_mode: bool = True
+    profile_ops: bool = False
     version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:
@@ -136,11 +140,16 @@ class BenchmarkConfig:
 
             # Finite, above 0, a week at most (1e300 overflows the wait).
             set_(self, "timeout", CHILD_TIMEOUT.given(self.timeout, name="timeout (--timeout)"))
-        for name in ("isolate", "safe_mode"):
+        for name in ("isolate", "safe_mode", "profile_ops"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInputError(
                     f"{name} must be True or False, got {shown(getattr(self, name))}."
                 )
+        if self.profile_ops and "cpu" not in self.backends:
+            raise InvalidInputError(
+                "profile_ops (--profile-ops) times LiteRT's cpu backend op by op, and the "
+                f"backends are {', '.join(self.backends)}: add cpu to them (--backend)."
+            )
 
     def __hash__(self) -> int:  # the mappings are not hashable
         def frozen(value: Any) -> Any:

@@ -58,6 +58,7 @@ def benchmark(
     timeout: float | None = None,
     isolate: bool | None = None,
     safe_mode: bool | None = None,
+    profile_ops: bool | None = None,
     report_dir: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     progress: bool = False,
@@ -147,6 +148,8 @@ def benchmark(
             in this process, where a native crash ends the process and nothing stops a hang.
         safe_mode: Refuse Keras files that would run code when loaded (Lambda layers); pass
             False only for files you trust (``--unsafe``).
+        profile_ops: Also time each op of every ``.tflite`` on the ``cpu`` backend, in the
+            row's worker (``row.op_profile``; ``--profile-ops``).
         report_dir: Also write JSON, CSV, Markdown and PNG reports into this folder.
         overwrite: Replace report files already in ``report_dir``; without it their
             presence is an error raised before anything is timed.
@@ -204,6 +207,7 @@ def benchmark(
             "timeout": timeout,
             "isolate": isolate,
             "safe_mode": safe_mode,
+            "profile_ops": profile_ops,
         },
         BenchmarkConfig.from_options,
         holds="what to measure and how",
@@ -334,6 +338,7 @@ def _plan(config: BenchmarkConfig) -> Plan:
         # None: the one child-process time limit, read now (TFCOMPRESS_TIMEOUT).
         timeout=CHILD_TIMEOUT.given(config.timeout),
         batch_dims=dict(config.batch_dims),
+        profile_ops=config.profile_ops,
     )
 
 

@@ -178,6 +178,13 @@ class IsolatedRunner(Runner):
         feed = {name: np.asarray(array) for name, array in self.feed(x).items()}
         return self._request("timing the model", "time_batch", feed, dict(timing))
 
+    def profile_ops(
+        self, x: np.ndarray | Mapping[str, np.ndarray], timing: Mapping[str, float], whole: Any
+    ) -> dict[str, Any]:
+        """The per-op profile of one batch, measured in the worker (``bench.op_profile``)."""
+        feed = {name: np.asarray(array) for name, array in self.feed(x).items()}
+        return self._request("profiling its ops", "profile_ops", feed, dict(timing), whole)
+
     def details(self) -> dict[str, object]:
         """The backend's details, from the worker, plus ``process: worker``."""
         details = self._request("reading its details", "details")

@@ -49,6 +49,9 @@ class BenchmarkRow:
     says ``ok (4 calls of 8)`` when a batch took several. ``device`` names the Dask worker
     the row ran on (``benchmark --on``; ``"local"`` for this machine beside them), None when
     the whole run was local; :attr:`BenchmarkResult.devices` holds each one's environment.
+    ``op_profile`` is the row's per-op profile with ``profile_ops`` (``benchmark
+    --profile-ops``; :mod:`tfcompress.bench.op_profile`), ``{"unavailable": why}`` where the
+    backend has none, None without it.
 
     Example:
         >>> BenchmarkRow("m.tflite", "gpu", None, None, "unavailable: no GPU").ok
@@ -71,6 +74,7 @@ class BenchmarkRow:
     size_ratio: float | None = None
     speedup: float | None = None
     device: str | None = None
+    op_profile: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -139,6 +143,7 @@ class BenchmarkRow:
             "speedup": _round(self.speedup, 4),
             "backend_details": dict(self.details),
             "device": self.device,
+            "op_profile": self.op_profile,
         }
 
 
@@ -301,6 +306,7 @@ class BenchmarkResult:
         """The rows as an aligned text (or Markdown) table."""
         header = ["artifact", "backend", "thr", "batch", "status", "size", "gzip", "prec"]
         header += ["init ms", "p50 ms", "mean ms", "p90 ms", "ms/sample", "samples/s", "x ref"]
+        header += ["peak MB"]  # the measuring process's high-water mark (process_peak_rss_mb)
         header += [self.metric] if self.samples else []
         rows = [_cells(r, with_accuracy=bool(self.samples)) for r in self.rows]
         if self.devices:  # benchmark --on: where each row ran comes first
@@ -340,6 +346,10 @@ class BenchmarkResult:
             parts += [str(device) for device in self.devices]
         else:
             parts = [self.table(), "", str(self.environment)]
+        from tfcompress.bench.op_profile import top_ops
+
+        profiles = top_ops(self.rows)
+        parts += ["", *profiles] if profiles else []
         if self.notes:
             parts += ["", *(f"* {note}" for note in self.notes)]
         if self.report_files:
@@ -377,6 +387,7 @@ def _cells(row: BenchmarkRow, *, with_accuracy: bool) -> list[str]:
         num(row.latency_per_sample_ms, ".4f"),
         num(row.throughput_per_s, ".1f"),
         num(row.speedup, ".2f"),
+        num(row.process_peak_rss_mb, ".0f"),
     ]
     if with_accuracy:
         cells.append("-" if row.accuracy is None else f"{row.accuracy:.2%}")

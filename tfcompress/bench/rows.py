@@ -47,7 +47,7 @@ class Plan:
     ``isolate`` runs each native runtime (LiteRT, ONNX Runtime, the Edge TPU delegate) in a
     worker process per runner (:mod:`tfcompress.bench.isolation`), where ``timeout`` bounds
     each measurement; ``batch_dims`` says where inputs whose signature cannot tell have
-    their batch.
+    their batch; ``profile_ops`` adds each row's per-op profile (``cpu`` rows of a ``.tflite``).
     """
 
     backends: tuple[str, ...]
@@ -58,6 +58,7 @@ class Plan:
     isolate: bool = True
     timeout: float | None = None
     batch_dims: dict[str, int] = field(default_factory=dict)
+    profile_ops: bool = False
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,7 @@ def _timed_row(
         logger.debug("%s on %s (batch %d): %s", base["artifact"], base["backend"], batch, error)
         return BenchmarkRow(**base, batch=batch, status=row_status(error), init_ms=init_ms)
     calls = runner.calls_for(batch)
+    profile = _op_profile(runner, x, timing.latency, plan) if plan.profile_ops else None
     if calls > 1 or runner.layout.static_batch is not None:
         # A static-batch model ran the batch as calls of its own size: the row says so.
         details = {**details, "static_batch": runner.layout.static_batch, "calls": calls}
@@ -247,7 +249,21 @@ def _timed_row(
         process_peak_rss_mb=peak,
         rss_growth_mb=growth,
         details=details,
+        op_profile=profile,
     )
+
+
+def _op_profile(runner: Runner, x: Any, whole: Any, plan: Plan) -> dict[str, Any]:
+    """The row's per-op profile, measured where it was timed; what stopped it, said in it."""
+    from tfcompress.bench.op_profile import profile_runner
+
+    try:
+        if isinstance(runner, IsolatedRunner):
+            return runner.profile_ops(x, plan.timing, whole)
+        return profile_runner(runner, runner.feed(x), plan.timing, whole)
+    except ROW_ERRORS as error:
+        logger.debug("op profile on %s failed: %s", runner.backend, error)
+        return {"unavailable": row_status(error).removeprefix("error: ")}
 
 
 def _measure(

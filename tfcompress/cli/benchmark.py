@@ -92,6 +92,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "timing); past it the row is an error and the others go on (default: "
         "TFCOMPRESS_TIMEOUT, else 6h)",
     )
+    parser.add_argument(
+        "--profile-ops",
+        action="store_true",
+        help="also time each op and each delegated partition of .tflite artifacts on the cpu "
+        "backend (top ops in the table, all in the JSON's op_profile; see docs/benchmarking.md)",
+    )
     parser.add_argument("--report", metavar="DIR", help="write JSON, CSV, Markdown and PNG here")
     parser.add_argument(
         "--force",
@@ -139,6 +145,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         backend_options=backend_options(args),
         timeout=args.timeout,
         safe_mode=not args.unsafe,
+        profile_ops=args.profile_ops,
     )
     if args.local and not args.on:
         raise InvalidInputError("--local adds this machine beside the devices of --on; give --on.")

@@ -21,7 +21,9 @@ SCHEMA = "tfcompress.benchmark"
 # the report gained "devices" (each worker's environment, read there).
 # 2.3: the report gained "config" (the BenchmarkConfig it measured with; null when the
 # result was built by hand), which BenchmarkConfig.from_dict reads back.
-SCHEMA_VERSION = "2.3"
+# 2.4: rows gained "op_profile" (benchmark --profile-ops: each op's time, share and
+# placement, each delegated partition's time, and the sum's check; null without it).
+SCHEMA_VERSION = "2.4"
 
 #: Keys of the top-level report object.
 REPORT_KEYS = (
@@ -66,6 +68,7 @@ ROW_KEYS = (
     "speedup",
     "backend_details",
     "device",
+    "op_profile",
 )
 LATENCY_KEYS = ("runs", "mean", "std", "min", "p50", "p90", "p99", "max")
 #: Row keys a report of schema 2.0 (before them) lacks; a reader of 2.x takes it without them.
@@ -74,6 +77,7 @@ ROW_KEYS_SINCE_2_1 = ("samples_per_call", "calls", "latency_per_call_ms", "laten
 ROW_KEYS_SINCE_2_2 = ("device",)
 REPORT_KEYS_SINCE_2_2 = ("devices",)
 REPORT_KEYS_SINCE_2_3 = ("config",)
+ROW_KEYS_SINCE_2_4 = ("op_profile",)
 
 
 def validate_report(report: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +119,12 @@ def validate_report(report: dict[str, Any]) -> dict[str, Any]:
         and not (older and k in REPORT_KEYS_SINCE_2_2)
         and not (before_2_3 and k in REPORT_KEYS_SINCE_2_3)
     ]
-    expected = tuple(k for k in ROW_KEYS if not (older and k in ROW_KEYS_SINCE_2_2))
+    expected = tuple(
+        k
+        for k in ROW_KEYS
+        if not (older and k in ROW_KEYS_SINCE_2_2)
+        and not ((before_2_3 or version == "2.3") and k in ROW_KEYS_SINCE_2_4)
+    )
     if version == "2.0":
         expected = tuple(k for k in expected if k not in ROW_KEYS_SINCE_2_1)
     for index, row in enumerate(report.get("rows", [])):

@@ -343,7 +343,7 @@ def csv_columns() -> list[str]:
     for key in ROW_KEYS:
         if key == "latency_ms":
             columns += ["latency_runs" if k == "runs" else f"latency_{k}_ms" for k in LATENCY_KEYS]
-        elif key != "backend_details":
+        elif key not in ("backend_details", "op_profile"):  # nested: left to the JSON
             columns.append(key)
     return columns
 

@@ -277,10 +277,6 @@ def custom_op_advice(model: TFLiteModel) -> str:
 def delegated_ops(interpreter: Any) -> tuple[int, int]:
     """Count the model's ops, and those that run inside delegate kernels (XNNPACK, Edge TPU...).
 
-    A delegate replaces a partition of the graph with one ``DELEGATE`` node appended after
-    the model's own nodes; the ops of a partition are those between its input and output
-    tensors.
-
     Args:
         interpreter: An allocated LiteRT interpreter.
 
@@ -289,20 +285,37 @@ def delegated_ops(interpreter: Any) -> tuple[int, int]:
     """
     nodes = interpreter._get_ops_details()  # the public API has no per-node view
     own = [n for n in nodes if n["op_name"] != "DELEGATE"]
+    return len(own), sum(len(ops) for ops in delegated_partitions(interpreter))
+
+
+def delegated_partitions(interpreter: Any) -> list[set[int]]:
+    """The model's ops each delegate node runs, one set of op indices per ``DELEGATE`` node.
+
+    A delegate replaces a partition of the graph with one ``DELEGATE`` node appended after
+    the model's own nodes; the ops of a partition are those between its input and output
+    tensors. An op in no set runs on LiteRT's built-in kernels.
+
+    Args:
+        interpreter: An allocated LiteRT interpreter.
+    """
+    nodes = interpreter._get_ops_details()  # the public API has no per-node view
+    own = [n for n in nodes if n["op_name"] != "DELEGATE"]
     producer = {int(t): n["index"] for n in own for t in n["outputs"]}
-    delegated: set[int] = set()
+    partitions: list[set[int]] = []
     for node in nodes:
         if node["op_name"] != "DELEGATE":
             continue
         boundary = {int(t) for t in node["inputs"]}
         stack = [int(t) for t in node["outputs"]]
+        delegated: set[int] = set()
         while stack:
             op = producer.get(stack.pop())
             if op is None or op in delegated:
                 continue
             delegated.add(op)
             stack.extend(int(t) for t in nodes[op]["inputs"] if int(t) not in boundary)
-    return len(own), len(delegated)
+        partitions.append(delegated)
+    return partitions
 
 
 def quantize(x: np.ndarray, detail: dict[str, Any]) -> np.ndarray:
