@@ -21,7 +21,9 @@ SCHEMA = "tfcompress.benchmark"
 # the report gained "devices" (each worker's environment, read there).
 # 2.3: the report gained "config" (the BenchmarkConfig it measured with; null when the
 # result was built by hand), which BenchmarkConfig.from_dict reads back.
-SCHEMA_VERSION = "2.3"
+# 2.4: rows' "throughput_per_s" is batch / the median latency, the statistic of
+# "latency_per_sample_ms" (it was batch / the mean; the mean stays in "latency_ms").
+SCHEMA_VERSION = "2.4"
 
 #: Keys of the top-level report object.
 REPORT_KEYS = (
