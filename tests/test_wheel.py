@@ -22,6 +22,8 @@ import tfcompress
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("setup.cfg", "pyproject.toml", "README.md")
+#: Fenced blocks whose lines a reader runs (a CI workflow's `run:` lines included).
+SHELL = {"bash", "sh", "shell", "yaml", "yml"}
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +86,30 @@ def test_make_wheel_builds_it_without_stale_files():
     recipe = makefile.split("\nwheel:", 1)[1].split("\n\n", 1)[0]
     assert "rm -rf build" in recipe  # setuptools would carry a deleted module over
     assert "pip wheel --no-deps --wheel-dir dist ." in recipe
+
+
+def test_every_install_command_in_the_docs_installs_what_exists():
+    """tfcompress is not on the package index: a command installs the checkout or the wheel.
+
+    A bare ``tfcompress`` requirement is right only from a wheelhouse (``--no-index``).
+    """
+    from _doc_commands import doc_files
+
+    wrong = []
+    for path in doc_files():
+        language = None  # outside a fenced block; `text` and unlabelled blocks are not run
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.strip().startswith("```"):
+                language = line.strip()[3:].strip() if language is None else None
+                continue
+            if language not in SHELL or "pip install" not in line:
+                continue
+            command = line.split("pip install", 1)[1].split("#", 1)[0]
+            bare = re.findall(
+                r"""(?:^|\s)['"]?(tfcompress(?:\[[\w,-]+\])?)['"]?(?=\s|$)""", command
+            )
+            if bare and "--no-index" not in command:
+                wrong.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not wrong, "installs tfcompress from the package index, where it is not:\n" + "\n".join(
+        wrong
+    )
