@@ -198,12 +198,54 @@ def measure(models: Path, out: Path, *, quick: bool, note: str | None = None) ->
         "rows": [*gpu.to_dict()["rows"], *cpu.to_dict()["rows"]],
         "notes": [*gpu.notes, *cpu.notes],
         "litert_tool": tool,
+        "gpu_route": gpu_route(),
         "note": note,
     }
     path = out / "gpu_check.json"
     path.write_text(json.dumps(report, indent=1))
     print(f"wrote {path}", file=sys.stderr)
+    if not any(r["status"] == "ok" for r in report["rows"] if r["backend"] == "gpu"):
+        print(f"gpu_check: the gpu rows: {found(report)}", file=sys.stderr)
     return report
+
+
+def gpu_route() -> dict:
+    """What LiteRT's GPU route (WebGPU over Vulkan) needs, as this machine has it.
+
+    ``vulkan_loader``: the ``libvulkan.so.1`` this process loads (``LD_LIBRARY_PATH`` and
+    the system's paths, as LiteRT's accelerator looks it up), or None; ``icd_files``: the
+    driver ICD files the loader would read (``VK_DRIVER_FILES``/``VK_ICD_FILENAMES``, else
+    the standard folders); ``gpu``: the GPU the driver's tools name (``nvidia-smi``, DRM).
+    """
+    import ctypes
+    import glob
+
+    from tfcompress.bench.environment import detect_gpu
+
+    loader = None
+    try:
+        ctypes.CDLL("libvulkan.so.1")
+        maps = Path("/proc/self/maps").read_text().splitlines()
+        loader = next((line.split()[-1] for line in maps if "libvulkan.so" in line), "loaded")
+    except OSError:
+        pass
+    named = os.environ.get("VK_DRIVER_FILES") or os.environ.get("VK_ICD_FILENAMES")
+    folders = ("/etc/vulkan/icd.d", "/usr/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
+    icd = named.split(os.pathsep) if named else sorted(
+        path for folder in folders for path in glob.glob(f"{folder}/*.json")
+    )  # fmt: skip
+    return {"vulkan_loader": loader, "icd_files": icd, "gpu": detect_gpu()}
+
+
+def found(report: dict) -> str:
+    """Why the gpu rows were not measured, and what of the GPU route this machine has."""
+    route = report.get("gpu_route") or {}
+    status = next((r["status"] for r in report["rows"] if r["backend"] == "gpu"), "no gpu row")
+    return (
+        f"{status.split('; ')[0]}; found: Vulkan loader {route.get('vulkan_loader') or 'none'}, "
+        f"ICD files {', '.join(route.get('icd_files') or []) or 'none'}, "
+        f"GPU (driver tools) {route.get('gpu') or 'none'}"
+    )
 
 
 def section(report: dict) -> str:
@@ -228,10 +270,10 @@ def section(report: dict) -> str:
         "",
     ]
     if not gpu_rows:
-        reason = failed[0]["status"] if failed else "no gpu row"
+        reason = found(report) if report.get("gpu_route") else failed[0]["status"] if failed else ""
         lines += [
             "**The GPU block is pending a GPU session**: on this machine LiteRT found no GPU "
-            f"(`{reason[:160]}`), so only the CPU rows below were measured; the `gpu` target's "
+            f"(`{reason[:300]}`), so only the CPU rows below were measured; the `gpu` target's "
             "checks ran statically. To fill it: carry `out/gpu_models` (written by "
             "`benchmarks/gpu_models.py`, where TensorFlow is) to a machine with a GPU, run "
             "`python benchmarks/gpu_check.py` there, and write this section from its "

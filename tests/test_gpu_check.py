@@ -146,6 +146,10 @@ def test_gpu_check_runs_on_the_listed_wheels_only(batch_1_files, tmp_path):
     for row in gpu:  # measured where LiteRT finds a GPU, else why not: never a crash
         assert row["status"] == "ok" or row["status"].startswith("unavailable: no GPU"), row
     assert {r["status"] for r in report["rows"] if r["backend"] == "cpu"} == {"ok"}
+    assert set(report["gpu_route"]) == {"vulkan_loader", "icd_files", "gpu"}
+    if not any(row["status"] == "ok" for row in gpu):  # what the GPU route found, said
+        assert "gpu_check: the gpu rows: unavailable: no GPU" in done.stderr
+        assert "found: Vulkan loader " in done.stderr
     assert "wrote" in done.stderr and "| file | recipe |" in done.stdout
 
     owners = subprocess.run(
