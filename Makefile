@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DEVICE_VENV := .venv-device
 DEVICE_STAMP := $(DEVICE_VENV)/.installed
 
-.PHONY: install demo test lint format bench clean device-install device-test
+.PHONY: install demo test lint format bench clean device-install device-test wheel
 
 install: $(STAMP)
 
@@ -31,6 +31,13 @@ $(DEVICE_STAMP): setup.cfg pyproject.toml
 # first), and benchmark --on through a Dask worker started from it. CI runs it after `make test`.
 device-test: install device-install
 	$(BIN)/python -m pytest -m device --durations=10
+
+# The wheel a device installs (tfcompress is not on the package index; docs/devices.md):
+# dist/tfcompress-0.1.0-py3-none-any.whl, tfcompress/ only (py.typed included). build/ goes
+# first: setuptools would carry a module deleted since the last build into the wheel.
+wheel:
+	rm -rf build
+	$(PYTHON) -m pip wheel --no-deps --wheel-dir dist .
 
 demo: install
 	$(BIN)/python -m tfcompress demo
@@ -69,4 +76,4 @@ bench: install device-install
 	$(BIN)/python benchmarks/remote_overhead.py
 
 clean:
-	rm -rf $(VENV) $(DEVICE_VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEVICE_VENV) build dist *.egg-info .pytest_cache .ruff_cache

@@ -1,8 +1,29 @@
 """The GPU check of issue 31, carried to a machine with a GPU: MobileNetV2 on LiteRT's GPU and CPU.
 
-Runs without TensorFlow: tfcompress from source beside ai-edge-litert, numpy and tqdm (the
-device install, docs/devices.md), with the Vulkan loader (``apt-get install libvulkan1``) and
-the driver's ICD (``VK_DRIVER_FILES`` in an NVIDIA container; docs/benchmarking.md, GPU).
+Runs without TensorFlow and without a network, on Python 3.11, 3.12 or 3.13, with these
+wheels, the complete list (tfcompress's base install; ``tests/test_gpu_check_script.py`` checks it
+against what the run imports)::
+
+    tfcompress ai-edge-litert numpy tqdm py-cpuinfo google-re2
+    backports.strenum flatbuffers ml_dtypes protobuf typing-extensions
+
+and LiteRT's GPU accelerator needs the Vulkan loader (``libvulkan.so.1``) and the driver's ICD
+(``VK_DRIVER_FILES`` in an NVIDIA container; docs/benchmarking.md, "A fresh GPU machine").
+On a machine with a network, for a GPU machine with Python 3.12 on x86_64::
+
+    make wheel    # dist/tfcompress-0.1.0-py3-none-any.whl (not on the package index)
+    pip download --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_27_x86_64 --platform manylinux_2_28_x86_64 \
+        --platform manylinux2014_x86_64 -d wheelhouse dist/tfcompress-0.1.0-py3-none-any.whl
+    apt-get download libvulkan1    # the Vulkan loader as a .deb (Debian, Ubuntu)
+
+carry ``wheelhouse/``, the ``.deb``, ``benchmarks/`` and ``out/gpu_models/`` there, and::
+
+    python3.12 -m venv venv
+    venv/bin/pip install --no-index --find-links wheelhouse tfcompress
+    dpkg -x libvulkan1_*.deb vulkan    # or: apt-get install libvulkan1, where apt reaches
+    export LD_LIBRARY_PATH=$PWD/vulkan/usr/lib/x86_64-linux-gnu
+    venv/bin/python benchmarks/gpu_check.py
 
 Input: the three batch-1 files ``benchmarks/gpu_models.py`` builds where TensorFlow is
 (``out/gpu_models/mobilenet_v2_{float32,float16,int8}.tflite``, about 25 MB together, and its
@@ -94,7 +115,9 @@ def files(models: Path, folder: Path) -> dict[str, Path]:
     for recipe in RECIPES:
         source = models / f"{NAME}_{recipe}.tflite"
         if not source.is_file():
-            raise SystemExit(f"{source} is missing: run benchmarks/gpu_models.py (TensorFlow).")
+            raise FileNotFoundError(
+                f"{source} is missing: run benchmarks/gpu_models.py (TensorFlow)"
+            )
         for batch in BATCHES:
             path = source if batch == 1 else folder / f"{NAME}_{recipe}_b{batch}.tflite"
             if batch != 1:
@@ -115,6 +138,21 @@ def litert_tool(model: Path, *, use_gpu: bool) -> float | None:
             print(f"benchmark_litert_model failed: {done.stderr[-400:]}", file=sys.stderr)
             return None
         return float(json.loads(report.read_text())["latency"]["median_ms"])
+
+
+def preflight() -> None:
+    """Import what the run needs before it starts, so a missing wheel is named at once.
+
+    Raises:
+        ImportError: A module of a listed wheel is missing (tfcompress's
+            ``MissingDependencyError`` names the module LiteRT's GPU route lacked).
+    """
+    import tfcompress.bench.harness  # noqa: F401  (numpy, tqdm, the harness)
+    from tfcompress._compat.litert import compiled_model_module, flatbuffer_utils
+    from tfcompress.targets.gpu.target import gpu_verdict  # noqa: F401
+
+    flatbuffer_utils()
+    compiled_model_module()
 
 
 def measure(models: Path, out: Path, *, quick: bool, note: str | None = None) -> dict:
@@ -160,12 +198,54 @@ def measure(models: Path, out: Path, *, quick: bool, note: str | None = None) ->
         "rows": [*gpu.to_dict()["rows"], *cpu.to_dict()["rows"]],
         "notes": [*gpu.notes, *cpu.notes],
         "litert_tool": tool,
+        "gpu_route": gpu_route(),
         "note": note,
     }
     path = out / "gpu_check.json"
     path.write_text(json.dumps(report, indent=1))
     print(f"wrote {path}", file=sys.stderr)
+    if not any(r["status"] == "ok" for r in report["rows"] if r["backend"] == "gpu"):
+        print(f"gpu_check: the gpu rows: {found(report)}", file=sys.stderr)
     return report
+
+
+def gpu_route() -> dict:
+    """What LiteRT's GPU route (WebGPU over Vulkan) needs, as this machine has it.
+
+    ``vulkan_loader``: the ``libvulkan.so.1`` this process loads (``LD_LIBRARY_PATH`` and
+    the system's paths, as LiteRT's accelerator looks it up), or None; ``icd_files``: the
+    driver ICD files the loader would read (``VK_DRIVER_FILES``/``VK_ICD_FILENAMES``, else
+    the standard folders); ``gpu``: the GPU the driver's tools name (``nvidia-smi``, DRM).
+    """
+    import ctypes
+    import glob
+
+    from tfcompress.bench.environment import detect_gpu
+
+    loader = None
+    try:
+        ctypes.CDLL("libvulkan.so.1")
+        maps = Path("/proc/self/maps").read_text().splitlines()
+        loader = next((line.split()[-1] for line in maps if "libvulkan.so" in line), "loaded")
+    except OSError:
+        pass
+    named = os.environ.get("VK_DRIVER_FILES") or os.environ.get("VK_ICD_FILENAMES")
+    folders = ("/etc/vulkan/icd.d", "/usr/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
+    icd = named.split(os.pathsep) if named else sorted(
+        path for folder in folders for path in glob.glob(f"{folder}/*.json")
+    )  # fmt: skip
+    return {"vulkan_loader": loader, "icd_files": icd, "gpu": detect_gpu()}
+
+
+def found(report: dict) -> str:
+    """Why the gpu rows were not measured, and what of the GPU route this machine has."""
+    route = report.get("gpu_route") or {}
+    status = next((r["status"] for r in report["rows"] if r["backend"] == "gpu"), "no gpu row")
+    return (
+        f"{status.split('; ')[0]}; found: Vulkan loader {route.get('vulkan_loader') or 'none'}, "
+        f"ICD files {', '.join(route.get('icd_files') or []) or 'none'}, "
+        f"GPU (driver tools) {route.get('gpu') or 'none'}"
+    )
 
 
 def section(report: dict) -> str:
@@ -184,15 +264,16 @@ def section(report: dict) -> str:
         f"{'no' if 'tensorflow' not in versions else 'yes'}. Random weights (latency does "
         "not depend on them). Latency is the median per call; `ms/sample` divides it by the "
         "samples of that call; `x ref` is per sample against float32 at batch 1 on the same "
-        "backend and threads. `samples/s` is from the mean, `ms/sample` from the median.",
+        "backend and threads. `samples/s` is from the median too (batch / p50), so "
+        "`samples/s` x `ms/sample` = 1000.",
         *([f"Run note: {report['note']}"] if report.get("note") else []),
         "",
     ]
     if not gpu_rows:
-        reason = failed[0]["status"] if failed else "no gpu row"
+        reason = found(report) if report.get("gpu_route") else failed[0]["status"] if failed else ""
         lines += [
             "**The GPU block is pending a GPU session**: on this machine LiteRT found no GPU "
-            f"(`{reason[:160]}`), so only the CPU rows below were measured; the `gpu` target's "
+            f"(`{reason[:300]}`), so only the CPU rows below were measured; the `gpu` target's "
             "checks ran statically. To fill it: carry `out/gpu_models` (written by "
             "`benchmarks/gpu_models.py`, where TensorFlow is) to a machine with a GPU, run "
             "`python benchmarks/gpu_check.py` there, and write this section from its "
@@ -214,7 +295,7 @@ def section(report: dict) -> str:
         lines.append(
             f"| {r['artifact']} | {recipe} | {r['batch']} | {r['backend']} | {r['threads']} | "
             f"{r['latency_ms']['p50']:.3f} | {r['latency_per_sample_ms']:.4f} | "
-            f"{r['throughput_per_s']:,.1f} | {_num(r.get('speedup'))} | "
+            f"{r['batch'] * 1000 / r['latency_ms']['p50']:,.1f} | {_num(r.get('speedup'))} | "
             f"{'-' if accelerated is None else accelerated} | {on_cpu or '-'} |"
         )
     verdicts = report.get("verdicts", {})
@@ -263,9 +344,22 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"wrote {write_section('gpu', section(json.loads(args.write_docs.read_text())))}")
         return 0
-    report = measure(args.models, args.out, quick=args.quick, note=args.note)
+    try:
+        preflight()
+        report = measure(args.models, args.out, quick=args.quick, note=args.note)
+    except ImportError as error:  # a wheel of the docstring's list not installed: say which
+        said = str(error) if error.name is None else f"no module named {error.name!r}: {MISSING}"
+        print(f"gpu_check: {said}", file=sys.stderr)  # tfcompress's own errors name it already
+        return 2
+    except FileNotFoundError as error:
+        print(f"gpu_check: {error}", file=sys.stderr)
+        return 2
     print(section(report))
     return 0
+
+
+#: What to do about a missing module (the one line a bare machine gets instead of a traceback).
+MISSING = "install the wheels listed at the top of benchmarks/gpu_check.py (no TensorFlow needed)"
 
 
 if __name__ == "__main__":

@@ -189,3 +189,26 @@ def test_flatbuffer_utils_fallback_reads_and_writes_a_model(fresh_cache, tiny_tf
 def test_default_flatbuffer_utils_is_litert(fresh_cache):
     assert flatbuffer_utils().__name__ == "ai_edge_litert.tools.flatbuffer_utils"
     assert litert.INTERPRETER_MODULES[0] == "ai_edge_litert.interpreter"
+
+
+@pytest.mark.parametrize(
+    ("missing", "resolve", "forget"),
+    [
+        # ai-edge-litert 2.3's tensor buffers import ml_dtypes: once read as "needs >= 2"
+        ("ml_dtypes", litert.compiled_model_module, ("compiled_model", "tensor_buffer")),
+        ("flatbuffers", flatbuffer_utils, ("tools.flatbuffer_utils",)),  # once "needs TF"
+    ],
+)
+def test_a_module_litert_imports_is_named_when_missing(
+    fresh_cache, monkeypatch, missing, resolve, forget
+):
+    from tfcompress.errors import MissingDependencyError
+
+    for name in forget:  # imported again, as on a machine that never had the module
+        monkeypatch.delitem(sys.modules, f"ai_edge_litert.{name}", raising=False)
+    _missing(monkeypatch, missing)
+    with pytest.raises(MissingDependencyError) as raised:
+        resolve()
+    message = str(raised.value)
+    assert f"no module named {missing!r}" in message and f"pip install {missing}" in message
+    assert ">= 2" not in message and "TensorFlow" not in message

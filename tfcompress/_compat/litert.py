@@ -37,8 +37,8 @@ def interpreter_module() -> tuple[ModuleType, str]:
     for name in INTERPRETER_MODULES:
         try:
             return importlib.import_module(name), name.split(".")[0]
-        except ImportError:
-            continue
+        except ImportError as error:
+            _raise_if_dependency(error, name.split(".")[0], "LiteRT's interpreter")
     if not has_tensorflow():
         raise MissingDependencyError(
             "running a .tflite needs LiteRT's interpreter: none of ai-edge-litert, "
@@ -106,7 +106,8 @@ def flatbuffer_utils() -> ModuleType:
     """
     try:
         return importlib.import_module("ai_edge_litert.tools.flatbuffer_utils")
-    except ImportError:
+    except ImportError as error:
+        _raise_if_dependency(error, "ai_edge_litert", "LiteRT's flatbuffer_utils")
         tensorflow()
         return importlib.import_module("tensorflow.lite.tools.flatbuffer_utils")
 
@@ -115,7 +116,8 @@ def compiled_model_module() -> ModuleType:
     """LiteRT's ``CompiledModel`` API (ai-edge-litert >= 2 only: the GPU route in Python).
 
     Raises:
-        MissingDependencyError: ai-edge-litert is missing or older than 2.
+        MissingDependencyError: ai-edge-litert is missing or older than 2, or a module it
+            imports is missing (named: ``ml_dtypes``, which its tensor buffers import).
 
     Example:
         >>> compiled_model_module().HardwareAccelerator.GPU  # doctest: +SKIP
@@ -123,6 +125,28 @@ def compiled_model_module() -> ModuleType:
     try:
         return importlib.import_module("ai_edge_litert.compiled_model")
     except ImportError as error:
+        _raise_if_dependency(error, "ai_edge_litert", "LiteRT's CompiledModel API")
         raise MissingDependencyError(
             "the LiteRT CompiledModel API needs ai-edge-litert >= 2: pip install -U ai-edge-litert"
+        ) from error
+
+
+#: Modules ai-edge-litert 2.3 imports whose distribution is spelled otherwise.
+_DISTRIBUTIONS = {"backports": "backports.strenum", "google": "protobuf"}
+
+
+def _raise_if_dependency(error: ImportError, package: str, what: str) -> None:
+    """Name the module when ``package`` is installed but a module it imports is not.
+
+    Without this a missing ``ml_dtypes`` (which ai-edge-litert's tensor buffers import) or
+    ``flatbuffers`` read as "ai-edge-litert is missing" or "needs TensorFlow".
+
+    Raises:
+        MissingDependencyError: ``error`` is about another top-level module than ``package``.
+    """
+    missing = (error.name or "").split(".")[0]
+    if missing and missing != package:
+        raise MissingDependencyError(
+            f"{what} cannot be imported: no module named {missing!r}, which "
+            f"{package.replace('_', '-')} needs; pip install {_DISTRIBUTIONS.get(missing, missing)}"
         ) from error

@@ -28,8 +28,9 @@ class BenchmarkRow:
     <reason>"`` (a backend the user named does not run this artifact's format) or
     ``"error: <reason>"`` (this row failed; the other rows are unaffected). Latency is per
     run of ``batch`` samples (one call of the model, or :attr:`calls` calls of its static
-    batch); ``throughput_per_s`` is samples per second, :attr:`latency_per_sample_ms` the
-    median per sample, and ``speedup`` (``x ref``) compares medians per sample.
+    batch); :attr:`latency_per_sample_ms` is the median per sample, ``throughput_per_s`` the
+    samples per second at that same median (their product is 1000), and ``speedup`` (``x
+    ref``) compares medians per sample. The mean is in ``latency.mean`` (``mean ms``).
 
     ``init_ms`` is the time from the artifact's bytes to a ready runner: creating this
     row's runner (interpreter build and allocation, ONNX Runtime session, GPU compilation,
@@ -83,10 +84,14 @@ class BenchmarkRow:
 
     @property
     def throughput_per_s(self) -> float | None:
-        """Samples per second at this batch size (batch / mean latency)."""
-        if self.latency is None or self.batch is None or self.latency.mean <= 0:
+        """Samples per second at this batch size, from the median (batch / median latency).
+
+        The same statistic as :attr:`latency_per_sample_ms`: on a noisy run the mean can be
+        twice the median, and the two columns would disagree.
+        """
+        if self.latency is None or self.batch is None or self.latency.p50 <= 0:
             return None
-        return self.batch * 1000.0 / self.latency.mean
+        return self.batch * 1000.0 / self.latency.p50
 
     @property
     def calls(self) -> int:

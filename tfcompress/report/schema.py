@@ -22,7 +22,9 @@ SCHEMA = "tfcompress.benchmark"
 # 2.3: the report gained "config" (the BenchmarkConfig it measured with; null when the
 # result was built by hand), which BenchmarkConfig.from_dict reads back.
 # 2.4: rows gained "op_profile" (benchmark --profile-ops: each op's time, share and
-# placement, each delegated partition's time, and the sum's check; null without it).
+# placement, each delegated partition's time, and the sum's check; null without it), and
+# rows' "throughput_per_s" is batch / the median latency, the statistic of
+# "latency_per_sample_ms" (it was batch / the mean; the mean stays in "latency_ms").
 SCHEMA_VERSION = "2.4"
 
 #: Keys of the top-level report object.

@@ -230,8 +230,10 @@ class Runner(abc.ABC):
         """Prepare one batch and return a call that runs just the inference on it.
 
         The benchmark harness times the returned call, the way LiteRT's benchmark_model
-        times ``Invoke()``: input conversion and copies happen here, once, not in the loop.
-        A static-batch model runs the batch as :meth:`calls_for` calls of its own size.
+        times ``Invoke()``: input conversion happens here, once, not in the loop, and no
+        output is read back. A static-batch model runs the batch as :meth:`calls_for` calls
+        of its own size, bound by :meth:`bind_calls` on the same terms as a single call, so
+        time per sample compares across batches.
 
         Args:
             x: One batch of float samples, batch first (an array, or a dict by input name).
@@ -242,17 +244,27 @@ class Runner(abc.ABC):
         feed = self.feed(x)
         static = self.layout.static_batch
         count = feed_count(feed)
-        if static is None or count == static:
+        if static is None:
             return self.bind_call(self.layout.to_model(feed))
         chunks = [
             self.layout.to_model(pad_feed(slice_feed(feed, start, start + static), static))
             for start in range(0, count, static)
         ]
-        return lambda: [self.predict_batch(chunk) for chunk in chunks]
+        return self.bind_call(chunks[0]) if len(chunks) == 1 else self.bind_calls(chunks)
 
     def bind_call(self, feed: Feed) -> Callable[[], object]:
         """One call prepared in the model's layout; backends override it to time less."""
         return lambda: self.predict_batch(feed)
+
+    def bind_calls(self, feeds: list[Feed]) -> Callable[[], object]:
+        """Several calls of the same shapes prepared, each timed as :meth:`bind_call` times one.
+
+        Each call is bound on its own: right where a bound call holds its own inputs (ONNX
+        Runtime, Keras). A runtime with one set of input tensors (LiteRT's interpreter,
+        TFLM) or its own buffers (CompiledModel) overrides it.
+        """
+        calls = [self.bind_call(feed) for feed in feeds]
+        return lambda: [call() for call in calls]
 
     def details(self) -> dict[str, object]:
         """Backend facts for reports (delegated ops, accelerators, providers...)."""
@@ -283,6 +295,32 @@ class Runner(abc.ABC):
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def copying_calls(
+    prepared: list[list[tuple[Any, np.ndarray]]],
+    set_input: Callable[[Any, np.ndarray], object],
+    invoke: Callable[[], object],
+) -> Callable[[], None]:
+    """The timed run of calls on a runtime with one set of input tensors (an interpreter).
+
+    Each call copies its inputs, converted before the loop, in with ``set_input(key, value)``
+    and invokes; a single call makes the same copy, so a batch of several calls is timed on
+    the same terms as one (time per sample compares across static batches).
+
+    Args:
+        prepared: Per call, its ``(key, value)`` inputs in the model's types.
+        set_input: Copies one input in.
+        invoke: Runs the model once.
+    """
+
+    def run() -> None:
+        for values in prepared:
+            for key, value in values:
+                set_input(key, value)
+            invoke()
+
+    return run
 
 
 def feed_count(feed: Feed) -> int:

@@ -13,7 +13,14 @@ from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedMo
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.probe import probe_inputs, zeros_refused
 from tfcompress.models.signature import model_signature
-from tfcompress.runtime.base import BackendFlag, Feed, Outputs, Runner, register_backend
+from tfcompress.runtime.base import (
+    BackendFlag,
+    Feed,
+    Outputs,
+    Runner,
+    copying_calls,
+    register_backend,
+)
 
 
 @register_backend("cpu")
@@ -109,9 +116,18 @@ class LiteRTRunner(Runner):
         return self._invoke(feed)
 
     def bind_call(self, feed: Feed) -> Callable[[], object]:
-        """Set the inputs once and return ``Interpreter.invoke`` (what gets timed)."""
-        self._set_inputs(feed)
-        return self.interpreter.invoke
+        """Convert the inputs once; each timed call copies them in and invokes."""
+        return self.bind_calls([feed])
+
+    def bind_calls(self, feeds: list[Feed]) -> Callable[[], object]:
+        """Convert every call's inputs once; each timed call copies them in and invokes.
+
+        The interpreter holds one set of input tensors (see :func:`copying_calls`).
+        """
+        self._set_inputs(feeds[0])  # resized, allocated and probed once, at these shapes
+        pairs = list(zip(self._inputs, self.signature.input_names, strict=True))
+        prepared = [[(d["index"], quantize(feed[n], d)) for d, n in pairs] for feed in feeds]
+        return copying_calls(prepared, self.interpreter.set_tensor, self.interpreter.invoke)
 
     def details(self) -> dict[str, object]:
         """Threads, XNNPACK on/off and how many of the model's ops run inside delegates."""

@@ -27,7 +27,7 @@ from tfcompress.errors import (
 )
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.signature import ModelSignature, model_signature
-from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
+from tfcompress.runtime.base import Feed, Outputs, Runner, copying_calls, register_backend
 
 __all__ = ["NOT_A_DEVICE_FIGURE", "TFLMRunner"]
 
@@ -107,9 +107,19 @@ class TFLMRunner(Runner):
         }
 
     def bind_call(self, feed: Feed) -> Callable[[], object]:
-        """Set the inputs once and return TFLM's ``invoke`` (what gets timed)."""
-        self._set_inputs(feed)
-        return self.interpreter.invoke
+        """Convert the inputs once; each timed call copies them in and invokes."""
+        return self.bind_calls([feed])
+
+    def bind_calls(self, feeds: list[Feed]) -> Callable[[], object]:
+        """Convert every call's inputs once; each timed call copies them in and invokes.
+
+        TFLM's interpreter holds one set of input tensors (see :func:`copying_calls`).
+        """
+        prepared = [list(enumerate(self._converted(feed))) for feed in feeds]
+        set_input = self.interpreter.set_input
+        return copying_calls(
+            prepared, lambda i, value: set_input(value, i), self.interpreter.invoke
+        )
 
     def details(self) -> dict[str, object]:
         """The arena, the kernels, and what the latency is (not a device figure)."""
@@ -121,11 +131,15 @@ class TFLMRunner(Runner):
         }
 
     def _set_inputs(self, feed: Feed) -> None:
-        for i, (name, detail) in enumerate(
-            zip(self.signature.input_names, self._inputs, strict=True)
-        ):
-            value = _quantize(np.asarray(feed[name]), detail)
-            self.interpreter.set_input(value.reshape(tuple(detail["shape"])), i)
+        for i, value in enumerate(self._converted(feed)):
+            self.interpreter.set_input(value, i)
+
+    def _converted(self, feed: Feed) -> list[np.ndarray]:
+        """Each input in the model's type and shape, in input order."""
+        return [
+            _quantize(np.asarray(feed[name]), detail).reshape(tuple(detail["shape"]))
+            for name, detail in zip(self.signature.input_names, self._inputs, strict=True)
+        ]
 
     def close(self) -> None:
         """Drop the interpreter (and its arena)."""
