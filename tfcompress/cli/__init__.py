@@ -48,6 +48,7 @@ EXIT_INTERRUPTED = 130
 # Modules under tfcompress.cli, in the order `--help` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
     "demo",
+    "data",
     "compress",
     "quantize",
     "inspect",
