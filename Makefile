@@ -33,7 +33,7 @@ device-test: install device-install
 	$(BIN)/python -m pytest -m device --durations=10
 
 demo: install
-	$(BIN)/python -m tfcompress demo
+	$(BIN)/python -m tfcompress demo --out-dir demo --force
 
 # One worker process per core, at most two (each holds TensorFlow; several tests start
 # processes of their own); a test file stays on one worker, so its module fixtures are

@@ -1,10 +1,13 @@
 """Every command shown in README.md and docs/*.md runs as typed, against small fixtures.
 
 The commands are collected from the docs (tests/_doc_commands.py says which lines) and run
-in the order each doc shows them, in one folder per doc, so a command can read what an
-earlier one wrote (``compress ... --report rep2`` then ``--replay rep2/compress.json``).
-Files a command reads that no earlier command wrote are small fixtures named as the doc
-names them (tests/_doc_fixtures.py). Commands run in this process through
+in the order each doc shows them, in one fresh folder per doc, as a reader types them after
+the README's first command: a command can read what an earlier one wrote (``compress ...
+--report rep2`` then ``--replay rep2/compress.json``), and one that writes a file an earlier
+command of its doc wrote fails as it would for the reader (``already exists``). Files a
+command reads that no earlier command wrote are copied in from what ``tfcompress demo
+--out-dir`` wrote (run once), or, for the few other models a doc names and says where they
+come from, from tests/_doc_fixtures.py. Commands run in this process through
 ``tfcompress.cli.main(shlex.split(...))``, with TensorFlow loaded once; identical commands
 on the same fixtures run once; one real ``python -m tfcompress`` subprocess proves the entry
 point.
@@ -113,8 +116,6 @@ def _run(command: DocCommand, folder: Path, written: set[str], capsys) -> str | 
                 f"needs a file {token!r} ({family} family) that no earlier command in "
                 "the doc writes and tests/_doc_fixtures.py does not provide: add it there"
             )
-    for output in outputs:  # the doc shows a fresh run: what it writes must not exist yet
-        _remove(folder / output)
     key = (command.text.replace("python -m tfcompress", "tfcompress"), family)
     if key in _DONE and not outputs:
         code, out, err = _DONE[key]
@@ -198,15 +199,6 @@ def _outputs(tokens: list[str]) -> set[str]:
 def _under(token: str, written: set[str]) -> bool:
     parts = Path(token).parts
     return any(parts[: len(Path(w).parts)] == Path(w).parts for w in written)
-
-
-def _remove(path: Path) -> None:
-    import shutil
-
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
 
 
 def test_fixture_names_cover_the_files_docs_read():
