@@ -171,5 +171,5 @@ def _listing(folder: Path) -> list[Path]:
         return sorted(folder.iterdir())
     except OSError as failure:
         raise InvalidDataError(
-            f"{folder}: cannot list the image folder ({failure.strerror}); check its permissions."
+            f"{folder}: cannot list the folder ({failure.strerror}); check its permissions."
         ) from None

@@ -34,7 +34,7 @@ import numpy as np
 
 from tfcompress._files import check_output_path, check_regular_file, read_regular_bytes
 from tfcompress.data.audio import AUDIO_SUFFIXES, fit_length, read_wav
-from tfcompress.data.images import IMAGE_SUFFIXES, decode_images
+from tfcompress.data.images import IMAGE_SUFFIXES, _listing, decode_images
 from tfcompress.data.npfiles import read_npy, read_npz, write_npz
 from tfcompress.data.validation import check_count
 from tfcompress.errors import InvalidDataError, InvalidInputError
@@ -394,12 +394,3 @@ def _split(
             "(one per split), and more per class for a useful test."
         )
     return rng.permutation(train_at), rng.permutation(test_at)
-
-
-def _listing(folder: Path) -> list[Path]:
-    try:
-        return sorted(folder.iterdir())
-    except OSError as failure:
-        raise InvalidDataError(
-            f"{folder}: cannot list the folder ({failure.strerror}); check its permissions."
-        ) from None
