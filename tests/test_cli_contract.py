@@ -201,3 +201,9 @@ def test_an_unavailable_gpu_is_one_line_with_no_native_lines_after_it(tmp_path):
         pytest.skip("a GPU ran the gate here: there is no unavailable-GPU error to check")
     line = _one_error_line(process.stderr, "gate")
     assert "GPU" in line
+
+
+def test_the_quick_demo_refuses_a_report_it_would_not_write(tmp_path, capsys):
+    assert main(["demo", "--quick", "--report", str(tmp_path / "rep")]) == 2
+    assert "drop --report or --quick" in capsys.readouterr().err
+    assert not (tmp_path / "rep").exists()
