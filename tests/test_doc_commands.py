@@ -36,6 +36,7 @@ from _doc_commands import NOT_RUN, ROOT, DocCommand, collect
 from _doc_fixtures import family_of, known, place, share_with_the_run
 
 from tfcompress.cli import main
+from tfcompress.demo import STARTER_FILES
 
 pytestmark = pytest.mark.slow  # every documented command, with real training and conversions
 
@@ -83,6 +84,17 @@ def test_every_not_run_mark_gives_a_reason_and_marks_a_command():
                 assert any(c.line == number + 1 and c.not_run for c in following), (
                     f"{where}: the mark is not right above a command it could apply to"
                 )
+
+
+def test_the_readme_python_runs_where_the_demo_wrote_its_files(tmp_path, monkeypatch):
+    """README.md's first Python block, as typed, in a folder holding what the demo wrote."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    for name in STARTER_FILES:
+        place(name, "demo", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    assert (tmp_path / "model_int8_api.tflite").stat().st_size > 0
 
 
 def test_the_entry_point_runs_a_documented_command(tmp_path):

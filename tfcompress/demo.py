@@ -31,6 +31,8 @@ DEMO_MAX_DROP = 0.01
 STARTER_FILES = ("model.keras", "model_float32.tflite", "calib.npz", "test.npz", "train.npz")
 #: Samples in calib.npz: the first of the (shuffled, stratified) training split, no labels.
 CALIB_SAMPLES = 500
+#: ``quick``: the training and test digits kept (of 3,750 and 1,250).
+QUICK_TRAIN, QUICK_TEST = 1000, 500
 
 
 @dataclass(frozen=True)
@@ -112,8 +114,10 @@ def run_demo(
         progress: Draw progress bars (and the search's progress lines on stderr).
         report_dir: Where the compress report (JSON, Markdown, plots) goes; default
             ``out_dir/compress_report``, or a new temporary folder without ``out_dir``.
-        quick: Train and write the starter files only: no other recipe, no compress search
-            (seconds instead of a minute; the docs test runs the docs' commands on these).
+        quick: Train on the first :data:`QUICK_TRAIN` training digits and write the starter
+            files only, the test split its first :data:`QUICK_TEST` digits: no other recipe,
+            no compress search (seconds instead of a minute; the docs test runs the docs'
+            commands on these).
 
     Returns:
         The rows (Keras model, float32 ``.tflite``, each recipe) and the compress result.
@@ -127,7 +131,7 @@ def run_demo(
     from tfcompress.quantization import list_recipes
     from tfcompress.quantization.ptq import quantize
     from tfcompress.samples.cnn import small_cnn, train_classifier
-    from tfcompress.samples.datasets import mnist
+    from tfcompress.samples.datasets import Split, mnist
 
     if quick and report_dir is not None:
         raise InvalidInputError(
@@ -136,6 +140,13 @@ def run_demo(
         )
     start = time.perf_counter()
     split = mnist()
+    if quick:  # a smaller split: what the docs' commands fine-tune on trains in seconds
+        split = Split(
+            split.name,
+            split.train.take(QUICK_TRAIN),
+            split.test.take(QUICK_TEST),
+            split.num_classes,
+        )
     recipes = [] if quick else [r for r in list_recipes() if r != "float32"]
     out = None if out_dir is None else Path(out_dir)
     if out is not None:
