@@ -60,6 +60,7 @@ class PreparedData:
     scaling: str  # the rule applied, in words
     seed: int
     per_class: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # (train, test)
+    labelled: bool = False  # whether test.npz and train.npz hold y
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for ``--json``."""
@@ -75,16 +76,17 @@ class PreparedData:
             "value_range": list(self.value_range),
             "scaling": self.scaling,
             "seed": self.seed,
+            "labelled": self.labelled,
         }
 
     def __str__(self) -> str:
         low, high = self.value_range
+        kept = "kept as given, not classes" if self.labelled else "none"
         lines = [
             f"{self.source}: {sum(self.counts[n] for n in ('test.npz', 'train.npz'))} "
             f"{_NOUNS[self.kind]}, each {self.sample_shape} {self.dtype} in "
             f"[{low:.4g}, {high:.4g}] ({self.scaling})",
-            "labels: "
-            + (", ".join(f"{i}={name}" for i, name in enumerate(self.classes)) or "none"),
+            "labels: " + (", ".join(f"{i}={name}" for i, name in enumerate(self.classes)) or kept),
         ]
         if self.per_class:
             lines.append(
@@ -145,7 +147,7 @@ def prepare_data(
     x, scaling = _scaled(x, kind, scale, source_range, spec, rescaling)
     if spec is not None:
         x = _fitted(x, spec, Path(source))
-    train, test = _split(len(x), y, test_fraction, seed)
+    train, test = _split(len(x), y if classes else None, test_fraction, seed)
     arrays = {
         "calib.npz": {"x": x[train[:calib_samples]]},
         "test.npz": {"x": x[test]} if y is None else {"x": x[test], "y": y[test]},
@@ -153,7 +155,7 @@ def prepare_data(
     }
     written = tuple(write_npz(p, arrays[p.name], overwrite=overwrite) for p in paths)
     per_class = {}
-    if y is not None:
+    if classes:
         per_class = {
             name: (int(np.sum(y[train] == i)), int(np.sum(y[test] == i)))
             for i, name in enumerate(classes)
@@ -170,6 +172,7 @@ def prepare_data(
         scaling=scaling,
         seed=seed,
         per_class=per_class,
+        labelled=y is not None,
     )
 
 
@@ -230,15 +233,22 @@ def _read(
     )
 
 
-def _labels(y: np.ndarray | None, source: Path) -> tuple[np.ndarray | None, tuple[str, ...], None]:
+def _labels(y: Any, source: Path) -> tuple[np.ndarray | None, tuple[str, ...], None]:
+    """Class labels as indices with their names, or other labels kept as given.
+
+    Regression targets and one-hot rows get no class names: they are split unstratified.
+    """
     if y is None:
         return None, (), None
-    names, indices = np.unique(np.asarray(y).astype(str), return_inverse=True)
-    if np.issubdtype(np.asarray(y).dtype, np.number):  # numeric labels keep their values
+    y = np.asarray(y)
+    if y.ndim != 1 or len(y) == 0:
+        return y, (), None
+    if np.issubdtype(y.dtype, np.number):
         values = np.unique(y)
-        if np.all(values == np.round(values)) and values.min() >= 0:
-            count = int(values.max()) + 1
-            return np.asarray(y, np.int64), tuple(str(i) for i in range(count)), None
+        if not (np.all(values == np.round(values)) and values.min() >= 0):
+            return y, (), None  # not class numbers: regression targets
+        return y.astype(np.int64), tuple(str(i) for i in range(int(values.max()) + 1)), None
+    names, indices = np.unique(y.astype(str), return_inverse=True)
     return indices.astype(np.int64), tuple(str(n) for n in names), None
 
 
