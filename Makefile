@@ -40,7 +40,7 @@ wheel:
 	$(PYTHON) -m pip wheel --no-deps --wheel-dir dist .
 
 demo: install
-	$(BIN)/python -m tfcompress demo
+	$(BIN)/python -m tfcompress demo --out-dir demo --force
 
 # One worker process per core, at most two (each holds TensorFlow; several tests start
 # processes of their own); a test file stays on one worker, so its module fixtures are

@@ -1,16 +1,23 @@
-"""Small files named as the docs name them, for tests/test_doc_commands.py.
+"""The files the docs' commands read: what the demo wrote, and the few other models they name.
 
-A command's files come from one *family*, chosen by the model the command names: the
-two-head detector (``two_head*.keras``/``.tflite``), the keyword spotter (``kws.tflite``),
-the shipped-model stand-ins (``vad.*``, ``rnn.*``: tests/_shipped_models.py), or the digits
-classifier for everything else. So ``test.npz`` is the detector's frames
-next to ``two_head.keras`` and the digits next to ``model.keras``, as in the docs.
+A command's files come from one *family*, chosen by the model the command names:
 
-The digits models and the two-head detector are the ones conftest.py's fixtures use, built
-once per test run (tests/_shared.py) and copied into the family's folder.
+* ``demo``: what ``tfcompress demo --out-dir DIR`` writes (``model.keras``,
+  ``model_float32.tflite``, ``calib.npz``, ``test.npz``, ``train.npz``: the files README.md's
+  first command leaves). The demo runs once per test process, as the docs name it
+  (``demo --quick``, the documented fast variant, with one epoch), and its folder is never
+  touched: each doc's commands run in a fresh folder that gets copies of what they read.
+* files the docs say come from elsewhere, each doc saying where in one line: the two-head
+  detector (``two_head*``: ``tfcompress.samples.gate_models``), the keyword spotter
+  (``kws.tflite``), the shipped-model stand-ins (``vad.*``, ``rnn.*``:
+  tests/_shipped_models.py), the damaged digits classifier (``damaged.tflite``:
+  ``tfcompress.samples.gate_models``) and a MediaPipe-shaped landmarker
+  (``face_landmark.tflite``). So ``test.npz`` is the detector's frames next to
+  ``two_head.keras`` and the demo's digits next to ``model.keras``, as in the docs.
 
 To add a file a doc names: add its name to a family's table below (or a builder for a new
-family). A name no family knows fails the docs test with the doc line and this file's name.
+family), and say in the doc where a reader gets it. A name no family knows fails the docs
+test with the doc line and this file's name.
 """
 
 from __future__ import annotations
@@ -24,19 +31,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tfcompress.demo import STARTER_FILES
+
 # name in the docs -> name in the family's built folder
-DIGITS = {
-    **dict.fromkeys(
-        ("model.keras", "cnn.keras", "reference.keras", "outlier.keras", "emotion.keras"),
-        "reference.keras",
-    ),
-    **dict.fromkeys(("model_int8.tflite", "int8.tflite", "cnn_int8.tflite"), "int8.tflite"),
-    **dict.fromkeys(("model_float32.tflite", "cnn_float32.tflite"), "float32.tflite"),
+DEMO = {
+    **{name: name for name in STARTER_FILES},
+    "val.npz": "test.npz",  # docs/pruning.md and docs/qat.md: "cp test.npz val.npz"
+}
+DAMAGED = {  # tfcompress/samples/gate_models.py: build_gate_models(folder)
+    "reference.keras": "reference.keras",
     "damaged.tflite": "damaged.tflite",
-    "cnn_int8.onnx": "int8.onnx",
-    **dict.fromkeys(("test.npz", "val.npz", "faces_val.npz"), "test.npz"),
-    **dict.fromkeys(("calib.npz", "train.npz", "faces.npz"), "train.npz"),
-    "unlabelled.npz": "unlabelled.npz",
+    "test.npz": "test.npz",
 }
 TWO_HEAD = {
     "two_head.keras": "two_head.keras",
@@ -48,7 +53,7 @@ TWO_HEAD = {
 KWS = {"kws.tflite": "kws.tflite"}
 LANDMARKER = {  # tfcompress/samples/landmarker.py: a MediaPipe-shaped float .tflite
     "face_landmark.tflite": "face_landmark.tflite",
-    **dict.fromkeys(("calib.npz", "test.npz"), "calib.npz"),
+    "faces/calib.npz": "calib.npz",
 }
 SHIPPED = {  # tests/_shipped_models.py: a streaming model with a state, a static-batch RNN
     name: name
@@ -101,7 +106,9 @@ def family_of(tokens: list[str]) -> str:
             return "landmarker"
         if name.startswith(("vad", "rnn")) and name in SHIPPED:
             return "shipped"
-    return "digits"
+        if name == "damaged.tflite":
+            return "damaged"
+    return "demo"
 
 
 def fixture(name: str, family: str) -> Path | None:
@@ -119,20 +126,18 @@ def _built(family: str, build: Callable[[Path], None]) -> Path:
     return root
 
 
-def _digits(root: Path) -> None:
-    import tfcompress
-    from tfcompress.samples.datasets import digits
-    from tfcompress.samples.gate_models import build_gate_models
-    from tfcompress.targets.onnx import export_onnx, quantize_onnx_static
+def _demo(root: Path) -> None:
+    from tfcompress.cli import main
 
-    # reference.keras, int8.tflite, damaged.tflite, test.npz: the run's one build of them
-    paths = _copied(_shared("gate_models", build_gate_models), root)
-    split = digits(seed=0)
-    np.savez(root / "train.npz", x=split.train.x[:400], y=split.train.y[:400])
-    model = tfcompress.load_model(paths["reference"])
-    tfcompress.quantize(model, recipe="float32").save(root / "float32.tflite")
-    onnx_model = export_onnx(model)
-    quantize_onnx_static(onnx_model, split.train.x[:100], root / "int8.onnx")
+    code = main(["demo", "--quick", "--epochs", "1", "--out-dir", str(root)])
+    assert code == 0, f"tfcompress demo --quick exited {code}"
+    assert sorted(p.name for p in root.iterdir()) == sorted(STARTER_FILES)
+
+
+def _damaged(root: Path) -> None:
+    from tfcompress.samples.gate_models import build_gate_models
+
+    _copied(_shared("gate_models", build_gate_models), root)  # the run's one build of them
 
 
 def _two_head(root: Path) -> None:
@@ -176,7 +181,8 @@ def _shipped(root: Path) -> None:
 
 FAMILIES.update(
     {
-        "digits": (DIGITS, _digits),
+        "demo": (DEMO, _demo),
+        "damaged": (DAMAGED, _damaged),
         "two_head": (TWO_HEAD, _two_head),
         "kws": (KWS, _kws),
         "landmarker": (LANDMARKER, _landmarker),

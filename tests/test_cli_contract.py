@@ -107,6 +107,49 @@ def test_debug_shows_the_traceback(monkeypatch, capsys, tmp_path):
     assert "Traceback" in capsys.readouterr().err
 
 
+def test_debug_after_the_command_shows_the_traceback_too(monkeypatch, capsys, tmp_path):
+    """ "rerun with --debug": where a reader puts it, at the end, works as well as before."""
+    monkeypatch.setattr("tfcompress.models.load_model", lambda *_, **__: object())
+    monkeypatch.setattr(
+        "tfcompress.inspection.api.inspect_model",
+        lambda *_: (_ for _ in ()).throw(ZeroDivisionError("boom")),
+    )
+    monkeypatch.delenv("TFCOMPRESS_DEBUG", raising=False)
+    assert main(["inspect", str(tmp_path / "m.keras"), "--debug"]) == EXIT_INTERNAL_ERROR
+    assert "Traceback" in capsys.readouterr().err
+    assert main(["--debug", "inspect", str(tmp_path / "m.keras"), "--json"]) == 3  # not reset
+    assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "new"),
+    [
+        (["qat", "model.keras", "--val", "test.npz", "--train", "t.npz", "--out", "o"], "--eval"),
+        (["prune", "model.keras", "--data=train.npz", "--out", "o.tflite"], "--train"),
+        (["select", "--train", "t.npz", "--eval", "v.npz", "--backend", "cpu"], "--target"),
+        (["gate", "model.keras", "model_int8.tflite", "--data", "test.npz"], "--eval"),
+        (["quantize", "model.keras", "--batch-size", "1", "--out", "o.tflite"], "--static-batch"),
+    ],
+)
+def test_an_old_flag_name_is_refused_naming_the_new_one(argv, new, capsys):
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"tfcompress {argv[0]}: error: ") and f"use {new} " in line
+
+
+def test_a_static_batch_of_zero_is_refused_not_made_one(tmp_path, capsys):
+    import keras
+
+    inputs = keras.Input((4,))
+    keras.Model(inputs, keras.layers.Dense(2)(inputs)).save(tmp_path / "m.keras")
+    out = tmp_path / "m.tflite"
+    for target in (["--target", "gpu"], []):
+        argv = ["quantize", str(tmp_path / "m.keras"), *target, "--static-batch", "0"]
+        assert main([*argv, "--out", str(out)]) == 2
+        assert "static_batch must be a positive integer" in capsys.readouterr().err
+        assert not out.exists()
+
+
 def test_real_process_prints_nothing_after_the_error_line(model_files, tmp_path):
     """Native destructors log at exit (``INFO: DestroyAccelerator``); none of it may follow."""
     broken = tmp_path / "broken.tflite"
@@ -158,3 +201,9 @@ def test_an_unavailable_gpu_is_one_line_with_no_native_lines_after_it(tmp_path):
         pytest.skip("a GPU ran the gate here: there is no unavailable-GPU error to check")
     line = _one_error_line(process.stderr, "gate")
     assert "GPU" in line
+
+
+def test_the_quick_demo_refuses_a_report_it_would_not_write(tmp_path, capsys):
+    assert main(["demo", "--quick", "--report", str(tmp_path / "rep")]) == 2
+    assert "drop --report or --quick" in capsys.readouterr().err
+    assert not (tmp_path / "rep").exists()

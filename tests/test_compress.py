@@ -184,6 +184,21 @@ def test_bad_input_exits_2_with_one_line(
     assert not (tmp_path / "o.tflite").exists()
 
 
+def test_target_gpu_without_a_gpu_gates_on_the_cpu_and_ranks_by_size(
+    sensitive_files, tmp_path, capsys
+):
+    """docs/compress.md's words, run as typed: exit 0, a note, no refusal."""
+    if "gpu" in _usable_backends():
+        pytest.skip("a GPU is usable here: compress ranks by its latency")
+    root, out = sensitive_files, tmp_path / "o.tflite"
+    code = main(["compress", str(root / "sensitive.keras"), "--target", "gpu",
+                 "--data", str(root / "calib.npz"), "--eval", str(root / "test.npz"),
+                 "--max-drop", "1.0", "--no-latency", "--out", str(out)])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0 and out.exists(), captured.err
+    assert "ranked by size, not latency" in captured.out + captured.err
+
+
 def _usable_backends() -> set[str]:
     from tfcompress.bench.environment import detect_gpu
 

@@ -73,7 +73,7 @@ def test_every_attempt_of_a_fresh_report_reads_back_and_replays(searched, tmp_pa
     for name in ("int8", "int8-methods", "selective-1", "float16"):  # post-training: same size
         out = tmp_path / f"{name}.tflite"
         assert main(_replay(files, root, made[name]["index"], out)) == 0
-        assert "same size as recorded" in capsys.readouterr().out, name
+        assert "same raw and gzip size as recorded" in capsys.readouterr().out, name
         assert out.stat().st_size == made[name]["size_bytes"]
     # QAT trains again, with the recorded options and seed (it was refused before configs).
     out = tmp_path / "qat.tflite"
@@ -132,3 +132,19 @@ def test_a_litert_quantizer_attempt_replays_through_the_cli(tmp_path, capsys, mo
                  "--static-batch", "1", "--out", str(never)])  # fmt: skip
     assert code == 2 and not never.exists()
     assert "a .tflite keeps its own shapes" in capsys.readouterr().err
+
+
+def test_the_replay_line_says_only_what_the_report_lets_it_compare():
+    from types import SimpleNamespace
+
+    from tfcompress.cli.compress import _compared
+    from tfcompress.training.sparsity import gzip_size
+
+    content = bytes(range(256)) * 4
+    same = SimpleNamespace(size_bytes=len(content), gzip_bytes=gzip_size(content))
+    assert _compared(same, content).startswith("same raw and gzip size as recorded")
+    other = SimpleNamespace(size_bytes=len(content), gzip_bytes=gzip_size(content) + 7)
+    assert "other bytes" in _compared(other, content)  # same size, not the same bytes
+    assert "not the recorded artifact" in _compared(
+        SimpleNamespace(size_bytes=1, gzip_bytes=None), content
+    )

@@ -1,10 +1,13 @@
 """Every command shown in README.md and docs/*.md runs as typed, against small fixtures.
 
 The commands are collected from the docs (tests/_doc_commands.py says which lines) and run
-in the order each doc shows them, in one folder per doc, so a command can read what an
-earlier one wrote (``compress ... --report rep2`` then ``--replay rep2/compress.json``).
-Files a command reads that no earlier command wrote are small fixtures named as the doc
-names them (tests/_doc_fixtures.py). Commands run in this process through
+in the order each doc shows them, in one fresh folder per doc, as a reader types them after
+the README's first command: a command can read what an earlier one wrote (``compress ...
+--report rep2`` then ``--replay rep2/compress.json``), and one that writes a file an earlier
+command of its doc wrote fails as it would for the reader (``already exists``). Files a
+command reads that no earlier command wrote are copied in from what ``tfcompress demo
+--out-dir`` wrote (run once), or, for the few other models a doc names and says where they
+come from, from tests/_doc_fixtures.py. Commands run in this process through
 ``tfcompress.cli.main(shlex.split(...))``, with TensorFlow loaded once; identical commands
 on the same fixtures run once; one real ``python -m tfcompress`` subprocess proves the entry
 point.
@@ -33,6 +36,7 @@ from _doc_commands import NOT_RUN, ROOT, DocCommand, collect
 from _doc_fixtures import family_of, known, place, share_with_the_run
 
 from tfcompress.cli import main
+from tfcompress.demo import STARTER_FILES
 
 pytestmark = pytest.mark.slow  # every documented command, with real training and conversions
 
@@ -82,6 +86,17 @@ def test_every_not_run_mark_gives_a_reason_and_marks_a_command():
                 )
 
 
+def test_the_readme_python_runs_where_the_demo_wrote_its_files(tmp_path, monkeypatch):
+    """README.md's first Python block, as typed, in a folder holding what the demo wrote."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    for name in STARTER_FILES:
+        place(name, "demo", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    assert (tmp_path / "model_int8_api.tflite").stat().st_size > 0
+
+
 def test_the_entry_point_runs_a_documented_command(tmp_path):
     [command] = [c for c in COMMANDS if c.text == "python -m tfcompress zoo 'resnet*'"]
     done = subprocess.run(
@@ -113,8 +128,6 @@ def _run(command: DocCommand, folder: Path, written: set[str], capsys) -> str | 
                 f"needs a file {token!r} ({family} family) that no earlier command in "
                 "the doc writes and tests/_doc_fixtures.py does not provide: add it there"
             )
-    for output in outputs:  # the doc shows a fresh run: what it writes must not exist yet
-        _remove(folder / output)
     key = (command.text.replace("python -m tfcompress", "tfcompress"), family)
     if key in _DONE and not outputs:
         code, out, err = _DONE[key]
@@ -198,15 +211,6 @@ def _outputs(tokens: list[str]) -> set[str]:
 def _under(token: str, written: set[str]) -> bool:
     parts = Path(token).parts
     return any(parts[: len(Path(w).parts)] == Path(w).parts for w in written)
-
-
-def _remove(path: Path) -> None:
-    import shutil
-
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
 
 
 def test_fixture_names_cover_the_files_docs_read():

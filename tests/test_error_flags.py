@@ -73,6 +73,7 @@ KERAS_COMMANDS = {
     "qat": ["{m}", "--train", "{d}", "--out", "{o}.tflite"],
     "prune": ["{m}", "--train", "{d}", "--out", "{o}.tflite"],
     "cluster": ["{m}", "--train", "{d}", "--out", "{o}.tflite"],
+    "data": ["{d}", "--model", "{m}", "--out-dir", "{o}"],
 }
 
 

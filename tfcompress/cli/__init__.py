@@ -36,15 +36,19 @@ from tfcompress import __version__
 from tfcompress._compat.heap import own_this_process
 from tfcompress.cli import _interrupt
 from tfcompress.cli._interrupt import Terminated
-from tfcompress.cli._io import OneLineArgumentParser, protected_stdio
+from tfcompress.cli._io import OneLineArgumentParser, protected_stdio, renamed_flag_error
 from tfcompress.errors import TFCompressError
 
 EXIT_INTERNAL_ERROR = 3
+DEBUG = (
+    "show the traceback of an internal error (also TFCOMPRESS_DEBUG=1); before or after the command"
+)
 EXIT_INTERRUPTED = 130
 
 # Modules under tfcompress.cli, in the order `--help` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
     "demo",
+    "data",
     "compress",
     "quantize",
     "inspect",
@@ -73,17 +77,17 @@ def build_parser() -> OneLineArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="debug logs and TensorFlow's native logs"
     )
-    parser.add_argument(
-        "--debug",
-        action="store_true",
-        help="show the traceback of an internal error (also TFCOMPRESS_DEBUG=1)",
-    )
+    parser.add_argument("--debug", action="store_true", help=DEBUG)
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=OneLineArgumentParser
     )
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"tfcompress.cli.{name}")
-        module.add_parser(subparsers).set_defaults(run=module.run)
+        verb = module.add_parser(subparsers)
+        verb.set_defaults(run=module.run)
+        # `VERB ... --debug` too, as "rerun with --debug" reads; SUPPRESS keeps a global
+        # `--debug VERB` from being reset by the verb's default.
+        verb.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG)
     return parser
 
 
@@ -116,6 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Example:
         >>> main(["--version"])  # doctest: +SKIP
     """
+    renamed = renamed_flag_error(list(sys.argv[1:] if argv is None else argv))
+    if renamed is not None:
+        print(renamed, file=sys.stderr)
+        return 2
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -60,3 +60,35 @@ def protected_stdio(*, quiet_native: bool) -> Iterator[IO[str]]:
                 os.close(fd)
             real_out.close()
             real_err.close()
+
+
+# Flags renamed before the first release (docs/cli.md#renamed-before-the-first-release), by
+# command: the old name is refused, and the refusal names the new one.
+_TRAINING_RENAMES = {"--data": "--train", "--val": "--eval"}
+RENAMED_FLAGS: dict[str, dict[str, str]] = {
+    "qat": _TRAINING_RENAMES,
+    "prune": _TRAINING_RENAMES,
+    "cluster": _TRAINING_RENAMES,
+    "select": {"--val": "--eval", "--backend": "--target"},
+    "gate": {"--data": "--eval"},
+    "quantize": {"--batch-size": "--static-batch"},
+}
+
+
+def renamed_flag_error(argv: list[str]) -> str | None:
+    """The one-line error for an old flag name in ``argv``, naming its new name; else None.
+
+    Example:
+        >>> renamed_flag_error(["qat", "m.keras", "--val", "v.npz"])[:49]
+        'tfcompress qat: error: --val was renamed --eval; '
+    """
+    verb = next((arg for arg in argv if not arg.startswith("-")), None)
+    renames = RENAMED_FLAGS.get(verb or "", {})
+    for arg in argv[argv.index(verb) + 1 :] if verb else []:
+        old = arg.partition("=")[0]
+        if old in renames:
+            return (
+                f"tfcompress {verb}: error: {old} was renamed {renames[old]}; use "
+                f"{renames[old]} (docs/cli.md, 'Renamed before the first release')"
+            )
+    return None

@@ -61,13 +61,48 @@ def load_image_folder(
             f"{root}: no images found; expected one subfolder per class holding "
             f"{'/'.join(sorted(IMAGE_SUFFIXES))} files."
         )
-    for path, _ in files:
+    x = decode_images(
+        [path for path, _ in files], root, image_size=image_size, channels=channels, rescale=rescale
+    )
+    return Dataset(x, np.array([label for _, label in files], dtype=np.int64))
+
+
+def decode_images(
+    paths: list[Path],
+    root: Path,
+    *,
+    image_size: tuple[int, int] | None = None,
+    channels: int | None = None,
+    rescale: float = 1.0 / 255.0,
+) -> np.ndarray:
+    """Decode image files (each checked first, as :func:`load_image_folder` says) to float32.
+
+    Args:
+        paths: The image files, in the order of the result.
+        root: Their folder, for messages.
+        image_size: ``(height, width)`` to resize to.
+        channels: 1, 3 or 4; default each file's own.
+        rescale: Multiplies pixel values.
+
+    Returns:
+        ``(N, H, W, C)`` float32.
+
+    Raises:
+        InvalidDataError: A special file, no image, over the pixel limit, undecodable, or
+            images of different sizes without ``image_size``.
+
+    Example:
+        >>> decode_images([Path("a.png")], Path("."), rescale=1.0).shape  # doctest: +SKIP
+        (1, 28, 28, 1)
+    """
+    _check_options(image_size, channels, rescale)
+    for path in paths:
         # Refuse FIFOs and devices up front: before the slow TensorFlow import, not after.
         check_regular_file(path, error=InvalidDataError, what="an image file")
     tf = tensorflow()
     images = []
     limit = MAX_IMAGE_PIXELS.value()
-    for path, _ in files:
+    for path in paths:
         content = read_regular_bytes(path, error=InvalidDataError, what="an image file")
         _check_declared_size(path, content, limit)
         try:
@@ -78,12 +113,11 @@ def load_image_folder(
             image = tf.image.resize(image, image_size)
         images.append(np.asarray(image, dtype=np.float32) * rescale)
     try:
-        x = np.stack(images)
+        return np.stack(images)
     except ValueError as error:
         raise InvalidDataError(
             f"{root}: images differ in size or channels; pass image_size and channels."
         ) from error
-    return Dataset(x, np.array([label for _, label in files], dtype=np.int64))
 
 
 def _check_declared_size(path: Path, content: bytes, limit: int) -> None:
@@ -137,5 +171,5 @@ def _listing(folder: Path) -> list[Path]:
         return sorted(folder.iterdir())
     except OSError as failure:
         raise InvalidDataError(
-            f"{folder}: cannot list the image folder ({failure.strerror}); check its permissions."
+            f"{folder}: cannot list the folder ({failure.strerror}); check its permissions."
         ) from None

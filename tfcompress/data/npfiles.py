@@ -28,7 +28,7 @@ from tfcompress._files import check_regular_file, file_kind
 from tfcompress._limits import MAX_INFLATED_BYTES
 from tfcompress.errors import InvalidDataError, TFCompressError
 
-__all__ = ["read_npy", "read_npz"]
+__all__ = ["read_npy", "read_npz", "write_npz"]
 
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -327,3 +327,22 @@ def _bytes(count: int) -> str:
 def _reason(error: BaseException) -> str:
     text = " ".join(str(error).split())
     return text[:200] if text else type(error).__name__
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray], *, overwrite: bool = False) -> Path:
+    """Write ``arrays`` as a compressed ``.npz`` atomically (what ``--data``/``--eval`` read).
+
+    Raises:
+        OutputExistsError: ``path`` exists without ``overwrite``.
+        OutputLocationError: The folder does not accept the file.
+
+    Example:
+        >>> write_npz(Path("test.npz"), {"x": x, "y": y})  # doctest: +SKIP
+    """
+    import io
+
+    from tfcompress._files import write_bytes_atomic
+
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return write_bytes_atomic(path, buffer.getvalue(), overwrite=overwrite)

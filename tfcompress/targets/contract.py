@@ -322,7 +322,8 @@ class Target:
         }
         if rules.static_batch is not None and rules.batch_is_default:
             own = getattr(recipe, "static_batch", None)
-            options["static_batch"] = static_batch or own or rules.static_batch
+            asked = static_batch if static_batch is not None else own  # 0 is refused, not 1
+            options["static_batch"] = rules.static_batch if asked is None else asked
         elif rules.static_batch is not None:
             for asked in (static_batch, getattr(recipe, "static_batch", None)):
                 if asked not in (None, rules.static_batch):
