@@ -284,9 +284,9 @@ def test_a_crash_in_the_tflm_child_is_a_finding(tiny_int8, monkeypatch, capsys):
 def test_a_hang_in_the_tflm_child_is_a_finding(tiny_int8):
     from tfcompress.targets.mcu import check
 
-    report = check(tiny_int8, timeout_s=0.001)  # no TFLM call answers that fast
+    report = check(tiny_int8, timeout_s=0.001)  # the whole check's limit: gone at once
     (hang,) = [f for f in report.findings if f.rule == "hang"]
-    assert "ran past 0.001 s and was stopped" in hang.message and not report.compatible
+    assert "0.001 s" in hang.message and not report.compatible
 
 
 def test_budgets_exit_codes(cnn_int8, tmp_path, capsys, monkeypatch):
