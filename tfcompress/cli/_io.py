@@ -10,12 +10,24 @@ import sys
 from collections.abc import Iterator
 from typing import IO, NoReturn
 
+#: Flags that were renamed (docs/cli.md, "Renamed flags"): the old one -> the new one, with
+#: how its value is written. Given the old one, the error line names the new one.
+RENAMED = {
+    "--max-arena-kib": "select --max-arena, a size as `mcu --max-arena` takes it (64KB, 64KiB)",
+    "--max-flash-kib": "select --max-flash, a size as `mcu --max-flash` takes it (256KB)",
+}
+
 
 class OneLineArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line (plus the exit code 2)."""
 
     def error(self, message: str) -> NoReturn:
-        """Print ``prog: error: message (see --help)`` and exit 2."""
+        """Print ``prog: error: message (see --help)`` and exit 2; name a renamed flag's heir."""
+        if message.startswith("unrecognized arguments:"):
+            given = (word.split("=", 1)[0] for word in message.split()[2:])
+            old = next((flag for flag in given if flag in RENAMED), None)
+            if old is not None:
+                message = f"{old} was renamed: use {RENAMED[old]}"
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 

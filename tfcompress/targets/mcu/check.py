@@ -42,6 +42,7 @@ from tfcompress.targets.mcu.exactness import (
 from tfcompress.targets.mcu.export_c import flash_bytes
 from tfcompress.targets.mcu.findings import Finding
 from tfcompress.targets.mcu.ops import (
+    REQUANTIZE,
     OpRef,
     arena_too_small,
     missing_finding,
@@ -320,7 +321,7 @@ def _refusal_finding(log: str, size: int, refs: list[OpRef]) -> Finding:
             "refused",
             f"TFLM has a kernel for {op} (op {index}) but failed to {stage} it: {words}",
             "TFLM's kernel does not support this op's types or options: change the layer "
-            "(another activation, padding or type), or quantize with --target mcu",
+            f"(another activation, padding or type), or {REQUANTIZE}",
             op=op,
             index=index,
         )

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tfcompress.targets.mcu.findings import Finding
-from tfcompress.targets.mcu.ops import op_refusal
+from tfcompress.targets.mcu.ops import REQUANTIZE, op_refusal
 from tfcompress.targets.mcu.probe import in_child
 
 __all__ = [
@@ -189,8 +189,8 @@ def io_findings(inputs: Any, outputs: Any) -> list[Finding]:
                         "io_type",
                         f"{role} {spec.name!r} is of type {tensor.dtype}: TFLM's interpreter "
                         "cannot be given or give back a tensor of that type",
-                        "give the model int8 inputs and outputs (`tfcompress quantize MODEL "
-                        "--target mcu`); move what needs other types into the firmware",
+                        f"give the model int8 inputs and outputs: {REQUANTIZE}; move what "
+                        "needs other types into the firmware",
                     )
                 )
     declared = sum(io_bytes(t) for _, t in (*inputs, *outputs))

@@ -20,6 +20,7 @@ from typing import Any
 from tfcompress.targets.mcu.findings import Finding
 
 __all__ = [
+    "REQUANTIZE",
     "OpRef",
     "arena_too_small",
     "missing_op",
@@ -45,6 +46,13 @@ _SHORT = (
     "bytes required",
 )
 _QUANTIZED = {"int8", "uint8", "int16"}
+#: How to get a full-int8 file: from the model the .tflite came from (a .tflite itself goes
+#: through LiteRT Quantizer, which cannot apply the converter's settings TFLM needs).
+REQUANTIZE = (
+    "quantize the Keras model or SavedModel this .tflite came from, `tfcompress quantize "
+    "MODEL.keras --target mcu --data CALIB.npz` (int8 input and output, no float fallback)"
+)
+
 
 # What to do about ops TFLM has no kernel for, where there is something better to say than
 # the general advice (keys: TFLite builtin names).
@@ -298,9 +306,7 @@ def precision_findings(parsed: Any, refs: list[OpRef]) -> tuple[str, list[Findin
             Finding(
                 rule="float_model",
                 message=f"a float model: all {len(float_ops)} ops compute in float",
-                fix="microcontroller deployment needs full int8: quantize with "
-                "`tfcompress quantize MODEL --target mcu --data CALIB.npz` (int8 input and "
-                "output, no float fallback)",
+                fix=f"microcontroller deployment needs full int8: {REQUANTIZE}",
             )
         )
     elif float_ops:
@@ -311,9 +317,8 @@ def precision_findings(parsed: Any, refs: list[OpRef]) -> tuple[str, list[Findin
             Finding(
                 rule="float_ops",
                 message=f"{len(float_ops)} op(s) compute in float: {names}{more}",
-                fix="requantize with `--target mcu` (full int8 with int8 input and output): "
-                "float ops run on TFLM's slow reference kernels, and a float input or "
-                "output is the firmware's to convert",
+                fix="float ops run on TFLM's slow reference kernels, and a float input or "
+                f"output is the firmware's to convert: {REQUANTIZE}",
                 op=float_ops[0].name,
                 index=float_ops[0].index,
                 subgraph=float_ops[0].subgraph,
