@@ -105,7 +105,7 @@ def _report(capsys: pytest.CaptureFixture[str], path: Path) -> dict[str, Any]:
     ("case", "rule", "op_name", "words"),
     [
         ("conv_stride0", "reference_failed", "CONV_2D", "LiteRT's reference kernels refused"),
-        ("while_self", "refused", "WHILE", "TFLM failed to invoke WHILE"),
+        ("while_self", "refused", "WHILE", "kernel for WHILE (op 0) but failed to invoke"),
         ("output_shape_lies", "mismatch", None, "declares a shape its op does not make"),
         ("type_INT4", "io_type", None, "of type int4"),
         ("type_INT2", "io_type", None, "of type int2"),

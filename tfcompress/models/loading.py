@@ -23,6 +23,7 @@ from typing import Any
 
 from tfcompress._compat.keras import KerasFlavour, flavour_of, keras_module
 from tfcompress._compat.tf import require_tensorflow, tensorflow
+from tfcompress._limits import note_job_bytes
 from tfcompress.errors import InvalidArgumentTypeError, InvalidInputError, ModelLoadError
 from tfcompress.models.formats import (
     ModelFormat,
@@ -188,6 +189,7 @@ def load_model(
         )
     # One read, one decision: every loader below gets exactly these checked bytes.
     checked = read_model_file(path, unsafe=not safe_mode)
+    note_job_bytes(len(checked.content))  # calls get memory headroom for it (docs/security.md)
     if custom_objects is not None and checked.format in (ModelFormat.TFLITE, ModelFormat.ONNX):
         raise InvalidInputError(_not_keras(path, checked.format.suffix))
     if checked.format is ModelFormat.TFLITE:

@@ -163,7 +163,7 @@ def check(
 def measure_arena(model: Any, *, timeout_s: float | None = None) -> float:
     """The recommended arena in bytes (bisected, +10%), or ``inf`` when TFLM cannot run it.
 
-    What model selection's ``--max-arena-kib`` budget measures: the load and the bisection
+    What model selection's ``--max-arena`` budget measures: the load and the bisection
     of :func:`check`, without the samples.
 
     Example:
@@ -214,17 +214,8 @@ def _order(finding: Finding) -> tuple[int, int, int]:
 
 def _failure_finding(failure: Failure, log: str = "") -> Finding:
     if failure.kind == "error":  # the runtime raised: TFLM's words say which op, if any
-        refused = op_refusal(log)
-        if refused is not None:
-            op, index, stage = refused
-            return Finding(
-                "refused",
-                f"TFLM failed to {stage} {op} (op {index}): {tflm_words(log) or failure.message}",
-                "TFLM's kernel does not support this op as the file states it (its types, "
-                "options or subgraphs): change the layer, or re-export the model",
-                op=op,
-                index=index,
-            )
+        if op_refusal(log) is not None:
+            return _refusal_finding(log, 0, [])
         return Finding("refused", f"TFLM refused the model: {failure.message}", _GENERAL)
     if failure.kind == "memory":
         return Finding(
@@ -320,8 +311,8 @@ def _refusal_finding(log: str, size: int, refs: list[OpRef]) -> Finding:
         return Finding(
             "refused",
             f"TFLM has a kernel for {op} (op {index}) but failed to {stage} it: {words}",
-            "TFLM's kernel does not support this op's types or options: change the layer "
-            f"(another activation, padding or type), or {REQUANTIZE}",
+            "TFLM's kernel does not support this op's types, options or subgraphs: change "
+            f"the layer (another activation, padding or type), or {REQUANTIZE}",
             op=op,
             index=index,
         )
