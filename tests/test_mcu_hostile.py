@@ -120,6 +120,8 @@ def test_a_runtime_refusal_is_a_finding_naming_op_and_runtime(
     found = [f for f in report["findings"] if f["rule"] == rule]
     assert found and words in found[0]["message"], report["findings"]
     assert found[0]["op"] == op_name
+    if rule in ("refused", "io_type"):  # TFLM cannot run it as it is
+        assert found[0]["blocking"] and not report["compatible"]
 
 
 @pytest.mark.parametrize("case", ["options_past_end", "softmax_options_past_end"])
