@@ -181,6 +181,7 @@ def load_model(
             "path of a .keras, .h5, .tflite, .onnx file or a SavedModel directory."
         ) from None
     if path.is_dir():
+        note_job_bytes(_saved_model_bytes(path))
         return _load_saved_model(path, safe_mode=safe_mode, custom_objects=custom_objects)
     if not path.exists():
         raise ModelLoadError(
@@ -210,6 +211,12 @@ def load_model(
         return _load_keras(
             copy, flavour, safe_mode=safe_mode, shown=path, custom_objects=custom_objects
         )
+
+
+def _saved_model_bytes(path: Path) -> int:
+    """Bytes of a SavedModel's graph and weights (for the memory its conversion gets)."""
+    files = [path / "saved_model.pb", *(path / "variables").glob("variables.*")]
+    return sum(f.stat().st_size for f in files if f.is_file())
 
 
 def resolve_model(model: ModelLike, *, safe_mode: bool = True) -> Any:
