@@ -189,3 +189,15 @@ def test_one_time_limit_for_the_whole_check(monkeypatch):
     outcome = probe.in_child("load", b"", 1, what="loading m in TFLM", timeout=spent)
     assert outcome.failure is not None and outcome.failure.kind == "timeout"
     assert "time limit (0 s) ran out" in outcome.failure.message
+
+
+def test_every_builtin_code_is_looked_up_in_one_child_without_it_failing():
+    from tfcompress._compat.tflm import tflm_schema
+    from tfcompress.targets.mcu.probe import in_child
+
+    ops = tflm_schema().BuiltinOperator
+    codes = sorted({v for k, v in vars(ops).items() if not k.startswith("_") and k != "CUSTOM"})
+    outcome = in_child("kernels", [(c, None) for c in codes], what="looking up every code")
+    assert outcome.failure is None
+    found = dict(zip(codes, outcome.value, strict=True))
+    assert found[ops.CONV_2D] is True and found[ops.SIGN] is False and found[ops.UNIQUE] is False

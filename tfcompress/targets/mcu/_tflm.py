@@ -103,13 +103,18 @@ def kernels(codes: Sequence[tuple[int, str | None]], *, log: str) -> list[bool |
     when it reaches the second op, the first had a kernel; nothing is ever prepared or run.
 
     Returns:
-        One answer per code: True (a kernel), False (none), None (TFLM said neither).
+        One answer per code: True (a kernel), False (none), None (TFLM said neither, or its
+        Python side refused the probe).
     """
     found: list[bool | None] = []
     with _stderr_to(log):
         for builtin, custom in codes:
             start = os.path.getsize(log)
-            _interpreter(_lookup_model(builtin, custom), _PROBE_ARENA)
+            try:
+                _interpreter(_lookup_model(builtin, custom), _PROBE_ARENA)
+            except Exception:  # TFLM's Python side refused the probe (VAR_HANDLE without
+                found.append(None)  # options): this code is not known to be missing
+                continue
             sys.stderr.flush()
             with open(log, "rb") as handle:
                 handle.seek(start)
