@@ -262,5 +262,5 @@ def test_mcu_refuses_judging_by_host_time(options, named) -> None:
     assert str(caught.value).startswith(named)
     from tfcompress.selection.budgets import Budgets
 
-    with pytest.raises(InvalidInputError, match="--max-arena-kib, --max-flash-kib instead"):
+    with pytest.raises(InvalidInputError, match="--max-arena, --max-flash instead"):
         Budgets(max_latency_ms=5.0, target="mcu")

@@ -186,6 +186,17 @@ def test_gate_measures_under_the_memory_limit(fill_model, tmp_path, capfd, monke
     assert "TFCOMPRESS_MEMORY_LIMIT" in stderr  # the limit is named as a possible cause
 
 
+def test_a_fill_sized_by_the_data_ends_in_one_line_under_the_default_limit(
+    fill_model, capfd, monkeypatch
+):
+    """Issue 43: half the machine let this 2 KB model take 6.4 GB on 24 GB before it ended."""
+    model, data = fill_model
+    monkeypatch.delenv("TFCOMPRESS_MEMORY_LIMIT", raising=False)
+    code, _, stderr = _run(["gate", model, model, "--eval", data], capfd)
+    assert code == 2 and len(_errors(stderr)) == 1 and "FILL" in stderr, stderr
+    assert "2 GiB over what the runtime holds" in stderr  # the default rule, named
+
+
 def test_timeout_bounds_each_native_step_and_is_put_back(files, tmp_path, capfd, monkeypatch):
     import os
 

@@ -74,7 +74,39 @@ def limit_memory(size: int) -> None:
 
     kind = getattr(resource, "RLIMIT_DATA", resource.RLIMIT_AS)
     with contextlib.suppress(ValueError, OSError):  # a hard limit below ours: keep it
-        resource.setrlimit(kind, (size, size))
+        soft, _ = resource.getrlimit(kind)
+        # A lower soft limit the parent set already for the first call (it may come before
+        # this line does: :func:`limit_child_memory`) stays.
+        keep = soft if 0 <= soft < size and soft != resource.RLIM_INFINITY else size
+        resource.setrlimit(kind, (keep, size))
+
+
+def held_bytes(pid: int) -> int | None:
+    """Bytes process ``pid`` holds as ``RLIMIT_DATA`` counts them (``VmData``); None: unknown."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def limit_child_memory(pid: int, soft: int, hard: int) -> bool:
+    """Set process ``pid``'s ``RLIMIT_DATA`` to ``soft`` (at most its ``hard``); False: not here."""
+    import contextlib
+
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return False
+    if not hasattr(resource, "prlimit") or not hasattr(resource, "RLIMIT_DATA"):
+        return False
+    with contextlib.suppress(ValueError, OSError):
+        resource.prlimit(pid, resource.RLIMIT_DATA, (min(soft, hard), hard))
+        return True
+    return False
 
 
 def signal_name(number: int) -> str:

@@ -88,6 +88,18 @@ class Child:
         """The child's process id."""
         return self.process.pid
 
+    def limit_call(self, request: bytes, *, scaled: bool) -> int:
+        """Set the memory limit of the next call (see ``call_memory``); the limit set.
+
+        ``scaled`` False (a limit the user or the caller named, fine-tuning): the ceiling.
+        """
+        from tfcompress._lifetime import held_bytes, limit_child_memory
+        from tfcompress._limits import call_memory, job_bytes
+
+        held = held_bytes(self.pid) if scaled else None
+        limit = call_memory(self.memory, held, job_bytes(len(request)))
+        return limit if limit_child_memory(self.pid, limit, self.memory) else self.memory
+
     def exchange(self, request: bytes, timeout: float, *, echo: bool = False) -> Reply:
         """Send one request and wait for its answer, the child's end, or ``timeout``.
 

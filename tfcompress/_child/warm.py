@@ -67,7 +67,8 @@ def call(
         *args: Positional arguments (pickled).
         what: What the call does, for messages (``"converting 'mnist' to int8"``).
         timeout: Seconds the call may take; None: ``TFCOMPRESS_TIMEOUT`` or its default.
-        memory: Bytes the child may allocate; None: ``TFCOMPRESS_MEMORY_LIMIT`` or its default.
+        memory: Bytes the child may allocate; None: ``TFCOMPRESS_MEMORY_LIMIT``, or (unset)
+            its default scaled to the call (:func:`tfcompress._limits.call_memory`).
         env: The child's environment (default: this process's).
         warm: Use (or leave behind) the warm child of this process; False: a child of its own.
         echo: Copy what the child writes on stderr to ours while it works (its progress
@@ -90,6 +91,7 @@ def call(
 
     limit_s = CHILD_TIMEOUT.given(timeout)
     limit_bytes = CHILD_MEMORY.value() if memory is None else memory
+    scaled = memory is None and not CHILD_MEMORY.is_set()
     environment = dict(os.environ if env is None else env)
     if environment.get(IN_PROCESS, "") == "1":
         return resolve(target)(*args, **kwargs)
@@ -98,8 +100,8 @@ def call(
     except wire.TransferError as error:
         raise ChildTransferError(f"cannot hand {what} to a child process ({error})") from error
     with _lock:
-        reply = _run(request, environment, limit_s, limit_bytes, warm, echo)
-    return result(reply, what=what, seconds=limit_s, memory=limit_bytes)
+        reply, applied = _run(request, environment, limit_s, limit_bytes, warm, echo, scaled)
+    return result(reply, what=what, seconds=limit_s, memory=applied)
 
 
 def prestart(*warm_up: str) -> None:
@@ -175,17 +177,25 @@ def _start(env: Mapping[str, str], memory: int, warm_up: tuple[str, ...] = ()) -
 
 
 def _run(
-    request: bytes, env: dict[str, str], timeout: float, memory: int, warm: bool, echo: bool
-) -> Reply:
-    """Send one call to the warm child (or a child of its own); what became of it."""
+    request: bytes,
+    env: dict[str, str],
+    timeout: float,
+    memory: int,
+    warm: bool,
+    echo: bool,
+    scaled: bool,
+) -> tuple[Reply, int]:
+    """Send one call to the warm child (or a child of its own); what became of it, its limit."""
     global _current
     if not warm:
         child = _start(env, memory)
         try:
-            return child.exchange(request, timeout, echo=echo)
+            applied = child.limit_call(request, scaled=scaled)
+            return child.exchange(request, timeout, echo=echo), applied
         finally:
             child.close(kill=True)
     if _current is not None and usable(_current, env, memory):
+        applied = _current.limit_call(request, scaled=scaled)
         reply = _current.exchange(request, timeout, echo=echo)
         idle_death = reply.answer is None and not reply.timed_out
         code = reply.code
@@ -193,13 +203,14 @@ def _run(
         if not idle_death:
             if reply.answer is None:
                 _current = None  # closed by the exchange: the next call starts a fresh one
-            return reply
+            return reply, applied
         # A reused child that ended unanswered without a crash of its own may have died
         # while idle (killed, or leaving just as the call came): the call gets a fresh child
         # before it counts. A crash (SIGSEGV...) is the call's, and is not run twice.
     close_warm_child()
     _current = _start(env, memory)
+    applied = _current.limit_call(request, scaled=scaled)
     reply = _current.exchange(request, timeout, echo=echo)
     if reply.answer is None:
         _current = None
-    return reply
+    return reply, applied

@@ -71,7 +71,7 @@ class Worker:
                 None); the worker was killed.
             ChildTransferError: An argument cannot be handed to the worker, or read there.
         """
-        from tfcompress._limits import CHILD_TIMEOUT
+        from tfcompress._limits import CHILD_MEMORY, CHILD_TIMEOUT
 
         limit_s = CHILD_TIMEOUT.given(timeout)
         if self._child is None or self._child.closed:
@@ -80,10 +80,11 @@ class Worker:
             request = wire.encode_request(target, args, kwargs)
         except wire.TransferError as error:
             raise ChildTransferError(f"cannot hand {what} to a worker ({error})") from error
+        applied = self._child.limit_call(request, scaled=not CHILD_MEMORY.is_set())
         reply = self._child.exchange(request, limit_s)
         if reply.answer is None:
             self._child = None  # closed by the exchange
-        return result(reply, what=what, seconds=limit_s, memory=self.memory, keep_errors=True)
+        return result(reply, what=what, seconds=limit_s, memory=applied, keep_errors=True)
 
     def close(self, *, kill: bool = False) -> None:
         """End the worker (closing its pipe ends it; a stuck one is killed)."""

@@ -10,7 +10,6 @@ Where each input's batch is comes from :mod:`tfcompress.models.feeding` (a state
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -231,32 +230,39 @@ def _sample_shape(
     return tuple(int(g) for g in others if g is not None)
 
 
+#: The most bytes the random inputs of a run without data may take (every sample of every
+#: input): 256 MiB, ten 1080p float frames; sizes are read from the file, so a 500-byte
+#: file declaring a [1, 10000, 10000, 1] input is refused before anything is allocated.
+MAX_RANDOM_BYTES = 256 * 2**20
+
+
 def _check_memory(spec: TensorSpec, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    """Refuse random inputs larger than this machine's memory, before allocating them."""
+    """Refuse random inputs larger than :data:`MAX_RANDOM_BYTES`, before allocating them."""
     needed = math.prod(shape) * max(dtype.itemsize, 1)  # Python ints: no overflow
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return  # the platform cannot say
-    if needed > memory:
+    if needed > MAX_RANDOM_BYTES:
         raise InvalidInputError(
             f"input {spec.name!r}: {RANDOM_SAMPLES} random samples of shape "
-            f"{'x'.join(map(str, shape[1:]))} need {needed} bytes, more than this machine's "
-            f"{memory}; pass a smaller --input-shape or your own data."
+            f"{'x'.join(map(str, shape[1:]))} would take {needed:,} bytes, more than the "
+            f"{MAX_RANDOM_BYTES // 2**20} MiB tfcompress makes for a run without data; pass "
+            "your own data (--data) or a smaller --input-shape."
         )
 
 
 def _random(rng: np.random.Generator, spec: TensorSpec, sample: tuple[int, ...]) -> np.ndarray:
-    dtype = np.dtype(spec.dtype)
+    try:
+        dtype = np.dtype(spec.dtype)
+    except TypeError:  # a type NumPy has not (int4, string, resource): refused below
+        dtype = np.dtype(object)
     shape = (RANDOM_SAMPLES, *sample)
-    _check_memory(spec, shape, dtype)
+    if dtype.kind in "fbiu":
+        _check_memory(spec, shape, dtype)
     if dtype.kind == "f":
-        return rng.random(shape, dtype=np.float32).astype(dtype)
+        return rng.random(shape, dtype=np.float32).astype(dtype, copy=False)
     if dtype.kind == "b":
-        return rng.integers(0, 2, shape).astype(dtype)
+        return rng.integers(0, 2, shape, dtype=np.uint8).view(dtype)
     if dtype.kind in "iu":
         high = min(_INTEGER_HIGH, int(np.iinfo(dtype).max))
-        return rng.integers(0, high, shape).astype(dtype)
+        return rng.integers(0, high, shape, dtype=dtype)
     raise InvalidDataError(
         f"input {spec.name!r} has dtype {spec.dtype}, for which tfcompress cannot make random "
         "values; pass data."

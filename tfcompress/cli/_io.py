@@ -69,7 +69,12 @@ RENAMED_FLAGS: dict[str, dict[str, str]] = {
     "qat": _TRAINING_RENAMES,
     "prune": _TRAINING_RENAMES,
     "cluster": _TRAINING_RENAMES,
-    "select": {"--val": "--eval", "--backend": "--target"},
+    "select": {
+        "--val": "--eval",
+        "--backend": "--target",
+        "--max-arena-kib": "--max-arena SIZE (64KB, as mcu --max-arena takes it)",
+        "--max-flash-kib": "--max-flash SIZE (256KB, as mcu --max-flash takes it)",
+    },
     "gate": {"--data": "--eval"},
     "quantize": {"--batch-size": "--static-batch"},
 }

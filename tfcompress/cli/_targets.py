@@ -21,6 +21,7 @@ from tfcompress.cli._choices import (
     TARGET_OPTIONS,
     TARGETS,
 )
+from tfcompress.cli.common import parse_size
 
 
 def target_choices() -> tuple[str, ...]:
@@ -62,7 +63,8 @@ def add_budget_arguments(parser: argparse.ArgumentParser, *, value_type: Any) ->
     Args:
         parser: The ``select`` parser.
         value_type: Converts a ``float`` budget's text (the CLI's positive-number check);
-            a budget of another type converts with its own.
+            a ``"size"`` budget reads ``64KB`` as ``--max-size`` does; a budget of another
+            type converts with its own.
     """
     rows = [(t, n, f, h, k, "N") for t, n, f, h, k in TARGET_BUDGETS]
     rows += [
@@ -74,8 +76,8 @@ def add_budget_arguments(parser: argparse.ArgumentParser, *, value_type: Any) ->
         parser.add_argument(
             flag,
             dest=name,
-            type=value_type if kind is float else kind,
-            metavar=metavar,
+            type=value_type if kind is float else parse_size if kind == "size" else kind,
+            metavar="SIZE" if kind == "size" else metavar,
             help=f"{text} (with --target {' or '.join(owners)})",
         )
 

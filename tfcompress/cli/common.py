@@ -349,18 +349,22 @@ def time_limit(text: str) -> float:
     return value
 
 
-def add_timeout_flag(parser: argparse.ArgumentParser) -> None:
+def add_timeout_flag(parser: argparse.ArgumentParser, *, what: str | None = None) -> None:
     """``--timeout``: the time limit of each native step in a child process.
 
     It sets ``TFCOMPRESS_TIMEOUT`` for the run (:func:`tfcompress.cli.main` restores it), the
-    one variable every child call and measurement worker reads.
+    one variable every child call and measurement worker reads. ``what`` says what it bounds
+    where that is not each step (``mcu``: the whole check).
     """
+    bounds = what or (
+        "each native step, run in a child process (a conversion, a calibration, a fine-tune, "
+        "a measurement)"
+    )
     parser.add_argument(
         "--timeout",
         type=time_limit,
         metavar="SECONDS",
-        help="time limit of each native step, run in a child process (a conversion, a "
-        "calibration, a fine-tune, a measurement): 90s, 10m or 2h, at most a week "
+        help=f"time limit of {bounds}: 90s, 10m or 2h, at most a week "
         "(default: TFCOMPRESS_TIMEOUT, else 6h)",
     )
 

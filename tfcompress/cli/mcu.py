@@ -53,7 +53,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="exit 1 unless TFLM runs the whole model",
     )
-    add_timeout_flag(parser)
+    add_timeout_flag(parser, what="the whole check, every TFLM and LiteRT call together")
     add_json_flag(parser)
     return parser
 

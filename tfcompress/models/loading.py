@@ -23,6 +23,7 @@ from typing import Any
 
 from tfcompress._compat.keras import KerasFlavour, flavour_of, keras_module
 from tfcompress._compat.tf import require_tensorflow, tensorflow
+from tfcompress._limits import note_job_bytes
 from tfcompress.errors import InvalidArgumentTypeError, InvalidInputError, ModelLoadError
 from tfcompress.models.formats import (
     ModelFormat,
@@ -180,6 +181,7 @@ def load_model(
             "path of a .keras, .h5, .tflite, .onnx file or a SavedModel directory."
         ) from None
     if path.is_dir():
+        note_job_bytes(_saved_model_bytes(path))
         return _load_saved_model(path, safe_mode=safe_mode, custom_objects=custom_objects)
     if not path.exists():
         raise ModelLoadError(
@@ -188,6 +190,7 @@ def load_model(
         )
     # One read, one decision: every loader below gets exactly these checked bytes.
     checked = read_model_file(path, unsafe=not safe_mode)
+    note_job_bytes(len(checked.content))  # calls get memory headroom for it (docs/security.md)
     if custom_objects is not None and checked.format in (ModelFormat.TFLITE, ModelFormat.ONNX):
         raise InvalidInputError(_not_keras(path, checked.format.suffix))
     if checked.format is ModelFormat.TFLITE:
@@ -208,6 +211,12 @@ def load_model(
         return _load_keras(
             copy, flavour, safe_mode=safe_mode, shown=path, custom_objects=custom_objects
         )
+
+
+def _saved_model_bytes(path: Path) -> int:
+    """Bytes of a SavedModel's graph and weights (for the memory its conversion gets)."""
+    files = [path / "saved_model.pb", *(path / "variables").glob("variables.*")]
+    return sum(f.stat().st_size for f in files if f.is_file())
 
 
 def resolve_model(model: ModelLike, *, safe_mode: bool = True) -> Any:

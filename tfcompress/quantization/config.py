@@ -343,7 +343,10 @@ litert-quantizer.
     if target is not None and _device(target).shapes_artifact:
         raise InvalidInputError(
             f"--target {target} needs the converter's settings for "
-            f"{_device(target).display_name}; use --engine converter on the source model."
+            f"{_device(target).display_name}, which LiteRT Quantizer (the engine for a "
+            ".tflite) cannot apply: quantize the Keras model or SavedModel the .tflite came "
+            f"from, `tfcompress quantize MODEL.keras --target {target} --data CALIB.npz` "
+            "(--engine converter, its default)."
         )
     if recipe.methods or methods not in (None, "none"):
         raise InvalidInputError(

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from tfcompress.errors import ConversionError
-from tfcompress.models.tflite_file import Subgraph, TFLiteFile, read_tflite
+from tfcompress.models.tflite_file import Operator, Subgraph, TFLiteFile, read_tflite
 
 __all__ = ["FLOAT_DTYPES", "check_integer_model", "describe_float_ops", "find_float_ops"]
 
@@ -47,10 +47,18 @@ def find_float_ops(model: TFLiteFile | bytes) -> tuple[str, ...]:
         ('NEG',)
     """
     parsed = model if isinstance(model, TFLiteFile) else read_tflite(model)
-    return tuple(op for graph in parsed.subgraphs for op in _float_ops_of(parsed, graph))
+    return tuple(op for op, _ in _float_nodes(parsed))
 
 
-def _float_ops_of(model: TFLiteFile, graph: Subgraph) -> Iterator[str]:
+def _float_nodes(parsed: TFLiteFile) -> Iterator[tuple[str, str]]:
+    """``(opcode, name of its first output tensor)`` of every op that computes in float."""
+    for graph in parsed.subgraphs:
+        for op in _float_ops_of(parsed, graph):
+            first = op.outputs[0] if op.outputs else -1
+            yield op.opcode, graph.tensors[first].name if 0 <= first < len(graph.tensors) else ""
+
+
+def _float_ops_of(model: TFLiteFile, graph: Subgraph) -> Iterator[Operator]:
     tensors = graph.tensors
 
     def is_float(index: int) -> bool:  # -1 marks an omitted optional input
@@ -64,7 +72,7 @@ def _float_ops_of(model: TFLiteFile, graph: Subgraph) -> Iterator[str]:
             is_float(i) and not model.is_constant(tensors[i]) for i in op.inputs
         )
         if float_out or float_in:
-            yield op.opcode
+            yield op
 
 
 def describe_float_ops(ops: Sequence[str]) -> str:
@@ -86,6 +94,8 @@ def check_integer_model(
     output_type: str,
     integer_only: bool,
     source: str,
+    layers: tuple[set[str], str] | None = None,
+    fix: str | None = None,
 ) -> tuple[str, ...]:
     """Check a converted integer model keeps its promises; return the ops that stayed float.
 
@@ -101,6 +111,11 @@ def check_integer_model(
         output_type: The output dtype the recipe asked for.
         integer_only: Refuse any op that stayed float.
         source: Model name, for messages.
+        layers: The Keras model's layer names and its own name
+            (:func:`~tfcompress.quantization.selective_names.keras_layer_names`): the refusal
+            names the layer each float op came from, read from the converter's tensor names.
+        fix: What the refusal advises (default: replace the layers, or drop
+            ``--integer-only``); a target that is integer-only by nature says its own.
 
     Returns:
         The ops that stayed float (see :func:`find_float_ops`).
@@ -115,12 +130,17 @@ def check_integer_model(
         ('NEG',)
     """
     parsed = read_tflite(content, source=source)
-    ops = find_float_ops(parsed)
+    nodes = tuple(_float_nodes(parsed))
+    ops = tuple(op for op, _ in nodes)
     if ops and integer_only:
+        remedy = fix or (
+            "replace the layers that make them, or drop --integer-only (integer_only=True) "
+            "to keep them float"
+        )
         raise ConversionError(
             f"{recipe} left {len(ops)} op(s) of {source!r} without an {recipe} kernel in float "
-            f"({describe_float_ops(ops)}), and the recipe is integer-only; replace the layers "
-            "that make them, or drop --integer-only (integer_only=True) to keep them float."
+            f"({describe_float_ops(ops)}){_made_by(nodes, layers)}, and the recipe is "
+            f"integer-only; {remedy}."
         )
     main = parsed.subgraphs[0] if parsed.subgraphs else None
     if main is not None:
@@ -137,3 +157,22 @@ def check_integer_model(
                     f"(--{kind}-type float32)."
                 )
     return ops
+
+
+def _made_by(nodes: Sequence[tuple[str, str]], layers: tuple[set[str], str] | None) -> str:
+    """``, made by layer 'layer_normalization'``: the Keras layers the float ops came from.
+
+    Example:
+        >>> _made_by([("NEG", "m/layer_norm/neg")], ({"layer_norm"}, "m"))
+        ", made by layer 'layer_norm'"
+    """
+    from tfcompress.quantization.selective_names import layer_of
+
+    if not layers:
+        return ""
+    found = {layer_of(name, *layers) for _, name in nodes} - {None}
+    if not found:
+        return ""
+    shown = ", ".join(repr(name) for name in sorted(found, key=str)[:6])
+    more = f" and {len(found) - 6} more" if len(found) > 6 else ""
+    return f", made by layer{'s' if len(found) > 1 else ''} {shown}{more}"

@@ -852,7 +852,7 @@ def _converter_result(
         )
         reference = conversions[0]
     check_weights_captured(reference.content, loaded)
-    float_ops = _checked_float_ops(loaded, chosen, kept, quantized.content)
+    float_ops = _checked_float_ops(loaded, chosen, kept, quantized.content, chosen_target)
     logger.info("quantized %s with %s in %.1fs", model_name(loaded), chosen.name, quantized.seconds)
     verdict = None
     if chosen_target is not None and chosen_target.checks:
@@ -944,11 +944,20 @@ def _plain_conversions(
 
 
 def _checked_float_ops(
-    loaded: Any, chosen: Recipe, kept: Recipe, content: bytes
+    loaded: Any, chosen: Recipe, kept: Recipe, content: bytes, target: Target | None = None
 ) -> tuple[str, ...] | None:
     """The ops that stayed float, after checking the file keeps the recipe's promises."""
+    from tfcompress.quantization.selective_names import keras_layer_names
+
     if not chosen.spec.integer_activations:
         return None
+    fix = None
+    if target is not None and target.rules.integer_only:  # the user cannot drop it
+        fix = (
+            f"--target {target.name} runs integer kernels only: replace those layers with ones "
+            "that quantize (BatchNormalization where it is a LayerNormalization, ReLU for an "
+            "exotic activation), or take them out of the model and compute them outside it"
+        )
     float_ops = check_integer_model(  # check what the file really holds
         content,
         recipe=chosen.name,
@@ -956,6 +965,8 @@ def _checked_float_ops(
         output_type=chosen.output_type,
         integer_only=chosen.integer_only and not kept.float_nodes,
         source=model_name(loaded),
+        layers=keras_layer_names(loaded),
+        fix=fix,
     )
     check_kept_float(float_ops, kept, source=model_name(loaded))
     if len(float_ops) > len(kept.float_nodes):

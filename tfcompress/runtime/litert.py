@@ -250,11 +250,16 @@ def memory_hint(reason: str) -> str:
     sized = _SIZED_BY_VALUES.search(reason)
     if sized is None:
         return ""
-    from tfcompress._limits import CHILD_MEMORY
+    from tfcompress._limits import CALL_HEADROOM, CHILD_MEMORY
 
+    limit = (
+        f"of {CHILD_MEMORY.value() / 2**30:.3g} GiB"
+        if CHILD_MEMORY.is_set()
+        else f"(about {CALL_HEADROOM / 2**30:g} GiB over what the runtime holds, by default)"
+    )
     return (
         f", or {sized.group(1)} sized its output from those values past the memory limit "
-        f"of {CHILD_MEMORY.value() / 2**30:.3g} GiB (TFCOMPRESS_MEMORY_LIMIT raises it)"
+        f"{limit} (TFCOMPRESS_MEMORY_LIMIT raises it)"
     )
 
 

@@ -75,7 +75,7 @@ class Budgets:
         if self.min_accuracy is not None:
             parts.append(f"accuracy >= {self.min_accuracy:.2%}")
         for budget in target_budget_fields(self):
-            parts.append(f"{budget.label} <= {self.target_limits[budget.name]:g}")
+            parts.append(f"{budget.label} <= {budget.shown(self.target_limits[budget.name])}")
         return ", ".join(parts) or "no budgets"
 
 

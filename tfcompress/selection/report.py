@@ -30,9 +30,24 @@ HEADER = (
 )
 
 
+def header(result: SelectionResult) -> list[str]:
+    """The columns: :data:`HEADER`, with what the target measures after the size."""
+    at = HEADER.index("size") + 1
+    labels = [budget.label for budget in _measured(result)]
+    return [*HEADER[:at], *labels, *HEADER[at:]]
+
+
+def _measured(result: SelectionResult) -> list[Any]:
+    """The target's budget fields (an arena, flash, Edge TPU segments): measured for all."""
+    from tfcompress.targets.base import get_target
+
+    return list(get_target(result.budgets.target).budget_fields)
+
+
 def table_rows(result: SelectionResult) -> list[list[str]]:
     """One row of cells per candidate, marking the pick (*) and the Pareto front (P)."""
     rows = []
+    measured = _measured(result)
     for r in result.candidates:
         marks = ("*" if result.best and r.name == result.best.name else "") + (
             "P" if r.name in result.pareto else ""
@@ -51,6 +66,7 @@ def table_rows(result: SelectionResult) -> list[list[str]]:
                 _count(r.params),
                 _count(r.macs),
                 f"{r.size_bytes / 1024:.1f} KiB" if r.size_bytes is not None else "-",
+                *(_measure(b, r.target_measures) for b in measured),
                 latency,
                 f"{r.accuracy:.2%}" if r.accuracy is not None else "-",
                 f"{_where(r.worker)} / {_where(r.train_worker)}",
@@ -67,7 +83,7 @@ def summary(result: SelectionResult, *, markdown: bool = False) -> str:
         f"Model selection: {len(result.candidates)} candidates, budgets: {result.budgets}, "
         f"objective: {result.objective}",
         "",
-        format_table(list(HEADER), table_rows(result), markdown=markdown),
+        format_table(header(result), table_rows(result), markdown=markdown),
         "",
         "* the pick, P on the Pareto front (accuracy up, latency down, size down). Latency: "
         "median of the int8 .tflite at batch 1, measured on the host named in its cell.",
@@ -98,6 +114,11 @@ def _describe(record: CandidateRecord) -> str:
 def _place(record: CandidateRecord) -> str:
     """Where the latency was measured: ``device pi5`` (``select --on``), else the host."""
     return f"device {record.device}" if record.device else str(record.host)
+
+
+def _measure(budget: Any, measures: dict[str, float] | None) -> str:
+    value = (measures or {}).get(budget.name)
+    return "-" if value is None else budget.shown(value)
 
 
 def _where(worker: str | None) -> str:

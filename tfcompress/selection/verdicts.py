@@ -47,7 +47,7 @@ def cost_misses(costs: dict[str, Any], budgets: Budgets) -> list[str]:
         if value is None:
             misses.append(f"{budget.label} not measured")
         elif value > limit:
-            misses.append(f"{budget.label} {value:g} > {limit:g}")
+            misses.append(f"{budget.label} {budget.shown(value)} > {budget.shown(limit)}")
     return misses
 
 

@@ -163,7 +163,9 @@ class BudgetField:
         label: What is measured, in reports (``Edge TPU segments``).
         help: One line for ``--help``.
         measure: ``.tflite`` bytes -> the measured value (pure Python: it runs on workers).
-        type: The flag's value type (``float``; ``int`` for a count given as one).
+        type: The flag's value type (``float``; ``int`` for a count given as one;
+            ``"size"`` for bytes written as ``--max-size`` takes them, ``64KB`` or ``64KiB``,
+            measured in bytes).
 
     Example:
         >>> from tfcompress.targets.base import get_target
@@ -177,7 +179,18 @@ class BudgetField:
     label: str
     help: str
     measure: Callable[[bytes], float]
-    type: Callable[[str], Any] = float
+    type: Callable[[str], Any] | str = float
+
+    def shown(self, value: float) -> str:
+        """A measured value or a limit as reports write it (``65,536 B`` for a size).
+
+        Example:
+            >>> BudgetField("m", "--m", "arena", "", len, type="size").shown(65536)
+            '65,536 B'
+        """
+        if self.type == "size":
+            return f"{value:,.0f} B" if value != float("inf") else "none fits"
+        return f"{value:g}"
 
 
 class Target:

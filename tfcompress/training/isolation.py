@@ -167,13 +167,21 @@ def _request(
 
 
 def _run(technique: str, request: dict[str, Any], env: Mapping[str, str], *, warm: bool) -> Any:
-    """The request in the process's warm child, or in a child of its own (``warm=False``)."""
+    """The request in the process's warm child, or in a child of its own (``warm=False``).
+
+    Fine-tuning's memory grows with the batch and the model, not with what it is handed: it
+    gets the whole limit (``TFCOMPRESS_MEMORY_LIMIT`` or half the machine), never a share
+    scaled to the request (:func:`tfcompress._limits.call_memory`).
+    """
+    from tfcompress._limits import CHILD_MEMORY
+
     return call(
         "tfcompress.training._child:run_request",
         request,
         what=technique,
         env=env,
         warm=warm,
+        memory=CHILD_MEMORY.value(),
     )
 
 

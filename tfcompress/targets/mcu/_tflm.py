@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 __all__ = [
+    "kernels",
     "load",
     "reference_outputs",
     "reference_tensors",
@@ -85,6 +86,73 @@ def load(
         if allocations:
             interpreter.print_allocations()
     return {"allocated": True, "outputs": results}
+
+
+#: A builtin code past every real one: TFLM says ``Op builtin_code out of range`` on it.
+_SENTINEL = 32767
+_PAST_THE_SENTINEL = f"builtin_code out of range: {_SENTINEL}"
+_PROBE_ARENA = 64 * 1024
+
+
+def kernels(codes: Sequence[tuple[int, str | None]], *, log: str) -> list[bool | None]:
+    """Whether TFLM has a kernel for each ``(builtin code, custom code)``: one pass.
+
+    Each code is looked up in a model of two ops made here: the op itself (no tensors, no
+    options) and an op of a builtin code past every real one. TFLM looks every op's kernel
+    up, in order, before it initializes or prepares any, and stops at the first it lacks:
+    when it reaches the second op, the first had a kernel; nothing is ever prepared or run.
+
+    Returns:
+        One answer per code: True (a kernel), False (none), None (TFLM said neither, or its
+        Python side refused the probe).
+    """
+    found: list[bool | None] = []
+    with _stderr_to(log):
+        for builtin, custom in codes:
+            start = os.path.getsize(log)
+            try:
+                _interpreter(_lookup_model(builtin, custom), _PROBE_ARENA)
+            except Exception:  # TFLM's Python side refused the probe (VAR_HANDLE without
+                found.append(None)  # options): this code is not known to be missing
+                continue
+            sys.stderr.flush()
+            with open(log, "rb") as handle:
+                handle.seek(start)
+                said = handle.read(64 * 1024).decode("utf-8", errors="replace")
+            if _PAST_THE_SENTINEL in said:
+                found.append(True)
+            else:
+                found.append(False if "find op" in said or "registration" in said else None)
+    return found
+
+
+def _lookup_model(builtin: int, custom: str | None) -> bytes:
+    import flatbuffers
+    import numpy as np
+
+    from tfcompress._compat.tflm import tflm_schema
+
+    schema = tflm_schema()
+    model = schema.ModelT()
+    model.version = 3
+    model.buffers = [schema.BufferT()]
+    model.operatorCodes = []
+    graph = schema.SubGraphT()
+    graph.tensors, graph.operators = [], []
+    graph.inputs = graph.outputs = np.array([], np.int32)
+    for index, (code, text) in enumerate(((builtin, custom), (_SENTINEL, None))):
+        entry = schema.OperatorCodeT()
+        entry.builtinCode, entry.deprecatedBuiltinCode = code, min(code, 127)
+        entry.customCode, entry.version = text, 1
+        model.operatorCodes.append(entry)
+        op = schema.OperatorT()
+        op.opcodeIndex = index
+        op.inputs = op.outputs = np.array([], np.int32)
+        graph.operators.append(op)
+    model.subgraphs = [graph]
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
 
 
 def _run_tflm(interpreter: Any, samples: Sequence[Any], count: int) -> list[Any]:

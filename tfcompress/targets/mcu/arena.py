@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tfcompress.targets.mcu.probe import Failure, in_child
+from tfcompress.targets.mcu.probe import Budget, Failure, in_child
 
 __all__ = [
     "ALIGNMENT",
@@ -130,7 +130,7 @@ class Bisection:
 
 
 def smallest_arena(
-    content: bytes, high: int, *, name: str, timeout: float | None = None
+    content: bytes, high: int, *, name: str, timeout: float | Budget | None = None
 ) -> Bisection:
     """Bisect the smallest arena in ``(0, high]``; ``high`` must be known to allocate.
 
@@ -141,7 +141,7 @@ def smallest_arena(
         content: The ``.tflite`` bytes.
         high: An arena size that allocated.
         name: The model's name, for messages.
-        timeout: Seconds each child call may take.
+        timeout: Seconds each child call may take, or the check's :class:`~.probe.Budget`.
     """
     low, probes = 0, 0
     crashes: list[tuple[int, int | None]] = []

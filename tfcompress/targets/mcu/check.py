@@ -4,13 +4,16 @@ The steps, each TFLM call in a child process (:mod:`.probe`):
 
 1. the file is validated and read (ops, precision) without native code;
 2. TFLM loads it in a generous arena (ten times the model, at least 64 KiB, growing while
-   TFLM says the arena is short); an op it has no kernel for is named, replaced by a stand-in
-   and the lookups go on, so every missing op is found (:mod:`.ops`);
+   TFLM says the arena is short); when it lacks a kernel, every distinct op code is looked up
+   on its own in one child, so every missing op is found in one pass (:mod:`.ops`);
 3. the smallest arena that allocates is bisected (:mod:`.arena`);
 4. the samples run through TFLM at that arena (with TFLM's allocation breakdown) and
    through LiteRT's reference kernels, and the outputs are compared (:mod:`.exactness`).
 
-A crash or a hang at any step is a finding with its signal; the report is always returned.
+A crash, a hang or a runtime's refusal at any step is a finding (with the op, when the
+runtime named it); the report is always returned. The whole check runs under one time
+limit (a :class:`~.probe.Budget`); nothing is allocated in this process from sizes the file
+declares before they are checked (:data:`~.exactness.MAX_IO_BYTES`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tfcompress._limits import CHILD_TIMEOUT
 from tfcompress.targets.mcu.arena import (
     ALIGNMENT,
     MAX_ARENA,
@@ -32,31 +36,30 @@ from tfcompress.targets.mcu.exactness import (
     DEFAULT_SAMPLES,
     Exactness,
     against_litert,
+    io_findings,
     sample_inputs,
 )
 from tfcompress.targets.mcu.export_c import flash_bytes
 from tfcompress.targets.mcu.findings import Finding
 from tfcompress.targets.mcu.ops import (
+    REQUANTIZE,
     OpRef,
     arena_too_small,
-    first_with,
     missing_finding,
     missing_op,
     op_refs,
     op_refusal,
     precision_findings,
-    replace_opcodes,
+    readable,
     softmax_findings,
     tflm_words,
 )
-from tfcompress.targets.mcu.probe import Failure, Outcome, in_child
+from tfcompress.targets.mcu.probe import Budget, Failure, Outcome, in_child
 from tfcompress.targets.mcu.report import McuReport
 
 __all__ = ["check", "measure_arena"]
 
 _MIN_FIRST_ARENA = 64 * 1024
-# Custom ops every TFLM build registers: a CUSTOM lookup failure is never theirs.
-_TFLM_CUSTOM = {"CUSTOM:TFLite_Detection_PostProcess"}
 
 
 def check(
@@ -79,8 +82,9 @@ def check(
         max_arena: A budget for the arena, in bytes (checked against the recommended arena,
             margin included).
         max_flash: A budget for the flash, in bytes (model + C array overhead).
-        timeout_s: Seconds each TFLM call may take (default: the one time limit,
-            ``TFCOMPRESS_TIMEOUT``).
+        timeout_s: Seconds the whole check may take, every TFLM and LiteRT call together
+            (default: the one time limit, ``TFCOMPRESS_TIMEOUT``); a call the limit stops
+            is a ``hang`` finding, and the calls after it are not made.
 
     Returns:
         The report: ops TFLM cannot run (by name and index, with what to do), the smallest
@@ -109,29 +113,35 @@ def check(
 
     start = time.perf_counter()
     require()
+    budget = Budget(CHILD_TIMEOUT.given(timeout_s, name="timeout_s"))
     content, source = read_checked(model)
     name = Path(source).name if source != "<bytes>" else "the model"
     parsed = read_tflite(content, source=source)
+    readable(content, source)
     refs = op_refs(parsed)
     precision, findings = precision_findings(parsed, refs)
     findings += softmax_findings(content, parsed)
-    samples, described = sample_inputs(content, source, sample_data, max_samples=max_samples)
-    _, outputs = tflite_io_tensors(TFLiteModel(content, label=name, verified=True))
-
-    allocated_at, first, lookup_findings = _load(content, refs, name, timeout_s)
-    findings += lookup_findings
+    inputs, outputs = tflite_io_tensors(TFLiteModel(content, label=name, verified=True))
+    refused = io_findings(inputs, outputs)
+    findings += refused
+    samples, described = None, ""
+    if not refused:
+        samples, described = sample_inputs(content, source, sample_data, max_samples=max_samples)
     arena: Arena | None = None
     exactness: Exactness | None = None
-    if allocated_at is not None:
-        arena, run, arena_findings = _measure(content, allocated_at, first, samples, outputs,
-                                              name, timeout_s)  # fmt: skip
-        findings += arena_findings
-        if run is not None:
-            exactness, compare_findings = against_litert(
-                content, samples, described, outputs, run.value["outputs"], parsed,
-                arena=allocated_at, name=name, timeout=timeout_s,
-            )  # fmt: skip
-            findings += compare_findings
+    if not any(f.rule == "too_large" for f in refused):
+        allocated_at, first, lookup_findings = _load(content, parsed, refs, name, budget)
+        findings += lookup_findings
+        if allocated_at is not None:
+            arena, run, arena_findings = _measure(content, allocated_at, first, samples,
+                                                  outputs, name, budget)  # fmt: skip
+            findings += arena_findings
+            if run is not None and samples is not None:
+                exactness, compare_findings = against_litert(
+                    content, samples, described, outputs, run.value["outputs"], parsed,
+                    arena=allocated_at, name=name, timeout=budget,
+                )  # fmt: skip
+                findings += compare_findings
     findings = _explain_crashes(findings)
     report = McuReport(
         source=source,
@@ -153,7 +163,7 @@ def check(
 def measure_arena(model: Any, *, timeout_s: float | None = None) -> float:
     """The recommended arena in bytes (bisected, +10%), or ``inf`` when TFLM cannot run it.
 
-    What model selection's ``--max-arena-kib`` budget measures: the load and the bisection
+    What model selection's ``--max-arena`` budget measures: the load and the bisection
     of :func:`check`, without the samples.
 
     Example:
@@ -165,13 +175,15 @@ def measure_arena(model: Any, *, timeout_s: float | None = None) -> float:
     from tfcompress.targets.mcu.loading import read_checked
 
     require()
+    budget = Budget(CHILD_TIMEOUT.given(timeout_s, name="timeout_s"))
     content, source = read_checked(model)
     name = Path(source).name if source != "<bytes>" else "the model"
-    refs = op_refs(read_tflite(content, source=source))
-    allocated_at, _, _ = _load(content, refs, name, timeout_s)
+    parsed = read_tflite(content, source=source)
+    readable(content, source)
+    allocated_at, _, _ = _load(content, parsed, op_refs(parsed), name, budget)
     if allocated_at is None:
         return math.inf
-    bisection = smallest_arena(content, allocated_at, name=name, timeout=timeout_s)
+    bisection = smallest_arena(content, allocated_at, name=name, timeout=budget)
     if bisection.failure is not None:
         return math.inf
     return float(recommended(bisection.high))
@@ -200,7 +212,18 @@ def _order(finding: Finding) -> tuple[int, int, int]:
     )
 
 
-def _failure_finding(failure: Failure) -> Finding:
+def _failure_finding(failure: Failure, log: str = "") -> Finding:
+    if failure.kind == "error":  # the runtime raised: TFLM's words say which op, if any
+        if op_refusal(log) is not None:
+            return _refusal_finding(log, 0, [])
+        return Finding("refused", f"TFLM refused the model: {failure.message}", _GENERAL)
+    if failure.kind == "memory":
+        return Finding(
+            "memory",
+            failure.message,
+            "the model's tensors need more memory than this host lets a check use: no "
+            "microcontroller holds it; make it smaller",
+        )
     if failure.kind == "timeout":
         return Finding(
             "hang",
@@ -218,57 +241,53 @@ def _failure_finding(failure: Failure) -> Finding:
 
 
 def _load(
-    content: bytes, refs: list[OpRef], name: str, timeout: float | None
+    content: bytes, parsed: Any, refs: list[OpRef], name: str, timeout: Budget
 ) -> tuple[int | None, Outcome | None, list[Finding]]:
-    """Load in a generous arena; name every op TFLM lacks (one load per missing op).
+    """Load in a generous arena (growing while TFLM says it is short); name every op it lacks.
 
     Returns:
         ``(arena that allocated or None, that load's outcome, findings)``.
     """
     size = max(_MIN_FIRST_ARENA, 10 * len(content))
     size = (size + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
-    variant, missing = content, []
-    replaced: set[int] = set()
-    findings: list[Finding] = []
     while True:
-        original = variant is content
-        outcome = in_child(
-            "load",
-            variant,
-            size,
-            what=f"loading {name} in TFLM" if original else f"looking up {name}'s ops in TFLM",
-            timeout=timeout,
-            allocations=original,
-        )
+        outcome = in_child("load", content, size, what=f"loading {name} in TFLM",
+                           timeout=timeout, allocations=True)  # fmt: skip
         lacking = missing_op(outcome.log)
         if lacking is not None:
-            ref = first_with((r for r in refs if r.name not in _TFLM_CUSTOM), lacking, replaced)
-            if ref is None:  # nothing left to blame: TFLM's word stands
-                findings.append(
-                    Finding("no_kernel", f"TFLM has no kernel for {lacking}", _GENERAL, lacking)
-                )
-                break
-            replaced.add(ref.opcode_index)
-            missing.append(ref)
-            variant = replace_opcodes(content, replaced)
-            continue
-        if not original:  # every lookup went through; the stand-ins' fate does not matter
-            break
+            return None, None, _lacking(parsed, refs, lacking, name, timeout)
         if outcome.failure is not None:
-            findings.append(_failure_finding(outcome.failure))
-            break
+            return None, None, [_failure_finding(outcome.failure, outcome.log)]
         if outcome.value["allocated"]:
-            return size, outcome, findings
+            return size, outcome, []
         if arena_too_small(outcome.log) and size < MAX_ARENA:
             size *= 4
             continue
-        findings.append(_refusal_finding(outcome.log, size, refs))
-        break
+        return None, None, [_refusal_finding(outcome.log, size, refs)]
+
+
+def _lacking(
+    parsed: Any, refs: list[OpRef], lacking: str, name: str, timeout: Budget
+) -> list[Finding]:
+    """Every op TFLM has no kernel for: each distinct op code looked up once, in one child."""
+    codes = sorted({r.opcode_index for r in refs})
+    entries = [parsed.operator_codes[i] for i in codes]
+    answer = in_child(
+        "kernels",
+        [(c.builtin_code, c.custom_code) for c in entries],
+        what=f"looking up {name}'s {len(codes)} op code(s) in TFLM",
+        timeout=timeout,
+    )
+    if answer.failure is not None:
+        return [_failure_finding(answer.failure, answer.log)]
+    missing = {i for i, has in zip(codes, answer.value, strict=True) if has is False}
     by_name: dict[str, list[OpRef]] = {}
-    for ref in missing:
-        by_name.setdefault(ref.name, []).extend(r for r in refs if r.name == ref.name)
-    findings += [missing_finding(n, sorted(set(rs), key=_where)) for n, rs in by_name.items()]
-    return None, None, findings
+    for ref in refs:
+        if ref.opcode_index in missing:
+            by_name.setdefault(ref.name, []).append(ref)
+    if not by_name:  # nothing to blame on its own: TFLM's word stands
+        return [Finding("no_kernel", f"TFLM has no kernel for {lacking}", _GENERAL, lacking)]
+    return [missing_finding(n, sorted(rs, key=_where)) for n, rs in by_name.items()]
 
 
 _GENERAL = "replace it with ops TFLM runs, or register a kernel for it in the firmware"
@@ -292,8 +311,8 @@ def _refusal_finding(log: str, size: int, refs: list[OpRef]) -> Finding:
         return Finding(
             "refused",
             f"TFLM has a kernel for {op} (op {index}) but failed to {stage} it: {words}",
-            "TFLM's kernel does not support this op's types or options: change the layer "
-            "(another activation, padding or type), or quantize with --target mcu",
+            "TFLM's kernel does not support this op's types, options or subgraphs: change "
+            f"the layer (another activation, padding or type), or {REQUANTIZE}",
             op=op,
             index=index,
         )
@@ -309,10 +328,10 @@ def _measure(
     content: bytes,
     allocated_at: int,
     first: Outcome | None,
-    samples: list[Any],
+    samples: list[Any] | None,
     outputs: Any,
     name: str,
-    timeout: float | None,
+    timeout: Budget,
 ) -> tuple[Arena, Outcome | None, list[Finding]]:
     """Bisect the arena, then run the samples at it (with TFLM's breakdown)."""
     findings: list[Finding] = []
@@ -343,7 +362,7 @@ def _measure(
         allocations=True,
     )
     if run.failure is not None:
-        findings.append(_failure_finding(run.failure))
+        findings.append(_failure_finding(run.failure, run.log))
         ran = None
     elif not run.value["allocated"]:
         findings.append(

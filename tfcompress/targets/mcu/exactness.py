@@ -7,7 +7,14 @@ child process. Integer outputs are compared in quantized units (the output's own
 
 Samples: the user's (float, as every tfcompress data source; quantized here with each
 input's scale and zero point) or, without any, seeded random values over each input's
-whole integer range (a float input: uniform in [-1, 1)).
+whole integer range (a float input: uniform in [-1, 1)). Each sample is one invocation at the
+file's own input shape, batch included (a model converted with batch 2 takes its rows two
+at a time).
+
+Nothing is allocated from sizes the file declares before they are checked against
+:data:`MAX_IO_BYTES`: inputs and outputs declaring more (a 500-byte file can declare a
+``[1, 10000, 10000, 1]`` input) are a finding, and no sample is made; the samples compared
+are as many as fit in :data:`MAX_SAMPLE_BYTES`.
 """
 
 from __future__ import annotations
@@ -16,25 +23,42 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tfcompress.targets.mcu.findings import Finding
+from tfcompress.targets.mcu.ops import REQUANTIZE, op_refusal
 from tfcompress.targets.mcu.probe import in_child
 
 __all__ = [
+    "MAX_IO_BYTES",
+    "MAX_SAMPLE_BYTES",
     "DEFAULT_SAMPLES",
     "Exactness",
     "OpDifference",
     "OutputDifference",
     "against_litert",
     "compare",
+    "io_bytes",
+    "io_findings",
     "sample_inputs",
 ]
 
 #: Samples compared when the user's data holds more (each runs on reference kernels twice).
 DEFAULT_SAMPLES = 100
+#: The most bytes one invocation's inputs and outputs may declare together: 64 MiB, eight
+#: times the largest RAM a microcontroller board carries (8 MiB of PSRAM); a model past it
+#: is a finding, before anything of that size is made.
+MAX_IO_BYTES = 64 * 2**20
+#: The most bytes the compared samples' inputs and outputs take together: fewer samples
+#: are compared where more would not fit (at least one).
+MAX_SAMPLE_BYTES = 64 * 2**20
 #: Differing samples rerun with every tensor kept, to find the op where they part.
 _LOCATE_SAMPLES = 16
 _RANDOM_SAMPLES = 8
 _SEED = 0
 _RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
+# Types a sample can be made in and TFLM's interpreter takes or gives (not int4, string...).
+_FEEDABLE = frozenset(
+    {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+     "float16", "float32", "float64"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -149,6 +173,51 @@ class Exactness:
         )
 
 
+def io_findings(inputs: Any, outputs: Any) -> list[Finding]:
+    """Inputs and outputs no sample can be made for: a type NumPy has not, or too large.
+
+    Example:
+        >>> io_findings((), ())
+        []
+    """
+    found = []
+    for role, pairs in (("input", inputs), ("output", outputs)):
+        for spec, tensor in pairs:
+            if tensor.dtype not in _FEEDABLE:
+                found.append(
+                    Finding(
+                        "io_type",
+                        f"{role} {spec.name!r} is of type {tensor.dtype}: TFLM's interpreter "
+                        "cannot be given or give back a tensor of that type",
+                        f"give the model int8 inputs and outputs: {REQUANTIZE}; move what "
+                        "needs other types into the firmware",
+                    )
+                )
+    declared = sum(io_bytes(t) for _, t in (*inputs, *outputs))
+    if declared > MAX_IO_BYTES:
+        found.append(
+            Finding(
+                "too_large",
+                f"its inputs and outputs declare {declared:,} B per invocation, more than "
+                f"{MAX_IO_BYTES // 2**20} MiB (eight times the RAM of the largest "
+                "microcontroller boards): nothing was run",
+                "a microcontroller needs inputs and outputs of kilobytes: make the model's "
+                "inputs smaller (fewer pixels, shorter windows)",
+            )
+        )
+    return found
+
+
+def io_bytes(tensor: Any) -> int:
+    """Bytes one invocation of ``tensor`` takes, from its declared shape (Python ints)."""
+    import math
+
+    import numpy as np
+
+    size = np.dtype(tensor.dtype).itemsize if tensor.dtype in _FEEDABLE else 1
+    return math.prod(max(1, int(d)) for d in (tensor.shape or ())) * size
+
+
 def sample_inputs(
     content: bytes, source: str, sample_data: Any, *, max_samples: int = DEFAULT_SAMPLES
 ) -> tuple[list[Any], str]:
@@ -170,37 +239,58 @@ def sample_inputs(
     import numpy as np
 
     from tfcompress.data import load_data, validate_for_signature
+    from tfcompress.errors import InvalidDataError
     from tfcompress.models.loading import TFLiteModel
     from tfcompress.models.signature import ModelSignature, tflite_io_tensors
 
     model = TFLiteModel(content, label=source, verified=True)
     inputs, outputs = tflite_io_tensors(model)
+    per_sample = sum(io_bytes(t) for _, t in (*inputs, *outputs))
+    count = max(1, min(max_samples, MAX_SAMPLE_BYTES // max(1, per_sample)))
     if sample_data is None:
         rng = np.random.default_rng(_SEED)
-        arrays = [_random(rng, spec, tensor) for spec, tensor in inputs]
+        count = min(count, _RANDOM_SAMPLES)
+        arrays = [_random(rng, (count, *_shape(spec, t)), t.dtype) for spec, t in inputs]
         return arrays, f"random inputs (seed {_SEED})"
     signature = ModelSignature(tuple(s for s, _ in inputs), tuple(s for s, _ in outputs))
     dataset = validate_for_signature(load_data(sample_data), signature, what="sample data")
-    dataset = dataset.take(min(max_samples, len(dataset)))
-    arrays = [_quantize(np.asarray(dataset.x[spec.name]), tensor) for spec, tensor in inputs]
+    batch = max(_batch(_shape(spec, t)) for spec, t in inputs) if inputs else 1
+    if len(dataset) < batch:
+        raise InvalidDataError(
+            f"sample data has {len(dataset)} sample(s) but {source} runs {batch} at a time "
+            f"(its batch): give at least {batch}."
+        )
+    count = min(count, len(dataset) // batch)
+    dataset = dataset.take(count * batch)
+    arrays = [
+        _quantize(np.asarray(dataset.x[spec.name]), t).reshape(count, *_shape(spec, t))
+        for spec, t in inputs
+    ]
     return arrays, "sample data"
 
 
 def _shape(spec: Any, tensor: Any) -> tuple[int, ...]:
+    """One invocation's shape: the file's own, batch included."""
     shape = tensor.shape or tuple(1 if d is None else d for d in spec.shape)
-    return tuple(int(d) for d in shape[1:])
+    return tuple(max(1, int(d)) for d in shape)
 
 
-def _random(rng: Any, spec: Any, tensor: Any) -> Any:
-    shape = (_RANDOM_SAMPLES, *_shape(spec, tensor))
-    if tensor.dtype in _RANGES:
-        low, high = _RANGES[tensor.dtype]
-        return rng.integers(low, high + 1, size=shape).astype(tensor.dtype)
-    if tensor.dtype.startswith("float"):
-        return rng.uniform(-1.0, 1.0, size=shape).astype(tensor.dtype)
-    if tensor.dtype == "bool":
-        return rng.integers(0, 2, size=shape).astype(bool)
-    return rng.integers(0, 8, size=shape).astype(tensor.dtype)
+def _batch(shape: tuple[int, ...]) -> int:
+    return shape[0] if shape else 1
+
+
+def _random(rng: Any, shape: tuple[int, ...], dtype: str) -> Any:
+    """Seeded values over the dtype's whole range, made in the dtype (no wider copy)."""
+    import numpy as np
+
+    if dtype in _RANGES:
+        low, high = _RANGES[dtype]
+        return rng.integers(low, high + 1, size=shape, dtype=dtype)
+    if dtype.startswith("float"):
+        return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+    if dtype == "bool":
+        return rng.integers(0, 2, size=shape, dtype=np.uint8).view(bool)
+    return rng.integers(0, 8, size=shape, dtype=dtype)
 
 
 def _quantize(values: Any, tensor: Any) -> Any:
@@ -262,7 +352,7 @@ def against_litert(
     *,
     arena: int,
     name: str,
-    timeout: float | None,
+    timeout: Any,
 ) -> tuple[Exactness | None, list[Finding]]:
     """Run the samples on LiteRT's reference kernels and compare; locate any difference.
 
@@ -279,14 +369,40 @@ def against_litert(
         timeout=timeout,
     )
     if reference.failure is not None:
+        refused = op_refusal(reference.failure.message)
+        if refused is None:
+            return None, [
+                Finding(
+                    "reference_failed",
+                    f"LiteRT's reference kernels did not run {name}: {reference.failure.message}",
+                    "the comparison needs LiteRT to run the model; check it with "
+                    "`tfcompress inspect`",
+                    signal=reference.failure.signal,
+                )
+            ]
+        op, index, stage = refused
         return None, [
             Finding(
                 "reference_failed",
-                f"LiteRT's reference kernels did not run {name}: {reference.failure.message}",
-                "the comparison needs LiteRT to run the model; check it with `tfcompress inspect`",
-                signal=reference.failure.signal,
+                f"LiteRT's reference kernels refused to {stage} {op} (op {index}), which TFLM "
+                f"ran without checking: {reference.failure.message}",
+                f"the file states {op} in a way LiteRT refuses (its options or types): TFLM's "
+                "outputs for it are not to be trusted; re-export the model from its source",
+                op=op,
+                index=index,
             )
         ]
+    for (spec, _), mine, theirs in zip(outputs, tflm_outputs, reference.value, strict=True):
+        if np.shape(mine) != np.shape(theirs):
+            return None, [
+                Finding(
+                    "mismatch",
+                    f"output {spec.name!r}: TFLM gives {np.shape(mine)[1:]} per sample, LiteRT's "
+                    f"reference kernels compute {np.shape(theirs)[1:]}: the file declares a shape "
+                    "its op does not make (TFLM trusts the declared one)",
+                    "re-export the model: the firmware would read the declared shape",
+                )
+            ]
     exactness = compare(
         [spec.name for spec, _ in outputs],
         [tensor.dtype for _, tensor in outputs],
@@ -329,7 +445,7 @@ def _locate(
     parsed: Any,
     arena: int,
     name: str,
-    timeout: float | None,
+    timeout: Any,
 ) -> tuple[OpDifference, ...]:
     """Every op of the main subgraph whose output differs, rerun with all tensors kept."""
     import numpy as np

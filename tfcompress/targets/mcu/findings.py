@@ -10,7 +10,11 @@ Rules (``Finding.rule``), each a fact the report states:
 * ``arena_crash``: a too-small arena crashed TFLM instead of failing (the bisection counted
   it as too small and went on);
 * ``arena_unstable``: the smallest arena did not allocate again in another process;
-* ``reference_failed``: LiteRT's reference kernels could not run the model (no comparison);
+* ``io_type``: an input or output of a type TFLM cannot be given or give back (int4, string);
+* ``too_large``: inputs and outputs declaring more than 64 MiB per invocation (nothing run);
+* ``memory``: a TFLM call needed more than the child's memory limit;
+* ``reference_failed``: LiteRT's reference kernels could not run the model, or refused an op
+  TFLM ran unchecked (no comparison);
 * ``mismatch``: TFLM's outputs differ from LiteRT's reference kernels by more than 1
   quantized unit on some sample;
 * ``over_budget``: the arena or the flash is over the budget given.
@@ -24,7 +28,9 @@ from typing import Any
 __all__ = ["BLOCKING", "Finding"]
 
 #: Rules that mean TFLM cannot run the model as it is.
-BLOCKING = frozenset({"no_kernel", "refused", "crash", "hang", "no_arena"})
+BLOCKING = frozenset(
+    {"no_kernel", "refused", "crash", "hang", "no_arena", "io_type", "too_large", "memory"}
+)
 
 
 @dataclass(frozen=True)

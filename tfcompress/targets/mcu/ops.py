@@ -1,12 +1,11 @@
-"""Which ops TFLM runs: its own op resolver answers, one missing op at a time.
+"""Which ops TFLM runs: its own op resolver answers, every op code in one pass.
 
 TFLM looks every operator's kernel up before it prepares any, in operator order, and stops
 at the first it lacks, printing ``Didn't find op for builtin opcode 'SIGN'`` (a custom op:
 ``Failed to get registration from op code CUSTOM``). To name every op it cannot run, not
-only the first, :func:`replace_opcodes` turns the missing op's code into one TFLM has (ABS)
-and the model is loaded again, until TFLM finds a kernel for every op: one load per missing
-op, plus one. The rewritten model is never run, only looked up; its prepare may fail or
-crash, which is a fact about the stand-in, not the model, once the lookups are through.
+only the first, each distinct op code of the model is looked up on its own, in one child
+process, in a two-op model made there (:func:`tfcompress.targets.mcu._tflm.kernels`): one
+pass over the codes, never a reload of the model per missing op.
 
 Also read here, from the file alone: which ops compute in float or with int16 activations
 (a microcontroller deployment wants full int8: CMSIS-NN and ESP-NN accelerate int8 only).
@@ -15,19 +14,19 @@ Also read here, from the file alone: which ops compute in float or with int16 ac
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from tfcompress.targets.mcu.findings import Finding
 
 __all__ = [
+    "REQUANTIZE",
     "OpRef",
     "arena_too_small",
     "missing_op",
     "op_refusal",
     "precision_findings",
-    "replace_opcodes",
+    "readable",
     "softmax_findings",
 ]
 
@@ -36,6 +35,8 @@ _MISSING = (
     re.compile(r"Failed to get registration from op code ([A-Z0-9_]+)"),
 )
 _REFUSED = re.compile(r"Node (\S+) \(number (\d+)\) failed to (prepare|invoke)")
+# LiteRT's words for the same: ``Node number 0 (CONV_2D) failed to prepare``.
+_LITERT_REFUSED = re.compile(r"Node number (\d+) \((\S+)\) failed to (prepare|invoke)")
 # TFLM's words when the arena is too small (any of its allocators).
 _SHORT = (
     "Failed to resize buffer",
@@ -44,9 +45,14 @@ _SHORT = (
     "Failed to allocate memory",
     "bytes required",
 )
-#: The stand-in for a missing op while the next one is looked for (every TFLM build has it).
-_STAND_IN = "ABS"
 _QUANTIZED = {"int8", "uint8", "int16"}
+#: How to get a full-int8 file: from the model the .tflite came from (a .tflite itself goes
+#: through LiteRT Quantizer, which cannot apply the converter's settings TFLM needs).
+REQUANTIZE = (
+    "quantize the Keras model or SavedModel this .tflite came from, `tfcompress quantize "
+    "MODEL.keras --target mcu --data CALIB.npz` (int8 input and output, no float fallback)"
+)
+
 
 # What to do about ops TFLM has no kernel for, where there is something better to say than
 # the general advice (keys: TFLite builtin names).
@@ -127,9 +133,14 @@ def op_refusal(log: str) -> tuple[str, int, str] | None:
     Example:
         >>> op_refusal("Node CONV_2D (number 3) failed to prepare with status 1")
         ('CONV_2D', 3, 'prepare')
+        >>> op_refusal("Node number 0 (CONV_2D) failed to prepare.")  # LiteRT's words
+        ('CONV_2D', 0, 'prepare')
     """
     found = _REFUSED.search(log)
-    return None if found is None else (found.group(1), int(found.group(2)), found.group(3))
+    if found is not None:
+        return found.group(1), int(found.group(2)), found.group(3)
+    found = _LITERT_REFUSED.search(log)
+    return None if found is None else (found.group(2), int(found.group(1)), found.group(3))
 
 
 def arena_too_small(log: str) -> bool:
@@ -152,11 +163,6 @@ def tflm_words(log: str, limit: int = 3) -> str:
         if len(seen) >= limit:
             break
     return "; ".join(seen)
-
-
-def first_with(refs: Iterable[OpRef], tflm_name: str, done: set[int]) -> OpRef | None:
-    """The first op TFLM would reach named ``tflm_name`` whose code is not replaced yet."""
-    return next((r for r in refs if r.tflm_name == tflm_name and r.opcode_index not in done), None)
 
 
 def missing_finding(name: str, refs: list[OpRef]) -> Finding:
@@ -187,38 +193,31 @@ def missing_finding(name: str, refs: list[OpRef]) -> Finding:
     )
 
 
-def replace_opcodes(content: bytes, opcode_indices: Iterable[int]) -> bytes:
-    """``content`` with the given operator codes turned into a code TFLM has (``ABS``).
+def readable(content: bytes, source: str) -> None:
+    """Refuse a file whose tables TFLM's Python side cannot read (it unpacks every table).
 
-    Only what the lookup reads changes: the codes, and the options of the ops that use them
-    (a builtin op with custom options is refused before the next lookup). Pure Python,
-    through the schema ``tflite-micro`` ships; the result is only ever looked up by TFLM.
+    TFLM's host interpreter unpacks the whole model with the flatbuffers schema before its
+    C++ code sees it, and the SOFTMAX check here reads op options: a table offset past the
+    file's end (an op's options, a vector) would fail there. The same unpack runs here
+    first, in Python, so such a file is one line.
 
     Raises:
-        MissingDependencyError: ``tflite-micro`` is not installed.
+        ModelLoadError: A table or vector of the file lies outside it.
     """
-    import flatbuffers
+    import struct
 
     from tfcompress._compat.tflm import tflm_schema
+    from tfcompress.errors import ModelLoadError
 
     schema = tflm_schema()
-    chosen = set(opcode_indices)
-    model = schema.ModelT.InitFromObj(schema.Model.GetRootAs(bytearray(content), 0))
-    stand_in = getattr(schema.BuiltinOperator, _STAND_IN)
-    for index in chosen:
-        code = model.operatorCodes[index]
-        code.builtinCode = stand_in
-        code.deprecatedBuiltinCode = min(stand_in, 127)
-        code.customCode = None
-    for graph in model.subgraphs or ():
-        for op in graph.operators or ():
-            if op.opcodeIndex in chosen:
-                op.builtinOptionsType = 0
-                op.builtinOptions = None
-                op.customOptions = None
-    builder = flatbuffers.Builder(len(content) + 4096)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    try:
+        schema.ModelT.InitFromObj(schema.Model.GetRootAs(bytearray(content), 0))
+    except (struct.error, IndexError, ValueError, TypeError, OverflowError) as error:
+        words = " ".join(str(error).split())[:160]
+        raise ModelLoadError(
+            f"{source}: a table of the .tflite lies outside the file ({words}); the file is "
+            "corrupt or truncated: re-export it."
+        ) from error
 
 
 def softmax_findings(content: bytes, parsed: Any) -> list[Finding]:
@@ -307,9 +306,7 @@ def precision_findings(parsed: Any, refs: list[OpRef]) -> tuple[str, list[Findin
             Finding(
                 rule="float_model",
                 message=f"a float model: all {len(float_ops)} ops compute in float",
-                fix="microcontroller deployment needs full int8: quantize with "
-                "`tfcompress quantize MODEL --target mcu --data CALIB.npz` (int8 input and "
-                "output, no float fallback)",
+                fix=f"microcontroller deployment needs full int8: {REQUANTIZE}",
             )
         )
     elif float_ops:
@@ -320,9 +317,8 @@ def precision_findings(parsed: Any, refs: list[OpRef]) -> tuple[str, list[Findin
             Finding(
                 rule="float_ops",
                 message=f"{len(float_ops)} op(s) compute in float: {names}{more}",
-                fix="requantize with `--target mcu` (full int8 with int8 input and output): "
-                "float ops run on TFLM's slow reference kernels, and a float input or "
-                "output is the firmware's to convert",
+                fix="float ops run on TFLM's slow reference kernels, and a float input or "
+                f"output is the firmware's to convert: {REQUANTIZE}",
                 op=float_ops[0].name,
                 index=float_ops[0].index,
                 subgraph=float_ops[0].subgraph,

@@ -1,26 +1,33 @@
-"""Every TFLM call, made in a child process: a crash or a hang comes back as data.
+"""Every TFLM call, made in a child process: a crash, a hang or a refusal comes back as data.
 
 TFLM's host interpreter is native code that a model's bytes drive, and it is known to
 segfault (an arena of a few hundred bytes for a model that needs thirty thousand). Each call
 goes through :func:`tfcompress._child.call` (time and memory limits, a fresh child after a
 crash) and comes back as an :class:`Outcome`: the function's answer, what TFLM printed on
 its standard error (kept in a file the crash cannot take with it), and the crash or time-out
-when there was one, as a :class:`Failure` with its signal. Callers turn failures into
-findings; none reaches the user as an exception.
+when there was one, as a :class:`Failure` with its signal; an exception the runtime raised
+there (LiteRT refusing an op, TFLM's ``invoke`` failing, a file its Python side cannot read)
+or the memory limit is a :class:`Failure` too. Callers turn failures into findings; none
+reaches the user as an exception.
+
+The whole check runs under one time limit: a :class:`Budget` made once and passed as the
+``timeout`` of every call gives each call what is left of it, and a call made after it ran
+out is a time-out without a child.
 """
 
 from __future__ import annotations
 
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tfcompress._child import call, signal_name
 from tfcompress._limits import CHILD_TIMEOUT
-from tfcompress.errors import ChildTimeoutError, NativeCrashError
+from tfcompress.errors import ChildTimeoutError, NativeCrashError, ResourceLimitError
 
-__all__ = ["Failure", "Outcome", "in_child"]
+__all__ = ["Budget", "Failure", "Outcome", "in_child"]
 
 _LOG_TAIL = 16 * 1024
 _CHILD = "tfcompress.targets.mcu._tflm"
@@ -28,10 +35,11 @@ _CHILD = "tfcompress.targets.mcu._tflm"
 
 @dataclass(frozen=True)
 class Failure:
-    """A TFLM call that did not answer: it crashed (a signal) or ran past its time limit.
+    """A call that did not answer: it crashed (a signal), ran past its time, or raised.
 
     Attributes:
-        kind: ``"crash"`` or ``"timeout"``.
+        kind: ``"crash"``, ``"timeout"``, ``"error"`` (the runtime raised: LiteRT refused an
+            op, TFLM's ``invoke`` failed) or ``"memory"`` (past the memory limit).
         signal: The signal's number for a crash (11 for SIGSEGV), else None.
         message: One line: what was running, how it ended, TFLM's last words.
     """
@@ -55,6 +63,23 @@ class Failure:
         }
 
 
+class Budget:
+    """What is left of one time limit shared by every call of a check.
+
+    Example:
+        >>> Budget(60.0).left() <= 60.0
+        True
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left (0 once it ran out)."""
+        return max(0.0, self._end - time.monotonic())
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one TFLM call came back with.
@@ -76,7 +101,7 @@ def in_child(
     function: str,
     *args: Any,
     what: str,
-    timeout: float | None = None,
+    timeout: float | Budget | None = None,
     progress: bool = False,
     **kwargs: Any,
 ) -> Outcome:
@@ -86,8 +111,8 @@ def in_child(
         function: A function of :mod:`._tflm` that takes ``log=`` (and ``progress=``).
         *args: Its positional arguments.
         what: What the call does, for messages.
-        timeout: Seconds it may take (default: the one time limit, ``TFCOMPRESS_TIMEOUT``,
-            which ``--timeout`` sets).
+        timeout: Seconds it may take, or the :class:`Budget` of the whole check (default:
+            the one time limit, ``TFCOMPRESS_TIMEOUT``, which ``--timeout`` sets).
         progress: Give the function a progress file too, and return what it wrote.
         **kwargs: Its other keyword arguments.
 
@@ -98,6 +123,13 @@ def in_child(
         TFCompressError: What the function raised on purpose there (``tflite-micro``
             missing: :class:`~tfcompress.errors.MissingDependencyError`).
     """
+    if isinstance(timeout, Budget):
+        limit = timeout.left()
+        if limit <= 0:
+            said = f"{what} was not started: the check's time limit ({timeout.seconds:g} s) ran out"
+            return Outcome(None, "", "", Failure("timeout", None, said))
+    else:
+        limit = CHILD_TIMEOUT.given(timeout)
     with tempfile.TemporaryDirectory(prefix="tfcompress-tflm-") as folder:
         log = Path(folder) / "tflm.log"
         steps = Path(folder) / "progress.txt"
@@ -105,7 +137,6 @@ def in_child(
             kwargs["progress"] = str(steps)
         failure: Failure | None = None
         value = None
-        limit = CHILD_TIMEOUT.seconds() if timeout is None else CHILD_TIMEOUT.check(timeout)
         try:
             value = call(f"{_CHILD}:{function}", *args, what=what, timeout=limit, log=str(log),
                          **kwargs)  # fmt: skip
@@ -117,6 +148,11 @@ def in_child(
             )
         except ChildTimeoutError:
             failure = Failure("timeout", None, f"{what} ran past {limit:g} s and was stopped")
+        except ResourceLimitError as error:
+            failure = Failure("memory", None, _words(str(error)))
+        except RuntimeError as error:  # what the runtime raised there, in its own words
+            said = str(error).split(" in its child process: ", 1)[-1]
+            failure = Failure("error", None, f"{what} failed: {_words(said)}")
         text = _tail(log)
         if failure is not None and _last_line(text):
             failure = Failure(
@@ -124,6 +160,12 @@ def in_child(
                 f"{_last_line(text)}"
             )  # fmt: skip
         return Outcome(value, text, _tail(steps), failure)
+
+
+def _words(text: str, limit: int = 400) -> str:
+    """One line of at most ``limit`` characters (a runtime's message can span lines)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else f"{line[: limit - 30]}... ({len(line):,} characters)"
 
 
 def _tail(path: Path) -> str:

@@ -64,16 +64,16 @@ def mcu_rank(attempt: Any) -> int:
     return int(arena) * _FLASH_SPAN + int(flash)
 
 
-def _arena_kib(content: bytes) -> float:
+def _arena_bytes(content: bytes) -> float:
     from tfcompress.targets.mcu.check import measure_arena
 
-    return measure_arena(content) / 1024
+    return measure_arena(content)
 
 
-def _flash_kib(content: bytes) -> float:
+def _flash_bytes(content: bytes) -> float:
     from tfcompress.targets.mcu.export_c import flash_bytes
 
-    return flash_bytes(len(content)) / 1024
+    return float(flash_bytes(len(content)))
 
 
 @register_target
@@ -94,19 +94,22 @@ class McuTarget(Target):
     gate_backend = "cpu"  # TFLM computes what LiteRT's int8 kernels compute (the check says)
     budget_fields = (
         BudgetField(
-            name="max_arena_kib",
-            flag="--max-arena-kib",
-            label="TFLM arena KiB",
-            help="largest tensor arena TFLite Micro may need for a candidate's int8 file, in "
-            "KiB (the recommended size: bisected on this host, +10%%)",
-            measure=_arena_kib,
+            name="max_arena_bytes",
+            flag="--max-arena",
+            label="TFLM arena",
+            help="largest tensor arena TFLite Micro may need for a candidate's int8 file, e.g. "
+            "64KB or 64KiB (the recommended size: bisected on this host, +10%%; as `mcu "
+            "--max-arena`)",
+            measure=_arena_bytes,
+            type="size",
         ),
         BudgetField(
-            name="max_flash_kib",
-            flag="--max-flash-kib",
-            label="flash KiB",
-            help="largest flash a candidate's int8 file may take as a C array, in KiB",
-            measure=_flash_kib,
+            name="max_flash_bytes",
+            flag="--max-flash",
+            label="flash",
+            help="largest flash a candidate's int8 file may take as a C array, e.g. 256KB",
+            measure=_flash_bytes,
+            type="size",
         ),
     )
 
