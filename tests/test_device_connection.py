@@ -229,3 +229,11 @@ def test_too_long_options_are_cut_and_read_in_linear_time(capsys):
     assert main(["benchmark", "m.tflite", "--input-value", "n" * 100_000 + "=x"]) == 2
     line = capsys.readouterr().err.strip()
     assert "... (100,004 characters) is not NAME=VALUE" in line and len(line) < 1_300
+
+
+def test_a_host_no_dns_name_spells_and_a_folder_for_a_pem_are_one_line(capsys, tmp_path):
+    assert main(["benchmark", "m.tflite", "--on", f"tcp://{'h' * 300}:1"]) == 2
+    assert "is not a name DNS can look up" in capsys.readouterr().err
+    argv = ["--on", "tls://127.0.0.1:9", "--tls-ca-file", str(tmp_path), "--tls-cert", "c.pem"]
+    assert main(["benchmark", "m.tflite", *argv]) == 2
+    assert f"--tls-ca-file '{tmp_path}': not a file;" in capsys.readouterr().err

@@ -184,9 +184,8 @@ def _security(scheme: str, tls: TLSFiles, flag: str) -> Any:
         )
     for path, source in files.values():
         if path and "\n" not in str(path) and not os.path.isfile(path):
-            raise InvalidInputError(
-                f"{source} '{shown_name(path)}': no such file; give the PEM file."
-            )
+            what = "not a file" if os.path.exists(path) else "no such file"
+            raise InvalidInputError(f"{source} '{shown_name(path)}': {what}; give the PEM file.")
     try:  # the files are read here, so that a bad one is named, not met mid-connection
         security.get_connection_args("client")
     except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
@@ -304,6 +303,11 @@ def _probe(address: str, timeout_s: float, security: Any) -> None:
         traceback.clear_frames(error.__traceback__)
         if isinstance(error, OSError | TimeoutError):
             raise _unreachable(address, timeout_s, error) from error
+        if isinstance(error, UnicodeError):  # the resolver's: no DNS name is spelled so
+            raise InvalidInputError(
+                f"the host of '{shown_name(address)}' is not a name DNS can look up "
+                f"({shown_name(error, 120)}); copy the address `dask scheduler` prints."
+            ) from error
         # Anything else is what a server that is not a Dask scheduler made Dask's protocol
         # code raise (a huge frame, bytes msgpack cannot decode): a wrong address.
         reason = shown_name(" ".join(str(error).split()), 120) or type(error).__name__
