@@ -28,12 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from fuzzing.cases import ENTRY_POINTS, Case, all_strategies, make_case
+from fuzzing.cases import ENTRY_POINTS, Case, all_strategies, make_case, strategy_class
 from fuzzing.invocations import SERVERS, SLOW
 from fuzzing.processes import run_process
 from fuzzing.seeds import Seeds, build_seeds
 
 SLOW_TIMEOUT_FACTOR = 5  # slow strategies (compiles, selections) get 5x the case time limit
+#: Characters an error line may have: a quoted value is cut past 1,000 (docs/security.md).
+MAX_LINE = 4_500
 
 
 @dataclass(frozen=True)
@@ -74,10 +76,19 @@ class CampaignResult:
         return [o for o in self.outcomes if o.violations]
 
     def totals(self) -> dict[str, dict[str, int]]:
-        """Per entry point: cases, clean errors (exit 2), successes, gate failures, crashes..."""
-        table: dict[str, Counter[str]] = {entry: Counter() for entry in ENTRY_POINTS}
+        """Per entry point that ran: cases, clean errors (exit 2), successes, crashes..."""
+        totals = self._count(lambda outcome: outcome.case.entry)
+        return {entry: totals[entry] for entry in ENTRY_POINTS if entry in totals}
+
+    def totals_by_class(self) -> dict[str, dict[str, int]]:
+        """The same counts per strategy class (``on`` for ``on.tls_files``), by name."""
+        totals = self._count(lambda outcome: strategy_class(outcome.case.strategy))
+        return dict(sorted(totals.items()))
+
+    def _count(self, key: Any) -> dict[str, dict[str, int]]:
+        table: dict[str, Counter[str]] = {}
         for outcome in self.outcomes:
-            row = table[outcome.case.entry]
+            row = table.setdefault(key(outcome), Counter())
             row["cases"] += 1
             row["clean_errors"] += outcome.clean_error
             row["interrupted"] += outcome.interrupted
@@ -86,7 +97,7 @@ class CampaignResult:
             row["crashes"] += outcome.signal is not None
             row["hangs"] += outcome.hung
             row["violations"] += bool(outcome.violations)
-        return {entry: dict(counts) for entry, counts in table.items()}
+        return {name: dict(counts) for name, counts in table.items()}
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for a JSON record."""
@@ -96,6 +107,7 @@ class CampaignResult:
             "seconds": round(self.seconds, 1),
             "strategies": dict(Counter(o.case.strategy for o in self.outcomes)),
             "totals": self.totals(),
+            "classes": self.totals_by_class(),
             "violations": [
                 {**asdict(o.case), "violations": list(o.violations), "stderr": o.stderr[-2000:]}
                 for o in self.violations
@@ -111,6 +123,7 @@ def run_campaign(
     case_timeout_s: float = 120.0,
     include_slow: bool = True,
     strategies: Sequence[str] = (),
+    classes: Sequence[str] = (),
 ) -> CampaignResult:
     """Build seeds in ``root``, run ``cases`` mutated invocations, judge each one.
 
@@ -126,6 +139,8 @@ def run_campaign(
         include_slow: Also run the strategies that compile or select (see
             :func:`~fuzzing.cases.all_strategies`).
         strategies: Only these strategies (to replay a finding); default all.
+        classes: Only the strategies of these classes (``on``, ``mcu``; ``round4`` for all of
+            round 4's; see :func:`~fuzzing.cases.all_strategies`); default all.
 
     Returns:
         The outcomes.
@@ -138,7 +153,7 @@ def run_campaign(
     (root / "seeds").mkdir(parents=True, exist_ok=True)
     seeds = build_seeds(root / "seeds", seed=seed)
     rng = np.random.default_rng(seed)
-    names = list(strategies) if strategies else all_strategies(include_slow=include_slow)
+    names = list(strategies) or all_strategies(include_slow=include_slow, classes=classes)
     outcomes: list[Outcome] = []
     worker = _Worker(root / "worker.log")
     try:
@@ -169,6 +184,11 @@ def _run_one(case: Case, seeds: Seeds, worker: _Worker, timeout: float) -> Outco
         violations.append(f"hung (no answer in {timeout:.0f} s)")
     if code is not None:
         violations += _judge_exit(case, int(code), stderr)
+    if code == 0 and case.compiles:
+        violations += _judge_c(Path(case.compiles))
+    seconds = float(reply.get("seconds", timeout))
+    if case.within_s is not None and seconds > case.within_s:
+        violations.append(f"took {seconds:.1f} s (at most {case.within_s:g} s: a linear parse)")
     if seeds.marker.exists():
         violations.append("code from the file ran without --unsafe")
     changed = [p for p, print_ in before.items() if _fingerprint(Path(p)) != print_]
@@ -189,7 +209,7 @@ def _run_one(case: Case, seeds: Seeds, worker: _Worker, timeout: float) -> Outco
         signal=reply.get("signal"),
         hung=bool(reply.get("hung")),
         stderr=stderr,
-        seconds=float(reply.get("seconds", timeout)),
+        seconds=seconds,
         violations=tuple(violations),
     )
 
@@ -254,7 +274,36 @@ def _judge_exit(case: Case, code: int, stderr: str) -> list[str]:
         last = stderr.strip().splitlines()[-1:] if stderr.strip() else []
         if len(lines) != 1 or not lines[0].startswith(prefix) or last != lines:
             problems.append(f"exit 2 without exactly one '{prefix}' line ({len(lines)} lines)")
+    longest = max((len(line) for line in stderr.splitlines()), default=0)
+    if longest > MAX_LINE:
+        problems.append(f"a stderr line of {longest:,} characters (a value echoed unbounded)")
     return problems
+
+
+def _judge_c(out: Path) -> list[str]:
+    """``export-c``'s files after exit 0: both there, and the source compiles as C++11."""
+    source, header = out.with_name(out.name + ".cc"), out.with_name(out.name + ".h")
+    missing = [str(p) for p in (source, header) if not p.is_file()]
+    if missing:
+        return [f"exit 0 without {', '.join(missing)}"]
+    compiler = shutil.which("g++")
+    if compiler is None:
+        return []
+    done = subprocess.run(
+        [compiler, "-std=c++11", "-fsyntax-only", "-Wall", "-Werror", "-x", "c++", str(source)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode:
+        said = " ".join(done.stderr.split())[:300]
+        return [f"wrote C++ that does not compile ({said})"]
+    if "\n" in out.name and any(
+        part and part in source.read_text() + header.read_text()
+        for part in out.name.split("\n")[1:]
+    ):
+        return ["wrote lines of --out into the C++ source"]
+    return []
 
 
 def _fingerprint(path: Path) -> str:

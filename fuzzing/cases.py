@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,8 @@ ENTRY_POINTS = (
     "select",
     "zoo",
     "pytest",  # the gate plugin, through `python -m pytest`
+    "mcu",
+    "export-c",
 )
 FAST_BENCHMARK = ("--runs", "1", "--min-seconds", "0", "--warmup-seconds", "0")
 # Where each kind of mutant can be fed.
@@ -50,6 +53,9 @@ class Case:
         runner: ``"cli"`` (in the worker), ``"process"`` or ``"pytest"`` (a process of its own).
         interrupt: ``(signal name, seconds)`` to send it after, or None.
         exit_codes: The allowed exit codes when not the usual ones, or None.
+        memory_cap: A process run's data segment limit in bytes, or None.
+        compiles: ``export-c``'s ``--out``, whose ``.cc`` must compile after exit 0.
+        within_s: Seconds the run must end within, or None.
     """
 
     index: int
@@ -64,6 +70,9 @@ class Case:
     runner: str = "cli"
     interrupt: tuple[str, float] | None = None
     exit_codes: tuple[int, ...] | None = None
+    memory_cap: int | None = None
+    compiles: str | None = None
+    within_s: float | None = None
 
     @property
     def own_process(self) -> bool:
@@ -107,15 +116,33 @@ OPTION_ABUSES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def all_strategies(*, include_slow: bool = True) -> list[str]:
+def all_strategies(*, include_slow: bool = True, classes: Sequence[str] = ()) -> list[str]:
     """Every strategy name a campaign cycles through, in a stable order.
 
     Args:
-        include_slow: Also the strategies that compile or select (seconds per case); the
-            test suite's short campaign leaves them to ``benchmarks/fuzz.py``.
+        include_slow: Also the strategies that compile or select (seconds per case), and
+            round 4's (:data:`~fuzzing.invocations_round4.ROUND4`); the test suite's short
+            campaign leaves them to ``benchmarks/fuzz.py``.
+        classes: Only the strategies of these classes (a strategy's class is its name up to
+            the first dot: ``on`` for ``on.tls_files``); ``round4`` stands for every strategy
+            of round 4 (issue 43), in whichever class. Default: every class.
     """
-    invocations = sorted(n for n in load_invocations() if include_slow or n not in SLOW)
-    return sorted(load_all()) + list(OUTPUT_ABUSES) + sorted(OPTION_ABUSES) + invocations
+    from fuzzing.invocations_round4 import ROUND4
+
+    round4 = {name for names in ROUND4.values() for name in names}
+    invocations = sorted(
+        n for n in load_invocations() if include_slow or (n not in SLOW and n not in round4)
+    )
+    names = sorted(load_all()) + list(OUTPUT_ABUSES) + sorted(OPTION_ABUSES) + invocations
+    if not classes:
+        return names
+    chosen = round4 if "round4" in classes else set()
+    return [n for n in names if n in chosen or strategy_class(n) in classes]
+
+
+def strategy_class(name: str) -> str:
+    """The class of a strategy: its name up to the first dot (``on.tls_files`` -> ``on``)."""
+    return name.split(".")[0]
 
 
 def make_case(index: int, name: str, seeds: Seeds, root: Path, rng: np.random.Generator) -> Case:
@@ -146,6 +173,9 @@ def make_case(index: int, name: str, seeds: Seeds, root: Path, rng: np.random.Ge
             made.runner,
             made.interrupt,
             made.exit_codes,
+            made.memory_cap,
+            made.compiles,
+            made.within_s,
         )
     mutant = load_all()[name](rng, seeds, folder)
     entries = _ENTRIES_BY_ROLE[mutant.role]

@@ -9,12 +9,15 @@ out of the test suite's short campaign.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import stat
+import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +48,10 @@ class Invocation:
             (a process run; never before the CLI installed its handlers).
         exit_codes: The exit codes the contract allows, when not the usual ones (0, 1 for a
             failed check, 2): 128+N for an interrupt, pytest's 4 for a usage error.
+        memory_cap: A process run's data segment limit in bytes (``RLIMIT_DATA``), or None.
+        compiles: ``export-c``'s ``--out``: after exit 0, ``OUT.cc`` must compile as C++11
+            (``g++ -fsyntax-only``) with nothing of ``--out`` written raw into it.
+        within_s: The run must end within this many seconds (a parse linear in its input).
     """
 
     entry: str
@@ -56,6 +63,9 @@ class Invocation:
     runner: str = "cli"
     interrupt: tuple[str, float] | None = None
     exit_codes: tuple[int, ...] | None = None
+    memory_cap: int | None = None
+    compiles: str | None = None
+    within_s: float | None = None
 
 
 Builder = Callable[[np.random.Generator, Seeds, Path], Invocation]
@@ -288,16 +298,22 @@ class _Servers:
         self._stop = threading.Event()
 
     def port(self, kind: str) -> int:
+        """The port of a loopback server of ``kind``, started on first use.
+
+        ``silent`` never accepts (the kernel's backlog does), ``garbage`` sends 8 bytes,
+        ``short_frame`` a frame Dask's msgpack cannot read, ``huge_frame`` announces 6e9
+        bytes then sends zeros for 6 s, ``closes`` hangs up at once.
+        """
         if kind not in self._sockets:
             listener = socket.socket()
             listener.bind(("127.0.0.1", 0))
             listener.listen(64)
             self._sockets[kind] = listener
-            if kind == "garbage":  # the silent one never accepts: the kernel's backlog does
-                threading.Thread(target=self._garbage, args=(listener,), daemon=True).start()
+            if kind != "silent":
+                threading.Thread(target=self._serve, args=(listener, kind), daemon=True).start()
         return self._sockets[kind].getsockname()[1]
 
-    def _garbage(self, listener: socket.socket) -> None:
+    def _serve(self, listener: socket.socket, kind: str) -> None:
         listener.settimeout(0.5)
         held = []
         while not self._stop.is_set():
@@ -306,13 +322,40 @@ class _Servers:
             except OSError:
                 continue
             held.append(connection)
-            connection.sendall(b"\x00\xffgarbag")
+            reply = {"garbage": _garbage, "short_frame": _short_frame, "huge_frame": _zeros}
+            if kind == "closes":
+                connection.close()
+            else:
+                threading.Thread(target=reply[kind], args=(connection,), daemon=True).start()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
 
     def close(self) -> None:
         self._stop.set()
         for listener in self._sockets.values():
             listener.close()
         self._sockets.clear()
+
+
+def _garbage(connection: socket.socket) -> None:
+    connection.sendall(b"\x00\xffgarbag")
+
+
+def _short_frame(connection: socket.socket) -> None:
+    body = b"\x00" * 8 + b"\x93\x01\x02"  # length-prefixed, as Dask frames are; not msgpack
+    with contextlib.suppress(OSError):
+        connection.sendall(struct.pack("Q", len(body)) + body)
+
+
+def _zeros(connection: socket.socket) -> None:
+    deadline = time.monotonic() + 6
+    with contextlib.suppress(OSError):  # the client hung up
+        connection.sendall(struct.pack("Q", 6 * 10**9))
+        while time.monotonic() < deadline and not SERVERS.stopped:
+            connection.sendall(b"\0" * 65536)
+    connection.close()
 
 
 SERVERS = _Servers()
@@ -444,7 +487,7 @@ def _report_folder(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Invo
 
 def load_invocations() -> dict[str, Builder]:
     """Import every invocation module (each registers itself) and return the registry."""
-    from fuzzing import invocations_options, invocations_runs
+    from fuzzing import invocations_options, invocations_round4, invocations_runs
 
-    del invocations_options, invocations_runs  # imported for registration
+    del invocations_options, invocations_round4, invocations_runs  # imported for registration
     return INVOCATIONS

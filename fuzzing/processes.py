@@ -56,6 +56,7 @@ def run_process(case: Case, timeout: float) -> dict[str, Any]:
             stdout=out,
             stderr=err,
             start_new_session=True,
+            preexec_fn=None if case.memory_cap is None else _cap_memory(case.memory_cap),
         )
         sent = _interrupt(process, case, start, timeout) if case.interrupt else None
         try:
@@ -88,6 +89,17 @@ def run_process(case: Case, timeout: float) -> dict[str, Any]:
     else:
         reply["exit_code"] = code
     return reply
+
+
+def _cap_memory(limit: int) -> Any:
+    def cap() -> None:  # in the CLI's process, before it runs Python
+        import resource
+
+        # The soft limit only: the CLI's own children set theirs (TFCOMPRESS_MEMORY_LIMIT).
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+    return cap
 
 
 def _interrupt(

@@ -1,33 +1,45 @@
 """A seeded fuzz campaign over the CLI: every hostile input ends in exit 0 or one clean error.
 
 The campaign lives in ``fuzzing/`` (beside the package, not installed with it). This is its
-short share: every fast strategy once; `benchmarks/fuzz.py` runs the long campaign (the slow
-strategies too: hostile compilers, resumed selections) and records its totals. Cases that set
+short share: every fast strategy of rounds 1-3 once, and round 4's connection and echo
+classes; `benchmarks/fuzz.py` runs the long campaign (the slow strategies too: hostile
+compilers, resumed selections) and records its totals, and `--classes round4` all of round
+4's (the `mcu` and `export-c` classes too). Cases that set
 `TFCOMPRESS_*` limits, send SIGTERM/SIGHUP/SIGINT or run the pytest plugin get a process of
 their own (fuzzing/processes.py).
 """
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from fuzzing import all_strategies, run_campaign
-from fuzzing.campaign import _judge_exit
+from fuzzing.campaign import MAX_LINE, _judge_c, _judge_exit
 from fuzzing.cases import ENTRY_POINTS, Case
 from tfcompress._files import check_output_path
 from tfcompress._limits import CHILD_MEMORY
 from tfcompress.errors import InvalidInputError, OutputLocationError
 
 SEED = 20261123
-CASES = len(all_strategies(include_slow=False))  # every fast strategy once: about a minute
+# Every fast strategy once, and round 4's on/echo classes and huge replayed values: about a
+# minute and a half.
+STRATEGIES = [
+    *all_strategies(include_slow=False),
+    *all_strategies(classes=["on", "echo"]),
+    "replay.huge_values",
+]
+CASES = len(STRATEGIES)
 
 
 @pytest.mark.slow
 def test_fuzz_campaign_keeps_the_untrusted_input_contract(tmp_path):
-    result = run_campaign(tmp_path / "fuzz", cases=CASES, seed=SEED, include_slow=False)
+    result = run_campaign(tmp_path / "fuzz", cases=CASES, seed=SEED, strategies=STRATEGIES)
     assert len(result.outcomes) == CASES
-    assert {o.case.strategy for o in result.outcomes} == set(all_strategies(include_slow=False))
-    assert {o.case.entry for o in result.outcomes} == set(ENTRY_POINTS)
+    assert {o.case.strategy for o in result.outcomes} == set(STRATEGIES)
+    entries = {o.case.entry for o in result.outcomes}
+    assert set(ENTRY_POINTS) - {"mcu", "export-c"} <= entries <= set(ENTRY_POINTS)
     report = "\n".join(
         f"case {o.case.index} {o.case.strategy} via {o.case.entry}: {'; '.join(o.violations)}"
         f" | argv {' '.join(o.case.argv)} | stderr {o.stderr.strip()[-400:]}"
@@ -53,6 +65,27 @@ def test_the_judge_accepts_128_plus_n_for_signal_cases_only():
     assert _judge_exit(signalled, 143, line + line)  # one line, not two
     assert _judge_exit(signalled, 130, line)  # another signal's code
     assert _judge_exit(_case(), 143, line)  # a case no one signalled
+
+
+def test_a_line_that_echoes_a_value_unbounded_is_a_violation():
+    line = "tfcompress benchmark: error: --on 'tcp://" + "h" * MAX_LINE + "' is not HOST:PORT\n"
+    assert _judge_exit(_case(entry="benchmark"), 2, line) == [
+        f"a stderr line of {len(line) - 1:,} characters (a value echoed unbounded)"
+    ]
+    assert _judge_exit(_case(entry="benchmark"), 2, line[:900] + "\n") == []
+
+
+def test_export_c_output_must_compile_and_hold_nothing_of_out(tmp_path):
+    if shutil.which("g++") is None:
+        pytest.skip("no g++ to compile with")
+    out = tmp_path / "m"
+    out.with_suffix(".h").write_text("extern const unsigned char m[];\n")
+    out.with_suffix(".cc").write_text('#include "m.h"\nconst unsigned char m[] = {1};\n')
+    assert _judge_c(out) == []
+    out.with_suffix(".cc").write_text('#include "m.h"\nconst unsigned char while[] = {1};\n')
+    assert _judge_c(out)[0].startswith("wrote C++ that does not compile")
+    out.with_suffix(".h").unlink()
+    assert _judge_c(out) == [f"exit 0 without {out}.h"]
 
 
 def test_pytest_cases_are_judged_by_their_exit_code_and_internal_errors():

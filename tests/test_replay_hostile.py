@@ -81,3 +81,11 @@ def test_hostile_reports_exit_2_in_one_line_before_the_model_is_read(tmp_path, c
     if report.get("attempts") and report["attempts"] != "all":
         with pytest.raises(InvalidInputError):
             read_attempt(report, 1)
+
+
+def test_a_huge_value_in_a_report_is_quoted_cut_with_its_length():
+    attempt = {**_attempt("ptq"), "seconds": "x" * 200_000}
+    with pytest.raises(InvalidInputError) as caught:
+        checked_attempt(attempt)
+    message = str(caught.value)  # was 200,166 characters, the whole value
+    assert "... (200,004 characters)" in message and len(message) < 1_300

@@ -8,6 +8,8 @@ message stays one readable line.
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "BackendUnavailableError",
     "ChildTimeoutError",
@@ -26,17 +28,28 @@ __all__ = [
     "SettingUnavailableError",
     "TFCompressError",
     "UnsupportedModelError",
+    "bounded",
     "shown_name",
 ]
 
 #: Characters of a name a message or a table shows at most (:func:`shown_name`).
 SHOWN_NAME_LIMIT = 200
+#: Characters of one quoted value a message keeps at most (:func:`bounded`); a message is
+#: at most four times as long.
+SHOWN_VALUE_LIMIT = 1000
 
 
 class TFCompressError(Exception):
-    """Base class of every error tfcompress raises on purpose."""
+    """Base class of every error tfcompress raises on purpose.
+
+    Its text is :func:`bounded`: a value the message quotes (a 200,000-character option or
+    report field) is cut with its length, wherever the message was written.
+    """
 
     exit_code: int = 2
+
+    def __str__(self) -> str:
+        return bounded(super().__str__())
 
 
 class InvalidInputError(TFCompressError, ValueError):
@@ -174,3 +187,24 @@ def shown_name(name: object, limit: int = SHOWN_NAME_LIMIT) -> str:
         return text
     full = len(name) if isinstance(name, str) else len(text)
     return f"{text[:limit]}... ({full:,} characters)"
+
+
+def bounded(text: str, limit: int = SHOWN_VALUE_LIMIT) -> str:
+    """``text`` with every run of more than ``limit`` non-space characters cut, with its length.
+
+    A message quotes what the user or a file gave (an address, a report's field, a name), and
+    the value may be any length; the one line stays readable. A message still longer than
+    ``4 * limit`` (a long value with spaces in it) keeps its start and its end (what to do).
+    Linear in the length of ``text``; a bounded text comes back unchanged.
+
+    Example:
+        >>> line = bounded("address tcp://" + "a" * 100_000 + ":1 is not HOST:PORT")
+        >>> len(line), line[-48:]
+        (1046, 'aaaaaaa... (100,008 characters) is not HOST:PORT')
+    """
+    cut = re.sub(
+        rf"\S{{{limit + 1},}}", lambda m: f"{m[0][: limit - 3]}... ({len(m[0]):,} characters)", text
+    )
+    if len(cut) <= 4 * limit:
+        return cut
+    return f"{cut[: 2 * limit]} ... ({len(cut) - 3 * limit:,} characters cut) ... {cut[-limit:]}"

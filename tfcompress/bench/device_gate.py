@@ -19,9 +19,9 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from tfcompress._compat.dask import connect, is_dask_client
+from tfcompress._compat.dask import connect, is_dask_client, workers_now
 from tfcompress.bench import _on_device
-from tfcompress.bench.devices import pick_device, scheduler_address, workers_of
+from tfcompress.bench.devices import Absence, pick_device, scheduler_address, workers_of
 from tfcompress.errors import InvalidInputError
 
 
@@ -87,9 +87,10 @@ def run_on_device(
             pure=False,
             key=f"tfcompress-gate-{name}-{uuid.uuid4().hex[:8]}",
         )
+        absence = Absence()
         while not future.done():
             time.sleep(0.05)
-            if address not in client.scheduler_info().get("workers", {}):
+            if absence.gone(present=address in workers_now(client)):
                 future.cancel()
                 break
         if future.status != "finished" and future.status != "error":

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tfcompress._compat.dask import TLSFiles, connect, is_dask_client
+from tfcompress._compat.dask import TLSFiles, connect, is_dask_client, workers_now
 from tfcompress.bench import _on_device, analysis
 from tfcompress.bench.environment import Environment
 from tfcompress.bench.result import BenchmarkRow, Device
@@ -43,7 +43,34 @@ logger = logging.getLogger(__name__)
 LOCAL = "local"
 #: Seconds between looks at which workers are still connected.
 POLL_SECONDS = 1.0
+#: A worker missing from the scheduler's list counts as gone when it is still missing this
+#: many seconds later (and a later look), never from one look.
+GONE_AFTER_SECONDS = 2.0
 _DETAILS = ("xnnpack", "accelerators", "fully_accelerated", "library", "device", "edgetpu_ops")
+
+
+@dataclass
+class Absence:
+    """Whether a worker has left the scheduler: missing from its list, and still so later.
+
+    Example:
+        >>> absence = Absence()
+        >>> absence.gone(present=False), absence.gone(present=True)
+        (False, False)
+    """
+
+    since: float | None = None  # when it was first missing from the list, in a row
+
+    def gone(self, *, present: bool) -> bool:
+        """One more look; True once the worker was missing for :data:`GONE_AFTER_SECONDS`."""
+        if present:
+            self.since = None
+            return False
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+            return False
+        return now - self.since >= GONE_AFTER_SECONDS
 
 
 @dataclass
@@ -60,6 +87,8 @@ class _DeviceRun:
     rows: list[BenchmarkRow] = field(default_factory=list)
     samples: int = 0
     gone: str | None = None  # why the device stopped answering
+    absence: Absence = field(default_factory=Absence)
+    left: int = 0  # the last rows, made errors when it left
 
     @property
     def busy(self) -> bool:
@@ -128,6 +157,7 @@ def measure_on_devices(
             _DeviceRun(address, name, deque(_jobs(prepared, routes))) for address, name in workers
         ]
         _run_all(client, runs, prepared, routes, plan, on_row or (lambda _: None))
+        _say_who_went_on(runs)
     finally:
         if not is_dask_client(on):
             client.close()
@@ -162,7 +192,7 @@ def workers_of(client: Any, address: str) -> list[tuple[str, str]]:
     Raises:
         InvalidInputError: No workers, or one named ``"local"`` (this machine's rows' name).
     """
-    info = client.scheduler_info().get("workers", {})
+    info = workers_now(client)
     workers = sorted(
         ((str(worker), str(details.get("name", worker))) for worker, details in info.items()),
         key=lambda pair: pair[1],
@@ -235,7 +265,7 @@ def _run_all(
             deadline = time.monotonic() + POLL_SECONDS
             while time.monotonic() < deadline and not any(f.done() for f in waiting):
                 time.sleep(0.02)
-            alive = set(client.scheduler_info().get("workers", {}))
+            alive = set(workers_now(client))
             for run in runs:
                 _step(client, run, alive, prepared, on_row)
     except BaseException:  # Ctrl-C: nothing is left running on the devices
@@ -261,12 +291,18 @@ def _step(
             _leave(run, "left the scheduler (it died or lost its connection)", prepared, on_row)
         else:
             _failed(run, future, prepared, on_row)
-    if run.gone is None and run.address not in alive:
+    if run.gone is None and run.absence.gone(present=run.address in alive):
         if run.future is not None:
             run.future.cancel()
             run.future = None
         _leave(run, "left the scheduler (it died or lost its connection)", prepared, on_row)
-    while run.gone is None and run.future is None and run.jobs and run.description is not None:
+    while (
+        run.gone is None
+        and run.absence.since is None  # not sent to a worker the scheduler does not list now
+        and run.future is None
+        and run.jobs
+        and run.description is not None
+    ):
         run.job = name, route = run.jobs.popleft()
         if route.skipped is not None:  # a backend that does not run this format: no task
             size = prepared[name].size
@@ -337,15 +373,32 @@ def _leave(
     run.job = None
     for number, (name, route) in enumerate(unmeasured):
         when = "while measuring this row" if number == 0 and in_flight else "before this row"
-        status = (
-            f"error: device {run.name} ({run.address}) {why}, {when}; the other devices went on"
-        )
+        status = f"error: device {run.name} ({run.address}) {why}, {when}"
         size = prepared[name].size
         run.rows.append(
             BenchmarkRow(name, route.backend, None, None, status, size, device=run.name)
         )
+    run.left = len(unmeasured)
     logger.warning("device %s (%s) %s", run.name, run.address, why)
     on_row(len(unmeasured))
+
+
+def _say_who_went_on(runs: Sequence[_DeviceRun]) -> None:
+    """The rows of a device that left say which of the others finished: all, some or none."""
+    for run in runs:
+        others = [other for other in runs if other is not run]
+        if run.gone is None or not run.left or not others:
+            continue
+        went_on = [other.name for other in others if other.gone is None]
+        if len(went_on) == len(others):
+            tail = "the other devices went on"
+        elif went_on:
+            tail = f"{', '.join(went_on)} went on"
+        else:
+            tail = "no other device finished either"
+        run.rows[-run.left :] = [
+            replace(row, status=f"{row.status}; {tail}") for row in run.rows[-run.left :]
+        ]
 
 
 def _device(run: _DeviceRun) -> Device:

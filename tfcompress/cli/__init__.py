@@ -37,7 +37,7 @@ from tfcompress._compat.heap import own_this_process
 from tfcompress.cli import _interrupt
 from tfcompress.cli._interrupt import Terminated
 from tfcompress.cli._io import OneLineArgumentParser, protected_stdio, renamed_flag_error
-from tfcompress.errors import TFCompressError
+from tfcompress.errors import TFCompressError, bounded
 
 EXIT_INTERNAL_ERROR = 3
 DEBUG = (
@@ -227,7 +227,8 @@ def entry() -> None:
 
 
 def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or "no message"  # one line, whatever the message holds
+    # one line, whatever the message holds, and the values it quotes cut (errors.bounded)
+    return bounded(" ".join(str(error).split())) or "no message"
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -242,9 +243,16 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
+class _BoundedFormatter(logging.Formatter):
+    """A warning quotes values as an error does: cut (:func:`tfcompress.errors.bounded`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return bounded(super().format(record))
+
+
 def _configure_logging(verbose: bool) -> None:
     handler = _StderrHandler()
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_BoundedFormatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("tfcompress")
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)

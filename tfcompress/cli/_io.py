@@ -15,8 +15,10 @@ class OneLineArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line (plus the exit code 2)."""
 
     def error(self, message: str) -> NoReturn:
-        """Print ``prog: error: message (see --help)`` and exit 2."""
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        """Print ``prog: error: message (see --help)`` and exit 2; quoted values cut."""
+        from tfcompress.errors import bounded
+
+        self.exit(2, f"{self.prog}: error: {bounded(message)} (see {self.prog} --help)\n")
 
 
 @contextlib.contextmanager

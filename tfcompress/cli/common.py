@@ -237,7 +237,10 @@ def csv_of(kind: Callable[[str], Any], what: str) -> Callable[[str], list[Any]]:
 # same in every command, and a value no computation can use (inf, nan, 1e999) is refused at
 # the flag, not after minutes of work.
 
-_NUMBER = r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*([a-z]*)\s*"
+# Each character can be read one way only (no \d+\.?\d*, no \s* on both sides of an empty
+# unit), so a refused value costs time linear in its length, not quadratic; the text is
+# stripped first.
+_NUMBER = r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?)\s*([a-z]*)"
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2}
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _MAX_BYTES = 10**12  # 1 TB: no edge model is larger, and the bound keeps arithmetic exact
@@ -299,7 +302,7 @@ def parse_size(text: str) -> int:
         >>> parse_size("500KB"), parse_size("1KiB")
         (500000, 1024)
     """
-    match = re.fullmatch(_NUMBER, text.lower())
+    match = re.fullmatch(_NUMBER, text.strip().lower())
     if not match or match.group(2) not in _SIZE_UNITS:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a size; write e.g. 500KB, 300KiB, 2MB or 250000 (bytes)"
@@ -313,7 +316,7 @@ def parse_size(text: str) -> int:
 
 
 def _duration_seconds(text: str, bare_unit: str, example: str) -> float:
-    match = re.fullmatch(_NUMBER, text.lower())
+    match = re.fullmatch(_NUMBER, text.strip().lower())
     unit = match.group(2) or bare_unit if match else ""
     if not match or unit not in _SECONDS:
         raise argparse.ArgumentTypeError(

@@ -7,7 +7,7 @@ import multiprocessing
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from tfcompress._compat.dask import TLSFiles, connect, is_dask_client
+from tfcompress._compat.dask import TLSFiles, connect, is_dask_client, workers_now
 from tfcompress.errors import InvalidInputError
 
 __all__ = ["InlineExecutor", "Runner", "connect_scheduler", "is_dask_client"]
@@ -74,7 +74,7 @@ class Runner:
     def describe(self) -> str:
         """Words for the report: which executor ran the candidates."""
         if self.dask:
-            workers = self.executor.scheduler_info().get("workers", {})
+            workers = workers_now(self.executor)
             return f"Dask scheduler {self.executor.scheduler.address} ({len(workers)} workers)"
         if self._owned:
             return f"local process pool ({self._workers} process(es), spawn)"
@@ -99,7 +99,7 @@ class Runner:
 
     def _free_worker(self) -> str | None:
         """The worker with the fewest of this runner's tasks in flight per thread."""
-        workers = self.executor.scheduler_info().get("workers", {})
+        workers = workers_now(self.executor)
         if not workers:
             return None
         load = dict.fromkeys(workers, 0)
