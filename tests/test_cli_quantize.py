@@ -429,9 +429,12 @@ def test_output_suffix_must_match_the_format(capfd, tmp_path, model_files):
         model_files["keras3"],
         "--recipe",
         "dynamic",
+        "--format",
+        "tflite",
         "--out",
         tmp_path / "m.onnx",
     )
+    # Without --format an .onnx --out means ONNX; named, the contradiction is refused.
     assert code == 2 and "pass --format onnx" in stderr
 
 
