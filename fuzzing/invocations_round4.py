@@ -183,7 +183,7 @@ def _export_c_names(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Inv
     model = seeds.tflite_int8
     argv: tuple[str, ...] = ("export-c",)
     if rng.random() < 0.5:  # the file is named so, and the identifier comes from it
-        model = folder / f"{name.replace('/', '_')}.tflite"
+        model = folder / f"{name.replace('/', '_')[:240]}.tflite"  # a name fits in 255 bytes
         shutil.copyfile(seeds.tflite_int8, model)
         argv += (str(model),)
     else:
@@ -276,8 +276,8 @@ def _on_fake_server(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Inv
     return Invocation(entry, argv, _seed_inputs(seeds), output, True)
 
 
-def _pem(kind: str, folder: Path, rng: np.random.Generator) -> Path:
-    path = folder / f"{kind}.pem"
+def _pem(kind: str, folder: Path, rng: np.random.Generator, number: int = 0) -> Path:
+    path = folder / f"{number}_{kind}.pem"
     if kind == "garbage":
         path.write_text("-----BEGIN CERTIFICATE-----\nnot base64 !!\n-----END CERTIFICATE-----\n")
     elif kind == "random":
@@ -301,7 +301,7 @@ _PEMS = ("garbage", "random", "empty", "key_as_cert", "folder", "fifo", "huge_li
 
 @_round4("on.tls_files")
 def _on_tls_files(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Invocation:
-    files = [_pem(str(_pick(rng, list(_PEMS))), folder, rng) for _ in range(3)]
+    files = [_pem(str(_pick(rng, list(_PEMS))), folder, rng, number) for number in range(3)]
     flags = ("--tls-ca-file", "--tls-cert", "--tls-key")
     chosen = [i for i in range(3) if rng.random() < 0.7] or [0]
     extra = [part for i in chosen for part in (flags[i], str(files[i]))]
