@@ -32,8 +32,14 @@ def _where(task: dict) -> dict:
 
 def test_tasks_submitted_together_run_on_different_workers_with_the_data_sent_once():
     distributed = pytest.importorskip("distributed")
+    import dask
+
     images = np.ones((SHARE_BYTES // 4 + 1,), np.float32)  # just over the sharing size
+    # Dask's active memory manager drops replicas no task needs any more (every 2 s): the
+    # copies are counted below, after the tasks, so it stays off for this cluster.
+    amm = {"distributed.scheduler.active-memory-manager.start": False}
     with (
+        dask.config.set(amm),
         distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
         ) as cluster,
