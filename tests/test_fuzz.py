@@ -1,12 +1,11 @@
 """A seeded fuzz campaign over the CLI: every hostile input ends in exit 0 or one clean error.
 
 The campaign lives in ``fuzzing/`` (beside the package, not installed with it). This is its
-short share: every fast strategy of rounds 1-3 once, and round 4's connection and echo
-classes; `benchmarks/fuzz.py` runs the long campaign (the slow strategies too: hostile
-compilers, resumed selections) and records its totals, and `--classes round4` all of round
-4's (the `mcu` and `export-c` classes too). Cases that set
-`TFCOMPRESS_*` limits, send SIGTERM/SIGHUP/SIGINT or run the pytest plugin get a process of
-their own (fuzzing/processes.py).
+short share: every fast strategy of rounds 1-3 once; `benchmarks/fuzz.py` runs the long
+campaign (the slow strategies too: hostile compilers, resumed selections) and records its
+totals, and `--classes round4` every case class of round 4. Cases that set `TFCOMPRESS_*`
+limits, send SIGTERM/SIGHUP/SIGINT or run the pytest plugin get a process of their own
+(fuzzing/processes.py).
 """
 
 from __future__ import annotations
@@ -23,13 +22,10 @@ from tfcompress._limits import CHILD_MEMORY
 from tfcompress.errors import InvalidInputError, OutputLocationError
 
 SEED = 20261123
-# Every fast strategy once, and round 4's on/echo classes and huge replayed values: about a
-# minute and a half.
-STRATEGIES = [
-    *all_strategies(include_slow=False),
-    *all_strategies(classes=["on", "echo"]),
-    "replay.huge_values",
-]
+# Every fast strategy of rounds 1-3 once: about a minute. Round 4's classes run in
+# benchmarks/fuzz.py --classes round4; their reproducers are tests of their own
+# (test_device_connection.py, test_mcu_hostile.py, test_export_c.py, test_replay_hostile.py).
+STRATEGIES = all_strategies(include_slow=False)
 CASES = len(STRATEGIES)
 
 
