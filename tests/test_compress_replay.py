@@ -148,3 +148,6 @@ def test_the_replay_line_says_only_what_the_report_lets_it_compare():
     assert "not the recorded artifact" in _compared(
         SimpleNamespace(size_bytes=1, gzip_bytes=None), content
     )
+    # A report whose size was not a number (edited, or round 4's fuzzed values) records none.
+    unsized = SimpleNamespace(size_bytes=None, gzip_bytes=None)
+    assert _compared(unsized, content) == "the report records no size to compare it with"

@@ -330,6 +330,8 @@ def _compared(attempt: Any, content: bytes) -> str:
     """What the replayed bytes share with the recorded attempt: the report keeps sizes only."""
     from tfcompress.training.sparsity import gzip_size
 
+    if attempt.size_bytes is None:  # a report edited or written by hand
+        return "the report records no size to compare it with"
     if attempt.size_bytes != len(content):
         return f"recorded {attempt.size_bytes:,} B: not the recorded artifact"
     packed = gzip_size(content)
