@@ -27,7 +27,7 @@ from tfcompress.runtime import (
     create_runner,
     list_backends,
 )
-from tfcompress.runtime.base import _REGISTRY, backend_class
+from tfcompress.runtime.base import BACKENDS, backend_class
 
 FAST = {"runs": 3, "min_seconds": 0, "warmup_seconds": 0}
 CLI_FAST = ["--runs", "3", "--min-seconds", "0", "--warmup-seconds", "0"]
@@ -94,8 +94,8 @@ def test_a_forwarding_backend_gets_the_same_clear_error(monkeypatch, files):
         def __init__(self, model, *, threads=1):
             raise TypeError("a bug that has nothing to do with options")
 
-    monkeypatch.setitem(_REGISTRY, "forwarding", Forwarding)
-    monkeypatch.setitem(_REGISTRY, "broken", Broken)
+    monkeypatch.setitem(BACKENDS, "forwarding", Forwarding)
+    monkeypatch.setitem(BACKENDS, "broken", Broken)
     with pytest.raises(InvalidInputError, match="'forwarding' backend has no option 'device'"):
         create_runner(files["int8"], backend="forwarding", device="usb")
     with create_runner(files["int8"], backend="forwarding", threads=2) as runner:

@@ -68,7 +68,7 @@ def test_each_runner_is_a_worker_of_its_own_forked_by_one_zygote(model, x):
 def test_each_worker_seeds_numpy_anew_as_a_fresh_interpreter_would(model, monkeypatch):
     # Forked workers share the zygote's memory: a generator it had seeded would repeat in
     # each. This zygote loads NumPy's generator before its preload, as a preloaded module may.
-    monkeypatch.setitem(runtime_base._REGISTRY, "drawing", DrawingRunner)
+    monkeypatch.setitem(runtime_base.BACKENDS, "drawing", DrawingRunner)
     monkeypatch.setattr(zygote, "_zygote", None)
     monkeypatch.setattr(zygote, "_BOOTSTRAP", "import numpy.random; " + zygote._BOOTSTRAP)
     draws = set()

@@ -227,7 +227,7 @@ def test_latency_objective_picks_float_when_int8_is_slower(monkeypatch) -> None:
             return slow
 
     model, (calib, test) = sensitive_model(keras, outlier=0.0)  # int8 passes on this one
-    monkeypatch.setitem(base._REGISTRY, "cpu", SlowInt8Runner)
+    monkeypatch.setitem(base.BACKENDS, "cpu", SlowInt8Runner)
     result = tfcompress.compress(
         model, representative_data=calib[:200], eval_data=test, max_drop=0.01, objective="latency"
     )

@@ -275,7 +275,7 @@ def test_shown_gate_report_keys_are_emitted(
     )
     # A backend that is never available, so the skipped record is emitted on every machine.
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(runtime_base._REGISTRY, MISSING, _MissingRunner)
+        patch.setitem(runtime_base.BACKENDS, MISSING, _MissingRunner)
         result = pytester.runpytest("--tfc-gate-report=gates.json", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, skipped=1)
     emitted = key_paths(json.loads((pytester.path / "gates.json").read_text()))

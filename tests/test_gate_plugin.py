@@ -158,7 +158,7 @@ def head_files(
 
 @pytest.fixture
 def missing_backend(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setitem(runtime_base._REGISTRY, MISSING, _MissingRunner)
+    monkeypatch.setitem(runtime_base.BACKENDS, MISSING, _MissingRunner)
     return MISSING
 
 

@@ -1,17 +1,18 @@
 """Template for a new post-training method: copy it when you add one (docs/architecture.md).
 
 A method is a class registered next to its code (``@register_method`` in its own module under
-tfcompress/quantization/methods/, found there by the registry). Here two trivial
-methods are defined in the test and registered for the test only (the fixture takes them out
-again, so the rest of the suite sees the built-in methods alone): a weight rewrite that
-changes nothing and a range edit that keeps every calibrated range. The checks are what a
-new method gets for free from the registry: a name ``--method`` and ``methods=[...]``
-accept, a place in the order, and a candidate made, scored and kept by ``apply.py``. A real
-method's test then checks what the method itself does.
+tfcompress/quantization/methods/, found there by the registry). Every registered method runs
+the contract below (nothing lists them). Then two trivial methods are defined in the test and
+registered for the test only (the fixture takes them out again, through the registry's public
+``unregister``): a weight rewrite that changes nothing and a range edit that keeps every
+calibrated range. The checks are what a new method gets for free from the registry: a name
+``--method`` and ``methods=[...]`` accept, a place in the order, and a candidate made, scored
+and kept by ``apply.py``. A real method's test then checks what the method itself does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -32,10 +33,15 @@ from tfcompress.quantization.methods import (
 )
 from tfcompress.quantization.methods.catalog import parse_methods, plan_candidates
 from tfcompress.quantization.methods.registry import (
+    CALIBRATED_FLATBUFFER,
+    KERAS_MODEL,
     RangeContext,
     RewriteContext,
-    unregister_method,
+    methods,
 )
+from tfcompress.quantization.methods.registry import METHODS as REGISTRY
+
+BUILT_IN = [m.name for m in methods()]
 
 
 class TouchNothing(WeightMethod):
@@ -87,7 +93,7 @@ def registered():
         yield
     finally:
         for method in (TouchNothing, KeepRanges):
-            unregister_method(method.name)
+            REGISTRY.unregister(method.name)
 
 
 @pytest.fixture(scope="module")
@@ -105,11 +111,35 @@ def small(tmp_path_factory):
     return model, x, root
 
 
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_every_registered_method_keeps_the_contract(name):
+    """What the registry, recipes, --method and the candidates ask of every method."""
+    from tfcompress._declared import declared_methods
+
+    method = REGISTRY.get(name)
+    assert method.name == name and method.summary and method.kind
+    assert method.needs in (KERAS_MODEL, CALIBRATED_FLATBUFFER)
+    assert isinstance(method, WeightMethod | RangeMethod)
+    if isinstance(method, WeightMethod) or getattr(type(method), "report_key", None):
+        assert method.report_key
+    assert [m.order for m in methods()].count(method.order) == 1  # its own place
+    fields = {f.name for f in dataclasses.fields(Recipe)}
+    assert set(method.options) <= fields, "options must be Recipe fields"
+    assert name in declared_methods()  # --method's choices, read from the source
+    assert canonical_methods([name]) == (name,) and parse_methods(name) == ((name,),)
+    assert Recipe("int8", methods=[name]).methods == (name,)
+    assert plan_candidates("int8", (), name, has_eval=False) == (((name,),), True)
+
+
 def test_the_registry_places_and_validates_a_new_method(registered):
-    built_in = ("equalize", "adaround", "bias-correction", "percentile-ranges", "mse-ranges")
     # Weight rewrites first (the rewritten copy is what gets calibrated), then the edits of
     # the calibrated flatbuffer (bias-correction, the ranges), each stage by order.
-    assert tuple(METHODS) == (*built_in[:2], "touch-nothing", *built_in[2:], "keep-ranges")
+    weights = [m for m in methods() if m.needs == KERAS_MODEL]
+    assert tuple(METHODS) == tuple(m.name for m in methods())
+    assert list(METHODS)[: len(weights)] == [m.name for m in weights]
+    for stage in (weights, [m for m in methods() if m.needs != KERAS_MODEL]):
+        assert [m.order for m in stage] == sorted(m.order for m in stage)
+    assert list(METHODS)[-1] == "keep-ranges"  # order 60, after every built-in method
     assert "touch-nothing" in WEIGHT_METHODS and METHODS["keep-ranges"] == KeepRanges.summary
     assert canonical_methods(["keep-ranges", "touch-nothing", "equalize"]) == (
         "equalize",

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from tfcompress.bench.metrics import (
-    METRIC_NAMES,
     choose_metric,
     get_metric,
+    metric_names,
     resolve_metric,
 )
 from tfcompress.errors import InvalidDataError, InvalidInputError
@@ -181,7 +181,7 @@ def test_get_metric_names_aliases_and_unknown() -> None:
     assert get_metric(get_metric("mse")).name == "mse"
     with pytest.raises(InvalidInputError) as error:
         get_metric("f1")
-    for name in METRIC_NAMES:
+    for name in metric_names():
         assert name in str(error.value)
     with pytest.raises(InvalidInputError, match="must be a number"):
         get_metric("binary_accuracy@high")
@@ -293,3 +293,104 @@ def test_choose_metric_refuses_labels_that_fit_nothing() -> None:
         choose_metric((None, 4), np.zeros((2, 7)), output="box")
     with pytest.raises(InvalidDataError, match="not numbers"):
         choose_metric((None, 4), np.array(["a", "b"]), output="box")
+
+
+# --- every registered metric: the metric contract, down to `tfcompress gate` -------------------
+# Each metric is scored on the first case its validation accepts (outputs of a per-sample shape
+# and labels), then gated end to end: an ONNX model pair (y = x and y = 1.001 x, ONNX Runtime:
+# no TensorFlow) on those samples, `gate --metric NAME` with its own threshold flag.
+
+_RNG = np.random.default_rng(0)
+_SCORES = _RNG.random((48, 4), dtype=np.float32)
+_MASKS = _RNG.random((48, 4, 4, 3), dtype=np.float32)
+_UNIT = _RNG.random((48, 1), dtype=np.float32)
+CASES = {  # name -> (inputs = reference outputs, labels)
+    "classes": (_SCORES, _SCORES.argmax(1)),
+    "regression": (_SCORES, _SCORES * 2 + 0.1),
+    "binary": (_UNIT, (_UNIT[:, 0] > 0.5).astype(np.int64)),
+    "masks": (_MASKS, _MASKS.argmax(-1)),
+}
+
+
+def metric_case(name: str) -> str:
+    """The first case whose outputs and labels (or reference outputs) ``name`` validates."""
+    definition = get_metric(name)
+    for case, (x, labels) in CASES.items():
+        try:
+            definition.validate(labels if definition.kind == "task" else x, x * 1.001)
+        except InvalidInputError:  # InvalidDataError too
+            continue
+        return case
+    raise AssertionError(f"metric {name!r} validates none of the cases {sorted(CASES)}")
+
+
+def _mul_model(path, shape: tuple[int, ...], scale: float) -> None:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *shape])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", *shape])
+    s = numpy_helper.from_array(np.array(scale, np.float32), "s")
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "s"], ["y"])], "g", [x], [y], [s])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+METRICS = [n if n != "topK" else "top2" for n in metric_names()]
+
+
+@pytest.fixture(scope="module")
+def gate_checks(tmp_path_factory) -> dict[str, dict]:
+    """Every metric's check from `tfcompress gate --json`: one run per case, every metric of
+    the case named by ``--metric`` with its threshold flag (a registered metric's flag)."""
+    import contextlib
+    import io
+    import json
+
+    from tfcompress.bench.thresholds import get_threshold
+    from tfcompress.cli import main
+
+    checks = {}
+    for case, (x, labels) in CASES.items():
+        names = [n for n in METRICS if metric_case(n) == case]
+        folder = tmp_path_factory.mktemp(case)
+        _mul_model(folder / "ref.onnx", x.shape[1:], 1.0)
+        _mul_model(folder / "cand.onnx", x.shape[1:], 1.001)
+        np.savez(folder / "data.npz", x=x, y=labels)
+        argv = ["gate", str(folder / "ref.onnx"), str(folder / "cand.onnx")]
+        argv += ["--eval", str(folder / "data.npz"), "--metric", ",".join(names), "--json"]
+        for row in {get_threshold(get_metric(n).threshold_name) for n in names}:
+            value = row.default if row.default is not None else 1.0 if row.upper_limit else 0.0
+            argv += [row.flag, str(value)]
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            code = main(argv)
+        assert code in (0, 1), f"{argv}: exit {code}"  # a verdict, never exit 2 or 3
+        checks.update((c["metric"], c) for c in json.loads(out.getvalue())["checks"])
+    return checks
+
+
+@pytest.mark.parametrize("name", METRICS)
+def test_every_registered_metric_keeps_the_contract(name, gate_checks) -> None:
+    import pickle
+
+    from tfcompress.bench.thresholds import get_threshold, threshold_names
+
+    definition = get_metric(name)
+    assert definition.name == name and definition.kind in ("task", "fidelity")
+    assert definition.direction in ("higher", "lower") and definition.description
+    assert pickle.loads(pickle.dumps(definition)).name == name  # results cross processes
+    # Its threshold is in the table (a flag of gate and quantize, a check_gate keyword).
+    assert definition.threshold_name in threshold_names()
+    if definition.kind == "task":
+        assert definition.threshold_name == "max_drop"
+    else:
+        assert get_threshold(definition.threshold_name).metric == name
+    x, labels = CASES[metric_case(name)]
+    target = labels if definition.kind == "task" else x
+    rows = definition.measure(target, x * 1.001)[0]  # statistics that add up over samples
+    assert definition.aggregate(rows[:10]) == definition.score(target[:10], x[:10] * 1.001)
+    # End to end: `gate --metric NAME` with its threshold flag judged it.
+    check = gate_checks[name]
+    assert check["threshold_name"] == definition.threshold_name
+    assert isinstance(check["passed"], bool)

@@ -115,7 +115,7 @@ def test_recipe_round_trips_through_json():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"recipe": "int4"}, "unknown recipe 'int4'; choose one of dynamic, float16, int8"),
+        ({"recipe": "int4"}, "unknown recipe 'int4'; choose one of float32, dynamic, float16"),
         ({"recipe": "float16", "input_type": "int8"}, "does not support input_type='int8'"),
         ({"recipe": "int8", "calibration_samples": 0}, "calibration_samples must be at least 1"),
         ({"recipe": "int8"}, "pass representative_data"),

@@ -30,7 +30,7 @@ def files():
 @pytest.fixture
 def aborting(monkeypatch):
     """The stand-in backend, registered for this test only (its worker imports it itself)."""
-    monkeypatch.setitem(runtime_base._REGISTRY, "aborting", AbortingRunner)
+    monkeypatch.setitem(runtime_base.BACKENDS, "aborting", AbortingRunner)
     return "aborting"
 
 
@@ -323,7 +323,7 @@ def test_a_backend_no_worker_can_import_is_measured_here_and_says_so(files, monk
     class LocalRunner(LiteRTRunner):  # defined in a function: a worker cannot unpickle it
         backend = "local-cpu"
 
-    monkeypatch.setitem(runtime_base._REGISTRY, "local-cpu", LocalRunner)
+    monkeypatch.setitem(runtime_base.BACKENDS, "local-cpu", LocalRunner)
     result = tfcompress.benchmark(
         files["rnn_tflite"], backends=["local-cpu"], runs=3, min_seconds=0, warmup_seconds=0
     )

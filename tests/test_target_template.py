@@ -80,7 +80,7 @@ def tiny(tmp_path_factory, monkeypatch):
     monkeypatch.syspath_prepend(str(site))
     base._rediscover()
     yield "tiny"
-    base._TARGETS.pop("tiny", None)
+    base.TARGETS.unregister("tiny")
     sys.modules.pop("tiny_target", None)
     base._rediscover()
 

@@ -40,8 +40,22 @@ def int8_file() -> bytes:
     return tfcompress.quantize(model, recipe="int8", representative_data=x).model_content
 
 
-def test_the_builtin_targets_are_registered():
-    assert TARGETS == ["cpu", "edgetpu", "gpu", "mcu"]
+def test_the_registry_holds_the_targets_the_source_declares():
+    from tfcompress._declared import declared_targets
+    from tfcompress.targets.base import builtin_targets
+
+    assert builtin_targets() == [t.name for t in declared_targets()]  # what --target offers
+    assert set(builtin_targets()) <= set(TARGETS)
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_the_cli_offers_it_with_its_option_flags(name, capsys):
+    from tfcompress.cli import main
+
+    assert main(["quantize", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert name in text.split("--target {")[1].split("}")[0].split(",")
+    assert all(option.flag in text for option in get_target(name).options)
 
 
 @pytest.mark.parametrize("name", TARGETS)

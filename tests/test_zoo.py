@@ -388,7 +388,7 @@ def test_a_model_too_large_for_memory_is_one_line(capsys, monkeypatch):
         raise tensorflow().errors.ResourceExhaustedError(None, None, "OOM when allocating")
 
     entry = dataclasses.replace(registry.get_entry("mobilenet_v2"), builder=exhausted)
-    monkeypatch.setitem(registry._REGISTRY, "mobilenet_v2", entry)
+    monkeypatch.setitem(registry.MODELS, "mobilenet_v2", entry)
     assert main(["zoo", "mobilenet_v2", "--no-macs", "--input-shape", "64x64x3"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert "too large to build" in lines[-1] and lines[-1].startswith("tfcompress zoo: error:")

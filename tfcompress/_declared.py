@@ -1,23 +1,19 @@
-"""What built-in backends, targets and PTQ methods declare, read from their source, not imported.
+"""What built-in plug-ins declare, read from their source, not imported; and where they are.
 
-A runtime backend is one module under ``tfcompress/runtime/`` with a class decorated by
-``@register_backend("name")``; a target is one folder (or module) under
-``tfcompress/targets/`` with a class decorated by ``@register_target``; a PTQ method is one
-module under ``tfcompress/quantization/methods/`` with a class decorated by
-``@register_method``. Their registries import them, which costs numpy and a good part of the
-library (0.2-0.4 s on two cores): too much for ``--help``. The parser only needs what the
-classes *declare* (a backend's name and flags; a target's name, its option and budget flags;
-a method's name and order), and those are literals in the class body, so this module reads
-them with :mod:`ast` (about 30 ms). Adding a backend, a target or a method therefore edits
-nothing here: its decorator is its registration, for the CLI too, and the registries find
-their modules with :func:`backend_modules` and :func:`method_modules`. A metric is a
-function entered in ``TASK_METRICS`` (``bench/task_metrics.py``) or ``FIDELITY_METRICS``
-(``bench/fidelity.py``): :func:`declared_metrics` reads those dicts' keys the same way.
+Every registry (:class:`tfcompress._registry.Registry`: targets, runtime backends, PTQ
+methods, metrics, recipes, compress handlers, zoo models) finds its plug-ins by one rule,
+:func:`plugin_modules`: the modules of its folder with a line that starts with its decorator
+(``@register_backend("name")``). The decorator is the registration. Importing the plug-ins
+costs numpy and a good part of the library (0.2-0.4 s on two cores): too much for ``--help``.
+The parser only needs what they *declare* (a backend's name and flags; a target's name, its
+option and budget flags; a method's name and order; a metric's name and gate threshold; a
+recipe's name), and those are literals, so this module reads them with :mod:`ast` (about
+30 ms). Adding a plug-in therefore edits nothing here.
 
 The declarations must be literals (strings, numbers, ``str``/``int``/``float``, tuples of
-``TargetOption``, ``BudgetField`` or ``BackendFlag`` calls); ``tests/test_cli_help.py``
-compares what this module reads with the imported registries, so a declaration it cannot
-read fails a test, naming the class, never a user.
+``TargetOption``, ``BudgetField`` or ``BackendFlag`` calls, a ``ThresholdDef`` call);
+``tests/test_cli_help.py`` compares what this module reads with the imported registries, so
+a declaration it cannot read fails a test, naming the class, never a user.
 """
 
 from __future__ import annotations
@@ -35,6 +31,7 @@ _TYPES = {"str": str, "int": int, "float": float}
 _OPTION_FIELDS = ("name", "flag", "help", "type", "metavar")
 _BUDGET_FIELDS = ("name", "flag", "label", "help", "measure", "type")
 _FLAG_FIELDS = ("option", "flag", "help", "value", "metavar")
+_THRESHOLD_FIELDS = ("name", "meaning", "default", "low", "high", "metavar", "suite_default")
 
 
 @dataclass(frozen=True)
@@ -91,9 +88,7 @@ def declared_backends() -> tuple[DeclaredBackend, ...]:
     """Every ``@register_backend(NAME)`` class under ``tfcompress/runtime/``, sorted by name."""
     found = []
     for path, node in _registered(_PACKAGE / "runtime", "register_backend"):
-        (decorator,) = [d for d in node.decorator_list if _decorator_name(d) == "register_backend"]
-        if not (isinstance(decorator, ast.Call) and decorator.args):
-            raise DeclarationError(f"{path}: {node.name} is registered without a name")
+        decorator = _decorator(node, "register_backend", path)
         body = _class_constants(node, path)
         flags = tuple(
             (f["option"], f["flag"], f["help"], f.get("value"), f.get("metavar"))
@@ -101,11 +96,6 @@ def declared_backends() -> tuple[DeclaredBackend, ...]:
         )
         found.append(DeclaredBackend(_literal(decorator.args[0], "backend", node, path), flags))
     return tuple(sorted(found, key=lambda b: b.name))
-
-
-def backend_modules() -> tuple[str, ...]:
-    """The modules of ``tfcompress/runtime/`` that register a backend."""
-    return _modules_with(_PACKAGE / "runtime", "register_backend", "tfcompress.runtime")
 
 
 @functools.cache
@@ -121,76 +111,92 @@ def declared_methods() -> tuple[str, ...]:
     return tuple(name for *_, name in sorted(rows))
 
 
-def method_modules() -> tuple[str, ...]:
-    """The modules of ``tfcompress/quantization/methods/`` that register a method."""
-    return _modules_with(
-        _PACKAGE / "quantization" / "methods", "register_method", "tfcompress.quantization.methods"
-    )
-
-
-#: Where the metric registry's entries live: (file under tfcompress/, the dict's name).
-_METRIC_TABLES = (
-    ("bench/task_metrics.py", "TASK_METRICS"),
-    ("bench/fidelity.py", "FIDELITY_METRICS"),
-)
-
-
 @functools.cache
 def declared_metrics() -> tuple[str, ...]:
     """The metric names :func:`tfcompress.bench.metrics.metric_names` gives, read from source.
 
-    ``accuracy`` and ``topK`` first (``topK`` stands for any k), then the task metrics'
-    entries and the fidelity metrics', in the order they are written.
+    ``accuracy`` and ``topK`` first (``topK`` stands for any k), then every
+    ``@register_metric`` under ``tfcompress/bench/``: those judged on their drop (no
+    threshold of their own) before those with one, each group in file order.
     """
-    names = []
-    for relative, table in _METRIC_TABLES:
-        path = _PACKAGE / relative
-        (found,) = [
-            n.value
-            for n in ast.parse(path.read_text(encoding="utf-8")).body
-            if isinstance(n, ast.AnnAssign | ast.Assign)
-            and table
-            in [
-                t.id
-                for t in getattr(n, "targets", [getattr(n, "target", None)])
-                if isinstance(t, ast.Name)
-            ]
-        ]
-        if not isinstance(found, ast.Dict) or not all(
-            isinstance(k, ast.Constant) and isinstance(k.value, str) for k in found.keys
-        ):
-            raise DeclarationError(f"{path}: {table} must be a dict literal with string keys")
-        names += [k.value for k in found.keys]  # type: ignore[union-attr]
+    rows = _metric_rows()
+    names = [n for n, t in rows if t is None] + [n for n, t in rows if t is not None]
     return ("accuracy", "topK", *(n for n in names if n != "accuracy"))
 
 
-def _modules_with(root: Path, decorator: str, package: str) -> tuple[str, ...]:
-    """The modules of ``root`` (one folder) with a line that starts with ``@decorator``."""
+@functools.cache
+def declared_thresholds() -> tuple[tuple[str, dict[str, Any]], ...]:
+    """(metric, the keywords of its ``threshold=ThresholdDef(...)``) of each metric with one."""
+    return tuple((name, t) for name, t in _metric_rows() if t is not None)
+
+
+def _metric_rows() -> list[tuple[str, dict[str, Any] | None]]:
+    rows = []
+    for path, node in _registered(_PACKAGE / "bench", "register_metric"):
+        call = _decorator(node, "register_metric", path)
+        given = {k.arg: k.value for k in call.keywords if k.arg}
+        threshold = None
+        if "threshold" in given:
+            declared = ast.Tuple([given["threshold"]])
+            (threshold,) = _calls(declared, "ThresholdDef", _THRESHOLD_FIELDS, node, path)
+        rows.append((_literal(call.args[0], "metric", node, path), threshold))
+    return rows
+
+
+@functools.cache
+def declared_recipes() -> tuple[str, ...]:
+    """Every ``@register_recipe(NAME)`` under ``tfcompress/quantization/``, in registry order.
+
+    As :func:`tfcompress.quantization.recipes.list_recipes` orders them: ``recipes.py``'s own
+    first (it registers them on import), then the other files' in path order.
+    """
+    found = _registered(_PACKAGE / "quantization", "register_recipe")
+    found.sort(key=lambda item: item[0].name != "recipes.py")  # stable: file order kept
     return tuple(
-        f"{package}.{path.stem}"
-        for path in sorted(root.glob("*.py"))
-        if _marker(decorator).search(path.read_text(encoding="utf-8"))
+        _literal(_decorator(node, "register_recipe", path).args[0], "recipe", node, path)
+        for path, node in found
     )
 
 
-def _registered(root: Path, decorator: str) -> list[tuple[Path, ast.ClassDef]]:
-    """(file, class) of every class decorated with ``decorator`` in ``root``'s files."""
-    classes = []
-    for path in sorted(root.rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        if not _marker(decorator).search(text):  # most files: no parse
-            continue
-        for node in ast.parse(text, filename=str(path)).body:
-            if isinstance(node, ast.ClassDef) and any(
-                _decorator_name(d) == decorator for d in node.decorator_list
-            ):
-                classes.append((path, node))
-    return classes
+def plugin_modules(folder: str, decorator: str) -> tuple[str, ...]:
+    """The discovery rule of every registry: the modules of a folder that use its decorator.
+
+    The modules under ``tfcompress/FOLDER`` with a line that starts with ``@DECORATOR``
+    (nothing is imported; a docstring's mention is indented or quoted).
+
+    Example:
+        >>> plugin_modules("runtime", "register_backend")[:2]
+        ('tfcompress.runtime.compiled_model', 'tfcompress.runtime.edgetpu')
+    """
+    return tuple(
+        ".".join(("tfcompress", *path.relative_to(_PACKAGE).with_suffix("").parts))
+        for path, _ in _marked(_PACKAGE / folder, decorator)
+    )
 
 
-def _marker(decorator: str) -> re.Pattern[str]:
-    """A line that starts with the decorator (a docstring's mention is indented or quoted)."""
-    return re.compile(rf"^@{decorator}\b", re.MULTILINE)
+def _marked(root: Path, decorator: str) -> list[tuple[Path, str]]:
+    """(file, text) of every ``.py`` file under ``root`` with a line starting ``@decorator``."""
+    marker = re.compile(rf"^@{decorator}\b", re.MULTILINE)
+    texts = ((path, path.read_text(encoding="utf-8")) for path in sorted(root.rglob("*.py")))
+    return [(path, text) for path, text in texts if marker.search(text)]
+
+
+def _decorator(node: ast.ClassDef | ast.FunctionDef, name: str, path: Path) -> ast.Call:
+    (decorator,) = [d for d in node.decorator_list if _decorator_name(d) == name]
+    if not (isinstance(decorator, ast.Call) and decorator.args):
+        raise DeclarationError(f"{path}: {node.name} is registered without a name")
+    return decorator
+
+
+def _registered(root: Path, decorator: str) -> list[tuple[Path, Any]]:
+    """(file, class or function) of everything decorated with ``decorator`` in ``root``."""
+    return [
+        (path, node)
+        for path, text in _marked(root, decorator)  # most files: no parse
+        for node in ast.parse(text, filename=str(path)).body
+        if isinstance(node, ast.ClassDef | ast.FunctionDef)
+        and any(_decorator_name(d) == decorator for d in node.decorator_list)
+    ]
 
 
 def _ancestors(node: ast.ClassDef, path: Path) -> set[str]:

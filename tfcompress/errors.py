@@ -27,6 +27,7 @@ __all__ = [
     "RuntimeRefusedError",
     "SettingUnavailableError",
     "TFCompressError",
+    "UnknownNameError",
     "UnsupportedModelError",
     "bounded",
     "shown_name",
@@ -54,6 +55,10 @@ class TFCompressError(Exception):
 
 class InvalidInputError(TFCompressError, ValueError):
     """An option or argument the user gave cannot be used (unknown recipe, bad range...)."""
+
+
+class UnknownNameError(InvalidInputError):
+    """A name no registry holds (a target, backend, method, metric, recipe...); lists them."""
 
 
 class InvalidDataError(InvalidInputError):

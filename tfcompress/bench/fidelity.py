@@ -4,7 +4,8 @@ Pure numpy. The statistics take both models' outputs on the same samples (sample
 same shape) and return one number per sample, or sums per sample that add up over any subset
 (so scoring a bootstrap resample is a sum, not a re-run). ``snr_metric()`` and friends wrap
 them as :class:`~tfcompress.bench.metric_def.MetricDef` (``snr``, ``cosine``, ``max_abs``,
-``agreement``); :func:`~tfcompress.bench.metrics.get_metric` is the way in. The class
+``agreement``), each registered with its gate threshold (``@register_metric``);
+:func:`~tfcompress.bench.metrics.get_metric` is the way in. The class
 helpers here are shared with the task metrics of :mod:`tfcompress.bench.task_metrics`.
 
 Example:
@@ -20,20 +21,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tfcompress.bench.metric_def import MetricDef, Prepared
-from tfcompress.bench.thresholds import get_threshold
+from tfcompress.bench.metric_def import METRICS, MetricDef, Prepared, register_metric
+from tfcompress.bench.thresholds import ThresholdDef
 from tfcompress.errors import InvalidDataError, InvalidInputError
 
-# Defaults of the fidelity thresholds: the threshold table's (see why there).
-DEFAULT_MIN_SNR_DB = get_threshold("min_snr").default
-DEFAULT_MIN_COSINE = get_threshold("min_cosine").default
-DEFAULT_MIN_AGREEMENT = get_threshold("min_agreement").default
-
 __all__ = [
-    "DEFAULT_MIN_AGREEMENT",
-    "DEFAULT_MIN_COSINE",
-    "DEFAULT_MIN_SNR_DB",
-    "FIDELITY_METRICS",
     "agreement_metric",
     "agreement_per_sample",
     "binary_threshold",
@@ -245,6 +237,14 @@ def describe_shape(shape: Sequence[int | None]) -> str:
     return "(N,)" if not rest else f"(N, {', '.join(rest)})"
 
 
+# The thresholds' defaults. 20 dB SNR: the error's power is 1% of the output's (RMS error 10%
+# of RMS output); per-channel int8 PTQ usually lands above it on final outputs. 0.99 cosine is
+# the same idea a little looser: an error uncorrelated with the output gives
+# cos = 1 / sqrt(1 + 1 / snr), so 20 dB is 0.995 and 0.99 is 17 dB. 0.99 agreement: at most 1%
+# of top-1 decisions flip, which bounds the accuracy change by one point, the default
+# max_drop. max_abs has no unit-free default (it is in the outputs' own unit), so no value
+# fits every gate of a pytest run (suite_default=False).
+@register_metric("snr", threshold=ThresholdDef("min_snr", "smallest SNR in dB", 20.0, metavar="DB"))
 def snr_metric() -> MetricDef:
     """``snr``: ``10 * log10(sum ref**2 / sum (ref - cand)**2)`` in dB, +inf when identical.
 
@@ -258,14 +258,16 @@ def snr_metric() -> MetricDef:
         "dB",
         "signal-to-noise ratio of the candidate's outputs against the reference's, "
         "10*log10(sum ref^2 / sum (ref - cand)^2) over the samples (+inf when identical)",
-        "min_snr",
-        DEFAULT_MIN_SNR_DB,
         "bootstrap",
         snr_stats,
         snr_db_of_rows,
     )
 
 
+@register_metric(
+    "cosine",
+    threshold=ThresholdDef("min_cosine", "smallest cosine similarity", 0.99, -1.0, 1.0, "C"),
+)
 def cosine_metric() -> MetricDef:
     """``cosine``: mean per-sample cosine similarity of the flattened outputs.
 
@@ -279,14 +281,18 @@ def cosine_metric() -> MetricDef:
         "number",
         "mean over samples of the cosine similarity of the flattened outputs (both all-zero: "
         "1, one all-zero: 0)",
-        "min_cosine",
-        DEFAULT_MIN_COSINE,
         "bootstrap",
         lambda ref, cand: cosine_per_sample(ref, cand)[:, np.newaxis],
         _mean_of_first,
     )
 
 
+@register_metric(
+    "max_abs",
+    threshold=ThresholdDef(
+        "max_abs", "largest absolute difference", None, 0.0, metavar="E", suite_default=False
+    ),
+)
 def max_abs_metric() -> MetricDef:
     """``max_abs``: the largest absolute difference over all samples and elements.
 
@@ -300,14 +306,16 @@ def max_abs_metric() -> MetricDef:
         "number",
         "largest absolute difference between the outputs (no interval: a maximum has no "
         "useful bootstrap)",
-        "max_abs",
-        None,
         "none",
         lambda ref, cand: max_abs_per_sample(ref, cand)[:, np.newaxis],
         lambda rows: float(rows[:, 0].max()),
     )
 
 
+@register_metric(
+    "agreement",
+    threshold=ThresholdDef("min_agreement", "smallest top-1 agreement", 0.99, 0.0, 1.0, "A"),
+)
 def agreement_metric() -> MetricDef:
     """``agreement``: share of samples where both models pick the same top-1 class.
 
@@ -321,22 +329,12 @@ def agreement_metric() -> MetricDef:
         "fraction",
         "share of samples where the candidate's top-1 class is the reference's (single-unit "
         "outputs cut at the reference's binary threshold)",
-        "min_agreement",
-        DEFAULT_MIN_AGREEMENT,
         "clopper-pearson",
         lambda ref, cand: agreement_per_sample(ref, cand)[:, np.newaxis].astype(np.float64),
         _mean_of_first,
         correctness=agreement_per_sample,
         class_like=True,
     )
-
-
-FIDELITY_METRICS: dict[str, Callable[[], MetricDef]] = {
-    "snr": snr_metric,
-    "cosine": cosine_metric,
-    "max_abs": max_abs_metric,
-    "agreement": agreement_metric,
-}
 
 
 def snr_db_of_rows(rows: np.ndarray) -> float:
@@ -358,8 +356,6 @@ def _fidelity(
     direction: str,
     unit: str,
     description: str,
-    threshold_name: str,
-    default: float | None,
     interval: str,
     per_sample: Callable[[np.ndarray, np.ndarray], np.ndarray],
     aggregate: Callable[[np.ndarray], float],
@@ -395,14 +391,15 @@ def _fidelity(
             )
         return reference, candidate
 
+    threshold = METRICS.get(name).threshold  # declared where it is registered
     return MetricDef(
         name,
         "fidelity",
         direction,
         unit,
         description,
-        threshold_name,
-        default,
+        threshold.name,
+        threshold.default,
         interval,
         prepare,
         per_sample,

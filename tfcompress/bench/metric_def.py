@@ -1,9 +1,10 @@
-"""What a metric is: :class:`MetricDef`, its threshold ranges, units and formatting.
+"""What a metric is: :class:`MetricDef`, its threshold ranges, units and formatting; where it is.
 
 A leaf of :mod:`tfcompress.bench`: the task metrics (:mod:`tfcompress.bench.task_metrics`),
-the fidelity metrics (:mod:`tfcompress.bench.fidelity`) and the registry that names them
-(:mod:`tfcompress.bench.metrics`, the way in: :func:`~tfcompress.bench.metrics.get_metric`)
-all build on it, and it imports none of them. Pure numpy.
+the fidelity metrics (:mod:`tfcompress.bench.fidelity`) and any module of ``bench/`` register
+their factories here (:func:`register_metric`, into :data:`METRICS`), and
+:mod:`tfcompress.bench.metrics` resolves names and aliases
+(:func:`~tfcompress.bench.metrics.get_metric`, the way in); it imports none of them. Pure numpy.
 
 Example:
     >>> from tfcompress.bench.metrics import get_metric
@@ -15,14 +16,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from tfcompress.bench.thresholds import finite_number, get_threshold
+from tfcompress._registry import Registry
+from tfcompress.bench.thresholds import ThresholdDef, finite_number, get_threshold
 
-__all__ = ["MetricDef", "Prepared", "finite_number"]
+__all__ = [
+    "METRICS",
+    "MetricDef",
+    "MetricEntry",
+    "Prepared",
+    "finite_number",
+    "metric_thresholds",
+    "register_metric",
+]
 
 Prepared = tuple[np.ndarray, np.ndarray]  # (target, outputs) after validation
 
@@ -248,6 +258,55 @@ class MetricDef:
         if self.kind == "task":
             return self.format_change(value, signed=False)
         return self.format_value(value)
+
+
+@dataclass(frozen=True)
+class MetricEntry:
+    """A registered metric: its factory and its own gate threshold (None: ``max_drop``)."""
+
+    factory: Callable[[], MetricDef]
+    threshold: ThresholdDef | None = None
+
+
+#: Every named metric: a factory with ``@register_metric(NAME)`` in a module of bench/.
+METRICS: Registry[MetricEntry] = Registry(
+    "metric",
+    "bench",
+    "register_metric",
+    ordered=True,
+    hint=" (topK: any k such as top5; binary_accuracy@T cuts at T)",
+)
+
+
+def register_metric(
+    name: str, *, threshold: ThresholdDef | None = None
+) -> Callable[[Callable[[], MetricDef]], Callable[[], MetricDef]]:
+    """Decorator: make the factory's metric available as ``--metric NAME``.
+
+    Args:
+        name: The metric's name (lower case).
+        threshold: The gate threshold that judges it, when it has one of its own (a fidelity
+            metric: ``ThresholdDef("min_snr", "smallest SNR in dB", 20.0, metavar="DB")``
+            gives ``--min-snr``, ``min_snr=`` and the plugin's ``--tfc-min-snr``). None: a
+            task metric, judged on its drop (``max_drop``). Write it as literals: ``--help``
+            reads it from the source.
+
+    Example:
+        >>> @register_metric("snr2", threshold=ThresholdDef("min_snr2", "SNR", 20.0))
+        ... def snr2_metric(): ...  # doctest: +SKIP
+    """
+
+    def decorate(factory: Callable[[], MetricDef]) -> Callable[[], MetricDef]:
+        row = None if threshold is None else replace(threshold, metric=name)
+        METRICS.register(name, MetricEntry(factory, row), replace=True)
+        return factory
+
+    return decorate
+
+
+def metric_thresholds() -> list[ThresholdDef]:
+    """The thresholds of the metrics registered so far (the threshold table reads them)."""
+    return [e.threshold for e in METRICS.loaded().values() if e.threshold is not None]
 
 
 def _registered(name: str) -> MetricDef:

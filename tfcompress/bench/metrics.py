@@ -4,18 +4,20 @@ Two kinds (see :class:`~tfcompress.bench.metric_def.MetricDef`):
 
 * **task** metrics compare each model's outputs to labels: ``accuracy`` (alias ``top1``),
   ``topK`` (e.g. ``top5``), ``binary_accuracy`` (``binary_accuracy@T`` for a fixed cut),
-  ``mse``, ``mae``, ``rmse`` and ``miou`` (defined in :mod:`tfcompress.bench.task_metrics`).
+  ``mse``, ``mae``, ``rmse`` and ``miou`` (registered in :mod:`tfcompress.bench.task_metrics`).
   A gate judges their drop, the worsening from reference to candidate in the metric's
   direction (positive = the candidate is worse).
 * **fidelity** metrics need no labels and compare the candidate's outputs to the
   reference's: ``snr`` (dB), ``cosine``, ``max_abs`` and ``agreement`` (defined in
-  :mod:`tfcompress.bench.fidelity`).
+  :mod:`tfcompress.bench.fidelity`, each with its gate threshold).
 
 Every metric scores any subset of samples from per-sample statistics that add up (counts,
 sums of squares, the diagonal and marginals of a confusion matrix), so scoring a bootstrap
-resample is a sum over rows. This module maps names and aliases to definitions:
-:func:`get_metric` and :func:`choose_metric` are the registry; :func:`resolve_metric` keeps
-its contract (top-k names or a callable) for existing callers. Pure numpy.
+resample is a sum over rows. A metric is a factory registered with ``@register_metric`` in
+any module of ``bench/`` (:data:`~tfcompress.bench.metric_def.METRICS`); this module maps
+names and aliases to definitions: :func:`get_metric` and :func:`choose_metric`;
+:func:`resolve_metric` keeps its contract (top-k names or a callable) for existing callers.
+Pure numpy.
 
 Example:
     >>> get_metric("mse").score(np.array([[1.0], [2.0]]), np.array([[1.0], [4.0]]))
@@ -30,18 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from tfcompress.bench.fidelity import (
-    DEFAULT_MIN_AGREEMENT,
-    DEFAULT_MIN_COSINE,
-    DEFAULT_MIN_SNR_DB,
-    FIDELITY_METRICS,
-    class_count,
-    class_scores,
-    describe_shape,
-)
-from tfcompress.bench.metric_def import MetricDef, finite_number
+from tfcompress.bench.fidelity import class_count, class_scores, describe_shape
+from tfcompress.bench.metric_def import METRICS, MetricDef, finite_number
 from tfcompress.bench.task_metrics import (
-    TASK_METRICS,
     binary_accuracy_metric,
     correct_top_k,
     metric_for_labels,
@@ -50,10 +43,6 @@ from tfcompress.bench.task_metrics import (
 from tfcompress.errors import InvalidInputError
 
 __all__ = [
-    "DEFAULT_MIN_AGREEMENT",
-    "DEFAULT_MIN_COSINE",
-    "DEFAULT_MIN_SNR_DB",
-    "METRIC_NAMES",
     "Metric",
     "MetricDef",
     "MetricLike",
@@ -69,9 +58,6 @@ Metric = Callable[[np.ndarray, np.ndarray], float]  # (labels, outputs) -> score
 MetricLike = str | Metric
 
 _PROBABILITY_TOLERANCE = 0.05  # int8 softmax rows sum to 1 within a few 1/256 steps
-_FIXED: dict[str, Callable[[], MetricDef]] = {**TASK_METRICS, **FIDELITY_METRICS}
-#: The names get_metric knows, from the registries (topK: any k, e.g. top5).
-METRIC_NAMES = ("accuracy", "topK", *(n for n in _FIXED if n != "accuracy"))
 _ALIASES = {
     "top1": "accuracy",
     "top-1": "accuracy",
@@ -137,18 +123,13 @@ def get_metric(name: str | MetricDef) -> MetricDef:
         raise InvalidInputError(f"a metric is a name such as 'accuracy', got {name!r}.")
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
-    if key in _FIXED:
-        return _FIXED[key]()
     top = re.fullmatch(r"top-?(\d+)", key)
     if top and int(top.group(1)) >= 1:
         return top_k_metric(int(top.group(1)))
     cut = re.fullmatch(r"binary_accuracy@(.+)", key)
     if cut:
         return binary_accuracy_metric(finite_number(cut.group(1), f"threshold of {name!r}"))
-    raise InvalidInputError(
-        f"unknown metric {name!r}; choose one of {', '.join(METRIC_NAMES)} (topK: any k such "
-        "as top5; binary_accuracy@T cuts at T)."
-    )
+    return METRICS.get(key if key in METRICS else name).factory()
 
 
 def choose_metric(
@@ -236,11 +217,15 @@ def _probability_rows(reference: Any) -> bool:
 def metric_names() -> tuple[str, ...]:
     """The metric names :func:`get_metric` knows (``topK`` stands for any k).
 
+    ``accuracy`` and ``topK``, then the registered metrics judged on their drop, then those
+    with a threshold of their own, each group in registration order.
+
     Example:
         >>> metric_names()[:3]
         ('accuracy', 'topK', 'binary_accuracy')
     """
-    return METRIC_NAMES
+    names = sorted(METRICS, key=lambda n: METRICS.get(n).threshold is not None)
+    return ("accuracy", "topK", *(n for n in names if n != "accuracy"))
 
 
 def task_metric_names() -> tuple[str, ...]:
@@ -250,4 +235,4 @@ def task_metric_names() -> tuple[str, ...]:
         >>> task_metric_names()
         ('accuracy', 'topK', 'binary_accuracy', 'mse', 'mae', 'rmse', 'miou')
     """
-    return tuple(n for n in METRIC_NAMES if n == "topK" or n in TASK_METRICS)
+    return tuple(n for n in metric_names() if n == "topK" or get_metric(n).kind == "task")

@@ -4,8 +4,9 @@
 (:func:`binary_accuracy_metric`), ``mse``, ``mae`` and ``rmse`` (:func:`regression_metric`) and
 ``miou`` (:func:`miou_metric`), each a :class:`~tfcompress.bench.metric_def.MetricDef` whose
 ``prepare`` validates the labels against the outputs and, when they do not fit, names the metric
-that does (:func:`metric_for_labels`). :func:`~tfcompress.bench.metrics.get_metric` is the way
-in. Pure numpy.
+that does (:func:`metric_for_labels`), registered by name (``@register_metric``; judged on
+their drop, ``max_drop``). :func:`~tfcompress.bench.metrics.get_metric` is the way in. Pure
+numpy.
 
 Example:
     >>> top_k_metric(2).score(np.array([2, 2]), np.array([[0.1, 0.5, 0.4], [0.2, 0.7, 0.1]]))
@@ -15,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -27,11 +28,10 @@ from tfcompress.bench.fidelity import (
     class_scores,
     describe_shape,
 )
-from tfcompress.bench.metric_def import MetricDef, Prepared
+from tfcompress.bench.metric_def import MetricDef, Prepared, register_metric
 from tfcompress.errors import InvalidDataError, InvalidInputError
 
 __all__ = [
-    "TASK_METRICS",
     "binary_accuracy_metric",
     "correct_top_k",
     "metric_for_labels",
@@ -197,6 +197,13 @@ def top_k_metric(k: int, cut: float | None = None) -> MetricDef:
     )
 
 
+@register_metric("accuracy")
+def accuracy_metric() -> MetricDef:
+    """``accuracy``: top-1, :func:`top_k_metric` with ``k=1``."""
+    return top_k_metric(1)
+
+
+@register_metric("binary_accuracy")
 def binary_accuracy_metric(cut: float | None = None, *, bound: bool = False) -> MetricDef:
     """``binary_accuracy``: share of 0/1 labels the outputs, cut at a threshold, get right.
 
@@ -301,6 +308,25 @@ def regression_metric(name: str) -> MetricDef:
     )
 
 
+@register_metric("mse")
+def mse_metric() -> MetricDef:
+    """``mse``: :func:`regression_metric`'s mean squared error."""
+    return regression_metric("mse")
+
+
+@register_metric("mae")
+def mae_metric() -> MetricDef:
+    """``mae``: :func:`regression_metric`'s mean absolute error."""
+    return regression_metric("mae")
+
+
+@register_metric("rmse")
+def rmse_metric() -> MetricDef:
+    """``rmse``: :func:`regression_metric`'s root mean squared error."""
+    return regression_metric("rmse")
+
+
+@register_metric("miou")
 def miou_metric(cut: float | None = None) -> MetricDef:
     """``miou``: mean intersection over union of class masks (argmax, or a cut for one channel).
 
@@ -393,16 +419,6 @@ def miou_metric(cut: float | None = None) -> MetricDef:
         None,
         (lambda ref: miou_metric(binary_threshold(ref))) if cut is None else None,
     )
-
-
-TASK_METRICS: dict[str, Callable[[], MetricDef]] = {
-    "accuracy": lambda: top_k_metric(1),
-    "binary_accuracy": binary_accuracy_metric,
-    "mse": lambda: regression_metric("mse"),
-    "mae": lambda: regression_metric("mae"),
-    "rmse": lambda: regression_metric("rmse"),
-    "miou": miou_metric,
-}
 
 
 def _mean_of_first(rows: np.ndarray) -> float:

@@ -1,14 +1,16 @@
 """The gate thresholds as one table: name, metric, flags, ini key, default and valid range.
 
-Every reader of a threshold works from :data:`THRESHOLDS`: the metric definitions validate a
-value with its row, :func:`~tfcompress.testing.judge.build_checks` maps it to its metric, the
-CLI adds one flag per row (``--min-snr``), the pytest plugin one option and ini key per row
-that may be set for a whole run (``--tfc-min-snr``, ``tfc_min_snr``), and
+Every reader of a threshold works from :func:`thresholds`: ``max_drop`` (every task metric's)
+and the threshold each metric with one of its own declares where it is registered
+(``@register_metric("snr", threshold=ThresholdDef("min_snr", ...))``). The metric
+definitions validate a value with its row, :func:`~tfcompress.testing.judge.build_checks`
+maps it to its metric, the CLI adds one flag per row (``--min-snr``), the pytest plugin one
+option and ini key per row that may be set for a whole run (``--tfc-min-snr``, ``tfc_min_snr``), and
 :func:`~tfcompress.testing.check_gate` and :func:`~tfcompress.compress` take one keyword per
-row. A new fidelity metric is its definition in :mod:`tfcompress.bench.fidelity` plus one row
-here.
+row. A new metric is one function and its registration; nothing here lists it.
 
-Importing this module imports no TensorFlow (the CLI builds its flags from it).
+Importing this module imports no numpy (the CLI builds its flags from it): the built-in
+metrics' rows are read from their source (:func:`tfcompress._declared.declared_thresholds`).
 
 Example:
     >>> get_threshold("min_snr").flag, get_threshold("min_snr").default
@@ -19,20 +21,24 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tfcompress._declared import declared_thresholds
 from tfcompress.errors import InvalidInputError
 
 __all__ = [
-    "THRESHOLDS",
+    "MAX_DROP",
     "ThresholdDef",
     "check_threshold_names",
     "get_threshold",
     "implied_metric",
     "threshold_names",
+    "thresholds",
 ]
 
 #: Allowed drop of accuracy-like task metrics when none is given: one point.
@@ -44,9 +50,8 @@ class ThresholdDef:
     """One gate threshold.
 
     Attributes:
-        name: Keyword of the gates and of compress (``min_snr``).
-        metric: The fidelity metric it judges and asks for when no metric is named (``snr``);
-            None for ``max_drop``, which judges every task metric in its own unit.
+        name: Keyword of the gates and of compress (``min_snr``); ``max_*`` bounds from
+            above (the judged number may not exceed it), ``min_*`` from below.
         meaning: What it bounds, for help texts (``smallest SNR in dB``).
         default: Its value when a metric is judged with none given (None: no unit-free
             default, so it must be given: ``max_abs``); for ``max_drop`` the default of
@@ -56,6 +61,9 @@ class ThresholdDef:
         metavar: Placeholder in help texts.
         suite_default: The pytest plugin lets a whole run set it (``--tfc-min-snr`` and the
             ``tfc_min_snr`` ini key), as a default for gates that set none.
+        metric: The metric it judges and asks for when no metric is named (``snr``), set by
+            the metric's registration; None for ``max_drop``, which judges every task metric
+            in its own unit.
 
     Example:
         >>> get_threshold("min_cosine").check("0.995")
@@ -63,13 +71,13 @@ class ThresholdDef:
     """
 
     name: str
-    metric: str | None
     meaning: str
     default: float | None
-    low: float
-    high: float
-    metavar: str
+    low: float = -math.inf
+    high: float = math.inf
+    metavar: str = "X"
     suite_default: bool = True
+    metric: str | None = None
 
     @property
     def flag(self) -> str:
@@ -136,43 +144,39 @@ class ThresholdDef:
         raise InvalidInputError(f"{source} for {what} must be {span}, got {value!r}{hint}.")
 
 
-# Defaults. 20 dB SNR: the error's power is 1% of the output's (RMS error 10% of RMS output);
-# per-channel int8 PTQ usually lands above it on final outputs. 0.99 cosine is the same idea a
-# little looser: an error uncorrelated with the output gives cos = 1 / sqrt(1 + 1 / snr), so
-# 20 dB is 0.995 and 0.99 is 17 dB. 0.99 agreement: at most 1% of top-1 decisions flip, which
-# bounds the accuracy change by one point, the default max_drop. max_abs has no unit-free
-# default (it is in the outputs' own unit).
-THRESHOLDS: tuple[ThresholdDef, ...] = (
-    ThresholdDef(
-        "max_drop",
-        None,
-        "allowed worsening of task metrics in their unit: a fraction for accuracy-like ones "
-        "(0.01 = one point), e.g. 0.001 for mse",
-        DEFAULT_MAX_DROP,
-        0.0,
-        1.0,
-        "X",
-    ),
-    ThresholdDef("min_snr", "snr", "smallest SNR in dB", 20.0, -math.inf, math.inf, "DB"),
-    ThresholdDef("min_cosine", "cosine", "smallest cosine similarity", 0.99, -1.0, 1.0, "C"),
-    ThresholdDef(
-        "max_abs",
-        "max_abs",
-        "largest absolute difference",
-        None,
-        0.0,
-        math.inf,
-        "E",
-        suite_default=False,  # in the outputs' own unit: no value fits every gate of a run
-    ),
-    ThresholdDef("min_agreement", "agreement", "smallest top-1 agreement", 0.99, 0.0, 1.0, "A"),
+#: Every task metric's threshold: its allowed drop (the one row no metric declares).
+MAX_DROP = ThresholdDef(
+    "max_drop",
+    "allowed worsening of task metrics in their unit: a fraction for accuracy-like ones "
+    "(0.01 = one point), e.g. 0.001 for mse",
+    DEFAULT_MAX_DROP,
+    0.0,
+    1.0,
+    "X",
 )
-_BY_NAME = {row.name: row for row in THRESHOLDS}
+
+
+def thresholds() -> tuple[ThresholdDef, ...]:
+    """``max_drop``, then each registered metric's own threshold, in registration order.
+
+    The built-in metrics' rows are read from their source; a metric registered in this
+    process (a plug-in module, a test) adds its row as it registers.
+    """
+    rows = {row.name: row for row in _declared()}
+    registry = sys.modules.get("tfcompress.bench.metric_def")  # not loaded: none registered
+    if registry is not None:
+        rows.update((row.name, row) for row in registry.metric_thresholds())
+    return (MAX_DROP, *rows.values())
+
+
+@functools.cache
+def _declared() -> tuple[ThresholdDef, ...]:
+    return tuple(ThresholdDef(**row, metric=metric) for metric, row in declared_thresholds())
 
 
 def threshold_names() -> tuple[str, ...]:
     """The threshold keywords, in table order."""
-    return tuple(_BY_NAME)
+    return tuple(row.name for row in thresholds())
 
 
 def get_threshold(name: str) -> ThresholdDef:
@@ -181,9 +185,10 @@ def get_threshold(name: str) -> ThresholdDef:
     Raises:
         InvalidInputError: No such threshold (the message lists them).
     """
-    if name not in _BY_NAME:
-        raise InvalidInputError(f"unknown threshold {name!r}; choose one of {', '.join(_BY_NAME)}.")
-    return _BY_NAME[name]
+    found = {row.name: row for row in thresholds()}
+    if name not in found:
+        raise InvalidInputError(f"unknown threshold {name!r}; choose one of {', '.join(found)}.")
+    return found[name]
 
 
 def implied_metric(name: str) -> str | None:
@@ -205,11 +210,12 @@ def check_threshold_names(given: Mapping[str, Any], *, where: str) -> dict[str, 
         >>> check_threshold_names({"min_snr": 25, "max_drop": None}, where="check_gate")
         {'min_snr': 25}
     """
-    unknown = sorted(set(given) - set(_BY_NAME))
+    names = threshold_names()
+    unknown = sorted(set(given) - set(names))
     if unknown:
         raise InvalidInputError(
             f"{where} got unknown option(s) {', '.join(unknown)}; its thresholds are "
-            f"{', '.join(_BY_NAME)}."
+            f"{', '.join(names)}."
         )
     return {name: value for name, value in given.items() if value is not None}
 

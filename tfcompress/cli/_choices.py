@@ -7,11 +7,10 @@ Importing those costs numpy and most of the library (a second on two cores); the
 cost nothing. ``tests/test_cli_help.py`` compares every one with its registry, order
 included, so a name added there and not here fails the tests, never the user.
 
-What the built-in backends, targets, PTQ methods and metrics declare (``BACKENDS``,
+What the built-in backends, targets, PTQ methods, metrics and recipes declare (``BACKENDS``,
 ``BACKEND_FLAGS``, ``TARGETS``, ``TARGET_OPTIONS``, ``TARGET_BUDGETS``, ``METHODS``,
-``METRICS``) is not copied here: it is read from their source on first use
-(:mod:`tfcompress._declared`), so a new backend, target or method is its own file and
-nothing else, and a new metric its function and its registry entry.
+``METRICS``, ``RECIPES``) is not copied here: it is read from their source on first use
+(:mod:`tfcompress._declared`), so each is its own file and its registration, nothing else.
 """
 
 from __future__ import annotations
@@ -27,13 +26,12 @@ _DECLARED = (
     "TARGET_BUDGETS",
     "METHODS",
     "METRICS",
+    "RECIPES",
 )
 
 # tfcompress.targets.base.ENTRY_POINT_GROUP
 TARGET_ENTRY_POINT_GROUP = "tfcompress.targets"
-# tfcompress.quantization.recipes: list_recipes(include_float=True), list_io_types(),
-# FORMATS, ENGINES
-RECIPES = ("float32", "dynamic", "float16", "int8", "int16x8", "int4-weights", "int4-dynamic")
+# tfcompress.quantization.recipes: list_io_types(), FORMATS, ENGINES
 IO_TYPES = ("float32", "int8", "uint8", "int16")
 FORMATS = ("tflite", "onnx")
 ENGINES = ("converter", "litert-quantizer")
@@ -72,6 +70,7 @@ def __getattr__(name: str) -> Any:
         "TARGET_BUDGETS": tuple((t.name, *b) for t in targets for b in t.budgets),
         "METHODS": _declared.declared_methods(),
         "METRICS": _declared.declared_metrics(),
+        "RECIPES": _declared.declared_recipes(),
     }
     if name not in values:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,12 +11,9 @@ import argparse
 import math
 from typing import Any
 
-from tfcompress.bench.thresholds import THRESHOLDS as THRESHOLD_TABLE
-from tfcompress.bench.thresholds import threshold_names
+from tfcompress.bench.thresholds import threshold_names, thresholds
 from tfcompress.cli._choices import GATE_MODES, METRICS
 from tfcompress.cli.common import csv_of
-
-THRESHOLDS = threshold_names()
 
 
 def add_gate_options(parser: argparse.ArgumentParser, *, default_mode: str | None) -> None:
@@ -42,7 +39,7 @@ def add_gate_options(parser: argparse.ArgumentParser, *, default_mode: str | Non
         help=f"{'|'.join(METRICS)}, comma list or repeated (default: chosen per output "
         "from its shape and the data)",
     )
-    for row in THRESHOLD_TABLE:  # one flag per threshold: --max-drop, --min-snr...
+    for row in thresholds():  # one flag per threshold: --max-drop, --min-snr...
         parser.add_argument(
             row.flag,
             type=_non_negative if row.upper_limit else _finite,
@@ -60,12 +57,12 @@ def add_gate_options(parser: argparse.ArgumentParser, *, default_mode: str | Non
 
 def gate_requested(args: argparse.Namespace) -> bool:
     """Whether any threshold was given (the optional gate of the compressing commands)."""
-    return any(getattr(args, name) is not None for name in THRESHOLDS)
+    return any(getattr(args, name, None) is not None for name in threshold_names())
 
 
 def threshold_options(args: argparse.Namespace) -> dict[str, Any]:
     """The threshold flags as keyword options of :func:`tfcompress.testing.check_gate`."""
-    return {name: getattr(args, name) for name in THRESHOLDS}
+    return {name: getattr(args, name, None) for name in threshold_names()}
 
 
 def flat(values: list[list[str]] | None) -> list[str]:

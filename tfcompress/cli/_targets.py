@@ -109,7 +109,7 @@ def _other_targets() -> list[Any]:
     registry = sys.modules.get("tfcompress.targets.base")
     found: dict[str, Any] = {}
     if registry is not None:
-        found.update(registry.registered_targets())
+        found.update(registry.TARGETS.loaded())
     if _entry_points_declared():
         from tfcompress.targets.base import get_target, list_targets
 

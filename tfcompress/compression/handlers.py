@@ -5,7 +5,8 @@ A :class:`Handler` reads a rung's (or a recorded attempt's) recipe into its chec
 :mod:`tfcompress.training.configs`), makes one artifact from that config
 (:func:`~tfcompress.compression.build.build`, shared by the search and ``--replay``), says
 what an attempt records, and runs one rung of the search (a selective or rules rung expands
-into several attempts). ``@register_handler("name")`` adds one; :func:`get_handler` finds it.
+into several attempts). ``@register_handler("name")`` adds one, here or in a module of its
+own under ``compression/`` (:data:`HANDLERS` finds it); :func:`get_handler` looks it up.
 
 Example:
     >>> get_handler("qat").read({"epochs": 2}).epochs
@@ -21,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from tfcompress._registry import Registry
 from tfcompress.compression.build import Built
 from tfcompress.errors import InvalidInputError
 from tfcompress.quantization.config import PTQConfig
@@ -79,7 +81,8 @@ class Handler(ABC):
         """Make and judge ``rung`` in the search (its attempts go to ``state``)."""
 
 
-_HANDLERS: dict[str, Handler] = {}
+#: Every technique: a Handler with ``@register_handler(NAME)`` in a module of compression/.
+HANDLERS: Registry[Handler] = Registry("technique", "compression", "register_handler")
 H = TypeVar("H", bound=type[Handler])
 
 
@@ -93,28 +96,20 @@ def register_handler(technique: str) -> Callable[[H], H]:
 
     def decorate(cls: H) -> H:
         cls.technique = technique
-        _HANDLERS[technique] = cls()
+        HANDLERS.register(technique, cls(), replace=True)
         return cls
 
     return decorate
 
 
 def get_handler(technique: str) -> Handler:
-    """The handler of ``technique``.
-
-    Raises:
-        InvalidInputError: No such technique (the message lists the registered ones).
-    """
-    if not isinstance(technique, str) or technique not in _HANDLERS:
-        raise InvalidInputError(
-            f"unknown technique {technique!r}; choose one of {', '.join(list_handlers())}."
-        )
-    return _HANDLERS[technique]
+    """The handler of ``technique`` (UnknownNameError lists the registered ones)."""
+    return HANDLERS.get(technique)
 
 
 def list_handlers() -> list[str]:
     """The registered techniques, sorted."""
-    return sorted(_HANDLERS)
+    return HANDLERS.names()
 
 
 # -- post-training ----------------------------------------------------------------------

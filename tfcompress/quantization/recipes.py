@@ -1,6 +1,7 @@
 """Post-training quantization recipes: small, frozen, JSON round-trippable data.
 
-Each recipe's converter settings are registered right here, next to its definition.
+Each recipe's converter settings are registered next to its definition (``@register_recipe``
+here, or in a module of its own under ``quantization/``: :data:`RECIPES` finds it).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
+from tfcompress._registry import Registry
 from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
 from tfcompress.data.validation import check_count
 from tfcompress.errors import InvalidInputError
@@ -49,7 +51,8 @@ class RecipeSpec:
     float16_weights: bool = False  # LiteRT Quantizer casts weights to float16 instead
 
 
-_RECIPES: dict[str, RecipeSpec] = {}
+#: Every recipe, in registration order: ``@register_recipe`` in a module of quantization/.
+RECIPES: Registry[RecipeSpec] = Registry("recipe", "quantization", "register_recipe", ordered=True)
 
 
 def register_recipe(
@@ -85,7 +88,7 @@ def register_recipe(
     """
 
     def decorate(configure: Configure) -> Configure:
-        _RECIPES[name] = RecipeSpec(
+        spec = RecipeSpec(
             name,
             summary,
             needs_calibration,
@@ -96,22 +99,15 @@ def register_recipe(
             base_rule,
             float16_weights,
         )
+        RECIPES.register(name, spec, replace=True)
         return configure
 
     return decorate
 
 
 def recipe_spec(name: str) -> RecipeSpec:
-    """The registered spec of ``name``.
-
-    Raises:
-        InvalidInputError: Unknown recipe.
-    """
-    if name not in _RECIPES:
-        raise InvalidInputError(
-            f"unknown recipe {name!r}; choose one of {', '.join(list_recipes())}."
-        )
-    return _RECIPES[name]
+    """The registered spec of ``name`` (UnknownNameError lists the recipes)."""
+    return RECIPES.get(name)
 
 
 def list_recipes(*, include_float: bool = False, engine: str | None = None) -> list[str]:
@@ -127,8 +123,8 @@ def list_recipes(*, include_float: bool = False, engine: str | None = None) -> l
     """
     return [
         n
-        for n, spec in _RECIPES.items()
-        if (include_float or n != "float32") and (engine is None or engine in spec.engines)
+        for n in RECIPES
+        if (include_float or n != "float32") and engine in (None, *RECIPES.get(n).engines)
     ]
 
 
@@ -139,7 +135,7 @@ def list_io_types() -> list[str]:
         >>> list_io_types()
         ['float32', 'int8', 'uint8', 'int16']
     """
-    return list(dict.fromkeys(t for spec in _RECIPES.values() for t in spec.io_types))
+    return list(dict.fromkeys(t for spec in map(RECIPES.get, RECIPES) for t in spec.io_types))
 
 
 Self = TypeVar("Self", bound="RecipeData")
@@ -357,7 +353,7 @@ def integer_recipes() -> list[str]:
         >>> integer_recipes()
         ['int8', 'int16x8']
     """
-    return [n for n, s in _RECIPES.items() if s.integer_activations]
+    return [n for n in RECIPES if RECIPES.get(n).integer_activations]
 
 
 def _check_float_nodes(recipe: str, nodes: Any) -> tuple[str, ...]:
@@ -392,7 +388,7 @@ def _check_block_size(spec: RecipeSpec, block_size: Any) -> None:
             f"{block_size!r}."
         )
     if not _blockwise(spec):
-        allowed = ", ".join(n for n, s in _RECIPES.items() if _blockwise(s))
+        allowed = ", ".join(n for n in RECIPES if _blockwise(RECIPES.get(n)))
         raise InvalidInputError(
             f"block_size: LiteRT Quantizer 0.11 has blockwise weight scales for dynamic int4 "
             f"fully connected weights only ({allowed}), not recipe {spec.name!r}."

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from tfcompress._declared import backend_modules
 from tfcompress.errors import (
     InvalidInputError,
     SettingUnavailableError,  # re-exported: raised by runners
 )
 from tfcompress.models.loading import ModelLike, TFLiteModel, resolve_model
 from tfcompress.models.onnx import OnnxModel
+from tfcompress.runtime import litert, onnxruntime  # default_backend names them
 from tfcompress.runtime.base import (
+    BACKENDS,
     BackendFlag,
     Runner,
     backend_class,
@@ -24,13 +24,11 @@ from tfcompress.runtime.base import (
     register_backend,
 )
 
-# Importing a backend module registers it; none imports its runtime library before use.
-# Every module of this package with a @register_backend class is one (nothing lists them).
-for _module in backend_modules():
-    importlib.import_module(_module)
-from tfcompress.runtime import litert, onnxruntime  # noqa: E402  (default_backend names them)
+# BACKENDS imports every module of this package with a @register_backend class on its first
+# question (nothing lists them); none imports its runtime library before use.
 
 __all__ = [
+    "BACKENDS",
     "BackendFlag",
     "Runner",
     "SettingUnavailableError",

@@ -11,11 +11,13 @@ from typing import Any, ClassVar
 import numpy as np
 from tqdm.auto import tqdm
 
+from tfcompress._registry import Registry
 from tfcompress.errors import InvalidDataError, InvalidInputError
 from tfcompress.models.feeding import FeedLayout, feed_layout
 from tfcompress.models.signature import ModelSignature
 
-_REGISTRY: dict[str, type[Runner]] = {}
+#: Every backend: a Runner subclass with ``@register_backend(NAME)`` in a module of runtime/.
+BACKENDS: Registry[type[Runner]] = Registry("backend", "runtime", "register_backend")
 
 
 Feed = dict[str, np.ndarray]  # one array per input name, batch dimension first
@@ -356,23 +358,14 @@ def register_backend(name: str) -> Callable[[type[Runner]], type[Runner]]:
 
     def decorate(cls: type[Runner]) -> type[Runner]:
         cls.backend = name
-        _REGISTRY[name] = cls
-        return cls
+        return BACKENDS.register(name, cls, replace=True)
 
     return decorate
 
 
 def backend_class(name: str) -> type[Runner]:
-    """The runner class registered as ``name``.
-
-    Raises:
-        InvalidInputError: No such backend.
-    """
-    if name not in _REGISTRY:
-        raise InvalidInputError(
-            f"unknown backend {name!r}; choose one of {', '.join(sorted(_REGISTRY))}."
-        )
-    return _REGISTRY[name]
+    """The runner class registered as ``name`` (UnknownNameError lists them)."""
+    return BACKENDS.get(name)
 
 
 def backend_flags(name: str) -> tuple[BackendFlag, ...]:
@@ -382,4 +375,4 @@ def backend_flags(name: str) -> tuple[BackendFlag, ...]:
 
 def list_backends() -> list[str]:
     """Names of all registered backends."""
-    return sorted(_REGISTRY)
+    return BACKENDS.names()

@@ -3,11 +3,12 @@
 A target is a :class:`~tfcompress.targets.contract.Target` subclass decorated with
 :func:`register_target`, in one of three places:
 
-- a module of this package (``targets/cpu.py``) or a folder with a ``target.py``
-  (``targets/edgetpu/target.py``): found by scanning the package, no list to edit;
+- a module of this package (``targets/cpu.py``, ``targets/edgetpu/target.py``): found by
+  the one discovery rule of every registry (:data:`TARGETS`), no list to edit;
 - another installed package that names it under the entry point group
   ``tfcompress.targets`` (``mcu = my_package.targets:Mcu``);
-- anything that calls :func:`register_target` before the lookup (a test, a notebook).
+- anything that calls :func:`register_target` (or ``TARGETS.registered``) before the
+  lookup (a test, a notebook).
 
 Everything that depends on where an artifact goes reads the target from here:
 ``quantize(target=)`` applies its recipe rules and runs its check, ``compress(target=)``
@@ -28,12 +29,10 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
-from pathlib import Path
 from typing import Any, TypeVar
 
+from tfcompress._registry import Registry
 from tfcompress.errors import InvalidInputError
 from tfcompress.targets.contract import (
     BudgetField,
@@ -46,6 +45,7 @@ from tfcompress.targets.contract import (
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "TARGETS",
     "BudgetField",
     "RecipeRules",
     "Target",
@@ -66,12 +66,11 @@ logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "tfcompress.targets"
 _PACKAGE = "tfcompress.targets"
-_NOT_TARGETS = {"base", "contract"}  # this package's modules that define no target
 
-_TARGETS: dict[str, Target] = {}
-_BUILTIN: set[str] = set()  # names registered by a module of this package
+#: Every target: a Target subclass with ``@register_target`` in a module of targets/.
+TARGETS: Registry[Target] = Registry("target", "targets", "register_target")
 _BROKEN: dict[str, str] = {}  # entry point name -> why it could not be loaded
-_discovered = False
+_entry_points_loaded = False
 
 T = TypeVar("T", bound="type[Target] | Target")
 
@@ -99,9 +98,7 @@ def register_target(target: T) -> T:
         raise InvalidInputError(f"register_target takes a Target subclass, not {target!r}.")
     if not instance.name or not isinstance(instance.name, str):
         raise InvalidInputError(f"{type(instance).__name__} has no name: set name = '...'.")
-    _TARGETS[instance.name] = instance
-    if type(instance).__module__.startswith(_PACKAGE + "."):
-        _BUILTIN.add(instance.name)
+    TARGETS.register(instance.name, instance, replace=True)
     return target
 
 
@@ -113,28 +110,20 @@ def get_target(name: str) -> Target:
             installed package's target that failed to load (the message says why).
     """
     _discover()
-    if isinstance(name, str) and name in _TARGETS:
-        return _TARGETS[name]
-    if isinstance(name, str) and name in _BROKEN:
+    if isinstance(name, str) and name in _BROKEN and name not in TARGETS:
         raise InvalidInputError(f"target {name!r} could not be loaded: {_BROKEN[name]}")
-    raise InvalidInputError(f"unknown target {name!r}; choose one of {', '.join(list_targets())}.")
+    return TARGETS.get(name)
 
 
 def list_targets() -> list[str]:
     """Names of every target: built in, installed and registered, sorted."""
     _discover()
-    return sorted(_TARGETS)
+    return TARGETS.names()
 
 
 def builtin_targets() -> list[str]:
     """Names of the targets this package defines, sorted (the CLI's plain-data list)."""
-    _discover()
-    return sorted(_BUILTIN)
-
-
-def registered_targets() -> dict[str, Target]:
-    """The targets registered so far, without discovering any (the CLI's cheap look)."""
-    return dict(_TARGETS)
+    return [n for n in TARGETS if type(TARGETS.get(n)).__module__.startswith(_PACKAGE + ".")]
 
 
 def resolve_target(name: str | None, **options: Any) -> Target | None:
@@ -207,53 +196,25 @@ class _NoTarget(Target):
 _NO_TARGET = _NoTarget()
 
 
-# -- discovery ------------------------------------------------------------------------------
-
-
-def builtin_modules() -> list[str]:
-    """The modules of this package that may define a target, found by listing it.
-
-    A module ``targets/NAME.py`` or a folder ``targets/NAME/`` with a ``target.py``
-    (``targets/onnx/``, a transform with no target.py, is not one). Nothing is imported.
-
-    Example:
-        >>> builtin_modules()  # doctest: +NORMALIZE_WHITESPACE
-        ['tfcompress.targets.cpu', 'tfcompress.targets.edgetpu.target',
-         'tfcompress.targets.gpu.target', 'tfcompress.targets.mcu.target']
-    """
-    here = Path(__file__).parent
-    found = []
-    for info in pkgutil.iter_modules([str(here)]):
-        if info.name.startswith("_") or info.name in _NOT_TARGETS:
-            continue
-        if not info.ispkg:
-            found.append(f"{_PACKAGE}.{info.name}")
-        elif (here / info.name / "target.py").is_file():
-            found.append(f"{_PACKAGE}.{info.name}.target")
-    return sorted(found)
+# -- installed packages' targets -------------------------------------------------------------
 
 
 def _discover() -> None:
-    """Import the package's target modules and load the installed packages' entry points."""
-    global _discovered
-    if _discovered:
+    """The package's targets (:data:`TARGETS`), then the installed packages' entry points."""
+    global _entry_points_loaded
+    TARGETS.discover()
+    if _entry_points_loaded:
         return
-    _discovered = True  # set first: a target module that looks targets up does not recurse
-    try:
-        for module in builtin_modules():
-            importlib.import_module(module)  # each registers its targets on import
-    except BaseException:
-        _discovered = False
-        raise
+    _entry_points_loaded = True
     for name, load in _entry_points():
-        if name in _BUILTIN:
+        if name in builtin_targets():
             logger.warning("entry point target %r ignored: a built-in target has that name", name)
             continue
         try:
             loaded = load()
             if not (isinstance(loaded, Target) or _is_target_class(loaded)):
                 raise InvalidInputError(f"it names {loaded!r}, not a Target subclass")
-            if name not in _TARGETS:  # its module may have registered it already
+            if name not in TARGETS.loaded():  # its module may have registered it already
                 register_target(loaded)
         except Exception as error:  # a broken plugin must not break every other target
             _BROKEN[name] = f"{type(error).__name__}: {error}"
@@ -272,7 +233,7 @@ def _entry_points() -> list[tuple[str, Any]]:
 
 
 def _rediscover() -> None:
-    """Forget what discovery found, so the next lookup scans again (tests, new installs)."""
-    global _discovered
-    _discovered = False
+    """Load the installed packages' entry points again on the next lookup (new installs)."""
+    global _entry_points_loaded
+    _entry_points_loaded = False
     _BROKEN.clear()

@@ -32,16 +32,13 @@ from typing import Any
 import numpy as np
 
 from tfcompress.bench.metrics import MetricDef, choose_metric, get_metric, task_metric_names
-from tfcompress.bench.thresholds import THRESHOLDS, check_threshold_names, implied_metric
+from tfcompress.bench.thresholds import check_threshold_names, get_threshold, implied_metric
 from tfcompress.errors import InvalidDataError, InvalidInputError
 from tfcompress.testing.report import GateReport
 from tfcompress.testing.settings import GateSettings, parse_max_drop
 from tfcompress.testing.verdicts import judge_check
 
-__all__ = ["THRESHOLD_OPTIONS", "Check", "build_checks", "judge_outputs_by_name", "plan_checks"]
-
-#: Threshold keyword -> its CLI flag, from the threshold table.
-THRESHOLD_OPTIONS = {row.name: row.flag for row in THRESHOLDS}
+__all__ = ["Check", "build_checks", "judge_outputs_by_name", "plan_checks"]
 
 
 @dataclass(frozen=True)
@@ -80,7 +77,7 @@ class Check:
             if not isinstance(self.metric, MetricDef):  # a name: keep the canonical one
                 object.__setattr__(self, "metric", definition.name)
             if self.threshold is not None:
-                option = THRESHOLD_OPTIONS[definition.threshold_name]
+                option = get_threshold(definition.threshold_name).flag
                 value = definition.check_threshold(self.threshold, source=option)
                 object.__setattr__(self, "threshold", value)
         elif self.threshold is not None:
@@ -337,7 +334,7 @@ def _plan(
                     refs[out].shape, labels.get(out), output=out, reference_outputs=refs[out]
                 )
                 if threshold is not None and definition.kind != "task":
-                    fits = THRESHOLD_OPTIONS[definition.threshold_name]
+                    fits = get_threshold(definition.threshold_name).flag
                     if check.output is not None:
                         raise InvalidInputError(
                             f"--max-drop applies to task metrics, but {reason}; give labels "
@@ -396,7 +393,7 @@ def _threshold(
         return settings.max_drop
     if definition.default_threshold is not None:
         return definition.default_threshold
-    option = THRESHOLD_OPTIONS[definition.threshold_name]
+    option = get_threshold(definition.threshold_name).flag
     unit = (
         f"the largest allowed increase of {definition.name}"
         if definition.kind == "task"
@@ -409,11 +406,11 @@ def _threshold(
 
 
 def _unused_option(option: str, definitions: list[MetricDef]) -> str:
-    flag = THRESHOLD_OPTIONS[option]
+    flag = get_threshold(option).flag
     asked = ", ".join(d.name for d in definitions)
     metric = implied_metric(option)
     if metric is None:  # max_drop
-        flags = ", ".join(THRESHOLD_OPTIONS[d.threshold_name] for d in definitions)
+        flags = ", ".join(get_threshold(d.threshold_name).flag for d in definitions)
         tasks = ", ".join(task_metric_names())
         return (
             f"{flag} applies to task metrics ({tasks}), but --metric names only fidelity "

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tfcompress.bench.thresholds import THRESHOLDS as THRESHOLD_TABLE
+from tfcompress.bench.thresholds import thresholds
 from tfcompress.testing.plugin_options import (
     MARKER,
     MARKER_ARGUMENTS,
@@ -116,7 +116,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"metrics of gates that name none (comma list or repeated: "
         f"{', '.join(metric_names())}); default: chosen per output",
     )
-    for row in THRESHOLD_TABLE:  # the fidelity thresholds a whole run may set
+    for row in thresholds():  # the fidelity thresholds a whole run may set
         if not row.suite_default or row.metric is None:
             continue  # max_drop has its own option above
         group.addoption(
@@ -142,7 +142,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("tfc_max_drop", "default allowed drop of accuracy-like metrics", default="")
     parser.addini("tfc_backend", "default runtime backend of gates", default="")
     parser.addini("tfc_metric", "default metrics of gates (comma list)", default="")
-    for row in THRESHOLD_TABLE:
+    for row in thresholds():
         if row.suite_default and row.metric is not None:
             parser.addini(row.ini_key, f"default {row.meaning} of gates", default="")
 

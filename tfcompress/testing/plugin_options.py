@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tfcompress.bench.thresholds import THRESHOLDS as THRESHOLD_TABLE
-from tfcompress.bench.thresholds import threshold_names
+from tfcompress.bench.thresholds import threshold_names, thresholds
 
 if TYPE_CHECKING:
     from tfcompress.testing.report import GateReport
@@ -40,10 +39,10 @@ MARKER_ARGUMENTS = ("outputs", "metrics", "metric", *THRESHOLDS, *_SETTINGS_KEYS
 SUITE_OPTIONS = {
     "backend": ("--tfc-backend", "tfc_backend"),
     "metrics": ("--tfc-metric", "tfc_metric"),
-    **{row.name: (row.plugin_flag, row.ini_key) for row in THRESHOLD_TABLE if row.suite_default},
+    **{row.name: (row.plugin_flag, row.ini_key) for row in thresholds() if row.suite_default},
 }
 IMPLIED = {  # threshold -> the metric it asks for (max_drop judges every task metric)
-    row.name: row.metric for row in THRESHOLD_TABLE if row.metric is not None
+    row.name: row.metric for row in thresholds() if row.metric is not None
 }
 _ARGUMENT_OF_FLAG = {"metric": "metrics", **{k.replace("_", "-"): k for k in THRESHOLDS}}
 _TEST_SOURCES = ("marker", "call")

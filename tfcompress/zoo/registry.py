@@ -1,5 +1,8 @@
 """The zoo's registry: ``@register_model`` next to each builder, ``create_model`` by name.
 
+A builder lives in any module of ``zoo/`` (:data:`MODELS` finds the modules whose lines start
+with ``@register_model``); nothing lists them.
+
 Builders are plain functions ``builder(*, input_shape, num_classes, width_multiplier,
 weights, **options) -> keras.Model``; the registry validates the common arguments once, so
 every builder gets a clean 3-tuple shape, a positive width and at least one class.
@@ -7,22 +10,19 @@ every builder gets a clean 3-tuple shape, a positive width and at least one clas
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
-import importlib
 import math
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tfcompress._registry import Registry
 from tfcompress.errors import InvalidInputError
 
-__all__ = ["ZooEntry", "get_entry", "list_models", "register_model", "validate_arguments"]
+__all__ = ["MODELS", "ZooEntry", "get_entry", "list_models", "register_model", "validate_arguments"]
 
 Builder = Callable[..., Any]
-_BUILDER_MODULES = ("tfcompress.zoo.mobilenet", "tfcompress.zoo.mixnet")
-_REGISTRY: dict[str, ZooEntry] = {}
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,10 @@ class ZooEntry:
     min_resolution: int
     builder: Builder
     summary: str = ""
+
+
+#: Every architecture: a builder with ``@register_model(NAME, ...)`` in a module of zoo/.
+MODELS: Registry[ZooEntry] = Registry("zoo model", "zoo", "register_model")
 
 
 def register_model(
@@ -51,27 +55,21 @@ def register_model(
         The decorator; it returns the builder unchanged.
 
     Raises:
-        InvalidInputError: ``name`` is already registered, or ``min_resolution`` < 1.
+        ValueError: ``name`` is already registered.
+        InvalidInputError: ``min_resolution`` < 1.
 
     Example:
         >>> @register_model("tiny_cnn", family="custom", min_resolution=8)  # doctest: +SKIP
         ... def tiny_cnn(*, input_shape, num_classes, width_multiplier, weights): ...
     """
-    if name in _REGISTRY:
-        raise InvalidInputError(f"zoo model {name!r} is already registered; pick another name.")
     if min_resolution < 1:
         raise InvalidInputError(f"min_resolution must be at least 1, got {min_resolution}.")
 
     def decorate(builder: Builder) -> Builder:
-        _REGISTRY[name] = ZooEntry(name, family, int(min_resolution), builder, summary)
+        MODELS.register(name, ZooEntry(name, family, int(min_resolution), builder, summary))
         return builder
 
     return decorate
-
-
-def _load_builders() -> None:
-    for module in _BUILDER_MODULES:  # each registers its builders on import (no Keras import)
-        importlib.import_module(module)
 
 
 def list_models(pattern: str = "*") -> list[str]:
@@ -87,28 +85,20 @@ def list_models(pattern: str = "*") -> list[str]:
         >>> list_models("mixnet*")
         ['mixnet_l', 'mixnet_m', 'mixnet_s']
     """
-    _load_builders()
-    return sorted(name for name in _REGISTRY if fnmatch.fnmatchcase(name, pattern))
+    return [name for name in MODELS if fnmatch.fnmatchcase(name, pattern)]
 
 
 def get_entry(name: str) -> ZooEntry:
     """The registry entry of ``name``.
 
     Raises:
-        InvalidInputError: Unknown name; the message lists close names.
+        UnknownNameError: Unknown name; the message lists them, close names first.
 
     Example:
         >>> get_entry("mixnet_s").family
         'mixnet'
     """
-    _load_builders()
-    if not isinstance(name, str) or name not in _REGISTRY:
-        close = difflib.get_close_matches(str(name), list(_REGISTRY), n=3, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}?" if close else "see list_models()."
-        raise InvalidInputError(
-            f"unknown zoo model {name!r}; {hint} (known: {', '.join(sorted(_REGISTRY))})"
-        )
-    return _REGISTRY[name]
+    return MODELS.get(name)
 
 
 MAX_RESOLUTION = 4096

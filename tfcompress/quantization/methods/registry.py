@@ -9,23 +9,24 @@ biases of that flatbuffer, called the same way, by its order), decorated with
 their one-line summaries (:mod:`.catalog`) are read from here; nothing else lists them.
 
 Pure Python (no TensorFlow, no numpy): the method modules are imported on the first question
-asked of the registry (every module of this package with a ``@register_method`` class,
-found by :func:`tfcompress._declared.method_modules`), and none imports TensorFlow at
+asked of :data:`METHODS` (every module of this package with a ``@register_method`` class,
+the one discovery rule of :mod:`tfcompress._registry`), and none imports TensorFlow at
 module level, so :class:`~tfcompress.quantization.recipes.Recipe` validates names without it.
 
 Example:
     >>> [m.name for m in methods()][:2]
     ['equalize', 'adaround']
-    >>> get_method("mse-ranges").needs
+    >>> METHODS.get("mse-ranges").needs
     'calibrated-flatbuffer'
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
+
+from tfcompress._registry import Registry
 
 #: What a method works on: a Keras model to rewrite (a copy of it).
 KERAS_MODEL = "keras-model"
@@ -160,19 +161,21 @@ class GraphMethod(RangeMethod):
     report_key: ClassVar[str]
 
 
-_REGISTRY: dict[str, PTQMethod] = {}
-_loaded = False
+#: Every method: a PTQMethod subclass with ``@register_method`` in a module of methods/.
+METHODS: Registry[PTQMethod] = Registry(
+    "method", "quantization/methods", "register_method", hint=" (or 'auto', or 'none')"
+)
 M = TypeVar("M", bound=type[PTQMethod])
 
 
 def register_method(cls: M) -> M:
-    """Class decorator: add one instance of ``cls`` to the registry, under ``cls.name``.
+    """Class decorator: add one instance of ``cls`` to :data:`METHODS`, under ``cls.name``.
 
     Raises:
         ValueError: Not a weight or range method, a name or place already taken, or a
             missing attribute.
     """
-    _load()  # the built-in methods first: a later one cannot take their names or places
+    METHODS.discover()  # the built-in methods first: a later one cannot take their places
     if not issubclass(cls, WeightMethod | RangeMethod):
         raise ValueError(f"{cls.__name__} is neither a WeightMethod nor a RangeMethod")
     for attribute in ("name", "summary", "kind", "order"):
@@ -180,37 +183,24 @@ def register_method(cls: M) -> M:
             raise ValueError(f"method {cls.__name__} has no {attribute}")
     if issubclass(cls, WeightMethod | GraphMethod) and not hasattr(cls, "report_key"):
         raise ValueError(f"method {cls.__name__} has no report_key")
-    if cls.name in _REGISTRY or cls.name in ("auto", "none") or "," in cls.name:
+    if cls.name in METHODS.loaded() or cls.name in ("auto", "none") or "," in cls.name:
         raise ValueError(f"method name {cls.name!r} is taken or reserved")
-    taken = [m.name for m in _REGISTRY.values() if m.order == cls.order]
+    taken = [m.name for m in METHODS.loaded().values() if m.order == cls.order]
     if taken:
         raise ValueError(f"method {cls.name!r}: order {cls.order} is {taken[0]!r}'s")
-    _REGISTRY[cls.name] = cls()
+    METHODS.register(cls.name, cls())
     return cls
-
-
-def unregister_method(name: str) -> None:
-    """Remove a method (tests that register one of their own clean up with this)."""
-    _REGISTRY.pop(name, None)
 
 
 def methods() -> tuple[PTQMethod, ...]:
     """Every registered method, weight methods first, each stage by ``order``."""
-    _load()
-    return tuple(
-        sorted(_REGISTRY.values(), key=lambda m: (m.needs != KERAS_MODEL, m.order, m.name))
-    )
+    found = [METHODS.get(name) for name in METHODS]
+    return tuple(sorted(found, key=lambda m: (m.needs != KERAS_MODEL, m.order, m.name)))
 
 
 def method_names() -> tuple[str, ...]:
     """Every method's name, in the order recipes apply them."""
     return tuple(m.name for m in methods())
-
-
-def get_method(name: str) -> PTQMethod:
-    """The registered method called ``name`` (KeyError if none)."""
-    _load()
-    return _REGISTRY[name]
 
 
 def weight_methods(names: Sequence[str]) -> tuple[WeightMethod, ...]:
@@ -227,17 +217,3 @@ def range_methods(names: Sequence[str]) -> tuple[RangeMethod, ...]:
     """
     chosen = set(names)
     return tuple(m for m in methods() if m.name in chosen and isinstance(m, RangeMethod))
-
-
-def _load() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True  # set first: each module's @register_method comes back here
-        try:
-            from tfcompress._declared import method_modules
-
-            for module in method_modules():  # every module of this package that registers
-                importlib.import_module(module)
-        except BaseException:
-            _loaded = False
-            raise
