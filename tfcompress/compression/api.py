@@ -149,7 +149,7 @@ def compress(
         device: With ``on``, the worker's name (``dask worker ... --name pi5``); None: the
             only worker (several and none named is refused: one search ranks on one device).
         **thresholds: The gate's thresholds, one keyword per row of
-            :data:`tfcompress.bench.thresholds.THRESHOLDS` as :func:`tfcompress.check_gate`
+            :func:`tfcompress.bench.thresholds.thresholds` as :func:`tfcompress.check_gate`
             takes them; ``max_drop`` is a fraction in [0, 1] here (default 0.01 for
             accuracy-like metrics), ``min_snr`` in dB, ``min_cosine``, ``max_abs``,
             ``min_agreement``.

@@ -119,7 +119,7 @@ def build_checks(
         outputs: Output names to check; None or empty checks every output.
         metrics: Metric names; None or empty lets the judge choose.
         **thresholds: One keyword per row of the threshold table
-            (:data:`tfcompress.bench.thresholds.THRESHOLDS`): ``max_drop`` (allowed
+            (:func:`tfcompress.bench.thresholds.thresholds`): ``max_drop`` (allowed
             worsening of task metrics, in the metric's unit), ``min_snr`` (dB),
             ``min_cosine`` (in [-1, 1]), ``max_abs`` (in the outputs' unit),
             ``min_agreement`` (in [0, 1]); None values are ignored.

@@ -103,7 +103,7 @@ def check_gate(
             :func:`tfcompress.bench.device_gate.run_on_device`); the reference runs here.
         device: With ``on``, the worker's name (None: the only worker).
         **thresholds: One keyword per row of the threshold table
-            (:data:`tfcompress.bench.thresholds.THRESHOLDS`): ``max_drop`` (allowed worsening
+            (:func:`tfcompress.bench.thresholds.thresholds`): ``max_drop`` (allowed worsening
             of task metrics in the metric's unit; default 0.01 for accuracy-like ones),
             ``min_snr`` (dB, default 20), ``min_cosine`` (default 0.99), ``max_abs`` (no
             default), ``min_agreement`` (default 0.99).
