@@ -39,7 +39,7 @@ from tfcompress.quantization.methods.registry import (
     RewriteContext,
     methods,
 )
-from tfcompress.quantization.methods.registry import METHODS as REGISTRY
+from tfcompress.quantization.methods.registry import PTQ_METHODS as REGISTRY
 
 BUILT_IN = [m.name for m in methods()]
 
@@ -148,7 +148,7 @@ def test_the_registry_places_and_validates_a_new_method(registered):
     )
     assert parse_methods("keep-ranges,mse-ranges") == (("mse-ranges", "keep-ranges"),)
     assert Recipe("int8", methods=["keep-ranges"]).methods == ("keep-ranges",)
-    with pytest.raises(InvalidInputError, match=r"choose from .*touch-nothing"):
+    with pytest.raises(InvalidInputError, match=r"choose one of .*touch-nothing"):
         canonical_methods(["touch-everything"])
     with pytest.raises(ValueError, match="taken"):
         register_method(KeepRanges)

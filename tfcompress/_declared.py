@@ -130,7 +130,8 @@ def declared_thresholds() -> tuple[tuple[str, dict[str, Any]], ...]:
     return tuple((name, t) for name, t in _metric_rows() if t is not None)
 
 
-def _metric_rows() -> list[tuple[str, dict[str, Any] | None]]:
+@functools.cache
+def _metric_rows() -> tuple[tuple[str, dict[str, Any] | None], ...]:
     rows = []
     for path, node in _registered(_PACKAGE / "bench", "register_metric"):
         call = _decorator(node, "register_metric", path)
@@ -140,7 +141,7 @@ def _metric_rows() -> list[tuple[str, dict[str, Any] | None]]:
             declared = ast.Tuple([given["threshold"]])
             (threshold,) = _calls(declared, "ThresholdDef", _THRESHOLD_FIELDS, node, path)
         rows.append((_literal(call.args[0], "metric", node, path), threshold))
-    return rows
+    return tuple(rows)
 
 
 @functools.cache
@@ -148,14 +149,18 @@ def declared_recipes() -> tuple[str, ...]:
     """Every ``@register_recipe(NAME)`` under ``tfcompress/quantization/``, in registry order.
 
     As :func:`tfcompress.quantization.recipes.list_recipes` orders them: ``recipes.py``'s own
-    first (it registers them on import), then the other files' in path order.
+    first (it registers them on import), then the other files' in path order. Read with a
+    pattern, not parsed: the name is the decorator's first argument, a string literal.
     """
-    found = _registered(_PACKAGE / "quantization", "register_recipe")
+    found = _marked(_PACKAGE / "quantization", "register_recipe")
     found.sort(key=lambda item: item[0].name != "recipes.py")  # stable: file order kept
-    return tuple(
-        _literal(_decorator(node, "register_recipe", path).args[0], "recipe", node, path)
-        for path, node in found
-    )
+    names = []
+    for path, text in found:
+        calls = re.findall(r"^@register_recipe\b(\(\s*[\"']([^\"']+)[\"'])?", text, re.MULTILINE)
+        if not all(name for _, name in calls):
+            raise DeclarationError(f"{path}: a recipe is registered without a literal name")
+        names += [name for _, name in calls]
+    return tuple(names)
 
 
 def plugin_modules(folder: str, decorator: str) -> tuple[str, ...]:

@@ -1,32 +1,28 @@
 """One registry type for everything tfcompress finds by name.
 
-Targets, runtime backends, PTQ methods, metrics, recipes, compress handlers and zoo models
-are each a :class:`Registry`: a decorator next to the definition registers it, the registry
-finds the modules that hold one by the one rule of
-:func:`tfcompress._declared.plugin_modules` (the modules of its folder with a line that
-starts with the decorator) and imports them on the first question, and an unknown name is
-one :class:`~tfcompress.errors.UnknownNameError` that lists the registered names. Tests and
-notebooks add and remove entries with :meth:`Registry.register`,
-:meth:`Registry.unregister`, :meth:`Registry.registered` or as a mapping
-(``monkeypatch.setitem(BACKENDS, "mine", MyRunner)``), never a private dict.
-
-Pure Python (no numpy): importing this module imports nothing of the library but the errors.
+Targets, runtime backends, PTQ methods, metrics, recipes, compress handlers and zoo models are
+each a :class:`Registry`. A decorator next to the definition registers it; the registry
+imports, on its first question, the modules of its folder that use the decorator (the one
+rule of :func:`tfcompress._declared.plugin_modules`); an unknown name is one
+:class:`~tfcompress.errors.UnknownNameError` listing the registered ones. Tests add and remove
+entries with :meth:`Registry.register` and :meth:`Registry.unregister`, or as a mapping
+(``monkeypatch.setitem(BACKENDS, "mine", MyRunner)``), never through a private dict.
+Pure Python: importing it imports nothing of the library but the errors.
 
 Example:
     >>> colours = Registry("colour")
     >>> colours.register("red", 0xFF0000)
     16711680
-    >>> colours.get("blue")
+    >>> colours.get("rad")
     Traceback (most recent call last):
     ...
-    tfcompress.errors.UnknownNameError: unknown colour 'blue'; choose one of red.
+    tfcompress.errors.UnknownNameError: unknown colour 'rad'; choose one of red; did you mean red?
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 from tfcompress.errors import UnknownNameError
@@ -34,19 +30,18 @@ from tfcompress.errors import UnknownNameError
 __all__ = ["Registry"]
 
 T = TypeVar("T")
-_MISSING = object()
+_MISSING: Any = object()
 
 
 class Registry(Generic[T]):
-    """Names -> entries of one kind, discovered from one folder of the package.
+    """Names -> entries of one kind, discovered in one folder of the package.
 
     Args:
         kind: What an entry is, for messages (``"backend"``, ``"zoo model"``).
-        folder: The folder under ``tfcompress/`` whose modules register entries
-            (``"runtime"``); None: nothing to discover.
+        folder: The folder under ``tfcompress/`` whose modules register entries; None: none.
         decorator: The decorator that registers one (``"register_backend"``).
         ordered: :meth:`names` in registration order (recipes) instead of sorted.
-        hint: Appended to the unknown-name message (names the registry cannot list).
+        hint: Appended to the unknown-name message (names it cannot list: ``topK``).
     """
 
     def __init__(
@@ -67,7 +62,7 @@ class Registry(Generic[T]):
         """Import every module of the folder that registers an entry (once)."""
         if self._discovered:
             return
-        self._discovered = True  # set first: a module that asks the registry does not recurse
+        self._discovered = True  # first: a module that asks the registry does not recurse
         from tfcompress._declared import plugin_modules
 
         try:
@@ -77,16 +72,8 @@ class Registry(Generic[T]):
             self._discovered = False
             raise
 
-    def rediscover(self) -> None:
-        """Scan the folder again on the next question (a module added since)."""
-        self._discovered = self.folder is None
-
     def register(self, name: str, entry: T, *, replace: bool = False) -> T:
-        """Add ``entry`` under ``name``; returns it.
-
-        Raises:
-            ValueError: No name, or the name is taken and ``replace`` is False.
-        """
+        """Add ``entry`` as ``name`` and return it (ValueError: no name, or a taken one)."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"a {self.kind} needs a name, got {name!r}")
         if not replace and self._entries.get(name, entry) is not entry:
@@ -98,26 +85,11 @@ class Registry(Generic[T]):
         """Remove ``name`` (nothing happens when it is not registered)."""
         self._entries.pop(name, None)
 
-    @contextmanager
-    def registered(self, name: str, entry: T) -> Iterator[T]:
-        """``entry`` registered as ``name`` inside the ``with`` block, as it was after it."""
-        self.discover()
-        previous = self._entries.get(name, _MISSING)
-        self.register(name, entry, replace=True)
-        try:
-            yield entry
-        finally:
-            if previous is _MISSING:
-                self.unregister(name)
-            else:
-                self._entries[name] = previous  # type: ignore[assignment]
-
     def get(self, name: str, default: Any = _MISSING) -> T:
         """The entry ``name`` (``default`` when given and there is none).
 
         Raises:
-            UnknownNameError: No such entry; the message lists the registered names (and the
-                close ones first).
+            UnknownNameError: No such entry; the message lists the registered names.
         """
         self.discover()
         if isinstance(name, str) and name in self._entries:
@@ -142,7 +114,7 @@ class Registry(Generic[T]):
         """The entries registered so far, without discovering any (the CLI's cheap look)."""
         return dict(self._entries)
 
-    # The mapping protocol, so ``monkeypatch.setitem(REGISTRY, name, entry)`` works in tests.
+    # The mapping protocol: ``monkeypatch.setitem(REGISTRY, name, entry)`` in tests.
     __getitem__ = get
 
     def __setitem__(self, name: str, entry: T) -> None:
@@ -157,6 +129,3 @@ class Registry(Generic[T]):
     def __contains__(self, name: object) -> bool:
         self.discover()
         return name in self._entries
-
-    def __len__(self) -> int:
-        return len(self.names())

@@ -253,18 +253,16 @@ def _is_int(value: Any) -> bool:
 
 
 def _backends(value: Any) -> tuple[str, ...]:
-    from tfcompress.runtime import list_backends
+    from tfcompress.runtime import BACKENDS, list_backends
 
     names = [value] if isinstance(value, str) else value
     known = list_backends()
     if not isinstance(names, Sequence) or not all(isinstance(n, str) for n in names):
         raise InvalidInputError(f"backends must be backend names, got {shown(value)}.")
-    unknown = [b for b in names if b not in known]
-    if unknown or not names:
-        raise InvalidInputError(
-            f"unknown backend(s) {', '.join(unknown) or '(none given)'}; choose from "
-            f"{', '.join(known)}."
-        )
+    if not names:
+        raise InvalidInputError(f"no backend given; choose one of {', '.join(known)}.")
+    for name in names:
+        BACKENDS.get(name)  # UnknownNameError lists them
     return tuple(dict.fromkeys(names))
 
 

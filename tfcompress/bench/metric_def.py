@@ -281,19 +281,12 @@ METRICS: Registry[MetricEntry] = Registry(
 def register_metric(
     name: str, *, threshold: ThresholdDef | None = None
 ) -> Callable[[Callable[[], MetricDef]], Callable[[], MetricDef]]:
-    """Decorator: make the factory's metric available as ``--metric NAME``.
+    """Decorator: the factory's metric is ``--metric NAME``, judged by ``threshold``.
 
-    Args:
-        name: The metric's name (lower case).
-        threshold: The gate threshold that judges it, when it has one of its own (a fidelity
-            metric: ``ThresholdDef("min_snr", "smallest SNR in dB", 20.0, metavar="DB")``
-            gives ``--min-snr``, ``min_snr=`` and the plugin's ``--tfc-min-snr``). None: a
-            task metric, judged on its drop (``max_drop``). Write it as literals: ``--help``
-            reads it from the source.
-
-    Example:
-        >>> @register_metric("snr2", threshold=ThresholdDef("min_snr2", "SNR", 20.0))
-        ... def snr2_metric(): ...  # doctest: +SKIP
+    ``threshold``: the metric's own gate threshold, written as literals (``--help`` reads
+    it from the source), e.g. ``ThresholdDef("min_snr", "smallest SNR in dB", 20.0)``:
+    ``--min-snr`` on the gating verbs, ``min_snr=`` of check_gate and compress. None: a task
+    metric, judged on its drop (``max_drop``).
     """
 
     def decorate(factory: Callable[[], MetricDef]) -> Callable[[], MetricDef]:

@@ -25,7 +25,7 @@ from tfcompress.errors import (
     SettingUnavailableError,
     UnsupportedModelError,
 )
-from tfcompress.models.loading import SavedModelDir, TFLiteModel, load_saved_model
+from tfcompress.models.loading import SavedModelDir, load_saved_model
 from tfcompress.models.loading import model_name as _model_name
 from tfcompress.models.signature import model_signature
 from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
@@ -139,7 +139,7 @@ class KerasRunner(Runner):
             TensorFlow already runs that many intra-op threads, and refused otherwise.
 
     Raises:
-        UnsupportedModelError: A ``.tflite`` (use the ``cpu`` backend).
+        UnsupportedModelError: A ``.tflite`` or ``.onnx`` (use ``cpu`` or ``onnxruntime``).
         InvalidInputError: ``threads`` is not an integer >= 1.
         SettingUnavailableError: TensorFlow already runs another number of intra-op threads
             in this process.
@@ -162,10 +162,10 @@ class KerasRunner(Runner):
         return isinstance(model, SavedModelDir) or flavour_of(model) is not None
 
     def __init__(self, model: Any, *, threads: int | None = None) -> None:
-        if isinstance(model, TFLiteModel):
+        if not self.accepts(model):  # a .tflite, an .onnx
             raise UnsupportedModelError(
                 "the 'keras' backend runs Keras and SavedModel models; use backend='cpu' for "
-                ".tflite files."
+                ".tflite files, backend='onnxruntime' for .onnx files."
             )
         if isinstance(model, SavedModelDir):
             model.check_may_run()  # a graph that writes files runs only with --unsafe

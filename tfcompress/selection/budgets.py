@@ -114,12 +114,8 @@ def check_budgets(budgets: Budgets) -> None:
         raise InvalidInputError(
             f"min_accuracy must be a fraction in [0, 1] (0.95 for 95%), got {accuracy!r}."
         )
-    if budgets.target not in list_targets():
-        raise InvalidInputError(
-            f"target {budgets.target!r} is not known; choose from {', '.join(list_targets())}."
-        )
+    target = get_target(budgets.target)  # UnknownNameError lists them
     _check_target_limits(budgets.target, budgets.target_limits)
-    target = get_target(budgets.target)
     if latency is not None and not target.judges_latency:
         flags = ", ".join(f.flag for f in target.budget_fields)
         raise InvalidInputError(

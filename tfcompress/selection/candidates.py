@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -54,18 +53,13 @@ def enumerate_candidates(
     Example:
         >>> enumerate_candidates(["mobilenet_v2"], [0.35, 0.5], [32])  # doctest: +SKIP
     """
-    from tfcompress.zoo import list_models
     from tfcompress.zoo.registry import get_entry  # cheap: no model is built
 
     families = _unique(_listed(families, "families"))
     widths = _unique(_listed(widths, "width_multipliers"))
     resolutions = _unique(_listed(resolutions, "resolutions"))
-    known = list_models()
     for family in families:
-        if not isinstance(family, str) or family not in known:
-            close = difflib.get_close_matches(str(family), known, n=3, cutoff=0.5)
-            hint = f"did you mean {', '.join(close)}?" if close else f"choose from {known}."
-            raise InvalidInputError(f"unknown model family {family!r}; {hint}")
+        get_entry(family)  # UnknownNameError: the zoo's names, close ones first
     for width in widths:
         if isinstance(width, bool) or not isinstance(width, int | float) or not width > 0:
             raise InvalidInputError(f"width multipliers must be > 0, got {width!r}.")

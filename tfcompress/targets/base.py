@@ -7,7 +7,7 @@ A target is a :class:`~tfcompress.targets.contract.Target` subclass decorated wi
   the one discovery rule of every registry (:data:`TARGETS`), no list to edit;
 - another installed package that names it under the entry point group
   ``tfcompress.targets`` (``mcu = my_package.targets:Mcu``);
-- anything that calls :func:`register_target` (or ``TARGETS.registered``) before the
+- anything that calls :func:`register_target` (or ``TARGETS.register``) before the
   lookup (a test, a notebook).
 
 Everything that depends on where an artifact goes reads the target from here:

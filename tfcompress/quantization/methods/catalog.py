@@ -27,6 +27,7 @@ from tfcompress.errors import InvalidInputError
 from tfcompress.quantization.methods.registry import (
     CALIBRATED_FLATBUFFER,
     KERAS_MODEL,
+    PTQ_METHODS,
     method_names,
 )
 from tfcompress.quantization.methods.registry import methods as registered_methods
@@ -135,12 +136,9 @@ def canonical_methods(methods: Any) -> tuple[str, ...]:
             f"methods must be a list of method names, got {repr(methods)[:200]}; e.g. "
             "['equalize', 'bias-correction']."
         )
+    for name in methods:
+        PTQ_METHODS.get(name)  # UnknownNameError lists them
     known = _registered()
-    unknown = [m for m in methods if m not in known]
-    if unknown:
-        raise InvalidInputError(
-            f"unknown method {unknown[0][:100]!r}; choose from {', '.join(known)}."
-        )
     if len(set(methods)) != len(methods):
         raise InvalidInputError(f"methods {list(methods)!r} names a method twice.")
     groups: dict[str, list[str]] = {}

@@ -9,14 +9,14 @@ biases of that flatbuffer, called the same way, by its order), decorated with
 their one-line summaries (:mod:`.catalog`) are read from here; nothing else lists them.
 
 Pure Python (no TensorFlow, no numpy): the method modules are imported on the first question
-asked of :data:`METHODS` (every module of this package with a ``@register_method`` class,
+asked of :data:`PTQ_METHODS` (every module of this package with a ``@register_method`` class,
 the one discovery rule of :mod:`tfcompress._registry`), and none imports TensorFlow at
 module level, so :class:`~tfcompress.quantization.recipes.Recipe` validates names without it.
 
 Example:
     >>> [m.name for m in methods()][:2]
     ['equalize', 'adaround']
-    >>> METHODS.get("mse-ranges").needs
+    >>> PTQ_METHODS.get("mse-ranges").needs
     'calibrated-flatbuffer'
 """
 
@@ -162,20 +162,20 @@ class GraphMethod(RangeMethod):
 
 
 #: Every method: a PTQMethod subclass with ``@register_method`` in a module of methods/.
-METHODS: Registry[PTQMethod] = Registry(
+PTQ_METHODS: Registry[PTQMethod] = Registry(
     "method", "quantization/methods", "register_method", hint=" (or 'auto', or 'none')"
 )
 M = TypeVar("M", bound=type[PTQMethod])
 
 
 def register_method(cls: M) -> M:
-    """Class decorator: add one instance of ``cls`` to :data:`METHODS`, under ``cls.name``.
+    """Class decorator: add one instance of ``cls`` to :data:`PTQ_METHODS`, under ``cls.name``.
 
     Raises:
         ValueError: Not a weight or range method, a name or place already taken, or a
             missing attribute.
     """
-    METHODS.discover()  # the built-in methods first: a later one cannot take their places
+    PTQ_METHODS.discover()  # the built-in methods first: a later one cannot take their places
     if not issubclass(cls, WeightMethod | RangeMethod):
         raise ValueError(f"{cls.__name__} is neither a WeightMethod nor a RangeMethod")
     for attribute in ("name", "summary", "kind", "order"):
@@ -183,18 +183,18 @@ def register_method(cls: M) -> M:
             raise ValueError(f"method {cls.__name__} has no {attribute}")
     if issubclass(cls, WeightMethod | GraphMethod) and not hasattr(cls, "report_key"):
         raise ValueError(f"method {cls.__name__} has no report_key")
-    if cls.name in METHODS.loaded() or cls.name in ("auto", "none") or "," in cls.name:
+    if cls.name in PTQ_METHODS.loaded() or cls.name in ("auto", "none") or "," in cls.name:
         raise ValueError(f"method name {cls.name!r} is taken or reserved")
-    taken = [m.name for m in METHODS.loaded().values() if m.order == cls.order]
+    taken = [m.name for m in PTQ_METHODS.loaded().values() if m.order == cls.order]
     if taken:
         raise ValueError(f"method {cls.name!r}: order {cls.order} is {taken[0]!r}'s")
-    METHODS.register(cls.name, cls())
+    PTQ_METHODS.register(cls.name, cls())
     return cls
 
 
 def methods() -> tuple[PTQMethod, ...]:
     """Every registered method, weight methods first, each stage by ``order``."""
-    found = [METHODS.get(name) for name in METHODS]
+    found = [PTQ_METHODS.get(name) for name in PTQ_METHODS]
     return tuple(sorted(found, key=lambda m: (m.needs != KERAS_MODEL, m.order, m.name)))
 
 
