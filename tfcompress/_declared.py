@@ -164,10 +164,9 @@ def declared_recipes() -> tuple[str, ...]:
 
 
 def plugin_modules(folder: str, decorator: str) -> tuple[str, ...]:
-    """The discovery rule of every registry: the modules of a folder that use its decorator.
+    """The discovery rule of every registry: modules of a folder that use its decorator.
 
-    The modules under ``tfcompress/FOLDER`` with a line that starts with ``@DECORATOR``
-    (nothing is imported; a docstring's mention is indented or quoted).
+    Those under ``tfcompress/FOLDER`` with a line that starts with ``@DECORATOR``.
 
     Example:
         >>> plugin_modules("runtime", "register_backend")[:2]

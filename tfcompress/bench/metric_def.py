@@ -24,15 +24,7 @@ import numpy as np
 from tfcompress._registry import Registry
 from tfcompress.bench.thresholds import ThresholdDef, finite_number, get_threshold
 
-__all__ = [
-    "METRICS",
-    "MetricDef",
-    "MetricEntry",
-    "Prepared",
-    "finite_number",
-    "metric_thresholds",
-    "register_metric",
-]
+__all__ = ["METRICS", "MetricDef", "MetricEntry", "Prepared", "finite_number", "register_metric"]
 
 Prepared = tuple[np.ndarray, np.ndarray]  # (target, outputs) after validation
 
@@ -274,7 +266,7 @@ METRICS: Registry[MetricEntry] = Registry(
     "bench",
     "register_metric",
     ordered=True,
-    hint=" (topK: any k such as top5; binary_accuracy@T cuts at T)",
+    hint=" (topK: any k, e.g. top5; binary_accuracy@T cuts at T)",
 )
 
 

@@ -157,10 +157,9 @@ MAX_DROP = ThresholdDef(
 
 
 def thresholds() -> tuple[ThresholdDef, ...]:
-    """``max_drop``, then each registered metric's own threshold, in registration order.
+    """``max_drop``, then each metric's own threshold, in registration order.
 
-    The built-in metrics' rows are read from their source; a metric registered in this
-    process (a plug-in module, a test) adds its row as it registers.
+    Read from the built-in metrics' source and from those registered in this process.
     """
     rows = {row.name: row for row in _declared()}
     registry = sys.modules.get("tfcompress.bench.metric_def")  # not loaded: none registered
