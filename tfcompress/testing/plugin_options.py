@@ -349,13 +349,14 @@ def backend_argument(text: str, *, source: str = "--tfc-backend") -> str:
     Raises:
         argparse.ArgumentTypeError: Not a backend tfcompress knows (the message lists them).
     """
-    from tfcompress.runtime.base import list_backends
+    from tfcompress.errors import UnknownNameError
+    from tfcompress.runtime.base import BACKENDS
 
     name = text.strip()
-    if name not in list_backends():
-        raise argparse.ArgumentTypeError(
-            f"{source}: unknown backend {name[:60]!r}; choose one of {', '.join(list_backends())}."
-        )
+    try:
+        BACKENDS.get(name)
+    except UnknownNameError as error:  # the registry's message lists them
+        raise argparse.ArgumentTypeError(f"{source}: {error}") from None
     return name
 
 
