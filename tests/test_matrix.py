@@ -6,11 +6,15 @@ registries. A cell works (exit 0, its output exists and is what it says, every o
 passed shows in the result) or is refused in one line (exit 2) whose advised flags exist on
 the verb. Never exit 3, never a traceback. The models are tiny and shaped like real ones
 (``tests/_matrix_models.py``), built once per test run; the cells that train are few.
+
+``MATRIX_LOG=FILE`` appends each cell's exit code and last line of stderr to FILE: the
+matrix as a person reads it (which cells work, which are refused and why).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -27,7 +31,6 @@ from _shared import build_once
 from tfcompress.cli import build_parser, main
 
 FAST_BENCHMARK = ("--runs", "1", "--min-seconds", "0", "--warmup-seconds", "0")
-TRAINING = ("--epochs", "1")
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]")
 # The positionals that name the model a verb reads (benchmark takes several, gate two).
 MODEL_ARGUMENTS = {"model", "artifacts", "reference"}
@@ -58,6 +61,7 @@ class Cell:
         return "-".join(str(p) for p in (self.verb, self.model, *self.extra[1::2]) if p)
 
 
+@functools.cache
 def _verbs() -> dict[str, argparse.ArgumentParser]:
     actions = build_parser()._actions
     return next(a for a in actions if isinstance(a, argparse._SubParsersAction)).choices
