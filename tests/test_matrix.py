@@ -46,6 +46,9 @@ LEFT_OUT = {"demo"}
 # The costly verbs: one cell per format, each with the next target and PTQ method in turn.
 CONVERTING = {"quantize", "compress"}
 COMPRESS_FAST = ("--no-latency",)
+# Where the turns start: cpu's compress search (every recipe) lands on the .tflite, where
+# LiteRT Quantizer makes it the shortest; a Keras model gets edgetpu's (integer only).
+SHIFT = 1
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ def cells() -> list[Cell]:
             extra: tuple[str, ...] = ()
             for flag, values in turns.items():
                 if values:
-                    extra += _named(flag, values[index % len(values)])
+                    extra += _named(flag, values[(index + SHIFT) % len(values)])
             found.append(Cell(verb, formats[index % len(formats)], extra))
     for backend in names["backend"]:
         found += [Cell(v, "tflite_dynamic", ("--backend", backend)) for v in ("benchmark", "gate")]
