@@ -147,17 +147,24 @@ def _rebuild(model: Any, keras2: Any) -> Any:
             outputs = layer(*args, **kwargs)
             for tensor_index, output in enumerate(tensorflow().nest.flatten(outputs)):
                 tensors[(entry["name"], node_index, tensor_index)] = output
-    inputs = [tensors[tuple(ref)] for ref in _refs(config["input_layers"])]
-    outputs = [tensors[tuple(ref)] for ref in _refs(config["output_layers"])]
     return keras2.Model(
-        inputs if len(inputs) > 1 else inputs[0],
-        outputs if len(outputs) > 1 else outputs[0],
+        _wired(config["input_layers"], tensors),
+        _wired(config["output_layers"], tensors),
         name=model.name,
     )
 
 
-def _refs(value: Any) -> list[list[Any]]:
-    return [value] if value and isinstance(value[0], str) else list(value)
+def _wired(refs: Any, tensors: dict[tuple[str, int, int], Any]) -> Any:
+    """The tensors a model's input or output refs name: one, or a list in the model's order.
+
+    A Keras 3 model keys them by name: a dict, in the order its calls return them.
+    """
+    if isinstance(refs, Mapping):
+        refs = list(refs.values())
+    elif refs and isinstance(refs[0], str):  # one ref, not a list of them
+        refs = [refs]
+    found = [tensors[tuple(ref)] for ref in refs]
+    return found if len(found) > 1 else found[0]
 
 
 def _resolve(value: Any, tensors: dict[tuple[str, int, int], Any], owner: str) -> Any:

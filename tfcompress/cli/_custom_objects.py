@@ -8,21 +8,29 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tfcompress.cli.common import load_cli_model
 
 
-def load_cli_models(args: argparse.Namespace, paths: Sequence[str]) -> list[Any]:
+def load_cli_models(
+    args: argparse.Namespace, paths: Sequence[str], refused: dict[str, Any] | None = None
+) -> list[Any]:
     """Each of ``paths`` loaded with ``--unsafe``, and ``--custom-objects`` where Keras.
+
+    With ``refused`` (a dict), a file its runtime cannot run (it crashed, hung or refused
+    at the load probe) is None in the list and its error goes to ``refused[path]``: the
+    caller reports it as that file's row and goes on with the others.
 
     Raises:
         InvalidInputError: ``--custom-objects`` given and none of ``paths`` is a Keras model.
         ModelLoadError: A model cannot be loaded.
     """
+    load = load_cli_model if refused is None else partial(_load_or_refuse, refused=refused)
     if not getattr(args, "custom_objects", None):
-        return [load_cli_model(args, path) for path in paths]
+        return [load(args, path) for path in paths]
     if not any(may_be_keras(path) for path in paths):
         from tfcompress.errors import InvalidInputError
 
@@ -31,7 +39,17 @@ def load_cli_models(args: argparse.Namespace, paths: Sequence[str]) -> list[Any]
             f"{', '.join(map(str, paths))} is one: drop it."
         )
     plain = argparse.Namespace(**{**vars(args), "custom_objects": None})
-    return [load_cli_model(args if may_be_keras(p) else plain, p) for p in paths]
+    return [load(args if may_be_keras(p) else plain, p) for p in paths]
+
+
+def _load_or_refuse(args: argparse.Namespace, path: str, *, refused: dict[str, Any]) -> Any:
+    from tfcompress.errors import RuntimeRefusedError
+
+    try:
+        return load_cli_model(args, path)
+    except RuntimeRefusedError as error:
+        refused[path] = error
+        return None
 
 
 def may_be_keras(path: str) -> bool:

@@ -105,7 +105,10 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         batch_dims=dict(args.batch_dim),
         input_values=dict(args.input_value),
     )
-    reference, candidate = load_cli_models(args, [args.reference, args.candidate])
+    refused: dict[str, Any] = {}  # a file its runtime crashed, hung or refused on: its row
+    reference, candidate = load_cli_models(args, [args.reference, args.candidate], refused)
+    if refused:
+        return _refused(args, out, refused)
     client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
     try:
         devices: list[str | None] = [None]
@@ -143,3 +146,24 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             logging.ERROR if device in failed else logging.INFO, "%s", where + report.headline()
         )
     return 1 if failed else 0
+
+
+def _refused(args: argparse.Namespace, out: IO[str], refused: dict[str, Any]) -> int:
+    """The row of each file its runtime cannot run (the probe's cause), then its one line.
+
+    Nothing can be judged without both models' outputs: the report says which file failed
+    and why, and the command ends as an error (exit 2), never as a failed gate (exit 1).
+    """
+    from pathlib import Path
+
+    roles = {args.reference: "reference", args.candidate: "candidate"}
+    rows = [
+        {"role": roles[path], "artifact": Path(path).name, "status": f"error: {error}"}
+        for path, error in refused.items()
+    ]
+    if args.json:
+        emit_json(out, {"passed": False, "backend": args.backend, "checks": [], "errors": rows})
+    else:
+        out.write("gate ERROR: nothing judged\n" + "".join(
+            f"{row['role']} {row['artifact']}: {row['status']}\n" for row in rows))  # fmt: skip
+    raise next(iter(refused.values()))

@@ -280,9 +280,9 @@ def _search(
         raise InvalidInputError(
             f"compress searches .tflite files made from a Keras model, a SavedModel or a float "
             f".tflite; {model_name(reference)} is an ONNX model: quantize it with ONNX Runtime and "
-            "gate it in one command: quantize MODEL.onnx --format onnx --recipe int8 --data "
-            "CALIB.npz --eval TEST.npz --max-drop 0.01 --out MODEL_int8.onnx (the gate fails "
-            "with exit 1)."
+            "gate it in one command: `tfcompress quantize MODEL.onnx --format onnx --recipe int8 "
+            "--data CALIB.npz --eval TEST.npz --max-drop 0.01 --out MODEL_int8.onnx` (the gate "
+            "fails with exit 1)."
         )
     tflite = isinstance(reference, TFLiteModel)
     if tflite:  # what LiteRT Quantizer cannot take (several subgraphs), refused now

@@ -195,10 +195,17 @@ def _model_input(model: Any) -> tuple[Any, bool]:
     """The model's one input spec (None without a model) and whether it rescales itself."""
     if model is None:
         return None, False
-    from tfcompress.models import load_model
-    from tfcompress.models.signature import input_spec
+    from tfcompress.models import load_model, model_name
+    from tfcompress.models.signature import input_spec, model_signature
 
     loaded = load_model(model) if isinstance(model, str | Path) else model
+    names = model_signature(loaded).input_names
+    if len(names) != 1:  # what this command writes (one x) cannot feed it
+        raise InvalidDataError(
+            f"{model_name(loaded)} has {len(names)} inputs ({', '.join(names)}), and "
+            "`tfcompress data` fits samples to one input: save an .npz with one array per "
+            "input name yourself (labels as y or y_<output>), or drop --model."
+        )
     layers = [
         type(layer).__name__
         for layer in getattr(loaded, "layers", [])[:3]

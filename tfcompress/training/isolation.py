@@ -140,11 +140,12 @@ def _request(
     """What the child needs: the config as data, the model as a file, the data checked here."""
     from tfcompress._compat.bridge import ensure_graph_model
     from tfcompress.models.loading import SavedModelDir, TFLiteModel, resolve_model
+    from tfcompress.models.onnx import OnnxModel
     from tfcompress.models.signature import model_signature
     from tfcompress.training.setup import read_samples, refuse_not_keras
 
     loaded = resolve_model(model, safe_mode=safe_mode)
-    if isinstance(loaded, TFLiteModel | SavedModelDir):  # refused with the usual words
+    if isinstance(loaded, TFLiteModel | SavedModelDir | OnnxModel):  # the usual words
         refuse_not_keras(loaded)
     ensure_graph_model(loaded)  # a subclassed model is refused here, as in process
     if isinstance(model, str | os.PathLike):

@@ -19,6 +19,7 @@ from tfcompress.errors import InvalidDataError, UnsupportedModelError
 from tfcompress.models.loading import ModelLike, SavedModelDir, TFLiteModel, model_name
 from tfcompress.models.loading import resolve_model as _resolve
 from tfcompress.models.matching import match_tensors
+from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime import create_runner, default_backend
 from tfcompress.training.batchnorm import freeze_batchnorm
@@ -135,7 +136,7 @@ def prepare(
         {'cls': 'sparse_categorical_crossentropy', 'box': 'mse'}
     """
     loaded = _resolve(model, safe_mode=safe_mode)
-    if isinstance(loaded, TFLiteModel | SavedModelDir):
+    if isinstance(loaded, TFLiteModel | SavedModelDir | OnnxModel):
         refuse_not_keras(loaded)
     ensure_graph_model(loaded)
     signature = model_signature(loaded)

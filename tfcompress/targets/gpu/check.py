@@ -220,10 +220,10 @@ def check(
     from tfcompress.models.loading import TFLiteModel
     from tfcompress.targets.gpu.target import gpu_verdict
     from tfcompress.targets.mcu.exactness import sample_inputs
-    from tfcompress.targets.mcu.loading import read_checked
+    from tfcompress.targets.mcu.loading import GPU_TFLITE_ONLY, read_checked
 
     start = time.perf_counter()
-    content, source = read_checked(model)
+    content, source = read_checked(model, tflite_only=GPU_TFLITE_ONLY)
     samples, described = sample_inputs(content, source, sample_data, max_samples=max_samples)
     label = Path(source).name if source != "<bytes>" else "the model"
     verdict = gpu_verdict(content, timeout=timeout_s, label=label)

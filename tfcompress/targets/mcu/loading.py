@@ -16,10 +16,18 @@ _TFLITE_ONLY = (
     "TFLite Micro runs .tflite files: convert it first with `tfcompress quantize MODEL "
     "--target mcu --data CALIB.npz --out model_int8.tflite`."
 )
+# What `tfcompress gpu` says instead: a GPU file needs no calibration data.
+GPU_TFLITE_ONLY = (
+    "LiteRT's GPU delegate runs .tflite files: convert it first with `tfcompress quantize "
+    "MODEL --target gpu --out model_gpu.tflite`."
+)
 
 
-def read_checked(model: Any) -> tuple[bytes, str]:
+def read_checked(model: Any, *, tflite_only: str = _TFLITE_ONLY) -> tuple[bytes, str]:
     """The bytes of ``model`` (a path, bytes or TFLiteModel), validated, and its name.
+
+    ``tflite_only`` is the advice for another format: which runtime reads ``.tflite`` files
+    and the command that makes one for it.
 
     The structural checks of :mod:`tfcompress.models.tflite_checks` run here, in Python,
     before any native code reads the bytes (docs/security.md).
@@ -43,15 +51,15 @@ def read_checked(model: Any) -> tuple[bytes, str]:
     elif isinstance(model, bytes | bytearray | memoryview):
         content, source = bytes(model), "<bytes>"
     elif isinstance(model, str | os.PathLike):
-        content, source = _read_path(Path(model)), str(model)
+        content, source = _read_path(Path(model), tflite_only), str(model)
     else:
         raise InvalidArgumentTypeError(
             f"expected a .tflite path, its bytes or a TFLiteModel, got {type(model).__name__}; "
-            + _TFLITE_ONLY
+            + tflite_only
         )
     if not is_tflite_bytes(content):
         raise ModelLoadError(
-            f"{source}: not a TFLite model (no 'TFL3' identifier) or truncated; " + _TFLITE_ONLY
+            f"{source}: not a TFLite model (no 'TFL3' identifier) or truncated; " + tflite_only
         )
     parsed = read_tflite(content, source=source)
     parsed.validate(source=source)
@@ -60,11 +68,11 @@ def read_checked(model: Any) -> tuple[bytes, str]:
     return content, source
 
 
-def _read_path(path: Path) -> bytes:
+def _read_path(path: Path, tflite_only: str) -> bytes:
     if not path.exists():
         raise ModelLoadError(f"{path}: no such file; pass the path of the .tflite to check.")
     if path.is_dir():
-        raise UnsupportedModelError(f"{path}: a directory; {_TFLITE_ONLY}")
+        raise UnsupportedModelError(f"{path}: a directory; {tflite_only}")
     content = read_regular_bytes(path, error=ModelLoadError, what="a .tflite file")
     if is_tflite_bytes(content):
         return content
@@ -73,5 +81,5 @@ def _read_path(path: Path) -> bytes:
     except ModelLoadError:  # no format we know: report it as a bad .tflite
         found = None
     if found is not None:
-        raise UnsupportedModelError(f"{path}: a {found.value} model, not a .tflite; {_TFLITE_ONLY}")
+        raise UnsupportedModelError(f"{path}: a {found.value} model, not a .tflite; {tflite_only}")
     return content
