@@ -103,11 +103,7 @@ def machine_lock() -> Iterator[None]:
 
 
 def run_model(model: Any, dataset: Any, reference: Any, **options: Any) -> Any:
-    """A gate's candidate run here (:func:`tfcompress.bench.paired.run_model`), alone.
-
-    Returns:
-        Its :class:`~tfcompress.bench.paired.ModelRun`.
-    """
+    """A gate's candidate run here (:func:`tfcompress.bench.paired.run_model`), alone."""
     from tfcompress.bench.paired import run_model as run_here
 
     with machine_lock():

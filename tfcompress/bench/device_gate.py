@@ -48,18 +48,6 @@ def run_on_device(
     The model and the samples travel to the worker with the task; the run holds the
     device's measurement lock and runs in a measurement worker there, under the time limit.
 
-    Args:
-        on: A scheduler address or a connected ``distributed.Client``.
-        model: The loaded candidate (``.tflite`` or ``.onnx``).
-        dataset: The samples, matched to the reference.
-        reference: The reference's signature.
-        device: The worker's name; None: the only worker.
-        **options: ``run_model``'s options (``name``, ``backend``, ``threads``...).
-
-    Returns:
-        The candidate's :class:`~tfcompress.bench.paired.ModelRun`; its ``backend`` says
-        where it ran (``cpu on pi5``).
-
     Raises:
         InvalidInputError: No such device (or several and none named), a Keras candidate,
             or the device left the scheduler before it answered.

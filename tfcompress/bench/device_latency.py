@@ -114,11 +114,7 @@ def time_tflite(
     warmup_seconds: float = 0.5,
     where: LatencyDevice | None = None,
 ) -> Timed:
-    """Time a ``.tflite`` at batch 1 on ``backend``: here, or on ``where``'s device.
-
-    Returns:
-        The :class:`Timed` row (never raises for the artifact's own failure: ``status``).
-    """
+    """Time a ``.tflite`` at batch 1 on ``backend``: here, or on ``where``'s device."""
     from tfcompress.bench.harness import benchmark
     from tfcompress.models import TFLiteModel
 

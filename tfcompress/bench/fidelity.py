@@ -53,18 +53,7 @@ __all__ = [
 
 
 def binary_threshold(outputs: np.ndarray) -> float:
-    """The cut of a single-unit output: 0.5 for probabilities in [0, 1], 0.0 for logits.
-
-    Args:
-        outputs: Outputs of one model (the reference's, so both models share the cut).
-
-    Returns:
-        ``0.5`` when every finite output lies in [0, 1], else ``0.0``.
-
-    Example:
-        >>> binary_threshold(np.array([0.2, 0.9])), binary_threshold(np.array([-3.0, 2.0]))
-        (0.5, 0.0)
-    """
+    """The cut of a single-unit output: 0.5 for probabilities in [0, 1], 0.0 for logits."""
     finite = np.asarray(outputs, dtype=np.float64)
     finite = finite[np.isfinite(finite)]
     if finite.size == 0 or (finite.min() >= 0.0 and finite.max() <= 1.0):
@@ -77,18 +66,6 @@ def class_scores(outputs: np.ndarray) -> np.ndarray | None:
 
     Class-like: shape ``(N, C)``, or ``(N, 1, ..., 1, C)`` (a convolutional head), or ``(N,)``
     (one unit per sample, read as ``(N, 1)``).
-
-    Args:
-        outputs: One model's outputs, sample axis first.
-
-    Returns:
-        The ``(N, C)`` view, or None for masks, sequences and other structured outputs.
-
-    Example:
-        >>> class_scores(np.zeros((3, 1, 1, 10))).shape
-        (3, 10)
-        >>> class_scores(np.zeros((3, 8, 8, 2))) is None
-        True
     """
     array = np.asarray(outputs)
     if array.ndim == 1:
@@ -99,19 +76,7 @@ def class_scores(outputs: np.ndarray) -> np.ndarray | None:
 
 
 def class_count(shape: Sequence[int | None]) -> int | None:
-    """The class count ``C`` of a class-like output shape (see :func:`class_scores`), else None.
-
-    Args:
-        shape: The output's shape, sample axis first (sizes may be None).
-
-    Returns:
-        ``C`` for ``(N, C)`` and ``(N, 1, ..., 1, C)``, 1 for ``(N,)``, None otherwise (and
-        when ``C`` is unknown).
-
-    Example:
-        >>> class_count((None, 1, 1, 10)), class_count((None,)), class_count((None, 8, 8, 2))
-        (10, 1, None)
-    """
+    """The class count ``C`` of a class-like output shape (see :func:`class_scores`), else None."""
     if len(shape) == 1:
         return 1
     if len(shape) >= 2 and all(size == 1 for size in shape[1:-1]) and shape[-1] is not None:
@@ -120,12 +85,7 @@ def class_count(shape: Sequence[int | None]) -> int | None:
 
 
 def class_predictions(scores: np.ndarray, threshold: float) -> np.ndarray:
-    """Top-1 class per sample of an ``(N, C)`` score matrix (``C == 1``: ``score > threshold``).
-
-    Example:
-        >>> class_predictions(np.array([[0.2, 0.8], [0.9, 0.1]]), 0.5)
-        array([1, 0])
-    """
+    """Top-1 class per sample of an ``(N, C)`` score matrix (``C == 1``: ``score > threshold``)."""
     if scores.shape[1] == 1:
         return (scores[:, 0] > threshold).astype(np.int64)
     return scores.argmax(axis=1)
@@ -136,10 +96,6 @@ def snr_stats(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
 
     Summing rows over any subset and passing the sums to :func:`snr_db` gives the pooled
     signal-to-noise ratio of that subset.
-
-    Example:
-        >>> snr_stats(np.array([[3.0, 4.0]]), np.array([[3.0, 3.0]]))
-        array([[25.,  1.]])
     """
     ref, cand = _flat(reference), _flat(candidate)
     return np.stack([(ref**2).sum(axis=1), ((ref - cand) ** 2).sum(axis=1)], axis=1)
@@ -174,11 +130,6 @@ def cosine_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarra
 
     Zero norms: two all-zero outputs are identical (1.0); exactly one all-zero output shares no
     direction with the other (0.0).
-
-    Example:
-        >>> ref, cand = np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([[1.0, 1.0], [0.0, 0.0]])
-        >>> cosine_per_sample(ref, cand)
-        array([0.70710678, 1.        ])
     """
     ref, cand = _flat(reference), _flat(candidate)
     ref_norm, cand_norm = np.linalg.norm(ref, axis=1), np.linalg.norm(cand, axis=1)
@@ -192,12 +143,7 @@ def cosine_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarra
 
 
 def max_abs_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
-    """Largest absolute difference within each sample, shape ``(N,)``.
-
-    Example:
-        >>> max_abs_per_sample(np.array([[1.0, 2.0]]), np.array([[1.5, 1.0]]))
-        array([1.])
-    """
+    """Largest absolute difference within each sample, shape ``(N,)``."""
     return np.abs(_flat(reference) - _flat(candidate)).max(axis=1)
 
 
@@ -206,19 +152,8 @@ def agreement_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.nda
 
     Single-unit outputs are cut at :func:`binary_threshold` of the reference for both models.
 
-    Args:
-        reference: Class-like reference outputs (see :func:`class_scores`).
-        candidate: Candidate outputs of the same shape.
-
-    Returns:
-        One boolean per sample.
-
     Raises:
         InvalidInputError: Outputs that are not class-like.
-
-    Example:
-        >>> agreement_per_sample(np.array([[0.1, 0.9], [0.8, 0.2]]), np.array([[0.3, 0.7]] * 2))
-        array([ True, False])
     """
     ref_scores, cand_scores = class_scores(reference), class_scores(candidate)
     if ref_scores is None or cand_scores is None:
@@ -235,23 +170,13 @@ def _flat(outputs: np.ndarray) -> np.ndarray:
 
 
 def describe_shape(shape: Sequence[int | None]) -> str:
-    """A shape with the sample axis written ``N``: ``(N, 4)``, ``(N,)``.
-
-    Example:
-        >>> describe_shape((32, 224, 224, 3))
-        '(N, 224, 224, 3)'
-    """
+    """A shape with the sample axis written ``N``: ``(N, 4)``, ``(N,)``."""
     rest = [str(size) for size in tuple(shape)[1:]]
     return "(N,)" if not rest else f"(N, {', '.join(rest)})"
 
 
 def snr_metric() -> MetricDef:
-    """``snr``: ``10 * log10(sum ref**2 / sum (ref - cand)**2)`` in dB, +inf when identical.
-
-    Example:
-        >>> snr_metric().score(np.array([[3.0, 4.0]]), np.array([[3.0, 3.0]]))  # 10·log10(25)
-        13.979400086720377
-    """
+    """``snr``: ``10 * log10(sum ref**2 / sum (ref - cand)**2)`` in dB, +inf when identical."""
     return _fidelity(
         "snr",
         "higher",
@@ -267,12 +192,7 @@ def snr_metric() -> MetricDef:
 
 
 def cosine_metric() -> MetricDef:
-    """``cosine``: mean per-sample cosine similarity of the flattened outputs.
-
-    Example:
-        >>> cosine_metric().score(np.array([[1.0, 0.0]]), np.array([[2.0, 0.0]]))
-        1.0
-    """
+    """``cosine``: mean per-sample cosine similarity of the flattened outputs."""
     return _fidelity(
         "cosine",
         "higher",
@@ -288,12 +208,7 @@ def cosine_metric() -> MetricDef:
 
 
 def max_abs_metric() -> MetricDef:
-    """``max_abs``: the largest absolute difference over all samples and elements.
-
-    Example:
-        >>> max_abs_metric().score(np.array([[1.0], [2.0]]), np.array([[1.5], [1.0]]))
-        1.0
-    """
+    """``max_abs``: the largest absolute difference over all samples and elements."""
     return _fidelity(
         "max_abs",
         "lower",
@@ -309,12 +224,7 @@ def max_abs_metric() -> MetricDef:
 
 
 def agreement_metric() -> MetricDef:
-    """``agreement``: share of samples where both models pick the same top-1 class.
-
-    Example:
-        >>> agreement_metric().score(np.eye(2), np.array([[0.9, 0.1], [0.6, 0.4]]))
-        0.5
-    """
+    """``agreement``: share of samples where both models pick the same top-1 class."""
     return _fidelity(
         "agreement",
         "higher",
@@ -340,12 +250,7 @@ FIDELITY_METRICS: dict[str, Callable[[], MetricDef]] = {
 
 
 def snr_db_of_rows(rows: np.ndarray) -> float:
-    """:func:`snr_db` of the summed :func:`snr_stats` rows of a subset.
-
-    Example:
-        >>> snr_db_of_rows(np.array([[50.0, 0.5], [50.0, 0.5]]))
-        20.0
-    """
+    """:func:`snr_db` of the summed :func:`snr_stats` rows of a subset."""
     return snr_db(rows.sum(axis=0))
 
 

@@ -234,20 +234,10 @@ def _probability_rows(reference: Any) -> bool:
 
 
 def metric_names() -> tuple[str, ...]:
-    """The metric names :func:`get_metric` knows (``topK`` stands for any k).
-
-    Example:
-        >>> metric_names()[:3]
-        ('accuracy', 'topK', 'binary_accuracy')
-    """
+    """The metric names :func:`get_metric` knows (``topK`` stands for any k)."""
     return METRIC_NAMES
 
 
 def task_metric_names() -> tuple[str, ...]:
-    """The task metrics (judged against labels, on their drop), ``topK`` included.
-
-    Example:
-        >>> task_metric_names()
-        ('accuracy', 'topK', 'binary_accuracy', 'mse', 'mae', 'rmse', 'miou')
-    """
+    """The task metrics (judged against labels, on their drop), ``topK`` included."""
     return tuple(n for n in METRIC_NAMES if n == "topK" or n in TASK_METRICS)

@@ -93,10 +93,6 @@ def profile_litert(
             of ``min_seconds``/``warmup_seconds``.
         whole: The row's latency of one call, which the check compares the sum with.
 
-    Returns:
-        ``{"method", "ops": [...], "partitions": [...], "check": {...}}`` (see
-        docs/benchmarking.md, "Per-op profile").
-
     Raises:
         OpProfileUnavailable: Control flow (ops that call subgraphs) or a model LiteRT
             cannot cut into ops.
@@ -306,12 +302,7 @@ class _Cutter:
 
 
 def top_ops(rows: Iterable[Any], count: int = 5) -> list[str]:
-    """The text report's lines: each profiled row's top ops (the JSON holds all of them).
-
-    Example:
-        >>> top_ops([])
-        []
-    """
+    """The text report's lines: each profiled row's top ops (the JSON holds all of them)."""
     lines: list[str] = []
     for row in rows:
         profile = row.op_profile

@@ -33,10 +33,6 @@ class ImageHeader:
         width: Pixels per row.
         height: Rows.
         frames: Animation frames (GIF); 1 otherwise.
-
-    Example:
-        >>> ImageHeader("GIF", 10, 10, 3).pixels
-        300
     """
 
     format: str
@@ -53,19 +49,8 @@ class ImageHeader:
 def read_header(content: bytes) -> ImageHeader | None:
     r"""Width, height and frames of a PNG, JPEG, GIF or BMP, from its header alone.
 
-    Args:
-        content: The file's bytes.
-
-    Returns:
-        The header, or None when the first bytes name none of those formats.
-
     Raises:
         ValueError: The first bytes name a format but its header is cut or inconsistent.
-
-    Example:
-        >>> png = b"\x89PNG\r\n\x1a\n" + bytes([0, 0, 0, 13]) + b"IHDR"
-        >>> read_header(png + (20000).to_bytes(4, "big") * 2 + bytes(5)).pixels
-        400000000
     """
     if content.startswith(_PNG):
         return _png(content)

@@ -47,16 +47,9 @@ def import_custom_objects(
         tf_keras: The model was saved by tf-keras: ``tf.keras`` means tf-keras while the file
             is imported.
 
-    Returns:
-        ``{name: object}`` for Keras' ``custom_objects``.
-
     Raises:
         InvalidInputError: Not a ``.py`` file, the file fails to import (the message names
             its error), ``CUSTOM_OBJECTS`` is not a dict of names, or it defines nothing.
-
-    Example:
-        >>> import_custom_objects("my_layers.py")  # doctest: +SKIP
-        {'Scale': <class 'my_layers.Scale'>}
     """
     file = Path(path)
     if file.suffix != ".py" or not file.is_file():

@@ -58,11 +58,6 @@ class TensorLayout:
         batch_axis: The dimension that counts samples; None for a tensor that is not
             batched (a scalar input, or an output of one value per call).
         declared: True when the user named ``batch_axis`` (``--batch-dim``).
-
-    Example:
-        >>> h = TensorLayout(TensorSpec((2, None, 64), name="h"), batch_axis=1)
-        >>> h.describe(), h.sample_shape, h.to_samples(np.zeros((2, 3, 64))).shape
-        ('(2, N, 64) float32', (2, 64), (3, 2, 64))
     """
 
     spec: TensorSpec
@@ -257,20 +252,9 @@ def feed_layout(
             signature cannot tell (``--batch-dim h=1``).
         name: The model's name, for messages.
 
-    Returns:
-        The layout (see the module's rules).
-
     Raises:
         InvalidInputError: A declared dimension for an input the model does not have, a
             scalar, or a dimension out of range; inputs that fix different batch sizes.
-
-    Example:
-        >>> sig = ModelSignature((TensorSpec((None, 8, 64), name="h"),), ())
-        >>> feed_layout(sig, batch_dims={"h": 1}).static_batch
-        8
-        >>> sig = ModelSignature((TensorSpec((2, None, None), name="h"),), ())
-        >>> feed_layout(sig, batch_dims={"h": 2}).inputs[0].format_shape()
-        '(2, ?, N)'
     """
     declared = _check_declared(signature, dict(batch_dims or {}), name)
     outputs_declared = {k: v for k, v in declared.items() if k not in signature.input_names}
@@ -307,10 +291,6 @@ def parse_batch_dim(text: str) -> tuple[str, int]:
 
     Raises:
         InvalidInputError: Not ``NAME=DIM`` with DIM a non-negative integer.
-
-    Example:
-        >>> parse_batch_dim("h=1")
-        ('h', 1)
     """
     name, sep, dim = text.partition("=")
     if not name or not sep or not dim.strip().isdigit():
@@ -326,10 +306,6 @@ def parse_input_value(text: str) -> tuple[str, float]:
 
     Raises:
         InvalidInputError: Not ``NAME=VALUE`` with a finite number.
-
-    Example:
-        >>> parse_input_value("sr=16000")
-        ('sr', 16000.0)
     """
     name, sep, value = text.partition("=")
     try:
@@ -451,10 +427,6 @@ def config_batch_dims(value: object) -> dict[str, int]:
 
     Raises:
         InvalidInputError: Not a mapping of names to non-negative integers.
-
-    Example:
-        >>> config_batch_dims({"h": 1})
-        {'h': 1}
     """
     if value is None:
         return {}
@@ -479,10 +451,6 @@ def config_input_values(value: object) -> dict[str, float]:
 
     Raises:
         InvalidInputError: Not a mapping of names to finite numbers.
-
-    Example:
-        >>> config_input_values({"sr": 16000})
-        {'sr': 16000.0}
     """
     if value is None:
         return {}

@@ -182,10 +182,6 @@ class GraphOp:
         action: What it does, e.g. ``"writes files"``.
         where: The function that holds it (or ``"the main graph"``).
         at_load: True when loading the SavedModel runs it; False when only calling does.
-
-    Example:
-        >>> GraphOp("WriteFile", "writes files", "__inference_serve_29", False).describe()
-        'WriteFile (writes files) in function __inference_serve_29'
     """
 
     op: str
@@ -200,18 +196,7 @@ class GraphOp:
 
 
 def scan_graph(meta_graph: Any) -> tuple[GraphOp, ...]:
-    """Every op of ``meta_graph`` that acts outside the model, loading-time ones first.
-
-    Args:
-        meta_graph: A ``tensorflow.core.protobuf.meta_graph_pb2.MetaGraphDef``.
-
-    Returns:
-        One :class:`GraphOp` per (op, function); empty for an ordinary model.
-
-    Example:
-        >>> scan_graph(proto.meta_graphs[0])  # doctest: +SKIP
-        (GraphOp(op='WriteFile', action='writes files', where='__inference_serve_29', ...),)
-    """
+    """Every op of ``meta_graph`` that acts outside the model, loading-time ones first."""
     graph = meta_graph.graph_def
     functions = {f.signature.name: f for f in graph.library.function}
     nodes = {node.name: node for node in graph.node}

@@ -33,20 +33,10 @@ _EXTERNAL = 1  # TensorProto.EXTERNAL
 def embed_external_data(proto: Any, path: Path) -> bytes | None:
     """Read every external tensor from the model's folder into ``proto``; its new bytes.
 
-    Args:
-        proto: The parsed ``onnx.ModelProto`` (modified in place).
-        path: The ``.onnx`` file; its folder is the only place data is read from.
-
-    Returns:
-        The serialized model with every tensor inside, or None when no tensor was external.
-
     Raises:
         ModelLoadError: A location that is absolute, leaves the folder (``..``, a link),
             is missing or not a regular file (a FIFO, a device), or an offset/length
             outside the file; or a model too large for one protobuf once embedded.
-
-    Example:
-        >>> embed_external_data(proto, Path("models/net.onnx"))  # doctest: +SKIP
     """
     tensors = [t for t in _all_tensors(proto) if t.data_location == _EXTERNAL]
     if not tensors:
@@ -75,9 +65,6 @@ def check_feedable(proto: Any, path: Path) -> None:
     Raises:
         ModelLoadError: A graph input that is not a tensor, or declares a negative
             dimension other than -1 or a shape beyond this machine's memory.
-
-    Example:
-        >>> check_feedable(proto, Path("model.onnx"))  # doctest: +SKIP
     """
     import onnx
 

@@ -55,11 +55,6 @@ def private_file(content: bytes, suffix: str) -> Iterator[Path]:
 
     Yields:
         The private file's path.
-
-    Example:
-        >>> with private_file(b"abc", ".h5") as path:
-        ...     path.read_bytes()
-        b'abc'
     """
     with temporary_space():
         folder = Path(tempfile.mkdtemp(dir=_private_root()))
@@ -79,10 +74,6 @@ def temporary_space() -> Iterator[None]:
     Raises:
         OutputLocationError: The block failed with ENOSPC or EDQUOT; the message names the
             temporary folder and how to give tfcompress another (other errors pass through).
-
-    Example:
-        >>> with temporary_space():
-        ...     pass
     """
     try:
         yield
@@ -101,11 +92,6 @@ class PrivateFolder:
     A loaded SavedModel keeps reading its folder (TensorFlow opens ``variables/`` and
     ``assets/`` when a converter or runner loads it), so its copy must outlive the load:
     objects that use it hold this and the folder is removed when the last one is dropped.
-
-    Example:
-        >>> folder = PrivateFolder("model")
-        >>> folder.path.name
-        'model'
     """
 
     def __init__(self, name: str) -> None:
@@ -128,9 +114,6 @@ def copy_regular_tree(source: Path, target: Path, *, what: str) -> None:
 
     Raises:
         ModelLoadError: A special file, an unreadable entry, or a folder that loops.
-
-    Example:
-        >>> copy_regular_tree(Path("m/assets"), Path("/tmp/x/assets"), what="m")  # doctest: +SKIP
     """
     target.mkdir()
     seen = {_identity(source)}

@@ -66,14 +66,6 @@ def quantized_precision(model: Any) -> str | None:
     Args:
         model: A :class:`~tfcompress.models.TFLiteModel` or
             :class:`~tfcompress.models.OnnxModel` (any other model: None).
-
-    Returns:
-        ``"int8 tensors with scales"`` for a ``.tflite``; for an ``.onnx`` the zero points'
-        type and the quantized ops (``"uint8: QLinearConv, QuantizeLinear nodes"``).
-
-    Example:
-        >>> quantized_precision(TFLiteModel(int8_bytes, label="m"))  # doctest: +SKIP
-        'int8 tensors with scales'
     """
     from tfcompress.models.loading import OnnxModel, TFLiteModel
 
@@ -120,10 +112,6 @@ def quantized_refusal(shown: str, precision: str, *, tflite: bool) -> str:
 
     It starts by saying so, then names what can still be done: measure it, gate it against
     its float source, check it for a target (a ``.tflite``), or pass the float source.
-
-    Example:
-        >>> quantized_refusal("kws.tflite", "int8 tensors with scales", tflite=True)[:61]
-        'kws.tflite is already quantized (int8 tensors with scales): q'
     """
     targets = (
         f", check it for a target (tfcompress mcu {shown}, tfcompress edgetpu {shown})"

@@ -61,20 +61,9 @@ _ERRORS = (IndexError, struct.error, TypeError, ValueError, OverflowError, Recur
 def read_options(model: TFLiteFile, *, subgraph: int = 0) -> dict[int, dict[str, OptionValue]]:
     """Options of the ops in ``subgraph`` whose Edge TPU or GPU limitations depend on them.
 
-    Args:
-        model: A parsed and validated ``.tflite``.
-        subgraph: Which subgraph.
-
-    Returns:
-        Operator index -> {field: value}, for the ops listed in ``_READ`` only.
-
     Raises:
         ModelLoadError: The options cannot be read (a corrupt or crafted file), or an op
             carries another op's options table.
-
-    Example:
-        >>> read_options(read_tflite(content))  # doctest: +SKIP
-        {1: {'DilationWFactor': 1, 'DilationHFactor': 1}, 3: {...}}
     """
     from tfcompress._compat.litert import flatbuffer_utils
 

@@ -215,10 +215,6 @@ class GpuSupport:
         dynamic_tensors: Tensors sized at run time: the whole graph is refused.
         fp16_risks: Reductions whose float16 sum can overflow.
         precision: ``float16`` (float16 weights), ``int8`` or ``float32``.
-
-    Example:
-        >>> GpuSupport(3, (), ()).verdict
-        'whole'
     """
 
     ops_total: int
@@ -406,14 +402,7 @@ def layer_of(graph: Subgraph, op: Operator, constants: frozenset[int] = frozense
     adds ``_1`` to the model's and the layer's scope, removed here). The op's outputs are read
     first, then its constants, then its run-time inputs; the model's own inputs and outputs
     carry no layer.
-
-    Example:
-        >>> from tfcompress.models.tflite_file import Operator, Subgraph, Tensor
-        >>> t = Tensor(0, "functional_1/layer_normalization_1/moments/mean", "float32", 0,
-        ...            (1, 4), None, 0, None, False, False)
-        >>> layer_of(Subgraph(0, "", (t,), (), (), ()), Operator(0, 0, "MEAN", 1, (), (0,), (), None))
-        'layer_normalization'
-    """  # noqa: E501
+    """
     tensors = graph.tensors
     ordered = [
         *op.outputs,

@@ -30,13 +30,7 @@ _PLACEHOLDER_FOR_GREATER_OP_CODES = 127
 
 
 def landmark_data(dataset: Dataset) -> Dataset:
-    """Digits as a landmark task: ``image`` (16x16), ``landmarks``, ``presence``, ``classes``.
-
-    Example:
-        >>> data = landmark_data(tfcompress.samples.digits().test)  # doctest: +SKIP
-        >>> sorted(data.y)  # doctest: +SKIP
-        ['classes', 'landmarks', 'presence']
-    """
+    """Digits as a landmark task: ``image`` (16x16), ``landmarks``, ``presence``, ``classes``."""
     from tfcompress.samples.tasks import digit_boxes
 
     images = np.repeat(np.repeat(dataset.x, 2, axis=1), 2, axis=2).astype(np.float32)
@@ -54,18 +48,7 @@ def landmark_data(dataset: Dataset) -> Dataset:
 
 
 def landmark_model(*, epochs: int = 12, seed: int = 0) -> tuple[Any, tuple[Dataset, Dataset]]:
-    """A three-output landmark model trained on the digits, with its train and test data.
-
-    Args:
-        epochs: Training epochs (about a second each).
-        seed: Seed of the weights and the data order.
-
-    Returns:
-        ``(keras_model, (train, test))``; outputs ``landmarks``, ``presence``, ``classes``.
-
-    Example:
-        >>> model, (train, test) = landmark_model(epochs=1)  # doctest: +SKIP
-    """
+    """A three-output landmark model trained on the digits, with its train and test data."""
     import keras
 
     from tfcompress.samples.datasets import digits
@@ -101,12 +84,7 @@ def landmark_model(*, epochs: int = 12, seed: int = 0) -> tuple[Any, tuple[Datas
 
 
 def shipped_variants(model: Any) -> dict[str, bytes]:
-    """Every variant of :func:`shipped_tflite`, from two conversions (float32 and float16).
-
-    Example:
-        >>> sorted(shipped_variants(model))  # doctest: +SKIP
-        ['float', 'float16', 'mediapipe', 'no_signature', 'old_opcodes']
-    """
+    """Every variant of :func:`shipped_tflite`, from two conversions (float32 and float16)."""
     from tfcompress.quantization.ptq import quantize
 
     float32 = quantize(model, recipe="float32").model_content
@@ -126,15 +104,8 @@ def shipped_tflite(model: Any, variant: str = "mediapipe") -> bytes:
             stored float16 behind DEQUANTIZE), ``old_opcodes`` (op codes only in
             ``deprecated_builtin_code``) or ``mediapipe`` (all three).
 
-    Returns:
-        The flatbuffer.
-
     Raises:
         ValueError: An unknown variant.
-
-    Example:
-        >>> shipped_tflite(model, "old_opcodes")[4:8]  # doctest: +SKIP
-        b'TFL3'
     """
     from tfcompress.quantization.ptq import quantize
 

@@ -43,12 +43,7 @@ def digits_split(seed: int = 0) -> Split:
 
 
 def depthwise_classifier(*, flavour: str = "keras3") -> Any:
-    """Conv-BN-ReLU6, two depthwise-separable blocks with linear bottlenecks, GAP, Dense.
-
-    Example:
-        >>> depthwise_classifier().name  # doctest: +SKIP
-        'depthwise_classifier'
-    """
+    """Conv-BN-ReLU6, two depthwise-separable blocks with linear bottlenecks, GAP, Dense."""
     keras = keras_module(KerasFlavour(flavour))
     layers = keras.layers
     inputs = keras.Input((8, 8, 1), name="image")
@@ -87,9 +82,6 @@ def widen_channels(
     consumer's weights reading them divided by it: the float model computes the same thing
     (to float rounding), but that tensor's int8 range is now set by a few channels, as in
     real depthwise networks after BatchNorm folding.
-
-    Returns:
-        ``model``, changed in place.
     """
     bn = model.get_layer(batchnorm)
     gamma, beta, mean, variance = bn.get_weights()
@@ -168,9 +160,6 @@ def widen_dense_channels(
     with it) and every consumer's weights reading them divided by it: the same function, but
     the shared tensor's int8 range is now set by a few channels, and the box head, whose
     signal is small, reads the others.
-
-    Returns:
-        ``model``, changed in place.
     """
     keras = keras_module(flavour_of(model) or KerasFlavour.KERAS3)
     source = model.get_layer(layer)

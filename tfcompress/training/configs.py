@@ -285,10 +285,6 @@ class _ExportedConfig(TrainingConfig):
         """The QAT that follows with ``then="int8"``, keeping the zeros or the clusters.
 
         It runs ``qat_epochs`` epochs at ``learning_rate`` (default: this config's).
-
-        Example:
-            >>> PruneConfig(then="int8", qat_epochs=2).preserving_qat(1e-4).preserve
-            'sparsity'
         """
         return QATConfig(
             epochs=self.qat_epochs,
@@ -409,10 +405,6 @@ def parse_structure(structure: str | tuple[int, int] | None) -> tuple[int, int] 
 
     Raises:
         InvalidInputError: Anything else.
-
-    Example:
-        >>> parse_structure("2:4")
-        (2, 4)
     """
     if structure is None:
         return None
@@ -435,10 +427,6 @@ def layer_names(value: Any) -> Any:
     """A verb's ``skip_layers`` (any iterable of names) as the config's tuple.
 
     A string, or anything not iterable, is returned as it is, for the config to refuse.
-
-    Example:
-        >>> layer_names(["a", "b"]), layer_names("ab")
-        (('a', 'b'), 'ab')
     """
     if value is CONFIG_DEFAULT or isinstance(value, str | bytes | Mapping):
         return value

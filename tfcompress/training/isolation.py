@@ -80,10 +80,6 @@ def run_isolated(
         gate: The verb's ``gate``.
         gate_settings: The verb's ``gate_settings``.
 
-    Returns:
-        The child's :class:`~tfcompress.training.result.TrainingResult`, ``keras_model``
-        None.
-
     Raises:
         NativeCrashError: The child died by a signal (after the retry, where one applies).
         TFCompressError: Whatever the technique raised in the child (same type, same message).

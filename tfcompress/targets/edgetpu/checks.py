@@ -78,12 +78,7 @@ def is_input_quantizer(view: OpView) -> bool:
 
 
 def op_issues(view: OpView) -> list[Issue]:
-    """Every rule ``view.op`` breaks (empty: the compiler can map it).
-
-    Example:
-        >>> op_issues(view)  # doctest: +SKIP
-        []
-    """
+    """Every rule ``view.op`` breaks (empty: the compiler can map it)."""
     rule = rule_for(view.op.opcode)
     if rule.support is Support.NO:
         text = f" ({rule.limitation})" if rule.limitation else ""

@@ -217,18 +217,7 @@ class CompilerLog:
 
 
 def parse_size(text: str) -> int | None:
-    """Bytes of a size as the compiler prints it (``6.00MiB``, ``41.75KiB``, ``0.00B``).
-
-    Args:
-        text: The printed size.
-
-    Returns:
-        The size in bytes, rounded to the nearest byte; None when ``text`` is no size.
-
-    Example:
-        >>> parse_size("41.75KiB")
-        42752
-    """
+    """Bytes of a size as the compiler prints it (``6.00MiB``, ``41.75KiB``, ``0.00B``)."""
     match = _SIZE.match(text)
     if match is None:
         return None

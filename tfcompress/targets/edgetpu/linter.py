@@ -107,9 +107,6 @@ def read_model(model: Any) -> tuple[bytes, str]:
         ModelLoadError: A missing file or bytes that are not a ``.tflite``.
         UnsupportedModelError: Another format (``.onnx``, Keras, a directory).
         InvalidArgumentTypeError: Anything else.
-
-    Example:
-        >>> content, name = read_model("model_int8.tflite")  # doctest: +SKIP
     """
     from tfcompress.models.loading import TFLiteModel
 

@@ -281,10 +281,6 @@ def rule_for(opcode: str) -> OpRule:
 
     An op without a row is ``no`` when Coral's table would list it within the range read
     verbatim (it sorts at or before :data:`READ_THROUGH`), else ``unknown``.
-
-    Example:
-        >>> rule_for("ABS").support, rule_for("TILE").support
-        (<Support.NO: 'no'>, <Support.UNKNOWN: 'unknown'>)
     """
     if opcode in _BY_OP:
         return _BY_OP[opcode]

@@ -115,10 +115,5 @@ _BY_OP = {limit.op: limit for limit in VERSION_LIMITS}
 
 
 def version_limit(op: str) -> VersionLimit | None:
-    """The row for ``op``, or None when no compiler-16 refusal of it is on record.
-
-    Example:
-        >>> version_limit("TRANSPOSE_CONV").refused_from
-        4
-    """
+    """The row for ``op``, or None when no compiler-16 refusal of it is on record."""
     return _BY_OP.get(op)

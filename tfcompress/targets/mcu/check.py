@@ -165,10 +165,6 @@ def measure_arena(model: Any, *, timeout_s: float | None = None) -> float:
 
     What model selection's ``--max-arena`` budget measures: the load and the bisection
     of :func:`check`, without the samples.
-
-    Example:
-        >>> measure_arena("mnist_int8.tflite")  # doctest: +SKIP
-        34912.0
     """
     from tfcompress._compat.tflm import require
     from tfcompress.models.tflite_file import read_tflite
@@ -243,11 +239,7 @@ def _failure_finding(failure: Failure, log: str = "") -> Finding:
 def _load(
     content: bytes, parsed: Any, refs: list[OpRef], name: str, timeout: Budget
 ) -> tuple[int | None, Outcome | None, list[Finding]]:
-    """Load in a generous arena (growing while TFLM says it is short); name every op it lacks.
-
-    Returns:
-        ``(arena that allocated or None, that load's outcome, findings)``.
-    """
+    """Load in a generous arena (growing while TFLM says it is short); name every op it lacks."""
     size = max(_MIN_FIRST_ARENA, 10 * len(content))
     size = (size + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
     while True:

@@ -174,12 +174,7 @@ class Exactness:
 
 
 def io_findings(inputs: Any, outputs: Any) -> list[Finding]:
-    """Inputs and outputs no sample can be made for: a type NumPy has not, or too large.
-
-    Example:
-        >>> io_findings((), ())
-        []
-    """
+    """Inputs and outputs no sample can be made for: a type NumPy has not, or too large."""
     found = []
     for role, pairs in (("input", inputs), ("output", outputs)):
         for spec, tensor in pairs:
@@ -229,9 +224,6 @@ def sample_inputs(
         sample_data: Anything :func:`tfcompress.data.load_data` reads (float samples), or
             None for seeded random inputs.
         max_samples: The first this many samples are used.
-
-    Returns:
-        ``(arrays, description)``.
 
     Raises:
         InvalidDataError: Data that does not fit the model's inputs.
@@ -354,11 +346,7 @@ def against_litert(
     name: str,
     timeout: Any,
 ) -> tuple[Exactness | None, list[Finding]]:
-    """Run the samples on LiteRT's reference kernels and compare; locate any difference.
-
-    Returns:
-        ``(exactness or None when LiteRT could not run, findings)``.
-    """
+    """Run the samples on LiteRT's reference kernels and compare; locate any difference."""
     import numpy as np
 
     reference = in_child(

@@ -28,12 +28,6 @@ def read_checked(model: Any) -> tuple[bytes, str]:
         ModelLoadError: A missing file, or bytes that are not a valid ``.tflite``.
         UnsupportedModelError: Another model format, or a directory.
         InvalidArgumentTypeError: ``model`` is none of the accepted types.
-
-    Example:
-        >>> read_checked(b"not a model")
-        Traceback (most recent call last):
-        ...
-        tfcompress.errors.ModelLoadError: <bytes>: not a TFLite model (no 'TFL3' identifier) ...
     """
     from tfcompress.models.loading import TFLiteModel
     from tfcompress.models.tflite_file import read_tflite

@@ -112,14 +112,7 @@ def op_refs(parsed: Any) -> list[OpRef]:
 
 
 def missing_op(log: str) -> str | None:
-    """The op TFLM found no kernel for (its name as TFLM prints it), from its log.
-
-    Example:
-        >>> missing_op("Didn't find op for builtin opcode 'TOPK_V2'")
-        'TOPK_V2'
-        >>> missing_op("Failed to get registration from op code CUSTOM")
-        'CUSTOM'
-    """
+    """The op TFLM found no kernel for (its name as TFLM prints it), from its log."""
     for pattern in _MISSING:
         found = pattern.search(log)
         if found:
@@ -128,14 +121,7 @@ def missing_op(log: str) -> str | None:
 
 
 def op_refusal(log: str) -> tuple[str, int, str] | None:
-    """``(op, index, stage)`` of the op TFLM could not prepare or invoke, from its log.
-
-    Example:
-        >>> op_refusal("Node CONV_2D (number 3) failed to prepare with status 1")
-        ('CONV_2D', 3, 'prepare')
-        >>> op_refusal("Node number 0 (CONV_2D) failed to prepare.")  # LiteRT's words
-        ('CONV_2D', 0, 'prepare')
-    """
+    """``(op, index, stage)`` of the op TFLM could not prepare or invoke, from its log."""
     found = _REFUSED.search(log)
     if found is not None:
         return found.group(1), int(found.group(2)), found.group(3)
@@ -144,12 +130,7 @@ def op_refusal(log: str) -> tuple[str, int, str] | None:
 
 
 def arena_too_small(log: str) -> bool:
-    """Whether TFLM's log says the arena ran out (rather than refusing an op).
-
-    Example:
-        >>> arena_too_small("Failed to resize buffer. Requested: 27040, available 22560")
-        True
-    """
+    """Whether TFLM's log says the arena ran out (rather than refusing an op)."""
     return any(words in log for words in _SHORT)
 
 

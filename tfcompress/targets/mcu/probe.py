@@ -116,9 +116,6 @@ def in_child(
         progress: Give the function a progress file too, and return what it wrote.
         **kwargs: Its other keyword arguments.
 
-    Returns:
-        The outcome: the answer or the failure, with TFLM's log either way.
-
     Raises:
         TFCompressError: What the function raised on purpose there (``tflite-micro``
             missing: :class:`~tfcompress.errors.MissingDependencyError`).

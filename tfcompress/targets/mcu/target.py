@@ -29,14 +29,7 @@ _UNKNOWN = 1 << 80
 
 
 def mcu_refusal(summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
-    """Why an artifact does not qualify for a microcontroller, or None when it does.
-
-    Example:
-        >>> mcu_refusal({"compatible": False, "unsupported_ops": ["SIGN"]}, ())
-        'TFLite Micro cannot run it (no kernel for SIGN)'
-        >>> mcu_refusal({"compatible": True, "full_int8": True}, ("dense",))
-        'keeps 1 node(s) float: a microcontroller needs full int8'
-    """
+    """Why an artifact does not qualify for a microcontroller, or None when it does."""
     if float_nodes:
         return f"keeps {len(float_nodes)} node(s) float: a microcontroller needs full int8"
     if not summary.get("compatible"):
@@ -49,14 +42,7 @@ def mcu_refusal(summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str
 
 
 def mcu_rank(attempt: Any) -> int:
-    """Smaller is better: the recommended arena first, then the flash.
-
-    Example:
-        >>> class A:
-        ...     target_verdict = {"arena_recommended_bytes": 2048, "flash_bytes": 9000}
-        >>> mcu_rank(A()) == 2048 * 2**40 + 9000
-        True
-    """
+    """Smaller is better: the recommended arena first, then the flash."""
     summary = getattr(attempt, "target_verdict", None) or {}
     arena, flash = summary.get("arena_recommended_bytes"), summary.get("flash_bytes")
     if arena is None or flash is None:
