@@ -5,9 +5,6 @@
 scheduler runs whatever its clients send (docs/devices.md): over ``tcp://`` anyone who
 reaches its port can; ``tls://`` with certificates (Dask's own TLS: a CA that signed every
 scheduler, worker and client certificate) lets in only holders of one.
-
-Example:
-    >>> client = connect("tcp://127.0.0.1:8786")  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -8,9 +8,6 @@ the run's time limit, so a native crash or a hang there is an error row and the 
 goes on. One measurement at a time per machine (:func:`machine_lock`), whatever the
 worker's thread count and however many workers or clients share the machine: two timings
 at once would corrupt each other.
-
-Example:
-    >>> # run by Dask on a worker, never called here  # doctest: +SKIP
 """
 
 from __future__ import annotations

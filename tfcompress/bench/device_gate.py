@@ -4,12 +4,6 @@ The reference runs here; the candidate and the samples travel to the worker (sca
 the scheduler never holds them) and run there as a local candidate runs
 (:func:`tfcompress.bench.paired.run_model`: in a measurement worker on the device, under
 the time limit), holding the device's measurement lock.
-
-Example:
-    >>> run = run_on_device("tcp://10.0.0.5:8786", model, data, signature,
-    ...                     device="pi5", name="int8")  # doctest: +SKIP
-    >>> run.backend  # doctest: +SKIP
-    'cpu on pi5'
 """
 
 from __future__ import annotations

@@ -10,11 +10,6 @@ a device is sent when its previous one is back, so a device that leaves the sche
 loses its network) costs the row it was measuring and the rows it had not started: they
 become ``error:`` rows naming it, and the other devices finish. Each row says where it ran
 (``device``), and the result carries each device's environment, read there.
-
-Example:
-    >>> result = tfcompress.benchmark(["m.tflite", "m_int8.tflite"],
-    ...                               on="tcp://10.0.0.5:8786")  # doctest: +SKIP
-    >>> print(result.side_by_side())  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -6,11 +6,6 @@ same shape) and return one number per sample, or sums per sample that add up ove
 them as :class:`~tfcompress.bench.metric_def.MetricDef` (``snr``, ``cosine``, ``max_abs``,
 ``agreement``); :func:`~tfcompress.bench.metrics.get_metric` is the way in. The class
 helpers here are shared with the task metrics of :mod:`tfcompress.bench.task_metrics`.
-
-Example:
-    >>> ref = np.array([[1.0, 2.0], [3.0, 4.0]])
-    >>> snr_db(snr_stats(ref, ref + 0.1).sum(axis=0)) > 25
-    True
 """
 
 from __future__ import annotations

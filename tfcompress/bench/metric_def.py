@@ -4,11 +4,6 @@ A leaf of :mod:`tfcompress.bench`: the task metrics (:mod:`tfcompress.bench.task
 the fidelity metrics (:mod:`tfcompress.bench.fidelity`) and the registry that names them
 (:mod:`tfcompress.bench.metrics`, the way in: :func:`~tfcompress.bench.metrics.get_metric`)
 all build on it, and it imports none of them. Pure numpy.
-
-Example:
-    >>> from tfcompress.bench.metrics import get_metric
-    >>> get_metric("snr").format_threshold(20.0)
-    '20.00 dB'
 """
 
 from __future__ import annotations

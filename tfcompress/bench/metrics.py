@@ -16,10 +16,6 @@ sums of squares, the diagonal and marginals of a confusion matrix), so scoring a
 resample is a sum over rows. This module maps names and aliases to definitions:
 :func:`get_metric` and :func:`choose_metric` are the registry; :func:`resolve_metric` keeps
 its contract (top-k names or a callable) for existing callers. Pure numpy.
-
-Example:
-    >>> get_metric("mse").score(np.array([[1.0], [2.0]]), np.array([[1.0], [4.0]]))
-    2.0
 """
 
 from __future__ import annotations

@@ -21,11 +21,6 @@ The check: the ops' medians plus one call's cost should be the whole model's med
 the spread of the runs measured: the square root of the sum of the squared spreads (p90 -
 p50) of the whole model, of every op and of the call. ``check.within`` says whether they
 were; nothing here asserts it, since a machine shared with other work can move either side.
-
-Example:
-    >>> profile = profile_litert(runner, feed, timing, whole)  # doctest: +SKIP
-    >>> profile["ops"][0]["op"], profile["check"]["within"]  # doctest: +SKIP
-    ('CONV_2D', True)
 """
 
 from __future__ import annotations

@@ -6,10 +6,6 @@
 ``prepare`` validates the labels against the outputs and, when they do not fit, names the metric
 that does (:func:`metric_for_labels`). :func:`~tfcompress.bench.metrics.get_metric` is the way
 in. Pure numpy.
-
-Example:
-    >>> top_k_metric(2).score(np.array([2, 2]), np.array([[0.1, 0.5, 0.4], [0.2, 0.7, 0.1]]))
-    0.5
 """
 
 from __future__ import annotations

@@ -4,10 +4,6 @@ TensorFlow's decoders allocate what a header declares: a PNG of 875 KB can decla
 20000x20000 RGBA pixels (1.6 GB decoded), a GIF thousands of frames. :func:`read_header`
 reads width, height and frame count of the formats ``tf.io.decode_image`` recognises by
 their first bytes (PNG, JPEG, GIF, BMP), so the caller can refuse a bomb before decoding.
-
-Example:
-    >>> read_header(Path("cat.png").read_bytes())  # doctest: +SKIP
-    ImageHeader(format='PNG', width=640, height=480, frames=1)
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""What every format's inspect report shares: weights grouped by dtype, input/output lines.
-
-Example:
-    >>> groups = group_weights([("int8", 864, False), ("int32", 16, True), ("int8", 96, False)])
-    >>> weights_line(groups)
-    'weights: int8 2 tensors 960 bytes; int32 1 tensor 16 bytes (biases)'
-"""
+"""What every format's inspect report shares: weights grouped by dtype, input/output lines."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Inspect an ``.onnx``: opsets, IR version, producer, node histogram, initializers by dtype.
 
 Read with the ``onnx`` package (no ONNX Runtime): ``pip install 'tfcompress[onnx]'``.
-
-Example:
-    >>> print(inspect_onnx(load_model("model.onnx")))  # doctest: +SKIP
 """
 
 from __future__ import annotations

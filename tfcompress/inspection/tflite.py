@@ -2,9 +2,6 @@
 
 Everything is read by the one ``.tflite`` reader (:mod:`tfcompress.models.tflite_file`);
 input and output names are the signature's (:func:`~tfcompress.models.signature.tflite_io_tensors`).
-
-Example:
-    >>> print(inspect_tflite(load_model("face_landmark.tflite")))  # doctest: +SKIP
 """
 
 from __future__ import annotations

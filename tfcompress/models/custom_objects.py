@@ -15,11 +15,6 @@ tf-keras SavedModel) its ``tf.keras`` / ``from tensorflow import keras`` mean tf
 is imported (:func:`tfcompress._compat.keras.tensorflow_keras_is_tf_keras`), since a package's
 layer file written for TF 2 subclasses ``tf.keras.layers.Layer``, which TensorFlow 2.16+
 resolves to Keras 3, whose layers a tf-keras model cannot hold.
-
-Example:
-    >>> objects = import_custom_objects("layers.py")  # doctest: +SKIP
-    >>> sorted(objects)  # doctest: +SKIP
-    ['Scale']
 """
 
 from __future__ import annotations

@@ -25,16 +25,6 @@ Inside tfcompress every array is batch first (a :class:`~tfcompress.data.Dataset
 samples along axis 0): :meth:`TensorLayout.to_samples` moves a tensor's batch to the front
 and :meth:`TensorLayout.to_model` moves it back for the runtime. Data files keep the
 model's own layout.
-
-Example:
-    >>> from tfcompress.models.signature import ModelSignature, TensorSpec
-    >>> sig = ModelSignature(
-    ...     (TensorSpec((None, None), name="input"), TensorSpec((), name="sr"),
-    ...      TensorSpec((2, None, 64), name="h")),
-    ...     (TensorSpec((None, 1), name="output"),),
-    ... )
-    >>> [t.describe() for t in feed_layout(sig).inputs]
-    ['(N, ?) float32', '() float32 scalar', '(2, N, 64) float32']
 """
 
 from __future__ import annotations

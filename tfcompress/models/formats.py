@@ -9,10 +9,6 @@ file that more than one format accepts (:mod:`tfcompress.models.format_detection
 whose extension names another format than its content. The bytes it returns are the only
 ones any loader of tfcompress is given (:mod:`tfcompress.models.loading` hands each loader
 a private copy of exactly them).
-
-Example:
-    >>> read_model_file(Path("model.keras")).format  # doctest: +SKIP
-    <ModelFormat.KERAS: 'keras'>
 """
 
 from __future__ import annotations

@@ -10,11 +10,6 @@ initializers, restore functions, the TF1 init op) or only calling the model does
 The saver's own ``SaveV2``/``RestoreV2``/``MergeV2Checkpoints`` are not reported when they
 sit where TensorFlow puts them (the functions the ``saver_def`` calls, or the nodes that
 feed it in a TF1 graph): they read and write the model's own ``variables/``.
-
-Example:
-    >>> from tensorflow.core.protobuf import saved_model_pb2  # doctest: +SKIP
-    >>> [op.op for op in scan_graph(proto.meta_graphs[0])]  # doctest: +SKIP
-    ['WriteFile']
 """
 
 from __future__ import annotations

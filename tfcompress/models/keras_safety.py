@@ -47,12 +47,6 @@ Only where tf-keras is the loader (Keras 3 refuses these itself):
 
 ``TFOpLambda`` is not flagged: its config names a TensorFlow op (``"function":
 "math.add"``) that tf-keras looks up in the ``tf`` namespace, with no bytecode.
-
-Example:
-    >>> check_keras_file(Path("untrusted.h5"), tf_keras_loader=True)  # doctest: +SKIP
-    Traceback (most recent call last):
-    ...
-    tfcompress.errors.ModelLoadError: untrusted.h5: the model holds a Lambda layer ...
 """
 
 from __future__ import annotations

@@ -6,10 +6,6 @@ its path, so ONNX Runtime would resolve such a location against the *current dir
 Here every location is resolved against the model's own folder instead, refused when it
 leaves that folder (after resolving symlinks) or names anything but a regular file, and
 the bytes are read into the model: ONNX Runtime then opens no file at all.
-
-Example:
-    >>> proto = onnx.load(path, load_external_data=False)  # doctest: +SKIP
-    >>> content = embed_external_data(proto, Path("model.onnx"))  # doctest: +SKIP
 """
 
 from __future__ import annotations

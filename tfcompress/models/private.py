@@ -4,10 +4,6 @@ Between the safety check of a model and its load, the file at the user's path co
 replaced (another process, a shared folder). So the checked bytes are written into a
 folder only this user can open (``mkdtemp`` makes it ``0700``), under a name whose
 extension is the format tfcompress decided, and the loader is given that copy.
-
-Example:
-    >>> with private_file(b"...", ".h5") as copy:  # doctest: +SKIP
-    ...     model = keras.models.load_model(copy)
 """
 
 from __future__ import annotations

@@ -31,10 +31,6 @@ The probe runs under the one time and memory limits of every child
 Environment:
     ``TFCOMPRESS_NO_PROBE=1`` skips the probe, for trusted files loaded many times by
     short-lived processes (the structural validator of ``.tflite`` files still runs).
-
-Example:
-    >>> content = Path("model.tflite").read_bytes()
-    >>> probe_model(content, "tflite", source="model.tflite")  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -12,10 +12,6 @@ that quantizes says first, before anything runs:
 
 A float16 ``.tflite`` (float16 weights behind DEQUANTIZE) is not quantized here: it is
 widened back to float32 and quantized (:mod:`tfcompress.quantization.engines.prepare`).
-
-Example:
-    >>> already_quantized(TFLiteModel(int8_bytes, label="kws.tflite"))  # doctest: +SKIP
-    'kws.tflite is already quantized (int8 tensors with scales): ...'
 """
 
 from __future__ import annotations

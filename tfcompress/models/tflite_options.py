@@ -6,10 +6,6 @@ dilation, depth multiplier, mirror-pad mode, weights format, pack axis, strided 
 squeeze dimensions) read them here, through the same generated schema the reader walks, only
 for the ops that need them, on a file :func:`read_tflite` has already parsed and validated.
 Any parsing failure becomes a one-line :class:`ModelLoadError`.
-
-Example:
-    >>> read_options(parsed)[3]  # doctest: +SKIP
-    {'DilationWFactor': 1, 'DilationHFactor': 1}
 """
 
 from __future__ import annotations

@@ -17,13 +17,6 @@ The marker strings are LiteRT's own, read from ai-edge-litert 2.3.0's libraries
 (``libLiteRtWebGpuAccelerator.so``, ``libLiteRt.so``) and from the sources in
 google-ai-edge/LiteRT (``GetOpsToReplaceWithOptions`` in ``ml_drift_delegate/tflite/
 model_builder.cc``; ``ModifyGraphWithDelegate`` in ``tflite/core/subgraph.cc``).
-
-Example:
-    >>> failure_kind("ERROR: [delegate_webgpu.cc:359] Failed to initialize WebGPU "
-    ...              "environment: INTERNAL: No adapters found")
-    'no_device'
-    >>> failure_kind("ERROR: Failed to modify graph with delegate")
-    'delegate_failed'
 """
 
 from __future__ import annotations

@@ -24,11 +24,6 @@ that works, and, when it is refused only for a tensor another refused op made (t
 output of a Conv3D), that op: the fix names the cause, not what follows it. Reductions of
 squares over long rows (LayerNorm and RMSNorm variances) are flagged: in float16 their sum
 overflows.
-
-Example:
-    >>> support = gpu_support(Path("cnn.tflite").read_bytes())  # doctest: +SKIP
-    >>> support.verdict, [str(t) for t in support.dynamic_tensors][:1]  # doctest: +SKIP
-    ('refused', ["'model/flatten/Reshape' from RESHAPE (op 3, layer flatten) ..."])
 """
 
 from __future__ import annotations

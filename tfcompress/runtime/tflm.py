@@ -5,10 +5,6 @@ on ``tflm``): the same integers a board computes with TFLM's reference kernels. 
 is host time of reference kernels, one sample per invoke: not a device figure (every row's
 ``backend_details`` says so). The harness runs ``.tflite`` runners in a worker process, so a
 TFLM crash there is an error row, never the caller's death.
-
-Example:
-    >>> with TFLMRunner(TFLiteModel(content)) as runner:  # doctest: +SKIP
-    ...     probabilities = runner.predict(x_test)
 """
 
 from __future__ import annotations

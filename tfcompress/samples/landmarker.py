@@ -8,10 +8,6 @@ not what today's converter writes: no signature, op codes only in the old 8-bit
 the four corners of the digit's ink box; presence: the digit is even; classes: the digit)
 and :func:`shipped_tflite` writes it as those files are written, one quirk at a time or
 all together.
-
-Example:
-    >>> model, data = landmark_model()  # doctest: +SKIP
-    >>> content = shipped_tflite(model, "mediapipe")  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -11,10 +11,6 @@ scikit-learn digits (8x8, bundled, nothing downloaded):
   the rest (:func:`widen_dense_channels`);
 * :func:`normalized_classifier`: spectrogram-like features whose bins differ in offset and
   scale, with a ``Normalization`` front end.
-
-Example:
-    >>> split = digits_split()  # doctest: +SKIP
-    >>> model = trained_depthwise_classifier(split)  # doctest: +SKIP
 """
 
 from __future__ import annotations

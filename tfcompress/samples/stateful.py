@@ -7,9 +7,6 @@ Inputs ``input (N, 512)`` (a frame of audio), ``sr ()`` (the sample rate, one sc
 weights, so quantizing it means something, and its state's batch is its *second* dimension,
 as in the files users bring. Random weights, seeded: the structure is what matters (no
 download). Needs the ``onnx`` package (``pip install tfcompress[onnx]``).
-
-Example:
-    >>> content = vad_onnx()  # doctest: +SKIP
 """
 
 from __future__ import annotations

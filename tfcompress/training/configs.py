@@ -10,13 +10,6 @@ refuses unknown keys, a newer ``version`` and values of the wrong type or range,
 reads the options compress reports wrote before configs had a version.
 
 This module imports no TensorFlow: a report is checked before any model is loaded.
-
-Example:
-    >>> config = PruneConfig(target_sparsity=0.5, then="int8")
-    >>> PruneConfig.from_dict(config.to_dict()) == config
-    True
-    >>> config_from_dict("qat", {"epochs": 2}).options()["epochs"]
-    2
 """
 
 from __future__ import annotations

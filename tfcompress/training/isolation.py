@@ -23,11 +23,6 @@ the child's time and memory limits (``TFCOMPRESS_TIMEOUT``, ``TFCOMPRESS_MEMORY_
 
 Environment (tests only): ``TFCOMPRESS_TEST_CHILD_CRASH=always`` makes the child kill itself
 with SIGSEGV before any work; ``=onednn`` does so only while oneDNN is on.
-
-Example:
-    >>> result = tfcompress.qat(model, train_data=x, isolate=True)  # doctest: +SKIP
-    >>> result.keras_model is None  # doctest: +SKIP
-    True
 """
 
 from __future__ import annotations

@@ -6,10 +6,6 @@ For one op, in this order: is the op in Coral's table (else ``unsupported-op`` o
 (``non-constant-parameter``); are its tensors at most 3-D, or only their 3 innermost
 dimensions larger than 1 (``tensor-rank``); and its row's limitations (``op-limitation``).
 Each failed check is one :class:`Issue` with what to try.
-
-Example:
-    >>> [issue.rule for issue in op_issues(view)]  # doctest: +SKIP
-    ['not-fully-quantized']
 """
 
 from __future__ import annotations

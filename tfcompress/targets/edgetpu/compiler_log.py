@@ -6,14 +6,6 @@ frozen :class:`CompilerLog`. It reads the formats seen in public Coral issues: c
 to 16.0 (the summary with the three memory lines), older or trimmed logs without them, the
 ``Operator Count Status`` table that ``-s`` prints, and the failures (an op version the
 compiler predates, ``Internal compiler error. Aborting!``, ``Compilation failed: ...``).
-
-Example:
-    >>> log = parse_compiler_log(
-    ...     "Edge TPU Compiler version 16.0.384591198\n"
-    ...     "Internal compiler error. Aborting!\n"
-    ... )
-    >>> log.compiler_version, log.succeeded, log.error
-    ('16.0.384591198', False, 'Internal compiler error. Aborting!')
 """
 
 from __future__ import annotations

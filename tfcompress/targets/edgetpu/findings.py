@@ -1,10 +1,4 @@
-"""What the Edge TPU linter reports about one op: a rule broken, why, what to try.
-
-Example:
-    >>> finding = Finding("GELU", 2, UNSUPPORTED_OP, "not in Coral's table", "use ReLU")
-    >>> finding.to_dict()["effect"]
-    'cpu'
-"""
+"""What the Edge TPU linter reports about one op: a rule broken, why, what to try."""
 
 from __future__ import annotations
 

@@ -9,11 +9,6 @@ until the first it cannot; that op and everything after it run on the CPU, in on
 segment by default. QUANTIZE ops that turn a float model input into integers stay on the
 CPU before the segment without ending it (as compiler logs show:
 https://github.com/f0cal/google-coral/issues/20).
-
-Example:
-    >>> report = check("model_int8.tflite")  # doctest: +SKIP
-    >>> report.compatible, report.ops_mapped, report.ops_total  # doctest: +SKIP
-    (False, 2, 8)
 """
 
 from __future__ import annotations

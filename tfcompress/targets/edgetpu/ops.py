@@ -12,12 +12,6 @@ embeds the same Edge TPU and Axis publishes the same rows). The rows after ``Res
 come from an earlier copy of Coral's table and from Coral maintainers in public issues; the
 ones neither confirms are ``unknown``. An op in none of the rows is ``no`` when its name sorts
 inside the range read verbatim (the table would list it), else ``unknown``.
-
-Example:
-    >>> rule_for("HARD_SWISH").support
-    <Support.NO: 'no'>
-    >>> rule_for("CONV_2D").checks
-    ('same_dilation',)
 """
 
 from __future__ import annotations

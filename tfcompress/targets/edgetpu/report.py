@@ -1,10 +1,4 @@
-"""The Edge TPU linter's result: the predicted split, the MACs it keeps, the findings.
-
-Example:
-    >>> report = check("model_int8.tflite")  # doctest: +SKIP
-    >>> report.to_dict()["first_unmapped_op"]  # doctest: +SKIP
-    {'index': 2, 'type': 'GELU'}
-"""
+"""The Edge TPU linter's result: the predicted split, the MACs it keeps, the findings."""
 
 from __future__ import annotations
 

@@ -6,14 +6,6 @@ inputs and outputs at a static batch of 1. After the conversion the linter predi
 compiler will map; where ``edgetpu_compiler`` is installed (or given) it runs too, and where
 the two disagree the verdict lists each difference and trusts the compiler, which is what the
 device will run.
-
-Example:
-    >>> result = tfcompress.quantize(
-    ...     model, representative_data=x, target="edgetpu"
-    ... )  # doctest: +SKIP
-    >>> print(result.edgetpu)  # doctest: +SKIP
-    Edge TPU linter: 9 of 9 ops predicted on the Edge TPU, 1 segment(s)
-    edgetpu_compiler not installed
 """
 
 from __future__ import annotations

@@ -12,12 +12,6 @@ without a row are not checked. The causes come from TFLite's
 ``tensorflow/lite/tools/versioning/op_version.cc``; the CONV_2D cause was also checked with
 this project's converter (TF 2.21: ``Conv2D(groups=2)`` is written as CONV_2D v6, an ordinary
 int8 convolution as v3).
-
-Example:
-    >>> version_limit("CONV_2D").refused_from
-    6
-    >>> version_limit("ADD") is None
-    True
 """
 
 from __future__ import annotations

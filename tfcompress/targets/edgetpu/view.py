@@ -1,10 +1,4 @@
-"""One operator seen with its tensors, constants and options: what every Edge TPU rule reads.
-
-Example:
-    >>> view = OpView(parsed, parsed.subgraphs[0], parsed.subgraphs[0].operators[1], {})
-    >>> view.shape(view.op.outputs[0])  # doctest: +SKIP
-    (1, 6, 6, 4)
-"""
+"""One operator seen with its tensors, constants and options: what every Edge TPU rule reads."""
 
 from __future__ import annotations
 

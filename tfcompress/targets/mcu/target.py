@@ -5,13 +5,6 @@ with int8 inputs and outputs, then runs :func:`tfcompress.targets.mcu.check` on 
 the result carries TFLM's verdict (ops, the arena, flash, TFLM against LiteRT), filed under
 ``"mcu"`` in its JSON. ``compress(..., target="mcu")`` keeps the int8 rungs, admits only
 artifacts TFLM runs whole in full int8, and ranks the passing ones by arena, then flash.
-
-Example:
-    >>> result = tfcompress.quantize(model, representative_data=x, target="mcu")
-    ... # doctest: +SKIP
-    >>> result.target_verdict.arena.recommended, result.target_verdict.flash_bytes
-    ... # doctest: +SKIP
-    (34912, 236227)
 """
 
 from __future__ import annotations
