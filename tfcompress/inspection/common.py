@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tfcompress.models.signature import format_shape
@@ -56,12 +56,7 @@ class WeightGroup:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data: ``{"dtype", "tensors", "bytes", "biases"}`` (biases None = unknown)."""
-        return {
-            "dtype": self.dtype,
-            "tensors": self.tensors,
-            "bytes": self.bytes,
-            "biases": self.biases,
-        }
+        return asdict(self)
 
 
 def group_weights(

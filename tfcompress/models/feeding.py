@@ -418,22 +418,15 @@ def config_batch_dims(value: object) -> dict[str, int]:
     Raises:
         InvalidInputError: Not a mapping of names to non-negative integers.
     """
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidInputError(
-            f"batch_dims must map input names to dimensions ({{'h': 1}}), got {value!r:.80}."
-        )
-    checked = {}
-    for key, axis in value.items():
-        if not isinstance(key, str) or not key:
-            raise InvalidInputError(f"batch_dims: {key!r:.60} is not an input name.")
+
+    def dimension(key: str, axis: object) -> int:
         if isinstance(axis, bool) or not isinstance(axis, int | np.integer) or axis < 0:
             raise InvalidInputError(
                 f"batch_dims[{key!r}] must be a dimension (an integer 0 or more), got {axis!r:.60}."
             )
-        checked[key] = int(axis)
-    return dict(sorted(checked.items()))
+        return int(axis)
+
+    return _by_input_name(value, "batch_dims", "dimensions ({'h': 1})", dimension)
 
 
 def config_input_values(value: object) -> dict[str, float]:
@@ -442,21 +435,27 @@ def config_input_values(value: object) -> dict[str, float]:
     Raises:
         InvalidInputError: Not a mapping of names to finite numbers.
     """
+
+    def number(key: str, given: object) -> float:
+        numeric = not isinstance(given, bool) and isinstance(given, int | float | np.number)
+        if not (numeric and np.isfinite(float(given))):  # type: ignore[arg-type]
+            raise InvalidInputError(
+                f"input_values[{key!r}] must be a finite number, got {given!r:.60}."
+            )
+        return float(given)  # type: ignore[arg-type]
+
+    return _by_input_name(value, "input_values", "numbers ({'sr': 16000})", number)
+
+
+def _by_input_name(value: object, field: str, values: str, check: Any) -> dict[str, Any]:
+    """A config's mapping of input names, each value through ``check``, sorted by name."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise InvalidInputError(
-            f"input_values must map input names to numbers ({{'sr': 16000}}), got {value!r:.80}."
-        )
+        raise InvalidInputError(f"{field} must map input names to {values}, got {value!r:.80}.")
     checked = {}
-    for key, number in value.items():
+    for key, item in value.items():
         if not isinstance(key, str) or not key:
-            raise InvalidInputError(f"input_values: {key!r:.60} is not an input name.")
-        if isinstance(number, bool) or not isinstance(number, int | float | np.number):
-            number = float("nan")
-        if not np.isfinite(float(number)):
-            raise InvalidInputError(
-                f"input_values[{key!r}] must be a finite number, got {value[key]!r:.60}."
-            )
-        checked[key] = float(number)
+            raise InvalidInputError(f"{field}: {key!r:.60} is not an input name.")
+        checked[key] = check(key, item)
     return dict(sorted(checked.items()))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfcompress._files import read_regular_bytes
-from tfcompress.errors import ModelLoadError
+from tfcompress.errors import ModelLoadError, UnsupportedModelError
 from tfcompress.models.onnx import is_onnx_bytes
 
 __all__ = [
@@ -276,3 +276,23 @@ def _unrecognised(path: Path, content: bytes, claimed: ModelFormat | None) -> st
             "or another format; save it again with model.save()."
         )
     return f"{path}: unrecognised model format; pass {_SUPPORTED}."
+
+
+def read_tflite_path(path: Path, refusal: str) -> bytes:
+    """The bytes of a file a ``.tflite``-only tool was given (the Edge TPU linter, TFLM).
+
+    A missing file, a folder or a file of another format we know is refused, ``refusal``
+    saying what to pass instead; bytes of no known format come back for the caller to refuse.
+    """
+    if not path.exists():
+        raise ModelLoadError(f"{path}: no such file; pass the path of the .tflite to check.")
+    if path.is_dir():
+        raise UnsupportedModelError(f"{path}: a directory; {refusal}")
+    content = read_regular_bytes(path, error=ModelLoadError, what="a .tflite file")
+    if is_tflite_bytes(content):
+        return content
+    try:
+        found = sniff_format(path)
+    except ModelLoadError:  # no format we know: the caller reports it as a bad .tflite
+        return content
+    raise UnsupportedModelError(f"{path}: a {found.value} model, not a .tflite; {refusal}")

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from tfcompress.models.tflite_file import Operator, Subgraph, TFLiteFile, read_tflite
@@ -144,13 +144,7 @@ class DynamicTensor:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
-        return {
-            "index": self.index,
-            "op": self.op,
-            "tensor": self.tensor,
-            "layer": self.layer,
-            "from_dynamic_batch": self.from_dynamic_batch,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)

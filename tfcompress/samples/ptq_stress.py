@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from tfcompress._compat.keras import KerasFlavour, flavour_of, keras_module
-from tfcompress.data import Dataset
 from tfcompress.samples.datasets import Split, digits
 from tfcompress.samples.tasks import digit_boxes
 
@@ -225,8 +224,3 @@ def _fit(
     keras = keras_module(flavour_of(model) or KerasFlavour.KERAS3)
     model.compile(optimizer=keras.optimizers.Adam(rate), loss=loss, **compile_options)
     model.fit(x, y, epochs=epochs, batch_size=32, verbose=0)
-
-
-def as_dataset(x: Any) -> Dataset:
-    """Samples without labels."""
-    return Dataset(x)

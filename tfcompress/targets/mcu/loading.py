@@ -6,9 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tfcompress._files import read_regular_bytes
-from tfcompress.errors import InvalidArgumentTypeError, ModelLoadError, UnsupportedModelError
-from tfcompress.models.formats import is_tflite_bytes, sniff_format
+from tfcompress.errors import InvalidArgumentTypeError, ModelLoadError
+from tfcompress.models.formats import is_tflite_bytes, read_tflite_path
 
 __all__ = ["read_checked"]
 
@@ -37,7 +36,7 @@ def read_checked(model: Any) -> tuple[bytes, str]:
     elif isinstance(model, bytes | bytearray | memoryview):
         content, source = bytes(model), "<bytes>"
     elif isinstance(model, str | os.PathLike):
-        content, source = _read_path(Path(model)), str(model)
+        content, source = read_tflite_path(Path(model), _TFLITE_ONLY), str(model)
     else:
         raise InvalidArgumentTypeError(
             f"expected a .tflite path, its bytes or a TFLiteModel, got {type(model).__name__}; "
@@ -52,20 +51,3 @@ def read_checked(model: Any) -> tuple[bytes, str]:
     if not parsed.subgraphs:
         raise ModelLoadError(f"{source}: the .tflite has no subgraph; re-export the model.")
     return content, source
-
-
-def _read_path(path: Path) -> bytes:
-    if not path.exists():
-        raise ModelLoadError(f"{path}: no such file; pass the path of the .tflite to check.")
-    if path.is_dir():
-        raise UnsupportedModelError(f"{path}: a directory; {_TFLITE_ONLY}")
-    content = read_regular_bytes(path, error=ModelLoadError, what="a .tflite file")
-    if is_tflite_bytes(content):
-        return content
-    try:
-        found = sniff_format(path)
-    except ModelLoadError:  # no format we know: report it as a bad .tflite
-        found = None
-    if found is not None:
-        raise UnsupportedModelError(f"{path}: a {found.value} model, not a .tflite; {_TFLITE_ONLY}")
-    return content
