@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fuzzing.invocations_options import _BAD_LIMITS, _BAD_MEMORY
 from tfcompress.cli import main
 from tfcompress.errors import InvalidInputError
 from tfcompress.models import probe
@@ -180,6 +181,21 @@ def test_the_one_time_limit_out_of_range_is_one_line_for_the_probe(
     assert main(["inspect", str(files["float"])]) == 2
     line = _one_line(capsys, "inspect")
     assert f"TFCOMPRESS_TIMEOUT={value!r}" in line and "at most 604800" in line, line
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("TFCOMPRESS_TIMEOUT", v) for v in _BAD_LIMITS]
+    + [("TFCOMPRESS_MEMORY_LIMIT", v) for v in _BAD_MEMORY],
+)
+def test_every_hostile_limit_is_one_line_before_a_child_starts(
+    files, capsys, monkeypatch, variable, value
+):
+    # The fuzz campaign's env.* values (its long run sends them to fresh processes).
+    monkeypatch.setenv(variable, value)
+    assert main(["inspect", str(files["float"])]) == 2
+    line = _one_line(capsys, "inspect")
+    assert variable in line and len(line) < 600 and "\x1b" not in line, line
 
 
 @pytest.mark.parametrize("value", BAD_SECONDS)
