@@ -22,16 +22,6 @@ from types import ModuleType
 
 from tfcompress.errors import MissingDependencyError
 
-__all__ = [
-    "INSTALL_HINT",
-    "PACKAGE",
-    "installed",
-    "require",
-    "tflm_runtime",
-    "tflm_schema",
-    "tflm_version",
-]
-
 #: The pinned distribution (setup.cfg's ``mcu`` extra) and the one line to run without it.
 PACKAGE = "tflite-micro"
 INSTALL_HINT = "pip install 'tfcompress[mcu]'"

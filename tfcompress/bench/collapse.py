@@ -28,8 +28,6 @@ import numpy as np
 
 from tfcompress.bench.fidelity import class_scores, snr_db, snr_stats
 
-__all__ = ["MIN_SNR_DB", "find_collapse"]
-
 MIN_SNR_DB = 10.0
 #: Share of the way from chance to the float model's score below which an output collapsed.
 LEFT_OF_LEAD = 0.25

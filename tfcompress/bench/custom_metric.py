@@ -16,8 +16,6 @@ import numpy as np
 from tfcompress.bench.metric_def import MetricDef, Prepared
 from tfcompress.errors import InvalidDataError
 
-__all__ = ["function_metric"]
-
 
 def function_metric(function: Callable[[np.ndarray, np.ndarray], float]) -> MetricDef:
     """``function(labels, outputs) -> float`` as a task metric (higher is better, a fraction).

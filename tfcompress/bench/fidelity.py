@@ -24,28 +24,6 @@ DEFAULT_MIN_SNR_DB = get_threshold("min_snr").default
 DEFAULT_MIN_COSINE = get_threshold("min_cosine").default
 DEFAULT_MIN_AGREEMENT = get_threshold("min_agreement").default
 
-__all__ = [
-    "DEFAULT_MIN_AGREEMENT",
-    "DEFAULT_MIN_COSINE",
-    "DEFAULT_MIN_SNR_DB",
-    "FIDELITY_METRICS",
-    "agreement_metric",
-    "agreement_per_sample",
-    "binary_threshold",
-    "class_count",
-    "class_predictions",
-    "class_scores",
-    "cosine_metric",
-    "cosine_per_sample",
-    "describe_shape",
-    "max_abs_metric",
-    "max_abs_per_sample",
-    "snr_db",
-    "snr_db_of_rows",
-    "snr_metric",
-    "snr_stats",
-]
-
 
 def binary_threshold(outputs: np.ndarray) -> float:
     """The cut of a single-unit output: 0.5 for probabilities in [0, 1], 0.0 for logits."""

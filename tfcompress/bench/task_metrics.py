@@ -26,16 +26,6 @@ from tfcompress.bench.fidelity import (
 from tfcompress.bench.metric_def import MetricDef, Prepared
 from tfcompress.errors import InvalidDataError, InvalidInputError
 
-__all__ = [
-    "TASK_METRICS",
-    "binary_accuracy_metric",
-    "correct_top_k",
-    "metric_for_labels",
-    "miou_metric",
-    "regression_metric",
-    "top_k_metric",
-]
-
 
 def correct_top_k(labels: np.ndarray, outputs: np.ndarray, k: int = 1) -> np.ndarray:
     """Per-sample booleans: is the label among the ``k`` highest outputs?

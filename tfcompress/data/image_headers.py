@@ -11,8 +11,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-__all__ = ["ImageHeader", "read_header"]
-
 _PNG = b"\x89PNG\r\n\x1a\n"
 # JPEG start-of-frame markers (baseline, progressive, lossless, arithmetic...): C0-CF
 # except DHT (C4), JPG (C8) and DAC (CC).

@@ -28,8 +28,6 @@ from tfcompress._files import check_regular_file, file_kind
 from tfcompress._limits import MAX_INFLATED_BYTES
 from tfcompress.errors import InvalidDataError, TFCompressError
 
-__all__ = ["read_npy", "read_npz", "write_npz"]
-
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = b"PK\x03\x04"
 _MAX_HEADER = 10_000  # numpy's own limit on .npy header length

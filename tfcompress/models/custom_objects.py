@@ -29,8 +29,6 @@ from typing import Any
 
 from tfcompress.errors import InvalidInputError
 
-__all__ = ["import_custom_objects"]
-
 
 def import_custom_objects(
     path: str | os.PathLike[str], *, tf_keras: bool = False

@@ -14,8 +14,6 @@ import zipfile
 
 from tfcompress.models.formats import ModelFormat, is_tflite_bytes
 
-__all__ = ["detect_formats"]
-
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _ZIP_MAGIC = b"PK\x03\x04"
 _MAX_FIELDS_WALKED = 100_000  # an ONNX model's top level has a handful of fields

@@ -26,17 +26,6 @@ from tfcompress._files import read_regular_bytes
 from tfcompress.errors import ModelLoadError, UnsupportedModelError
 from tfcompress.models.onnx import is_onnx_bytes
 
-__all__ = [
-    "TFLITE_IDENTIFIER",
-    "CheckedFile",
-    "ModelFormat",
-    "claimed_format",
-    "is_tflite_bytes",
-    "keras_version_of",
-    "read_model_file",
-    "sniff_format",
-]
-
 TFLITE_IDENTIFIER = b"TFL3"
 logger = logging.getLogger(__name__)
 

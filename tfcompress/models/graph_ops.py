@@ -18,8 +18,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["IO_OPS", "GraphOp", "scan_graph"]
-
 _WRITES = "writes files"
 _READS = "reads files"
 _NETWORK = "talks to other machines"

@@ -70,16 +70,6 @@ from tfcompress.models.formats import (
     read_model_file,
 )
 
-__all__ = [
-    "CodeReference",
-    "check_configs",
-    "check_keras_file",
-    "file_configs",
-    "find_code",
-    "read_model_configs",
-    "saved_model_configs",
-]
-
 # A real config is kilobytes to a few megabytes; this bounds what a zip entry may inflate to.
 MAX_CONFIG_BYTES = 256 * 2**20
 _ZIP_ERRORS = (OSError, KeyError, zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError)

@@ -20,8 +20,6 @@ from typing import Any
 from tfcompress._files import file_kind
 from tfcompress.errors import ModelLoadError
 
-__all__ = ["check_feedable", "embed_external_data"]
-
 _PROTOBUF_LIMIT = 2**31 - 1  # a serialized protobuf message cannot be larger
 _EXTERNAL = 1  # TensorProto.EXTERNAL
 

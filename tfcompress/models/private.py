@@ -23,8 +23,6 @@ from pathlib import Path
 from tfcompress._files import file_kind
 from tfcompress.errors import ModelLoadError, OutputLocationError
 
-__all__ = ["PrivateFolder", "copy_regular_tree", "private_file", "temporary_space"]
-
 _PREFIX = "tfcompress-checked-"
 _lock = threading.Lock()
 _root: Path | None = None

@@ -18,15 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = [
-    "ONNX_QUANTIZED_OPS",
-    "already_quantized",
-    "quantized_precision",
-    "quantized_refusal",
-    "refuse_quantized",
-    "tflite_precision",
-]
-
 #: ONNX ops that only a quantized graph holds.
 ONNX_QUANTIZED_OPS = frozenset(
     {

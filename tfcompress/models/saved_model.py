@@ -33,8 +33,6 @@ from tfcompress.models.formats import check_saved_model_dir
 from tfcompress.models.graph_ops import GraphOp, scan_graph
 from tfcompress.models.private import PrivateFolder, copy_regular_tree, temporary_space
 
-__all__ = ["CheckedSavedModel", "check_saved_model", "describe_ops", "first_line"]
-
 logger = logging.getLogger(__name__)
 
 # Everything TensorFlow's loaders read from a SavedModel folder.

@@ -16,8 +16,6 @@ from typing import Any
 from tfcompress.errors import ModelLoadError
 from tfcompress.models.tflite_file import TFLiteFile
 
-__all__ = ["ACTIVATION_NAMES", "OptionValue", "read_options"]
-
 OptionValue = int | tuple[int, ...]
 
 ACTIVATION_NAMES = {0: "NONE", 1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH", 5: "SIGN_BIT"}

@@ -36,16 +36,6 @@ from tfcompress.errors import BackendUnavailableError, TFCompressError, Unsuppor
 if TYPE_CHECKING:
     from tfcompress.runtime.gpu_support import GpuSupport
 
-__all__ = [
-    "DELEGATE_FAILED",
-    "NO_DEVICE",
-    "NativeLog",
-    "VULKAN_HINT",
-    "delegate_cpu_ops",
-    "diagnose",
-    "failure_kind",
-    "native_log",
-]
 
 logger = logging.getLogger(__name__)
 

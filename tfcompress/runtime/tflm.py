@@ -25,8 +25,6 @@ from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime.base import Feed, Outputs, Runner, copying_calls, register_backend
 
-__all__ = ["NOT_A_DEVICE_FIGURE", "TFLMRunner"]
-
 #: What every row of this backend says about its latency.
 NOT_A_DEVICE_FIGURE = "host time of TFLM's reference kernels, not a device latency"
 _FIRST_ARENA = 64 * 1024

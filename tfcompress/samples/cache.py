@@ -40,8 +40,6 @@ import numpy as np
 from tfcompress._files import write_bytes_atomic
 from tfcompress.errors import OutputExistsError, OutputLocationError
 
-__all__ = ["CACHE_DIR_ENV", "SplitArrays", "cache_dir", "cached_split", "package_file"]
-
 logger = logging.getLogger(__name__)
 
 #: The environment variable that names the cache folder.

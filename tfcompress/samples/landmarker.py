@@ -18,8 +18,6 @@ import numpy as np
 
 from tfcompress.data.dataset import Dataset
 
-__all__ = ["VARIANTS", "landmark_data", "landmark_model", "shipped_tflite", "shipped_variants"]
-
 #: The quirks :func:`shipped_tflite` can give a file; ``mediapipe`` has all three.
 VARIANTS = ("float", "no_signature", "float16", "old_opcodes", "mediapipe")
 _PLACEHOLDER_FOR_GREATER_OP_CODES = 127

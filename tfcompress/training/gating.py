@@ -23,8 +23,6 @@ from tfcompress.testing.report import GateReport
 from tfcompress.testing.settings import GateSettings
 from tfcompress.training.tasks import Labels
 
-__all__ = ["GateLike", "TrainingGate", "judge_export", "plan_gate", "rehearse_gate"]
-
 GateLike = Check | Sequence[Check]
 
 

@@ -24,8 +24,6 @@ import numpy as np
 from tfcompress.bench.metrics import MetricDef, choose_metric, get_metric
 from tfcompress.training.tasks import Labels
 
-__all__ = ["OutputScore", "choose_score_metric", "score_outputs"]
-
 # How much worse than the un-fine-tuned export an output may come out before the result says
 # so: half a point of accuracy, agreement or mIoU (fractions), half a decibel of SNR, 5% more
 # squared error. Smaller differences are the noise of a seeded fine-tune on a few hundred

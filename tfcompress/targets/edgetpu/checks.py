@@ -24,14 +24,6 @@ from tfcompress.targets.edgetpu.limitations import LIMITATION_CHECKS
 from tfcompress.targets.edgetpu.ops import Support, rule_for
 from tfcompress.targets.edgetpu.view import EIGHT_BIT, OpView
 
-__all__ = [
-    "FIX_QUANTIZE",
-    "FIX_STATIC_SHAPE",
-    "TARGET_FIX",
-    "is_input_quantizer",
-    "op_issues",
-]
-
 # `--target edgetpu` applies the three fixes below at once (integer-only int8, 8-bit
 # inputs and outputs, a static batch of 1): each fix names it first.
 TARGET_FIX = "`tfcompress quantize MODEL --target edgetpu --data CALIB.npz --out M.tflite`"

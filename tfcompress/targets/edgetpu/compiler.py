@@ -26,14 +26,6 @@ from tfcompress.errors import BackendUnavailableError, ConversionError
 from tfcompress.targets.edgetpu.compiler_log import CompilerLog, parse_compiler_log
 from tfcompress.targets.edgetpu.compiler_process import run_supervised
 
-__all__ = [
-    "COMPILER_NAME",
-    "CompilerRun",
-    "EdgeTPUCompilerError",
-    "compile_for_edgetpu",
-    "find_compiler",
-]
-
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
 

@@ -14,8 +14,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAPPED_STATUS", "CompilerLog", "OperatorStatus", "parse_compiler_log", "parse_size"]
-
 MAPPED_STATUS = "Mapped to Edge TPU"
 """The status text of an operator row the compiler put on the Edge TPU."""
 

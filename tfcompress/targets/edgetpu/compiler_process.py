@@ -16,8 +16,6 @@ from typing import Any
 from tfcompress.errors import BackendUnavailableError, ChildTimeoutError, NativeCrashError
 from tfcompress.targets.edgetpu.compiler_log import parse_compiler_log
 
-__all__ = ["run_supervised"]
-
 logger = logging.getLogger(__name__)
 
 _INSTALL_HINT = (

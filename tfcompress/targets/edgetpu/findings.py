@@ -6,22 +6,6 @@ import enum
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = [
-    "ALREADY_COMPILED",
-    "DYNAMIC_SHAPE",
-    "MULTIPLE_SUBGRAPHS",
-    "NON_CONSTANT_PARAMETER",
-    "NOT_FULLY_QUANTIZED",
-    "OP_LIMITATION",
-    "OP_SUPPORT_UNKNOWN",
-    "OP_VERSION",
-    "TENSOR_RANK",
-    "UNSUPPORTED_OP",
-    "Effect",
-    "Finding",
-    "Issue",
-]
-
 # Rule names (stable: JSON consumers and tests match on them).
 NOT_FULLY_QUANTIZED = "not-fully-quantized"
 DYNAMIC_SHAPE = "dynamic-shape"

@@ -16,8 +16,6 @@ from tfcompress.models.tflite_options import ACTIVATION_NAMES
 from tfcompress.targets.edgetpu.findings import OP_LIMITATION, Issue
 from tfcompress.targets.edgetpu.view import EIGHT_BIT, OpView
 
-__all__ = ["LIMITATION_CHECKS"]
-
 Check = Callable[[OpView], Issue | None]
 _SOFTMAX_MAX = 16_000
 

@@ -41,8 +41,6 @@ from tfcompress.targets.edgetpu.versions import (
 )
 from tfcompress.targets.edgetpu.view import OpView
 
-__all__ = ["check"]
-
 _COMPILED_OP = "CUSTOM:edgetpu-custom-op"
 _TFLITE_ONLY = (
     "the Edge TPU linter reads .tflite files: convert the model first with `tfcompress quantize "

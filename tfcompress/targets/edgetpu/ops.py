@@ -19,8 +19,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-__all__ = ["CORAL_TABLE", "OP_RULES", "READ_THROUGH", "OpRule", "Support", "rule_for"]
-
 
 class Support(enum.StrEnum):
     """Whether the Edge TPU compiler maps an op (``unknown``: no source confirms either way)."""

@@ -11,8 +11,6 @@ from tfcompress.targets.edgetpu.findings import Effect, Finding
 from tfcompress.targets.edgetpu.ops import CORAL_TABLE
 from tfcompress.targets.edgetpu.versions import COMPILER_VERSION
 
-__all__ = ["EdgeTPUReport", "OpPrediction"]
-
 _SHOWN_INDICES = 4
 
 

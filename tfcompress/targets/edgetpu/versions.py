@@ -18,14 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = [
-    "COMPILER_VERSION",
-    "GENERAL_WORKAROUNDS",
-    "VERSION_LIMITS",
-    "VersionLimit",
-    "version_limit",
-]
-
 COMPILER_VERSION = "16.0.384591198"
 
 #: What public reports did about op versions in general, with where they said it.

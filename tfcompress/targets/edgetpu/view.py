@@ -11,8 +11,6 @@ import numpy as np
 from tfcompress.models.tflite_file import Operator, Subgraph, Tensor, TFLiteFile
 from tfcompress.models.tflite_options import OptionValue
 
-__all__ = ["EIGHT_BIT", "OpView"]
-
 EIGHT_BIT = frozenset({"int8", "uint8"})
 _INT_TYPES = {"int8": "<i1", "uint8": "<u1", "int32": "<i4", "int64": "<i8"}
 

@@ -14,8 +14,6 @@ from typing import Any
 
 from tfcompress.targets.mcu._tflm import _interpreter, _run_tflm, _stderr_to
 
-__all__ = ["compress_and_compare"]
-
 #: The widest index TFLM's LUT format holds; 8 bits would save nothing on int8 weights.
 MAX_BITS = 7
 _FIRST_ARENA = 64 * 1024

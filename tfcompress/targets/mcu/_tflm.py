@@ -18,15 +18,6 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = [
-    "kernels",
-    "load",
-    "reference_outputs",
-    "reference_tensors",
-    "smallest_arena",
-    "tflm_tensors",
-]
-
 
 @contextlib.contextmanager
 def _stderr_to(log: str) -> Iterator[None]:

@@ -23,18 +23,6 @@ from typing import Any
 
 from tfcompress.targets.mcu.probe import Budget, Failure, in_child
 
-__all__ = [
-    "ALIGNMENT",
-    "MARGIN",
-    "MAX_ARENA",
-    "Allocations",
-    "Arena",
-    "Bisection",
-    "parse_allocations",
-    "recommended",
-    "smallest_arena",
-]
-
 #: The safety margin over the host's smallest arena (see the module's docstring).
 MARGIN = 0.10
 #: TFLM aligns its arena to 16 bytes; recommended sizes are multiples of it.

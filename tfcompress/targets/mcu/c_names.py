@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["file_identifier", "header_guard", "identifier_problem", "include_name_problem"]
-
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INCLUDE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 _KEYWORD_WORDS = (

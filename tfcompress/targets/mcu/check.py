@@ -57,8 +57,6 @@ from tfcompress.targets.mcu.ops import (
 from tfcompress.targets.mcu.probe import Budget, Failure, Outcome, in_child
 from tfcompress.targets.mcu.report import McuReport
 
-__all__ = ["check", "measure_arena"]
-
 _MIN_FIRST_ARENA = 64 * 1024
 
 

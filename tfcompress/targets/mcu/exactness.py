@@ -26,20 +26,6 @@ from tfcompress.targets.mcu.findings import Finding
 from tfcompress.targets.mcu.ops import REQUANTIZE, op_refusal
 from tfcompress.targets.mcu.probe import in_child
 
-__all__ = [
-    "MAX_IO_BYTES",
-    "MAX_SAMPLE_BYTES",
-    "DEFAULT_SAMPLES",
-    "Exactness",
-    "OpDifference",
-    "OutputDifference",
-    "against_litert",
-    "compare",
-    "io_bytes",
-    "io_findings",
-    "sample_inputs",
-]
-
 #: Samples compared when the user's data holds more (each runs on reference kernels twice).
 DEFAULT_SAMPLES = 100
 #: The most bytes one invocation's inputs and outputs may declare together: 64 MiB, eight

@@ -35,16 +35,6 @@ from tfcompress.targets.mcu.c_names import (
 )
 from tfcompress.targets.mcu.resolver import OpCall
 
-__all__ = [
-    "ARRAY_ALIGNMENT",
-    "ARRAY_OVERHEAD_BYTES",
-    "CArray",
-    "c_identifier",
-    "export_c",
-    "flash_bytes",
-    "render",
-]
-
 ARRAY_ALIGNMENT = 16
 #: Bytes the C array adds to the model in flash, at most: alignment padding + the length.
 ARRAY_OVERHEAD_BYTES = (ARRAY_ALIGNMENT - 1) + 4

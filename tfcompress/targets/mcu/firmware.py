@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import textwrap
 
-__all__ = ["render_main"]
-
 
 def render_main(
     name: str, header: str, ops_header: str, arena: int, arena_note: str, op_count: int

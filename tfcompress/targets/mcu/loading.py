@@ -9,8 +9,6 @@ from typing import Any
 from tfcompress.errors import InvalidArgumentTypeError, ModelLoadError
 from tfcompress.models.formats import is_tflite_bytes, read_tflite_path
 
-__all__ = ["read_checked"]
-
 _TFLITE_ONLY = (
     "TFLite Micro runs .tflite files: convert it first with `tfcompress quantize MODEL "
     "--target mcu --data CALIB.npz --out model_int8.tflite`."

@@ -19,17 +19,6 @@ from typing import Any
 
 from tfcompress.targets.mcu.findings import Finding
 
-__all__ = [
-    "REQUANTIZE",
-    "OpRef",
-    "arena_too_small",
-    "missing_op",
-    "op_refusal",
-    "precision_findings",
-    "readable",
-    "softmax_findings",
-]
-
 _MISSING = (
     re.compile(r"Didn't find op for builtin opcode '([A-Z0-9_]+)'"),
     re.compile(r"Failed to get registration from op code ([A-Z0-9_]+)"),

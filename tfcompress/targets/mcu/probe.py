@@ -27,8 +27,6 @@ from tfcompress._child import call, signal_name
 from tfcompress._limits import CHILD_TIMEOUT
 from tfcompress.errors import ChildTimeoutError, NativeCrashError, ResourceLimitError
 
-__all__ = ["Budget", "Failure", "Outcome", "in_child"]
-
 _LOG_TAIL = 16 * 1024
 _CHILD = "tfcompress.targets.mcu._tflm"
 

@@ -20,8 +20,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["OpCall", "op_calls", "parse_header", "render_ops_header", "resolver_ops", "write_table"]
-
 _METHOD = re.compile(r"TfLiteStatus\s+(Add\w+)\s*\(")
 _BUILTIN = re.compile(r"AddBuiltin\(\s*(?:tflite::)?BuiltinOperator_(\w+)")
 _CUSTOM = re.compile(r'AddCustom\(\s*"([^"]+)"')

@@ -14,8 +14,6 @@ from typing import Any
 
 from tfcompress.targets.base import BudgetField, RecipeRules, Target, register_target
 
-__all__ = ["McuTarget", "mcu_rank", "mcu_refusal"]
-
 # rank: arena first, flash second, in one integer (flash < 2**40 bytes on any device).
 _FLASH_SPAN = 1 << 40
 _UNKNOWN = 1 << 80
