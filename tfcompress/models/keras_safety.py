@@ -61,13 +61,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfcompress._files import read_regular_bytes
 from tfcompress.errors import ModelLoadError
 from tfcompress.models.formats import (
     CheckedFile,
     ModelFormat,
-    check_saved_model_dir,
-    read_model_file,
 )
 
 # A real config is kilobytes to a few megabytes; this bounds what a zip entry may inflate to.
@@ -129,26 +126,6 @@ class CodeReference:
             return f"a {self.class_name or 'top-level'} object, which {self.danger}"
         where = f" (in {'/'.join(self.path[:-1])})" if len(self.path) > 1 else ""
         return f"a {self.class_name} layer {self.path[-1]!r}{where}, which {self.danger}"
-
-
-def read_model_configs(path: Path) -> list[dict[str, Any]]:
-    """Read and parse the model config(s) of a Keras file without any Keras loader.
-
-    Args:
-        path: An ``.h5`` file, a ``.keras`` archive, or a SavedModel directory holding
-            ``keras_metadata.pb`` (one JSON document per saved object).
-
-    Raises:
-        ModelLoadError: The config is missing, unreadable, not JSON, not a JSON object, or
-            nested deeper than Python can parse; the file is of another format, or of two.
-    """
-    if path.is_dir():
-        check_saved_model_dir(path)
-        content = read_regular_bytes(
-            path / "keras_metadata.pb", error=ModelLoadError, what="a keras_metadata.pb file"
-        )
-        return saved_model_configs(content, path)
-    return file_configs(read_model_file(path))
 
 
 def file_configs(checked: CheckedFile) -> list[dict[str, Any]]:
@@ -243,21 +220,6 @@ def find_code(config: Any, *, tf_keras_loader: bool) -> list[CodeReference]:
             found.setdefault((parents, owner), CodeReference(parents, _label(owner), danger))
         stack.extend((item, parents, owner) for item in reversed(list(value.values())))
     return list(found.values())
-
-
-def check_keras_file(path: Path, *, tf_keras_loader: bool, safe_mode: bool = True) -> None:
-    """Parse a Keras file's config and, in safe mode, refuse it if loading would run code.
-
-    The config is always parsed, so a corrupt or hostile one (deep nesting, not an object)
-    fails here with one clear line rather than inside a Keras loader. Loaders do not call
-    this: they check the bytes they load (:func:`file_configs`, :func:`check_configs`).
-
-    Raises:
-        ModelLoadError: The config cannot be read, or it holds code and ``safe_mode`` is on.
-    """
-    check_configs(
-        read_model_configs(path), path, tf_keras_loader=tf_keras_loader, safe_mode=safe_mode
-    )
 
 
 def _dangers(value: dict[str, Any], class_name: object, *, tf_keras_loader: bool) -> Iterator[str]:

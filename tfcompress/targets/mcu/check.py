@@ -103,19 +103,12 @@ def check(
         >>> report.compatible, report.arena.smallest, report.exactness.bit_exact  # doctest: +SKIP
         (True, 31736, True)
     """
-    from tfcompress._compat.tflm import require, tflm_version
+    from tfcompress._compat.tflm import tflm_version
     from tfcompress.models.loading import TFLiteModel
     from tfcompress.models.signature import tflite_io_tensors
-    from tfcompress.models.tflite_file import read_tflite
-    from tfcompress.targets.mcu.loading import read_checked
 
     start = time.perf_counter()
-    require()
-    budget = Budget(CHILD_TIMEOUT.given(timeout_s, name="timeout_s"))
-    content, source = read_checked(model)
-    name = Path(source).name if source != "<bytes>" else "the model"
-    parsed = read_tflite(content, source=source)
-    readable(content, source)
+    budget, content, source, name, parsed = _opened(model, timeout_s)
     refs = op_refs(parsed)
     precision, findings = precision_findings(parsed, refs)
     findings += softmax_findings(content, parsed)
@@ -164,16 +157,7 @@ def measure_arena(model: Any, *, timeout_s: float | None = None) -> float:
     What model selection's ``--max-arena`` budget measures: the load and the bisection
     of :func:`check`, without the samples.
     """
-    from tfcompress._compat.tflm import require
-    from tfcompress.models.tflite_file import read_tflite
-    from tfcompress.targets.mcu.loading import read_checked
-
-    require()
-    budget = Budget(CHILD_TIMEOUT.given(timeout_s, name="timeout_s"))
-    content, source = read_checked(model)
-    name = Path(source).name if source != "<bytes>" else "the model"
-    parsed = read_tflite(content, source=source)
-    readable(content, source)
+    budget, content, _, name, parsed = _opened(model, timeout_s)
     allocated_at, _, _ = _load(content, parsed, op_refs(parsed), name, budget)
     if allocated_at is None:
         return math.inf
@@ -181,6 +165,21 @@ def measure_arena(model: Any, *, timeout_s: float | None = None) -> float:
     if bisection.failure is not None:
         return math.inf
     return float(recommended(bisection.high))
+
+
+def _opened(model: Any, timeout_s: float | None) -> tuple[Budget, bytes, str, str, Any]:
+    """TFLM installed, the one time limit, the checked bytes, their name, the parsed file."""
+    from tfcompress._compat.tflm import require
+    from tfcompress.models.tflite_file import read_tflite
+    from tfcompress.targets.mcu.loading import read_checked
+
+    require()
+    budget = Budget(CHILD_TIMEOUT.given(timeout_s, name="timeout_s"))
+    content, source = read_checked(model)
+    parsed = read_tflite(content, source=source)
+    readable(content, source)
+    name = Path(source).name if source != "<bytes>" else "the model"
+    return budget, content, source, name, parsed
 
 
 def _explain_crashes(findings: list[Finding]) -> list[Finding]:

@@ -85,11 +85,6 @@ class OpRef:
     opcode_index: int
     name: str
 
-    @property
-    def tflm_name(self) -> str:
-        """How TFLM names it in its messages (``CUSTOM`` for every custom op)."""
-        return "CUSTOM" if self.name.startswith("CUSTOM:") else self.name
-
 
 def op_refs(parsed: Any) -> list[OpRef]:
     """Every operator of a parsed ``.tflite``, in the order TFLM looks their kernels up."""
