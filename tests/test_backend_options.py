@@ -76,7 +76,7 @@ def test_unknown_option_is_refused_naming_who_takes_it(files, backend, option, t
     assert takers in message
 
 
-def test_the_cpu_compiled_example_from_the_issue(files):
+def test_xnnpack_is_refused_by_cpu_compiled_and_honoured_by_cpu(files):
     with pytest.raises(InvalidInputError, match="'cpu-compiled' backend has no option"):
         create_runner(files["int8"], backend="cpu-compiled", use_xnnpack=False)
     with create_runner(files["int8"], backend="cpu", use_xnnpack=False) as runner:

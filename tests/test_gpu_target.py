@@ -166,7 +166,7 @@ def test_cli_quantize_for_the_gpu_passes_the_demo_cnn(model_files, tmp_path, cap
 
 @pytest.mark.gpu
 def test_gpu_backend_names_the_ops_at_fault_or_says_no_gpu(cnn_files, mnist_split):
-    """The issue's case: the dynamic-batch CNN on a machine with a GPU is not "no GPU"."""
+    """The dynamic-batch CNN on a machine with a GPU is not "no GPU"."""
     from tfcompress.models import TFLiteModel
     from tfcompress.runtime import create_runner
 
