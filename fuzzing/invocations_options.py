@@ -127,7 +127,9 @@ def _limit_case(variable: str, values: list[str]) -> None:
     Edge TPU compiler alike: each is checked before its child starts.
     """
 
-    @invocation(f"env.{variable.removeprefix('TFCOMPRESS_').lower()}")
+    # A fresh process each (seconds): the long campaign's. The suite refuses every value of
+    # both lists in-process (tests/test_untrusted_options.py, each limit's hostile values).
+    @invocation(f"env.{variable.removeprefix('TFCOMPRESS_').lower()}", slow=True)
     def make(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Invocation:
         value = values[int(rng.integers(0, len(values)))]
         kind = ("child", "probe", "compiler")[int(rng.integers(0, 3))]

@@ -219,7 +219,9 @@ def _pytest_usage(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Invoc
     return Invocation("pytest", argv, inputs, None, False, runner="pytest", exit_codes=(4,))
 
 
-@invocation("pytest.report_names_an_input")
+# A pytest session of its own (seconds): the long campaign's; the suite checks each of the
+# three roles (tests/test_untrusted_options.py: the gate report never replaces a gate input).
+@invocation("pytest.report_names_an_input", slow=True)
 def _pytest_clash(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Invocation:
     """``--tfc-gate-report`` names the gate's model or data: that gate fails, nothing is lost.
 

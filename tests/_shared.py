@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 
@@ -49,3 +50,42 @@ def build_once(
             paths = build(folder)
             index.write_text(json.dumps({key: str(path) for key, path in paths.items()}))
     return {key: Path(path) for key, path in json.loads(index.read_text()).items()}
+
+
+def summed_terms(model) -> int:
+    """How many products a Keras model sums along its path: each kernel's fan-in, added up.
+
+    The bound on how far two float kernels may drift apart grows with it (see `kernel_atol`).
+    Depthwise kernels count every channel: an upper bound, never an underestimate.
+    """
+    kernels = [w for layer in model.layers for w in layer.get_weights() if np.ndim(w) >= 2]
+    return max(1, sum(int(np.prod(np.shape(k)[:-1])) for k in kernels))
+
+
+def kernel_atol(reference, *, terms: int, step: float | None = None, dtype="float32") -> float:
+    """How far two correct kernels' outputs may differ, derived from the values compared.
+
+    Two float kernels (XNNPACK or the reference kernels, TensorFlow, ONNX Runtime, numpy) sum
+    in different orders, blocks and with or without FMA: a sum of ``terms`` products may round
+    by up to ``terms`` epsilons of ``dtype`` at the values' magnitude (Higham's bound for a dot
+    product). Integer kernels round at each requantization instead: with ``step`` (the
+    output's quantization scale) each of ``terms`` requantizing ops may move it by one step.
+
+    Args:
+        reference: One side's values (their magnitude scales the bound).
+        terms: Products summed along the path (float), or requantizing ops (with ``step``).
+        step: The quantization scale of int8 outputs; None for float outputs.
+        dtype: The float type the kernels compute in (``float16`` on a GPU in half precision).
+
+    Returns:
+        The absolute tolerance for ``np.testing.assert_allclose``.
+    """
+    if step is not None:
+        return float(step) * terms
+    magnitude = float(np.max(np.abs(reference)))
+    return float(np.finfo(dtype).eps) * magnitude * terms
+
+
+def grid_step(values) -> float:
+    """The quantization step of dequantized int8 values: the smallest gap between distinct ones."""
+    return float(np.diff(np.unique(np.asarray(values, dtype=np.float64))).min())

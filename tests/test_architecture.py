@@ -334,3 +334,35 @@ def test_nothing_in_the_package_imports_the_tools_around_it():
     for path in sorted(PACKAGE.rglob("*.py")):
         for target, _ in imports(path):
             assert target.split(".")[0] not in outside, f"{path} imports {target}"
+
+
+def _size_line(label: str) -> str:
+    """The text after ``- label:`` in the page's "## Size" list, continuation lines joined."""
+    items = " ".join(line.strip() for line in _section("## Size")).split("- ")
+    return next(item[len(label) + 1 :] for item in items if item.startswith(f"{label}:"))
+
+
+def _section(heading: str) -> list[str]:
+    lines = PAGE.read_text(encoding="utf-8").splitlines()
+    start = lines.index(heading)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return lines[start + 1 : end]
+
+
+def test_the_library_stays_under_the_line_count_the_page_states():
+    bound = int(
+        re.search(r"at most ([\d,]+)", _size_line("library lines")).group(1).replace(",", "")
+    )
+    lines = sum(p.read_bytes().count(b"\n") for p in PACKAGE.rglob("*.py"))
+    assert lines <= bound, f"tfcompress/ has {lines:,} lines, over the {bound:,} the page states"
+
+
+def test_files_over_600_lines_are_the_ones_the_page_names():
+    stated = _size_line("files over 600 lines").split(" (")[0]
+    named = set() if stated.strip() == "none" else {n.strip() for n in stated.split(",")}
+    over = {
+        p.relative_to(PACKAGE).as_posix()
+        for p in PACKAGE.rglob("*.py")
+        if p.read_bytes().count(b"\n") > 600
+    }
+    assert over == named, f"over 600 lines: {sorted(over)}; the page names {sorted(named)}"

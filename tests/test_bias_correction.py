@@ -1,4 +1,4 @@
-"""Bias correction on the calibrated graph (issue 33): the same method for SavedModels and Keras.
+"""Bias correction on the calibrated graph: the same method for SavedModels and Keras.
 
 The model is a SavedModel written by ``tf.saved_model.save`` from a ``tf.Module`` (no Keras
 anywhere): a SAME-padded conv, a strided depthwise conv with a channel multiplier, and a

@@ -24,7 +24,7 @@ from tfcompress.errors import InvalidInputError, OutputLocationError
 SEED = 20261123
 # Every fast strategy of rounds 1-3 once: about a minute. Round 4's classes run in
 # benchmarks/fuzz.py --classes round4; their reproducers are tests of their own
-# (test_device_connection.py, test_mcu_hostile.py, test_export_c.py, test_replay_hostile.py).
+# (test_device_connection.py, test_untrusted_mcu.py, test_export_c.py, test_compress_replay.py).
 STRATEGIES = all_strategies(include_slow=False)
 CASES = len(STRATEGIES)
 
@@ -91,7 +91,7 @@ def test_pytest_cases_are_judged_by_their_exit_code_and_internal_errors():
     assert _judge_exit(usage, 4, "INTERNALERROR> Traceback\n")
 
 
-# Reproducers of what the issue 29 part 5 strategies found (each was exit 3).
+# Reproducers of what the fuzz strategies found (each was exit 3).
 
 
 def test_a_memory_limit_of_1e308_is_a_usage_error(monkeypatch):

@@ -1,4 +1,4 @@
-"""What ``mcu``, ``select --target mcu`` and ``quantize --target mcu`` advise (issue 42).
+"""What ``mcu``, ``select --target mcu`` and ``quantize --target mcu`` advise.
 
 Every fix they print is one that works for the file the user has: a ``.tflite`` is
 requantized from the model it came from; the arena budget is written the same way in ``mcu``

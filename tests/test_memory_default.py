@@ -1,4 +1,4 @@
-"""The default memory limit of a call (issue 43, part 5): scaled to the job, never the machine.
+"""The default memory limit of a call: scaled to the job, never the machine.
 
 Unset, ``TFCOMPRESS_MEMORY_LIMIT`` gives each call what its child holds already plus 2 GiB
 plus 16 times the bytes the job brings, at most half the machine; set, it holds for every

@@ -1,4 +1,4 @@
-"""Native work that model and data bytes drive runs contained: the reproducers of issue 29.
+"""Native work that model and data bytes drive runs contained: the reproducers found by fuzzing.
 
 A CNN with a NaN, an Inf or 1e30 in a kernel, a BatchNorm with a negative moving variance, or
 calibration data of -3e38 has crashed TensorFlow's MLIR quantizer in the caller (SIGSEGV, exit

@@ -1,4 +1,4 @@
-"""Post-training methods beyond min/max int8 (issue 22), on models where the converter is weak.
+"""Post-training methods beyond min/max int8, on models where the converter is weak.
 
 The models (tfcompress/samples/ptq_stress.py) are trained once per session on the scikit-learn
 digits; every comparison is with the converter's plain int8 made in the same run.

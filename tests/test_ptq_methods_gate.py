@@ -1,4 +1,4 @@
-"""The post-training methods decided by the user's gate, and honest on SavedModels (issue 33).
+"""The post-training methods decided by the user's gate, and honest on SavedModels.
 
 The keep rule and the plan run on hand-made candidates (no TensorFlow); one small Keras
 model (random weights, 8x8 digits) and its SavedModel export run the rest end to end.

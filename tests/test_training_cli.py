@@ -262,7 +262,7 @@ def test_cluster_cli_human_output(files, tmp_path, capsys):
 
 # --- the gate: the exported .tflite against the float model, exit 1 when it fails -------------
 
-# A 95% prune in one epoch of 20 steps: what the issue reported (a 75% prune of an emotion CNN
+# A 95% prune in one epoch of 20 steps: what a user reported (a 75% prune of an emotion CNN
 # went from 100% to 18.7% agreement and exited 0), made certain on the small MNIST CNN.
 _HARSH_PRUNE = ["--sparsity", "0.95", "--epochs", "1", "--json"]
 

@@ -59,17 +59,9 @@ def to_tf_keras(model: Any, samples: Samples, *, atol: float = 1e-5) -> tuple[An
             single-input model, else a dict keyed by input name or a list in input order.
         atol: Largest allowed absolute difference between the two models' outputs.
 
-    Returns:
-        The tf-keras model and the max absolute difference seen on ``samples`` (over every
-        output).
-
     Raises:
         UnsupportedModelError: Subclassed model, a layer tf-keras does not know, weights that
             do not fit, or outputs that differ by more than ``atol``.
-
-    Example:
-        >>> legacy, diff = to_tf_keras(keras3_model, x_train[:32])  # doctest: +SKIP
-        >>> legacy, diff = to_tf_keras(two_heads, {"image": img, "gain": g})  # doctest: +SKIP
     """
     ensure_graph_model(model)
     keras2 = tf_keras()

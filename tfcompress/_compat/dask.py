@@ -5,9 +5,6 @@
 scheduler runs whatever its clients send (docs/devices.md): over ``tcp://`` anyone who
 reaches its port can; ``tls://`` with certificates (Dask's own TLS: a CA that signed every
 scheduler, worker and client certificate) lets in only holders of one.
-
-Example:
-    >>> client = connect("tcp://127.0.0.1:8786")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -40,10 +37,6 @@ class TLSFiles:
 
     Any left None comes from Dask's configuration (``distributed.comm.tls.ca-file``,
     ``distributed.comm.tls.client.cert``/``.key``, or ``DASK_DISTRIBUTED__COMM__TLS__...``).
-
-    Example:
-        >>> TLSFiles(ca_file="ca.pem", cert="client.pem", key="client.key").given
-        True
     """
 
     ca_file: str | None = None
@@ -57,12 +50,7 @@ class TLSFiles:
 
 
 def is_dask_client(obj: Any) -> bool:
-    """True for a ``dask.distributed.Client`` (checked without importing Dask).
-
-    Example:
-        >>> is_dask_client(object())
-        False
-    """
+    """True for a ``dask.distributed.Client`` (checked without importing Dask)."""
     return type(obj).__module__.startswith("distributed") and hasattr(obj, "submit")
 
 
@@ -124,10 +112,6 @@ def workers_now(client: Any) -> dict[str, dict[str, Any]]:
     Not ``Client.scheduler_info()``: it returns the client's cache, which the client's own
     refresh (every ``distributed.client.scheduler-info-interval``) rewrites without the
     workers, so a live cluster read between the two looked empty and its devices "left".
-
-    Example:
-        >>> sorted(workers_now(client))  # doctest: +SKIP
-        ['tcp://10.0.0.7:40125', 'tcp://10.0.0.8:38013']
     """
     identity = client.scheduler.identity
     try:

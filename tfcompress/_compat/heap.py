@@ -18,10 +18,6 @@ Two uses:
   the objects that existed before it are frozen and thawed again when it ends, so collections
   inside walk only what the conversion created; nothing stays pinned. It steps aside when something
   is frozen already (an owned process, or a user who froze their own heap before forking).
-
-Example:
-    >>> with sparing_collections():
-    ...     pass  # convert
 """
 
 from __future__ import annotations

@@ -63,10 +63,6 @@ def tensorflow_keras_is_tf_keras() -> Iterator[None]:
     Layer", or an IndexError deeper in). ``TF_USE_LEGACY_KERAS`` cannot change that once
     ``tf.keras`` has been touched, so the names are pointed at tf-keras while the code is
     imported, and put back after. Classes defined meanwhile keep their tf-keras bases.
-
-    Example:
-        >>> with tensorflow_keras_is_tf_keras():  # doctest: +SKIP
-        ...     from tensorflow import keras  # tf_keras
     """
     tf = tensorflow()
     legacy = import_heavy("tf_keras")
@@ -98,10 +94,6 @@ def saved_metadata_message() -> Any:
 
     Only tf-keras writes ``keras_metadata.pb``; its schema ships with tf-keras, and parsing it
     runs no Keras code (it is plain protobuf), so untrusted files can be read with it.
-
-    Example:
-        >>> message = saved_metadata_message()  # doctest: +SKIP
-        >>> message.ParseFromString(Path("m/keras_metadata.pb").read_bytes())  # doctest: +SKIP
     """
     from tf_keras.protobuf import saved_metadata_pb2
 

@@ -25,14 +25,6 @@ def interpreter_module() -> tuple[ModuleType, str]:
     ``OpResolverType`` and ``load_delegate``, so callers never need to know which it is.
     The answer is cached for the process; tests that force a fallback call
     ``interpreter_module.cache_clear()``.
-
-    Returns:
-        ``(module, package)`` with package ``"ai_edge_litert"``, ``"tflite_runtime"`` or
-        ``"tensorflow.lite"``.
-
-    Example:
-        >>> interpreter_module()[1]  # with ai-edge-litert installed
-        'ai_edge_litert'
     """
     for name in INTERPRETER_MODULES:
         try:
@@ -69,15 +61,6 @@ def make_interpreter(model_content: bytes, *, num_threads: int, use_xnnpack: boo
         num_threads: CPU threads for the kernels and XNNPACK.
         use_xnnpack: False builds the op resolver without default delegates, i.e. the
             reference/optimized built-in kernels only (useful for comparisons).
-
-    Returns:
-        An un-allocated interpreter.
-
-    Example:
-        >>> interpreter = make_interpreter(
-        ...     content, num_threads=1, use_xnnpack=False
-        ... )  # doctest: +SKIP
-        >>> interpreter.allocate_tensors()  # doctest: +SKIP
     """
     module, _ = interpreter_module()
     kwargs: dict[str, Any] = {"model_content": model_content, "num_threads": num_threads}
@@ -94,15 +77,6 @@ def flatbuffer_utils() -> ModuleType:
 
     ai-edge-litert ships them; without it, TensorFlow's copy (same functions, same
     ``schema_fb``) is used. Cached like :func:`interpreter_module`.
-
-    Returns:
-        The ``flatbuffer_utils`` module.
-
-    Example:
-        >>> utils = flatbuffer_utils()
-        >>> model = utils.read_model_from_bytearray(bytearray(content))  # doctest: +SKIP
-        >>> len(model.subgraphs)  # doctest: +SKIP
-        1
     """
     try:
         return importlib.import_module("ai_edge_litert.tools.flatbuffer_utils")
@@ -118,9 +92,6 @@ def compiled_model_module() -> ModuleType:
     Raises:
         MissingDependencyError: ai-edge-litert is missing or older than 2, or a module it
             imports is missing (named: ``ml_dtypes``, which its tensor buffers import).
-
-    Example:
-        >>> compiled_model_module().HardwareAccelerator.GPU  # doctest: +SKIP
     """
     try:
         return importlib.import_module("ai_edge_litert.compiled_model")

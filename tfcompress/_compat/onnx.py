@@ -145,10 +145,6 @@ def float16_converter() -> ModuleType:
 
     Raises:
         MissingDependencyError: Neither is installed; names ``onnxconverter-common``.
-
-    Example:
-        >>> float16_converter().convert_float_to_float16  # doctest: +SKIP
-        <function convert_float_to_float16 at ...>
     """
     onnx_module()
     with contextlib.suppress(MissingDependencyError):
@@ -199,15 +195,6 @@ def quiet_onnx_tools(what: str) -> Iterator[list[str]]:
     the root logger's records that come from onnxruntime are collected instead of shown,
     and ``print`` output (the histogram calibrators') is captured. Everything collected is
     logged at DEBUG when the block ends, and is available in the yielded list.
-
-    Args:
-        what: A label for the debug log (e.g. ``"tf2onnx"``).
-
-    Example:
-        >>> with quiet_onnx_tools("test") as lines:
-        ...     print("chatter")
-        >>> lines
-        ['chatter']
     """
     lines: list[str] = []
     converter_log = logging.getLogger("tf2onnx")

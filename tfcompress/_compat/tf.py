@@ -41,9 +41,6 @@ def import_heavy(name: str) -> ModuleType:
 
     Raises:
         MissingDependencyError: ``name`` (or TensorFlow, which it needs) is not installed.
-
-    Example:
-        >>> keras = import_heavy("keras")  # doctest: +SKIP
     """
     if name in sys.modules:
         return sys.modules[name]
@@ -58,12 +55,7 @@ def import_heavy(name: str) -> ModuleType:
 
 
 def has_tensorflow() -> bool:
-    """Whether TensorFlow is installed, without importing it (a device install has none).
-
-    Example:
-        >>> isinstance(has_tensorflow(), bool)
-        True
-    """
+    """Whether TensorFlow is installed, without importing it (a device install has none)."""
     return "tensorflow" in sys.modules or importlib.util.find_spec("tensorflow") is not None
 
 
@@ -75,9 +67,6 @@ def require_tensorflow(what: str) -> None:
 
     Raises:
         MissingDependencyError: TensorFlow is not installed.
-
-    Example:
-        >>> require_tensorflow("quantizing a Keras model")  # doctest: +SKIP
     """
     if not has_tensorflow():
         raise missing_tensorflow(what)

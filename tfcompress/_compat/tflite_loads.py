@@ -11,13 +11,6 @@ scope is one converter: ``from_saved_model`` edits the object it loaded (it rena
 ``model.export`` endpoint), so a second converter must load its own. Where TensorFlow's
 converter module has no ``_load`` to hand over (another TensorFlow release), nothing changes
 and every load happens as before.
-
-Example:
-    >>> loads = {}
-    >>> with loads_shared(loads):  # doctest: +SKIP
-    ...     converter = tf.lite.TFLiteConverter.from_saved_model(path)
-    >>> with loads_shared(loads):  # doctest: +SKIP
-    ...     content = converter.convert()  # reads the debug info from loads, no second load
 """
 
 from __future__ import annotations

@@ -81,10 +81,6 @@ def tfmot_logs_to(target: logging.Logger) -> Iterator[None]:
     not contain zero weights, so apply CQAT instead." for each layer of a cluster-preserving
     QAT): that reached the user's stderr as ``WARNING:root:...``. The records are its
     internal choices, which tfcompress reports in its own words (coverage, sparsity).
-
-    Example:
-        >>> with tfmot_logs_to(logger):  # doctest: +SKIP
-        ...     qat_model = quantize_apply(annotated, scheme)
     """
     root = logging.getLogger()
 
@@ -116,10 +112,6 @@ def ranges_from_each_batch() -> Iterator[None]:
 
     Raises:
         MissingDependencyError: tfmot or tf-keras is not installed.
-
-    Example:
-        >>> with ranges_from_each_batch():  # doctest: +SKIP
-        ...     qat_model(calibration_batch, training=True)
     """
     tfmot()
     quant_ops = importlib.import_module(_QUANT_OPS)

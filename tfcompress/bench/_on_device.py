@@ -8,9 +8,6 @@ the run's time limit, so a native crash or a hang there is an error row and the 
 goes on. One measurement at a time per machine (:func:`machine_lock`), whatever the
 worker's thread count and however many workers or clients share the machine: two timings
 at once would corrupt each other.
-
-Example:
-    >>> # run by Dask on a worker, never called here  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -103,11 +100,7 @@ def machine_lock() -> Iterator[None]:
 
 
 def run_model(model: Any, dataset: Any, reference: Any, **options: Any) -> Any:
-    """A gate's candidate run here (:func:`tfcompress.bench.paired.run_model`), alone.
-
-    Returns:
-        Its :class:`~tfcompress.bench.paired.ModelRun`.
-    """
+    """A gate's candidate run here (:func:`tfcompress.bench.paired.run_model`), alone."""
     from tfcompress.bench.paired import run_model as run_here
 
     with machine_lock():

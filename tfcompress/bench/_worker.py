@@ -4,9 +4,6 @@
 (``worker.call("tfcompress.bench._worker:open_runner", ...)``): the first creates the
 runner, which stays in this module for the next calls, until the worker ends. Timing runs
 here, inside the worker, so the pipe between the processes is never inside a timed call.
-
-Example:
-    >>> # called only in a worker, by IsolatedRunner  # doctest: +SKIP
 """
 
 from __future__ import annotations

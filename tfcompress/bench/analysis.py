@@ -15,12 +15,7 @@ FASTER = 1.05  # int8 counts as faster when its median latency is at least 5% lo
 
 
 def pick_reference(rows: list[BenchmarkRow], requested: str | None) -> str | None:
-    """The artifact ratios compare to: ``requested``, else the first float32 one, else the first.
-
-    Example:
-        >>> pick_reference([], None) is None
-        True
-    """
+    """The artifact ratios compare to: ``requested``, else the first float32 one, else the first."""
     names = list(dict.fromkeys(r.artifact for r in rows))
     if requested is not None:
         return requested
@@ -92,13 +87,6 @@ def int8_notes(
         environment: The machine they were measured on.
         on_device: They were measured on the deployment device (``benchmark --on``), so
             the sentence does not advise measuring there.
-
-    Returns:
-        Sentences for the report; empty when no int8/float32 pair was measured.
-
-    Example:
-        >>> int8_notes([], capture_environment())  # doctest: +SKIP
-        []
     """
     measured = [r for r in rows if r.ok and r.latency is not None and r.size is not None]
     floats = [r for r in measured if r.size.precision == "float32"]
@@ -139,15 +127,6 @@ def _sentence(
     The verdict comes from the measurements alone; the explanation names the CPU's int8
     dot-product instructions only when a source listed them, and says "unknown" otherwise
     (no flags read, e.g. a platform py-cpuinfo cannot read, or a source blind to some).
-
-    Example:
-        >>> from tfcompress.bench.environment import Environment
-        >>> env = Environment("cpu", "arm64", None, 8, 8, None, "macOS", "3.11")
-        >>> print(_sentence("i8", "f32", "cpu", [0.8], env))  # doctest: +NORMALIZE_WHITESPACE
-        i8 vs f32 on cpu: int8 is slower than float32 (0.80x of float32 speed over 1
-        thread/batch setting); whether this CPU has int8 dot-product instructions is unknown
-        (no source could read this CPU's flags), so the cause cannot be told from here.
-        Measure on the target device before deciding.
     """
     advice = "" if on_device else " Measure on the target device before deciding."
     median = float(np.median(ratios))
@@ -208,16 +187,6 @@ def recipe_notes(rows: list[BenchmarkRow]) -> list[str]:
     states the measured ratio and, from the row's own ``delegated_ops`` detail, how many of
     the model's ops the delegate (XNNPACK) ran: an int16x8 model that runs 37x slower shows
     why, in its own numbers.
-
-    Args:
-        rows: Measured rows.
-
-    Returns:
-        Sentences for the report; empty when no such pair was measured.
-
-    Example:
-        >>> recipe_notes([])
-        []
     """
     measured = [r for r in rows if r.ok and r.latency is not None and r.size is not None]
     floats = [r for r in measured if r.size.precision == "float32"]
@@ -269,10 +238,6 @@ def latency_notes(rows: list[BenchmarkRow]) -> list[str]:
 
     The ``tflm`` backend times TFLite Micro's reference kernels on this host: its rows say
     that this is not a device latency, and so does the report.
-
-    Example:
-        >>> latency_notes([])
-        []
     """
     said: dict[str, str] = {}
     for row in rows:
@@ -286,10 +251,6 @@ def isolation_notes(rows: list[BenchmarkRow]) -> list[str]:
 
     Computed from each measured row's ``backend_details["process"]``; empty when no row was
     measured.
-
-    Example:
-        >>> isolation_notes([])
-        []
     """
     places = defaultdict(list)
     for row in rows:

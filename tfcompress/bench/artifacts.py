@@ -54,14 +54,6 @@ def prepare_artifact(
             ``batch_dims`` place the batch of inputs the signature cannot tell).
         scoring: The accuracy column, or None.
         values: One value per input name, fed on every call (``--input-value``).
-
-    Returns:
-        The artifact, ready for :func:`tfcompress.bench.rows.backend_rows`.
-
-    Example:
-        >>> ready = prepare_artifact(  # doctest: +SKIP
-        ...     "m.tflite", "m.tflite", model, 0.0, None, signature, {}, plan, None
-        ... )
     """
     path = Path(source) if isinstance(source, str | os.PathLike) else None
     signature = model_signature(model)

@@ -17,11 +17,6 @@ even without a gate. An output *collapsed* when (each computed on the evaluation
   float model below 10 dB (the error's power above a tenth of the output's), said with what
   else is true of it: an output that no longer varies with the input, or its correlation
   with the float model's.
-
-Example:
-    >>> ref = {"cls": np.eye(4)[[0, 1, 2, 3] * 5]}
-    >>> find_collapse(ref, {"cls": np.eye(4)[[0] * 20]})[0].split(": ")[1]
-    'its top-1 class agrees with the float model on 25.0% of 20 predictions (chance 25.0%)'
 """
 
 from __future__ import annotations
@@ -32,8 +27,6 @@ from collections.abc import Mapping
 import numpy as np
 
 from tfcompress.bench.fidelity import class_scores, snr_db, snr_stats
-
-__all__ = ["MIN_SNR_DB", "find_collapse"]
 
 MIN_SNR_DB = 10.0
 #: Share of the way from chance to the float model's score below which an output collapsed.

@@ -11,13 +11,6 @@ numbers go are not: ``data`` (the samples, like every verb's data), ``report_dir
 ``overwrite`` and ``progress`` (where the report is written and how the run is shown) and
 ``on``/``local``/``device`` (the machines that measure: the same config measures on a
 laptop or on a Raspberry Pi) stay keywords of :func:`tfcompress.benchmark`.
-
-Example:
-    >>> config = BenchmarkConfig(backends=("cpu",), threads=(1, 2), runs=20)
-    >>> config.threads, BenchmarkConfig.from_dict(config.to_dict()) == config
-    ((1, 2), True)
-    >>> BenchmarkConfig.from_options(batch_sizes=[1, 8]).batch_sizes
-    (1, 8)
 """
 
 from __future__ import annotations

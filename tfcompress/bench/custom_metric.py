@@ -5,15 +5,6 @@
 needs the metric on random subsets of the samples (its bootstrap interval) and per class, so
 :func:`function_metric` wraps ``fn`` in a :class:`~tfcompress.bench.metric_def.MetricDef`
 whose per-sample rows are sample indices into the arrays it was prepared with.
-
-Example:
-    >>> def mean_true_prob(y, out):
-    ...     return float(out[np.arange(len(y)), y].mean())
-    >>> metric = function_metric(mean_true_prob)
-    >>> metric.name, metric.kind
-    ('mean_true_prob', 'task')
-    >>> metric.score(np.array([0, 1]), np.array([[0.9, 0.1], [0.4, 0.6]]))
-    0.75
 """
 
 from __future__ import annotations
@@ -24,8 +15,6 @@ import numpy as np
 
 from tfcompress.bench.metric_def import MetricDef, Prepared
 from tfcompress.errors import InvalidDataError
-
-__all__ = ["function_metric"]
 
 
 def function_metric(function: Callable[[np.ndarray, np.ndarray], float]) -> MetricDef:

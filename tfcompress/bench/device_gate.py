@@ -4,12 +4,6 @@ The reference runs here; the candidate and the samples travel to the worker (sca
 the scheduler never holds them) and run there as a local candidate runs
 (:func:`tfcompress.bench.paired.run_model`: in a measurement worker on the device, under
 the time limit), holding the device's measurement lock.
-
-Example:
-    >>> run = run_on_device("tcp://10.0.0.5:8786", model, data, signature,
-    ...                     device="pi5", name="int8")  # doctest: +SKIP
-    >>> run.backend  # doctest: +SKIP
-    'cpu on pi5'
 """
 
 from __future__ import annotations
@@ -47,18 +41,6 @@ def run_on_device(
 
     The model and the samples travel to the worker with the task; the run holds the
     device's measurement lock and runs in a measurement worker there, under the time limit.
-
-    Args:
-        on: A scheduler address or a connected ``distributed.Client``.
-        model: The loaded candidate (``.tflite`` or ``.onnx``).
-        dataset: The samples, matched to the reference.
-        reference: The reference's signature.
-        device: The worker's name; None: the only worker.
-        **options: ``run_model``'s options (``name``, ``backend``, ``threads``...).
-
-    Returns:
-        The candidate's :class:`~tfcompress.bench.paired.ModelRun`; its ``backend`` says
-        where it ran (``cpu on pi5``).
 
     Raises:
         InvalidInputError: No such device (or several and none named), a Keras candidate,

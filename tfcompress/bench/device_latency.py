@@ -5,12 +5,6 @@ starts, and every latency of the search is measured there with
 :func:`tfcompress.benchmark` (``on=``, ``device=``): the ``.tflite`` travels to the worker,
 runs in a measurement worker on the device under the run's time limit, holding the device's
 measurement lock. One device per search: latencies from several machines would not rank.
-
-Example:
-    >>> with LatencyDevice.open("tcp://10.0.0.5:8786", "pi5") as where:  # doctest: +SKIP
-    ...     timed = time_tflite(content, backend="cpu", threads=1, name="int8", where=where)
-    >>> timed.latency_ms, timed.device  # doctest: +SKIP
-    (3.1, 'pi5')
 """
 
 from __future__ import annotations
@@ -114,11 +108,7 @@ def time_tflite(
     warmup_seconds: float = 0.5,
     where: LatencyDevice | None = None,
 ) -> Timed:
-    """Time a ``.tflite`` at batch 1 on ``backend``: here, or on ``where``'s device.
-
-    Returns:
-        The :class:`Timed` row (never raises for the artifact's own failure: ``status``).
-    """
+    """Time a ``.tflite`` at batch 1 on ``backend``: here, or on ``where``'s device."""
     from tfcompress.bench.harness import benchmark
     from tfcompress.models import TFLiteModel
 

@@ -10,11 +10,6 @@ a device is sent when its previous one is back, so a device that leaves the sche
 loses its network) costs the row it was measuring and the rows it had not started: they
 become ``error:`` rows naming it, and the other devices finish. Each row says where it ran
 (``device``), and the result carries each device's environment, read there.
-
-Example:
-    >>> result = tfcompress.benchmark(["m.tflite", "m_int8.tflite"],
-    ...                               on="tcp://10.0.0.5:8786")  # doctest: +SKIP
-    >>> print(result.side_by_side())  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -51,13 +46,7 @@ _DETAILS = ("xnnpack", "accelerators", "fully_accelerated", "library", "device",
 
 @dataclass
 class Absence:
-    """Whether a worker has left the scheduler: missing from its list, and still so later.
-
-    Example:
-        >>> absence = Absence()
-        >>> absence.gone(present=False), absence.gone(present=True)
-        (False, False)
-    """
+    """Whether a worker has left the scheduler: missing from its list, and still so later."""
 
     since: float | None = None  # when it was first missing from the list, in a row
 
@@ -124,11 +113,6 @@ def measure_on_devices(
         on_devices: Called once with the number of devices that will measure (the workers
             chosen, plus this machine with ``here``), before any row is measured.
         device: Measure on this worker only (its name); None: on every worker.
-
-    Returns:
-        ``(rows, samples, devices, notes)``: every row with its ``device``, the labelled
-        samples of the accuracy column, the devices with their environments, and the
-        findings of each device's rows.
 
     Raises:
         InvalidInputError: The scheduler cannot be reached, has no workers (or none named

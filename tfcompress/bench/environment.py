@@ -78,10 +78,6 @@ class CpuFeatures:
             ``DOTPROD``...), ``()`` when a source listed the CPU's flags and none of the
             tracked ones was among them, or None when no source could list the flags at all.
         source: ``"/proc/cpuinfo"``, ``"py-cpuinfo"`` or None (flags unknown).
-
-    Example:
-        >>> CpuFeatures("Xeon", ("AVX2",), "/proc/cpuinfo").flags
-        ('AVX2',)
     """
 
     model: str
@@ -222,13 +218,6 @@ def detect_cpu() -> CpuFeatures:
 
     Cached: the CPU does not change while the process runs, and py-cpuinfo starts a child
     Python process (about a second) to read it.
-
-    Returns:
-        The model, the tracked flags (None when unknown) and their source.
-
-    Example:
-        >>> detect_cpu().source in {"/proc/cpuinfo", "py-cpuinfo", None}
-        True
     """
     return _detect_cpu(_read(PROC_CPUINFO))
 
@@ -269,10 +258,6 @@ def parse_cpuinfo(text: str) -> tuple[str, tuple[str, ...]]:
     Works for x86 (``model name``/``flags``) and ARM (``Hardware``/``CPU part``/``Features``).
     ``()`` here can also mean the text had no flags line; :func:`capture_environment` tells
     the two apart and reports the latter as unknown.
-
-    Example:
-        >>> parse_cpuinfo("model name : Xeon\nflags : fpu avx2 avx512_vnni\n")
-        ('Xeon', ('AVX2', 'AVX512-VNNI'))
     """
     model, flags = _parse_proc_cpuinfo(text)
     return model, flags or ()

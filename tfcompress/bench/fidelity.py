@@ -7,11 +7,6 @@ them as :class:`~tfcompress.bench.metric_def.MetricDef` (``snr``, ``cosine``, ``
 ``agreement``), each registered with its gate threshold (``@register_metric``);
 :func:`~tfcompress.bench.metrics.get_metric` is the way in. The class
 helpers here are shared with the task metrics of :mod:`tfcompress.bench.task_metrics`.
-
-Example:
-    >>> ref = np.array([[1.0, 2.0], [3.0, 4.0]])
-    >>> snr_db(snr_stats(ref, ref + 0.1).sum(axis=0)) > 25
-    True
 """
 
 from __future__ import annotations
@@ -25,38 +20,10 @@ from tfcompress.bench.metric_def import METRICS, MetricDef, Prepared, register_m
 from tfcompress.bench.thresholds import ThresholdDef
 from tfcompress.errors import InvalidDataError, InvalidInputError
 
-__all__ = [
-    "agreement_metric",
-    "agreement_per_sample",
-    "binary_threshold",
-    "class_count",
-    "class_predictions",
-    "class_scores",
-    "cosine_metric",
-    "cosine_per_sample",
-    "describe_shape",
-    "max_abs_metric",
-    "max_abs_per_sample",
-    "snr_db",
-    "snr_db_of_rows",
-    "snr_metric",
-    "snr_stats",
-]
 
 
 def binary_threshold(outputs: np.ndarray) -> float:
-    """The cut of a single-unit output: 0.5 for probabilities in [0, 1], 0.0 for logits.
-
-    Args:
-        outputs: Outputs of one model (the reference's, so both models share the cut).
-
-    Returns:
-        ``0.5`` when every finite output lies in [0, 1], else ``0.0``.
-
-    Example:
-        >>> binary_threshold(np.array([0.2, 0.9])), binary_threshold(np.array([-3.0, 2.0]))
-        (0.5, 0.0)
-    """
+    """The cut of a single-unit output: 0.5 for probabilities in [0, 1], 0.0 for logits."""
     finite = np.asarray(outputs, dtype=np.float64)
     finite = finite[np.isfinite(finite)]
     if finite.size == 0 or (finite.min() >= 0.0 and finite.max() <= 1.0):
@@ -69,18 +36,6 @@ def class_scores(outputs: np.ndarray) -> np.ndarray | None:
 
     Class-like: shape ``(N, C)``, or ``(N, 1, ..., 1, C)`` (a convolutional head), or ``(N,)``
     (one unit per sample, read as ``(N, 1)``).
-
-    Args:
-        outputs: One model's outputs, sample axis first.
-
-    Returns:
-        The ``(N, C)`` view, or None for masks, sequences and other structured outputs.
-
-    Example:
-        >>> class_scores(np.zeros((3, 1, 1, 10))).shape
-        (3, 10)
-        >>> class_scores(np.zeros((3, 8, 8, 2))) is None
-        True
     """
     array = np.asarray(outputs)
     if array.ndim == 1:
@@ -91,19 +46,7 @@ def class_scores(outputs: np.ndarray) -> np.ndarray | None:
 
 
 def class_count(shape: Sequence[int | None]) -> int | None:
-    """The class count ``C`` of a class-like output shape (see :func:`class_scores`), else None.
-
-    Args:
-        shape: The output's shape, sample axis first (sizes may be None).
-
-    Returns:
-        ``C`` for ``(N, C)`` and ``(N, 1, ..., 1, C)``, 1 for ``(N,)``, None otherwise (and
-        when ``C`` is unknown).
-
-    Example:
-        >>> class_count((None, 1, 1, 10)), class_count((None,)), class_count((None, 8, 8, 2))
-        (10, 1, None)
-    """
+    """The class count ``C`` of a class-like output shape (see :func:`class_scores`), else None."""
     if len(shape) == 1:
         return 1
     if len(shape) >= 2 and all(size == 1 for size in shape[1:-1]) and shape[-1] is not None:
@@ -112,12 +55,7 @@ def class_count(shape: Sequence[int | None]) -> int | None:
 
 
 def class_predictions(scores: np.ndarray, threshold: float) -> np.ndarray:
-    """Top-1 class per sample of an ``(N, C)`` score matrix (``C == 1``: ``score > threshold``).
-
-    Example:
-        >>> class_predictions(np.array([[0.2, 0.8], [0.9, 0.1]]), 0.5)
-        array([1, 0])
-    """
+    """Top-1 class per sample of an ``(N, C)`` score matrix (``C == 1``: ``score > threshold``)."""
     if scores.shape[1] == 1:
         return (scores[:, 0] > threshold).astype(np.int64)
     return scores.argmax(axis=1)
@@ -128,10 +66,6 @@ def snr_stats(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
 
     Summing rows over any subset and passing the sums to :func:`snr_db` gives the pooled
     signal-to-noise ratio of that subset.
-
-    Example:
-        >>> snr_stats(np.array([[3.0, 4.0]]), np.array([[3.0, 3.0]]))
-        array([[25.,  1.]])
     """
     ref, cand = _flat(reference), _flat(candidate)
     return np.stack([(ref**2).sum(axis=1), ((ref - cand) ** 2).sum(axis=1)], axis=1)
@@ -166,11 +100,6 @@ def cosine_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarra
 
     Zero norms: two all-zero outputs are identical (1.0); exactly one all-zero output shares no
     direction with the other (0.0).
-
-    Example:
-        >>> ref, cand = np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([[1.0, 1.0], [0.0, 0.0]])
-        >>> cosine_per_sample(ref, cand)
-        array([0.70710678, 1.        ])
     """
     ref, cand = _flat(reference), _flat(candidate)
     ref_norm, cand_norm = np.linalg.norm(ref, axis=1), np.linalg.norm(cand, axis=1)
@@ -184,12 +113,7 @@ def cosine_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarra
 
 
 def max_abs_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
-    """Largest absolute difference within each sample, shape ``(N,)``.
-
-    Example:
-        >>> max_abs_per_sample(np.array([[1.0, 2.0]]), np.array([[1.5, 1.0]]))
-        array([1.])
-    """
+    """Largest absolute difference within each sample, shape ``(N,)``."""
     return np.abs(_flat(reference) - _flat(candidate)).max(axis=1)
 
 
@@ -198,19 +122,8 @@ def agreement_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.nda
 
     Single-unit outputs are cut at :func:`binary_threshold` of the reference for both models.
 
-    Args:
-        reference: Class-like reference outputs (see :func:`class_scores`).
-        candidate: Candidate outputs of the same shape.
-
-    Returns:
-        One boolean per sample.
-
     Raises:
         InvalidInputError: Outputs that are not class-like.
-
-    Example:
-        >>> agreement_per_sample(np.array([[0.1, 0.9], [0.8, 0.2]]), np.array([[0.3, 0.7]] * 2))
-        array([ True, False])
     """
     ref_scores, cand_scores = class_scores(reference), class_scores(candidate)
     if ref_scores is None or cand_scores is None:
@@ -227,12 +140,7 @@ def _flat(outputs: np.ndarray) -> np.ndarray:
 
 
 def describe_shape(shape: Sequence[int | None]) -> str:
-    """A shape with the sample axis written ``N``: ``(N, 4)``, ``(N,)``.
-
-    Example:
-        >>> describe_shape((32, 224, 224, 3))
-        '(N, 224, 224, 3)'
-    """
+    """A shape with the sample axis written ``N``: ``(N, 4)``, ``(N,)``."""
     rest = [str(size) for size in tuple(shape)[1:]]
     return "(N,)" if not rest else f"(N, {', '.join(rest)})"
 
@@ -246,12 +154,7 @@ def describe_shape(shape: Sequence[int | None]) -> str:
 # fits every gate of a pytest run (suite_default=False).
 @register_metric("snr", threshold=ThresholdDef("min_snr", "smallest SNR in dB", 20.0, metavar="DB"))
 def snr_metric() -> MetricDef:
-    """``snr``: ``10 * log10(sum ref**2 / sum (ref - cand)**2)`` in dB, +inf when identical.
-
-    Example:
-        >>> snr_metric().score(np.array([[3.0, 4.0]]), np.array([[3.0, 3.0]]))  # 10·log10(25)
-        13.979400086720377
-    """
+    """``snr``: ``10 * log10(sum ref**2 / sum (ref - cand)**2)`` in dB, +inf when identical."""
     return _fidelity(
         "snr",
         "higher",
@@ -269,12 +172,7 @@ def snr_metric() -> MetricDef:
     threshold=ThresholdDef("min_cosine", "smallest cosine similarity", 0.99, -1.0, 1.0, "C"),
 )
 def cosine_metric() -> MetricDef:
-    """``cosine``: mean per-sample cosine similarity of the flattened outputs.
-
-    Example:
-        >>> cosine_metric().score(np.array([[1.0, 0.0]]), np.array([[2.0, 0.0]]))
-        1.0
-    """
+    """``cosine``: mean per-sample cosine similarity of the flattened outputs."""
     return _fidelity(
         "cosine",
         "higher",
@@ -294,12 +192,7 @@ def cosine_metric() -> MetricDef:
     ),
 )
 def max_abs_metric() -> MetricDef:
-    """``max_abs``: the largest absolute difference over all samples and elements.
-
-    Example:
-        >>> max_abs_metric().score(np.array([[1.0], [2.0]]), np.array([[1.5], [1.0]]))
-        1.0
-    """
+    """``max_abs``: the largest absolute difference over all samples and elements."""
     return _fidelity(
         "max_abs",
         "lower",
@@ -317,12 +210,7 @@ def max_abs_metric() -> MetricDef:
     threshold=ThresholdDef("min_agreement", "smallest top-1 agreement", 0.99, 0.0, 1.0, "A"),
 )
 def agreement_metric() -> MetricDef:
-    """``agreement``: share of samples where both models pick the same top-1 class.
-
-    Example:
-        >>> agreement_metric().score(np.eye(2), np.array([[0.9, 0.1], [0.6, 0.4]]))
-        0.5
-    """
+    """``agreement``: share of samples where both models pick the same top-1 class."""
     return _fidelity(
         "agreement",
         "higher",
@@ -338,12 +226,7 @@ def agreement_metric() -> MetricDef:
 
 
 def snr_db_of_rows(rows: np.ndarray) -> float:
-    """:func:`snr_db` of the summed :func:`snr_stats` rows of a subset.
-
-    Example:
-        >>> snr_db_of_rows(np.array([[50.0, 0.5], [50.0, 0.5]]))
-        20.0
-    """
+    """:func:`snr_db` of the summed :func:`snr_stats` rows of a subset."""
     return snr_db(rows.sum(axis=0))
 
 

@@ -36,12 +36,6 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | None, ...]]:
 
     Raises:
         InvalidInputError: Not ``NAME=DxDx...`` with positive integers (and at most one N).
-
-    Example:
-        >>> parse_input_shape("audio=1x43844x1")
-        ('audio', (1, 43844, 1))
-        >>> parse_input_shape("input=Nx512")
-        ('input', (None, 512))
     """
     name, sep, dims = text.partition("=")
     parts = dims.lower().split("x") if sep else []
@@ -71,12 +65,6 @@ def check_input_shapes(
 
     Raises:
         InvalidInputError: A shape's batch dimension is not every measured batch size.
-
-    Example:
-        >>> check_input_shapes({"audio": (2, 100)}, [1])
-        Traceback (most recent call last):
-        ...
-        tfcompress.errors.InvalidInputError: input_shapes['audio'] has batch 2 but ...
     """
     for name, shape in input_shapes.items():
         axis = 0
@@ -113,27 +101,10 @@ def random_inputs(
     ``values``, else one seeded random draw (:func:`scalar_notes` says which). An input in
     ``values`` gets that value in every element.
 
-    Args:
-        signature: The model's inputs.
-        name: The model's name, for messages.
-        input_shapes: Full shapes (model layout) for inputs with unknown dimensions.
-        batch_sizes: The batch sizes that will be measured (checked against the shapes).
-        layout: Where each input's batch is (default: from the signature).
-        values: One value per input name (``--input-value sr=16000``).
-
-    Returns:
-        :data:`RANDOM_SAMPLES` samples per input, batch first, keyed by input name, no
-        labels.
-
     Raises:
         InvalidDataError: An input with an unknown dimension and no shape given for it.
         InvalidInputError: A shape or value for an input the model does not have, or a
             shape that contradicts the input's fixed dimensions.
-
-    Example:
-        >>> sig = ModelSignature((TensorSpec((None, None, 1), name="audio"),), ())
-        >>> random_inputs(sig, input_shapes={"audio": (1, 16000, 1)}).x["audio"].shape
-        (8, 16000, 1)
     """
     from tfcompress.models.feeding import check_input_values, feed_layout
 
@@ -171,18 +142,7 @@ def random_inputs(
 def scalar_notes(
     layout: FeedLayout, dataset: Dataset, values: Mapping[str, float], *, from_data: bool
 ) -> list[str]:
-    """Say which value each scalar input got on every call, and where it came from.
-
-    Args:
-        layout: The model's layout.
-        dataset: What it was fed (batch first; a scalar repeated per sample).
-        values: The ``--input-value`` values.
-        from_data: Whether the samples came from the user's data (else random inputs).
-
-    Example:
-        >>> scalar_notes(layout, feed, {"sr": 16000.0}, from_data=False)  # doctest: +SKIP
-        ['input sr (a scalar) was fed 16000 on every call (--input-value)']
-    """
+    """Say which value each scalar input got on every call, and where it came from."""
     notes = []
     for tensor in layout.inputs:
         if tensor.is_scalar and isinstance(dataset.x, dict) and tensor.name in dataset.x:

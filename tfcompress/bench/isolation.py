@@ -12,10 +12,6 @@ one, so the other measurements go on.
 
 Timing runs inside the worker (the loop of :func:`~tfcompress.bench.stats.measure`, as
 in-process), so the pipe between the processes is never inside a timed call.
-
-Example:
-    >>> with IsolatedRunner(model, backend="cpu") as runner:  # doctest: +SKIP
-    ...     outputs = runner.run(x_test)
 """
 
 from __future__ import annotations

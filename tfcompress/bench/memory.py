@@ -40,10 +40,6 @@ def current_rss_mb() -> float | None:
     Read from ``/proc/self/statm`` on Linux (no dependency, microseconds), else from psutil
     when it happens to be installed (macOS, Windows). The standard library has no portable
     way: ``resource`` only keeps the peak.
-
-    Example:
-        >>> (current_rss_mb() or 1.0) > 0
-        True
     """
     statm = Path("/proc/self/statm")
     if statm.exists():
@@ -61,10 +57,5 @@ def current_rss_mb() -> float | None:
 
 
 def growth_mb(before: float | None, after: float | None) -> float | None:
-    """``after - before`` in MiB, or None when either reading is missing.
-
-    Example:
-        >>> growth_mb(100.0, 112.5), growth_mb(None, 3.0)
-        (12.5, None)
-    """
+    """``after - before`` in MiB, or None when either reading is missing."""
     return None if before is None or after is None else after - before

@@ -5,11 +5,6 @@ the fidelity metrics (:mod:`tfcompress.bench.fidelity`) and any module of ``benc
 their factories here (:func:`register_metric`, into :data:`METRICS`), and
 :mod:`tfcompress.bench.metrics` resolves names and aliases
 (:func:`~tfcompress.bench.metrics.get_metric`, the way in); it imports none of them. Pure numpy.
-
-Example:
-    >>> from tfcompress.bench.metrics import get_metric
-    >>> get_metric("snr").format_threshold(20.0)
-    '20.00 dB'
 """
 
 from __future__ import annotations

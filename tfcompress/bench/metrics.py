@@ -18,10 +18,6 @@ any module of ``bench/`` (:data:`~tfcompress.bench.metric_def.METRICS`); this mo
 names and aliases to definitions: :func:`get_metric` and :func:`choose_metric`;
 :func:`resolve_metric` keeps its contract (top-k names or a callable) for existing callers.
 Pure numpy.
-
-Example:
-    >>> get_metric("mse").score(np.array([[1.0], [2.0]]), np.array([[1.0], [4.0]]))
-    2.0
 """
 
 from __future__ import annotations

@@ -21,11 +21,6 @@ The check: the ops' medians plus one call's cost should be the whole model's med
 the spread of the runs measured: the square root of the sum of the squared spreads (p90 -
 p50) of the whole model, of every op and of the call. ``check.within`` says whether they
 were; nothing here asserts it, since a machine shared with other work can move either side.
-
-Example:
-    >>> profile = profile_litert(runner, feed, timing, whole)  # doctest: +SKIP
-    >>> profile["ops"][0]["op"], profile["check"]["within"]  # doctest: +SKIP
-    ('CONV_2D', True)
 """
 
 from __future__ import annotations
@@ -92,10 +87,6 @@ def profile_litert(
         timing: The row's timing options; each op gets the row's ``runs`` and its share
             of ``min_seconds``/``warmup_seconds``.
         whole: The row's latency of one call, which the check compares the sum with.
-
-    Returns:
-        ``{"method", "ops": [...], "partitions": [...], "check": {...}}`` (see
-        docs/benchmarking.md, "Per-op profile").
 
     Raises:
         OpProfileUnavailable: Control flow (ops that call subgraphs) or a model LiteRT
@@ -306,12 +297,7 @@ class _Cutter:
 
 
 def top_ops(rows: Iterable[Any], count: int = 5) -> list[str]:
-    """The text report's lines: each profiled row's top ops (the JSON holds all of them).
-
-    Example:
-        >>> top_ops([])
-        []
-    """
+    """The text report's lines: each profiled row's top ops (the JSON holds all of them)."""
     lines: list[str] = []
     for row in rows:
         profile = row.op_profile

@@ -54,27 +54,9 @@ def read_for_reference(
     batch in the middle, a scalar input is one 0-d value); see
     :mod:`tfcompress.models.feeding`.
 
-    Args:
-        data: The samples (and labels).
-        reference: The reference model.
-        what: How to call the data in messages.
-        batch_dims: Input name -> batch dimension, for inputs the signature cannot tell.
-        input_values: Input name -> one value fed on every call, for inputs the data lacks.
-
-    Returns:
-        ``x`` keyed by the reference's input names, batch first; ``y`` None or keyed by its
-        output names. For a reference that is not "batch first" (a state, a scalar, a
-        static batch, an input value) a :class:`~tfcompress.data.dataset.LaidOut` that
-        carries the layout; given one read for the same inputs, it comes back as it is.
-
     Raises:
         InvalidDataError: Data that does not fit the reference (the message names the input).
         InvalidInputError: A batch dimension or value for an input the reference lacks.
-
-    Example:
-        >>> data = read_for_reference("two_heads.npz", model)  # doctest: +SKIP
-        >>> sorted(data.x), sorted(data.y)  # doctest: +SKIP
-        (['gain', 'image'], ['box', 'cls'])
     """
     signature = model_signature(reference)
     if _read_for(data, signature):
@@ -126,18 +108,10 @@ def run_model(
             takes the reference's layout of it.
         isolate: Run a native runtime in a worker process (the default).
 
-    Returns:
-        The outputs, keyed by the reference's output names, batch first.
-
     Raises:
         UnsupportedModelError: Inputs or outputs that cannot be matched to the reference's.
         InvalidDataError: Samples that do not fit this model's inputs.
         RuntimeCrashedError: The native runtime crashed in its worker.
-
-    Example:
-        >>> run = run_model(q.model, data, model_signature(model), name="int8")  # doctest: +SKIP
-        >>> sorted(run.outputs)  # doctest: +SKIP
-        ['box', 'cls']
     """
     signature = model_signature(model)
     inputs = match_tensors(
@@ -234,10 +208,5 @@ def _own_dims(
 
 
 def where_it_ran(model: Any, backend: str) -> str:
-    """The backend a report names: a plain SavedModel runs on TensorFlow, not "keras".
-
-    Example:
-        >>> where_it_ran(SavedModelDir(Path("exported")), "keras")  # doctest: +SKIP
-        'tensorflow (SavedModel signature)'
-    """
+    """The backend a report names: a plain SavedModel runs on TensorFlow, not "keras"."""
     return "tensorflow (SavedModel signature)" if isinstance(model, SavedModelDir) else backend

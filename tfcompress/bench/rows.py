@@ -139,12 +139,6 @@ def backend_rows(
     is unavailable here gives one ``unavailable: ...`` row; a thread count it cannot run
     gives that row only; any other failure (a crash or a time-out in the worker included)
     is the row's ``error: ...`` status, and the other rows go on.
-
-    Returns:
-        The rows and how many labelled samples the accuracy was measured on (0: none).
-
-    Example:
-        >>> rows, samples = backend_rows("m.tflite", artifact, "cpu", plan)  # doctest: +SKIP
     """
     model, size, dataset = artifact.model, artifact.size, artifact.dataset
     rows: list[BenchmarkRow] = []
@@ -204,12 +198,6 @@ def true_batches(
     batch becomes the next multiple of it (a batch of 1 on a file fixed at 8 is one call of
     8 samples, and is timed and reported as that), so samples per second, latency per sample
     and ``x ref`` count the samples the model really computed.
-
-    Example:
-        >>> true_batches((1, 8, 32), 8)
-        [(8, (1, 8)), (32, (32,))]
-        >>> true_batches((1, 4), None)
-        [(1, (1,)), (4, (4,))]
     """
     if not static_batch:
         return [(batch, (batch,)) for batch in asked]
@@ -293,12 +281,7 @@ def _batch_of(x: np.ndarray | dict[str, np.ndarray], batch: int) -> Any:
 
 
 def row_status(error: BaseException) -> str:
-    r"""The ``error: ...`` status of a row that failed with ``error``, on one line.
-
-    Example:
-        >>> row_status(RuntimeError("failed to\nprepare"))
-        'error: RuntimeError: failed to prepare'
-    """
+    r"""The ``error: ...`` status of a row that failed with ``error``, on one line."""
     if isinstance(error, TFCompressError):
         return f"error: {error}"
     message = " ".join(str(error).split()) or "no message"

@@ -27,13 +27,7 @@ Score = Callable[[dict[str, np.ndarray]], float]  # an artifact's outputs by nam
 
 @dataclass(frozen=True)
 class Scoring:
-    """The accuracy column: which output of the reference, which metric, which labels.
-
-    Example:
-        >>> scoring, notes = plan_scoring("accuracy", None, signature, data)  # doctest: +SKIP
-        >>> scoring.metric, scoring.output  # doctest: +SKIP
-        ('accuracy', 'cls')
-    """
+    """The accuracy column: which output of the reference, which metric, which labels."""
 
     metric: str
     output: str
@@ -67,15 +61,6 @@ def plan_scoring(
     data: Dataset | None,
 ) -> tuple[Scoring | None, list[str]]:
     """Decide the accuracy column from the options and the data (matched to the reference).
-
-    Args:
-        metric: A task metric name, ``callable(labels, outputs)``, or None to choose.
-        output: The reference output to score; None for a single-output model.
-        reference: The reference artifact's signature.
-        data: The benchmark data, ``y`` keyed by the reference's output names (or None).
-
-    Returns:
-        The scoring (None: no accuracy column) and notes for the report saying why not.
 
     Raises:
         InvalidInputError: An unknown output, a fidelity metric (it needs a reference: use
@@ -120,9 +105,6 @@ def check_task_metric(metric: str) -> None:
 
     Raises:
         InvalidInputError: ``metric`` is not a task metric a benchmark row can score.
-
-    Example:
-        >>> check_task_metric("top5")
     """
     if get_metric(metric).kind != "task":
         raise InvalidInputError(

@@ -81,10 +81,6 @@ def _saved_model_precision(path: Path) -> str:
     Integer variables (step counters, RNG seeds) are bookkeeping, not weights, and are left
     out. Several float dtypes give ``"mixed"``; no readable variables give ``"unknown"``
     (weights frozen into graph constants cannot be told without loading the graph).
-
-    Example:
-        >>> _saved_model_precision(Path("exported_model"))  # doctest: +SKIP
-        'float32'
     """
     from tfcompress._compat.tf import tensorflow
 

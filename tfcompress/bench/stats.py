@@ -23,10 +23,6 @@ class LatencyStats:
     device through ``benchmark --on`` is compared with a local one. (A confidence interval
     of the median from one row's runs is far narrower than what differs between two
     processes timing the same file, 0.3% on a 64 us CNN: ``benchmarks/remote_overhead.py``.)
-
-    Example:
-        >>> summarize([0.001, 0.002, 0.003]).p50
-        2.0
     """
 
     runs: int
@@ -44,12 +40,7 @@ class LatencyStats:
         return self.mean - self.std, self.mean + self.std
 
     def agrees_with(self, other: LatencyStats) -> bool:
-        """Whether each median lies in the other's :attr:`interval` (mean +- std).
-
-        Example:
-            >>> summarize([0.001, 0.002, 0.003]).agrees_with(summarize([0.0015, 0.0025]))
-            True
-        """
+        """Whether each median lies in the other's :attr:`interval` (mean +- std)."""
         low, high = self.interval
         their_low, their_high = other.interval
         return low <= other.p50 <= high and their_low <= self.p50 <= their_high

@@ -7,10 +7,6 @@
 that does (:func:`metric_for_labels`), registered by name (``@register_metric``; judged on
 their drop, ``max_drop``). :func:`~tfcompress.bench.metrics.get_metric` is the way in. Pure
 numpy.
-
-Example:
-    >>> top_k_metric(2).score(np.array([2, 2]), np.array([[0.1, 0.5, 0.4], [0.2, 0.7, 0.1]]))
-    0.5
 """
 
 from __future__ import annotations
@@ -31,25 +27,12 @@ from tfcompress.bench.fidelity import (
 from tfcompress.bench.metric_def import MetricDef, Prepared, register_metric
 from tfcompress.errors import InvalidDataError, InvalidInputError
 
-__all__ = [
-    "binary_accuracy_metric",
-    "correct_top_k",
-    "metric_for_labels",
-    "miou_metric",
-    "regression_metric",
-    "top_k_metric",
-]
-
 
 def correct_top_k(labels: np.ndarray, outputs: np.ndarray, k: int = 1) -> np.ndarray:
     """Per-sample booleans: is the label among the ``k`` highest outputs?
 
     A single-unit output is read as a binary probability/logit (positive class when > 0.5
     for probabilities in [0, 1], > 0 otherwise).
-
-    Example:
-        >>> correct_top_k(np.array([1, 0]), np.array([[0.1, 0.9], [0.2, 0.8]]))
-        array([ True, False])
     """
     outputs = outputs.reshape(len(outputs), -1)
     if outputs.shape[1] == 1:
@@ -70,22 +53,10 @@ def metric_for_labels(
     the labels point to, ``mse`` for regression targets (which ``choose_metric`` turns into
     ``snr``), and the reason after ``output 'x' (shape ...): ``.
 
-    Args:
-        output_shape: The output's shape, sample axis first (its size may be None).
-        labels: The output's labels.
-        output: Output name for messages.
-
-    Returns:
-        ``(name, reason)``.
-
     Raises:
         InvalidInputError: A shape without a sample axis, or labels that fit no metric by
             default (the message asks for ``--metric``).
         InvalidDataError: Labels that are not numbers, or not one per sample.
-
-    Example:
-        >>> metric_for_labels((None, 10), np.array([3, 7]))
-        ('accuracy', 'labels are class ids: accuracy (top-1)')
     """
     shape = tuple(output_shape)
     if not shape:
@@ -131,16 +102,7 @@ def metric_for_labels(
 
 
 def top_k_metric(k: int, cut: float | None = None) -> MetricDef:
-    """``accuracy`` (``k == 1``) or ``topK``: is the label among the ``k`` highest outputs?
-
-    Args:
-        k: How many of the highest outputs count.
-        cut: The cut of single-unit outputs; None reads it from the reference's outputs.
-
-    Example:
-        >>> top_k_metric(1).score(np.array([1, 0]), np.array([[0.1, 0.9], [0.2, 0.8]]))
-        0.5
-    """
+    """``accuracy`` (``k == 1``) or ``topK``: is the label among the ``k`` highest outputs?"""
     name = "accuracy" if k == 1 else f"top{k}"
 
     def prepare(labels: np.ndarray, outputs: np.ndarray, output: str) -> Prepared:
@@ -212,10 +174,6 @@ def binary_accuracy_metric(cut: float | None = None, *, bound: bool = False) -> 
             probabilities, 0 for logits).
         bound: The cut was read from the reference, so the name stays ``binary_accuracy``
             (else a given cut names it ``binary_accuracy@T``).
-
-    Example:
-        >>> binary_accuracy_metric(0.0).score(np.array([[1], [0]]), np.array([[2.0], [0.5]]))
-        0.5
     """
     name = "binary_accuracy" if cut is None or bound else f"binary_accuracy@{cut:g}"
 
@@ -273,12 +231,7 @@ def binary_accuracy_metric(cut: float | None = None, *, bound: bool = False) -> 
 
 
 def regression_metric(name: str) -> MetricDef:
-    """``mse``, ``mae`` or ``rmse`` against labels of the output's shape, over all elements.
-
-    Example:
-        >>> regression_metric("mae").score(np.array([[0.0], [1.0]]), np.array([[1.0], [1.0]]))
-        0.5
-    """
+    """``mse``, ``mae`` or ``rmse`` against labels of the output's shape, over all elements."""
 
     def prepare(labels: np.ndarray, outputs: np.ndarray, output: str) -> Prepared:
         _check_numeric(outputs, output)
@@ -328,17 +281,7 @@ def rmse_metric() -> MetricDef:
 
 @register_metric("miou")
 def miou_metric(cut: float | None = None) -> MetricDef:
-    """``miou``: mean intersection over union of class masks (argmax, or a cut for one channel).
-
-    Args:
-        cut: The cut of single-channel outputs; None reads it from the reference's outputs.
-
-    Example:
-        >>> masks = np.array([[[0, 1]]])  # one 1x2 mask of class ids
-        >>> scores = np.eye(2)[[[[0, 0]]]]  # (1, 1, 2, 2): class 0 on both pixels
-        >>> miou_metric().score(masks, scores)  # class 0: IoU 1/2, class 1: 0/1
-        0.25
-    """
+    """``miou``: mean intersection over union of class masks (argmax, or a cut for one channel)."""
 
     def prepare(labels: np.ndarray, outputs: np.ndarray, output: str) -> Prepared:
         _check_numeric(outputs, output)

@@ -28,10 +28,6 @@ def read_wav(path: Path, *, sample_rate: int) -> np.ndarray:
     Raises:
         InvalidDataError: Not a readable PCM WAV file (float or compressed WAV included:
             convert those to 16-bit PCM), or a special file.
-
-    Example:
-        >>> read_wav(Path("yes/0001.wav"), sample_rate=16000).shape  # doctest: +SKIP
-        (16000,)
     """
     content = read_regular_bytes(path, error=InvalidDataError, what="an audio file")
     try:
@@ -59,12 +55,7 @@ def read_wav(path: Path, *, sample_rate: int) -> np.ndarray:
 
 
 def fit_length(clip: np.ndarray, length: int) -> np.ndarray:
-    """``clip`` cut to ``length`` samples, or zero-padded at its end.
-
-    Example:
-        >>> fit_length(np.ones(3, np.float32), 5).tolist()
-        [1.0, 1.0, 1.0, 0.0, 0.0]
-    """
+    """``clip`` cut to ``length`` samples, or zero-padded at its end."""
     return np.pad(clip[:length], (0, max(0, length - len(clip))))
 
 

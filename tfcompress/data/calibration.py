@@ -147,16 +147,9 @@ def calibration_set(
         input_values: Input name -> one value fed on every call, for inputs the data
             lacks (``--input-value sr=16000``).
 
-    Returns:
-        The samples, without labels.
-
     Raises:
         InvalidDataError: ``data`` cannot be read or does not fit the model.
         InvalidInputError: A batch dimension or value for an input the model lacks.
-
-    Example:
-        >>> data = calibration_set(model_signature(model), "calib.npz", limit=200, seed=0)
-        ... # doctest: +SKIP
     """
     first = signature.inputs[0]
     if isinstance(data, LaidOut) and data.layout is not None:

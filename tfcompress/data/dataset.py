@@ -123,12 +123,7 @@ class LaidOut(Dataset):
 
 
 def slice_arrays(arrays: Arrays, start: int, stop: int) -> Arrays:
-    """Samples ``start:stop`` of one array or of every array in a dict (0-d ones kept whole).
-
-    Example:
-        >>> slice_arrays({"a": np.arange(4)}, 1, 3)
-        {'a': array([1, 2])}
-    """
+    """Samples ``start:stop`` of one array or of every array in a dict (0-d ones kept whole)."""
     if isinstance(arrays, dict):
         return {name: array[start:stop] if array.ndim else array for name, array in arrays.items()}
     return arrays[start:stop]

@@ -31,23 +31,11 @@ def load_image_folder(
     header declares is checked against ``TFCOMPRESS_MAX_IMAGE_PIXELS`` (100 million pixels
     by default) before it is decoded, so a decompression bomb is refused in one line.
 
-    Args:
-        root: Folder with one subfolder per class.
-        image_size: ``(height, width)`` to resize to; needed when images differ in size.
-        channels: 1 (grayscale), 3 (RGB) or 4 (RGBA); default keeps each file's own channels.
-        rescale: Multiplies pixel values (the default maps 0..255 to 0..1).
-
-    Returns:
-        float32 images ``(N, H, W, C)`` and int64 labels.
-
     Raises:
         InvalidDataError: No class folders, no images, an unreadable folder, a special file
             (FIFO, device), a file that is no PNG/JPEG/GIF/BMP, an image over the pixel
             limit or an undecodable image.
         InvalidInputError: ``image_size``, ``channels`` or ``rescale`` out of range.
-
-    Example:
-        >>> ds = load_image_folder(Path("flowers"), image_size=(224, 224))  # doctest: +SKIP
     """
     _check_options(image_size, channels, rescale)
     files = [
@@ -77,23 +65,9 @@ def decode_images(
 ) -> np.ndarray:
     """Decode image files (each checked first, as :func:`load_image_folder` says) to float32.
 
-    Args:
-        paths: The image files, in the order of the result.
-        root: Their folder, for messages.
-        image_size: ``(height, width)`` to resize to.
-        channels: 1, 3 or 4; default each file's own.
-        rescale: Multiplies pixel values.
-
-    Returns:
-        ``(N, H, W, C)`` float32.
-
     Raises:
         InvalidDataError: A special file, no image, over the pixel limit, undecodable, or
             images of different sizes without ``image_size``.
-
-    Example:
-        >>> decode_images([Path("a.png")], Path("."), rescale=1.0).shape  # doctest: +SKIP
-        (1, 28, 28, 1)
     """
     _check_options(image_size, channels, rescale)
     for path in paths:

@@ -28,8 +28,6 @@ from tfcompress._files import check_regular_file, file_kind
 from tfcompress._limits import MAX_INFLATED_BYTES
 from tfcompress.errors import InvalidDataError, TFCompressError
 
-__all__ = ["read_npy", "read_npz", "write_npz"]
-
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = b"PK\x03\x04"
 _MAX_HEADER = 10_000  # numpy's own limit on .npy header length
@@ -68,21 +66,10 @@ _FORMAT_ERRORS = (
 def read_npy(path: Path) -> np.ndarray:
     """Read the array of a ``.npy`` file after checking its header against the file size.
 
-    Args:
-        path: A ``.npy`` file written by ``np.save``.
-
-    Returns:
-        The array (writable, at least 1-d, of a bool, integer or float dtype).
-
     Raises:
         InvalidDataError: Not a regular file, not a ``.npy``, a pickled/object, string,
             complex or structured array, a 0-d array, or a header that declares more data
             than the file holds (or than this machine's memory).
-
-    Example:
-        >>> np.save("/tmp/x.npy", np.zeros((2, 3), np.float32))
-        >>> read_npy(Path("/tmp/x.npy")).shape
-        (2, 3)
     """
     with _open_regular(path) as handle:
         size = os.fstat(handle.fileno()).st_size
@@ -110,21 +97,9 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
     may inflate to ``TFCOMPRESS_MAX_INFLATED_BYTES`` (1 GiB by default; no zip bombs);
     CRCs are verified.
 
-    Args:
-        path: A ``.npz`` file written by ``np.savez`` or ``np.savez_compressed``.
-
-    Returns:
-        The arrays by name, in archive order (``x`` and ``y``, or one per input and
-        ``y_<output>`` per output: :func:`tfcompress.data.dataset_from_arrays` sorts them).
-
     Raises:
         InvalidDataError: Not a regular file or not a zip archive, no arrays, a corrupt or
             encrypted member, or any array :func:`read_npy` would refuse.
-
-    Example:
-        >>> np.savez("/tmp/d.npz", x=np.zeros((2, 3)), y=np.array([0, 1]))
-        >>> read_npz(Path("/tmp/d.npz"))["y"]
-        array([0, 1])
     """
     with _open_regular(path) as handle:
         if handle.read(len(_NPY_MAGIC)) == _NPY_MAGIC:
@@ -335,9 +310,6 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray], *, overwrite: bool = Fa
     Raises:
         OutputExistsError: ``path`` exists without ``overwrite``.
         OutputLocationError: The folder does not accept the file.
-
-    Example:
-        >>> write_npz(Path("test.npz"), {"x": x, "y": y})  # doctest: +SKIP
     """
     import io
 

@@ -91,12 +91,7 @@ def load_data(
 
 
 def describe_source(source: DataLike, what: str) -> str:
-    """Name data in messages, with its file when it came from one.
-
-    Example:
-        >>> describe_source("calib.npz", "calibration data")
-        'calibration data calib.npz'
-    """
+    """Name data in messages, with its file when it came from one."""
     return f"{what} {source}" if isinstance(source, str | os.PathLike) else what
 
 

@@ -320,23 +320,9 @@ def _match_labels(
 def cast_samples(x: np.ndarray, dtype: np.dtype, what: str = "data") -> np.ndarray:
     """Cast ``x`` to ``dtype`` and prove every value survived the cast.
 
-    Args:
-        x: Numeric samples, batch dimension first.
-        dtype: The model's input dtype.
-        what: How to call the data in messages.
-
-    Returns:
-        ``x`` as ``dtype`` (no copy when it already is).
-
     Raises:
         InvalidDataError: NaN/Inf in ``x``, floats that overflow ``dtype`` (1e300 to
             float32), or values outside an integer ``dtype``'s range or not whole.
-
-    Example:
-        >>> cast_samples(np.array([[1e300]]), np.dtype("float32"))
-        Traceback (most recent call last):
-        ...
-        tfcompress.errors.InvalidDataError: data holds values beyond float32's range ...
     """
     if dtype.kind in "iu":
         if x.dtype.kind == "f":
@@ -362,20 +348,9 @@ def cast_samples(x: np.ndarray, dtype: np.dtype, what: str = "data") -> np.ndarr
 def check_count(value: object, name: str, hint: str) -> None:
     """Refuse an argument that should be a positive integer (a count of samples, threads...).
 
-    Args:
-        value: What the caller passed.
-        name: The argument's name, for the message.
-        hint: What to pass instead, e.g. ``"e.g. 32"``.
-
     Raises:
         InvalidArgumentTypeError: ``value`` is not an int (``bool`` included).
         InvalidInputError: ``value`` is below 1.
-
-    Example:
-        >>> check_count(0, "batch_size", "e.g. 32")
-        Traceback (most recent call last):
-        ...
-        tfcompress.errors.InvalidInputError: batch_size must be at least 1, got 0; pass e.g. 32.
     """
     if not isinstance(value, int | np.integer) or isinstance(value, bool | np.bool_):
         raise InvalidArgumentTypeError(

@@ -1,15 +1,9 @@
-"""What every format's inspect report shares: weights grouped by dtype, input/output lines.
-
-Example:
-    >>> groups = group_weights([("int8", 864, False), ("int32", 16, True), ("int8", 96, False)])
-    >>> weights_line(groups)
-    'weights: int8 2 tensors 960 bytes; int32 1 tensor 16 bytes (biases)'
-"""
+"""What every format's inspect report shares: weights grouped by dtype, input/output lines."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tfcompress.models.signature import format_shape
@@ -43,10 +37,6 @@ class WeightGroup:
         bytes: Their bytes; data shared by several tensors counts once.
         biases: How many of them are the bias of a convolution or dense op; None where the
             format does not say which tensors are biases.
-
-    Example:
-        >>> WeightGroup("int32", 6, 1024, biases=6).describe()
-        'int32 6 tensors 1,024 bytes (biases)'
     """
 
     dtype: str
@@ -66,12 +56,7 @@ class WeightGroup:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data: ``{"dtype", "tensors", "bytes", "biases"}`` (biases None = unknown)."""
-        return {
-            "dtype": self.dtype,
-            "tensors": self.tensors,
-            "bytes": self.bytes,
-            "biases": self.biases,
-        }
+        return asdict(self)
 
 
 def group_weights(
@@ -82,13 +67,6 @@ def group_weights(
     Args:
         entries: ``(dtype, bytes, is_bias)`` per constant tensor; ``is_bias`` None when the
             format does not say.
-
-    Returns:
-        One :class:`WeightGroup` per dtype, by bytes then name.
-
-    Example:
-        >>> group_weights([("float32", 40, None)])
-        (WeightGroup(dtype='float32', tensors=1, bytes=40, biases=None),)
     """
     totals: dict[str, list[int]] = {}
     known: dict[str, bool] = {}
@@ -106,12 +84,7 @@ def group_weights(
 
 
 def weights_line(groups: Sequence[WeightGroup]) -> str:
-    """``weights: int8 12 tensors 91,008 bytes; int32 6 tensors 1,024 bytes (biases)``.
-
-    Example:
-        >>> weights_line(())
-        'weights: none'
-    """
+    """``weights: int8 12 tensors 91,008 bytes; int32 6 tensors 1,024 bytes (biases)``."""
     return "weights: " + ("; ".join(g.describe() for g in groups) or "none")
 
 
@@ -125,11 +98,6 @@ def io_lines(
     With the model's :class:`~tfcompress.models.feeding.FeedLayout`, ``N`` marks each
     tensor's own batch dimension (``h (2, N, 16)``), a tensor fed in a way other than
     "batch first" says how, and a static batch gets a line of its own.
-
-    Example:
-        >>> from tfcompress.models.signature import TensorSpec
-        >>> io_lines([TensorSpec((None, None, 1), name="audio")], [])
-        ['input  audio (N, ?, 1) float32']
     """
     tensors = (
         {}
@@ -165,12 +133,7 @@ def feeding_dict(layout: FeedLayout | None) -> dict[str, Any] | None:
 
 
 def printable(text: str) -> str:
-    r"""``text`` with control characters shown as ``?``, so a crafted name stays on one line.
-
-    Example:
-        >>> printable("a\nb")
-        'a?b'
-    """
+    r"""``text`` with control characters shown as ``?``, so a crafted name stays on one line."""
     return "".join(c if c.isprintable() else "?" for c in text)
 
 

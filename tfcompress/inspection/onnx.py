@@ -1,9 +1,6 @@
 """Inspect an ``.onnx``: opsets, IR version, producer, node histogram, initializers by dtype.
 
 Read with the ``onnx`` package (no ONNX Runtime): ``pip install 'tfcompress[onnx]'``.
-
-Example:
-    >>> print(inspect_onnx(load_model("model.onnx")))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -114,19 +111,9 @@ class OnnxInfo:
 def inspect_onnx(model: OnnxModel) -> OnnxInfo:
     """Describe an ONNX model from its ``ModelProto``.
 
-    Args:
-        model: A loaded ``.onnx`` (:func:`~tfcompress.models.load_model`).
-
-    Returns:
-        The description; ``str()`` is the human report, ``to_dict()`` the JSON.
-
     Raises:
         MissingDependencyError: The ``onnx`` package is not installed.
         ModelLoadError: The bytes do not parse as an ONNX model.
-
-    Example:
-        >>> inspect_onnx(load_model("model.onnx")).opsets  # doctest: +SKIP
-        (('ai.onnx', 13),)
     """
     proto = onnx_file.parse(model)
     if proto is None:

@@ -2,9 +2,6 @@
 
 Everything is read by the one ``.tflite`` reader (:mod:`tfcompress.models.tflite_file`);
 input and output names are the signature's (:func:`~tfcompress.models.signature.tflite_io_tensors`).
-
-Example:
-    >>> print(inspect_tflite(load_model("face_landmark.tflite")))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -156,30 +153,15 @@ class TFLiteInfo:
 
 
 def op_label(custom_code: str) -> str:
-    """The histogram's name of a custom op: ``CUSTOM: <code>``, ``CUSTOM: (no code)``.
-
-    Example:
-        >>> op_label("Convolution2DTransposeBias"), op_label(NO_CODE)
-        ('CUSTOM: Convolution2DTransposeBias', 'CUSTOM: (no code)')
-    """
+    """The histogram's name of a custom op: ``CUSTOM: <code>``, ``CUSTOM: (no code)``."""
     return f"CUSTOM: {custom_code}"
 
 
 def inspect_tflite(model: TFLiteModel) -> TFLiteInfo:
     """Describe a ``.tflite``: signature inputs/outputs as stored, ops, weights by dtype.
 
-    Args:
-        model: A loaded ``.tflite`` (:func:`~tfcompress.models.load_model`).
-
-    Returns:
-        The description; ``str()`` is the human report, ``to_dict()`` the JSON.
-
     Raises:
         ModelLoadError: The flatbuffer is corrupt or fails the structural checks.
-
-    Example:
-        >>> inspect_tflite(load_model("model_int8.tflite")).op_histogram  # doctest: +SKIP
-        {'CONV_2D': 2, 'QUANTIZE': 1, ...}
     """
     source = model.path or model.name
     parsed = read_tflite(model.content, source=source)

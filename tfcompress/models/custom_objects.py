@@ -15,11 +15,6 @@ tf-keras SavedModel) its ``tf.keras`` / ``from tensorflow import keras`` mean tf
 is imported (:func:`tfcompress._compat.keras.tensorflow_keras_is_tf_keras`), since a package's
 layer file written for TF 2 subclasses ``tf.keras.layers.Layer``, which TensorFlow 2.16+
 resolves to Keras 3, whose layers a tf-keras model cannot hold.
-
-Example:
-    >>> objects = import_custom_objects("layers.py")  # doctest: +SKIP
-    >>> sorted(objects)  # doctest: +SKIP
-    ['Scale']
 """
 
 from __future__ import annotations
@@ -34,8 +29,6 @@ from typing import Any
 
 from tfcompress.errors import InvalidInputError
 
-__all__ = ["import_custom_objects"]
-
 
 def import_custom_objects(
     path: str | os.PathLike[str], *, tf_keras: bool = False
@@ -47,16 +40,9 @@ def import_custom_objects(
         tf_keras: The model was saved by tf-keras: ``tf.keras`` means tf-keras while the file
             is imported.
 
-    Returns:
-        ``{name: object}`` for Keras' ``custom_objects``.
-
     Raises:
         InvalidInputError: Not a ``.py`` file, the file fails to import (the message names
             its error), ``CUSTOM_OBJECTS`` is not a dict of names, or it defines nothing.
-
-    Example:
-        >>> import_custom_objects("my_layers.py")  # doctest: +SKIP
-        {'Scale': <class 'my_layers.Scale'>}
     """
     file = Path(path)
     if file.suffix != ".py" or not file.is_file():

@@ -25,16 +25,6 @@ Inside tfcompress every array is batch first (a :class:`~tfcompress.data.Dataset
 samples along axis 0): :meth:`TensorLayout.to_samples` moves a tensor's batch to the front
 and :meth:`TensorLayout.to_model` moves it back for the runtime. Data files keep the
 model's own layout.
-
-Example:
-    >>> from tfcompress.models.signature import ModelSignature, TensorSpec
-    >>> sig = ModelSignature(
-    ...     (TensorSpec((None, None), name="input"), TensorSpec((), name="sr"),
-    ...      TensorSpec((2, None, 64), name="h")),
-    ...     (TensorSpec((None, 1), name="output"),),
-    ... )
-    >>> [t.describe() for t in feed_layout(sig).inputs]
-    ['(N, ?) float32', '() float32 scalar', '(2, N, 64) float32']
 """
 
 from __future__ import annotations
@@ -58,11 +48,6 @@ class TensorLayout:
         batch_axis: The dimension that counts samples; None for a tensor that is not
             batched (a scalar input, or an output of one value per call).
         declared: True when the user named ``batch_axis`` (``--batch-dim``).
-
-    Example:
-        >>> h = TensorLayout(TensorSpec((2, None, 64), name="h"), batch_axis=1)
-        >>> h.describe(), h.sample_shape, h.to_samples(np.zeros((2, 3, 64))).shape
-        ('(2, N, 64) float32', (2, 64), (3, 2, 64))
     """
 
     spec: TensorSpec
@@ -257,20 +242,9 @@ def feed_layout(
             signature cannot tell (``--batch-dim h=1``).
         name: The model's name, for messages.
 
-    Returns:
-        The layout (see the module's rules).
-
     Raises:
         InvalidInputError: A declared dimension for an input the model does not have, a
             scalar, or a dimension out of range; inputs that fix different batch sizes.
-
-    Example:
-        >>> sig = ModelSignature((TensorSpec((None, 8, 64), name="h"),), ())
-        >>> feed_layout(sig, batch_dims={"h": 1}).static_batch
-        8
-        >>> sig = ModelSignature((TensorSpec((2, None, None), name="h"),), ())
-        >>> feed_layout(sig, batch_dims={"h": 2}).inputs[0].format_shape()
-        '(2, ?, N)'
     """
     declared = _check_declared(signature, dict(batch_dims or {}), name)
     outputs_declared = {k: v for k, v in declared.items() if k not in signature.input_names}
@@ -307,10 +281,6 @@ def parse_batch_dim(text: str) -> tuple[str, int]:
 
     Raises:
         InvalidInputError: Not ``NAME=DIM`` with DIM a non-negative integer.
-
-    Example:
-        >>> parse_batch_dim("h=1")
-        ('h', 1)
     """
     name, sep, dim = text.partition("=")
     if not name or not sep or not dim.strip().isdigit():
@@ -326,10 +296,6 @@ def parse_input_value(text: str) -> tuple[str, float]:
 
     Raises:
         InvalidInputError: Not ``NAME=VALUE`` with a finite number.
-
-    Example:
-        >>> parse_input_value("sr=16000")
-        ('sr', 16000.0)
     """
     name, sep, value = text.partition("=")
     try:
@@ -451,27 +417,16 @@ def config_batch_dims(value: object) -> dict[str, int]:
 
     Raises:
         InvalidInputError: Not a mapping of names to non-negative integers.
-
-    Example:
-        >>> config_batch_dims({"h": 1})
-        {'h': 1}
     """
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidInputError(
-            f"batch_dims must map input names to dimensions ({{'h': 1}}), got {value!r:.80}."
-        )
-    checked = {}
-    for key, axis in value.items():
-        if not isinstance(key, str) or not key:
-            raise InvalidInputError(f"batch_dims: {key!r:.60} is not an input name.")
+
+    def dimension(key: str, axis: object) -> int:
         if isinstance(axis, bool) or not isinstance(axis, int | np.integer) or axis < 0:
             raise InvalidInputError(
                 f"batch_dims[{key!r}] must be a dimension (an integer 0 or more), got {axis!r:.60}."
             )
-        checked[key] = int(axis)
-    return dict(sorted(checked.items()))
+        return int(axis)
+
+    return _by_input_name(value, "batch_dims", "dimensions ({'h': 1})", dimension)
 
 
 def config_input_values(value: object) -> dict[str, float]:
@@ -479,26 +434,28 @@ def config_input_values(value: object) -> dict[str, float]:
 
     Raises:
         InvalidInputError: Not a mapping of names to finite numbers.
-
-    Example:
-        >>> config_input_values({"sr": 16000})
-        {'sr': 16000.0}
     """
+
+    def number(key: str, given: object) -> float:
+        numeric = not isinstance(given, bool) and isinstance(given, int | float | np.number)
+        if not (numeric and np.isfinite(float(given))):  # type: ignore[arg-type]
+            raise InvalidInputError(
+                f"input_values[{key!r}] must be a finite number, got {given!r:.60}."
+            )
+        return float(given)  # type: ignore[arg-type]
+
+    return _by_input_name(value, "input_values", "numbers ({'sr': 16000})", number)
+
+
+def _by_input_name(value: object, field: str, values: str, check: Any) -> dict[str, Any]:
+    """A config's mapping of input names, each value through ``check``, sorted by name."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise InvalidInputError(
-            f"input_values must map input names to numbers ({{'sr': 16000}}), got {value!r:.80}."
-        )
+        raise InvalidInputError(f"{field} must map input names to {values}, got {value!r:.80}.")
     checked = {}
-    for key, number in value.items():
+    for key, item in value.items():
         if not isinstance(key, str) or not key:
-            raise InvalidInputError(f"input_values: {key!r:.60} is not an input name.")
-        if isinstance(number, bool) or not isinstance(number, int | float | np.number):
-            number = float("nan")
-        if not np.isfinite(float(number)):
-            raise InvalidInputError(
-                f"input_values[{key!r}] must be a finite number, got {value[key]!r:.60}."
-            )
-        checked[key] = float(number)
+            raise InvalidInputError(f"{field}: {key!r:.60} is not an input name.")
+        checked[key] = check(key, item)
     return dict(sorted(checked.items()))

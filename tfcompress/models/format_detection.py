@@ -5,10 +5,6 @@ superblock at offset 0, 512, 1024, 2048..., ONNX has no magic bytes at all: a fi
 it can be read by two of them. :func:`detect_formats` asks each format in turn whether it
 would read the whole file as one of its models, so :func:`~tfcompress.models.formats.
 read_model_file` can refuse a file that more than one accepts.
-
-Example:
-    >>> detect_formats(b"\x1c\x00\x00\x00TFL3" + bytes(32))
-    (<ModelFormat.TFLITE: 'tflite'>,)
 """
 
 from __future__ import annotations
@@ -17,8 +13,6 @@ import io
 import zipfile
 
 from tfcompress.models.formats import ModelFormat, is_tflite_bytes
-
-__all__ = ["detect_formats"]
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _ZIP_MAGIC = b"PK\x03\x04"

@@ -9,10 +9,6 @@ file that more than one format accepts (:mod:`tfcompress.models.format_detection
 whose extension names another format than its content. The bytes it returns are the only
 ones any loader of tfcompress is given (:mod:`tfcompress.models.loading` hands each loader
 a private copy of exactly them).
-
-Example:
-    >>> read_model_file(Path("model.keras")).format  # doctest: +SKIP
-    <ModelFormat.KERAS: 'keras'>
 """
 
 from __future__ import annotations
@@ -27,19 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfcompress._files import read_regular_bytes
-from tfcompress.errors import ModelLoadError
+from tfcompress.errors import ModelLoadError, UnsupportedModelError
 from tfcompress.models.onnx import is_onnx_bytes
-
-__all__ = [
-    "TFLITE_IDENTIFIER",
-    "CheckedFile",
-    "ModelFormat",
-    "claimed_format",
-    "is_tflite_bytes",
-    "keras_version_of",
-    "read_model_file",
-    "sniff_format",
-]
 
 TFLITE_IDENTIFIER = b"TFL3"
 logger = logging.getLogger(__name__)
@@ -99,11 +84,6 @@ class CheckedFile:
         path: The file the user named (for messages only: it is never opened again).
         format: The format decided from the content.
         content: Every byte that was read and checked; loaders get exactly these.
-
-    Example:
-        >>> checked = read_model_file(Path("model.h5"))  # doctest: +SKIP
-        >>> checked.format, len(checked.content)  # doctest: +SKIP
-        (<ModelFormat.H5: 'h5'>, 23456)
     """
 
     path: Path
@@ -112,22 +92,12 @@ class CheckedFile:
 
 
 def is_tflite_bytes(content: bytes) -> bool:
-    r"""True when ``content`` carries the TFLite flatbuffer file identifier at offset 4.
-
-    Example:
-        >>> is_tflite_bytes(b"\x1c\x00\x00\x00TFL3....")
-        True
-    """
+    r"""True when ``content`` carries the TFLite flatbuffer file identifier at offset 4."""
     return len(content) >= 8 and content[4:8] == TFLITE_IDENTIFIER
 
 
 def claimed_format(path: Path) -> ModelFormat | None:
-    """The format a file's extension names, or None for an extension that names none.
-
-    Example:
-        >>> claimed_format(Path("model.HDF5"))
-        <ModelFormat.H5: 'h5'>
-    """
+    """The format a file's extension names, or None for an extension that names none."""
     return _CLAIMS.get(path.suffix.lower())
 
 
@@ -139,17 +109,10 @@ def read_model_file(path: Path, *, unsafe: bool = False) -> CheckedFile:
         unsafe: The user consented to run code from the file (``--unsafe``): a polyglot
             is then read as the one of its formats that its extension names.
 
-    Returns:
-        The bytes read and the format they are.
-
     Raises:
         ModelLoadError: The path is missing or not a regular file; the bytes are valid as
             no model format, or as more than one (a polyglot); or the extension names
             another format than the content.
-
-    Example:
-        >>> read_model_file(Path("model.tflite")).format  # doctest: +SKIP
-        <ModelFormat.TFLITE: 'tflite'>
     """
     from tfcompress.models.format_detection import detect_formats
 
@@ -222,10 +185,6 @@ def check_saved_model_dir(path: Path) -> ModelFormat:
         ModelLoadError: No ``saved_model.pb``/``.pbtxt`` inside, or a name that claims a
             model file format (``model.h5/``): a loader that trusts the name would read the
             folder as that format.
-
-    Example:
-        >>> check_saved_model_dir(Path("exported"))  # doctest: +SKIP
-        <ModelFormat.SAVED_MODEL: 'saved_model'>
     """
     if not ((path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file()):
         raise ModelLoadError(f"{path}: directory holds no saved_model.pb; pass {_SUPPORTED}.")
@@ -242,19 +201,9 @@ def check_saved_model_dir(path: Path) -> ModelFormat:
 def keras_version_of(checked: CheckedFile) -> str:
     """Read the Keras version a .keras or .h5 file was saved with ('' when not recorded).
 
-    Args:
-        checked: A ``.keras`` archive or an ``.h5`` file, read by :func:`read_model_file`.
-
-    Returns:
-        The recorded version, e.g. ``"3.15.1"`` or ``"2.21.0"``.
-
     Raises:
         ModelLoadError: The file is truncated or corrupt, or its ``metadata.json`` is not a
             JSON object.
-
-    Example:
-        >>> keras_version_of(read_model_file(Path("model.keras")))  # doctest: +SKIP
-        '3.15.1'
     """
     path, model_format = checked.path, checked.format
     try:
@@ -316,3 +265,23 @@ def _unrecognised(path: Path, content: bytes, claimed: ModelFormat | None) -> st
             "or another format; save it again with model.save()."
         )
     return f"{path}: unrecognised model format; pass {_SUPPORTED}."
+
+
+def read_tflite_path(path: Path, refusal: str) -> bytes:
+    """The bytes of a file a ``.tflite``-only tool was given (the Edge TPU linter, TFLM).
+
+    A missing file, a folder or a file of another format we know is refused, ``refusal``
+    saying what to pass instead; bytes of no known format come back for the caller to refuse.
+    """
+    if not path.exists():
+        raise ModelLoadError(f"{path}: no such file; pass the path of the .tflite to check.")
+    if path.is_dir():
+        raise UnsupportedModelError(f"{path}: a directory; {refusal}")
+    content = read_regular_bytes(path, error=ModelLoadError, what="a .tflite file")
+    if is_tflite_bytes(content):
+        return content
+    try:
+        found = sniff_format(path)
+    except ModelLoadError:  # no format we know: the caller reports it as a bad .tflite
+        return content
+    raise UnsupportedModelError(f"{path}: a {found.value} model, not a .tflite; {refusal}")

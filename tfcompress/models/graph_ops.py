@@ -10,11 +10,6 @@ initializers, restore functions, the TF1 init op) or only calling the model does
 The saver's own ``SaveV2``/``RestoreV2``/``MergeV2Checkpoints`` are not reported when they
 sit where TensorFlow puts them (the functions the ``saver_def`` calls, or the nodes that
 feed it in a TF1 graph): they read and write the model's own ``variables/``.
-
-Example:
-    >>> from tensorflow.core.protobuf import saved_model_pb2  # doctest: +SKIP
-    >>> [op.op for op in scan_graph(proto.meta_graphs[0])]  # doctest: +SKIP
-    ['WriteFile']
 """
 
 from __future__ import annotations
@@ -22,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
-
-__all__ = ["IO_OPS", "GraphOp", "scan_graph"]
 
 _WRITES = "writes files"
 _READS = "reads files"
@@ -182,10 +175,6 @@ class GraphOp:
         action: What it does, e.g. ``"writes files"``.
         where: The function that holds it (or ``"the main graph"``).
         at_load: True when loading the SavedModel runs it; False when only calling does.
-
-    Example:
-        >>> GraphOp("WriteFile", "writes files", "__inference_serve_29", False).describe()
-        'WriteFile (writes files) in function __inference_serve_29'
     """
 
     op: str
@@ -200,18 +189,7 @@ class GraphOp:
 
 
 def scan_graph(meta_graph: Any) -> tuple[GraphOp, ...]:
-    """Every op of ``meta_graph`` that acts outside the model, loading-time ones first.
-
-    Args:
-        meta_graph: A ``tensorflow.core.protobuf.meta_graph_pb2.MetaGraphDef``.
-
-    Returns:
-        One :class:`GraphOp` per (op, function); empty for an ordinary model.
-
-    Example:
-        >>> scan_graph(proto.meta_graphs[0])  # doctest: +SKIP
-        (GraphOp(op='WriteFile', action='writes files', where='__inference_serve_29', ...),)
-    """
+    """Every op of ``meta_graph`` that acts outside the model, loading-time ones first."""
     graph = meta_graph.graph_def
     functions = {f.signature.name: f for f in graph.library.function}
     nodes = {node.name: node for node in graph.node}

@@ -47,12 +47,6 @@ Only where tf-keras is the loader (Keras 3 refuses these itself):
 
 ``TFOpLambda`` is not flagged: its config names a TensorFlow op (``"function":
 "math.add"``) that tf-keras looks up in the ``tf`` namespace, with no bytecode.
-
-Example:
-    >>> check_keras_file(Path("untrusted.h5"), tf_keras_loader=True)  # doctest: +SKIP
-    Traceback (most recent call last):
-    ...
-    tfcompress.errors.ModelLoadError: untrusted.h5: the model holds a Lambda layer ...
 """
 
 from __future__ import annotations
@@ -67,24 +61,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfcompress._files import read_regular_bytes
 from tfcompress.errors import ModelLoadError
 from tfcompress.models.formats import (
     CheckedFile,
     ModelFormat,
-    check_saved_model_dir,
-    read_model_file,
 )
-
-__all__ = [
-    "CodeReference",
-    "check_configs",
-    "check_keras_file",
-    "file_configs",
-    "find_code",
-    "read_model_configs",
-    "saved_model_configs",
-]
 
 # A real config is kilobytes to a few megabytes; this bounds what a zip entry may inflate to.
 MAX_CONFIG_BYTES = 256 * 2**20
@@ -125,10 +106,6 @@ class CodeReference:
             ``("model", "sequential_1", "lambda_3")``.
         class_name: The Keras class, e.g. ``"Lambda"``.
         danger: What loading it does, e.g. ``"runs arbitrary Python code when loaded"``.
-
-    Example:
-        >>> str(CodeReference(("model", "lambda_3"), "Lambda", "runs code"))
-        'model/lambda_3 (Lambda)'
     """
 
     path: tuple[str, ...]
@@ -151,49 +128,12 @@ class CodeReference:
         return f"a {self.class_name} layer {self.path[-1]!r}{where}, which {self.danger}"
 
 
-def read_model_configs(path: Path) -> list[dict[str, Any]]:
-    """Read and parse the model config(s) of a Keras file without any Keras loader.
-
-    Args:
-        path: An ``.h5`` file, a ``.keras`` archive, or a SavedModel directory holding
-            ``keras_metadata.pb`` (one JSON document per saved object).
-
-    Returns:
-        The parsed configs, each a dict.
-
-    Raises:
-        ModelLoadError: The config is missing, unreadable, not JSON, not a JSON object, or
-            nested deeper than Python can parse; the file is of another format, or of two.
-
-    Example:
-        >>> read_model_configs(Path("model.h5"))[0]["class_name"]  # doctest: +SKIP
-        'Sequential'
-    """
-    if path.is_dir():
-        check_saved_model_dir(path)
-        content = read_regular_bytes(
-            path / "keras_metadata.pb", error=ModelLoadError, what="a keras_metadata.pb file"
-        )
-        return saved_model_configs(content, path)
-    return file_configs(read_model_file(path))
-
-
 def file_configs(checked: CheckedFile) -> list[dict[str, Any]]:
     """The parsed model config of a ``.keras`` or ``.h5`` file, read from its checked bytes.
-
-    Args:
-        checked: The file as :func:`~tfcompress.models.formats.read_model_file` read it.
-
-    Returns:
-        The parsed config, in a list of one.
 
     Raises:
         ModelLoadError: Not a Keras file, or a config that is missing, unreadable, not JSON
             or not a JSON object.
-
-    Example:
-        >>> file_configs(read_model_file(Path("model.keras")))[0]["class_name"]  # doctest: +SKIP
-        'Sequential'
     """
     path, model_format = checked.path, checked.format
     if model_format is ModelFormat.KERAS:
@@ -211,20 +151,8 @@ def file_configs(checked: CheckedFile) -> list[dict[str, Any]]:
 def saved_model_configs(metadata: bytes, path: Path) -> list[dict[str, Any]]:
     """The parsed configs of a tf-keras SavedModel's ``keras_metadata.pb`` bytes.
 
-    Args:
-        metadata: The bytes of ``keras_metadata.pb``, as read once by the loader.
-        path: The SavedModel directory, for messages.
-
-    Returns:
-        One parsed config per saved Keras object.
-
     Raises:
         ModelLoadError: The protobuf or a config in it is corrupt, empty or not an object.
-
-    Example:
-        >>> metadata = Path("m/keras_metadata.pb").read_bytes()  # doctest: +SKIP
-        >>> saved_model_configs(metadata, Path("m"))[0]["class_name"]  # doctest: +SKIP
-        'Sequential'
     """
     return [_parse(path, text, where) for text, where in _saved_model_metadata(metadata, path)]
 
@@ -234,20 +162,8 @@ def check_configs(
 ) -> None:
     """In safe mode, refuse parsed Keras configs whose loading would run code.
 
-    Args:
-        configs: What :func:`file_configs` or :func:`saved_model_configs` returned.
-        path: The model, for the message.
-        tf_keras_loader: Whether tf-keras (rather than Keras 3) will load the model.
-        safe_mode: Refuse configs that hold code; ``False`` accepts them.
-
     Raises:
         ModelLoadError: A config holds code and ``safe_mode`` is on.
-
-    Example:
-        >>> check_configs([{"class_name": "Lambda"}], Path("m.h5"), tf_keras_loader=True)
-        Traceback (most recent call last):
-        ...
-        tfcompress.errors.ModelLoadError: m.h5: the model holds a Lambda layer ...
     """
     if not safe_mode:
         return
@@ -279,15 +195,6 @@ def find_code(config: Any, *, tf_keras_loader: bool) -> list[CodeReference]:
         config: A parsed Keras config (any JSON value).
         tf_keras_loader: Whether tf-keras will load it, which also imports the modules and
             resolves the functions a config names (see the module docstring).
-
-    Returns:
-        The references in document order, one per object.
-
-    Example:
-        >>> cfg = {"class_name": "Sequential", "config": {"name": "seq", "layers": [
-        ...     {"class_name": "Lambda", "config": {"name": "lam"}}]}}
-        >>> [str(ref) for ref in find_code(cfg, tf_keras_loader=True)]
-        ['seq/lam (Lambda)']
     """
     found: dict[tuple[tuple[str, ...], str], CodeReference] = {}
     # Each entry: a JSON value, the names of the layers around it, and the innermost class.
@@ -313,29 +220,6 @@ def find_code(config: Any, *, tf_keras_loader: bool) -> list[CodeReference]:
             found.setdefault((parents, owner), CodeReference(parents, _label(owner), danger))
         stack.extend((item, parents, owner) for item in reversed(list(value.values())))
     return list(found.values())
-
-
-def check_keras_file(path: Path, *, tf_keras_loader: bool, safe_mode: bool = True) -> None:
-    """Parse a Keras file's config and, in safe mode, refuse it if loading would run code.
-
-    The config is always parsed, so a corrupt or hostile one (deep nesting, not an object)
-    fails here with one clear line rather than inside a Keras loader. Loaders do not call
-    this: they check the bytes they load (:func:`file_configs`, :func:`check_configs`).
-
-    Args:
-        path: An ``.h5``, a ``.keras`` or a tf-keras SavedModel directory.
-        tf_keras_loader: Whether tf-keras (rather than Keras 3) will load the file.
-        safe_mode: Refuse files that hold code; ``False`` only parses.
-
-    Raises:
-        ModelLoadError: The config cannot be read, or it holds code and ``safe_mode`` is on.
-
-    Example:
-        >>> check_keras_file(Path("model.h5"), tf_keras_loader=True)  # doctest: +SKIP
-    """
-    check_configs(
-        read_model_configs(path), path, tf_keras_loader=tf_keras_loader, safe_mode=safe_mode
-    )
 
 
 def _dangers(value: dict[str, Any], class_name: object, *, tf_keras_loader: bool) -> Iterator[str]:

@@ -260,17 +260,9 @@ def saved_model_errors(path: Path, *, copy: Path | None = None) -> Iterator[None
     directory checked by :func:`load_model` can still change, and a :class:`SavedModelDir`
     can be built by hand.
 
-    Args:
-        path: The SavedModel directory, for the message.
-        copy: The private copy TensorFlow reads, whose name is replaced by ``path``.
-
     Raises:
         ModelLoadError: The SavedModel's graph or variables are truncated, corrupt or too
             large to allocate.
-
-    Example:
-        >>> with saved_model_errors(model.shown, copy=model.path):  # doctest: +SKIP
-        ...     loaded = tf.saved_model.load(str(model.path))
     """
     from google.protobuf.message import DecodeError
 
@@ -302,9 +294,6 @@ def load_saved_model(model: SavedModelDir) -> Any:
 
     Raises:
         ModelLoadError: TensorFlow cannot read it (see :func:`saved_model_errors`).
-
-    Example:
-        >>> load_saved_model(SavedModelDir(Path("exported"))).signatures  # doctest: +SKIP
     """
     graph = model.path / "saved_model.pb"
     stamp = graph.stat().st_mtime_ns if graph.exists() else 0

@@ -33,23 +33,8 @@ def match_tensors(
     for the reference's i-th output; one tensor each; sample shapes that identify every
     tensor uniquely.
 
-    Args:
-        reference: The reference model's inputs or outputs, in its order.
-        candidate: The candidate's.
-        what: ``"inputs"`` or ``"outputs"``, for the message.
-        candidate_name: The candidate's name, for the message.
-
-    Returns:
-        ``{candidate name: reference name}`` for every tensor.
-
     Raises:
         UnsupportedModelError: Different counts, or no rule tells the tensors apart.
-
-    Example:
-        >>> ref = [TensorSpec((None, 10), name="cls"), TensorSpec((None, 4), name="box")]
-        >>> cand = [TensorSpec((None, 4), name="output_1"), TensorSpec((None, 10), name="output_0")]
-        >>> match_tensors(ref, cand)
-        {'output_1': 'box', 'output_0': 'cls'}
     """
     ref_names = [spec.name for spec in reference]
     cand_names = [spec.name for spec in candidate]

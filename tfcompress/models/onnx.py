@@ -31,12 +31,7 @@ _ONNX_DTYPES = {
 
 
 def is_onnx_bytes(content: bytes) -> bool:
-    r"""True when ``content`` looks like a serialized ONNX ``ModelProto``.
-
-    Example:
-        >>> is_onnx_bytes(b"\x08\x08\x12\x07tf2onnx")
-        True
-    """
+    r"""True when ``content`` looks like a serialized ONNX ``ModelProto``."""
     return len(content) >= 2 and content[0] == _IR_VERSION_TAG and content[1] < 0x80
 
 

@@ -6,10 +6,6 @@ its path, so ONNX Runtime would resolve such a location against the *current dir
 Here every location is resolved against the model's own folder instead, refused when it
 leaves that folder (after resolving symlinks) or names anything but a regular file, and
 the bytes are read into the model: ONNX Runtime then opens no file at all.
-
-Example:
-    >>> proto = onnx.load(path, load_external_data=False)  # doctest: +SKIP
-    >>> content = embed_external_data(proto, Path("model.onnx"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -24,8 +20,6 @@ from typing import Any
 from tfcompress._files import file_kind
 from tfcompress.errors import ModelLoadError
 
-__all__ = ["check_feedable", "embed_external_data"]
-
 _PROTOBUF_LIMIT = 2**31 - 1  # a serialized protobuf message cannot be larger
 _EXTERNAL = 1  # TensorProto.EXTERNAL
 
@@ -33,20 +27,10 @@ _EXTERNAL = 1  # TensorProto.EXTERNAL
 def embed_external_data(proto: Any, path: Path) -> bytes | None:
     """Read every external tensor from the model's folder into ``proto``; its new bytes.
 
-    Args:
-        proto: The parsed ``onnx.ModelProto`` (modified in place).
-        path: The ``.onnx`` file; its folder is the only place data is read from.
-
-    Returns:
-        The serialized model with every tensor inside, or None when no tensor was external.
-
     Raises:
         ModelLoadError: A location that is absolute, leaves the folder (``..``, a link),
             is missing or not a regular file (a FIFO, a device), or an offset/length
             outside the file; or a model too large for one protobuf once embedded.
-
-    Example:
-        >>> embed_external_data(proto, Path("models/net.onnx"))  # doctest: +SKIP
     """
     tensors = [t for t in _all_tensors(proto) if t.data_location == _EXTERNAL]
     if not tensors:
@@ -75,9 +59,6 @@ def check_feedable(proto: Any, path: Path) -> None:
     Raises:
         ModelLoadError: A graph input that is not a tensor, or declares a negative
             dimension other than -1 or a shape beyond this machine's memory.
-
-    Example:
-        >>> check_feedable(proto, Path("model.onnx"))  # doctest: +SKIP
     """
     import onnx
 

@@ -4,10 +4,6 @@ Between the safety check of a model and its load, the file at the user's path co
 replaced (another process, a shared folder). So the checked bytes are written into a
 folder only this user can open (``mkdtemp`` makes it ``0700``), under a name whose
 extension is the format tfcompress decided, and the loader is given that copy.
-
-Example:
-    >>> with private_file(b"...", ".h5") as copy:  # doctest: +SKIP
-    ...     model = keras.models.load_model(copy)
 """
 
 from __future__ import annotations
@@ -26,8 +22,6 @@ from pathlib import Path
 
 from tfcompress._files import file_kind
 from tfcompress.errors import ModelLoadError, OutputLocationError
-
-__all__ = ["PrivateFolder", "copy_regular_tree", "private_file", "temporary_space"]
 
 _PREFIX = "tfcompress-checked-"
 _lock = threading.Lock()
@@ -55,11 +49,6 @@ def private_file(content: bytes, suffix: str) -> Iterator[Path]:
 
     Yields:
         The private file's path.
-
-    Example:
-        >>> with private_file(b"abc", ".h5") as path:
-        ...     path.read_bytes()
-        b'abc'
     """
     with temporary_space():
         folder = Path(tempfile.mkdtemp(dir=_private_root()))
@@ -79,10 +68,6 @@ def temporary_space() -> Iterator[None]:
     Raises:
         OutputLocationError: The block failed with ENOSPC or EDQUOT; the message names the
             temporary folder and how to give tfcompress another (other errors pass through).
-
-    Example:
-        >>> with temporary_space():
-        ...     pass
     """
     try:
         yield
@@ -101,11 +86,6 @@ class PrivateFolder:
     A loaded SavedModel keeps reading its folder (TensorFlow opens ``variables/`` and
     ``assets/`` when a converter or runner loads it), so its copy must outlive the load:
     objects that use it hold this and the folder is removed when the last one is dropped.
-
-    Example:
-        >>> folder = PrivateFolder("model")
-        >>> folder.path.name
-        'model'
     """
 
     def __init__(self, name: str) -> None:
@@ -128,9 +108,6 @@ def copy_regular_tree(source: Path, target: Path, *, what: str) -> None:
 
     Raises:
         ModelLoadError: A special file, an unreadable entry, or a folder that loops.
-
-    Example:
-        >>> copy_regular_tree(Path("m/assets"), Path("/tmp/x/assets"), what="m")  # doctest: +SKIP
     """
     target.mkdir()
     seen = {_identity(source)}

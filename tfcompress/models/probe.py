@@ -31,10 +31,6 @@ The probe runs under the one time and memory limits of every child
 Environment:
     ``TFCOMPRESS_NO_PROBE=1`` skips the probe, for trusted files loaded many times by
     short-lived processes (the structural validator of ``.tflite`` files still runs).
-
-Example:
-    >>> content = Path("model.tflite").read_bytes()
-    >>> probe_model(content, "tflite", source="model.tflite")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -125,9 +121,6 @@ def probe_model(
     Raises:
         ModelLoadError: The runtime crashed, hung, or refused to load (or prepare) the model.
         InvalidInputError: An unknown ``kind`` or a timeout that is not positive.
-
-    Example:
-        >>> probe_model(b"TFL3...", "tflite")  # doctest: +SKIP
     """
     if kind not in _RUNTIMES:
         raise InvalidInputError(f"cannot probe {kind!r} models; use one of {sorted(_RUNTIMES)}.")
@@ -172,10 +165,6 @@ def zeros_refused(content: bytes, kind: str) -> str | None:
 
     None also when the probe has not run in this process (a worker process, or
     ``TFCOMPRESS_NO_PROBE``), or when the model has since run on real inputs.
-
-    Example:
-        >>> zeros_refused(Path("norm_int8.tflite").read_bytes(), "tflite")  # doctest: +SKIP
-        'LiteRT ... Node number 3 (DIV) failed to invoke ...'
     """
     verdict = _verdicts.get((kind, hashlib.sha256(content).hexdigest()))
     if verdict is None or verdict.reason is None or verdict.stage != "run":
@@ -184,12 +173,7 @@ def zeros_refused(content: bytes, kind: str) -> str | None:
 
 
 def runtime_said(content: bytes, kind: str) -> str | None:
-    """The runtime's own words when its probe of ``content`` in this process failed, or None.
-
-    Example:
-        >>> runtime_said(content, "tflite")  # doctest: +SKIP
-        'RuntimeError: ... Node number 1 (CONV_2D) failed to prepare.'
-    """
+    """The runtime's own words when its probe of ``content`` in this process failed, or None."""
     verdict = _verdicts.get((kind, hashlib.sha256(content).hexdigest()))
     return None if verdict is None or verdict.reason is None else verdict.said or None
 
@@ -219,9 +203,6 @@ def probe_inputs(
         ModelLoadError: The runtime crashed or hung on these inputs (damage, or a runtime
             bug this process must not meet).
         InvalidDataError: An op refused these inputs too: the runtime's words, naming it.
-
-    Example:
-        >>> probe_inputs(content, "tflite", {"t0": audio}, source="n.tflite")  # doctest: +SKIP
     """
     if _disabled():
         return
@@ -264,10 +245,6 @@ def sharing_zygote() -> Iterator[None]:
     zygote it starts for them anyway serves the probes too, each a fork (tens of ms)
     instead of a fresh interpreter. Elsewhere a probe forks only from a zygote that runs
     already: one started for a single probe would cost more than it saves.
-
-    Example:
-        >>> with sharing_zygote():  # doctest: +SKIP
-        ...     model = load_model("m.tflite")
     """
     token = _FORK.set("start")
     try:
@@ -315,12 +292,7 @@ def _run_child(
 
 
 def failing_op(reason: str) -> tuple[int, str] | None:
-    """The node index and op type that LiteRT's error text names, or None.
-
-    Example:
-        >>> failing_op("conv.cc:390 zero_point != 0 Node number 1 (CONV_2D) failed to prepare.")
-        (1, 'CONV_2D')
-    """
+    """The node index and op type that LiteRT's error text names, or None."""
     found = _NODE.search(reason or "")
     return None if found is None else (int(found.group(1)), found.group(2))
 

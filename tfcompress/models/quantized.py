@@ -12,24 +12,11 @@ that quantizes says first, before anything runs:
 
 A float16 ``.tflite`` (float16 weights behind DEQUANTIZE) is not quantized here: it is
 widened back to float32 and quantized (:mod:`tfcompress.quantization.engines.prepare`).
-
-Example:
-    >>> already_quantized(TFLiteModel(int8_bytes, label="kws.tflite"))  # doctest: +SKIP
-    'kws.tflite is already quantized (int8 tensors with scales): ...'
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-__all__ = [
-    "ONNX_QUANTIZED_OPS",
-    "already_quantized",
-    "quantized_precision",
-    "quantized_refusal",
-    "refuse_quantized",
-    "tflite_precision",
-]
 
 #: ONNX ops that only a quantized graph holds.
 ONNX_QUANTIZED_OPS = frozenset(
@@ -66,14 +53,6 @@ def quantized_precision(model: Any) -> str | None:
     Args:
         model: A :class:`~tfcompress.models.TFLiteModel` or
             :class:`~tfcompress.models.OnnxModel` (any other model: None).
-
-    Returns:
-        ``"int8 tensors with scales"`` for a ``.tflite``; for an ``.onnx`` the zero points'
-        type and the quantized ops (``"uint8: QLinearConv, QuantizeLinear nodes"``).
-
-    Example:
-        >>> quantized_precision(TFLiteModel(int8_bytes, label="m"))  # doctest: +SKIP
-        'int8 tensors with scales'
     """
     from tfcompress.models.loading import OnnxModel, TFLiteModel
 
@@ -120,10 +99,6 @@ def quantized_refusal(shown: str, precision: str, *, tflite: bool) -> str:
 
     It starts by saying so, then names what can still be done: measure it, gate it against
     its float source, check it for a target (a ``.tflite``), or pass the float source.
-
-    Example:
-        >>> quantized_refusal("kws.tflite", "int8 tensors with scales", tflite=True)[:61]
-        'kws.tflite is already quantized (int8 tensors with scales): q'
     """
     targets = (
         f", check it for a target (tfcompress mcu {shown}, tfcompress edgetpu {shown})"

@@ -33,8 +33,6 @@ from tfcompress.models.formats import check_saved_model_dir
 from tfcompress.models.graph_ops import GraphOp, scan_graph
 from tfcompress.models.private import PrivateFolder, copy_regular_tree, temporary_space
 
-__all__ = ["CheckedSavedModel", "check_saved_model", "describe_ops", "first_line"]
-
 logger = logging.getLogger(__name__)
 
 # Everything TensorFlow's loaders read from a SavedModel folder.
@@ -63,22 +61,10 @@ class CheckedSavedModel:
 def check_saved_model(path: Path, *, safe_mode: bool = True) -> CheckedSavedModel:
     """Check a SavedModel folder and copy what was checked into a private folder.
 
-    Args:
-        path: The SavedModel directory.
-        safe_mode: Refuse a graph whose loading runs ops that act outside the model.
-
-    Returns:
-        The checked model with its private copy.
-
     Raises:
         ModelLoadError: A special file inside, a truncated or corrupt protobuf or variable,
             a name that claims a file format, or (in safe mode) a graph that acts outside
             the model when loaded.
-
-    Example:
-        >>> checked = check_saved_model(Path("exported"))  # doctest: +SKIP
-        >>> checked.copy.path.is_dir()  # doctest: +SKIP
-        True
     """
     check_saved_model_dir(path)
     for folder in (path, *(path / name for name in _FOLDERS)):
@@ -118,12 +104,7 @@ def check_saved_model(path: Path, *, safe_mode: bool = True) -> CheckedSavedMode
 
 
 def describe_ops(ops: list[GraphOp] | tuple[GraphOp, ...]) -> str:
-    """The first ops of a list for a message, e.g. ``'WriteFile (writes files) in ...'``.
-
-    Example:
-        >>> describe_ops([GraphOp("ReadFile", "reads files", "f", False)])
-        'ReadFile (reads files) in function f'
-    """
+    """The first ops of a list for a message, e.g. ``'WriteFile (writes files) in ...'``."""
     shown = "; ".join(op.describe() for op in ops[:_MAX_LISTED])
     more = f" and {len(ops) - _MAX_LISTED} more" if len(ops) > _MAX_LISTED else ""
     return shown + more

@@ -263,19 +263,8 @@ def tflite_io_tensors(
     :class:`~tfcompress.models.tflite_file.Tensor` keeps what the file stores: the dtype
     (``int8``, ``uint8``), quantization and the graph's own tensor name.
 
-    Args:
-        model: A ``.tflite`` model.
-
-    Returns:
-        ``(inputs, outputs)``, each a tuple of ``(TensorSpec, Tensor)`` in signature order.
-
     Raises:
         UnsupportedModelError: The model has no subgraph.
-
-    Example:
-        >>> inputs, _ = tflite_io_tensors(load_model("model_int8.tflite"))  # doctest: +SKIP
-        >>> [(spec.name, tensor.dtype) for spec, tensor in inputs]  # doctest: +SKIP
-        [('image', 'int8')]
     """
     from tfcompress.models.tflite_file import read_tflite
 

@@ -4,10 +4,6 @@ LiteRT's C++ verifier checks that the flatbuffer is well formed, not that what i
 sense: a NaN quantization scale, an operator input past the tensor list or a buffer that
 ends beyond the file reach kernels that trust them (and crash the process, as a fuzz
 campaign showed). Each check here names the tensor or operator and what is wrong with it.
-
-Example:
-    >>> from tfcompress.models.tflite_file import read_tflite
-    >>> validate(read_tflite(content), source="m.tflite")  # doctest: +SKIP
 """
 
 from __future__ import annotations

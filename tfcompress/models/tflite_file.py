@@ -7,12 +7,6 @@ one-line :class:`~tfcompress.errors.ModelLoadError`, and a file cannot make the 
 more work than a few times its own size. Reading checks only what it needs to read; what
 the indices, shapes and quantization parameters mean is checked by :meth:`TFLiteFile.validate`
 (:mod:`tfcompress.models.tflite_checks`), before any native runtime sees the bytes.
-
-Example:
-    >>> model = read_tflite(Path("model_int8.tflite").read_bytes())  # doctest: +SKIP
-    >>> model.validate()  # doctest: +SKIP
-    >>> [op.opcode for op in model.subgraphs[0].operators][:2]  # doctest: +SKIP
-    ['QUANTIZE', 'CONV_2D']
 """
 
 from __future__ import annotations

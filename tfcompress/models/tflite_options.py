@@ -6,10 +6,6 @@ dilation, depth multiplier, mirror-pad mode, weights format, pack axis, strided 
 squeeze dimensions) read them here, through the same generated schema the reader walks, only
 for the ops that need them, on a file :func:`read_tflite` has already parsed and validated.
 Any parsing failure becomes a one-line :class:`ModelLoadError`.
-
-Example:
-    >>> read_options(parsed)[3]  # doctest: +SKIP
-    {'DilationWFactor': 1, 'DilationHFactor': 1}
 """
 
 from __future__ import annotations
@@ -19,8 +15,6 @@ from typing import Any
 
 from tfcompress.errors import ModelLoadError
 from tfcompress.models.tflite_file import TFLiteFile
-
-__all__ = ["ACTIVATION_NAMES", "OptionValue", "read_options"]
 
 OptionValue = int | tuple[int, ...]
 
@@ -61,20 +55,9 @@ _ERRORS = (IndexError, struct.error, TypeError, ValueError, OverflowError, Recur
 def read_options(model: TFLiteFile, *, subgraph: int = 0) -> dict[int, dict[str, OptionValue]]:
     """Options of the ops in ``subgraph`` whose Edge TPU or GPU limitations depend on them.
 
-    Args:
-        model: A parsed and validated ``.tflite``.
-        subgraph: Which subgraph.
-
-    Returns:
-        Operator index -> {field: value}, for the ops listed in ``_READ`` only.
-
     Raises:
         ModelLoadError: The options cannot be read (a corrupt or crafted file), or an op
             carries another op's options table.
-
-    Example:
-        >>> read_options(read_tflite(content))  # doctest: +SKIP
-        {1: {'DilationWFactor': 1, 'DilationHFactor': 1}, 3: {...}}
     """
     from tfcompress._compat.litert import flatbuffer_utils
 

@@ -18,16 +18,7 @@ class VariantRow:
 
 
 def comparison_table(rows: Sequence[VariantRow], *, markdown: bool = False) -> str:
-    """Bytes, size ratio, accuracy and drop of each row against the first (the reference).
-
-    Example:
-        >>> rows = [VariantRow("float32", 1000, 0.9), VariantRow("int8", 260, 0.89)]
-        >>> print(comparison_table(rows))
-        variant  bytes  ratio  accuracy      drop
-        -------  -----  -----  --------  --------
-        float32  1,000  1.000    90.00%  +0.00 pt
-        int8       260  0.260    89.00%  +1.00 pt
-    """
+    """Bytes, size ratio, accuracy and drop of each row against the first (the reference)."""
     reference = rows[0]
     with_accuracy = any(r.accuracy is not None for r in rows)
     header = ["variant", "bytes", "ratio"] + (["accuracy", "drop"] if with_accuracy else [])

@@ -23,10 +23,6 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
 
     A point is on the front when no other point has latency <= and accuracy >= with at
     least one strictly better. Returned in order of increasing latency.
-
-    Example:
-        >>> pareto_front([(1.0, 0.90), (2.0, 0.95), (3.0, 0.93), (1.5, 0.89)])
-        [0, 1]
     """
     front = []
     for i, (x, y) in enumerate(points):
@@ -59,9 +55,6 @@ def pyplot() -> Any:
 
 def plot_all(result: BenchmarkResult) -> dict[str, bytes]:
     """Render every plot the result has data for, as PNG bytes by name.
-
-    Returns:
-        ``{"accuracy_latency": ..., "size": ..., "batch": ...}`` (plots without data left out).
 
     Raises:
         MissingDependencyError: matplotlib is not installed.

@@ -8,22 +8,7 @@ from collections.abc import Sequence
 def format_table(
     header: Sequence[str], rows: Sequence[Sequence[str]], *, markdown: bool = False
 ) -> str:
-    """Align ``rows`` under ``header``; numbers (cells starting with a digit/sign) right-aligned.
-
-    Args:
-        header: Column titles.
-        rows: Cells as strings.
-        markdown: Emit a GitHub Markdown table instead of a plain one.
-
-    Returns:
-        The table, lines joined by newlines.
-
-    Example:
-        >>> print(format_table(["a", "b"], [["x", "1"]]))
-        a  b
-        -  -
-        x  1
-    """
+    """Align ``rows`` under ``header``; numbers (cells starting with a digit/sign) right-aligned."""
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
     numeric = [
         all(str(r[i])[:1].isdigit() or str(r[i])[:1] in "+-" for r in rows) if rows else False

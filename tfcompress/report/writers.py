@@ -36,12 +36,7 @@ PLOTS = ("accuracy_latency", "size", "batch")
 
 
 def report_paths(directory: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
-    """Every file a report in ``formats`` may write into ``directory``.
-
-    Example:
-        >>> [p.name for p in report_paths(Path("reports"), ("json", "md"))]
-        ['benchmark.json', 'benchmark.md']
-    """
+    """Every file a report in ``formats`` may write into ``directory``."""
     paths = [directory / f"{STEM}.{kind}" for kind in ("json", "csv", "md") if kind in formats]
     if "png" in formats:
         paths += [directory / f"{STEM}_{name}.png" for name in PLOTS]
@@ -114,27 +109,11 @@ def check_report_dir(
     absent, unless ``overwrite``; a folder or special file in their place is refused even
     then.
 
-    Args:
-        directory: The report folder.
-        overwrite: Allow replacing existing report files (``--force``).
-        formats: The report formats that will be written.
-
-    Returns:
-        ``directory`` as a :class:`~pathlib.Path`.
-
     Raises:
         InvalidInputError: Unknown format.
         OutputExistsError: ``directory`` is a file, or report files exist without
             ``overwrite``.
         OutputLocationError: The folder (or where it would be created) is not writable.
-
-    Example:
-        >>> check_report_dir(Path("reports"))  # doctest: +SKIP
-        PosixPath('reports')
-        >>> check_report_dir(Path("reports_of_yesterday"))  # doctest: +SKIP
-        Traceback (most recent call last):
-        ...
-        tfcompress.errors.OutputExistsError: reports_of_yesterday: already holds ...
     """
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:

@@ -309,11 +309,6 @@ def copying_calls(
     Each call copies its inputs, converted before the loop, in with ``set_input(key, value)``
     and invokes; a single call makes the same copy, so a batch of several calls is timed on
     the same terms as one (time per sample compares across static batches).
-
-    Args:
-        prepared: Per call, its ``(key, value)`` inputs in the model's types.
-        set_input: Copies one input in.
-        invoke: Runs the model once.
     """
 
     def run() -> None:

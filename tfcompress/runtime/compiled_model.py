@@ -52,10 +52,6 @@ class CompiledModelRunner(Runner):
         UnsupportedModelError: Not a ``.tflite``, custom ops, a GPU that refused the model
             (the ops at fault and the fix, see :mod:`tfcompress.runtime.gpu_diagnosis`), or a
             CPU-only compilation that failed on this model (the message says what failed).
-
-    Example:
-        >>> with CompiledModelRunner(model, accelerators=("cpu",)) as runner:  # doctest: +SKIP
-        ...     outputs = runner.predict(x)
     """
 
     runtime_name = "LiteRT"
@@ -232,11 +228,6 @@ class GpuRunner(CompiledModelRunner):
 
     Raises:
         BackendUnavailableError: No GPU (or no WebGPU/OpenCL driver) here.
-
-    Example:
-        >>> with GpuRunner(model) as runner:  # doctest: +SKIP
-        ...     runner.details()["fully_accelerated"]
-        True
     """
 
     def __init__(self, model: TFLiteModel, *, threads: int = 1) -> None:
@@ -254,10 +245,6 @@ class CompiledCpuRunner(CompiledModelRunner):
     Args:
         model: The ``.tflite`` to run.
         threads: CPU threads.
-
-    Example:
-        >>> with CompiledCpuRunner(model, threads=1) as runner:  # doctest: +SKIP
-        ...     outputs = runner.predict(x)
     """
 
     def __init__(self, model: TFLiteModel, *, threads: int = 1) -> None:

@@ -33,17 +33,8 @@ def find_library(library: str | None = None) -> str:
         library: A library name or path; default ``$TFCOMPRESS_EDGETPU_LIB`` or
             ``libedgetpu.so.1``.
 
-    Returns:
-        The name or path to hand to ``load_delegate``.
-
     Raises:
         BackendUnavailableError: The library is not installed here.
-
-    Example:
-        >>> find_library("/nonexistent/libedgetpu.so.1")
-        Traceback (most recent call last):
-        ...
-        tfcompress.errors.BackendUnavailableError: /nonexistent/libedgetpu.so.1 not found; ...
     """
     name = library or os.environ.get("TFCOMPRESS_EDGETPU_LIB") or DEFAULT_LIBRARY
     if os.sep in name:
@@ -81,10 +72,6 @@ class EdgeTPURunner(LiteRTRunner):
 
     Raises:
         BackendUnavailableError: No Edge TPU runtime library, or no device.
-
-    Example:
-        >>> with EdgeTPURunner(model, device="usb") as runner:  # doctest: +SKIP
-        ...     outputs = runner.predict(x)
     """
 
     runtime_name = "LiteRT with the Edge TPU delegate"

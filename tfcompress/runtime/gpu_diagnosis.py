@@ -17,13 +17,6 @@ The marker strings are LiteRT's own, read from ai-edge-litert 2.3.0's libraries
 (``libLiteRtWebGpuAccelerator.so``, ``libLiteRt.so``) and from the sources in
 google-ai-edge/LiteRT (``GetOpsToReplaceWithOptions`` in ``ml_drift_delegate/tflite/
 model_builder.cc``; ``ModifyGraphWithDelegate`` in ``tflite/core/subgraph.cc``).
-
-Example:
-    >>> failure_kind("ERROR: [delegate_webgpu.cc:359] Failed to initialize WebGPU "
-    ...              "environment: INTERNAL: No adapters found")
-    'no_device'
-    >>> failure_kind("ERROR: Failed to modify graph with delegate")
-    'delegate_failed'
 """
 
 from __future__ import annotations
@@ -43,16 +36,6 @@ from tfcompress.errors import BackendUnavailableError, TFCompressError, Unsuppor
 if TYPE_CHECKING:
     from tfcompress.runtime.gpu_support import GpuSupport
 
-__all__ = [
-    "DELEGATE_FAILED",
-    "NO_DEVICE",
-    "NativeLog",
-    "VULKAN_HINT",
-    "delegate_cpu_ops",
-    "diagnose",
-    "failure_kind",
-    "native_log",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -119,11 +102,7 @@ def native_log() -> Iterator[NativeLog]:
 
 
 def failure_kind(text: str) -> str:
-    """``"no_device"``, ``"delegate_failed"`` or ``"unknown"``: which failure ``text`` reports.
-
-    Args:
-        text: LiteRT's native log and its exception text, together.
-    """
+    """``"no_device"``, ``"delegate_failed"`` or ``"unknown"``: which failure ``text`` reports."""
     if any(marker in text for marker in NO_DEVICE):
         return "no_device"
     if any(marker in text for marker in DELEGATE_FAILED):
@@ -132,15 +111,7 @@ def failure_kind(text: str) -> str:
 
 
 def delegate_cpu_ops(text: str) -> list[str]:
-    r"""The ops the GPU delegate listed as unsupported (``"SHAPE: Operation is not supported."``).
-
-    Example:
-        >>> delegate_cpu_ops("INFO: Following operations are not supported by GPU delegate:\n"
-        ...     "SHAPE: Operation is not supported.\n"
-        ...     "7 operations will run on the GPU, and the remaining 4 operations will run "
-        ...     "on the CPU.")
-        ['SHAPE: Operation is not supported.']
-    """
+    r"""Ops the GPU delegate listed as unsupported (``"SHAPE: Operation is not supported."``)."""
     found: list[str] = []
     reading = False
     for raw in text.splitlines():
@@ -162,26 +133,7 @@ def delegate_cpu_ops(text: str) -> list[str]:
 def diagnose(
     name: str, content: bytes, error: BaseException, log: NativeLog, wanted: str
 ) -> TFCompressError:
-    """The error to raise when LiteRT could not compile ``content`` for ``wanted`` with a GPU.
-
-    Args:
-        name: How messages name the model.
-        content: The ``.tflite`` bytes (read by the static check on a refusal).
-        error: LiteRT's exception.
-        log: What LiteRT wrote on the C standard error meanwhile.
-        wanted: The accelerators asked for (``"GPU|CPU"``).
-
-    Returns:
-        ``BackendUnavailableError`` ("no GPU") when LiteRT found no GPU device;
-        ``UnsupportedModelError`` naming the ops at fault and the fix when a GPU refused the
-        model; ``BackendUnavailableError`` with LiteRT's words otherwise.
-
-    Example:
-        >>> diagnose("m.tflite", b"", RuntimeError("x"),
-        ...          NativeLog("E0 Failed to create VkInstance"), "GPU|CPU")
-        ... # doctest: +ELLIPSIS
-        BackendUnavailableError("no GPU: LiteRT found no GPU device ...
-    """
+    """The error to raise when LiteRT could not compile ``content`` for ``wanted`` with a GPU."""
     said = " ".join(str(error).split())[:200]
     both = f"{log.text}\n{error}"
     kind = failure_kind(both)

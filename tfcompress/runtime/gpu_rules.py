@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from tfcompress.models.tflite_file import Operator, Subgraph, Tensor, TFLiteFile
 from tfcompress.models.tflite_options import OptionValue
 
-__all__ = ["LITERT_COMMIT", "LITERT_SOURCE", "MAX_VERSION", "Refusal", "View", "refusal"]
-
 #: The google-ai-edge/LiteRT commit the rules were read from (2026-08-21).
 LITERT_COMMIT = "f67457790c9c2ab67347d6fe53270e8d3df20868"
 LITERT_SOURCE = (

@@ -24,18 +24,13 @@ that works, and, when it is refused only for a tensor another refused op made (t
 output of a Conv3D), that op: the fix names the cause, not what follows it. Reductions of
 squares over long rows (LayerNorm and RMSNorm variances) are flagged: in float16 their sum
 overflows.
-
-Example:
-    >>> support = gpu_support(Path("cnn.tflite").read_bytes())  # doctest: +SKIP
-    >>> support.verdict, [str(t) for t in support.dynamic_tensors][:1]  # doctest: +SKIP
-    ('refused', ["'model/flatten/Reshape' from RESHAPE (op 3, layer flatten) ..."])
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from tfcompress.models.tflite_file import Operator, Subgraph, TFLiteFile, read_tflite
@@ -149,13 +144,7 @@ class DynamicTensor:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
-        return {
-            "index": self.index,
-            "op": self.op,
-            "tensor": self.tensor,
-            "layer": self.layer,
-            "from_dynamic_batch": self.from_dynamic_batch,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -215,10 +204,6 @@ class GpuSupport:
         dynamic_tensors: Tensors sized at run time: the whole graph is refused.
         fp16_risks: Reductions whose float16 sum can overflow.
         precision: ``float16`` (float16 weights), ``int8`` or ``float32``.
-
-    Example:
-        >>> GpuSupport(3, (), ()).verdict
-        'whole'
     """
 
     ops_total: int
@@ -406,14 +391,7 @@ def layer_of(graph: Subgraph, op: Operator, constants: frozenset[int] = frozense
     adds ``_1`` to the model's and the layer's scope, removed here). The op's outputs are read
     first, then its constants, then its run-time inputs; the model's own inputs and outputs
     carry no layer.
-
-    Example:
-        >>> from tfcompress.models.tflite_file import Operator, Subgraph, Tensor
-        >>> t = Tensor(0, "functional_1/layer_normalization_1/moments/mean", "float32", 0,
-        ...            (1, 4), None, 0, None, False, False)
-        >>> layer_of(Subgraph(0, "", (t,), (), (), ()), Operator(0, 0, "MEAN", 1, (), (0,), (), None))
-        'layer_normalization'
-    """  # noqa: E501
+    """
     tensors = graph.tensors
     ordered = [
         *op.outputs,

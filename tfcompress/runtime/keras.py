@@ -42,15 +42,6 @@ def tensorflow_threads() -> tuple[int, int]:
     A pool left at TensorFlow's default (configured as 0) gets the size TensorFlow gives it:
     ``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS`` when set, else the CPUs this
     process may run on.
-
-    Returns:
-        ``(intra_op, inter_op)`` thread counts.
-
-    Example:
-        >>> pin_tensorflow_threads(2)  # doctest: +SKIP
-        True
-        >>> tensorflow_threads()  # doctest: +SKIP
-        (2, 1)
     """
     threading = tensorflow().config.threading
     intra = threading.get_intra_op_parallelism_threads()
@@ -144,12 +135,6 @@ class KerasRunner(Runner):
         SettingUnavailableError: TensorFlow already runs another number of intra-op threads
             in this process.
         ModelLoadError: A SavedModel that cannot be read.
-
-    Example:
-        >>> with KerasRunner(model) as runner:  # doctest: +SKIP
-        ...     logits = runner.predict(x_test)
-        >>> runner.details()  # doctest: +SKIP
-        {'threads': 2, 'inter_op_threads': 2, 'threads_pinned': False, 'call': 'tf.function', ...}
     """
 
     runtime_name = "TensorFlow"

@@ -224,10 +224,6 @@ def invoke_failed(model: str, runtime: str, error: BaseException) -> InvalidData
 
     Such a failure is not damage: an op refused its inputs (int8 DIV by a value that is zero
     on silence, a gather index out of range, a loop bound).
-
-    Example:
-        >>> invoke_failed("m.tflite", "LiteRT", RuntimeError("Node 3 (DIV) failed to invoke."))
-        InvalidDataError('m.tflite: LiteRT ran the model but an op refused the values it got: ...')
     """
     reason = " ".join(str(error).split())[:300] or type(error).__name__
     return InvalidDataError(
@@ -242,10 +238,6 @@ def memory_hint(reason: str) -> str:
 
     An op whose output size is a value of its inputs (FILL, BROADCAST_TO, TILE...) allocates
     what the data says; under the child's memory limit that fails as a plain invoke error.
-
-    Example:
-        >>> memory_hint("Node number 3 (DIV) failed to invoke.")
-        ''
     """
     sized = _SIZED_BY_VALUES.search(reason)
     if sized is None:
@@ -268,12 +260,7 @@ _SIZED_BY_VALUES = re.compile(r"\((FILL|BROADCAST_TO|TILE|RANGE|RESHAPE|PAD|PADV
 
 
 def custom_op_advice(model: TFLiteModel) -> str:
-    """What to do when a runtime cannot prepare ``model``: name its custom ops, if any.
-
-    Example:
-        >>> custom_op_advice(TFLiteModel(content))  # doctest: +SKIP
-        "It uses custom op(s) Convolution2DTransposeBias: run it where they are defined ..."
-    """
+    """What to do when a runtime cannot prepare ``model``: name its custom ops, if any."""
     from tfcompress.models.tflite_file import read_tflite
 
     custom = sorted({code or "(no code)" for code in read_tflite(model.content).custom_ops})
@@ -315,9 +302,6 @@ def delegated_partitions(interpreter: Any) -> list[set[int]]:
     A delegate replaces a partition of the graph with one ``DELEGATE`` node appended after
     the model's own nodes; the ops of a partition are those between its input and output
     tensors. An op in no set runs on LiteRT's built-in kernels.
-
-    Args:
-        interpreter: An allocated LiteRT interpreter.
     """
     nodes = interpreter._get_ops_details()  # the public API has no per-node view
     own = [n for n in nodes if n["op_name"] != "DELEGATE"]

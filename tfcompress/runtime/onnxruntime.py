@@ -27,12 +27,7 @@ CUDA = "CUDAExecutionProvider"
 
 
 def default_providers(available: Sequence[str]) -> list[str]:
-    """CUDA first when ONNX Runtime offers it, CPU always (it runs what CUDA cannot).
-
-    Example:
-        >>> default_providers(["CUDAExecutionProvider", "CPUExecutionProvider"])
-        ['CUDAExecutionProvider', 'CPUExecutionProvider']
-    """
+    """CUDA first when ONNX Runtime offers it, CPU always (it runs what CUDA cannot)."""
     return [CUDA, CPU] if CUDA in available else [CPU]
 
 

@@ -34,10 +34,6 @@ class Route:
         convert: None to run the artifact as it is; :data:`KERAS_TO_ONNX` to run its ONNX
             export.
         skipped: Why this pair has no measurement (the row's status), or None.
-
-    Example:
-        >>> Route("onnxruntime", skipped="skipped: onnxruntime runs .onnx; ...").measured
-        False
     """
 
     backend: str
@@ -51,12 +47,7 @@ class Route:
 
 
 def kind_of(model: object) -> str:
-    """What the artifact is, in words, for a ``skipped:`` status.
-
-    Example:
-        >>> kind_of(OnnxModel(b"..."))  # doctest: +SKIP
-        'an .onnx'
-    """
+    """What the artifact is, in words, for a ``skipped:`` status."""
     if isinstance(model, TFLiteModel):
         return "a .tflite"
     if isinstance(model, OnnxModel):
@@ -78,18 +69,6 @@ def plan_routes(models: Mapping[str, Any], requested: Sequence[str]) -> dict[str
     * Any other backend that accepts none of the artifacts gives each a ``skipped:`` route.
     * An artifact no requested backend measures also runs on its natural backend (``cpu``
       for ``.tflite``, ``onnxruntime`` for ``.onnx``, ``keras`` for Keras), as before.
-
-    Args:
-        models: Loaded artifacts by display name.
-        requested: Backend names, without duplicates.
-
-    Returns:
-        The routes of each artifact.
-
-    Example:
-        >>> plan_routes({"m.tflite": tflite}, ["onnxruntime"])  # doctest: +SKIP
-        {'m.tflite': [Route(backend='onnxruntime', convert=None, skipped='skipped: ...'),
-                      Route(backend='cpu', convert=None, skipped=None)]}
     """
     routes: dict[str, list[Route]] = {name: [] for name in models}
     for backend in requested:
@@ -134,17 +113,9 @@ def may_run_on_keras(sources: Sequence[Any], requested: Sequence[str]) -> bool:
     object (it may fall back to its natural backend, ``keras``). The harness pins
     TensorFlow's thread pools only then: pinning is for the rest of the process.
 
-    Args:
-        sources: The artifacts as the user gave them (paths, bytes, loaded models).
-        requested: Backend names.
-
     Raises:
         ModelLoadError: A path that is missing or of no known format (loading would raise
             the same).
-
-    Example:
-        >>> may_run_on_keras(["m_int8.tflite"], ["cpu"])  # doctest: +SKIP
-        False
     """
     from tfcompress.models.formats import ModelFormat, sniff_format
 

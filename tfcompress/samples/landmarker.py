@@ -8,10 +8,6 @@ not what today's converter writes: no signature, op codes only in the old 8-bit
 the four corners of the digit's ink box; presence: the digit is even; classes: the digit)
 and :func:`shipped_tflite` writes it as those files are written, one quirk at a time or
 all together.
-
-Example:
-    >>> model, data = landmark_model()  # doctest: +SKIP
-    >>> content = shipped_tflite(model, "mediapipe")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -22,21 +18,13 @@ import numpy as np
 
 from tfcompress.data.dataset import Dataset
 
-__all__ = ["VARIANTS", "landmark_data", "landmark_model", "shipped_tflite", "shipped_variants"]
-
 #: The quirks :func:`shipped_tflite` can give a file; ``mediapipe`` has all three.
 VARIANTS = ("float", "no_signature", "float16", "old_opcodes", "mediapipe")
 _PLACEHOLDER_FOR_GREATER_OP_CODES = 127
 
 
 def landmark_data(dataset: Dataset) -> Dataset:
-    """Digits as a landmark task: ``image`` (16x16), ``landmarks``, ``presence``, ``classes``.
-
-    Example:
-        >>> data = landmark_data(tfcompress.samples.digits().test)  # doctest: +SKIP
-        >>> sorted(data.y)  # doctest: +SKIP
-        ['classes', 'landmarks', 'presence']
-    """
+    """Digits as a landmark task: ``image`` (16x16), ``landmarks``, ``presence``, ``classes``."""
     from tfcompress.samples.tasks import digit_boxes
 
     images = np.repeat(np.repeat(dataset.x, 2, axis=1), 2, axis=2).astype(np.float32)
@@ -54,18 +42,7 @@ def landmark_data(dataset: Dataset) -> Dataset:
 
 
 def landmark_model(*, epochs: int = 12, seed: int = 0) -> tuple[Any, tuple[Dataset, Dataset]]:
-    """A three-output landmark model trained on the digits, with its train and test data.
-
-    Args:
-        epochs: Training epochs (about a second each).
-        seed: Seed of the weights and the data order.
-
-    Returns:
-        ``(keras_model, (train, test))``; outputs ``landmarks``, ``presence``, ``classes``.
-
-    Example:
-        >>> model, (train, test) = landmark_model(epochs=1)  # doctest: +SKIP
-    """
+    """A three-output landmark model trained on the digits, with its train and test data."""
     import keras
 
     from tfcompress.samples.datasets import digits
@@ -101,12 +78,7 @@ def landmark_model(*, epochs: int = 12, seed: int = 0) -> tuple[Any, tuple[Datas
 
 
 def shipped_variants(model: Any) -> dict[str, bytes]:
-    """Every variant of :func:`shipped_tflite`, from two conversions (float32 and float16).
-
-    Example:
-        >>> sorted(shipped_variants(model))  # doctest: +SKIP
-        ['float', 'float16', 'mediapipe', 'no_signature', 'old_opcodes']
-    """
+    """Every variant of :func:`shipped_tflite`, from two conversions (float32 and float16)."""
     from tfcompress.quantization.ptq import quantize
 
     float32 = quantize(model, recipe="float32").model_content
@@ -126,15 +98,8 @@ def shipped_tflite(model: Any, variant: str = "mediapipe") -> bytes:
             stored float16 behind DEQUANTIZE), ``old_opcodes`` (op codes only in
             ``deprecated_builtin_code``) or ``mediapipe`` (all three).
 
-    Returns:
-        The flatbuffer.
-
     Raises:
         ValueError: An unknown variant.
-
-    Example:
-        >>> shipped_tflite(model, "old_opcodes")[4:8]  # doctest: +SKIP
-        b'TFL3'
     """
     from tfcompress.quantization.ptq import quantize
 

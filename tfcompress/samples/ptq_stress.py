@@ -11,10 +11,6 @@ scikit-learn digits (8x8, bundled, nothing downloaded):
   the rest (:func:`widen_dense_channels`);
 * :func:`normalized_classifier`: spectrogram-like features whose bins differ in offset and
   scale, with a ``Normalization`` front end.
-
-Example:
-    >>> split = digits_split()  # doctest: +SKIP
-    >>> model = trained_depthwise_classifier(split)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -24,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from tfcompress._compat.keras import KerasFlavour, flavour_of, keras_module
-from tfcompress.data import Dataset
 from tfcompress.samples.datasets import Split, digits
 from tfcompress.samples.tasks import digit_boxes
 
@@ -43,12 +38,7 @@ def digits_split(seed: int = 0) -> Split:
 
 
 def depthwise_classifier(*, flavour: str = "keras3") -> Any:
-    """Conv-BN-ReLU6, two depthwise-separable blocks with linear bottlenecks, GAP, Dense.
-
-    Example:
-        >>> depthwise_classifier().name  # doctest: +SKIP
-        'depthwise_classifier'
-    """
+    """Conv-BN-ReLU6, two depthwise-separable blocks with linear bottlenecks, GAP, Dense."""
     keras = keras_module(KerasFlavour(flavour))
     layers = keras.layers
     inputs = keras.Input((8, 8, 1), name="image")
@@ -87,9 +77,6 @@ def widen_channels(
     consumer's weights reading them divided by it: the float model computes the same thing
     (to float rounding), but that tensor's int8 range is now set by a few channels, as in
     real depthwise networks after BatchNorm folding.
-
-    Returns:
-        ``model``, changed in place.
     """
     bn = model.get_layer(batchnorm)
     gamma, beta, mean, variance = bn.get_weights()
@@ -168,9 +155,6 @@ def widen_dense_channels(
     with it) and every consumer's weights reading them divided by it: the same function, but
     the shared tensor's int8 range is now set by a few channels, and the box head, whose
     signal is small, reads the others.
-
-    Returns:
-        ``model``, changed in place.
     """
     keras = keras_module(flavour_of(model) or KerasFlavour.KERAS3)
     source = model.get_layer(layer)
@@ -240,8 +224,3 @@ def _fit(
     keras = keras_module(flavour_of(model) or KerasFlavour.KERAS3)
     model.compile(optimizer=keras.optimizers.Adam(rate), loss=loss, **compile_options)
     model.fit(x, y, epochs=epochs, batch_size=32, verbose=0)
-
-
-def as_dataset(x: Any) -> Dataset:
-    """Samples without labels."""
-    return Dataset(x)

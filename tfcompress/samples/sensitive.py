@@ -18,15 +18,7 @@ FEATURES = 16
 def sensitive_model(
     keras: Any, *, outlier: float = 1000.0
 ) -> tuple[Any, tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]]:
-    """A 17-64-256-4 classifier, exact by construction, whose first layer int8 destroys.
-
-    Args:
-        keras: The Keras module to build with (Keras 3 or tf-keras).
-        outlier: The weight on the always-zero feature; 0 gives a model int8 handles well.
-
-    Returns:
-        ``(model, (calibration x, (test x, test y)))``: 1,000 calibration and 2,000 test rows.
-    """
+    """A 17-64-256-4 classifier, exact by construction, whose first layer int8 destroys."""
     rng = np.random.default_rng(0)
     teacher = rng.normal(size=(FEATURES, 4)).astype("float32")
     inputs = keras.Input((FEATURES + 1,), name="x")

@@ -7,9 +7,6 @@ Inputs ``input (N, 512)`` (a frame of audio), ``sr ()`` (the sample rate, one sc
 weights, so quantizing it means something, and its state's batch is its *second* dimension,
 as in the files users bring. Random weights, seeded: the structure is what matters (no
 download). Needs the ``onnx`` package (``pip install tfcompress[onnx]``).
-
-Example:
-    >>> content = vad_onnx()  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -26,14 +23,7 @@ SAMPLE_RATE = 16000.0
 
 
 def vad_onnx(*, seed: int = 0) -> bytes:
-    """The model as ONNX bytes (opset 17), with symbolic batch ``N``.
-
-    Args:
-        seed: Seed of the weights.
-
-    Returns:
-        The serialized, checked ``ModelProto``.
-    """
+    """The model as ONNX bytes (opset 17), with symbolic batch ``N``."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -107,13 +97,7 @@ def vad_onnx(*, seed: int = 0) -> bytes:
 
 
 def vad_data(samples: int, *, seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs in the model's own layout: audio frames at several loudness levels, a state.
-
-    Example:
-        >>> data = vad_data(8)
-        >>> data["h"].shape, data["sr"].shape
-        ((2, 8, 128), ())
-    """
+    """Inputs in the model's own layout: audio frames at several loudness levels, a state."""
     rng = np.random.default_rng(seed)
     loud = rng.uniform(0.05, 1.0, (samples, 1)).astype(np.float32)
     return {

@@ -20,13 +20,7 @@ INK_THRESHOLD = 0.5
 
 
 def digit_boxes(images: np.ndarray) -> np.ndarray:
-    """The box around each digit's ink: ``(top, left, bottom, right)`` as fractions of the side.
-
-    Example:
-        >>> image = np.zeros((1, 8, 8, 1)); image[0, 2:5, 3:6] = 1.0
-        >>> digit_boxes(image)
-        array([[0.25 , 0.375, 0.625, 0.75 ]], dtype=float32)
-    """
+    """The box around each digit's ink: ``(top, left, bottom, right)`` as fractions of the side."""
     ink = images.reshape(len(images), images.shape[1], images.shape[2]) > INK_THRESHOLD
     side = float(images.shape[1])
     boxes = np.zeros((len(images), 4), np.float32)
@@ -102,12 +96,7 @@ def two_head_cnn(
 def ink_segmenter(
     *, input_shape: tuple[int, int, int] = (8, 8, 1), flavour: str | KerasFlavour = "keras3"
 ) -> Any:
-    """A segmenter-shaped model: per-pixel softmax over background and ink, ``(N, H, W, 2)``.
-
-    Example:
-        >>> ink_segmenter().output_shape  # doctest: +SKIP
-        (None, 8, 8, 2)
-    """
+    """A segmenter-shaped model: per-pixel softmax over background and ink, ``(N, H, W, 2)``."""
     keras = keras_module(KerasFlavour(flavour))
     layers = keras.layers
     inputs = keras.Input(input_shape, name="image")
@@ -136,11 +125,7 @@ def train_two_head(model: Any, data: Dataset, *, epochs: int = 8, seed: int = 0)
 
 
 def train_segmenter(model: Any, images: np.ndarray, *, epochs: int = 5, seed: int = 0) -> Any:
-    """Fit the segmenter on :func:`ink_masks` of ``images`` (seeded, silent).
-
-    Returns:
-        The same model, trained.
-    """
+    """Fit the segmenter on :func:`ink_masks` of ``images`` (seeded, silent)."""
     keras = keras_module(KerasFlavour.KERAS3)
     keras.utils.set_random_seed(seed)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy")

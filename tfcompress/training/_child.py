@@ -7,9 +7,6 @@ technique, its config as JSON data (``config.to_dict()``), the model as a file, 
 runs in this (child) process, and the :class:`~tfcompress.training.result.TrainingResult`
 goes back without ``keras_model`` (the fine-tuned Keras model stays here). A native crash
 kills only the child; the caller reads the signal (:class:`~tfcompress.errors.NativeCrashError`).
-
-Example:
-    >>> call("tfcompress.training._child:run_request", request, what="qat")  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -17,8 +17,6 @@ from typing import Any
 
 from tfcompress._compat.tfmot import tf_keras
 
-__all__ = ["freeze_batchnorm"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -15,11 +15,10 @@ from tfcompress.testing.settings import GateSettings
 from tfcompress.training.configs import CONFIG_DEFAULT, ClusterConfig, layer_names
 from tfcompress.training.coverage import clusterable_layers
 from tfcompress.training.export import finish
-from tfcompress.training.gating import GateLike, plan_gate
-from tfcompress.training.isolation import run_isolated
-from tfcompress.training.qat import quantization_aware
+from tfcompress.training.gating import GateLike
+from tfcompress.training.qat import then_int8
 from tfcompress.training.result import TrainingResult
-from tfcompress.training.setup import Setup, fine_tune, prepare
+from tfcompress.training.setup import Setup, fine_tune, run_technique
 
 logger = logging.getLogger(__name__)
 
@@ -50,17 +49,9 @@ def cluster(
     shrinks because each kernel holds only ``clusters`` distinct values.
 
     Args:
-        model: A Keras Sequential/Functional model (Keras 3 or tf-keras) or its path: a
-            classifier, a detector with several inputs and heads, a regressor, a segmenter.
-        train_data: Samples to fine-tune on (any source :func:`tfcompress.data.load_data`
-            reads; several inputs as a dict or ``.npz`` keyed by input name). Labels are
-            optional, per output (``y``, or ``y_<output name>``): each labelled output is
-            fitted to its labels with the loss they call for, each other output to the
-            float model's own outputs (self-distillation); ``result.loss_functions`` says
-            which.
-        eval_data: Samples to score the original, fine-tuned and exported models on: against
-            labels where given, else against the float model. None holds out 20% of
-            ``train_data`` (seeded; ``result.warnings`` says so).
+        model: As in :func:`~tfcompress.training.qat.qat` (so are the data and gate options).
+        train_data: Samples to fine-tune on.
+        eval_data: Samples to score on (None: 20% of ``train_data`` held out).
         config: Every option below from ``clusters`` to ``freeze_batchnorm`` as one
             :class:`~tfcompress.training.configs.ClusterConfig` (what ``result.config`` and a
             compress report record). Those keyword options are a shorthand that builds the
@@ -77,26 +68,11 @@ def cluster(
         qat_epochs: Epochs of cluster-preserving QAT when ``then="int8"`` (default 1).
         skip_layers: Names of layers to leave unclustered.
         seed: Seed of training, centroid initialization and calibration sampling (default 0).
-        freeze_batchnorm: Keep BatchNormalization layers in inference mode while
-            fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
-            on data unlike the training set, or without labels, otherwise moves them and
-            makes the model worse than post-training quantization. False trains them, for a
-            real, representative training set (``--train-batchnorm``).
-        safe_mode: See :func:`tfcompress.models.load_model` (paths only).
-        gate: Checks to judge the exported ``.tflite`` by, against the original float
-            model on ``eval_data`` (labels per output where given, fidelity where not): a
-            :class:`~tfcompress.testing.Check` or several, e.g.
-            ``tfcompress.testing.build_checks(max_drop=0.01)`` or
-            ``build_checks(min_agreement=0.99)``. Checked against the data before training;
-            the verdict is ``result.gate`` (a failed gate does not raise). None: no gate.
-        gate_settings: The gate's mode, confidence and interval
-            (:class:`~tfcompress.testing.GateSettings`; default strict). Only with ``gate``.
-        isolate: Fine-tune in a child process, so a native crash of TensorFlow cannot take
-            the caller down: it becomes a :class:`~tfcompress.errors.NativeCrashError`
-            naming the signal, after one retry with ``TF_ENABLE_ONEDNN_OPTS=0`` (see
-            :mod:`tfcompress.training.isolation`). The child imports TensorFlow again (a
-            few seconds) and keeps the fine-tuned Keras model: ``result.keras_model`` is
-            None. The CLI and :func:`tfcompress.compress` isolate by default.
+        freeze_batchnorm: Keep BatchNormalization in inference mode (default True).
+        safe_mode: See :func:`tfcompress.models.load_model`.
+        gate: Checks to judge the exported ``.tflite`` by.
+        gate_settings: The gate's mode, confidence and interval.
+        isolate: Fine-tune in a child process.
 
     Returns:
         The clustered model with unique values per exported kernel, sizes and accuracies.
@@ -126,50 +102,32 @@ def cluster(
         seed=seed,
         freeze_batchnorm=freeze_batchnorm,
     )
-    planned = plan_gate(gate, gate_settings)
-    if isolate:
-        return run_isolated(
-            model,
+
+    def work(setup: Setup) -> TrainingResult:
+        skip = frozenset(config.skip_layers)
+        coverage = clusterable_layers(setup.legacy, clusters=config.clusters, skip=skip)
+        names = {row.layer for row in coverage if row.status == "clustered"}
+        if not names:
+            raise InvalidInputError(
+                f"no layer of {setup.name!r} can be clustered; clustering would change nothing."
+            )
+        stripped, seconds, losses = _cluster(setup, config, names)
+        qat_config = config.preserving_qat()
+        tuned, coverage, more, more_losses = then_int8(
+            setup, stripped, config, qat_config, coverage
+        )
+        ran = replace(
             config,
-            safe_mode=safe_mode,
-            train_data=train_data,
-            eval_data=eval_data,
-            gate=gate,
-            gate_settings=gate_settings,
+            qat_epochs=config.qat_epochs if config.then == "int8" else 0,
+            skip_layers=tuple(sorted(skip)),
         )
-    recipe = config.then or "float32"
-    setup = prepare(
-        model, train_data, eval_data, safe_mode=safe_mode, seed=config.seed, gate=planned
-    )
-    skip = frozenset(config.skip_layers)
-    coverage = clusterable_layers(setup.legacy, clusters=config.clusters, skip=skip)
-    names = {row.layer for row in coverage if row.status == "clustered"}
-    if not names:
-        raise InvalidInputError(
-            f"no layer of {setup.name!r} can be clustered; clustering would change nothing."
-        )
-    stripped, seconds, losses = _cluster(setup, config, names)
-    tuned = stripped
-    if recipe == "int8" and config.qat_epochs > 0:
-        tuned, qat_rows, qat_seconds, qat_losses = quantization_aware(
-            setup, stripped, config.preserving_qat()
-        )
-        coverage += qat_rows
-        seconds, losses = seconds + qat_seconds, losses + qat_losses
-    ran = replace(
-        config,
-        qat_epochs=config.qat_epochs if recipe == "int8" else 0,
-        skip_layers=tuple(sorted(skip)),
-    )
-    return finish(
-        setup,
-        tuned,
-        config=ran,
-        recipe=recipe,
-        coverage=coverage,
-        train_seconds=seconds,
-        losses=losses,
-    )
+        return finish(setup, tuned, config=ran, recipe=config.then or "float32",
+                      coverage=coverage, train_seconds=seconds + more,
+                      losses=losses + more_losses)  # fmt: skip
+
+    return run_technique(model, config, work, train_data=train_data, eval_data=eval_data,
+                         safe_mode=safe_mode, gate=gate, gate_settings=gate_settings,
+                         isolate=isolate)  # fmt: skip
 
 
 def _cluster(

@@ -10,13 +10,6 @@ refuses unknown keys, a newer ``version`` and values of the wrong type or range,
 reads the options compress reports wrote before configs had a version.
 
 This module imports no TensorFlow: a report is checked before any model is loaded.
-
-Example:
-    >>> config = PruneConfig(target_sparsity=0.5, then="int8")
-    >>> PruneConfig.from_dict(config.to_dict()) == config
-    True
-    >>> config_from_dict("qat", {"epochs": 2}).options()["epochs"]
-    2
 """
 
 from __future__ import annotations
@@ -285,10 +278,6 @@ class _ExportedConfig(TrainingConfig):
         """The QAT that follows with ``then="int8"``, keeping the zeros or the clusters.
 
         It runs ``qat_epochs`` epochs at ``learning_rate`` (default: this config's).
-
-        Example:
-            >>> PruneConfig(then="int8", qat_epochs=2).preserving_qat(1e-4).preserve
-            'sparsity'
         """
         return QATConfig(
             epochs=self.qat_epochs,
@@ -409,10 +398,6 @@ def parse_structure(structure: str | tuple[int, int] | None) -> tuple[int, int] 
 
     Raises:
         InvalidInputError: Anything else.
-
-    Example:
-        >>> parse_structure("2:4")
-        (2, 4)
     """
     if structure is None:
         return None
@@ -435,10 +420,6 @@ def layer_names(value: Any) -> Any:
     """A verb's ``skip_layers`` (any iterable of names) as the config's tuple.
 
     A string, or anything not iterable, is returned as it is, for the config to refuse.
-
-    Example:
-        >>> layer_names(["a", "b"]), layer_names("ab")
-        (('a', 'b'), 'ab')
     """
     if value is CONFIG_DEFAULT or isinstance(value, str | bytes | Mapping):
         return value

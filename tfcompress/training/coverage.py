@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -56,17 +57,9 @@ def quantize_with_fallback(
         scheme: ``default`` (8-bit), ``prune_preserve`` (keeps zeros) or ``cluster_preserve``
             (keeps shared weights and zeros).
 
-    Returns:
-        The QAT model and one coverage row per layer (input layers left out).
-
     Raises:
         UnsupportedModelError: tfmot cannot quantize even a single layer, or its transform
             fails in a way no single layer explains (the message names what it tried).
-
-    Example:
-        >>> qat_model, rows = quantize_with_fallback(legacy_model)  # doctest: +SKIP
-        >>> [r.layer for r in rows if r.status == "skipped"]  # doctest: +SKIP
-        ['prelu']
     """
     skipped: dict[str, str] = {}
     layers = [layer for layer in model.layers if type(layer).__name__ != "InputLayer"]
@@ -124,10 +117,6 @@ def reserve_layer_names(model: Any) -> None:
     ``Add``). Advancing the counter past every ``<name>_<n>`` the model holds prevents that.
     The counter only ever moves forward: layers created later get higher suffixes, nothing
     else changes.
-
-    Example:
-        >>> reserve_layer_names(model)  # doctest: +SKIP
-        >>> qat_model = quantize_apply(annotated)  # doctest: +SKIP
     """
     try:
         from tf_keras.src.backend import get_default_graph_uid_map
@@ -249,51 +238,46 @@ def prunable_layers(
         m_by_n: Structured sparsity (e.g. ``(2, 4)``): only Conv2D/Dense kernels whose input
             channels split into whole groups of ``n`` qualify.
         skip: Layer names the user excluded.
-
-    Returns:
-        One row per layer holding weights: ``pruned`` or ``skipped`` with the reason.
     """
     registry = _prune_registry()
-    rows: list[LayerCoverage] = []
-    for layer in model.layers:
-        if not layer.weights:
-            continue
-        kind = type(layer).__name__
-        reason = ""
-        if layer.name in skip:
-            reason = "excluded by skip_layers"
-        elif not registry.supports(layer):
-            reason = f"tfmot's PruneRegistry does not know {kind}; its weights stay dense"
-        elif not registry._weight_names(layer):  # the registry's only lookup
-            reason = f"tfmot prunes no weights of {kind} (too few to matter); they stay dense"
-        elif m_by_n is not None:
-            reason = _m_by_n_obstacle(layer, m_by_n)
-        rows.append(LayerCoverage(layer.name, kind, "skipped" if reason else "pruned", reason))
-    return rows
+
+    def obstacle(layer: Any, kind: str) -> str:
+        if not registry.supports(layer):
+            return f"tfmot's PruneRegistry does not know {kind}; its weights stay dense"
+        if not registry._weight_names(layer):  # the registry's only lookup
+            return f"tfmot prunes no weights of {kind} (too few to matter); they stay dense"
+        return "" if m_by_n is None else _m_by_n_obstacle(layer, m_by_n)
+
+    return _coverage(model, skip, "pruned", obstacle)
 
 
 def clusterable_layers(
     model: Any, *, clusters: int, skip: frozenset[str] = frozenset()
 ) -> list[LayerCoverage]:
-    """Decide, for each layer with weights, whether weight clustering applies.
-
-    Returns:
-        One row per layer holding weights: ``clustered`` or ``skipped`` with the reason.
-    """
+    """Decide, for each layer with weights, whether weight clustering applies."""
     registry = _cluster_registry()
+
+    def obstacle(layer: Any, kind: str) -> str:
+        if not registry.supports(layer) or not registry._weight_names(layer):
+            return f"tfmot clusters no weights of {kind}; they stay as they are"
+        return (
+            ""
+            if _has_enough_weights(layer, clusters)
+            else f"fewer weights than {clusters} clusters"
+        )
+
+    return _coverage(model, skip, "clustered", obstacle)
+
+
+def _coverage(
+    model: Any, skip: frozenset[str], done: str, obstacle: Callable[[Any, str], str]
+) -> list[LayerCoverage]:
+    """One row per layer with weights: ``done``, or skipped with the user's or tfmot's reason."""
     rows: list[LayerCoverage] = []
-    for layer in model.layers:
-        if not layer.weights:
-            continue
+    for layer in (layer for layer in model.layers if layer.weights):
         kind = type(layer).__name__
-        reason = ""
-        if layer.name in skip:
-            reason = "excluded by skip_layers"
-        elif not registry.supports(layer) or not registry._weight_names(layer):
-            reason = f"tfmot clusters no weights of {kind}; they stay as they are"
-        elif not _has_enough_weights(layer, clusters):
-            reason = f"fewer weights than {clusters} clusters"
-        rows.append(LayerCoverage(layer.name, kind, "skipped" if reason else "clustered", reason))
+        reason = "excluded by skip_layers" if layer.name in skip else obstacle(layer, kind)
+        rows.append(LayerCoverage(layer.name, kind, "skipped" if reason else done, reason))
     return rows
 
 

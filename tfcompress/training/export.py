@@ -117,9 +117,6 @@ def export_reference(
 ) -> tuple[Conversion, Conversion]:
     """The original model at ``recipe`` and as float32, from one trace of the model.
 
-    Returns:
-        ``(at recipe, float32)``; the same conversion twice when ``recipe`` is float32.
-
     Raises:
         ConversionError: The converter rejected the model.
     """

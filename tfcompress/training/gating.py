@@ -23,8 +23,6 @@ from tfcompress.testing.report import GateReport
 from tfcompress.testing.settings import GateSettings
 from tfcompress.training.tasks import Labels
 
-__all__ = ["GateLike", "TrainingGate", "judge_export", "plan_gate", "rehearse_gate"]
-
 GateLike = Check | Sequence[Check]
 
 
@@ -35,11 +33,6 @@ class TrainingGate:
     Attributes:
         checks: One or more checks (see :func:`tfcompress.testing.build_checks`).
         settings: The gate's settings.
-
-    Example:
-        >>> from tfcompress.testing import build_checks
-        >>> plan_gate(build_checks(min_agreement=0.99), None).checks[0].metric
-        'agreement'
     """
 
     checks: tuple[Check, ...]
@@ -55,16 +48,9 @@ def plan_gate(gate: GateLike | None, settings: GateSettings | None) -> TrainingG
         settings: Mode, confidence, interval... (default :class:`GateSettings`); only with
             ``gate``.
 
-    Returns:
-        The gate, or None.
-
     Raises:
         InvalidInputError: ``settings`` without ``gate``, an empty ``gate``, or something
             other than checks and settings.
-
-    Example:
-        >>> plan_gate(None, None) is None
-        True
     """
     if gate is None:
         if settings is not None:
@@ -108,33 +94,10 @@ def judge_export(
 ) -> GateReport:
     """Judge the candidate's outputs against the reference's, output by output.
 
-    Args:
-        gate: The checks and settings.
-        names: Output names, in output order.
-        labels: Each output's validation labels, None where there are none.
-        reference: The original float model's outputs on the validation data.
-        candidate: The exported ``.tflite``'s outputs on the same samples.
-        reference_name: The reference's display name.
-        candidate_name: The candidate's display name.
-        backend: Where the candidate ran (``cpu`` for LiteRT).
-
-    Returns:
-        The report; a failed check does not raise.
-
     Raises:
         InvalidInputError: A check that cannot apply to these outputs (see
             :func:`~tfcompress.testing.judge_outputs_by_name`).
         InvalidDataError: A task metric on an output without labels, labels that do not fit.
-
-    Example:
-        >>> from tfcompress.testing import Check
-        >>> ref = [np.array([[0.1, 0.9], [0.8, 0.2]])]
-        >>> report = judge_export(
-        ...     plan_gate(Check(), None), ["cls"], [None], ref, ref,
-        ...     reference_name="float", candidate_name="int8", backend="cpu",
-        ... )
-        >>> report.passed, report.verdicts[0].metric
-        (True, 'agreement')
     """
     given = {
         name: label.values for name, label in zip(names, labels, strict=True) if label is not None
@@ -167,10 +130,6 @@ def rehearse_gate(
     Raises:
         InvalidInputError: See :func:`judge_export`.
         InvalidDataError: See :func:`judge_export`.
-
-    Example:
-        >>> from tfcompress.testing import Check
-        >>> rehearse_gate(plan_gate(Check(), None), ["box"], [None], [np.ones((3, 4))])
     """
     quick = dataclasses.replace(gate, settings=dataclasses.replace(gate.settings, resamples=1))
     judge_export(

@@ -23,11 +23,6 @@ the child's time and memory limits (``TFCOMPRESS_TIMEOUT``, ``TFCOMPRESS_MEMORY_
 
 Environment (tests only): ``TFCOMPRESS_TEST_CHILD_CRASH=always`` makes the child kill itself
 with SIGSEGV before any work; ``=onednn`` does so only while oneDNN is on.
-
-Example:
-    >>> result = tfcompress.qat(model, train_data=x, isolate=True)  # doctest: +SKIP
-    >>> result.keras_model is None  # doctest: +SKIP
-    True
 """
 
 from __future__ import annotations
@@ -79,10 +74,6 @@ def run_isolated(
         eval_data: Samples to score on, or None.
         gate: The verb's ``gate``.
         gate_settings: The verb's ``gate_settings``.
-
-    Returns:
-        The child's :class:`~tfcompress.training.result.TrainingResult`, ``keras_model``
-        None.
 
     Raises:
         NativeCrashError: The child died by a signal (after the retry, where one applies).

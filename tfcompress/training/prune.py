@@ -21,11 +21,10 @@ from tfcompress.training.configs import (
 from tfcompress.training.configs import SCHEDULES as SCHEDULES  # read here by tests
 from tfcompress.training.coverage import prunable_layers
 from tfcompress.training.export import finish
-from tfcompress.training.gating import GateLike, plan_gate
-from tfcompress.training.isolation import run_isolated
-from tfcompress.training.qat import quantization_aware
+from tfcompress.training.gating import GateLike
+from tfcompress.training.qat import then_int8
 from tfcompress.training.result import TrainingResult
-from tfcompress.training.setup import Setup, fine_tune, prepare
+from tfcompress.training.setup import Setup, fine_tune, run_technique
 
 logger = logging.getLogger(__name__)
 
@@ -60,17 +59,9 @@ def prune(
     are stored like any other value, so the raw file does not shrink; its gzip size does.
 
     Args:
-        model: A Keras Sequential/Functional model (Keras 3 or tf-keras) or its path: a
-            classifier, a detector with several inputs and heads, a regressor, a segmenter.
-        train_data: Samples to fine-tune on (any source :func:`tfcompress.data.load_data`
-            reads; several inputs as a dict or ``.npz`` keyed by input name). Labels are
-            optional, per output (``y``, or ``y_<output name>``): each labelled output is
-            fitted to its labels with the loss they call for, each other output to the
-            float model's own outputs (self-distillation); ``result.loss_functions`` says
-            which.
-        eval_data: Samples to score the original, fine-tuned and exported models on: against
-            labels where given, else against the float model. None holds out 20% of
-            ``train_data`` (seeded; ``result.warnings`` says so).
+        model: As in :func:`~tfcompress.training.qat.qat` (so are the data and gate options).
+        train_data: Samples to fine-tune on.
+        eval_data: Samples to score on (None: 20% of ``train_data`` held out).
         config: Every option below from ``target_sparsity`` to ``freeze_batchnorm`` as one
             :class:`~tfcompress.training.configs.PruneConfig` (what ``result.config`` and a
             compress report record). Those keyword options are a shorthand that builds the
@@ -94,26 +85,11 @@ def prune(
         qat_epochs: Epochs of pruning-preserving QAT when ``then="int8"`` (default 1).
         skip_layers: Names of layers to leave dense (e.g. a small first convolution).
         seed: Seed of training and calibration sampling (default 0).
-        freeze_batchnorm: Keep BatchNormalization layers in inference mode while
-            fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
-            on data unlike the training set, or without labels, otherwise moves them and
-            makes the model worse than post-training quantization. False trains them, for a
-            real, representative training set (``--train-batchnorm``).
-        safe_mode: See :func:`tfcompress.models.load_model` (paths only).
-        gate: Checks to judge the exported ``.tflite`` by, against the original float
-            model on ``eval_data`` (labels per output where given, fidelity where not): a
-            :class:`~tfcompress.testing.Check` or several, e.g.
-            ``tfcompress.testing.build_checks(max_drop=0.01)`` or
-            ``build_checks(min_agreement=0.99)``. Checked against the data before training;
-            the verdict is ``result.gate`` (a failed gate does not raise). None: no gate.
-        gate_settings: The gate's mode, confidence and interval
-            (:class:`~tfcompress.testing.GateSettings`; default strict). Only with ``gate``.
-        isolate: Fine-tune in a child process, so a native crash of TensorFlow cannot take
-            the caller down: it becomes a :class:`~tfcompress.errors.NativeCrashError`
-            naming the signal, after one retry with ``TF_ENABLE_ONEDNN_OPTS=0`` (see
-            :mod:`tfcompress.training.isolation`). The child imports TensorFlow again (a
-            few seconds) and keeps the fine-tuned Keras model: ``result.keras_model`` is
-            None. The CLI and :func:`tfcompress.compress` isolate by default.
+        freeze_batchnorm: Keep BatchNormalization in inference mode (default True).
+        safe_mode: See :func:`tfcompress.models.load_model`.
+        gate: Checks to judge the exported ``.tflite`` by.
+        gate_settings: The gate's mode, confidence and interval.
+        isolate: Fine-tune in a child process.
 
     Returns:
         The pruned model with sparsity per exported kernel, raw and gzip sizes next to the
@@ -153,70 +129,50 @@ def prune(
         seed=seed,
         freeze_batchnorm=freeze_batchnorm,
     )
-    planned = plan_gate(gate, gate_settings)
-    if isolate:
-        return run_isolated(
-            model,
+
+    def work(setup: Setup) -> TrainingResult:
+        m_by_n = parse_structure(config.structure)
+        ran, schedule_warning = resolve_schedule(config.schedule, m_by_n)
+        steps = config.steps(len(setup.train))
+        if steps < MIN_STEPS:
+            raise InvalidDataError(
+                f"{len(setup.train)} training samples make {steps} optimizer steps at batch "
+                f"size {config.batch_size} over {config.epochs} epoch(s); the pruning schedule "
+                f"needs at least {MIN_STEPS}: give more samples or epochs, or a smaller batch size."
+            )
+        skip = frozenset(config.skip_layers)
+        coverage = prunable_layers(setup.legacy, m_by_n=m_by_n, skip=skip)
+        pruned_names = {row.layer for row in coverage if row.status == "pruned"}
+        if not pruned_names:
+            raise InvalidInputError(
+                f"no layer of {setup.name!r} can be pruned ({_reasons(coverage)}); pruning "
+                "would change nothing."
+            )
+        sparsity = target_sparsity_of(config.target_sparsity, m_by_n)
+        stripped, seconds, losses = _prune(setup, config, pruned_names, sparsity, ran, m_by_n)
+        qat_config = config.preserving_qat(min(config.learning_rate, 1e-4))
+        tuned, coverage, more, more_losses = then_int8(
+            setup, stripped, config, qat_config, coverage
+        )
+        # What ran, not what was asked: the record must replay the run.
+        ran_config = dataclasses.replace(
             config,
-            safe_mode=safe_mode,
-            train_data=train_data,
-            eval_data=eval_data,
-            gate=gate,
-            gate_settings=gate_settings,
+            target_sparsity=sparsity,
+            schedule=ran,
+            structure=None if m_by_n is None else f"{m_by_n[0]}:{m_by_n[1]}",
+            qat_epochs=config.qat_epochs if config.then == "int8" else 0,
+            skip_layers=tuple(sorted(skip)),
         )
-    m_by_n = parse_structure(config.structure)
-    ran, schedule_warning = resolve_schedule(config.schedule, m_by_n)
-    recipe = config.then or "float32"
-    setup = prepare(
-        model, train_data, eval_data, safe_mode=safe_mode, seed=config.seed, gate=planned
-    )
-    steps = config.steps(len(setup.train))
-    if steps < MIN_STEPS:
-        raise InvalidDataError(
-            f"{len(setup.train)} training samples make {steps} optimizer steps at batch size "
-            f"{config.batch_size} over {config.epochs} epoch(s); the pruning schedule needs at "
-            f"least {MIN_STEPS}: give more samples or epochs, or a smaller batch size."
-        )
-    skip = frozenset(config.skip_layers)
-    coverage = prunable_layers(setup.legacy, m_by_n=m_by_n, skip=skip)
-    pruned_names = {row.layer for row in coverage if row.status == "pruned"}
-    if not pruned_names:
-        raise InvalidInputError(
-            f"no layer of {setup.name!r} can be pruned ({_reasons(coverage)}); pruning would "
-            "change nothing."
-        )
-    sparsity = target_sparsity_of(config.target_sparsity, m_by_n)
-    stripped, seconds, losses = _prune(setup, config, pruned_names, sparsity, ran, m_by_n)
-    tuned = stripped
-    preserving = recipe == "int8" and config.qat_epochs > 0
-    if preserving:
-        tuned, qat_rows, qat_seconds, qat_losses = quantization_aware(
-            setup, stripped, config.preserving_qat(min(config.learning_rate, 1e-4))
-        )
-        coverage += qat_rows
-        seconds, losses = seconds + qat_seconds, losses + qat_losses
-    # What ran, not what was asked: the record must replay the run.
-    ran_config = dataclasses.replace(
-        config,
-        target_sparsity=sparsity,
-        schedule=ran,
-        structure=None if m_by_n is None else f"{m_by_n[0]}:{m_by_n[1]}",
-        qat_epochs=config.qat_epochs if recipe == "int8" else 0,
-        skip_layers=tuple(sorted(skip)),
-    )
-    result = finish(
-        setup,
-        tuned,
-        config=ran_config,
-        recipe=recipe,
-        coverage=coverage,
-        train_seconds=seconds,
-        losses=losses,
-        m_by_n=m_by_n,
-    )
-    if schedule_warning is None:
-        return result
-    return dataclasses.replace(result, warnings=(schedule_warning, *result.warnings))
+        result = finish(setup, tuned, config=ran_config, recipe=config.then or "float32",
+                        coverage=coverage, train_seconds=seconds + more,
+                        losses=losses + more_losses, m_by_n=m_by_n)  # fmt: skip
+        if schedule_warning is None:
+            return result
+        return dataclasses.replace(result, warnings=(schedule_warning, *result.warnings))
+
+    return run_technique(model, config, work, train_data=train_data, eval_data=eval_data,
+                         safe_mode=safe_mode, gate=gate, gate_settings=gate_settings,
+                         isolate=isolate)  # fmt: skip
 
 
 def resolve_schedule(
@@ -227,19 +183,6 @@ def resolve_schedule(
     tfmot applies an M:N mask whole at every pruning step: a structure always runs the
     constant schedule. ``None`` asks for the natural schedule (polynomial unstructured,
     constant with a structure).
-
-    Args:
-        schedule: ``"polynomial"``, ``"constant"`` or None (checked by :class:`PruneConfig`).
-        m_by_n: The parsed structure, or None for unstructured pruning.
-
-    Returns:
-        ``(schedule_that_runs, warning_or_None)``.
-
-    Example:
-        >>> resolve_schedule(None, (2, 4))
-        ('constant', None)
-        >>> resolve_schedule("polynomial", None)
-        ('polynomial', None)
     """
     if m_by_n is None:
         return schedule or "polynomial", None
@@ -257,12 +200,7 @@ def resolve_schedule(
 
 
 def target_sparsity_of(target: float | None, m_by_n: tuple[int, int] | None) -> float:
-    """The sparsity that runs: ``target`` (checked by :class:`PruneConfig`), else 0.75, or M/N.
-
-    Example:
-        >>> target_sparsity_of(None, None), target_sparsity_of(None, (2, 4))
-        (0.75, 0.5)
-    """
+    """The sparsity that runs: ``target`` (checked by :class:`PruneConfig`), else 0.75, or M/N."""
     if target is None:
         return 0.75 if m_by_n is None else m_by_n[0] / m_by_n[1]
     return float(target)

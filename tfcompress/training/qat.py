@@ -14,11 +14,10 @@ from tfcompress.training.configs import CONFIG_DEFAULT, QATConfig
 from tfcompress.training.configs import PRESERVE as PRESERVE  # its home; the CLI reads it here
 from tfcompress.training.coverage import LayerCoverage, quantize_with_fallback
 from tfcompress.training.export import finish
-from tfcompress.training.gating import GateLike, plan_gate
-from tfcompress.training.isolation import run_isolated
+from tfcompress.training.gating import GateLike
 from tfcompress.training.ranges import initialize_ranges
 from tfcompress.training.result import TrainingResult
-from tfcompress.training.setup import Setup, fine_tune, prepare
+from tfcompress.training.setup import Setup, fine_tune, run_technique
 
 logger = logging.getLogger(__name__)
 
@@ -133,30 +132,15 @@ def qat(
         seed=seed,
         freeze_batchnorm=freeze_batchnorm,
     )
-    planned = plan_gate(gate, gate_settings)
-    if isolate:
-        return run_isolated(
-            model,
-            config,
-            safe_mode=safe_mode,
-            train_data=train_data,
-            eval_data=eval_data,
-            gate=gate,
-            gate_settings=gate_settings,
-        )
-    setup = prepare(
-        model, train_data, eval_data, safe_mode=safe_mode, seed=config.seed, gate=planned
-    )
-    qat_model, coverage, seconds, losses = quantization_aware(setup, setup.legacy, config)
-    return finish(
-        setup,
-        qat_model,
-        config=config,
-        recipe="int8",
-        coverage=coverage,
-        train_seconds=seconds,
-        losses=losses,
-    )
+
+    def work(setup: Setup) -> TrainingResult:
+        qat_model, coverage, seconds, losses = quantization_aware(setup, setup.legacy, config)
+        return finish(setup, qat_model, config=config, recipe="int8", coverage=coverage,
+                      train_seconds=seconds, losses=losses)  # fmt: skip
+
+    return run_technique(model, config, work, train_data=train_data, eval_data=eval_data,
+                         safe_mode=safe_mode, gate=gate, gate_settings=gate_settings,
+                         isolate=isolate)  # fmt: skip
 
 
 def quantization_aware(
@@ -167,10 +151,6 @@ def quantization_aware(
     Also used after pruning and clustering (with ``preserve`` ``"sparsity"`` or
     ``"clusters"``). Activation ranges start from one batch of training samples
     (:func:`~tfcompress.training.ranges.initialize_ranges`), not tfmot's [-6, 6].
-
-    Returns:
-        The trained QAT model (ready for the int8 converter), the coverage rows, the
-        training seconds and per-epoch losses.
     """
     scheme = _SCHEMES[config.preserve]
     qat_model, coverage = quantize_with_fallback(model, scheme=scheme)
@@ -181,3 +161,17 @@ def quantization_aware(
     if scheme == "cluster_preserve":
         qat_model = tfmot().experimental.combine.strip_clustering_cqat(qat_model)
     return qat_model, coverage, seconds, losses
+
+
+def then_int8(
+    setup: Setup, stripped: Any, config: Any, qat_config: QATConfig, coverage: list[LayerCoverage]
+) -> tuple[Any, list[LayerCoverage], float, tuple[float, ...]]:
+    """After pruning or clustering with ``then="int8"``: the QAT that keeps zeros or clusters.
+
+    Returns ``stripped`` unchanged (no rows, no time) when the export is not int8 or
+    ``qat_epochs`` is 0 (post-training int8).
+    """
+    if config.then != "int8" or config.qat_epochs == 0:
+        return stripped, coverage, 0.0, ()
+    tuned, rows, seconds, losses = quantization_aware(setup, stripped, qat_config)
+    return tuned, coverage + rows, seconds, losses

@@ -32,19 +32,6 @@ def initialize_ranges(
 
     Only quantizer ranges change: the training-mode call also moves batch-norm statistics,
     which are put back as they were.
-
-    Args:
-        qat_model: A model ``quantize_apply`` made (tf-keras).
-        inputs: Training samples, one array per input, in input order.
-        seed: Seed of the sample choice.
-        samples: How many samples the batch holds (all when there are fewer).
-
-    Returns:
-        How many range variables (a min or a max each) were set.
-
-    Example:
-        >>> initialize_ranges(qat_model, [x_train])  # doctest: +SKIP
-        14
     """
     count = len(inputs[0])
     rows = np.sort(np.random.default_rng(seed).choice(count, min(samples, count), replace=False))

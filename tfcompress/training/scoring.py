@@ -24,8 +24,6 @@ import numpy as np
 from tfcompress.bench.metrics import MetricDef, choose_metric, get_metric
 from tfcompress.training.tasks import Labels
 
-__all__ = ["OutputScore", "choose_score_metric", "score_outputs"]
-
 # How much worse than the un-fine-tuned export an output may come out before the result says
 # so: half a point of accuracy, agreement or mIoU (fractions), half a decibel of SNR, 5% more
 # squared error. Smaller differences are the noise of a seeded fine-tune on a few hundred
@@ -139,25 +137,8 @@ def choose_score_metric(
     the output's own unit has none. A score needs no threshold, and the targets are what the
     output was fine-tuned on, so training reports ``mse`` against those labels instead.
 
-    Args:
-        output: The output's name, for messages.
-        reference: The original model's outputs on the validation data (sample axis first).
-        labels: The output's validation labels, or None.
-
-    Returns:
-        ``(metric, labelled)``; the metric is bound to the reference (a binary cut read
-        from its outputs) so that all three models are scored alike.
-
     Raises:
         InvalidInputError: Labels that fit no metric of the registry.
-
-    Example:
-        >>> probabilities = np.array([[0.1, 0.9], [0.8, 0.2]])
-        >>> choose_score_metric("cls", probabilities, None)[0].name
-        'agreement'
-        >>> boxes = Labels("regression", np.full((2, 2), 0.3, np.float32))
-        >>> choose_score_metric("box", probabilities + 1.0, boxes)[0].name
-        'mse'
     """
     given = None if labels is None else labels.values
     metric, _ = choose_metric(reference.shape, given, output=output, reference_outputs=reference)
@@ -176,25 +157,9 @@ def score_outputs(
 ) -> tuple[OutputScore, ...]:
     """Score each output of the models (lists in output order).
 
-    Args:
-        names: Output names.
-        labels: Each output's validation labels, None where there are none.
-        reference: The original float model's outputs.
-        keras: The fine-tuned Keras model's outputs.
-        tflite: The exported ``.tflite``'s outputs.
-        baseline: The original model exported at the same precision (plain PTQ), or None.
-
-    Returns:
-        One score per output (see :func:`choose_score_metric` for the metric).
-
     Raises:
         InvalidInputError: Labels that fit no metric of the registry.
         InvalidDataError: Labels that do not fit the chosen metric.
-
-    Example:
-        >>> ref = [np.array([[0.1, 0.9], [0.8, 0.2]])]
-        >>> score_outputs(["cls"], [None], ref, ref, ref)[0].tflite
-        1.0
     """
     scores = []
     for index, name in enumerate(names):

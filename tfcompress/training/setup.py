@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -22,9 +22,11 @@ from tfcompress.models.matching import match_tensors
 from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime import create_runner, default_backend
+from tfcompress.testing.settings import GateSettings
 from tfcompress.training.batchnorm import freeze_batchnorm
 from tfcompress.training.configs import TrainingConfig
-from tfcompress.training.gating import TrainingGate, rehearse_gate
+from tfcompress.training.gating import GateLike, TrainingGate, plan_gate, rehearse_gate
+from tfcompress.training.isolation import run_isolated
 from tfcompress.training.scoring import choose_score_metric
 from tfcompress.training.tasks import Labels, OutputTask, plan_tasks, read_labels
 
@@ -89,6 +91,38 @@ class Setup:
     def loss_functions(self) -> dict[str, str]:
         """``{output name: loss}``, e.g. ``{"box": "mse (self-distillation)"}``."""
         return {task.output: task.description for task in self.tasks}
+
+
+def run_technique(
+    model: ModelLike,
+    config: TrainingConfig,
+    work: Callable[[Setup], Any],
+    *,
+    train_data: DataLike,
+    eval_data: DataLike | None,
+    safe_mode: bool,
+    gate: GateLike | None,
+    gate_settings: GateSettings | None,
+    isolate: bool,
+) -> Any:
+    """Check the gate, then run the whole verb in a child or ``work(prepare(...))`` here.
+
+    What qat, prune and cluster share; ``isolate`` decides where the work runs.
+    """
+    planned = plan_gate(gate, gate_settings)
+    if isolate:
+        return run_isolated(
+            model,
+            config,
+            safe_mode=safe_mode,
+            train_data=train_data,
+            eval_data=eval_data,
+            gate=gate,
+            gate_settings=gate_settings,
+        )
+    return work(
+        prepare(model, train_data, eval_data, safe_mode=safe_mode, seed=config.seed, gate=planned)
+    )
 
 
 def prepare(
@@ -202,9 +236,6 @@ def fine_tune(
     Inputs and targets are passed in input and output order (tfmot's wrappers rename
     layers, so names would not match). Every output's loss weighs 1.
 
-    Returns:
-        Wall seconds and the training loss (sum over outputs) after each epoch.
-
     Raises:
         InvalidDataError: The loss became NaN or infinite.
     """
@@ -251,14 +282,6 @@ def model_outputs(
     ``.tflite`` (exported under the original names, see
     :func:`tfcompress.training.export.export`) is matched to ``signature`` by name (see
     :func:`tfcompress.models.matching.match_tensors`).
-
-    Args:
-        model: The model to run.
-        inputs: One array per input of ``signature``, in its order.
-        signature: The original model's signature.
-
-    Returns:
-        One array per output of ``signature``, in its order.
     """
     backend = default_backend(model)
     options = {"threads": 1} if isinstance(model, TFLiteModel) else {}

@@ -80,9 +80,6 @@ def kernel_arrays(content: bytes) -> list[tuple[str, str, str, np.ndarray]]:
     """Every conv/depthwise/dense kernel stored in a ``.tflite``.
 
     Kernels fed through a DEQUANTIZE op (float16 weights) are read at their storage type.
-
-    Returns:
-        ``(tensor name, op, dtype name, values)`` per kernel, in operator order.
     """
     model = read_tflite(content)
     found: list[tuple[str, str, str, np.ndarray]] = []
@@ -140,12 +137,7 @@ def measure(
 
 
 def has_m_by_n(values: np.ndarray, m_by_n: tuple[int, int]) -> bool:
-    """Whether every ``n`` consecutive weights on the last axis hold at least ``m`` zeros.
-
-    Example:
-        >>> has_m_by_n(np.array([[0, 1, 0, 2], [3, 0, 0, 4]]), (2, 4))
-        True
-    """
+    """Whether every ``n`` consecutive weights on the last axis hold at least ``m`` zeros."""
     m, n = m_by_n
     if values.shape[-1] % n:
         return False

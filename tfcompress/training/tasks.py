@@ -43,10 +43,6 @@ class OutputTask:
         distilled: Whether the targets are the float model's own outputs (no labels).
         from_logits: Whether the output holds logits rather than probabilities (cross-entropy
             losses only).
-
-    Example:
-        >>> OutputTask("box", "mse", distilled=True).description
-        'mse (self-distillation)'
     """
 
     output: str
@@ -90,14 +86,7 @@ class Labels:
 
 
 def is_distribution(outputs: np.ndarray) -> bool:
-    """Whether ``outputs`` hold probability distributions over their last axis (softmax).
-
-    Example:
-        >>> is_distribution(np.array([[0.2, 0.8], [0.5, 0.5]]))
-        True
-        >>> is_distribution(np.array([[0.2], [0.9]]))
-        False
-    """
+    """Whether ``outputs`` hold probability distributions over their last axis (softmax)."""
     if outputs.ndim < 2 or outputs.shape[-1] < 2 or outputs.size == 0:
         return False
     if outputs.min() < 0 or outputs.max() > 1:
@@ -122,18 +111,9 @@ def read_labels(
         output: The output's name, for messages.
         what: How to call the data in messages.
 
-    Returns:
-        The labels, shaped as the loss and metric read them.
-
     Raises:
         InvalidDataError: Non-numeric or non-finite labels, class ids out of range, or a
             shape that fits neither class ids nor targets of the output's shape.
-
-    Example:
-        >>> read_labels(np.array([3, 1]), (10,), output="cls", what="data").kind
-        'indices'
-        >>> read_labels(np.ones((2, 4)) / 3, (4,), output="box", what="data").kind
-        'regression'
     """
     where = f"{what} labels for output {output!r}"
     if labels.dtype.kind not in "fiub":
@@ -176,14 +156,6 @@ def plan_tasks(
         float_outputs: The float model's outputs on the training inputs (the targets of
             outputs without labels).
         labels: Each output's labels (see :func:`read_labels`), None where there are none.
-
-    Returns:
-        One task per output, and the targets to fit, in output order.
-
-    Example:
-        >>> tasks, _ = plan_tasks(["box"], [np.full((2, 4), 0.3)], [None])
-        >>> tasks[0].description
-        'mse (self-distillation)'
     """
     tasks: list[OutputTask] = []
     targets: list[np.ndarray] = []

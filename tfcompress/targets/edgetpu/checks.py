@@ -6,10 +6,6 @@ For one op, in this order: is the op in Coral's table (else ``unsupported-op`` o
 (``non-constant-parameter``); are its tensors at most 3-D, or only their 3 innermost
 dimensions larger than 1 (``tensor-rank``); and its row's limitations (``op-limitation``).
 Each failed check is one :class:`Issue` with what to try.
-
-Example:
-    >>> [issue.rule for issue in op_issues(view)]  # doctest: +SKIP
-    ['not-fully-quantized']
 """
 
 from __future__ import annotations
@@ -27,14 +23,6 @@ from tfcompress.targets.edgetpu.findings import (
 from tfcompress.targets.edgetpu.limitations import LIMITATION_CHECKS
 from tfcompress.targets.edgetpu.ops import Support, rule_for
 from tfcompress.targets.edgetpu.view import EIGHT_BIT, OpView
-
-__all__ = [
-    "FIX_QUANTIZE",
-    "FIX_STATIC_SHAPE",
-    "TARGET_FIX",
-    "is_input_quantizer",
-    "op_issues",
-]
 
 # `--target edgetpu` applies the three fixes below at once (integer-only int8, 8-bit
 # inputs and outputs, a static batch of 1): each fix names it first.
@@ -78,12 +66,7 @@ def is_input_quantizer(view: OpView) -> bool:
 
 
 def op_issues(view: OpView) -> list[Issue]:
-    """Every rule ``view.op`` breaks (empty: the compiler can map it).
-
-    Example:
-        >>> op_issues(view)  # doctest: +SKIP
-        []
-    """
+    """Every rule ``view.op`` breaks (empty: the compiler can map it)."""
     rule = rule_for(view.op.opcode)
     if rule.support is Support.NO:
         text = f" ({rule.limitation})" if rule.limitation else ""

@@ -7,13 +7,6 @@ to the parsed log (:class:`CompilerRun`) only if it is a regular file of that fo
 the ``.tflite`` reader validates, and nothing is written next to the input. A failure, a
 refusal or a hang is one typed error (:class:`EdgeTPUCompilerError`) that quotes the
 compiler's own line.
-
-Example:
-    >>> from tfcompress.targets.edgetpu import compile_for_edgetpu
-    >>> run = compile_for_edgetpu("model_int8.tflite")  # doctest: +SKIP
-    >>> run.log.ops_mapped, run.log.ops_total  # doctest: +SKIP
-    (12, 12)
-    >>> run.save("model_int8_edgetpu.tflite")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -32,14 +25,6 @@ from tfcompress._files import file_kind
 from tfcompress.errors import BackendUnavailableError, ConversionError
 from tfcompress.targets.edgetpu.compiler_log import CompilerLog, parse_compiler_log
 from tfcompress.targets.edgetpu.compiler_process import run_supervised
-
-__all__ = [
-    "COMPILER_NAME",
-    "CompilerRun",
-    "EdgeTPUCompilerError",
-    "compile_for_edgetpu",
-    "find_compiler",
-]
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())

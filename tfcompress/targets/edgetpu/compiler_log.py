@@ -6,14 +6,6 @@ frozen :class:`CompilerLog`. It reads the formats seen in public Coral issues: c
 to 16.0 (the summary with the three memory lines), older or trimmed logs without them, the
 ``Operator Count Status`` table that ``-s`` prints, and the failures (an op version the
 compiler predates, ``Internal compiler error. Aborting!``, ``Compilation failed: ...``).
-
-Example:
-    >>> log = parse_compiler_log(
-    ...     "Edge TPU Compiler version 16.0.384591198\n"
-    ...     "Internal compiler error. Aborting!\n"
-    ... )
-    >>> log.compiler_version, log.succeeded, log.error
-    ('16.0.384591198', False, 'Internal compiler error. Aborting!')
 """
 
 from __future__ import annotations
@@ -21,8 +13,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
-
-__all__ = ["MAPPED_STATUS", "CompilerLog", "OperatorStatus", "parse_compiler_log", "parse_size"]
 
 MAPPED_STATUS = "Mapped to Edge TPU"
 """The status text of an operator row the compiler put on the Edge TPU."""
@@ -217,18 +207,7 @@ class CompilerLog:
 
 
 def parse_size(text: str) -> int | None:
-    """Bytes of a size as the compiler prints it (``6.00MiB``, ``41.75KiB``, ``0.00B``).
-
-    Args:
-        text: The printed size.
-
-    Returns:
-        The size in bytes, rounded to the nearest byte; None when ``text`` is no size.
-
-    Example:
-        >>> parse_size("41.75KiB")
-        42752
-    """
+    """Bytes of a size as the compiler prints it (``6.00MiB``, ``41.75KiB``, ``0.00B``)."""
     match = _SIZE.match(text)
     if match is None:
         return None

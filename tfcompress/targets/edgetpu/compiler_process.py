@@ -5,10 +5,6 @@ bounds it. It runs through :func:`tfcompress._child.program.run_program`, in a c
 its own under the one time limit and the one memory limit, which kills everything the
 compiler started before it answers and reads its log capped. This side turns that answer
 into the compiler's log and exit status, or one error.
-
-Example:
-    >>> text, status = run_supervised(["edgetpu_compiler", "-s", "m.tflite"], cwd=Path("."),
-    ...     timeout=180, source="m.tflite")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -19,8 +15,6 @@ from typing import Any
 
 from tfcompress.errors import BackendUnavailableError, ChildTimeoutError, NativeCrashError
 from tfcompress.targets.edgetpu.compiler_log import parse_compiler_log
-
-__all__ = ["run_supervised"]
 
 logger = logging.getLogger(__name__)
 

@@ -1,32 +1,10 @@
-"""What the Edge TPU linter reports about one op: a rule broken, why, what to try.
-
-Example:
-    >>> finding = Finding("GELU", 2, UNSUPPORTED_OP, "not in Coral's table", "use ReLU")
-    >>> finding.to_dict()["effect"]
-    'cpu'
-"""
+"""What the Edge TPU linter reports about one op: a rule broken, why, what to try."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass
 from typing import Any
-
-__all__ = [
-    "ALREADY_COMPILED",
-    "DYNAMIC_SHAPE",
-    "MULTIPLE_SUBGRAPHS",
-    "NON_CONSTANT_PARAMETER",
-    "NOT_FULLY_QUANTIZED",
-    "OP_LIMITATION",
-    "OP_SUPPORT_UNKNOWN",
-    "OP_VERSION",
-    "TENSOR_RANK",
-    "UNSUPPORTED_OP",
-    "Effect",
-    "Finding",
-    "Issue",
-]
 
 # Rule names (stable: JSON consumers and tests match on them).
 NOT_FULLY_QUANTIZED = "not-fully-quantized"

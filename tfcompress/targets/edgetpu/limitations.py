@@ -3,10 +3,6 @@
 Each check takes an :class:`OpView` and returns an :class:`Issue` when the op breaks the
 limitation (rule ``op-limitation``), else None. A check that cannot tell (an axis computed at
 run time, options it cannot read) returns None: the constant-input rule reports the former.
-
-Example:
-    >>> LIMITATION_CHECKS["same_dilation"](view)  # doctest: +SKIP
-    Issue(rule='op-limitation', message='dilation 2 in x but 1 in y...', ...)
 """
 
 from __future__ import annotations
@@ -19,8 +15,6 @@ import numpy as np
 from tfcompress.models.tflite_options import ACTIVATION_NAMES
 from tfcompress.targets.edgetpu.findings import OP_LIMITATION, Issue
 from tfcompress.targets.edgetpu.view import EIGHT_BIT, OpView
-
-__all__ = ["LIMITATION_CHECKS"]
 
 Check = Callable[[OpView], Issue | None]
 _SOFTMAX_MAX = 16_000

@@ -9,11 +9,6 @@ until the first it cannot; that op and everything after it run on the CPU, in on
 segment by default. QUANTIZE ops that turn a float model input into integers stay on the
 CPU before the segment without ending it (as compiler logs show:
 https://github.com/f0cal/google-coral/issues/20).
-
-Example:
-    >>> report = check("model_int8.tflite")  # doctest: +SKIP
-    >>> report.compatible, report.ops_mapped, report.ops_total  # doctest: +SKIP
-    (False, 2, 8)
 """
 
 from __future__ import annotations
@@ -22,9 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tfcompress._files import read_regular_bytes
-from tfcompress.errors import InvalidArgumentTypeError, ModelLoadError, UnsupportedModelError
-from tfcompress.models.formats import is_tflite_bytes, sniff_format
+from tfcompress.errors import InvalidArgumentTypeError, ModelLoadError
+from tfcompress.models.formats import is_tflite_bytes, read_tflite_path
 from tfcompress.models.tflite_file import Subgraph, TFLiteFile, read_tflite
 from tfcompress.models.tflite_options import read_options
 from tfcompress.targets.edgetpu.checks import FIX_STATIC_SHAPE, is_input_quantizer, op_issues
@@ -46,8 +40,6 @@ from tfcompress.targets.edgetpu.versions import (
     version_limit,
 )
 from tfcompress.targets.edgetpu.view import OpView
-
-__all__ = ["check"]
 
 _COMPILED_OP = "CUSTOM:edgetpu-custom-op"
 _TFLITE_ONLY = (
@@ -107,9 +99,6 @@ def read_model(model: Any) -> tuple[bytes, str]:
         ModelLoadError: A missing file or bytes that are not a ``.tflite``.
         UnsupportedModelError: Another format (``.onnx``, Keras, a directory).
         InvalidArgumentTypeError: Anything else.
-
-    Example:
-        >>> content, name = read_model("model_int8.tflite")  # doctest: +SKIP
     """
     from tfcompress.models.loading import TFLiteModel
 
@@ -124,19 +113,9 @@ def read_model(model: Any) -> tuple[bytes, str]:
             "input_type='uint8', representative_data=...)."
         )
     path = Path(model)
-    if not path.exists():
-        raise ModelLoadError(f"{path}: no such file; pass the path of the .tflite to check.")
-    if path.is_dir():
-        raise UnsupportedModelError(f"{path}: a directory; {_TFLITE_ONLY}")
-    content = read_regular_bytes(path, error=ModelLoadError, what="a .tflite file")
+    content = read_tflite_path(path, _TFLITE_ONLY)
     if is_tflite_bytes(content):
         return content, str(path)
-    try:
-        found = sniff_format(path)
-    except ModelLoadError:  # no format we know: report it as a bad .tflite
-        found = None
-    if found is not None:
-        raise UnsupportedModelError(f"{path}: a {found.value} model, not a .tflite; {_TFLITE_ONLY}")
     raise ModelLoadError(
         f"{path}: not a TFLite model (no 'TFL3' identifier) or truncated; pass the .tflite to "
         "check (re-export it with `tfcompress quantize`)."

@@ -12,20 +12,12 @@ embeds the same Edge TPU and Axis publishes the same rows). The rows after ``Res
 come from an earlier copy of Coral's table and from Coral maintainers in public issues; the
 ones neither confirms are ``unknown``. An op in none of the rows is ``no`` when its name sorts
 inside the range read verbatim (the table would list it), else ``unknown``.
-
-Example:
-    >>> rule_for("HARD_SWISH").support
-    <Support.NO: 'no'>
-    >>> rule_for("CONV_2D").checks
-    ('same_dilation',)
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-
-__all__ = ["CORAL_TABLE", "OP_RULES", "READ_THROUGH", "OpRule", "Support", "rule_for"]
 
 
 class Support(enum.StrEnum):
@@ -281,10 +273,6 @@ def rule_for(opcode: str) -> OpRule:
 
     An op without a row is ``no`` when Coral's table would list it within the range read
     verbatim (it sorts at or before :data:`READ_THROUGH`), else ``unknown``.
-
-    Example:
-        >>> rule_for("ABS").support, rule_for("TILE").support
-        (<Support.NO: 'no'>, <Support.UNKNOWN: 'unknown'>)
     """
     if opcode in _BY_OP:
         return _BY_OP[opcode]

@@ -1,10 +1,4 @@
-"""The Edge TPU linter's result: the predicted split, the MACs it keeps, the findings.
-
-Example:
-    >>> report = check("model_int8.tflite")  # doctest: +SKIP
-    >>> report.to_dict()["first_unmapped_op"]  # doctest: +SKIP
-    {'index': 2, 'type': 'GELU'}
-"""
+"""The Edge TPU linter's result: the predicted split, the MACs it keeps, the findings."""
 
 from __future__ import annotations
 
@@ -16,8 +10,6 @@ from tfcompress.report.table import format_table
 from tfcompress.targets.edgetpu.findings import Effect, Finding
 from tfcompress.targets.edgetpu.ops import CORAL_TABLE
 from tfcompress.targets.edgetpu.versions import COMPILER_VERSION
-
-__all__ = ["EdgeTPUReport", "OpPrediction"]
 
 _SHOWN_INDICES = 4
 

@@ -6,14 +6,6 @@ inputs and outputs at a static batch of 1. After the conversion the linter predi
 compiler will map; where ``edgetpu_compiler`` is installed (or given) it runs too, and where
 the two disagree the verdict lists each difference and trusts the compiler, which is what the
 device will run.
-
-Example:
-    >>> result = tfcompress.quantize(
-    ...     model, representative_data=x, target="edgetpu"
-    ... )  # doctest: +SKIP
-    >>> print(result.edgetpu)  # doctest: +SKIP
-    Edge TPU linter: 9 of 9 ops predicted on the Edge TPU, 1 segment(s)
-    edgetpu_compiler not installed
 """
 
 from __future__ import annotations
@@ -128,12 +120,7 @@ class EdgeTPUVerdict:
 
 
 def compiled_path(out: str | os.PathLike[str]) -> Path:
-    """``OUT_edgetpu.tflite`` for ``--out OUT.tflite``: where the compiled model goes.
-
-    Example:
-        >>> compiled_path("m_int8.tflite").name
-        'm_int8_edgetpu.tflite'
-    """
+    """``OUT_edgetpu.tflite`` for ``--out OUT.tflite``: where the compiled model goes."""
     path = Path(out)
     return path.with_name(f"{path.stem}_edgetpu{path.suffix or '.tflite'}")
 
@@ -167,15 +154,9 @@ def edgetpu_verdict(
         timeout: Seconds before the compiler is stopped (default: the one time limit,
             ``--timeout`` or ``TFCOMPRESS_TIMEOUT``).
 
-    Returns:
-        The verdict; ``compiler`` is None when no compiler was found.
-
     Raises:
         BackendUnavailableError: ``compiler`` was given and is not an executable.
         EdgeTPUCompilerError: The compiler failed, refused the model or ran past ``timeout``.
-
-    Example:
-        >>> print(edgetpu_verdict(result.model_content))  # doctest: +SKIP
     """
     from tfcompress.targets.edgetpu.linter import check
 
@@ -214,12 +195,7 @@ def _disagreements(report: EdgeTPUReport, run: CompilerRun) -> tuple[str, ...]:
 
 
 def edgetpu_summary(verdict: Any) -> dict[str, Any]:
-    """The linter's numbers a compress attempt keeps (from a verdict or a bare linter report).
-
-    Example:
-        >>> edgetpu_summary(edgetpu_verdict(content))["segments_predicted"]  # doctest: +SKIP
-        1
-    """
+    """The linter's numbers a compress attempt keeps (from a verdict or a bare linter report)."""
     report = getattr(verdict, "linter", verdict)
     return {
         "compatible": bool(report.compatible),
@@ -235,12 +211,6 @@ def edgetpu_refusal(summary: Mapping[str, Any], float_nodes: tuple[str, ...]) ->
 
     Only fully-integer artifacts qualify; a selective-float one is kept in the report with
     its predicted split so the price of its float layers is visible.
-
-    Example:
-        >>> edgetpu_refusal({"ops_mapped": 5, "ops_total": 8, "segments_predicted": 2,
-        ...     "compatible": False, "first_unmapped_op": "DEQUANTIZE"}, ("dense",))
-        ... # doctest: +ELLIPSIS
-        'keeps 1 node(s) float: the Edge TPU would run 5 of 8 ops in 2 segment(s); only ...'
     """
     split = (
         f"the Edge TPU would run {summary['ops_mapped']} of {summary['ops_total']} ops in "

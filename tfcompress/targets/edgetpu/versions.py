@@ -12,25 +12,11 @@ without a row are not checked. The causes come from TFLite's
 ``tensorflow/lite/tools/versioning/op_version.cc``; the CONV_2D cause was also checked with
 this project's converter (TF 2.21: ``Conv2D(groups=2)`` is written as CONV_2D v6, an ordinary
 int8 convolution as v3).
-
-Example:
-    >>> version_limit("CONV_2D").refused_from
-    6
-    >>> version_limit("ADD") is None
-    True
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-__all__ = [
-    "COMPILER_VERSION",
-    "GENERAL_WORKAROUNDS",
-    "VERSION_LIMITS",
-    "VersionLimit",
-    "version_limit",
-]
 
 COMPILER_VERSION = "16.0.384591198"
 
@@ -115,10 +101,5 @@ _BY_OP = {limit.op: limit for limit in VERSION_LIMITS}
 
 
 def version_limit(op: str) -> VersionLimit | None:
-    """The row for ``op``, or None when no compiler-16 refusal of it is on record.
-
-    Example:
-        >>> version_limit("TRANSPOSE_CONV").refused_from
-        4
-    """
+    """The row for ``op``, or None when no compiler-16 refusal of it is on record."""
     return _BY_OP.get(op)

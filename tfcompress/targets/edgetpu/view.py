@@ -1,10 +1,4 @@
-"""One operator seen with its tensors, constants and options: what every Edge TPU rule reads.
-
-Example:
-    >>> view = OpView(parsed, parsed.subgraphs[0], parsed.subgraphs[0].operators[1], {})
-    >>> view.shape(view.op.outputs[0])  # doctest: +SKIP
-    (1, 6, 6, 4)
-"""
+"""One operator seen with its tensors, constants and options: what every Edge TPU rule reads."""
 
 from __future__ import annotations
 
@@ -16,8 +10,6 @@ import numpy as np
 
 from tfcompress.models.tflite_file import Operator, Subgraph, Tensor, TFLiteFile
 from tfcompress.models.tflite_options import OptionValue
-
-__all__ = ["EIGHT_BIT", "OpView"]
 
 EIGHT_BIT = frozenset({"int8", "uint8"})
 _INT_TYPES = {"int8": "<i1", "uint8": "<u1", "int32": "<i4", "int64": "<i8"}

@@ -14,8 +14,6 @@ from typing import Any
 
 from tfcompress.targets.mcu._tflm import _interpreter, _run_tflm, _stderr_to
 
-__all__ = ["compress_and_compare"]
-
 #: The widest index TFLM's LUT format holds; 8 bits would save nothing on int8 weights.
 MAX_BITS = 7
 _FIRST_ARENA = 64 * 1024
@@ -101,14 +99,7 @@ def _allocating(content: bytes, most: int) -> int | None:
 def compress_and_compare(
     content: bytes, *, log: str, samples: int = 8, most_arena: int = 256 * 2**20
 ) -> dict[str, Any]:
-    """Compress ``content``'s weights with LUTs; run both files through TFLM on the same inputs.
-
-    Returns:
-        ``{"content": compressed bytes (b"" when no tensor qualifies), "tensors": [...],
-        "arena"/"plain_arena": bytes that allocated the compressed/uncompressed file,
-        "max_difference": per output, "samples": count, "refused": the compressor's words
-        or None}``; ``max_difference`` is None when either file did not allocate.
-    """
+    """Compress ``content``'s weights with LUTs; run both files through TFLM on the same inputs."""
     import warnings
 
     import numpy as np

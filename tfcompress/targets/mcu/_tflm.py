@@ -18,15 +18,6 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = [
-    "kernels",
-    "load",
-    "reference_outputs",
-    "reference_tensors",
-    "smallest_arena",
-    "tflm_tensors",
-]
-
 
 @contextlib.contextmanager
 def _stderr_to(log: str) -> Iterator[None]:
@@ -176,10 +167,6 @@ def smallest_arena(
     Before each probe the bracket and the size about to be tried are appended to
     ``progress`` (``LOW HIGH TRYING``): when a probe crashes the child, the caller reads the
     last line and goes on with ``TRYING`` counted as a failure.
-
-    Returns:
-        ``{"low": bytes that failed, "high": bytes that allocated, "probes": count}`` with
-        ``high - low == 1``.
     """
     probes = 0
     with _stderr_to(log), open(progress, "a", buffering=1, encoding="ascii") as steps:

@@ -23,18 +23,6 @@ from typing import Any
 
 from tfcompress.targets.mcu.probe import Budget, Failure, in_child
 
-__all__ = [
-    "ALIGNMENT",
-    "MARGIN",
-    "MAX_ARENA",
-    "Allocations",
-    "Arena",
-    "Bisection",
-    "parse_allocations",
-    "recommended",
-    "smallest_arena",
-]
-
 #: The safety margin over the host's smallest arena (see the module's docstring).
 MARGIN = 0.10
 #: TFLM aligns its arena to 16 bytes; recommended sizes are multiples of it.
@@ -58,11 +46,6 @@ class Allocations:
         head: The non-persistent part (activations, scratch: planned, reused).
         tail: The persistent part (tensor structs, op data, quantization parameters).
         sections: ``(what, bytes used, bytes requested, allocations)`` per kind.
-
-    Example:
-        >>> parse_allocations("[RecordingMicroAllocator] Arena allocation total 31744 bytes"
-        ...     ).total
-        31744
     """
 
     total: int
@@ -136,12 +119,6 @@ def smallest_arena(
 
     Every probe runs in a child; a crash counts as a failure at that size and the search
     goes on in a fresh child, at most 8 times.
-
-    Args:
-        content: The ``.tflite`` bytes.
-        high: An arena size that allocated.
-        name: The model's name, for messages.
-        timeout: Seconds each child call may take, or the check's :class:`~.probe.Budget`.
     """
     low, probes = 0, 0
     crashes: list[tuple[int, int | None]] = []

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["file_identifier", "header_guard", "identifier_problem", "include_name_problem"]
-
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INCLUDE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 _KEYWORD_WORDS = (
@@ -45,16 +43,7 @@ _PREDEFINED = frozenset(_PREDEFINED_WORDS.split())
 
 
 def identifier_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a global identifier in the generated C++ (None when it can).
-
-    Example:
-        >>> identifier_problem("model_tflite") is None
-        True
-        >>> identifier_problem("while")
-        'a C/C++ keyword'
-        >>> identifier_problem("__FILE__")
-        'reserved in C++ (it contains __)'
-    """
+    """Why ``name`` cannot be a global identifier in the generated C++ (None when it can)."""
     if not _IDENTIFIER.fullmatch(name):
         return "not a C identifier (letters, digits and _, not a digit first)"
     if name in _KEYWORDS:
@@ -77,15 +66,6 @@ def file_identifier(file_name: str) -> tuple[str, str | None]:
     ``_``, none at the ends, so no ``__`` and no leading ``_``); a name that would start
     with a digit gets ``model_`` before it; a keyword or predefined name gets ``_tflite``
     after it.
-
-    Returns:
-        The identifier and, when it differs from ``xxd -i``'s, why (None otherwise).
-
-    Example:
-        >>> file_identifier("mnist-cnn int8.tflite")
-        ('mnist_cnn_int8_tflite', None)
-        >>> file_identifier("8bit.tflite")[0], file_identifier("while")
-        ('model_8bit_tflite', ('while_tflite', 'while is a C/C++ keyword'))
     """
     xxd = re.sub(r"[^A-Za-z0-9_]", "_", file_name)
     name = re.sub(r"[^A-Za-z0-9]+", "_", file_name).strip("_") or "model"
@@ -100,12 +80,7 @@ def file_identifier(file_name: str) -> tuple[str, str | None]:
 
 
 def header_guard(stem: str, suffix: str = "H") -> str:
-    """``MODEL_DATA_H_`` for ``model_data``: upper case, from a sanitised identifier.
-
-    Example:
-        >>> header_guard("8bit"), header_guard("model_data", "OPS_H")
-        ('MODEL_8BIT_H_', 'MODEL_DATA_OPS_H_')
-    """
+    """``MODEL_DATA_H_`` for ``model_data``: upper case, from a sanitised identifier."""
     name = re.sub(r"[^A-Za-z0-9]+", "_", stem).strip("_").upper() or "MODEL"
     if name[0].isdigit():
         name = f"MODEL_{name}"
@@ -113,14 +88,7 @@ def header_guard(stem: str, suffix: str = "H") -> str:
 
 
 def include_name_problem(file_name: str) -> str | None:
-    """Why ``file_name`` cannot be written in ``#include "..."`` as is (None when it can).
-
-    Example:
-        >>> include_name_problem("model_data.h") is None
-        True
-        >>> include_name_problem('q"b.h')
-        'it has characters other than ASCII letters, digits and _ . + -'
-    """
+    """Why ``file_name`` cannot be written in ``#include "..."`` as is (None when it can)."""
     if not _INCLUDE_NAME.fullmatch(file_name):
         return "it has characters other than ASCII letters, digits and _ . + -"
     return None

@@ -57,8 +57,6 @@ from tfcompress.targets.mcu.ops import (
 from tfcompress.targets.mcu.probe import Budget, Failure, Outcome, in_child
 from tfcompress.targets.mcu.report import McuReport
 
-__all__ = ["check", "measure_arena"]
-
 _MIN_FIRST_ARENA = 64 * 1024
 
 
@@ -105,19 +103,12 @@ def check(
         >>> report.compatible, report.arena.smallest, report.exactness.bit_exact  # doctest: +SKIP
         (True, 31736, True)
     """
-    from tfcompress._compat.tflm import require, tflm_version
+    from tfcompress._compat.tflm import tflm_version
     from tfcompress.models.loading import TFLiteModel
     from tfcompress.models.signature import tflite_io_tensors
-    from tfcompress.models.tflite_file import read_tflite
-    from tfcompress.targets.mcu.loading import read_checked
 
     start = time.perf_counter()
-    require()
-    budget = Budget(CHILD_TIMEOUT.given(timeout_s, name="timeout_s"))
-    content, source = read_checked(model)
-    name = Path(source).name if source != "<bytes>" else "the model"
-    parsed = read_tflite(content, source=source)
-    readable(content, source)
+    budget, content, source, name, parsed = _opened(model, timeout_s)
     refs = op_refs(parsed)
     precision, findings = precision_findings(parsed, refs)
     findings += softmax_findings(content, parsed)
@@ -165,21 +156,8 @@ def measure_arena(model: Any, *, timeout_s: float | None = None) -> float:
 
     What model selection's ``--max-arena`` budget measures: the load and the bisection
     of :func:`check`, without the samples.
-
-    Example:
-        >>> measure_arena("mnist_int8.tflite")  # doctest: +SKIP
-        34912.0
     """
-    from tfcompress._compat.tflm import require
-    from tfcompress.models.tflite_file import read_tflite
-    from tfcompress.targets.mcu.loading import read_checked
-
-    require()
-    budget = Budget(CHILD_TIMEOUT.given(timeout_s, name="timeout_s"))
-    content, source = read_checked(model)
-    name = Path(source).name if source != "<bytes>" else "the model"
-    parsed = read_tflite(content, source=source)
-    readable(content, source)
+    budget, content, _, name, parsed = _opened(model, timeout_s)
     allocated_at, _, _ = _load(content, parsed, op_refs(parsed), name, budget)
     if allocated_at is None:
         return math.inf
@@ -187,6 +165,21 @@ def measure_arena(model: Any, *, timeout_s: float | None = None) -> float:
     if bisection.failure is not None:
         return math.inf
     return float(recommended(bisection.high))
+
+
+def _opened(model: Any, timeout_s: float | None) -> tuple[Budget, bytes, str, str, Any]:
+    """TFLM installed, the one time limit, the checked bytes, their name, the parsed file."""
+    from tfcompress._compat.tflm import require
+    from tfcompress.models.tflite_file import read_tflite
+    from tfcompress.targets.mcu.loading import read_checked
+
+    require()
+    budget = Budget(CHILD_TIMEOUT.given(timeout_s, name="timeout_s"))
+    content, source = read_checked(model)
+    parsed = read_tflite(content, source=source)
+    readable(content, source)
+    name = Path(source).name if source != "<bytes>" else "the model"
+    return budget, content, source, name, parsed
 
 
 def _explain_crashes(findings: list[Finding]) -> list[Finding]:
@@ -243,11 +236,7 @@ def _failure_finding(failure: Failure, log: str = "") -> Finding:
 def _load(
     content: bytes, parsed: Any, refs: list[OpRef], name: str, timeout: Budget
 ) -> tuple[int | None, Outcome | None, list[Finding]]:
-    """Load in a generous arena (growing while TFLM says it is short); name every op it lacks.
-
-    Returns:
-        ``(arena that allocated or None, that load's outcome, findings)``.
-    """
+    """Load in a generous arena (growing while TFLM says it is short); name every op it lacks."""
     size = max(_MIN_FIRST_ARENA, 10 * len(content))
     size = (size + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
     while True:

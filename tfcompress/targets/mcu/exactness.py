@@ -26,20 +26,6 @@ from tfcompress.targets.mcu.findings import Finding
 from tfcompress.targets.mcu.ops import REQUANTIZE, op_refusal
 from tfcompress.targets.mcu.probe import in_child
 
-__all__ = [
-    "MAX_IO_BYTES",
-    "MAX_SAMPLE_BYTES",
-    "DEFAULT_SAMPLES",
-    "Exactness",
-    "OpDifference",
-    "OutputDifference",
-    "against_litert",
-    "compare",
-    "io_bytes",
-    "io_findings",
-    "sample_inputs",
-]
-
 #: Samples compared when the user's data holds more (each runs on reference kernels twice).
 DEFAULT_SAMPLES = 100
 #: The most bytes one invocation's inputs and outputs may declare together: 64 MiB, eight
@@ -174,12 +160,7 @@ class Exactness:
 
 
 def io_findings(inputs: Any, outputs: Any) -> list[Finding]:
-    """Inputs and outputs no sample can be made for: a type NumPy has not, or too large.
-
-    Example:
-        >>> io_findings((), ())
-        []
-    """
+    """Inputs and outputs no sample can be made for: a type NumPy has not, or too large."""
     found = []
     for role, pairs in (("input", inputs), ("output", outputs)):
         for spec, tensor in pairs:
@@ -229,9 +210,6 @@ def sample_inputs(
         sample_data: Anything :func:`tfcompress.data.load_data` reads (float samples), or
             None for seeded random inputs.
         max_samples: The first this many samples are used.
-
-    Returns:
-        ``(arrays, description)``.
 
     Raises:
         InvalidDataError: Data that does not fit the model's inputs.
@@ -354,11 +332,7 @@ def against_litert(
     name: str,
     timeout: Any,
 ) -> tuple[Exactness | None, list[Finding]]:
-    """Run the samples on LiteRT's reference kernels and compare; locate any difference.
-
-    Returns:
-        ``(exactness or None when LiteRT could not run, findings)``.
-    """
+    """Run the samples on LiteRT's reference kernels and compare; locate any difference."""
     import numpy as np
 
     reference = in_child(

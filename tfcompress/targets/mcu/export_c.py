@@ -35,16 +35,6 @@ from tfcompress.targets.mcu.c_names import (
 )
 from tfcompress.targets.mcu.resolver import OpCall
 
-__all__ = [
-    "ARRAY_ALIGNMENT",
-    "ARRAY_OVERHEAD_BYTES",
-    "CArray",
-    "c_identifier",
-    "export_c",
-    "flash_bytes",
-    "render",
-]
-
 ARRAY_ALIGNMENT = 16
 #: Bytes the C array adds to the model in flash, at most: alignment padding + the length.
 ARRAY_OVERHEAD_BYTES = (ARRAY_ALIGNMENT - 1) + 4
@@ -63,12 +53,7 @@ def flash_bytes(model_bytes: int) -> int:
 
 
 def c_identifier(file_name: str) -> str:
-    """The array name for a model file: ``xxd -i``'s, made a valid C++ global identifier.
-
-    Example:
-        >>> c_identifier("mnist-cnn int8.tflite"), c_identifier("8bit.tflite")
-        ('mnist_cnn_int8_tflite', 'model_8bit_tflite')
-    """
+    """The array name for a model file: ``xxd -i``'s, made a valid C++ global identifier."""
     return file_identifier(file_name)[0]
 
 
@@ -142,13 +127,7 @@ class CArray:
 
 
 def render(content: bytes, name: str, header_name: str, guard: str) -> tuple[str, str]:
-    """The ``.cc`` and ``.h`` texts for ``content`` as array ``name``.
-
-    Example:
-        >>> source, header = render(b"TFL3", "m_tflite", "m.h", "M_H_")
-        >>> print(source.splitlines()[-3])
-          0x54, 0x46, 0x4c, 0x33
-    """
+    """The ``.cc`` and ``.h`` texts for ``content`` as array ``name``."""
     header = (
         f"// {name}: a TensorFlow Lite model for TFLite Micro, written by tfcompress export-c.\n"
         f"#ifndef {guard}\n"

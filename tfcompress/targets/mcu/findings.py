@@ -25,8 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BLOCKING", "Finding"]
-
 #: Rules that mean TFLM cannot run the model as it is.
 BLOCKING = frozenset(
     {"no_kernel", "refused", "crash", "hang", "no_arena", "io_type", "too_large", "memory"}

@@ -14,27 +14,11 @@ from __future__ import annotations
 
 import textwrap
 
-__all__ = ["render_main"]
-
 
 def render_main(
     name: str, header: str, ops_header: str, arena: int, arena_note: str, op_count: int
 ) -> str:
-    """The text of ``OUT_main.cc``.
-
-    Args:
-        name: The model array's identifier (its resolver is ``NAME_op_resolver``).
-        header: The array's header file name (``model_data.h``).
-        ops_header: The resolver's header file name (``model_data_ops.h``).
-        arena: Bytes of the tensor arena to declare.
-        arena_note: Where that size comes from, for the comment above it.
-        op_count: The resolver's size, for the comment.
-
-    Example:
-        >>> text = render_main("m", "m.h", "m_ops.h", 4096, "given", 3)
-        >>> "constexpr std::size_t kArenaSize = 4096;" in text
-        True
-    """
+    """The text of ``OUT_main.cc``."""
     comment = textwrap.fill(
         f"The tensor arena: {arena_note}.", 92, initial_indent="// ", subsequent_indent="// "
     )

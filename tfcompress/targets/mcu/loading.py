@@ -6,11 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tfcompress._files import read_regular_bytes
-from tfcompress.errors import InvalidArgumentTypeError, ModelLoadError, UnsupportedModelError
-from tfcompress.models.formats import is_tflite_bytes, sniff_format
-
-__all__ = ["read_checked"]
+from tfcompress.errors import InvalidArgumentTypeError, ModelLoadError
+from tfcompress.models.formats import is_tflite_bytes, read_tflite_path
 
 _TFLITE_ONLY = (
     "TFLite Micro runs .tflite files: convert it first with `tfcompress quantize MODEL "
@@ -36,12 +33,6 @@ def read_checked(model: Any, *, tflite_only: str = _TFLITE_ONLY) -> tuple[bytes,
         ModelLoadError: A missing file, or bytes that are not a valid ``.tflite``.
         UnsupportedModelError: Another model format, or a directory.
         InvalidArgumentTypeError: ``model`` is none of the accepted types.
-
-    Example:
-        >>> read_checked(b"not a model")
-        Traceback (most recent call last):
-        ...
-        tfcompress.errors.ModelLoadError: <bytes>: not a TFLite model (no 'TFL3' identifier) ...
     """
     from tfcompress.models.loading import TFLiteModel
     from tfcompress.models.tflite_file import read_tflite
@@ -51,7 +42,7 @@ def read_checked(model: Any, *, tflite_only: str = _TFLITE_ONLY) -> tuple[bytes,
     elif isinstance(model, bytes | bytearray | memoryview):
         content, source = bytes(model), "<bytes>"
     elif isinstance(model, str | os.PathLike):
-        content, source = _read_path(Path(model), tflite_only), str(model)
+        content, source = read_tflite_path(Path(model), tflite_only), str(model)
     else:
         raise InvalidArgumentTypeError(
             f"expected a .tflite path, its bytes or a TFLiteModel, got {type(model).__name__}; "
@@ -66,20 +57,3 @@ def read_checked(model: Any, *, tflite_only: str = _TFLITE_ONLY) -> tuple[bytes,
     if not parsed.subgraphs:
         raise ModelLoadError(f"{source}: the .tflite has no subgraph; re-export the model.")
     return content, source
-
-
-def _read_path(path: Path, tflite_only: str) -> bytes:
-    if not path.exists():
-        raise ModelLoadError(f"{path}: no such file; pass the path of the .tflite to check.")
-    if path.is_dir():
-        raise UnsupportedModelError(f"{path}: a directory; {tflite_only}")
-    content = read_regular_bytes(path, error=ModelLoadError, what="a .tflite file")
-    if is_tflite_bytes(content):
-        return content
-    try:
-        found = sniff_format(path)
-    except ModelLoadError:  # no format we know: report it as a bad .tflite
-        found = None
-    if found is not None:
-        raise UnsupportedModelError(f"{path}: a {found.value} model, not a .tflite; {tflite_only}")
-    return content

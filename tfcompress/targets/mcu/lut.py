@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LutCompression", "lut_compress"]
-
 
 @dataclass(frozen=True)
 class LutCompression:

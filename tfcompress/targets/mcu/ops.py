@@ -19,17 +19,6 @@ from typing import Any
 
 from tfcompress.targets.mcu.findings import Finding
 
-__all__ = [
-    "REQUANTIZE",
-    "OpRef",
-    "arena_too_small",
-    "missing_op",
-    "op_refusal",
-    "precision_findings",
-    "readable",
-    "softmax_findings",
-]
-
 _MISSING = (
     re.compile(r"Didn't find op for builtin opcode '([A-Z0-9_]+)'"),
     re.compile(r"Failed to get registration from op code ([A-Z0-9_]+)"),
@@ -96,11 +85,6 @@ class OpRef:
     opcode_index: int
     name: str
 
-    @property
-    def tflm_name(self) -> str:
-        """How TFLM names it in its messages (``CUSTOM`` for every custom op)."""
-        return "CUSTOM" if self.name.startswith("CUSTOM:") else self.name
-
 
 def op_refs(parsed: Any) -> list[OpRef]:
     """Every operator of a parsed ``.tflite``, in the order TFLM looks their kernels up."""
@@ -112,14 +96,7 @@ def op_refs(parsed: Any) -> list[OpRef]:
 
 
 def missing_op(log: str) -> str | None:
-    """The op TFLM found no kernel for (its name as TFLM prints it), from its log.
-
-    Example:
-        >>> missing_op("Didn't find op for builtin opcode 'TOPK_V2'")
-        'TOPK_V2'
-        >>> missing_op("Failed to get registration from op code CUSTOM")
-        'CUSTOM'
-    """
+    """The op TFLM found no kernel for (its name as TFLM prints it), from its log."""
     for pattern in _MISSING:
         found = pattern.search(log)
         if found:
@@ -128,14 +105,7 @@ def missing_op(log: str) -> str | None:
 
 
 def op_refusal(log: str) -> tuple[str, int, str] | None:
-    """``(op, index, stage)`` of the op TFLM could not prepare or invoke, from its log.
-
-    Example:
-        >>> op_refusal("Node CONV_2D (number 3) failed to prepare with status 1")
-        ('CONV_2D', 3, 'prepare')
-        >>> op_refusal("Node number 0 (CONV_2D) failed to prepare.")  # LiteRT's words
-        ('CONV_2D', 0, 'prepare')
-    """
+    """``(op, index, stage)`` of the op TFLM could not prepare or invoke, from its log."""
     found = _REFUSED.search(log)
     if found is not None:
         return found.group(1), int(found.group(2)), found.group(3)
@@ -144,12 +114,7 @@ def op_refusal(log: str) -> tuple[str, int, str] | None:
 
 
 def arena_too_small(log: str) -> bool:
-    """Whether TFLM's log says the arena ran out (rather than refusing an op).
-
-    Example:
-        >>> arena_too_small("Failed to resize buffer. Requested: 27040, available 22560")
-        True
-    """
+    """Whether TFLM's log says the arena ran out (rather than refusing an op)."""
     return any(words in log for words in _SHORT)
 
 

@@ -27,8 +27,6 @@ from tfcompress._child import call, signal_name
 from tfcompress._limits import CHILD_TIMEOUT
 from tfcompress.errors import ChildTimeoutError, NativeCrashError, ResourceLimitError
 
-__all__ = ["Budget", "Failure", "Outcome", "in_child"]
-
 _LOG_TAIL = 16 * 1024
 _CHILD = "tfcompress.targets.mcu._tflm"
 
@@ -115,9 +113,6 @@ def in_child(
             the one time limit, ``TFCOMPRESS_TIMEOUT``, which ``--timeout`` sets).
         progress: Give the function a progress file too, and return what it wrote.
         **kwargs: Its other keyword arguments.
-
-    Returns:
-        The outcome: the answer or the failure, with TFLM's log either way.
 
     Raises:
         TFCompressError: What the function raised on purpose there (``tflite-micro``

@@ -11,8 +11,6 @@ from tfcompress.targets.mcu.export_c import ARRAY_OVERHEAD_BYTES
 from tfcompress.targets.mcu.findings import Finding
 from tfcompress.targets.mcu.resolver import OpCall, op_calls
 
-__all__ = ["Budget", "McuReport"]
-
 
 @dataclass(frozen=True)
 class Budget:

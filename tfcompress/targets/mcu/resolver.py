@@ -20,8 +20,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["OpCall", "op_calls", "parse_header", "render_ops_header", "resolver_ops", "write_table"]
-
 _METHOD = re.compile(r"TfLiteStatus\s+(Add\w+)\s*\(")
 _BUILTIN = re.compile(r"AddBuiltin\(\s*(?:tflite::)?BuiltinOperator_(\w+)")
 _CUSTOM = re.compile(r'AddCustom\(\s*"([^"]+)"')
@@ -47,12 +45,6 @@ def parse_header(text: str) -> tuple[dict[str, str], dict[str, str]]:
     Every public ``TfLiteStatus AddXxx(`` is read up to the next one: the first
     ``AddBuiltin(BuiltinOperator_OP`` or ``AddCustom("NAME"`` in its body is what it adds.
     Methods whose custom name is not a literal (``AddEthosU``) are left out.
-
-    Example:
-        >>> parse_header('TfLiteStatus AddAbs() { return AddBuiltin(BuiltinOperator_ABS, '
-        ...              'R(), P); } TfLiteStatus AddDecode() { return AddCustom('
-        ...              '"TFLM_DECODE", &r); }')
-        ({'ABS': 'AddAbs'}, {'TFLM_DECODE': 'AddDecode'})
     """
     builtin: dict[str, str] = {}
     custom: dict[str, str] = {}
@@ -94,13 +86,7 @@ def write_table(header: Path, commit: str, out: Path) -> None:
 
 
 def op_calls(names: Iterable[str]) -> tuple[OpCall, ...]:
-    """Each distinct op name, in first-use order, with its ``Add`` method (None: TFLM has none).
-
-    Example:
-        >>> op_calls(["CONV_2D", "CONV_2D", "SIGN", "CUSTOM:TFLM_DECODE"])
-        (OpCall(op='CONV_2D', method='AddConv2D'), OpCall(op='SIGN', method=None), \
-OpCall(op='CUSTOM:TFLM_DECODE', method='AddDecode'))
-    """
+    """Each distinct op name, in first-use order, with its ``Add`` method (None: TFLM has none)."""
     from tfcompress.targets.mcu._resolver_table import BUILTIN, CUSTOM
 
     calls = []
@@ -111,30 +97,13 @@ OpCall(op='CUSTOM:TFLM_DECODE', method='AddDecode'))
 
 
 def resolver_ops(parsed: object) -> tuple[OpCall, ...]:
-    """The distinct ops of every subgraph, in first-use order, each with its ``Add`` method.
-
-    Args:
-        parsed: A :class:`~tfcompress.models.tflite_file.TFLiteFile`.
-
-    Example:
-        >>> [c.method for c in resolver_ops(read_tflite(content))]  # doctest: +SKIP
-        ['AddConv2D', 'AddReshape', 'AddFullyConnected', 'AddSoftmax']
-    """
+    """The distinct ops of every subgraph, in first-use order, each with its ``Add`` method."""
     subgraphs = parsed.subgraphs  # type: ignore[attr-defined]
     return op_calls(op.opcode for subgraph in subgraphs for op in subgraph.operators)
 
 
 def render_ops_header(calls: tuple[OpCall, ...], name: str, guard: str) -> str:
-    """The header that declares ``NAME_op_resolver`` and fills it with exactly its ops.
-
-    Example:
-        >>> print(render_ops_header((OpCall("RELU", "AddRelu"),), "m", "M_OPS_H_"))
-        ... # doctest: +ELLIPSIS
-        // The 1 op m uses, ...
-        ...
-          if (resolver.AddRelu() != kTfLiteOk) return kTfLiteError;  // RELU
-        ...
-    """
+    """The header that declares ``NAME_op_resolver`` and fills it with exactly its ops."""
     from tfcompress.targets.mcu._resolver_table import COMMIT
 
     adds = "".join(

@@ -5,13 +5,6 @@ with int8 inputs and outputs, then runs :func:`tfcompress.targets.mcu.check` on 
 the result carries TFLM's verdict (ops, the arena, flash, TFLM against LiteRT), filed under
 ``"mcu"`` in its JSON. ``compress(..., target="mcu")`` keeps the int8 rungs, admits only
 artifacts TFLM runs whole in full int8, and ranks the passing ones by arena, then flash.
-
-Example:
-    >>> result = tfcompress.quantize(model, representative_data=x, target="mcu")
-    ... # doctest: +SKIP
-    >>> result.target_verdict.arena.recommended, result.target_verdict.flash_bytes
-    ... # doctest: +SKIP
-    (34912, 236227)
 """
 
 from __future__ import annotations
@@ -21,22 +14,13 @@ from typing import Any
 
 from tfcompress.targets.base import BudgetField, RecipeRules, Target, register_target
 
-__all__ = ["McuTarget", "mcu_rank", "mcu_refusal"]
-
 # rank: arena first, flash second, in one integer (flash < 2**40 bytes on any device).
 _FLASH_SPAN = 1 << 40
 _UNKNOWN = 1 << 80
 
 
 def mcu_refusal(summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
-    """Why an artifact does not qualify for a microcontroller, or None when it does.
-
-    Example:
-        >>> mcu_refusal({"compatible": False, "unsupported_ops": ["SIGN"]}, ())
-        'TFLite Micro cannot run it (no kernel for SIGN)'
-        >>> mcu_refusal({"compatible": True, "full_int8": True}, ("dense",))
-        'keeps 1 node(s) float: a microcontroller needs full int8'
-    """
+    """Why an artifact does not qualify for a microcontroller, or None when it does."""
     if float_nodes:
         return f"keeps {len(float_nodes)} node(s) float: a microcontroller needs full int8"
     if not summary.get("compatible"):
@@ -49,14 +33,7 @@ def mcu_refusal(summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str
 
 
 def mcu_rank(attempt: Any) -> int:
-    """Smaller is better: the recommended arena first, then the flash.
-
-    Example:
-        >>> class A:
-        ...     target_verdict = {"arena_recommended_bytes": 2048, "flash_bytes": 9000}
-        >>> mcu_rank(A()) == 2048 * 2**40 + 9000
-        True
-    """
+    """Smaller is better: the recommended arena first, then the flash."""
     summary = getattr(attempt, "target_verdict", None) or {}
     arena, flash = summary.get("arena_recommended_bytes"), summary.get("flash_bytes")
     if arena is None or flash is None:

@@ -1,15 +1,13 @@
-"""Hostile input, round 3 (issue 29): each reproducer ends as one error line and exit 2.
+"""Untrusted options, paths and files on the command line: one error line and exit 2 each.
 
-Layer errors on models the runtime refuses, a ``.tflite`` with no inputs, hostile
-``compress --replay`` reports, an output path in a symlink loop, time limits of ``inf``, a
-full temporary folder, the pytest plugin's report and backend options, and ONNX Runtime's
-file in ``$TMPDIR``.
+Layer errors on models the runtime refuses, a ``.tflite`` with no inputs, an output path in a
+symlink loop, time limits of ``inf``, a full temporary folder, the pytest plugin's report and
+backend options, and ONNX Runtime's file in ``$TMPDIR``.
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import pathlib
 import subprocess
@@ -21,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fuzzing.invocations_options import _BAD_LIMITS, _BAD_MEMORY
 from tfcompress.cli import main
 from tfcompress.errors import InvalidInputError
 from tfcompress.models import probe
@@ -95,7 +94,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     import keras
     import tensorflow as tf
 
-    root = tmp_path_factory.mktemp("round3")
+    root = tmp_path_factory.mktemp("untrusted_options")
     model = keras.Sequential(
         [keras.Input((8,)), keras.layers.Dense(4, activation="relu"), keras.layers.Dense(3)]
     )
@@ -157,48 +156,7 @@ def test_tflite_without_inputs_is_refused_in_one_line(files, tmp_path, capsys, c
     assert "its main subgraph lists no input tensors" in _one_line(capsys, command[0])
 
 
-# 3. hostile compress --replay reports ---------------------------------------------------
-
-
-def _chosen(technique: str = "ptq", **recipe: Any) -> dict[str, Any]:
-    base = {"recipe": {"name": "int8"}} if technique == "ptq" else {"epochs": 1}
-    attempt = {"index": 1, "name": technique, "technique": technique, "status": "passed"}
-    return {**attempt, "why": "ok", "recipe": {**base, **recipe}}
-
-
-INT8_METHODS = _chosen(recipe={"name": "int8", "methods": [{}]})
-INT8_BATCH = _chosen(recipe={"name": "int8", "static_batch": 2**64})
-
-
-@pytest.mark.parametrize(
-    ("text", "refusal"),
-    [
-        (json.dumps({"attempts": [], "chosen": _chosen(methods=[{}])}), "list of method names"),
-        (
-            json.dumps({"attempts": [], "chosen": INT8_METHODS}),
-            "list of method names",
-        ),
-        ('{"attempts": [], "chosen": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
-        (
-            json.dumps({"attempts": [], "chosen": INT8_BATCH}),
-            "static_batch must be a positive integer up to 2147483647",
-        ),
-        (json.dumps({"attempts": [], "chosen": _chosen("qat", batch_size=2**64)}), "batch_size"),
-        ('{"attempts": [], "chosen": {"index": ' + "9" * 5000 + "}}", "not a JSON compress report"),
-        ('{"attempts": [], "chosen": {"index": 1.' + "9" * 5000 + "}}", "not an attempt"),
-    ],
-)  # fmt: skip
-def test_hostile_replay_report_is_one_line(tmp_path, capsys, text, refusal):
-    report, out = tmp_path / "compress.json", tmp_path / "out.tflite"
-    report.write_text(text)
-    argv = ["compress", str(tmp_path / "m.keras"), "--data", str(report), "--replay", str(report)]
-    assert main([*argv, "--out", str(out)]) == 2
-    line = _one_line(capsys, "compress")
-    assert refusal in line and len(line) < 600, line
-    assert not out.exists()
-
-
-# 4. --out in a symlink loop -------------------------------------------------------------
+# 3. --out in a symlink loop -------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["loop", "loop/model.tflite"])
@@ -209,7 +167,7 @@ def test_output_in_a_symlink_loop_is_one_line(files, tmp_path, capsys, name):
     assert "symbolic link loop" in _one_line(capsys, "quantize")
 
 
-# 5. time limits from the environment and --timeout ---------------------------------------
+# 4. time limits from the environment and --timeout ---------------------------------------
 
 BAD_SECONDS = ["inf", "nan", "1e308", "-1"]
 
@@ -225,6 +183,21 @@ def test_the_one_time_limit_out_of_range_is_one_line_for_the_probe(
     assert f"TFCOMPRESS_TIMEOUT={value!r}" in line and "at most 604800" in line, line
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("TFCOMPRESS_TIMEOUT", v) for v in _BAD_LIMITS]
+    + [("TFCOMPRESS_MEMORY_LIMIT", v) for v in _BAD_MEMORY],
+)
+def test_every_hostile_limit_is_one_line_before_a_child_starts(
+    files, capsys, monkeypatch, variable, value
+):
+    # The fuzz campaign's env.* values (its long run sends them to fresh processes).
+    monkeypatch.setenv(variable, value)
+    assert main(["inspect", str(files["float"])]) == 2
+    line = _one_line(capsys, "inspect")
+    assert variable in line and len(line) < 600 and "\x1b" not in line, line
+
+
 @pytest.mark.parametrize("value", BAD_SECONDS)
 def test_a_compiler_timeout_out_of_range_is_refused(files, monkeypatch, value):
     from tfcompress.targets.edgetpu.compiler import compile_for_edgetpu
@@ -238,7 +211,7 @@ def test_benchmark_timeout_beyond_a_week_is_one_line(files, capsys):
     assert "at most 604800" in _one_line(capsys, "benchmark")
 
 
-# 6. a full temporary folder --------------------------------------------------------------
+# 5. a full temporary folder --------------------------------------------------------------
 
 
 def test_full_temporary_folder_is_one_line(files, capsys, monkeypatch):
@@ -255,7 +228,7 @@ def test_full_temporary_folder_is_one_line(files, capsys, monkeypatch):
     assert "no space left in the temporary folder" in line and "set TMPDIR" in line, line
 
 
-# 7. the pytest plugin --------------------------------------------------------------------
+# 6. the pytest plugin --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -292,7 +265,7 @@ def test_gate_report_never_replaces_a_gate_input(pytester, role):
         assert pytester.path.joinpath(name).read_bytes() == b"precious " + name.encode()
 
 
-# 8. ONNX export leaves nothing in $TMPDIR -------------------------------------------------
+# 7. ONNX export leaves nothing in $TMPDIR -------------------------------------------------
 
 
 def test_onnx_export_leaves_nothing_in_tmpdir(files, tmp_path):

@@ -1,4 +1,4 @@
-"""Hostile ``.tflite`` files for ``mcu`` and the ``tflm`` backend (issue 43, part 1).
+"""Hostile ``.tflite`` files for ``mcu`` and the ``tflm`` backend .
 
 Each file is written here from scratch (:mod:`_tflite_craft`, milliseconds, no TensorFlow):
 what a runtime refuses is a finding naming the op and the runtime, what cannot be read is

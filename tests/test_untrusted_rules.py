@@ -1,4 +1,4 @@
-"""Hostile `--rule` patterns and hostile op names: linear time, one line, exit 2 (issue 29).
+"""Hostile `--rule` patterns and hostile op names: linear time, one line, exit 2.
 
 Each test is shaped like its reproducer: a 100,000 x "conv" tensor name that made
 `--rule 'conv.*relu=float'` take a minute and print a 400,000-character line, a rule with
