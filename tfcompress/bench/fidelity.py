@@ -21,7 +21,6 @@ from tfcompress.bench.thresholds import ThresholdDef
 from tfcompress.errors import InvalidDataError, InvalidInputError
 
 
-
 def binary_threshold(outputs: np.ndarray) -> float:
     """The cut of a single-unit output: 0.5 for probabilities in [0, 1], 0.0 for logits."""
     finite = np.asarray(outputs, dtype=np.float64)
