@@ -594,14 +594,13 @@ def _result(
     if state.measure and state.baseline_ms is not None and not judged:
         findings.append(host_time_finding(state))
     elif state.measure and state.baseline_ms is not None:
-        from tfcompress.compression.latency import NOISE_TOLERANCE, ms
+        from tfcompress.compression.latency import NOISE_WORDS, ms
 
         slow = [a for a in state.attempts if (a.gate or {}).get("passed") and state.too_slow(a)]
         findings.append(
             f"every attempt timed on {state.latency_backend} with {state.threads} thread(s) "
             f"(median per sample); {state.baseline_name} {ms(state.baseline_ms)} ms; "
-            f"nothing slower than {state.max_slowdown:g}x it (+{NOISE_TOLERANCE:.0%} for timing "
-            f"noise) is returned"
+            f"nothing slower than {state.max_slowdown:g}x it ({NOISE_WORDS}) is returned"
             + (f": {', '.join(a.name for a in slow)} passed the gate but ran slower" * bool(slow))
         )
     if best is not None and state.objective == "latency":
