@@ -59,8 +59,8 @@ def compress(
     Candidates are tried cheapest first (:func:`~tfcompress.compression.candidates.plan_ladder`):
     int8 PTQ per-channel; int8 calibrated on more samples; selective quantization (layers
     ranked once by quantization error, the 1, 2, 4... most sensitive kept float until the
-    gate passes), after mixed precision at int8 weight size (``int16-worst``: int8 weights,
-    16-bit activations on the 1, 2, 4... tensors int8 hurts most, by LiteRT Quantizer rules);
+    gate passes), after precision per op (``per-op``: the ops slower in int8 than in float
+    on the target's backend, then the 1, 2, 4... adding most int8 error, kept float);
     int16x8 when no int8 attempt passed; with ``train_data`` QAT, and for
     ``objective="size"`` pruning + int8 and clustering + int8; for ``objective="size"``,
     float16, tried as soon as the selective steps' computed sizes approach it.

@@ -238,6 +238,8 @@ def run_per_op(state: SearchState, rung: Rung, config: PTQConfig, rank: Callable
     The error ranking (a LiteRT Quantizer int8 file and its per-tensor errors) is made only
     when the speed step does not pass on its own.
     """
+    from tfcompress.compression.search import _selective_pointless
+
     int8, reference = state.int8, state.reference_bytes()
     if int8 is None or reference is None or state.plain_int8() is None:
         state.say(f"skipping {rung.name}: no plain int8 file to start from")
@@ -266,6 +268,10 @@ def run_per_op(state: SearchState, rung: Rung, config: PTQConfig, rank: Callable
     for kept in steps:
         if state.out_of_time():
             return
+        # As selective steps: float16 first when the step's computed size nears it, and no
+        # step that cannot be smaller than the best passing file or than float32.
+        if _selective_pointless(state, describe(kept, opcodes), state.selective_bound(kept)):
+            return
         done = _step(state, config, kept, slow, opcodes, before)
         if done is None or done.passed or any("climb stopped" in n for n in done.notes):
             return
@@ -282,9 +288,11 @@ def _step(
 ) -> Any:
     """Make, judge and note one step (None: it could not be made)."""
     from tfcompress.compression.mixed import _calibration_of, _too_little
+    from tfcompress.quantization.selective_names import keras_layer_names, layer_of
 
     name = describe(kept, opcodes)
-    shown = tuple(short(n) for n in kept)
+    layers, model = keras_layer_names(state.reference)
+    shown = tuple(layer_of(n, layers, model) or short(n) for n in kept)
     if config.engine == "litert-quantizer":
         rules = [{"pattern": f"(?:^|;){re.escape(n)};", "mode": "float"} for n in kept]
         calibration = _calibration_of(state.plain_int8())

@@ -32,8 +32,9 @@ def onet(*, seed: int = 0) -> Any:
     The heads are named ``cls`` (2-class softmax), ``box`` (4) and ``landmarks`` (10), as
     MTCNN's ports name them.
     """
-    import keras
+    from tfcompress._compat.keras import KerasFlavour, keras_module
 
+    keras = keras_module(KerasFlavour.KERAS3)
     keras.utils.set_random_seed(seed)
     layers = keras.layers
     inputs = keras.Input((SIDE, SIDE, 3), name="image")
