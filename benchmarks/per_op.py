@@ -45,6 +45,7 @@ import numpy as np
 from _markdown import machine_line, write_section
 
 import tfcompress
+from tfcompress.compression.latency import FLOOR_MS
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "per_op.json"
@@ -238,21 +239,28 @@ def _sentences(model: dict[str, Any]) -> list[str]:
     else:
         row = rows[chosen]
         weakest = _weakest(row["scores"])
+        extra = rows["float32"]["latency_ms"] * (row["latency_x"] - 1) * 1000
+        within = (
+            f" (+{extra:.1f} us: within the {FLOOR_MS * 1000:g} us floor below which a "
+            'difference is not "slower")'
+            if row["latency_x"] > 1 and extra <= FLOOR_MS * 1000
+            else ""
+        )
         out.append(
-            f"- compress chose `{chosen}`: {row['size_x']:.2f}x float32's size, "
-            f"{row['latency_x']:.2f}x its time, weakest output {weakest}."
+            f"- compress chose `{chosen}`: {row['size_x']:.3f}x float32's size, "
+            f"{row['latency_x']:.2f}x its time{within}, weakest output {weakest}."
         )
     agreement = model["gate"].get("min_agreement")
     if agreement is not None:
-        reached = [
-            r for r in model["rows"]
-            if r["size_x"] <= 0.45 and r["gate_passed"] and r["variant"] in (chosen,)
-        ]  # fmt: skip
+        row = rows.get(chosen) if chosen is not None else None
+        reached = row is not None and row["size_x"] <= 0.45
+        size = "nothing chosen" if row is None else f"the chosen file is {row['size_x']:.3f}x"
         out.append(
             "- emotion-classifier goal (at most 0.45x float32, at least "
             f"{agreement:.0%} agreement, not slower): "
             + ("reached" if reached else "not reached")
-            + " on this stand-in."
+            + f" on this stand-in ({size} float32, and passed the agreement gate and "
+            "compress's speed rule)."
         )
     return out
 
