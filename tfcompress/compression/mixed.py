@@ -192,11 +192,23 @@ def _note_step(
     state: SearchState, done: Attempt, mode: str, named: tuple[str, ...], stop: str | None
 ) -> None:
     """Add the step's size and latency cost against plain int8 (and why the climb stops)."""
+    words = {"int16": "16-bit activations", "float": "float"}.get(mode, mode)
+    what = f"{words} on the {len(named)} worst tensor(s) ({', '.join(named)})"
+    note_step(state, done, what, stop, mode)
+
+
+def note_step(
+    state: SearchState, done: Attempt, what: str, stop: str | None, climb: str
+) -> Attempt:
+    """``done`` with a first note: what the step is, its size and latency against plain int8.
+
+    A second note says why the ``climb`` stops there, when it does. Returns the attempt as
+    now recorded.
+    """
     from tfcompress.compression.latency import ms, slowdown
 
     int8 = state.plain_int8()
-    words = {"int16": "16-bit activations", "float": "float"}.get(mode, mode)
-    parts = [f"{words} on the {len(named)} worst tensor(s) ({', '.join(named)})"]
+    parts = [what]
     if int8 is not None and int8.size_bytes and done.size_bytes:
         extra = done.size_bytes - int8.size_bytes
         parts.append(
@@ -213,7 +225,8 @@ def _note_step(
     notes = ["; ".join(parts)]
     if stop is not None:
         notes.append(f"climb stopped: {stop}")
-        state.say(f"  stopping the {mode} climb: {stop}")
+        state.say(f"  stopping the {climb} climb: {stop}")
     index = state.attempts.index(done)
     # What the step is and costs first; how it was timed (a re-timing's note) after.
     state.attempts[index] = replace(done, notes=(*notes, *done.notes))
+    return state.attempts[index]

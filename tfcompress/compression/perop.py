@@ -32,7 +32,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfcompress.compression.handlers import (
@@ -318,30 +318,11 @@ def _note(
     state: SearchState, done: Any, kept: Sequence[str], slow: Sequence[SlowOp], stop: str | None
 ) -> Any:
     """Say what the step keeps float and why, what it costs, and why the climb stops."""
-    from tfcompress.compression.latency import ms, slowdown
+    from tfcompress.compression.mixed import note_step
 
-    int8 = state.plain_int8()
     because = {s.name: str(s) for s in slow}
     whys = [f"{short(n)} ({because.get(n, 'int8 error')})" for n in kept]
-    parts = [f"float: {', '.join(whys)}"]
-    if int8 is not None and int8.size_bytes and done.size_bytes:
-        parts.append(f"{done.size_bytes:,} B ({done.size_bytes / int8.size_bytes:.2f}x int8's)")
-    if done.latency_ms is not None:
-        cost = f"{ms(done.latency_ms)} ms/sample"
-        against = []
-        if int8 is not None and int8.latency_ms:
-            against.append(f"{slowdown(done.latency_ms, int8.latency_ms):.2f}x int8's")
-        if state.baseline_ms:
-            ratio = slowdown(done.latency_ms, state.baseline_ms)
-            against.append(f"{ratio:.2f}x {state.baseline_name}'s")
-        parts.append(cost + (f" ({', '.join(against)})" if against else ""))
-    notes = ["; ".join(parts)]
-    if stop is not None:
-        notes.append(f"climb stopped: {stop}")
-        state.say(f"  stopping the per-op climb: {stop}")
-    index = state.attempts.index(done)
-    state.attempts[index] = replace(done, notes=(*notes, *done.notes))
-    return state.attempts[index]
+    return note_step(state, done, f"float: {', '.join(whys)}", stop, "per-op")
 
 
 @register_handler("per-op")
