@@ -62,6 +62,20 @@ def test_steps_names_and_the_slowdown_rule() -> None:
     assert too_slow(1.2, 1.0, 1.0) and not too_slow(1.05, 1.0, 1.0)
 
 
+def test_files_are_labelled_by_the_ops_they_hold() -> None:
+    from collections import Counter
+
+    from tfcompress.bench.size import _with_op_counts, precision_family
+
+    assert _with_op_counts("int8", Counter({"int8": 20})) == "int8"
+    assert _with_op_counts("int8", Counter({"int8": 20, "float": 5})) == "int8 + 5 float"
+    # One op in int16 is not an int16x8 file (the old label of issue 39's O-Net file).
+    assert _with_op_counts("int16x8", Counter({"int8": 19, "int16": 1})) == "int8 + 1 int16"
+    assert _with_op_counts("int16x8", Counter({"int16": 12})) == "int16x8"
+    assert _with_op_counts("dynamic", Counter({"float": 3})) == "dynamic"
+    assert precision_family("int8 + 5 float") == "mixed" and precision_family("int8") == "int8"
+
+
 def _int8_and_per_op(monkeypatch) -> None:
     """compress with only plain int8 and the per-op rung (the rest is tested elsewhere)."""
     from tfcompress.compression import api
