@@ -11,6 +11,8 @@ placed them) and from their sizes; "not slower than float32" is the search's own
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import tfcompress
@@ -112,9 +114,14 @@ def test_onet_keeps_its_prelu_float_on_purpose(onet, monkeypatch) -> None:
     assert chosen is not None and chosen is steps[0], str(result)
     # The speed step: every PRELU, which the plain int8 file runs on built-in kernels
     # (XNNPACK has no int8 PRELU), kept float; the name says what the file holds.
-    assert chosen.name.startswith("int8 (5 PRELU") and chosen.name.endswith(" float)")
+    # (The last PRELU, 256 values, costs under a microsecond either way: it may or may not
+    # clear the per-op floor on a busy machine; the four on feature maps always do.)
+    held = re.fullmatch(r"int8 \((.+) float\)", chosen.name)
+    assert held is not None, chosen.name
+    counts = {op: int(n) for n, op in (part.split(" ") for part in held.group(1).split(", "))}
+    assert counts.get("PRELU", 0) >= 4, chosen.name
     assert "in int8 vs" in chosen.notes[0] and "x float32's" in chosen.notes[0]
-    assert find_float_ops(result.model_content).count("PRELU") == 5
+    assert find_float_ops(result.model_content).count("PRELU") == counts["PRELU"]
     assert chosen.size_bytes < 0.3 * result.float32_bytes  # int8-class: weights int8
     assert chosen.size_bytes < 1.02 * int8.size_bytes
     # Plain int8 passed the gate and was refused as slower; the per-op file was not.

@@ -175,7 +175,7 @@ def profile(state: SearchState, content: bytes, name: str) -> dict[str, Any] | s
     )  # fmt: skip
     found = timed.op_profile or {}
     if not found.get("ops"):
-        return str(found.get("unavailable") or timed.status)
+        return str(found.get("unavailable") or f"no per-op profile came back ({timed.status})")
     return found
 
 
