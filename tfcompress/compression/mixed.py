@@ -1,7 +1,9 @@
-"""The rules rungs of compress: which tensors first, how far to climb, what each step cost.
+"""Which tensors int8 hurts first, how far a climb goes, what each step cost.
 
-A rules rung (``int16-worst``: mixed precision at int8 weight size; ``float-worst``) gives
-the 1, 2, 4... tensors that int8 hurts most a LiteRT Quantizer rule of its mode. Which hurt
+Shared by the per-op rung (:mod:`tfcompress.compression.perop`, on the built-in ladders) and
+the ``rules`` technique (a rung of ``technique="rules"`` and a ``mode``, which the built-in
+ladders no longer hold: it gives the 1, 2, 4... tensors that int8 hurts most a LiteRT
+Quantizer rule of its mode, e.g. 16-bit activations, which run on reference kernels). Which hurt
 most is read from the per-tensor error of LiteRT Quantizer's int8 file against the float
 ``.tflite`` (:mod:`tfcompress.quantization.layer_errors`). That error accumulates along the
 graph: a model's output always looks worst, though the op that wrecked it may be the first.
