@@ -105,6 +105,7 @@ def onet(split):
     return trained_onet(train, epochs=1), Dataset(train.x[:64]), Dataset(test.x)
 
 
+@pytest.mark.slow
 def test_onet_keeps_its_prelu_float_on_purpose(onet, monkeypatch) -> None:
     _int8_and_per_op(monkeypatch)
     model, calib, test = onet
@@ -134,6 +135,7 @@ def test_onet_keeps_its_prelu_float_on_purpose(onet, monkeypatch) -> None:
     assert size.precision.startswith("int8 +") and "float" in size.precision
 
 
+@pytest.mark.slow
 def test_layer_norm_digits_returns_int8_size(split, monkeypatch) -> None:
     from tfcompress.samples.troublemakers import layer_norm_classifier
 
