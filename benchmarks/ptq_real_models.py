@@ -21,7 +21,7 @@ For each .tflite model: the converter's plain int8; ``methods="auto"`` (every ca
 can run on the model, scored on the eval samples, the best worst output kept, never worse than
 plain int8); the gate-driven default (``gate=`` with eval data: plain int8 judged first, the
 methods only if it fails); and ``compress`` at the same gate, whose ladder holds the
-mixed-precision rung (int8 weights, 16-bit activations on the tensors int8 hurts most) and
+per-op rung (int8 with the ops slower in int8, then the worst-error ones, kept float) and
 refuses anything slower than float32. Every artifact is scored per output against the float32
 ``.tflite`` on the same held-out samples (SNR in dB; top-1 agreement for class outputs), its
 size is the file's, its latency the median per sample on LiteRT's CPU backend at one thread,

@@ -75,7 +75,7 @@ def test_mnist_one_point_gate_gives_int8_under_30_percent(trained_cnn, mnist_spl
 
 
 @pytest.mark.slow
-def test_selective_keeps_the_sensitive_layer_float(sensitive, sensitive_files, tmp_path, capsys):
+def test_the_sensitive_layer_is_kept_float(sensitive, sensitive_files, tmp_path, capsys):
     model, calib, _ = sensitive
     out, report = tmp_path / "chosen.tflite", tmp_path / "report"
     code = main([*_compress_cli(sensitive_files, out, "--max-drop", "0.01"), "--report",
@@ -85,19 +85,18 @@ def test_selective_keeps_the_sensitive_layer_float(sensitive, sensitive_files, t
     payload = json.loads(captured.out)
     by_name = {a["name"]: a for a in payload["attempts"]}
     assert not by_name["int8"]["passed"] and by_name["int8"]["accuracy_drop"] > 0.3  # chance
+    # The per-op rung (before selective): the op adding most int8 error, the outlier layer's,
+    # kept float; the name says what the file holds, the note why.
     chosen = payload["chosen"]
-    assert chosen["name"] == "selective-1" and chosen["float_layers"] == ["sensitive"]
-    assert payload["sensitive_layers"][0] == "sensitive"
+    assert chosen["name"] == "int8 (1 FULLY_CONNECTED float)", list(by_name)
+    assert chosen["float_layers"] == ["sensitive"] and chosen["technique"] == "selective"
+    assert "(int8 error)" in chosen["notes"][0] and "x int8's" in chosen["notes"][0]
     assert chosen["output"] == str(out) and chosen["size_bytes"] == out.stat().st_size
     assert {"recipe", "gzip_bytes", "accuracy", "passed", "latency_ms"} <= set(chosen)
     assert chosen["accuracy_drop"] <= 0.01
     float16 = tfcompress.quantize(model, recipe="float16")
     assert by_name["int8"]["size_bytes"] < chosen["size_bytes"] < float16.size_bytes
-    assert "int16x8" not in by_name  # the fallback is not needed once selective passes
-    # 16-bit activations cannot fix an outlier weight: one step, its cost, and why it stopped.
-    (step,) = [a for a in payload["attempts"] if a["name"].startswith("int16-worst")]
-    assert step["name"] == "int16-worst-1" and not step["passed"]
-    assert "against int8's" in step["notes"][0] and "climb stopped: " in step["notes"][1]
+    assert "int16x8" not in by_name  # the fallback is not needed once an int8 step passes
     # Replay: the recorded recipe through quantize(), and through the CLI, gives the same bytes.
     recorded = chosen["recipe"]["recipe"]
     recipe = Recipe.from_dict(
@@ -113,7 +112,8 @@ def test_selective_keeps_the_sensitive_layer_float(sensitive, sensitive_files, t
     assert sorted(p.name for p in report.iterdir()) == [
         "compress.json", "compress.md", "compress_latency.png", "compress_size.png",
     ]  # fmt: skip
-    assert json.loads((report / "compress.json").read_text())["chosen"]["name"] == "selective-1"
+    chosen_name = json.loads((report / "compress.json").read_text())["chosen"]["name"]
+    assert chosen_name == "int8 (1 FULLY_CONNECTED float)"
     assert "Kept in float: `sensitive`" in (report / "compress.md").read_text()
     assert (report / "compress_size.png").read_bytes()[:4] == b"\x89PNG"
     code = main([*_compress_cli(sensitive_files, tmp_path / "x.tflite"), "--report", str(report)])
@@ -145,7 +145,8 @@ def test_a_crashed_fine_tune_is_an_error_and_the_search_goes_on(
                  "--json"])  # fmt: skip
     payload = json.loads(capsys.readouterr().out)
     by_name = {a["name"]: a for a in payload["attempts"]}
-    assert code == 0 and payload["chosen"]["name"] == "selective-1" and out.exists()
+    assert code == 0 and payload["chosen"]["name"] == "int8 (1 FULLY_CONNECTED float)"
+    assert out.exists()
     assert by_name["qat"]["status"] == "error" and "SIGSEGV" in by_name["qat"]["why"]
     assert "TF_ENABLE_ONEDNN_OPTS=0" in by_name["qat"]["why"]
     # The other fine-tunes run the same fit: skipped, with the reason, not crashed again.
@@ -310,7 +311,7 @@ def test_options_are_checked_before_any_work() -> None:
 def test_ladder_and_durations() -> None:
     size = plan_ladder(objective="size", target="cpu", calibration_available=100, training=True)
     assert [r.name for r in size] == [
-        "int8", "int8-methods", "int16-worst", "selective", "int16x8", "qat", "prune-int8",
+        "int8", "int8-methods", "per-op", "selective", "int16x8", "qat", "prune-int8",
         "cluster-int8", "float16",
     ]  # fmt: skip
     assert size[1].recipe == {"recipe": {"name": "int8"}, "methods": "auto"}

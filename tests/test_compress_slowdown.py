@@ -1,4 +1,4 @@
-"""compress never returns something slower than float32 unless allowed; mixed precision.
+"""compress never returns something slower than float32 unless allowed; precision per op.
 
 The timing is faked where the rule is the subject (the one function that times,
 ``tfcompress.compression.latency.measure_latency``): the plain int8 file is made to run 3x
@@ -9,7 +9,6 @@ outlier (int8 passes its gate), so the searches stop after two or three attempts
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pytest
@@ -41,8 +40,13 @@ def easy(tmp_path_factory):
 
 @pytest.fixture
 def slow_int8(monkeypatch):
-    """float32 0.5 ms; the first file timed after it (plain int8) and its copies 1.5 ms."""
-    from tfcompress.compression import latency
+    """float32 0.5 ms; the first file timed after it (plain int8) and its copies 1.5 ms.
+
+    The per-op rung's op-by-op timing is left out (its speed step is tested on its own).
+    """
+    from tfcompress.compression import latency, perop
+
+    monkeypatch.setattr(perop, "profile", lambda state, content, name: "not timed in this test")
 
     seen: dict[str, bytes] = {}
 
@@ -111,29 +115,31 @@ def test_a_slower_passing_attempt_is_not_returned(easy, slow_int8) -> None:
     assert result.float32_latency_ms == FLOAT32_MS and result.max_slowdown == 1.0
     slower = [f for f in result.findings if "passed the gate but ran slower" in f]
     assert len(slower) == 1 and ": int8" in slower[0]
-    # The mixed-precision rung came before selective and int16x8 and passed at int8 size.
-    assert chosen.name == "int16-worst-1", [a.name for a in result.attempts]
-    assert "16-bit activations on the 1 worst tensor(s)" in chosen.notes[0]
-    assert "against int8's" in chosen.notes[0] and "x float32's" in chosen.notes[0]
+    # The per-op rung came before selective and int16x8 and passed at int8 size: no op is
+    # slower in int8 here, so its first step keeps the op adding most int8 error float.
+    assert chosen.technique == "selective" and chosen.name == "int8 (1 FULLY_CONNECTED float)"
+    assert chosen.notes[0].startswith("float: ") and "(int8 error)" in chosen.notes[0]
+    assert "x int8's" in chosen.notes[0] and "x float32's" in chosen.notes[0]
     text = str(result)
     assert "ms/sample (cpu)" in text.splitlines()[0] and "0.50x float32's 0.500 ms" in text
-    # Its recipe keeps int8 weights and raises the named activation to int16.
-    from ai_edge_litert.interpreter import Interpreter
+    # Its recipe names the op kept float; it replays to the same bytes, and the file holds
+    # that op in float and the other two int8 (read from the file, not from its name).
+    from tfcompress.quantization.float_ops import find_float_ops
+    from tfcompress.quantization.recipes import Recipe
 
-    from tfcompress.quantization.config import PTQConfig
-
-    (rule,) = chosen.recipe["recipe"]["rules"]
-    assert rule["mode"] == "int16" and chosen.recipe["engine"] == "litert-quantizer"
+    (node,) = chosen.recipe["recipe"]["float_nodes"]
+    (layer,) = chosen.float_layers  # the Keras layer the node belongs to
+    assert f"/{layer}" in node
     again = tfcompress.quantize(
-        model, config=PTQConfig.from_dict(chosen.recipe), representative_data=calib
-    )
+        model, recipe=Recipe.from_dict(
+            {k: tuple(v) if isinstance(v, list) else v for k, v in chosen.recipe["recipe"].items()}
+        ), representative_data=calib,
+    )  # fmt: skip
     assert again.model_content == result.model_content  # the recipe replays
-    details = Interpreter(model_content=again.model_content).get_tensor_details()
-    dtypes = {d["name"]: d["dtype"] for d in details}
-    named = [n for n in dtypes if re.search(rule["pattern"], f"{n};")]  # the rule's tensor
-    assert len(named) == 1 and dtypes[named[0]] == np.int16 and not chosen.float_layers
-    weights = [d for d in details if d["name"].endswith("/MatMul")]
-    assert len(weights) == 3 and all(d["dtype"] == np.int8 for d in weights)
+    assert find_float_ops(again.model_content) == ("FULLY_CONNECTED",)
+    assert result.model_content is not None and len(result.model_content) < 0.5 * len(
+        tfcompress.quantize(model, recipe="float32").model_content
+    )
 
 
 def test_load_on_the_machine_is_not_held_against_a_file(easy, monkeypatch) -> None:
@@ -181,22 +187,24 @@ def test_max_slowdown_lets_it_through(easy, slow_int8, tmp_path, capsys) -> None
     assert "times nothing: drop one" in capsys.readouterr().err
 
 
-def test_the_ladder_has_the_mixed_precision_rung_where_it_can_run() -> None:
+def test_the_ladder_has_the_per_op_rung_where_it_can_run() -> None:
     names = [r.name for r in plan_ladder(objective="size", target="cpu",
                                          calibration_available=200, training=False)]  # fmt: skip
-    assert names.index("int8") < names.index("int16-worst") < names.index("selective")
-    assert names.index("int16-worst") < names.index("int16x8")
+    assert names.index("int8") < names.index("per-op") < names.index("selective")
+    assert names.index("per-op") < names.index("int16x8") and "int16-worst" not in names
     rung = plan_ladder(objective="size", target="cpu", calibration_available=200,
-                       training=False)[names.index("int16-worst")]  # fmt: skip
-    assert rung.recipe == {"recipe": {"name": "int8"}, "engine": "litert-quantizer",
-                           "mode": "int16"}  # fmt: skip
-    for target in ("edgetpu", "gpu"):  # integer-only, or no int16 kernels: never made
-        ladder = plan_ladder(objective="size", target=target, calibration_available=200,
-                             training=False)  # fmt: skip
-        assert "int16-worst" not in [r.name for r in ladder]
+                       training=False)[names.index("per-op")]  # fmt: skip
+    assert rung.technique == "per-op" and rung.recipe == {"name": "int8"}
+    edgetpu = plan_ladder(objective="size", target="edgetpu", calibration_available=200,
+                          training=False)  # fmt: skip
+    assert "per-op" not in [r.name for r in edgetpu]  # integer-only: no float op allowed
     batched = plan_ladder(objective="size", target="cpu", calibration_available=200,
                           training=False, static_batch=1)  # fmt: skip
-    assert "int16-worst" not in [r.name for r in batched]  # LiteRT Quantizer keeps shapes
+    assert "per-op" in [r.name for r in batched]  # the converter keeps the static batch
+    tflite = plan_ladder(objective="size", target="cpu", calibration_available=200,
+                         training=False, tflite=True)  # fmt: skip
+    assert [r.name for r in tflite][:2] == ["int8", "per-op"]
+    assert tflite[1].recipe == {"recipe": {"name": "int8"}, "engine": "litert-quantizer"}
 
 
 def test_no_latency_is_honoured_and_said(easy) -> None:
@@ -222,9 +230,13 @@ def test_tensors_rank_by_the_error_their_op_adds(easy) -> None:
     first, middle, output = written  # sensitive -> wide -> head, one op each
     # Error accumulates: the output has the lowest SNR, but the first op added most of it.
     snr = {first: 12.0, middle: 11.5, output: 11.0}
-    assert rank_by_added_error(snr, content) == [first, output, middle]
-    assert rank_by_added_error({output: 11.0}, content) == [output]  # inputs not measured
-    assert rank_by_added_error({first: float("inf"), output: 30.0}, content)[0] == output
+    assert rank_by_added_error(snr, content, outputs=True) == [first, output, middle]
+    assert rank_by_added_error({output: 11.0}, content, outputs=True) == [output]
+    exact_first = {first: float("inf"), output: 30.0}
+    assert rank_by_added_error(exact_first, content, outputs=True)[0] == output
+    # By default the model's output is never ranked (it read worst on three real models).
+    assert rank_by_added_error(snr, content) == [first, middle]
+    assert rank_by_added_error({output: 11.0}, content) == []
 
 
 def test_mcu_shows_the_host_time_and_never_refuses_by_it(easy, slow_int8, monkeypatch) -> None:

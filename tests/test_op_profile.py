@@ -133,7 +133,7 @@ def test_profile_ops_json_shape_and_report(tiny, capsys, tmp_path):
     profile = payload["rows"][0]["op_profile"]
     assert set(profile) == {"method", "ops", "partitions", "check"}
     for op in profile["ops"]:
-        assert set(op) == {"index", "op", "output", "ms", "share", "placement"}
+        assert set(op) == {"index", "op", "output", "ms", "spread_ms", "share", "placement"}
     assert set(profile["check"]) == {
         "sum_ms",
         "call_ms",

@@ -195,7 +195,7 @@ def test_ptq_config_applies_the_target_rules_to_its_recipe():
 
 
 def test_compress_dispatches_every_rung_technique_through_the_registry():
-    assert list_handlers() == ["cluster", "prune", "ptq", "qat", "rules", "selective"]
+    assert list_handlers() == ["cluster", "per-op", "prune", "ptq", "qat", "rules", "selective"]
     assert get_handler("selective").read({"name": "int8"}, seed=5).seed == 5
     assert get_handler("ptq").read({"recipe": {"name": "int8"}, "seed": 1}, seed=5).seed == 1
     assert get_handler("prune").read({"target_sparsity": 0.5}, seed=9) == PruneConfig(

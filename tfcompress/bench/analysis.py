@@ -9,6 +9,7 @@ import numpy as np
 
 from tfcompress.bench.environment import Environment
 from tfcompress.bench.result import BenchmarkRow
+from tfcompress.bench.size import precision_family
 
 CPU_BACKENDS = frozenset({"cpu", "onnxruntime"})
 FASTER = 1.05  # int8 counts as faster when its median latency is at least 5% lower
@@ -192,7 +193,7 @@ def recipe_notes(rows: list[BenchmarkRow]) -> list[str]:
     floats = [r for r in measured if r.size.precision == "float32"]
     pairs: dict[tuple[str, str, str, str], list[tuple[float, BenchmarkRow]]] = defaultdict(list)
     for row in measured:
-        precision = row.size.precision
+        precision = precision_family(row.size.precision)
         if precision not in _HOW_IT_RUNS or row.backend not in CPU_BACKENDS:
             continue
         peer = _float_peer(row, floats)

@@ -86,6 +86,10 @@ class Timed:
         environment: Where it was measured, read there.
         hostname: That machine's network name (None: this machine).
         macs: The harness's multiply-accumulate count of one sample (None: not counted).
+        spread_ms: The median's interval, per sample: how far it lies above the fastest run
+            (p50 - min; None when the row has no latency). Load only adds time, so the
+            file's own cost lies between the two.
+        op_profile: The row's per-op profile, when asked for (``profile_ops``).
     """
 
     latency_ms: float | None
@@ -94,6 +98,8 @@ class Timed:
     environment: Any
     hostname: str | None = None
     macs: int | None = None
+    spread_ms: float | None = None
+    op_profile: dict[str, Any] | None = None
 
 
 def time_tflite(
@@ -107,6 +113,7 @@ def time_tflite(
     warmup_runs: int = 1,
     warmup_seconds: float = 0.5,
     where: LatencyDevice | None = None,
+    profile_ops: bool = False,
 ) -> Timed:
     """Time a ``.tflite`` at batch 1 on ``backend``: here, or on ``where``'s device."""
     from tfcompress.bench.harness import benchmark
@@ -123,16 +130,23 @@ def time_tflite(
         warmup_seconds=warmup_seconds,
         on=None if where is None else where.client,
         device=None if where is None else where.name,
+        profile_ops=profile_ops,
     )
     timed = [row for row in result.rows if row.latency_per_sample_ms is not None]
     row = timed[0] if timed else (result.rows[0] if result.rows else None)
     latency = None if not timed else float(timed[0].latency_per_sample_ms or 0.0)
+    profile = None if row is None else row.op_profile
+    spread = None
+    if timed and timed[0].latency is not None and timed[0].latency.p50 > 0 and latency:
+        stats = timed[0].latency  # per call: scaled to per sample as the median is
+        spread = (stats.p50 - stats.min) * latency / stats.p50
     status = "no row" if row is None else row.status
     macs = None if row is None or row.size is None else row.size.macs
     if where is None:
-        return Timed(latency, status, None, result.environment, macs=macs)
+        environment = result.environment
+        return Timed(latency, status, None, environment, macs, spread_ms=spread, op_profile=profile)
     device = next((d for d in result.devices if d.name == where.name), None)
     if device is not None:
         where.environment = device.environment
     hostname = None if device is None else device.hostname
-    return Timed(latency, status, where.name, where.environment, hostname, macs)
+    return Timed(latency, status, where.name, where.environment, hostname, macs, spread, profile)

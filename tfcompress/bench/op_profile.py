@@ -139,6 +139,8 @@ def profile_litert(
             "op": cutter.op_name(index),
             "output": cutter.output_name(index),
             "ms": None if ms is None else round(ms, 6),
+            # The median's interval: how far it lies above the fastest run (load only adds).
+            "spread_ms": None if ms is None else round(stats.p50 - stats.min, 6),  # type: ignore[union-attr]
             "share": None if ms is None else round(ms / total, 6) if total > 0 else 0.0,
             "placement": placement,
         }

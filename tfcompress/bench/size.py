@@ -35,7 +35,9 @@ class SizeInfo:
             layers; None when the format gives no shapes to count them.
         ops: Operators in the graph (TFLite ops, ONNX nodes); None for Keras models.
         precision: ``float32``, ``float16``, ``dynamic`` (int8 weights, float math),
-            ``int8``, ``int16x8`` or ``mixed``.
+            ``int8``, ``int16x8``, or an integer file with the ops that are not in its
+            precision counted (``int8 + 5 float``, ``int8 + 1 int16``: read from the ops,
+            not from a name); ``mixed`` for other formats' mixes.
     """
 
     file_bytes: int
@@ -132,6 +134,7 @@ def _tflite_size(content: bytes) -> SizeInfo:
     params = sum(math.prod(t.shape or ()) for t in tensors if parsed.is_constant(t))
     ops = sum(len(g.operators) for g in parsed.subgraphs)
     macs, weight_types, activation_types = 0, Counter[str](), Counter[str]()
+    computes = Counter(_computes_in(op, parsed, graph) for op in graph.operators)
     for op in graph.operators:
         macs += tflite_op_macs(op.opcode, list(op.inputs), list(op.outputs), shape)
         needed = 3 if op.opcode == "TRANSPOSE_CONV" else 2  # (output shape,) weights, data
@@ -139,8 +142,66 @@ def _tflite_size(content: bytes) -> SizeInfo:
             data_index = op.inputs[2] if op.opcode == "TRANSPOSE_CONV" else op.inputs[0]
             weight_types[_weight_type(op.inputs[1], parsed, graph)] += 1
             activation_types[tensors[data_index].dtype if data_index >= 0 else "none"] += 1
-    precision = _tflite_precision(weight_types, activation_types)
+    precision = _with_op_counts(_tflite_precision(weight_types, activation_types), computes)
     return SizeInfo(len(content), _gzip(content), params, macs or None, ops, precision)
+
+
+#: Ops that move or convert values rather than compute: not counted by :func:`_computes_in`.
+_NOT_COMPUTE = frozenset({"QUANTIZE", "DEQUANTIZE", "SHAPE", "RANK"})
+_FLOATS = frozenset({"float16", "float32", "float64", "bfloat16"})
+
+
+def _computes_in(op: Any, parsed: TFLiteFile, graph: Subgraph) -> str:
+    """What an op computes in: ``float``, ``int16``, ``int8`` (or ``""``: not counted).
+
+    Float when an output or a non-constant input is a float tensor (the same reading as
+    :mod:`tfcompress.quantization.float_ops`); int16 when an output is 16-bit.
+    """
+    if op.opcode in _NOT_COMPUTE:
+        return ""
+    tensors = graph.tensors
+    outputs = [tensors[i].dtype for i in op.outputs if 0 <= i < len(tensors)]
+    inputs = [
+        tensors[i].dtype
+        for i in op.inputs
+        if 0 <= i < len(tensors) and not parsed.is_constant(tensors[i])
+    ]
+    if any(d in _FLOATS for d in (*outputs, *inputs)):
+        return "float"
+    return "int16" if "int16" in outputs else "int8"
+
+
+def _with_op_counts(precision: str, computes: Counter[str]) -> str:
+    """An integer file's label, saying which ops are not in its precision (read from ops).
+
+    ``int8`` with every op integer stays ``int8``; with some ops in float or 16-bit it says
+    how many (``int8 + 5 float``, ``int8 + 1 int16``); ``int16x8`` only when no op computes
+    in int8; a file with int8 weights and float math stays ``dynamic``.
+
+    Example:
+        >>> _with_op_counts("int8", Counter({"int8": 20, "float": 5}))
+        'int8 + 5 float'
+        >>> _with_op_counts("int16x8", Counter({"int8": 19, "int16": 1}))
+        'int8 + 1 int16'
+        >>> _with_op_counts("int16x8", Counter({"int16": 12, "float": 1}))
+        'int16x8 + 1 float'
+    """
+    if precision not in ("int8", "int16x8", "mixed"):
+        return precision
+    base = "int8" if computes["int8"] or not computes["int16"] else "int16x8"
+    extra = [f"{computes[kind]} {kind}" for kind in ("float", "int16") if computes[kind]]
+    extra = [e for e in extra if not (base == "int16x8" and e.endswith("int16"))]
+    return " + ".join([base, *extra])
+
+
+def precision_family(precision: str) -> str:
+    """``mixed`` for a labelled mix (``int8 + 5 float``), else the label itself.
+
+    Example:
+        >>> precision_family("int8 + 5 float"), precision_family("int8")
+        ('mixed', 'int8')
+    """
+    return "mixed" if " + " in precision else precision
 
 
 def _weight_type(index: int, parsed: TFLiteFile, graph: Subgraph) -> str:

@@ -59,8 +59,8 @@ def compress(
     Candidates are tried cheapest first (:func:`~tfcompress.compression.candidates.plan_ladder`):
     int8 PTQ per-channel; int8 calibrated on more samples; selective quantization (layers
     ranked once by quantization error, the 1, 2, 4... most sensitive kept float until the
-    gate passes), after mixed precision at int8 weight size (``int16-worst``: int8 weights,
-    16-bit activations on the 1, 2, 4... tensors int8 hurts most, by LiteRT Quantizer rules);
+    gate passes), after precision per op (``per-op``: the ops slower in int8 than in float
+    on the target's backend, then the 1, 2, 4... adding most int8 error, kept float);
     int16x8 when no int8 attempt passed; with ``train_data`` QAT, and for
     ``objective="size"`` pruning + int8 and clustering + int8; for ``objective="size"``,
     float16, tried as soon as the selective steps' computed sizes approach it.
@@ -594,14 +594,13 @@ def _result(
     if state.measure and state.baseline_ms is not None and not judged:
         findings.append(host_time_finding(state))
     elif state.measure and state.baseline_ms is not None:
-        from tfcompress.compression.latency import NOISE_TOLERANCE, ms
+        from tfcompress.compression.latency import NOISE_WORDS, ms
 
         slow = [a for a in state.attempts if (a.gate or {}).get("passed") and state.too_slow(a)]
         findings.append(
             f"every attempt timed on {state.latency_backend} with {state.threads} thread(s) "
             f"(median per sample); {state.baseline_name} {ms(state.baseline_ms)} ms; "
-            f"nothing slower than {state.max_slowdown:g}x it (+{NOISE_TOLERANCE:.0%} for timing "
-            f"noise) is returned"
+            f"nothing slower than {state.max_slowdown:g}x it ({NOISE_WORDS}) is returned"
             + (f": {', '.join(a.name for a in slow)} passed the gate but ran slower" * bool(slow))
         )
     if best is not None and state.objective == "latency":

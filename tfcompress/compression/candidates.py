@@ -36,9 +36,10 @@ class Rung:
     Attributes:
         name: Short label (``int8``, ``int8-calib1000``, ``selective``, ``int16x8``, ``qat``...).
         technique: ``ptq``, ``selective`` (expanded into keep-1, 2, 4... float steps at run
-            time), ``rules`` (LiteRT Quantizer: the 1, 2, 4... worst tensors of its int8
-            attempt get the rung's rule mode, e.g. int16 or float), ``qat``, ``prune`` or
-            ``cluster``.
+            time), ``per-op`` (int8 with the ops slower in int8, then the worst-error ones,
+            float: :mod:`tfcompress.compression.perop`), ``rules`` (LiteRT Quantizer: the 1,
+            2, 4... worst tensors of its int8 attempt get the rung's rule mode, e.g. int16 or
+            float), ``qat``, ``prune`` or ``cluster``.
         recipe: For ``ptq``/``selective``: :meth:`tfcompress.Recipe.to_dict` of the recipe
             (or ``{"recipe": ..., "engine": "litert-quantizer"}``; or ``{"recipe": ...,
             "methods": "auto"}``: the post-training methods tried against plain int8 on the
@@ -116,11 +117,10 @@ def plan_ladder(
         calibration_available: How many representative samples there are; the calibration
             variant is left out when it would use no more than the plain int8 rung.
         training: ``train_data`` was given (QAT, and for size pruning/clustering + int8).
-        tflite: The model is a float ``.tflite``: the LiteRT Quantizer ladder (int8; the
-            worst tensors in int16, then in float, by rule; int16x8 as the fallback; for
-            size int4 weights; float16 as the last resort).
-        static_batch: The search's static batch: the mixed-precision rung (LiteRT
-            Quantizer, which keeps the float file's shapes) is left out with one.
+        tflite: The model is a float ``.tflite``: the LiteRT Quantizer ladder (int8; per-op
+            float by rule; int16x8 as the fallback; for size int4 weights; float16 as the
+            last resort).
+        static_batch: The search's static batch (each post-training artifact's).
 
     Returns:
         The rungs, in the order they are tried.
@@ -128,10 +128,10 @@ def plan_ladder(
     Example:
         >>> [r.name for r in plan_ladder(objective="size", target="cpu",
         ...     calibration_available=300, training=False)]
-        ['int8', 'int8-calib300', 'int8-methods', 'int16-worst', 'selective', 'int16x8', 'float16']
+        ['int8', 'int8-calib300', 'int8-methods', 'per-op', 'selective', 'int16x8', 'float16']
         >>> [r.name for r in plan_ladder(objective="size", target="cpu",
         ...     calibration_available=300, training=False, tflite=True)]
-        ['int8', 'int16-worst', 'float-worst', 'int16x8', 'int4-weights', 'float16']
+        ['int8', 'per-op', 'int16x8', 'int4-weights', 'float16']
     """
     check_choice(objective, OBJECTIVES, "objective")
     device = get_target(target)
@@ -156,11 +156,12 @@ def plan_ladder(
     rungs.append(
         Rung("int8-methods", "ptq", {"recipe": {"name": "int8"}, "methods": "auto"}, "int8")
     )
-    # Mixed precision at int8 weight size: int8 weights everywhere, 16-bit activations on the
-    # 1, 2, 4... tensors int8 hurts most (LiteRT Quantizer rules on the converter's float32
-    # file), before selective (which pays float weights) and the whole-model int16x8.
-    if static_batch is None and device.admits_recipe("int16x8") and not device.shapes_artifact:
-        rungs.append(Rung("int16-worst", "rules", _litert({"name": "int8"}, mode="int16"), "int8"))
+    # Precision per op (compression/perop.py): int8 with the ops that run slower in int8 on
+    # the target's backend, then the 1, 2, 4... ops adding most int8 error, kept float; before
+    # selective (which ranks by error only). It replaced the 16-bit-activation rung: 16-bit
+    # activations run on reference kernels, 16-70x slower than float32 on a CPU.
+    if not device.shapes_artifact:
+        rungs.append(Rung("per-op", "per-op", {"name": "int8"}, "int8"))
     rungs.append(Rung("selective", "selective", {"name": "int8"}, "int8"))
     rungs.append(Rung("int16x8", "ptq", {"name": "int16x8"}, "int8", fallback_only=True))
     if training:
@@ -196,15 +197,13 @@ def _litert_ladder(objective: str, device: Target) -> tuple[Rung, ...]:
     # int8 with ops LiteRT Quantizer cannot quantize kept float (int8's default, as the
     # converter's).
     int8 = {"name": "int8"}
-    # float-worst is the only rung of this ladder that can fix what int8 does to weights (an
-    # outlier weight that rounds the rest of its channel to zero), which int16 activations
-    # cannot; it stays, but like int16-worst it climbs only while a step closes at least
-    # MIN_STEP_GAIN of the gap to the gate and runs within max_slowdown (mixed.run_rules):
-    # on a model where it does not pay it costs one attempt, not six.
+    # per-op keeps float, by LiteRT Quantizer rules, the ops int8 makes slower and then the
+    # worst-error ones (what float-worst did, speed-aware; 16-bit activations, which run on
+    # reference kernels, are no longer a rung): it climbs only while a step closes at least
+    # MIN_STEP_GAIN of the gap to the gate and runs within max_slowdown.
     rungs += [
         Rung("int8", "ptq", _litert(int8), "int8"),
-        Rung("int16-worst", "rules", _litert(int8, mode="int16"), "int8"),
-        Rung("float-worst", "rules", _litert(int8, mode="float"), "int8"),
+        Rung("per-op", "per-op", _litert(int8), "int8"),
         Rung("int16x8", "ptq", _litert({"name": "int16x8"}), "int8", fallback_only=True),
     ]
     if objective == "size":

@@ -12,7 +12,7 @@ Example:
     >>> get_handler("qat").read({"epochs": 2}).epochs
     2
     >>> list_handlers()
-    ['cluster', 'prune', 'ptq', 'qat', 'rules', 'selective']
+    ['cluster', 'per-op', 'prune', 'ptq', 'qat', 'rules', 'selective']
 """
 
 from __future__ import annotations
@@ -414,3 +414,6 @@ def _worst_tensors(state: SearchState, config: PTQConfig) -> list[str]:
 
     errors = contained_layer_errors(result, samples)
     return worst_first(errors.tensors, result.reference_content)
+
+
+from tfcompress.compression import perop as _perop  # noqa: E402,F401  (registers "per-op")

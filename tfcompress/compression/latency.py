@@ -5,7 +5,9 @@ runs slower than ``max_slowdown`` times the float32 baseline (timed in the same 
 same backend) is not returned. Timing noise is handled three ways: the baseline is timed
 twice and its lower median kept; an attempt that looks too slow is timed again back to back
 with the baseline and judged on that pair (``SearchState.timed``); and it counts as too slow
-only beyond :data:`NOISE_TOLERANCE` over the limit.
+only when its excess over the limit is beyond the two timings' own intervals
+(:class:`Latency`: how far each median lies above its fastest run) and beyond
+:data:`FLOOR_MS`. A time whose spread is unknown falls back to :data:`NOISE_TOLERANCE`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,39 @@ MIN_SECONDS = 0.3
 #: the medians of 30 runs of one file moved by up to ~10% between runs on the project's
 #: shared 2-core machines (and by more on models that run in microseconds).
 NOISE_TOLERANCE = 0.10
+#: The least excess (ms per sample) that counts as slower, whatever the spreads say: one call
+#: of LiteRT's Python ``invoke`` with no op to run costs about 2-4 microseconds on the
+#: project's machines (``call_ms`` of ``benchmark --profile-ops``), and that cost moves by as
+#: much between two processes: a difference under it is the call, not the file.
+FLOOR_MS = 0.004
+
+#: How the findings say what "slower" means.
+NOISE_WORDS = (
+    f"beyond both timings' spread and {FLOOR_MS * 1000:g} us; +{NOISE_TOLERANCE:.0%} where a "
+    "spread is unknown"
+)
+
+
+class Latency(float):
+    """A median latency per sample (ms) that knows its interval: p50 - min of its runs.
+
+    Timing noise only adds time: the file's own cost lies between its fastest run and the
+    median, and a busy machine widens that gap. (p90 - p50 or a standard deviation are
+    dominated by the odd run a loaded machine stretches tenfold: on the project's shared
+    2-core machine a 0.38 ms model had p90 4.3 ms.) Behaves as the float it is elsewhere.
+
+    Example:
+        >>> Latency(0.5, 0.02), Latency(0.5, 0.02).spread_ms
+        (0.5, 0.02)
+    """
+
+    spread_ms: float | None
+
+    def __new__(cls, value: float, spread_ms: float | None = None) -> Latency:
+        """``value`` ms, with its interval ``spread_ms`` (None: unknown)."""
+        made = super().__new__(cls, value)
+        made.spread_ms = spread_ms
+        return made
 
 
 def slowdown(latency_ms: float, baseline_ms: float) -> float:
@@ -37,13 +72,27 @@ def slowdown(latency_ms: float, baseline_ms: float) -> float:
 
 
 def too_slow(latency_ms: float, baseline_ms: float, limit: float) -> bool:
-    """Whether ``latency_ms`` is over ``limit`` x ``baseline_ms`` beyond the noise tolerance.
+    """Whether ``latency_ms`` is over ``limit`` x ``baseline_ms`` beyond the timings' noise.
+
+    Two :class:`Latency` values with spreads: slower when the excess is beyond both their
+    combined spread (root of the sum of squares, the baseline's scaled by ``limit``) and
+    :data:`FLOOR_MS`. Plain numbers (a spread unknown): beyond :data:`NOISE_TOLERANCE`.
 
     Example:
         >>> too_slow(1.05, 1.0, 1.0), too_slow(1.2, 1.0, 1.0), too_slow(8.8, 0.55, 16)
         (False, True, False)
+        >>> too_slow(Latency(1.2, 0.3), Latency(1.0, 0.1), 1.0)  # within the spread
+        False
+        >>> too_slow(Latency(0.0125, 0.0), Latency(0.010, 0.0), 1.0)  # 2.5 us: under the floor
+        False
+        >>> too_slow(Latency(1.06, 0.01), Latency(1.0, 0.01), 1.0)  # beyond both
+        True
     """
-    return latency_ms > limit * baseline_ms * (1 + NOISE_TOLERANCE)
+    excess = latency_ms - limit * baseline_ms
+    spreads = (getattr(latency_ms, "spread_ms", None), getattr(baseline_ms, "spread_ms", None))
+    if spreads[0] is None or spreads[1] is None:
+        return latency_ms > limit * baseline_ms * (1 + NOISE_TOLERANCE)
+    return excess > max(math.hypot(spreads[0], limit * spreads[1]), FLOOR_MS)
 
 
 def allowing(ratio: float) -> str:
@@ -93,7 +142,7 @@ def slowdown_reason(
 
 def measure_latency(
     content: bytes, *, backend: str, threads: int, name: str, where: Any = None
-) -> float:
+) -> Latency:
     """Median latency per sample (ms) of a ``.tflite`` on ``backend`` at ``threads`` threads.
 
     Timed at batch 1, which a file with a static batch runs as one call of its batch: the
@@ -110,7 +159,8 @@ def measure_latency(
             Dask worker (``compress --on``); None: here.
 
     Returns:
-        The median (p50) latency per sample in milliseconds (per call at batch 1).
+        The median (p50) latency per sample in milliseconds (per call at batch 1), with its
+        spread (:class:`Latency`).
 
     Raises:
         BackendUnavailableError: The harness could not time the artifact (its row's status
@@ -139,7 +189,7 @@ def measure_latency(
             f"cannot time {name} on backend {backend!r} on {place} ({timed.status}); choose a "
             "target it can run, or objective='size'."
         )
-    return timed.latency_ms
+    return Latency(timed.latency_ms, timed.spread_ms)
 
 
 def int8_finding(

@@ -1,14 +1,20 @@
-"""The rules rungs of compress: which tensors first, how far to climb, what each step cost.
+"""Which tensors int8 hurts first, how far a climb goes, what each step cost.
 
-A rules rung (``int16-worst``: mixed precision at int8 weight size; ``float-worst``) gives
-the 1, 2, 4... tensors that int8 hurts most a LiteRT Quantizer rule of its mode. Which hurt
+Shared by the per-op rung (:mod:`tfcompress.compression.perop`, on the built-in ladders) and
+the ``rules`` technique (a rung of ``technique="rules"`` and a ``mode``, which the built-in
+ladders no longer hold: it gives the 1, 2, 4... tensors that int8 hurts most a LiteRT
+Quantizer rule of its mode, e.g. 16-bit activations, which run on reference kernels). Which hurt
 most is read from the per-tensor error of LiteRT Quantizer's int8 file against the float
 ``.tflite`` (:mod:`tfcompress.quantization.layer_errors`). That error accumulates along the
 graph: a model's output always looks worst, though the op that wrecked it may be the first.
 So tensors are ranked by the error their own op *adds* (:func:`rank_by_added_error`): the
 noise-to-signal ratio of the tensor less that of its noisiest input, the additive-noise
-view of quantization error. The climb stops at the first passing step, and also when a step
-pays too little (:data:`MIN_STEP_GAIN`) or runs slower than ``max_slowdown`` allows.
+view of quantization error. The model's own outputs are left out of the ranking: an output
+head's op is where every inherited error is read, so it ranked worst on three real models
+(``StatefulPartitionedCall:0``), and keeping the output float is a choice a user makes with a
+rule, not one a search should make for them. The climb stops at the first passing step, and
+also when a step pays too little (:data:`MIN_STEP_GAIN`) or runs slower than ``max_slowdown``
+allows.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ if TYPE_CHECKING:
 MIN_STEP_GAIN = 0.10
 
 
-def rank_by_added_error(snr_db: dict[str, float], reference: bytes) -> list[str]:
+def rank_by_added_error(
+    snr_db: dict[str, float], reference: bytes, *, outputs: bool = False
+) -> list[str]:
     """Tensor names, the op that adds the most quantization noise first.
 
     Args:
@@ -39,21 +47,24 @@ def rank_by_added_error(snr_db: dict[str, float], reference: bytes) -> list[str]
         reference: The float ``.tflite`` whose ops wrote those tensors (their inputs are
             read from its graph; a constant or an input the search did not measure adds
             no noise of its own).
+        outputs: Rank the model's output tensors too (False: they are left out).
 
     Returns:
-        The names of ``snr_db``, by ``10**(-snr/10)`` less the largest such value among the
-        op's measured inputs, largest first (ties: lower SNR first).
+        The names of ``snr_db`` (without the model's outputs unless ``outputs``), by
+        ``10**(-snr/10)`` less the largest such value among the op's measured inputs, largest
+        first (ties: lower SNR first).
 
     Example:
         >>> from tfcompress.models.tflite_file import read_tflite  # doctest: +SKIP
         >>> rank_by_added_error({"conv": 20.0, "out": 10.0}, float_file)  # doctest: +SKIP
-        ['out', 'conv']
+        ['conv']
     """
     from tfcompress.models.tflite_file import read_tflite
 
     noise = {name: _noise(snr) for name, snr in snr_db.items()}
     graph = read_tflite(reference).subgraphs[0]
     names = [t.name for t in graph.tensors]
+    left_out = set() if outputs else {names[i] for i in graph.outputs if 0 <= i < len(names)}
     inputs: dict[str, list[str]] = {}
     for op in graph.operators:
         read = [names[i] for i in op.inputs if 0 <= i < len(names)]
@@ -64,7 +75,8 @@ def rank_by_added_error(snr_db: dict[str, float], reference: bytes) -> list[str]
         name: own - max((noise[i] for i in inputs.get(name, ()) if i in noise), default=0.0)
         for name, own in noise.items()
     }
-    return sorted(noise, key=lambda n: (-added[n], snr_db[n]))
+    ranked = sorted(noise, key=lambda n: (-added[n], snr_db[n]))
+    return [name for name in ranked if name not in left_out]
 
 
 def _noise(snr_db: float) -> float:
@@ -182,11 +194,23 @@ def _note_step(
     state: SearchState, done: Attempt, mode: str, named: tuple[str, ...], stop: str | None
 ) -> None:
     """Add the step's size and latency cost against plain int8 (and why the climb stops)."""
+    words = {"int16": "16-bit activations", "float": "float"}.get(mode, mode)
+    what = f"{words} on the {len(named)} worst tensor(s) ({', '.join(named)})"
+    note_step(state, done, what, stop, mode)
+
+
+def note_step(
+    state: SearchState, done: Attempt, what: str, stop: str | None, climb: str
+) -> Attempt:
+    """``done`` with a first note: what the step is, its size and latency against plain int8.
+
+    A second note says why the ``climb`` stops there, when it does. Returns the attempt as
+    now recorded.
+    """
     from tfcompress.compression.latency import ms, slowdown
 
     int8 = state.plain_int8()
-    words = {"int16": "16-bit activations", "float": "float"}.get(mode, mode)
-    parts = [f"{words} on the {len(named)} worst tensor(s) ({', '.join(named)})"]
+    parts = [what]
     if int8 is not None and int8.size_bytes and done.size_bytes:
         extra = done.size_bytes - int8.size_bytes
         parts.append(
@@ -203,7 +227,8 @@ def _note_step(
     notes = ["; ".join(parts)]
     if stop is not None:
         notes.append(f"climb stopped: {stop}")
-        state.say(f"  stopping the {mode} climb: {stop}")
+        state.say(f"  stopping the {climb} climb: {stop}")
     index = state.attempts.index(done)
     # What the step is and costs first; how it was timed (a re-timing's note) after.
     state.attempts[index] = replace(done, notes=(*notes, *done.notes))
+    return state.attempts[index]

@@ -16,6 +16,8 @@ models are built in code and trained in seconds on it.
 * :mod:`~tfcompress.samples.ptq_stress`: models where the converter's plain int8 is weak (a
   depthwise classifier with a few wide channels, a small-magnitude box head, a normalisation
   front end), for the post-training methods.
+* :mod:`~tfcompress.samples.face_nets`: an MTCNN O-Net-shaped model (conv + PReLU, three
+  heads) and its data, for precision per op.
 * :mod:`~tfcompress.samples.troublemakers`: models that break naive compression (a
   LayerNormalization classifier, three heads with small-magnitude regressions, a BatchNorm-
   heavy depthwise classifier, a static-batch LSTM, a custom layer, a weightless SavedModel).
