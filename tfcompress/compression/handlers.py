@@ -415,5 +415,3 @@ def _worst_tensors(state: SearchState, config: PTQConfig) -> list[str]:
     errors = contained_layer_errors(result, samples)
     return worst_first(errors.tensors, result.reference_content)
 
-
-from tfcompress.compression import perop as _perop  # noqa: E402,F401  (registers "per-op")
