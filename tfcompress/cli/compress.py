@@ -25,6 +25,7 @@ from tfcompress.cli.common import (
     feeding_options,
     load_cli_model,
     positive_int,
+    seed,
 )
 
 if TYPE_CHECKING:
@@ -113,6 +114,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="the slowest artifact returned, as a ratio of float32's median latency per "
         "sample (a .tflite input: the file given's), timed in the same run; default 1.0: "
         "never slower (10%% allowed for timing noise)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=seed,
+        help="seed of the calibration subsets and the fine-tuning (default 0)",
     )
     parser.add_argument("--report", metavar="DIR", help="write compress.json/.md and plots here")
     parser.add_argument(
@@ -266,6 +272,7 @@ def compress_config(args: argparse.Namespace) -> CompressConfig:
         static_batch=args.static_batch,
         batch_size=args.batch_size,
         freeze_batchnorm=False if args.train_batchnorm else None,
+        seed=args.seed,
         **feeding_options(args),
         **threshold_options(args),
     )
@@ -290,6 +297,7 @@ def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
         "--static-batch": args.static_batch is not None,
         "--batch-size": args.batch_size is not None,
         "--train-batchnorm": args.train_batchnorm,
+        "--seed": args.seed is not None,
         "the gate flags": gate_requested(args) or bool(args.mode or args.output or args.metric),
     }
     given = [flag for flag, present in search_only.items() if present]

@@ -30,6 +30,7 @@ from tfcompress.cli.common import (
     feeding_options,
     load_cli_model,
     positive_int,
+    seed,
     show_progress,
 )
 
@@ -173,6 +174,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(not those that need a Keras model, on a SavedModel); named, methods are always "
         "made, or refused where they cannot run "
         "(see docs/quantization.md#beyond-minmax-int8)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=seed,
+        help="seed of the calibration subset (default 0): same seed, same bytes",
     )
     add_target_arguments(
         parser,
@@ -337,6 +343,7 @@ def ptq_config(args: argparse.Namespace) -> PTQConfig:
         opset=args.opset,
         target=args.target,
         target_options=target_options(args),
+        seed=args.seed,
         **feeding_options(args),
     )
 
