@@ -207,7 +207,10 @@ def _bad_inputs(tmp_path, model_files, int8_result):
         "no calibration": (["quantize", model], "pass representative_data"),
         "missing data file": (["quantize", model, "--data", tmp_path / "x.npz"], "no such data"),
         "unknown recipe": (["quantize", model, "--recipe", "int4"], "invalid choice: 'int4'"),
-        "bad --samples": (["quantize", model, "--samples", "0"], "must be at least 1"),
+        "bad --calibration-samples": (
+            ["quantize", model, "--calibration-samples", "0"],
+            "must be at least 1",
+        ),
         "eval data of the wrong shape": (
             ["quantize", model, "--data", calib, "--eval", wrong_shape],
             "--eval data",
@@ -238,7 +241,7 @@ def _bad_inputs(tmp_path, model_files, int8_result):
         "no calibration",
         "missing data file",
         "unknown recipe",
-        "bad --samples",
+        "bad --calibration-samples",
         "eval data of the wrong shape",
         "percent --max-drop",
         "--max-drop without --eval",
@@ -483,7 +486,7 @@ def test_seed_picks_the_calibration_subset_same_seed_same_bytes(capfd, tmp_path,
         out = tmp_path / f"{name}.tflite"
         code, stdout, stderr = run_cli(
             capfd, "quantize", model_files["keras3"], "--data", model_files["calib"],
-            "--samples", 16, "--seed", chosen, "--out", out, "--json",
+            "--calibration-samples", 16, "--seed", chosen, "--out", out, "--json",
         )  # fmt: skip
         assert code == 0, stderr
         runs[name] = (json.loads(stdout)["config"]["seed"], out.read_bytes())

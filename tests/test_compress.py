@@ -193,7 +193,7 @@ def test_target_gpu_without_a_gpu_gates_on_the_cpu_and_ranks_by_size(
     root, out = sensitive_files, tmp_path / "o.tflite"
     code = main(["compress", str(root / "sensitive.keras"), "--target", "gpu",
                  "--data", str(root / "calib.npz"), "--eval", str(root / "test.npz"),
-                 "--max-drop", "1.0", "--no-latency", "--out", str(out)])  # fmt: skip
+                 "--max-drop", "1.0", "--no-measure-latency", "--out", str(out)])  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0 and out.exists(), captured.err
     assert "ranked by size, not latency" in captured.out + captured.err
@@ -281,7 +281,7 @@ def test_edgetpu_keeps_only_integer_artifacts_and_shows_the_split(sensitive) -> 
 
 def test_time_budget_returns_what_it_has(sensitive) -> None:
     model, calib, test = sensitive
-    config = CompressConfig(time_budget_s=1e-6, thresholds={"max_drop": 0.02})
+    config = CompressConfig(time_budget=1e-6, thresholds={"max_drop": 0.02})
     result = tfcompress.compress(model, config=config, representative_data=calib, eval_data=test)
     assert result.config == config  # the config it ran with, recorded
     assert CompressConfig.from_dict(json.loads(json.dumps(result.to_dict()))["config"]) == config
@@ -296,7 +296,7 @@ def test_options_are_checked_before_any_work() -> None:
         ({"max_drop": 2}, "[0, 1]"),
         ({"target": "tpu"}, "unknown target"),
         ({"objective": "speed"}, "unknown objective"),
-        ({"time_budget_s": -1}, "positive"),
+        ({"time_budget": -1}, "positive"),
         ({"threads": 0}, "threads"),
         ({"static_batch": 0}, "static_batch must be a positive integer"),
         ({"static_batch": 1, "train_data": "t.npz"}, "fine-tuned ones keep the model's own"),
@@ -330,7 +330,7 @@ def test_ladder_and_durations() -> None:
     [
         (["--max-drop", "0.01"], "the gate flags"),
         (["--target", "edgetpu", "--time-budget", "1m"], "--target, --time-budget"),
-        (["--report", "rep", "--latency"], "--latency, --report"),
+        (["--report", "rep", "--measure-latency"], "--measure-latency, --report"),
         (["--static-batch", "1", "--batch-size", "8"], "--static-batch, --batch-size"),
     ],
 )

@@ -44,9 +44,6 @@ CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 # tfcompress.testing.settings.GATE_MODES, tfcompress.testing.stats.INTERVAL_METHODS
 GATE_MODES = ("strict", "tolerant", "proven")
 INTERVAL_METHODS = ("mcnemar", "bootstrap")
-# tfcompress.compression.candidates.OBJECTIVES, tfcompress.selection.verdicts.OBJECTIVES
-COMPRESS_OBJECTIVES = ("size", "latency")
-SELECT_OBJECTIVES = ("accuracy", "reward")
 # tfcompress.training.configs: SCHEDULES, PRESERVE, EXPORT_RECIPES
 SCHEDULES = ("polynomial", "constant")
 PRESERVE = ("sparsity", "clusters")
