@@ -161,7 +161,7 @@ def test_mode_decides_on_a_small_noisy_test_set(
         (("{test}", "--metric", "snr", "--max-drop", "0.01"), "applies to task metrics"),
         (("{test}", "--metric", "mse"), "no default threshold; pass --max-drop"),
         (("{test}", "--max-drop", "1.5"), "must be in [0, 1] (a fraction, 0.01 = one point)"),
-        (("{test}", "--max-drop", "-0.1"), "must be >= 0"),
+        (("{test}", "--max-drop", "-0.1"), "must be in [0, 1] (a fraction"),
         (("{test}", "--min-cosine", "2"), "must be in [-1, 1]"),
         (("{test}", "--mode", "lax"), "invalid choice: 'lax'"),
         (("{test}", "--metric", "f1"), "unknown metric 'f1'"),

@@ -127,7 +127,6 @@ def _registries() -> dict[str, object]:
     from tfcompress.targets.base import ENTRY_POINT_GROUP, builtin_targets, get_target
     from tfcompress.targets.onnx.ort_quantize import CALIBRATION_METHODS
     from tfcompress.testing.settings import GATE_MODES
-    from tfcompress.testing.stats import INTERVAL_METHODS
     from tfcompress.training.configs import EXPORT_RECIPES, PRESERVE, SCHEDULES
 
     budgets = [
@@ -160,7 +159,6 @@ def _registries() -> dict[str, object]:
         "METHODS": tuple(METHODS),
         "CALIBRATION_METHODS": tuple(CALIBRATION_METHODS),
         "GATE_MODES": tuple(GATE_MODES),
-        "INTERVAL_METHODS": tuple(INTERVAL_METHODS),
         "SCHEDULES": tuple(SCHEDULES),
         "PRESERVE": tuple(PRESERVE),
         "EXPORT_RECIPES": tuple(EXPORT_RECIPES),

@@ -13,6 +13,8 @@ CONFIGS = [
     ("selection.config", "SelectionConfig"),
     ("compression.config", "CompressConfig"),
     ("quantization.config", "PTQConfig"),
+    ("bench.config", "BenchmarkConfig"),
+    ("testing.settings", "GateSettings"),
 ]
 
 
@@ -46,6 +48,8 @@ def _flags(verb):
             ("seed", "time_budget", "freeze_batchnorm"),
         ),
         ("quantize", "quantization.config", "PTQConfig", ("seed",)),
+        ("benchmark", "bench.config", "BenchmarkConfig", ("runs", "warmup_runs", "profile_ops")),
+        ("gate", "testing.settings", "GateSettings", ("confidence", "interval")),
     ],
 )
 def test_each_config_flag_is_its_field_name(verb, module, cls, names):
@@ -92,16 +96,22 @@ def test_the_verbs_typed_options_are_their_configs_options():
     assert set(PTQOptions.__optional_keys__) == built
     fields = {f.name for f in dataclasses.fields(CompressConfig)} - {"version", "thresholds"}
     assert set(CompressOptions.__optional_keys__) == fields | set(threshold_names())
+    from tfcompress.selection.config import SelectionConfig, SelectionOptions
+
+    fields = {f.name for f in dataclasses.fields(SelectionConfig)} - {"version"}
+    assert set(SelectionOptions.__optional_keys__) == fields
 
 
-@pytest.mark.parametrize("verb", ["quantize", "compress"])
+@pytest.mark.parametrize("verb", ["quantize", "compress", "select_model"])
 def test_an_unknown_keyword_is_refused_naming_the_valid_ones(verb):
     import tfcompress
     from tfcompress.errors import InvalidInputError
 
     call = getattr(tfcompress, verb)
+    args = () if verb == "select_model" else ("never_read.keras",)
+    data = {"train_data": None} if verb == "select_model" else {"representative_data": None}
     with pytest.raises(InvalidInputError, match=rf"{verb} takes no option 'sed' \(it takes .*seed"):
-        call("never_read.keras", representative_data=None, eval_data=None, sed=1)
+        call(*args, **data, eval_data=None, sed=1)
 
 
 def test_every_rename_is_listed_in_the_docs_and_its_heir_exists():

@@ -157,7 +157,7 @@ def test_a_crashed_fine_tune_is_an_error_and_the_search_goes_on(
     ("extra", "message"),
     [
         (["--max-drop", "1.5"], "max_drop for accuracy-like metrics must be in [0, 1] (a fraction"),
-        (["--max-drop", "-0.1"], "must be >= 0"),
+        (["--max-drop", "-0.1"], "must be in [0, 1] (a fraction"),
         (["--max-drop", "0.01", "--unlabelled"], "the thresholds that fit: --min-snr for 'head'"),
         (["--max-drop", "0.01", "--target", "gpu", "--objective", "latency"], ""),
     ],

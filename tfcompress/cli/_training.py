@@ -89,7 +89,7 @@ def add_training_arguments(
     )
     # A threshold judges the exported .tflite against the original float model on the
     # eval data; the artifact is written either way and the command exits 1 on failure.
-    add_gate_options(parser, default_mode=None)
+    add_gate_options(parser)
     add_force_flag(parser)
     add_unsafe_flag(parser)
     add_custom_objects_flag(parser)

@@ -86,7 +86,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--attempt", type=positive_int, metavar="N", help="with --replay: attempt N, not the chosen"
     )
-    add_gate_options(parser, default_mode=None)
+    add_gate_options(parser)
     add_feeding_flags(parser)  # --data, --eval and --train read in the model's layout
     add_force_flag(parser)
     add_unsafe_flag(parser)

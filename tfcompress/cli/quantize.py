@@ -185,7 +185,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "compiled on the GPU where LiteRT finds one, checked statically otherwise; exit 1 "
         "when the file would not run whole on a GPU",
     )
-    add_gate_options(parser, default_mode=None)
+    add_gate_options(parser)
     add_feeding_flags(parser)  # --data and --eval read in the model's layout, as benchmark
     parser.add_argument(
         "--threads",

@@ -42,15 +42,18 @@ if TYPE_CHECKING:
 class CompressConfig:
     """Everything a compress search is asked for: target, objective, gate, budgets, batches.
 
-    The model and the data (calibration, eval, training samples) are not in it.
+    The model and the data (calibration, eval, training samples) are not in it. The
+    options made by :func:`~tfcompress._config_fields.option` (``objective``,
+    ``time_budget``, ``threads``, ``measure_latency``, ``max_slowdown``, ``static_batch``,
+    ``batch_size``, ``freeze_batchnorm``, ``seed``) say what they do, their unit and default
+    where they are declared, below; ``measure_latency=None`` times wherever the target's
+    latency backend runs here, ``False`` nothing (refused with ``max_slowdown`` or
+    ``objective="latency"``); ``max_slowdown=None`` is 1.0 with a
+    :data:`~tfcompress.compression.latency.NOISE_TOLERANCE` allowance.
 
     Attributes:
         target: A registered target (:func:`tfcompress.targets.base.list_targets`): its gate
             and latency backends, the rungs it admits, its check and its rank apply.
-        objective: ``"size"`` (gzip bytes) or ``"latency"`` (median per sample on the
-            target); None: the target's own (``Target.default_objective``: latency on a GPU
-            where one runs, else size), chosen when the search starts.
-        time_budget: Wall-clock budget in seconds (None: no limit).
         thresholds: The gate's thresholds by name, as :func:`tfcompress.check_gate` takes
             them (``max_drop`` a fraction in [0, 1], ``min_snr`` in dB, ``min_cosine``,
             ``max_abs``, ``min_agreement``); empty: ``max_drop`` 0.01 for accuracy-like
@@ -60,24 +63,6 @@ class CompressConfig:
         mode: ``"strict"``, ``"tolerant"`` or ``"proven"``.
         confidence: Level of the intervals, in (0, 1).
         interval: ``"auto"``, ``"mcnemar"`` or ``"bootstrap"``.
-        threads: CPU threads of the gate and the latency measurements.
-        measure_latency: Time every attempt, and the float32 baseline, on the target's
-            latency backend. None (default): timed wherever that backend runs here (where it
-            does not, the search goes on untimed and a finding says so); False: nothing is
-            timed, so nothing is held to ``max_slowdown`` (refused with ``max_slowdown`` or
-            ``objective="latency"``).
-        max_slowdown: The slowest artifact compress may return, as a ratio of the float32
-            ``.tflite``'s median latency per sample (for a ``.tflite`` input: of the file
-            given), measured in the same run. None: 1.0 (never slower), with a
-            :data:`~tfcompress.compression.latency.NOISE_TOLERANCE` allowance for timing
-            noise; an attempt that passes the gate but runs slower is recorded, with both
-            latencies, and not returned.
-        static_batch: A static batch for every post-training artifact (None: the model's
-            own); a fixed-batch target (the Edge TPU) allows only its own.
-        batch_size: The fine-tuning batch of the QAT, pruning and clustering rungs (None:
-            their configs' 32); used only with training data.
-        freeze_batchnorm: The fine-tuning rungs keep BatchNormalization in inference mode.
-        seed: Seed of calibration subsets and training, 0 to 2**32-1.
         batch_dims: How every data set is laid out, as ``benchmark`` and ``gate`` read it:
             input (or output) name -> the dimension that is its batch, where the signature
             cannot tell (``{"state": 1}``; ``--batch-dim state=1``).

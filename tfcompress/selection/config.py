@@ -23,9 +23,9 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict
 
 from tfcompress._config_fields import (
     CONFIG_VERSION,
@@ -50,18 +50,9 @@ class SelectionConfig:
     Attributes:
         budgets: A :class:`Budgets` (or its dict); its ``target`` is the target latency and
             int8 accuracy are measured for (``cpu`` by default).
-        families: Zoo model names (see :func:`tfcompress.zoo.list_models`).
-        width_multipliers: Width multipliers to try.
-        resolutions: Square input resolutions to try.
-        epochs: Training epochs of each survivor.
-        objective: ``"accuracy"`` or ``"reward"`` (MnasNet's; needs a latency budget).
-        seed: Seed of model initialisation, training and calibration, 0 to 2**32-1.
-        batch_size: Training batch size.
-        learning_rate: Adam's learning rate, finite and > 0.
-        calibration_samples: Training images that calibrate the trained int8 model (None:
-            the int8 recipe's own).
-        latency_runs: Minimum timed runs per latency measurement.
-        latency_seconds: Minimum timed seconds per latency measurement (0 to an hour).
+        families, width_multipliers, resolutions, epochs, objective, seed, batch_size,
+            learning_rate, calibration_samples, latency_runs, latency_seconds: options,
+            each declared with its default and help by :func:`~tfcompress._config_fields.option`.
         version: The config format.
 
     Raises:
@@ -184,6 +175,26 @@ class SelectionConfig:
             InvalidInputError: Not a mapping, an unknown key, or a value the config refuses.
         """
         return cls(**checked_fields(cls, data, what="a selection config", taker="select_model"))
+
+
+class SelectionOptions(TypedDict, total=False):
+    """:func:`tfcompress.select_model`'s keyword options: :class:`SelectionConfig`'s fields.
+
+    None: the config's default. ``tests/test_cli_options.py`` keeps it equal to the fields.
+    """
+
+    budgets: Budgets | Mapping[str, Any] | None
+    families: Sequence[str] | None
+    width_multipliers: Sequence[float] | None
+    resolutions: Sequence[int] | None
+    epochs: int | None
+    objective: str | None
+    seed: int | None
+    batch_size: int | None
+    learning_rate: float | None
+    calibration_samples: int | None
+    latency_runs: int | None
+    latency_seconds: float | None
 
 
 def _budgets(budgets: Any) -> Budgets:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tfcompress._config_fields import option
 from tfcompress.bench.metrics import MetricLike, resolve_metric
 from tfcompress.bench.thresholds import DEFAULT_MAX_DROP, finite_number, get_threshold
 from tfcompress.errors import InvalidInputError
@@ -53,8 +54,12 @@ class GateSettings:
     metric: MetricLike = "top1"
     mode: str = "strict"
     backend: str = DEFAULT_BACKEND
-    confidence: float = 0.95
-    interval: str = "auto"
+    confidence: float = option(0.95, help="two-sided level of the interval of the drop")
+    interval: str = option(
+        "auto",
+        choices=("auto", "mcnemar", "bootstrap"),  # "auto" and testing.stats.INTERVAL_METHODS
+        help="auto = exact McNemar where the metric is per-sample correctness, else bootstrap",
+    )
     resamples: int = 2000
     seed: int = 0
 
