@@ -127,3 +127,12 @@ def test_every_rename_is_listed_in_the_docs_and_its_heir_exists():
             heir = new.split()[0]
             assert f"`{old}" in table, f"docs/cli.md does not list {verb} {old}"
             assert heir in flags and old not in flags, (verb, old, heir)
+
+
+def test_the_tflite_only_options_name_the_flags_quantize_has():
+    from tfcompress.errors import InvalidInputError
+    from tfcompress.quantization.config import TFLITE_FLAGS, PTQConfig
+
+    assert set(TFLITE_FLAGS.values()) <= _flags("quantize")
+    with pytest.raises(InvalidInputError, match=r"^float_nodes \(--float-node\) applies to"):
+        PTQConfig.from_options(format="onnx", float_nodes=["a"])

@@ -531,15 +531,28 @@ def _onnx_recipe(
     )
 
 
+#: The ``tfcompress quantize`` flag of each .tflite-only option, as the parser declares it
+#: (tests/test_cli_options.py checks each exists): a message never names another.
+TFLITE_FLAGS = {
+    "input_type": "--input-type",
+    "output_type": "--output-type",
+    "integer_only": "--integer-only",
+    "float_nodes": "--float-node",
+    "rules": "--rule",
+    "block_size": "--block-size",
+    "static_batch": "--static-batch",
+    "engine": "--engine",
+}
+
+
 def _refuse_tflite_options(**options: Any) -> None:
     """ONNX Runtime's models keep float I/O and leave unquantizable ops float on their own."""
     for name, value in options.items():
         if value is not None and not (name.endswith("_type") and value == "float32"):
-            flag = "--" + name.replace("_", "-")
             raise InvalidInputError(
-                f"{option} ({flag}) applies to .tflite only: ONNX Runtime's quantized models "
-                "keep float32 inputs and outputs and leave ops without an int8 kernel in float "
-                "on their own; drop it, or use --format tflite."
+                f"{name} ({TFLITE_FLAGS[name]}) applies to .tflite only: ONNX Runtime's "
+                "quantized models keep float32 inputs and outputs and leave ops without an int8 "
+                "kernel in float on their own; drop it, or use --format tflite."
             )
 
 
