@@ -106,7 +106,7 @@ OUTPUT_ABUSES = (
     "out.missing_folder",
 )
 OPTION_ABUSES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "option.samples_zero": ("quantize", ("--samples", "0")),
+    "option.samples_zero": ("quantize", ("--calibration-samples", "0")),
     "option.unknown_recipe": ("quantize", ("--recipe", "int3")),
     "option.max_drop_range": ("gate", ("--max-drop", "7")),
     "option.confidence_range": ("gate", ("--confidence", "2")),
@@ -200,7 +200,7 @@ def _argv(
     if entry == "quantize":
         out = folder / "out.tflite"
         argv = ["quantize", str(model or seeds.keras), "--data", data_arg, "--out", str(out)]
-        return [*argv, "--samples", "8"], str(out)
+        return [*argv, "--calibration-samples", "8"], str(out)
     reference, candidate = str(seeds.keras), str(seeds.tflite_int8)
     if model is not None and model.suffix == ".tflite":
         candidate = str(model)

@@ -147,7 +147,14 @@ def _stand_in(kind: str) -> Builder:
         script.write_text(f"#!{sys.executable}\nimport sys, time, pathlib\n{_ARGS}\n{code}\n")
         script.chmod(script.stat().st_mode | stat.S_IXUSR)
         out = folder / "out.tflite"
-        argv = ["quantize", str(seeds.keras), "--data", str(seeds.data_npz), "--samples", "8"]
+        argv = [
+            "quantize",
+            str(seeds.keras),
+            "--data",
+            str(seeds.data_npz),
+            "--calibration-samples",
+            "8",
+        ]
         argv += ["--target", "edgetpu", "--compiler", str(script), "--out", str(out)]
         # The one time limit bounds the conversion too: a minute stops a hanging stand-in
         # well inside the case's own limit and leaves the conversion room on a busy machine.
@@ -222,8 +229,8 @@ def _hostile_report(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Inv
 def _select_argv(seeds: Seeds, *extra: str) -> tuple[str, ...]:
     data = str(seeds.select_train)
     base = ["select", "--train", data, "--eval", data, "--max-size", "10MB"]
-    tiny = ["--families", "mobilenet_v2", "--widths", "0.35", "--resolutions", "32"]
-    fast = ["--epochs", "1", "--runs", "1", "--min-seconds", "0"]
+    tiny = ["--families", "mobilenet_v2", "--width-multipliers", "0.35", "--resolutions", "32"]
+    fast = ["--epochs", "1", "--latency-runs", "1", "--latency-seconds", "0"]
     return (*base, *tiny, *fast, *extra)
 
 
@@ -233,12 +240,12 @@ _SELECT_OPTIONS = [
     ("--max-latency", "inf"),
     ("--max-latency", "nan"),
     ("--min-accuracy", "7"),
-    ("--min-seconds", "inf"),
-    ("--min-seconds", "nan"),
+    ("--latency-seconds", "inf"),
+    ("--latency-seconds", "nan"),
     ("--seed", "-1"),
     ("--seed", str(2**70)),
     ("--threads", "0"),
-    ("--widths", "nan"),
+    ("--width-multipliers", "nan"),
     ("--resolutions", "99999999"),
     ("--families", "nosuchnet"),
     ("--report", "/proc/tfcompress-fuzz"),

@@ -64,7 +64,7 @@ def _hostile_rule(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Invoc
     recipe = "dynamic" if rng.random() < 0.5 else "int8"
     out = folder / "out.tflite"
     argv = ["quantize", str(model), "--recipe", recipe, "--rule", rule, "--out", str(out)]
-    argv += ["--data", str(seeds.data_npz), "--samples", "8"]
+    argv += ["--data", str(seeds.data_npz), "--calibration-samples", "8"]
     if rng.random() < 0.3:  # a benign rule after it: later ones win, but both are read
         argv += ["--rule", "CONV_2D:.*=float"]
     return Invocation("quantize", tuple(argv), _seed_inputs(seeds), str(out), must_fail)
@@ -106,7 +106,7 @@ def _refused_combination(rng: np.random.Generator, seeds: Seeds, folder: Path) -
     onnx = "--format" in extra and "onnx" in extra
     out = folder / ("out.onnx" if onnx else "out.tflite")
     model = seeds.keras if rng.random() < 0.7 else seeds.tflite_float
-    argv = ["quantize", str(model), "--data", str(seeds.data_npz), "--samples", "8"]
+    argv = ["quantize", str(model), "--data", str(seeds.data_npz), "--calibration-samples", "8"]
     argv += [*extra, "--out", str(out)]
     return Invocation("quantize", tuple(argv), _seed_inputs(seeds), str(out), True)
 
@@ -142,7 +142,7 @@ def _limit_case(variable: str, values: list[str]) -> None:
             output = None
         else:
             argv = ("quantize", str(seeds.keras), "--data", str(seeds.data_npz))
-            argv += ("--samples", "8", "--out", str(out))
+            argv += ("--calibration-samples", "8", "--out", str(out))
             if kind == "compiler":
                 argv += ("--target", "edgetpu", "--compiler", str(_copying_compiler(folder)))
             output = str(out)
@@ -236,7 +236,7 @@ def _register_outputs() -> None:
         ) -> Invocation:
             path = _hostile_path(kind, folder, rng, ".tflite")
             argv = ["quantize", str(seeds.keras), "--data", str(seeds.data_npz)]
-            argv += ["--samples", "8", "--out", str(path)]
+            argv += ["--calibration-samples", "8", "--out", str(path)]
             force = rng.random() < 0.5
             argv += ["--force"] if force else []
             inputs = (*_seed_inputs(seeds), *_path_inputs(path, folder))

@@ -218,7 +218,14 @@ def _target_batch(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Invoc
     out = folder / "out.tflite"
     target = str(_pick(rng, ["mcu", "gpu"]))
     batch = str(_pick(rng, ["0", "1", "2", "7", "-1", "99999999", "1e3", "x"]))
-    argv = ("quantize", str(seeds.keras), "--data", str(seeds.data_npz), "--samples", "8")
+    argv = (
+        "quantize",
+        str(seeds.keras),
+        "--data",
+        str(seeds.data_npz),
+        "--calibration-samples",
+        "8",
+    )
     argv += ("--target", target, "--static-batch", batch, "--out", str(out))
     return Invocation("quantize", argv, _seed_inputs(seeds), str(out), False)
 

@@ -112,7 +112,7 @@ def _methods_case(model_kind: str | None) -> None:
         out = folder / "out.tflite"
         methods = _METHOD_CHOICES[int(rng.integers(0, len(_METHOD_CHOICES)))]
         argv = ("quantize", str(model), "--recipe", "int8", "--data", str(data))
-        argv += ("--samples", "8", *methods, "--out", str(out))
+        argv += ("--calibration-samples", "8", *methods, "--out", str(out))
         inputs = (*_seed_inputs(seeds), str(model), str(data))
         return Invocation("quantize", argv, inputs, str(out), False)
 
@@ -136,7 +136,7 @@ def _signal_case(name: str) -> None:
         if rng.random() < 0.5:
             out = folder / "out.tflite"
             argv: tuple[str, ...] = ("quantize", str(seeds.keras), "--data", str(seeds.data_npz))
-            argv += ("--samples", "8", "--out", str(out))
+            argv += ("--calibration-samples", "8", "--out", str(out))
             if rng.random() < 0.5:
                 argv += ("--eval", str(seeds.data_npz), "--layer-errors")
             output: str | None = str(out)

@@ -63,6 +63,7 @@ LIGHT = {
     "tfcompress._lazy",  # that package's __getattr__ (importlib, sys, types only)
     "tfcompress.training.configs",  # the fine-tuning flags' defaults: the configs' own
     "tfcompress._config_fields",  # the configs' version and integer checks (errors only)
+    "tfcompress.cli._options",  # config flags from the fields' declarations (read by ast)
 }
 # `python -m tfcompress ARGS...`, writing the modules loaded by exit into the file $DUMP.
 _AS_MAIN = """
@@ -119,16 +120,13 @@ def test_every_subcommand_is_checked() -> None:
 def _registries() -> dict[str, object]:
     """Each list of tfcompress/cli/_choices.py, as its registry builds it."""
     from tfcompress.bench.metrics import metric_names
-    from tfcompress.compression.candidates import OBJECTIVES as COMPRESS_OBJECTIVES
     from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
     from tfcompress.quantization.methods.catalog import METHODS
     from tfcompress.quantization.recipes import ENGINES, FORMATS, list_io_types, list_recipes
     from tfcompress.runtime import backend_flags, list_backends
-    from tfcompress.selection.verdicts import OBJECTIVES as SELECT_OBJECTIVES
     from tfcompress.targets.base import ENTRY_POINT_GROUP, builtin_targets, get_target
     from tfcompress.targets.onnx.ort_quantize import CALIBRATION_METHODS
     from tfcompress.testing.settings import GATE_MODES
-    from tfcompress.testing.stats import INTERVAL_METHODS
     from tfcompress.training.configs import EXPORT_RECIPES, PRESERVE, SCHEDULES
 
     budgets = [
@@ -161,9 +159,6 @@ def _registries() -> dict[str, object]:
         "METHODS": tuple(METHODS),
         "CALIBRATION_METHODS": tuple(CALIBRATION_METHODS),
         "GATE_MODES": tuple(GATE_MODES),
-        "INTERVAL_METHODS": tuple(INTERVAL_METHODS),
-        "COMPRESS_OBJECTIVES": tuple(COMPRESS_OBJECTIVES),
-        "SELECT_OBJECTIVES": tuple(SELECT_OBJECTIVES),
         "SCHEDULES": tuple(SCHEDULES),
         "PRESERVE": tuple(PRESERVE),
         "EXPORT_RECIPES": tuple(EXPORT_RECIPES),

@@ -207,7 +207,10 @@ def _bad_inputs(tmp_path, model_files, int8_result):
         "no calibration": (["quantize", model], "pass representative_data"),
         "missing data file": (["quantize", model, "--data", tmp_path / "x.npz"], "no such data"),
         "unknown recipe": (["quantize", model, "--recipe", "int4"], "invalid choice: 'int4'"),
-        "bad --samples": (["quantize", model, "--samples", "0"], "must be at least 1"),
+        "bad --calibration-samples": (
+            ["quantize", model, "--calibration-samples", "0"],
+            "must be at least 1",
+        ),
         "eval data of the wrong shape": (
             ["quantize", model, "--data", calib, "--eval", wrong_shape],
             "--eval data",
@@ -238,7 +241,7 @@ def _bad_inputs(tmp_path, model_files, int8_result):
         "no calibration",
         "missing data file",
         "unknown recipe",
-        "bad --samples",
+        "bad --calibration-samples",
         "eval data of the wrong shape",
         "percent --max-drop",
         "--max-drop without --eval",
@@ -474,3 +477,30 @@ def test_export_onnx_of_an_unsupported_op_is_exit_2_and_no_output(capfd, tmp_pat
     assert len(stderr.strip().splitlines()) == 1, stderr
     assert "tf2onnx cannot convert" in stderr and "Erfc" in stderr and "Traceback" not in stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gelu.keras"]  # no partial output
+
+
+def test_seed_picks_the_calibration_subset_same_seed_same_bytes(capfd, tmp_path, model_files):
+    """--seed reaches the config (and so the report); the same seed makes the same bytes."""
+    runs = {}
+    for name, chosen in (("a", 3), ("b", 3), ("c", 4)):
+        out = tmp_path / f"{name}.tflite"
+        code, stdout, stderr = run_cli(
+            capfd, "quantize", model_files["keras3"], "--data", model_files["calib"],
+            "--calibration-samples", 16, "--seed", chosen, "--out", out, "--json",
+        )  # fmt: skip
+        assert code == 0, stderr
+        runs[name] = (json.loads(stdout)["config"]["seed"], out.read_bytes())
+    assert [runs[n][0] for n in "abc"] == [3, 3, 4]
+    assert runs["a"][1] == runs["b"][1]
+
+
+def test_compress_takes_seed_into_its_config():
+    from tfcompress.cli import build_parser
+    from tfcompress.cli.compress import compress_config
+
+    args = build_parser().parse_args(
+        ["compress", "m.keras", "--data", "c.npz", "--out", "o.tflite", "--seed", "9"]
+    )
+    assert compress_config(args).seed == 9
+    assert compress_config(build_parser().parse_args(["compress", "m.keras", "--data", "c.npz",
+                                                     "--out", "o.tflite"])).seed == 0  # fmt: skip

@@ -33,7 +33,7 @@ def _registries() -> list[tuple[str, str, list[str]]]:
     from tfcompress.compression.candidates import OBJECTIVES as COMPRESS_OBJECTIVES
     from tfcompress.quantization.recipes import FORMATS, list_io_types, list_recipes
     from tfcompress.runtime import list_backends
-    from tfcompress.selection.verdicts import OBJECTIVES as SELECT_OBJECTIVES
+    from tfcompress.selection.config import OBJECTIVES as SELECT_OBJECTIVES
     from tfcompress.targets.base import list_targets
     from tfcompress.targets.onnx.ort_quantize import CALIBRATION_METHODS
     from tfcompress.testing.settings import GATE_MODES

@@ -157,8 +157,8 @@ def test_a_crashed_fine_tune_is_an_error_and_the_search_goes_on(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--max-drop", "1.5"], "max_drop must be a fraction in [0, 1]"),
-        (["--max-drop", "-0.1"], "must be >= 0"),
+        (["--max-drop", "1.5"], "max_drop for accuracy-like metrics must be in [0, 1] (a fraction"),
+        (["--max-drop", "-0.1"], "must be in [0, 1] (a fraction"),
         (["--max-drop", "0.01", "--unlabelled"], "the thresholds that fit: --min-snr for 'head'"),
         (["--max-drop", "0.01", "--target", "gpu", "--objective", "latency"], ""),
     ],
@@ -194,7 +194,7 @@ def test_target_gpu_without_a_gpu_gates_on_the_cpu_and_ranks_by_size(
     root, out = sensitive_files, tmp_path / "o.tflite"
     code = main(["compress", str(root / "sensitive.keras"), "--target", "gpu",
                  "--data", str(root / "calib.npz"), "--eval", str(root / "test.npz"),
-                 "--max-drop", "1.0", "--no-latency", "--out", str(out)])  # fmt: skip
+                 "--max-drop", "1.0", "--no-measure-latency", "--out", str(out)])  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0 and out.exists(), captured.err
     assert "ranked by size, not latency" in captured.out + captured.err
@@ -282,7 +282,7 @@ def test_edgetpu_keeps_only_integer_artifacts_and_shows_the_split(sensitive) -> 
 
 def test_time_budget_returns_what_it_has(sensitive) -> None:
     model, calib, test = sensitive
-    config = CompressConfig(time_budget_s=1e-6, thresholds={"max_drop": 0.02})
+    config = CompressConfig(time_budget=1e-6, thresholds={"max_drop": 0.02})
     result = tfcompress.compress(model, config=config, representative_data=calib, eval_data=test)
     assert result.config == config  # the config it ran with, recorded
     assert CompressConfig.from_dict(json.loads(json.dumps(result.to_dict()))["config"]) == config
@@ -297,7 +297,7 @@ def test_options_are_checked_before_any_work() -> None:
         ({"max_drop": 2}, "[0, 1]"),
         ({"target": "tpu"}, "unknown target"),
         ({"objective": "speed"}, "unknown objective"),
-        ({"time_budget_s": -1}, "positive"),
+        ({"time_budget": -1}, "positive"),
         ({"threads": 0}, "threads"),
         ({"static_batch": 0}, "static_batch must be a positive integer"),
         ({"static_batch": 1, "train_data": "t.npz"}, "fine-tuned ones keep the model's own"),
@@ -331,7 +331,7 @@ def test_ladder_and_durations() -> None:
     [
         (["--max-drop", "0.01"], "the gate flags"),
         (["--target", "edgetpu", "--time-budget", "1m"], "--target, --time-budget"),
-        (["--report", "rep", "--latency"], "--latency, --report"),
+        (["--report", "rep", "--measure-latency"], "--measure-latency, --report"),
         (["--static-batch", "1", "--batch-size", "8"], "--static-batch, --batch-size"),
     ],
 )

@@ -183,7 +183,7 @@ def test_max_slowdown_lets_it_through(easy, slow_int8, tmp_path, capsys) -> None
     assert payload["float32_latency_ms"] == FLOAT32_MS and len(payload["attempts"]) == 1
     markdown = (report / "compress.md").read_text()
     assert "| ms/sample (cpu) | x float32 |" in markdown and "3.00x float32's" in markdown
-    assert main([*argv, "--max-slowdown", "2", "--no-latency", "--force"]) == 2
+    assert main([*argv, "--max-slowdown", "2", "--no-measure-latency", "--force"]) == 2
     assert "times nothing: drop one" in capsys.readouterr().err
 
 
@@ -211,7 +211,7 @@ def test_no_latency_is_honoured_and_said(easy) -> None:
     model, calib, test, _ = easy
     result = tfcompress.compress(
         model, representative_data=calib, eval_data=test, measure_latency=False,
-        time_budget_s=1e-6,  # the options are what is tested: no attempt needs to run
+        time_budget=1e-6,  # the options are what is tested: no attempt needs to run
     )  # fmt: skip
     assert result.max_slowdown is None and result.float32_latency_ms is None
     assert any("not timed (measure_latency=False" in f and "no slowdown was checked" in f

@@ -79,7 +79,8 @@ def test_a_float16_input_is_the_baseline_of_sizes(tmp_path, capsys):
     quantize(model, recipe="float16", representative_data=calib[:50]).save(given)
     data, test, rep = (str(tmp_path / n) for n in ("calib.npz", "test.npz", "rep"))
     code = main(["compress", str(given), "--data", data, "--eval", test, "--max-drop", "0.05",
-                 "--no-latency", "--report", rep, "--out", str(tmp_path / "o.tflite")])  # fmt: skip
+                 "--no-measure-latency", "--report", rep,
+                 "--out", str(tmp_path / "o.tflite")])  # fmt: skip
     out = capsys.readouterr().out
     report = json.loads((tmp_path / "rep" / "compress.json").read_text())
     size = given.stat().st_size

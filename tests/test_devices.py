@@ -308,8 +308,8 @@ def test_select_measures_each_candidate_latency_on_the_device(cluster, tmp_path,
         [
             "select",
             *("--train", str(train), "--eval", str(val), "--families", "mobilenet_v1"),
-            *("--widths", "0.25", "--resolutions", "32", "--epochs", "1"),
-            *("--max-latency", "0.0001ms", "--runs", "5", "--min-seconds", "0.05"),
+            *("--width-multipliers", "0.25", "--resolutions", "32", "--epochs", "1"),
+            *("--max-latency", "0.0001ms", "--latency-runs", "5", "--latency-seconds", "0.05"),
             *("--on", cluster.address, "--device", "pi-a", "--json"),
         ]
     )
@@ -340,5 +340,5 @@ def test_search_on_a_bad_address_is_one_line_exit_2(gate_model_files, capsys, co
     assert line.startswith(f"tfcompress {command}: error: cannot reach the Dask scheduler")
     # --on that times nothing is refused before it connects
     if command == "compress":
-        assert main([*argv, "--no-latency", *on]) == 2
-        assert "--no-latency times nothing" in _one_line(capsys)
+        assert main([*argv, "--no-measure-latency", *on]) == 2
+        assert "--no-measure-latency times nothing" in _one_line(capsys)

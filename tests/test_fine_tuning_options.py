@@ -30,8 +30,8 @@ from tfcompress.training.configs import (
 BAD = [
     ("cluster", "clusters", 1, ["--clusters", "1"]),
     ("cluster", "clusters", 300, ["--clusters", "300"]),
-    ("qat", "learning_rate", 2.0, ["--lr", "2"]),
-    ("prune", "learning_rate", 0.0, ["--lr", "0"]),
+    ("qat", "learning_rate", 2.0, ["--learning-rate", "2"]),
+    ("prune", "learning_rate", 0.0, ["--learning-rate", "0"]),
     ("qat", "epochs", 0, ["--epochs", "0"]),
     ("prune", "target_sparsity", 1.0, ["--sparsity", "1"]),
     ("cluster", "batch_size", 0, ["--batch-size", "0"]),
@@ -157,8 +157,8 @@ def test_the_flags_build_the_config_the_verb_gets(tmp_path: Path, monkeypatch) -
     monkeypatch.setattr(module, "prune", fake)
     monkeypatch.setattr("tfcompress.models.load_model", lambda *a, **k: object())
     argv = ["prune", "m.keras", "--train", "t.npz", "--eval", "e.npz", "--out"]
-    flags = ["--sparsity", "0.5", "--then", "int8", "--skip-layer", "b", "--skip-layer", "a"]
-    assert main([*argv, str(tmp_path / "p.tflite"), *flags, "--train-batchnorm"]) == 2
+    flags = ["--sparsity", "0.5", "--then", "int8", "--skip-layers", "b,a"]
+    assert main([*argv, str(tmp_path / "p.tflite"), *flags, "--no-freeze-batchnorm"]) == 2
     assert seen["config"] == PruneConfig(
         target_sparsity=0.5, then="int8", skip_layers=("b", "a"), freeze_batchnorm=False
     )

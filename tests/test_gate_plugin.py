@@ -429,7 +429,7 @@ def test_precedence_marker_over_command_line_over_ini_over_default(
         ),
         ("(0.01)", (), "", "keyword arguments only (outputs, metrics, metric, max_drop"),
         ("(mode='lenient')", (), "", "unknown gate mode 'lenient'; choose one of strict"),
-        ("(max_drop=-0.5)", (), "", "max_drop must be a fraction in [0, 1]"),
+        ("(max_drop=-0.5)", (), "", "max_drop for accuracy-like metrics must be in [0, 1]"),
         ("(metric='f1')", (), "", "unknown metric 'f1'"),
         ("(metric='accuracy', metrics=['snr'])", (), "", "metric or metrics, not both"),
         ("(metrics=['accuracy'], min_snr=20)", (), "", "min_snr applies to the snr metric"),

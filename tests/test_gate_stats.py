@@ -339,10 +339,10 @@ def test_different_output_shapes_are_rejected() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"max_drop": -0.01}, r"fraction in \[0, 1\]"),
-        ({"max_drop": 1.5}, r"fraction in \[0, 1\]"),
+        ({"max_drop": -0.01}, r"must be in \[0, 1\] \(a fraction"),
+        ({"max_drop": 1.5}, r"must be in \[0, 1\] \(a fraction"),
         ({"max_drop": 2}, "did you mean 0.02"),
-        ({"max_drop": math.nan}, "NaN"),
+        ({"max_drop": math.nan}, "must be a finite number, got nan"),
         ({"max_drop": "one"}, "must be a number"),
         ({"mode": "lenient"}, "strict, tolerant, proven"),
         ({"metric": "f1"}, "unknown metric"),

@@ -279,7 +279,7 @@ def test_units_in_the_table() -> None:
         ({"metrics": ["cosine"], "min_cosine": 1.2}, r"\[-1, 1\]"),
         ({"min_agreement": 1.5}, r"\[0, 1\]"),
         ({"metrics": ["mse"], "max_drop": -0.1}, ">= 0"),
-        ({"max_drop": -0.1}, r"fraction in \[0, 1\]"),
+        ({"max_drop": -0.1}, r"must be in \[0, 1\] \(a fraction"),
         ({"metrics": ["accuracy"], "max_drop": 5}, "did you mean 0.05"),
         ({"metrics": ["f1"]}, "unknown metric"),
     ],

@@ -347,7 +347,7 @@ def test_compress_admits_what_tflm_runs_and_ranks_by_arena_and_flash(small_keras
     model, x, _ = small_keras
     result = tfcompress.compress(
         model, representative_data=x, eval_data=x, target="mcu", min_agreement=0.0,
-        time_budget_s=3, measure_latency=False,
+        time_budget=3, measure_latency=False,
     )  # fmt: skip
     made = [a for a in result.attempts if a.size_bytes]
     assert made, [a.to_dict() for a in result.attempts]

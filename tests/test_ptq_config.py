@@ -106,7 +106,7 @@ def test_a_bad_calibration_count_has_one_message_every_way_in(tmp_path: Path, ca
         with pytest.raises(InvalidInputError) as caught:
             make()
         assert str(caught.value) == CALIBRATION_MESSAGE + "."
-    assert CALIBRATION_MESSAGE in _cli_error(tmp_path, capfd, "--samples", "0")
+    assert CALIBRATION_MESSAGE in _cli_error(tmp_path, capfd, "--calibration-samples", "0")
     recipe = {"recipe": {"name": "int8", "calibration_samples": 0}, "seed": 0}
     assert CALIBRATION_MESSAGE in _replayed_error(tmp_path, capfd, recipe)
 

@@ -208,7 +208,7 @@ def test_savedmodel_tries_what_can_run_and_refuses_what_cannot(capfd, small, mon
         raise AssertionError("converted before refusing")
 
     monkeypatch.setattr("tfcompress.quantization.methods.apply.convert_all", no_conversion)
-    monkeypatch.setattr("tfcompress.quantization.ptq.convert_all", no_conversion)
+    monkeypatch.setattr("tfcompress.quantization.converter_ptq.convert_all", no_conversion)
     capfd.readouterr()
     out = root / "refused.tflite"
     argv = ["quantize", str(saved), "--data", str(root / "calib.npz"), "--out", str(out)]

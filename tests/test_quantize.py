@@ -317,7 +317,7 @@ def test_a_keras3_export_holds_the_serving_function_and_the_variables(
 
 
 def test_quantized_content_is_the_int8_file_quantize_makes(trained_cnn, mnist_split, int8_result):
-    from tfcompress.quantization.ptq import quantized_content
+    from tfcompress.quantization.converter_ptq import quantized_content
 
     # Selection measures this file without converting the float32 reference it never uses.
     conversion = quantized_content(
@@ -328,7 +328,7 @@ def test_quantized_content_is_the_int8_file_quantize_makes(trained_cnn, mnist_sp
 
 def test_quantized_content_refuses_what_needs_the_reference(trained_cnn, int8_result, tmp_path):
     from tfcompress.errors import ConversionError
-    from tfcompress.quantization.ptq import quantized_content
+    from tfcompress.quantization.converter_ptq import quantized_content
     from tfcompress.samples.troublemakers import write_weightless_saved_model
 
     # Every refusal comes before a conversion.

@@ -247,9 +247,17 @@ def test_cli_json_reuses_the_workdir(first_run, npz_files, workdir: Path, capsys
         [
             "select",
             *("--train", train, "--eval", val, "--families", FAMILY),
-            *("--widths", "0.25,0.5", "--resolutions", "32", "--epochs", "1"),
+            *("--width-multipliers", "0.25,0.5", "--resolutions", "32", "--epochs", "1"),
             *("--max-size", f"{MAX_SIZE}B", "--max-latency", "1s", "--min-accuracy", "5%"),
-            *("--runs", "10", "--min-seconds", "0.1", "--workdir", str(workdir), "--json"),
+            *(
+                "--latency-runs",
+                "10",
+                "--latency-seconds",
+                "0.1",
+                "--workdir",
+                str(workdir),
+                "--json",
+            ),
         ]
     )
     assert code == 0
@@ -267,8 +275,8 @@ def test_cli_exits_1_when_nothing_meets_the_budgets(npz_files, workdir: Path, ca
         [
             "select",
             *("--train", train, "--eval", val, "--families", FAMILY),
-            *("--widths", "0.25,0.5", "--resolutions", "32", "--epochs", "1"),
-            *("--max-size", "1KB", "--runs", "10", "--min-seconds", "0.1"),
+            *("--width-multipliers", "0.25,0.5", "--resolutions", "32", "--epochs", "1"),
+            *("--max-size", "1KB", "--latency-runs", "10", "--latency-seconds", "0.1"),
             *("--workdir", str(workdir)),
         ]
     )
@@ -338,8 +346,15 @@ def test_cli_runs_candidates_on_both_workers_of_a_scheduler(
         [
             "select",
             *("--train", train, "--eval", val, "--families", FAMILY),
-            *("--widths", "0.25,0.5", "--resolutions", "32", "--max-size", "1KB"),
-            *("--runs", "10", "--min-seconds", "0.1", "--scheduler", scheduler_on_loopback),
+            *("--width-multipliers", "0.25,0.5", "--resolutions", "32", "--max-size", "1KB"),
+            *(
+                "--latency-runs",
+                "10",
+                "--latency-seconds",
+                "0.1",
+                "--scheduler",
+                scheduler_on_loopback,
+            ),
             "--json",
         ]
     )

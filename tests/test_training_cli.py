@@ -51,7 +51,7 @@ def _base(files, command: str, out: Path, *extra: str, child: bool = False) -> l
         str(files["val"]),
         "--out",
         str(out),
-        *([] if child else ["--in-process"]),
+        *([] if child else ["--no-isolate"]),
         *extra,
     ]
 

@@ -357,7 +357,7 @@ def test_transform_failure_beyond_the_fallback_is_one_line_exit_2(tmp_path, caps
     np.savez(data_path, x=np.random.default_rng(0).random((60, 12, 12, 1), dtype=np.float32))
     out = tmp_path / "sep.tflite"
     # In this process: the broken transform is patched here, not in a training child.
-    argv = ["qat", str(model_path), "--train", str(data_path), "--out", str(out), "--in-process"]
+    argv = ["qat", str(model_path), "--train", str(data_path), "--out", str(out), "--no-isolate"]
     with _broken_separable_transform():
         code = main(argv)
     lines = capsys.readouterr().err.strip().splitlines()

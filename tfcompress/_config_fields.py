@@ -1,4 +1,11 @@
-"""What every config of tfcompress shares: its format version and the checks of its fields.
+"""What every config of tfcompress shares: its format version, its options and their checks.
+
+An option is declared once, as a config field made by :func:`option`: its default, its
+help, its unit and how a command line spells a value live there; the config's
+``__post_init__`` checks it. The CLI reads those declarations with :func:`declared_options`
+(:mod:`ast`, nothing imported: ``--help`` stays light) and makes one flag per field, named
+as the field (``calibration_samples`` is ``--calibration-samples``); the verb's keyword is
+the field's name too.
 
 The post-training config (:class:`tfcompress.quantization.config.PTQConfig`) and the
 fine-tuning configs (:mod:`tfcompress.training.configs`) sit on different layers; both
@@ -12,8 +19,11 @@ Example:
 
 from __future__ import annotations
 
+import ast
+import functools
 from collections.abc import Callable, Mapping
-from dataclasses import fields
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tfcompress.errors import InvalidInputError
@@ -24,6 +34,116 @@ C = TypeVar("C")
 CONFIG_VERSION = 1
 MAX_SEED = 2**32 - 1
 """The largest seed NumPy's legacy seeding (which Keras uses) accepts."""
+
+
+@dataclass(frozen=True)
+class DeclaredOption:
+    """One option as its config field declares it (read by :func:`declared_options`).
+
+    Attributes:
+        name: The field's name: the verb's keyword; the flag is it with dashes.
+        annotation: The field's type as written (``"int | None"``).
+        default: The field's default (None: decided later, as ``help`` says).
+        help: What it does, for ``--help`` and docs.
+        unit: The unit of a number (``"s"``), or None.
+        metavar: The flag's placeholder, or None (the type's).
+        parse: Name of the argparse ``type`` in :mod:`tfcompress.cli.common` that reads
+            the flag's text (``"duration"``: ``10m``), or None (the annotation's type).
+        choices: The values a string option takes, or None (the config checks it).
+    """
+
+    name: str
+    annotation: str
+    default: Any
+    help: str
+    unit: str | None = None
+    metavar: str | None = None
+    parse: str | None = None
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def flag(self) -> str:
+        """``--calibration-samples`` for ``calibration_samples``."""
+        return "--" + self.name.replace("_", "-")
+
+
+_OPTION_KEYS = ("help", "unit", "metavar", "parse", "choices")
+
+
+def option(
+    default: Any = MISSING,
+    *,
+    help: str,
+    unit: str | None = None,
+    metavar: str | None = None,
+    parse: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    factory: Callable[[], Any] | None = None,
+) -> Any:
+    """A config field that declares an option: its default, help and unit (see the module).
+
+    The arguments are literals, so :func:`declared_options` reads them from the source.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class C:
+        ...     seed: int = option(0, help="seed")
+        >>> C().seed
+        0
+    """
+    metadata = {"help": help, "unit": unit, "metavar": metavar, "parse": parse, "choices": choices}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@functools.cache
+def declared_options(module: str, cls: str) -> dict[str, DeclaredOption]:
+    """The :func:`option` fields of config class ``cls`` in ``module``, read from its source.
+
+    Args:
+        module: ``"quantization.config"`` (under ``tfcompress/``).
+        cls: ``"PTQConfig"``.
+
+    Raises:
+        LookupError: No such class (a bug in tfcompress, caught by ``tests/test_cli_options.py``).
+        ValueError: An ``option(...)`` whose arguments are not literals (the same).
+
+    Example:
+        >>> declared_options("compression.config", "CompressConfig")["seed"].flag
+        '--seed'
+    """
+    path = Path(__file__).resolve().parent.joinpath(*module.split(".")).with_suffix(".py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    if node is None:
+        raise LookupError(f"{path}: no class {cls}")
+    constants = {  # module-level literals an option may name (choices=OBJECTIVES)
+        n.targets[0].id: n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+    }
+    found = {}
+    for item in node.body:
+        call = item.value if isinstance(item, ast.AnnAssign) else None
+        if not (isinstance(call, ast.Call) and getattr(call.func, "id", "") == "option"):
+            continue
+        name = item.target.id  # type: ignore[union-attr]
+        keywords = {k.arg: k.value for k in call.keywords}
+        try:
+            default = _literal(call.args[0], constants) if call.args else None
+            declared = {k: _literal(keywords[k], constants) for k in _OPTION_KEYS if k in keywords}
+        except ValueError:
+            raise ValueError(f"{path}: {cls}.{name}: option() takes literals only") from None
+        found[name] = DeclaredOption(name, ast.unparse(item.annotation), default, **declared)
+    return found
+
+
+def _literal(node: ast.expr, constants: Mapping[str, ast.expr]) -> Any:
+    if isinstance(node, ast.Name) and node.id in constants:
+        node = constants[node.id]
+    return ast.literal_eval(node)
 
 
 def require_int(name: str, value: Any, low: int, high: int, expected: str) -> None:
@@ -107,8 +227,29 @@ def config_or_options(
     return config
 
 
+def check_option_names(options: Mapping[str, Any], typed: Any, *, taker: str) -> None:
+    """Refuse a keyword option that the TypedDict ``typed`` does not declare, naming the valid.
+
+    Raises:
+        InvalidInputError: ``"quantize takes no option 'x' (it takes a, b, ...)."``
+    """
+    known = typed.__required_keys__ | typed.__optional_keys__
+    unknown = sorted((k for k in options if k not in known), key=str)
+    if unknown:
+        raise InvalidInputError(
+            f"{taker} takes no option {', '.join(map(shown, unknown))} (it takes "
+            f"{', '.join(sorted(known))})."
+        )
+
+
 def checked_fields(
-    cls: type, data: Any, *, what: str, taker: str, leave_out: tuple[str, ...] = ()
+    cls: type,
+    data: Any,
+    *,
+    what: str,
+    taker: str,
+    leave_out: tuple[str, ...] = (),
+    also: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """``data`` as keyword arguments of the config ``cls``: a mapping of its fields only.
 
@@ -121,6 +262,7 @@ def checked_fields(
         what: What a valid ``data`` is, for the message (``"a compress config"``).
         taker: Who refuses an unknown key (``"compress"``, ``"check_gate"``).
         leave_out: Fields that ``data`` may not set (``version`` for keywords).
+        also: Keys ``data`` may hold beside the fields (compress's gate thresholds).
 
     Raises:
         InvalidInputError: ``data`` is not a mapping, or names a key ``cls`` has not.
@@ -133,7 +275,7 @@ def checked_fields(
     """
     if not isinstance(data, Mapping):
         raise InvalidInputError(f"{what} is a JSON object, not a {type(data).__name__}.")
-    known = {f.name for f in fields(cls)} - set(leave_out)
+    known = ({f.name for f in fields(cls)} - set(leave_out)) | set(also)
     unknown = sorted((k for k in data if k not in known), key=str)
     if unknown:
         raise InvalidInputError(

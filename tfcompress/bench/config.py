@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from tfcompress._config_fields import CONFIG_VERSION, check_version, checked_fields, shown
+from tfcompress._config_fields import CONFIG_VERSION, check_version, checked_fields, option, shown
 from tfcompress.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -73,10 +73,10 @@ class BenchmarkConfig:
     backends: tuple[str, ...] = ("cpu",)
     threads: tuple[int, ...] = (1,)
     batch_sizes: tuple[int, ...] = (1,)
-    runs: int = 50
-    min_seconds: float = 1.0
-    warmup_runs: int = 1
-    warmup_seconds: float = 0.5
+    runs: int = option(50, help="minimum timed runs per row")
+    min_seconds: float = option(1.0, unit="s", help="minimum timed seconds per row")
+    warmup_runs: int = option(1, help="minimum warm-up runs (the first call included)")
+    warmup_seconds: float = option(0.5, unit="s", help="minimum warm-up seconds")
     metric: MetricLike | None = None
     output: str | None = None
     input_shapes: Mapping[str, tuple[int | None, ...]] = field(default_factory=dict)
@@ -87,7 +87,11 @@ class BenchmarkConfig:
     timeout: float | None = None
     isolate: bool = True
     safe_mode: bool = True
-    profile_ops: bool = False
+    profile_ops: bool = option(
+        False,
+        help="also time each op and each delegated partition of .tflite artifacts on the cpu "
+        "backend (top ops in the table, all in the JSON's op_profile; see docs/benchmarking.md)",
+    )
     version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:

@@ -136,12 +136,14 @@ class ThresholdDef:
             return number
         hint = f" (did you mean {number / 100:g}?)" if high == 1.0 < number <= 100 else ""
         span = f"in [{low:g}, {high:g}]" if high < math.inf else f">= {low:g}"
-        described = {"fraction": "a fraction, 0.01 = one point", "dB": "dB"}.get(unit)
         name = metric or self.metric or "task metric"
-        what = f"{name} {self.name}" + (
-            f" ({described})" if described else f" (in {name} units)" if unit else ""
+        note = {"fraction": "a fraction, 0.01 = one point", "dB": "dB"}.get(
+            unit, f"in {name} units"
         )
-        raise InvalidInputError(f"{source} for {what} must be {span}, got {value!r}{hint}.")
+        drop_note = f" ({note})" if self.metric is None and unit else ""
+        raise InvalidInputError(
+            f"{source} for {name} must be {span}{drop_note}, got {value!r}{hint}."
+        )
 
 
 #: Every task metric's threshold: its allowed drop (the one row no metric declares).

@@ -39,12 +39,8 @@ ENGINES = ("converter", "litert-quantizer")
 DEFAULT_CALIBRATION_SAMPLES = 200
 # the keys of tfcompress.targets.onnx.ort_quantize.CALIBRATION_METHODS
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
-# tfcompress.testing.settings.GATE_MODES, tfcompress.testing.stats.INTERVAL_METHODS
+# tfcompress.testing.settings.GATE_MODES
 GATE_MODES = ("strict", "tolerant", "proven")
-INTERVAL_METHODS = ("mcnemar", "bootstrap")
-# tfcompress.compression.candidates.OBJECTIVES, tfcompress.selection.verdicts.OBJECTIVES
-COMPRESS_OBJECTIVES = ("size", "latency")
-SELECT_OBJECTIVES = ("accuracy", "reward")
 # tfcompress.training.configs: SCHEDULES, PRESERVE, EXPORT_RECIPES
 SCHEDULES = ("polynomial", "constant")
 PRESERVE = ("sparsity", "clusters")

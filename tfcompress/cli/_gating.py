@@ -8,7 +8,6 @@ commands that compress a model judge their artifact with the same check as
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from tfcompress.bench.thresholds import threshold_names, thresholds
@@ -16,13 +15,11 @@ from tfcompress.cli._choices import GATE_MODES, METRICS
 from tfcompress.cli.common import csv_of
 
 
-def add_gate_options(parser: argparse.ArgumentParser, *, default_mode: str | None) -> None:
+def add_gate_options(parser: argparse.ArgumentParser) -> None:
     """Add ``--output``, ``--metric``, the thresholds and ``--mode`` to ``parser``.
 
-    Args:
-        parser: The subcommand's parser.
-        default_mode: ``"strict"`` for ``tfcompress gate``; None where the gate is optional
-            (``--mode`` alone is then refused).
+    Every flag defaults to None: the gate's config owns the defaults (``mode`` strict) and
+    checks every value (a threshold by the threshold table: one message, any way in).
     """
     parser.add_argument(
         "--output",
@@ -42,14 +39,13 @@ def add_gate_options(parser: argparse.ArgumentParser, *, default_mode: str | Non
     for row in thresholds():  # one flag per threshold: --max-drop, --min-snr...
         parser.add_argument(
             row.flag,
-            type=_non_negative if row.upper_limit else _finite,
+            type=float,
             metavar=row.metavar,
             help=row.help,
         )
     parser.add_argument(
         "--mode",
         choices=GATE_MODES,
-        default=default_mode,
         help="strict: the measured value decides; tolerant: fail only when the interval says "
         "so; proven: pass only when the whole interval is within (default strict)",
     )
@@ -68,20 +64,3 @@ def threshold_options(args: argparse.Namespace) -> dict[str, Any]:
 def flat(values: list[list[str]] | None) -> list[str]:
     """Values of a repeated comma-list flag, in order."""
     return [value for group in values or [] for value in group]
-
-
-def _finite(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from error
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return value

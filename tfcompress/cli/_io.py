@@ -66,19 +66,33 @@ def protected_stdio(*, quiet_native: bool) -> Iterator[IO[str]]:
 
 # Flags renamed before the first release (docs/cli.md#renamed-before-the-first-release), by
 # command: the old name is refused, and the refusal names the new one.
-_TRAINING_RENAMES = {"--data": "--train", "--val": "--eval"}
+_TRAINING_RENAMES = {
+    "--data": "--train",
+    "--val": "--eval",
+    "--lr": "--learning-rate",
+    "--train-batchnorm": "--no-freeze-batchnorm",
+    "--in-process": "--no-isolate",
+}
 RENAMED_FLAGS: dict[str, dict[str, str]] = {
     "qat": _TRAINING_RENAMES,
-    "prune": _TRAINING_RENAMES,
-    "cluster": _TRAINING_RENAMES,
+    "prune": {**_TRAINING_RENAMES, "--skip-layer": "--skip-layers"},
+    "cluster": {**_TRAINING_RENAMES, "--skip-layer": "--skip-layers"},
     "select": {
         "--val": "--eval",
         "--backend": "--target",
         "--max-arena-kib": "--max-arena SIZE (64KB, as mcu --max-arena takes it)",
         "--max-flash-kib": "--max-flash SIZE (256KB, as mcu --max-flash takes it)",
+        "--widths": "--width-multipliers",
+        "--runs": "--latency-runs",
+        "--min-seconds": "--latency-seconds",
     },
     "gate": {"--data": "--eval"},
-    "quantize": {"--batch-size": "--static-batch"},
+    "quantize": {"--batch-size": "--static-batch", "--samples": "--calibration-samples"},
+    "compress": {
+        "--latency": "--measure-latency",
+        "--no-latency": "--no-measure-latency",
+        "--train-batchnorm": "--no-freeze-batchnorm",
+    },
 }
 
 

@@ -15,6 +15,7 @@ from tfcompress.cli.common import (
     add_json_flag,
     add_timeout_flag,
     add_unsafe_flag,
+    csv_of,
     emit_json,
     load_cli_model,
 )
@@ -30,10 +31,10 @@ logger = logging.getLogger(__name__)
 def add_training_arguments(
     parser: argparse.ArgumentParser, *, config: type[TrainingConfig]
 ) -> None:
-    """MODEL, --train, --eval, --out, --epochs/--lr/--batch-size/--seed, gate flags...
+    """MODEL, --train, --eval, --out, --epochs/--learning-rate/--batch-size/--seed, gate flags...
 
-    Also ``--train-batchnorm`` (BatchNorm statistics train; frozen by default) and
-    ``--in-process`` (no child process; see :mod:`tfcompress.training.isolation`). Every
+    Also ``--no-freeze-batchnorm`` (BatchNorm statistics train; frozen by default) and
+    ``--no-isolate`` (no child process; see :mod:`tfcompress.training.isolation`). Every
     option flag defaults to None, "not given": :func:`training_config` leaves it to the
     ``config`` class, whose defaults the help shows and whose checks judge every value.
 
@@ -62,27 +63,33 @@ def add_training_arguments(
         "--epochs", type=int, help=f"fine-tuning epochs (default {default['epochs']})"
     )
     parser.add_argument(
-        "--lr", type=float, help=f"Adam learning rate (default {default['learning_rate']:g})"
+        "--learning-rate",
+        type=float,
+        metavar="X",
+        help=f"Adam learning rate (default {default['learning_rate']:g})",
     )
     parser.add_argument(
         "--batch-size", type=int, help=f"samples per step (default {default['batch_size']})"
     )
     parser.add_argument("--seed", type=int, help=f"training seed (default {default['seed']})")
     parser.add_argument(
-        "--train-batchnorm",
-        action="store_true",
-        help="let BatchNormalization statistics train (default: frozen, so fine-tuning on "
-        "data unlike the training set cannot move them); for a real training set",
+        "--freeze-batchnorm",
+        action=argparse.BooleanOptionalAction,
+        help="keep BatchNormalization statistics frozen (the default, so fine-tuning on data "
+        "unlike the training set cannot move them); --no-freeze-batchnorm lets them train, for "
+        "a real training set",
     )
     parser.add_argument(
-        "--in-process",
-        action="store_true",
-        help="fine-tune in this process instead of a child process (saves the child's "
-        "TensorFlow import; a native crash then ends the command with no message)",
+        "--isolate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="fine-tune in a child process (the default); --no-isolate fine-tunes in this "
+        "process (saves the child's TensorFlow import; a native crash then ends the command "
+        "with no message)",
     )
     # A threshold judges the exported .tflite against the original float model on the
     # eval data; the artifact is written either way and the command exits 1 on failure.
-    add_gate_options(parser, default_mode=None)
+    add_gate_options(parser)
     add_force_flag(parser)
     add_unsafe_flag(parser)
     add_custom_objects_flag(parser)
@@ -93,7 +100,7 @@ def add_training_arguments(
 def add_export_arguments(
     parser: argparse.ArgumentParser, *, config: type[TrainingConfig], what: str
 ) -> None:
-    """--then, --qat-epochs and --skip-layer for pruning and clustering (``config``'s)."""
+    """--then, --qat-epochs and --skip-layers for pruning and clustering (``config``'s)."""
     default = config.defaults()
     parser.add_argument(
         "--then",
@@ -107,10 +114,10 @@ def add_export_arguments(
         f"{default['qat_epochs']})",
     )
     parser.add_argument(
-        "--skip-layer",
-        action="append",
-        metavar="NAME",
-        help="leave this layer untouched (repeatable)",
+        "--skip-layers",
+        type=csv_of(str, "--skip-layers"),
+        metavar="NAME,NAME",
+        help="leave these layers untouched (comma-separated)",
     )
 
 
@@ -136,17 +143,16 @@ def training_config(
     """
     given: dict[str, Any] = {
         "epochs": args.epochs,
-        "learning_rate": args.lr,
+        "learning_rate": args.learning_rate,
         "batch_size": args.batch_size,
         "seed": args.seed,
+        "freeze_batchnorm": args.freeze_batchnorm,
         **options,
     }
-    if args.train_batchnorm:
-        given["freeze_batchnorm"] = False
     if hasattr(args, "then"):  # prune, cluster: float32 is the config's None
         given["then"] = None if args.then == "float32" else args.then
         given["qat_epochs"] = args.qat_epochs
-        given["skip_layers"] = None if args.skip_layer is None else tuple(args.skip_layer)
+        given["skip_layers"] = None if args.skip_layers is None else tuple(args.skip_layers)
     return config(**{name: value for name, value in given.items() if value is not None})
 
 
@@ -187,7 +193,7 @@ def run_training(
         eval_data=args.eval_data,
         gate=checks,
         gate_settings=settings,
-        isolate=not args.in_process,
+        isolate=args.isolate,
     )
     for sentence in result.worse_than_baseline:
         logger.warning("%s; %s is better", sentence, result.baseline_name)

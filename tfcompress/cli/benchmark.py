@@ -7,6 +7,7 @@ from typing import IO, Any
 
 from tfcompress.cli._choices import BACKEND_FLAGS, BACKENDS
 from tfcompress.cli._devices import add_on_flags, connect_on
+from tfcompress.cli._options import add_config_flags, config_values
 from tfcompress.cli.common import (
     add_custom_objects_flag,
     add_feeding_flags,
@@ -24,6 +25,18 @@ def _input_shape(text: str) -> tuple[str, tuple[int | None, ...]]:
     from tfcompress.bench.inputs import parse_input_shape
 
     return argument_type(parse_input_shape)(text)
+
+
+#: The BenchmarkConfig fields that are flags made from their declarations.
+_CONFIG = (
+    "bench.config",
+    "BenchmarkConfig",
+    "runs",
+    "min_seconds",
+    "warmup_runs",
+    "warmup_seconds",
+    "profile_ops",
+)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -67,13 +80,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     # Counts are integers here; BenchmarkConfig checks their range (one message, any way in).
     parser.add_argument("--threads", type=csv_of(int, "--threads"), default=[1], help="e.g. 1,2")
     parser.add_argument("--batch", type=csv_of(int, "--batch"), default=[1], help="e.g. 1,8,32")
-    parser.add_argument("--runs", type=int, default=50, help="minimum timed runs (50)")
-    parser.add_argument(
-        "--min-seconds", type=float, default=1.0, help="minimum timed seconds per row (1)"
-    )
-    parser.add_argument(
-        "--warmup-seconds", type=float, default=0.5, help="minimum warm-up seconds (0.5)"
-    )
+    add_config_flags(parser, *_CONFIG)
     parser.add_argument(
         "--metric",
         help="what the accuracy column scores against the labels: accuracy, topK, "
@@ -91,12 +98,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="time limit of one measurement in a worker process (loading, accuracy, one row's "
         "timing); past it the row is an error and the others go on (default: "
         "TFCOMPRESS_TIMEOUT, else 6h)",
-    )
-    parser.add_argument(
-        "--profile-ops",
-        action="store_true",
-        help="also time each op and each delegated partition of .tflite artifacts on the cpu "
-        "backend (top ops in the table, all in the JSON's op_profile; see docs/benchmarking.md)",
     )
     parser.add_argument("--report", metavar="DIR", help="write JSON, CSV, Markdown and PNG here")
     parser.add_argument(
@@ -133,9 +134,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         backends=tuple(args.backend),
         threads=tuple(args.threads),
         batch_sizes=tuple(args.batch),
-        runs=args.runs,
-        min_seconds=args.min_seconds,
-        warmup_seconds=args.warmup_seconds,
+        **config_values(args, _CONFIG[2:]),
         metric=args.metric,
         output=args.output,
         input_shapes=dict(args.input_shape),
@@ -145,7 +144,6 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         backend_options=backend_options(args),
         timeout=args.timeout,
         safe_mode=not args.unsafe,
-        profile_ops=args.profile_ops,
     )
     if args.local and not args.on:
         raise InvalidInputError("--local adds this machine beside the devices of --on; give --on.")

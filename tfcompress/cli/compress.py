@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from tfcompress.cli._choices import COMPRESS_OBJECTIVES
 from tfcompress.cli._devices import add_device_flag, add_on_flags, connect_on
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
+from tfcompress.cli._options import add_config_flags, config_values
 from tfcompress.cli._targets import target_choices
 from tfcompress.cli.common import (
     add_custom_objects_flag,
@@ -20,7 +20,6 @@ from tfcompress.cli.common import (
     add_json_flag,
     add_timeout_flag,
     add_unsafe_flag,
-    duration,
     emit_json,
     feeding_options,
     load_cli_model,
@@ -31,6 +30,21 @@ if TYPE_CHECKING:
     from tfcompress.compression.config import CompressConfig
 
 logger = logging.getLogger(__name__)
+
+#: The CompressConfig fields that are flags (the gate's are the gate flags).
+_CONFIG = (
+    "compression.config",
+    "CompressConfig",
+    "objective",
+    "time_budget",
+    "measure_latency",
+    "max_slowdown",
+    "static_batch",
+    "batch_size",
+    "freeze_batchnorm",
+    "seed",
+    "threads",
+)
 
 EXIT_INTERRUPTED = 130
 
@@ -57,63 +71,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--target",
         choices=target_choices(),
-        default="cpu",
         help="the device: its gate and latency backends, the rungs it admits, its check "
         "(gpu: float16/float32/int8 at a static batch, gated on the GPU; where LiteRT finds no "
-        "GPU, gated on the CPU and ranked by size, said in the notes)",
-    )
-    parser.add_argument(
-        "--objective",
-        choices=COMPRESS_OBJECTIVES,
-        default=None,
-        help="size: smallest gzip; latency: fastest per sample measured on the target. "
-        "Default: the target's own: latency for --target gpu where LiteRT finds a GPU (ranked "
-        "by size otherwise, and said), size for the others",
+        "GPU, gated on the CPU and ranked by size, said in the notes; default cpu)",
     )
     parser.add_argument("--train", help="training samples: enables QAT, pruning and clustering")
-    parser.add_argument(
-        "--train-batchnorm",
-        action="store_true",
-        help="with --train: let BatchNormalization statistics train (default: frozen)",
-    )
-    parser.add_argument(
-        "--batch-size",
-        type=positive_int,
-        metavar="N",
-        help="with --train: the fine-tuning batch of the QAT, pruning and clustering rungs "
-        "(default 32)",
-    )
-    parser.add_argument(
-        "--static-batch",
-        type=int,  # the recipe checks it, as it checks the keyword's
-        metavar="N",
-        help="a static batch in every artifact's file (e.g. 1 for RNNs whose conversion "
-        "needs one); not with --train",
-    )
-    parser.add_argument(
-        "--time-budget", type=duration, metavar="T", help="wall-clock budget: 90s, 10m, 1h"
-    )
-    timing = parser.add_mutually_exclusive_group()
-    timing.add_argument(
-        "--latency",
-        action="store_true",
-        help="time every attempt and the float32 baseline on the target (the default; "
-        "named, a target whose latency backend cannot run here is refused, not left untimed)",
-    )
-    timing.add_argument(
-        "--no-latency",
-        action="store_true",
-        help="time nothing (about 0.4 s less per attempt): no slowdown is checked, and the "
-        "report says so; not with --max-slowdown or --objective latency",
-    )
-    parser.add_argument(
-        "--max-slowdown",
-        type=float,  # the config checks it, as it checks the keyword's
-        metavar="X",
-        help="the slowest artifact returned, as a ratio of float32's median latency per "
-        "sample (a .tflite input: the file given's), timed in the same run; default 1.0: "
-        "never slower (10%% allowed for timing noise)",
-    )
+    add_config_flags(parser, *_CONFIG)
     parser.add_argument("--report", metavar="DIR", help="write compress.json/.md and plots here")
     parser.add_argument(
         "--replay",
@@ -123,9 +86,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--attempt", type=positive_int, metavar="N", help="with --replay: attempt N, not the chosen"
     )
-    add_gate_options(parser, default_mode=None)
+    add_gate_options(parser)
     add_feeding_flags(parser)  # --data, --eval and --train read in the model's layout
-    parser.add_argument("--threads", type=positive_int, default=1, help="threads (gate, latency)")
     add_force_flag(parser)
     add_unsafe_flag(parser)
     add_timeout_flag(parser)
@@ -173,8 +135,10 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
     if args.report:
         check_compress_report_dir(args.report, overwrite=args.force)
-    if args.train_batchnorm and args.train is None:
-        raise InvalidInputError("--train-batchnorm sets how --train fine-tunes; pass --train.")
+    if args.freeze_batchnorm is not None and args.train is None:
+        raise InvalidInputError(
+            "--[no-]freeze-batchnorm sets how --train fine-tunes; pass --train."
+        )
     if args.batch_size is not None and args.train is None:
         raise InvalidInputError(
             "--batch-size is the fine-tuning batch of --train; pass --train (a static batch "
@@ -185,7 +149,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         raise InvalidInputError("--device names a worker of --on's scheduler; give --on.")
     if args.on and not times_latency(config):
         raise InvalidInputError(
-            "--on times the attempts on a device, but --no-latency times nothing: drop one."
+            "--on times the attempts on a device, but --no-measure-latency times nothing: drop one."
         )
     client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
     try:
@@ -255,17 +219,10 @@ def compress_config(args: argparse.Namespace) -> CompressConfig:
 
     return CompressConfig.from_options(
         target=args.target,
-        objective=args.objective,
-        time_budget_s=args.time_budget,
         outputs=flat(args.output) or None,
         metrics=flat(args.metric) or None,
         mode=args.mode,
-        threads=args.threads,
-        measure_latency=True if args.latency else (False if args.no_latency else None),
-        max_slowdown=args.max_slowdown,
-        static_batch=args.static_batch,
-        batch_size=args.batch_size,
-        freeze_batchnorm=False if args.train_batchnorm else None,
+        **config_values(args, _CONFIG[2:]),
         **feeding_options(args),
         **threshold_options(args),
     )
@@ -279,17 +236,9 @@ def _replay(args: argparse.Namespace, out: IO[str], inputs: list[str]) -> int:
 
     # A replay makes one recorded recipe again: the options of a search would do nothing.
     search_only = {
-        "--target": args.target != "cpu",
-        "--objective": args.objective is not None,
-        "--time-budget": args.time_budget is not None,
-        "--latency": args.latency,
-        "--no-latency": args.no_latency,
-        "--max-slowdown": args.max_slowdown is not None,
+        "--target": args.target is not None,
+        **{f"--{name.replace('_', '-')}": getattr(args, name) is not None for name in _CONFIG[2:]},
         "--report": args.report is not None,
-        "--threads": args.threads != 1,
-        "--static-batch": args.static_batch is not None,
-        "--batch-size": args.batch_size is not None,
-        "--train-batchnorm": args.train_batchnorm,
         "the gate flags": gate_requested(args) or bool(args.mode or args.output or args.metric),
     }
     given = [flag for flag, present in search_only.items() if present]

@@ -9,9 +9,10 @@ import argparse
 import logging
 from typing import IO, Any
 
-from tfcompress.cli._choices import BACKENDS, INTERVAL_METHODS
+from tfcompress.cli._choices import BACKENDS
 from tfcompress.cli._devices import add_on_flags, connect_on
 from tfcompress.cli._gating import add_gate_options, flat, threshold_options
+from tfcompress.cli._options import add_config_flags
 from tfcompress.cli.common import (
     add_custom_objects_flag,
     add_feeding_flags,
@@ -47,25 +48,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="samples to score both models on: .npz with x (or one array per input name) and "
         "optional labels y (or y_<output name>)",
     )
-    add_gate_options(parser, default_mode="strict")
+    add_gate_options(parser)
     parser.add_argument(
         "--backend",
-        default="cpu",
         type=registered_backend,  # built-ins and backends a program registered
         metavar="{" + ",".join(BACKENDS) + "}",
         help="runtime of a .tflite candidate (default cpu)",
     )
-    parser.add_argument(
-        "--confidence", type=float, default=0.95, help="two-sided interval level (default 0.95)"
-    )
-    parser.add_argument(
-        "--interval",
-        choices=("auto", *INTERVAL_METHODS),
-        default="auto",
-        help="auto = exact McNemar where the metric is per-sample correctness, else bootstrap",
-    )
+    add_config_flags(parser, "testing.settings", "GateSettings", "confidence", "interval")
     # An integer here; GateConfig checks its range (one message, whichever way it came in).
-    parser.add_argument("--threads", type=int, default=1, help="LiteRT CPU threads")
+    parser.add_argument("--threads", type=int, help="LiteRT CPU threads (default 1)")
     add_feeding_flags(parser)
     add_unsafe_flag(parser)
     add_custom_objects_flag(parser)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ from tfcompress.cli._choices import (
     RECIPES,
 )
 from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
+from tfcompress.cli._options import add_config_flags
 from tfcompress.cli._targets import add_target_arguments, target_options
 from tfcompress.cli.common import (
     add_custom_objects_flag,
@@ -122,7 +122,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="model output dtype (default: --input-type; .tflite)",
     )
     parser.add_argument(
-        "--samples",
+        "--calibration-samples",
         type=int,  # the recipe checks the count, as it checks the keyword's
         metavar="N",
         help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})",
@@ -174,6 +174,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "made, or refused where they cannot run "
         "(see docs/quantization.md#beyond-minmax-int8)",
     )
+    add_config_flags(parser, "quantization.config", "PTQConfig", "seed")
     add_target_arguments(
         parser,
         help="the device the artifact is for; its rules shape the recipe and its check judges "
@@ -184,7 +185,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "compiled on the GPU where LiteRT finds one, checked statically otherwise; exit 1 "
         "when the file would not run whole on a GPU",
     )
-    add_gate_options(parser, default_mode=None)
+    add_gate_options(parser)
     add_feeding_flags(parser)  # --data and --eval read in the model's layout, as benchmark
     parser.add_argument(
         "--threads",
@@ -232,6 +233,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         0
     """
     from tfcompress.bench.paired import read_for_reference
+    from tfcompress.cli._quantize_output import evaluation_fields, quantize_text, recipes_table
     from tfcompress.models import check_output_path
     from tfcompress.quantization.ptq import quantize
     from tfcompress.testing.judge import build_checks
@@ -279,13 +281,13 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         "warnings": [*result.warnings, *collapsed],
         "checked": evaluation is not None,
         **beside,
-        **_evaluation_fields(evaluation, gate, args),
+        **evaluation_fields(evaluation, gate, args),
         **({} if config.target is None else {"target_failure": failure}),
     }
     if args.json:
         emit_json(out, payload)
     else:
-        out.write(_text(result, name, evaluation, gate, saved, beside) + "\n")
+        out.write(quantize_text(result, name, evaluation, gate, saved, beside) + "\n")
     if failure is not None:
         logger.error("%s; %s was still written", failure, saved)
     if gate is not None and not gate.passed:
@@ -313,8 +315,8 @@ def ptq_config(args: argparse.Namespace) -> PTQConfig:
         InvalidInputError: What the config refuses; an unparseable ``--rule``.
 
     Example:
-        >>> ptq_config(build_parser().parse_args(["quantize", "m.keras", "--samples", "8"])
-        ...     .recipe.calibration_samples  # doctest: +SKIP
+        >>> ptq_config(build_parser().parse_args(["quantize", "m.keras",
+        ...     "--calibration-samples", "8"])).recipe.calibration_samples  # doctest: +SKIP
         8
     """
     from tfcompress.quantization.config import PTQConfig
@@ -325,7 +327,7 @@ def ptq_config(args: argparse.Namespace) -> PTQConfig:
         input_type=args.input_type,
         output_type=args.output_type,
         per_channel=False if args.per_tensor else None,
-        calibration_samples=args.samples,
+        calibration_samples=args.calibration_samples,
         integer_only=True if args.integer_only else None,
         static_batch=args.static_batch,
         float_nodes=args.float_nodes,
@@ -337,6 +339,7 @@ def ptq_config(args: argparse.Namespace) -> PTQConfig:
         opset=args.opset,
         target=args.target,
         target_options=target_options(args),
+        seed=args.seed,
         **feeding_options(args),
     )
 
@@ -471,71 +474,6 @@ def _save_beside(
     return beside
 
 
-def _evaluation_fields(
-    evaluation: Evaluation | None, gate: GateReport | None, args: argparse.Namespace
-) -> dict[str, Any]:
-    """The JSON keys of ``--eval`` (the first scored output's numbers) and of the gate."""
-    if evaluation is None:
-        return {}
-    reference, quantized = evaluation.rows
-    fields: dict[str, Any] = {
-        "metric": evaluation.metric,
-        "accuracy": _rounded(quantized.score),
-        "reference_accuracy": _rounded(reference.score),
-        "accuracy_drop": _rounded(evaluation.drop(quantized.name)),
-        "eval_samples": evaluation.samples,
-        "evaluation": evaluation.to_dict(),
-    }
-    if gate is not None:
-        fields |= {"max_drop": args.max_drop, "mode": gate.settings.mode, "passed": gate.passed}
-        fields["gate"] = gate.to_dict()
-    return fields
-
-
-def _text(
-    result: QuantizedArtifact,
-    name: str,
-    evaluation: Evaluation | None,
-    gate: GateReport | None,
-    saved: Path,
-    beside: dict[str, Any],
-) -> str:
-    """The table (with the accuracy column when that is the one metric), then the details."""
-    from tfcompress.quantization.float_ops import describe_float_ops
-    from tfcompress.report.comparison import VariantRow, comparison_table
-
-    only_accuracy = evaluation is not None and [c.metric for c in evaluation.columns] == [
-        "accuracy"
-    ]
-    scores: tuple[float | None, float | None] = (None, None)
-    if evaluation is not None and only_accuracy:
-        scores = (evaluation.rows[0].score, evaluation.rows[1].score)
-    rows = [
-        VariantRow("float32", result.reference_size_bytes, scores[0]),
-        VariantRow(name, result.size_bytes, scores[1]),
-    ]
-    text = comparison_table(rows)
-    if evaluation is not None and not only_accuracy:
-        text += f"\n\n{evaluation}"
-    layer_errors = getattr(result, "layer_errors", None)
-    sections = (
-        getattr(result, "methods", None),
-        getattr(result, "calibration", None),  # LiteRT Quantizer: which calibration, why
-        f"stayed float: {describe_float_ops(result.float_ops)}" if result.float_ops else None,
-        _notes(getattr(result, "notes", ())),
-        None if layer_errors is None else layer_errors.table(),
-        getattr(result, "target_verdict", None),
-        None if gate is None else gate.headline(),
-    )
-    text += "".join(f"\n\n{section}" for section in sections if section is not None)
-    wrote = " and ".join([str(saved), *(str(v) for v in beside.values() if v)])
-    return text + f"\n\nwrote {wrote}"
-
-
-def _notes(notes: tuple[str, ...]) -> str | None:
-    return "notes:" + "".join(f"\n- {note}" for note in notes) if notes else None
-
-
 def _collapse(evaluation: Evaluation | None) -> tuple[str, ...]:
     """Warn (stderr) about every output that collapsed, whatever the gate; say when unchecked.
 
@@ -599,24 +537,6 @@ def _side_outputs(
     return paths
 
 
-def recipes_table() -> str:
-    """Every recipe with its engines and summary (``quantize --list-recipes``).
-
-    Example:
-        >>> print(recipes_table())  # doctest: +ELLIPSIS
-        recipe        engines                      what
-        ...
-    """
-    from tfcompress.quantization.recipes import list_recipes, recipe_spec
-    from tfcompress.report.table import format_table
-
-    rows = [
-        [name, ", ".join(recipe_spec(name).engines), recipe_spec(name).summary]
-        for name in list_recipes(include_float=True)
-    ]
-    return format_table(["recipe", "engines", "what"], rows)
-
-
 #: Characters of one ``--rule`` at most (its pattern is at most 1,000).
 _RULE_LIMIT = 10_000
 
@@ -670,7 +590,3 @@ def parse_rule(text: str) -> dict[str, Any]:
     elif colon:  # a colon inside a tensor name ("...:0"), not an op type
         rule["pattern"] = where
     return rule
-
-
-def _rounded(value: float) -> float | None:
-    return round(value, 6) if math.isfinite(value) else None

@@ -7,24 +7,39 @@ import logging
 from pathlib import Path
 from typing import IO, Any
 
-from tfcompress.cli._choices import SELECT_OBJECTIVES
 from tfcompress.cli._devices import add_device_flag, add_on_flags, connect_on
+from tfcompress.cli._options import add_config_flags, config_values
 from tfcompress.cli._targets import add_budget_arguments, budget_names, target_choices
 from tfcompress.cli._tls import add_tls_flags, tls_files
 from tfcompress.cli.common import (
     add_json_flag,
-    csv_of,
     emit_json,
     fraction,
     latency_ms,
     parse_size,
     positive_float,
     positive_int,
-    seed,
     show_progress,
 )
 
 logger = logging.getLogger(__name__)
+
+#: The SelectionConfig fields that are flags (the budgets are the target's, below).
+_CONFIG = (
+    "selection.config",
+    "SelectionConfig",
+    "families",
+    "width_multipliers",
+    "resolutions",
+    "epochs",
+    "objective",
+    "seed",
+    "batch_size",
+    "learning_rate",
+    "calibration_samples",
+    "latency_runs",
+    "latency_seconds",
+)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -56,26 +71,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_budget_arguments(parser, value_type=positive_float)  # what each target adds (Edge TPU)
     parser.add_argument("--threads", type=int, default=1, help="threads (default 1)")
     parser.add_argument("--min-accuracy", type=fraction, help="e.g. 0.95 or 95%%")
-    parser.add_argument(
-        "--families",
-        type=csv_of(str, "--families"),
-        default=["mobilenet_v2", "mixnet_s"],
-        help="zoo names, comma-separated (default mobilenet_v2,mixnet_s; see `tfcompress zoo`)",
-    )
-    parser.add_argument(
-        "--widths", type=csv_of(float, "--widths"), default=[0.35, 0.5], help="default 0.35,0.5"
-    )
-    parser.add_argument(
-        "--resolutions", type=csv_of(int, "--resolutions"), default=[32], help="default 32"
-    )
-    # Counts are integers here; SelectionConfig checks their range (one message, any way in).
-    parser.add_argument("--epochs", type=int, default=3, help="training epochs (3)")
-    parser.add_argument(
-        "--objective",
-        choices=SELECT_OBJECTIVES,
-        default="accuracy",
-        help="accuracy (default) or MnasNet's reward accuracy*(latency/max)^-0.07",
-    )
+    add_config_flags(parser, *_CONFIG)
     parser.add_argument("--workdir", help="folder of per-candidate results; a re-run resumes")
     parser.add_argument(
         "--scheduler",
@@ -97,11 +93,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--workers",
         type=positive_int,
         help="processes of the local pool (default 1; not with --scheduler)",
-    )
-    parser.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
-    parser.add_argument("--runs", type=int, default=50, help="minimum timed runs per latency (50)")
-    parser.add_argument(
-        "--min-seconds", type=float, default=0.5, help="minimum timed seconds per latency (0.5)"
     )
     parser.add_argument("--report", help="write selection.json, selection.md, pareto.png here")
     parser.add_argument("--force", action="store_true", help="replace an existing --report")
@@ -144,14 +135,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             min_accuracy=args.min_accuracy,
             target_limits=_target_limits(args),
         ),
-        families=args.families,
-        width_multipliers=args.widths,
-        resolutions=args.resolutions,
-        epochs=args.epochs,
-        objective=args.objective,
-        seed=args.seed,
-        latency_runs=args.runs,
-        latency_seconds=args.min_seconds,
+        **config_values(args, _CONFIG[2:]),
     )
     if args.scheduler and args.workers:
         raise InvalidInputError("--workers sizes the local pool; drop it with --scheduler.")

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Unpack
 
 from tfcompress._config_fields import config_or_options
 from tfcompress.compression.advice import advise
 from tfcompress.compression.candidates import Rung, plan_ladder
-from tfcompress.compression.config import CompressConfig
+from tfcompress.compression.config import CompressConfig, CompressOptions
 from tfcompress.compression.handlers import get_handler
 from tfcompress.compression.judging import check_gate_first
 from tfcompress.compression.result import CompressionResult
@@ -33,26 +32,9 @@ def compress(
     train_data: Any = None,
     safe_mode: bool = True,
     progress: bool = False,
-    target: str | None = None,
-    objective: str | None = None,
-    time_budget_s: float | None = None,
-    outputs: Sequence[str] | str | None = None,
-    metrics: Sequence[str] | str | None = None,
-    mode: str | None = None,
-    confidence: float | None = None,
-    interval: str | None = None,
-    threads: int | None = None,
-    measure_latency: bool | None = None,
-    max_slowdown: float | None = None,
-    static_batch: int | None = None,
-    batch_size: int | None = None,
-    freeze_batchnorm: bool | None = None,
-    seed: int | None = None,
-    batch_dims: Mapping[str, int] | None = None,
-    input_values: Mapping[str, float] | None = None,
     on: Any = None,
     device: str | None = None,
-    **thresholds: float | None,
+    **options: Unpack[CompressOptions],
 ) -> CompressionResult:
     """Find the smallest (or fastest) artifact that passes the accuracy gate, and prove it.
 
@@ -68,7 +50,7 @@ def compress(
     measured by :func:`tfcompress.benchmark` on the target's backend at ``threads``. int8
     keeps ops without an int8 kernel in float, as ``tfcompress.quantize`` does (the Edge TPU
     target is integer-only). The search stops when nothing left can beat the best passing
-    artifact (see :mod:`tfcompress.compression.search`), when ``time_budget_s`` runs out
+    artifact (see :mod:`tfcompress.compression.search`), when ``time_budget`` runs out
     (checked between attempts), or on Ctrl-C; the best passing artifact so far is returned
     each time. Nothing larger than the float32 file (for a ``.tflite`` input: the file given,
     float16 or not, which sizes are then compared to) is ever chosen (for the size objective,
@@ -86,7 +68,7 @@ def compress(
 
     What the search is asked for is one
     :class:`~tfcompress.compression.config.CompressConfig`: pass it as ``config=``, or pass
-    its options as keywords (from ``target`` on below), which build the same config
+    its options as keywords (``**options``), which build the same config
     (:meth:`CompressConfig.from_options`). Not both: a keyword next to ``config=`` is
     refused. ``result.config`` is the config that ran.
 
@@ -100,46 +82,6 @@ def compress(
         train_data: Fine-tuning samples; enables QAT, pruning and clustering.
         safe_mode: See :func:`tfcompress.load_model` (paths only).
         progress: Print "attempt k of n" and the best so far on stderr.
-        target: A registered target (:func:`tfcompress.targets.base.list_targets`): its
-            gate and latency backends, the rungs it admits, its check and its rank apply.
-            ``"cpu"``, ``"gpu"`` (float16, float32 and int8 at a static batch, gated on
-            LiteRT's GPU backend and ranked by latency there; where LiteRT finds no GPU,
-            gated on the CPU and ranked by size, said in ``result.findings``) or
-            ``"edgetpu"`` (fully-integer artifacts only, ranked by the linter's predicted
-            segments, gated on the CPU).
-            Default ``"cpu"``.
-        objective: ``"size"`` (gzip bytes, the download size) or ``"latency"`` (median
-            per sample on the target's backend); default: the target's own (latency for
-            ``"gpu"`` where a GPU runs, else size).
-        time_budget_s: Wall-clock budget in seconds (None: no limit).
-        outputs: Output names to gate (default: every output).
-        metrics: Gate metrics (see :func:`tfcompress.check_gate`).
-        mode: ``"strict"`` (default), ``"tolerant"`` or ``"proven"``.
-        confidence: Level of the intervals (default 0.95).
-        interval: ``"auto"`` (default), ``"mcnemar"`` or ``"bootstrap"``.
-        threads: CPU threads of the gate and the latency measurements (default 1).
-        measure_latency: Time every attempt and the float32 baseline on the target's
-            latency backend. None (default): wherever that backend runs here (elsewhere the
-            search goes on untimed and a finding says so); False: time nothing (about 0.4 s
-            per attempt saved), so no slowdown is checked (and a finding says so).
-        max_slowdown: The slowest artifact returned, as a ratio of the baseline's median
-            latency per sample (default 1.0: never slower, with a 10% allowance for timing
-            noise). A passing attempt that is slower is recorded with both latencies and
-            not returned.
-        static_batch: A static batch for every post-training artifact (e.g. 1 for an RNN
-            whose conversion needs one); not with ``train_data`` (the fine-tuned artifacts
-            keep the model's own batch). ``target="edgetpu"`` fixes it at 1.
-        batch_size: The fine-tuning batch of the QAT, pruning and clustering rungs (with
-            ``train_data``; default: their configs' 32).
-        freeze_batchnorm: The fine-tuning rungs keep BatchNormalization in inference mode
-            (default; see :func:`tfcompress.qat`); False lets them train.
-        seed: Seed of calibration subsets and training (default 0).
-        batch_dims: How the data is laid out, as ``benchmark`` and ``gate`` read it: input
-            (or output) name -> the dimension that is its batch, where the signature cannot
-            tell (``{"state": 1}``; ``--batch-dim``). Every data set is read once in the
-            model's layout and calibrates and gates every attempt that way.
-        input_values: Input name -> one value fed on every call, for inputs the data lacks
-            (``{"sr": 16000}``; ``--input-value``).
         on: Time the attempts on a device instead of here: a Dask scheduler's address
             (``tcp://HOST:8786``) or a connected ``distributed.Client``, whose worker runs
             in the device install (docs/devices.md). Where to measure, not what to make: it
@@ -148,11 +90,12 @@ def compress(
             ``measure_latency=True``).
         device: With ``on``, the worker's name (``dask worker ... --name pi5``); None: the
             only worker (several and none named is refused: one search ranks on one device).
-        **thresholds: The gate's thresholds, one keyword per row of
-            :func:`tfcompress.bench.thresholds.thresholds` as :func:`tfcompress.check_gate`
-            takes them; ``max_drop`` is a fraction in [0, 1] here (default 0.01 for
-            accuracy-like metrics), ``min_snr`` in dB, ``min_cosine``, ``max_abs``,
-            ``min_agreement``.
+        **options: :class:`~tfcompress.compression.config.CompressConfig`'s fields by
+            name (``target``, ``objective``, ``time_budget``, ``threads``, ``seed``...: see
+            it for each), and the gate's thresholds as :func:`tfcompress.check_gate` takes
+            them (``max_drop`` a fraction in [0, 1], default 0.01 for accuracy-like metrics;
+            ``min_snr`` in dB; ``min_cosine``, ``max_abs``, ``min_agreement``). An unknown
+            one is refused, naming the valid ones.
 
     Returns:
         The chosen artifact with every attempt; ``result.passed`` is False when none passed
@@ -178,26 +121,6 @@ def compress(
         >>> compress(model, config=config, representative_data=calib, eval_data=test)
         ... # doctest: +SKIP
     """
-    options = {
-        "target": target,
-        "objective": objective,
-        "time_budget_s": time_budget_s,
-        "outputs": outputs,
-        "metrics": metrics,
-        "mode": mode,
-        "confidence": confidence,
-        "interval": interval,
-        "threads": threads,
-        "measure_latency": measure_latency,
-        "max_slowdown": max_slowdown,
-        "static_batch": static_batch,
-        "batch_size": batch_size,
-        "freeze_batchnorm": freeze_batchnorm,
-        "seed": seed,
-        "batch_dims": batch_dims,
-        "input_values": input_values,
-        **thresholds,
-    }
     config = config_or_options(
         config,
         CompressConfig,
@@ -244,7 +167,7 @@ def _latency_device(config: CompressConfig, on: Any, device: str | None) -> Any:
     if not times_latency(config):
         raise InvalidInputError(
             "on= (--on) times the attempts on a device, but measure_latency=False "
-            "(--no-latency) times nothing: drop one."
+            "(--no-measure-latency) times nothing: drop one."
         )
     from tfcompress.bench.device_latency import LatencyDevice
 
@@ -331,7 +254,7 @@ def _search(
         measure=plan.measure,
         seed=seed,
         progress=progress,
-        deadline=None if config.time_budget_s is None else started + config.time_budget_s,
+        deadline=None if config.time_budget is None else started + config.time_budget,
         started=started,
         float32=float32,
         make_float32=lambda: _float32(reference, calibration, seed, file_batch),
@@ -387,8 +310,8 @@ class _Plan:
         self.findings: list[str] = []
         if not self.measure:
             self.findings.append(
-                "not timed (measure_latency=False, --no-latency): how fast the artifact runs "
-                "against float32 is unknown, and no slowdown was checked"
+                "not timed (measure_latency=False, --no-measure-latency): how fast the artifact "
+                "runs against float32 is unknown, and no slowdown was checked"
             )
         if config.objective is None and self.objective == "latency":
             self.findings.append(

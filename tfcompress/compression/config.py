@@ -19,13 +19,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from tfcompress._config_fields import (
     CONFIG_VERSION,
     MAX_SEED,
     check_version,
     checked_fields,
+    option,
     require_int,
     shown,
 )
@@ -41,15 +42,18 @@ if TYPE_CHECKING:
 class CompressConfig:
     """Everything a compress search is asked for: target, objective, gate, budgets, batches.
 
-    The model and the data (calibration, eval, training samples) are not in it.
+    The model and the data (calibration, eval, training samples) are not in it. The
+    options made by :func:`~tfcompress._config_fields.option` (``objective``,
+    ``time_budget``, ``threads``, ``measure_latency``, ``max_slowdown``, ``static_batch``,
+    ``batch_size``, ``freeze_batchnorm``, ``seed``) say what they do, their unit and default
+    where they are declared, below; ``measure_latency=None`` times wherever the target's
+    latency backend runs here, ``False`` nothing (refused with ``max_slowdown`` or
+    ``objective="latency"``); ``max_slowdown=None`` is 1.0 with a
+    :data:`~tfcompress.compression.latency.NOISE_TOLERANCE` allowance.
 
     Attributes:
         target: A registered target (:func:`tfcompress.targets.base.list_targets`): its gate
             and latency backends, the rungs it admits, its check and its rank apply.
-        objective: ``"size"`` (gzip bytes) or ``"latency"`` (median per sample on the
-            target); None: the target's own (``Target.default_objective``: latency on a GPU
-            where one runs, else size), chosen when the search starts.
-        time_budget_s: Wall-clock budget in seconds (None: no limit).
         thresholds: The gate's thresholds by name, as :func:`tfcompress.check_gate` takes
             them (``max_drop`` a fraction in [0, 1], ``min_snr`` in dB, ``min_cosine``,
             ``max_abs``, ``min_agreement``); empty: ``max_drop`` 0.01 for accuracy-like
@@ -59,24 +63,6 @@ class CompressConfig:
         mode: ``"strict"``, ``"tolerant"`` or ``"proven"``.
         confidence: Level of the intervals, in (0, 1).
         interval: ``"auto"``, ``"mcnemar"`` or ``"bootstrap"``.
-        threads: CPU threads of the gate and the latency measurements.
-        measure_latency: Time every attempt, and the float32 baseline, on the target's
-            latency backend. None (default): timed wherever that backend runs here (where it
-            does not, the search goes on untimed and a finding says so); False: nothing is
-            timed, so nothing is held to ``max_slowdown`` (refused with ``max_slowdown`` or
-            ``objective="latency"``).
-        max_slowdown: The slowest artifact compress may return, as a ratio of the float32
-            ``.tflite``'s median latency per sample (for a ``.tflite`` input: of the file
-            given), measured in the same run. None: 1.0 (never slower), with a
-            :data:`~tfcompress.compression.latency.NOISE_TOLERANCE` allowance for timing
-            noise; an attempt that passes the gate but runs slower is recorded, with both
-            latencies, and not returned.
-        static_batch: A static batch for every post-training artifact (None: the model's
-            own); a fixed-batch target (the Edge TPU) allows only its own.
-        batch_size: The fine-tuning batch of the QAT, pruning and clustering rungs (None:
-            their configs' 32); used only with training data.
-        freeze_batchnorm: The fine-tuning rungs keep BatchNormalization in inference mode.
-        seed: Seed of calibration subsets and training, 0 to 2**32-1.
         batch_dims: How every data set is laid out, as ``benchmark`` and ``gate`` read it:
             input (or output) name -> the dimension that is its batch, where the signature
             cannot tell (``{"state": 1}``; ``--batch-dim state=1``).
@@ -90,21 +76,51 @@ class CompressConfig:
     """
 
     target: str = "cpu"
-    objective: str | None = None
-    time_budget_s: float | None = None
+    objective: str | None = option(
+        None,
+        choices=("size", "latency"),  # candidates.OBJECTIVES (tests/test_cli_options.py)
+        help="size: smallest gzip; latency: fastest per sample measured on the target (default: "
+        "the target's own: latency for --target gpu where LiteRT finds a GPU, else size)",
+    )
+    time_budget: float | None = option(
+        None, unit="s", parse="duration", metavar="T", help="wall-clock budget: 90s, 10m, 1h"
+    )
     thresholds: Mapping[str, float] = field(default_factory=dict)
     outputs: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     mode: str = "strict"
     confidence: float = 0.95
     interval: str = "auto"
-    threads: int = 1
-    measure_latency: bool | None = None
-    max_slowdown: float | None = None
-    static_batch: int | None = None
-    batch_size: int | None = None
-    freeze_batchnorm: bool = True
-    seed: int = 0
+    threads: int = option(1, help="threads of the gate and the latency measurements")
+    measure_latency: bool | None = option(
+        None,
+        help="time every attempt and the float32 baseline on the target (default: wherever its "
+        "latency backend runs here; given, a target whose backend cannot run here is refused). "
+        "--no-measure-latency times nothing (about 0.4 s less per attempt): no slowdown is "
+        "checked, and the report says so",
+    )
+    max_slowdown: float | None = option(
+        None,
+        help="the slowest artifact returned, as a ratio of float32's median latency per sample "
+        "(a .tflite input: the file given's), timed in the same run; default 1.0: never "
+        "slower (10% allowed for timing noise)",
+    )
+    static_batch: int | None = option(
+        None,
+        help="a static batch in every post-training artifact's file (e.g. 1 for RNNs whose "
+        "conversion needs one); not with --train",
+    )
+    batch_size: int | None = option(
+        None,
+        help="with --train: the fine-tuning batch of the QAT, pruning and clustering rungs "
+        "(default: their configs' 32)",
+    )
+    freeze_batchnorm: bool = option(
+        True,
+        help="with --train: the fine-tuning rungs keep BatchNormalization statistics frozen "
+        "(--no-freeze-batchnorm lets them train)",
+    )
+    seed: int = option(0, help="seed of the calibration subsets and the fine-tuning")
     batch_dims: Mapping[str, int] = field(default_factory=dict)
     input_values: Mapping[str, float] = field(default_factory=dict)
     version: int = CONFIG_VERSION
@@ -118,7 +134,7 @@ class CompressConfig:
         device = get_target(self.target)  # refuses an unknown one, listing the registered ones
         if self.objective is not None:
             check_choice(self.objective, OBJECTIVES, "objective")
-        set_(self, "time_budget_s", _budget(self.time_budget_s))
+        set_(self, "time_budget", _budget(self.time_budget))
         set_(self, "outputs", _names(self.outputs, "outputs"))
         set_(self, "metrics", _names(self.metrics, "metrics"))
         set_(self, "confidence", self.settings.confidence)  # mode, confidence, interval
@@ -132,12 +148,13 @@ class CompressConfig:
         if self.measure_latency is False and self.max_slowdown is not None:
             raise InvalidInputError(
                 "max_slowdown (--max-slowdown) compares every attempt's measured latency with "
-                "float32's, but measure_latency=False (--no-latency) times nothing: drop one."
+                "float32's, but measure_latency=False (--no-measure-latency) times nothing: drop "
+                "one."
             )
         if self.measure_latency is False and self.objective == "latency":
             raise InvalidInputError(
                 "objective='latency' (--objective latency) ranks by measured latency, but "
-                "measure_latency=False (--no-latency) times nothing: drop one."
+                "measure_latency=False (--no-measure-latency) times nothing: drop one."
             )
         _check_host_time(self, device)
         _check_static_batch(self.static_batch, device)
@@ -193,59 +210,32 @@ class CompressConfig:
         return 1.0 if self.max_slowdown is None else self.max_slowdown
 
     @classmethod
-    def from_options(
-        cls,
-        *,
-        target: str | None = None,
-        objective: str | None = None,
-        time_budget_s: float | None = None,
-        outputs: Sequence[str] | str | None = None,
-        metrics: Sequence[str] | str | None = None,
-        mode: str | None = None,
-        confidence: float | None = None,
-        interval: str | None = None,
-        threads: int | None = None,
-        measure_latency: bool | None = None,
-        max_slowdown: float | None = None,
-        static_batch: int | None = None,
-        batch_size: int | None = None,
-        freeze_batchnorm: bool | None = None,
-        seed: int | None = None,
-        batch_dims: Mapping[str, int] | None = None,
-        input_values: Mapping[str, float] | None = None,
-        **thresholds: float | None,
-    ) -> CompressConfig:
+    def from_options(cls, **options: Any) -> CompressConfig:
         """The config :func:`tfcompress.compress`'s keyword options describe.
 
-        A keyword left None keeps the config's default; ``**thresholds`` are the gate's
-        (``max_drop=0.01``, ``min_snr=25``...).
+        The keywords are the config's fields (:class:`CompressOptions`) and the gate's
+        thresholds by name (``max_drop=0.01``, ``min_snr=25``...); one left None keeps the
+        config's default.
 
         Raises:
-            InvalidInputError: What :class:`CompressConfig` refuses; an unknown threshold.
+            InvalidInputError: What :class:`CompressConfig` refuses; an unknown option
+                (naming the valid ones).
 
         Example:
             >>> CompressConfig.from_options(outputs="cls", min_snr=25).outputs
             ('cls',)
         """
-        given = {
-            "target": target,
-            "objective": objective,
-            "time_budget_s": time_budget_s,
-            "outputs": outputs,
-            "metrics": metrics,
-            "mode": mode,
-            "confidence": confidence,
-            "interval": interval,
-            "threads": threads,
-            "measure_latency": measure_latency,
-            "max_slowdown": max_slowdown,
-            "static_batch": static_batch,
-            "batch_size": batch_size,
-            "freeze_batchnorm": freeze_batchnorm,
-            "seed": seed,
-            "batch_dims": batch_dims,
-            "input_values": input_values,
-        }
+        from tfcompress.bench.thresholds import threshold_names
+
+        given = checked_fields(
+            cls,
+            options,
+            what="compress's options",
+            taker="compress",
+            leave_out=("version", "thresholds"),
+            also=threshold_names(),
+        )
+        thresholds = {k: given.pop(k) for k in threshold_names() if k in given}
         chosen = {name: value for name, value in given.items() if value is not None}
         return cls(**chosen, thresholds=thresholds)
 
@@ -269,6 +259,37 @@ class CompressConfig:
             InvalidInputError: Not a mapping, an unknown key, or a value the config refuses.
         """
         return cls(**checked_fields(cls, data, what="a compress config", taker="compress"))
+
+
+class CompressOptions(TypedDict, total=False):
+    """:func:`tfcompress.compress`'s keyword options, for type checkers.
+
+    :class:`CompressConfig`'s fields (see it for each) and the gate's thresholds by name;
+    None: the config's default. ``tests/test_cli_options.py`` keeps it equal to the fields.
+    """
+
+    target: str | None
+    objective: str | None
+    time_budget: float | None
+    outputs: Sequence[str] | str | None
+    metrics: Sequence[str] | str | None
+    mode: str | None
+    confidence: float | None
+    interval: str | None
+    threads: int | None
+    measure_latency: bool | None
+    max_slowdown: float | None
+    static_batch: int | None
+    batch_size: int | None
+    freeze_batchnorm: bool | None
+    seed: int | None
+    batch_dims: Mapping[str, int] | None
+    input_values: Mapping[str, float] | None
+    max_drop: float | None
+    min_snr: float | None
+    min_cosine: float | None
+    max_abs: float | None
+    min_agreement: float | None
 
 
 def _thresholds(given: Any) -> dict[str, float]:
@@ -299,9 +320,9 @@ def _budget(value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInputError(f"time_budget_s must be a number of seconds, got {value!r}.")
+        raise InvalidInputError(f"time_budget must be a number of seconds, got {value!r}.")
     if value <= 0:
-        raise InvalidInputError(f"time_budget_s must be positive, got {value!r}.")
+        raise InvalidInputError(f"time_budget must be positive, got {value!r}.")
     return float(value)
 
 

@@ -29,9 +29,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from tfcompress._config_fields import CONFIG_VERSION, MAX_SEED, check_version, require_int, shown
+from tfcompress._config_fields import (
+    CONFIG_VERSION,
+    MAX_SEED,
+    check_version,
+    option,
+    require_int,
+    shown,
+)
 from tfcompress.errors import InvalidInputError, TFCompressError
 from tfcompress.models.feeding import config_batch_dims, config_input_values
 from tfcompress.quantization.recipes import ENGINES, FORMATS, Recipe, RecipeData
@@ -92,7 +99,9 @@ class PTQConfig:
     """
 
     recipe: Recipe | OnnxRecipe
-    seed: int = 0
+    seed: int = option(
+        0, help="seed of the calibration subset, 0 to 2**32-1: same seed and data, same bytes"
+    )
     target: str | None = None
     target_options: Mapping[str, Any] = field(default_factory=dict)
     engine: str | None = None
@@ -209,10 +218,10 @@ class PTQConfig:
                 batch_dims=batch_dims or {},
                 input_values=input_values or {},
             )
-        for option, value in (("calibration_method", calibration_method), ("opset", opset)):
+        for name, value in (("calibration_method", calibration_method), ("opset", opset)):
             if value is not None:
                 raise InvalidInputError(
-                    f"{option} (--{option.split('_')[0]}) applies to format='onnx' (--format "
+                    f"{name} (--{name.split('_')[0]}) applies to format='onnx' (--format "
                     "onnx); the TFLite converter calibrates min-max ranges and has no opset."
                 )
         if not isinstance(recipe, str | Recipe | None):
@@ -303,6 +312,40 @@ class PTQConfig:
             )
         rest = {k: v for k, v in data.items() if k != "format"}
         return cls(**{**rest, "recipe": recipe_from_data(data["recipe"], format=kind)})
+
+
+class PTQOptions(TypedDict, total=False):
+    """:func:`tfcompress.quantize`'s keyword options: what :meth:`PTQConfig.from_options` takes.
+
+    ``format`` (``"tflite"`` or ``"onnx"``), ``recipe`` (a name, a :class:`Recipe` or an
+    ``OnnxRecipe``) and the recipe's fields that override it (see :class:`Recipe`; ONNX:
+    ``OnnxRecipe``), then :class:`PTQConfig`'s ``engine``, ``methods``, ``target`` (with its
+    options: ``compiler`` or ``target_options``), ``seed``, ``batch_dims`` and
+    ``input_values``. None: not given. ``tests/test_cli_options.py`` keeps it equal to
+    :meth:`PTQConfig.from_options`'s keywords.
+    """
+
+    format: str | None
+    recipe: str | Recipe | OnnxRecipe | None
+    input_type: str | None
+    output_type: str | None
+    per_channel: bool | None
+    calibration_samples: int | None
+    integer_only: bool | None
+    static_batch: int | None
+    float_nodes: Sequence[str] | None
+    rules: Sequence[Rule | dict[str, Any]] | None
+    block_size: int | None
+    engine: str | None
+    methods: str | Sequence[str] | None
+    calibration_method: str | None
+    opset: int | None
+    target: str | None
+    compiler: str | os.PathLike[str] | None
+    target_options: Mapping[str, Any] | None
+    seed: int | None
+    batch_dims: Mapping[str, int] | None
+    input_values: Mapping[str, float] | None
 
 
 def check_engine(
@@ -488,15 +531,28 @@ def _onnx_recipe(
     )
 
 
+#: The ``tfcompress quantize`` flag of each .tflite-only option, as the parser declares it
+#: (tests/test_cli_options.py checks each exists): a message never names another.
+TFLITE_FLAGS = {
+    "input_type": "--input-type",
+    "output_type": "--output-type",
+    "integer_only": "--integer-only",
+    "float_nodes": "--float-node",
+    "rules": "--rule",
+    "block_size": "--block-size",
+    "static_batch": "--static-batch",
+    "engine": "--engine",
+}
+
+
 def _refuse_tflite_options(**options: Any) -> None:
     """ONNX Runtime's models keep float I/O and leave unquantizable ops float on their own."""
-    for option, value in options.items():
-        if value is not None and not (option.endswith("_type") and value == "float32"):
-            flag = "--" + option.replace("_", "-")
+    for name, value in options.items():
+        if value is not None and not (name.endswith("_type") and value == "float32"):
             raise InvalidInputError(
-                f"{option} ({flag}) applies to .tflite only: ONNX Runtime's quantized models "
-                "keep float32 inputs and outputs and leave ops without an int8 kernel in float "
-                "on their own; drop it, or use --format tflite."
+                f"{name} ({TFLITE_FLAGS[name]}) applies to .tflite only: ONNX Runtime's "
+                "quantized models keep float32 inputs and outputs and leave ops without an int8 "
+                "kernel in float on their own; drop it, or use --format tflite."
             )
 
 

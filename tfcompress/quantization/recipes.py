@@ -328,7 +328,7 @@ class Recipe(RecipeData):
 def check_calibration_samples(value: Any) -> int:
     """``calibration_samples`` as an ``int`` (a NumPy integer read as one), or the refusal.
 
-    Every recipe, and so every way of giving one (a keyword, a config, ``--samples``, a
+    Every recipe, and so every way of giving one (a keyword, a config, ``--calibration-samples``, a
     replayed report), refuses a bad count with this one message.
 
     Raises:

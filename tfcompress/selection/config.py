@@ -23,16 +23,24 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict
 
-from tfcompress._config_fields import CONFIG_VERSION, MAX_SEED, check_version, checked_fields, shown
+from tfcompress._config_fields import (
+    CONFIG_VERSION,
+    MAX_SEED,
+    check_version,
+    checked_fields,
+    option,
+    require_int,
+    shown,
+)
 from tfcompress.errors import InvalidInputError
 from tfcompress.selection.budgets import Budgets
 
 MAX_LATENCY_SECONDS = 3600.0
-OBJECTIVES = ("accuracy", "reward")
+OBJECTIVES = ("accuracy", "reward")  # a literal: option() below declares it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,17 +50,9 @@ class SelectionConfig:
     Attributes:
         budgets: A :class:`Budgets` (or its dict); its ``target`` is the target latency and
             int8 accuracy are measured for (``cpu`` by default).
-        families: Zoo model names (see :func:`tfcompress.zoo.list_models`).
-        width_multipliers: Width multipliers to try.
-        resolutions: Square input resolutions to try.
-        epochs: Training epochs of each survivor.
-        objective: ``"accuracy"`` or ``"reward"`` (MnasNet's; needs a latency budget).
-        seed: Seed of model initialisation, training and calibration, 0 to 2**32-1.
-        batch_size: Training batch size.
-        learning_rate: Adam's learning rate, finite and > 0.
-        calibration_samples: Training images that calibrate the trained int8 model.
-        latency_runs: Minimum timed runs per latency measurement.
-        latency_seconds: Minimum timed seconds per latency measurement (0 to an hour).
+        families, width_multipliers, resolutions, epochs, objective, seed, batch_size,
+            learning_rate, calibration_samples, latency_runs, latency_seconds: options,
+            each declared with its default and help by :func:`~tfcompress._config_fields.option`.
         version: The config format.
 
     Raises:
@@ -61,17 +61,28 @@ class SelectionConfig:
     """
 
     budgets: Budgets = field(default_factory=Budgets)
-    families: tuple[str, ...] = ("mobilenet_v2", "mixnet_s")
-    width_multipliers: tuple[float, ...] = (0.35, 0.5)
-    resolutions: tuple[int, ...] = (32,)
-    epochs: int = 3
-    objective: str = "accuracy"
-    seed: int = 0
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    calibration_samples: int = 200
-    latency_runs: int = 50
-    latency_seconds: float = 0.5
+    families: tuple[str, ...] = option(
+        ("mobilenet_v2", "mixnet_s"), help="zoo names, comma-separated (see `tfcompress zoo`)"
+    )
+    width_multipliers: tuple[float, ...] = option((0.35, 0.5), help="width multipliers to try")
+    resolutions: tuple[int, ...] = option((32,), help="square input resolutions to try")
+    epochs: int = option(3, help="training epochs of each candidate within the budgets")
+    objective: str = option(
+        "accuracy",
+        choices=OBJECTIVES,
+        help="accuracy, or MnasNet's reward accuracy*(latency/max)^-0.07 (needs --max-latency)",
+    )
+    seed: int = option(0, help="seed of model initialisation, training and calibration")
+    batch_size: int = option(32, help="training batch size")
+    learning_rate: float = option(1e-3, help="Adam's learning rate, finite and > 0")
+    calibration_samples: int | None = option(
+        None,
+        help="training images that calibrate each trained int8 model (default: the int8 recipe's)",
+    )
+    latency_runs: int = option(50, help="minimum timed runs per latency measurement")
+    latency_seconds: float = option(
+        0.5, unit="s", help="minimum timed seconds per latency measurement (0 to an hour)"
+    )
     version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:
@@ -90,7 +101,8 @@ class SelectionConfig:
                 "max_latency_ms."
             )
         for name in ("epochs", "batch_size", "calibration_samples", "latency_runs"):
-            _check_positive_int(name, getattr(self, name))
+            if getattr(self, name) is not None:  # calibration_samples: the recipe's
+                _check_positive_int(name, getattr(self, name))
         rate = self.learning_rate
         if isinstance(rate, bool) or not isinstance(rate, int | float):
             raise InvalidInputError(
@@ -108,12 +120,7 @@ class SelectionConfig:
                 f"latency_seconds must be from 0 to {MAX_LATENCY_SECONDS:g}, got "
                 f"{shown(seconds)}; a measurement needs a finite minimum time."
             )
-        seed = self.seed
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-            raise InvalidInputError(
-                f"seed must be an integer from 0 to {MAX_SEED} (what NumPy and Keras accept), "
-                f"got {seed!r}."
-            )
+        require_int("seed", self.seed, 0, MAX_SEED, f"an integer 0 to {MAX_SEED}")
         # Unknown families, widths <= 0, resolutions a family cannot take: before any work.
         enumerate_candidates(self.families, self.width_multipliers, self.resolutions)
         for name in ("families", "width_multipliers", "resolutions"):
@@ -170,6 +177,26 @@ class SelectionConfig:
         return cls(**checked_fields(cls, data, what="a selection config", taker="select_model"))
 
 
+class SelectionOptions(TypedDict, total=False):
+    """:func:`tfcompress.select_model`'s keyword options: :class:`SelectionConfig`'s fields.
+
+    None: the config's default. ``tests/test_cli_options.py`` keeps it equal to the fields.
+    """
+
+    budgets: Budgets | Mapping[str, Any] | None
+    families: Sequence[str] | None
+    width_multipliers: Sequence[float] | None
+    resolutions: Sequence[int] | None
+    epochs: int | None
+    objective: str | None
+    seed: int | None
+    batch_size: int | None
+    learning_rate: float | None
+    calibration_samples: int | None
+    latency_runs: int | None
+    latency_seconds: float | None
+
+
 def _budgets(budgets: Any) -> Budgets:
     if budgets is None:
         return Budgets()
@@ -183,8 +210,7 @@ def _budgets(budgets: Any) -> Budgets:
 
 
 def _check_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(f"{name} must be a whole number >= 1, got {value!r}.")
+    require_int(name, value, 1, 2**63 - 1, "a whole number >= 1")
 
 
 def check_workers(workers: Any) -> None:

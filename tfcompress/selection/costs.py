@@ -47,7 +47,7 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         1.27
     """
     from tfcompress.bench.harness import benchmark
-    from tfcompress.quantization.ptq import quantized_content
+    from tfcompress.quantization.converter_ptq import quantized_content
 
     started = time.perf_counter()
     stage = "build"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Unpack
 
 from tqdm.auto import tqdm
 
@@ -16,7 +16,7 @@ from tfcompress._config_fields import config_or_options
 from tfcompress.errors import BackendUnavailableError, InvalidInputError
 from tfcompress.selection.budgets import Budgets
 from tfcompress.selection.candidates import Candidate, enumerate_candidates
-from tfcompress.selection.config import SelectionConfig, check_workers
+from tfcompress.selection.config import SelectionConfig, SelectionOptions, check_workers
 from tfcompress.selection.costs import measure_candidate
 from tfcompress.selection.data import SelectionData, read_selection_data
 from tfcompress.selection.executors import Runner, is_dask_client
@@ -28,6 +28,8 @@ from tfcompress.targets.base import get_target
 
 logger = logging.getLogger(__name__)
 
+#: The config's training options, as each candidate's training task takes them.
+_TRAINING = ("epochs", "batch_size", "learning_rate", "calibration_samples")
 PHASE1_CALIBRATION = 16  # "a few" samples: they only set the untrained model's int8 ranges
 
 
@@ -36,24 +38,13 @@ def select_model(
     train_data: Any,
     eval_data: Any,
     config: SelectionConfig | None = None,
-    budgets: Budgets | dict[str, Any] | None = None,
-    families: Sequence[str] | None = None,
-    width_multipliers: Sequence[float] | None = None,
-    resolutions: Sequence[int] | None = None,
-    epochs: int | None = None,
-    objective: str | None = None,
     executor: Any = None,
     workdir: str | os.PathLike[str] | None = None,
     progress: bool = False,
     workers: int = 1,
-    seed: int | None = None,
-    batch_size: int | None = None,
-    learning_rate: float | None = None,
-    calibration_samples: int | None = None,
-    latency_runs: int | None = None,
-    latency_seconds: float | None = None,
     on: Any = None,
     device: str | None = None,
+    **options: Unpack[SelectionOptions],
 ) -> SelectionResult:
     """Find the best zoo model within budgets, every number measured on the int8 artifact.
 
@@ -67,9 +58,8 @@ def select_model(
 
     What is searched for is a :class:`~tfcompress.selection.config.SelectionConfig`
     (``config=``): budgets and target, candidates, training, calibration, timing, objective
-    and seed. The keyword options from ``budgets`` to ``latency_seconds`` (but
-    ``executor``, ``workdir``, ``progress`` and ``workers``) only build the same config and
-    are refused next to ``config=``. Who builds and trains (``executor``/``workers``), where
+    and seed. The keyword options (``**options``) only build the same config and are
+    refused next to ``config=``. Who builds and trains (``executor``/``workers``), where
     work is kept (``workdir``), ``progress`` and the device that times the int8 files
     (``on``/``device``) stay keywords: they change where the work runs, not what is picked.
     ``result.config`` records the config.
@@ -78,30 +68,13 @@ def select_model(
         train_data: Training images with integer class labels (see
             :func:`tfcompress.data.load_data`: arrays, ``(x, y)``, ``.npz``...).
         eval_data: Images with labels to score each trained candidate's int8 artifact on.
-        config: What to search for; None: built from the keyword options (defaults below:
-            families ``("mobilenet_v2", "mixnet_s")``, widths ``(0.35, 0.5)``, resolutions
-            ``(32,)``, 3 epochs, objective ``"accuracy"``, seed 0, batch 32, learning rate
-            1e-3, 200 calibration samples, 50 runs and 0.5 s per latency).
-        budgets: A :class:`Budgets` (or its dict); None means no limits. Its ``target`` is
-            the target latency and int8 accuracy are measured for (default ``"cpu"``).
-        families: Zoo model names (see :func:`tfcompress.zoo.list_models`).
-        width_multipliers: Width multipliers to try.
-        resolutions: Square input resolutions to try.
-        epochs: Training epochs of each survivor.
-        objective: ``"accuracy"`` (most accurate within budgets) or ``"reward"`` (MnasNet's
-            accuracy x (latency / max_latency_ms) ** -0.07; needs a latency budget).
+        config: What to search for; None: built from ``**options``.
         executor: A ``concurrent.futures.Executor`` or a ``dask.distributed.Client``; None
             starts a local spawn-context process pool of ``workers`` processes.
         workdir: Folder for one JSON file per candidate; a re-run with it skips finished
             phases. None keeps nothing on disk.
         progress: Draw a progress bar (measured / trained / left) on stderr.
         workers: Processes of the default local pool (refused with ``executor``).
-        seed: Seed of model initialisation, training and calibration.
-        batch_size: Training batch size.
-        learning_rate: Adam's learning rate.
-        calibration_samples: Training images that calibrate the trained int8 model.
-        latency_runs: Minimum timed runs per latency measurement.
-        latency_seconds: Minimum timed seconds per latency measurement.
         on: Measure every candidate's int8 latency on a device instead of on the worker
             that built it: a Dask scheduler's address (``tcp://HOST:8786``) or a connected
             ``distributed.Client`` whose worker runs in the device install
@@ -110,6 +83,12 @@ def select_model(
             ``worker``/``host``) names it, and ``settings["device"]``.
         device: With ``on``, the worker's name (``dask worker ... --name pi5``); None: the
             only worker (several and none named is refused: budgets are judged on one).
+        **options: :class:`~tfcompress.selection.config.SelectionConfig`'s fields by name
+            (``budgets``: a :class:`Budgets` or its dict, None for no limits;
+            ``families``, ``width_multipliers``, ``resolutions``, ``epochs``,
+            ``objective``, ``seed``, ``batch_size``, ``learning_rate``,
+            ``calibration_samples``, ``latency_runs``, ``latency_seconds``: see it for each
+            and its defaults); an unknown one is refused, naming the valid ones.
 
     Returns:
         The frozen :class:`SelectionResult`.
@@ -133,20 +112,7 @@ def select_model(
     config = config_or_options(
         config,
         SelectionConfig,
-        {
-            "budgets": budgets,
-            "families": families,
-            "width_multipliers": width_multipliers,
-            "resolutions": resolutions,
-            "epochs": epochs,
-            "objective": objective,
-            "seed": seed,
-            "batch_size": batch_size,
-            "learning_rate": learning_rate,
-            "calibration_samples": calibration_samples,
-            "latency_runs": latency_runs,
-            "latency_seconds": latency_seconds,
-        },
+        options,
         SelectionConfig.from_options,
         holds="what the selection searches for",
         example="SelectionConfig(budgets=..., families=...)",
@@ -167,11 +133,7 @@ def select_model(
 
         where = LatencyDevice.open(on, device)
     try:
-        result = _select(
-            candidates, data, config.budgets, config.objective, executor, workdir, progress,
-            workers, config.seed, config.epochs, config.batch_size, config.learning_rate,
-            config.calibration_samples, config.latency_runs, config.latency_seconds, where,
-        )  # fmt: skip
+        result = _select(candidates, data, config, executor, workdir, progress, workers, where)
         return replace(result, config=config)
     finally:
         if where is not None:
@@ -181,27 +143,22 @@ def select_model(
 def _select(
     candidates: list[Candidate],
     data: SelectionData,
-    budgets: Budgets,
-    objective: str,
+    config: SelectionConfig,
     executor: Any,
     workdir: Any,
     progress: bool,
     workers: int,
-    seed: int,
-    epochs: int,
-    batch_size: int,
-    learning_rate: float,
-    calibration_samples: int,
-    latency_runs: int,
-    latency_seconds: float,
     where: Any,
 ) -> SelectionResult:
     """The two phases of :func:`select_model`, its settings checked."""
+    budgets = config.budgets
+    timing = {"runs": config.latency_runs, "min_seconds": config.latency_seconds}
+    training_options = {name: getattr(config, name) for name in _TRAINING}
     store = CandidateStore(workdir)
     common = {
         "channels": data.channels,
         "num_classes": data.num_classes,
-        "seed": int(seed),
+        "seed": int(config.seed),
         "backend": budgets.target,
         "threads": budgets.threads,
         **_latency_optional(budgets),
@@ -214,17 +171,13 @@ def _select(
         # existed has no such numbers, so its key must differ (none: the key stays as it was).
         **_target_measure_key(budgets),
         "train": data.train_fingerprint,
-        "runs": latency_runs,
-        "min_seconds": latency_seconds,
+        **timing,
         "version": _version(),
     }
     train_settings = {
         **measure_settings,
         "val": data.val_fingerprint,
-        "epochs": epochs,
-        "batch_size": batch_size,
-        "learning_rate": learning_rate,
-        "calibration_samples": calibration_samples,
+        **training_options,
     }
     runner = Runner(executor, workers=workers)
     work = {"measured": 0, "trained": 0, "reused": 0}
@@ -241,8 +194,7 @@ def _select(
                     **on_device,
                     "candidate": c.to_dict(),
                     "calibration": data.x_train[:PHASE1_CALIBRATION],
-                    "runs": latency_runs,
-                    "min_seconds": latency_seconds,
+                    **timing,
                 },
                 measure_candidate,
                 bar,
@@ -266,10 +218,7 @@ def _select(
                     "y_train": data.y_train,
                     "x_val": data.x_val,
                     "y_val": data.y_val,
-                    "epochs": epochs,
-                    "batch_size": batch_size,
-                    "learning_rate": learning_rate,
-                    "calibration_samples": calibration_samples,
+                    **training_options,
                 },
                 train_candidate,
                 bar,
@@ -281,18 +230,16 @@ def _select(
         raise
     runner.close()
     settings = {
-        "epochs": epochs,
-        "seed": seed,
-        "batch_size": batch_size,
-        "learning_rate": learning_rate,
-        "calibration_samples": calibration_samples,
-        "latency_runs": latency_runs,
-        "latency_seconds": latency_seconds,
+        **{name: getattr(config, name) for name in (*_TRAINING, "seed")},
+        "latency_runs": config.latency_runs,
+        "latency_seconds": config.latency_seconds,
         "workdir": None if workdir is None else str(workdir),
         "work": work,
         "device": None if where is None else where.to_dict(),
     }
-    result = _result(candidates, costs, training, budgets, objective, description, data, settings)
+    result = _result(
+        candidates, costs, training, budgets, config.objective, description, data, settings
+    )
     return replace(result, notes=_unmeasured_notes(costs, budgets))
 
 

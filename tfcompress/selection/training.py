@@ -45,7 +45,7 @@ def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
 
     from tfcompress._compat.keras import KerasFlavour, keras_module
     from tfcompress.bench.accuracy import evaluate
-    from tfcompress.quantization.ptq import quantized_content
+    from tfcompress.quantization.converter_ptq import quantized_content
 
     started = time.perf_counter()
     stage = "build"
@@ -81,7 +81,9 @@ def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
             model,
             recipe=deployed_recipe(target),
             representative_data=x_train,
-            calibration_samples=min(int(task["calibration_samples"]), len(x_train)),
+            calibration_samples=None
+            if task["calibration_samples"] is None  # the recipe's own
+            else min(int(task["calibration_samples"]), len(x_train)),
             seed=int(task["seed"]),
         ).content
         stage = "int8 evaluation"

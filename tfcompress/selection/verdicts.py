@@ -9,7 +9,6 @@ from tfcompress.selection.budgets import Budgets, target_budget_fields
 from tfcompress.selection.candidates import Candidate
 from tfcompress.selection.result import FAILED, OVER_BUDGET, TRAINED, CandidateRecord
 
-OBJECTIVES = ("accuracy", "reward")
 #: MnasNet's exponent (Tan et al. 2019, "MnasNet: Platform-Aware Neural Architecture Search
 #: for Mobile", soft constraint alpha = beta = -0.07).
 REWARD_EXPONENT = -0.07

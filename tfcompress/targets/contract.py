@@ -390,10 +390,16 @@ class Target:
 
         for option, value in options.items():
             if value is not None and option not in self.option_names:
-                owners = [n for n in list_targets() if option in get_target(n).option_names]
-                flag = "--" + option.replace("_", "-")
+                declared = {  # the flag each owner declares: the CLI has no other
+                    n: o.flag
+                    for n in list_targets()
+                    for o in get_target(n).options
+                    if o.name == option
+                }
+                flags = " or ".join(sorted(set(declared.values())))
                 raise InvalidInputError(
-                    f"{option} ({flag}) applies to --target {' or '.join(owners) or '?'} only."
+                    f"{option}{f' ({flags})' if flags else ''} applies to --target "
+                    f"{' or '.join(declared) or '?'} only."
                 )
         given = {k: v for k, v in options.items() if v is not None}
         if given:

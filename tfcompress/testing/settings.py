@@ -7,13 +7,14 @@ this module imports no TensorFlow.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tfcompress._config_fields import option
 from tfcompress.bench.metrics import MetricLike, resolve_metric
-from tfcompress.bench.thresholds import DEFAULT_MAX_DROP
+from tfcompress.bench.thresholds import DEFAULT_MAX_DROP, finite_number, get_threshold
 from tfcompress.errors import InvalidInputError
+from tfcompress.testing.estimates import check_confidence
 from tfcompress.testing.stats import INTERVAL_METHODS
 
 __all__ = ["DEFAULT_BACKEND", "DEFAULT_MAX_DROP", "GATE_MODES", "GateSettings", "parse_max_drop"]
@@ -53,8 +54,12 @@ class GateSettings:
     metric: MetricLike = "top1"
     mode: str = "strict"
     backend: str = DEFAULT_BACKEND
-    confidence: float = 0.95
-    interval: str = "auto"
+    confidence: float = option(0.95, help="two-sided level of the interval of the drop")
+    interval: str = option(
+        "auto",
+        choices=("auto", "mcnemar", "bootstrap"),  # "auto" and testing.stats.INTERVAL_METHODS
+        help="auto = exact McNemar where the metric is per-sample correctness, else bootstrap",
+    )
     resamples: int = 2000
     seed: int = 0
 
@@ -69,11 +74,8 @@ class GateSettings:
             raise InvalidInputError(
                 f"backend must be a backend name such as 'cpu', got {self.backend!r}."
             )
-        confidence = _number(self.confidence, "confidence")
-        if not 0.0 < confidence < 1.0:
-            raise InvalidInputError(
-                f"confidence must lie strictly between 0 and 1 (e.g. 0.95), got {confidence!r}."
-            )
+        confidence = finite_number(self.confidence, "confidence")
+        check_confidence(confidence)
         object.__setattr__(self, "confidence", confidence)
         if self.interval not in ("auto", *INTERVAL_METHODS):
             raise InvalidInputError(
@@ -125,42 +127,25 @@ class GateSettings:
 
 
 def parse_max_drop(value: Any, *, source: str = "max_drop") -> float:
-    """A drop threshold as a fraction in [0, 1], from a number or a string such as "0.01".
+    """A drop of accuracy-like metrics: a fraction in [0, 1], from a number or "0.01".
+
+    The threshold table's check (:meth:`~tfcompress.bench.thresholds.ThresholdDef.check`)
+    with the fraction unit: one check and one message for ``max_drop`` wherever it is given.
 
     Args:
         value: The threshold.
         source: Where it came from, for the message ("--tfc-max-drop", "ini tfc_max_drop").
 
-    Returns:
-        The threshold as a float.
-
     Raises:
-        InvalidInputError: Not a number, NaN, or outside [0, 1].
+        InvalidInputError: Not a finite number, or outside [0, 1].
 
     Example:
         >>> parse_max_drop("0.005")
         0.005
     """
-    number = _number(value, source)
-    if not 0.0 <= number <= 1.0:
-        hint = f" (did you mean {number / 100:g}?)" if 1.0 < number <= 100.0 else ""
-        raise InvalidInputError(
-            f"{source} must be a fraction in [0, 1] (0.01 = one accuracy point), got "
-            f"{value!r}{hint}."
-        )
-    return number
-
-
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool):
-        raise InvalidInputError(f"{what} must be a number, got {value!r}.")
-    try:
-        number = float(value)
-    except (TypeError, ValueError) as error:
-        raise InvalidInputError(f"{what} must be a number, got {value!r}.") from error
-    if math.isnan(number):
-        raise InvalidInputError(f"{what} must be a number, got NaN.")
-    return number
+    return get_threshold("max_drop").check(
+        value, source=source, unit="fraction", metric="accuracy-like metrics"
+    )
 
 
 def refuse_with_settings(**options: Any) -> None:

@@ -80,7 +80,7 @@ def qat(
             fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
             on data unlike the training set, or without labels, otherwise moves them and
             makes the model worse than post-training quantization. False trains them, for a
-            real, representative training set (``--train-batchnorm``).
+            real, representative training set (``--no-freeze-batchnorm``).
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
         gate: Checks to judge the exported ``.tflite`` by, against the original float
             model on ``eval_data`` (labels per output where given, fidelity where not): a
