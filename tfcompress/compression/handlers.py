@@ -414,4 +414,3 @@ def _worst_tensors(state: SearchState, config: PTQConfig) -> list[str]:
 
     errors = contained_layer_errors(result, samples)
     return worst_first(errors.tensors, result.reference_content)
-
