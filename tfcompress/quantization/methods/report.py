@@ -211,7 +211,7 @@ class MethodsReport:
         scoring_seconds: Running every artifact on the samples and judging it.
         total_seconds: The whole run: reference, plain int8, every candidate, scoring.
         budget_seconds: ``auto``'s budget in this run
-            (:data:`~tfcompress.quantization.methods.apply.AUTO_BUDGET` times the plain
+            (:data:`~tfcompress.quantization.methods.budget.AUTO_BUDGET` times the plain
             path's seconds); None when the methods were named (all made) or auto did not run.
 
     Example:
