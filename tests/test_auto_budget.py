@@ -84,8 +84,9 @@ def test_asked_for_auto_spends_at_most_its_budget_on_a_fake_clock(small, fake_cl
     model, x, _ = small
     report = tfcompress.quantize(model, representative_data=x, methods="auto").methods
     # The plain path: 10 s for the trace, less the calibrate-only pass (3 s less half the
-    # 5 s the three conversions overlap): 9.5 s, so the budget is 1.5 x 9.5 = 14.25 s.
-    assert report.why_run == "asked" and report.budget_seconds == pytest.approx(14.25)
+    # 5 s the three conversions overlap): 9.5 s, so the budget is 1.5 x 9.5 = 14.25 s, plus
+    # 1.5x the real instant quantize spent before the methods (checking the data).
+    assert report.why_run == "asked" and report.budget_seconds == pytest.approx(14.25, abs=1.0)
     made = [c.methods for c in report.candidates]
     skipped = {label: why for label, why in report.skipped}
     # Most expected payoff per estimated second first: the graph candidates (about a second
@@ -97,9 +98,8 @@ def test_asked_for_auto_spends_at_most_its_budget_on_a_fake_clock(small, fake_cl
         ("percentile-ranges",),
     ]
     assert set(skipped) == {"+".join(c) for c in AUTO_CANDIDATES if "equalize" in c}
-    assert all(
-        "auto's budget 1.5x plain int8 (14.2 s) would be passed" in w for w in skipped.values()
-    )
+    assert all("auto's budget 1.5x plain int8 (14." in w for w in skipped.values())
+    assert all("would be passed" in w for w in skipped.values())
     assert (
         "name it to make it (--method equalize,bias-correction)"
         in skipped["equalize+bias-correction"]

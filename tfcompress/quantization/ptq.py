@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
@@ -498,6 +499,7 @@ def _quantize(
     gate: GateConfig | None = None,
 ) -> QuantizationResult | OnnxQuantizationResult:
     """Make the artifact ``config`` describes (see :func:`quantize`)."""
+    started = time.perf_counter()  # auto's budget counts what plain int8's call does too
     _check_gate(gate, config, eval_data)
     if config.format == "onnx":
         return _onnx_result(
@@ -568,6 +570,7 @@ def _quantize(
             eval_data=eval_data,
             feeding=feeding,
             gate=gate,
+            started=started,
         )
     # What made the file: the recipe kept (the methods it chose, if it searched).
     result = replace(result, config=replace(config, recipe=result.recipe, methods=None))
@@ -808,6 +811,7 @@ def _converter_result(
     eval_data: DataLike | None,
     feeding: Mapping[str, Any] | None = None,
     gate: GateConfig | None = None,
+    started: float | None = None,
 ) -> QuantizationResult:
     has_eval = eval_data is not None
     plan = plan_candidates(chosen.name, chosen.methods, methods, has_eval=has_eval)
@@ -842,6 +846,7 @@ def _converter_result(
             seed=seed,
             gate=gate,
             only_if_plain_fails=only_if_fails,
+            started=started,
         )
         reference, quantized = outcome.reference, outcome.quantized
         chosen, report = outcome.recipe, outcome.report

@@ -133,6 +133,7 @@ def run_methods(
     seed: int,
     gate: GateConfig | None = None,
     only_if_plain_fails: bool = False,
+    started: float | None = None,
 ) -> MethodsOutcome:
     """:func:`quantize_with_methods` scored on ``eval_data`` (else the calibration samples).
 
@@ -148,6 +149,9 @@ def run_methods(
         gate: Judge every candidate by it (needs ``eval_data``; every sample is used).
         only_if_plain_fails: Judge plain int8 by ``gate`` first; make the candidates only
             when it fails.
+        started: ``time.perf_counter()`` when the verb began: what it did before the
+            methods (loading the model, reading the data) is part of plain int8's seconds,
+            which auto's budget multiplies.
 
     Raises:
         InvalidDataError: ``eval_data`` does not fit the model.
@@ -182,6 +186,7 @@ def run_methods(
         source=model_name(model),
         gate=gate,
         only_if_plain_fails=only_if_plain_fails,
+        before=0.0 if started is None else time.perf_counter() - started,
     )
 
 
@@ -198,6 +203,7 @@ def quantize_with_methods(
     source: str,
     gate: GateConfig | None = None,
     only_if_plain_fails: bool = False,
+    before: float = 0.0,
 ) -> MethodsOutcome:
     """Make plain int8 and each candidate, score them (judge them by the gate), keep one.
 
@@ -220,6 +226,8 @@ def quantize_with_methods(
         gate: Judge every artifact by it, and choose by it.
         only_if_plain_fails: Judge plain int8 first; the candidates are made only when it
             fails ``gate``.
+        before: Seconds the verb spent before (loading the model, reading the data): part of
+            plain int8's seconds too, for auto's budget.
 
     Returns:
         The reference, the kept artifact with its recipe, and the report.
@@ -256,7 +264,7 @@ def quantize_with_methods(
     if plain_recipe.float_nodes:
         plain = quantize_calibrated(plain, plain_recipe, source=source)
     # Auto is bounded, asked for or started by a gate; methods named are made.
-    budget = Budget(AUTO_BUDGET if auto else None, plain_path)
+    budget = Budget(AUTO_BUDGET if auto else None, plain_path + before)
     judge = _Judge(reference.content, scoring, source, gate, plain)
     if gate is not None:  # plain int8 judged first, whatever is made
         judge.ready()
@@ -314,7 +322,7 @@ def quantize_with_methods(
         pending.remove(methods)
         weights, label = weight_names(methods), "+".join(methods)
         estimate = costs.of(methods, calibrated, measured)
-        spent = _clock() - start - judging_plain
+        spent = _clock() - start + before - judging_plain
         why = too_dear.get(weights) or budget.refuses(label, spent=spent, estimate=estimate)
         if why is not None:
             skipped.append((label, why))
@@ -332,7 +340,7 @@ def quantize_with_methods(
         shared = measured.setdefault(weights, {})
         shared.setdefault(WANTED_KEY, wanted([methods, *pending], weights))
         if budget.ratio is not None:  # room left for this candidate's quantizer and scoring
-            left = budget.seconds - (_clock() - start - judging_plain)
+            left = budget.seconds - (_clock() - start + before - judging_plain)
             shared[SECONDS_LEFT_KEY] = left - costs.graph
         candidate_start = _clock()
         try:

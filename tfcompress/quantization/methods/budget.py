@@ -21,8 +21,9 @@ from tfcompress.quantization.methods.registry import GraphMethod, range_methods,
 #: The budget of ``auto``, asked for (``--method auto``) or started by a gate that plain int8
 #: fails: its run (plain int8, the float32 reference, the shared calibration, every candidate
 #: and its scoring; under a gate, not judging plain int8 itself, which the gate does anyway)
-#: may take at most this many times the plain path's own seconds (the float32 reference and
-#: plain int8 conversion, what ``quantize`` without methods does), measured in the same run.
+#: may take at most this many times plain int8's seconds: what ``quantize`` without methods
+#: does (loading the model, reading the data, the float32 reference and plain int8
+#: conversion), measured in the same run.
 #: A candidate whose estimated cost would pass it is skipped before it is paid for (a rewrite
 #: costs about one conversion, the shared float run about one calibration pass, a candidate
 #: on the calibrated graph about the cheapest one made so far); the float run itself stops
@@ -37,7 +38,8 @@ class Budget:
 
     Attributes:
         ratio: :data:`AUTO_BUDGET`, or None when the methods were named.
-        plain_seconds: The plain path's own seconds in this run (reference + plain int8).
+        plain_seconds: Plain int8's seconds in this run (the verb up to the methods, the
+            float32 reference and plain int8).
 
     Example:
         >>> budget = Budget(1.5, 0.6)
