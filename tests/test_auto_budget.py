@@ -55,8 +55,9 @@ class _Clock:
 
 @pytest.fixture
 def fake_clock(monkeypatch):
-    """Auto's clock, moved 10 s by the first trace (its three conversions said to take 4, 8
-    and 3 s) and 1 s by each candidate; a rewrite is refused."""
+    """Auto's clock, moved 20 s by the first trace (its three conversions said to take 12,
+    16 and 13 s: one trace, its calibration pass 1 s) and 1 s by each candidate; a rewrite is
+    refused."""
     clock = _Clock()
     monkeypatch.setattr(apply, "_clock", clock)
     real_convert, real_candidate = apply.convert_all, apply._candidate
@@ -64,8 +65,8 @@ def fake_clock(monkeypatch):
     def convert(model, configures, **kwargs):
         made = real_convert(model, configures, **kwargs)
         assert len(configures) == 3  # reference, plain int8, calibrate-only: one trace
-        clock.now += 10.0
-        return [replace(m, seconds=s) for m, s in zip(made, (4.0, 8.0, 3.0), strict=True)]
+        clock.now += 20.0
+        return [replace(m, seconds=s) for m, s in zip(made, (12.0, 16.0, 13.0), strict=True)]
 
     def candidate(*args, **kwargs):
         clock.now += 1.0
@@ -83,14 +84,14 @@ def fake_clock(monkeypatch):
 def test_asked_for_auto_spends_at_most_its_budget_on_a_fake_clock(small, fake_clock):
     model, x, _ = small
     report = tfcompress.quantize(model, representative_data=x, methods="auto").methods
-    # The plain path: 10 s for the trace, less the calibrate-only pass (3 s less half the
-    # 5 s the three conversions overlap): 9.5 s, so the budget is 1.5 x 9.5 = 14.25 s, plus
-    # 1.5x the real instant quantize spent before the methods (checking the data).
-    assert report.why_run == "asked" and report.budget_seconds == pytest.approx(14.25, abs=1.0)
+    # Plain int8: 20 s for the trace, less the calibration pass only the graph candidates need
+    # (13 - 12 s): 19 s, so the budget is 1.5 x 19 = 28.5 s, plus 1.5x the real instant
+    # quantize spent before the methods (checking the data).
+    assert report.why_run == "asked" and report.budget_seconds == pytest.approx(28.5, abs=1.0)
     made = [c.methods for c in report.candidates]
     skipped = {label: why for label, why in report.skipped}
     # Most expected payoff per estimated second first: the graph candidates (about a second
-    # each once the float run is shared) fit; each rewrite (8 s, a conversion) would not.
+    # each once the float run is shared) fit; each rewrite (32 s, two conversions) would not.
     assert made == [
         ("mse-ranges",),
         ("bias-correction", "mse-ranges"),
@@ -98,7 +99,7 @@ def test_asked_for_auto_spends_at_most_its_budget_on_a_fake_clock(small, fake_cl
         ("percentile-ranges",),
     ]
     assert set(skipped) == {"+".join(c) for c in AUTO_CANDIDATES if "equalize" in c}
-    assert all("auto's budget 1.5x plain int8 (14." in w for w in skipped.values())
+    assert all("auto's budget 1.5x plain int8 (28." in w for w in skipped.values())
     assert all("would be passed" in w for w in skipped.values())
     assert (
         "name it to make it (--method equalize,bias-correction)"

@@ -259,8 +259,11 @@ def quantize_with_methods(
     reference, plain = made[0], made[1]
     plain_path = _clock() - start
     if len(made) > 2:  # the calibrate-only conversion's own seconds are not the plain path's
-        trace = max(0.0, (sum(m.seconds for m in made) - plain_path) / 2)
-        plain_path = max(plain_path - (made[2].seconds - trace), 0.0)
+        # each conversion's seconds hold the shared trace: the calibrate-only one's own is
+        # its calibration pass, what it took over the float32 reference's (at least 5% of
+        # plain int8's conversion, lest a noisy clock call it free)
+        calibration_pass = max(made[2].seconds - made[0].seconds, 0.05 * made[1].seconds)
+        plain_path = max(plain_path - calibration_pass, 0.0)
     if plain_recipe.float_nodes:
         plain = quantize_calibrated(plain, plain_recipe, source=source)
     # Auto is bounded, asked for or started by a gate; methods named are made.
@@ -306,12 +309,12 @@ def quantize_with_methods(
     # --eval judges the artifact either way), not auto's: under a gate the budget counts the
     # rest; asked for, auto's scoring of plain int8 is its own.
     judging_plain = scoring_seconds if gate is not None else 0.0
-    float_run = made[2].seconds - trace if len(made) > 2 else plain.seconds
+    float_run = calibration_pass if len(made) > 2 else plain.seconds
     # Before anything is scored, a candidate's scoring is estimated as a float run; the
     # first also pays for running the reference and plain int8 on the samples.
     costs = Costs(
         graph=scoring_seconds or float_run,
-        rewrite=plain.seconds,
+        rewrite=2 * plain.seconds,
         float_run=float_run,
         judging=0.0 if judge.scorer is not None else 2 * float_run,
     )

@@ -25,7 +25,7 @@ from tfcompress.quantization.methods.registry import GraphMethod, range_methods,
 #: does (loading the model, reading the data, the float32 reference and plain int8
 #: conversion), measured in the same run.
 #: A candidate whose estimated cost would pass it is skipped before it is paid for (a rewrite
-#: costs about one conversion, the shared float run about one calibration pass, a candidate
+#: costs about two conversions, the shared float run about one calibration pass, a candidate
 #: on the calibrated graph about the cheapest one made so far); the float run itself stops
 #: when, paced on its batches, it would pass it. Every skip is reported with its numbers.
 #: Methods named (``--method mse-ranges``) are always made: named is paid for.
@@ -78,8 +78,9 @@ class Costs:
     Attributes:
         graph: A candidate on a calibrated graph: its edit, quantizer call and scoring (the
             cheapest made so far; before any, plain int8's scoring).
-        rewrite: A weight method's rewrite and its calibrate-only conversion (plain int8's
-            conversion).
+        rewrite: A weight method's rewrite and its calibrate-only conversion: about two
+            of plain int8's conversions (the rewrite runs a Keras sub-model over the samples
+            for its statistics, then converts and calibrates again).
         float_run: The float run of a calibrated graph that its candidates share (one
             calibration pass, as the calibrate-only conversion measured it).
         judging: Running the reference and plain int8 on the samples, paid with the first
