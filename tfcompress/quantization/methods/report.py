@@ -170,7 +170,7 @@ class Candidate:
         """One line: the label, each output's fidelity, the gate's worst margin (or the error)."""
         if self.error is not None:
             return f"{self.label}: not made ({self.error})"
-        scores = "; ".join(str(f) for f in self.fidelity)
+        scores = "; ".join(str(f) for f in self.fidelity) or "not scored (nothing to compare)"
         worst = self.worst_margin
         if worst is not None:
             verdict = "passes the gate" if self.passes else "fails the gate"
