@@ -396,3 +396,50 @@ def test_gate_on_a_valid_file_litert_aborts_on_names_no_corruption(
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and "cannot run it (crashed in" in error and "SIGABRT" in error
     assert "corrupt" not in error and "re-export" not in error
+
+
+def _computed_weights_tflite() -> bytes:
+    """Two CONV_2D whose weights are computed in the graph (scaled by the input's mean): a
+    real class LiteRT Quantizer quantizes into a file LiteRT cannot prepare (it takes such
+    weights for an activation: a non-zero weight zero point), as on MediaPipe-style face
+    detectors."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    w1 = tf.constant(rng.standard_normal((3, 3, 3, 8)).astype(np.float32))
+    w2 = tf.constant(rng.standard_normal((3, 3, 8, 8)).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 16, 16, 3], tf.float32)])
+    def detect(x):
+        scale = tf.sigmoid(tf.reduce_mean(x))
+        h = tf.nn.relu(tf.nn.conv2d(x, w1 * scale, 1, "SAME"))
+        return {"scores": tf.nn.conv2d(h, w2 * scale, 1, "SAME")}
+
+    concrete = detect.get_concrete_function()
+    return tf.lite.TFLiteConverter.from_concrete_functions([concrete], detect).convert()
+
+
+def test_every_op_litert_cannot_run_is_named_at_once_and_the_printed_rule_works(
+    tmp_path, capsys
+) -> None:
+    import shlex
+
+    model, calib = tmp_path / "computed_weights.tflite", tmp_path / "calib.npz"
+    model.write_bytes(_computed_weights_tflite())
+    np.savez(calib, x=np.random.default_rng(1).random((16, 16, 16, 3), dtype=np.float32))
+    out = tmp_path / "int8.tflite"
+    argv = ["quantize", str(model), "--data", str(calib), "--out", str(out), "--force"]
+    code = main(argv)
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and not out.exists() and len(error.splitlines()) == 1, error
+    # Both CONV_2D at once (LiteRT names only the first), checked by quantizing again.
+    assert error.count("CONV_2D '") == 2 and "zero_point" in error
+    assert "with these 2 ops float the file runs (quantized again and run to check)" in error
+    flags = shlex.split(error.split("add ", 1)[1].rsplit(" to quantize", 1)[0])
+    assert flags[::2] == ["--rule"]  # one rule keeps both
+    # Pasted back into the same command, exactly as printed: it runs.
+    code = main([*argv, *flags, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert json.loads(captured.out)["float_ops"] == ["CONV_2D", "CONV_2D"]
+    assert out.exists()

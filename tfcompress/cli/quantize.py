@@ -167,10 +167,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         f"({', '.join(METHODS)}). Kept: with a gate (--min-snr, --max-drop...), among those "
         "that pass it the smallest, then the largest margin on the weakest output; without, "
         "the best weakest output; plain int8 wins ties. Default: none (the converter's int8); "
-        "with --eval and a gate, auto runs only if plain int8 fails the gate, and then skips, "
-        "unmade and said, the candidates that would take it past 1.5x plain int8's seconds. "
-        "auto asked for makes every candidate that can run on the model, cheapest first "
-        "(not those that need a Keras model, on a SavedModel); named, methods are always "
+        "with --eval and a gate, auto runs only if plain int8 fails the gate. auto, asked "
+        "for or so started, makes the candidates by expected payoff per second and skips, "
+        "unmade and said, those that would take it past 1.5x plain int8's seconds (and "
+        "those that need a Keras model, on a SavedModel); named, methods are always "
         "made, or refused where they cannot run "
         "(see docs/quantization.md#beyond-minmax-int8)",
     )

@@ -129,6 +129,7 @@ def converter_result(
     eval_data: DataLike | None,
     feeding: Mapping[str, Any] | None = None,
     gate: GateConfig | None = None,
+    started: float | None = None,
 ) -> QuantizationResult:
     """The converter's artifact of ``chosen`` for :func:`tfcompress.quantize`.
 
@@ -173,6 +174,7 @@ def converter_result(
             seed=seed,
             gate=gate,
             only_if_plain_fails=only_if_fails,
+            started=started,
         )
         reference, quantized = outcome.reference, outcome.quantized
         chosen, report = outcome.recipe, outcome.report

@@ -27,11 +27,10 @@ import contextlib
 import io
 import logging
 import os
-import re
 import time
 import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any
 
@@ -59,7 +58,9 @@ from tfcompress.quantization.engines.calibration import (
 from tfcompress.quantization.engines.check import check_against_plan
 from tfcompress.quantization.engines.plan import litert_ops, litert_recipe, plan_ops
 from tfcompress.quantization.engines.prepare import prepare_float_tflite
+from tfcompress.quantization.engines.unrunnable import unrunnable_message
 from tfcompress.quantization.recipes import Recipe
+from tfcompress.quantization.rules import Rule
 
 __all__ = ["INSTALL_HINT", "EngineOutput", "litert_quantizer_module", "quantize_litert"]
 
@@ -197,32 +198,56 @@ def quantize_litert(
         methods = (recipe.calibration or DEFAULT_CALIBRATION,)
         if eval_data is not None and not gptq and recipe.calibration is None:
             methods = CALIBRATIONS
-    if entries:
+
+    def quantized(with_entries: list[dict[str, Any]], how: tuple[str, ...]) -> dict[str, bytes]:
         from tfcompress._child import call
 
         # Calibration runs the model on the user's data (native code the data steers, whose
         # allocations it can size): in a child process, with its time and memory limits.
-        made = call(
+        return call(
             "tfcompress.quantization.engines.litert_quantizer:_run_here",
             prepared,
-            entries,
+            with_entries,
             samples,
             source,
             progress,
-            methods,
+            how,
             what=f"LiteRT Quantizer on {source!r}",
             echo=progress,
         )
-    else:  # float32 without rules: the prepared float model is the artifact
-        made = {DEFAULT_CALIBRATION: prepared.content}
+
+    def remake(method: str) -> Callable[[tuple[Rule, ...]], bytes] | None:
+        """The file of ``method`` made again with more float rules, or None: nothing to make.
+
+        How every op to keep float is found when LiteRT cannot run the file.
+        """
+        if not entries:
+            return None
+
+        def again(rules: tuple[Rule, ...]) -> bytes:
+            more = replace(recipe, rules=(*recipe.rules, *rules))
+            made = quantized(litert_recipe(more, litert_ops(parsed)), (method,))
+            return next(iter(made.values()))
+
+        return again
+
+    # float32 without rules: the prepared float model is the artifact
+    made = quantized(entries, methods) if entries else {DEFAULT_CALIBRATION: prepared.content}
     choice = None
     if len(made) > 1:
         content, choice = _keep_better(
-            made, prepared.content, eval_data, gate, bool(prepared.custom_ops), source, seed
-        )
+            made, prepared.content, eval_data, gate, bool(prepared.custom_ops), source, seed,
+            remake(DEFAULT_CALIBRATION),
+        )  # fmt: skip
     else:
         content = next(iter(made.values()))
-        _check_runs_written(content, bool(prepared.custom_ops), source, in_warm_child=bool(entries))
+        _check_runs_written(
+            content,
+            bool(prepared.custom_ops),
+            source,
+            in_warm_child=bool(entries),
+            requantize=remake(next(iter(made))),
+        )
         if samples is not None and entries:
             if gptq:
                 kept, reason = MOVING_AVERAGE, "the one GPTQ rules take; nothing was compared"
@@ -256,27 +281,38 @@ def _keep_better(
     custom_ops: bool,
     source: str,
     seed: int,
+    remake: Callable[[tuple[Rule, ...]], bytes] | None = None,
 ) -> tuple[bytes, CalibrationChoice]:
     """Both calibrations scored against ``reference`` on ``eval_data``; the better one.
 
     A file LiteRT cannot run is never kept: the other one is, saying why; both failing is
-    the error of the default's file.
+    the error of the default's file (``remake``: that file made again with more float
+    rules, to find every op to keep float).
     """
     from tfcompress.quantization.methods.selection import score
 
     runs: dict[str, bytes] = {}
-    failed: dict[str, ConversionError] = {}
+    said: dict[str, str] = {}
     for method, content in made.items():
-        try:
-            _check_runs_written(content, custom_ops, source)
-        except ConversionError as error:
-            failed[method] = error
-        else:
+        refused = _fails(content, custom_ops, source)
+        if refused is None:
             runs[method] = content
+        else:
+            said[method] = refused
+
+    def failed(method: str) -> ConversionError:
+        fix = remake if not runs and method == DEFAULT_CALIBRATION else None
+        message = unrunnable_message(
+            made[method], said[method], source, requantize=fix,
+            fails=lambda remade: _fails(remade, custom_ops, source),
+        )  # fmt: skip
+        return ConversionError(message)
+
     if not runs:
-        raise failed.get(DEFAULT_CALIBRATION) or next(iter(failed.values()))
+        raise failed(DEFAULT_CALIBRATION if DEFAULT_CALIBRATION in said else next(iter(said)))
     if len(runs) == 1:
-        (method, content), (lost, error) = next(iter(runs.items())), next(iter(failed.items()))
+        (method, content), lost = next(iter(runs.items())), next(iter(said))
+        error = failed(lost)
         logger.warning("%s calibration wrote a file LiteRT cannot run: %s", lost, error)
         return content, CalibrationChoice(
             kept=method,
@@ -474,13 +510,37 @@ def _check_runs(content: bytes, custom_ops: tuple[str, ...], source: str) -> Non
 
 
 def _check_runs_written(
-    content: bytes, custom_ops: bool, source: str, *, in_warm_child: bool = False
+    content: bytes,
+    custom_ops: bool,
+    source: str,
+    *,
+    in_warm_child: bool = False,
+    requantize: Callable[[tuple[Rule, ...]], bytes] | None = None,
 ) -> None:
     """Never return a file that does not run: validate it, then run it once in a child.
 
     ``in_warm_child``: the calibration's warm child runs it (it is up already: no process
-    is started for the probe).
+    is started for the probe). ``requantize``: make the file again with extra float rules,
+    to find every op LiteRT cannot run (:mod:`.unrunnable`).
+
+    Raises:
+        ConversionError: LiteRT cannot run it: every op to keep float and the rules that do.
     """
+    said = _fails(content, custom_ops, source, in_warm_child=in_warm_child)
+    if said is not None:
+        raise ConversionError(
+            unrunnable_message(
+                content,
+                said,
+                source,
+                requantize=requantize,
+                fails=lambda remade: _fails(remade, custom_ops, source),
+            )
+        )
+
+
+def _fails(content: bytes, custom_ops: bool, source: str, *, in_warm_child: bool = False) -> Any:
+    """None when LiteRT runs ``content`` (structurally valid, runs once); else what it said."""
     try:
         read_tflite(content, source=source).validate(source=source)
         probe_model(
@@ -491,51 +551,8 @@ def _check_runs_written(
             in_warm_child=in_warm_child,
         )
     except ModelLoadError as error:
-        raise ConversionError(_unrunnable(content, str(error), source)) from error
-
-
-def _unrunnable(content: bytes, said: str, source: str) -> str:
-    """Why LiteRT cannot run what LiteRT Quantizer wrote, and the rule that keeps the op float.
-
-    LiteRT Quantizer itself writes some files LiteRT cannot prepare (a CONV_2D whose weight
-    zero point is not 0); the op LiteRT names, kept float, is the fix that works.
-    """
-    from tfcompress.models.probe import failing_op, runtime_said
-
-    reason = " ".join((runtime_said(content, "tflite") or said).split())[:300]
-    found = failing_op(reason)
-    if found is None:
-        return (
-            f"LiteRT Quantizer produced a model LiteRT cannot run ({said}); nothing was "
-            "returned: keep the failing ops float with quantize's --rule "
-            "'OP_TYPE:NAME=float' (rules= in the API; see `tfcompress inspect` for the "
-            "names), or try another recipe."
-        )
-    node, op_type = found
-    graph = read_tflite(content, source=source).subgraphs[0]
-    name = ""
-    if 0 <= node < len(graph.operators):
-        outputs = [graph.tensors[i].name for i in graph.operators[node].outputs]
-        name = next((n.split(";")[0] for n in outputs if n), "")
-    pattern = rule_pattern(name) if name and "'" not in name else ".*"
-    return (
-        f"LiteRT Quantizer produced an int8 model LiteRT cannot run ({op_type} {name!r}: "
-        f"{reason}); nothing was returned: keep that op float with quantize's "
-        f"--rule '{op_type}:{pattern}=float'."
-    )
-
-
-def rule_pattern(name: str) -> str:
-    r"""A rule pattern that matches the op whose first output tensor is ``name``.
-
-    An op's scope is its output names joined by ``;`` (:func:`~.plan.op_scope`), so the
-    escaped name anchored at the start and followed by ``;`` matches that op and no other.
-
-    Example:
-        >>> rule_pattern("model/conv.1/Relu")
-        '^model/conv\\.1/Relu;'
-    """
-    return "^" + re.escape(name) + ";"
+        return str(error)
+    return None
 
 
 def _first_line(error: BaseException) -> str:

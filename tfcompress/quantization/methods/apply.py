@@ -18,8 +18,21 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tfcompress.data import Dataset
-from tfcompress.errors import ConversionError, UnsupportedModelError
+from tfcompress.errors import ConversionError, ResourceLimitError, UnsupportedModelError
 from tfcompress.quantization.converter import Conversion, ConverterSettings, convert_all
+from tfcompress.quantization.methods.budget import (
+    AUTO_BUDGET,
+    Budget,
+    Costs,
+    wanted,
+    weight_names,
+)
+from tfcompress.quantization.methods.calibrated import (
+    RUN_SECONDS_KEY,
+    SECONDS_LEFT_KEY,
+    WANTED_KEY,
+    OverBudget,
+)
 from tfcompress.quantization.methods.catalog import (
     AUTO_CANDIDATES,
     DEFAULT_PERCENTILE,
@@ -31,7 +44,6 @@ from tfcompress.quantization.methods.registry import (
     GraphMethod,
     RangeContext,
     range_methods,
-    weight_methods,
 )
 from tfcompress.quantization.methods.report import Candidate, MethodsReport
 from tfcompress.quantization.methods.rewrite import Rewrite, rewrite_model
@@ -64,55 +76,12 @@ class MethodsOutcome:
     warnings: tuple[str, ...]
 
 
+#: The clock auto's budget is measured by (a test may stand in a fake one).
+_clock = time.perf_counter
+
 #: Eval samples the methods are scored on without a gate, at most (a seeded subset of
 #: more). With a gate, every eval sample: the one the final gate judges.
 EVAL_SAMPLES = 1000
-
-#: The budget of ``auto`` when nobody asked for it (a gate that plain int8 fails starts it):
-#: its run (plain int8, the float32 reference, the shared calibration, every candidate and
-#: its scoring; not judging plain int8 itself, which the gate does anyway) may take at most
-#: this many times the plain path's own seconds (the float32 reference and plain int8
-#: conversion), measured in the same run. A candidate whose estimated cost would pass it is
-#: skipped before it is paid for, and reported as skipped with the numbers (a rewrite costs
-#: about one conversion; a candidate on the calibrated graph about the cheapest one made so
-#: far). ``--method auto`` or names asked for are always made: asked is paid for.
-AUTO_BUDGET = 1.5
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Whether ``auto`` can still afford a candidate (None ``ratio``: no budget, all made).
-
-    Attributes:
-        ratio: :data:`AUTO_BUDGET`, or None when the methods were named.
-        plain_seconds: The plain path's own seconds in this run (reference + plain int8).
-
-    Example:
-        >>> budget = Budget(1.5, 0.6)
-        >>> budget.refuses("equalize+bias-correction", spent=0.7, estimate=0.5)[:66]
-        "auto's budget 1.5x plain int8 (0.9 s) would be passed (0.7 s spent"
-        >>> budget.refuses("mse-ranges", spent=0.7, estimate=0.1) is None
-        True
-    """
-
-    ratio: float | None
-    plain_seconds: float
-
-    @property
-    def seconds(self) -> float:
-        """The budget in seconds (infinite without one)."""
-        return float("inf") if self.ratio is None else self.ratio * self.plain_seconds
-
-    def refuses(self, label: str, *, spent: float, estimate: float) -> str | None:
-        """Why a candidate is skipped (its cost would pass the budget), or None: make it."""
-        if spent + estimate <= self.seconds:
-            return None
-        return (
-            f"auto's budget {self.ratio:g}x plain int8 ({self.seconds:.1f} s) would be passed "
-            f"({spent:.1f} s spent, about {estimate:.1f} s more); ask for it to make it "
-            f"(--method auto makes every candidate, --method {label.replace('+', ',')} this "
-            "one)"
-        )
 
 
 def why_not_keras(model: Any) -> str | None:
@@ -164,6 +133,7 @@ def run_methods(
     seed: int,
     gate: GateConfig | None = None,
     only_if_plain_fails: bool = False,
+    started: float | None = None,
 ) -> MethodsOutcome:
     """:func:`quantize_with_methods` scored on ``eval_data`` (else the calibration samples).
 
@@ -179,6 +149,9 @@ def run_methods(
         gate: Judge every candidate by it (needs ``eval_data``; every sample is used).
         only_if_plain_fails: Judge plain int8 by ``gate`` first; make the candidates only
             when it fails.
+        started: ``time.perf_counter()`` when the verb began: what it did before the
+            methods (loading the model, reading the data) is part of plain int8's seconds,
+            which auto's budget multiplies.
 
     Raises:
         InvalidDataError: ``eval_data`` does not fit the model.
@@ -213,6 +186,7 @@ def run_methods(
         source=model_name(model),
         gate=gate,
         only_if_plain_fails=only_if_plain_fails,
+        before=0.0 if started is None else time.perf_counter() - started,
     )
 
 
@@ -229,6 +203,7 @@ def quantize_with_methods(
     source: str,
     gate: GateConfig | None = None,
     only_if_plain_fails: bool = False,
+    before: float = 0.0,
 ) -> MethodsOutcome:
     """Make plain int8 and each candidate, score them (judge them by the gate), keep one.
 
@@ -251,6 +226,8 @@ def quantize_with_methods(
         gate: Judge every artifact by it, and choose by it.
         only_if_plain_fails: Judge plain int8 first; the candidates are made only when it
             fails ``gate``.
+        before: Seconds the verb spent before (loading the model, reading the data): part of
+            plain int8's seconds too, for auto's budget.
 
     Returns:
         The reference, the kept artifact with its recipe, and the report.
@@ -262,19 +239,16 @@ def quantize_with_methods(
             the model.
         ConversionError: ``searched`` is False and the quantizer rejected the candidate.
     """
-    start = time.perf_counter()
+    start = _clock()
     check_runnable(model, candidates, source=source)
     runnable, skipped_list = runnable_candidates(candidates, why_not_keras(model))
     skipped = list(skipped_list)
     for label, why in skipped:
         logger.info("%s skipped: %s", label, why)
-    # Cheap first: the graph-only candidates share one calibrate-only conversion and one
-    # float run (a quantizer call and a scoring each); a rewrite re-traces and recalibrates.
-    runnable = tuple(sorted(runnable, key=lambda c: bool(_weights(c))))
     auto = searched and tuple(candidates) == AUTO_CANDIDATES
     plain_recipe = with_methods(recipe, ())
     configures: list[ConverterSettings | None] = [None, configure_for(plain_recipe, False)]
-    ranges_only = any(not _weights(c) for c in runnable)
+    ranges_only = any(not weight_names(c) for c in runnable)
     # One trace for all three: the graph candidates' calibrate-only conversion then costs
     # one more calibration pass, not a second trace (it cannot stand in for the converter's
     # plain int8, whose bytes differ: see docs/quantization.md). Under a gate that plain
@@ -283,19 +257,22 @@ def quantize_with_methods(
         configures.append(configure_for(plain_recipe, True))
     made = convert_all(model, configures, static_batch=recipe.static_batch)
     reference, plain = made[0], made[1]
-    plain_path = time.perf_counter() - start
+    plain_path = _clock() - start
     if len(made) > 2:  # the calibrate-only conversion's own seconds are not the plain path's
-        trace = max(0.0, (sum(m.seconds for m in made) - plain_path) / 2)
-        plain_path = max(plain_path - (made[2].seconds - trace), 0.0)
+        # each conversion's seconds hold the shared trace: the calibrate-only one's own is
+        # its calibration pass, what it took over the float32 reference's (at least 5% of
+        # plain int8's conversion, lest a noisy clock call it free)
+        calibration_pass = max(made[2].seconds - made[0].seconds, 0.05 * made[1].seconds)
+        plain_path = max(plain_path - calibration_pass, 0.0)
     if plain_recipe.float_nodes:
         plain = quantize_calibrated(plain, plain_recipe, source=source)
-    # Bounded only when nobody asked: a gate that plain int8 fails started it.
-    budget = Budget(AUTO_BUDGET if auto and only_if_plain_fails else None, plain_path)
-    scoring_start = time.perf_counter()
-    scorer = Scorer(reference.content, scoring, source=source, gate=gate)
-    fidelity, margins = scorer.score(plain.content)
-    scoring_seconds = time.perf_counter() - scoring_start
-    plain_candidate = Candidate((), fidelity, len(plain.content), plain.seconds, gate=margins)
+    # Auto is bounded, asked for or started by a gate; methods named are made.
+    budget = Budget(AUTO_BUDGET if auto else None, plain_path + before)
+    judge = _Judge(reference.content, scoring, source, gate, plain)
+    if gate is not None:  # plain int8 judged first, whatever is made
+        judge.ready()
+    plain_candidate = judge.plain
+    scoring_seconds = judge.seconds
     why_run = "asked"
     if only_if_plain_fails:
         if plain_candidate.passes:
@@ -316,7 +293,7 @@ def quantize_with_methods(
                 gated=True,
                 reference_seconds=reference.seconds,
                 scoring_seconds=scoring_seconds,
-                total_seconds=time.perf_counter() - start,
+                total_seconds=_clock() - start,
             )
             logger.info("methods for %s: %s", source, reason)
             return MethodsOutcome(reference, plain, plain_recipe, report, ())
@@ -328,21 +305,28 @@ def quantize_with_methods(
     built: list[Candidate] = []
     contents: list[bytes | None] = []
     measured: dict[tuple[str, ...], dict[str, Any]] = {}  # shared by the range methods
-    # What the next graph candidate costs, about: the cheapest one's edit, quantizer call
-    # and scoring so far (the first pays the shared float run once); before any, plain
-    # int8's scoring (its quantizer ran inside the conversion).
-    graph_cost = scoring_seconds
     # Running the reference and plain int8 on the samples is the gate's own work (quantize
-    # --eval judges the artifact either way), not auto's: the budget counts the rest.
-    judging_plain = scoring_seconds
-    for methods in runnable:
-        weights = _weights(methods)
-        label = "+".join(methods)
-        # a rewrite costs about one conversion, then a graph candidate's work (the graph
-        # candidates' calibration came with the first trace)
-        estimate = graph_cost + (plain.seconds if weights not in calibrated else 0.0)
-        spent = time.perf_counter() - start - judging_plain
-        why = budget.refuses(label, spent=spent, estimate=estimate)
+    # --eval judges the artifact either way), not auto's: under a gate the budget counts the
+    # rest; asked for, auto's scoring of plain int8 is its own.
+    judging_plain = scoring_seconds if gate is not None else 0.0
+    float_run = calibration_pass if len(made) > 2 else plain.seconds
+    # Before anything is scored, a candidate's scoring is estimated as a float run; the
+    # first also pays for running the reference and plain int8 on the samples.
+    costs = Costs(
+        graph=scoring_seconds or float_run,
+        rewrite=2 * plain.seconds,
+        float_run=float_run,
+        judging=0.0 if judge.scorer is not None else 2 * float_run,
+    )
+    pending = list(runnable)
+    too_dear: dict[tuple[str, ...], str] = {}  # a float run stopped: its candidates skipped
+    while pending:
+        methods = costs.best(pending, calibrated, measured)
+        pending.remove(methods)
+        weights, label = weight_names(methods), "+".join(methods)
+        estimate = costs.of(methods, calibrated, measured)
+        spent = _clock() - start + before - judging_plain
+        why = too_dear.get(weights) or budget.refuses(label, spent=spent, estimate=estimate)
         if why is not None:
             skipped.append((label, why))
             logger.info("%s skipped: %s", label, why)
@@ -356,36 +340,47 @@ def quantize_with_methods(
             built.append(Candidate(methods, error=base))
             contents.append(None)
             continue
+        shared = measured.setdefault(weights, {})
+        shared.setdefault(WANTED_KEY, wanted([methods, *pending], weights))
+        if budget.ratio is not None:  # room left for this candidate's quantizer and scoring
+            left = budget.seconds - (_clock() - start + before - judging_plain)
+            shared[SECONDS_LEFT_KEY] = left - costs.graph
+        candidate_start = _clock()
+        try:
+            candidate, content = _candidate(
+                methods, base, with_methods(recipe, methods), calibration, source,
+                searched=searched, shared=shared,
+            )  # fmt: skip
+        except OverBudget as error:
+            if not searched:
+                raise ResourceLimitError(f"{label} on {source!r}: {error}.") from None
+            why = budget.stopped(label, str(error)) if budget.ratio is not None else str(error)
+            too_dear[weights] = why
+            skipped.append((label, why))
+            logger.info("%s skipped: %s", label, why)
+            continue
         # The shared rewrite and calibration are charged to the first candidate made from
         # them: the candidates' seconds add up to what the methods cost.
         calibrated[weights] = (base[0], base[1], 0.0)
-        candidate_start = time.perf_counter()
-        candidate, content = _candidate(
-            methods,
-            base,
-            with_methods(recipe, methods),
-            calibration,
-            source,
-            searched=searched,
-            shared=measured.setdefault(weights, {}),
-        )
+        judged = judge.seconds
         if content is not None:
-            scoring_start = time.perf_counter()
-            fidelity, margins = scorer.score(content)
-            scoring_seconds += time.perf_counter() - scoring_start
+            fidelity, margins = judge.score(content)
             candidate = replace(candidate, fidelity=fidelity, gate=margins)
-        cost = time.perf_counter() - candidate_start
-        graph_cost = cost if not built else min(graph_cost, cost)
+        first = judge.first_seconds if judged == 0.0 and judge.scorer is not None else 0.0
+        costs.judging = 0.0 if judge.scorer is not None else costs.judging
+        costs.made(_clock() - candidate_start - shared.pop(RUN_SECONDS_KEY, 0.0) - first, built)
         built.append(candidate)
         contents.append(content)
     gated = gate is not None
+    plain_candidate, scoring_seconds = judge.plain, judge.seconds
     warnings: list[str] = []
     if searched:
         index, reason = choose(plain_candidate, built, gated=gated)
         if not built and budget.ratio is not None and skipped:
             reason = (
                 f"auto's budget ({budget.ratio:g}x plain int8, {budget.seconds:.1f} s) left "
-                "room for no candidate: plain int8 kept (--method auto makes them all)"
+                "room for no candidate: plain int8 kept (name methods with --method to make "
+                "them)"
             )
     else:
         index = 0
@@ -398,7 +393,7 @@ def quantize_with_methods(
             )
     kept = () if index is None else built[index].methods
     chosen = plain if index is None else replace(plain, content=contents[index] or b"")
-    total = time.perf_counter() - start
+    total = _clock() - start
     report = MethodsReport(
         measured_on=measured_on,
         samples=len(scoring),
@@ -431,11 +426,6 @@ def with_methods(recipe: Recipe, methods: tuple[str, ...]) -> Recipe:
     used = option_used("range_percentile", methods)
     percentile = recipe.range_percentile if used else DEFAULT_PERCENTILE
     return replace(recipe, methods=methods, range_percentile=percentile)
-
-
-def _weights(methods: tuple[str, ...]) -> tuple[str, ...]:
-    """The names of the weight methods among ``methods`` (what one rewritten copy is for)."""
-    return tuple(m.name for m in weight_methods(methods))
 
 
 def _rewritten(
@@ -510,3 +500,40 @@ def _candidate(
         edits=edits,
     )
     return made, quantized.content
+
+
+class _Judge:
+    """The scorer of the candidates and plain int8's scores, made when first needed.
+
+    Asked for without a gate, auto runs the reference and plain int8 on the samples only
+    once a candidate is made: a run that can afford none pays nothing for them.
+    """
+
+    def __init__(
+        self, reference: bytes, scoring: Dataset, source: str, gate: Any, plain: Conversion
+    ) -> None:
+        self.args = (reference, scoring, source, gate)
+        self.content = plain.content
+        self.plain = Candidate((), (), len(plain.content), plain.seconds)
+        self.scorer: Scorer | None = None
+        self.seconds = self.first_seconds = 0.0
+
+    def ready(self) -> Scorer:
+        """The scorer, with plain int8 scored (the first call runs the reference)."""
+        if self.scorer is None:
+            start = _clock()
+            reference, scoring, source, gate = self.args
+            self.scorer = Scorer(reference, scoring, source=source, gate=gate)
+            fidelity, margins = self.scorer.score(self.content)
+            self.plain = replace(self.plain, fidelity=fidelity, gate=margins)
+            self.first_seconds = _clock() - start
+            self.seconds += self.first_seconds
+        return self.scorer
+
+    def score(self, content: bytes) -> tuple[Any, Any]:
+        """``content``'s fidelities and gate margins."""
+        scorer = self.ready()
+        start = _clock()
+        scored = scorer.score(content)
+        self.seconds += _clock() - start
+        return scored

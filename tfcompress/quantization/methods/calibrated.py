@@ -18,8 +18,9 @@ Only the first subgraph is read (the converter writes one for these models).
 
 from __future__ import annotations
 
+import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ import numpy as np
 
 from tfcompress._compat.litert import flatbuffer_utils, interpreter_module
 from tfcompress.data import Dataset
-from tfcompress.errors import InvalidDataError
+from tfcompress.errors import ConversionError, InvalidDataError
 from tfcompress.quantization.methods.stats import _pad
 
 #: Bins of each tensor's histogram over its calibrated range.
@@ -44,7 +45,11 @@ Update = Callable[[np.ndarray], None]
 
 @dataclass
 class Histogram:
-    """One activation tensor's values binned over its calibrated range (exact zeros apart)."""
+    """One activation tensor's values binned over its calibrated range (exact zeros apart).
+
+    Folded in batch by batch (:meth:`add`): the counts after any split of the samples into
+    batches are the counts of all of them at once.
+    """
 
     low: float
     high: float
@@ -52,14 +57,19 @@ class Histogram:
     zeros: int = 0
 
     def add(self, values: np.ndarray) -> None:
-        """Fold one batch of the tensor in."""
-        flat = values.ravel().astype(np.float64)
-        exact = flat == 0.0
-        self.zeros += int(exact.sum())
-        flat = flat[~exact]
+        """Fold one batch of the tensor in (float32 arithmetic, no copy of the values kept)."""
+        flat = np.asarray(values, np.float32).ravel()
+        zeros = int(np.count_nonzero(flat == 0.0))
+        self.zeros += zeros
+        self.counts += np.bincount(self._bins(flat), minlength=BINS)
+        self.counts[int(self._bins(np.zeros(1, np.float32))[0])] -= zeros  # counted apart
+
+    def _bins(self, flat: np.ndarray) -> np.ndarray:
         width = self.high - self.low
-        index = ((flat - self.low) * (BINS / width)).astype(np.int64) if width > 0 else flat * 0
-        self.counts += np.bincount(np.clip(index, 0, BINS - 1), minlength=BINS)
+        if width <= 0:
+            return np.zeros(flat.shape, np.int64)
+        index = ((flat - np.float32(self.low)) * np.float32(BINS / width)).astype(np.int64)
+        return np.clip(index, 0, BINS - 1, out=index)
 
     def centers(self) -> np.ndarray:
         """The centre of every bin."""
@@ -211,12 +221,37 @@ class FloatStatistics:
 
 #: The key of :func:`float_statistics` in a range context's shared cache.
 SHARED_KEY = "float statistics"
+#: Keys a caller may set in that cache before the first run: the seconds the run may take
+#: (past them, projected from the batches done, it stops with :class:`OverBudget`), and
+#: which statistics to gather (``{"histograms", "patches"}``).
+SECONDS_LEFT_KEY, WANTED_KEY = "seconds left", "wanted"
+#: And where the run leaves its own seconds (for the caller's estimates).
+RUN_SECONDS_KEY = "run seconds"
+#: Share of the per-child memory limit (:data:`tfcompress._limits.CHILD_MEMORY`) that one
+#: batch of the float run may hold: every tensor of the batch (the run keeps them all) and
+#: the working copies of the largest one while its statistics are folded in.
+MEMORY_SHARE = 0.25
+#: Bytes of working copies per value of a tensor folded into a histogram (float32 shifted,
+#: int64 bin index, zero mask).
+_WORK_BYTES = 13
+
+
+class OverBudget(Exception):
+    """The float run would pass its time or its memory bound: it was stopped (or not begun)."""
 
 
 def float_statistics(
-    calibrated: bytes, samples: Dataset, shared: dict[str, Any] | None = None
+    calibrated: bytes,
+    samples: Dataset,
+    shared: dict[str, Any] | None = None,
+    *,
+    max_batch: int = BATCH,
 ) -> FloatStatistics:
-    """Every statistic the methods read, from one float run of ``calibrated`` (cached).
+    """The statistics the methods read, from one float run of ``calibrated`` (cached).
+
+    Only statistics are held, folded in batch by batch (a histogram per activation tensor, a
+    running sum per linear op's input patch); no tensor of the calibration set is kept past
+    its batch, and a batch is as large as :data:`MEMORY_SHARE` of the memory limit allows.
 
     Args:
         calibrated: The converter's calibrate-only output (float, with min/max statistics).
@@ -224,45 +259,76 @@ def float_statistics(
         shared: The candidates' shared cache (``RangeContext.shared``): the statistics are
             kept there, and a later call with the same cache returns them without a run.
             Every method that edits a calibrated model reads the *unedited* model's
-            statistics this way: its tensors keep their indices through the edits.
+            statistics this way: its tensors keep their indices through the edits. Its
+            :data:`SECONDS_LEFT_KEY` and :data:`WANTED_KEY` bound and narrow the run.
+        max_batch: Samples per interpreter call at most.
 
     Raises:
         InvalidDataError: The samples cannot be matched to the model's inputs.
+        OverBudget: The run would pass its seconds, or one sample's tensors the memory bound.
     """
-    if shared is not None and SHARED_KEY in shared:
+    shared = {} if shared is None else shared
+    if SHARED_KEY in shared:
         return shared[SHARED_KEY]
+    wanted = shared.get(WANTED_KEY, {"histograms", "patches"})
     model = flatbuffer_utils().read_model_from_bytearray(bytearray(calibrated))
     graph = model.subgraphs[0]
     histograms = {}
     for index, tensor in enumerate(graph.tensors):
         q = tensor.quantization
-        if q is None or q.min is None or q.max is None or len(q.min) != 1:
+        if "histograms" not in wanted or q is None or q.min is None or q.max is None:
             continue
-        if model.buffers[tensor.buffer].data is not None:  # a constant
+        if len(q.min) != 1 or model.buffers[tensor.buffer].data is not None:  # a constant
             continue
         low, high = min(float(q.min[0]), 0.0), max(float(q.max[0]), 0.0)
         histograms[index] = Histogram(low, high, np.zeros(BINS, np.int64))
-    patches = {op.index: PatchMean(op) for op in linear_ops(model)}
+    patches = {op.index: PatchMean(op) for op in linear_ops(model)} if "patches" in wanted else {}
     requests: list[tuple[int, Update]] = [(i, h.add) for i, h in histograms.items()]
     requests += [(p.op.input, p.update) for p in patches.values()]
-    run_float(calibrated, samples, requests)
+    constants = {i for i, t in enumerate(graph.tensors) if model.buffers[t.buffer].data is not None}
+    start = time.perf_counter()
+    run_float(
+        calibrated,
+        samples,
+        requests,
+        seconds=shared.get(SECONDS_LEFT_KEY),
+        max_batch=max_batch,
+        constants=constants,
+    )
     statistics = FloatStatistics(histograms, patches)
-    if shared is not None:
-        shared[SHARED_KEY] = statistics
+    shared[SHARED_KEY] = statistics
+    shared[RUN_SECONDS_KEY] = time.perf_counter() - start
     return statistics
 
 
-def run_float(calibrated: bytes, samples: Dataset, requests: Sequence[tuple[int, Update]]) -> None:
+def run_float(
+    calibrated: bytes,
+    samples: Dataset,
+    requests: Sequence[tuple[int, Update]],
+    *,
+    seconds: float | None = None,
+    max_batch: int = BATCH,
+    constants: Collection[int] = (),
+) -> None:
     """Run the float model with every tensor kept; hand each requested tensor to its update.
 
     Args:
         calibrated: A float ``.tflite``.
         samples: The samples (one array or a dict by input name).
         requests: ``(tensor index, update)`` pairs, called once per batch of samples.
+        seconds: The seconds the run may take: checked after every batch against the time
+            the whole would take at the pace so far.
+        max_batch: Samples per call at most (fewer where the memory bound says so).
+        constants: Indices of the constant tensors (not counted against the memory bound:
+            they are the model's, whatever the batch).
 
     Raises:
         InvalidDataError: The samples cannot be matched to the model's inputs.
+        OverBudget: ``seconds`` would be passed, or one batch's tensors the memory bound.
+        ConversionError: LiteRT cannot prepare the model even for one sample (a batch
+            too large for an op's own limits is halved until it can).
     """
+    start = time.perf_counter()
     module, _ = interpreter_module()
     with warnings.catch_warnings():  # tf.lite.Interpreter's deprecation notice, if it is the one
         warnings.simplefilter("ignore", UserWarning)
@@ -274,26 +340,77 @@ def run_float(calibrated: bytes, samples: Dataset, requests: Sequence[tuple[int,
     inputs = interpreter.get_input_details()
     arrays = arrays_by_input(inputs, samples.x)
     resizable = all(-1 in list(d.get("shape_signature", [])[:1]) for d in inputs)
-    batch = BATCH if resizable else int(inputs[0]["shape"][0])
     count = len(samples)
-    shaped = None
-    for start in range(0, count, batch):
-        stop = min(start + batch, count)
-        if resizable and shaped != stop - start:
-            for detail, array in zip(inputs, arrays, strict=True):
-                interpreter.resize_tensor_input(detail["index"], [stop - start, *array.shape[1:]])
-            interpreter.allocate_tensors()
-            shaped = stop - start
-        elif shaped is None:
-            interpreter.allocate_tensors()
-            shaped = batch
-        if stop - start != shaped:  # a static batch: the last rows go one by one
+    if resizable:
+        for detail, array in zip(inputs, arrays, strict=True):
+            interpreter.resize_tensor_input(detail["index"], [1, *array.shape[1:]])
+    interpreter.allocate_tensors()
+    most = max_batch if resizable else None
+    batch = _batch_within_memory(interpreter, most, count, set(constants))
+    shaped, begin = (1 if resizable else batch), 0
+    while begin < count:
+        stop = min(begin + batch, count)
+        if resizable and shaped != stop - begin:
+            try:
+                for detail, array in zip(inputs, arrays, strict=True):
+                    interpreter.resize_tensor_input(
+                        detail["index"], [stop - begin, *array.shape[1:]]
+                    )
+                interpreter.allocate_tensors()
+            except RuntimeError as error:  # an op's own limit (im2col past 2**31 values)
+                if stop - begin == 1:
+                    raise ConversionError(
+                        f"LiteRT cannot run the calibrated float model one sample at a time "
+                        f"for its statistics: {' '.join(str(error).split())[:300]}"
+                    ) from error
+                batch = max(1, (stop - begin) // 2)
+                continue
+            shaped = stop - begin
+        if stop - begin != shaped:  # a static batch: the last rows that do not fill one
             break
         for detail, array in zip(inputs, arrays, strict=True):
-            interpreter.set_tensor(detail["index"], array[start:stop].astype(detail["dtype"]))
+            interpreter.set_tensor(detail["index"], array[begin:stop].astype(detail["dtype"]))
         interpreter.invoke()
         for index, update in requests:
             update(interpreter.get_tensor(index))
+        begin = stop
+        spent = time.perf_counter() - start
+        if seconds is not None and stop < count and spent * count / stop > seconds:
+            raise OverBudget(
+                f"its float run over {count} samples would take about "
+                f"{spent * count / stop:.1f} s (paced on {stop}, stopped there)"
+            )
+
+
+def _batch_within_memory(
+    interpreter: Any, most: int | None, count: int, constants: set[int]
+) -> int:
+    """Samples per call whose tensors fit :data:`MEMORY_SHARE` of the memory limit.
+
+    ``interpreter`` is allocated for one call of its current shape (one sample where
+    ``most`` is given, else its own static batch, returned as it is).
+
+    Raises:
+        OverBudget: Even that call's tensors would pass the bound.
+    """
+    from tfcompress._limits import CHILD_MEMORY
+
+    bound = int(MEMORY_SHARE * CHILD_MEMORY.value())
+    sizes = [
+        int(np.prod(d["shape"], dtype=np.int64)) * np.dtype(d["dtype"]).itemsize
+        for d in interpreter.get_tensor_details()
+        if d["index"] not in constants and d["dtype"] is not None
+    ]
+    one = sum(sizes) + _WORK_BYTES * max(sizes, default=0) // 4
+    if one > bound:
+        raise OverBudget(
+            f"one call's tensors and their statistics' working copies would hold "
+            f"{one / 2**30:.1f} GiB, over {MEMORY_SHARE:g} of the memory limit "
+            f"({bound / 2**30:.1f} GiB; TFCOMPRESS_MEMORY_LIMIT raises it)"
+        )
+    if most is None:
+        return max(int(interpreter.get_input_details()[0]["shape"][0]), 1)
+    return max(1, min(most, count, bound // max(one, 1)))
 
 
 def arrays_by_input(

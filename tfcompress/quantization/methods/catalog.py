@@ -89,14 +89,15 @@ WEIGHT_METHODS: Sequence[str] = _Names(KERAS_MODEL)
 #: methods (``bias-correction``: it edits the biases).
 RANGE_METHODS: Sequence[str] = _Names(CALIBRATED_FLATBUFFER)
 #: What ``methods="auto"`` tries next to the converter's plain int8 (one is kept by
-#: :func:`~tfcompress.quantization.methods.selection.choose`), cheapest first: the methods on
-#: the calibrated flatbuffer (range search, bias correction: no rewrite, so on any model the
-#: converter takes; they share one calibrate-only conversion and one float run, then cost one
+#: :func:`~tfcompress.quantization.methods.selection.choose`): the methods on the calibrated
+#: flatbuffer (range search, bias correction: no rewrite, so on any model the converter
+#: takes; they share one calibrate-only conversion and one float run, then cost one
 #: quantizer call and one scoring each), then the weight methods with min/max, MSE and
 #: percentile ranges (a Keras model only: skipped, before any work, on a SavedModel; each
-#: rewrite costs a trace and a calibration, about one conversion). Auto stops making them
-#: where its budget (:data:`~tfcompress.quantization.methods.apply.AUTO_BUDGET`) would be
-#: passed, and says which it skipped.
+#: rewrite costs a statistics pass, a trace and a calibration). Auto makes them in the
+#: order of :data:`AUTO_PAYOFF` per estimated cost, stops making them where its budget
+#: (:data:`~tfcompress.quantization.methods.budget.AUTO_BUDGET`) would be passed, and says
+#: which it skipped.
 AUTO_CANDIDATES: tuple[tuple[str, ...], ...] = (
     ("mse-ranges",),
     ("percentile-ranges",),
@@ -106,6 +107,22 @@ AUTO_CANDIDATES: tuple[tuple[str, ...], ...] = (
     ("equalize", "bias-correction", "mse-ranges"),
     ("equalize", "bias-correction", "percentile-ranges"),
 )
+#: What each of auto's candidates is expected to gain on the weakest output, in dB: about
+#: the median over the six models of docs/benchmarks.md's "Post-training methods" and "PTQ on
+#: models shaped like users' models" sections (equalization with bias correction lifted the
+#: depthwise classifier by 28 dB, the two-head regressor by 15 and the three-head model by
+#: 6.5, the others by under 1 dB; the range methods gain fractions of a dB, percentile ranges
+#: lost 14 dB on the normalization front end). Divided by a candidate's estimated seconds, it
+#: orders them.
+AUTO_PAYOFF: Mapping[tuple[str, ...], float] = {
+    ("mse-ranges",): 0.5,
+    ("percentile-ranges",): 0.2,
+    ("bias-correction",): 0.3,
+    ("bias-correction", "mse-ranges"): 0.5,
+    ("equalize", "bias-correction"): 3.5,
+    ("equalize", "bias-correction", "mse-ranges"): 3.0,
+    ("equalize", "bias-correction", "percentile-ranges"): 2.0,
+}
 #: ``Recipe.range_percentile`` default: the top and bottom 0.01% of values are clipped.
 DEFAULT_PERCENTILE = 99.99
 

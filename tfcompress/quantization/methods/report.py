@@ -170,7 +170,7 @@ class Candidate:
         """One line: the label, each output's fidelity, the gate's worst margin (or the error)."""
         if self.error is not None:
             return f"{self.label}: not made ({self.error})"
-        scores = "; ".join(str(f) for f in self.fidelity)
+        scores = "; ".join(str(f) for f in self.fidelity) or "not scored (nothing to compare)"
         worst = self.worst_margin
         if worst is not None:
             verdict = "passes the gate" if self.passes else "fails the gate"
@@ -211,7 +211,7 @@ class MethodsReport:
         scoring_seconds: Running every artifact on the samples and judging it.
         total_seconds: The whole run: reference, plain int8, every candidate, scoring.
         budget_seconds: ``auto``'s budget in this run
-            (:data:`~tfcompress.quantization.methods.apply.AUTO_BUDGET` times the plain
+            (:data:`~tfcompress.quantization.methods.budget.AUTO_BUDGET` times the plain
             path's seconds); None when the methods were named (all made) or auto did not run.
 
     Example:
