@@ -81,15 +81,12 @@ def test_degenerate_weights_or_data_end_in_a_file_or_one_line(files, tmp_path, c
 
 
 def test_a_converter_crash_is_one_line_and_nothing_is_written(files, tmp_path, capfd, monkeypatch):
-    from tfcompress import _child
+    from tfcompress.quantization import converter
 
-    _child.close_warm_child()
-    monkeypatch.setenv(_child.CRASH_HOOK, "any")  # the child dies by SIGSEGV, as TF's did
+    monkeypatch.setattr(converter, "CHILD_TARGET", "_child_fakes:segfault")  # as TF's did
     out = tmp_path / "int8.tflite"
     argv = ["quantize", files / "plain.keras", "--recipe", "int8", "--data", files / "calib.npz"]
     code, stdout, stderr = _run([*argv, "--out", out], capfd)
-    monkeypatch.delenv(_child.CRASH_HOOK)
-    _child.close_warm_child()
     (error,) = _errors(stderr)
     assert code == 2 and stdout == "" and not out.exists()
     assert "crashed in native code (SIGSEGV) in its child process" in error
@@ -99,15 +96,13 @@ def test_a_converter_crash_is_one_line_and_nothing_is_written(files, tmp_path, c
 def test_a_crash_at_the_static_batch_asked_for_names_the_flag_not_the_data(
     files, tmp_path, capfd, monkeypatch
 ):
-    from tfcompress import _child
+    from tfcompress.quantization import converter
 
-    _child.close_warm_child()
-    monkeypatch.setenv(_child.CRASH_HOOK, "any")  # the re-traced conversion dies by SIGSEGV
+    # The re-traced conversion's child dies by SIGSEGV.
+    monkeypatch.setattr(converter, "CHILD_TARGET", "_child_fakes:segfault")
     out = tmp_path / "int8.tflite"
     argv = ["quantize", files / "plain.keras", "--recipe", "int8", "--data", files / "calib.npz"]
     code, stdout, stderr = _run([*argv, "--static-batch", "1", "--out", out], capfd)
-    monkeypatch.delenv(_child.CRASH_HOOK)
-    _child.close_warm_child()
     (error,) = _errors(stderr)
     assert code == 2 and stdout == "" and not out.exists()
     assert "crashed in native code (SIGSEGV)" in error

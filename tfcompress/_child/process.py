@@ -200,8 +200,9 @@ def death_wish() -> int:
 
     The kernel signals a child when the *thread* that started it ends, not the process: a
     child started from another thread than the main one (a caller's thread pool) would die
-    with that thread while others still use it, so such a child relies on its caller's
-    clean-up alone.
+    with that thread while others still use it. Such a child dies with its parent all the
+    same: it watches its requests pipe, which the kernel closes when the parent dies
+    (:func:`.serve.watch_parent`).
     """
     return os.getpid() if threading.current_thread() is threading.main_thread() else 0
 

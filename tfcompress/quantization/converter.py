@@ -223,7 +223,7 @@ def convert_all(
                 single = isinstance(model, SavedModelDir) and static_batch == 1
                 try:
                     made = call(
-                        "tfcompress.quantization.converter:convert_saved_model",
+                        CHILD_TARGET,
                         path,
                         list(configures),
                         name=name,
@@ -261,6 +261,8 @@ def convert_all(
 
 
 Made = list[tuple[bytes, float, tuple[str, ...]]]
+#: What the converter's child runs (tests point it at a program that really crashes).
+CHILD_TARGET = "tfcompress.quantization.converter:convert_saved_model"
 
 
 def _saved_model_rnn(name: str, static_batch: int | None) -> str:
