@@ -204,3 +204,26 @@ def test_timeout_bounds_each_native_step_and_is_put_back(files, tmp_path, capfd,
     assert "TFCOMPRESS_TIMEOUT" not in os.environ  # the run's limit, not the process's
     code, _, stderr = _run([*argv, "--timeout", "200h"], capfd)
     assert code == 2 and "at most a week" in stderr
+
+
+def test_a_tf_keras_model_tensorflow_cannot_save_is_converted_in_the_child(monkeypatch):
+    from tfcompress._compat.keras import keras_module
+    from tfcompress.errors import NativeCrashError
+    from tfcompress.models import TFLiteModel
+    from tfcompress.quantization import converter
+    from tfcompress.runtime import create_runner
+
+    tf_keras = keras_module("tf_keras")
+    inputs = tf_keras.Input((6,), name="x")
+    model = tf_keras.Model(inputs, tf_keras.layers.Dense(3, name="y")(inputs))
+    # As for a model tf.saved_model.save refuses: the call is saved frozen, never converted here.
+    monkeypatch.setattr(converter, "_save_tf_keras", lambda *_: False)
+    (made,) = converter.convert_all(model, [None])
+    x = np.random.default_rng(0).random((4, 6), dtype=np.float32)
+    with create_runner(TFLiteModel(made.content)) as runner:
+        got = runner.run(x)
+    want = model(x).numpy()  # float32 rounding of the same sums: a few ulps of the largest
+    np.testing.assert_allclose(got["y"], want, rtol=0, atol=1e-5 * float(np.abs(want).max()))
+    monkeypatch.setattr(converter, "CHILD_TARGET", "_child_fakes:segfault")
+    with pytest.raises(NativeCrashError, match="SIGSEGV"):
+        converter.convert_all(model, [None])

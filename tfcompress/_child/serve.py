@@ -46,6 +46,8 @@ BOOTSTRAP = (
     "from tfcompress._child.serve import main; sys.exit(main(sys.argv[2:]))"
 )
 ROLES = ("call", "worker")
+#: True in a child, once it serves.
+SERVING = False
 
 
 def main(argv: list[str]) -> int:
@@ -91,6 +93,8 @@ def serve(fd_in: int, fd_out: int, *, role: str) -> int:
     Returns:
         The exit status: 0.
     """
+    global SERVING
+    SERVING = True
     os.environ[IN_PROCESS] = "1"  # a call this one makes runs here: it is contained already
     watch_parent(fd_in)
     # Native code that prints to stdout writes to stderr: the answers have their own pipe,

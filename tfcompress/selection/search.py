@@ -91,7 +91,7 @@ def select_model(
         objective: ``"accuracy"`` (most accurate within budgets) or ``"reward"`` (MnasNet's
             accuracy x (latency / max_latency_ms) ** -0.07; needs a latency budget).
         executor: A ``concurrent.futures.Executor`` or a ``dask.distributed.Client``; None
-            starts a local spawn-context process pool of ``workers`` processes.
+            runs ``workers`` local child processes (:class:`~.executors.ChildPool`).
         workdir: Folder for one JSON file per candidate; a re-run with it skips finished
             phases. None keeps nothing on disk.
         progress: Draw a progress bar (measured / trained / left) on stderr.

@@ -52,7 +52,7 @@ def prune(
     safe_mode: bool = True,
     gate: GateLike | None = None,
     gate_settings: GateSettings | None = None,
-    isolate: bool = False,
+    isolate: bool = True,
 ) -> TrainingResult:
     """Prune the smallest weights while fine-tuning, strip the wrappers and export.
 
@@ -108,12 +108,12 @@ def prune(
             the verdict is ``result.gate`` (a failed gate does not raise). None: no gate.
         gate_settings: The gate's mode, confidence and interval
             (:class:`~tfcompress.testing.GateSettings`; default strict). Only with ``gate``.
-        isolate: Fine-tune in a child process, so a native crash of TensorFlow cannot take
-            the caller down: it becomes a :class:`~tfcompress.errors.NativeCrashError`
-            naming the signal, after one retry with ``TF_ENABLE_ONEDNN_OPTS=0`` (see
-            :mod:`tfcompress.training.isolation`). The child imports TensorFlow again (a
-            few seconds) and keeps the fine-tuned Keras model: ``result.keras_model`` is
-            None. The CLI and :func:`tfcompress.compress` isolate by default.
+        isolate: Fine-tune in a child process (the default), so a native crash of
+            TensorFlow cannot take the caller down: it becomes a
+            :class:`~tfcompress.errors.NativeCrashError` naming the signal, after one retry
+            with ``TF_ENABLE_ONEDNN_OPTS=0`` (see :mod:`tfcompress.training.isolation`). The
+            child keeps the fine-tuned Keras model: ``result.keras_model`` is None. False
+            fine-tunes here, uncontained (for a debugger, or to keep ``keras_model``).
 
     Returns:
         The pruned model with sparsity per exported kernel, raw and gzip sizes next to the

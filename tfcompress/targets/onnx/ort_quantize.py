@@ -100,14 +100,41 @@ def static_int8(
     Example:
         >>> content = static_int8(float_model, Dataset(x_calib))  # doctest: +SKIP
     """
-    quantization = ort_quantization()
-    chosen = getattr(
-        quantization.CalibrationMethod, CALIBRATION_METHODS[check_calibration_method(method)]
+    from tfcompress._child import call
+
+    check_calibration_method(method)
+    content, _ = call(
+        "tfcompress.targets.onnx.ort_quantize:calibrate_static",
+        model,
+        _feeds(model, calibration),
+        method=method,
+        per_channel=per_channel,
+        progress=progress,
+        what=f"ONNX Runtime's int8 calibration of {model.name!r}",
+        echo=progress,
     )
-    feeds = _feeds(model, calibration)
+    return content
+
+
+def calibrate_static(
+    model: OnnxModel,
+    feeds: list[dict[str, np.ndarray]],
+    *,
+    method: str,
+    per_channel: bool,
+    progress: bool = False,
+) -> tuple[bytes, dict[str, int]]:
+    """:func:`static_int8`'s work, in its child: ONNX Runtime runs the user's graph on the data.
+
+    Returns:
+        The quantized bytes, and how the reader was read: ``largest_chunk`` (batches one
+        range held at most) and ``ranges`` (ranges collected one after the other).
+    """
+    quantization = ort_quantization()
+    chosen = getattr(quantization.CalibrationMethod, CALIBRATION_METHODS[method])
     reader = make_reader(quantization.CalibrationDataReader, feeds, progress=progress)
     options = {"CalibStridedMinMax": CALIBRATION_CHUNK}
-    return _run(
+    content = _run(
         model,
         "static int8",
         lambda source, target: quantization.quantize_static(
@@ -122,6 +149,7 @@ def static_int8(
             extra_options=options,
         ),
     )
+    return content, {"largest_chunk": reader.largest_chunk, "ranges": reader.ranges}
 
 
 def dynamic_int8(model: OnnxModel, *, per_channel: bool = True) -> bytes:
