@@ -31,6 +31,13 @@ def abort(*_: Any) -> None:
     os.kill(os.getpid(), signal.SIGABRT)
 
 
+def allocate(size: int) -> int:
+    """Allocate and touch ``size`` bytes, as a model's data-sized tensor would; their count."""
+    import numpy as np
+
+    return int(np.ones(size, np.uint8).nbytes)
+
+
 def hang(*_: Any) -> None:
     time.sleep(60)
 

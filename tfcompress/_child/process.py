@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from tfcompress._child.serve import BOOTSTRAP
 from tfcompress._environ import settled
 from tfcompress.errors import ResourceLimitError
 
-__all__ = ["Child", "Reply", "death_wish", "start_fresh"]
+__all__ = ["Child", "Reply", "command_resident", "death_wish", "start_fresh"]
 
 #: How much of a child's stderr a reply carries (its last words come from the end).
 STDERR_TAIL = 64 * 1024
@@ -68,7 +69,7 @@ class Reply:
     said: bytes = b""
 
 
-@dataclass
+@dataclass(eq=False)  # one process each: compared, and hashed, by identity
 class Child:
     """One child process and the parent's ends of its pipes."""
 
@@ -83,6 +84,9 @@ class Child:
     last_used: float = field(default_factory=time.monotonic)
     closed: bool = False
 
+    def __post_init__(self) -> None:
+        _LIVE.add(self)
+
     @property
     def pid(self) -> int:
         """The child's process id."""
@@ -92,12 +96,15 @@ class Child:
         """Set the memory limit of the next call (see ``call_memory``); the limit set.
 
         ``scaled`` False (a limit the user or the caller named, fine-tuning): the ceiling.
+        The ceiling is what the command has left (:func:`command_resident`): the caller and
+        all its children share the one memory limit.
         """
         from tfcompress._lifetime import held_bytes, limit_child_memory
-        from tfcompress._limits import call_memory, job_bytes
+        from tfcompress._limits import call_memory, command_ceiling, job_bytes
 
-        held = held_bytes(self.pid) if scaled else None
-        limit = call_memory(self.memory, held, job_bytes(len(request)))
+        held = held_bytes(self.pid)
+        ceiling = command_ceiling(self.memory, held, command_resident())
+        limit = call_memory(ceiling, held if scaled else None, job_bytes(len(request)))
         return limit if limit_child_memory(self.pid, limit, self.memory) else self.memory
 
     def exchange(self, request: bytes, timeout: float, *, echo: bool = False) -> Reply:
@@ -193,6 +200,21 @@ class Child:
         if not getattr(self, "closed", True) and getattr(self, "owner", 0) == os.getpid():
             with contextlib.suppress(Exception):
                 self.close(kill=True)
+
+
+_LIVE: weakref.WeakSet[Child] = weakref.WeakSet()
+
+
+def command_resident() -> int | None:
+    """Resident bytes of this process and of every child it runs now; None: unknown here."""
+    from tfcompress._lifetime import held_bytes
+
+    own = held_bytes(os.getpid(), "VmRSS")
+    if own is None:
+        return None
+    me = os.getpid()
+    live = [c for c in list(_LIVE) if not c.closed and c.owner == me]
+    return own + sum(held_bytes(c.pid, "VmRSS") or 0 for c in live)
 
 
 def death_wish() -> int:
