@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 import numpy as np
@@ -375,3 +376,11 @@ def test_the_default_pool_runs_each_task_in_a_child_under_the_time_limit() -> No
         assert pool.submit(worker_identity).result()["worker"] not in (where, "local")
     finally:
         pool.shutdown()
+    patient = ChildPool(1, timeout=600)
+    busy = patient.submit(_child_fakes.hang)
+    time.sleep(2)  # inside its call
+    started = time.monotonic()
+    patient.shutdown(wait=False)  # Ctrl-C: the busy child is killed, not waited for
+    with pytest.raises(NativeCrashError, match="SIGKILL"):
+        busy.result(timeout=30)
+    assert time.monotonic() - started < 30

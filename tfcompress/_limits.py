@@ -29,7 +29,6 @@ __all__ = [
     "Limit",
     "MemoryLimit",
     "TimeLimit",
-    "bound_command",
     "call_memory",
     "command_ceiling",
     "job_bytes",
@@ -310,23 +309,8 @@ def command_ceiling(budget: int, held: int | None, used: int | None) -> int:
     return min(budget, held + max(0, budget - used))
 
 
-def bound_command() -> None:
-    """Hold this process, a command's caller, to the one memory limit too (``RLIMIT_DATA``).
-
-    Its children get what the command has left (:func:`command_ceiling`); past the limit
-    here, an allocation raises ``MemoryError``, which the CLI words as one line
-    (:func:`out_of_memory`), instead of the kernel's out-of-memory killer ending the run.
-    """
-    from tfcompress._lifetime import limit_memory
-
-    try:
-        limit_memory(CHILD_MEMORY.value())
-    except InvalidInputError:  # a bad value: the command's first call says so
-        return
-
-
 def out_of_memory() -> str:
-    """The one line for a command whose caller ran past the one memory limit."""
+    """The one line for a command whose own process ran out of memory (a ``MemoryError``)."""
     try:
         limit = f"its memory limit of {CHILD_MEMORY.value() / 2**30:.3g} GiB"
     except InvalidInputError:

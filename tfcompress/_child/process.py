@@ -85,7 +85,8 @@ class Child:
     closed: bool = False
 
     def __post_init__(self) -> None:
-        _LIVE.add(self)
+        # Plain references, no callback: nothing of ours runs while the collector frees one.
+        _LIVE[:] = [ref for ref in _LIVE if ref() is not None] + [weakref.ref(self)]
 
     @property
     def pid(self) -> int:
@@ -202,7 +203,7 @@ class Child:
                 self.close(kill=True)
 
 
-_LIVE: weakref.WeakSet[Child] = weakref.WeakSet()
+_LIVE: list[weakref.ref[Child]] = []
 
 
 def command_resident() -> int | None:
@@ -213,7 +214,7 @@ def command_resident() -> int | None:
     if own is None:
         return None
     me = os.getpid()
-    live = [c for c in list(_LIVE) if not c.closed and c.owner == me]
+    live = [c for c in (ref() for ref in list(_LIVE)) if c and not c.closed and c.owner == me]
     return own + sum(held_bytes(c.pid, "VmRSS") or 0 for c in live)
 
 

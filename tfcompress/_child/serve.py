@@ -124,9 +124,10 @@ def watch_parent(fd_in: int) -> None:
 
     def watch() -> None:
         poller = select.poll()
-        poller.register(fd_in, 0)  # POLLHUP and POLLERR are reported whatever is asked
-        while not any(mask & (select.POLLHUP | select.POLLERR) for _, mask in poller.poll()):
-            pass
+        poller.register(fd_in, 0)  # only POLLHUP, POLLERR and POLLNVAL are reported
+        ((_, mask), *_) = poller.poll()  # blocks until one of them
+        if mask & select.POLLNVAL:  # closed here: nothing to watch
+            return
         time.sleep(HANG_UP_GRACE)  # an idle child leaves by itself meanwhile, cleanly
         os._exit(1)
 

@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except TFCompressError as error:
             line = f"tfcompress {args.command}: error: {_one_line(error)}"
             code, details = error.exit_code, ""
-        except MemoryError:  # this process past the one memory limit (bound_command)
+        except MemoryError:  # this process out of memory: one line, not a bug's traceback
             from tfcompress._limits import out_of_memory
 
             line, code, details = f"tfcompress {args.command}: error: {out_of_memory()}", 2, ""
@@ -203,9 +203,6 @@ def entry() -> None:
     """
     _interrupt.install()  # first: a signal during the imports below is one line too
     own_this_process()  # a process of its own: heavy imports are frozen (_compat/heap.py)
-    from tfcompress._limits import bound_command
-
-    bound_command()  # the caller too stays within the one memory limit (docs/security.md)
     argv = sys.argv[1:]
     try:
         code = main(argv)

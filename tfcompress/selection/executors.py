@@ -53,6 +53,7 @@ class ChildPool(concurrent.futures.Executor):
             max_workers=workers, thread_name_prefix="tfcompress-select"
         )
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._started: list[Any] = []  # every worker, busy or idle, for shutdown
         self._timeout = timeout
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
@@ -66,6 +67,7 @@ class ChildPool(concurrent.futures.Executor):
             worker = self._idle.get_nowait()
         except queue.Empty:
             worker = Worker(fork="never")  # TensorFlow's work: a fresh interpreter
+            self._started.append(worker)
         target = f"{fn.__module__}:{fn.__qualname__}"
         try:
             return worker.call(target, *args, what=fn.__name__, timeout=self._timeout,
@@ -75,13 +77,13 @@ class ChildPool(concurrent.futures.Executor):
                 self._idle.put(worker)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Stop taking tasks and end the children (killed when not waiting)."""
+        """Stop taking tasks and end the children (not waiting: killed, busy ones too)."""
+        if not wait:  # Ctrl-C or an error: the tasks' results would be dropped anyway
+            for worker in list(self._started):
+                worker.close(kill=True)
         self._threads.shutdown(wait=wait, cancel_futures=cancel_futures)
-        while True:
-            try:
-                self._idle.get_nowait().close(kill=not wait)
-            except queue.Empty:
-                return
+        for worker in list(self._started):
+            worker.close()
 
 
 #: Arrays of a task at least this large travel to each Dask worker once, not with each task.
