@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import logging
 import math
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,7 +38,12 @@ from tfcompress._compat.onnx import (
 from tfcompress._files import PathLike
 from tfcompress.data import DataLike, Dataset
 from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
-from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
+from tfcompress.errors import (
+    ConversionError,
+    InvalidInputError,
+    ResourceLimitError,
+    UnsupportedModelError,
+)
 from tfcompress.models.onnx import OnnxModel, onnx_graphs
 
 logger = logging.getLogger(__name__)
@@ -394,9 +400,18 @@ def _run(model: OnnxModel, what: str, quantize: Any) -> bytes:
             with quiet_onnx_tools(f"onnxruntime {what}"):
                 quantize(str(source), str(target))
         except errors as error:
+            words = " ".join(str(error).split())
+            node = re.search(r"while running (\w+) node", words)
+            if "Failed to allocate memory" in words:  # a tensor the data sized, in the child
+                raise ResourceLimitError(
+                    f"ONNX Runtime ran out of memory running {model.name}"
+                    f"{f' (its {node[1]} node)' if node else ''} for {what} quantization; "
+                    "set TFCOMPRESS_MEMORY_LIMIT=BYTES to allow more, if the model really "
+                    "needs it."
+                ) from error
             raise ConversionError(
                 f"ONNX Runtime could not apply {what} quantization to {model.name} "
-                f"({type(error).__name__}: {' '.join(str(error).split())[:300]})."
+                f"({type(error).__name__}: {words[:300]})."
             ) from error
         return target.read_bytes()
 
