@@ -320,14 +320,14 @@ def _traced(model: Any, static_batch: int | None = None) -> Iterator[tuple[str, 
     function with that batch, for each kind of model. A tf-keras model TensorFlow cannot
     save is saved frozen (:func:`_save_frozen`), so its conversion still runs in the child.
     """
-    tf = tensorflow()
     if isinstance(model, TFLiteModel):
         raise UnsupportedModelError(
             f"{model.name} is already a .tflite; quantize the original Keras model or SavedModel."
         )
     if isinstance(model, SavedModelDir) and static_batch is None:
-        yield str(model.path), str(model.shown)
+        yield str(model.path), str(model.shown)  # the child reads it: no TensorFlow here
         return
+    tf = tensorflow()
     with tempfile.TemporaryDirectory(prefix="tfcompress-export-") as export_dir:
         if isinstance(model, SavedModelDir):
             _resave_with_batch(model, export_dir, static_batch or 1)
