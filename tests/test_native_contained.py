@@ -227,3 +227,23 @@ def test_a_tf_keras_model_tensorflow_cannot_save_is_converted_in_the_child(monke
     monkeypatch.setattr(converter, "CHILD_TARGET", "_child_fakes:segfault")
     with pytest.raises(NativeCrashError, match="SIGSEGV"):
         converter.convert_all(model, [None])
+
+
+def test_quantize_of_a_saved_model_imports_tensorflow_only_in_its_child(tmp_path):
+    import subprocess
+    import sys
+
+    import keras
+
+    inputs = keras.Input((8,))
+    keras.Model(inputs, keras.layers.Dense(2)(inputs)).export(tmp_path / "sm", verbose=False)
+    np.savez(tmp_path / "calib.npz", x=np.random.default_rng(0).random((8, 8), dtype=np.float32))
+    script = (
+        "import sys; from tfcompress.cli import main; "
+        "code = main(sys.argv[1:]); print(code, 'tensorflow' in sys.modules)"
+    )
+    argv = ["quantize", "sm", "--data", "calib.npz", "--out", "sm.tflite"]
+    done = subprocess.run([sys.executable, "-c", script, *argv], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert done.stdout.split()[-2:] == ["0", "False"], done.stderr[-2000:]
+    assert (tmp_path / "sm.tflite").stat().st_size > 0
