@@ -96,6 +96,7 @@ def check_saved_model(path: Path, *, safe_mode: bool = True) -> CheckedSavedMode
         source,
         path,
         what=f"reading the SavedModel {path}",
+        here_if_imported="tensorflow",
     )
     at_load = [op for op in graph_ops if op.at_load]
     if safe_mode and at_load:
@@ -125,6 +126,7 @@ def check_saved_model(path: Path, *, safe_mode: bool = True) -> CheckedSavedMode
         copy.path,
         path,
         what=f"reading the variables of the SavedModel {path}",
+        here_if_imported="tensorflow",
     )
     return CheckedSavedModel(path, copy, metadata, graph_ops)
 
@@ -202,7 +204,10 @@ def _checked_fingerprint(path: Path) -> bytes | None:
         return None
     content = read_regular_bytes(target, error=ModelLoadError, what="a fingerprint.pb file")
     parses = call(
-        "tfcompress.models.saved_model:_fingerprint_parses", content, what="reading fingerprint.pb"
+        "tfcompress.models.saved_model:_fingerprint_parses",
+        content,
+        what="reading fingerprint.pb",
+        here_if_imported="tensorflow",
     )
     if not parses:
         logger.warning(
