@@ -96,7 +96,7 @@ def check_saved_model(path: Path, *, safe_mode: bool = True) -> CheckedSavedMode
         source,
         path,
         what=f"reading the SavedModel {path}",
-        here_if_imported="tensorflow",
+        follow="tensorflow",
     )
     at_load = [op for op in graph_ops if op.at_load]
     if safe_mode and at_load:
@@ -126,7 +126,7 @@ def check_saved_model(path: Path, *, safe_mode: bool = True) -> CheckedSavedMode
         copy.path,
         path,
         what=f"reading the variables of the SavedModel {path}",
-        here_if_imported="tensorflow",
+        follow="tensorflow",
     )
     return CheckedSavedModel(path, copy, metadata, graph_ops)
 
@@ -207,7 +207,7 @@ def _checked_fingerprint(path: Path) -> bytes | None:
         "tfcompress.models.saved_model:_fingerprint_parses",
         content,
         what="reading fingerprint.pb",
-        here_if_imported="tensorflow",
+        follow="tensorflow",
     )
     if not parses:
         logger.warning(

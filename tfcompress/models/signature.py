@@ -141,7 +141,7 @@ def model_signature(model: Any) -> ModelSignature:
             "tfcompress.models.signature:_saved_model_signature",
             replace(model, keep=None),  # the caller keeps the private copy alive
             what=f"reading the signature of the SavedModel {model.shown}",
-            here_if_imported="tensorflow",
+            follow="tensorflow",
         )
     if isinstance(model, OnnxModel):
         inputs, outputs = onnx_signature(model)
