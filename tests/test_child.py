@@ -103,26 +103,51 @@ def test_an_impossible_memory_limit_is_refused(monkeypatch, value):
         _child.call("os:getpid", what="anything")
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
-def test_the_child_dies_with_its_parent(tmp_path):
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+@pytest.mark.parametrize("started_by", ["main thread", "another thread"])
+def test_the_child_dies_with_its_parent(started_by):
+    # The kernel's parent-death signal is keyed to the thread that started the child; the
+    # children started from a thread that is gone, or from the main thread, die either way,
+    # and so do the worker and the call child busy in a call when the parent is killed.
     script = textwrap.dedent(
         """
-        import os, sys
+        import os, threading
         from tfcompress import _child
-        print(_child.call("os:getpid", what="pid"), flush=True)
+
+        def start():
+            worker = _child.Worker()
+            print(_child.call("os:getpid", what="pid"), worker.call("os:getpid", what="pid"))
+            threading.Thread(target=worker.call, args=("time:sleep", 60), kwargs={"what": "w"},
+                             daemon=True).start()
+            _child.call("os:getpid", what="pid")
+            threading.Thread(target=_child.call, args=("time:sleep", 60), kwargs={"what": "c"},
+                             daemon=True).start()
+
+        if os.environ["STARTED_BY"] == "main thread":
+            start()
+        else:
+            thread = threading.Thread(target=start)
+            thread.start()
+            thread.join()
+        print(flush=True)
+        import time; time.sleep(1)  # both children are inside their calls
         os.kill(os.getpid(), 9)  # no clean-up of ours runs
         """
     )
-    parent = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert parent.returncode == -signal.SIGKILL
-    child = int(parent.stdout.split()[0])
-    for _ in range(100):
-        if not Path(f"/proc/{child}").exists() or "Z" in _state(child):
-            break
+    env = {**os.environ, "STARTED_BY": started_by}
+    parent = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, check=False, env=env)  # fmt: skip
+    assert parent.returncode == -signal.SIGKILL, parent.stderr
+    children = [int(pid) for pid in parent.stdout.split()]
+    assert len(children) == 2
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(map(_gone, children)):
         time.sleep(0.05)
-    assert not Path(f"/proc/{child}").exists() or "Z" in _state(child)
+    assert all(map(_gone, children))
+
+
+def _gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists() or "Z" in _state(pid)
 
 
 def _state(pid: int) -> str:

@@ -137,7 +137,9 @@ def test_a_crashed_fine_tune_is_an_error_and_the_search_goes_on(
     sensitive_files, tmp_path, capsys, monkeypatch
 ) -> None:
     # The fine-tuning child really dies by SIGSEGV (twice: oneDNN on, then off).
-    monkeypatch.setenv("TFCOMPRESS_TEST_CHILD_CRASH", "always")
+    from tfcompress.training import isolation
+
+    monkeypatch.setattr(isolation, "CHILD_TARGET", "_child_fakes:segfault")
     monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
     out = tmp_path / "chosen.tflite"
     train = str(sensitive_files / "calib.npz")

@@ -7,6 +7,8 @@ call; fine-tuning gets the whole limit (its memory grows with the batch and the 
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from tfcompress._limits import (
@@ -49,3 +51,20 @@ def test_a_limit_the_user_sets_holds_for_every_call(monkeypatch):
         assert worker.call("builtins:len", bytes(10 * 2**20), what="a 10 MB request") == 10 * 2**20
         with pytest.raises(ResourceLimitError, match="1 GiB"):
             worker.call("builtins:bytearray", GIB, what="allocating 1 GiB")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and RLIMIT_DATA")
+def test_the_limit_bounds_the_caller_and_its_children_together(monkeypatch):
+    import numpy as np
+
+    from tfcompress._child import Worker
+    from tfcompress._child.process import command_resident
+
+    # The command may hold what it holds now plus 1.25 GiB, the caller and children together.
+    monkeypatch.setenv("TFCOMPRESS_MEMORY_LIMIT", str(command_resident() + GIB + GIB // 4))
+    with Worker(fork="never") as worker:
+        assert worker.call("_child_fakes:allocate", 3 * GIB // 4, what="0.75 GiB") > 0
+        held_here = np.ones(3 * GIB // 4, np.uint8)  # the caller takes 0.75 GiB meanwhile
+        with pytest.raises(ResourceLimitError, match="more memory"):
+            worker.call("_child_fakes:allocate", 3 * GIB // 4, what="0.75 GiB more")
+        del held_here

@@ -81,15 +81,12 @@ def test_degenerate_weights_or_data_end_in_a_file_or_one_line(files, tmp_path, c
 
 
 def test_a_converter_crash_is_one_line_and_nothing_is_written(files, tmp_path, capfd, monkeypatch):
-    from tfcompress import _child
+    from tfcompress.quantization import converter
 
-    _child.close_warm_child()
-    monkeypatch.setenv(_child.CRASH_HOOK, "any")  # the child dies by SIGSEGV, as TF's did
+    monkeypatch.setattr(converter, "CHILD_TARGET", "_child_fakes:segfault")  # as TF's did
     out = tmp_path / "int8.tflite"
     argv = ["quantize", files / "plain.keras", "--recipe", "int8", "--data", files / "calib.npz"]
     code, stdout, stderr = _run([*argv, "--out", out], capfd)
-    monkeypatch.delenv(_child.CRASH_HOOK)
-    _child.close_warm_child()
     (error,) = _errors(stderr)
     assert code == 2 and stdout == "" and not out.exists()
     assert "crashed in native code (SIGSEGV) in its child process" in error
@@ -99,15 +96,13 @@ def test_a_converter_crash_is_one_line_and_nothing_is_written(files, tmp_path, c
 def test_a_crash_at_the_static_batch_asked_for_names_the_flag_not_the_data(
     files, tmp_path, capfd, monkeypatch
 ):
-    from tfcompress import _child
+    from tfcompress.quantization import converter
 
-    _child.close_warm_child()
-    monkeypatch.setenv(_child.CRASH_HOOK, "any")  # the re-traced conversion dies by SIGSEGV
+    # The re-traced conversion's child dies by SIGSEGV.
+    monkeypatch.setattr(converter, "CHILD_TARGET", "_child_fakes:segfault")
     out = tmp_path / "int8.tflite"
     argv = ["quantize", files / "plain.keras", "--recipe", "int8", "--data", files / "calib.npz"]
     code, stdout, stderr = _run([*argv, "--static-batch", "1", "--out", out], capfd)
-    monkeypatch.delenv(_child.CRASH_HOOK)
-    _child.close_warm_child()
     (error,) = _errors(stderr)
     assert code == 2 and stdout == "" and not out.exists()
     assert "crashed in native code (SIGSEGV)" in error
@@ -209,3 +204,46 @@ def test_timeout_bounds_each_native_step_and_is_put_back(files, tmp_path, capfd,
     assert "TFCOMPRESS_TIMEOUT" not in os.environ  # the run's limit, not the process's
     code, _, stderr = _run([*argv, "--timeout", "200h"], capfd)
     assert code == 2 and "at most a week" in stderr
+
+
+def test_a_tf_keras_model_tensorflow_cannot_save_is_converted_in_the_child(monkeypatch):
+    from tfcompress._compat.keras import keras_module
+    from tfcompress.errors import NativeCrashError
+    from tfcompress.models import TFLiteModel
+    from tfcompress.quantization import converter
+    from tfcompress.runtime import create_runner
+
+    tf_keras = keras_module("tf_keras")
+    inputs = tf_keras.Input((6,), name="x")
+    model = tf_keras.Model(inputs, tf_keras.layers.Dense(3, name="y")(inputs))
+    # As for a model tf.saved_model.save refuses: the call is saved frozen, never converted here.
+    monkeypatch.setattr(converter, "_save_tf_keras", lambda *_: False)
+    (made,) = converter.convert_all(model, [None])
+    x = np.random.default_rng(0).random((4, 6), dtype=np.float32)
+    with create_runner(TFLiteModel(made.content)) as runner:
+        got = runner.run(x)
+    want = model(x).numpy()  # float32 rounding of the same sums: a few ulps of the largest
+    np.testing.assert_allclose(got["y"], want, rtol=0, atol=1e-5 * float(np.abs(want).max()))
+    monkeypatch.setattr(converter, "CHILD_TARGET", "_child_fakes:segfault")
+    with pytest.raises(NativeCrashError, match="SIGSEGV"):
+        converter.convert_all(model, [None])
+
+
+def test_quantize_of_a_saved_model_imports_tensorflow_only_in_its_child(tmp_path):
+    import subprocess
+    import sys
+
+    import keras
+
+    inputs = keras.Input((8,))
+    keras.Model(inputs, keras.layers.Dense(2)(inputs)).export(tmp_path / "sm", verbose=False)
+    np.savez(tmp_path / "calib.npz", x=np.random.default_rng(0).random((8, 8), dtype=np.float32))
+    script = (
+        "import sys; from tfcompress.cli import main; "
+        "code = main(sys.argv[1:]); print(code, 'tensorflow' in sys.modules)"
+    )
+    argv = ["quantize", "sm", "--data", "calib.npz", "--out", "sm.tflite"]
+    done = subprocess.run([sys.executable, "-c", script, *argv], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert done.stdout.split()[-2:] == ["0", "False"], done.stderr[-2000:]
+    assert (tmp_path / "sm.tflite").stat().st_size > 0

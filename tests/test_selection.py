@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import time
 from pathlib import Path
 
 import numpy as np
@@ -368,3 +370,32 @@ def test_cli_runs_candidates_on_both_workers_of_a_scheduler(
     workers = {c["worker"] for c in candidates}
     assert len(workers) == 2 and all(w.startswith("tcp://127.0.0.1:") for w in workers)
     assert payload["best"] is None
+
+
+def test_the_default_pool_runs_each_task_in_a_child_under_the_time_limit() -> None:
+    import _child_fakes
+
+    from tfcompress.errors import ChildTimeoutError, NativeCrashError
+    from tfcompress.selection.executors import ChildPool
+    from tfcompress.selection.worker import worker_identity
+
+    pool = ChildPool(1, timeout=3)
+    try:
+        where = pool.submit(worker_identity).result()["worker"]
+        assert where.startswith("local:") and where != f"local:{os.getpid()}"
+        assert pool.submit(worker_identity).result()["worker"] == where  # kept warm
+        with pytest.raises(NativeCrashError, match="SIGSEGV"):
+            pool.submit(_child_fakes.segfault).result()
+        with pytest.raises(ChildTimeoutError, match="time limit of 3 s"):
+            pool.submit(_child_fakes.hang).result()
+        assert pool.submit(worker_identity).result()["worker"] not in (where, "local")
+    finally:
+        pool.shutdown()
+    patient = ChildPool(1, timeout=600)
+    busy = patient.submit(_child_fakes.hang)
+    time.sleep(2)  # inside its call
+    started = time.monotonic()
+    patient.shutdown(wait=False)  # Ctrl-C: the busy child is killed, not waited for
+    with pytest.raises(NativeCrashError, match="SIGKILL"):
+        busy.result(timeout=30)
+    assert time.monotonic() - started < 30

@@ -140,6 +140,7 @@ def test_histogram_calibration_streams_in_chunks(trained_cnn, mnist_split, monke
         return readers[-1]
 
     monkeypatch.setattr(ort_quantize, "make_reader", recording)
+    monkeypatch.setenv("TFCOMPRESS_IN_PROCESS", "1")  # the reader is read here, to be seen
     result = tfcompress.quantize(
         trained_cnn,
         format="onnx",
@@ -259,3 +260,48 @@ def test_float16_without_a_converter_names_the_package(files, monkeypatch):
             ort_quantize.float16(load_model(files["onnx"]))
     finally:
         compat.float16_converter.cache_clear()
+
+
+def _data_sized_fill(path):
+    """An ``.onnx`` whose ConstantOfShape holds max(x) * 1e9 floats: 4 GB on data near 1."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("ReduceMax", ["x"], ["top"], keepdims=0),
+        helper.make_node("Mul", ["top", "scale"], ["scaled"]),
+        helper.make_node("Cast", ["scaled"], ["count"], to=TensorProto.INT64),
+        helper.make_node("Reshape", ["count", "one"], ["shape"]),
+        helper.make_node("ConstantOfShape", ["shape"], ["filled"]),
+        helper.make_node("ReduceSum", ["filled"], ["total"], keepdims=1),
+        helper.make_node("MatMul", ["x", "w"], ["mixed"]),
+        helper.make_node("Add", ["mixed", "total"], ["y"]),
+    ]
+    constants = [
+        helper.make_tensor("scale", TensorProto.FLOAT, [], [1e9]),
+        helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+        helper.make_tensor("w", TensorProto.FLOAT, [4, 2], np.ones(8).tolist()),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "fill",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2])],
+        constants,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+def test_a_fill_the_data_sizes_ends_in_one_line_in_calibration(tmp_path, capsys):
+    from tfcompress.cli import main
+
+    model, data, out = tmp_path / "fill.onnx", tmp_path / "calib.npz", tmp_path / "int8.onnx"
+    _data_sized_fill(model)
+    np.savez(data, x=np.random.default_rng(0).uniform(0.5, 1.0, (16, 4)).astype(np.float32))
+    code = main(["quantize", str(model), "--data", str(data), "--out", str(out)])
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert code == 2 and len(errors) == 1 and not out.exists(), errors
+    assert "ONNX Runtime ran out of memory" in errors[0] and "ConstantOfShape" in errors[0]
+    assert "TFCOMPRESS_MEMORY_LIMIT" in errors[0]

@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 
 import tfcompress
-from tfcompress._child import CRASH_HOOK
 from tfcompress.cli import main
 from tfcompress.compression.bounds import float16_bound, selective_bound
 from tfcompress.compression.candidates import Rung
@@ -39,6 +38,7 @@ from tfcompress.samples.troublemakers import (
     write_custom_layer_h5,
     write_weightless_saved_model,
 )
+from tfcompress.training import isolation
 
 
 @pytest.fixture(scope="module")
@@ -165,12 +165,12 @@ def test_frozen_batchnorm_keeps_qat_near_ptq_and_a_crash_is_retried(split, monke
     model = bn_depthwise_classifier(split.train)
     train, val = unlike_images(split.train.x[:400]), unlike_images(split.test.x[:200], seed=1)
     # The child really dies by SIGSEGV while oneDNN is on; the retry with it off trains.
-    monkeypatch.setenv(CRASH_HOOK, "onednn")
+    monkeypatch.setattr(isolation, "CHILD_TARGET", "_child_fakes:segfault_while_onednn")
     monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
     frozen = tfcompress.qat(model, train_data=train, eval_data=val, isolate=True)
     assert frozen.warnings[0].startswith("fine-tuning crashed in TensorFlow's native code")
     assert "TF_ENABLE_ONEDNN_OPTS=0" in frozen.warnings[0] and frozen.keras_model is None
-    monkeypatch.delenv(CRASH_HOOK)
+    monkeypatch.undo()
     moving = tfcompress.qat(model, train_data=train, eval_data=val, freeze_batchnorm=False)
     (kept,), (moved,) = frozen.scores, moving.scores
     assert kept.metric == "agreement" and kept.baseline is not None
@@ -188,7 +188,7 @@ def test_frozen_batchnorm_keeps_qat_near_ptq_and_a_crash_is_retried(split, monke
 
 def test_a_child_that_dies_by_a_signal_is_one_error(split, layer_norm, files, tmp_path, capfd,
                                                      monkeypatch):  # fmt: skip
-    monkeypatch.setenv(CRASH_HOOK, "always")
+    monkeypatch.setattr(isolation, "CHILD_TARGET", "_child_fakes:segfault")
     monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
     with pytest.raises(NativeCrashError, match="SIGSEGV") as caught:
         tfcompress.qat(layer_norm, train_data=split.train.x[:100], isolate=True)

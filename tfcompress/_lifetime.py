@@ -81,12 +81,15 @@ def limit_memory(size: int) -> None:
         resource.setrlimit(kind, (keep, size))
 
 
-def held_bytes(pid: int) -> int | None:
-    """Bytes process ``pid`` holds as ``RLIMIT_DATA`` counts them (``VmData``); None: unknown."""
+def held_bytes(pid: int, field: str = "VmData") -> int | None:
+    """Bytes process ``pid`` holds as ``RLIMIT_DATA`` counts them (``VmData``); None: unknown.
+
+    ``field="VmRSS"``: the bytes it holds in memory now (what the machine runs out of).
+    """
     try:
         with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
             for line in status:
-                if line.startswith("VmData:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass

@@ -30,8 +30,10 @@ __all__ = [
     "MemoryLimit",
     "TimeLimit",
     "call_memory",
+    "command_ceiling",
     "job_bytes",
     "note_job_bytes",
+    "out_of_memory",
 ]
 
 
@@ -282,3 +284,38 @@ def call_memory(ceiling: int, held: int | None, brought: int) -> int:
     if held is None:
         return ceiling
     return min(ceiling, held + CALL_HEADROOM + CALL_FACTOR * brought)
+
+
+def command_ceiling(budget: int, held: int | None, used: int | None) -> int:
+    """A child's memory limit under the command's one budget, shared with the caller.
+
+    The memory limit bounds the whole command: the caller and every child it runs together
+    (``used``: their resident bytes now, this child's included) stay within ``budget``; a
+    child may grow by what is left, on top of what it holds.
+
+    Args:
+        budget: ``TFCOMPRESS_MEMORY_LIMIT``, or half the machine.
+        held: Bytes the child holds (``VmData``, what its limit counts); None: unknown.
+        used: Resident bytes of the caller and all its children; None: unknown.
+
+    Example:
+        >>> command_ceiling(12 * 2**30, 2**30, 11 * 2**30) == 2 * 2**30  # 1 GiB left
+        True
+        >>> command_ceiling(12 * 2**30, None, None) == 12 * 2**30  # unknown: the budget
+        True
+    """
+    if held is None or used is None:
+        return budget
+    return min(budget, held + max(0, budget - used))
+
+
+def out_of_memory() -> str:
+    """The one line for a command whose own process ran out of memory (a ``MemoryError``)."""
+    try:
+        limit = f"its memory limit of {CHILD_MEMORY.value() / 2**30:.3g} GiB"
+    except InvalidInputError:
+        limit = "its memory limit"
+    return (
+        f"this command ran out of {limit} (the caller and its child processes together); "
+        "set TFCOMPRESS_MEMORY_LIMIT=BYTES to allow more, or use a smaller model or batch."
+    )

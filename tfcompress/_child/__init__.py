@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tfcompress._child.answers import ChildTransferError
-    from tfcompress._child.serve import CRASH_HOOK, IDLE_SECONDS, IN_PROCESS
+    from tfcompress._child.serve import IDLE_SECONDS, IN_PROCESS
     from tfcompress._child.warm import call, close_warm_child, prestart
     from tfcompress._child.worker import Worker
     from tfcompress._child.zygote import NO_ZYGOTE, preload
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 # serves with (serve.py, wire.py), so a probe starts as fast as Python, NumPy and the runtime.
 _WHERE = {
     "ChildTransferError": "tfcompress._child.answers",
-    "CRASH_HOOK": "tfcompress._child.serve",
     "IDLE_SECONDS": "tfcompress._child.serve",
     "IN_PROCESS": "tfcompress._child.serve",
     "call": "tfcompress._child.warm",
@@ -61,7 +60,6 @@ _WHERE = {
 }
 
 __all__ = [
-    "CRASH_HOOK",
     "IDLE_SECONDS",
     "IN_PROCESS",
     "NO_ZYGOTE",

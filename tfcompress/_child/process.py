@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from tfcompress._child.serve import BOOTSTRAP
 from tfcompress._environ import settled
 from tfcompress.errors import ResourceLimitError
 
-__all__ = ["Child", "Reply", "death_wish", "start_fresh"]
+__all__ = ["Child", "Reply", "command_resident", "death_wish", "start_fresh"]
 
 #: How much of a child's stderr a reply carries (its last words come from the end).
 STDERR_TAIL = 64 * 1024
@@ -68,7 +69,7 @@ class Reply:
     said: bytes = b""
 
 
-@dataclass
+@dataclass(eq=False)  # one process each: compared, and hashed, by identity
 class Child:
     """One child process and the parent's ends of its pipes."""
 
@@ -83,6 +84,10 @@ class Child:
     last_used: float = field(default_factory=time.monotonic)
     closed: bool = False
 
+    def __post_init__(self) -> None:
+        # Plain references, no callback: nothing of ours runs while the collector frees one.
+        _LIVE[:] = [ref for ref in _LIVE if ref() is not None] + [weakref.ref(self)]
+
     @property
     def pid(self) -> int:
         """The child's process id."""
@@ -92,12 +97,15 @@ class Child:
         """Set the memory limit of the next call (see ``call_memory``); the limit set.
 
         ``scaled`` False (a limit the user or the caller named, fine-tuning): the ceiling.
+        The ceiling is what the command has left (:func:`command_resident`): the caller and
+        all its children share the one memory limit.
         """
         from tfcompress._lifetime import held_bytes, limit_child_memory
-        from tfcompress._limits import call_memory, job_bytes
+        from tfcompress._limits import call_memory, command_ceiling, job_bytes
 
-        held = held_bytes(self.pid) if scaled else None
-        limit = call_memory(self.memory, held, job_bytes(len(request)))
+        held = held_bytes(self.pid)
+        ceiling = command_ceiling(self.memory, held, command_resident())
+        limit = call_memory(ceiling, held if scaled else None, job_bytes(len(request)))
         return limit if limit_child_memory(self.pid, limit, self.memory) else self.memory
 
     def exchange(self, request: bytes, timeout: float, *, echo: bool = False) -> Reply:
@@ -195,13 +203,29 @@ class Child:
                 self.close(kill=True)
 
 
+_LIVE: list[weakref.ref[Child]] = []
+
+
+def command_resident() -> int | None:
+    """Resident bytes of this process and of every child it runs now; None: unknown here."""
+    from tfcompress._lifetime import held_bytes
+
+    own = held_bytes(os.getpid(), "VmRSS")
+    if own is None:
+        return None
+    me = os.getpid()
+    live = [c for c in (ref() for ref in list(_LIVE)) if c and not c.closed and c.owner == me]
+    return own + sum(held_bytes(c.pid, "VmRSS") or 0 for c in live)
+
+
 def death_wish() -> int:
     """The pid a child started now should die with (:mod:`tfcompress._lifetime`), or 0.
 
     The kernel signals a child when the *thread* that started it ends, not the process: a
     child started from another thread than the main one (a caller's thread pool) would die
-    with that thread while others still use it, so such a child relies on its caller's
-    clean-up alone.
+    with that thread while others still use it. Such a child dies with its parent all the
+    same: it watches its requests pipe, which the kernel closes when the parent dies
+    (:func:`.serve.watch_parent`).
     """
     return os.getpid() if threading.current_thread() is threading.main_thread() else 0
 

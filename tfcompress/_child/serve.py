@@ -10,8 +10,7 @@ requests pipe; a ``call`` child also after :data:`IDLE_SECONDS` without a reques
 Two roles:
 
 * ``call`` (the warm and the one-shot child of :func:`tfcompress._child.call`): Keras'
-  global state is reset after each answer, so the next call starts as in a fresh process,
-  and the test hook :data:`CRASH_HOOK` applies;
+  global state is reset after each answer, so the next call starts as in a fresh process;
 * ``worker`` (:class:`tfcompress._child.Worker`): the state a call leaves (a runner
   holding a model) is kept for the next call.
 
@@ -25,7 +24,6 @@ import contextlib
 import importlib
 import os
 import pickle
-import signal
 import sys
 import traceback
 from typing import Any
@@ -33,14 +31,12 @@ from typing import Any
 from tfcompress._child import wire
 from tfcompress.errors import TFCompressError
 
-__all__ = ["BOOTSTRAP", "CRASH_HOOK", "IDLE_SECONDS", "IN_PROCESS", "main", "resolve", "serve"]
+__all__ = ["BOOTSTRAP", "IDLE_SECONDS", "IN_PROCESS", "main", "resolve", "serve"]
 
 #: A ``call`` child with nothing to do for this long exits (it holds TensorFlow's memory).
 IDLE_SECONDS = 300.0
-#: Tests make a ``call`` child die by SIGSEGV as a call starts, as TensorFlow's kernels do:
-#: on a fine-tuning call with ``always``, or ``onednn`` only while ``TF_ENABLE_ONEDNN_OPTS``
-#: is not ``0``; on any call with ``any``.
-CRASH_HOOK = "TFCOMPRESS_TEST_CHILD_CRASH"
+#: Seconds a child whose parent let go of it may still take to leave by itself.
+HANG_UP_GRACE = 1.0
 #: ``1``: calls run in the caller (for a debugger; then nothing is contained). Every child
 #: sets it for itself: a call it makes runs there, contained already.
 IN_PROCESS = "TFCOMPRESS_IN_PROCESS"
@@ -50,6 +46,8 @@ BOOTSTRAP = (
     "from tfcompress._child.serve import main; sys.exit(main(sys.argv[2:]))"
 )
 ROLES = ("call", "worker")
+#: True in a child, once it serves.
+SERVING = False
 
 
 def main(argv: list[str]) -> int:
@@ -95,7 +93,10 @@ def serve(fd_in: int, fd_out: int, *, role: str) -> int:
     Returns:
         The exit status: 0.
     """
+    global SERVING
+    SERVING = True
     os.environ[IN_PROCESS] = "1"  # a call this one makes runs here: it is contained already
+    watch_parent(fd_in)
     # Native code that prints to stdout writes to stderr: the answers have their own pipe,
     # and what the libraries print is the child's last words, never an answer.
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
@@ -104,19 +105,41 @@ def serve(fd_in: int, fd_out: int, *, role: str) -> int:
         request = wire.receive(fd_in, idle)
         if request is None:  # closed, or idle: the parent starts a fresh child when needed
             return 0
-        wire.send(fd_out, answer(request, hook=role == "call"))
+        wire.send(fd_out, answer(request))
         if role == "call":
             _forget_models()  # after the answer: the caller goes on meanwhile
 
 
-def answer(request: bytes, *, hook: bool = False) -> bytes:
+def watch_parent(fd_in: int) -> None:
+    """Die when the parent holds the requests pipe no more, even in the middle of a call.
+
+    Only the parent holds the pipe's write end: when it dies (SIGKILL, the OOM killer) the
+    kernel closes it, and a thread here sees the hang-up while the main thread still works.
+    This is what ends a child started off the parent's main thread, where the kernel's
+    parent-death signal (keyed to the thread that started us) cannot be asked for.
+    """
+    import select
+    import threading
+    import time
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(fd_in, 0)  # only POLLHUP, POLLERR and POLLNVAL are reported
+        ((_, mask), *_) = poller.poll()  # blocks until one of them
+        if mask & select.POLLNVAL:  # closed here: nothing to watch
+            return
+        time.sleep(HANG_UP_GRACE)  # an idle child leaves by itself meanwhile, cleanly
+        os._exit(1)
+
+    threading.Thread(target=watch, name="tfcompress-parent-watch", daemon=True).start()
+
+
+def answer(request: bytes) -> bytes:
     """The answer to one request, pickled (see :mod:`.wire`)."""
     try:
         target, args, kwargs = wire.decode_request(request)
     except Exception as error:  # a class only the parent's __main__ defines, say
         return pickle.dumps(("transfer", f"{type(error).__name__}: {_words(error)}"))
-    if hook:
-        _crash_for_tests(target)
     reply: tuple[Any, ...]
     try:
         reply = ("ok", resolve(target)(*args, **kwargs))
@@ -165,14 +188,6 @@ def resolve(target: str) -> Any:
     for part in name.split("."):
         found = getattr(found, part)
     return found
-
-
-def _crash_for_tests(target: str) -> None:
-    hook = os.environ.get(CRASH_HOOK, "")
-    onednn_on = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "") != "0"
-    fine_tuning = target.startswith("tfcompress.training.")
-    if hook == "any" or (fine_tuning and (hook == "always" or (hook == "onednn" and onednn_on))):
-        os.kill(os.getpid(), signal.SIGSEGV)
 
 
 def _forget_models() -> None:

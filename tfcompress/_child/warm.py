@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -58,6 +59,7 @@ def call(
     env: Mapping[str, str] | None = None,
     warm: bool = True,
     echo: bool = False,
+    follow: str | None = None,
     **kwargs: Any,
 ) -> Any:
     """Run ``module:function(*args, **kwargs)`` in a child process and return its result.
@@ -73,6 +75,9 @@ def call(
         warm: Use (or leave behind) the warm child of this process; False: a child of its own.
         echo: Copy what the child writes on stderr to ours while it works (its progress
             bars); it is kept for the error message either way.
+        follow: Run where this module is: here when it is imported here, or when no warm
+            child runs (reading a SavedModel goes where TensorFlow is, or is starting: the
+            warm child that ``quantize`` starts first).
         **kwargs: Keyword arguments (pickled).
 
     Returns:
@@ -93,7 +98,8 @@ def call(
     limit_bytes = CHILD_MEMORY.value() if memory is None else memory
     scaled = memory is None and not CHILD_MEMORY.is_set()
     environment = dict(os.environ if env is None else env)
-    if environment.get(IN_PROCESS, "") == "1":
+    here = follow is not None and (follow in sys.modules or not running())
+    if environment.get(IN_PROCESS, "") == "1" or here:
         return resolve(target)(*args, **kwargs)
     try:
         request = wire.encode_request(target, args, kwargs)

@@ -36,6 +36,9 @@ __all__ = ["decode_request", "encode_request", "read_message", "write_message"]
 _HEADER = struct.Struct("!Q")
 _CHUNK = 1 << 20
 _SMALL = 1 << 16  # copied behind its header: cheaper than a second wake-up of the reader
+# The parent wakes this often while it waits: a signal the kernel gave another thread (a
+# progress bar's monitor) is handled by the main thread within this, not at the deadline.
+_WAKE = 0.2
 
 
 class TransferError(Exception):
@@ -74,7 +77,7 @@ def write_message(fd: int, data: bytes, deadline: float) -> bool:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            _, writable, _ = select.select([], [fd], [], left)
+            _, writable, _ = select.select([], [fd], [], min(left, _WAKE))
             if not writable:
                 continue
             try:
@@ -92,7 +95,8 @@ def read_message(
     Args:
         fd: The parent's read end.
         deadline: ``time.monotonic()`` past which the read gives up.
-        waiting: Called about every 0.2 s while nothing arrives (echoing the child's stderr).
+        waiting: Called about every ``_WAKE`` seconds while nothing arrives (echoing the
+            child's stderr).
 
     Raises:
         EOFError: The child closed its end before a whole message (it died).
@@ -111,7 +115,7 @@ def _read_exactly(
         left = deadline - time.monotonic()
         if left <= 0:
             return None
-        readable, _, _ = select.select([fd], [], [], left if waiting is None else min(left, 0.2))
+        readable, _, _ = select.select([fd], [], [], min(left, _WAKE))
         if waiting is not None:
             waiting()
         if not readable:

@@ -58,12 +58,21 @@ class Worker:
         return self._child is not None and not self._child.closed
 
     def call(
-        self, target: str, /, *args: Any, what: str, timeout: float | None = None, **kwargs: Any
+        self,
+        target: str,
+        /,
+        *args: Any,
+        what: str,
+        timeout: float | None = None,
+        whole_memory: bool = False,
+        **kwargs: Any,
     ) -> Any:
         """Run ``module:function(*args, **kwargs)`` in the worker; see :func:`~.warm.call`.
 
         What the function raised there is raised here as it was (a runtime's own refusal
         is its caller's to word), a ``MemoryError`` as a ``ResourceLimitError``.
+        ``whole_memory``: the call may use the worker's whole memory limit (training, whose
+        memory grows with the model and the batch), not a share scaled to what it is handed.
 
         Raises:
             NativeCrashError: The worker died (it is gone).
@@ -80,7 +89,8 @@ class Worker:
             request = wire.encode_request(target, args, kwargs)
         except wire.TransferError as error:
             raise ChildTransferError(f"cannot hand {what} to a worker ({error})") from error
-        applied = self._child.limit_call(request, scaled=not CHILD_MEMORY.is_set())
+        scaled = not whole_memory and not CHILD_MEMORY.is_set()
+        applied = self._child.limit_call(request, scaled=scaled)
         reply = self._child.exchange(request, limit_s)
         if reply.answer is None:
             self._child = None  # closed by the exchange

@@ -146,6 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except TFCompressError as error:
             line = f"tfcompress {args.command}: error: {_one_line(error)}"
             code, details = error.exit_code, ""
+        except MemoryError:  # this process out of memory: one line, not a bug's traceback
+            from tfcompress._limits import out_of_memory
+
+            line, code, details = f"tfcompress {args.command}: error: {out_of_memory()}", 2, ""
         except (KeyboardInterrupt, Terminated) as interruption:  # children and temp files
             # were cleaned up on the way here, by the `finally` and `with` blocks it unwound
             line, code = _interrupt.message(interruption), _interrupt.exit_code(interruption)

@@ -235,6 +235,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     from tfcompress.bench.paired import read_for_reference
     from tfcompress.cli._quantize_output import evaluation_fields, quantize_text, recipes_table
     from tfcompress.models import check_output_path
+    from tfcompress.quantization.converter import warm_converter
     from tfcompress.quantization.ptq import quantize
     from tfcompress.testing.judge import build_checks
 
@@ -243,6 +244,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         return 0
     _check_usage(args)
     config = ptq_config(args)  # every option checked before any file is touched
+    if config.format == "tflite":  # the converter's child starts: a SavedModel is read there
+        warm_converter(args.model)
     checks = build_checks(flat(args.output), flat(args.metric), **threshold_options(args))
     inputs = [p for p in (args.model, args.data, args.eval_data) if p]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfcompress._child import call
 from tfcompress._compat.tf import tensorflow
 from tfcompress._files import check_tree, read_regular_bytes
 from tfcompress.errors import ModelLoadError
@@ -74,8 +75,15 @@ def check_saved_model(path: Path, *, safe_mode: bool = True) -> CheckedSavedMode
     # TensorFlow reads saved_model.pb first and saved_model.pbtxt only without it.
     source = binary if binary.exists() else path / "saved_model.pbtxt"
     content = read_regular_bytes(source, error=ModelLoadError, what="a SavedModel protobuf")
-    proto = _parse_saved_model(content, source, path)
-    graph_ops = tuple(op for meta in proto.meta_graphs for op in scan_graph(meta))
+    # TensorFlow's protobuf reader (and TensorFlow with it) runs in the child that converts.
+    graph_ops = call(
+        "tfcompress.models.saved_model:graph_ops_of",
+        content,
+        source,
+        path,
+        what=f"reading the SavedModel {path}",
+        follow="tensorflow",
+    )
     at_load = [op for op in graph_ops if op.at_load]
     if safe_mode and at_load:
         raise ModelLoadError(
@@ -99,8 +107,32 @@ def check_saved_model(path: Path, *, safe_mode: bool = True) -> CheckedSavedMode
         for name in _FOLDERS:
             if (path / name).is_dir():
                 copy_regular_tree(path / name, copy.path / name, what=f"the SavedModel {path}")
-    _check_variables(copy.path, path)
+    call(
+        "tfcompress.models.saved_model:_check_variables",
+        copy.path,
+        path,
+        what=f"reading the variables of the SavedModel {path}",
+        follow="tensorflow",
+    )
     return CheckedSavedModel(path, copy, metadata, graph_ops)
+
+
+def graph_ops_of(content: bytes, source: Path, path: Path) -> tuple[GraphOp, ...]:
+    """In the child: the ops of the SavedModel's graphs that act outside the model."""
+    proto = _parse_saved_model(content, source, path)
+    return tuple(op for meta in proto.meta_graphs for op in scan_graph(meta))
+
+
+def _fingerprint_parses(content: bytes) -> bool:
+    """In the child: whether ``content`` is a ``FingerprintDef``."""
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.protobuf import fingerprint_pb2
+
+    try:
+        fingerprint_pb2.FingerprintDef.FromString(content)
+    except DecodeError:
+        return False
+    return True
 
 
 def describe_ops(ops: list[GraphOp] | tuple[GraphOp, ...]) -> str:
@@ -151,13 +183,14 @@ def _checked_fingerprint(path: Path) -> bytes | None:
     target = path / "fingerprint.pb"
     if not target.exists():
         return None
-    from google.protobuf.message import DecodeError
-    from tensorflow.core.protobuf import fingerprint_pb2
-
     content = read_regular_bytes(target, error=ModelLoadError, what="a fingerprint.pb file")
-    try:
-        fingerprint_pb2.FingerprintDef.FromString(content)
-    except DecodeError:
+    parses = call(
+        "tfcompress.models.saved_model:_fingerprint_parses",
+        content,
+        what="reading fingerprint.pb",
+        follow="tensorflow",
+    )
+    if not parses:
         logger.warning(
             "%s: fingerprint.pb is damaged and was ignored (TensorFlow uses it only to "
             "identify the model; export the model again to restore it)",

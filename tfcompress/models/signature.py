@@ -132,8 +132,17 @@ def model_signature(model: Any) -> ModelSignature:
     """
     if isinstance(model, TFLiteModel):
         return _tflite_signature(model)
-    if isinstance(model, SavedModelDir):
-        return _saved_model_signature(model)
+    if isinstance(model, SavedModelDir):  # TensorFlow loads it in the child that converts
+        from dataclasses import replace
+
+        from tfcompress._child import call
+
+        return call(  # type: ignore[no-any-return]
+            "tfcompress.models.signature:_saved_model_signature",
+            replace(model, keep=None),  # the caller keeps the private copy alive
+            what=f"reading the signature of the SavedModel {model.shown}",
+            follow="tensorflow",
+        )
     if isinstance(model, OnnxModel):
         inputs, outputs = onnx_signature(model)
         return ModelSignature(

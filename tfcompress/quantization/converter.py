@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import shutil
 import signal
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,25 +29,17 @@ from tfcompress._compat.tf import tensorflow
 from tfcompress._compat.tflite_loads import Loads, loads_shared
 from tfcompress.errors import ConversionError, NativeCrashError, UnsupportedModelError
 from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name, saved_model_errors
+from tfcompress.quantization.converter_errors import (
+    DYNAMIC_LIST,
+    Captured,
+    capture_warnings,
+    explain,
+    first_error,
+    saved_model_rnn,
+    static_batch_crash,
+)
 
 logger = logging.getLogger(__name__)
-
-# What the TF 2.21 quantizer says about an op it has no integer kernel for, e.g.
-# "Quantization to 16x8-bit not yet supported for op: 'NEG'."
-_NO_KERNEL = re.compile(
-    r"Quantization (?:to (?P<bits>\S+) )?not yet supported for op: '(?P<op>[A-Za-z0-9_]+)'"
-)
-# An RNN whose batch is dynamic: "'tf.TensorListReserve' op requires element_shape to be
-# static during TF Lite transformation pass"; a static batch (Recipe.static_batch) fixes it.
-_DYNAMIC_LIST = re.compile(r"TensorList\w*'? op requires element_shape to be static")
-# Where MLIR says an error happened, which means nothing to the user: "<frozen runpy>:198:1: ",
-# "/path/to/file.py:12:3: " (and 'loc(callsite(...)): ', see _strip_location).
-_LOCATION = re.compile(r"^(?:<[^>]*>|[^\s:]+\.py)(?::\d+)*:\s*")
-# ... and when an integer input/output was asked of a model whose first/last op stayed float:
-# "Unsupported input type INT16 for input tensor 0 of type FLOAT32."
-_FLOAT_IO = re.compile(
-    r"Unsupported (?P<kind>input|output) type (?P<dtype>\w+) for (?:input|output) tensor"
-)
 
 
 @dataclass(frozen=True)
@@ -207,53 +197,12 @@ def convert_all(
         >>> reference, quantized = convert_all(model, [None, settings])  # doctest: +SKIP
     """
     name = model_name(model)
-    with sparing_collections(), _capture_warnings() as captured:
+    with sparing_collections(), capture_warnings() as captured:
         start = time.perf_counter()
-        with _traced(model, static_batch) as (path, shown, in_memory):
+        with _traced(model, static_batch) as (path, shown):
             trace_seconds = time.perf_counter() - start
             trace_warnings = captured.take()
-            if in_memory is not None:  # a tf-keras model TensorFlow cannot save: converted here
-                made = _convert_in_memory(in_memory, list(configures), name, captured)
-            else:
-                from tfcompress._child import call
-
-                # A SavedModel's recurrent layers keep the exported dynamic batch in their
-                # tensor lists (a constant element_shape): re-tracing the signature at a
-                # static batch cannot reach them, the converter's single-batch switch can.
-                single = isinstance(model, SavedModelDir) and static_batch == 1
-                try:
-                    made = call(
-                        "tfcompress.quantization.converter:convert_saved_model",
-                        path,
-                        list(configures),
-                        name=name,
-                        shown=shown,
-                        single_batch_lists=single,
-                        what=f"the TFLite converter on {name!r}",
-                        echo=any(c is not None and c.progress for c in configures),
-                    )
-                except ConversionError as error:
-                    rnn = _DYNAMIC_LIST.search(str(error)) is not None
-                    if rnn and isinstance(model, SavedModelDir) and static_batch != 1:
-                        raise ConversionError(_saved_model_rnn(name, static_batch)) from error
-                    raise
-                except NativeCrashError as crash:
-                    if static_batch is None or crash.signal_number == signal.SIGKILL:
-                        raise  # not the batch's doing: the data's, or the memory's
-                    from tfcompress._child.answers import retold
-                    from tfcompress._lifetime import signal_name
-
-                    made = {"float32" if c is None else c.recipe.name for c in configures}
-                    n = static_batch  # re-tracing a dynamic batch at it is what changed
-                    raise retold(
-                        crash, f"the TFLite converter on {name!r}",
-                        cause=f"crashed in native code ({signal_name(crash.signal_number)}) "
-                        f"converting to {' and '.join(sorted(made))} at the static batch "
-                        f"--static-batch {n} asked for (static_batch={n}: the model re-traced "
-                        f"with a batch of {n})",
-                        fix=f"convert at the model's own batch (drop --static-batch), or export "
-                        f"the model with a batch of {n} and convert that",
-                    ) from crash  # fmt: skip
+            made = _in_child(model, path, shown, list(configures), name, static_batch)
     return tuple(
         Conversion(content, trace_seconds + seconds, trace_warnings + said)
         for content, seconds, said in made
@@ -261,22 +210,45 @@ def convert_all(
 
 
 Made = list[tuple[bytes, float, tuple[str, ...]]]
+#: What the converter's child runs (tests point it at a program that really crashes).
+CHILD_TARGET = "tfcompress.quantization.converter:convert_saved_model"
 
 
-def _saved_model_rnn(name: str, static_batch: int | None) -> str:
-    """The fix that works for a SavedModel's recurrent layers: a static batch of 1."""
-    given = (
-        "needs a static batch"
-        if static_batch is None
-        else f"cannot take a static batch of {static_batch}"
-    )
-    return (
-        f"the TFLite converter {given} for the recurrent layers of the SavedModel {name!r} "
-        "('tf.TensorListReserve' op requires element_shape to be static): their tensor lists "
-        "keep the exported dynamic batch, which only a batch of 1 replaces; pass "
-        "--static-batch 1 (static_batch=1), or convert the Keras model, which is re-traced at "
-        "any batch."
-    )
+def _in_child(
+    model: Any,
+    path: str,
+    shown: str | None,
+    configures: list[ConverterSettings | None],
+    name: str,
+    static_batch: int | None,
+) -> Made:
+    """Convert the SavedModel at ``path`` in the converter's child; its errors, told."""
+    from tfcompress._child import call
+
+    # A SavedModel's recurrent layers keep the exported dynamic batch in their
+    # tensor lists (a constant element_shape): re-tracing the signature at a
+    # static batch cannot reach them, the converter's single-batch switch can.
+    single = isinstance(model, SavedModelDir) and static_batch == 1
+    try:
+        return call(
+            CHILD_TARGET,
+            path,
+            list(configures),
+            name=name,
+            shown=shown,
+            single_batch_lists=single,
+            what=f"the TFLite converter on {name!r}",
+            echo=any(c is not None and c.progress for c in configures),
+        )
+    except ConversionError as error:
+        rnn = DYNAMIC_LIST.search(str(error)) is not None
+        if rnn and isinstance(model, SavedModelDir) and static_batch != 1:
+            raise ConversionError(saved_model_rnn(name, static_batch)) from error
+        raise
+    except NativeCrashError as crash:
+        if static_batch is None or crash.signal_number == signal.SIGKILL:
+            raise  # not the batch's doing: the data's, or the memory's
+        raise static_batch_crash(crash, name, configures, static_batch) from crash
 
 
 def convert_saved_model(
@@ -309,24 +281,15 @@ def convert_saved_model(
             converter._experimental_default_to_single_batch_in_tensor_list_ops = True
         return converter
 
-    with sparing_collections(), _capture_warnings() as captured:
+    with sparing_collections(), capture_warnings() as captured:
         return _convert_each(new_converter, configures, name, captured)
-
-
-def _convert_in_memory(
-    model: Any, configures: list[ConverterSettings | None], name: str, captured: _Captured
-) -> Made:
-    tf = tensorflow()
-    return _convert_each(
-        lambda: tf.lite.TFLiteConverter.from_keras_model(model), configures, name, captured
-    )
 
 
 def _convert_each(
     new_converter: Callable[[], Any],
     configures: Sequence[ConverterSettings | None],
     name: str,
-    captured: _Captured,
+    captured: Captured,
 ) -> Made:
     made: Made = []
     converter: Any = None
@@ -348,23 +311,23 @@ def _convert_each(
 
 
 @contextlib.contextmanager
-def _traced(model: Any, static_batch: int | None = None) -> Iterator[tuple[str, str | None, Any]]:
-    """Trace ``model`` once; yield ``(SavedModel folder, the user's folder or None, None)``.
+def _traced(model: Any, static_batch: int | None = None) -> Iterator[tuple[str, str | None]]:
+    """Trace ``model`` once; yield ``(SavedModel folder, the user's folder or None)``.
 
     Keras 3 models are exported with their serving function and tf-keras models saved with
     ``tf.saved_model.save``: what ``from_keras_model`` does internally for each flavour, done
     once instead of once per conversion. A ``static_batch`` re-traces the serving
     function with that batch, for each kind of model. A tf-keras model TensorFlow cannot
-    save yields ``("", None, model)``: the converter freezes its call in this process.
+    save is saved frozen (:func:`_save_frozen`), so its conversion still runs in the child.
     """
-    tf = tensorflow()
     if isinstance(model, TFLiteModel):
         raise UnsupportedModelError(
             f"{model.name} is already a .tflite; quantize the original Keras model or SavedModel."
         )
     if isinstance(model, SavedModelDir) and static_batch is None:
-        yield str(model.path), str(model.shown), None
+        yield str(model.path), str(model.shown)  # the child reads it: no TensorFlow here
         return
+    tf = tensorflow()
     with tempfile.TemporaryDirectory(prefix="tfcompress-export-") as export_dir:
         if isinstance(model, SavedModelDir):
             _resave_with_batch(model, export_dir, static_batch or 1)
@@ -372,11 +335,10 @@ def _traced(model: Any, static_batch: int | None = None) -> Iterator[tuple[str, 
             if static_batch is not None:
                 _save_tf_keras_with_batch(model, export_dir, static_batch)
             elif not _save_tf_keras(model, export_dir, tf):
-                yield "", None, model
-                return
+                _save_frozen(model, export_dir)
         else:
             _export_keras3(model, export_dir, static_batch)
-        yield export_dir, None, None
+        yield export_dir, None
 
 
 def _export_keras3(model: Any, export_dir: str, static_batch: int | None = None) -> None:
@@ -440,7 +402,7 @@ def save_serving_function(model: Any, function: Any, path: str | Path) -> bool:
     # TensorFlow refuses a function that captures an untracked resource with an
     # AssertionError ("references an 'untracked' resource").
     except AssertionError as error:
-        logger.info("saving %s whole for conversion (%s)", model_name(model), _first_error(error))
+        logger.info("saving %s whole for conversion (%s)", model_name(model), first_error(error))
         shutil.rmtree(path, ignore_errors=True)
         return False
     return True
@@ -477,6 +439,28 @@ def _serving_function(model: Any, static_batch: int | None) -> tuple[list[Any], 
         return dict(zip(names, outputs, strict=True))
 
     return specs, serve
+
+
+def _save_frozen(model: Any, export_dir: str) -> None:
+    """Save the model's call alone, its weights as constants.
+
+    What ``from_keras_model`` converts when TensorFlow cannot save a tf-keras model whole;
+    done here, so the converter still runs in its child on a SavedModel.
+    """
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2,
+    )
+
+    tf = tensorflow()
+    specs, serve = _serving_function(model, None)
+    traced = tf.function(serve, input_signature=specs).get_concrete_function()
+    frozen = convert_variables_to_constants_v2(traced)
+    holder = tf.Module()
+    holder.serve = tf.function(
+        lambda *xs: tf.nest.pack_sequence_as(traced.structured_outputs, frozen(*xs)),
+        input_signature=specs,
+    )
+    tf.saved_model.save(holder, export_dir, signatures={"serving_default": holder.serve})
 
 
 def _save_tf_keras_with_batch(model: Any, export_dir: str, static_batch: int) -> None:
@@ -540,7 +524,7 @@ def _save_tf_keras(model: Any, export_dir: str, tf: Any) -> bool:
         logger.info(
             "tf.saved_model.save failed for %s (%s); converting with from_keras_model",
             model_name(model),
-            _first_error(error),
+            first_error(error),
         )
         return False
     return True
@@ -550,103 +534,4 @@ def _run(converter: Any, name: str) -> bytes:
     try:
         return bytes(converter.convert())
     except Exception as error:  # the converter raises ConverterError, RuntimeError...
-        raise ConversionError(_explain(error, name)) from error
-
-
-def _explain(error: Exception, name: str) -> str:
-    """One line: the op without an integer kernel and the fix, or the converter's error."""
-    found = _NO_KERNEL.search(str(error))
-    if found:
-        kernel = f"{found['bits']} " if found["bits"] else "integer "
-        return (
-            f"the TFLite converter has no {kernel}kernel for op {found['op']} in {name!r} and "
-            "the recipe is integer-only; replace the layer that makes it, or drop "
-            "--integer-only (integer_only=True) to keep it in float (the result lists the ops "
-            "that stayed float)."
-        )
-    if _DYNAMIC_LIST.search(str(error)):
-        return (
-            f"the TFLite converter needs a static batch for the recurrent layers of {name!r} "
-            f"({_first_error(error)}); pass --static-batch 1 (static_batch=1), or the "
-            "batch size the device will run."
-        )
-    io = _FLOAT_IO.search(str(error))
-    if io:
-        kind, dtype = io["kind"], io["dtype"].lower()
-        return (
-            f"the TFLite converter cannot give {name!r} an {dtype} {kind}: the op next to it has "
-            f"no integer kernel and stays float; use --{kind}-type float32 "
-            f"({kind}_type='float32')."
-        )
-    return (
-        f"the TFLite converter rejected {name!r}: {_first_error(error)}; check the model's "
-        "ops are TFLite built-ins (see docs/quantization.md)."
-    )
-
-
-def _first_error(error: Exception) -> str:
-    """The converter's first error line, without MLIR's location prefixes.
-
-    Example:
-        >>> _first_error(RuntimeError("<frozen runpy>:198:1: error: 'tf.X' op failed"))
-        "'tf.X' op failed"
-        >>> _first_error(RuntimeError('<unknown>:0: error: loc(callsite("a" at "b")): boom'))
-        'boom'
-    """
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    found = next((line for line in lines if "error:" in line.lower()), None)
-    if found is not None:  # what precedes "error:" is where MLIR was: "<unknown>:0: "
-        line = found[found.lower().index("error:") + len("error:") :].strip()
-    else:
-        line = lines[0] if lines else type(error).__name__
-    while (stripped := _strip_location(line)) != line:
-        line = stripped
-    return line
-
-
-def _strip_location(line: str) -> str:
-    """``line`` without one leading location: ``loc(callsite(...)): ``, ``file.py:12:3: ``."""
-    if line.startswith("loc("):
-        depth = 0
-        for index, char in enumerate(line[3:], start=3):
-            depth += {"(": 1, ")": -1}.get(char, 0)
-            if depth == 0:
-                return line[index + 1 :].lstrip(": ")
-        return line
-    return _LOCATION.sub("", line)
-
-
-class _Captured:
-    """Warnings collected so far, taken (and cleared) one conversion at a time."""
-
-    def __init__(self, caught: list[warnings.WarningMessage]) -> None:
-        self.logged: list[str] = []
-        self.caught = caught
-
-    def take(self) -> tuple[str, ...]:
-        messages = (*self.logged, *(str(w.message).strip() for w in self.caught))
-        self.logged.clear()
-        self.caught.clear()
-        return messages
-
-
-@contextlib.contextmanager
-def _capture_warnings() -> Iterator[_Captured]:
-    """Collect Python warnings and TensorFlow/absl WARNING logs emitted during conversion."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        captured = _Captured(caught)
-
-        class _Collector(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                captured.logged.append(record.getMessage().strip())
-
-        collector = _Collector(level=logging.WARNING)
-        loggers = [logging.getLogger(name) for name in ("tensorflow", "absl")]
-        for lg in loggers:
-            lg.addHandler(collector)
-        try:
-            yield captured
-        finally:
-            for lg in loggers:
-                lg.removeHandler(collector)
+        raise ConversionError(explain(error, name)) from error

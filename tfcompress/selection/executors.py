@@ -1,16 +1,16 @@
-"""Where candidates run: a local process pool, any ``concurrent.futures`` executor, or Dask."""
+"""Where candidates run: local child processes, any ``concurrent.futures`` executor, or Dask."""
 
 from __future__ import annotations
 
 import concurrent.futures
-import multiprocessing
+import queue
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tfcompress._compat.dask import TLSFiles, connect, is_dask_client, workers_now
 from tfcompress.errors import InvalidInputError
 
-__all__ = ["InlineExecutor", "Runner", "connect_scheduler", "is_dask_client"]
+__all__ = ["ChildPool", "InlineExecutor", "Runner", "connect_scheduler", "is_dask_client"]
 
 
 class InlineExecutor(concurrent.futures.Executor):
@@ -34,6 +34,58 @@ class InlineExecutor(concurrent.futures.Executor):
         return future
 
 
+class ChildPool(concurrent.futures.Executor):
+    """The default executor: ``workers`` child processes of :mod:`tfcompress._child`.
+
+    Each task runs in a worker that keeps its imports (TensorFlow) for the next task, under
+    the one time limit (``TFCOMPRESS_TIMEOUT``) and the one memory limit (training gets the
+    whole of it, as fine-tuning does). A crash or a time-out fails that task alone (its
+    future holds the typed error) and the next task gets a fresh worker; every worker dies
+    with this process.
+
+    Args:
+        workers: Tasks run at once, each in its own child.
+        timeout: Seconds one task may take; None: ``TFCOMPRESS_TIMEOUT`` or its default.
+    """
+
+    def __init__(self, workers: int = 1, *, timeout: float | None = None) -> None:
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="tfcompress-select"
+        )
+        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._started: list[Any] = []  # every worker, busy or idle, for shutdown
+        self._timeout = timeout
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` (a top-level function) in a child; a future of its result."""
+        return self._threads.submit(self._run, fn, args, kwargs)
+
+    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        from tfcompress._child import Worker
+
+        try:
+            worker = self._idle.get_nowait()
+        except queue.Empty:
+            worker = Worker(fork="never")  # TensorFlow's work: a fresh interpreter
+            self._started.append(worker)
+        target = f"{fn.__module__}:{fn.__qualname__}"
+        try:
+            return worker.call(target, *args, what=fn.__name__, timeout=self._timeout,
+                               whole_memory=True, **kwargs)  # fmt: skip
+        finally:
+            if worker.alive:
+                self._idle.put(worker)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking tasks and end the children (not waiting: killed, busy ones too)."""
+        if not wait:  # Ctrl-C or an error: the tasks' results would be dropped anyway
+            for worker in list(self._started):
+                worker.close(kill=True)
+        self._threads.shutdown(wait=wait, cancel_futures=cancel_futures)
+        for worker in list(self._started):
+            worker.close()
+
+
 #: Arrays of a task at least this large travel to each Dask worker once, not with each task.
 SHARE_BYTES = 1 << 20
 
@@ -49,18 +101,16 @@ class Runner:
     worker that happens to hold them. Each task's result says which worker ran it.
 
     Args:
-        executor: An executor, a Dask client, or None for a local spawn-context process pool
-            of ``workers`` processes (TensorFlow and ``fork`` do not mix).
-        workers: Processes of the default pool.
+        executor: An executor, a Dask client, or None for a :class:`ChildPool` of
+            ``workers`` child processes.
+        workers: Child processes of the default pool.
     """
 
     def __init__(self, executor: Any = None, *, workers: int = 1) -> None:
         self._owned = executor is None
         self._workers = workers
         if executor is None:
-            executor = concurrent.futures.ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("spawn")
-            )
+            executor = ChildPool(workers)
         elif not is_dask_client(executor) and not isinstance(executor, concurrent.futures.Executor):
             raise InvalidInputError(
                 f"executor must be a concurrent.futures.Executor or a dask.distributed.Client, "
@@ -77,7 +127,7 @@ class Runner:
             workers = workers_now(self.executor)
             return f"Dask scheduler {self.executor.scheduler.address} ({len(workers)} workers)"
         if self._owned:
-            return f"local process pool ({self._workers} process(es), spawn)"
+            return f"local child processes ({self._workers} at a time)"
         return type(self.executor).__name__
 
     def submit(self, fn: Callable[[dict[str, Any]], dict[str, Any]], task: dict[str, Any]) -> Any:

@@ -70,7 +70,7 @@ def select_model(
         eval_data: Images with labels to score each trained candidate's int8 artifact on.
         config: What to search for; None: built from ``**options``.
         executor: A ``concurrent.futures.Executor`` or a ``dask.distributed.Client``; None
-            starts a local spawn-context process pool of ``workers`` processes.
+            runs ``workers`` local child processes (:class:`~.executors.ChildPool`).
         workdir: Folder for one JSON file per candidate; a re-run with it skips finished
             phases. None keeps nothing on disk.
         progress: Draw a progress bar (measured / trained / left) on stderr.

@@ -20,7 +20,7 @@ def worker_identity() -> dict[str, str]:
     """Where this code runs: ``worker`` and ``host``.
 
     ``worker`` is the Dask worker's address inside a Dask worker, ``local:<pid>`` in a
-    local pool process, and ``local`` in the caller's own process.
+    local child or pool process, and ``local`` in the caller's own process.
 
     Example:
         >>> worker_identity()["worker"]  # doctest: +SKIP
@@ -34,7 +34,8 @@ def worker_identity() -> dict[str, str]:
             return {"worker": str(get_worker().address), "host": host}
         except ValueError:  # "No worker found": a client process, not a worker
             pass
-    if multiprocessing.parent_process() is not None:
+    serving = sys.modules.get("tfcompress._child.serve")  # a child of tfcompress's own
+    if multiprocessing.parent_process() is not None or getattr(serving, "SERVING", False):
         return {"worker": f"local:{os.getpid()}", "host": host}
     return {"worker": "local", "host": host}
 

@@ -41,7 +41,7 @@ def cluster(
     safe_mode: bool = True,
     gate: GateLike | None = None,
     gate_settings: GateSettings | None = None,
-    isolate: bool = False,
+    isolate: bool = True,
 ) -> TrainingResult:
     """Cluster each kernel's weights into ``clusters`` shared values, fine-tune and export.
 
@@ -72,7 +72,7 @@ def cluster(
         safe_mode: See :func:`tfcompress.models.load_model`.
         gate: Checks to judge the exported ``.tflite`` by.
         gate_settings: The gate's mode, confidence and interval.
-        isolate: Fine-tune in a child process.
+        isolate: Fine-tune in a child process (the default); False fine-tunes here, uncontained.
 
     Returns:
         The clustered model with unique values per exported kernel, sizes and accuracies.

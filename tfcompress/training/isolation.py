@@ -21,8 +21,6 @@ The price is the child's start: it imports TensorFlow and tfmot and loads the mo
 process's next fine-tune or conversion, so only the first pays the imports. It runs under
 the child's time and memory limits (``TFCOMPRESS_TIMEOUT``, ``TFCOMPRESS_MEMORY_LIMIT``).
 
-Environment (tests only): ``TFCOMPRESS_TEST_CHILD_CRASH=always`` makes the child kill itself
-with SIGSEGV before any work; ``=onednn`` does so only while oneDNN is on.
 """
 
 from __future__ import annotations
@@ -43,6 +41,8 @@ from tfcompress.training.configs import TrainingConfig
 logger = logging.getLogger(__name__)
 
 ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
+#: What the child runs (tests point it at a program that really crashes).
+CHILD_TARGET = "tfcompress.training._child:run_request"
 #: Signals a kernel bug raises; SIGKILL (the out-of-memory killer) is not retried.
 _KERNEL_SIGNALS = frozenset(
     {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT}
@@ -168,7 +168,7 @@ def _run(technique: str, request: dict[str, Any], env: Mapping[str, str], *, war
     from tfcompress._limits import CHILD_MEMORY
 
     return call(
-        "tfcompress.training._child:run_request",
+        CHILD_TARGET,
         request,
         what=technique,
         env=env,

@@ -51,7 +51,7 @@ def prune(
     safe_mode: bool = True,
     gate: GateLike | None = None,
     gate_settings: GateSettings | None = None,
-    isolate: bool = False,
+    isolate: bool = True,
 ) -> TrainingResult:
     """Prune the smallest weights while fine-tuning, strip the wrappers and export.
 
@@ -89,7 +89,7 @@ def prune(
         safe_mode: See :func:`tfcompress.models.load_model`.
         gate: Checks to judge the exported ``.tflite`` by.
         gate_settings: The gate's mode, confidence and interval.
-        isolate: Fine-tune in a child process.
+        isolate: Fine-tune in a child process (the default); False fine-tunes here, uncontained.
 
     Returns:
         The pruned model with sparsity per exported kernel, raw and gzip sizes next to the

@@ -40,7 +40,7 @@ def qat(
     safe_mode: bool = True,
     gate: GateLike | None = None,
     gate_settings: GateSettings | None = None,
-    isolate: bool = False,
+    isolate: bool = True,
 ) -> TrainingResult:
     """Quantization-aware training to a full-int8 ``.tflite`` (float32 input and output).
 
@@ -90,12 +90,12 @@ def qat(
             the verdict is ``result.gate`` (a failed gate does not raise). None: no gate.
         gate_settings: The gate's mode, confidence and interval
             (:class:`~tfcompress.testing.GateSettings`; default strict). Only with ``gate``.
-        isolate: Fine-tune in a child process, so a native crash of TensorFlow cannot take
-            the caller down: it becomes a :class:`~tfcompress.errors.NativeCrashError`
-            naming the signal, after one retry with ``TF_ENABLE_ONEDNN_OPTS=0`` (see
-            :mod:`tfcompress.training.isolation`). The child imports TensorFlow again (a
-            few seconds) and keeps the fine-tuned Keras model: ``result.keras_model`` is
-            None. The CLI and :func:`tfcompress.compress` isolate by default.
+        isolate: Fine-tune in a child process (the default), so a native crash of
+            TensorFlow cannot take the caller down: it becomes a
+            :class:`~tfcompress.errors.NativeCrashError` naming the signal, after one retry
+            with ``TF_ENABLE_ONEDNN_OPTS=0`` (see :mod:`tfcompress.training.isolation`). The
+            child keeps the fine-tuned Keras model: ``result.keras_model`` is None. False
+            fine-tunes here, uncontained (for a debugger, or to keep ``keras_model``).
 
     Returns:
         The int8 model; every output's score next to the float model's (``scores``) and its

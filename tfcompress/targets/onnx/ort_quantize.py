@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import logging
 import math
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,7 +38,12 @@ from tfcompress._compat.onnx import (
 from tfcompress._files import PathLike
 from tfcompress.data import DataLike, Dataset
 from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
-from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
+from tfcompress.errors import (
+    ConversionError,
+    InvalidInputError,
+    ResourceLimitError,
+    UnsupportedModelError,
+)
 from tfcompress.models.onnx import OnnxModel, onnx_graphs
 
 logger = logging.getLogger(__name__)
@@ -100,14 +106,41 @@ def static_int8(
     Example:
         >>> content = static_int8(float_model, Dataset(x_calib))  # doctest: +SKIP
     """
-    quantization = ort_quantization()
-    chosen = getattr(
-        quantization.CalibrationMethod, CALIBRATION_METHODS[check_calibration_method(method)]
+    from tfcompress._child import call
+
+    check_calibration_method(method)
+    content, _ = call(
+        "tfcompress.targets.onnx.ort_quantize:calibrate_static",
+        model,
+        _feeds(model, calibration),
+        method=method,
+        per_channel=per_channel,
+        progress=progress,
+        what=f"ONNX Runtime's int8 calibration of {model.name!r}",
+        echo=progress,
     )
-    feeds = _feeds(model, calibration)
+    return content
+
+
+def calibrate_static(
+    model: OnnxModel,
+    feeds: list[dict[str, np.ndarray]],
+    *,
+    method: str,
+    per_channel: bool,
+    progress: bool = False,
+) -> tuple[bytes, dict[str, int]]:
+    """:func:`static_int8`'s work, in its child: ONNX Runtime runs the user's graph on the data.
+
+    Returns:
+        The quantized bytes, and how the reader was read: ``largest_chunk`` (batches one
+        range held at most) and ``ranges`` (ranges collected one after the other).
+    """
+    quantization = ort_quantization()
+    chosen = getattr(quantization.CalibrationMethod, CALIBRATION_METHODS[method])
     reader = make_reader(quantization.CalibrationDataReader, feeds, progress=progress)
     options = {"CalibStridedMinMax": CALIBRATION_CHUNK}
-    return _run(
+    content = _run(
         model,
         "static int8",
         lambda source, target: quantization.quantize_static(
@@ -122,6 +155,7 @@ def static_int8(
             extra_options=options,
         ),
     )
+    return content, {"largest_chunk": reader.largest_chunk, "ranges": reader.ranges}
 
 
 def dynamic_int8(model: OnnxModel, *, per_channel: bool = True) -> bytes:
@@ -366,9 +400,18 @@ def _run(model: OnnxModel, what: str, quantize: Any) -> bytes:
             with quiet_onnx_tools(f"onnxruntime {what}"):
                 quantize(str(source), str(target))
         except errors as error:
+            words = " ".join(str(error).split())
+            node = re.search(r"while running (\w+) node", words)
+            if "Failed to allocate memory" in words:  # a tensor the data sized, in the child
+                raise ResourceLimitError(
+                    f"ONNX Runtime ran out of memory running {model.name}"
+                    f"{f' (its {node[1]} node)' if node else ''} for {what} quantization; "
+                    "set TFCOMPRESS_MEMORY_LIMIT=BYTES to allow more, if the model really "
+                    "needs it."
+                ) from error
             raise ConversionError(
                 f"ONNX Runtime could not apply {what} quantization to {model.name} "
-                f"({type(error).__name__}: {' '.join(str(error).split())[:300]})."
+                f"({type(error).__name__}: {words[:300]})."
             ) from error
         return target.read_bytes()
 

@@ -146,7 +146,7 @@ def compare_outputs(
         ConversionError: ONNX Runtime cannot load or run the export, or an output's shape
             differs from Keras'.
     """
-    from tfcompress.runtime.onnxruntime import CPU, OnnxRuntimeRunner
+    from tfcompress._child import call
 
     x = dict(feed.x) if isinstance(feed.x, Mapping) else {keras_signature.inputs[0].name: feed.x}
     expected = {name: np.asarray(value) for name, value in keras_function(x).items()}
@@ -158,8 +158,12 @@ def compare_outputs(
         out_names = match_tensors(
             keras_signature.outputs, onnx_signature.outputs, candidate_name="the export"
         )
-        with OnnxRuntimeRunner(onnx_model, providers=[CPU]) as runner:
-            got = runner.run({mine: x[theirs] for mine, theirs in in_names.items()})
+        got = call(
+            "tfcompress.targets.onnx.verify:run_on_cpu",
+            onnx_model,
+            {mine: x[theirs] for mine, theirs in in_names.items()},
+            what=f"ONNX Runtime on the export of {onnx_model.name!r}",
+        )
     except (UnsupportedModelError, RuntimeError, ValueError) as error:
         raise ConversionError(
             f"the ONNX export of {onnx_model.name} does not run on ONNX Runtime "
@@ -177,6 +181,18 @@ def compare_outputs(
         diffs.append((spec.name, _max_abs(want, have)))
     samples = len(next(iter(x.values())))
     return OnnxVerification(tuple(diffs), samples=samples, inputs=inputs, atol=atol)
+
+
+def run_on_cpu(model: OnnxModel, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``model``'s outputs on ``feed`` by ONNX Runtime's CPU provider (compare_outputs' child).
+
+    The graph and the data are the user's: a FILL sized by an input value allocates what the
+    data says, which the child's memory limit bounds.
+    """
+    from tfcompress.runtime.onnxruntime import CPU, OnnxRuntimeRunner
+
+    with OnnxRuntimeRunner(model, providers=[CPU]) as runner:
+        return dict(runner.run(feed))
 
 
 def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
