@@ -45,7 +45,7 @@ NO_MODEL = {"zoo": ("mobilenet_v1",)}
 LEFT_OUT = {"demo"}
 # The costly verbs: one cell per format, each with the next target and PTQ method in turn.
 CONVERTING = {"quantize", "compress"}
-COMPRESS_FAST = ("--no-latency",)
+COMPRESS_FAST = ("--no-measure-latency",)
 # Where the turns start: cpu's compress search (every recipe) lands on the .tflite, where
 # LiteRT Quantizer makes it the shortest; a Keras model gets edgetpu's (integer only).
 SHIFT = 1

@@ -318,6 +318,7 @@ def test_prune_with_structure_records_the_constant_schedule_that_ran(monkeypatch
         schedule="polynomial",  # what `tfcompress prune --structure 2:4` passes by default
         epochs=1,
         batch_size=32,
+        isolate=False,  # the spy sees this process's tfmot only
     )
     assert built == ["ConstantSparsity"]
     assert result.options["schedule"] == "constant"

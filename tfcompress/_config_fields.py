@@ -26,7 +26,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tfcompress.errors import InvalidInputError
+from tfcompress.errors import InvalidArgumentTypeError, InvalidInputError
 
 C = TypeVar("C")
 
@@ -227,16 +227,27 @@ def config_or_options(
     return config
 
 
-def check_option_names(options: Mapping[str, Any], typed: Any, *, taker: str) -> None:
+def check_option_names(
+    options: Mapping[str, Any],
+    typed: Any,
+    *,
+    taker: str,
+    renamed: Mapping[str, str] | None = None,
+) -> None:
     """Refuse a keyword option that the TypedDict ``typed`` does not declare, naming the valid.
 
+    A TypeError too, as Python's own unexpected keyword is; a ``renamed`` key gets its advice.
+
     Raises:
-        InvalidInputError: ``"quantize takes no option 'x' (it takes a, b, ...)."``
+        InvalidArgumentTypeError: ``"quantize takes no option 'x' (it takes a, b, ...)."``
     """
     known = typed.__required_keys__ | typed.__optional_keys__
     unknown = sorted((k for k in options if k not in known), key=str)
+    for key in unknown:
+        if renamed and key in renamed:
+            raise InvalidArgumentTypeError(f"{taker} takes no option {key!r}: {renamed[key]}")
     if unknown:
-        raise InvalidInputError(
+        raise InvalidArgumentTypeError(
             f"{taker} takes no option {', '.join(map(shown, unknown))} (it takes "
             f"{', '.join(sorted(known))})."
         )

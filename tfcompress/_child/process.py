@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -206,16 +206,37 @@ class Child:
 _LIVE: list[weakref.ref[Child]] = []
 
 
+#: The caller's resident bytes when its command began (:func:`command_memory`, which the
+#: CLI's ``main`` enters); None outside a command: a library caller's memory (a notebook, a
+#: test run holding its models) is the user's program, not the command's, and counting it
+#: would leave a child nothing under a limit the user set for tfcompress's work.
+_command_base: int | None = None
+
+
+@contextlib.contextmanager
+def command_memory() -> Iterator[None]:
+    """Count what this process grows by from now in the command's one memory budget."""
+    global _command_base
+    from tfcompress._lifetime import held_bytes
+
+    before, _command_base = _command_base, held_bytes(os.getpid(), "VmRSS")
+    try:
+        yield
+    finally:
+        _command_base = before
+
+
 def command_resident() -> int | None:
-    """Resident bytes of this process and of every child it runs now; None: unknown here."""
+    """Resident bytes of the command: its children now, and what the caller grew by in it."""
     from tfcompress._lifetime import held_bytes
 
     own = held_bytes(os.getpid(), "VmRSS")
     if own is None:
         return None
+    grown = 0 if _command_base is None else max(0, own - _command_base)
     me = os.getpid()
     live = [c for c in (ref() for ref in list(_LIVE)) if c and not c.closed and c.owner == me]
-    return own + sum(held_bytes(c.pid, "VmRSS") or 0 for c in live)
+    return grown + sum(held_bytes(c.pid, "VmRSS") or 0 for c in live)
 
 
 def death_wish() -> int:

@@ -139,7 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.verbose:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # read when TensorFlow is imported
     debug = args.debug or os.environ.get("TFCOMPRESS_DEBUG", "") not in {"", "0"}
-    with protected_stdio(quiet_native=not args.verbose) as out, _time_limit(args):
+    from tfcompress._child.process import command_memory
+
+    with protected_stdio(quiet_native=not args.verbose) as out, _time_limit(args), command_memory():
         _configure_logging(args.verbose)
         try:
             return _run(args, out)

@@ -267,7 +267,7 @@ def quantize(
         ...     calibration_method="entropy")  # doctest: +SKIP
         >>> onnx.save("model_int8.onnx")  # doctest: +SKIP
     """
-    check_option_names(options, PTQOptions, taker="quantize")
+    check_option_names(options, PTQOptions, taker="quantize", renamed=Recipe.renamed_keys)
     config = config_or_options(
         config,
         PTQConfig,
