@@ -1,4 +1,4 @@
-"""What `quantize --method auto` costs against plain int8: wall time and peak memory.
+"""What `quantize --methods auto` costs against plain int8: wall time and peak memory.
 
 Run: .venv/bin/python benchmarks/auto_cost.py --label after [--tree DIR] [--samples 64]
      (each label's measurements go to benchmarks/results/auto_cost_LABEL.json; the
@@ -13,7 +13,7 @@ Two models built in code (random weights: the cost does not depend on training):
   seven classes), as a .keras file.
 
 Each runs as the CLI runs it, in a fresh process: `quantize M --data calib.npz --out F`
-(plain int8), then the same with `--method auto --json` (scored on the calibration
+(plain int8), then the same with `--methods auto --json` (scored on the calibration
 samples). Wall time is the whole command's; CPU time is its processes' user and system
 seconds (steadier than wall time on a shared machine); peak memory is the largest sum of the
 resident memory of the command and its child processes, sampled every 50 ms; the load is
@@ -168,7 +168,9 @@ def run(label: str, tree: Path, work: Path, samples: int) -> dict[str, Any]:
     for name, (path, calib) in build(work, samples).items():
         base = ["quantize", str(path), "--data", str(calib), "--force", "--json"]
         plain = measured([*base, "--out", str(work / "plain.tflite")], tree, work)
-        auto = measured([*base, "--method", "auto", "--out", str(work / "auto.tflite")], tree, work)
+        auto = measured(
+            [*base, "--methods", "auto", "--out", str(work / "auto.tflite")], tree, work
+        )
         methods = (auto.get("report") or {}).get("methods") or {}
         rows[name] = {
             "plain": {k: v for k, v in plain.items() if k != "report"},
@@ -187,12 +189,12 @@ def section() -> str:
 
     found = sorted(RESULTS.glob("auto_cost_*.json"))
     runs = [json.loads(p.read_text()) for p in found]
-    runs.sort(key=lambda r: r["label"] != "before")
+    runs.sort(key=lambda r: {"before": 0, "bounded": 1}.get(r["label"], 2))
     lines = [
-        "## `quantize --method auto`: its cost against plain int8",
+        "## `quantize --methods auto`: its cost against plain int8",
         "",
         "Made by `benchmarks/auto_cost.py` (issue 39): each command in a fresh process, as the "
-        "CLI runs it, plain int8 (`quantize M --data calib.npz`) then `--method auto` (scored "
+        "CLI runs it, plain int8 (`quantize M --data calib.npz`) then `--methods auto` (scored "
         "on the calibration samples). CPU: the user and system seconds of the command and the "
         "processes it waited for; peak: the largest resident memory of the command's process "
         "tree, sampled every 50 ms; load: the machine's one-minute load average around each "

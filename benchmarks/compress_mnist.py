@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _markdown import machine_line, write_section
 
 import tfcompress
-from tfcompress.compression.latency import measure_latency
+from tfcompress.quantization.methods.slow_ops import measure_latency
 from tfcompress.report.table import format_table
 from tfcompress.training.sparsity import gzip_size
 

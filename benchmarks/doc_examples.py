@@ -46,8 +46,8 @@ QAT_COMMAND = (
 )
 PRUNE_COMMANDS = {
     "prune-json": (
-        "python -m tfcompress prune model.keras --train train.npz --eval val.npz --sparsity 0.75 "
-        "--then int8 --out pruned.tflite --json"
+        "python -m tfcompress prune model.keras --train train.npz --eval val.npz "
+        "--target-sparsity 0.75 --then int8 --out pruned.tflite --json"
     ),
     "prune-2-4": (
         "python -m tfcompress prune model.keras --train train.npz --eval val.npz --structure 2:4 "

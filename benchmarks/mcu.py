@@ -208,7 +208,7 @@ def section(rows: list[dict[str, Any]], accuracy: dict[str, Any], seconds: float
         f"({cnn['probes']} arena probes).",
         "",
         f"Accuracy on the {accuracy['digits']:,} MNIST test digits: LiteRT int8 "
-        f"{accuracy['litert_int8']:.2%}, TFLM (`--backend tflm`) {accuracy['tflm']:.2%}; p50 "
+        f"{accuracy['litert_int8']:.2%}, TFLM (`--backends tflm`) {accuracy['tflm']:.2%}; p50 "
         f"{accuracy['litert_p50_ms']:.3f} ms on LiteRT (XNNPACK) against "
         f"{accuracy['tflm_p50_ms']:.3f} ms for TFLM's reference kernels on this host (not a "
         "device latency).",

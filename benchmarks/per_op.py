@@ -5,7 +5,7 @@ Run: .venv/bin/python benchmarks/per_op.py [--render]
 benchmarks/results/per_op.json; --render writes the section again from it)
 
 Three models built in code and trained here in seconds on sklearn's real digits (nothing is
-downloaded; the real files of issue 39 are not available offline):
+downloaded; the real files of issue 39: benchmarks/real_files.py):
 
 * an MTCNN O-Net-shaped model (:mod:`tfcompress.samples.face_nets`: 48x48x3, conv + PReLU,
   Dense 256 + PReLU, a 2-class softmax, 4 box and 10 landmark outputs), gate: every output
@@ -45,7 +45,7 @@ import numpy as np
 from _markdown import machine_line, write_section
 
 import tfcompress
-from tfcompress.compression.latency import FLOOR_MS
+from tfcompress.quantization.methods.slow_ops import FLOOR_MS
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "per_op.json"
@@ -79,7 +79,7 @@ def _score(reference: bytes, contents: list[bytes], data: Any) -> list[dict[str,
 
 
 def _latency(content: bytes, name: str) -> float:
-    from tfcompress.compression.latency import measure_latency
+    from tfcompress.quantization.methods.slow_ops import measure_latency
 
     return min(measure_latency(content, backend="cpu", threads=1, name=name) for _ in range(2))
 

@@ -1,6 +1,7 @@
 """Post-training methods beyond min/max int8, side by side with the converter's plain int8.
 
-Run: .venv/bin/python benchmarks/ptq_methods.py [--quick] [--render | --mobilenet-only]
+Run: .venv/bin/python benchmarks/ptq_methods.py [--quick] [--render | --mobilenet-only |
+     --auto-only]
      (writes the `ptq_methods` section of docs/benchmarks.md; the raw record goes to
      benchmarks/results/ptq_methods.json; --render writes the section again from that record)
 
@@ -11,7 +12,7 @@ samples; and `methods="auto"` asked for (with eval data), whose kept artifact is
 scored against the labels.
 
 Part 2: MobileNetV2 (alpha 0.35, 96x96) trained briefly on MNIST digits upscaled to 96x96,
-quantized with per-tensor weights (`--per-tensor`), where plain int8 is known to suffer on
+quantized with per-tensor weights (`--no-per-channel`), where plain int8 is known to suffer on
 depthwise layers: accuracy of float32, plain int8 and the methods on the held-out digits,
 and what equalization + bias correction cost in time against a plain int8 call (interleaved
 runs in the same process, medians).
@@ -20,6 +21,7 @@ runs in the same process, medians).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -75,8 +77,12 @@ def _accuracy(model: Any, x: Any, y: np.ndarray, output: str | None = None) -> f
     return float(np.mean(scores.argmax(axis=-1) == y))
 
 
-def test_models(quick: bool) -> list[dict[str, Any]]:
-    """Every combination, and ``methods="auto"``, on each test model and the demo CNN."""
+def test_models(quick: bool, last: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every combination, and ``methods="auto"``, on each test model and the demo CNN.
+
+    ``last``: the combinations of each model from this record (``--auto-only``): only
+    ``methods="auto"`` is measured again.
+    """
     from tfcompress.samples.cnn import small_cnn, train_classifier
     from tfcompress.samples.datasets import mnist
 
@@ -97,7 +103,7 @@ def test_models(quick: bool) -> list[dict[str, Any]]:
     for name, model, calib, test_x, test_y, class_output in cases:
         print(f"{name} ...", flush=True)
         rows = []
-        for methods in COMBINATIONS[:3] if quick else COMBINATIONS:
+        for methods in () if last else COMBINATIONS[:3] if quick else COMBINATIONS:
             start = time.perf_counter()
             result = tfcompress.quantize(
                 model, representative_data=calib, eval_data=test_x, methods=list(methods)
@@ -114,10 +120,20 @@ def test_models(quick: bool) -> list[dict[str, Any]]:
             )
             plain = _fidelity(result.methods.plain)
             print(f"  {'+'.join(methods)}: {rows[-1]['fidelity']} (plain {plain})", flush=True)
+        # plain int8 timed first, each call after a warm one (the converter's child up)
+        tfcompress.quantize(model, recipe="int8", representative_data=calib)
+        cost = _Cost()
+        plain_file = tfcompress.quantize(model, recipe="int8", representative_data=calib)
+        plain_cost = cost.done()
+        cost = _Cost()
         auto = tfcompress.quantize(
             model, representative_data=calib, eval_data=test_x, methods="auto"
         )
-        plain_file = tfcompress.quantize(model, recipe="int8", representative_data=calib)
+        auto_cost = cost.done()
+        if last:  # plain int8 as the combinations' calls scored it (auto may score nothing)
+            before = next(r for r in last["models"] if r["model"] == name)
+            rows, plain = before["combinations"], before["plain"]
+        print(f"  auto kept {'+'.join(auto.methods.kept) or 'plain int8'}", flush=True)
         records.append(
             {
                 "model": name,
@@ -125,7 +141,12 @@ def test_models(quick: bool) -> list[dict[str, Any]]:
                 "plain_bytes": plain_file.size_bytes,
                 "combinations": rows,
                 "auto_kept": list(auto.methods.kept),
-                "auto_fidelity": _fidelity(auto.methods.kept_candidate),
+                "auto_cost": auto_cost,
+                "auto_skipped": [label for label, _ in auto.methods.skipped],
+                "auto_reason": auto.methods.reason,
+                "plain_cost": plain_cost,
+                # auto that made nothing kept plain int8, byte for byte, unscored
+                "auto_fidelity": _fidelity(auto.methods.kept_candidate) or plain,
                 "auto_bytes": auto.size_bytes,
                 "float32_accuracy": _accuracy(auto.reference, test_x, test_y, class_output),
                 "plain_accuracy": _accuracy(plain_file.model, test_x, test_y, class_output),
@@ -134,6 +155,31 @@ def test_models(quick: bool) -> list[dict[str, Any]]:
             }
         )
     return records
+
+
+class _Cost:
+    """Wall and CPU seconds (this process and its children, the warm ones alive) of a call."""
+
+    def __init__(self) -> None:
+        self.start, self.cpu, self.load = time.perf_counter(), _cpu(), os.getloadavg()[0]
+
+    def done(self) -> dict[str, float]:
+        return {
+            "seconds": round(time.perf_counter() - self.start, 2),
+            "cpu_seconds": round(_cpu() - self.cpu, 2),
+            "load": round((self.load + os.getloadavg()[0]) / 2, 1),
+        }
+
+
+def _cpu() -> float:
+    import psutil
+
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:4])
+    for child in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += sum(child.cpu_times()[:2])
+    return total
 
 
 def mobilenet(quick: bool) -> dict[str, Any]:
@@ -275,12 +321,36 @@ def report(records: list[dict[str, Any]], net: dict[str, Any], quick: bool) -> s
             f"is the converter's plain int8): kept {kept}; "
             f"accuracy float32 {_pct(record['float32_accuracy'])}, plain int8 "
             f"{_pct(record['plain_accuracy'])}, kept {_pct(record['auto_accuracy'])}; size "
-            f"{record['auto_bytes']:,} B against plain int8's {record['plain_bytes']:,} B."
+            f"{record['auto_bytes']:,} B against plain int8's {record['plain_bytes']:,} B"
+            + _auto_cost(record)
         )
         lines.append("")
+    if any("auto_cost" in r for r in records):
+        lines += [
+            '`methods="auto"` sentences: its call and the plain int8 call timed in one process '
+            "(`--auto-only` re-measures them alone, the combinations kept from the last full "
+            "run), each after a warm plain int8 call; CPU seconds are this process's and its "
+            "children's.",
+            "",
+        ]
     lines += _goals(records)
     lines += _mobilenet_lines(net)
     return "\n".join(lines)
+
+
+def _auto_cost(record: dict[str, Any]) -> str:
+    """What the auto call cost against the plain int8 call (records that timed them)."""
+    auto, plain = record.get("auto_cost"), record.get("plain_cost")
+    if not auto or not plain:
+        return "."
+    return (
+        f"; the call took {auto['seconds'] / plain['seconds']:.2f}x plain int8's wall time "
+        f"({auto['seconds']:.1f} s against {plain['seconds']:.1f} s) and "
+        f"{auto['cpu_seconds'] / plain['cpu_seconds']:.2f}x its CPU seconds "
+        f"({auto['cpu_seconds']:.1f} s against {plain['cpu_seconds']:.1f} s), load "
+        f"{auto['load']:.1f}; skipped: {', '.join(record.get('auto_skipped', [])) or 'none'} "
+        f"({record.get('auto_reason', '')})."
+    )
 
 
 def _cells(
@@ -413,6 +483,11 @@ def main() -> None:
         "--render", action="store_true", help="write the section again from the last record"
     )
     parser.add_argument(
+        "--auto-only",
+        action="store_true",
+        help='measure methods="auto" of part 1 again, the rest from the last record',
+    )
+    parser.add_argument(
         "--mobilenet-only",
         action="store_true",
         help="measure part 2 again, part 1 from the last record (same --quick as it)",
@@ -421,6 +496,14 @@ def main() -> None:
     if args.render:
         record = json.loads(RESULTS.read_text())
         records, net, quick = record["models"], record["mobilenet_v2"], record["quick"]
+    elif args.auto_only:  # the combinations and part 2 from the last record
+        record = json.loads(RESULTS.read_text())
+        records, net, quick = (
+            test_models(record["quick"], record),
+            record["mobilenet_v2"],
+            record["quick"],
+        )
+        RESULTS.write_text(json.dumps({**record, "models": records}, indent=1))
     elif args.mobilenet_only:  # part 1 from the last record, part 2 measured again
         record = json.loads(RESULTS.read_text())
         records, quick = record["models"], record["quick"]

@@ -164,8 +164,8 @@ def main() -> None:
     args = parser.parse_args()
     plan = QUICK if args.quick else FULL
     budgets = Budgets(
-        max_size_bytes=args.max_size or plan["max_size"],
-        max_latency_ms=args.max_latency,
+        max_size=args.max_size or plan["max_size"],
+        max_latency=args.max_latency,
         min_accuracy=plan["min_accuracy"] if args.min_accuracy is None else args.min_accuracy,
     )
     runs = {workers: run_once(workers, plan, budgets) for workers in (1, 2)}

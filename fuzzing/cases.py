@@ -111,7 +111,7 @@ OPTION_ABUSES: dict[str, tuple[str, tuple[str, ...]]] = {
     "option.max_drop_range": ("gate", ("--max-drop", "7")),
     "option.confidence_range": ("gate", ("--confidence", "2")),
     "option.threads_zero": ("benchmark", ("--threads", "0")),
-    "option.unknown_backend": ("benchmark", ("--backend", "tpu9")),
+    "option.unknown_backend": ("benchmark", ("--backends", "tpu9")),
     "option.batch_huge": ("benchmark", ("--batch", "1000000000000")),
 }
 

@@ -1,7 +1,7 @@
 """Invocation strategies for hostile option values: rules, engines, limits, outputs, replays.
 
-Issue 29's surfaces that a command line alone reaches: ``quantize --rule`` text built to
-blow up a regex engine or a JSON reader, ``--engine``/``--method`` pairs that no recipe
+Issue 29's surfaces that a command line alone reaches: ``quantize --rules`` text built to
+blow up a regex engine or a JSON reader, ``--engine``/``--methods`` pairs that no recipe
 makes, time and memory limits from the environment that are no limits (each in a fresh
 ``python -m tfcompress``, where the variable is read as a user sets it), ``--out`` and
 ``--report`` naming things that are not a writable path, and replay reports with JSON a
@@ -19,7 +19,7 @@ import numpy as np
 from fuzzing.invocations import FAST_BENCHMARK, Invocation, _attempt, _seed_inputs, invocation
 from fuzzing.seeds import Seeds
 
-# --- quantize --rule: patterns and JSON built to be expensive -------------------------------
+# --- quantize --rules: patterns and JSON built to be expensive -------------------------------
 
 
 def _hostile_rules(rng: np.random.Generator) -> list[tuple[str, bool]]:
@@ -63,37 +63,37 @@ def _hostile_rule(rng: np.random.Generator, seeds: Seeds, folder: Path) -> Invoc
     model = seeds.tflite_float if rng.random() < 0.7 else seeds.keras
     recipe = "dynamic" if rng.random() < 0.5 else "int8"
     out = folder / "out.tflite"
-    argv = ["quantize", str(model), "--recipe", recipe, "--rule", rule, "--out", str(out)]
+    argv = ["quantize", str(model), "--recipe", recipe, "--rules", rule, "--out", str(out)]
     argv += ["--data", str(seeds.data_npz), "--calibration-samples", "8"]
     if rng.random() < 0.3:  # a benign rule after it: later ones win, but both are read
-        argv += ["--rule", "CONV_2D:.*=float"]
+        argv += ["--rules", "CONV_2D:.*=float"]
     return Invocation("quantize", tuple(argv), _seed_inputs(seeds), str(out), must_fail)
 
 
-# --- quantize --engine/--method pairs that no recipe makes ----------------------------------
+# --- quantize --engine/--methods pairs that no recipe makes ----------------------------------
 
 _REFUSED_COMBINATIONS = [
-    ("--engine", "litert-quantizer", "--method", "equalize"),
-    ("--engine", "litert-quantizer", "--method", "auto"),
+    ("--engine", "litert-quantizer", "--methods", "equalize"),
+    ("--engine", "litert-quantizer", "--methods", "auto"),
     ("--engine", "converter", "--recipe", "int4-weights"),
     ("--engine", "converter", "--recipe", "int4-dynamic"),
     ("--engine", "converter", "--block-size", "32"),
     ("--engine", "litert-quantizer", "--recipe", "int8", "--block-size", "64"),
-    ("--method", "bogus"),
-    ("--method", "equalize,equalize"),
-    ("--method", "percentile-ranges,mse-ranges"),
-    ("--method", "auto,equalize"),
-    ("--method", "none,adaround"),
-    ("--method", ""),
-    ("--method", ","),
-    ("--method", "equalize\x1b[2J"),
-    ("--method", "e" * 5_000),
-    ("--recipe", "float16", "--method", "adaround"),
-    ("--recipe", "dynamic", "--method", "mse-ranges"),
-    ("--recipe", "float32", "--method", "bias-correction"),
-    ("--recipe", "int16x8", "--method", "auto"),
-    ("--recipe", "int4-weights", "--method", "equalize"),
-    ("--format", "onnx", "--method", "equalize"),
+    ("--methods", "bogus"),
+    ("--methods", "equalize,equalize"),
+    ("--methods", "percentile-ranges,mse-ranges"),
+    ("--methods", "auto,equalize"),
+    ("--methods", "none,adaround"),
+    ("--methods", ""),
+    ("--methods", ","),
+    ("--methods", "equalize\x1b[2J"),
+    ("--methods", "e" * 5_000),
+    ("--recipe", "float16", "--methods", "adaround"),
+    ("--recipe", "dynamic", "--methods", "mse-ranges"),
+    ("--recipe", "float32", "--methods", "bias-correction"),
+    ("--recipe", "int16x8", "--methods", "auto"),
+    ("--recipe", "int4-weights", "--methods", "equalize"),
+    ("--format", "onnx", "--methods", "equalize"),
     ("--format", "onnx", "--engine", "litert-quantizer"),
     ("--format", "onnx", "--recipe", "int16x8"),
     ("--engine", "bogus"),

@@ -372,7 +372,7 @@ _ECHOES = [
     ("benchmark", ("--input-value", "x=" + _LONG + "!"), True),
     ("benchmark", ("--batch-dim", "n" * 100_000 + "=1"), True),
     ("benchmark", ("--input-shape", "x=" + "1x" * 50_000), False),
-    ("benchmark", ("--backend", "b" * 100_000), True),
+    ("benchmark", ("--backends", "b" * 100_000), True),
     ("mcu", ("--max-arena", _LONG + "!"), True),
     ("mcu", ("--max-flash", "1" + " " * 100_000 + "!"), True),
     ("mcu", ("--timeout", _LONG + "!"), True),

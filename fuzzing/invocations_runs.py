@@ -2,7 +2,7 @@
 
 * ``methods.*``: Keras models whose numbers no training makes (a NaN, Inf or 1e30 kernel, a
   BatchNorm with a negative moving variance, all-zero weights) and calibration data at the
-  edges of float32 (-3e38, 3e38, denormals) through ``quantize --recipe int8 --method ...``:
+  edges of float32 (-3e38, 3e38, denormals) through ``quantize --recipe int8 --methods ...``:
   a clean success or one error line, never a crash, a hang or an internal error.
 * ``signal.*``: ``benchmark`` or ``quantize`` in a process of its own, sent SIGTERM, SIGHUP
   or SIGINT 0.2 to 3 s after it starts: exit 143/129/130 with one line (or a clean finish
@@ -28,15 +28,15 @@ from fuzzing.seeds import CLASSES, SAMPLE_SHAPE, Seeds
 
 _METHOD_CHOICES = [
     (),
-    ("--method", "none"),
-    ("--method", "auto"),
-    ("--method", "equalize"),
-    ("--method", "adaround"),
-    ("--method", "bias-correction"),
-    ("--method", "percentile-ranges"),
-    ("--method", "mse-ranges"),
-    ("--method", "equalize,bias-correction,mse-ranges"),
-    ("--method", "equalize,adaround,percentile-ranges"),
+    ("--methods", "none"),
+    ("--methods", "auto"),
+    ("--methods", "equalize"),
+    ("--methods", "adaround"),
+    ("--methods", "bias-correction"),
+    ("--methods", "percentile-ranges"),
+    ("--methods", "mse-ranges"),
+    ("--methods", "equalize,bias-correction,mse-ranges"),
+    ("--methods", "equalize,adaround,percentile-ranges"),
 ]
 _DEGENERATE = ("nan_kernel", "inf_kernel", "huge_kernel", "negative_variance", "all_zero")
 

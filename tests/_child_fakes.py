@@ -22,7 +22,7 @@ def segfault_while_onednn(*args: Any) -> Any:
     """Fine-tuning that dies by SIGSEGV while oneDNN is on (as TF 2.21's kernels did), else runs."""
     if os.environ.get("TF_ENABLE_ONEDNN_OPTS", "") != "0":
         segfault()
-    from tfcompress.training._child import run_request
+    from tfcompress.training.isolation import run_request
 
     return run_request(*args)
 

@@ -126,11 +126,11 @@ class Cluster:
         self.add(*workers)
         return self
 
-    def add(self, *workers: str) -> None:
-        """Start workers (one thread each) and wait until the scheduler has them all."""
+    def add(self, *workers: str, extra: tuple[str, ...] = ()) -> None:
+        """Start workers (one thread each, ``extra`` flags); wait until the scheduler has them."""
         for name in workers:
             argv = ["worker", self.address, "--name", name, "--nthreads", "1", "--no-dashboard"]
-            self._start(name, [*argv, *self.tls])
+            self._start(name, [*argv, *extra, *self.tls])
         self.wait_for(len([n for n in self.processes if n != "scheduler"]))
 
     def client(self):

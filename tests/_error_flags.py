@@ -131,9 +131,6 @@ def _is_package(name: str) -> bool:
 
 
 def _lazy_names(tree: ast.Module) -> dict[str, str]:
-    for node in tree.body:
-        if isinstance(node, ast.AnnAssign | ast.Assign):
-            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
-            if any(getattr(t, "id", None) == "_LAZY" for t in targets):
-                return ast.literal_eval(node.value)
-    return {}
+    import tfcompress  # its _LAZY is read from its TYPE_CHECKING imports (nothing heavy)
+
+    return dict(tfcompress._LAZY)

@@ -128,13 +128,26 @@ def tiny_dataset() -> Dataset:
     return Dataset(rng.random((8, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, 8))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the file order below under pytest-xdist.
+
+    xdist's ``--dist loadfile`` re-sorts the files by their number of tests unless told
+    ``--no-loadscope-reorder``: the minute-long files with a few tests (the fuzz campaign,
+    the add-a-plugin recipes, the per-op searches) then started last and ran alone at the
+    end, while files of a hundred one-second tests started first.
+    """
+    if getattr(config.option, "loadscopereorder", False):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Files with the most ``slow`` tests first, each file's tests in their own order.
 
     ``make test`` hands whole files to two workers (pytest-xdist, ``--dist loadfile``) in
-    this order: the long files start early and the short ones fill in at the end, so both
-    workers finish together instead of one running a long file alone. (A third worker was
-    slower on the whole suite: 17 min 50 s against 16 min 50 s.)
+    this order (:func:`pytest_configure` keeps xdist from re-sorting it): the long files
+    start early and the short ones fill in at the end, so both workers finish together
+    instead of one running a long file alone. (A third worker was slower on the whole
+    suite: 17 min 50 s against 16 min 50 s.)
     """
     slow: dict[Path, int] = {}
     for item in items:

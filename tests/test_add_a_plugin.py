@@ -3,8 +3,8 @@
 The tfcompress package is copied to a temporary folder and each recipe's file is written into
 the folder its recipe names, registration included, with no other edit (no list, no threshold
 row, no parser change). One fresh Python process importing that copy then runs the verb that
-uses each plug-in through the CLI's ``main``: ``quantize --target``, ``benchmark --backend``,
-``quantize --method``, ``gate --metric`` with the metric's own threshold flag,
+uses each plug-in through the CLI's ``main``: ``quantize --target``, ``benchmark --backends``,
+``quantize --methods``, ``gate --metric`` with the metric's own threshold flag,
 ``quantize --recipe``, ``zoo`` and ``compress --replay``, after ``--help`` offers the new names
 and flags (read from the copy's source, imported by nothing). The real package is not touched.
 """
@@ -187,9 +187,9 @@ np.savez("calib.npz", x=x)
 np.savez("eval.npz", x=x, y=model.predict(x, verbose=0).argmax(1))
 got["target"] = run("quantize", "m.keras", "--data", "calib.npz", "--target", "tiny",
                     "--tiny-max-kb", "64", "--out", "tiny.tflite", "--json")
-got["backend"] = run("benchmark", "tiny.tflite", "--backend", "cpu-reference", "--runs", "2",
+got["backend"] = run("benchmark", "tiny.tflite", "--backends", "cpu-reference", "--runs", "2",
                      "--min-seconds", "0.01", "--warmup-seconds", "0.01", "--json")
-got["method"] = run("quantize", "m.keras", "--data", "calib.npz", "--method", "keep-ranges",
+got["method"] = run("quantize", "m.keras", "--data", "calib.npz", "--methods", "keep-ranges",
                     "--out", "kept.tflite", "--json")
 got["metric"] = run("gate", "m.keras", "tiny.tflite", "--eval", "eval.npz", "--metric",
                     "rms_error", "--max-rms-error", "1", "--json")

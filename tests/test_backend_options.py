@@ -163,7 +163,7 @@ def test_benchmark_pins_tensorflow_threads_in_a_fresh_process(files, tmp_path):
     """The CLI pins TensorFlow to the first --threads value before loading the model."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     command = [sys.executable, "-m", "tfcompress", "benchmark", str(files["keras"])]
-    command += ["--backend", "keras", "--threads", "1,2", "--json", *CLI_FAST]
+    command += ["--backends", "keras", "--threads", "1,2", "--json", *CLI_FAST]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     one, two = json.loads(done.stdout)["rows"]
@@ -234,7 +234,7 @@ def test_the_conversion_serves_onnxruntime_only(files, test_data):
 
 def test_a_named_backend_that_runs_no_artifact_says_why(files, capsys):
     code = main(
-        ["benchmark", str(files["keras"]), "--backend", "gpu,cpu-compiled", "--json", *CLI_FAST]
+        ["benchmark", str(files["keras"]), "--backends", "gpu,cpu-compiled", "--json", *CLI_FAST]
     )
     captured = capsys.readouterr()
     assert code == 0, captured.err  # a skipped row is not a failure
@@ -283,7 +283,7 @@ def test_benchmark_refuses_options_no_row_would_honour(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--no-xnnpack", "--backend", "cpu-compiled"], "--no-xnnpack applies to the cpu backend"),
+        (["--no-xnnpack", "--backends", "cpu-compiled"], "--no-xnnpack applies to the cpu backend"),
         (["--edgetpu-device", "usb:0"], "applies to the edgetpu backend"),
         (["--force"], "--force replaces report files; give it with --report DIR"),
     ],

@@ -96,7 +96,7 @@ def test_parse_cpuinfo_x86_and_arm():
         ("AVX2", "FMA", "AVX-512", "AVX512-VNNI", "AMX-INT8"),
     )
     assert parse_cpuinfo(ARM) == ("BCM2712", ("NEON", "DOTPROD", "I8MM"))
-    assert parse_cpuinfo("") == ("", ())
+    assert parse_cpuinfo("") == ("", None)  # no flags line: unknown, not "none"
 
 
 def test_capture_environment_is_tensorflow_free_and_complete():

@@ -28,11 +28,11 @@ def test_json_output(files, model_files, capsys):
             str(files["int8"]),
             "--data",
             str(model_files["test"]),
-            "--backend",
+            "--backends",
             "cpu,edgetpu",
             "--threads",
             "1,2",
-            "--batch",
+            "--batch-sizes",
             "1,8",
             "--json",
             *FAST,
@@ -122,7 +122,7 @@ def test_failed_row_exits_2_but_keeps_other_rows(files, capsys):
 
 @pytest.mark.parametrize(
     "argv",
-    [["--backend", "tpu"], ["--threads", "0"], ["--batch", "x"], ["--min-seconds", "-1"]],
+    [["--backends", "tpu"], ["--threads", "0"], ["--batch-sizes", "x"], ["--min-seconds", "-1"]],
 )
 def test_bad_usage_exits_2(files, capsys, argv):
     assert main(["benchmark", str(files["int8"]), *argv]) == 2

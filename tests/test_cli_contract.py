@@ -84,7 +84,7 @@ def test_internal_error_is_exit_3_with_one_line(monkeypatch, capsys, tmp_path):
     def broken(*_, **__):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr("tfcompress.models.load_model", lambda *_, **__: object())
+    monkeypatch.setattr("tfcompress.models.loading.load_model", lambda *_, **__: object())
     monkeypatch.setattr("tfcompress.inspection.api.inspect_model", broken)
     monkeypatch.delenv("TFCOMPRESS_DEBUG", raising=False)
     assert main(["inspect", str(tmp_path / "m.keras")]) == EXIT_INTERNAL_ERROR
@@ -94,7 +94,7 @@ def test_internal_error_is_exit_3_with_one_line(monkeypatch, capsys, tmp_path):
 
 
 def test_debug_shows_the_traceback(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr("tfcompress.models.load_model", lambda *_, **__: object())
+    monkeypatch.setattr("tfcompress.models.loading.load_model", lambda *_, **__: object())
     monkeypatch.setattr(
         "tfcompress.inspection.api.inspect_model",
         lambda *_: (_ for _ in ()).throw(ZeroDivisionError("boom")),
@@ -109,7 +109,7 @@ def test_debug_shows_the_traceback(monkeypatch, capsys, tmp_path):
 
 def test_debug_after_the_command_shows_the_traceback_too(monkeypatch, capsys, tmp_path):
     """ "rerun with --debug": where a reader puts it, at the end, works as well as before."""
-    monkeypatch.setattr("tfcompress.models.load_model", lambda *_, **__: object())
+    monkeypatch.setattr("tfcompress.models.loading.load_model", lambda *_, **__: object())
     monkeypatch.setattr(
         "tfcompress.inspection.api.inspect_model",
         lambda *_: (_ for _ in ()).throw(ZeroDivisionError("boom")),

@@ -50,8 +50,7 @@ LIGHT = {
     "tfcompress.bench.thresholds",  # the gate thresholds' table: their flags and help
     "tfcompress.cli",
     "tfcompress.cli._choices",
-    "tfcompress.cli._devices",  # --on (Dask imported only to connect)
-    "tfcompress.cli._tls",  # Dask's --tls-* flags (--on, select --scheduler)
+    "tfcompress.cli._devices",  # --on, Dask's --tls-* flags (Dask imported only to connect)
     "tfcompress.cli._gating",
     "tfcompress.cli._interrupt",
     "tfcompress.cli._io",
@@ -120,14 +119,12 @@ def test_every_subcommand_is_checked() -> None:
 def _registries() -> dict[str, object]:
     """Each list of tfcompress/cli/_choices.py, as its registry builds it."""
     from tfcompress.bench.metrics import metric_names
-    from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
     from tfcompress.quantization.methods.catalog import METHODS
-    from tfcompress.quantization.recipes import ENGINES, FORMATS, list_io_types, list_recipes
+    from tfcompress.quantization.recipes import FORMATS, list_recipes
     from tfcompress.runtime import backend_flags, list_backends
     from tfcompress.targets.base import ENTRY_POINT_GROUP, builtin_targets, get_target
     from tfcompress.targets.onnx.ort_quantize import CALIBRATION_METHODS
     from tfcompress.testing.settings import GATE_MODES
-    from tfcompress.training.configs import EXPORT_RECIPES, PRESERVE, SCHEDULES
 
     budgets = [
         (target, field.name, field.flag, field.help, field.type)
@@ -152,16 +149,10 @@ def _registries() -> dict[str, object]:
         "TARGET_OPTIONS": tuple(options),
         "TARGET_BUDGETS": tuple(budgets),
         "RECIPES": tuple(list_recipes(include_float=True)),
-        "IO_TYPES": tuple(list_io_types()),
         "FORMATS": tuple(FORMATS),
-        "ENGINES": tuple(ENGINES),
-        "DEFAULT_CALIBRATION_SAMPLES": DEFAULT_CALIBRATION_SAMPLES,
         "METHODS": tuple(METHODS),
         "CALIBRATION_METHODS": tuple(CALIBRATION_METHODS),
         "GATE_MODES": tuple(GATE_MODES),
-        "SCHEDULES": tuple(SCHEDULES),
-        "PRESERVE": tuple(PRESERVE),
-        "EXPORT_RECIPES": tuple(EXPORT_RECIPES),
     }
 
 
@@ -184,11 +175,20 @@ def test_light_list_is_its_registry(name: str) -> None:
     )
 
 
-def test_export_onnx_default_opset_is_the_exporters() -> None:
-    from tfcompress.cli.export_onnx import DEFAULT_OPSET
-    from tfcompress.targets.onnx import DEFAULT_OPSET as EXPORTER_DEFAULT
+def test_the_opset_flags_are_one_declaration_with_the_exporters_default() -> None:
+    import argparse
 
-    assert DEFAULT_OPSET == EXPORTER_DEFAULT
+    from tfcompress.cli import build_parser
+    from tfcompress.targets.onnx import DEFAULT_OPSET
+
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    parsers = sub.choices
+    for verb in ("export-onnx", "quantize"):
+        action = parsers[verb]._option_string_actions["--opset"]
+        assert f"(default {DEFAULT_OPSET})" in action.help and action.default is None
+    assert parsers["export-onnx"]._option_string_actions["--opset"].help == (
+        parsers["quantize"]._option_string_actions["--opset"].help
+    )
 
 
 def test_a_target_file_declares_its_flags_to_the_parser(tmp_path: Path) -> None:

@@ -26,9 +26,9 @@ def test_quantize_int8_with_eval_json(capfd, monkeypatch, tmp_path, model_files,
     # What the methods reach, whatever they cost: the bound has its own tests (test_auto_budget).
     monkeypatch.setattr(apply, "AUTO_BUDGET", float("inf"))
     out = tmp_path / f"{flavour}_int8.tflite"
-    # --method auto once; tf-keras gets the default, the converter's int8 (eval data alone
+    # --methods auto once; tf-keras gets the default, the converter's int8 (eval data alone
     # does not turn the methods on; they run in tests/test_ptq_methods*.py).
-    plain = [] if flavour == "tf_keras" else ["--method", "auto"]
+    plain = [] if flavour == "tf_keras" else ["--methods", "auto"]
     code, stdout, stderr = run_cli(
         capfd,
         "quantize",
@@ -62,7 +62,7 @@ def test_quantize_int8_with_eval_json(capfd, monkeypatch, tmp_path, model_files,
     if not plain:
         assert report["methods"] is None
         return
-    # --method auto: the methods are tried and the kept file's weakest output is never less
+    # --methods auto: the methods are tried and the kept file's weakest output is never less
     # faithful than the converter's int8 on the eval data (docs/quantization.md).
     methods = report["methods"]
     assert methods["searched"] and methods["measured_on"] == "eval samples"
@@ -107,7 +107,7 @@ def _gate_run(capfd, tmp_path, model_files, calib, test, *options):
         "--out",
         out,
         "--json",
-        "--method",  # the gate is what these tests judge: on the converter's own int8
+        "--methods",  # the gate is what these tests judge: on the converter's own int8
         "none",
         *options,
     )
@@ -354,7 +354,7 @@ def test_quantize_format_onnx_with_eval_and_gate(capfd, tmp_path, model_files):
         "onnx",
         "--recipe",
         "int8",
-        "--calibration",
+        "--calibration-method",
         "entropy",
         "--data",
         model_files["calib"],
@@ -408,7 +408,7 @@ def test_quantize_format_onnx_gate_failure_exits_1(capfd, tmp_path, model_files,
     [
         (["--format", "onnx", "--recipe", "int16x8"], "'int16x8' is .tflite only"),
         (["--format", "onnx", "--input-type", "int8"], "applies to .tflite only"),
-        (["--calibration", "entropy"], "calibration_method (--calibration) applies to format="),
+        (["--calibration-method", "entropy"], "--calibration-method applies to --format onnx"),
         (["--format", "onnx", "--opset", "30"], "choose 13 to 18"),
     ],
 )

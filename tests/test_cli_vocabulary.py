@@ -38,8 +38,7 @@ def _registries() -> list[tuple[str, str, list[str]]]:
     from tfcompress.targets.onnx.ort_quantize import CALIBRATION_METHODS
     from tfcompress.testing.settings import GATE_MODES
     from tfcompress.testing.stats import INTERVAL_METHODS
-    from tfcompress.training.export import EXPORT_RECIPES
-    from tfcompress.training.prune import SCHEDULES
+    from tfcompress.training.configs import EXPORT_RECIPES, SCHEDULES
     from tfcompress.training.qat import PRESERVE
 
     rows = [
@@ -47,7 +46,7 @@ def _registries() -> list[tuple[str, str, list[str]]]:
         ("quantize", "--input-type", list_io_types()),
         ("quantize", "--output-type", list_io_types()),
         ("quantize", "--format", list(FORMATS)),
-        ("quantize", "--calibration", list(CALIBRATION_METHODS)),
+        ("quantize", "--calibration-method", list(CALIBRATION_METHODS)),
         ("quantize", "--target", list_targets()),
         ("compress", "--target", list_targets()),
         ("compress", "--objective", list(COMPRESS_OBJECTIVES)),
@@ -73,7 +72,7 @@ def test_choices_are_the_registry(command: str, flag: str, registry: list[str]) 
 def test_help_lists_every_backend() -> None:
     from tfcompress.runtime import list_backends
 
-    help_text = _subparsers()["benchmark"]._option_string_actions["--backend"].help
+    help_text = _subparsers()["benchmark"]._option_string_actions["--backends"].help
     assert all(name in help_text for name in list_backends()), help_text
 
 

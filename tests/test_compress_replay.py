@@ -87,24 +87,24 @@ def test_every_attempt_of_a_fresh_report_reads_back_and_replays(searched, tmp_pa
     # Without --train a fine-tuned attempt cannot be made: one line, exit 2, nothing written.
     refused = tmp_path / "refused.tflite"
     assert main(_replay(files, root, made["qat"]["index"], refused)) == 2
-    assert "pass train_data (--train)" in capsys.readouterr().err and not refused.exists()
+    assert "pass --train" in capsys.readouterr().err and not refused.exists()
 
 
 @pytest.mark.slow  # a compress search of a .tflite, replayed
 def test_a_litert_quantizer_attempt_replays_through_the_cli(tmp_path, capsys, monkeypatch):
     import keras
 
-    from tfcompress.compression import latency
+    from tfcompress.quantization.methods import slow_ops
     from tfcompress.quantization.ptq import quantize
 
     timed: dict[str, bytes] = {}  # what the search timed, by name (the real timing runs)
-    real = latency.measure_latency
+    real = slow_ops.measure_latency
 
     def recording(content, **options):
         timed.setdefault(options["name"], content)
         return real(content, **options)
 
-    monkeypatch.setattr(latency, "measure_latency", recording)
+    monkeypatch.setattr(slow_ops, "measure_latency", recording)
 
     model, (calib, (x, y)) = sensitive_model(keras, outlier=0.0)  # int8 handles it
     files = _files(tmp_path, model, calib, x[:500], y[:500])

@@ -98,7 +98,7 @@ def test_benchmark_runs_the_keras_rows_of_a_model_loaded_with_its_layer_file(fil
 
     fast = ["--runs", "2", "--min-seconds", "0", "--warmup-seconds", "0", "--json"]
     argv = [sys.executable, "-m", "tfcompress", "benchmark", str(files / "custom.h5"),
-            "--custom-objects", str(files / "layers.py"), "--backend", "keras", "--threads",
+            "--custom-objects", str(files / "layers.py"), "--backends", "keras", "--threads",
             "1", *fast]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr

@@ -56,7 +56,7 @@ def test_inspect_benchmark_gate_and_edgetpu_run_there(files, tmp_path):
         "benchmark",
         str(files["float32"]),
         str(files["int8"]),
-        "--backend",
+        "--backends",
         "cpu,cpu-compiled,gpu,edgetpu",
         "--data",
         str(files["test"]),

@@ -342,3 +342,24 @@ def test_search_on_a_bad_address_is_one_line_exit_2(gate_model_files, capsys, co
     if command == "compress":
         assert main([*argv, "--no-measure-latency", *on]) == 2
         assert "--no-measure-latency times nothing" in _one_line(capsys)
+
+
+@pytest.mark.device
+def test_a_crash_on_one_device_is_its_error_row_and_the_others_judge(cluster, files, capsys):
+    preload = str(Path(__file__).with_name("_crashing_device.py"))
+    cluster.add("pi-crash", extra=("--preload", preload))
+    try:
+        reference, data = str(files["float32"]), str(files["test"])
+        argv = ["gate", reference, str(files["int8"]), "--eval", data, "--on", cluster.address]
+        code = main([*argv, "--json"])
+        captured = capsys.readouterr()
+    finally:
+        cluster.kill("pi-crash")
+    assert code == 2, captured.err
+    devices = json.loads(captured.out)["devices"]
+    assert devices["pi-a"]["passed"] and devices["pi-b"]["passed"], devices
+    (row,) = devices["pi-crash"]["errors"]
+    assert row["role"] == "candidate" and "on device pi-crash: " in row["status"]
+    assert "SIGABRT" in row["status"]  # the cause, as the device's crash said it
+    errors = [line for line in captured.err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "on device pi-crash" in errors[0] and "SIGABRT" in errors[0]

@@ -97,7 +97,8 @@ def test_every_command_that_loads_keras_files_has_the_unsafe_it_advises(files, c
     assert loaders <= set(seen)
 
 
-def test_data_errors_advise_flags_the_command_has(files, capsys):
+def _plain(files):
+    """A Keras model without code, and its float32 .tflite (made once per module)."""
     import tfcompress
 
     model = files / "model.keras"
@@ -110,6 +111,11 @@ def test_data_errors_advise_flags_the_command_has(files, capsys):
         tfcompress.quantize(tfcompress.load_model(model), recipe="float32").save(
             files / "model.tflite"
         )
+    return model
+
+
+def test_data_errors_advise_flags_the_command_has(files, capsys):
+    model = _plain(files)
     wrong = str(files / "wrong.npz")
     for argv in (
         ["gate", str(model), str(files / "model.tflite"), "--eval", wrong],
@@ -119,6 +125,35 @@ def test_data_errors_advise_flags_the_command_has(files, capsys):
         assert main(argv) == 2, argv
         error = capsys.readouterr().err.strip().splitlines()[-1]
         assert "has shape (40, 4, 8, 1)" in error, error
+        _assert_flags_exist(argv[0], error)
+
+
+def test_library_messages_are_printed_in_the_flags_of_the_verb(files, capsys):
+    model, data = str(_plain(files)), str(files / "data.npz")
+    tflite = str(files / "model.tflite")
+    for argv, said in (
+        (["gate", tflite, tflite, "--eval", data, "--backend", "keras"], "use --backend cpu"),
+        (
+            [
+                "quantize",
+                model,
+                "--target",
+                "gpu",
+                "--methods",
+                "mse-ranges",
+                "--data",
+                data,
+                "--out",
+                str(files / "gpu.tflite"),
+            ],
+            "use --recipe int8",
+        ),
+        (["export-onnx", tflite, "--out", str(files / "x.onnx")], "not a .tflite"),
+    ):
+        assert main(argv) == 2, argv
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert said in error and not re.search(r"[a-z]=['\"]", error), error
+        assert not re.search(r"TFLiteModel|SavedModelDir|OnnxModel", error), error
         _assert_flags_exist(argv[0], error)
 
 

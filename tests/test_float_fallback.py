@@ -156,7 +156,7 @@ def test_recipe_json_round_trip():
     assert "float_fallback" not in json.loads(recipe.to_json())
     assert Recipe.from_json(recipe.to_json()) == recipe
     assert Recipe.from_dict({"name": "int8"}).integer_only is False
-    with pytest.raises(InvalidInputError, match="True or False"):
+    with pytest.raises(InvalidInputError, match="true or false"):
         Recipe("int8", integer_only="yes")
     with pytest.raises(TypeError, match="float_fallback"):
         Recipe("int8", float_fallback=True)  # type: ignore[call-arg]

@@ -349,7 +349,7 @@ def test_different_output_shapes_are_rejected() -> None:
         ({"confidence": 0.0}, "between 0 and 1"),
         ({"interval": "wald"}, "auto, mcnemar, bootstrap"),
         ({"interval": "mcnemar", "metric": len}, "callable metric"),
-        ({"resamples": 0}, "at least 1"),
+        ({"resamples": 0}, "resamples must be an integer 1 to"),
         ({"backend": ""}, "backend name"),
     ],
 )

@@ -87,7 +87,7 @@ def test_litert_failures_are_told_apart_by_what_litert_wrote(cnn_files):
     assert isinstance(no_gpu, BackendUnavailableError)
     assert str(no_gpu).startswith("no GPU: LiteRT found no GPU device")
     assert "'cpu'" in str(no_gpu) and "libvulkan1" in str(no_gpu)
-    assert "`tfcompress gpu cnn.tflite` says offline" in str(no_gpu)  # benchmark --backend gpu
+    assert "`tfcompress gpu cnn.tflite` says offline" in str(no_gpu)  # benchmark --backends gpu
     refused = message(DELEGATE_FAILED_LOG)  # a GPU is here: the ops at fault and the fix
     assert isinstance(refused, UnsupportedModelError)
     text = str(refused)
@@ -220,7 +220,7 @@ def test_select_for_the_gpu_times_on_it_or_says_it_ranked_without_latency(mnist_
     result = select_model(
         train_data=(mnist_split.train.x[:300], mnist_split.train.y[:300]),
         eval_data=(mnist_split.test.x[:200], mnist_split.test.y[:200]),
-        budgets=Budgets(max_size_bytes=700_000, target="gpu"),
+        budgets=Budgets(max_size=700_000, target="gpu"),
         families=("mobilenet_v1",),
         width_multipliers=(0.25,),
         resolutions=(32,),

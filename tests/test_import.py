@@ -63,13 +63,13 @@ def test_bare_tfmot_import_does_flip_the_switch():
 
 
 def test_heavy_imports_are_frozen_only_in_processes_tfcompress_owns():
-    # A user's process keeps its collector as it was; the CLI's and the fine-tuning child's
+    # A user's process keeps its collector as it was; the CLI's and every child's
     # freeze what importing TensorFlow and Keras left (tfcompress/_compat/heap.py).
     code = (
         "import gc\n"
         "from tfcompress._compat import heap\n"
         "from tfcompress._compat.keras import KerasFlavour, keras_module\n"
-        "heap.settle_after_import()\n"
+        "with heap.settled_import(): pass\n"
         "print(gc.get_freeze_count())\n"
         "heap.own_this_process()\n"
         "keras_module(KerasFlavour.KERAS3)\n"

@@ -22,13 +22,23 @@ from tfcompress.errors import (
     UnsupportedModelError,
 )
 from tfcompress.models.tflite_file import read_tflite
-from tfcompress.quantization.engines.check import tensors_are_float
+from tfcompress.quantization.float_ops import FLOAT_DTYPES
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.samples.landmarker import VARIANTS, landmark_model, shipped_variants
 
 pytest.importorskip("litert_quantizer")
 
 OUTPUTS = {"classes", "landmarks", "presence"}
+
+
+def tensors_are_float(parsed, name: str) -> bool:
+    """Every tensor of the op writing ``name`` (inputs, weights, outputs) is float."""
+    graph = parsed.subgraphs[0]
+    for op in graph.operators:
+        if name in [graph.tensors[i].name for i in op.outputs]:
+            indices = [i for i in (*op.inputs, *op.outputs) if 0 <= i < len(graph.tensors)]
+            return all(graph.tensors[i].dtype in FLOAT_DTYPES for i in indices)
+    return False
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +178,7 @@ def test_cli_quantizes_a_tflite_with_rules_and_layer_errors(landmarker, tmp_path
     files, out = landmarker["files"], tmp_path / "q.tflite"
     code = main([
         "quantize", str(files["mediapipe"]), "--data", str(files["calib"]), "--out", str(out),
-        "--rule", "FULLY_CONNECTED:presence=int16", "--layer-errors", "--json",
+        "--rules", "FULLY_CONNECTED:presence=int16", "--layer-errors", "--json",
     ])  # fmt: skip
     assert code == 0 and out.is_file()
     payload = json.loads(capsys.readouterr().out)
@@ -351,7 +361,7 @@ def test_an_unrunnable_quantizer_output_names_the_op_and_a_rule_that_works(
     assert "CONV_2D" in str(loaded.value) and "zero_point" in str(loaded.value)
     assert "broken.tflite: it is already quantized (int8" in str(loaded.value)  # said first
     assert "corrupt" not in str(loaded.value) and "re-export" not in str(loaded.value)
-    # LiteRT Quantizer writing such a file: the op, LiteRT's reason and a --rule for it.
+    # LiteRT Quantizer writing such a file: the op, LiteRT's reason and a --rules for it.
     real = child.call
 
     def writes_broken(target, *args, **kwargs):
@@ -366,11 +376,11 @@ def test_an_unrunnable_quantizer_output_names_the_op_and_a_rule_that_works(
     assert "LiteRT Quantizer produced an int8 model LiteRT cannot run (CONV_2D '" in message
     assert "zero_point" in message and "corrupt" not in message
     assert "--engine converter" not in message  # refused for a .tflite input
-    rule = re.search(r"--rule '([^']+)'", message).group(1)
+    rule = re.search(r"--rules '([^']+)'", message).group(1)
     monkeypatch.setattr(child, "call", real)
     # Followed, the advice works: that one CONV_2D stays float and the file runs.
     out = tmp_path / "fixed.tflite"
-    code = main(["quantize", str(files["float"]), "--data", str(files["calib"]), "--rule", rule,
+    code = main(["quantize", str(files["float"]), "--data", str(files["calib"]), "--rules", rule,
                  "--out", str(out), "--json"])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["float_ops"] == ["CONV_2D"]
@@ -436,7 +446,7 @@ def test_every_op_litert_cannot_run_is_named_at_once_and_the_printed_rule_works(
     assert error.count("CONV_2D '") == 2 and "zero_point" in error
     assert "with these 2 ops float the file runs (quantized again and run to check)" in error
     flags = shlex.split(error.split("add ", 1)[1].rsplit(" to quantize", 1)[0])
-    assert flags[::2] == ["--rule"]  # one rule keeps both
+    assert flags[::2] == ["--rules"]  # one rule keeps both
     # Pasted back into the same command, exactly as printed: it runs.
     code = main([*argv, *flags, "--json"])
     captured = capsys.readouterr()

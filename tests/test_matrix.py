@@ -46,6 +46,8 @@ LEFT_OUT = {"demo"}
 # The costly verbs: one cell per format, each with the next target and PTQ method in turn.
 CONVERTING = {"quantize", "compress"}
 COMPRESS_FAST = ("--no-measure-latency",)
+# The flag that names the backend(s) of each verb that runs one: its config field's name.
+BACKEND_FLAGS = {"benchmark": "--backends", "gate": "--backend"}
 # Where the turns start: cpu's compress search (every recipe) lands on the .tflite, where
 # LiteRT Quantizer makes it the shortest; a Keras model gets edgetpu's (integer only).
 SHIFT = 1
@@ -112,9 +114,9 @@ def cells() -> list[Cell]:
             continue
         turns = {"--target": names["target"] if "--target" in options else []}
         if verb == "quantize":
-            turns["--method"] = names["method"]
-        if verb == "gate":  # topK names a family (top5); the models have 3 classes
-            turns["--metric"] = [m.replace("topK", "top2") for m in names["metric"]]
+            turns["--methods"] = names["method"]
+        if verb == "gate":  # top5 needs 5 classes; the models have 3
+            turns["--metric"] = [m.replace("top5", "top2") for m in names["metric"]]
         trains = "--epochs" in options
         formats = [m for m in FORMATS if not trains or FORMATS[m] not in KERAS_FORMATS
                    or TRAINED_ON.get(verb) == m]  # fmt: skip
@@ -126,7 +128,7 @@ def cells() -> list[Cell]:
                     extra += _named(flag, values[(index + SHIFT) % len(values)])
             found.append(Cell(verb, formats[index % len(formats)], extra))
     for backend in names["backend"]:
-        found += [Cell(v, "tflite_dynamic", ("--backend", backend)) for v in ("benchmark", "gate")]
+        found += [Cell(v, "tflite_dynamic", (f, backend)) for v, f in BACKEND_FLAGS.items()]
     return found
 
 
@@ -135,7 +137,8 @@ def _named(flag: str, value: str | None) -> tuple[str, ...]:
 
 
 # The JSON key a result shows each option's value under.
-SHOWN_AS = {"--target": "target", "--backend": "backend", "--method": "methods",
+SHOWN_AS = {"--target": "target", "--backend": "backend", "--backends": "backend",
+            "--methods": "methods",
             "--metric": "metric"}  # fmt: skip
 
 
@@ -279,7 +282,7 @@ def test_benchmark_measures_the_others_beside_an_artifact_that_crashes_litert(
     files, crashing, capsys
 ) -> None:
     good = files["tflite_dynamic"]
-    code = main(["benchmark", str(good), str(crashing), "--backend", "cpu", "--json",
+    code = main(["benchmark", str(good), str(crashing), "--backends", "cpu", "--json",
                  *FAST_BENCHMARK])  # fmt: skip
     captured = capsys.readouterr()
     assert code == 2  # a row failed (docs/benchmarking.md)

@@ -351,7 +351,7 @@ def test_missing_tflite_micro_is_one_line_naming_the_extra(tiny_int8, capsys, mo
 
 def test_compress_admits_what_tflm_runs_and_ranks_by_arena_and_flash(small_keras):
     import tfcompress
-    from tfcompress.targets.mcu.target import mcu_rank, mcu_refusal
+    from tfcompress.targets.base import get_target
 
     model, x, _ = small_keras
     result = tfcompress.compress(
@@ -366,6 +366,7 @@ def test_compress_admits_what_tflm_runs_and_ranks_by_arena_and_flash(small_keras
     assert verdict["arena_bytes"] > 0 and verdict["flash_bytes"] == made[0].size_bytes + 19
     assert result.chosen is not None and result.target == "mcu"
     small = type("A", (), {"target_verdict": {**verdict, "arena_recommended_bytes": 1024}})
+    mcu_rank, mcu_refusal = get_target("mcu").rank, get_target("mcu").refusal
     assert mcu_rank(small()) < mcu_rank(made[0])  # a smaller arena ranks first
     assert "no kernel for SIGN" in mcu_refusal({"compatible": False,
                                                "unsupported_ops": ["SIGN"]}, ())  # fmt: skip
@@ -423,7 +424,7 @@ def test_export_c_compiles_and_holds_the_model(cnn_int8, tmp_path, capsys):
 
 def test_reading_tflms_words():
     from tfcompress.targets.mcu.arena import parse_allocations
-    from tfcompress.targets.mcu.export_c import c_identifier
+    from tfcompress.targets.mcu.c_names import file_identifier
     from tfcompress.targets.mcu.ops import arena_too_small, missing_op, op_refusal
 
     log = (
@@ -443,4 +444,4 @@ def test_reading_tflms_words():
         "prepare",
     )
     assert arena_too_small("Failed to resize buffer. Requested: 192, available 136")
-    assert c_identifier("my-model.v2.tflite") == "my_model_v2_tflite"
+    assert file_identifier("my-model.v2.tflite")[0] == "my_model_v2_tflite"

@@ -59,12 +59,12 @@ def test_select_shows_the_arena_and_flash_of_every_candidate():
     from tfcompress.selection.result import CandidateRecord, SelectionResult
     from tfcompress.selection.verdicts import cost_misses
 
-    budgets = Budgets(target="mcu", target_limits={"max_arena_bytes": 65536})
-    measured = {"max_arena_bytes": 34912.0, "max_flash_bytes": 236227.0}
+    budgets = Budgets(target="mcu", target_limits={"max_arena": 65536})
+    measured = {"max_arena": 34912.0, "max_flash": 236227.0}
     fits = CandidateRecord("a", "mobilenet_v2", 0.35, 32, "trained", target_measures=measured)
     never = CandidateRecord(
         "b", "mobilenet_v2", 0.5, 32, "over budget",
-        target_measures={"max_arena_bytes": float("inf"), "max_flash_bytes": 9e5},
+        target_measures={"max_arena": float("inf"), "max_flash": 9e5},
     )  # fmt: skip
     result = SelectionResult(
         candidates=(fits, never), pareto=(), best=None, budgets=budgets, objective="accuracy"
@@ -79,5 +79,5 @@ def test_select_shows_the_arena_and_flash_of_every_candidate():
     assert rows[0][at : at + 2] == ["34,912 B", "236,227 B"]
     assert rows[1][at] == "none fits"
     assert "TFLM arena <= 65,536 B" in str(budgets) and "TFLM arena" in summary(result)
-    over = {"ok": True, "size_bytes": 10, "target_measures": {"max_arena_bytes": 70000.0}}
+    over = {"ok": True, "size_bytes": 10, "target_measures": {"max_arena": 70000.0}}
     assert cost_misses(over, budgets) == ["TFLM arena 70,000 B > 65,536 B"]

@@ -6,7 +6,7 @@ the contract below (nothing lists them). Then two trivial methods are defined in
 registered for the test only (the fixture takes them out again, through the registry's public
 ``unregister``): a weight rewrite that changes nothing and a range edit that keeps every
 calibrated range. The checks are what a new method gets for free from the registry: a name
-``--method`` and ``methods=[...]`` accept, a place in the order, and a candidate made, scored
+``--methods`` and ``methods=[...]`` accept, a place in the order, and a candidate made, scored
 and kept by ``apply.py``. A real method's test then checks what the method itself does.
 """
 
@@ -26,6 +26,7 @@ from tfcompress.quantization import Recipe
 from tfcompress.quantization.methods import (
     METHODS,
     WEIGHT_METHODS,
+    PrecisionMethod,
     RangeMethod,
     WeightMethod,
     canonical_methods,
@@ -113,19 +114,19 @@ def small(tmp_path_factory):
 
 @pytest.mark.parametrize("name", BUILT_IN)
 def test_every_registered_method_keeps_the_contract(name):
-    """What the registry, recipes, --method and the candidates ask of every method."""
+    """What the registry, recipes, --methods and the candidates ask of every method."""
     from tfcompress._declared import declared_methods
 
     method = REGISTRY.get(name)
     assert method.name == name and method.summary and method.kind
     assert method.needs in (KERAS_MODEL, CALIBRATED_FLATBUFFER)
-    assert isinstance(method, WeightMethod | RangeMethod)
+    assert isinstance(method, WeightMethod | RangeMethod | PrecisionMethod)
     if isinstance(method, WeightMethod) or getattr(type(method), "report_key", None):
         assert method.report_key
     assert [m.order for m in methods()].count(method.order) == 1  # its own place
     fields = {f.name for f in dataclasses.fields(Recipe)}
     assert set(method.options) <= fields, "options must be Recipe fields"
-    assert name in declared_methods()  # --method's choices, read from the source
+    assert name in declared_methods()  # --methods's choices, read from the source
     assert canonical_methods([name]) == (name,) and parse_methods(name) == ((name,),)
     assert Recipe("int8", methods=[name]).methods == (name,)
     assert plan_candidates("int8", (), name, has_eval=False) == (((name,),), True)
@@ -161,12 +162,12 @@ def test_a_method_is_gone_once_unregistered():
 
 
 def test_method_flag_runs_the_new_method_through_the_candidates(registered, small, tmp_path, capfd):
-    """``--method NAME``: parsed, planned, made by apply.py, scored against plain int8."""
+    """``--methods NAME``: parsed, planned, made by apply.py, scored against plain int8."""
     _, _, root = small
     argv = ["quantize", str(root / "small.keras"), "--data", str(root / "calib.npz")]
-    argv += ["--method", "keep-ranges", "--out", str(tmp_path / "small.tflite"), "--json"]
+    argv += ["--methods", "keep-ranges", "--out", str(tmp_path / "small.tflite"), "--json"]
     args = build_parser().parse_args(argv)
-    assert plan_candidates("int8", (), args.method, has_eval=False) == ((("keep-ranges",),), True)
+    assert plan_candidates("int8", (), args.methods, has_eval=False) == ((("keep-ranges",),), True)
     assert main(argv) == 0, capfd.readouterr().err
     report = json.loads(capfd.readouterr().out)["methods"]
     (candidate,) = report["candidates"]

@@ -229,21 +229,37 @@ def test_a_tf_keras_model_tensorflow_cannot_save_is_converted_in_the_child(monke
         converter.convert_all(model, [None])
 
 
-def test_quantize_of_a_saved_model_imports_tensorflow_only_in_its_child(tmp_path):
+def test_quantize_and_compress_of_a_model_file_import_tensorflow_only_in_their_child(tmp_path):
+    # The caller checks the file as data; the converter's child loads, runs and converts it.
+    # compress's artifact is then made again in process, where TensorFlow is: byte for byte.
     import subprocess
     import sys
 
     import keras
 
-    inputs = keras.Input((8,))
-    keras.Model(inputs, keras.layers.Dense(2)(inputs)).export(tmp_path / "sm", verbose=False)
-    np.savez(tmp_path / "calib.npz", x=np.random.default_rng(0).random((8, 8), dtype=np.float32))
+    inputs = keras.Input((32,))  # large enough that plain int8 is smaller and passes
+    model = keras.Model(inputs, keras.layers.Dense(64)(inputs))
+    model.export(tmp_path / "sm", verbose=False)
+    model.save(tmp_path / "model.keras")
+    model.save(tmp_path / "model.h5")
+    x = np.random.default_rng(0).random((16, 32), dtype=np.float32)
+    np.savez(tmp_path / "calib.npz", x=x)
+    np.savez(tmp_path / "test.npz", x=x, y=model(x).numpy())
     script = (
-        "import sys; from tfcompress.cli import main; "
-        "code = main(sys.argv[1:]); print(code, 'tensorflow' in sys.modules)"
+        "import os, sys; from tfcompress.cli import main\n"
+        "codes = [main(['quantize', m, '--data', 'calib.npz', '--out', m + '.tflite']) "
+        "for m in ('sm', 'model.keras', 'model.h5')]\n"
+        "compress = ['compress', 'model.keras', '--data', 'calib.npz', '--eval', 'test.npz', "
+        "'--min-snr', '20', '--no-measure-latency', '--out']\n"
+        "codes.append(main([*compress, 'child.tflite']))\n"
+        "print('codes', *codes, 'tensorflow' in sys.modules)\n"
+        "os.environ['TFCOMPRESS_IN_PROCESS'] = '1'\n"
+        "print('codes', main([*compress, 'here.tflite']), 'tensorflow' in sys.modules)\n"
     )
-    argv = ["quantize", "sm", "--data", "calib.npz", "--out", "sm.tflite"]
-    done = subprocess.run([sys.executable, "-c", script, *argv], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
-    assert done.stdout.split()[-2:] == ["0", "False"], done.stderr[-2000:]
-    assert (tmp_path / "sm.tflite").stat().st_size > 0
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    said = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("codes ")]
+    assert said == [["0"] * 4 + ["False"], ["0", "True"]], done.stderr[-2000:]
+    for made in ("sm", "model.keras", "model.h5"):
+        assert (tmp_path / f"{made}.tflite").stat().st_size > 0
+    assert (tmp_path / "child.tflite").read_bytes() == (tmp_path / "here.tflite").read_bytes()

@@ -197,7 +197,7 @@ def test_dim_value_minus_one_is_a_dynamic_dimension(tmp_path, capsys):
     assert main(["inspect", str(model)]) == 0
     assert "input  x (N, 8) float32" in capsys.readouterr().out
     fast = ["--runs", "3", "--min-seconds", "0", "--warmup-seconds", "0"]
-    argv = ["benchmark", str(model), "--backend", "onnxruntime", "--batch", "1,4", "--json"]
+    argv = ["benchmark", str(model), "--backends", "onnxruntime", "--batch-sizes", "1,4", "--json"]
     assert main([*argv, *fast]) == 0
     assert {r["status"] for r in json.loads(capsys.readouterr().out)["rows"]} == {"ok"}
     np.save(tmp_path / "x.npy", np.ones((10, 8), np.float32))
@@ -357,3 +357,75 @@ def test_an_onnx_model_is_quantized_to_onnx_and_compress_refuses_it_in_one_line(
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "quantize MODEL.onnx --format onnx" in err
+    # the user's own gate (a label-free --min-snr), not a --max-drop that needs labels
+    assert "--min-snr 1 --out" in err and "--max-drop" not in err
+
+
+def test_calibration_out_of_memory_at_a_batch_retries_one_sample_per_run(tmp_path, monkeypatch):
+    # DNSMOS (144,160 audio samples per input) ran out of the call's memory in runs of 8 and
+    # the command stopped there; activations grow with the batch, so one sample per run fits.
+    from tfcompress.errors import ResourceLimitError
+    from tfcompress.targets.onnx import ort_quantize
+
+    weights = np.random.default_rng(9).normal(size=(8, 1, 3, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"])],
+        "long_input",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 6, 6])],
+        [numpy_helper.from_array(weights, "w")],
+    )
+    real, batches = ort_quantize.calibrate_static, []
+
+    def small_memory(model, feeds, **kwargs):
+        batches.append(len(feeds[0]["x"]))
+        if batches[-1] > 1:
+            raise ResourceLimitError("ONNX Runtime ran out of memory running m (its Conv node)")
+        return real(model, feeds, **kwargs)
+
+    monkeypatch.setattr(ort_quantize, "calibrate_static", small_memory)
+    monkeypatch.setenv("TFCOMPRESS_IN_PROCESS", "1")
+    x = np.random.default_rng(10).normal(size=(12, 1, 8, 8)).astype("f4")
+    result = tfcompress.quantize(
+        _save(tmp_path, "long.onnx", graph), format="onnx", representative_data=x
+    )
+    assert batches == [ort_quantize.CALIBRATION_BATCH, 1]
+    ops = {node.op_type for node in onnx.load_from_string(result.model_content).graph.node}
+    assert "QuantizeLinear" in ops and result.calibration_samples == 12
+
+
+def test_onnx_runtime_quantizes_under_short_names_and_the_file_keeps_the_given_names(tmp_path):
+    # tf2onnx names (basic-pitch: a bias "conv1d_25;conv1d_25" shared by 16 Convs beside a
+    # Conv output "conv1d_25;conv1d_252") met ONNX Runtime's own "<name><n>" copies of the
+    # bias: its int8 file fed a Transpose the bias and did not load. Quantized under short
+    # names, the file given back carries the model's names again, each defined once.
+    weights = np.random.default_rng(11).normal(size=(4, 4, 3, 3)).astype(np.float32)
+    bias = np.random.default_rng(12).normal(size=(4,)).astype(np.float32)
+    names = ["m/conv1d_25;m/conv1d_252", "m/c1"]
+    nodes = [helper.make_node("Conv", ["x", "w", "m/conv1d_25;m/conv1d_25"], [names[0]])]
+    nodes += [helper.make_node("Conv", [names[0], "w", "m/conv1d_25;m/conv1d_25"], [names[1]])]
+    nodes += [helper.make_node("Relu", [names[1]], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "tf2onnx_names",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 9, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 5, 5])],
+        [numpy_helper.from_array(weights, "w"), numpy_helper.from_array(bias, nodes[0].input[2])],
+    )
+    x = np.random.default_rng(13).normal(size=(16, 4, 9, 9)).astype("f4")
+    result = tfcompress.quantize(
+        _save(tmp_path, "names.onnx", graph), format="onnx", representative_data=x
+    )
+    quantized = onnx.load_from_string(result.model_content)
+    outputs = [name for node in quantized.graph.node for name in node.output]
+    assert names[0] in outputs and len(outputs) == len(set(outputs))
+    every = {n for node in quantized.graph.node for n in (*node.input, *node.output)}
+    # the model's own tensors keep their names; what ONNX Runtime added keeps short ones
+    assert {"x", "y", names[0]} <= every and not any(
+        n.startswith("m/") for n in every - {*names, nodes[0].input[2]}
+    )
+    assert {node.op_type for node in quantized.graph.node} >= {"QuantizeLinear", "Conv"}
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(result.model_content, providers=["CPUExecutionProvider"])
+    assert session.run(None, {"x": x[:2]})[0].shape == (2, 4, 5, 5)  # it loads and runs

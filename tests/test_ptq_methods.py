@@ -66,7 +66,7 @@ def _io(content: bytes) -> list[tuple[str, str]]:
 def test_depthwise_classifier_through_the_cli(
     capfd, tmp_path, depthwise, depthwise_files, digits, monkeypatch
 ):
-    """--method auto with --eval: methods tried, one kept, replayable to the same bytes."""
+    """--methods auto with --eval: methods tried, one kept, replayable to the same bytes."""
     from tfcompress.quantization.methods import apply
 
     # what the methods can reach, every candidate made (auto's budget is tested apart)
@@ -82,7 +82,7 @@ def test_depthwise_classifier_through_the_cli(
             str(depthwise_files / "test.npz"),
             "--out",
             str(out),
-            "--method",
+            "--methods",
             "auto",
             "--json",
         ]
@@ -309,8 +309,8 @@ def test_recipe_json_round_trip_and_cli_refusals(capfd, tmp_path, depthwise_file
     assert all(name in help_text for name in METHODS)  # the CLI's help lists every method
     model, calib = depthwise_files / "dw.keras", depthwise_files / "calib.npz"
     for extra, text in (
-        (["--recipe", "dynamic", "--method", "equalize"], "apply to recipe 'int8' only"),
-        (["--method", "equalize,auto"], "pass auto, none"),
+        (["--recipe", "dynamic", "--methods", "equalize"], "apply to recipe 'int8' only"),
+        (["--methods", "equalize,auto"], "pass auto, none"),
     ):
         out = tmp_path / "refused.tflite"
         code = main(["quantize", str(model), "--data", str(calib), *extra, "--out", str(out)])
@@ -320,6 +320,6 @@ def test_recipe_json_round_trip_and_cli_refusals(capfd, tmp_path, depthwise_file
 
 
 def capture_help(capfd) -> str:
-    """``tfcompress quantize --help``, as printed."""
+    """``tfcompress quantize --help``, as printed, unwrapped (argparse wraps at hyphens too)."""
     assert main(["quantize", "--help"]) == 0
-    return " ".join(capfd.readouterr().out.split())
+    return " ".join(capfd.readouterr().out.split()).replace("- ", "-")

@@ -124,6 +124,10 @@ def test_the_plan():
     kept, skipped = runnable_candidates(AUTO_CANDIDATES, "it is a SavedModel")
     assert ("mse-ranges",) in kept and all("equalize" not in c for c in kept)
     assert skipped and all("equalize" in why and "a Keras model" in why for _, why in skipped)
+    # Said when planning, before anything ran: a budget may skip the rest later (basic-pitch:
+    # "the rest is bias-correction, tried already" above "bias-correction: skipped (budget)").
+    assert all("tried" not in why for _, why in skipped)
+    assert all(tuple(why.split("; ")[1].split()[0].split("+")) in kept for _, why in skipped)
     with pytest.raises(InvalidInputError, match="needs a Keras model") as refused:
         refuse_unrunnable(("equalize", "mse-ranges"), "it is a SavedModel", source="hed")
     assert "mse-ranges" in str(refused.value) and "\n" not in str(refused.value)
@@ -214,7 +218,7 @@ def test_savedmodel_tries_what_can_run_and_refuses_what_cannot(capfd, small, mon
     capfd.readouterr()
     out = root / "refused.tflite"
     argv = ["quantize", str(saved), "--data", str(root / "calib.npz"), "--out", str(out)]
-    code = main([*argv, "--method", "equalize,bias-correction,mse-ranges"])
+    code = main([*argv, "--methods", "equalize,bias-correction,mse-ranges"])
     err = capfd.readouterr().err
     assert code == 2 and not out.exists()
     assert len(err.strip().splitlines()) == 1 and "a Keras model to rewrite" in err
@@ -264,7 +268,7 @@ def test_auto_budget_skips_before_paying_and_named_methods_are_always_made(small
     assert report.candidates == () and report.kept == ()
     assert report.reason.startswith("auto's budget (0x plain int8, 0.0 s) left room for no")
     assert sorted(label for label, _ in report.skipped) == sorted(map("+".join, AUTO_CANDIDATES))
-    assert all("name it to make it (--method" in why for _, why in report.skipped)
+    assert all("name it to make it (--methods" in why for _, why in report.skipped)
     assert all("would be passed" in why for _, why in report.skipped)
     assert report.to_dict()["seconds"]["budget"] == 0.0
     # asked for, auto has the same budget; methods named are paid for, whatever it is
@@ -290,5 +294,5 @@ def test_budget_refuses_by_the_numbers():
     assert budget.refuses("mse-ranges", spent=2.5, estimate=0.5) is None
     why = budget.refuses("equalize+bias-correction", spent=2.5, estimate=0.6)
     assert why.startswith("auto's budget 1.5x plain int8 (3.0 s) would be passed (2.5 s spent")
-    assert "--method equalize,bias-correction" in why
+    assert "--methods equalize,bias-correction" in why
     assert Budget(None, 2.0).refuses("equalize", spent=1e9, estimate=1e9) is None

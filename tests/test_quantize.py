@@ -234,11 +234,11 @@ def test_float32_recipe_is_the_reference_converted_once(trained_cnn):
 
 
 def test_convert_all_never_reuses_a_configured_converter(trained_cnn):
-    from tfcompress.quantization.converter import ConverterSettings, convert, convert_all
+    from tfcompress.quantization.converter import ConverterSettings, convert_all
     from tfcompress.quantization.recipes import Recipe
 
     quantized, plain = convert_all(trained_cnn, [ConverterSettings(Recipe("dynamic")), None])
-    float32 = convert(trained_cnn, ConverterSettings(Recipe("float32")))
+    (float32,) = convert_all(trained_cnn, [ConverterSettings(Recipe("float32"))])
     assert plain.content == float32.content  # the dynamic setting did not leak into it
     assert len(quantized.content) < 0.35 * len(plain.content)
 

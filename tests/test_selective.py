@@ -201,8 +201,8 @@ def test_cli_float_node(case, tmp_path, capsys) -> None:
     node = case["ranking"][0].node
     argv = ["quantize", str(model_path), "--data", str(calib_path), "--json"]
     out = tmp_path / "selective.tflite"
-    code = main([*argv, "--float-node", node, "--out", str(out)])
+    code = main([*argv, "--float-nodes", node, "--out", str(out)])
     assert code == 0 and out.is_file()
     assert json.loads(capsys.readouterr().out)["float_nodes"] == [node]
-    bad = main([*argv, "--float-node", "no/such/node", "--out", str(tmp_path / "bad.tflite")])
+    bad = main([*argv, "--float-nodes", "no/such/node", "--out", str(tmp_path / "bad.tflite")])
     assert bad == 2 and not (tmp_path / "bad.tflite").exists()

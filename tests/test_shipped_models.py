@@ -59,7 +59,7 @@ def test_inspect_shows_how_each_signature_is_fed(files, capsys):
 def test_benchmark_streaming_model_without_data_at_several_batches(files, capsys):
     # Before: the scalar sr got a batch dimension and ONNX Runtime's refusal was exit 3.
     argv = ["benchmark", str(files["vad_tflite"]), str(files["vad_onnx"])]
-    argv += ["--backend", "cpu,onnxruntime", "--input-shape", "input=Nx64", "--batch", "1,2"]
+    argv += ["--backends", "cpu,onnxruntime", "--input-shape", "input=Nx64", "--batch-sizes", "1,2"]
     assert main([*argv, "--input-value", "sr=16000", "--json", *FAST]) == 0
     payload = _json(capsys)
     rows = payload["rows"]
@@ -81,7 +81,7 @@ def test_benchmark_streaming_model_without_data_at_several_batches(files, capsys
 def test_benchmark_and_gate_streaming_model_with_data(files, capsys):
     data = str(files["vad_data"])
     argv = ["benchmark", str(files["vad_tflite"]), "--data", data, "--output", "output"]
-    assert main([*argv, "--batch", "1,4", "--json", *FAST]) == 0
+    assert main([*argv, "--batch-sizes", "1,4", "--json", *FAST]) == 0
     payload = _json(capsys)
     assert payload["metric"] == "binary_accuracy" and payload["samples"] == 48
     assert {r["accuracy"] for r in payload["rows"]} == {1.0}
@@ -136,8 +136,8 @@ def test_batch_dim_declares_a_state_whose_batch_the_signature_fixes(files, tmp_p
     fixed.write_bytes(model.SerializeToString())
     assert main(["inspect", str(fixed)]) == 0
     assert "input  h (2, 1, 16) float32\n" in capsys.readouterr().out  # no batch it can see
-    argv = ["benchmark", str(fixed), "--backend", "onnxruntime", "--input-shape", "input=Nx64"]
-    assert main([*argv, "--batch", "1", "--batch-dim", "h=1", "--json", *FAST]) == 0
+    argv = ["benchmark", str(fixed), "--backends", "onnxruntime", "--input-shape", "input=Nx64"]
+    assert main([*argv, "--batch-sizes", "1", "--batch-dim", "h=1", "--json", *FAST]) == 0
     row = _json(capsys)["rows"][0]
     assert row["status"] == "ok" and row["backend_details"]["static_batch"] == 1
     assert main([*argv, "--batch-dim", "h=3"]) == 2
@@ -151,8 +151,8 @@ def test_static_batch_rnn_is_fed_one_sample_at_a_time(files, capsys):
 
     threads = str(tensorflow_threads()[0])  # the one count TensorFlow runs in this process
     argv = ["benchmark", str(files["rnn_tflite"]), str(files["rnn_savedmodel"])]
-    argv += ["--data", str(files["rnn_data"]), "--backend", "cpu,keras", "--threads", threads]
-    assert main([*argv, "--batch", "1,8", "--json", *FAST]) == 0
+    argv += ["--data", str(files["rnn_data"]), "--backends", "cpu,keras", "--threads", threads]
+    assert main([*argv, "--batch-sizes", "1,8", "--json", *FAST]) == 0
     payload = _json(capsys)
     rows = [r for r in payload["rows"] if r["status"] == "ok"]
     assert [(r["artifact"], r["backend"]) for r in rows] == [
@@ -210,8 +210,8 @@ def test_int8_model_whose_div_refuses_zeros_is_not_called_corrupt(files, tmp_pat
 
 
 def test_a_runtime_that_aborts_is_an_error_row_and_the_run_goes_on(files, aborting, capsys):
-    argv = ["benchmark", str(files["vad_tflite"]), "--backend", f"{aborting},cpu"]
-    argv += ["--input-shape", "input=Nx64", "--batch", "1,2", "--json", *FAST]
+    argv = ["benchmark", str(files["vad_tflite"]), "--backends", f"{aborting},cpu"]
+    argv += ["--input-shape", "input=Nx64", "--batch-sizes", "1,2", "--json", *FAST]
     assert main(argv) == 2  # a row could not be measured: the documented exit code
     captured = capsys.readouterr()
     rows = json.loads(captured.out)["rows"]
@@ -247,7 +247,7 @@ def test_the_entry_point_feeds_a_streaming_model(files):
     done = subprocess.run(
         [
             *(sys.executable, "-m", "tfcompress", "benchmark", str(files["vad_tflite"])),
-            *("--input-shape", "input=Nx64", "--input-value", "sr=8000", "--batch", "3"),
+            *("--input-shape", "input=Nx64", "--input-value", "sr=8000", "--batch-sizes", "3"),
             *("--json", *FAST),
         ],
         capture_output=True,
@@ -381,16 +381,16 @@ def test_methods_on_a_stateful_model_are_refused_when_asked_and_said_when_skippe
     (note,) = [n for n in gated.notes if n.startswith("post-training methods not tried")]
     assert "input h (2, N, 16): batch at dimension 1" in note and "not chosen by the gate" in note
     for methods in ("auto", ["bias-correction"]):  # asked for: refused, auto included
-        with pytest.raises(UnsupportedModelError, match="drop --method"):
+        with pytest.raises(UnsupportedModelError, match="drop --methods"):
             tfcompress.quantize(model, representative_data=data, eval_data=data, methods=methods)
-    # The CLI: the gate still judges plain int8 afterwards (exit 1), and --method auto is
+    # The CLI: the gate still judges plain int8 afterwards (exit 1), and --methods auto is
     # one line, exit 2, no file.
     out = tmp_path / "q.tflite"
     argv = ["quantize", model, "--data", data, "--eval", data, "--out", str(out)]
     assert main([*argv, "--min-snr", "99"]) == 1
     assert "post-training methods not tried" in capsys.readouterr().out
     out.unlink()
-    assert main([*argv, "--method", "auto"]) == 2
+    assert main([*argv, "--methods", "auto"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "is fed otherwise" in err and not out.exists()
     # compress leaves its methods rung out, and says why in its stop reason.

@@ -164,7 +164,7 @@ def test_a_signal_while_importing_is_one_line(tmp_path, tflite, number):
 def test_sigterm_during_benchmark_stops_its_workers(tmp_path, tflite, zygote, monkeypatch):
     if not zygote:
         monkeypatch.setenv("TFCOMPRESS_NO_ZYGOTE", "1")
-    argv = ["benchmark", str(tflite), "--threads", "1,2", "--batch", "1,4"]
+    argv = ["benchmark", str(tflite), "--threads", "1,2", "--batch-sizes", "1,4"]
     run = Run([*argv, "--min-seconds", "60", "--report", "report"], tmp_path)
 
     def measuring(found: dict[int, str]) -> dict[int, str]:
@@ -184,7 +184,7 @@ def test_sigterm_during_benchmark_stops_its_workers(tmp_path, tflite, zygote, mo
 
 def test_a_killed_benchmark_leaves_no_worker(tmp_path, tflite):
     """SIGKILL runs no clean-up: the zygote dies with the CLI, each worker with the zygote."""
-    argv = ["benchmark", str(tflite), "--batch", "1,4", "--min-seconds", "60"]
+    argv = ["benchmark", str(tflite), "--batch-sizes", "1,4", "--min-seconds", "60"]
     run = Run(argv, tmp_path)
     started = run.wait_for(lambda found: found if len(found) >= 2 else {})
     started.update(descendants(run.process.pid))
@@ -312,3 +312,27 @@ except RuntimeError as error:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.stdout.strip() == "Terminated 143", done.stderr
+
+
+def test_an_interruption_dropped_as_the_run_ends_is_not_sent_after_it():
+    # The run ended (settle) before the dropped interruption was sent again: what runs next
+    # (here SIGTERM's default action, which would kill the process) never receives it.
+    script = """
+import signal, time
+from tfcompress.cli import _interrupt
+_interrupt.install()
+
+class Holder:
+    def __del__(self):
+        raise _interrupt.Terminated(15)
+
+Holder()
+_interrupt.settle()
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+time.sleep(10 * _interrupt._RESEND_S)
+print("alive")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "alive"), done.stderr

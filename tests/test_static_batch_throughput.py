@@ -109,7 +109,7 @@ def test_true_batches_round_up_to_whole_calls():
 def test_compress_latency_objective_compares_per_sample(monkeypatch, files):
     """compress times a candidate at batch 1: a file fixed at 8 reports its call over 8."""
     from tfcompress.bench import harness
-    from tfcompress.compression.latency import measure_latency
+    from tfcompress.quantization.methods.slow_ops import measure_latency
 
     stats = LatencyStats(10, 8.0, 0.1, 7.8, 8.0, 8.4, 8.6, 8.7)
     row = BenchmarkRow("b8", "cpu", 1, 8, latency=stats, details={"static_batch": 8, "calls": 1})

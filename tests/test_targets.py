@@ -168,6 +168,7 @@ def test_select_refuses_a_budget_flag_of_another_backend(tmp_path: Path, capsys)
 
     code = main(["select", "--train", "t.npz", "--eval", "v.npz", "--max-edgetpu-segments", "1"])
     assert code == 2
-    assert "--max-edgetpu-segments is a budget of --target edgetpu, not cpu" in (
-        capsys.readouterr().err
+    assert (
+        "budget --max-edgetpu-segments applies to target 'edgetpu' (--target edgetpu), not 'cpu'"
+        in (capsys.readouterr().err)
     )

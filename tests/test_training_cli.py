@@ -62,12 +62,12 @@ def _base(files, command: str, out: Path, *extra: str, child: bool = False) -> l
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--sparsity", "1.0"], "target_sparsity must be a number between 0 and 1"),
-        (["--sparsity", "0"], "target_sparsity must be a number between 0 and 1"),
-        (["--sparsity", "-0.5"], "target_sparsity must be a number between 0 and 1"),
+        (["--target-sparsity", "1.0"], "target_sparsity must be a number between 0 and 1"),
+        (["--target-sparsity", "0"], "target_sparsity must be a number between 0 and 1"),
+        (["--target-sparsity", "-0.5"], "target_sparsity must be a number between 0 and 1"),
         (["--structure", "2x4"], "not M:N"),
         (["--structure", "4:2"], "0 < M < N"),
-        (["--structure", "2:4", "--sparsity", "0.75"], "fixes target_sparsity"),
+        (["--structure", "2:4", "--target-sparsity", "0.75"], "fixes target_sparsity"),
     ],
 )
 def test_prune_bad_options_exit_2(files, tmp_path, capsys, extra, message):
@@ -236,7 +236,7 @@ def test_qat_cli_json(files, tmp_path, capsys):
 @pytest.mark.slow
 def test_prune_cli_json(files, tmp_path, capsys):
     out = tmp_path / "pruned.tflite"
-    argv = [*_base(files, "prune", out), "--sparsity", "0.75", "--epochs", "2", "--json"]
+    argv = [*_base(files, "prune", out), "--target-sparsity", "0.75", "--epochs", "2", "--json"]
     code, stdout, _ = _run(capsys, argv)
     assert code == 0
     data = json.loads(stdout)
@@ -264,7 +264,7 @@ def test_cluster_cli_human_output(files, tmp_path, capsys):
 
 # A 95% prune in one epoch of 20 steps: what a user reported (a 75% prune of an emotion CNN
 # went from 100% to 18.7% agreement and exited 0), made certain on the small MNIST CNN.
-_HARSH_PRUNE = ["--sparsity", "0.95", "--epochs", "1", "--json"]
+_HARSH_PRUNE = ["--target-sparsity", "0.95", "--epochs", "1", "--json"]
 
 
 @pytest.mark.slow

@@ -15,14 +15,12 @@ from dataclasses import fields
 
 import pytest
 
-from tfcompress.compression.build import build
-from tfcompress.compression.handlers import get_handler, list_handlers, with_batch
+from tfcompress.compression.handlers import build, get_handler, list_handlers, with_batch
 from tfcompress.errors import InvalidInputError
 from tfcompress.quantization.config import PTQConfig, recipe_from_data
 from tfcompress.quantization.recipes import Recipe
-from tfcompress.training.cluster import cluster
+from tfcompress.training.cluster import ClusterOptions, cluster
 from tfcompress.training.configs import (
-    CONFIG_DEFAULT,
     CONFIG_VERSION,
     TRAINING_CONFIGS,
     ClusterConfig,
@@ -30,10 +28,11 @@ from tfcompress.training.configs import (
     QATConfig,
     config_from_dict,
 )
-from tfcompress.training.prune import prune
-from tfcompress.training.qat import qat
+from tfcompress.training.prune import PruneOptions, prune
+from tfcompress.training.qat import QATOptions, qat
 
 VERBS = {"qat": qat, "prune": prune, "cluster": cluster}
+OPTIONS = {"qat": QATOptions, "prune": PruneOptions, "cluster": ClusterOptions}
 #: Verb parameters that are not what the artifact is made with (data, gate, process).
 NOT_RECORDED = {
     "model", "train_data", "eval_data", "config", "safe_mode", "gate", "gate_settings", "isolate"
@@ -73,15 +72,18 @@ def test_a_config_round_trips_through_json(technique):
 
 
 @pytest.mark.parametrize("technique", TECHNIQUES)
-def test_every_option_is_a_keyword_of_the_verb_whose_default_is_the_configs(technique):
+def test_every_option_is_a_typed_keyword_of_the_verb_and_the_config_holds_its_default(technique):
     parameters = inspect.signature(VERBS[technique]).parameters
     config = TRAINING_CONFIGS[technique]()
-    assert set(config.options()) == set(parameters) - NOT_RECORDED
+    assert set(config.options()) == set(OPTIONS[technique].__optional_keys__)
+    assert set(parameters) - {"options"} == NOT_RECORDED
+    assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD
     for field in fields(config):
         if field.name != "version":  # the config holds the one default
-            assert parameters[field.name].default is CONFIG_DEFAULT, field.name
-            assert config.defaults()[field.name] == getattr(config, field.name)
+            assert field.default == getattr(config, field.name)
     assert parameters["config"].default is None
+    with pytest.raises(TypeError, match=f"{technique} takes no option 'epoch' \\(it takes "):
+        VERBS[technique](None, train_data=None, epoch=2)
 
 
 @pytest.mark.parametrize("technique", TECHNIQUES)
@@ -173,7 +175,7 @@ def test_ptq_config_reads_every_recorded_shape_and_writes_it_back(recorded):
 @pytest.mark.parametrize(
     ("recorded", "refusal"),
     [
-        ({"recipe": {"name": "int8"}, "mode": "int16"}, "a PTQ attempt records no 'mode'"),
+        ({"recipe": {"name": "int8"}, "mode": "int16"}, "a PTQ attempt takes no option 'mode'"),
         ({"recipe": [1]}, "recipe holds no recipe object"),
         ({"recipe": {"name": "int8"}, "seed": -1}, "seed must be an integer 0 to"),
         ({"recipe": {"name": "int8"}, "engine": "tvm"}, "unknown engine 'tvm'"),
@@ -195,7 +197,7 @@ def test_ptq_config_applies_the_target_rules_to_its_recipe():
 
 
 def test_compress_dispatches_every_rung_technique_through_the_registry():
-    assert list_handlers() == ["cluster", "per-op", "prune", "ptq", "qat", "rules", "selective"]
+    assert list_handlers() == ["cluster", "per-op", "prune", "ptq", "qat", "selective"]
     assert get_handler("selective").read({"name": "int8"}, seed=5).seed == 5
     assert get_handler("ptq").read({"recipe": {"name": "int8"}, "seed": 1}, seed=5).seed == 1
     assert get_handler("prune").read({"target_sparsity": 0.5}, seed=9) == PruneConfig(
@@ -206,13 +208,11 @@ def test_compress_dispatches_every_rung_technique_through_the_registry():
         "recipe": {"name": "int8", "static_batch": 1}, "methods": "auto"
     }  # fmt: skip
     assert with_batch({"name": "float16"}, 1) == {"name": "float16", "static_batch": 1}
-    rules = get_handler("rules").read({"recipe": {"name": "int8"}, "mode": "float"})
-    assert rules.mode == "float" and not get_handler("rules").records_attempts
+    assert not get_handler("per-op").records_attempts
     with pytest.raises(InvalidInputError, match="unknown technique 'exec'; choose one of"):
         build("exec", {}, None, representative_data=None)
-    with pytest.raises(InvalidInputError, match="rules rung is made step by step"):
-        build("rules", {"recipe": {"name": "int8"}, "mode": "int16"}, None,
-              representative_data=None)  # fmt: skip
+    with pytest.raises(InvalidInputError, match="per-op rung is made step by step"):
+        build("per-op", {"name": "int8"}, None, representative_data=None)
     with pytest.raises(InvalidInputError, match="pass train_data"):
         build("cluster", {"clusters": 8}, None, representative_data=None)
     with pytest.raises(InvalidInputError, match="clusters must be an integer 2 to 256"):

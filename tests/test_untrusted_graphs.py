@@ -104,7 +104,7 @@ def test_a_graph_that_writes_when_called_loads_but_never_runs_without_unsafe(
     path, data = str(graphs["serve"]), str(graphs["data"])
     for argv in (
         ["gate", path, path, "--eval", data],
-        ["benchmark", path, "--backend", "keras", "--runs", "1", "--min-seconds", "0"],
+        ["benchmark", path, "--backends", "keras", "--runs", "1", "--min-seconds", "0"],
     ):
         assert main(argv) == 2, argv
         error = capsys.readouterr().err.strip().splitlines()[-1]

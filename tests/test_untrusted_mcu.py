@@ -145,7 +145,7 @@ def test_declared_sizes_are_checked_before_anything_is_made(files, capsys, monke
 
 
 def test_the_tflm_backend_refuses_huge_random_inputs_in_one_line(files, capsys):
-    argv = ["benchmark", str(files["huge"]), "--backend", "tflm", "--runs", "1"]
+    argv = ["benchmark", str(files["huge"]), "--backends", "tflm", "--runs", "1"]
     assert main(argv) == 2
     lines = [x for x in capsys.readouterr().err.splitlines() if x.strip() and x[:5] != "INFO "]
     assert len(lines) == 1 and "256 MiB" in lines[0] and "--data" in lines[0], lines

@@ -196,3 +196,19 @@ def test_a_loop_that_explodes_on_random_inputs_ends_within_the_time_limit(tmp_pa
     assert done.returncode in (0, 2), done.stderr
     assert "Traceback" not in done.stderr
     assert "within 5 s and was stopped" in done.stdout + done.stderr
+
+
+def test_the_quantized_files_load_check_opens_it_in_a_child(monkeypatch):
+    from tfcompress.errors import ConversionError
+    from tfcompress.quantization import onnx_ptq
+    from tfcompress.runtime import onnxruntime as ort_runtime
+
+    def here(*_, **__):
+        raise AssertionError("ONNX Runtime opened the quantized file in the caller")
+
+    monkeypatch.setattr(ort_runtime, "OnnxRuntimeRunner", here)  # the child has the real one
+    adds = _model([helper.make_node("Add", ["x", "x"], ["y"])], [_x()], [_y()])
+    onnx_ptq._check_loads(adds.SerializeToString(), "int8", "adds")
+    unknown = _model([helper.make_node("NoSuchOp", ["x"], ["y"])], [_x()], [_y()])
+    with pytest.raises(ConversionError, match="made a int8 model of unknown that it cannot load"):
+        onnx_ptq._check_loads(unknown.SerializeToString(), "int8", "unknown")

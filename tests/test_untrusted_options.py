@@ -208,7 +208,7 @@ def test_a_compiler_timeout_out_of_range_is_refused(files, monkeypatch, value):
 
 def test_benchmark_timeout_beyond_a_week_is_one_line(files, capsys):
     assert main(["benchmark", str(files["float"]), *FAST, "--timeout", "1e300"]) == 2
-    assert "at most 604800" in _one_line(capsys, "benchmark")
+    assert "at most a week (604800 s)" in _one_line(capsys, "benchmark")
 
 
 # 5. a full temporary folder --------------------------------------------------------------

@@ -1,7 +1,7 @@
-"""Hostile `--rule` patterns and hostile op names: linear time, one line, exit 2.
+"""Hostile `--rules` patterns and hostile op names: linear time, one line, exit 2.
 
 Each test is shaped like its reproducer: a 100,000 x "conv" tensor name that made
-`--rule 'conv.*relu=float'` take a minute and print a 400,000-character line, a rule with
+`--rules 'conv.*relu=float'` take a minute and print a 400,000-character line, a rule with
 nested quantifiers that ran until killed, rule JSON nested 3,000 deep, a 5,000-digit number,
 1,200 nested groups (each an exit 3), and names with terminal escapes printed raw by
 `--layer-errors`.
@@ -73,7 +73,7 @@ def files(tmp_path_factory):
 def _quantize(paths, model: str, rule: str, tmp_path, *extra: str) -> list[str]:
     out = tmp_path / "q.tflite"
     return [
-        "quantize", str(paths[model]), "--recipe", "dynamic", "--rule", rule,
+        "quantize", str(paths[model]), "--recipe", "dynamic", "--rules", rule,
         "--out", str(out), *extra,
     ]  # fmt: skip
 

@@ -106,7 +106,7 @@ def test_nothing_measured_is_not_a_failed_budget():
     unavailable = {"a": {"ok": False, "reason": "latency measurement: unavailable: no GPU"}}
     from tfcompress.selection.budgets import Budgets
 
-    budgets = Budgets(max_size_bytes=10**6, target="gpu")
+    budgets = Budgets(max_size=10**6, target="gpu")
     with pytest.raises(BackendUnavailableError, match="target 'gpu'"):
         _check_something_measured(unavailable, budgets)
     with pytest.raises(InvalidInputError, match="no candidate could be measured"):

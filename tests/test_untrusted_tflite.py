@@ -400,7 +400,7 @@ def test_an_artifact_its_runtime_crashes_on_is_an_error_row_beside_the_others(
     good.write_bytes(seed)
     bad.write_bytes(_edit(seed, mark))
     _fake_child(monkeypatch, "segfault_if_marked")
-    argv = ["benchmark", str(good), str(bad), "--backend", "cpu", "--json", *BENCHMARK_FAST]
+    argv = ["benchmark", str(good), str(bad), "--backends", "cpu", "--json", *BENCHMARK_FAST]
     assert main(argv) == 2  # a row failed (docs/benchmarking.md)
     rows = {row["artifact"]: row for row in json.loads(capsys.readouterr().out)["rows"]}
     assert rows["good.tflite"]["status"] == "ok"

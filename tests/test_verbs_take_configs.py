@@ -51,7 +51,7 @@ def _every_way_in(capfd, ways, argv: list[str], message: str) -> None:
 @pytest.mark.parametrize(
     ("option", "value", "flag", "message"),
     [
-        ("runs", 0, ["--runs", "0"], "runs and warmup_runs must be >= 1, got 0/1."),
+        ("runs", 0, ["--runs", "0"], "runs must be an integer >= 1, got 0."),
         ("threads", (0,), ["--threads", "0"], "threads must be integers >= 1, got [0]."),
         ("metric", "snr", ["--metric", "snr"], "snr compares a model with a reference"),
     ],
@@ -188,3 +188,10 @@ def test_configs_of_another_verb_are_refused(tmp_path: Path):
         tfcompress.benchmark(f"{NEVER}.tflite", config=tfcompress.GateConfig())
     with pytest.raises(InvalidInputError, match=r"config must be a tfcompress\.SelectionConfig"):
         tfcompress.select_model(train_data=NEVER, eval_data=NEVER, config={"epochs": 1})
+
+
+def test_check_gate_typed_options_name_every_threshold():
+    from tfcompress.bench.thresholds import threshold_names
+    from tfcompress.testing.config import CheckGateOptions
+
+    assert set(threshold_names()) <= set(CheckGateOptions.__annotations__)

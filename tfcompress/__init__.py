@@ -15,6 +15,7 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from tfcompress._lazy import declared_imports
 from tfcompress.errors import (
     BackendUnavailableError,
     ConversionError,
@@ -32,54 +33,8 @@ __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-# public name -> module that defines it; loaded lazily by __getattr__.
-_LAZY = {
-    "Dataset": "tfcompress.data",
-    "load_data": "tfcompress.data",
-    "load_model": "tfcompress.models",
-    "TFLiteModel": "tfcompress.models",
-    "Recipe": "tfcompress.quantization",
-    "PTQConfig": "tfcompress.quantization",
-    "QuantizationResult": "tfcompress.quantization",
-    "list_recipes": "tfcompress.quantization",
-    "quantize": "tfcompress.quantization",
-    "LayerSensitivity": "tfcompress.quantization.selective",
-    "rank_layers": "tfcompress.quantization.selective",
-    "OnnxQuantizationResult": "tfcompress.quantization.onnx_ptq",
-    "OnnxRecipe": "tfcompress.quantization.onnx_ptq",
-    "OnnxExport": "tfcompress.targets.onnx",
-    "export_onnx": "tfcompress.targets.onnx",
-    "Evaluation": "tfcompress.bench.accuracy",
-    "evaluate": "tfcompress.bench.accuracy",
-    "create_runner": "tfcompress.runtime",
-    "list_backends": "tfcompress.runtime",
-    "inspect_model": "tfcompress.inspection",
-    "BenchmarkResult": "tfcompress.bench.result",
-    "benchmark": "tfcompress.bench.harness",
-    "BenchmarkConfig": "tfcompress.bench.config",
-    "TrainingResult": "tfcompress.training",
-    "QATConfig": "tfcompress.training.configs",
-    "PruneConfig": "tfcompress.training.configs",
-    "ClusterConfig": "tfcompress.training.configs",
-    "cluster": "tfcompress.training",
-    "prune": "tfcompress.training",
-    "qat": "tfcompress.training",
-    "assert_accuracy_drop": "tfcompress.testing.gates",
-    "assert_gate": "tfcompress.testing.output_gates",
-    "check_gate": "tfcompress.testing.output_gates",
-    "GateConfig": "tfcompress.testing.config",
-    "ZooModelInfo": "tfcompress.zoo",
-    "create_model": "tfcompress.zoo",
-    "list_models": "tfcompress.zoo",
-    "model_info": "tfcompress.zoo",
-    "CompressionResult": "tfcompress.compression",
-    "compress": "tfcompress.compression",
-    "CompressConfig": "tfcompress.compression",
-    "Budgets": "tfcompress.selection",
-    "SelectionResult": "tfcompress.selection",
-    "select_model": "tfcompress.selection",
-    "SelectionConfig": "tfcompress.selection",
-}
+# public name -> the module that defines it, loaded by __getattr__: the TYPE_CHECKING imports
+_LAZY = declared_imports(__name__)
 
 __all__ = [
     "BackendUnavailableError",

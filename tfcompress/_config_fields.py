@@ -1,11 +1,11 @@
 """What every config of tfcompress shares: its format version, its options and their checks.
 
 An option is declared once, as a config field made by :func:`option`: its default, its
-help, its unit and how a command line spells a value live there; the config's
-``__post_init__`` checks it. The CLI reads those declarations with :func:`declared_options`
-(:mod:`ast`, nothing imported: ``--help`` stays light) and makes one flag per field, named
-as the field (``calibration_samples`` is ``--calibration-samples``); the verb's keyword is
-the field's name too.
+help, its unit, its check and how a command line spells a value live there; the config's
+``__post_init__`` runs the checks (:func:`check_fields`). The CLI reads those
+declarations with :func:`declared_options` (:mod:`ast`, nothing imported: ``--help`` stays
+light) and makes one flag per field, named as the field (``calibration_samples`` is
+``--calibration-samples``); the verb's keyword is the field's name too.
 
 The post-training config (:class:`tfcompress.quantization.config.PTQConfig`) and the
 fine-tuning configs (:mod:`tfcompress.training.configs`) sit on different layers; both
@@ -20,8 +20,10 @@ Example:
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,6 +52,8 @@ class DeclaredOption:
         parse: Name of the argparse ``type`` in :mod:`tfcompress.cli.common` that reads
             the flag's text (``"duration"``: ``10m``), or None (the annotation's type).
         choices: The values a string option takes, or None (the config checks it).
+        names: The list in :mod:`tfcompress.cli._choices` (``"BACKENDS"``) of the names a
+            registry knows, shown by ``--help``; the ``parse`` and the check refuse others.
     """
 
     name: str
@@ -60,6 +64,7 @@ class DeclaredOption:
     metavar: str | None = None
     parse: str | None = None
     choices: tuple[str, ...] | None = None
+    names: str | None = None
 
     @property
     def flag(self) -> str:
@@ -67,7 +72,7 @@ class DeclaredOption:
         return "--" + self.name.replace("_", "-")
 
 
-_OPTION_KEYS = ("help", "unit", "metavar", "parse", "choices")
+_OPTION_KEYS = ("help", "unit", "metavar", "parse", "choices", "names")
 
 
 def option(
@@ -78,11 +83,16 @@ def option(
     metavar: str | None = None,
     parse: str | None = None,
     choices: tuple[str, ...] | None = None,
+    names: str | None = None,
     factory: Callable[[], Any] | None = None,
+    check: Callable[[str, Any], Any] | None = None,
 ) -> Any:
-    """A config field that declares an option: its default, help and unit (see the module).
+    """A config field that declares an option: its default, help, unit and check.
 
-    The arguments are literals, so :func:`declared_options` reads them from the source.
+    The arguments but ``check`` are literals, so :func:`declared_options` reads them from
+    the source. ``check(name, value)`` returns the value (normalized) or raises the one
+    message of the option; :func:`check_fields` runs every field's in the config's
+    ``__post_init__``.
 
     Example:
         >>> from dataclasses import dataclass
@@ -93,9 +103,15 @@ def option(
         0
     """
     metadata = {"help": help, "unit": unit, "metavar": metavar, "parse": parse, "choices": choices}
+    metadata.update(names=names, check=check)
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
+
+
+def new_default(base: type, name: str, default: Any) -> Any:
+    """A subclass's own ``default`` for the option ``name`` of ``base``: same help and check."""
+    return field(default=default, metadata=base.__dataclass_fields__[name].metadata)
 
 
 @functools.cache
@@ -114,22 +130,26 @@ def declared_options(module: str, cls: str) -> dict[str, DeclaredOption]:
         >>> declared_options("compression.config", "CompressConfig")["seed"].flag
         '--seed'
     """
-    path = Path(__file__).resolve().parent.joinpath(*module.split(".")).with_suffix(".py")
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    path, tree = _source(module)
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
     if node is None:
         raise LookupError(f"{path}: no class {cls}")
-    constants = {  # module-level literals an option may name (choices=OBJECTIVES)
-        n.targets[0].id: n.value
-        for n in tree.body
-        if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
-    }
-    found = {}
+    constants = _constants(module)
+    found: dict[str, DeclaredOption] = {}
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    for base in node.bases:  # a base class in the same module declares options too
+        if getattr(base, "id", "") in classes:
+            found.update(declared_options(module, base.id))  # type: ignore[attr-defined]
     for item in node.body:
         call = item.value if isinstance(item, ast.AnnAssign) else None
-        if not (isinstance(call, ast.Call) and getattr(call.func, "id", "") == "option"):
+        name = getattr(getattr(item, "target", None), "id", "")
+        kind = getattr(getattr(call, "func", None), "id", "")
+        if kind == "new_default" and name in found:  # a subclass's own default
+            default = _literal(call.args[2], constants)  # type: ignore[union-attr]
+            found[name] = dataclasses.replace(found[name], default=default)
             continue
-        name = item.target.id  # type: ignore[union-attr]
+        if kind != "option":
+            continue
         keywords = {k.arg: k.value for k in call.keywords}
         try:
             default = _literal(call.args[0], constants) if call.args else None
@@ -140,9 +160,31 @@ def declared_options(module: str, cls: str) -> dict[str, DeclaredOption]:
     return found
 
 
-def _literal(node: ast.expr, constants: Mapping[str, ast.expr]) -> Any:
+def _source(module: str) -> tuple[Path, ast.Module]:
+    path = Path(__file__).resolve().parent.joinpath(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    return path, ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _constants(module: str) -> dict[str, Any]:
+    """Module-level names an option may name: a node, or an imported one's origin."""
+    found: dict[str, Any] = {}
+    for n in _source(module)[1].body:
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("tfcompress."):
+            origin = n.module.removeprefix("tfcompress.")  # type: ignore[union-attr]
+            found.update({a.asname or a.name: (origin, a.name) for a in n.names})
+        elif isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name):
+            found[n.targets[0].id] = n.value
+    return found
+
+
+def _literal(node: ast.expr, constants: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.Name) and node.id in constants:
-        node = constants[node.id]
+        named = constants[node.id]
+        if isinstance(named, tuple):  # imported: read in its module
+            return _literal(ast.Name(named[1]), _constants(named[0]))
+        node = named
     return ast.literal_eval(node)
 
 
@@ -157,6 +199,92 @@ def require_int(name: str, value: Any, low: int, high: int, expected: str) -> No
     """
     if not (isinstance(value, int) and not isinstance(value, bool) and low <= value <= high):
         raise InvalidInputError(f"{name} must be {expected}, got {shown(value)}.")
+
+
+def check_fields(config: Any) -> None:
+    """Run the check of each :func:`option` field of ``config``, keeping what it returns.
+
+    A config's ``__post_init__`` calls it once; what is left there checks fields together.
+    """
+    for f in fields(config):
+        check = f.metadata.get("check")
+        if check is not None:
+            object.__setattr__(config, f.name, check(f.name, getattr(config, f.name)))
+
+
+def integer(
+    low: int, high: int = 2**63 - 1, expected: str | None = None, *, optional: bool = False
+) -> Callable:
+    """An :func:`option` check: an integer (not a bool) from ``low`` to ``high`` (or None)."""
+    said = expected or f"an integer {low} to {high}"
+
+    def check(name: str, value: Any) -> Any:
+        if not (optional and value is None):
+            require_int(name, value, low, high, said)
+        return value
+
+    return check
+
+
+def number(low: float, high: float, expected: str, *, optional: bool = False) -> Callable:
+    """An :func:`option` check: a finite number in the open interval (``low``, ``high``)."""
+
+    def check(name: str, value: Any) -> Any:
+        if optional and value is None:
+            return value
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not (ok and math.isfinite(value) and low < value < high):
+            raise InvalidInputError(f"{name} must be {expected}, got {shown(value)}.")
+        return value
+
+    return check
+
+
+def boolean(name: str, value: Any) -> Any:
+    """An :func:`option` check: True or False."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be true or false, got {shown(value)}.")
+    return value
+
+
+def maybe_boolean(name: str, value: Any) -> Any:
+    """An :func:`option` check: True, False or None (decided later)."""
+    if value is not None and not isinstance(value, bool):
+        raise InvalidInputError(f"{name} must be true, false or None, got {shown(value)}.")
+    return value
+
+
+def one_of(choices: tuple[str, ...]) -> Callable:
+    """An :func:`option` check: None or one of ``choices``."""
+
+    def check(name: str, value: Any) -> Any:
+        if value is not None and not (isinstance(value, str) and value in choices):
+            said = ", ".join(map(repr, choices))
+            raise InvalidInputError(f"{name} must be null or one of {said}, got {shown(value)}.")
+        return value
+
+    return check
+
+
+def names(what: str) -> Callable:
+    """An :func:`option` check: a list or tuple of ``what`` (strings), kept as a tuple."""
+
+    def check(name: str, value: Any) -> Any:
+        if not (isinstance(value, list | tuple) and all(isinstance(n, str) for n in value)):
+            raise InvalidInputError(f"{name} must be a list of {what}, got {shown(value)}.")
+        return tuple(value)
+
+    return check
+
+
+def name_list(name: str, value: Any) -> tuple[str, ...]:
+    """An :func:`option` check: None (no names), one name, or a sequence of names, as a tuple."""
+    if value is None:
+        return ()
+    names = (value,) if isinstance(value, str) else value
+    if not isinstance(names, Sequence) or not all(isinstance(n, str) and n for n in names):
+        raise InvalidInputError(f"{name} must be names (strings), got {shown(value)}.")
+    return tuple(names)
 
 
 def check_version(kind: str, version: Any) -> None:

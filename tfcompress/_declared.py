@@ -115,13 +115,13 @@ def declared_methods() -> tuple[str, ...]:
 def declared_metrics() -> tuple[str, ...]:
     """The metric names :func:`tfcompress.bench.metrics.metric_names` gives, read from source.
 
-    ``accuracy`` and ``topK`` first (``topK`` stands for any k), then every
+    ``accuracy`` and ``top5`` first (``topN`` for any N), then every
     ``@register_metric`` under ``tfcompress/bench/``: those judged on their drop (no
     threshold of their own) before those with one, each group in file order.
     """
     rows = _metric_rows()
     names = [n for n, t in rows if t is None] + [n for n, t in rows if t is not None]
-    return ("accuracy", "topK", *(n for n in names if n != "accuracy"))
+    return ("accuracy", "top5", *(n for n in names if n != "accuracy"))
 
 
 @functools.cache

@@ -19,26 +19,16 @@ Written files get the mode ``open()`` would give them (``0o666`` less the umask)
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import IO
 
 from tfcompress.errors import OutputExistsError, OutputLocationError, TFCompressError
-
-__all__ = [
-    "check_output_path",
-    "check_regular_file",
-    "check_tree",
-    "check_writable_folder",
-    "file_kind",
-    "read_regular_bytes",
-    "write_bytes_atomic",
-    "write_files_atomic",
-    "write_text_atomic",
-]
 
 PathLike = str | os.PathLike[str]
 
@@ -67,13 +57,7 @@ def file_kind(mode: int) -> str:
 def check_regular_file(path: Path, *, error: type[TFCompressError], what: str) -> os.stat_result:
     """Stat ``path`` and fail unless it is a regular file (symlinks are followed).
 
-    Args:
-        path: The file the user named.
-        error: The error class to raise (e.g. ``ModelLoadError``, ``InvalidDataError``).
-        what: What the file should be, for the message ("a model file", "a data file").
-
-    Returns:
-        The file's ``stat`` result.
+    Returns its ``stat`` result; ``what`` is what the file should be, for the message.
 
     Raises:
         TFCompressError: ``error`` when the path is missing, unreadable or not a regular file.
@@ -135,8 +119,7 @@ def read_regular_bytes(
 ) -> bytes:
     """Read a regular file whole (or its first ``limit`` bytes) without ever blocking.
 
-    The file is opened with ``O_NONBLOCK`` (a no-op for regular files; for a FIFO it makes
-    ``open()`` return at once) and checked again with ``fstat`` before the first read.
+    The path is checked, then opened by :func:`open_regular` (checked again, never blocking).
 
     Raises:
         TFCompressError: ``error`` when the path is missing, unreadable or not a regular file.
@@ -146,15 +129,25 @@ def read_regular_bytes(
         ... # doctest: +SKIP
     """
     check_regular_file(path, error=error, what=what)
+    with open_regular(path, error=error, what=what) as handle:
+        return handle.read() if limit is None else handle.read(limit)
+
+
+@contextlib.contextmanager
+def open_regular(path: Path, *, error: type[TFCompressError], what: str) -> Iterator[IO[bytes]]:
+    """Open ``path`` to read, never blocking (``O_NONBLOCK``); ``error`` unless it is regular.
+
+    ``fstat`` on the open descriptor refuses a FIFO or device swapped in after any check.
+    """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as failure:
         raise error(f"{path}: cannot be opened ({failure.strerror}); check it.") from None
     with os.fdopen(fd, "rb") as handle:
-        mode = os.fstat(handle.fileno()).st_mode
+        mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise error(f"{path}: is {file_kind(mode)}, not {what}; pass a regular file.")
-        return handle.read() if limit is None else handle.read(limit)
+        yield handle
 
 
 # -- writing --------------------------------------------------------------------------------------
@@ -166,13 +159,8 @@ def check_output_path(
 ) -> Path:
     """Validate an output path before any long work starts.
 
-    Args:
-        path: Where the artifact will be written.
-        overwrite: Allow replacing an existing regular file (or symlink).
-        inputs: Paths read by the same operation; the output may never be one of them.
-
-    Returns:
-        The output path as a :class:`~pathlib.Path`.
+    ``overwrite`` allows replacing an existing regular file (or symlink); ``inputs`` are the
+    paths the same operation reads, which the output may never be.
 
     Raises:
         OutputExistsError: The path exists without ``overwrite``, is a directory or special
@@ -268,9 +256,7 @@ def check_writable_folder(folder: PathLike, *, what: PathLike | None = None) -> 
     ``os.access`` says yes to root in ``/proc``, ``/sys`` and on read-only mounts; a real
     file creation does not.
 
-    Args:
-        folder: An existing directory.
-        what: The output the message should name (default: the folder).
+    ``what`` is the output the message names (default: the folder).
 
     Raises:
         OutputLocationError: ``folder`` does not accept new files.
@@ -301,21 +287,11 @@ def write_bytes_atomic(
 ) -> Path:
     """Write ``data`` to ``path`` through a temporary file and an atomic rename.
 
-    Args:
-        path: Destination file.
-        data: The bytes to write.
-        overwrite: Allow replacing an existing file.
-        inputs: Paths that must not be overwritten.
-
-    Returns:
-        The destination path.
+    ``overwrite`` allows replacing an existing file; ``inputs`` must never be overwritten.
 
     Raises:
         OutputExistsError: See :func:`check_output_path`.
         OutputLocationError: The folder does not accept the file (full disk, read-only...).
-
-    Example:
-        >>> write_bytes_atomic("model_int8.tflite", result.model_content)  # doctest: +SKIP
     """
     return write_files_atomic({Path(path): data}, overwrite=overwrite, inputs=inputs)[0]
 
@@ -335,14 +311,6 @@ def write_files_atomic(
     Every file is written and synced before the first rename, so a full disk or any other
     failure while writing leaves none of them (and the existing files untouched); a rename
     that fails after others succeeded removes the ones already placed.
-
-    Args:
-        files: Destination -> bytes.
-        overwrite: Allow replacing existing files.
-        inputs: Paths that must not be overwritten.
-
-    Returns:
-        The destination paths, in order.
 
     Raises:
         OutputExistsError: See :func:`check_output_path`.

@@ -2,27 +2,28 @@
 
 A package ``__init__`` that imported its public names eagerly made every import of one of
 its modules (``tfcompress.compression.candidates``) import the whole package, and with it
-numpy, the converter and the runtimes. With :func:`lazy_exports` the package maps each name
-to the module that defines it and imports that module when the name is first read.
+numpy, the converter and the runtimes. With :func:`lazy_exports` the package imports the
+module that defines a name when the name is first read. Which module that is, the package
+says once, in its ``if TYPE_CHECKING:`` imports: type checkers read them, and
+:func:`declared_imports` reads them from the package's source (nothing is imported).
 
 Example:
-    >>> _LAZY = {"compress": "tfcompress.compression.api"}  # in a package's __init__.py
-    >>> __getattr__, __dir__ = lazy_exports(__name__, _LAZY)  # doctest: +SKIP
+    >>> __getattr__, __dir__ = lazy_exports(__name__)  # a package's __init__  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import sys
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 
-def lazy_exports(
-    package: str, names: Mapping[str, str]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """A package's ``__getattr__`` and ``__dir__`` for ``names`` (public name -> module).
+def lazy_exports(package: str) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__`` for its :func:`declared_imports`.
 
     The first read of a name imports its module and keeps the value in the package, so
     later reads are plain attribute lookups. A public name that is also a submodule's name
@@ -30,6 +31,7 @@ def lazy_exports(
     name when the submodule is imported: the import system would otherwise set the
     package's attribute to the module.
     """
+    names = declared_imports(package)
     sys.modules[package].__class__ = _Package
     _Package.exported[package] = frozenset(names)
 
@@ -44,6 +46,24 @@ def lazy_exports(
         return sorted({*names, *vars(sys.modules[package])})
 
     return __getattr__, __dir__
+
+
+def declared_imports(package: str) -> dict[str, str]:
+    """Name -> module of each ``from MODULE import name`` in ``package``'s ``if TYPE_CHECKING:``.
+
+    Read from the package's source, so that declaration is the only list of its public
+    names and their modules.
+    """
+    path = sys.modules[package].__file__  # the package, being imported
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))  # type: ignore[arg-type]
+    return {
+        alias.asname or alias.name: node.module or ""
+        for block in tree.body
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
 
 
 class _Package(types.ModuleType):

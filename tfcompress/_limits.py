@@ -18,24 +18,6 @@ from dataclasses import dataclass
 
 from tfcompress.errors import InvalidInputError
 
-__all__ = [
-    "CALL_FACTOR",
-    "CALL_HEADROOM",
-    "CHILD_MEMORY",
-    "CHILD_TIMEOUT",
-    "MAX_IMAGE_PIXELS",
-    "MAX_INFLATED_BYTES",
-    "MAX_TIMEOUT_S",
-    "Limit",
-    "MemoryLimit",
-    "TimeLimit",
-    "call_memory",
-    "command_ceiling",
-    "job_bytes",
-    "note_job_bytes",
-    "out_of_memory",
-]
-
 
 @dataclass(frozen=True)
 class Limit:

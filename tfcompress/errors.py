@@ -2,7 +2,7 @@
 
 The CLI maps :attr:`TFCompressError.exit_code` to its exit status: 2 for bad usage or
 input, 1 for a check (gate, budget) that failed. A name a model or the user controls (a
-tensor name, a ``--rule``) is shown through :func:`shown_name`: escaped and bounded, so a
+tensor name, a ``--rules``) is shown through :func:`shown_name`: escaped and bounded, so a
 message stays one readable line.
 """
 

@@ -32,8 +32,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tfcompress._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from tfcompress._child.answers import ChildTransferError
@@ -43,21 +44,6 @@ if TYPE_CHECKING:
     from tfcompress._child.zygote import NO_ZYGOTE, preload
     from tfcompress._lifetime import last_words, signal_name
 
-# Loaded on first use: a worker that starts as a fresh interpreter imports only what it
-# serves with (serve.py, wire.py), so a probe starts as fast as Python, NumPy and the runtime.
-_WHERE = {
-    "ChildTransferError": "tfcompress._child.answers",
-    "IDLE_SECONDS": "tfcompress._child.serve",
-    "IN_PROCESS": "tfcompress._child.serve",
-    "call": "tfcompress._child.warm",
-    "close_warm_child": "tfcompress._child.warm",
-    "prestart": "tfcompress._child.warm",
-    "Worker": "tfcompress._child.worker",
-    "NO_ZYGOTE": "tfcompress._child.zygote",
-    "preload": "tfcompress._child.zygote",
-    "last_words": "tfcompress._lifetime",
-    "signal_name": "tfcompress._lifetime",
-}
 
 __all__ = [
     "IDLE_SECONDS",
@@ -72,15 +58,6 @@ __all__ = [
     "prestart",
     "signal_name",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+# Loaded on first use: a worker that starts as a fresh interpreter imports only what it
+# serves with (serve.py, wire.py), so a probe starts as fast as Python, NumPy and the runtime.
+__getattr__, __dir__ = lazy_exports(__name__)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-# onnxruntime type strings -> numpy dtype names, for the zeros fed to an ONNX model.
-_ORT_DTYPES = {
+# onnxruntime type strings -> numpy dtype names: the zeros fed to an ONNX model here, and
+# every ONNX input's dtype (tfcompress.models.onnx.ort_dtype).
+ORT_DTYPES = {
     "tensor(float)": "float32",
     "tensor(float16)": "float16",
     "tensor(double)": "float64",
@@ -110,10 +111,10 @@ def probe_onnx(content: bytes, inputs: dict[str, Any] | None = None) -> None:
             if inputs is not None and item.name in inputs:
                 feeds[item.name] = inputs[item.name]
                 continue
-            if item.type not in _ORT_DTYPES:
+            if item.type not in ORT_DTYPES:
                 return  # a sequence or map input: loading it was the test
             shape = [d if isinstance(d, int) and d > 0 else 1 for d in item.shape]
-            feeds[item.name] = np.zeros(shape, _ORT_DTYPES[item.type])
+            feeds[item.name] = np.zeros(shape, ORT_DTYPES[item.type])
         session.run(None, feeds)
     except Exception as error:  # idem: reported to the parent, which decides
         raise _StageError("run", error) from error

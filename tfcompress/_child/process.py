@@ -6,10 +6,6 @@ forked by the :mod:`zygote <tfcompress._child.zygote>`), the parent's ends of it
 :meth:`~Child.exchange` sends one request and returns a :class:`Reply`: the answer, the
 child's death (a signal or an exit status), or the time limit passing (the child is then
 killed). What a reply means to the caller is :mod:`.answers`' job.
-
-Example:
-    >>> child = start_fresh(role="call", memory=2**30)  # doctest: +SKIP
-    >>> child.exchange(wire.encode_request("os:getpid", (), {}), timeout=60)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ from typing import IO, Any, Protocol
 
 from tfcompress._child import wire
 from tfcompress._child.serve import BOOTSTRAP
-from tfcompress._environ import settled
 from tfcompress.errors import ResourceLimitError
 
 __all__ = ["Child", "Reply", "command_resident", "death_wish", "start_fresh"]
@@ -39,6 +34,8 @@ __all__ = ["Child", "Reply", "command_resident", "death_wish", "start_fresh"]
 STDERR_TAIL = 64 * 1024
 #: The size asked for each pipe (Linux lets any process ask up to 1 MiB).
 PIPE_BYTES = 1 << 20
+#: Variables that describe the caller's current step, not a setting any library reads.
+VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
 
 
 class Process(Protocol):
@@ -143,7 +140,7 @@ class Child:
             import pickle
 
             return Reply(answer=pickle.loads(message), said=self.since(start))
-        code = self._exit_status()
+        code = self._ended(5)  # its pipe closed: it is exiting
         said = self.since(start)
         self.close()
         return Reply(code=code, said=said)
@@ -166,28 +163,22 @@ class Child:
             os.close(self.requests)
         if kill:
             self.process.kill()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # mid-call or stuck: it holds nothing of ours
-            self.process.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=10)
+        self._ended(10)  # mid-call or stuck past it: killed, it holds nothing of ours
         with contextlib.suppress(OSError):
             os.close(self.answers)
         self.stderr.close()
         if self.folder is not None:
             self.folder.cleanup()
 
-    def _exit_status(self) -> int | None:
-        """The status of a child whose pipe closed (it is exiting); killed if it lingers."""
+    def _ended(self, seconds: float) -> int | None:
+        """Its exit status once it ends; killed if it lives on past ``seconds`` (None: unknown)."""
         try:
-            return self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # it closed its pipe and lives on: end it
+            return self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
             self.process.kill()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 return self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                return None
+            return None
 
     def _echo(self, offset: int) -> int:
         new = self.since(offset)
@@ -350,3 +341,20 @@ def start_fresh(
         os.close(child_in)
         os.close(child_out)
     return Child(process, parent_out, parent_in, stderr, folder, settled(given), memory)
+
+
+def settled(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without :data:`VOLATILE` variables: what reuse of a child compares.
+
+    tfcompress keeps children warm across requests (a fine-tuning child, the measurement
+    zygote) but starts a fresh one when the environment changed, because TensorFlow, oneDNN,
+    OpenMP and LiteRT read their settings once, at import. A variable that only names what
+    the caller is doing right now is not such a setting: pytest rewrites
+    ``PYTEST_CURRENT_TEST`` before every test phase, so comparing it would start a fresh
+    child for every test of a suite of accuracy gates.
+
+    Example:
+        >>> settled({"TF_ENABLE_ONEDNN_OPTS": "0", "PYTEST_CURRENT_TEST": "t.py::x (call)"})
+        {'TF_ENABLE_ONEDNN_OPTS': '0'}
+    """
+    return {name: value for name, value in environ.items() if name not in VOLATILE}

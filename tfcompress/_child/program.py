@@ -149,23 +149,15 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
 def _kill_everything(group: int) -> int:
     """Kill the program's group, then every process left under this one; count them."""
+    from tfcompress._child.zygote import reap
+
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signal.SIGKILL)
     me, stray = os.getpid(), 0
     for _ in range(_ROUNDS):
-        _reap()
+        reap({})
         left = _children(me)
         if not left:
             return stray

@@ -13,9 +13,6 @@ Two roles:
   global state is reset after each answer, so the next call starts as in a fresh process;
 * ``worker`` (:class:`tfcompress._child.Worker`): the state a call leaves (a runner
   holding a model) is kept for the next call.
-
-Example:
-    >>> # python -P -c BOOTSTRAP SYS_PATH PARENT MEMORY FD_IN FD_OUT ROLE  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -29,6 +26,7 @@ import traceback
 from typing import Any
 
 from tfcompress._child import wire
+from tfcompress._compat.heap import own_this_process, settled_import
 from tfcompress.errors import TFCompressError
 
 __all__ = ["BOOTSTRAP", "IDLE_SECONDS", "IN_PROCESS", "main", "resolve", "serve"]
@@ -66,7 +64,7 @@ def main(argv: list[str]) -> int:
     parent, memory, fd_in, fd_out = (int(a) for a in argv[:4])
     prepare(parent, memory)
     for name in argv[5:]:  # a failure here is the first call's to report
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception), settled_import():  # what it imports stays
             found = resolve(name if ":" in name else f"{name}:__name__")
             if callable(found):
                 found()
@@ -81,6 +79,7 @@ def prepare(parent: int, memory: int) -> None:
     """No core file, death with ``parent`` (0: none), at most ``memory`` bytes allocated."""
     from tfcompress._lifetime import die_with_parent, limit_memory, no_core_files
 
+    own_this_process()  # the heavy imports it serves with are frozen (_compat/heap.py)
     no_core_files()  # a crash must not leave a core file of an untrusted model
     if parent:
         die_with_parent(parent)

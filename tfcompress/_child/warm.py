@@ -35,9 +35,8 @@ from typing import Any
 
 from tfcompress._child import wire
 from tfcompress._child.answers import ChildTransferError, result
-from tfcompress._child.process import Child, Reply, start_fresh
+from tfcompress._child.process import Child, Reply, settled, start_fresh
 from tfcompress._child.serve import IDLE_SECONDS, IN_PROCESS, resolve
-from tfcompress._environ import settled
 from tfcompress.errors import TFCompressError
 
 __all__ = ["call", "close_warm_child", "prestart", "usable"]
@@ -120,9 +119,6 @@ def prestart(*warm_up: str) -> None:
     Args:
         *warm_up: ``module:function`` names called with no arguments when the child starts
             (``"tfcompress._compat.tf:tensorflow"``), or bare modules to import.
-
-    Example:
-        >>> prestart("tfcompress._compat.tf:tensorflow")  # doctest: +SKIP
     """
     global _current
     environment = dict(os.environ)

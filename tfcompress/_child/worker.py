@@ -15,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
 from tfcompress._child import wire
@@ -105,11 +104,6 @@ class Worker:
     def __enter__(self) -> Worker:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, _type: object, exc: BaseException | None, *_: object) -> None:
         """Close; when a Ctrl-C or a signal unwinds the block, kill the worker at once."""
         self.close(kill=exc is not None and not isinstance(exc, Exception))

@@ -15,19 +15,15 @@ The zygote is private to tfcompress (``multiprocessing``'s forkserver is one per
 and would run the caller's ``__main__`` again). It starts with the caller's environment,
 import path and memory limit, and a caller that changed either (or forked) gets a fresh
 zygote, so a worker always starts from what a fresh interpreter would have seen (pytest's
-``PYTEST_CURRENT_TEST`` aside, :mod:`tfcompress._environ`); each worker starts in the
-caller's working folder of the moment (sent as an open folder, so any path works).
+``PYTEST_CURRENT_TEST`` aside: :func:`~tfcompress._child.process.settled`); each worker
+starts in the caller's working folder of the moment (sent as an open folder, so any path
+works).
 The zygote reaps its workers and reports each exit status (a signal is ``-N``, as
 :class:`subprocess.Popen` reports it), which the caller reads from a pipe of its own.
 On Linux the zygote dies with the caller and each worker with the zygote
 (:mod:`tfcompress._lifetime`): nothing keeps working after the caller is gone.
 Where there is no zygote (not Linux, ``TFCOMPRESS_NO_ZYGOTE=1``, or it could not start),
 :func:`fork_child` returns None and the caller starts a fresh interpreter.
-
-Example:
-    >>> child = fork_child(memory=2**32)  # doctest: +SKIP
-    >>> child.process.wait(timeout=10)  # doctest: +SKIP
-    0
 """
 
 from __future__ import annotations
@@ -48,8 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfcompress._child.process import Child, death_wish, pipes, stderr_file
-from tfcompress._environ import settled
+from tfcompress._child.process import Child, death_wish, pipes, settled, stderr_file
 from tfcompress.errors import TFCompressError
 
 __all__ = ["NO_ZYGOTE", "PRELOAD", "Forked", "fork_child", "preload", "serve"]
@@ -311,14 +306,16 @@ def serve(control_fd: int, parent: int, memory: int, modules: Sequence[str]) -> 
     signal.signal(signal.SIGCHLD, lambda number, frame: None)  # wakes the select below
     statuses: dict[int, int] = {}  # worker pid -> the write end of its status pipe
     control.sendall(b"ready")
-    _silence_stderr()  # the parent stops reading it; each worker gets a stderr of its own
+    devnull = os.open(os.devnull, os.O_WRONLY)  # the parent stops reading our stderr; each
+    os.dup2(devnull, 2)  # worker gets a stderr of its own
+    os.close(devnull)
     listening = True
     zygote = os.getpid()
     while listening or statuses:
         readable, _, _ = select.select([control, wake_read] if listening else [wake_read], [], [])
         if wake_read in readable:
             os.read(wake_read, 4096)
-            _reap(statuses)
+            reap(statuses)
         if listening and control in readable:
             message, fds, _, _ = socket.recv_fds(control, _MESSAGE, 9)
             if not message:  # the parent closed its end: report the last exits, then leave
@@ -342,8 +339,9 @@ def serve(control_fd: int, parent: int, memory: int, modules: Sequence[str]) -> 
     return 0
 
 
-def _reap(statuses: dict[int, int]) -> None:
-    while statuses:
+def reap(statuses: dict[int, int]) -> None:
+    """Collect every child that has exited; write each one's status to its pipe in ``statuses``."""
+    while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
@@ -355,12 +353,6 @@ def _reap(statuses: dict[int, int]) -> None:
             with contextlib.suppress(OSError):  # the parent stopped listening
                 os.write(fd, f"{os.waitstatus_to_exitcode(status)}\n".encode())
             os.close(fd)
-
-
-def _silence_stderr() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
-    os.close(devnull)
 
 
 def _become_worker(

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tfcompress._compat.keras import KerasFlavour, flavour_of
+from tfcompress._compat.keras import KerasFlavour, flavour_of, input_name
 from tfcompress._compat.tf import tensorflow
 from tfcompress._compat.tfmot import tf_keras
 from tfcompress.errors import UnsupportedModelError
@@ -94,7 +94,7 @@ def _ordered_inputs(model: Any, samples: Samples) -> Any:
     if isinstance(samples, np.ndarray):
         return samples
     if isinstance(samples, Mapping):
-        names = [_input_name(tensor) for tensor in model.inputs]
+        names = [input_name(tensor, i) for i, tensor in enumerate(model.inputs)]
         if set(samples) != set(names):
             raise UnsupportedModelError(
                 f"samples for the bridge check are keyed {sorted(samples)} but {model.name!r} "
@@ -104,13 +104,6 @@ def _ordered_inputs(model: Any, samples: Samples) -> Any:
     else:
         arrays = list(samples)
     return arrays[0] if len(arrays) == 1 else arrays
-
-
-def _input_name(tensor: Any) -> str:
-    """The name of the Input layer behind ``tensor`` (what data is keyed by)."""
-    history = getattr(tensor, "_keras_history", None)
-    layer = getattr(history, "operation", None) or getattr(history, "layer", None)
-    return str(getattr(layer, "name", None) or getattr(tensor, "name", "")).split(":")[0]
 
 
 def _outputs(value: Any) -> list[np.ndarray]:

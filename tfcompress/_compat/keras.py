@@ -26,9 +26,6 @@ class KerasFlavour(enum.StrEnum):
 def flavour_of(obj: Any) -> KerasFlavour | None:
     """Tell which Keras built ``obj`` without importing anything.
 
-    Args:
-        obj: Any object; typically a model.
-
     Returns:
         The flavour, or None when ``obj`` is not a Keras model.
 
@@ -45,6 +42,22 @@ def flavour_of(obj: Any) -> KerasFlavour | None:
         if module.startswith("tf_keras."):
             return KerasFlavour.TF_KERAS
     return None
+
+
+def layer_name(tensor: Any) -> str | None:
+    """The name of the layer that made ``tensor`` (Keras 3: its operation; tf-keras: its layer)."""
+    history = getattr(tensor, "_keras_history", None)
+    layer = getattr(history, "operation", None) or getattr(history, "layer", None)
+    return getattr(layer, "name", None)
+
+
+def input_name(tensor: Any, index: int) -> str:
+    """The name of the Input layer behind input ``index``'s ``tensor`` (what data is keyed by).
+
+    tf-keras's graph tensors carry a ``:0`` suffix, which is dropped.
+    """
+    name = layer_name(tensor) or getattr(tensor, "name", None) or f"x{index}"
+    return str(name).split(":")[0]
 
 
 def keras_module(flavour: KerasFlavour) -> ModuleType:

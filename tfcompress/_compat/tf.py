@@ -13,7 +13,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
-from tfcompress._compat.heap import settle_after_import
+from tfcompress._compat.heap import settled_import
 from tfcompress.errors import MissingDependencyError
 
 #: The command that adds TensorFlow, tf-keras and tfmot to an install without them.
@@ -27,9 +27,6 @@ def tensorflow() -> ModuleType:
 
     Raises:
         MissingDependencyError: TensorFlow is not installed (a device install).
-
-    Example:
-        >>> tf = tensorflow()  # doctest: +SKIP
     """
     return import_heavy("tensorflow")
 
@@ -45,12 +42,12 @@ def import_heavy(name: str) -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     try:
-        module = importlib.import_module(name)
+        with settled_import():
+            module = importlib.import_module(name)
     except ModuleNotFoundError as error:
         if not is_missing_tensorflow(error):
             raise
         raise missing_tensorflow(f"this step (it imports {name})") from error
-    settle_after_import()
     return module
 
 

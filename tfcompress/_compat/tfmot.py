@@ -30,14 +30,8 @@ _QUANT_OPS = "tensorflow_model_optimization.python.core.quantization.keras.quant
 def tfmot() -> ModuleType:
     """Import ``tensorflow_model_optimization`` once, leaving ``TF_USE_LEGACY_KERAS`` as it was.
 
-    Returns:
-        The ``tensorflow_model_optimization`` package.
-
     Raises:
         MissingDependencyError: tfmot or tf-keras is not installed.
-
-    Example:
-        >>> tfmot().sparsity.keras.prune_low_magnitude  # doctest: +SKIP
     """
     tf = tensorflow()
     getattr(tf.keras, "__name__", None)  # resolve tf.keras with the user's setting, now

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfcompress.bench.rows import Artifact, Plan
+from tfcompress.bench.config import BenchmarkConfig
+from tfcompress.bench.rows import Artifact
 
 #: The file every measurement on this machine locks (``flock``), in the system's temp folder.
 LOCK_FILE = "tfcompress-measure.lock"
@@ -36,7 +37,7 @@ class Payload:
     """What travels to a device once: the artifacts (bytes, data, scoring) and the plan."""
 
     artifacts: dict[str, Artifact]
-    plan: Plan
+    plan: BenchmarkConfig
 
 
 def describe() -> dict[str, Any]:

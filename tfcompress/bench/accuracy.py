@@ -18,6 +18,7 @@ import numpy as np
 
 from tfcompress.bench.metrics import MetricDef, choose_metric, get_metric
 from tfcompress.bench.paired import ModelRun, read_for_reference, run_model
+from tfcompress.bench.task_metrics import function_metric
 from tfcompress.data import DataLike
 from tfcompress.data.validation import check_count
 from tfcompress.errors import InvalidArgumentTypeError, InvalidDataError, InvalidInputError
@@ -32,43 +33,15 @@ MetricOption = str | Callable[[np.ndarray, np.ndarray], float] | Sequence[str] |
 class Column:
     """One (output, metric) scored for every model.
 
-    Attributes:
-        output: The output's name (the reference's).
-        metric: The metric's name.
-        definition: Its :class:`MetricDef`, or None for a user's callable.
-        chosen_because: Why tfcompress chose it (None when the user named it).
-        function: The user's ``callable(labels, outputs) -> float`` when ``definition`` is
-            None.
+    ``definition`` is the metric's (a user's ``callable(labels, outputs)`` is wrapped by
+    :func:`~tfcompress.bench.task_metrics.function_metric`, a score where higher is
+    better); ``chosen_because`` says why tfcompress chose it (None when the user named it).
     """
 
     output: str
     metric: str
-    definition: MetricDef | None = field(repr=False, compare=False)
+    definition: MetricDef = field(repr=False, compare=False)
     chosen_because: str | None = None
-    function: Callable[[np.ndarray, np.ndarray], float] | None = field(
-        default=None, repr=False, compare=False
-    )
-
-    @property
-    def higher_is_better(self) -> bool:
-        """Callables are read as scores (higher is better), like accuracy."""
-        return True if self.definition is None else self.definition.higher_is_better
-
-    def show(self, value: float | None) -> str:
-        """A score in the metric's unit."""
-        if value is None:
-            return ""
-        if self.definition is None:
-            return f"{value:.4g}"
-        return self.definition.format_value(value)
-
-    def show_change(self, value: float | None) -> str:
-        """A drop in the metric's unit (points for fractions)."""
-        if value is None:
-            return ""
-        if self.definition is None:
-            return f"{value:+.4g}"
-        return self.definition.format_change(value)
 
 
 @dataclass(frozen=True)
@@ -89,14 +62,7 @@ class EvaluationRow:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Scores of several models on the same samples; the first row is the reference.
-
-    Example:
-        >>> models = {"float": model, "int8": q.model}
-        >>> evaluation = tfcompress.evaluate(models, "test.npz")  # doctest: +SKIP
-        >>> evaluation.drop("int8")  # doctest: +SKIP
-        0.0022
-    """
+    """Scores of several models on the same samples (:func:`evaluate`); row 0 is the reference."""
 
     columns: tuple[Column, ...]
     samples: int
@@ -127,7 +93,7 @@ class Evaluation:
         each model with the reference: its drop is only a difference of those values.
         """
         change = self.reference.scores[column] - self[name].scores[column]
-        change = change if self.columns[column].higher_is_better else -change
+        change = change if self.columns[column].definition.higher_is_better else -change
         return change + 0.0  # -0.0 reads as a loss; it is none
 
     def to_dict(self) -> dict[str, Any]:
@@ -170,8 +136,9 @@ class Evaluation:
         for row in self.rows:
             cells = [row.name, row.backend]
             for i, column in enumerate(self.columns):
-                change = "" if _fidelity(column) else column.show_change(self.drop(row.name, i))
-                cells += [column.show(row.scores[i]), change]
+                fmt = column.definition
+                change = "" if _fidelity(column) else fmt.format_change(self.drop(row.name, i))
+                cells += [fmt.format_value(row.scores[i]), change]
             rows.append(cells)
         lines = [format_table(header, rows), f"{self.samples} samples"]
         lines += [f"{c.output}: {c.chosen_because}" for c in self.columns if c.chosen_because]
@@ -203,28 +170,22 @@ def evaluate(
         models: One model, a sequence, or a mapping of display name to model. Keras models,
             SavedModels, ``.tflite``/``.onnx`` bytes, files or paths; the first is the
             reference (fidelity metrics compare the others with it).
-        data: Samples, float as in training: one array (or ``(x, y)``) for a single-input
-            model; a dict or ``.npz`` with one array per input name (or ``x0``, ``x1``...)
-            otherwise, labels as ``y`` or ``y_<output name>``. See
-            :func:`tfcompress.data.load_data`.
+        data: Samples, float as in training, as :func:`tfcompress.data.load_data` reads
+            them; labels as ``y`` or ``y_<output name>``.
         metric: None (choose per output from its shape and labels), a metric name
-            (``"accuracy"``, ``"top5"``, ``"binary_accuracy"``, ``"mse"``, ``"mae"``,
-            ``"rmse"``, ``"miou"``, ``"snr"``, ``"cosine"``, ``"max_abs"``,
-            ``"agreement"``), several names, or ``callable(labels, outputs) -> float`` for a
-            single-output model.
+            (:func:`~tfcompress.bench.metrics.metric_names`), several names, or
+            ``callable(labels, outputs) -> float`` for a single-output model.
         outputs: Output names to score (default: every output).
         backend: Runner for ``.tflite`` models (default ``"cpu"``: LiteRT with XNNPACK);
             other formats run on their natural backend.
         threads: CPU threads for LiteRT runners.
         batch_size: Samples per inference call.
         progress: Draw a progress bar per model.
-        batch_dims: Input name -> the dimension that is its batch, for inputs whose
-            signature cannot tell (``{"h": 1}``); an output's name too, for an output
-            the signatures cannot place (``{"stateN": 1}`` for a state of ``(?, ?, ?)``).
+        batch_dims: Input (or output) name -> the dimension that is its batch, where the
+            signatures cannot tell (``{"h": 1}``).
         input_values: Input name -> one value fed on every call to inputs the data lacks
             (``{"sr": 16000}``).
-        safe_mode: Refuse Keras files that would run code when loaded (Lambda layers);
-            False only for files you trust.
+        safe_mode: Refuse Keras files that would run code when loaded (Lambda layers).
 
     Returns:
         Scores per model and (output, metric), with outputs kept for paired statistics.
@@ -300,7 +261,8 @@ def _columns(
                 f"a metric function scores one output, but the model has {len(chosen)} "
                 f"({', '.join(chosen)}); pass outputs=[NAME] or metric names."
             )
-        return (Column(chosen[0], getattr(metric, "__name__", "custom"), None, None, metric),)
+        definition = function_metric(metric)
+        return (Column(chosen[0], definition.name, definition),)
     if isinstance(metric, str):
         metric = [metric]
     columns = []
@@ -324,16 +286,7 @@ def _score(
 ) -> float:
     outputs = run.outputs[column.output]
     target = None if labels is None else labels.get(column.output)
-    if column.function is not None:  # a user's callable(labels, outputs)
-        if target is None:
-            raise InvalidDataError(
-                f"the metric function needs labels for output {column.output!r}; save them "
-                "as 'y' (or y_<output name>) with the samples."
-            )
-        return float(column.function(target, outputs))
-    definition = (column.definition or get_metric(column.metric)).for_reference(
-        reference.outputs[column.output]
-    )
+    definition = column.definition.for_reference(reference.outputs[column.output])
     if definition.kind == "fidelity":
         return definition.score(reference.outputs[column.output], outputs, output=column.output)
     if target is None:
@@ -358,7 +311,7 @@ def _check_same_shapes(runs: list[ModelRun]) -> None:
 
 
 def _fidelity(column: Column) -> bool:
-    return column.definition is not None and column.definition.kind == "fidelity"
+    return column.definition.kind == "fidelity"
 
 
 def _number(value: float) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import replace
 
 import numpy as np
@@ -81,37 +82,43 @@ def int8_notes(
     The comparison pairs each int8 row with the float32 artifact on the same backend,
     threads and batch (the one with the same MAC count when there are several), and
     explains the outcome with the CPU's int8 dot-product extensions (VNNI, AMX, dotprod)
-    when the environment knows them; when it does not, the sentence says so.
-
-    Args:
-        rows: Measured rows.
-        environment: The machine they were measured on.
-        on_device: They were measured on the deployment device (``benchmark --on``), so
-            the sentence does not advise measuring there.
+    when the environment knows them; when it does not, the sentence says so. Rows measured
+    ``on_device`` (``benchmark --on``) get no advice to measure on the device.
     """
-    measured = [r for r in rows if r.ok and r.latency is not None and r.size is not None]
-    floats = [r for r in measured if r.size.precision == "float32"]
-    ratios: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    for row in measured:
-        if row.size.precision != "int8" or row.backend not in CPU_BACKENDS:
-            continue
-        peer = _float_peer(row, floats)
-        if peer is not None:
-            ratios[(row.artifact, peer.artifact, row.backend)].append(
-                peer.latency.p50 / row.latency.p50
-            )
     return [
-        _sentence(int8, fp32, backend, values, environment, on_device=on_device)
-        for (int8, fp32, backend), values in ratios.items()
+        _sentence(int8, fp32, backend, [r for r, _ in pairs], environment, on_device=on_device)
+        for (int8, fp32, backend, _), pairs in _float_pairs(rows, {"int8"}).items()
     ]
 
 
-def _float_peer(row: BenchmarkRow, floats: list[BenchmarkRow]) -> BenchmarkRow | None:
-    """The float32 row measured like ``row`` (backend, threads, batch), same MACs first."""
-    setting = (row.backend, row.threads, row.batch)
-    peers = [f for f in floats if (f.backend, f.threads, f.batch) == setting]
-    peers.sort(key=lambda f: f.size.macs != row.size.macs)
-    return peers[0] if peers else None
+def _float_pairs(
+    rows: list[BenchmarkRow], precisions: Collection[str]
+) -> dict[tuple[str, str, str, str], list[tuple[float, BenchmarkRow]]]:
+    """CPU rows in ``precisions`` by (artifact, float32 peer, backend, precision), with ratios.
+
+    A row's peer is the float32 row of its backend, threads and batch (same MACs first).
+    """
+    measured = [r for r in rows if r.ok and r.latency is not None and r.size is not None]
+    floats = [r for r in measured if r.size.precision == "float32"]
+    pairs: dict[tuple[str, str, str, str], list[tuple[float, BenchmarkRow]]] = defaultdict(list)
+    for row in measured:
+        precision = precision_family(row.size.precision)
+        if precision not in precisions or row.backend not in CPU_BACKENDS:
+            continue
+        setting = (row.backend, row.threads, row.batch)
+        peers = [f for f in floats if (f.backend, f.threads, f.batch) == setting]
+        peers.sort(key=lambda f: f.size.macs != row.size.macs)
+        if peers:
+            key = (row.artifact, peers[0].artifact, row.backend, precision)
+            pairs[key].append((peers[0].latency.p50 / row.latency.p50, row))
+    return pairs
+
+
+def _spread(ratios: list[float]) -> tuple[float, str, str]:
+    """The median ratio, the ratios as shown (``0.91-1.30x`` or ``1.12x``), their count."""
+    median = float(np.median(ratios))
+    shown = f"{min(ratios):.2f}-{max(ratios):.2f}x" if len(ratios) > 1 else f"{median:.2f}x"
+    return median, shown, f"{len(ratios)} thread/batch setting{'s' if len(ratios) > 1 else ''}"
 
 
 def _sentence(
@@ -130,9 +137,7 @@ def _sentence(
     (no flags read, e.g. a platform py-cpuinfo cannot read, or a source blind to some).
     """
     advice = "" if on_device else " Measure on the target device before deciding."
-    median = float(np.median(ratios))
-    spread = f"{min(ratios):.2f}-{max(ratios):.2f}x" if len(ratios) > 1 else f"{median:.2f}x"
-    settings = f"{len(ratios)} thread/batch setting{'s' if len(ratios) > 1 else ''}"
+    median, spread, settings = _spread(ratios)
     head = f"{int8} vs {fp32} on {backend}: "
     dots = environment.int8_dot_product
     faster = median >= FASTER
@@ -189,18 +194,8 @@ def recipe_notes(rows: list[BenchmarkRow]) -> list[str]:
     the model's ops the delegate (XNNPACK) ran: an int16x8 model that runs 37x slower shows
     why, in its own numbers.
     """
-    measured = [r for r in rows if r.ok and r.latency is not None and r.size is not None]
-    floats = [r for r in measured if r.size.precision == "float32"]
-    pairs: dict[tuple[str, str, str, str], list[tuple[float, BenchmarkRow]]] = defaultdict(list)
-    for row in measured:
-        precision = precision_family(row.size.precision)
-        if precision not in _HOW_IT_RUNS or row.backend not in CPU_BACKENDS:
-            continue
-        peer = _float_peer(row, floats)
-        if peer is not None:
-            key = (row.artifact, peer.artifact, row.backend, precision)
-            pairs[key].append((peer.latency.p50 / row.latency.p50, row))
-    return [_recipe_sentence(*key, measured_pairs) for key, measured_pairs in pairs.items()]
+    pairs = _float_pairs(rows, _HOW_IT_RUNS.keys())
+    return [_recipe_sentence(*key, measured) for key, measured in pairs.items()]
 
 
 def _recipe_sentence(
@@ -211,8 +206,7 @@ def _recipe_sentence(
     measured: list[tuple[float, BenchmarkRow]],
 ) -> str:
     ratios = [ratio for ratio, _ in measured]
-    median = float(np.median(ratios))
-    spread = f"{min(ratios):.2f}-{max(ratios):.2f}x" if len(ratios) > 1 else f"{median:.2f}x"
+    median, spread, settings = _spread(ratios)
     if median >= FASTER:
         verdict = f"faster than float32 ({spread} of its speed)"
     elif median < 1 / FASTER:
@@ -228,9 +222,8 @@ def _recipe_sentence(
         else ""
     )
     return (
-        f"{artifact} ({precision}) vs {fp32} on {backend}: {verdict}, over {len(ratios)} "
-        f"thread/batch setting{'s' if len(ratios) > 1 else ''}; {_HOW_IT_RUNS[precision]}"
-        f"{coverage}."
+        f"{artifact} ({precision}) vs {fp32} on {backend}: {verdict}, over {settings}; "
+        f"{_HOW_IT_RUNS[precision]}{coverage}."
     )
 
 

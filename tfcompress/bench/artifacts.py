@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tfcompress.bench.config import BenchmarkConfig
 from tfcompress.bench.inputs import random_inputs
-from tfcompress.bench.rows import Artifact, Plan
+from tfcompress.bench.rows import Artifact
 from tfcompress.bench.scoring import Scoring
 from tfcompress.bench.size import measure_size
 from tfcompress.data import Dataset, validate_for_signature
@@ -35,38 +35,27 @@ def prepare_artifact(
     load_ms: float | None,
     data: Dataset | None,
     reference: ModelSignature,
-    input_shapes: Mapping[str, tuple[int, ...]],
-    plan: Plan,
+    plan: BenchmarkConfig,
     scoring: Scoring | None,
-    values: Mapping[str, float] | None = None,
 ) -> Artifact:
     """Size ``model`` and match it with the data (or random inputs) and the accuracy score.
 
-    Args:
-        name: The artifact's display name.
-        source: What the user passed (a path is sized from its file).
-        model: The loaded model.
-        load_ms: The part of loading that belongs to each row's ``init_ms``.
-        data: The benchmark data, matched to the reference's tensor names; None: random.
-        reference: The first artifact's signature (the names ``data`` uses).
-        input_shapes: Shapes for unknown dimensions of random inputs.
-        plan: What will be measured (its batch sizes check ``input_shapes``; its
-            ``batch_dims`` place the batch of inputs the signature cannot tell).
-        scoring: The accuracy column, or None.
-        values: One value per input name, fed on every call (``--input-value``).
+    ``source`` is what the user passed (a path is sized from its file); ``data`` (None:
+    random inputs, shaped by the plan's ``input_shapes``) uses the names of ``reference``,
+    the first artifact's signature; ``load_ms`` is the part of loading that belongs to each
+    row's ``init_ms``.
     """
     path = Path(source) if isinstance(source, str | os.PathLike) else None
     signature = model_signature(model)
-    dims = {k: v for k, v in plan.batch_dims.items() if k in signature.input_names}
-    layout = feed_layout(signature, batch_dims=dims, name=name)
-    own_values = {k: v for k, v in (values or {}).items() if k in signature.input_names}
+    layout = feed_layout(signature, batch_dims=plan.input_dims(signature), name=name)
+    own_values = {k: v for k, v in plan.input_values.items() if k in signature.input_names}
     if data is None:
         feed = random_inputs(
             signature,
             name=name,
-            input_shapes=input_shapes,
-            batch_sizes=plan.batch_sizes,
             layout=layout,
+            input_shapes=plan.input_shapes,
+            batch_sizes=plan.batch_sizes,
             values=own_values,
         )
     else:

@@ -42,13 +42,8 @@ def find_collapse(
 ) -> tuple[str, ...]:
     """One sentence per output of ``candidate`` that collapsed (see the module's rules).
 
-    Args:
-        reference: The float model's outputs by name, on the evaluation samples.
-        candidate: The quantized model's outputs by the same names.
-        labels: Labels by output name, where there are some.
-
-    Returns:
-        The sentences, in output order; empty when nothing collapsed.
+    Both models' outputs and the labels (where there are some) are keyed by output name,
+    on the evaluation samples; the sentences come in output order.
 
     Example:
         >>> find_collapse({"y": np.ones((4, 3))}, {"y": np.ones((4, 3))})

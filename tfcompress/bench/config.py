@@ -18,16 +18,56 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from tfcompress._config_fields import CONFIG_VERSION, check_version, checked_fields, option, shown
+from tfcompress._config_fields import (
+    CONFIG_VERSION,
+    boolean,
+    check_fields,
+    check_version,
+    checked_fields,
+    integer,
+    option,
+    shown,
+)
 from tfcompress.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from tfcompress.bench.metrics import MetricLike
+    from tfcompress.models.signature import ModelSignature
 
 MAX_SECONDS = 3600.0
 """The longest minimum time of a row's timing or warm-up (an hour, as the CLI has allowed)."""
+_AT_LEAST_1 = integer(1, expected="an integer >= 1")
+
+
+def _seconds(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInputError(f"{name} must be a number of seconds, got {shown(value)}.")
+    if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS):
+        raise InvalidInputError(
+            f"{name} must be from 0 to {MAX_SECONDS:g} seconds, got {shown(value)}."
+        )
+    return float(value)
+
+
+def _name(name: str, value: Any) -> Any:
+    if value is not None and not (isinstance(value, str) and value):
+        raise InvalidInputError(f"{name} must be a name (a string), got {shown(value)}.")
+    return value
+
+
+def _counts(name: str, value: Any) -> tuple[int, ...]:
+    values = [value] if _is_int(value) else value
+    if (
+        not isinstance(values, Sequence)
+        or isinstance(values, str)
+        or not values
+        or not all(_is_int(v) and v >= 1 for v in values)
+    ):
+        listed = list(values) if isinstance(values, Sequence) else values
+        raise InvalidInputError(f"{name} must be integers >= 1, got {shown(listed)}.")
+    return tuple(dict.fromkeys(values))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,61 +110,74 @@ class BenchmarkConfig:
             range, ``profile_ops`` without the ``cpu`` backend, or a value of the wrong type.
     """
 
-    backends: tuple[str, ...] = ("cpu",)
-    threads: tuple[int, ...] = (1,)
-    batch_sizes: tuple[int, ...] = (1,)
-    runs: int = option(50, help="minimum timed runs per row")
-    min_seconds: float = option(1.0, unit="s", help="minimum timed seconds per row")
-    warmup_runs: int = option(1, help="minimum warm-up runs (the first call included)")
-    warmup_seconds: float = option(0.5, unit="s", help="minimum warm-up seconds")
-    metric: MetricLike | None = None
-    output: str | None = None
+    backends: tuple[str, ...] = option(
+        ("cpu",),
+        help="backends to measure on, comma list of",
+        metavar="BACKEND,BACKEND",
+        names="BACKENDS",
+        check=lambda _, v: _backends(v),
+    )
+    threads: tuple[int, ...] = option(
+        (1,), help="CPU thread counts to measure, e.g. 1,2", check=_counts
+    )
+    batch_sizes: tuple[int, ...] = option(
+        (1,), help="batch sizes to measure, e.g. 1,8,32", check=_counts
+    )
+    runs: int = option(50, help="minimum timed runs per row", check=_AT_LEAST_1)
+    min_seconds: float = option(1.0, unit="s", help="minimum timed seconds per row", check=_seconds)
+    warmup_runs: int = option(
+        1, help="minimum warm-up runs (the first call included)", check=_AT_LEAST_1
+    )
+    warmup_seconds: float = option(0.5, unit="s", help="minimum warm-up seconds", check=_seconds)
+    metric: MetricLike | None = option(  # noqa: RUF009 (a field, as the others)
+        None,
+        metavar="NAME",
+        help="what the accuracy column scores against the labels: accuracy, topK, "
+        "binary_accuracy, mse, mae, rmse or miou (none: chosen from the labels)",
+    )
+    output: str | None = option(
+        None,
+        metavar="NAME",
+        help="the output the accuracy column scores (several outputs)",
+        check=_name,
+    )
     input_shapes: Mapping[str, tuple[int | None, ...]] = field(default_factory=dict)
     batch_dims: Mapping[str, int] = field(default_factory=dict)
     input_values: Mapping[str, float] = field(default_factory=dict)
-    reference: str | None = None
+    reference: str | None = option(
+        None,
+        metavar="NAME",
+        help="artifact name ratios compare to (none: the first float32)",
+        check=_name,
+    )
     backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    timeout: float | None = None
-    isolate: bool = True
-    safe_mode: bool = True
+    timeout: float | None = option(
+        None,
+        unit="s",
+        parse="time_limit",
+        metavar="SECONDS",
+        help="time limit of each native step, run in a child process (here: loading, the "
+        "accuracy pass, one row's timing; past it the row is an error and the others go on): "
+        "90s, 10m or 2h, at most a week (none: TFCOMPRESS_TIMEOUT, else 6h)",
+    )
+    isolate: bool = field(default=True, metadata={"check": boolean})
+    safe_mode: bool = field(default=True, metadata={"check": boolean})
     profile_ops: bool = option(
         False,
         help="also time each op and each delegated partition of .tflite artifacts on the cpu "
         "backend (top ops in the table, all in the JSON's op_profile; see docs/benchmarking.md)",
+        check=boolean,
     )
     version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         check_version("benchmark", self.version)
-        set_(self, "backends", _backends(self.backends))
-        set_(self, "threads", _counts(self.threads, "threads"))
-        set_(self, "batch_sizes", _counts(self.batch_sizes, "batch sizes"))
-        if (
-            not (_is_int(self.runs) and _is_int(self.warmup_runs))
-            or min(self.runs, self.warmup_runs) < 1
-        ):
-            raise InvalidInputError(
-                f"runs and warmup_runs must be >= 1, got {shown(self.runs)}/"
-                f"{shown(self.warmup_runs)}."
-            )
-        for name in ("min_seconds", "warmup_seconds"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise InvalidInputError(f"{name} must be a number of seconds, got {shown(value)}.")
-            if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS):
-                raise InvalidInputError(
-                    f"{name} must be from 0 to {MAX_SECONDS:g} seconds, got {shown(value)}."
-                )
-            set_(self, name, float(value))
+        check_fields(self)
         if self.metric is not None and not callable(self.metric):
             from tfcompress.bench.scoring import check_task_metric
 
             check_task_metric(self.metric)  # an unknown name, or one that needs a reference
-        for name in ("output", "reference"):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, str) and value):
-                raise InvalidInputError(f"{name} must be a name (a string), got {shown(value)}.")
         set_(self, "input_shapes", _shapes(self.input_shapes))
         # one check of the feeding options for every config (models/feeding.py)
         from tfcompress.models.feeding import config_batch_dims, config_input_values
@@ -137,15 +190,10 @@ class BenchmarkConfig:
 
             # Finite, above 0, a week at most (1e300 overflows the wait).
             set_(self, "timeout", CHILD_TIMEOUT.given(self.timeout, name="timeout (--timeout)"))
-        for name in ("isolate", "safe_mode", "profile_ops"):
-            if not isinstance(getattr(self, name), bool):
-                raise InvalidInputError(
-                    f"{name} must be True or False, got {shown(getattr(self, name))}."
-                )
         if self.profile_ops and "cpu" not in self.backends:
             raise InvalidInputError(
                 "profile_ops (--profile-ops) times LiteRT's cpu backend op by op, and the "
-                f"backends are {', '.join(self.backends)}: add cpu to them (--backend)."
+                f"backends are {', '.join(self.backends)}: add cpu to them (--backends)."
             )
 
     def __hash__(self) -> int:  # the mappings are not hashable
@@ -184,6 +232,10 @@ class BenchmarkConfig:
             check_backend_options(backend, chosen)
         return options
 
+    def input_dims(self, signature: ModelSignature) -> dict[str, int]:
+        """The declared batch dimensions of the inputs ``signature`` has (names vary by format)."""
+        return {k: v for k, v in self.batch_dims.items() if k in signature.input_names}
+
     @property
     def timing(self) -> dict[str, float]:
         """The timing options: ``runs``, ``min_seconds``, ``warmup_runs``, ``warmup_seconds``."""
@@ -214,26 +266,13 @@ class BenchmarkConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe data: every option (tuples as lists, a callable metric by name)."""
-        data: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, tuple):
-                value = list(value)
-            elif isinstance(value, Mapping):
-                value = {
-                    k: (
-                        list(v)
-                        if isinstance(v, tuple)
-                        else dict(v)
-                        if isinstance(v, Mapping)
-                        else v
-                    )
-                    for k, v in value.items()
-                }
-            data[f.name] = value
+        from tfcompress._json import json_safe
+
+        # Tuples as lists at any depth; every mapping is a dict once checked (__post_init__).
+        data = json_safe({f.name: getattr(self, f.name) for f in fields(self)})
         if callable(self.metric):
             data["metric"] = getattr(self.metric, "__name__", type(self.metric).__name__)
-        return {**{k: v for k, v in data.items() if k != "version"}, "version": self.version}
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BenchmarkConfig:
@@ -243,6 +282,32 @@ class BenchmarkConfig:
             InvalidInputError: Not a mapping, an unknown key, or a value the config refuses.
         """
         return cls(**checked_fields(cls, data, what="a benchmark config", taker="benchmark"))
+
+
+class BenchmarkOptions(TypedDict, total=False):
+    """:func:`tfcompress.benchmark`'s keyword options: :class:`BenchmarkConfig`'s fields.
+
+    None: the config's default. ``tests/test_cli_options.py`` keeps it equal to the fields.
+    """
+
+    backends: Sequence[str] | str | None
+    threads: Sequence[int] | int | None
+    batch_sizes: Sequence[int] | int | None
+    runs: int | None
+    min_seconds: float | None
+    warmup_runs: int | None
+    warmup_seconds: float | None
+    metric: MetricLike | None
+    output: str | None
+    input_shapes: Mapping[str, Sequence[int | None]] | None
+    batch_dims: Mapping[str, int] | None
+    input_values: Mapping[str, float] | None
+    reference: str | None
+    backend_options: Mapping[str, Mapping[str, Any]] | None
+    timeout: float | None
+    isolate: bool | None
+    safe_mode: bool | None
+    profile_ops: bool | None
 
 
 def _is_int(value: Any) -> bool:
@@ -261,19 +326,6 @@ def _backends(value: Any) -> tuple[str, ...]:
     for name in names:
         BACKENDS.get(name)  # UnknownNameError lists them
     return tuple(dict.fromkeys(names))
-
-
-def _counts(value: Any, what: str) -> tuple[int, ...]:
-    values = [value] if _is_int(value) else value
-    if (
-        not isinstance(values, Sequence)
-        or isinstance(values, str)
-        or not values
-        or not all(_is_int(v) and v >= 1 for v in values)
-    ):
-        listed = list(values) if isinstance(values, Sequence) else values
-        raise InvalidInputError(f"{what} must be integers >= 1, got {shown(listed)}.")
-    return tuple(dict.fromkeys(values))
 
 
 def _shapes(value: Any) -> dict[str, tuple[int | None, ...]]:

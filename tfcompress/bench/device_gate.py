@@ -9,23 +9,27 @@ the time limit), holding the device's measurement lock.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import replace
 from typing import Any
 
 from tfcompress._compat.dask import connect, is_dask_client, workers_now
 from tfcompress.bench import _on_device
-from tfcompress.bench.devices import Absence, pick_device, scheduler_address, workers_of
-from tfcompress.errors import InvalidInputError
+from tfcompress.bench.devices import (
+    Absence,
+    error_words,
+    pick_device,
+    refuse_keras,
+    submit,
+    workers_of,
+)
+from tfcompress.errors import TFCompressError
 
 
-def device_names(client: Any) -> list[str]:
-    """The names of the scheduler's workers, sorted (each one a device).
+class DeviceRunError(TFCompressError):
+    """The candidate's run failed on a device (it crashed there, its time limit, it left).
 
-    Raises:
-        InvalidInputError: The scheduler has no workers.
+    ``gate --on`` makes it that device's error row and gates on the other devices.
     """
-    return [name for _, name in workers_of(client, scheduler_address(client))]
 
 
 def run_on_device(
@@ -43,49 +47,37 @@ def run_on_device(
     device's measurement lock and runs in a measurement worker there, under the time limit.
 
     Raises:
-        InvalidInputError: No such device (or several and none named), a Keras candidate,
-            or the device left the scheduler before it answered.
+        InvalidInputError: No such device (or several and none named), a Keras candidate.
+        DeviceRunError: The run failed on the device (what it raised there: a crash of its
+            measurement worker, its time limit), or the device left the scheduler.
     """
-    from tfcompress.models.loading import TFLiteModel
-    from tfcompress.models.onnx import OnnxModel
-
-    if not isinstance(model, TFLiteModel | OnnxModel):
-        raise InvalidInputError(
-            "--on runs a .tflite or .onnx candidate on the device, which has no TensorFlow for "
-            "a Keras model or SavedModel; gate the converted file."
-        )
+    refuse_keras(model, "the candidate", "gate the converted file")
     client = on if is_dask_client(on) else connect(str(on), flag="--on")
     try:
-        address, name = _pick(client, device)
-        # Scattered to the worker, not inlined in the task: the scheduler never holds them.
-        sent = client.scatter([model, dataset], workers=[address], broadcast=False, hash=False)
-        future = client.submit(
-            _on_device.run_model,
-            *sent,
-            reference,
-            **options,
-            workers=[address],
-            allow_other_workers=False,
-            pure=False,
-            key=f"tfcompress-gate-{name}-{uuid.uuid4().hex[:8]}",
-        )
-        absence = Absence()
-        while not future.done():
-            time.sleep(0.05)
-            if absence.gone(present=address in workers_now(client)):
-                future.cancel()
-                break
-        if future.status != "finished" and future.status != "error":
-            raise InvalidInputError(
-                f"device {name} ({address}) left the scheduler (it died or lost its connection) "
-                "before the candidate's outputs came back; check the device and run again."
+        address, name = pick_device(workers_of(client), device)
+        try:  # what fails from here on is the device's: its row, not the command's end
+            # Scattered to the worker, not inlined in the task: the scheduler never holds them.
+            sent = client.scatter([model, dataset], workers=[address], broadcast=False, hash=False)
+            future = submit(
+                client, address, f"gate-{name}", _on_device.run_model, *sent, reference, **options
             )
-        run = future.result()
+            absence = Absence()
+            while not future.done():
+                time.sleep(0.05)
+                if absence.gone(present=address in workers_now(client)):
+                    future.cancel()
+                    break
+            left = future.status not in ("finished", "error")
+            run = None if left else future.result()
+        except Exception as error:  # what the device raised: its crash, its time limit...
+            cause = str(error) if isinstance(error, TFCompressError) else error_words(error)
+            raise DeviceRunError(f"on device {name}: {cause}") from error
+        if run is None:
+            raise DeviceRunError(
+                f"on device {name}: it ({address}) left the scheduler (it died or lost its "
+                "connection) before the candidate's outputs came back; check it and run again."
+            )
     finally:
         if not is_dask_client(on):
             client.close()
     return replace(run, backend=f"{run.backend} on {name}")
-
-
-def _pick(client: Any, device: str | None) -> tuple[str, str]:
-    return pick_device(workers_of(client, scheduler_address(client)), device)

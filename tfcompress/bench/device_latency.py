@@ -51,13 +51,12 @@ class LatencyDevice:
         owned = not is_dask_client(on)
         client = connect(str(on), tls=tls, flag="--on") if owned else on
         try:
-            scheduler = scheduler_address(client)
-            address, name = pick_device(workers_of(client, scheduler), device)
+            address, name = pick_device(workers_of(client), device)
         except BaseException:
             if owned:
                 client.close()
             raise
-        return cls(client, name, address, scheduler, owned)
+        return cls(client, name, address, scheduler_address(client), owned)
 
     def close(self) -> None:
         """Close the client when it was opened here."""
@@ -143,8 +142,7 @@ def time_tflite(
     status = "no row" if row is None else row.status
     macs = None if row is None or row.size is None else row.size.macs
     if where is None:
-        environment = result.environment
-        return Timed(latency, status, None, environment, macs, spread_ms=spread, op_profile=profile)
+        return Timed(latency, status, None, result.environment, None, macs, spread, profile)
     device = next((d for d in result.devices if d.name == where.name), None)
     if device is not None:
         where.environment = device.environment

@@ -26,9 +26,10 @@ from typing import Any
 
 from tfcompress._compat.dask import TLSFiles, connect, is_dask_client, workers_now
 from tfcompress.bench import _on_device, analysis
+from tfcompress.bench.config import BenchmarkConfig
 from tfcompress.bench.environment import Environment
 from tfcompress.bench.result import BenchmarkRow, Device
-from tfcompress.bench.rows import Artifact, Plan, row_status
+from tfcompress.bench.rows import Artifact, row_status
 from tfcompress.errors import InvalidInputError
 from tfcompress.runtime.routing import Route
 
@@ -88,7 +89,7 @@ def measure_on_devices(
     on: Any,
     prepared: Mapping[str, Artifact],
     routes: Mapping[str, Sequence[Route]],
-    plan: Plan,
+    plan: BenchmarkConfig,
     *,
     here: Callable[[], tuple[list[BenchmarkRow], int]] | None = None,
     environment: Environment,
@@ -119,10 +120,12 @@ def measure_on_devices(
             ``device``), or an artifact
             is a Keras model or SavedModel (it runs on TensorFlow, which devices do not have).
     """
-    _check_artifacts(prepared)
+    for name, artifact in prepared.items():
+        advice = "convert it first (tfcompress quantize MODEL --recipe float32 --out M.tflite)"
+        refuse_keras(artifact.model, name, f"{advice} or leave it out")
     client = on if is_dask_client(on) else connect(str(on), tls=tls, flag="--on")
     try:
-        workers = workers_of(client, scheduler_address(client))
+        workers = workers_of(client)
         if device is not None:
             workers = [pick_device(workers, device)]
         if on_devices is not None:
@@ -149,20 +152,19 @@ def measure_on_devices(
         rows += run.rows
         samples = max(samples, run.samples)
         devices.append(_device(run))
-    return rows, samples, tuple(devices), _notes(rows, devices)
+    return rows, samples, tuple(devices), _notes(rows, devices, environment)
 
 
-def _check_artifacts(prepared: Mapping[str, Artifact]) -> None:
+def refuse_keras(model: Any, what: str, advice: str) -> None:
+    """Refuse a Keras model or SavedModel sent to a device: devices have no TensorFlow."""
     from tfcompress.models.loading import TFLiteModel
     from tfcompress.models.onnx import OnnxModel
 
-    for name, artifact in prepared.items():
-        if not isinstance(artifact.model, TFLiteModel | OnnxModel):
-            raise InvalidInputError(
-                f"{name}: --on measures .tflite and .onnx files on the devices, which have no "
-                "TensorFlow to run a Keras model or SavedModel; convert it first "
-                "(tfcompress quantize MODEL --recipe float32 --out M.tflite) or leave it out."
-            )
+    if not isinstance(model, TFLiteModel | OnnxModel):
+        raise InvalidInputError(
+            f"{what}: --on measures .tflite and .onnx files on the devices, which have no "
+            f"TensorFlow to run a Keras model or SavedModel; {advice}."
+        )
 
 
 def scheduler_address(client: Any) -> str:
@@ -170,12 +172,13 @@ def scheduler_address(client: Any) -> str:
     return str(getattr(client.scheduler, "address", "the scheduler"))
 
 
-def workers_of(client: Any, address: str) -> list[tuple[str, str]]:
+def workers_of(client: Any) -> list[tuple[str, str]]:
     """``(address, name)`` of every worker, by name; refuses a scheduler without any.
 
     Raises:
         InvalidInputError: No workers, or one named ``"local"`` (this machine's rows' name).
     """
+    address = scheduler_address(client)
     info = workers_now(client)
     workers = sorted(
         ((str(worker), str(details.get("name", worker))) for worker, details in info.items()),
@@ -223,7 +226,7 @@ def _run_all(
     runs: list[_DeviceRun],
     prepared: Mapping[str, Artifact],
     routes: Mapping[str, Sequence[Route]],
-    plan: Plan,
+    plan: BenchmarkConfig,
     on_row: Callable[[int], None],
 ) -> None:
     """Start every device, then hand each its next task as the last one comes back."""
@@ -233,15 +236,9 @@ def _run_all(
             run.payload = client.scatter(
                 payload, workers=[run.address], broadcast=False, hash=False
             )
-            run.future = client.submit(
-                _on_device.describe,
-                workers=[run.address],
-                allow_other_workers=False,
-                pure=False,
-                key=f"tfcompress-describe-{run.name}-{uuid.uuid4().hex[:8]}",
-            )
+            run.future = submit(client, run.address, f"describe-{run.name}", _on_device.describe)
         except Exception as error:  # the worker left before the run began
-            _leave(run, f"could not receive the artifacts ({_said(error)})", prepared, on_row)
+            _leave(run, f"could not receive the artifacts ({error_words(error)})", prepared, on_row)
     try:
         while any(run.busy for run in runs):
             # distributed.wait asks for the default client, which a CLI's is not: poll.
@@ -296,16 +293,18 @@ def _step(
             run.job = None
             on_row(1)
             continue
-        run.future = client.submit(
-            _on_device.measure,
-            run.payload,
-            name,
-            route.backend,
-            workers=[run.address],
-            allow_other_workers=False,
-            pure=False,
-            key=f"tfcompress-measure-{run.name}-{route.backend}-{uuid.uuid4().hex[:8]}",
+        task = f"measure-{run.name}-{route.backend}"
+        run.future = submit(
+            client, run.address, task, _on_device.measure, run.payload, name, route.backend
         )
+
+
+def submit(client: Any, address: str, task: str, function: Any, *args: Any, **kwargs: Any) -> Any:
+    """``function(*args, **kwargs)`` on the worker at ``address`` only, under a key of its own."""
+    key = f"tfcompress-{task}-{uuid.uuid4().hex[:8]}"
+    return client.submit(
+        function, *args, **kwargs, workers=[address], allow_other_workers=False, pure=False, key=key
+    )
 
 
 def _arrived(run: _DeviceRun, value: Any, on_row: Callable[[int], None]) -> None:
@@ -332,7 +331,7 @@ def _failed(
     if run.description is None:
         _leave(
             run,
-            f"could not describe itself ({_said(error)}); install the same tfcompress there "
+            f"could not describe itself ({error_words(error)}); install the same tfcompress there "
             "(pip install 'tfcompress[device]')",
             prepared,
             on_row,
@@ -417,9 +416,12 @@ def _delegates(rows: Sequence[BenchmarkRow]) -> dict[str, str]:
     return said
 
 
-def _notes(rows: list[BenchmarkRow], devices: Sequence[Device]) -> list[str]:
+def _notes(
+    rows: list[BenchmarkRow], devices: Sequence[Device], environment: Environment
+) -> list[str]:
     """Each device's findings (int8 vs float32 with its own CPU's flags), said per device."""
     notes = []
+    ours = environment.versions.get("tfcompress", "unknown")  # this machine's
     for device in devices:
         mine = [row for row in rows if row.device == device.name]
         found = [
@@ -429,24 +431,16 @@ def _notes(rows: list[BenchmarkRow], devices: Sequence[Device]) -> list[str]:
         ]
         notes += [f"on {device.name}: {note}" for note in found]
         versions = device.environment.versions
-        if device.name != LOCAL and versions.get("tfcompress") not in (None, _version()):
+        if device.name != LOCAL and versions.get("tfcompress") not in (None, ours):
             notes.append(
                 f"{device.name} runs tfcompress {versions['tfcompress']}, this machine "
-                f"{_version()}: install the same version on both"
+                f"{ours}: install the same version on both"
             )
     return notes
 
 
-def _version() -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("tfcompress")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def _said(error: BaseException | None) -> str:
+def error_words(error: BaseException | None) -> str:
+    """``error`` for a message: its type and first 200 characters, on one line."""
     if error is None:
         return "no reason given"
     return f"{type(error).__name__}: {' '.join(str(error).split())[:200]}"

@@ -113,9 +113,8 @@ class Environment:
     def int8_dot_product(self) -> tuple[str, ...] | None:
         """The CPU's int8 dot-product extensions (VNNI, AMX, dotprod, i8mm), if known.
 
-        Returns:
-            The extensions found; ``()`` when a source that lists all of them found none;
-            None when that is unknown (no flags, or a source blind to some of them).
+        ``()`` when a source that lists all of them found none; None when that is unknown
+        (no flags, or a source blind to some of them).
 
         Example:
             >>> _env = Environment("c", "x86_64", ("AVX2",), 1, 1, None, "linux", "3.11")
@@ -184,12 +183,8 @@ class Environment:
 def capture_environment(*, cpuinfo: str | None = None) -> Environment:
     """Describe this machine without importing TensorFlow or any runtime.
 
-    Args:
-        cpuinfo: Text of ``/proc/cpuinfo`` to use instead of the system's (tests pass one);
-            when it lists no flags, py-cpuinfo is asked, as on a machine without the file.
-
-    Returns:
-        The environment; its CPU flags are None when no source could read them.
+    ``cpuinfo`` replaces the system's ``/proc/cpuinfo`` text (tests pass one); when it lists
+    no flags, py-cpuinfo is asked. The CPU flags are None when no source could read them.
 
     Example:
         >>> "numpy" in capture_environment().versions
@@ -223,7 +218,7 @@ def detect_cpu() -> CpuFeatures:
 
 
 def _detect_cpu(proc_text: str) -> CpuFeatures:
-    model, flags = _parse_proc_cpuinfo(proc_text)
+    model, flags = parse_cpuinfo(proc_text)
     if flags is not None:
         return CpuFeatures(model, flags, PROC_CPUINFO)
     info = _py_cpuinfo()
@@ -252,19 +247,13 @@ def _py_cpuinfo() -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
-def parse_cpuinfo(text: str) -> tuple[str, tuple[str, ...]]:
-    r"""CPU model name and the performance-relevant flags from ``/proc/cpuinfo`` text.
+def parse_cpuinfo(text: str) -> tuple[str, tuple[str, ...] | None]:
+    """CPU model name and the performance-relevant flags from ``/proc/cpuinfo`` text.
 
     Works for x86 (``model name``/``flags``) and ARM (``Hardware``/``CPU part``/``Features``).
-    ``()`` here can also mean the text had no flags line; :func:`capture_environment` tells
-    the two apart and reports the latter as unknown.
+    The flags are None when the text has no flags line at all (unknown), ``()`` when it
+    lists none of the tracked ones.
     """
-    model, flags = _parse_proc_cpuinfo(text)
-    return model, flags or ()
-
-
-def _parse_proc_cpuinfo(text: str) -> tuple[str, tuple[str, ...] | None]:
-    """Like :func:`parse_cpuinfo`, with None for flags when the text lists none at all."""
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")

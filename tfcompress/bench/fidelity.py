@@ -37,11 +37,8 @@ def class_scores(outputs: np.ndarray) -> np.ndarray | None:
     (one unit per sample, read as ``(N, 1)``).
     """
     array = np.asarray(outputs)
-    if array.ndim == 1:
-        return array.reshape(-1, 1)
-    if array.ndim >= 2 and all(size == 1 for size in array.shape[1:-1]):
-        return array.reshape(array.shape[0], array.shape[-1])
-    return None
+    classes = class_count(array.shape)
+    return None if classes is None else array.reshape(len(array), classes)
 
 
 def class_count(shape: Sequence[int | None]) -> int | None:
@@ -111,11 +108,6 @@ def cosine_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarra
     return np.where(nan_rows, np.nan, np.clip(cosine, -1.0, 1.0))
 
 
-def max_abs_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
-    """Largest absolute difference within each sample, shape ``(N,)``."""
-    return np.abs(_flat(reference) - _flat(candidate)).max(axis=1)
-
-
 def agreement_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
     """Does the candidate pick the reference's top-1 class? Booleans, shape ``(N,)``.
 
@@ -162,7 +154,7 @@ def snr_metric() -> MetricDef:
         "10*log10(sum ref^2 / sum (ref - cand)^2) over the samples (+inf when identical)",
         "bootstrap",
         snr_stats,
-        snr_db_of_rows,
+        lambda rows: snr_db(rows.sum(axis=0)),  # the pooled ratio of a subset's rows
     )
 
 
@@ -180,7 +172,7 @@ def cosine_metric() -> MetricDef:
         "1, one all-zero: 0)",
         "bootstrap",
         lambda ref, cand: cosine_per_sample(ref, cand)[:, np.newaxis],
-        _mean_of_first,
+        mean_of_first,
     )
 
 
@@ -199,7 +191,7 @@ def max_abs_metric() -> MetricDef:
         "largest absolute difference between the outputs (no interval: a maximum has no "
         "useful bootstrap)",
         "none",
-        lambda ref, cand: max_abs_per_sample(ref, cand)[:, np.newaxis],
+        lambda ref, cand: np.abs(_flat(ref) - _flat(cand)).max(axis=1)[:, np.newaxis],
         lambda rows: float(rows[:, 0].max()),
     )
 
@@ -218,18 +210,14 @@ def agreement_metric() -> MetricDef:
         "outputs cut at the reference's binary threshold)",
         "clopper-pearson",
         lambda ref, cand: agreement_per_sample(ref, cand)[:, np.newaxis].astype(np.float64),
-        _mean_of_first,
+        mean_of_first,
         correctness=agreement_per_sample,
         class_like=True,
     )
 
 
-def snr_db_of_rows(rows: np.ndarray) -> float:
-    """:func:`snr_db` of the summed :func:`snr_stats` rows of a subset."""
-    return snr_db(rows.sum(axis=0))
-
-
-def _mean_of_first(rows: np.ndarray) -> float:
+def mean_of_first(rows: np.ndarray) -> float:
+    """The mean of the first per-sample column (a rate of 0/1 rows)."""
     return float(rows[:, 0].mean())
 
 

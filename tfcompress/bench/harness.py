@@ -7,8 +7,9 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from tqdm.auto import tqdm
 
@@ -16,17 +17,16 @@ from tfcompress._compat.keras import flavour_of
 from tfcompress._config_fields import config_or_options
 from tfcompress.bench import analysis
 from tfcompress.bench.artifacts import converted_artifact, prepare_artifact
-from tfcompress.bench.config import BenchmarkConfig
+from tfcompress.bench.config import BenchmarkConfig, BenchmarkOptions
 from tfcompress.bench.environment import capture_environment
 from tfcompress.bench.inputs import check_input_shapes, scalar_notes
-from tfcompress.bench.metrics import MetricLike
 from tfcompress.bench.result import BenchmarkResult, BenchmarkRow, Device
-from tfcompress.bench.rows import ROW_ERRORS, Artifact, Plan, backend_rows, row_status
-from tfcompress.bench.scoring import Scoring, plan_scoring
-from tfcompress.data import DataLike, Dataset, load_data, validate_for_signature
+from tfcompress.bench.rows import ROW_ERRORS, Artifact, backend_rows, row_status
+from tfcompress.bench.scoring import plan_scoring
+from tfcompress.data import DataLike, load_data, validate_for_signature
 from tfcompress.data.sources import describe_source
 from tfcompress.errors import InvalidInputError, RuntimeRefusedError
-from tfcompress.models.feeding import FeedLayout, feed_layout
+from tfcompress.models.feeding import feed_layout
 from tfcompress.models.loading import model_name, resolve_model
 from tfcompress.models.probe import sharing_zygote
 from tfcompress.models.signature import model_signature
@@ -41,30 +41,13 @@ def benchmark(
     *,
     config: BenchmarkConfig | None = None,
     data: DataLike | None = None,
-    backends: Sequence[str] | None = None,
-    threads: Sequence[int] | None = None,
-    batch_sizes: Sequence[int] | None = None,
-    runs: int | None = None,
-    min_seconds: float | None = None,
-    warmup_runs: int | None = None,
-    warmup_seconds: float | None = None,
-    metric: MetricLike | None = None,
-    output: str | None = None,
-    input_shapes: Mapping[str, Sequence[int | None]] | None = None,
-    batch_dims: Mapping[str, int] | None = None,
-    input_values: Mapping[str, float] | None = None,
-    reference: str | None = None,
-    backend_options: Mapping[str, Mapping[str, Any]] | None = None,
-    timeout: float | None = None,
-    isolate: bool | None = None,
-    safe_mode: bool | None = None,
-    profile_ops: bool | None = None,
     report_dir: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     progress: bool = False,
     on: Any = None,
     local: bool = False,
     device: str | None = None,
+    **options: Unpack[BenchmarkOptions],
 ) -> BenchmarkResult:
     """Measure artifacts side by side: size, accuracy, latency and throughput per backend.
 
@@ -98,7 +81,7 @@ def benchmark(
     does not run is ``"unavailable: ..."``, never labelled with a count that did not happen.
 
     What to measure and how is a :class:`~tfcompress.bench.config.BenchmarkConfig`
-    (``config=``); the keyword options from ``backends`` to ``safe_mode`` only build the
+    (``config=``); the keyword options (``**options``) only build the
     same config, and are refused next to ``config=``. The data, the report folder and the
     machines that measure (``on``/``local``/``device``) stay keywords: they say where the
     samples come from and where the numbers go, not what is measured, so one config
@@ -107,49 +90,14 @@ def benchmark(
     Args:
         artifacts: Paths, loaded models or ``.tflite`` bytes; a sequence or a mapping of
             display name to artifact.
-        config: What to measure and how; None: built from the keyword options below
-            (defaults: ``backends=("cpu",)``, ``threads=(1,)``, ``batch_sizes=(1,)``,
-            ``runs=50``, ``min_seconds=1.0``, ``warmup_runs=1``, ``warmup_seconds=0.5``,
-            ``isolate=True``, ``safe_mode=True``).
+        config: What to measure and how; None: built from ``**options``.
         data: Samples for latency inputs and, with labels, accuracy (see
             :func:`tfcompress.data.load_data`); a dict or ``.npz`` with one array per input
             name for models with several inputs. Without it every input gets seeded random
             values of its dtype (see :func:`tfcompress.bench.inputs.random_inputs`), so any
             model gets latency rows.
-        backends: Backend names (see :func:`tfcompress.runtime.list_backends`).
-        threads: CPU thread counts to measure.
-        batch_sizes: Batch sizes to measure (throughput vs latency).
-        runs: Minimum timed runs per row.
-        min_seconds: Minimum timed seconds per row.
-        warmup_runs: Minimum warm-up runs (the first call included).
-        warmup_seconds: Minimum warm-up seconds.
-        metric: What the accuracy column scores against the labels: a task metric
-            (``"accuracy"``, ``"top5"``, ``"binary_accuracy"``, ``"mse"``, ``"mae"``,
-            ``"rmse"``, ``"miou"``) or ``callable(labels, outputs)``; None chooses from the
-            labels (no column, with a note, when they call for a fidelity metric).
-        output: The output the column scores, for models with several outputs.
-        input_shapes: Full shapes (in the model's layout) for inputs with unknown
-            dimensions when no data is given, e.g. ``{"audio": (1, 43844, 1)}``; the batch
-            dimension must equal every batch size measured, or be None (``N``).
-        batch_dims: Input name -> the dimension that is its batch, for inputs whose
-            signature cannot tell (``{"h": 1}`` for a ``(layers, N, units)`` state whose N
-            is fixed in the file); applies to every artifact with that input.
-        input_values: Input name -> one value fed on every call (``{"sr": 16000}``), for
-            scalar inputs (a sample rate) or inputs the data does not hold; without it a
-            scalar gets a seeded random value and the notes say which.
-        reference: Artifact name the ratios compare to (default: the first float32 one).
-        backend_options: Extra runner options per requested backend, e.g.
-            ``{"cpu": {"use_xnnpack": False}, "edgetpu": {"device": "usb:0"}}``. An option
-            the backend does not take, or options for a backend not requested, are refused.
-        timeout: Seconds one measurement in a worker may take (loading a runner, the
-            accuracy pass, one row's timing) before it is stopped and its row is an error;
-            None: the child-process limit (``TFCOMPRESS_TIMEOUT``, six hours by default).
-        isolate: Run native runtimes in worker processes (the default); False runs them
-            in this process, where a native crash ends the process and nothing stops a hang.
-        safe_mode: Refuse Keras files that would run code when loaded (Lambda layers); pass
-            False only for files you trust (``--unsafe``).
-        profile_ops: Also time each op of every ``.tflite`` on the ``cpu`` backend, in the
-            row's worker (``row.op_profile``; ``--profile-ops``).
+        **options: :class:`~tfcompress.bench.config.BenchmarkConfig`'s fields by name (see
+            it for each); an unknown one is refused, naming the valid ones.
         report_dir: Also write JSON, CSV, Markdown and PNG reports into this folder.
         overwrite: Replace report files already in ``report_dir``; without it their
             presence is an error raised before anything is timed.
@@ -189,34 +137,17 @@ def benchmark(
     config = config_or_options(
         config,
         BenchmarkConfig,
-        {
-            "backends": backends,
-            "threads": threads,
-            "batch_sizes": batch_sizes,
-            "runs": runs,
-            "min_seconds": min_seconds,
-            "warmup_runs": warmup_runs,
-            "warmup_seconds": warmup_seconds,
-            "metric": metric,
-            "output": output,
-            "input_shapes": input_shapes,
-            "batch_dims": batch_dims,
-            "input_values": input_values,
-            "reference": reference,
-            "backend_options": backend_options,
-            "timeout": timeout,
-            "isolate": isolate,
-            "safe_mode": safe_mode,
-            "profile_ops": profile_ops,
-        },
+        options,
         BenchmarkConfig.from_options,
         holds="what to measure and how",
         example="BenchmarkConfig(backends=..., threads=...)",
         put_it="dataclasses.replace(config, threads=...)",
     )
-    plan = _plan(config)
+    from tfcompress._limits import CHILD_TIMEOUT
+
+    # The config measured with; without a timeout, the one child-process limit read now.
+    plan = replace(config, timeout=CHILD_TIMEOUT.given(config.timeout))
     metric, output, reference = config.metric, config.output, config.reference
-    input_shapes, input_values = config.input_shapes, config.input_values
     if local and on is None:
         raise InvalidInputError(
             "local=True (--local) adds this machine beside the devices of on= (--on); give both."
@@ -248,11 +179,12 @@ def benchmark(
     # The data is matched to the first artifact; every other one is fed under its own input
     # names and scored on the output that is the first one's (models.matching).
     signature = model_signature(first_model)
-    layout = feed_layout(signature, batch_dims=_batch_dims_for(signature, plan), name=first_name)
-    _check_names(plan.batch_dims, input_values or {}, loaded)
-    values = dict(input_values or {})
-    raw = _read_data(data, layout) if data is not None else None
-    shapes = dict(input_shapes or {})
+    layout = feed_layout(signature, batch_dims=plan.input_dims(signature), name=first_name)
+    values = plan.input_values
+    _check_names(plan.batch_dims, values, loaded)
+    rank = len(layout.inputs[0].sample_shape)
+    raw = load_data(data, sample_rank=rank) if data is not None else None
+    shapes = plan.input_shapes
     if shapes and raw is not None:
         raise InvalidInputError(
             "input_shapes sets the shapes of random inputs; with data the shapes come from the "
@@ -262,14 +194,11 @@ def benchmark(
     matched = None
     if raw is not None:
         what = describe_source(data, "benchmark data")
-        matched = validate_for_signature(
-            raw, signature, what=what, layout=layout, values=_values_for(signature, values)
-        )
+        own = {k: v for k, v in values.items() if k in signature.input_names}
+        matched = validate_for_signature(raw, signature, what=what, layout=layout, values=own)
     scoring, scoring_notes = plan_scoring(metric, output, signature, matched)
     prepared = {
-        name: prepare_artifact(
-            name, source, *loaded[name], matched, signature, shapes, plan, scoring, values
-        )
+        name: prepare_artifact(name, source, *loaded[name], matched, signature, plan, scoring)
         for name, source in named.items()
     }
     total = len(named) * len(plan.backends) * len(plan.threads) * len(plan.batch_sizes)
@@ -304,9 +233,9 @@ def benchmark(
             "threads": list(plan.threads),
             "batch_sizes": list(plan.batch_sizes),
             **plan.timing,
-            "backend_options": plan.options,
+            "backend_options": plan.backend_options,
         },
-        metric=_metric_name(scoring, metric),
+        metric=scoring.metric if scoring else metric if isinstance(metric, str) else "accuracy",
         samples=samples,
         reference=chosen,
         notes=(
@@ -322,24 +251,6 @@ def benchmark(
         config=config,
     )
     return result.save(report_dir, overwrite=overwrite) if report_dir is not None else result
-
-
-def _plan(config: BenchmarkConfig) -> Plan:
-    """What every artifact is measured with, from the (checked) config."""
-    from tfcompress._limits import CHILD_TIMEOUT
-
-    return Plan(
-        config.backends,
-        config.threads,
-        config.batch_sizes,
-        config.timing,
-        {k: dict(v) for k, v in config.backend_options.items()},
-        isolate=config.isolate,
-        # None: the one child-process time limit, read now (TFCOMPRESS_TIMEOUT).
-        timeout=CHILD_TIMEOUT.given(config.timeout),
-        batch_dims=dict(config.batch_dims),
-        profile_ops=config.profile_ops,
-    )
 
 
 def _named(artifacts: Any) -> dict[str, Any]:
@@ -367,15 +278,6 @@ def _label(item: Any) -> str:
     if isinstance(item, bytes | bytearray):
         return "tflite"
     return model_name(item)
-
-
-def _batch_dims_for(signature: Any, plan: Plan) -> dict[str, int]:
-    """The declared batch dimensions of the inputs this model has."""
-    return {k: v for k, v in plan.batch_dims.items() if k in signature.input_names}
-
-
-def _values_for(signature: Any, values: Mapping[str, float]) -> dict[str, float]:
-    return {k: v for k, v in values.items() if k in signature.input_names}
 
 
 def _check_names(
@@ -427,9 +329,8 @@ def _load_all(
 ) -> tuple[dict[str, tuple[Any, float | None]], dict[str, RuntimeRefusedError]]:
     """Every artifact loaded; those their runtime crashed on, hung on or refused, apart.
 
-    A missing or corrupt file stops the command (bad input). A valid file that its runtime
-    cannot run is that artifact's verdict: with other artifacts beside it, it becomes its
-    error rows and the others are measured; alone, it is the command's one error line.
+    A missing or corrupt file stops the command (bad input); a valid file its runtime cannot
+    run gives its error rows, or alone the command's one error line.
     """
     loaded: dict[str, tuple[Any, float | None]] = {}
     refused: dict[str, RuntimeRefusedError] = {}
@@ -443,7 +344,9 @@ def _load_all(
     return loaded, refused
 
 
-def _refused_rows(refused: Mapping[str, RuntimeRefusedError], plan: Plan) -> list[BenchmarkRow]:
+def _refused_rows(
+    refused: Mapping[str, RuntimeRefusedError], plan: BenchmarkConfig
+) -> list[BenchmarkRow]:
     """One ``error: ...`` row per backend for each artifact its runtime could not run."""
     return [
         BenchmarkRow(name, backend, None, None, row_status(error))
@@ -461,10 +364,6 @@ def _load(source: Any, safe_mode: bool = True) -> tuple[Any, float | None]:
     the crash probe) are not the runtime's cost. A Keras file is deserialized here, before
     any runner exists, so that time is the Keras rows' init. A Keras model passed in memory
     was loaded by the caller: its load time is unknown (None), not 0.
-
-    Example:
-        >>> _load("cnn.keras")  # doctest: +SKIP
-        (<Functional name=cnn, built=True>, 84.2)
     """
     start = time.perf_counter()
     model = resolve_model(source, safe_mode=safe_mode)
@@ -472,23 +371,6 @@ def _load(source: Any, safe_mode: bool = True) -> tuple[Any, float | None]:
     if flavour_of(model) is None:
         return model, 0.0
     return model, None if model is source else load_ms
-
-
-def _read_data(data: DataLike, layout: FeedLayout) -> Dataset:
-    """Read ``data`` into memory, telling batches from samples by the model's input rank.
-
-    Example:
-        >>> batched = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)  # doctest: +SKIP
-        >>> len(_read_data(batched, layout)) == len(x)  # doctest: +SKIP
-        True
-    """
-    return load_data(data, sample_rank=len(layout.inputs[0].sample_shape))
-
-
-def _metric_name(scoring: Scoring | None, metric: Any) -> str:
-    if scoring is not None:
-        return scoring.metric
-    return metric if isinstance(metric, str) else "accuracy"
 
 
 def _init_notes(prepared: Mapping[str, Artifact]) -> list[str]:
@@ -503,41 +385,31 @@ def _init_notes(prepared: Mapping[str, Artifact]) -> list[str]:
 
 
 def _measure_here(
-    prepared: Mapping[str, Artifact], routes: Mapping[str, Sequence[Route]], plan: Plan, bar: Any
+    prepared: Mapping[str, Artifact],
+    routes: Mapping[str, Sequence[Route]],
+    plan: BenchmarkConfig,
+    bar: Any,
 ) -> tuple[list[BenchmarkRow], int]:
     """Every artifact's rows, measured on this machine."""
     rows: list[BenchmarkRow] = []
     samples = 0
     for name, artifact in prepared.items():
-        new_rows, counted = _artifact_rows(name, artifact, routes[name], plan)
-        rows.extend(new_rows)
-        samples = max(samples, counted)
-        bar.update(len(plan.backends) * len(plan.threads) * len(plan.batch_sizes))
-    return rows, samples
-
-
-def _artifact_rows(
-    name: str, artifact: Artifact, routes: Sequence[Route], plan: Plan
-) -> tuple[list[BenchmarkRow], int]:
-    rows: list[BenchmarkRow] = []
-    samples = 0
-    for route in routes:
-        if route.skipped is not None:  # a named backend that does not run this artifact
-            rows.append(BenchmarkRow(name, route.backend, None, None, route.skipped, artifact.size))
-            continue
-        runs = artifact  # the artifact as given, or its conversion for this route only
-        if route.convert is not None:
-            try:
-                runs = converted_artifact(name, artifact, route.convert)
-            except ROW_ERRORS as error:
-                logger.debug("%s: %s failed: %s", name, route.convert, error)
-                rows.append(
-                    BenchmarkRow(name, route.backend, None, None, row_status(error), artifact.size)
-                )
+        for route in routes[name]:
+            status = route.skipped  # a named backend that does not run this artifact
+            runs = artifact  # the artifact as given, or its conversion for this route only
+            if status is None and route.convert is not None:
+                try:
+                    runs = converted_artifact(name, artifact, route.convert)
+                except ROW_ERRORS as error:
+                    logger.debug("%s: %s failed: %s", name, route.convert, error)
+                    status = row_status(error)
+            if status is not None:
+                rows.append(BenchmarkRow(name, route.backend, None, None, status, artifact.size))
                 continue
-        measured, counted = backend_rows(name, runs, route.backend, plan)
-        rows.extend(measured)
-        samples = max(samples, counted)
+            measured, counted = backend_rows(name, runs, route.backend, plan)
+            rows.extend(measured)
+            samples = max(samples, counted)
+        bar.update(len(plan.backends) * len(plan.threads) * len(plan.batch_sizes))
     return rows, samples
 
 

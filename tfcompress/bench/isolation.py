@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -190,12 +189,7 @@ class IsolatedRunner(Runner):
         """Stop the worker (closing its pipe ends it; a stuck one is killed)."""
         self._stop()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, _type: object, exc: BaseException | None, *_: object) -> None:
         """Close; when a Ctrl-C or a signal unwinds the block, kill the worker at once.
 
         The worker may be in the middle of a timing that runs for seconds: it would see its

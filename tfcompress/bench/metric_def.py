@@ -17,9 +17,7 @@ from typing import Any
 import numpy as np
 
 from tfcompress._registry import Registry
-from tfcompress.bench.thresholds import ThresholdDef, finite_number, get_threshold
-
-__all__ = ["METRICS", "MetricDef", "MetricEntry", "Prepared", "finite_number", "register_metric"]
+from tfcompress.bench.thresholds import ThresholdDef, get_threshold
 
 Prepared = tuple[np.ndarray, np.ndarray]  # (target, outputs) after validation
 
@@ -96,15 +94,10 @@ class MetricDef:
         return (_registered, (self.name,))
 
     def validate(self, target: Any, outputs: Any, *, output: str = "output") -> Prepared:
-        """Check ``target`` against ``outputs`` for this metric and normalise both.
+        """Check ``target`` (labels, or reference outputs) against ``outputs`` and normalise both.
 
-        Args:
-            target: Labels (task metric) or reference outputs (fidelity metric).
-            outputs: The scored model's outputs, sample axis first.
-            output: Output name for messages.
-
-        Returns:
-            ``(target, outputs)`` as :attr:`per_sample` expects them.
+        ``output`` names the output in messages; the pair comes back as :attr:`per_sample`
+        expects it.
 
         Raises:
             InvalidDataError: Labels of the wrong shape, class ids out of range, masks that
@@ -122,14 +115,7 @@ class MetricDef:
     def measure(
         self, target: Any, outputs: Any, *, output: str = "output"
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Validate once; per-sample statistics and per-sample correctness (None if n/a).
-
-        Example:
-            >>> from tfcompress.bench.metrics import get_metric
-            >>> stats, ok = get_metric("accuracy").measure([1, 0], [[0.2, 0.8], [0.3, 0.7]])
-            >>> ok
-            array([ True, False])
-        """
+        """Validate once; per-sample statistics and per-sample correctness (None if n/a)."""
         ready = self.validate(target, outputs, output=output)
         correct = self.correctness(*ready) if self.correctness is not None else None
         return self.per_sample(*ready), correct
@@ -149,13 +135,7 @@ class MetricDef:
         return lambda indices: float(self.aggregate(stats[np.asarray(indices)]))
 
     def score(self, target: Any, outputs: Any, *, output: str = "output") -> float:
-        """The metric on all samples.
-
-        Example:
-            >>> from tfcompress.bench.metrics import get_metric
-            >>> get_metric("snr").score([[1.0, 1.0]], [[1.0, 1.0]])
-            inf
-        """
+        """The metric on all samples."""
         stats = self.measure(target, outputs, output=output)[0]
         return float(self.aggregate(stats))
 
@@ -172,16 +152,8 @@ class MetricDef:
     def check_threshold(self, value: Any, *, source: str | None = None) -> float:
         """A threshold for this metric as a float, refused when out of range.
 
-        The ranges are the threshold table's (:mod:`tfcompress.bench.thresholds`): ``max_drop``
-        in [0, 1] for fraction metrics and >= 0 otherwise; ``min_cosine`` in [-1, 1];
-        ``min_agreement`` in [0, 1]; ``max_abs`` >= 0; ``min_snr`` any finite dB.
-
-        Args:
-            value: A number or numeric string.
-            source: Where it came from, for the message (default: the threshold's name).
-
-        Returns:
-            The threshold.
+        The ranges are the threshold table's (:mod:`tfcompress.bench.thresholds`). ``source``
+        names where the value came from in the message (default: the threshold's name).
 
         Raises:
             InvalidInputError: Not a finite number, or out of range.
@@ -196,13 +168,7 @@ class MetricDef:
         )
 
     def format_value(self, value: float | None) -> str:
-        """A score or fidelity value in this metric's unit: ``95.56%``, ``23.10 dB``, ``0.0123``.
-
-        Example:
-            >>> from tfcompress.bench.metrics import get_metric
-            >>> get_metric("snr").format_value(math.inf)
-            '+inf dB'
-        """
+        """A value in this metric's unit: ``95.56%``, ``23.10 dB``, ``+inf dB``, ``0.0123``."""
         if value is None:
             return ""
         if math.isnan(value):
@@ -216,13 +182,7 @@ class MetricDef:
         return f"{value:.6g}"
 
     def format_change(self, value: float | None, *, signed: bool = True) -> str:
-        """A drop or change: ``+1.25 pt`` (fraction), ``+0.5 dB``, ``+0.0031`` (number).
-
-        Example:
-            >>> from tfcompress.bench.metrics import get_metric
-            >>> get_metric("accuracy").format_change(0.0125)
-            '+1.25 pt'
-        """
+        """A drop or change: ``+1.25 pt`` (fraction), ``+0.5 dB``, ``+0.0031`` (number)."""
         if value is None:
             return ""
         sign = "+" if signed else ""
@@ -235,13 +195,7 @@ class MetricDef:
         return f"{value:{sign}.6g}"
 
     def format_threshold(self, value: float) -> str:
-        """The threshold as shown next to its name: ``1.00 pt``, ``20.00 dB``, ``99.00%``.
-
-        Example:
-            >>> from tfcompress.bench.metrics import get_metric
-            >>> get_metric("accuracy").format_threshold(0.01)
-            '1.00 pt'
-        """
+        """The threshold as shown next to its name: ``1.00 pt``, ``20.00 dB``, ``99.00%``."""
         if self.kind == "task":
             return self.format_change(value, signed=False)
         return self.format_value(value)
@@ -261,7 +215,7 @@ METRICS: Registry[MetricEntry] = Registry(
     "bench",
     "register_metric",
     ordered=True,
-    hint=" (topK: any k, e.g. top5; binary_accuracy@T cuts at T)",
+    hint=" (topN for the top-N accuracy: top5, top3...; binary_accuracy@T cuts at T)",
 )
 
 

@@ -15,9 +15,7 @@ Every metric scores any subset of samples from per-sample statistics that add up
 sums of squares, the diagonal and marginals of a confusion matrix), so scoring a bootstrap
 resample is a sum over rows. A metric is a factory registered with ``@register_metric`` in
 any module of ``bench/`` (:data:`~tfcompress.bench.metric_def.METRICS`); this module maps
-names and aliases to definitions: :func:`get_metric` and :func:`choose_metric`;
-:func:`resolve_metric` keeps its contract (top-k names or a callable) for existing callers.
-Pure numpy.
+names and aliases to definitions (:func:`get_metric`, :func:`choose_metric`). Pure numpy.
 """
 
 from __future__ import annotations
@@ -29,26 +27,10 @@ from typing import Any
 import numpy as np
 
 from tfcompress.bench.fidelity import class_count, class_scores, describe_shape
-from tfcompress.bench.metric_def import METRICS, MetricDef, finite_number
-from tfcompress.bench.task_metrics import (
-    binary_accuracy_metric,
-    correct_top_k,
-    metric_for_labels,
-    top_k_metric,
-)
+from tfcompress.bench.metric_def import METRICS, MetricDef
+from tfcompress.bench.task_metrics import binary_accuracy_metric, metric_for_labels, top_k_metric
+from tfcompress.bench.thresholds import finite_number
 from tfcompress.errors import InvalidInputError
-
-__all__ = [
-    "Metric",
-    "MetricDef",
-    "MetricLike",
-    "choose_metric",
-    "correct_top_k",
-    "get_metric",
-    "metric_names",
-    "resolve_metric",
-    "task_metric_names",
-]
 
 Metric = Callable[[np.ndarray, np.ndarray], float]  # (labels, outputs) -> score
 MetricLike = str | Metric
@@ -79,16 +61,13 @@ def resolve_metric(metric: MetricLike) -> tuple[str, Metric]:
     """
     if callable(metric):
         return getattr(metric, "__name__", "custom"), metric
-    name = str(metric).lower()
-    if name in {"accuracy", "top1", "top-1"}:
-        return "accuracy", lambda labels, outputs: float(correct_top_k(labels, outputs).mean())
-    match = re.fullmatch(r"top-?(\d+)", name)
-    if match and int(match.group(1)) >= 1:
-        k = int(match.group(1))
-        return f"top{k}", lambda labels, outputs: float(correct_top_k(labels, outputs, k).mean())
+    match = re.fullmatch(r"accuracy|top-?(\d+)", str(metric).lower())
+    if match and int(match.group(1) or 1) >= 1:
+        definition = top_k_metric(int(match.group(1) or 1))
+        return definition.name, definition.score
     raise InvalidInputError(
-        f"unknown metric {metric!r}; use 'accuracy' (top-1), 'topK' such as 'top5', or a "
-        "callable(labels, outputs) -> float."
+        f"unknown metric {metric!r}; use 'accuracy' (top-1), topN for the top-N accuracy "
+        "('top5', 'top3'...), or a callable(labels, outputs) -> float."
     )
 
 
@@ -98,13 +77,8 @@ def get_metric(name: str | MetricDef) -> MetricDef:
     Names: ``accuracy`` (``top1``, ``top-1``), ``topK`` (``top5``, ``top-3``...),
     ``binary_accuracy`` (cut 0.5 when the reference outputs lie in [0, 1], probabilities,
     else 0.0, logits; ``binary_accuracy@T`` cuts at ``T``), ``mse``, ``mae``, ``rmse``,
-    ``miou`` (``mean_iou``), ``snr`` (``sqnr``), ``cosine``, ``max_abs``, ``agreement``.
-
-    Args:
-        name: A metric name, or a :class:`MetricDef` (returned as is).
-
-    Returns:
-        The definition.
+    ``miou`` (``mean_iou``), ``snr`` (``sqnr``), ``cosine``, ``max_abs``, ``agreement``. A
+    :class:`MetricDef` is returned as is.
 
     Raises:
         InvalidInputError: An unknown name; the message lists the valid ones.
@@ -151,16 +125,8 @@ def choose_metric(
     Without labels: ``agreement`` for class scores ``(N, C)`` whose reference rows are
     probabilities (non-negative, summing to 1); other outputs (boxes, masks, audio,
     embeddings, logits) -> ``snr``. Without ``reference_outputs`` the shape alone decides:
-    every ``(N, C)`` output counts as class scores.
-
-    Args:
-        output_shape: The output's shape, sample axis first (its size may be None).
-        labels: The output's labels, or None when there are none.
-        output: Output name for the reason and messages.
-        reference_outputs: The reference's outputs, to tell probabilities from other vectors.
-
-    Returns:
-        ``(metric, reason)``, the reason one sentence for the user.
+    every ``(N, C)`` output counts as class scores. ``output`` names the output in the
+    reason, one sentence for the user, returned with the metric.
 
     Raises:
         InvalidInputError: Labels that fit no metric by default; the message asks for
@@ -211,24 +177,25 @@ def _probability_rows(reference: Any) -> bool:
 
 
 def metric_names() -> tuple[str, ...]:
-    """The metric names :func:`get_metric` knows (``topK`` stands for any k).
+    """Names :func:`get_metric` takes: ``accuracy``, ``top5`` (any ``topN``), the registered.
 
-    ``accuracy`` and ``topK``, then the registered metrics judged on their drop, then those
-    with a threshold of their own, each group in registration order.
+    The registered metrics judged on their drop, then those with a threshold of their own,
+    each group in registration order. Every name is a real one (``top5`` stands beside
+    ``top3``, ``top10``...: the unknown-metric message says so).
 
     Example:
         >>> metric_names()[:3]
-        ('accuracy', 'topK', 'binary_accuracy')
+        ('accuracy', 'top5', 'binary_accuracy')
     """
     names = sorted(METRICS, key=lambda n: METRICS.get(n).threshold is not None)
-    return ("accuracy", "topK", *(n for n in names if n != "accuracy"))
+    return ("accuracy", "top5", *(n for n in names if n != "accuracy"))
 
 
 def task_metric_names() -> tuple[str, ...]:
-    """The task metrics (judged against labels, on their drop), ``topK`` included.
+    """The task metrics (judged against labels, on their drop), ``top5`` included.
 
     Example:
         >>> task_metric_names()
-        ('accuracy', 'topK', 'binary_accuracy', 'mse', 'mae', 'rmse', 'miou')
+        ('accuracy', 'top5', 'binary_accuracy', 'mse', 'mae', 'rmse', 'miou')
     """
-    return tuple(n for n in metric_names() if n == "topK" or get_metric(n).kind == "task")
+    return tuple(n for n in metric_names() if get_metric(n).kind == "task")

@@ -79,14 +79,11 @@ def profile_runner(
 def profile_litert(
     runner: Any, feed: Mapping[str, np.ndarray], timing: Mapping[str, float], whole: LatencyStats
 ) -> dict[str, Any]:
-    """The per-op profile of a LiteRT ``cpu`` runner on one call's ``feed``.
+    """The per-op profile of a row's allocated LiteRT ``cpu`` runner on one call's ``feed``.
 
-    Args:
-        runner: A :class:`~tfcompress.runtime.litert.LiteRTRunner` (the row's, allocated).
-        feed: One call's inputs in the model's layout (float values, by input name).
-        timing: The row's timing options; each op gets the row's ``runs`` and its share
-            of ``min_seconds``/``warmup_seconds``.
-        whole: The row's latency of one call, which the check compares the sum with.
+    ``feed`` is in the model's layout, by input name. Each op gets the row's ``timing``
+    ``runs`` and its share of ``min_seconds``/``warmup_seconds``; ``whole`` is the row's
+    latency of one call, which the check compares the sum with.
 
     Raises:
         OpProfileUnavailable: Control flow (ops that call subgraphs) or a model LiteRT
@@ -118,15 +115,21 @@ def profile_litert(
     overhead = timed([])
     if isinstance(overhead, str):
         raise OpProfileUnavailable(f"LiteRT cannot run a call with no op here: {overhead}")
-    rows = []
+    rows: list[tuple[int, LatencyStats | str | None, str]] = []
     for index in range(count):
+        if cutter.reads_constants_only(index):
+            # A float16 file's DEQUANTIZE of its weights: LiteRT computes it once when it
+            # prepares the model (XNNPACK when it packs the weights), never per call, and a
+            # cut holding it alone leaves the delegate nothing to run.
+            rows.append((index, None, "at load"))
+            continue
         if not runner.use_xnnpack:
             placement = "built-in"
         else:
             placement = "delegated" if index in delegated else "fell back"
         rows.append((index, timed([index]), placement))
     spent = {
-        index: max(0.0, stats.p50 - overhead.p50)
+        index: 0.0 if stats is None else max(0.0, stats.p50 - overhead.p50)
         for index, stats, _ in rows
         if not isinstance(stats, str)
     }
@@ -140,7 +143,9 @@ def profile_litert(
             "output": cutter.output_name(index),
             "ms": None if ms is None else round(ms, 6),
             # The median's interval: how far it lies above the fastest run (load only adds).
-            "spread_ms": None if ms is None else round(stats.p50 - stats.min, 6),  # type: ignore[union-attr]
+            "spread_ms": (
+                round(stats.p50 - stats.min, 6) if isinstance(stats, LatencyStats) else ms
+            ),  # None when not timed alone, 0.0 at load
             "share": None if ms is None else round(ms / total, 6) if total > 0 else 0.0,
             "placement": placement,
         }
@@ -150,7 +155,7 @@ def profile_litert(
         stats = timed(sorted(part))
         ms = None if isinstance(stats, str) else round(max(0.0, stats.p50 - overhead.p50), 6)
         timed_partitions.append({"ops": sorted(part), "ms": ms})
-    measured = [whole, overhead, *(r[1] for r in rows if not isinstance(r[1], str))]
+    measured = [whole, overhead, *(r[1] for r in rows if isinstance(r[1], LatencyStats))]
     spread = math.sqrt(sum(_spread(stats) ** 2 for stats in measured))
     check: dict[str, Any] = {
         "sum_ms": round(total, 6),
@@ -260,6 +265,10 @@ class _Cutter:
 
     def op_name(self, index: int) -> str:
         return self.ops[index].opcode
+
+    def reads_constants_only(self, index: int) -> bool:
+        inputs = [t for t in self.ops[index].inputs if t >= 0]
+        return bool(inputs) and all(t in self._constant for t in inputs)
 
     def output_name(self, index: int) -> str:
         outputs = [t for t in self.ops[index].outputs if t >= 0]

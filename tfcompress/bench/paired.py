@@ -9,7 +9,6 @@ mean the same head in a Keras model and in the ``.tflite`` made from it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,14 +19,12 @@ from tfcompress.data import DataLike, Dataset, load_data, validate_for_signature
 from tfcompress.data.dataset import LaidOut
 from tfcompress.data.sources import describe_source
 from tfcompress.models.feeding import check_input_values, feed_layout
-from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name
+from tfcompress.models.loading import KerasFile, SavedModelDir, TFLiteModel, model_name
 from tfcompress.models.matching import match_tensors
-from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import ModelSignature, model_signature
-from tfcompress.runtime import create_runner, default_backend
-from tfcompress.runtime.base import Runner
+from tfcompress.runtime import default_backend
 
-logger = logging.getLogger(__name__)
+_RUN = "tfcompress.bench.paired:run_model"
 
 
 @dataclass(frozen=True)
@@ -90,29 +87,22 @@ def run_model(
     A ``.tflite`` or ``.onnx`` runs in a worker process
     (:class:`~tfcompress.bench.isolation.IsolatedRunner`): a native crash there is a
     :class:`~tfcompress.bench.isolation.RuntimeCrashedError` (exit 2) naming the signal,
-    not the end of the caller. Keras models and SavedModels run on TensorFlow here.
+    not the end of the caller (``isolate=False`` runs it here). Keras models and
+    SavedModels run on TensorFlow here; ``backend`` picks the runner of a ``.tflite`` only.
 
-    Args:
-        model: A loaded model: the reference itself or a variant of it.
-        dataset: Samples keyed by the reference's input names, batch first.
-        reference: The reference's signature (its names are the ones reported).
-        name: Display name.
-        backend: Runner for a ``.tflite`` (default ``cpu``); other formats run on their
-            natural backend.
-        threads: CPU threads for LiteRT runners.
-        batch_size: Samples per inference call (a static-batch model runs its own size).
-        progress: Draw a progress bar.
-        batch_dims: Input or output name -> batch dimension, for tensors the signature
-            cannot tell (this model's input names, the reference's output names; others
-            are ignored). An output this model's signature cannot place (``(?, ?, ?)``)
-            takes the reference's layout of it.
-        isolate: Run a native runtime in a worker process (the default).
+    ``dataset`` is keyed by the ``reference`` signature's input names, batch first, and the
+    outputs come back under its output names. ``batch_dims`` places tensors the signature
+    cannot tell (this model's input names, the reference's output names; others are
+    ignored); an output this model cannot place (``(?, ?, ?)``) takes the reference's layout.
 
     Raises:
         UnsupportedModelError: Inputs or outputs that cannot be matched to the reference's.
         InvalidDataError: Samples that do not fit this model's inputs.
         RuntimeCrashedError: The native runtime crashed in its worker.
     """
+    if isinstance(model, KerasFile):  # run where it is loaded (TensorFlow runs there)
+        options = {"threads": threads, "batch_size": batch_size, "batch_dims": batch_dims}
+        return model.apply(_RUN, dataset, reference, name=name, what="running", **options)
     signature = model_signature(model)
     inputs = match_tensors(
         reference.inputs, signature.inputs, what="inputs", candidate_name=repr(name)
@@ -129,19 +119,10 @@ def run_model(
         own, signature, what=f"data for {name!r}", layout=layout, batch_first=True
     )
     chosen = backend if isinstance(model, TFLiteModel) and backend else default_backend(model)
-    options = {"threads": threads} if isinstance(model, TFLiteModel) else {}
-    runner: Runner | None = None
-    if isolate and isinstance(model, TFLiteModel | OnnxModel):
-        from tfcompress.bench.isolation import IsolatedRunner, WorkerTransferError
+    from tfcompress.bench.rows import start_runner
 
-        try:
-            runner = IsolatedRunner(model, backend=chosen, options=options, batch_dims=dims)
-        except WorkerTransferError as error:  # a backend only this process can import
-            logger.info("%s; running it in this process", error)
-    if runner is None:
-        runner = create_runner(model, backend=chosen, **options)
-        if dims:
-            runner.declare_batch_dims(dims)
+    options = {"threads": threads} if isinstance(model, TFLiteModel) else {}
+    runner, _ = start_runner(model, chosen, options, dims, isolate=isolate)
     with runner:
         results = runner.run(checked.x, batch_size=batch_size, progress=progress)
     renamed = {outputs[mine]: array for mine, array in results.items()}

@@ -127,11 +127,7 @@ class BenchmarkRow:
             "batch": self.batch,
             "status": self.status,
             "size_bytes": size.get("file_bytes"),
-            "gzip_bytes": size.get("gzip_bytes"),
-            "params": size.get("params"),
-            "macs": size.get("macs"),
-            "ops": size.get("ops"),
-            "precision": size.get("precision"),
+            **{key: size.get(key) for key in ("gzip_bytes", "params", "macs", "ops", "precision")},
             "delegated_ops": self.details.get("delegated_ops"),
             "init_ms": _round(self.init_ms),
             "first_inference_ms": _round(self.first_inference_ms),
@@ -169,11 +165,6 @@ class Device:
         delegates: Backend -> what loaded there: ``"loaded: ..."`` with what its rows said
             (XNNPACK, ops delegated, the Edge TPU library, accelerators) or the row's
             ``unavailable:``/``error:`` status.
-
-    Example:
-        >>> Device("pi5", "tcp://10.0.0.7:40001", "pi5", "/usr/bin/python3",
-        ...        capture_environment()).name  # doctest: +SKIP
-        'pi5'
     """
 
     name: str
@@ -280,15 +271,9 @@ class BenchmarkResult:
         """Write the report files into ``directory`` (created when missing).
 
         Like every tfcompress output, an existing report file is replaced only with
-        ``overwrite``; every file is checked before the first one is written.
-
-        Args:
-            directory: Output folder.
-            formats: Any of ``json``, ``csv``, ``md`` and ``png`` (plots need matplotlib).
-            overwrite: Replace existing report files of the same names.
-
-        Returns:
-            A copy of this result whose ``report_files`` lists the files written.
+        ``overwrite``; every file is checked before the first one is written. ``png`` plots
+        need matplotlib. The copy of this result that comes back lists the files in
+        ``report_files``.
 
         Raises:
             MissingDependencyError: ``png`` asked for without matplotlib.
@@ -367,7 +352,7 @@ def _cells(row: BenchmarkRow, *, with_accuracy: bool) -> list[str]:
         return "-" if value is None else format(value, fmt)
 
     size = row.size
-    status = row.status if len(row.status) <= 60 else row.status[:57] + "..."
+    status = row.status
     if row.ok and row.calls > 1:  # a static batch: said on the row
         status = f"ok ({row.calls} calls of {row.samples_per_call})"
     cpu_ops = row.details.get("cpu_ops")
@@ -375,7 +360,7 @@ def _cells(row: BenchmarkRow, *, with_accuracy: bool) -> list[str]:
         # a GPU row that ran in part on the CPU: the ops it left there, said on the row
         shown = sorted({str(op).split(" ", 1)[0].rstrip(":") for op in cpu_ops})
         status = f"{status}, on CPU: {','.join(shown)}"
-        status = status if len(status) <= 60 else status[:57] + "..."
+    status = status if len(status) <= 60 else status[:57] + "..."
     cells = [
         row.artifact,
         row.backend,

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tfcompress.bench.config import BenchmarkConfig
 from tfcompress.bench.isolation import IsolatedRunner, WorkerTransferError
 from tfcompress.bench.memory import current_rss_mb, growth_mb, peak_rss_mb
 from tfcompress.bench.result import BenchmarkRow
@@ -30,6 +31,7 @@ from tfcompress.errors import (
     TFCompressError,
 )
 from tfcompress.models.feeding import FeedLayout
+from tfcompress.models.signature import model_signature
 from tfcompress.runtime import create_runner
 from tfcompress.runtime.base import Runner
 
@@ -38,27 +40,6 @@ logger = logging.getLogger(__name__)
 # What can fail inside one row without being a bug of tfcompress: our typed errors, and the
 # native runtimes' own (RuntimeError/ValueError from LiteRT and ORT, OSError, out of memory).
 ROW_ERRORS = (TFCompressError, RuntimeError, ValueError, OSError, MemoryError)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What to measure for every artifact: backends, threads, batch sizes, timing, options.
-
-    ``isolate`` runs each native runtime (LiteRT, ONNX Runtime, the Edge TPU delegate) in a
-    worker process per runner (:mod:`tfcompress.bench.isolation`), where ``timeout`` bounds
-    each measurement; ``batch_dims`` says where inputs whose signature cannot tell have
-    their batch; ``profile_ops`` adds each row's per-op profile (``cpu`` rows of a ``.tflite``).
-    """
-
-    backends: tuple[str, ...]
-    threads: tuple[int, ...]
-    batch_sizes: tuple[int, ...]
-    timing: dict[str, float]
-    options: dict[str, dict[str, Any]]
-    isolate: bool = True
-    timeout: float | None = None
-    batch_dims: dict[str, int] = field(default_factory=dict)
-    profile_ops: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,8 +55,8 @@ class Artifact:
     layout: FeedLayout | None = None  # how its signature is fed (None: not read)
 
 
-def isolated(model: Any, plan: Plan) -> bool:
-    """Whether ``model`` is measured in a worker process under ``plan``.
+def isolated(model: Any, isolate: bool) -> bool:
+    """Whether ``model`` is measured in a worker process (``isolate``: the plan's choice).
 
     Native runtimes are (``.tflite``, ``.onnx``). A Keras model or SavedModel runs on
     TensorFlow in this process: TensorFlow is already loaded here to read it, and custom
@@ -84,53 +65,51 @@ def isolated(model: Any, plan: Plan) -> bool:
     from tfcompress.models.loading import TFLiteModel
     from tfcompress.models.onnx import OnnxModel
 
-    return plan.isolate and isinstance(model, TFLiteModel | OnnxModel)
+    return isolate and isinstance(model, TFLiteModel | OnnxModel)
 
 
-def open_runner(model: Any, backend: str, threads: int, plan: Plan) -> tuple[Runner, float]:
-    """A runner for one row group, and the milliseconds its creation took.
+def start_runner(
+    model: Any,
+    backend: str,
+    options: dict[str, Any],
+    batch_dims: dict[str, int],
+    *,
+    isolate: bool = True,
+    timeout: float | None = None,
+) -> tuple[Runner, float]:
+    """A runner of ``model``, in a worker process with ``isolate``, and its creation's ms.
+
+    Only native runtimes (``.tflite``, ``.onnx``) go to a worker
+    (:class:`~tfcompress.bench.isolation.IsolatedRunner`); Keras runs here.
 
     Raises:
         What :func:`tfcompress.runtime.create_runner` raises, in this process or the worker;
         :class:`~tfcompress.bench.isolation.RuntimeCrashedError` or
         :class:`~tfcompress.bench.isolation.MeasurementTimeoutError` from a worker.
     """
-    options = {"threads": threads, **plan.options.get(backend, {})}
-    if isolated(model, plan):
+    if isolated(model, isolate):
         try:
             worker = IsolatedRunner(
-                model,
-                backend=backend,
-                options=options,
-                batch_dims=_own_dims(model, plan),
-                timeout=plan.timeout,
+                model, backend=backend, options=options, batch_dims=batch_dims, timeout=timeout
             )
             return worker, worker.created_ms
         except WorkerTransferError as error:
             # A backend defined where a worker cannot import it (a script's __main__): it is
             # measured here; its rows say "process": "in-process" and the notes count them.
-            logger.info("%s", error)
+            logger.info("%s; running it in this process", error)
     start = time.perf_counter()
     runner = create_runner(model, backend=backend, **options)
     created_ms = (time.perf_counter() - start) * 1000.0
-    if plan.batch_dims:
-        runner.declare_batch_dims(_own_dims(model, plan))
+    if batch_dims:
+        runner.declare_batch_dims(batch_dims)
     return runner, created_ms
-
-
-def _own_dims(model: Any, plan: Plan) -> dict[str, int]:
-    """The declared batch dimensions of the inputs ``model`` has (names differ by format)."""
-    from tfcompress.models.signature import model_signature
-
-    names = model_signature(model).input_names
-    return {k: v for k, v in plan.batch_dims.items() if k in names}
 
 
 def backend_rows(
     name: str,
     artifact: Artifact,
     backend: str,
-    plan: Plan,
+    plan: BenchmarkConfig,
 ) -> tuple[list[BenchmarkRow], int]:
     """Rows for ``artifact`` on ``backend``: one runner per thread count, one row per batch.
 
@@ -147,11 +126,14 @@ def backend_rows(
     for threads in plan.threads:
         base = {"artifact": name, "backend": backend, "threads": threads, "size": size}
         try:
-            # In a worker, memory is the worker's (IsolatedRunner.rss_before_mb); here, ours.
             # Memory is measured where the runner lives: a worker reports its own; None here
             # (unknown growth) for a runner that could not go to its worker after all.
-            rss_before = None if isolated(model, plan) else current_rss_mb()
-            runner, created_ms = open_runner(model, backend, threads, plan)
+            rss_before = None if isolated(model, plan.isolate) else current_rss_mb()
+            options = {"threads": threads, **plan.backend_options.get(backend, {})}
+            dims = plan.input_dims(model_signature(model))
+            runner, created_ms = start_runner(
+                model, backend, options, dims, isolate=plan.isolate, timeout=plan.timeout
+            )
             # The row's init is everything from the artifact as given to a ready runner.
             load_ms = artifact.load_ms
             init_ms = None if load_ms is None else load_ms + created_ms
@@ -214,7 +196,7 @@ def _timed_row(
     base: dict[str, Any],
     init_ms: float | None,
     accuracy: float | None,
-    plan: Plan,
+    plan: BenchmarkConfig,
 ) -> BenchmarkRow:
     try:
         x = _batch_of(dataset.x, batch)
@@ -241,7 +223,7 @@ def _timed_row(
     )
 
 
-def _op_profile(runner: Runner, x: Any, whole: Any, plan: Plan) -> dict[str, Any]:
+def _op_profile(runner: Runner, x: Any, whole: Any, plan: BenchmarkConfig) -> dict[str, Any]:
     """The row's per-op profile, measured where it was timed; what stopped it, said in it."""
     from tfcompress.bench.op_profile import profile_runner
 
@@ -255,7 +237,7 @@ def _op_profile(runner: Runner, x: Any, whole: Any, plan: Plan) -> dict[str, Any
 
 
 def _measure(
-    runner: Runner, x: Any, plan: Plan
+    runner: Runner, x: Any, plan: BenchmarkConfig
 ) -> tuple[Any, dict[str, object], float | None, float | None]:
     """Time one batch where the runner lives: ``(timing, details, rss growth, peak rss)``.
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tfcompress.bench.metrics import MetricDef, MetricLike, choose_metric, get_metric
+from tfcompress.bench.task_metrics import function_metric
 from tfcompress.data import Dataset
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.feeding import feed_layout
@@ -27,13 +28,15 @@ Score = Callable[[dict[str, np.ndarray]], float]  # an artifact's outputs by nam
 
 @dataclass(frozen=True)
 class Scoring:
-    """The accuracy column: which output of the reference, which metric, which labels."""
+    """The accuracy column: which output of the reference, which metric, which labels.
+
+    A metric function is scored as :func:`~tfcompress.bench.task_metrics.function_metric`.
+    """
 
     metric: str
     output: str
     labels: np.ndarray = field(repr=False)
-    definition: MetricDef | None = field(repr=False)
-    function: Callable[[np.ndarray, np.ndarray], float] | None = field(default=None, repr=False)
+    definition: MetricDef = field(repr=False)
 
     def for_artifact(self, reference: ModelSignature, signature: ModelSignature) -> Score:
         """The score function of one artifact, reading the output that is the reference's.
@@ -45,11 +48,8 @@ class Scoring:
         mine = next(name for name, theirs in mapping.items() if theirs == self.output)
 
         def score(outputs: dict[str, np.ndarray]) -> float:
-            values = outputs[mine]
-            if self.function is not None:
-                return float(self.function(self.labels, values))
-            definition = (self.definition or get_metric(self.metric)).for_reference(values)
-            return definition.score(self.labels, values, output=self.output)
+            definition = self.definition.for_reference(outputs[mine])
+            return definition.score(self.labels, outputs[mine], output=self.output)
 
         return score
 
@@ -85,11 +85,8 @@ def plan_scoring(
     if chosen not in labels:
         return None, [f"no accuracy column: the data has no labels for output {chosen!r}."]
     target = np.asarray(labels[chosen])
-    if callable(metric):
-        name = getattr(metric, "__name__", "custom")
-        return Scoring(name, chosen, target, None, metric), []
     if metric is not None:
-        definition = get_metric(metric)
+        definition = function_metric(metric) if callable(metric) else get_metric(metric)
         return Scoring(definition.name, chosen, target, definition), []
     # The output's shape batch first, its batch open (a static batch of 1 scores any count).
     tensor = feed_layout(reference).output(chosen)

@@ -27,17 +27,13 @@ _WEIGHT_OPS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CON
 class SizeInfo:
     """How big an artifact is, on disk and in compute.
 
-    Attributes:
-        file_bytes: Bytes of the file (a directory: all its files).
-        gzip_bytes: Bytes after gzip -9, what a compressed download or OTA update sees.
-        params: Elements of all constant tensors (weights, biases); None when unknown.
-        macs: Multiply-accumulates of one sample through conv, depthwise, dense and matmul
-            layers; None when the format gives no shapes to count them.
-        ops: Operators in the graph (TFLite ops, ONNX nodes); None for Keras models.
-        precision: ``float32``, ``float16``, ``dynamic`` (int8 weights, float math),
-            ``int8``, ``int16x8``, or an integer file with the ops that are not in its
-            precision counted (``int8 + 5 float``, ``int8 + 1 int16``: read from the ops,
-            not from a name); ``mixed`` for other formats' mixes.
+    ``file_bytes`` counts a directory's files too; ``gzip_bytes`` is after gzip -9 (what a
+    download or OTA update sees); ``params`` counts the elements of constant tensors and
+    ``macs`` the multiply-accumulates of one sample through conv, depthwise, dense and
+    matmul layers, ``ops`` the graph's operators (None where unknown). ``precision`` is
+    ``float32``, ``float16``, ``dynamic`` (int8 weights, float math), ``int8``, ``int16x8``,
+    an integer file with the ops not in its precision counted (``int8 + 5 float``: read from
+    the ops, not from a name), or ``mixed`` for other formats' mixes.
     """
 
     file_bytes: int
@@ -53,18 +49,9 @@ class SizeInfo:
 
 
 def measure_size(model: Any, *, path: Path | None = None) -> SizeInfo:
-    """Measure a loaded model (the file at ``path`` when it was loaded from one).
+    """The sizes of a loaded model (a .tflite, .onnx, Keras model or SavedModel).
 
-    Args:
-        model: A :class:`TFLiteModel`, :class:`OnnxModel`, Keras model or SavedModelDir.
-        path: The file or directory it was loaded from, if any.
-
-    Returns:
-        The sizes.
-
-    Example:
-        >>> measure_size(TFLiteModel(content)).precision  # doctest: +SKIP
-        'int8'
+    ``path``, the file or folder it was loaded from, is what the file sizes measure.
     """
     if isinstance(model, TFLiteModel):
         return _tflite_size(model.content)
@@ -220,16 +207,8 @@ def tflite_op_macs(name: str, inputs: list[int], outputs: list[int], shape: Any)
     """Multiply-accumulates of one ``.tflite`` op for one sample; 0 when shapes cannot tell.
 
     The one MAC counter: :func:`measure_size` sums it over a model, the Edge TPU linter per
-    op to say which share of the work the TPU would do.
-
-    Args:
-        name: The op's name (``CONV_2D``...).
-        inputs: Its input tensor indices.
-        outputs: Its output tensor indices.
-        shape: ``tensor index -> shape`` (a list; empty when unknown).
-
-    Returns:
-        The op's multiply-accumulates for one sample (batch dimension excluded).
+    op to say which share of the work the TPU would do. ``shape`` maps a tensor index to its
+    shape (a list; empty when unknown); the batch dimension is excluded.
 
     Example:
         >>> shapes = {0: [1, 8], 1: [4, 8], 2: [1, 4]}

@@ -68,13 +68,7 @@ class Timing:
 
 
 def summarize(seconds: Sequence[float]) -> LatencyStats:
-    """Statistics of run times given in seconds, reported in milliseconds.
-
-    Args:
-        seconds: One duration per run.
-
-    Returns:
-        The statistics.
+    """Statistics of run times given in seconds (one per run), reported in milliseconds.
 
     Raises:
         InvalidInputError: No durations.
@@ -115,18 +109,8 @@ def measure(
     preparation, cache misses). Warm-up continues until ``warmup_runs`` calls and
     ``warmup_seconds`` have passed. Timed runs continue until both ``runs`` calls and
     ``min_seconds`` have passed, but stop at ``max_seconds`` once ``runs`` are done.
-
-    Args:
-        call: Runs the model once (see :meth:`tfcompress.runtime.Runner.bind`).
-        runs: Minimum timed runs (>= 1).
-        min_seconds: Minimum total time of the timed runs.
-        warmup_runs: Minimum warm-up runs, the first call included (>= 1).
-        warmup_seconds: Minimum warm-up time.
-        max_seconds: Stop timing after this long, once ``runs`` are done.
-        clock: Monotonic clock in seconds (tests inject a fake one).
-
-    Returns:
-        First-call time, warm-up count and steady-state statistics.
+    ``call`` runs the model once (:meth:`tfcompress.runtime.Runner.bind`); ``clock`` is a
+    monotonic clock in seconds (tests inject a fake one).
 
     Raises:
         InvalidInputError: ``runs`` or ``warmup_runs`` below 1, or negative times.

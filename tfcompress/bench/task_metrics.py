@@ -5,14 +5,14 @@
 ``miou`` (:func:`miou_metric`), each a :class:`~tfcompress.bench.metric_def.MetricDef` whose
 ``prepare`` validates the labels against the outputs and, when they do not fit, names the metric
 that does (:func:`metric_for_labels`), registered by name (``@register_metric``; judged on
-their drop, ``max_drop``). :func:`~tfcompress.bench.metrics.get_metric` is the way in. Pure
-numpy.
+their drop, ``max_drop``), and a user's metric function as one (:func:`function_metric`).
+:func:`~tfcompress.bench.metrics.get_metric` is the way in. Pure numpy.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,21 +23,14 @@ from tfcompress.bench.fidelity import (
     class_predictions,
     class_scores,
     describe_shape,
+    mean_of_first,
 )
 from tfcompress.bench.metric_def import MetricDef, Prepared, register_metric
 from tfcompress.errors import InvalidDataError, InvalidInputError
 
 
 def correct_top_k(labels: np.ndarray, outputs: np.ndarray, k: int = 1) -> np.ndarray:
-    """Per-sample booleans: is the label among the ``k`` highest outputs?
-
-    A single-unit output is read as a binary probability/logit (positive class when > 0.5
-    for probabilities in [0, 1], > 0 otherwise).
-    """
-    outputs = outputs.reshape(len(outputs), -1)
-    if outputs.shape[1] == 1:
-        threshold = 0.5 if outputs.min() >= 0 and outputs.max() <= 1 else 0.0
-        return (outputs[:, 0] > threshold).astype(np.int64) == labels
+    """Per-sample booleans: is the label among the ``k`` highest of ``(N, C)`` scores?"""
     if k == 1:
         return outputs.argmax(axis=1) == labels
     top = np.argpartition(-outputs, kth=min(k, outputs.shape[1]) - 1, axis=1)[:, :k]
@@ -141,19 +134,16 @@ def top_k_metric(k: int, cut: float | None = None) -> MetricDef:
         )
 
     what = "top-1 accuracy" if k == 1 else f"top-{k} accuracy"
-    return MetricDef(
+    return _task(
         name,
-        "task",
         "higher",
         "fraction",
         f"{what}: share of samples whose label is among the {k} highest outputs"
         + (" (one-unit outputs: cut as binary_accuracy)" if k == 1 else ""),
-        "max_drop",
-        None,
         "mcnemar",
         prepare,
         lambda ids, scores: correct(ids, scores)[:, np.newaxis].astype(np.float64),
-        _mean_of_first,
+        mean_of_first,
         correct,
         bind if cut is None else None,
     )
@@ -211,14 +201,11 @@ def binary_accuracy_metric(cut: float | None = None, *, bound: bool = False) -> 
             f"binary accuracy: an output above {cut:g} counts as positive (the reference "
             f"outputs {kind})"
         )
-    return MetricDef(
+    return _task(
         name,
-        "task",
         "higher",
         "fraction",
         description,
-        "max_drop",
-        None,
         "mcnemar",
         prepare,
         per_sample,
@@ -246,14 +233,11 @@ def regression_metric(name: str) -> MetricDef:
 
     aggregate = (lambda rows: math.sqrt(_ratio_of_sums(rows))) if name == "rmse" else _ratio_of_sums
     words = {"mse": "mean squared", "mae": "mean absolute", "rmse": "root mean squared"}[name]
-    return MetricDef(
+    return _task(
         name,
-        "task",
         "lower",
         "number",
         f"{words} error against labels of the output's shape, over all elements",
-        "max_drop",
-        None,
         "bootstrap",
         prepare,
         per_sample,
@@ -345,16 +329,13 @@ def miou_metric(cut: float | None = None) -> MetricDef:
         present = union > 0
         return float((hit[present] / union[present]).mean()) if present.any() else math.nan
 
-    return MetricDef(
+    return _task(
         "miou",
-        "task",
         "higher",
         "fraction",
         "mean intersection over union of class masks, over the classes present in the labels "
         "or predictions of the samples scored (outputs (N, ..., C): argmax; one channel: cut "
         "at 0.5 for probabilities, 0 for logits)",
-        "max_drop",
-        None,
         "bootstrap",
         prepare,
         per_sample,
@@ -364,8 +345,57 @@ def miou_metric(cut: float | None = None) -> MetricDef:
     )
 
 
-def _mean_of_first(rows: np.ndarray) -> float:
-    return float(rows[:, 0].mean())
+def function_metric(function: Callable[[np.ndarray, np.ndarray], float]) -> MetricDef:
+    """``function(labels, outputs) -> float`` as a task metric (higher is better, a fraction).
+
+    What ``metric=fn`` of the gates, the plugin, evaluate and benchmark becomes. The gates
+    judge it on its drop with a bootstrap interval, so they need it on random subsets of the
+    samples and per class: its per-sample rows are indices into the arrays it was prepared
+    with.
+    """
+    name = getattr(function, "__name__", "") or "metric"
+    if name == "<lambda>":
+        name = "metric"
+    # Each model's (labels, outputs) are kept once; a per-sample row is (which, index), so
+    # any subset of rows still knows which arrays it indexes.
+    prepared: list[Prepared] = []
+
+    def prepare(labels: np.ndarray, outputs: np.ndarray, output: str) -> Prepared:
+        labels, outputs = np.asarray(labels), np.asarray(outputs)
+        if labels.ndim == 0 or outputs.ndim == 0 or len(labels) != len(outputs):
+            raise InvalidDataError(
+                f"{name} on output {output!r}: {labels.shape[:1]} labels for "
+                f"{outputs.shape[:1]} outputs; pass one output row per labelled sample."
+            )
+        return labels, outputs
+
+    def per_sample(labels: np.ndarray, outputs: np.ndarray) -> np.ndarray:
+        prepared.append((labels, outputs))
+        which = np.full(len(labels), len(prepared) - 1)
+        return np.stack([which, np.arange(len(labels))], axis=1)
+
+    def aggregate(rows: np.ndarray) -> float:
+        labels, outputs = prepared[int(rows[0, 0])]
+        indices = rows[:, 1]
+        return float(function(labels[indices], outputs[indices]))
+
+    return _task(
+        name,
+        "higher",
+        "fraction",
+        f"{name}: the metric function given, scored on both models against the labels",
+        "bootstrap",
+        prepare,
+        per_sample,
+        aggregate,
+    )
+
+
+def _task(
+    name: str, direction: str, unit: str, description: str, interval: str, *how: Any
+) -> MetricDef:
+    """A task metric: judged on its drop (``max_drop``), so no threshold of its own."""
+    return MetricDef(name, "task", direction, unit, description, "max_drop", None, interval, *how)
 
 
 def _ratio_of_sums(rows: np.ndarray) -> float:

@@ -31,16 +31,6 @@ from typing import Any
 from tfcompress._declared import declared_thresholds
 from tfcompress.errors import InvalidInputError
 
-__all__ = [
-    "MAX_DROP",
-    "ThresholdDef",
-    "check_threshold_names",
-    "get_threshold",
-    "implied_metric",
-    "threshold_names",
-    "thresholds",
-]
-
 #: Allowed drop of accuracy-like task metrics when none is given: one point.
 DEFAULT_MAX_DROP = 0.01
 
@@ -93,11 +83,6 @@ class ThresholdDef:
     def ini_key(self) -> str:
         """The pytest ini key (``tfc_min_snr``)."""
         return f"tfc_{self.name}"
-
-    @property
-    def upper_limit(self) -> bool:
-        """True for ``max_*`` thresholds: the judged number may not exceed it (never < 0)."""
-        return self.name.startswith("max_")
 
     @property
     def help(self) -> str:

@@ -36,7 +36,12 @@ from tfcompress import __version__
 from tfcompress._compat.heap import own_this_process
 from tfcompress.cli import _interrupt
 from tfcompress.cli._interrupt import Terminated
-from tfcompress.cli._io import OneLineArgumentParser, protected_stdio, renamed_flag_error
+from tfcompress.cli._io import (
+    OneLineArgumentParser,
+    in_flags,
+    protected_stdio,
+    renamed_flag_error,
+)
 from tfcompress.errors import TFCompressError, bounded
 
 EXIT_INTERNAL_ERROR = 3
@@ -115,11 +120,7 @@ def _time_limit(args: argparse.Namespace) -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI and return its exit code (never raises for bad input).
-
-    Example:
-        >>> main(["--version"])  # doctest: +SKIP
-    """
+    """Run the CLI and return its exit code (never raises for bad input)."""
     renamed = renamed_flag_error(list(sys.argv[1:] if argv is None else argv))
     if renamed is not None:
         print(renamed, file=sys.stderr)
@@ -146,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _run(args, out)
         except TFCompressError as error:
-            line = f"tfcompress {args.command}: error: {_one_line(error)}"
+            said = in_flags(_one_line(error), _flags_of(parser, args.command))
+            line = f"tfcompress {args.command}: error: {said}"
             code, details = error.exit_code, ""
         except MemoryError:  # this process out of memory: one line, not a bug's traceback
             from tfcompress._limits import out_of_memory
@@ -232,13 +234,22 @@ def entry() -> None:
     raise SystemExit(code)
 
 
+def _flags_of(parser: argparse.ArgumentParser, verb: str) -> set[str]:
+    """Every flag of ``verb``'s parser: what a message may recommend to its user."""
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return set(sub.choices[verb]._option_string_actions)
+
+
 def _one_line(error: BaseException) -> str:
     # one line, whatever the message holds, and the values it quotes cut (errors.bounded)
     return bounded(" ".join(str(error).split())) or "no message"
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to whatever ``sys.stderr`` is at emit time (it is swapped during a command)."""
+    """Writes to whatever ``sys.stderr`` is at emit time (it is swapped during a command).
+
+    A warning quotes values as an error does: cut (:func:`tfcompress.errors.bounded`).
+    """
 
     @property
     def stream(self) -> IO[str]:  # type: ignore[override]
@@ -248,17 +259,13 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def stream(self, _: IO[str]) -> None:
         pass
 
-
-class _BoundedFormatter(logging.Formatter):
-    """A warning quotes values as an error does: cut (:func:`tfcompress.errors.bounded`)."""
-
     def format(self, record: logging.LogRecord) -> str:
         return bounded(super().format(record))
 
 
 def _configure_logging(verbose: bool) -> None:
     handler = _StderrHandler()
-    handler.setFormatter(_BoundedFormatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("tfcompress")
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)

@@ -31,20 +31,12 @@ _DECLARED = (
 
 # tfcompress.targets.base.ENTRY_POINT_GROUP
 TARGET_ENTRY_POINT_GROUP = "tfcompress.targets"
-# tfcompress.quantization.recipes: list_io_types(), FORMATS, ENGINES
-IO_TYPES = ("float32", "int8", "uint8", "int16")
+# tfcompress.quantization.recipes.FORMATS
 FORMATS = ("tflite", "onnx")
-ENGINES = ("converter", "litert-quantizer")
-# tfcompress.data.calibration.DEFAULT_CALIBRATION_SAMPLES
-DEFAULT_CALIBRATION_SAMPLES = 200
 # the keys of tfcompress.targets.onnx.ort_quantize.CALIBRATION_METHODS
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 # tfcompress.testing.settings.GATE_MODES
 GATE_MODES = ("strict", "tolerant", "proven")
-# tfcompress.training.configs: SCHEDULES, PRESERVE, EXPORT_RECIPES
-SCHEDULES = ("polynomial", "constant")
-PRESERVE = ("sparsity", "clusters")
-EXPORT_RECIPES = ("float32", "float16", "dynamic", "int8")
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,8 @@
 """``--custom-objects`` for the commands that load several models (``gate``, ``benchmark``).
 
 The classes go to the Keras models among them; a ``.tflite`` or ``.onnx`` beside them is
-loaded without; given where none is a Keras model, the flag is refused in one line.
+loaded without; given where none is a Keras model, the flag is refused in one line. A module
+of its own: only the commands that have the flag reach its message.
 """
 
 from __future__ import annotations

@@ -56,9 +56,17 @@ def gate_requested(args: argparse.Namespace) -> bool:
     return any(getattr(args, name, None) is not None for name in threshold_names())
 
 
-def threshold_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The threshold flags as keyword options of :func:`tfcompress.testing.check_gate`."""
-    return {name: getattr(args, name, None) for name in threshold_names()}
+def gate_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--output``, ``--metric``, the thresholds and ``--mode`` as a gate config's keywords.
+
+    None where not given: the config keeps its default (``GateConfig.from_options``).
+    """
+    return {
+        "outputs": flat(args.output) or None,
+        "metrics": flat(args.metric) or None,
+        "mode": args.mode,
+        **{name: getattr(args, name, None) for name in threshold_names()},
+    }
 
 
 def flat(values: list[list[str]] | None) -> list[str]:

@@ -19,8 +19,9 @@ process was started with ignored (``nohup`` ignores SIGHUP) stays ignored.
 Python runs a signal handler between two bytecodes of the main thread, wherever it is, and
 drops an exception raised where nothing can receive it (a ``__del__`` the garbage collector
 calls during an import, a weakref callback): it reports it to ``sys.unraisablehook``. The
-interruption is then re-sent a moment later, so it lands where it unwinds the run instead
-of leaving the run going with every later signal ignored.
+interruption is then re-sent to the main thread a moment later, so it lands where it unwinds
+the run instead of leaving the run going with every later signal ignored; the re-sending is
+called off when the run ends (:func:`settle`), so it never reaches what runs after it.
 
 Example:
     >>> install()  # doctest: +SKIP
@@ -28,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
@@ -53,8 +53,12 @@ class Terminated(BaseException):
 
 
 _quiet = False  # True once a Terminated was raised, or the run is over: ignore the rest
+_over = False  # the run has ended (settle): nothing is sent again
 #: The signals the handler turned into exceptions during this run, in order.
 _received: list[int] = []
+#: The interruption to send again (:func:`_unraisable`), until it is sent or the run ends.
+_resend: threading.Timer | None = None
+_resend_lock = threading.RLock()  # the hook may run in any thread, or inside settle()
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
@@ -74,8 +78,8 @@ def install() -> None:
 
     Only the CLI's entry points call this, first thing; signals ignored at start stay ignored.
     """
-    global _quiet
-    _quiet = False
+    global _quiet, _over
+    _quiet = _over = False
     _received.clear()
     for name in SIGNALS:
         number = getattr(signal, name, None)
@@ -93,26 +97,43 @@ _RESEND_S = 0.05
 
 def _unraisable(unraisable: Any) -> None:
     """An interruption Python dropped (raised in a ``__del__``...): send it again, silently."""
-    global _quiet
+    global _quiet, _resend
     error = unraisable.exc_value
-    if isinstance(error, Terminated | KeyboardInterrupt):
-        number = error.signum if isinstance(error, Terminated) else signal.SIGINT
-        _quiet = False  # it did not unwind anything: the next one must raise
-        timer = threading.Timer(_RESEND_S, os.kill, (os.getpid(), number))
-        timer.daemon = True
-        timer.start()
+    if not isinstance(error, Terminated | KeyboardInterrupt):
+        _previous_hook[0](unraisable)
         return
-    _previous_hook[0](unraisable)
+    number = error.signum if isinstance(error, Terminated) else signal.SIGINT
+    with _resend_lock:
+        if _over or _resend is not None:
+            return  # the run is over, or this interruption is on its way already
+        _quiet = False  # it did not unwind anything: the next one must raise
+        _resend = threading.Timer(_RESEND_S, _send_again, (number,))
+        _resend.daemon = True
+        _resend.start()
+
+
+def _send_again(number: int) -> None:
+    """The timer's: the dropped interruption to the main thread, unless the run ended."""
+    global _resend
+    with _resend_lock:
+        if _over or _resend is not threading.current_thread():
+            return
+        _resend = None
+        signal.pthread_kill(threading.main_thread().ident or 0, number)
 
 
 def settle() -> None:
     """The run is over: a signal from now on is ignored, so the exit's clean-up runs whole.
 
-    Handlers stay installed (a Python function, never ``SIG_IGN``, which children would
-    inherit).
+    An interruption waiting to be sent again is called off. Handlers stay installed (a
+    Python function, never ``SIG_IGN``, which children would inherit).
     """
-    global _quiet
-    _quiet = True
+    global _quiet, _over, _resend
+    with _resend_lock:
+        _quiet = _over = True
+        if _resend is not None:
+            _resend.cancel()
+            _resend = None
 
 
 def cause(error: BaseException) -> BaseException | None:

@@ -6,8 +6,9 @@ import argparse
 import contextlib
 import io
 import os
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, NoReturn
 
 
@@ -75,7 +76,11 @@ _TRAINING_RENAMES = {
 }
 RENAMED_FLAGS: dict[str, dict[str, str]] = {
     "qat": _TRAINING_RENAMES,
-    "prune": {**_TRAINING_RENAMES, "--skip-layer": "--skip-layers"},
+    "prune": {
+        **_TRAINING_RENAMES,
+        "--skip-layer": "--skip-layers",
+        "--sparsity": "--target-sparsity",
+    },
     "cluster": {**_TRAINING_RENAMES, "--skip-layer": "--skip-layers"},
     "select": {
         "--val": "--eval",
@@ -87,7 +92,17 @@ RENAMED_FLAGS: dict[str, dict[str, str]] = {
         "--min-seconds": "--latency-seconds",
     },
     "gate": {"--data": "--eval"},
-    "quantize": {"--batch-size": "--static-batch", "--samples": "--calibration-samples"},
+    "benchmark": {"--batch": "--batch-sizes", "--backend": "--backends"},
+    "mcu": {"--timeout": "--time-budget"},
+    "quantize": {
+        "--batch-size": "--static-batch",
+        "--samples": "--calibration-samples",
+        "--per-tensor": "--no-per-channel",
+        "--float-node": "--float-nodes NODE,NODE",
+        "--calibration": "--calibration-method",
+        "--method": "--methods",
+        "--rule": "--rules",
+    },
     "compress": {
         "--latency": "--measure-latency",
         "--no-latency": "--no-measure-latency",
@@ -113,3 +128,39 @@ def renamed_flag_error(argv: list[str]) -> str | None:
                 f"{renames[old]} (docs/cli.md, 'Renamed before the first release')"
             )
     return None
+
+
+_KEYWORD = re.compile(
+    r"(?<![\w./-])([a-z][a-z0-9_]*)=('[^']*'|\"[^\"]*\"|True|False|-?\d[\w.]*)"
+    r"(?: \((--[^)]*)\))?"
+)
+_NAMED = re.compile(r"(?<![\w./-])([a-z][a-z0-9_]*) \((--[a-z0-9-]+)\)")
+
+
+def in_flags(message: str, flags: Iterable[str]) -> str:
+    """A library message in a command line's words: ``backend='cpu'`` as ``--backend cpu``.
+
+    Only a keyword that is a flag of the verb (``flags``) is rewritten; a keyword with its
+    flag beside it (``engine='x' (--engine x)``, ``float_nodes (--float-nodes)``) becomes
+    that flag. Everything else is left as the library wrote it.
+
+    Example:
+        >>> in_flags("use backend='cpu' for .tflite files", {"--backend"})
+        'use --backend cpu for .tflite files'
+        >>> in_flags("pass engine='x' (--engine x).", {"--engine"})
+        'pass --engine x.'
+    """
+    known = set(flags)
+
+    def keyword(match: re.Match[str]) -> str:
+        name, value, beside = match.groups()
+        flag = "--" + name.replace("_", "-")
+        if beside is not None and beside.split()[0] in known:
+            return beside
+        if value in ("True", "False"):
+            flag = flag if value == "True" else "--no-" + flag[2:]
+            return flag if flag in known else match.group(0)
+        return f"{flag} {value.strip(chr(39) + chr(34))}" if flag in known else match.group(0)
+
+    message = _KEYWORD.sub(keyword, message)
+    return _NAMED.sub(lambda m: m.group(2) if m.group(2) in known else m.group(0), message)

@@ -48,27 +48,42 @@ def config_values(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str,
 def _argument(option: DeclaredOption) -> dict[str, Any]:
     annotation = option.annotation.replace(" | None", "")
     shown_default = _shown(option.default)
-    help_text = (option.help + (f" (default {shown_default})" if shown_default else "")).replace(
+    listed: tuple[str, ...] = ()
+    if option.names is not None:  # a registry's names, read from the plug-ins' source
+        from tfcompress.cli import _choices
+
+        listed = getattr(_choices, option.names)
+    in_help = listed and (option.metavar or annotation.startswith("tuple["))
+    help_text = option.help + (f" ({', '.join(listed)})" if in_help else "")
+    help_text = (help_text + (f" (default {shown_default})" if shown_default else "")).replace(
         "%", "%%"
     )
     if annotation == "bool":
         return {"action": argparse.BooleanOptionalAction, "help": help_text}
     argument: dict[str, Any] = {"help": help_text}
-    if annotation.startswith("tuple["):  # tuple[float, ...]: comma-separated values
+    if option.parse is not None and ":" in option.parse:  # "module:function", imported late
+        from tfcompress.cli.common import argument_type
+
+        argument["type"] = argument_type(option.parse)
+        if annotation.startswith("tuple["):  # values that hold commas: the flag repeats
+            argument["action"] = "append"
+    elif annotation.startswith("tuple["):  # tuple[float, ...]: comma-separated values
         from tfcompress.cli.common import csv_of
 
-        kind = _TYPES[annotation[len("tuple[") :].partition(",")[0]]
-        argument["type"] = csv_of(kind, option.flag)
+        kind = annotation[len("tuple[") :].partition(",")[0]
+        argument["type"] = csv_of(_TYPES[kind], option.flag)
+        argument["metavar"] = option.metavar or f"{_METAVARS[kind]},{_METAVARS[kind]}"
     elif option.parse is not None:
         from tfcompress.cli import common
 
         argument["type"] = getattr(common, option.parse)
     else:
-        argument["type"] = _TYPES[annotation]
+        argument["type"] = _TYPES.get(annotation, str)  # MetricLike: a name on a command line
     if option.choices is not None:
         argument["choices"] = option.choices
-    if option.choices is None:
-        argument["metavar"] = option.metavar or _METAVARS.get(annotation, "V,V")
+    if option.choices is None and "metavar" not in argument:
+        braced = "{" + ",".join(listed) + "}" if listed else None
+        argument["metavar"] = option.metavar or braced or _METAVARS.get(annotation, "V")
     return argument
 
 

@@ -5,17 +5,14 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable
+from importlib import import_module
 from typing import IO, TYPE_CHECKING, Any
 
-from tfcompress.cli._choices import EXPORT_RECIPES
-from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
+from tfcompress._config_fields import declared_options
+from tfcompress.cli._gating import add_gate_options, gate_options, gate_requested
+from tfcompress.cli._options import add_config_flags, config_values
 from tfcompress.cli.common import (
-    add_custom_objects_flag,
-    add_force_flag,
-    add_json_flag,
-    add_timeout_flag,
-    add_unsafe_flag,
-    csv_of,
+    add_shared_flags,
     emit_json,
     load_cli_model,
 )
@@ -31,19 +28,18 @@ logger = logging.getLogger(__name__)
 def add_training_arguments(
     parser: argparse.ArgumentParser, *, config: type[TrainingConfig]
 ) -> None:
-    """MODEL, --train, --eval, --out, --epochs/--learning-rate/--batch-size/--seed, gate flags...
+    """MODEL, --train, --eval, --out, one flag per option of ``config``, gate flags...
 
-    Also ``--no-freeze-batchnorm`` (BatchNorm statistics train; frozen by default) and
-    ``--no-isolate`` (no child process; see :mod:`tfcompress.training.isolation`). Every
-    option flag defaults to None, "not given": :func:`training_config` leaves it to the
-    ``config`` class, whose defaults the help shows and whose checks judge every value.
+    The option flags are made from ``config``'s fields (:mod:`tfcompress.cli._options`):
+    each defaults to None, "not given", so :func:`training_config` leaves it to the config,
+    whose defaults the help shows and whose checks judge every value. Also ``--no-isolate``
+    (no child process; see :mod:`tfcompress.training.isolation`).
 
     The gate flags (``--max-drop``, ``--min-snr``, ``--min-cosine``, ``--max-abs``,
     ``--min-agreement``, ``--output``, ``--metric``, ``--mode``) are those of
     ``tfcompress gate`` (:func:`tfcompress.cli._gating.add_gate_options`): a threshold judges
     the exported ``.tflite`` against the original float model on the eval data.
     """
-    default = config.defaults()
     parser.add_argument("model", help="Keras Sequential/Functional model (.keras or .h5)")
     parser.add_argument(
         "--train",
@@ -59,26 +55,9 @@ def add_training_arguments(
         "of the training samples held out",
     )
     parser.add_argument("--out", required=True, help="output .tflite path")
-    parser.add_argument(
-        "--epochs", type=int, help=f"fine-tuning epochs (default {default['epochs']})"
-    )
-    parser.add_argument(
-        "--learning-rate",
-        type=float,
-        metavar="X",
-        help=f"Adam learning rate (default {default['learning_rate']:g})",
-    )
-    parser.add_argument(
-        "--batch-size", type=int, help=f"samples per step (default {default['batch_size']})"
-    )
-    parser.add_argument("--seed", type=int, help=f"training seed (default {default['seed']})")
-    parser.add_argument(
-        "--freeze-batchnorm",
-        action=argparse.BooleanOptionalAction,
-        help="keep BatchNormalization statistics frozen (the default, so fine-tuning on data "
-        "unlike the training set cannot move them); --no-freeze-batchnorm lets them train, for "
-        "a real training set",
-    )
+    declared = declared_options("training.configs", config.__name__)
+    names = add_config_flags(parser, "training.configs", config.__name__, *declared)
+    parser.set_defaults(config_flags=names)
     parser.add_argument(
         "--isolate",
         action=argparse.BooleanOptionalAction,
@@ -90,69 +69,44 @@ def add_training_arguments(
     # A threshold judges the exported .tflite against the original float model on the
     # eval data; the artifact is written either way and the command exits 1 on failure.
     add_gate_options(parser)
-    add_force_flag(parser)
-    add_unsafe_flag(parser)
-    add_custom_objects_flag(parser)
-    add_timeout_flag(parser)
-    add_json_flag(parser)
+    add_shared_flags(parser, "force", "unsafe", "custom_objects", "timeout", "json")
 
 
-def add_export_arguments(
-    parser: argparse.ArgumentParser, *, config: type[TrainingConfig], what: str
-) -> None:
-    """--then, --qat-epochs and --skip-layers for pruning and clustering (``config``'s)."""
-    default = config.defaults()
-    parser.add_argument(
-        "--then",
-        choices=EXPORT_RECIPES,
-        help=f"export precision (default float32); int8 runs {what}-preserving QAT",
-    )
-    parser.add_argument(
-        "--qat-epochs",
-        type=int,
-        help="epochs of the preserving QAT with --then int8 (0: post-training int8; default "
-        f"{default['qat_epochs']})",
-    )
-    parser.add_argument(
-        "--skip-layers",
-        type=csv_of(str, "--skip-layers"),
-        metavar="NAME,NAME",
-        help="leave these layers untouched (comma-separated)",
-    )
+def training_verb(
+    name: str, config: type[TrainingConfig], train: str, *, help: str, description: str
+) -> tuple[Callable[[Any], argparse.ArgumentParser], Callable[..., int]]:
+    """The ``add_parser`` and ``run`` of the fine-tuning subcommand ``name`` (qat, prune...).
+
+    ``run`` builds ``config`` from the flags (every value checked), imports ``train``
+    (``"tfcompress.training.prune:prune"``: tfmot only once a command runs), fine-tunes and
+    writes the ``.tflite`` atomically (:func:`run_training`).
+    """
+
+    def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+        parser = subparsers.add_parser(name, help=help, description=description)
+        add_training_arguments(parser, config=config)
+        return parser
+
+    def run(args: argparse.Namespace, out: IO[str]) -> int:
+        chosen = training_config(args, config)
+        module, _, function = train.partition(":")
+        return run_training(args, out, getattr(import_module(module), function), chosen)
+
+    return add_parser, run
 
 
-def training_config(
-    args: argparse.Namespace, config: type[TrainingConfig], **options: Any
-) -> TrainingConfig:
+def training_config(args: argparse.Namespace, config: type[TrainingConfig]) -> TrainingConfig:
     """The config the flags ask for; a flag not given (None) leaves the config's default.
 
     Args:
-        args: The parsed flags of :func:`add_training_arguments` (and
-            :func:`add_export_arguments`, where the command has them).
+        args: The parsed flags of :func:`add_training_arguments`.
         config: The technique's config class.
-        **options: The command's own flags, by config field (None: not given).
 
     Raises:
         InvalidInputError: A value the config refuses (the message the Python keyword and a
             compress report give too).
-
-    Example:
-        >>> training_config(parse(["qat", "m.keras", "--train", "t.npz", "--out", "q.tflite",
-        ...                        "--epochs", "2"]), QATConfig).epochs  # doctest: +SKIP
-        2
     """
-    given: dict[str, Any] = {
-        "epochs": args.epochs,
-        "learning_rate": args.learning_rate,
-        "batch_size": args.batch_size,
-        "seed": args.seed,
-        "freeze_batchnorm": args.freeze_batchnorm,
-        **options,
-    }
-    if hasattr(args, "then"):  # prune, cluster: float32 is the config's None
-        given["then"] = None if args.then == "float32" else args.then
-        given["qat_epochs"] = args.qat_epochs
-        given["skip_layers"] = None if args.skip_layers is None else tuple(args.skip_layers)
+    given = config_values(args, args.config_flags)
     return config(**{name: value for name, value in given.items() if value is not None})
 
 
@@ -174,11 +128,6 @@ def run_training(
     Raises:
         InvalidInputError: Gate flags that contradict each other or cannot apply (checked
             before loading anything; those that depend on the data, before training).
-
-    Example:
-        >>> main(["prune", "m.keras", "--train", "t.npz", "--out", "p.tflite",
-        ...       "--max-drop", "0.01"])  # doctest: +SKIP
-        1
     """
     from tfcompress.models import check_output_path
 
@@ -217,8 +166,7 @@ def _gate_options(args: argparse.Namespace) -> tuple[tuple[Check, ...] | None, G
             threshold no requested metric uses, an unknown metric, a threshold out of range.
     """
     from tfcompress.errors import InvalidInputError
-    from tfcompress.testing.judge import build_checks
-    from tfcompress.testing.settings import GateSettings
+    from tfcompress.testing.config import GateConfig
 
     if not gate_requested(args):
         if args.mode is not None:
@@ -232,6 +180,5 @@ def _gate_options(args: argparse.Namespace) -> tuple[tuple[Check, ...] | None, G
                 "(--max-drop, --min-snr, --min-cosine, --max-abs or --min-agreement)."
             )
         return None, None
-    checks = build_checks(flat(args.output), flat(args.metric), **threshold_options(args))
-    mode = {} if args.mode is None else {"mode": args.mode}  # GateSettings owns the default
-    return checks, GateSettings(**mode)
+    gate = GateConfig.from_options(**gate_options(args))
+    return gate.checks_to_run, gate.settings

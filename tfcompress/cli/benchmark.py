@@ -1,41 +1,38 @@
-"""``tfcompress benchmark ARTIFACT... [--data TEST.npz] [--backend cpu,gpu] [--threads 1,2]``."""
+"""``tfcompress benchmark ARTIFACT... [--data TEST.npz] [--backends cpu,gpu] [--threads 1,2]``."""
 
 from __future__ import annotations
 
 import argparse
 from typing import IO, Any
 
-from tfcompress.cli._choices import BACKEND_FLAGS, BACKENDS
+from tfcompress._config_fields import declared_options
+from tfcompress.cli._choices import BACKEND_FLAGS
 from tfcompress.cli._devices import add_on_flags, connect_on
 from tfcompress.cli._options import add_config_flags, config_values
 from tfcompress.cli.common import (
-    add_custom_objects_flag,
     add_feeding_flags,
-    add_json_flag,
-    add_unsafe_flag,
-    argument_type,
-    csv_of,
-    duration,
+    add_per_input_flag,
+    add_shared_flags,
     emit_json,
     show_progress,
 )
-
-
-def _input_shape(text: str) -> tuple[str, tuple[int | None, ...]]:
-    from tfcompress.bench.inputs import parse_input_shape
-
-    return argument_type(parse_input_shape)(text)
-
 
 #: The BenchmarkConfig fields that are flags made from their declarations.
 _CONFIG = (
     "bench.config",
     "BenchmarkConfig",
+    "backends",
     "runs",
     "min_seconds",
     "warmup_runs",
     "warmup_seconds",
     "profile_ops",
+    "threads",
+    "batch_sizes",
+    "metric",
+    "output",
+    "reference",
+    "timeout",
 )
 
 
@@ -61,52 +58,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="test samples (.npz with x and y for accuracy; one array per input name for "
         "several inputs); without it, latency runs on seeded random inputs",
     )
-    parser.add_argument(
+    add_per_input_flag(
+        parser,
         "--input-shape",
-        action="append",
-        type=_input_shape,
-        default=[],
-        metavar="NAME=DxD...",
-        help="full shape (in the model's layout, N allowed at the batch) of an input with "
+        "NAME=DxD...",
+        "tfcompress.bench.inputs:parse_input_shape",
+        "full shape (in the model's layout, N allowed at the batch) of an input with "
         "unknown dimensions, for runs without --data, e.g. audio=1x43844x1; repeat per input",
     )
     add_feeding_flags(parser)
-    parser.add_argument(
-        "--backend",
-        type=csv_of(str, "--backend"),
-        default=["cpu"],
-        help=f"comma list of {','.join(BACKENDS)} (default cpu)",
-    )
     # Counts are integers here; BenchmarkConfig checks their range (one message, any way in).
-    parser.add_argument("--threads", type=csv_of(int, "--threads"), default=[1], help="e.g. 1,2")
-    parser.add_argument("--batch", type=csv_of(int, "--batch"), default=[1], help="e.g. 1,8,32")
     add_config_flags(parser, *_CONFIG)
-    parser.add_argument(
-        "--metric",
-        help="what the accuracy column scores against the labels: accuracy, topK, "
-        "binary_accuracy, mse, mae, rmse or miou (default: chosen from the labels)",
-    )
-    parser.add_argument(
-        "--output", metavar="NAME", help="the output the accuracy column scores (several outputs)"
-    )
-    parser.add_argument("--reference", help="artifact name ratios compare to (default: float32)")
     add_backend_flags(parser)
-    parser.add_argument(
-        "--timeout",
-        type=duration,
-        metavar="SECONDS",
-        help="time limit of one measurement in a worker process (loading, accuracy, one row's "
-        "timing); past it the row is an error and the others go on (default: "
-        "TFCOMPRESS_TIMEOUT, else 6h)",
-    )
     parser.add_argument("--report", metavar="DIR", help="write JSON, CSV, Markdown and PNG here")
     parser.add_argument(
         "--force",
         action="store_true",
         help="replace report files already in --report DIR (checked before anything is timed)",
     )
-    add_unsafe_flag(parser)
-    add_custom_objects_flag(parser)
+    add_shared_flags(parser, "unsafe", "custom_objects")
     add_on_flags(parser, what="measure every row")
     parser.add_argument(
         "--local",
@@ -114,15 +84,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="with --on: also measure on this machine, one more device (named local) beside "
         "the workers",
     )
-    add_json_flag(parser)
+    add_shared_flags(parser, "json")
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Build the config from the flags, benchmark, print the table (or JSON), write reports.
-
-    Exit 2 when a row failed.
-    """
+    """Benchmark as the flags say, print the table (or JSON), write reports; failed rows: exit 2."""
     from tfcompress.bench.config import BenchmarkConfig
     from tfcompress.bench.harness import benchmark
     from tfcompress.errors import InvalidInputError, UnsupportedModelError
@@ -131,18 +98,11 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     if args.force and not args.report:
         raise InvalidInputError("--force replaces report files; give it with --report DIR.")
     config = BenchmarkConfig.from_options(
-        backends=tuple(args.backend),
-        threads=tuple(args.threads),
-        batch_sizes=tuple(args.batch),
         **config_values(args, _CONFIG[2:]),
-        metric=args.metric,
-        output=args.output,
         input_shapes=dict(args.input_shape),
         batch_dims=dict(args.batch_dim),
         input_values=dict(args.input_value),
-        reference=args.reference,
         backend_options=backend_options(args),
-        timeout=args.timeout,
         safe_mode=not args.unsafe,
     )
     if args.local and not args.on:
@@ -193,7 +153,7 @@ def backend_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """The backend flags given, as ``{backend: {option: value}}``.
 
     Raises:
-        InvalidInputError: A flag of a backend that ``--backend`` does not name (refused,
+        InvalidInputError: A flag of a backend that ``--backends`` does not name (refused,
             never ignored).
     """
     from tfcompress.errors import InvalidInputError
@@ -205,11 +165,12 @@ def backend_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         if value is not None:
             options.setdefault(backend, {})[option] = value
             given.setdefault(backend, []).append(flag)
+    named = args.backends or declared_options(*_CONFIG[:2])["backends"].default
     for backend, flags in given.items():
-        if backend not in args.backend:
+        if backend not in named:
             raise InvalidInputError(
-                f"{'/'.join(flags)} applies to the {backend} backend, which --backend does not "
-                f"name ({','.join(args.backend)}); add {backend} to --backend or drop the flag."
+                f"{'/'.join(flags)} applies to the {backend} backend, which --backends does "
+                f"not name ({','.join(named)}); add {backend} to --backends or drop the flag."
             )
     return options
 

@@ -9,16 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-MAX_SECONDS = 3600.0
-"""The longest minimum measuring time a command accepts, per measurement."""
 MAX_SEED = 2**32 - 1
-
-
-def add_json_flag(parser: argparse.ArgumentParser) -> None:
-    """``--json``: print one JSON object on stdout instead of the human table."""
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object on stdout (logs stay on stderr)"
-    )
 
 
 def add_sample_flags(parser: argparse.ArgumentParser, *, compared: str) -> None:
@@ -31,37 +22,19 @@ def add_sample_flags(parser: argparse.ArgumentParser, *, compared: str) -> None:
     parser.add_argument(
         "--samples",
         type=positive_int,
-        default=100,
         metavar="N",
-        help="compare at most N samples of --data (default 100)",
+        help="compare at most N samples of --data (default: the check's own cap)",
     )
 
 
-def add_force_flag(parser: argparse.ArgumentParser) -> None:
-    """``--force``: allow replacing an existing output file."""
-    parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
+def sample_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--samples`` as the check's ``max_samples``, where given (else the check's default)."""
+    return {} if args.samples is None else {"max_samples": args.samples}
 
 
-def add_unsafe_flag(parser: argparse.ArgumentParser) -> None:
-    """``--unsafe``: load Keras files with Lambda layers (arbitrary code)."""
-    parser.add_argument(
-        "--unsafe",
-        action="store_true",
-        help="load Keras files holding Lambda layers (they can run arbitrary code)",
-    )
-
-
-def add_custom_objects_flag(parser: argparse.ArgumentParser) -> None:
-    """``--custom-objects FILE.py``: the model's custom Keras classes, by running that file."""
-    parser.add_argument(
-        "--custom-objects",
-        metavar="FILE.py",
-        help="a Python file defining the model's custom Keras classes (its CUSTOM_OBJECTS "
-        "dict, else its public classes); tfcompress imports it, which runs its code",
-    )
-
-
-def load_cli_model(args: argparse.Namespace, path: str | None = None) -> Any:
+def load_cli_model(
+    args: argparse.Namespace, path: str | None = None, *, in_child: bool = False
+) -> Any:
     """``args.model`` (or ``path``) loaded with ``--unsafe`` and ``--custom-objects``.
 
     The ``--custom-objects`` file is imported by the loader once it knows which Keras saved
@@ -74,11 +47,12 @@ def load_cli_model(args: argparse.Namespace, path: str | None = None) -> Any:
         InvalidInputError: The ``--custom-objects`` file cannot be imported, or the model
             is not a Keras file.
     """
-    from tfcompress.models import load_model
+    from tfcompress.models.loading import load_model, open_model
 
     objects = getattr(args, "custom_objects", None) or None
     path = args.model if path is None else path
-    return load_model(path, safe_mode=not args.unsafe, custom_objects=objects)
+    load = open_model if in_child else load_model  # in_child: see open_model
+    return load(path, safe_mode=not args.unsafe, custom_objects=objects)
 
 
 def argument_type(parse: Callable[[str], Any] | str) -> Callable[[str], Any]:
@@ -137,24 +111,37 @@ def add_feeding_flags(parser: argparse.ArgumentParser) -> None:
     See :mod:`tfcompress.models.feeding` for the rules they complete (imported when a value
     is read, not when the parser is built).
     """
-    parser.add_argument(
-        "--batch-dim",
-        action="append",
-        type=argument_type("tfcompress.models.feeding:parse_batch_dim"),
-        default=[],
-        metavar="NAME=DIM",
-        help="the dimension of input NAME that is the batch, when its signature cannot tell "
+    add_batch_dim_flag(
+        parser,
+        "the dimension of input NAME that is the batch, when its signature cannot tell "
         "(e.g. h=1 for a (layers, N, units) state); repeat per input. Where outputs are "
         "compared (gate, --eval), an output's NAME too (e.g. stateN=1)",
     )
-    parser.add_argument(
+    add_per_input_flag(
+        parser,
         "--input-value",
-        action="append",
-        type=argument_type("tfcompress.models.feeding:parse_input_value"),
-        default=[],
-        metavar="NAME=VALUE",
-        help="one value fed to input NAME on every call (a scalar such as sr=16000, or an "
+        "NAME=VALUE",
+        "tfcompress.models.feeding:parse_input_value",
+        "one value fed to input NAME on every call (a scalar such as sr=16000, or an "
         "input the data does not hold, e.g. h=0 for a zero state); repeat per input",
+    )
+
+
+def add_batch_dim_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--batch-dim NAME=D`` alone, with the verb's own ``help``."""
+    parse = "tfcompress.models.feeding:parse_batch_dim"
+    add_per_input_flag(parser, "--batch-dim", "NAME=DIM", parse, help)
+
+
+def add_per_input_flag(
+    parser: argparse.ArgumentParser, flag: str, metavar: str, parse: str, help: str
+) -> None:
+    """``flag METAVAR``, given once per input: a list of values, each read by ``parse``.
+
+    ``parse`` is ``"module:function"``, imported when a value is read (:func:`argument_type`).
+    """
+    parser.add_argument(
+        flag, action="append", type=argument_type(parse), default=[], metavar=metavar, help=help
     )
 
 
@@ -178,22 +165,12 @@ def emit_json(out: IO[str], payload: dict[str, Any]) -> None:
     out.write(dumps(payload) + "\n")
 
 
-def seconds(text: str) -> float:
-    """An argparse ``type`` for a duration in seconds: finite, from 0 to an hour.
-
-    Example:
-        >>> seconds("0.5")
-        0.5
-    """
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS):
-        raise argparse.ArgumentTypeError(
-            f"must be a number of seconds from 0 to {MAX_SECONDS:g}, got {text}"
-        )
-    return value
+def emit(out: IO[str], report: Any, as_json: bool) -> None:
+    """``report.to_dict()`` as JSON (``--json``), else ``report`` as text, to ``out``."""
+    if as_json:
+        emit_json(out, report.to_dict())
+    else:
+        out.write(f"{report}\n")
 
 
 def seed(text: str) -> int:
@@ -259,13 +236,15 @@ def positive_int(text: str) -> int:
     return value
 
 
-def _finite(text: str) -> float:
+def _number(text: str, wanted: str, accepts: Callable[[float], bool]) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    if not accepts(value):
+        raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
     return value
 
 
@@ -276,10 +255,7 @@ def positive_float(text: str) -> float:
         >>> positive_float("0.35")
         0.35
     """
-    value = _finite(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
+    return _number(text, "a positive number", lambda value: value > 0)
 
 
 def non_negative_float(text: str) -> float:
@@ -289,10 +265,7 @@ def non_negative_float(text: str) -> float:
         >>> non_negative_float("0")
         0.0
     """
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return value
+    return _number(text, ">= 0", lambda value: value >= 0)
 
 
 def parse_size(text: str) -> int:
@@ -352,26 +325,6 @@ def time_limit(text: str) -> float:
     return value
 
 
-def add_timeout_flag(parser: argparse.ArgumentParser, *, what: str | None = None) -> None:
-    """``--timeout``: the time limit of each native step in a child process.
-
-    It sets ``TFCOMPRESS_TIMEOUT`` for the run (:func:`tfcompress.cli.main` restores it), the
-    one variable every child call and measurement worker reads. ``what`` says what it bounds
-    where that is not each step (``mcu``: the whole check).
-    """
-    bounds = what or (
-        "each native step, run in a child process (a conversion, a calibration, a fine-tune, "
-        "a measurement)"
-    )
-    parser.add_argument(
-        "--timeout",
-        type=time_limit,
-        metavar="SECONDS",
-        help=f"time limit of {bounds}: 90s, 10m or 2h, at most a week "
-        "(default: TFCOMPRESS_TIMEOUT, else 6h)",
-    )
-
-
 def latency_ms(text: str) -> float:
     """Milliseconds from ``5ms``, ``0.5s``, ``800us`` or ``5`` (bare numbers are milliseconds).
 
@@ -419,17 +372,47 @@ def image_shape(text: str) -> tuple[int, int, int]:
     return values  # type: ignore[return-value]
 
 
-def named_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """An argparse ``type`` for ``NAME=1x43844x1`` (a shape for one named input).
+#: The flags several verbs share: name -> (flag, ``add_argument`` keywords).
+_SHARED_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "json": (
+        "--json",
+        {"action": "store_true", "help": "print one JSON object on stdout (logs stay on stderr)"},
+    ),
+    "force": ("--force", {"action": "store_true", "help": "replace OUT if it exists"}),
+    "unsafe": (
+        "--unsafe",
+        {
+            "action": "store_true",
+            "help": "load Keras files holding Lambda layers (they can run arbitrary code)",
+        },
+    ),
+    "custom_objects": (
+        "--custom-objects",
+        {
+            "metavar": "FILE.py",
+            "help": "a Python file defining the model's custom Keras classes (its CUSTOM_OBJECTS "
+            "dict, else its public classes); tfcompress imports it, which runs its code",
+        },
+    ),
+    # The time limit of each native step in a child process: it sets TFCOMPRESS_TIMEOUT for
+    # the run (tfcompress.cli.main restores it), the one variable every child call and
+    # measurement worker reads. (benchmark --timeout means the same, held in its config; a
+    # whole command's is --time-budget.)
+    "timeout": (
+        "--timeout",
+        {
+            "type": time_limit,
+            "metavar": "SECONDS",
+            "help": "time limit of each native step, run in a child process (a conversion, a "
+            "calibration, a fine-tune, a measurement): 90s, 10m or 2h, at most a week "
+            "(default: TFCOMPRESS_TIMEOUT, else 6h)",
+        },
+    ),
+}
 
-    Example:
-        >>> named_shape("audio=1x16000")
-        ('audio', (1, 16000))
-    """
-    from tfcompress.bench.inputs import parse_input_shape
-    from tfcompress.errors import InvalidInputError
 
-    try:
-        return parse_input_shape(text)
-    except InvalidInputError as error:
-        raise argparse.ArgumentTypeError(str(error)) from error
+def add_shared_flags(parser: argparse.ArgumentParser, *names: str) -> None:
+    """Add the shared flags ``names`` (keys of ``_SHARED_FLAGS``) to ``parser``, in order."""
+    for name in names:
+        flag, keywords = _SHARED_FLAGS[name]
+        parser.add_argument(flag, **keywords)

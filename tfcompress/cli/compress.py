@@ -10,16 +10,12 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from tfcompress.cli._devices import add_device_flag, add_on_flags, connect_on
-from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
+from tfcompress.cli._gating import add_gate_options, gate_options, gate_requested
 from tfcompress.cli._options import add_config_flags, config_values
 from tfcompress.cli._targets import target_choices
 from tfcompress.cli.common import (
-    add_custom_objects_flag,
     add_feeding_flags,
-    add_force_flag,
-    add_json_flag,
-    add_timeout_flag,
-    add_unsafe_flag,
+    add_shared_flags,
     emit_json,
     feeding_options,
     load_cli_model,
@@ -88,22 +84,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_gate_options(parser)
     add_feeding_flags(parser)  # --data, --eval and --train read in the model's layout
-    add_force_flag(parser)
-    add_unsafe_flag(parser)
-    add_timeout_flag(parser)
-    add_custom_objects_flag(parser)
+    add_shared_flags(parser, "force", "unsafe", "timeout", "custom_objects")
     add_on_flags(parser, what="time every attempt")
     add_device_flag(parser, what="times every attempt")
-    add_json_flag(parser)
+    add_shared_flags(parser, "json")
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     """Search, write the chosen artifact atomically and the report, print the attempts.
-
-    Args:
-        args: The parsed flags of :func:`add_parser`.
-        out: Where the table or the JSON object goes (stdout).
 
     Returns:
         0 when an artifact passed; 1 when none did (the attempts and what to try next are
@@ -114,16 +103,12 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             an output or report folder that cannot be written (all before any conversion).
         InvalidDataError: Data that does not fit the model, a task metric without labels.
         BackendUnavailableError: ``--target gpu`` with no usable GPU.
-
-    Example:
-        >>> main(["compress", "m.keras", "--data", "calib.npz", "--eval", "test.npz",
-        ...       "--max-drop", "0.01", "--out", "m.tflite"])  # doctest: +SKIP
-        0
     """
-    from tfcompress.compression.api import compress, times_latency
+    from tfcompress.compression.api import check_on, compress
     from tfcompress.compression.report import check_compress_report_dir, report_paths
     from tfcompress.errors import InvalidInputError
     from tfcompress.models import check_output_path
+    from tfcompress.quantization.converter import warm_converter
 
     inputs = [p for p in (args.model, args.data, args.eval_data, args.train, args.replay) if p]
     if args.replay is not None:
@@ -145,15 +130,11 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             "in the file is --static-batch N)."
         )
     config = compress_config(args)  # every option checked before the model is read
-    if args.device and not args.on:
-        raise InvalidInputError("--device names a worker of --on's scheduler; give --on.")
-    if args.on and not times_latency(config):
-        raise InvalidInputError(
-            "--on times the attempts on a device, but --no-measure-latency times nothing: drop one."
-        )
+    check_on(config, bool(args.on), args.device)
     client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
+    warm_converter(args.model)  # its child imports TensorFlow while this one reads the files
     try:
-        model = load_cli_model(args)
+        model = load_cli_model(args, in_child=True)
         result = compress(
             model,
             config=config,
@@ -219,12 +200,9 @@ def compress_config(args: argparse.Namespace) -> CompressConfig:
 
     return CompressConfig.from_options(
         target=args.target,
-        outputs=flat(args.output) or None,
-        metrics=flat(args.metric) or None,
-        mode=args.mode,
+        **gate_options(args),
         **config_values(args, _CONFIG[2:]),
         **feeding_options(args),
-        **threshold_options(args),
     )
 
 

@@ -6,11 +6,8 @@ import argparse
 from typing import IO, Any
 
 from tfcompress.cli.common import (
-    add_custom_objects_flag,
-    add_force_flag,
-    add_json_flag,
-    add_unsafe_flag,
-    emit_json,
+    add_shared_flags,
+    emit,
     load_cli_model,
     positive_int,
     seed,
@@ -68,24 +65,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--label-column", metavar="NAME", help="the .csv column of labels (default label or y)"
     )
-    add_force_flag(parser)
-    add_unsafe_flag(parser)
-    add_custom_objects_flag(parser)
-    add_json_flag(parser)
+    add_shared_flags(parser, "force", "unsafe", "custom_objects", "json")
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Write the three files and print what they hold.
-
-    Returns:
-        0; bad input raises a typed error (exit code 2, nothing written).
-
-    Example:
-        >>> from tfcompress.cli import main
-        >>> main(["data", "photos/", "--model", "model.keras"])  # doctest: +SKIP
-        0
-    """
+    """Write the three files and print what they hold (bad input: nothing written)."""
     from tfcompress.data.prepare import prepare_data
 
     model = None if args.model is None else load_cli_model(args, args.model)
@@ -101,8 +86,5 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         label_column=args.label_column,
         overwrite=args.force,
     )
-    if args.json:
-        emit_json(out, result.to_dict())
-    else:
-        out.write(f"{result}\n")
+    emit(out, result, args.json)
     return 0

@@ -6,9 +6,8 @@ import argparse
 from typing import IO, Any
 
 from tfcompress.cli.common import (
-    add_force_flag,
-    add_json_flag,
-    emit_json,
+    add_shared_flags,
+    emit,
     positive_int,
     show_progress,
 )
@@ -41,8 +40,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="DIR",
         help="the compress report folder (default: OUT_DIR/compress_report, or a new temp folder)",
     )
-    add_force_flag(parser)
-    add_json_flag(parser)
+    add_shared_flags(parser, "force", "json")
     return parser
 
 
@@ -60,8 +58,5 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         report_dir=args.report,
         quick=args.quick,
     )
-    if args.json:
-        emit_json(out, result.to_dict())
-    else:
-        out.write(f"{result}\n")
+    emit(out, result, args.json)
     return 0

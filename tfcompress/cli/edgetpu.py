@@ -6,17 +6,13 @@ import argparse
 import logging
 from typing import IO, Any
 
-from tfcompress.cli.common import add_json_flag, emit_json
+from tfcompress.cli.common import add_shared_flags, emit
 
 logger = logging.getLogger(__name__)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register the subcommand.
-
-    Example:
-        >>> parser = add_parser(argparse.ArgumentParser().add_subparsers())  # doctest: +SKIP
-    """
+    """Register the subcommand."""
     parser = subparsers.add_parser(
         "edgetpu",
         help="predict which ops of a .tflite the Edge TPU compiler maps (no Edge TPU needed)",
@@ -31,29 +27,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="exit 1 unless the whole model is predicted to run on the Edge TPU",
     )
-    add_json_flag(parser)
+    add_shared_flags(parser, "json")
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Print the report (human or ``--json``).
-
-    Returns:
-        0; 1 with ``--require-compatible`` when the model is not compatible. Bad input
-        raises a typed error (exit code 2).
-
-    Example:
-        >>> from tfcompress.cli import main
-        >>> main(["edgetpu", "model_int8.tflite", "--json"])  # doctest: +SKIP
-        0
-    """
+    """Print the report (human or ``--json``); 1 when ``--require-compatible`` fails."""
     from tfcompress.edgetpu import check
 
     report = check(args.model)
-    if args.json:
-        emit_json(out, report.to_dict())
-    else:
-        out.write(f"{report}\n")
+    emit(out, report, args.json)
     if args.require_compatible and not report.compatible:
         logger.error(
             "%s is not predicted to run whole on the Edge TPU (%d/%d ops)",

@@ -6,20 +6,14 @@ import argparse
 from typing import IO, Any
 
 from tfcompress.cli.common import (
-    add_force_flag,
-    add_json_flag,
-    add_timeout_flag,
-    emit_json,
+    add_shared_flags,
+    emit,
     parse_size,
 )
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register the subcommand.
-
-    Example:
-        >>> parser = add_parser(argparse.ArgumentParser().add_subparsers())  # doctest: +SKIP
-    """
+    """Register the subcommand."""
     parser = subparsers.add_parser(
         "export-c",
         help="write a .tflite as firmware source: OUT.cc/OUT.h (an aligned C array), "
@@ -57,23 +51,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "tables TFLM's DECODE op expands: less flash, a larger arena (both printed); TFLM's "
         "outputs are compared with the uncompressed file's first. Needs tflite-micro",
     )
-    add_timeout_flag(parser)
-    add_force_flag(parser)
-    add_json_flag(parser)
+    add_shared_flags(parser, "timeout", "force", "json")
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Write the files all or nothing and say what they hold.
-
-    Returns:
-        0; bad input raises a typed error (exit code 2, nothing written).
-
-    Example:
-        >>> from tfcompress.cli import main
-        >>> main(["export-c", "model_int8.tflite", "--out", "model_data"])  # doctest: +SKIP
-        0
-    """
+    """Write the files all or nothing and say what they hold."""
     from tfcompress.targets.mcu import export_c
 
     written = export_c(
@@ -85,8 +68,5 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         timeout_s=args.timeout,
         lut=args.lut,
     )
-    if args.json:
-        emit_json(out, written.to_dict())
-    else:
-        out.write(f"{written}\n")
+    emit(out, written, args.json)
     return 0

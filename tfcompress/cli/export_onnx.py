@@ -6,27 +6,17 @@ import argparse
 import logging
 from typing import IO, Any
 
-from tfcompress.cli.common import (
-    add_custom_objects_flag,
-    add_force_flag,
-    add_json_flag,
-    add_unsafe_flag,
-    emit_json,
-    load_cli_model,
-)
+from tfcompress.cli._options import add_config_flags, config_values
+from tfcompress.cli.common import add_shared_flags, emit_json, load_cli_model
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_OPSET = 17  # tfcompress.targets.onnx.DEFAULT_OPSET (not imported: --help stays light)
+_OPSET = ("quantization.onnx_ptq", "OnnxRecipe", "opset")
 DEFAULT_ATOL = 1e-4
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register the subcommand.
-
-    Example:
-        >>> parser = add_parser(argparse.ArgumentParser().add_subparsers())  # doctest: +SKIP
-    """
+    """Register the subcommand."""
     parser = subparsers.add_parser(
         "export-onnx",
         help="export a Keras model to .onnx (tf2onnx), verified against Keras",
@@ -37,12 +27,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("model", help=".keras or .h5 file")
     parser.add_argument("--out", required=True, help="output .onnx path")
-    parser.add_argument(
-        "--opset",
-        type=int,
-        default=DEFAULT_OPSET,
-        help=f"ONNX opset, 13 to 18 (default {DEFAULT_OPSET})",
-    )
+    add_config_flags(parser, *_OPSET)  # the declaration quantize --format onnx reads too
     parser.add_argument(
         "--data",
         help="samples to verify on (.npz with x or one array per input name, .npy, image "
@@ -55,33 +40,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="largest max-abs difference to Keras allowed on any output "
         f"(default {DEFAULT_ATOL:g})",
     )
-    add_force_flag(parser)
-    add_unsafe_flag(parser)
-    add_custom_objects_flag(parser)
-    add_json_flag(parser)
+    add_shared_flags(parser, "force", "unsafe", "custom_objects", "json")
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     """Export, verify, write atomically, report.
 
-    Args:
-        args: The parsed flags of :func:`add_parser`.
-        out: Where the summary or the JSON object goes (stdout).
-
-    Returns:
-        0; bad input or a failed export raises a typed error (exit code 2, nothing written).
-
     Raises:
         ConversionError: tf2onnx cannot convert an op (named), or the export differs from
             Keras by more than ``--atol`` (the output and the difference named).
         InvalidInputError: An opset outside 13-18, an existing ``--out`` without ``--force``.
         InvalidDataError: ``--data`` that does not fit the model.
-
-    Example:
-        >>> from tfcompress.cli import main
-        >>> main(["export-onnx", "model.keras", "--out", "model.onnx"])  # doctest: +SKIP
-        0
     """
     from tfcompress.models import check_output_path
     from tfcompress.targets.onnx import export_onnx
@@ -92,7 +62,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     export = export_onnx(
         model,
         args.out,
-        opset=args.opset,
+        **{k: v for k, v in config_values(args, _OPSET[2:]).items() if v is not None},
         sample_data=args.data,
         atol=args.atol,
         overwrite=args.force,

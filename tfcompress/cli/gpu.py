@@ -7,22 +7,18 @@ import logging
 from typing import IO, Any
 
 from tfcompress.cli.common import (
-    add_json_flag,
     add_sample_flags,
-    add_timeout_flag,
-    emit_json,
+    add_shared_flags,
+    emit,
     non_negative_float,
+    sample_options,
 )
 
 logger = logging.getLogger(__name__)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register the subcommand.
-
-    Example:
-        >>> parser = add_parser(argparse.ArgumentParser().add_subparsers())  # doctest: +SKIP
-    """
+    """Register the subcommand."""
     parser = subparsers.add_parser(
         "gpu",
         help="check a .tflite for LiteRT's GPU: whole, ops on the CPU, or refused; the fix",
@@ -50,36 +46,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="exit 1 unless the GPU runs the whole model (compiled where a GPU answers, "
         "the static verdict otherwise)",
     )
-    add_timeout_flag(parser)
-    add_json_flag(parser)
+    add_shared_flags(parser, "timeout", "json")
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Print the report (human or ``--json``).
-
-    Returns:
-        0; 1 when ``--require-compatible`` fails or an output differs by more than
-        ``--max-diff``. Bad input raises a typed error (exit 2).
-
-    Example:
-        >>> from tfcompress.cli import main
-        >>> main(["gpu", "model_float16.tflite", "--require-compatible"])  # doctest: +SKIP
-        0
-    """
+    """Print the report (human or ``--json``); 1 when a check the flags ask for fails."""
     from tfcompress.targets.gpu.check import check
 
     report = check(
         args.model,
         sample_data=args.data,
-        max_samples=args.samples,
+        **sample_options(args),
         max_difference=args.max_diff,
         timeout_s=args.timeout,
     )
-    if args.json:
-        emit_json(out, report.to_dict())
-    else:
-        out.write(f"{report}\n")
+    emit(out, report, args.json)
     code = 0
     if args.require_compatible and not report.compatible:
         logger.error("%s: the GPU would not run the whole model: %s", report.source,

@@ -7,22 +7,19 @@ import logging
 from typing import IO, Any
 
 from tfcompress.cli.common import (
-    add_json_flag,
     add_sample_flags,
-    add_timeout_flag,
-    emit_json,
+    add_shared_flags,
+    emit,
     parse_size,
+    sample_options,
+    time_limit,
 )
 
 logger = logging.getLogger(__name__)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register the subcommand.
-
-    Example:
-        >>> parser = add_parser(argparse.ArgumentParser().add_subparsers())  # doctest: +SKIP
-    """
+    """Register the subcommand."""
     parser = subparsers.add_parser(
         "mcu",
         help="check a .tflite for microcontrollers with TFLite Micro: ops, arena, flash",
@@ -53,37 +50,30 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="exit 1 unless TFLM runs the whole model",
     )
-    add_timeout_flag(parser, what="the whole check, every TFLM and LiteRT call together")
-    add_json_flag(parser)
+    parser.add_argument(
+        "--time-budget",
+        type=time_limit,
+        metavar="SECONDS",
+        help="time budget of the whole check, every TFLM and LiteRT call together (each gets "
+        "what is left): 90s, 10m or 2h, at most a week (default: TFCOMPRESS_TIMEOUT, else 6h)",
+    )
+    add_shared_flags(parser, "json")
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Print the report (human or ``--json``).
-
-    Returns:
-        0; 1 when a budget is exceeded or, with ``--require-compatible``, TFLM cannot run
-        the model. Bad input, or ``tflite-micro`` missing, raises a typed error (exit 2).
-
-    Example:
-        >>> from tfcompress.cli import main
-        >>> main(["mcu", "model_int8.tflite", "--max-arena", "64KB"])  # doctest: +SKIP
-        0
-    """
+    """Print the report (human or ``--json``); 1 when a check the flags ask for fails."""
     from tfcompress.targets.mcu import check
 
     report = check(
         args.model,
         sample_data=args.data,
-        max_samples=args.samples,
+        **sample_options(args),
         max_arena=args.max_arena,
         max_flash=args.max_flash,
-        timeout_s=args.timeout,
+        timeout_s=args.time_budget,
     )
-    if args.json:
-        emit_json(out, report.to_dict())
-    else:
-        out.write(f"{report}\n")
+    emit(out, report, args.json)
     code = 0
     for budget in report.budgets:
         if not budget.met:

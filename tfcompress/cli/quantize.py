@@ -7,25 +7,13 @@ import logging
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from tfcompress.cli._choices import (
-    CALIBRATION_METHODS,
-    DEFAULT_CALIBRATION_SAMPLES,
-    ENGINES,
-    FORMATS,
-    IO_TYPES,
-    METHODS,
-    RECIPES,
-)
-from tfcompress.cli._gating import add_gate_options, flat, gate_requested, threshold_options
-from tfcompress.cli._options import add_config_flags
+from tfcompress.cli._choices import FORMATS, RECIPES
+from tfcompress.cli._gating import add_gate_options, flat, gate_options, gate_requested
+from tfcompress.cli._options import add_config_flags, config_values
 from tfcompress.cli._targets import add_target_arguments, target_options
 from tfcompress.cli.common import (
-    add_custom_objects_flag,
     add_feeding_flags,
-    add_force_flag,
-    add_json_flag,
-    add_timeout_flag,
-    add_unsafe_flag,
+    add_shared_flags,
     emit_json,
     feeding_options,
     load_cli_model,
@@ -39,6 +27,7 @@ if TYPE_CHECKING:
     from tfcompress.quantization.config import PTQConfig
     from tfcompress.testing.judge import Check
     from tfcompress.testing.report import GateReport
+    from tfcompress.testing.settings import GateSettings
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +35,25 @@ NOT_CHECKED = (
     "nothing was checked: without --eval TEST.npz the artifact's outputs were never compared "
     "with the float model's"
 )
+
+
+#: The Recipe and PTQConfig fields that are flags made from their declarations.
+_RECIPE = (
+    "quantization.recipes",
+    "Recipe",
+    "input_type",
+    "output_type",
+    "calibration_samples",
+    "per_channel",
+    "integer_only",
+    "static_batch",
+    "float_nodes",
+    "block_size",
+    "rules",
+)
+_CONFIG = ("quantization.config", "PTQConfig", "engine", "seed", "methods")
+_ONNX = ("quantization.onnx_ptq", "OnnxRecipe", "calibration_method", "opset")
+_PER_OP = ("quantization.methods.per_op", "PerOpBar", "per_op_min_snr")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -81,27 +89,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="list the recipes with the engines that make them, and exit",
     )
     parser.add_argument(
-        "--engine",
-        metavar="{" + ",".join(ENGINES) + "}",  # the config checks it, as the keyword's
-        help="converter (TFLite converter; default for Keras/SavedModel) or litert-quantizer "
-        "(LiteRT Quantizer; default for a .tflite and the int4 recipes)",
-    )
-    parser.add_argument(
-        "--rule",
-        dest="rules",
-        action="append",
-        metavar="RULE",
-        help="per-op rule, repeatable, later ones win: PATTERN=MODE or OP_TYPE:PATTERN=MODE "
-        "(MODE: float, int8, int16, weights, dynamic), or a JSON object with pattern, "
-        "op_type, mode, weight_bits, granularity, algorithm (see docs/quantization.md#rules)",
-    )
-    parser.add_argument(
-        "--block-size",
-        type=int,
-        choices=(32, 64, 128),
-        help="litert-quantizer, dynamic/int4 recipes: blockwise weight scales",
-    )
-    parser.add_argument(
         "--layer-errors",
         action="store_true",
         help="report SNR, cosine, RMSE and max abs of every quantized tensor vs float "
@@ -115,66 +102,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "checked against the model before converting",
     )
     parser.add_argument("--out", help="output .tflite (.onnx with --format onnx); required")
-    parser.add_argument("--input-type", choices=IO_TYPES, help="model input dtype (.tflite)")
-    parser.add_argument(
-        "--output-type",
-        choices=IO_TYPES,
-        help="model output dtype (default: --input-type; .tflite)",
-    )
-    parser.add_argument(
-        "--calibration-samples",
-        type=int,  # the recipe checks the count, as it checks the keyword's
-        metavar="N",
-        help=f"calibration samples (default {DEFAULT_CALIBRATION_SAMPLES})",
-    )
-    parser.add_argument(
-        "--calibration",
-        choices=CALIBRATION_METHODS,
-        help="--format onnx, int8: ONNX Runtime's calibration method (default minmax)",
-    )
-    parser.add_argument(
-        "--opset", type=positive_int, help="--format onnx: ONNX opset of the export (default 17)"
-    )
-    parser.add_argument(
-        "--per-tensor", action="store_true", help="per-tensor weight scales (default per-channel)"
-    )
-    parser.add_argument(
-        "--integer-only",
-        action="store_true",
-        help="int8/int16x8 .tflite: refuse a model with ops that have no integer kernel "
-        "(Edge TPU, microcontrollers) instead of keeping them float, the converter's default",
-    )
-    parser.add_argument(
-        "--static-batch",
-        type=int,  # the recipe checks it, as it checks the keyword's
-        metavar="N",
-        help=".tflite: a static batch dimension in the file (e.g. 1; RNNs whose conversion "
-        "needs one)",
-    )
-    parser.add_argument(
-        "--float-node",
-        dest="float_nodes",
-        action="append",
-        metavar="NODE",
-        help="int8 .tflite: keep this op output in float (repeatable; names as rank_layers "
-        "reports them, see docs/quantization.md#selective-quantization)",
-    )
-    parser.add_argument(
-        "--method",
-        metavar="METHODS",
-        help="int8 .tflite: post-training methods tried against the converter's plain int8 "
-        "(scored on --eval): auto, none, or names separated by commas "
-        f"({', '.join(METHODS)}). Kept: with a gate (--min-snr, --max-drop...), among those "
-        "that pass it the smallest, then the largest margin on the weakest output; without, "
-        "the best weakest output; plain int8 wins ties. Default: none (the converter's int8); "
-        "with --eval and a gate, auto runs only if plain int8 fails the gate. auto, asked "
-        "for or so started, makes the candidates by expected payoff per second and skips, "
-        "unmade and said, those that would take it past 1.5x plain int8's seconds (and "
-        "those that need a Keras model, on a SavedModel); named, methods are always "
-        "made, or refused where they cannot run "
-        "(see docs/quantization.md#beyond-minmax-int8)",
-    )
-    add_config_flags(parser, "quantization.config", "PTQConfig", "seed")
+    add_config_flags(parser, *_RECIPE)
+    add_config_flags(parser, *_CONFIG)
+    add_config_flags(parser, *_ONNX)
+    add_config_flags(parser, *_PER_OP)
     add_target_arguments(
         parser,
         help="the device the artifact is for; its rules shape the recipe and its check judges "
@@ -193,11 +124,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=1,
         help="threads for --eval (LiteRT, or ONNX Runtime with --format onnx)",
     )
-    add_force_flag(parser)
-    add_unsafe_flag(parser)
-    add_timeout_flag(parser)
-    add_custom_objects_flag(parser)
-    add_json_flag(parser)
+    add_shared_flags(parser, "force", "unsafe", "timeout", "custom_objects", "json")
     return parser
 
 
@@ -208,10 +135,6 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     :class:`~tfcompress.quantization.config.PTQConfig` (:func:`ptq_config`), checked before
     the model is read; ``--json`` prints ``result.to_dict()`` (``config`` among its keys)
     with what the command adds: ``output``, ``checked``, the evaluation and the gate.
-
-    Args:
-        args: The parsed flags of :func:`add_parser`.
-        out: Where the table or the JSON object goes (stdout).
 
     Returns:
         0, or 1 when the ``--max-drop`` gate or the target's check failed (``--target
@@ -225,19 +148,14 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         UnsupportedModelError: The model is a ``.tflite`` (refused before reading data).
         ConversionError: The converter rejected the model (e.g. an op without an integer
             kernel with ``--integer-only``), or the ONNX export failed its check.
-
-    Example:
-        >>> main(["quantize", "m.keras", "--data", "calib.npz", "--eval", "test.npz",
-        ...       "--out", "m.tflite", "--max-drop", "0.01", "--mode", "tolerant"])
-        ... # doctest: +SKIP
-        0
     """
     from tfcompress.bench.paired import read_for_reference
     from tfcompress.cli._quantize_output import evaluation_fields, quantize_text, recipes_table
     from tfcompress.models import check_output_path
     from tfcompress.quantization.converter import warm_converter
     from tfcompress.quantization.ptq import quantize
-    from tfcompress.testing.judge import build_checks
+    from tfcompress.targets.base import get_target
+    from tfcompress.testing.config import GateConfig
 
     if args.list_recipes:
         out.write(recipes_table() + "\n")
@@ -246,11 +164,11 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     config = ptq_config(args)  # every option checked before any file is touched
     if config.format == "tflite":  # the converter's child starts: a SavedModel is read there
         warm_converter(args.model)
-    checks = build_checks(flat(args.output), flat(args.metric), **threshold_options(args))
+    gate_config = GateConfig.from_options(**gate_options(args))  # checked before any work
     inputs = [p for p in (args.model, args.data, args.eval_data) if p]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)
     side_outputs = _side_outputs(args, config, inputs)
-    model = load_cli_model(args)
+    model = load_cli_model(args, in_child=config.format == "tflite")
     _check_engine_for(model, config)
     # The test data is matched to the model now: a mismatch costs nothing, not a conversion.
     eval_set = (
@@ -258,6 +176,9 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         if args.eval_data
         else None
     )
+    # Where --eval feeds quantize, the gate flags gate the methods (converter) or pick the
+    # calibration (LiteRT Quantizer): the checks and mode the artifact is judged with below.
+    methods_gated = gate_requested(args) and _methods_score_on_eval(config, args, model)
     result = quantize(
         model,
         config=config,
@@ -265,19 +186,24 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         eval_data=eval_set if _methods_score_on_eval(config, args, model) else None,
         layer_errors=args.layer_errors,
         progress=show_progress(),
-        gate=_methods_gate(args, config, model),
+        gate=gate_config if methods_gated else None,
     )
     name = _row_name(result)
     evaluation = _evaluate(result, name, eval_set, args)
     # Judged before writing: an option the gate refuses must not leave a file behind.
     gate = (
-        _gate(evaluation, checks, args) if evaluation is not None and gate_requested(args) else None
+        _gate(evaluation, gate_config.checks_to_run, gate_config.settings)
+        if evaluation is not None and gate_requested(args)
+        else None
     )
     collapsed = _collapse(evaluation)
     saved = result.save(args.out, overwrite=args.force)
     logger.info("wrote %s (%s bytes)", saved, f"{result.size_bytes:,}")
     beside = _save_beside(result, saved, side_outputs, args.force)
-    failure = _target_failure(result, config)
+    failure = None  # the target's check failed: one line with the fix (Target.failure)
+    if config.target is not None:
+        verdict = getattr(result, "target_verdict", None)
+        failure = get_target(config.target).failure(verdict)
     payload = {
         **result.to_dict(),
         "output": str(saved),
@@ -299,15 +225,6 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     return 1 if failure is not None else 0
 
 
-def _target_failure(result: QuantizedArtifact, config: PTQConfig) -> str | None:
-    """The target's check failed: one line with the fix (``Target.failure``), else None."""
-    from tfcompress.targets.base import get_target
-
-    if config.target is None:
-        return None
-    return get_target(config.target).failure(getattr(result, "target_verdict", None))
-
-
 def ptq_config(args: argparse.Namespace) -> PTQConfig:
     """The :class:`~tfcompress.quantization.config.PTQConfig` the flags describe.
 
@@ -315,7 +232,7 @@ def ptq_config(args: argparse.Namespace) -> PTQConfig:
     message the keyword and a replayed report get (``--samples 0``, ``--engine tvm``).
 
     Raises:
-        InvalidInputError: What the config refuses; an unparseable ``--rule``.
+        InvalidInputError: What the config refuses; an unparseable ``--rules``.
 
     Example:
         >>> ptq_config(build_parser().parse_args(["quantize", "m.keras",
@@ -327,22 +244,9 @@ def ptq_config(args: argparse.Namespace) -> PTQConfig:
     return PTQConfig.from_options(
         format=args.format,
         recipe=args.recipe,
-        input_type=args.input_type,
-        output_type=args.output_type,
-        per_channel=False if args.per_tensor else None,
-        calibration_samples=args.calibration_samples,
-        integer_only=True if args.integer_only else None,
-        static_batch=args.static_batch,
-        float_nodes=args.float_nodes,
-        rules=None if not args.rules else [parse_rule(text) for text in args.rules],
-        block_size=args.block_size,
-        engine=args.engine,
-        methods=args.method,
-        calibration_method=args.calibration,
-        opset=args.opset,
+        **config_values(args, _RECIPE[2:] + _CONFIG[2:] + _ONNX[2:] + _PER_OP[2:]),
         target=args.target,
         target_options=target_options(args),
-        seed=args.seed,
         **feeding_options(args),
     )
 
@@ -401,7 +305,7 @@ def _check_engine_for(model: Any, config: PTQConfig) -> None:
 def _methods_score_on_eval(config: PTQConfig, args: argparse.Namespace, model: Any) -> bool:
     """Whether ``--eval`` feeds quantize itself (int8 ``.tflite`` only), not only the table.
 
-    The converter's methods score on it when they run (``--method`` asked, or a gate flag:
+    The converter's methods score on it when they run (``--methods`` asked, or a gate flag:
     auto if plain int8 fails); LiteRT Quantizer (a ``.tflite`` input) picks its calibration
     on it. Other recipes and ONNX are evaluated after quantizing, as every recipe is.
     """
@@ -412,24 +316,6 @@ def _methods_score_on_eval(config: PTQConfig, args: argparse.Namespace, model: A
     if isinstance(model, TFLiteModel) or config.engine == "litert-quantizer":
         return True
     return config.methods is not None or gate_requested(args)
-
-
-def _methods_gate(args: argparse.Namespace, config: PTQConfig, model: Any) -> Any:
-    """The gate flags as quantize's gate: the methods' (converter) or the calibration's.
-
-    The same checks and mode the command's own gate judges the artifact with afterwards.
-    """
-    if not gate_requested(args) or not _methods_score_on_eval(config, args, model):
-        return None
-    # LiteRT Quantizer (a .tflite input) has no methods: the gate picks its calibration.
-    from tfcompress.testing.config import GateConfig
-
-    return GateConfig.from_options(
-        outputs=flat(args.output),
-        metrics=flat(args.metric),
-        mode=args.mode,
-        **threshold_options(args),
-    )
 
 
 def _row_name(result: QuantizedArtifact) -> str:
@@ -494,9 +380,7 @@ def _collapse(evaluation: Evaluation | None) -> tuple[str, ...]:
     return found
 
 
-def _gate(
-    evaluation: Evaluation, checks: tuple[Check, ...], args: argparse.Namespace
-) -> GateReport:
+def _gate(evaluation: Evaluation, checks: tuple[Check, ...], settings: GateSettings) -> GateReport:
     """The gate of ``tfcompress gate``, judged on the outputs already evaluated.
 
     ``judge_outputs_by_name`` is the check behind ``check_gate`` (the CLI gate and the pytest
@@ -504,16 +388,14 @@ def _gate(
     models a second time.
     """
     from tfcompress.testing.judge import judge_outputs_by_name
-    from tfcompress.testing.settings import GateSettings
 
-    mode = {} if args.mode is None else {"mode": args.mode}  # GateSettings owns the default
     reference, quantized = evaluation.rows
     return judge_outputs_by_name(
         evaluation.labels,
         reference.outputs,
         quantized.outputs,
         checks=checks,
-        settings=GateSettings(**mode),
+        settings=settings,
         reference=reference.name,
         candidate=quantized.name,
         reference_backend=reference.backend,
@@ -540,12 +422,15 @@ def _side_outputs(
     return paths
 
 
-#: Characters of one ``--rule`` at most (its pattern is at most 1,000).
+#: Characters of one ``--rules`` at most (its pattern is at most 1,000).
 _RULE_LIMIT = 10_000
 
 
 def parse_rule(text: str) -> dict[str, Any]:
-    """``--rule`` text as a rule dict: ``PATTERN=MODE``, ``OP:PATTERN=MODE`` or JSON.
+    """``--rules`` text as a rule dict: ``PATTERN=MODE``, ``OP:PATTERN=MODE`` or JSON.
+
+    The argparse ``type`` of the ``Recipe.rules`` flag: argparse names the flag before the
+    message (``argument --rules: 'x': write PATTERN=MODE...``).
 
     Raises:
         InvalidInputError: Text that is none of those.
@@ -561,29 +446,29 @@ def parse_rule(text: str) -> dict[str, Any]:
     shown = f"'{shown_name(text, limit=100)}'"  # the length it gives is the text's
     if len(text) > _RULE_LIMIT:  # a pattern is at most 1,000 characters (rules.PATTERN_LIMIT)
         raise InvalidInputError(
-            f"--rule {shown_name(repr(text[:40]))[:-1]}...' is {len(text):,} characters; a "
+            f"{shown_name(repr(text[:40]))[:-1]}...' is {len(text):,} characters; a "
             f"rule is at most {_RULE_LIMIT:,}."
         )
     if text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            raise InvalidInputError(f"--rule {shown} is not valid JSON ({error.msg}).") from None
+            raise InvalidInputError(f"{shown} is not valid JSON ({error.msg}).") from None
         except RecursionError:
             raise InvalidInputError(
-                f"--rule {shown}: JSON nested too deep; a rule is one flat object."
+                f"{shown}: JSON nested too deep; a rule is one flat object."
             ) from None
         except ValueError as error:  # a number past Python's 4,300-digit limit
             raise InvalidInputError(
-                f"--rule {shown} is not a rule's JSON ({shown_name(str(error), limit=100)})."
+                f"{shown} is not a rule's JSON ({shown_name(str(error), limit=100)})."
             ) from None
         if not isinstance(data, dict):
-            raise InvalidInputError(f"--rule {shown} must be a JSON object.")
+            raise InvalidInputError(f"{shown} must be a JSON object.")
         return data
     where, sep, mode = text.rpartition("=")
     if not sep or not where or not mode:
         raise InvalidInputError(
-            f"--rule {shown}: write PATTERN=MODE (e.g. dense_2=float), OP_TYPE:PATTERN=MODE "
+            f"{shown}: write PATTERN=MODE (e.g. dense_2=float), OP_TYPE:PATTERN=MODE "
             "(e.g. CONV_2D:.*=int16) or a JSON object."
         )
     op_type, colon, pattern = where.partition(":")

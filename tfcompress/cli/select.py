@@ -7,16 +7,18 @@ import logging
 from pathlib import Path
 from typing import IO, Any
 
-from tfcompress.cli._devices import add_device_flag, add_on_flags, connect_on
+from tfcompress.cli._devices import (
+    add_device_flag,
+    add_on_flags,
+    add_tls_flags,
+    connect_on,
+    tls_files,
+)
 from tfcompress.cli._options import add_config_flags, config_values
 from tfcompress.cli._targets import add_budget_arguments, budget_names, target_choices
-from tfcompress.cli._tls import add_tls_flags, tls_files
 from tfcompress.cli.common import (
-    add_json_flag,
+    add_shared_flags,
     emit_json,
-    fraction,
-    latency_ms,
-    parse_size,
     positive_float,
     positive_int,
     show_progress,
@@ -24,7 +26,9 @@ from tfcompress.cli.common import (
 
 logger = logging.getLogger(__name__)
 
-#: The SelectionConfig fields that are flags (the budgets are the target's, below).
+#: The Budgets fields that are flags (a target adds its own: add_budget_arguments).
+_BUDGETS = ("selection.budgets", "Budgets", "max_size", "max_latency", "threads", "min_accuracy")
+#: The SelectionConfig fields that are flags.
 _CONFIG = (
     "selection.config",
     "SelectionConfig",
@@ -60,17 +64,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         required=True,
         help="images + labels to score each trained candidate's int8 .tflite on (.npz: x, y)",
     )
-    parser.add_argument("--max-size", type=parse_size, help="int8 .tflite size, e.g. 500KB")
-    parser.add_argument("--max-latency", type=latency_ms, help="p50 latency, e.g. 5ms")
+    add_config_flags(parser, *_BUDGETS)
     parser.add_argument(
         "--target",
-        default="cpu",
         choices=target_choices(),
-        help="the device: latency and int8 accuracy are measured on its backend (default cpu)",
+        help="the device: latency and int8 accuracy are measured on its backend (default: "
+        "Budgets', cpu)",
     )
     add_budget_arguments(parser, value_type=positive_float)  # what each target adds (Edge TPU)
-    parser.add_argument("--threads", type=int, default=1, help="threads (default 1)")
-    parser.add_argument("--min-accuracy", type=fraction, help="e.g. 0.95 or 95%%")
     add_config_flags(parser, *_CONFIG)
     parser.add_argument("--workdir", help="folder of per-candidate results; a re-run resumes")
     parser.add_argument(
@@ -96,16 +97,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--report", help="write selection.json, selection.md, pareto.png here")
     parser.add_argument("--force", action="store_true", help="replace an existing --report")
-    add_json_flag(parser)
+    add_shared_flags(parser, "json")
     return parser
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     """Check every input, run the selection, print the table or JSON, write the report.
-
-    Args:
-        args: The parsed flags of :func:`add_parser`.
-        out: Where the table or the JSON object goes (stdout).
 
     Returns:
         0 when a candidate meets every budget, 1 when none does (the closest are shown).
@@ -115,11 +112,6 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             cannot take, a report folder holding a report (without --force), an
             unreachable scheduler; all before any candidate is measured.
         InvalidDataError: Data without class labels.
-
-    Example:
-        >>> main(["select", "--train", "train.npz", "--eval", "eval.npz", "--max-size",
-        ...       "500KB", "--max-latency", "5ms", "--json"])  # doctest: +SKIP
-        0
     """
     from tfcompress.errors import InvalidInputError
     from tfcompress.selection import Budgets, connect_scheduler, select_model
@@ -128,12 +120,12 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
 
     config = SelectionConfig.from_options(  # every option checked before any work
         budgets=Budgets(
-            max_size_bytes=args.max_size,
-            max_latency_ms=args.max_latency,
-            target=args.target,
-            threads=args.threads,
-            min_accuracy=args.min_accuracy,
             target_limits=_target_limits(args),
+            **{
+                k: v
+                for k, v in config_values(args, ("target", *_BUDGETS[2:])).items()
+                if v is not None
+            },
         ),
         **config_values(args, _CONFIG[2:]),
     )
@@ -142,7 +134,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     report = Path(args.report) if args.report else None
     if report is not None:
         check_selection_report_dir(report, overwrite=args.force)
-    if args.target == "edgetpu" and not args.scheduler:
+    if config.budgets.target == "edgetpu" and not args.scheduler:
         from tfcompress.runtime.edgetpu import find_library
 
         find_library()  # the Edge TPU runtime must be here before any candidate is built
@@ -192,20 +184,9 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _target_limits(args: argparse.Namespace) -> dict[str, float]:
-    """The target budget flags given (``--max-edgetpu-segments 1``), by budget name."""
-    from tfcompress.errors import InvalidInputError
+    """The target budget flags given (``--max-edgetpu-segments 1``), by budget name.
 
-    limits: dict[str, float] = {}
-    owners: dict[str, list[str]] = {}
-    for target, name, _ in budget_names():
-        owners.setdefault(name, []).append(target)
-    for _, name, flag in budget_names():
-        value = getattr(args, name, None)
-        if value is None or name in limits:
-            continue
-        if args.target not in owners[name]:
-            raise InvalidInputError(
-                f"{flag} is a budget of --target {' or '.join(owners[name])}, not {args.target}."
-            )
-        limits[name] = value
-    return limits
+    Budgets refuses a budget of another target than ``--target`` (one check, one message).
+    """
+    given = {name: getattr(args, name, None) for _, name, _ in budget_names()}
+    return {name: value for name, value in given.items() if value is not None}

@@ -13,11 +13,7 @@ logger = logging.getLogger(__name__)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register the subcommand.
-
-    Example:
-        >>> parser = add_parser(argparse.ArgumentParser().add_subparsers())  # doctest: +SKIP
-    """
+    """Register the subcommand."""
     parser = subparsers.add_parser(
         "zoo",
         help="list the model zoo (MobileNet V1/V2/V3, MixNet) with params and MACs",
@@ -58,17 +54,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    """Print the table (or ``--json``: a JSON list of ``model_info`` objects).
-
-    Returns:
-        0. A pattern that matches no model, or a shape a model cannot take, raises
-        InvalidInputError (exit 2).
-
-    Example:
-        >>> from tfcompress.cli import main
-        >>> main(["zoo", "mixnet*", "--input-shape", "32x32x1", "--json"])  # doctest: +SKIP
-        0
-    """
+    """Print the table (or ``--json``: a JSON list of ``model_info`` objects)."""
     from tfcompress._compat.tf import require_tensorflow
     from tfcompress.errors import InvalidInputError
     from tfcompress.zoo import list_models, model_info

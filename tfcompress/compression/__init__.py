@@ -1,7 +1,7 @@
 """Compress to a target: the smallest or fastest artifact that passes the accuracy gate.
 
 :func:`compress` tries a ladder of candidates (:mod:`.candidates`) cheapest first, judges
-each with :func:`tfcompress.check_gate` (:mod:`.judging`), stops when nothing left can beat
+each with :func:`tfcompress.check_gate`, stops when nothing left can beat
 the best passing one (:mod:`.search`) and returns a :class:`CompressionResult` with every
 :class:`Attempt` (recipe as data, replayable with :func:`replay`).
 """
@@ -12,16 +12,6 @@ from typing import TYPE_CHECKING
 
 from tfcompress._lazy import lazy_exports
 
-# public name -> the module that defines it, imported on first use (PEP 562).
-_LAZY = {
-    "compress": "tfcompress.compression.api",
-    "CompressConfig": "tfcompress.compression.config",
-    "Attempt": "tfcompress.compression.attempts",
-    "Rung": "tfcompress.compression.candidates",
-    "plan_ladder": "tfcompress.compression.candidates",
-    "replay": "tfcompress.compression.replay",
-    "CompressionResult": "tfcompress.compression.result",
-}
 __all__ = [
     "Attempt",
     "CompressConfig",
@@ -31,7 +21,7 @@ __all__ = [
     "plan_ladder",
     "replay",
 ]
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__)
 
 if TYPE_CHECKING:
     from tfcompress.compression.api import compress

@@ -9,15 +9,7 @@ _WORDS = {"value": "drop", "ci_low": "interval lower end", "ci_high": "interval 
 
 
 def deciding(attempt: Any, mode: str) -> tuple[str, float | None]:
-    """Which number the gate compared in ``mode`` (as :attr:`Verdict.decided_by`), and its value.
-
-    Example:
-        >>> from tfcompress.compression.attempts import Attempt
-        >>> a = Attempt(1, "int8", "ptq", {}, "failed", "", kind="task", value=0.0,
-        ...     ci_low=-0.01, ci_high=0.02, threshold=0.01)
-        >>> deciding(a, "proven")
-        ('ci_high', 0.02)
-    """
+    """Which number the gate compared in ``mode`` (as :attr:`Verdict.decided_by`), and its value."""
     lower_is_better = attempt.kind == "task" or attempt.metric == "max_abs"
     if mode == "strict" or attempt.ci_low is None or attempt.ci_high is None:
         return "value", attempt.value
@@ -30,16 +22,8 @@ def deciding(attempt: Any, mode: str) -> tuple[str, float | None]:
 def advise(result: Any, *, training: bool) -> tuple[str, ...]:
     """Suggestions for a search that found nothing passing, most useful first.
 
-    Args:
-        result: The :class:`~tfcompress.compression.result.CompressionResult`.
-        training: ``train_data`` was given.
-
-    Returns:
-        One line per suggestion, each with the numbers behind it.
-
-    Example:
-        >>> advise(result, training=False)  # doctest: +SKIP
-        ('closest: selective-4, drop 1.84 pt > max_drop 1.00 pt; ...', ...)
+    One line per suggestion, each with the numbers behind it; ``training``: ``train_data``
+    was given.
     """
     tips: list[str] = []
     mode = str(result.gate.get("mode", "strict"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 from typing import Any, Unpack
@@ -11,7 +12,6 @@ from tfcompress.compression.advice import advise
 from tfcompress.compression.candidates import Rung, plan_ladder
 from tfcompress.compression.config import CompressConfig, CompressOptions
 from tfcompress.compression.handlers import get_handler
-from tfcompress.compression.judging import check_gate_first
 from tfcompress.compression.result import CompressionResult
 from tfcompress.compression.search import SearchState, layer_of
 from tfcompress.errors import (
@@ -38,25 +38,14 @@ def compress(
 ) -> CompressionResult:
     """Find the smallest (or fastest) artifact that passes the accuracy gate, and prove it.
 
-    Candidates are tried cheapest first (:func:`~tfcompress.compression.candidates.plan_ladder`):
-    int8 PTQ per-channel; int8 calibrated on more samples; selective quantization (layers
-    ranked once by quantization error, the 1, 2, 4... most sensitive kept float until the
-    gate passes), after precision per op (``per-op``: the ops slower in int8 than in float
-    on the target's backend, then the 1, 2, 4... adding most int8 error, kept float);
-    int16x8 when no int8 attempt passed; with ``train_data`` QAT, and for
-    ``objective="size"`` pruning + int8 and clustering + int8; for ``objective="size"``,
-    float16, tried as soon as the selective steps' computed sizes approach it.
-    ``objective="latency"`` adds float32 and float16 and ranks by the median latency
-    measured by :func:`tfcompress.benchmark` on the target's backend at ``threads``. int8
-    keeps ops without an int8 kernel in float, as ``tfcompress.quantize`` does (the Edge TPU
-    target is integer-only). The search stops when nothing left can beat the best passing
-    artifact (see :mod:`tfcompress.compression.search`), when ``time_budget`` runs out
-    (checked between attempts), or on Ctrl-C; the best passing artifact so far is returned
-    each time. Nothing larger than the float32 file (for a ``.tflite`` input: the file given,
-    float16 or not, which sizes are then compared to) is ever chosen (for the size objective,
-    nothing as large either), and nothing slower than ``max_slowdown`` times the float32
-    file's latency (for a ``.tflite`` input: the file given's), timed in the same run on the
-    target's latency backend: every attempt is timed unless ``measure_latency=False``.
+    Candidates are tried cheapest first (:func:`~tfcompress.compression.candidates.plan_ladder`
+    lists them; docs/compress.md says what each tries). The search stops when nothing left can
+    beat the best passing artifact (:mod:`tfcompress.compression.search`), when
+    ``time_budget`` runs out (checked between attempts), or on Ctrl-C, and returns the best
+    passing artifact so far. Nothing larger than the float32 file (a ``.tflite`` input: the
+    file given) is chosen, nor anything slower than ``max_slowdown`` times its latency, timed
+    in the same run on the target's latency backend unless ``measure_latency=False``. A Keras
+    file is loaded, run and converted in the converter's child (TensorFlow starts once).
 
     Fine-tuning rungs run in a child process (:mod:`tfcompress.training.isolation`): a native
     crash is recorded as that attempt's error and the search goes on. A fine-tuned artifact
@@ -130,9 +119,14 @@ def compress(
         example="CompressConfig(...)",
         put_it="dataclasses.replace(config, ...)",
     )
-    where = _latency_device(config, on, device)
+    check_on(config, on is not None, device)  # before connecting
+    where = None
+    if on is not None:  # connected and its worker picked before any conversion
+        from tfcompress.bench.device_latency import LatencyDevice
+
+        where = LatencyDevice.open(on, device)
     try:
-        result = _search(
+        return _search(
             model,
             config,
             representative_data=representative_data,
@@ -145,33 +139,49 @@ def compress(
     finally:
         if where is not None:
             where.close()
-    return result
 
 
-def times_latency(config: CompressConfig) -> bool:
-    """Whether the search ``config`` asks for times its attempts (before any fallback)."""
-    return _Plan(config, get_target(config.target)).measure
-
-
-def _latency_device(config: CompressConfig, on: Any, device: str | None) -> Any:
-    """The device of ``on=`` (connected and picked before any conversion), or None.
+def check_on(config: CompressConfig, on: bool, device: str | None) -> None:
+    """Refuse a ``device`` without ``on``, and ``on`` where ``config`` times nothing.
 
     Raises:
-        InvalidInputError: ``device`` without ``on``, ``on`` when nothing is timed, an
-            unreachable scheduler, no such worker, or several and none named.
+        InvalidInputError: Either, before any connection is made.
     """
-    if on is None:
-        if device is not None:
-            raise InvalidInputError("device= names a worker of on='s scheduler (--on); give on=.")
-        return None
-    if not times_latency(config):
+    if device is not None and not on:
+        raise InvalidInputError("device (--device) names a worker of on (--on): give on (--on).")
+    if on and not _Plan(config, get_target(config.target)).measure:
         raise InvalidInputError(
-            "on= (--on) times the attempts on a device, but measure_latency=False "
+            "on (--on) times the attempts on a device, but measure_latency=False "
             "(--no-measure-latency) times nothing: drop one."
         )
-    from tfcompress.bench.device_latency import LatencyDevice
 
-    return LatencyDevice.open(on, device)
+
+def check_gate_first(reference: Any, eval_set: Any, *, config: Any) -> None:
+    """Refuse, before the first attempt, a gate that cannot run on this data.
+
+    The reference runs once on ``eval_set`` and the gate's checks are planned on its outputs
+    and the data's labels (:func:`tfcompress.testing.judge.plan_checks`): ``--max-drop``
+    where no output has labels is refused now, naming the threshold that fits each output
+    (``--min-agreement`` for class scores, ``--min-snr`` for others), not after a conversion.
+
+    Raises:
+        InvalidInputError: What the gate would refuse on every attempt.
+        InvalidDataError: A task metric on an output without labels.
+    """
+    from tfcompress.bench.paired import run_model
+    from tfcompress.models import model_name, model_signature
+    from tfcompress.testing.judge import plan_checks
+
+    run = run_model(
+        reference,
+        eval_set,
+        model_signature(reference),
+        name=model_name(reference),
+        threads=config.threads,
+        batch_dims=config.batch_dims,
+    )
+    labels = eval_set.y if isinstance(eval_set.y, dict) else None
+    plan_checks(labels, run.outputs, checks=config.checks, settings=config.settings)
 
 
 def _search(
@@ -188,23 +198,27 @@ def _search(
     """The search ``config`` asks for (see :func:`compress`)."""
     from tfcompress.bench.paired import read_for_reference
     from tfcompress.models import OnnxModel, TFLiteModel, model_name, resolve_model
+    from tfcompress.models.loading import open_model
     from tfcompress.models.quantized import refuse_quantized
+    from tfcompress.quantization.converter import warm_converter
     from tfcompress.quantization.engines.prepare import prepare_float_tflite
 
     device = get_target(config.target)
     static_batch, seed = config.static_batch, config.seed
     _check_batches(config, training=train_data is not None)
-    from tfcompress.quantization.converter import warm_converter
-
-    warm_converter(model)  # its child imports TensorFlow while the model loads here
+    warm_converter(model)  # its child imports TensorFlow while the model is checked here
+    if isinstance(model, str | os.PathLike):  # a Keras file: loaded and run in that child
+        model = open_model(model, safe_mode=safe_mode)
     reference = resolve_model(model, safe_mode=safe_mode)
     refuse_quantized(reference)  # said first, with what can still be done with it
     if isinstance(reference, OnnxModel):  # its ladder is .tflite files made by TensorFlow
+        asked = config.thresholds.items() or {"max_drop": 0.01}.items()  # the user's own gate
+        gate = " ".join(f"--{name.replace('_', '-')} {value:g}" for name, value in asked)
         raise InvalidInputError(
             f"compress searches .tflite files made from a Keras model, a SavedModel or a float "
             f".tflite; {model_name(reference)} is an ONNX model: quantize it with ONNX Runtime and "
             "gate it in one command: `tfcompress quantize MODEL.onnx --format onnx --recipe int8 "
-            "--data CALIB.npz --eval TEST.npz --max-drop 0.01 --out MODEL_int8.onnx` (the gate "
+            f"--data CALIB.npz --eval TEST.npz {gate} --out MODEL_int8.onnx` (the gate "
             "fails with exit 1)."
         )
     tflite = isinstance(reference, TFLiteModel)
@@ -287,8 +301,7 @@ def _search(
             f"no fully-integer artifact can be made for {device.display_name}: "
             f"{state.attempts[0].why}"
         )
-    if state.float32 is None:  # stopped before any conversion: the baseline is still reported
-        state.float32 = _float32(reference, calibration, seed, file_batch)
+    state.reference_bytes()  # stopped before any conversion: the baseline is still reported
     result = _result(state, interrupted, time.monotonic() - started, train is not None)
     return replace(result, config=config, findings=(*plan.findings, *result.findings))
 
@@ -342,10 +355,7 @@ class _Plan:
                 _probe_backend(float32, backend)
             except BackendUnavailableError as error:
                 fallback = self.device.fallback_backend
-                named = self.config.objective == "latency" or self.config.measure_latency
-                named = named or self.remote  # on= asked for the device's latency
-                named = named or self.config.max_slowdown is not None
-                if fallback is None or named:
+                if fallback is None or self.timing_named:
                     raise
                 self._fall_back(fallback, str(error))
                 return
@@ -394,7 +404,7 @@ class _Plan:
 def _climb(state: SearchState, ladder: Any) -> None:
     """Try the rungs in order until the stop rule, the budget or the ladder's end."""
     state.pending = list(ladder)
-    state.run_rung = lambda rung: _run(state, rung)
+    state.run_rung = lambda rung: get_handler(rung.technique).run(state, rung)
     while state.pending:
         live = [r for r in state.pending if state.beaten(r) is None]
         if not live:
@@ -410,7 +420,7 @@ def _climb(state: SearchState, ladder: Any) -> None:
                 f"({len(state.attempts)} attempt(s) in {time.monotonic() - state.started:.0f}s)"
             )
             return
-        _run(state, rung)
+        state.run_rung(rung)
     if not state.stop_reason and state.skipped:
         state.stop_reason = "every candidate of the ladder was tried or bounded: " + "; ".join(
             state.skipped
@@ -437,11 +447,6 @@ def _batch_first_rungs(ladder: Any, calibration: Any, state: SearchState) -> tup
         state.skipped.append(why)
         state.say(f"  {why}")
     return kept
-
-
-def _run(state: SearchState, rung: Rung) -> None:
-    """Make and judge one rung with its technique's handler (a selective rung: its steps)."""
-    get_handler(rung.technique).run(state, rung)
 
 
 def _check_batches(config: CompressConfig, *, training: bool) -> None:
@@ -499,16 +504,16 @@ def _result(
     findings: list[str] = []
     where = state.where
     judged = state.measure and state.judges_latency
-    if judged:
-        finding = int8_finding(
+    if judged and (
+        finding := int8_finding(
             state.attempts,
-            backend=get_target(state.target).latency_backend,
+            backend=state.latency_backend,
             threads=state.threads,
             device=None if where is None else where.name,
             environment=None if where is None else where.environment,
         )
-        if finding:
-            findings.append(finding)
+    ):
+        findings.append(finding)
     if where is not None and state.measure:
         findings.append(
             f"latencies measured on device {where.name} ({where.address}, a worker of the Dask "
@@ -517,7 +522,7 @@ def _result(
     if state.measure and state.baseline_ms is not None and not judged:
         findings.append(host_time_finding(state))
     elif state.measure and state.baseline_ms is not None:
-        from tfcompress.compression.latency import NOISE_WORDS, ms
+        from tfcompress.quantization.methods.slow_ops import NOISE_WORDS, ms
 
         slow = [a for a in state.attempts if (a.gate or {}).get("passed") and state.too_slow(a)]
         findings.append(
@@ -530,12 +535,9 @@ def _result(
         findings.append(
             f"{best.name} wins: the fastest passing artifact ({best.latency_ms:.3f} ms)"
         )
-    gate = {
-        "checks": [
-            {"output": c.output, "metric": c.metric, "threshold": c.threshold} for c in state.checks
-        ],
-        **state.settings.to_dict(),
-    }
+    keys = ("output", "metric", "threshold")
+    checks = [{key: getattr(check, key) for key in keys} for check in state.checks]
+    gate = {"checks": checks, **state.settings.to_dict()}
     result = CompressionResult(
         chosen=best,
         model_content=None if best is None else state.contents[best.index],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tfcompress.errors import InvalidInputError
@@ -93,34 +93,15 @@ class Attempt:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (``from_dict`` reads it back)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _VERDICT}
         return {
-            "index": self.index,
-            "name": self.name,
-            "technique": self.technique,
-            "recipe": self.recipe,
-            "status": self.status,
+            **data,
+            **{name: list(data[name]) for name in _TUPLES},
             "passed": self.passed,
-            "why": self.why,
-            "size_bytes": self.size_bytes,
-            "gzip_bytes": self.gzip_bytes,
-            "metric": self.metric,
-            "kind": self.kind,
-            "reference_score": self.reference_score,
-            "score": self.score,
             "accuracy": self.score if self.kind == "task" else None,
             "accuracy_drop": self.accuracy_drop,
-            "value": self.value,
-            "ci_low": self.ci_low,
-            "ci_high": self.ci_high,
-            "threshold": self.threshold,
-            "latency_ms": self.latency_ms,
-            "device": self.device,
-            "float_layers": list(self.float_layers),
-            "float_nodes": list(self.float_nodes),
-            **_verdicts(self.verdict_of, self.target_verdict),
             "seconds": round(self.seconds, 3),
-            "notes": list(self.notes),
-            "gate": self.gate,
+            **_verdicts(self.verdict_of, self.target_verdict),
         }
 
     @classmethod
@@ -130,33 +111,14 @@ class Attempt:
         Raises:
             InvalidInputError: A field is missing.
         """
+        names = [f.name for f in fields(cls)]
         try:
-            return cls(
-                index=int(data["index"]),
-                name=str(data["name"]),
-                technique=str(data["technique"]),
-                recipe=dict(data["recipe"]),
-                status=str(data["status"]),
-                why=str(data["why"]),
-                size_bytes=data.get("size_bytes"),
-                gzip_bytes=data.get("gzip_bytes"),
-                metric=data.get("metric"),
-                kind=data.get("kind"),
-                reference_score=data.get("reference_score"),
-                score=data.get("score"),
-                value=data.get("value"),
-                ci_low=data.get("ci_low"),
-                ci_high=data.get("ci_high"),
-                threshold=data.get("threshold"),
-                latency_ms=data.get("latency_ms"),
-                device=data.get("device"),
-                float_layers=tuple(data.get("float_layers", ())),
-                float_nodes=tuple(data.get("float_nodes", ())),
-                **_read_verdict(data),
-                seconds=float(data.get("seconds", 0.0)),
-                gate=data.get("gate"),
-                notes=tuple(data.get("notes", ())),
-            )
+            read = {n: data[n] for n in names[6:] if n in data and n not in _VERDICT}
+            read.update({n: tuple(read[n]) for n in _TUPLES if n in read})
+            read["seconds"] = float(read.get("seconds", 0.0))
+            required = (int, str, str, dict, str, str)  # index, name, technique, recipe...
+            first = [kind(data[n]) for kind, n in zip(required, names, strict=False)]
+            return cls(*first, **read, **_read_verdict(data))
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidInputError(
                 f"not an attempt of a compress report ({error}); pass the report.json that "
@@ -178,7 +140,7 @@ class Attempt:
             value = "-" if self.value is None else f"{self.metric} {self.value:.4g}"
         latency = ratio = "-"
         if self.latency_ms is not None:
-            from tfcompress.compression.latency import ms, slowdown
+            from tfcompress.quantization.methods.slow_ops import ms, slowdown
 
             latency = ms(self.latency_ms)
             if baseline_ms:
@@ -195,6 +157,10 @@ class Attempt:
             self.status,
             f"{self.seconds:.1f}",
         ]
+
+
+#: Fields JSON files under the target's key, and fields written as lists.
+_VERDICT, _TUPLES = ("target_verdict", "verdict_of"), ("float_layers", "float_nodes", "notes")
 
 
 def _verdicts(target: str | None, summary: dict[str, Any] | None) -> dict[str, Any]:
@@ -234,12 +200,7 @@ ROW_HEADER = [
 
 
 def row_header(backend: str | None, baseline: str = "float32") -> list[str]:
-    """:data:`ROW_HEADER` with the latency's backend and the baseline named.
-
-    Example:
-        >>> row_header("cpu")[4:6]
-        ['ms/sample (cpu)', 'x float32']
-    """
+    """:data:`ROW_HEADER` with the latency's backend and the baseline named."""
     header = list(ROW_HEADER)
     if backend:
         header[4] = f"ms/sample ({backend})"

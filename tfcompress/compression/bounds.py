@@ -34,8 +34,6 @@ import numpy as np
 from tfcompress.models.tflite_file import Operator, Subgraph, Tensor, TFLiteFile, read_tflite
 from tfcompress.training.sparsity import gzip_size
 
-__all__ = ["SizeBound", "float16_bound", "selective_bound"]
-
 SLACK_PER_TENSOR = 16  # flatbuffer alignment and offsets a rewritten tensor may save
 #: The selective file is made by another path (calibrate-only + the MLIR quantizer), whose
 #: layout differs from the plain int8 file's by a few hundred bytes (measured up to 0.5%).
@@ -51,10 +49,6 @@ class SizeBound:
         raw: Its file cannot have fewer bytes.
         gzip: Its gzip bytes are estimated to be at least this (see the module).
         how: One line saying what the numbers were computed from.
-
-    Example:
-        >>> SizeBound(1000, 900, "int8 + 1 float layer").raw
-        1000
     """
 
     raw: int
@@ -63,19 +57,11 @@ class SizeBound:
 
 
 def selective_bound(int8: bytes, float32: bytes, nodes: Iterable[str]) -> SizeBound:
-    """The size of the int8 file once the ops writing ``nodes`` are kept float.
+    """The size of the ``int8`` file once the ops writing ``nodes`` are kept float.
 
-    Args:
-        int8: The plain int8 ``.tflite`` of the model (same conversion path, same names).
-        float32: The float32 ``.tflite`` of the model.
-        nodes: Output tensor names of the ops to keep float (``Recipe.float_nodes``).
-
-    Returns:
-        The bound. A node found in neither file adds nothing (the bound stays a bound).
-
-    Example:
-        >>> selective_bound(int8_bytes, float32_bytes, [ranking[0].node]).raw  # doctest: +SKIP
-        75244
+    ``int8`` and ``float32`` are the plain files of the model (same conversion path, same
+    names); ``nodes`` output tensor names (``Recipe.float_nodes``). A node found in neither
+    file adds nothing (the bound stays a bound).
     """
     quantized, reference = read_tflite(int8), read_tflite(float32)
     extra_raw = extra_gzip = 0
@@ -107,12 +93,7 @@ def selective_bound(int8: bytes, float32: bytes, nodes: Iterable[str]) -> SizeBo
 
 
 def float16_bound(float32: bytes) -> SizeBound:
-    """The size of the float16 file of the model whose float32 file is ``float32``.
-
-    Example:
-        >>> float16_bound(float32_bytes).raw  # doctest: +SKIP
-        582970
-    """
+    """The size of the float16 file of the model whose float32 file is ``float32``."""
     parsed = read_tflite(float32)
     chunks: list[bytes] = []
     seen: set[int] = set()

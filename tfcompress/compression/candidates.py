@@ -7,7 +7,7 @@ beat the best passing artifact (see :mod:`tfcompress.compression.search`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
@@ -37,15 +37,13 @@ class Rung:
         name: Short label (``int8``, ``int8-calib1000``, ``selective``, ``int16x8``, ``qat``...).
         technique: ``ptq``, ``selective`` (expanded into keep-1, 2, 4... float steps at run
             time), ``per-op`` (int8 with the ops slower in int8, then the worst-error ones,
-            float: :mod:`tfcompress.compression.perop`), ``rules`` (LiteRT Quantizer: the 1,
-            2, 4... worst tensors of its int8 attempt get the rung's rule mode, e.g. int16 or
-            float), ``qat``, ``prune`` or ``cluster``.
+            float: :mod:`tfcompress.compression.perop`), ``qat``, ``prune`` or ``cluster``.
         recipe: For ``ptq``/``selective``: :meth:`tfcompress.Recipe.to_dict` of the recipe
             (or ``{"recipe": ..., "engine": "litert-quantizer"}``; or ``{"recipe": ...,
             "methods": "auto"}``: the post-training methods tried against plain int8 on the
-            eval data, the kept recipe recorded); for ``rules`` that plus ``"mode"``; for the
-            training techniques: their keyword options. Each technique's handler
-            (:mod:`tfcompress.compression.handlers`) reads and checks it.
+            eval data, the kept recipe recorded); for the training techniques: their keyword
+            options. Each technique's handler (:mod:`tfcompress.compression.handlers`) reads
+            and checks it.
         bound: What bounds the rung from below: ``"int8"``, ``"float16"`` or ``"none"``.
         fallback_only: Tried only when no earlier int8-family attempt passed (int16x8 is the
             fallback of selective quantization, not a competitor).
@@ -67,14 +65,7 @@ class Rung:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for reports."""
-        return {
-            "name": self.name,
-            "technique": self.technique,
-            "recipe": dict(self.recipe),
-            "bound": self.bound,
-            "fallback_only": self.fallback_only,
-            "last_resort": self.last_resort,
-        }
+        return asdict(self)
 
 
 def check_choice(value: str, allowed: tuple[str, ...], what: str) -> str:

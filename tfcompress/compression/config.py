@@ -19,19 +19,25 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from tfcompress._config_fields import (
     CONFIG_VERSION,
     MAX_SEED,
+    boolean,
+    check_fields,
     check_version,
     checked_fields,
+    integer,
+    maybe_boolean,
+    name_list,
+    number,
     option,
-    require_int,
     shown,
 )
 from tfcompress.compression.candidates import OBJECTIVES, check_choice
 from tfcompress.errors import InvalidInputError
+from tfcompress.testing.config import GateThresholds
 
 if TYPE_CHECKING:
     from tfcompress.testing.judge import Check
@@ -49,7 +55,7 @@ class CompressConfig:
     where they are declared, below; ``measure_latency=None`` times wherever the target's
     latency backend runs here, ``False`` nothing (refused with ``max_slowdown`` or
     ``objective="latency"``); ``max_slowdown=None`` is 1.0 with a
-    :data:`~tfcompress.compression.latency.NOISE_TOLERANCE` allowance.
+    :data:`~tfcompress.quantization.methods.slow_ops.NOISE_TOLERANCE` allowance.
 
     Attributes:
         target: A registered target (:func:`tfcompress.targets.base.list_targets`): its gate
@@ -83,27 +89,40 @@ class CompressConfig:
         "the target's own: latency for --target gpu where LiteRT finds a GPU, else size)",
     )
     time_budget: float | None = option(
-        None, unit="s", parse="duration", metavar="T", help="wall-clock budget: 90s, 10m, 1h"
+        None,
+        unit="s",
+        parse="duration",
+        metavar="T",
+        help="wall-clock budget: 90s, 10m, 1h",
+        check=number(0, math.inf, "a positive number of seconds", optional=True),
     )
     thresholds: Mapping[str, float] = field(default_factory=dict)
-    outputs: tuple[str, ...] = ()
-    metrics: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = field(default=(), metadata={"check": name_list})
+    metrics: tuple[str, ...] = field(default=(), metadata={"check": name_list})
     mode: str = "strict"
     confidence: float = 0.95
     interval: str = "auto"
-    threads: int = option(1, help="threads of the gate and the latency measurements")
+    threads: int = option(
+        1,
+        help="threads of the gate and the latency measurements",
+        check=integer(1, 2**31 - 1, "a positive integer"),
+    )
     measure_latency: bool | None = option(
         None,
         help="time every attempt and the float32 baseline on the target (default: wherever its "
         "latency backend runs here; given, a target whose backend cannot run here is refused). "
         "--no-measure-latency times nothing (about 0.4 s less per attempt): no slowdown is "
         "checked, and the report says so",
+        check=maybe_boolean,
     )
     max_slowdown: float | None = option(
         None,
         help="the slowest artifact returned, as a ratio of float32's median latency per sample "
         "(a .tflite input: the file given's), timed in the same run; default 1.0: never "
         "slower (10% allowed for timing noise)",
+        check=number(
+            0, math.inf, "a positive ratio to float32's latency (1.0: never slower)", optional=True
+        ),
     )
     static_batch: int | None = option(
         None,
@@ -119,8 +138,11 @@ class CompressConfig:
         True,
         help="with --train: the fine-tuning rungs keep BatchNormalization statistics frozen "
         "(--no-freeze-batchnorm lets them train)",
+        check=boolean,
     )
-    seed: int = option(0, help="seed of the calibration subsets and the fine-tuning")
+    seed: int = option(
+        0, help="seed of the calibration subsets and the fine-tuning", check=integer(0, MAX_SEED)
+    )
     batch_dims: Mapping[str, int] = field(default_factory=dict)
     input_values: Mapping[str, float] = field(default_factory=dict)
     version: int = CONFIG_VERSION
@@ -134,17 +156,9 @@ class CompressConfig:
         device = get_target(self.target)  # refuses an unknown one, listing the registered ones
         if self.objective is not None:
             check_choice(self.objective, OBJECTIVES, "objective")
-        set_(self, "time_budget", _budget(self.time_budget))
-        set_(self, "outputs", _names(self.outputs, "outputs"))
-        set_(self, "metrics", _names(self.metrics, "metrics"))
+        check_fields(self)
         set_(self, "confidence", self.settings.confidence)  # mode, confidence, interval
         _ = self.checks  # the outputs, metrics and thresholds, checked together
-        require_int("threads", self.threads, 1, 2**31 - 1, "a positive integer")
-        if self.measure_latency is not None and not isinstance(self.measure_latency, bool):
-            raise InvalidInputError(
-                f"measure_latency must be True, False or None, got {shown(self.measure_latency)}."
-            )
-        set_(self, "max_slowdown", _slowdown(self.max_slowdown))
         if self.measure_latency is False and self.max_slowdown is not None:
             raise InvalidInputError(
                 "max_slowdown (--max-slowdown) compares every attempt's measured latency with "
@@ -162,11 +176,6 @@ class CompressConfig:
             from tfcompress.training.configs import QATConfig
 
             QATConfig(batch_size=self.batch_size)  # the fine-tuning configs' own check
-        if not isinstance(self.freeze_batchnorm, bool):
-            raise InvalidInputError(
-                f"freeze_batchnorm must be True or False, got {shown(self.freeze_batchnorm)}."
-            )
-        require_int("seed", self.seed, 0, MAX_SEED, f"an integer 0 to {MAX_SEED}")
         from tfcompress.models.feeding import config_batch_dims, config_input_values
 
         set_(self, "batch_dims", config_batch_dims(self.batch_dims))
@@ -261,7 +270,7 @@ class CompressConfig:
         return cls(**checked_fields(cls, data, what="a compress config", taker="compress"))
 
 
-class CompressOptions(TypedDict, total=False):
+class CompressOptions(GateThresholds, total=False):
     """:func:`tfcompress.compress`'s keyword options, for type checkers.
 
     :class:`CompressConfig`'s fields (see it for each) and the gate's thresholds by name;
@@ -285,11 +294,6 @@ class CompressOptions(TypedDict, total=False):
     seed: int | None
     batch_dims: Mapping[str, int] | None
     input_values: Mapping[str, float] | None
-    max_drop: float | None
-    min_snr: float | None
-    min_cosine: float | None
-    max_abs: float | None
-    min_agreement: float | None
 
 
 def _thresholds(given: Any) -> dict[str, float]:
@@ -305,38 +309,6 @@ def _thresholds(given: Any) -> dict[str, float]:
     if "max_drop" in chosen:
         chosen["max_drop"] = parse_max_drop(chosen["max_drop"])  # a fraction, as --max-drop
     return chosen
-
-
-def _names(value: Any, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    names = (value,) if isinstance(value, str) else value
-    if not isinstance(names, Sequence) or not all(isinstance(n, str) and n for n in names):
-        raise InvalidInputError(f"{what} must be names (strings), got {shown(value)}.")
-    return tuple(names)
-
-
-def _budget(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInputError(f"time_budget must be a number of seconds, got {value!r}.")
-    if value <= 0:
-        raise InvalidInputError(f"time_budget must be positive, got {value!r}.")
-    return float(value)
-
-
-def _slowdown(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInputError(
-            f"max_slowdown must be a ratio to float32's latency (1.0: never slower), got "
-            f"{shown(value)}."
-        )
-    if value <= 0:
-        raise InvalidInputError(f"max_slowdown must be a positive ratio, got {value!r}.")
-    return float(value)
 
 
 def _check_host_time(config: CompressConfig, device: Any) -> None:

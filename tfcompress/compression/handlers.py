@@ -2,28 +2,22 @@
 
 A :class:`Handler` reads a rung's (or a recorded attempt's) recipe into its checked config
 (a :class:`~tfcompress.quantization.config.PTQConfig` or a training config of
-:mod:`tfcompress.training.configs`), makes one artifact from that config
-(:func:`~tfcompress.compression.build.build`, shared by the search and ``--replay``), says
-what an attempt records, and runs one rung of the search (a selective or rules rung expands
-into several attempts). ``@register_handler("name")`` adds one, here or in a module of its
-own under ``compression/`` (:data:`HANDLERS` finds it); :func:`get_handler` looks it up.
-
-Example:
-    >>> get_handler("qat").read({"epochs": 2}).epochs
-    2
-    >>> list_handlers()
-    ['cluster', 'per-op', 'prune', 'ptq', 'qat', 'rules', 'selective']
+:mod:`tfcompress.training.configs`), makes one artifact from that config (:func:`build`,
+shared by the search and ``--replay``), says what an attempt records, and runs one rung of
+the search (a selective or per-op rung expands into several attempts).
+``@register_handler("name")`` adds one, here or in a module of its own under
+``compression/`` (:data:`HANDLERS` finds it); :func:`get_handler` looks it up.
 """
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from tfcompress._registry import Registry
-from tfcompress.compression.build import Built
 from tfcompress.errors import InvalidInputError
 from tfcompress.quantization.config import PTQConfig
 from tfcompress.targets.base import get_target
@@ -36,14 +30,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Materials:
-    """What making an artifact takes besides its config.
+    """What making an artifact takes besides its config: the loaded float model, its data.
 
-    Attributes:
-        model: The float model (loaded).
-        representative_data: Calibration samples.
-        train_data: Fine-tuning samples (training techniques only).
-        eval_data: Validation samples (the post-training methods and fine-tunes score on it).
-        isolate: Fine-tune in a child process (see :mod:`tfcompress.training.isolation`).
+    ``isolate``: fine-tune in a child process (:mod:`tfcompress.training.isolation`).
     """
 
     model: Any
@@ -51,6 +40,25 @@ class Materials:
     train_data: Any = None
     eval_data: Any = None
     isolate: bool = True
+
+
+@dataclass(frozen=True)
+class Built:
+    """A made ``.tflite`` and how to make it again (``recipe``: see :attr:`Attempt.recipe`).
+
+    ``verdict`` is the target's check of it (the Edge TPU's linter and compiler), when
+    quantize ran one.
+    """
+
+    content: bytes
+    recipe: dict[str, Any]
+    float_nodes: tuple[str, ...] = ()
+    verdict: Any = None
+    reference: bytes | None = None  # the float32 .tflite made by the same conversion
+    # Fine-tuned artifacts: where they came out worse than the original exported at the
+    # same precision (TrainingResult.worse_than_baseline), and that export's gzip bytes.
+    worse: tuple[str, ...] = ()
+    baseline_gzip: int | None = None
 
 
 class Handler(ABC):
@@ -87,12 +95,7 @@ H = TypeVar("H", bound=type[Handler])
 
 
 def register_handler(technique: str) -> Callable[[H], H]:
-    """Class decorator: make ``technique`` rungs with the decorated :class:`Handler`.
-
-    Example:
-        >>> @register_handler("mine")  # doctest: +SKIP
-        ... class Mine(Handler): ...
-    """
+    """Class decorator: make ``technique`` rungs with the decorated :class:`Handler`."""
 
     def decorate(cls: H) -> H:
         cls.technique = technique
@@ -110,6 +113,41 @@ def get_handler(technique: str) -> Handler:
 def list_handlers() -> list[str]:
     """The registered techniques, sorted."""
     return HANDLERS.names()
+
+
+def build(
+    technique: str,
+    recipe: dict[str, Any],
+    model: Any,
+    *,
+    representative_data: Any,
+    train_data: Any = None,
+    eval_data: Any = None,
+    target: str | None = None,
+    seed: int = 0,
+    isolate: bool = True,
+) -> Built:
+    """Make the artifact ``recipe`` describes, with the handler of ``technique``.
+
+    ``recipe`` is data (a rung's, or what an attempt recorded), read by the technique's
+    config: a :class:`~tfcompress.quantization.config.PTQConfig` (or a bare recipe dict) for
+    ``ptq``/``selective``, a config of :mod:`tfcompress.training.configs` for ``qat``,
+    ``prune``, ``cluster``. ``methods`` in a PTQ recipe are tried against plain int8, scored
+    on ``eval_data``; the recipe kept is what the result records. ``target`` and ``seed``
+    apply where the recipe records none (a target that shapes artifacts, the Edge TPU, is
+    recorded with it); ``isolate`` fine-tunes in a child process, so a native crash is an
+    error, not the end of the search. Returns the bytes, with the recipe that made them.
+
+    Raises:
+        InvalidInputError: Unknown technique, a recipe its config refuses, or a training
+            technique without train data.
+        ConversionError: The converter rejected the model.
+        NativeCrashError: Fine-tuning crashed in its child process (also with oneDNN off).
+    """
+    handler = get_handler(technique)
+    config = handler.read(recipe, seed=seed, target=target)
+    materials = Materials(model, representative_data, train_data, eval_data, isolate)
+    return handler.make(config, materials)
 
 
 # -- post-training ----------------------------------------------------------------------
@@ -171,55 +209,6 @@ class SelectiveHandler(PTQHandler):
         run_selective(state, batched, lambda: _rank(state))
 
 
-@dataclass(frozen=True)
-class RulesRung:
-    """A rules rung: LiteRT Quantizer's int8 attempt and the mode its worst tensors get.
-
-    Attributes:
-        ptq: The int8 recipe and engine the steps start from.
-        mode: The rule mode of the worst tensors (``int16``, ``float``...).
-    """
-
-    ptq: PTQConfig
-    mode: str
-
-
-@register_handler("rules")
-class RulesHandler(Handler):
-    """LiteRT Quantizer: the 1, 2, 4... worst tensors of int8 get the rung's mode."""
-
-    records_attempts = False  # each step is a ptq attempt with its rules in the recipe
-
-    def read(self, recipe: Any, *, seed: int = 0, target: str | None = None) -> RulesRung:
-        """The rung's PTQ config and its ``mode``."""
-        from tfcompress.quantization.rules import MODES
-
-        if not isinstance(recipe, Mapping) or recipe.get("mode") not in MODES:
-            raise InvalidInputError(
-                f"a rules rung needs a mode, one of {', '.join(MODES)}, beside its recipe."
-            )
-        rest = {k: v for k, v in recipe.items() if k != "mode"}
-        return RulesRung(PTQHandler().read(rest, seed=seed, target=target), recipe["mode"])
-
-    def make(self, config: RulesRung, materials: Materials) -> Built:
-        """Refused: the rung's steps are made (and replayed) as ptq attempts."""
-        raise InvalidInputError(
-            "a rules rung is made step by step, each step a ptq attempt with its rules in "
-            "the recipe: make (or --replay) that step."
-        )
-
-    def record(self, config: RulesRung) -> dict[str, Any]:
-        """The PTQ config's record with the mode."""
-        return {**PTQHandler().record(config.ptq), "mode": config.mode}
-
-    def run(self, state: SearchState, rung: Rung) -> None:
-        """Rank the tensors once, then the rule steps (:func:`.mixed.run_rules`)."""
-        from tfcompress.compression.mixed import run_rules
-
-        config = self.read(rung.recipe, seed=state.seed)
-        run_rules(state, rung, lambda: _worst_tensors(state, config.ptq))
-
-
 # -- fine-tuning --------------------------------------------------------------------------
 
 
@@ -235,10 +224,8 @@ class TrainingHandler(Handler):
             )
         return config_from_dict(self.technique, {"seed": seed, **recipe})
 
-    @staticmethod
-    @abstractmethod
-    def verb() -> Callable[..., Any]:
-        """The technique's function (imported from where it lives, on first use)."""
+    #: ``module:function`` of the technique's verb, imported on first use.
+    verb: ClassVar[str]
 
     def make(self, config: TrainingConfig, materials: Materials) -> Built:
         """Fine-tune and export; records the options that ran (``TrainingResult.options``).
@@ -251,8 +238,12 @@ class TrainingHandler(Handler):
                 f"replaying a {self.technique} attempt fine-tunes the model: pass train_data "
                 "(--train)."
             )
-        trained = self.verb()(
-            materials.model,
+        from tfcompress.models.loading import KerasFile, loaded_keras
+
+        model = materials.model  # a Keras file: tfmot trains the Keras object, loaded here
+        module, function = self.verb.split(":")
+        trained = getattr(importlib.import_module(module), function)(
+            loaded_keras(model) if isinstance(model, KerasFile) else model,
             config=config,
             train_data=materials.train_data,
             eval_data=materials.eval_data,
@@ -286,12 +277,7 @@ class TrainingHandler(Handler):
 class QATHandler(TrainingHandler):
     """Quantization-aware training to int8."""
 
-    @staticmethod
-    def verb() -> Callable[..., Any]:
-        """:func:`tfcompress.training.qat.qat`."""
-        from tfcompress.training.qat import qat
-
-        return qat
+    verb = "tfcompress.training.qat:qat"
 
     def notes(self, state: SearchState) -> tuple[str, ...]:
         """The layers PTQ found most sensitive, which QAT trains rather than keeps float."""
@@ -310,24 +296,14 @@ class QATHandler(TrainingHandler):
 class PruneHandler(TrainingHandler):
     """Magnitude pruning, exported at the config's precision."""
 
-    @staticmethod
-    def verb() -> Callable[..., Any]:
-        """:func:`tfcompress.training.prune.prune`."""
-        from tfcompress.training.prune import prune
-
-        return prune
+    verb = "tfcompress.training.prune:prune"
 
 
 @register_handler("cluster")
 class ClusterHandler(TrainingHandler):
     """Weight clustering, exported at the config's precision."""
 
-    @staticmethod
-    def verb() -> Callable[..., Any]:
-        """:func:`tfcompress.training.cluster.cluster`."""
-        from tfcompress.training.cluster import cluster
-
-        return cluster
+    verb = "tfcompress.training.cluster:cluster"
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -339,7 +315,7 @@ def _uses_eval(config: PTQConfig) -> bool:
     The post-training methods (``int8-methods``) are scored on it; so is LiteRT Quantizer's
     calibration, when the recipe calibrates and names none: both calibrations are made and the
     better kept (:mod:`tfcompress.quantization.engines.calibration`), as ``quantize --eval``
-    does. A rules step names the calibration its int8 attempt kept (:mod:`.mixed`), so the
+    does. A per-op step names the calibration its int8 attempt kept (:mod:`.perop`), so the
     climb does not compare again at every step.
     """
     from tfcompress.quantization.recipes import recipe_spec
@@ -355,12 +331,7 @@ def _uses_eval(config: PTQConfig) -> bool:
 
 
 def with_batch(recipe: dict[str, Any], static_batch: int | None) -> dict[str, Any]:
-    """``recipe`` (bare, or ``{"recipe": ...}``) with the search's static batch in its recipe.
-
-    Example:
-        >>> with_batch({"recipe": {"name": "int8"}, "methods": "auto"}, 1)["recipe"]
-        {'name': 'int8', 'static_batch': 1}
-    """
+    """``recipe`` (bare, or ``{"recipe": ...}``) with the search's static batch in its recipe."""
     if static_batch is None:
         return recipe
     if "recipe" in recipe:
@@ -386,31 +357,3 @@ def _rank(state: SearchState) -> Any:
         recipe=Recipe("int8", static_batch=state.static_batch),
         seed=state.seed,
     )
-
-
-def _worst_tensors(state: SearchState, config: PTQConfig) -> list[str]:
-    """The int8 tensors of LiteRT Quantizer's attempt, the op adding most error first.
-
-    Measured on the eval data against the float ``.tflite``; ranked by
-    :func:`~tfcompress.compression.mixed.rank_by_added_error` (the error an op adds, not the
-    error it inherits).
-    """
-    from tfcompress.errors import ConversionError
-    from tfcompress.quantization.ptq import quantize
-
-    try:
-        result = quantize(state.reference, config=config, representative_data=state.representative)
-    except ConversionError:
-        return []
-    from tfcompress.data.calibration import calibration_set
-    from tfcompress.models.signature import model_signature
-    from tfcompress.quantization.layer_errors import MAX_SAMPLES
-    from tfcompress.quantization.ptq import contained_layer_errors
-
-    samples = calibration_set(
-        model_signature(result.reference), state.eval_set, limit=MAX_SAMPLES, seed=config.seed
-    )
-    from tfcompress.compression.mixed import worst_first
-
-    errors = contained_layer_errors(result, samples)
-    return worst_first(errors.tensors, result.reference_content)

@@ -6,17 +6,16 @@ import json
 import os
 from typing import Any
 
+from tfcompress._config_fields import shown
 from tfcompress.compression.attempts import Attempt
 from tfcompress.errors import InvalidInputError
 from tfcompress.training.configs import CONFIG_VERSION
 
 
 def read_attempt(report: Any, attempt: int | None = None) -> Attempt:
-    """The chosen attempt (or attempt number ``attempt``) of a compress report.
+    """The chosen attempt (or 1-based attempt number ``attempt``) of a compress report.
 
-    Args:
-        report: A ``compress.json`` path, its parsed dict, or a CompressionResult.
-        attempt: 1-based attempt index; None takes the chosen one.
+    ``report``: a ``compress.json`` path, its parsed dict, or a CompressionResult.
 
     Raises:
         InvalidInputError: Not a compress report, no chosen attempt, no such index.
@@ -93,11 +92,11 @@ def checked_attempt(data: Any) -> Attempt:
             "not an attempt of a compress report (its index or name is missing or of the "
             "wrong type); pass the compress.json that tfcompress compress --report wrote."
         )
-    where = f"attempt {index} ({_shown(data['name'])})"
+    where = f"attempt {index} ({shown(data['name'])})"
     recorded = isinstance(technique, str) and technique in list_handlers()
     if not (recorded and get_handler(technique).records_attempts and isinstance(recipe, dict)):
         raise InvalidInputError(
-            f"{where}: technique {_shown(technique)} with a recipe of type "
+            f"{where}: technique {shown(technique)} with a recipe of type "
             f"{type(recipe).__name__} is not one tfcompress records; pass an unedited report."
         )
     version = recipe.get("version", CONFIG_VERSION)
@@ -118,11 +117,6 @@ def checked_attempt(data: Any) -> Attempt:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _shown(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def replay(
@@ -150,16 +144,13 @@ def replay(
         attempt: 1-based attempt index (default: the chosen one).
         safe_mode: See :func:`tfcompress.load_model`.
 
-    Returns:
-        The artifact's bytes.
-
     Raises:
         InvalidInputError: Not a report, no such attempt, or an attempt that could not be made.
 
     Example:
         >>> data = replay(model, "out/compress.json", representative_data=x)  # doctest: +SKIP
     """
-    from tfcompress.compression.build import build
+    from tfcompress.compression.handlers import build
     from tfcompress.models import resolve_model
 
     chosen = report if isinstance(report, Attempt) else read_attempt(report, attempt)

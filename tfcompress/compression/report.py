@@ -13,12 +13,7 @@ PLOTS = ("size", "latency")  # accuracy vs gzip size, accuracy vs latency
 
 
 def report_paths(directory: Path) -> list[Path]:
-    """Every file a compress report may write into ``directory``.
-
-    Example:
-        >>> [p.name for p in report_paths(Path("r"))]
-        ['compress.json', 'compress.md', 'compress_size.png', 'compress_latency.png']
-    """
+    """Every file a compress report may write into ``directory``."""
     return [directory / f"{STEM}.json", directory / f"{STEM}.md"] + [
         directory / f"{STEM}_{name}.png" for name in PLOTS
     ]
@@ -71,13 +66,7 @@ def write_compress_report(
 ) -> list[Path]:
     """Write ``compress.json``, ``compress.md`` and the plots that have data, atomically.
 
-    Args:
-        result: A :class:`~tfcompress.compression.result.CompressionResult`.
-        directory: The report folder (created when missing).
-        overwrite: Replace an earlier report.
-
-    Returns:
-        The paths written.
+    ``directory`` is created when missing; returns the paths written.
 
     Raises:
         OutputExistsError: Report files exist and not ``overwrite``.
@@ -100,10 +89,9 @@ def write_compress_report(
 
 
 def plot_attempts(result: Any) -> dict[str, bytes]:
-    """Score vs gzip size and vs latency, one point per judged attempt, the gate as a line.
+    """PNG bytes by plot name: score vs gzip ``size`` and vs ``latency`` (when measured).
 
-    Returns:
-        PNG bytes by plot name (``size``; ``latency`` when latencies were measured).
+    One point per judged attempt, the gate as a line.
     """
     from tfcompress.report.plots import pyplot
 
@@ -126,7 +114,8 @@ def _figure(plt: Any, points: list[Any], attribute: str, label: str, result: Any
     task = points[0].kind == "task"
     figure, axes = plt.subplots(figsize=(7, 4.5))
     for a in points:
-        y = _y(a, task)
+        score = math.nan if a.score is None else a.score
+        y = float(score) * 100 if task else float(a.value)
         colour = "tab:green" if a.passed else "tab:red"
         axes.scatter([getattr(a, attribute)], [y], color=colour, zorder=2)
         axes.annotate(a.name, (getattr(a, attribute), y), fontsize=7, xytext=(4, 3),
@@ -147,9 +136,3 @@ def _figure(plt: Any, points: list[Any], attribute: str, label: str, result: Any
     figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
     plt.close(figure)
     return buffer.getvalue()
-
-
-def _y(attempt: Any, task: bool) -> float:
-    if task:
-        return float(attempt.score if attempt.score is not None else math.nan) * 100
-    return float(attempt.value)

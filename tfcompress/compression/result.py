@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from tfcompress._files import PathLike, write_bytes_atomic
 from tfcompress.compression.attempts import Attempt, row_header
 from tfcompress.errors import GateFailedError
 from tfcompress.targets.base import get_target
-
-PathLike = str | os.PathLike[str]
 
 
 @dataclass(frozen=True)
@@ -94,10 +92,8 @@ class CompressionResult:
             for a in self.attempts
             if a.value is not None and a.threshold is not None and not (a.gate or {}).get("passed")
         ]
-        if not judged:
-            return None
         mode = str(self.gate.get("mode", "strict"))
-        return min(judged, key=lambda a: shortfall(a, mode))
+        return min(judged, key=lambda a: shortfall(a, mode), default=None)
 
     def save(self, path: PathLike, *, overwrite: bool = False) -> Path:
         """Write the chosen ``.tflite`` atomically.
@@ -106,8 +102,6 @@ class CompressionResult:
             GateFailedError: Nothing passed the gate, so there is nothing to write.
             OutputExistsError: ``path`` exists and ``overwrite`` is False.
         """
-        from tfcompress._files import write_bytes_atomic
-
         if self.model_content is None:
             raise GateFailedError(
                 f"no attempt passed the gate ({len(self.attempts)} tried); nothing to save: "
@@ -116,10 +110,7 @@ class CompressionResult:
         return write_bytes_atomic(path, self.model_content, overwrite=overwrite)
 
     def write_report(self, directory: PathLike, *, overwrite: bool = False) -> list[Path]:
-        """Write ``compress.json``, ``compress.md`` and the plots into ``directory``.
-
-        See :func:`tfcompress.compression.report.write_compress_report`.
-        """
+        """:func:`~tfcompress.compression.report.write_compress_report` of this result."""
         from tfcompress.compression.report import write_compress_report
 
         return write_compress_report(self, directory, overwrite=overwrite)
@@ -131,29 +122,15 @@ class CompressionResult:
         if chosen is not None and base and self.chosen is not None:
             size = self.chosen.size_bytes or 0
             chosen["size_ratio"] = round(size / base, 4)  # against the baseline's size
+        plain = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "model_content"}
         return {
             "passed": self.passed,
+            **{k: list(v) if isinstance(v, tuple) else v for k, v in plain.items()},
             "chosen": chosen,
             "attempts": [a.to_dict() for a in self.attempts],
-            "objective": self.objective,
-            "target": self.target,
-            "threads": self.threads,
-            "float32_bytes": self.float32_bytes,
-            "float32_gzip_bytes": self.float32_gzip_bytes,
-            "gate": self.gate,
-            "stop_reason": self.stop_reason,
-            "interrupted": self.interrupted,
-            "sensitive_layers": list(self.sensitive_layers),
-            "findings": list(self.findings),
-            "advice": list(self.advice),
             "seconds": round(self.seconds, 2),
             "config": None if self.config is None else self.config.to_dict(),
-            "device": self.device,
-            "float32_latency_ms": self.float32_latency_ms,
-            "baseline": self.baseline,
-            "baseline_bytes": self.size_baseline[0],
-            "latency_backend": self.latency_backend,
-            "max_slowdown": self.max_slowdown,
+            "baseline_bytes": base,
         }
 
     def table(self, *, markdown: bool = False) -> str:
@@ -182,9 +159,7 @@ class CompressionResult:
             )
             if c.float_layers:
                 lines.append(f"kept in float: {', '.join(c.float_layers)}")
-            speed = self.speed(c)
-            if speed:
-                lines.append(speed)
+            lines += filter(None, [self.speed(c)])  # none when not timed
         else:
             device = get_target(self.target)
             integer = device.rules.integer_only
@@ -205,16 +180,18 @@ class CompressionResult:
 
     def speed(self, attempt: Attempt) -> str | None:
         """One line: ``attempt``'s latency against the baseline's (None when not timed)."""
-        from tfcompress.compression.latency import ms, slowdown
+        from tfcompress.quantization.methods.slow_ops import ms, slowdown
 
         if attempt.latency_ms is None or not self.float32_latency_ms:
             return None
         ratio = slowdown(attempt.latency_ms, self.float32_latency_ms)
         host = "" if get_target(self.target).judges_latency else " (host time, not a device's)"
+        limit = self.max_slowdown  # over it, a chosen attempt was within the timings' noise
+        over = "" if limit is None or ratio <= limit else "; over it within the timings' spread"
         return (
             f"latency: {ms(attempt.latency_ms)} ms/sample on {self.latency_backend}{host}, "
             f"{ratio:.2f}x {self.baseline}'s {ms(self.float32_latency_ms)} ms"
-            + ("" if self.max_slowdown is None else f" (max_slowdown {self.max_slowdown:g})")
+            + ("" if limit is None else f" (max_slowdown {limit:g}{over})")
         )
 
 

@@ -27,10 +27,8 @@ from typing import Any
 
 from tfcompress.compression.attempts import Attempt
 from tfcompress.compression.bounds import SizeBound, float16_bound, selective_bound
-from tfcompress.compression.build import Built, build
 from tfcompress.compression.candidates import Rung
-from tfcompress.compression.handlers import get_handler
-from tfcompress.compression.judging import judge
+from tfcompress.compression.handlers import Built, build, get_handler
 from tfcompress.errors import (
     ConversionError,
     MissingDependencyError,
@@ -113,7 +111,7 @@ class SearchState:
 
     def time(self, content: bytes, name: str) -> float:
         """Median latency per sample of ``content`` on the latency backend (here or ``where``)."""
-        from tfcompress.compression.latency import measure_latency
+        from tfcompress.quantization.methods.slow_ops import measure_latency
 
         return measure_latency(
             content, backend=self.latency_backend, threads=self.threads, name=name,
@@ -144,7 +142,7 @@ class SearchState:
         own timings is its latency. The baseline's own bytes (the float32 rung of a Keras
         model) reuse its latency.
         """
-        from tfcompress.compression.latency import too_slow
+        from tfcompress.quantization.methods.slow_ops import too_slow
 
         baseline = self.baseline_latency()
         if baseline is None:
@@ -167,7 +165,8 @@ class SearchState:
         latency against the baseline's; None when it is fast enough, nothing was timed, or
         the time is no device figure (the target does not judge latency).
         """
-        from tfcompress.compression.latency import slowdown_reason, too_slow
+        from tfcompress.compression.latency import slowdown_reason
+        from tfcompress.quantization.methods.slow_ops import too_slow
 
         if latency is None or self.baseline_ms is None or not self.judges_latency:
             return None
@@ -181,7 +180,7 @@ class SearchState:
 
         Shown after the attempt's name (``name: note``), so it does not repeat it.
         """
-        from tfcompress.compression.latency import ms
+        from tfcompress.quantization.methods.slow_ops import ms
 
         if name not in self.paired or self.slowness(name, latency) is not None:
             return None
@@ -362,37 +361,29 @@ class SearchState:
                 seconds=time.monotonic() - start, float_layers=float_layers, notes=notes,
             )  # fmt: skip
             return self.record(done, None)
+        from tfcompress.quantization.payoff import payoff_failure
         from tfcompress.training.sparsity import gzip_size
 
         latency = self.timed(built.content, name) if self.measure else None
         summary = self.target_summary(built)
-        if summary is not None:
-            why_not = get_target(self.target).refusal(summary, built.float_nodes)
-            if why_not is not None and fields["status"] == "passed":
-                fields = {**fields, "status": "failed", "why": f"gate passed, but {why_not}"}
-        too_big = self.too_big(len(built.content), technique, recipe)
-        if too_big is None:  # an int8 file that quantized nothing did not pay off either
-            from tfcompress.quantization.payoff import payoff_failure
-
-            too_big = payoff_failure(technique, built.recipe, built.content)
-        if too_big is not None and fields["status"] == "passed":
-            fields = {**fields, "status": "failed", "why": f"gate passed, but {too_big}"}
         gzip_bytes = gzip_size(built.content)
+        # What fails an artifact the gate passed, the first that applies.
+        fails = [
+            summary and get_target(self.target).refusal(summary, built.float_nodes),
+            self.too_big(len(built.content), technique, recipe)
+            # an int8 file that quantized nothing did not pay off either
+            or payoff_failure(technique, built.recipe, built.content),
+        ]
         if built.worse:
             notes = (*notes, *built.worse)
             self.training_hurts = self.training_hurts or built.worse[0]
-            no_smaller = built.baseline_gzip is not None and gzip_bytes >= built.baseline_gzip * (
-                1 - SIZE_SLACK
-            )
-            if no_smaller and fields["status"] == "passed":
-                fields = {
-                    **fields,
-                    "status": "failed",
-                    "why": f"gate passed, but {built.worse[0]}, at no smaller size",
-                }
-        slow = self.slowness(name, latency)
-        if slow is not None and fields["status"] == "passed":
-            fields = {**fields, "status": "failed", "why": f"gate passed, but {slow}"}
+            baseline = built.baseline_gzip
+            if baseline is not None and gzip_bytes >= baseline * (1 - SIZE_SLACK):
+                fails.append(f"{built.worse[0]}, at no smaller size")
+        fails.append(self.slowness(name, latency))
+        why_fails = next((why for why in fails if why), None)
+        if why_fails and fields["status"] == "passed":
+            fields = {**fields, "status": "failed", "why": f"gate passed, but {why_fails}"}
         retimed = self.retimed_note(name, latency)
         if retimed is not None:
             notes = (*notes, retimed)
@@ -484,6 +475,47 @@ class SearchState:
             logger.info("%s", line)
 
 
+def judge(
+    reference: Any,
+    content: bytes,
+    eval_set: Any,
+    *,
+    name: str,
+    checks: Any,
+    settings: Any,
+    threads: int,
+) -> dict[str, Any]:
+    """Run :func:`tfcompress.testing.output_gates.check_gate` on the artifact; attempt fields.
+
+    The gate is the same check as ``tfcompress gate`` and the pytest plugin, so an artifact
+    that passes here passes the user's CI gate on the same data.
+
+    Returns:
+        ``Attempt`` keyword fields: status, why, the deciding verdict's numbers, the report.
+    """
+    from tfcompress.models import TFLiteModel
+    from tfcompress.testing.output_gates import check_gate
+
+    candidate = TFLiteModel(content, label=name, verified=True)
+    report = check_gate(
+        reference, candidate, eval_set, checks=checks, settings=settings, threads=threads
+    )
+    deciding = report.failures[0] if report.failures else report.verdicts[0]
+    return {
+        "status": "passed" if report.passed else "failed",
+        "why": report.headline(),
+        "metric": deciding.metric,
+        "kind": deciding.kind,
+        "reference_score": deciding.reference_score,
+        "score": deciding.candidate_score,
+        "value": deciding.value,
+        "ci_low": deciding.ci_low,
+        "ci_high": deciding.ci_high,
+        "threshold": deciding.threshold,
+        "gate": report.to_dict(),
+    }
+
+
 def run_selective(state: SearchState, rung: Rung, rank: Any) -> None:
     """Keep the 1, 2, 4... most sensitive nodes float until the gate passes."""
     if not state.sensitive:
@@ -494,10 +526,7 @@ def run_selective(state: SearchState, rung: Rung, rank: Any) -> None:
             f"{time.monotonic() - start:.1f}s: most sensitive "
             + ", ".join(layer_of(s) for s in state.sensitive[:4])
         )
-    counts, k = [], 1
-    while k < len(state.sensitive):
-        counts.append(k)
-        k *= 2
+    counts = [2**i for i in range(max(len(state.sensitive) - 1, 0).bit_length())]  # 1, 2, 4...
     state.planned += max(len(counts) - 1, 0)
     for count in counts:
         if state.out_of_time():

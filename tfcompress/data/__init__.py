@@ -6,17 +6,6 @@ from typing import TYPE_CHECKING
 
 from tfcompress._lazy import lazy_exports
 
-# public name -> the module that defines it, imported on first use (PEP 562).
-_LAZY = {
-    "Dataset": "tfcompress.data.dataset",
-    "DataLike": "tfcompress.data.sources",
-    "dataset_from_arrays": "tfcompress.data.sources",
-    "load_data": "tfcompress.data.sources",
-    "PreparedData": "tfcompress.data.prepare",
-    "prepare_data": "tfcompress.data.prepare",
-    "validate_for_model": "tfcompress.data.validation",
-    "validate_for_signature": "tfcompress.data.validation",
-}
 __all__ = [
     "DataLike",
     "Dataset",
@@ -27,7 +16,7 @@ __all__ = [
     "validate_for_model",
     "validate_for_signature",
 ]
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__)
 
 if TYPE_CHECKING:
     from tfcompress.data.dataset import Dataset

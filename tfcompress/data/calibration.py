@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,6 +45,7 @@ DEFAULT_CALIBRATION_SAMPLES = 200
 
 #: Calibration samples, batch first, with the layout the model takes them in.
 CalibrationSet = LaidOut
+_D = TypeVar("_D", bound=Dataset)
 
 
 def model_feeds(
@@ -54,13 +55,9 @@ def model_feeds(
 
     A model with a static batch always gets calls of that size (the last call filled with
     the first samples again); a state's batch goes back to its own dimension and a scalar
-    input becomes its one 0-d value.
-
-    Args:
-        data: Batch-first samples (a :class:`CalibrationSet` carries its layout).
-        batch: Samples per call when the model's batch is free.
-        names: Input names for a single array (``(name,)``); None: ``data.x`` is a dict.
-        static: Every call must have ``batch`` samples (a file traced at a static batch).
+    input becomes its one 0-d value. ``names`` names a single array's input (None:
+    ``data.x`` is a dict); ``static`` makes every call ``batch`` samples (a file traced at a
+    static batch).
 
     Example:
         >>> next(model_feeds(Dataset({"a": np.zeros((5, 2))}), 4))["a"].shape
@@ -135,17 +132,7 @@ def calibration_set(
     The data is in the model's own layout, as ``benchmark`` and ``gate`` read it; a model
     that is not "batch first" (a state, a scalar, a static batch) gets a
     :class:`CalibrationSet` (batch first, with its layout: :func:`model_feeds`).
-
-    Args:
-        signature: The model's inputs.
-        data: Any source :func:`tfcompress.data.load_data` reads.
-        limit: Samples kept at most.
-        seed: Seed of the subset.
-        what: How to call the data in messages.
-        batch_dims: Input name -> the dimension that is its batch, where the signature
-            cannot tell (``--batch-dim h=1``).
-        input_values: Input name -> one value fed on every call, for inputs the data
-            lacks (``--input-value sr=16000``).
+    ``batch_dims`` and ``input_values`` are ``--batch-dim``'s and ``--input-value``'s.
 
     Raises:
         InvalidDataError: ``data`` cannot be read or does not fit the model.
@@ -166,9 +153,7 @@ def calibration_set(
         dataset = validate_for_model(Dataset(dataset.x), first, what=what)
     else:  # one array per input, by name; labels are not needed to calibrate
         dataset = Dataset(validate_for_signature(Dataset(dataset.x), signature, what=what).x)
-    if len(dataset) > limit:
-        chosen = np.sort(np.random.default_rng(seed).choice(len(dataset), limit, replace=False))
-        dataset = Dataset(_rows(dataset.x, chosen))
+    dataset = _subset(dataset, limit, seed)
     if layout.static_batch is not None:  # calls of the model's own batch (model_feeds)
         return CalibrationSet(dataset.x, layout=layout)
     return dataset
@@ -199,12 +184,13 @@ def _laid_out(
     return _subset(LaidOut(checked.x, layout=layout), limit, seed)
 
 
-def _subset(data: LaidOut, limit: int, seed: int) -> LaidOut:
-    """At most ``limit`` of the samples, a seeded random subset kept in order."""
+def _subset(data: _D, limit: int, seed: int) -> _D:
+    """At most ``limit`` of the samples, a seeded random subset kept in order (labels dropped)."""
     if len(data) <= limit:
         return data
     chosen = np.sort(np.random.default_rng(seed).choice(len(data), limit, replace=False))
-    return LaidOut(_rows(data.x, chosen), layout=data.layout)
+    rows = _rows(data.x, chosen)
+    return LaidOut(rows, layout=data.layout) if isinstance(data, LaidOut) else Dataset(rows)
 
 
 def _rows(x: np.ndarray | dict[str, np.ndarray], chosen: np.ndarray) -> Any:

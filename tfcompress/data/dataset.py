@@ -87,7 +87,8 @@ class Dataset:
                 "these arrays are in a model's own layout (their batch is not first in all of "
                 "them); match them to the model first (validate_for_signature)."
             )
-        return Dataset(slice_arrays(self.x, 0, count), _slice_optional(self.y, 0, count))
+        y = None if self.y is None else slice_arrays(self.y, 0, count)
+        return Dataset(slice_arrays(self.x, 0, count), y)
 
     def batches(self, batch_size: int) -> Iterator[Arrays]:
         """Yield ``x`` in consecutive batches; the last one may be smaller.
@@ -127,10 +128,6 @@ def slice_arrays(arrays: Arrays, start: int, stop: int) -> Arrays:
     if isinstance(arrays, dict):
         return {name: array[start:stop] if array.ndim else array for name, array in arrays.items()}
     return arrays[start:stop]
-
-
-def _slice_optional(arrays: Arrays | None, start: int, stop: int) -> Arrays | None:
-    return None if arrays is None else slice_arrays(arrays, start, stop)
 
 
 def _arrays(value: Any, field: str) -> Arrays:

@@ -20,14 +20,7 @@ _JPEG_STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})
 
 @dataclass(frozen=True)
 class ImageHeader:
-    """What an image declares about its size.
-
-    Attributes:
-        format: ``PNG``, ``JPEG``, ``GIF`` or ``BMP``.
-        width: Pixels per row.
-        height: Rows.
-        frames: Animation frames (GIF); 1 otherwise.
-    """
+    """What an image (``PNG``, ``JPEG``, ``GIF`` or ``BMP``) declares about its size."""
 
     format: str
     width: int

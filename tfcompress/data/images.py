@@ -40,7 +40,9 @@ def load_image_folder(
     _check_options(image_size, channels, rescale)
     files = [
         (path, label)
-        for label, folder in enumerate(_class_folders(root))
+        for label, folder in enumerate(
+            p for p in _listing(root) if p.is_dir() and not p.name.startswith(".")
+        )
         for path in _listing(folder)
         if path.suffix.lower() in IMAGE_SUFFIXES
     ]
@@ -133,10 +135,6 @@ def _check_options(
         raise InvalidInputError(f"channels must be 1, 3 or 4, got {channels!r}; pass e.g. 3.")
     if not isinstance(rescale, int | float) or not math.isfinite(rescale):
         raise InvalidInputError(f"rescale must be a finite number, got {rescale!r}; e.g. 1/255.")
-
-
-def _class_folders(root: Path) -> list[Path]:
-    return [p for p in _listing(root) if p.is_dir() and not p.name.startswith(".")]
 
 
 def _listing(folder: Path) -> list[Path]:

@@ -71,22 +71,10 @@ def read_npy(path: Path) -> np.ndarray:
             complex or structured array, a 0-d array, or a header that declares more data
             than the file holds (or than this machine's memory).
     """
-    with _open_regular(path) as handle:
+    wrong = "is a .npz archive, not a .npy array; rename it to .npz (arrays x and y inside)"
+    with _open_data(path, _ZIP_MAGIC, wrong, "a readable .npy file", "np.save") as handle:
         size = os.fstat(handle.fileno()).st_size
-        if handle.read(len(_ZIP_MAGIC)) == _ZIP_MAGIC:
-            raise InvalidDataError(
-                f"{path}: is a .npz archive, not a .npy array; rename it to .npz "
-                "(arrays x and y inside)."
-            )
-        handle.seek(0)
-        try:
-            return _read_array(handle, size, str(path), key="x", exact=False)
-        except TFCompressError:
-            raise
-        except _FORMAT_ERRORS as error:
-            raise InvalidDataError(
-                f"{path}: not a readable .npy file ({_reason(error)}); save it with np.save."
-            ) from error
+        return _read_array(handle, size, str(path), key="x", exact=False)
 
 
 def read_npz(path: Path) -> dict[str, np.ndarray]:
@@ -101,38 +89,33 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
         InvalidDataError: Not a regular file or not a zip archive, no arrays, a corrupt or
             encrypted member, or any array :func:`read_npy` would refuse.
     """
-    with _open_regular(path) as handle:
-        if handle.read(len(_NPY_MAGIC)) == _NPY_MAGIC:
-            raise InvalidDataError(
-                f"{path}: is a .npy array, not a .npz archive; rename it to .npy, or save "
-                "samples and labels with np.savez(path, x=samples, y=labels)."
-            )
-        handle.seek(0)
-        try:
-            with zipfile.ZipFile(handle) as archive:
-                members = {_key(info.filename): info for info in archive.infolist()}
-                if not members:
-                    raise InvalidDataError(
-                        f"{path}: the archive holds no arrays; save them with "
-                        "np.savez(path, x=samples, y=labels)."
-                    )
-                for info in members.values():  # every header first, then the total
-                    _check_member(info, path)
-                _check_inflated(members.values(), path)
-                arrays = {key: _read_member(archive, info, path) for key, info in members.items()}
-        except TFCompressError:
-            raise
-        except (*_FORMAT_ERRORS, NotImplementedError) as error:
-            raise InvalidDataError(
-                f"{path}: not a readable .npz file ({_reason(error)}); save it with "
-                "np.savez(path, x=samples, y=labels)."
-            ) from error
-    return arrays
+    wrong = (
+        "is a .npy array, not a .npz archive; rename it to .npy, or save samples and labels "
+        "with np.savez(path, x=samples, y=labels)"
+    )
+    saving = "np.savez(path, x=samples, y=labels)"
+    with (
+        _open_data(path, _NPY_MAGIC, wrong, "a readable .npz file", saving) as handle,
+        zipfile.ZipFile(handle) as archive,
+    ):
+        members = {_key(info.filename): info for info in archive.infolist()}
+        if not members:
+            raise InvalidDataError(f"{path}: the archive holds no arrays; save them with {saving}.")
+        for info in members.values():  # every header first, then the total
+            _check_member(info, path)
+        _check_inflated(members.values(), path)
+        return {key: _read_member(archive, info, path) for key, info in members.items()}
 
 
 @contextmanager
-def _open_regular(path: Path) -> Iterator[IO[bytes]]:
-    """Open a regular file without blocking; a FIFO or device is refused before ``open``."""
+def _open_data(
+    path: Path, other_magic: bytes, wrong: str, what: str, saving: str
+) -> Iterator[IO[bytes]]:
+    """Open a regular file without blocking, refuse the other format, name format errors.
+
+    A FIFO or device is refused before ``open``; a file that starts with ``other_magic`` is
+    ``wrong``; numpy's and zipfile's errors on malformed input are "not {what}".
+    """
     check_regular_file(path, error=InvalidDataError, what="a data file")
     try:
         # O_NONBLOCK: if a FIFO is swapped in after the check, open() still returns at once.
@@ -147,7 +130,18 @@ def _open_regular(path: Path) -> Iterator[IO[bytes]]:
             raise InvalidDataError(
                 f"{path}: is {file_kind(mode)}, not a data file; pass a regular file."
             )
-        yield handle
+        if handle.read(len(other_magic)) == other_magic:
+            raise InvalidDataError(f"{path}: {wrong}.")
+        handle.seek(0)
+        try:
+            yield handle
+        except TFCompressError:
+            raise
+        except (*_FORMAT_ERRORS, NotImplementedError) as error:
+            reason = " ".join(str(error).split())[:200] or type(error).__name__
+            raise InvalidDataError(
+                f"{path}: not {what} ({reason}); save it with {saving}."
+            ) from error
 
 
 def _key(member: str) -> str:
@@ -297,11 +291,6 @@ def _bytes(count: int) -> str:
         if value < 1000:
             return f"{value:.1f} {unit}"
     return f"{value / 1000:.1f} PB"
-
-
-def _reason(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return text[:200] if text else type(error).__name__
 
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray], *, overwrite: bool = False) -> Path:

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import csv
 import io
+import math
+import wave
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from tfcompress._files import check_output_path, check_regular_file, read_regular_bytes
-from tfcompress.data.audio import AUDIO_SUFFIXES, fit_length, read_wav
 from tfcompress.data.images import IMAGE_SUFFIXES, _listing, decode_images
 from tfcompress.data.npfiles import read_npy, read_npz, write_npz
 from tfcompress.data.validation import check_count
@@ -43,6 +44,11 @@ SPLIT_FILES = ("calib.npz", "test.npz", "train.npz")
 SCALES = ("auto", "0,1", "-1,1", "none")
 _LABEL_COLUMNS = ("label", "y")
 _NOUNS = {"images": "images", "audio": "clips", "arrays": "samples"}
+# Clips become mono float32 in [-1, 1] (8-bit PCM is unsigned, the others signed, as the WAV
+# format says), resampled with SciPy's polyphase filter (anti-aliased) when SciPy is there
+# (the ``data`` extra), else linearly, then cut or zero-padded at their end to one length.
+AUDIO_SUFFIXES = frozenset({".wav"})
+_FULL_SCALE = {1: 128.0, 2: 32768.0, 3: 8388608.0, 4: 2147483648.0}
 
 
 @dataclass(frozen=True)
@@ -268,7 +274,12 @@ def _read_folder(
     suffixes = {p.suffix.lower() for _, files in groups for p in files}
     kind = "audio" if suffixes & AUDIO_SUFFIXES and not suffixes & IMAGE_SUFFIXES else "images"
     wanted = AUDIO_SUFFIXES if kind == "audio" else IMAGE_SUFFIXES
-    files = [(p, label) for label, (_, ps) in enumerate(groups) for p in ps if _is(p, wanted)]
+    files = [
+        (p, label)
+        for label, (_, ps) in enumerate(groups)
+        for p in ps
+        if p.suffix.lower() in wanted and not p.name.startswith(".")
+    ]
     if not files:
         raise InvalidDataError(
             f"{root}: no images ({'/'.join(sorted(IMAGE_SUFFIXES))}) or .wav clips found, "
@@ -288,17 +299,14 @@ def _read_folder(
     return "images", x, y, classes, (0.0, 255.0)
 
 
-def _is(path: Path, suffixes: frozenset[str]) -> bool:
-    return path.suffix.lower() in suffixes and not path.name.startswith(".")
-
-
 def _clips(paths: list[Path], spec: Any, sample_rate: int) -> np.ndarray:
     for path in paths:
         check_regular_file(path, error=InvalidDataError, what="an audio file")
     clips = [read_wav(path, sample_rate=sample_rate) for path in paths]
     length = spec.sample_shape[0] if spec is not None and spec.sample_shape else None
     length = int(length) if length else max(len(clip) for clip in clips)
-    return np.stack([fit_length(clip, length) for clip in clips]).astype(np.float32)
+    fitted = [np.pad(clip[:length], (0, max(0, length - len(clip)))) for clip in clips]
+    return np.stack(fitted).astype(np.float32)  # each cut to length, or zero-padded at its end
 
 
 def _read_csv(path: Path, label_column: str | None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -411,3 +419,47 @@ def _split(
             "(one per split), and more per class for a useful test."
         )
     return rng.permutation(train_at), rng.permutation(test_at)
+
+
+def read_wav(path: Path, *, sample_rate: int) -> np.ndarray:
+    """One mono float32 clip in [-1, 1] at ``sample_rate``.
+
+    Raises:
+        InvalidDataError: Not a readable PCM WAV file (float or compressed WAV included:
+            convert those to 16-bit PCM), or a special file.
+    """
+    content = read_regular_bytes(path, error=InvalidDataError, what="an audio file")
+    try:
+        with wave.open(io.BytesIO(content)) as clip:
+            channels, width, rate = clip.getnchannels(), clip.getsampwidth(), clip.getframerate()
+            frames = clip.readframes(clip.getnframes())
+    except (wave.Error, EOFError) as error:
+        raise InvalidDataError(
+            f"{path}: not a PCM WAV file ({error}); convert it to 16-bit PCM, e.g. "
+            "`ffmpeg -i IN -acodec pcm_s16le OUT.wav`."
+        ) from error
+    if width not in _FULL_SCALE or channels < 1 or rate < 1:
+        raise InvalidDataError(f"{path}: {width}-byte samples are not PCM; convert to 16-bit.")
+    if width == 3:  # 24-bit: widen each little-endian triple to int32
+        raw = np.frombuffer(frames[: len(frames) // 3 * 3], np.uint8).reshape(-1, 3)
+        values = raw[:, 0].astype(np.int32) | raw[:, 1] << 8 | raw[:, 2].astype(np.int8) << 16
+    else:
+        dtype = {1: np.uint8, 2: "<i2", 4: "<i4"}[width]
+        values = np.frombuffer(frames[: len(frames) // width * width], dtype)
+    samples = values.astype(np.float64)
+    if width == 1:
+        samples -= 128.0  # 8-bit WAV is unsigned
+    samples = samples[: len(samples) // channels * channels].reshape(-1, channels).mean(axis=1)
+    return _resampled(samples / _FULL_SCALE[width], rate, sample_rate).astype(np.float32)
+
+
+def _resampled(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
+    if rate == target or not len(samples):
+        return samples
+    try:
+        from scipy.signal import resample_poly
+    except ImportError:  # the device install: linear interpolation
+        count = max(1, round(len(samples) * target / rate))
+        return np.interp(np.arange(count) * rate / target, np.arange(len(samples)), samples)
+    common = math.gcd(rate, target)
+    return resample_poly(samples, target // common, rate // common)

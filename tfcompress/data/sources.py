@@ -44,9 +44,6 @@ def load_data(
         channels: Channels to decode folder images with (1 or 3).
         rescale: Factor applied to folder image pixels (default maps 0..255 to 0..1).
 
-    Returns:
-        The samples and labels (labels None when the source has none).
-
     Raises:
         InvalidDataError: The source cannot be read or holds no usable arrays: a missing,
             special (FIFO, device) or corrupt file, a pickled, 0-d or non-numeric array.
@@ -66,8 +63,10 @@ def load_data(
     elif isinstance(source, np.ndarray):
         dataset = Dataset(_samples(source, "data"))
     elif isinstance(source, tuple) and len(source) == 2 and isinstance(source[0], Mapping):
-        dataset = Dataset(_named_samples(source[0], "x"), _optional_labels(source[1]))
-    elif isinstance(source, tuple) and len(source) == 2 and _is_array_like(source[0]):
+        # 0-d arrays are single values for scalar inputs: Dataset and the signature judge them.
+        x = {str(k): _array(v, f"x[{k!r}]") for k, v in source[0].items()}
+        dataset = Dataset(x, _optional_labels(source[1]))
+    elif isinstance(source, tuple) and len(source) == 2 and hasattr(source[0], "__array__"):
         dataset = Dataset(_samples(_array(source[0], "x"), "x"), _optional_labels(source[1]))
     elif isinstance(source, Mapping):
         # A 0-d array named after an input is one value for every sample (a sample rate);
@@ -96,18 +95,11 @@ def describe_source(source: DataLike, what: str) -> str:
 
 
 def dataset_from_arrays(arrays: Mapping[str, np.ndarray], origin: str) -> Dataset:
-    """Sort named arrays into samples and labels, the way ``.npz`` files name them.
+    """Sort named arrays (from ``origin``, for messages) into samples and labels, as ``.npz``.
 
     ``y`` holds the labels of a single-output model and ``y_<output name>`` those of one
-    output; every other array is samples: ``x`` alone for a single-input model, otherwise
-    one array per input name (or ``x0``, ``x1``, ... in input order).
-
-    Args:
-        arrays: Arrays by name.
-        origin: Where they came from, for messages.
-
-    Returns:
-        The dataset (``x`` an array when the only samples are named ``x``, else a dict).
+    output; every other array is samples: ``x`` alone for a single-input model (``x`` is
+    then an array), otherwise one array per input name (or ``x0``, ``x1``, ... in order).
 
     Raises:
         InvalidDataError: No samples, or both ``y`` and ``y_<name>`` labels.
@@ -192,10 +184,9 @@ def _split_element(element: Any) -> tuple[np.ndarray, np.ndarray | None]:
             raise InvalidDataError(f"dict elements need a key 'x' (got {sorted(element)}).")
         return _array(element["x"], "x"), _optional_array(element.get("y"))
     if isinstance(element, tuple | list):
-        if len(element) == 1:
-            return _array(element[0], "x"), None
-        if len(element) == 2:
-            return _array(element[0], "x"), _optional_array(element[1])
+        if len(element) in (1, 2):  # (x,) or (x, y)
+            y = element[1] if len(element) == 2 else None
+            return _array(element[0], "x"), _optional_array(y)
         raise InvalidDataError(
             f"elements must be x, (x,), (x, y) or a dict; got a sequence of {len(element)}."
         )
@@ -233,12 +224,3 @@ def _optional_labels(value: Any) -> np.ndarray | dict[str, np.ndarray] | None:
     if isinstance(value, Mapping):
         return {str(k): _array(v, f"y[{k!r}]") for k, v in value.items()}
     return _optional_array(value)
-
-
-def _named_samples(value: Mapping[Any, Any], what: str) -> dict[str, np.ndarray]:
-    # 0-d arrays are single values for scalar inputs: Dataset and the signature judge them.
-    return {str(k): _array(v, f"{what}[{k!r}]") for k, v in value.items()}
-
-
-def _is_array_like(value: Any) -> bool:
-    return isinstance(value, np.ndarray) or hasattr(value, "__array__")

@@ -34,17 +34,9 @@ def validate_for_model(
     channel axis of size 1 (``(N, 28, 28)`` for a ``(N, 28, 28, 1)`` model) is added.
     One-hot labels become class indices. Values are checked *after* the cast: float64 data
     beyond float32's range would become Inf there (and crash the TFLite converter), and
-    integers cast to a narrower integer dtype would silently wrap.
-
-    Args:
-        dataset: The data to check.
-        spec: The model's input.
-        require_labels: Fail when ``dataset`` has no labels.
-        num_classes: When given, labels must lie in ``[0, num_classes)``.
-        what: How to call the data in messages ("calibration data", "--eval data"...).
-
-    Returns:
-        A dataset safe to feed the model.
+    integers cast to a narrower integer dtype would silently wrap. With ``num_classes``,
+    labels must lie in ``[0, num_classes)``; ``what`` names the data in messages
+    ("calibration data", "--eval data"...).
 
     Raises:
         InvalidDataError: Empty data, wrong shape or dtype, NaN/Inf, values the model's
@@ -97,23 +89,14 @@ def validate_for_signature(
     value) and is checked as :func:`validate_for_model` checks a single input (shape, dtype,
     NaN/Inf, range after the cast); the error names the input and its expected shape.
     Labels: one array for a single-output model, else a dict keyed by output name; their
-    content is checked by the metric that reads them.
+    content is checked by the metric that reads them. ``layout`` says where each tensor's
+    batch is (default: :func:`feed_layout` of the signature); ``values`` are the
+    ``--input-value`` ones; ``batch_first`` data is already as this function returns it
+    (validated for one variant, fed to another).
 
-    Args:
-        dataset: The data to check.
-        signature: The model's inputs and outputs.
-        what: How to call the data in messages.
-        layout: Where each tensor's batch is (default: :func:`feed_layout` of the
-            signature).
-        values: One value per input name, fed on every call to inputs the data lacks
-            (``--input-value sr=16000``).
-        batch_first: The arrays are already batch first, as this function returns them
-            (data validated for one variant, fed to another); scalars repeated per sample.
-
-    Returns:
-        A dataset whose ``x`` is a dict keyed by input name, in the model's input order, each
-        array batch first (a scalar repeated per sample as a read-only view), and whose
-        ``y`` is None or a dict keyed by output name, batch first.
+    The result's ``x`` is a dict keyed by input name, in the model's input order, each array
+    batch first (a scalar repeated per sample as a read-only view); its ``y`` is None or a
+    dict keyed by output name, batch first.
 
     Raises:
         InvalidDataError: Missing or unknown input names, arrays that do not fit an input,

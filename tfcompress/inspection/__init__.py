@@ -1,10 +1,8 @@
 """What a model holds, for people: inputs and outputs, ops, weights by dtype, for every format.
 
 It reads models through :mod:`tfcompress.models` (the one ``.tflite`` reader, the ONNX reader,
-the Keras and SavedModel loaders) and writes tables; it never changes a model.
-
-Example:
-    >>> print(tfcompress.inspect_model("model_int8.tflite"))  # doctest: +SKIP
+the Keras and SavedModel loaders) and writes tables; it never changes a model
+(:func:`inspect_model`).
 """
 
 from __future__ import annotations
@@ -13,16 +11,6 @@ from typing import TYPE_CHECKING
 
 from tfcompress._lazy import lazy_exports
 
-# public name -> the module that defines it, imported on first use (PEP 562).
-_LAZY = {
-    "KerasInfo": "tfcompress.inspection.api",
-    "ModelInfo": "tfcompress.inspection.api",
-    "SavedModelInfo": "tfcompress.inspection.api",
-    "inspect_model": "tfcompress.inspection.api",
-    "OnnxInfo": "tfcompress.inspection.onnx",
-    "TensorInfo": "tfcompress.inspection.tflite",
-    "TFLiteInfo": "tfcompress.inspection.tflite",
-}
 __all__ = [
     "KerasInfo",
     "ModelInfo",
@@ -32,7 +20,7 @@ __all__ = [
     "TensorInfo",
     "inspect_model",
 ]
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__)
 
 if TYPE_CHECKING:
     from tfcompress.inspection.api import KerasInfo, ModelInfo, SavedModelInfo, inspect_model

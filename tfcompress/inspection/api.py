@@ -17,15 +17,9 @@ import numpy as np
 
 from tfcompress._compat.keras import flavour_of
 from tfcompress.errors import UnsupportedModelError
-from tfcompress.inspection.common import (
-    WeightGroup,
-    feeding_dict,
-    group_weights,
-    io_lines,
-    weights_line,
-)
+from tfcompress.inspection.common import WeightGroup, group_weights, info_text, io_dict
 from tfcompress.inspection.onnx import OnnxInfo, inspect_onnx
-from tfcompress.inspection.tflite import TensorInfo, TFLiteInfo, inspect_tflite
+from tfcompress.inspection.tflite import TFLiteInfo, inspect_tflite
 from tfcompress.models.feeding import FeedLayout, feed_layout
 from tfcompress.models.loading import (
     ModelLike,
@@ -37,18 +31,6 @@ from tfcompress.models.loading import (
 )
 from tfcompress.models.onnx import OnnxModel
 from tfcompress.models.signature import ModelSignature, TensorSpec, model_signature
-from tfcompress.report.table import format_table
-
-__all__ = [
-    "KerasInfo",
-    "ModelInfo",
-    "OnnxInfo",
-    "SavedModelInfo",
-    "TFLiteInfo",
-    "TensorInfo",
-    "WeightGroup",
-    "inspect_model",
-]
 
 
 @dataclass(frozen=True)
@@ -58,7 +40,6 @@ class KerasInfo:
     Attributes:
         flavour: ``keras3`` or ``tf_keras``.
         inputs: Every input (name, shape, dtype), in the model's order.
-        outputs: Every output, in the model's order.
         layers: ``(name, class, output shape, params)`` per layer.
         weights_by_dtype: The model's variables grouped by dtype.
     """
@@ -80,12 +61,9 @@ class KerasInfo:
             "format": "keras",
             "name": self.name,
             "flavour": self.flavour,
-            "inputs": [spec.to_dict() for spec in self.inputs],
-            "outputs": [spec.to_dict() for spec in self.outputs],
-            "feeding": feeding_dict(self.layout),
+            **io_dict(self),
             "total_params": self.total_params,
             "trainable_params": self.trainable_params,
-            "weights_by_dtype": [g.to_dict() for g in self.weights_by_dtype],
             "layers": [
                 {"name": n, "class": c, "output_shape": s, "params": p}
                 for n, c, s, p in self.layers
@@ -93,18 +71,13 @@ class KerasInfo:
         }
 
     def __str__(self) -> str:
-        rows = [[n, c, s, f"{p:,}"] for n, c, s, p in self.layers]
-        return "\n".join(
-            [
-                f"{self.name} ({self.flavour}): {len(self.inputs)} input(s), "
-                f"{len(self.outputs)} output(s), {self.total_params:,} parameters "
-                f"({self.trainable_params:,} trainable)",
-                *io_lines(self.inputs, self.outputs, self.layout),
-                weights_line(self.weights_by_dtype),
-                "",
-                format_table(["layer", "class", "output shape", "params"], rows),
-            ]
+        head = (
+            f"{self.name} ({self.flavour}): {len(self.inputs)} input(s), "
+            f"{len(self.outputs)} output(s), {self.total_params:,} parameters "
+            f"({self.trainable_params:,} trainable)"
         )
+        rows = [[n, c, s, f"{p:,}"] for n, c, s, p in self.layers]
+        return info_text(self, head, table=(["layer", "class", "output shape", "params"], rows))
 
 
 @dataclass(frozen=True)
@@ -114,7 +87,6 @@ class SavedModelInfo:
     Attributes:
         signature_key: The signature described (``serving_default``).
         inputs: The signature's inputs, by name.
-        outputs: The signature's outputs, by name.
         graph_bytes: Size of ``saved_model.pb`` (or ``.pbtxt``).
         variables_bytes: Size of the files under ``variables/`` on disk.
         weights_by_dtype: The checkpoint's variables grouped by dtype.
@@ -138,22 +110,16 @@ class SavedModelInfo:
             "name": self.name,
             "path": self.path,
             "signature_key": self.signature_key,
-            "inputs": [spec.to_dict() for spec in self.inputs],
-            "outputs": [spec.to_dict() for spec in self.outputs],
-            "feeding": feeding_dict(self.layout),
+            **io_dict(self),
             "graph_bytes": self.graph_bytes,
             "variables_bytes": self.variables_bytes,
-            "weights_by_dtype": [g.to_dict() for g in self.weights_by_dtype],
         }
 
     def __str__(self) -> str:
-        return "\n".join(
-            [
-                f"{self.name} (saved_model): signature {self.signature_key!r}; graph "
-                f"{self.graph_bytes:,} bytes, variables {self.variables_bytes:,} bytes on disk",
-                *io_lines(self.inputs, self.outputs, self.layout),
-                weights_line(self.weights_by_dtype),
-            ]
+        return info_text(
+            self,
+            f"{self.name} (saved_model): signature {self.signature_key!r}; graph "
+            f"{self.graph_bytes:,} bytes, variables {self.variables_bytes:,} bytes on disk",
         )
 
 

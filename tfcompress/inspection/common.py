@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tfcompress.models.signature import format_shape
+from tfcompress.report.table import format_table
 
 if TYPE_CHECKING:
     from tfcompress.models.feeding import FeedLayout
@@ -62,11 +63,9 @@ class WeightGroup:
 def group_weights(
     entries: Iterable[tuple[str, int, bool | None]],
 ) -> tuple[WeightGroup, ...]:
-    """Group constant tensors by dtype, largest group first.
+    """Group ``(dtype, bytes, is_bias)`` per constant tensor by dtype, largest group first.
 
-    Args:
-        entries: ``(dtype, bytes, is_bias)`` per constant tensor; ``is_bias`` None when the
-            format does not say.
+    ``is_bias`` is None where the format does not say.
     """
     totals: dict[str, list[int]] = {}
     known: dict[str, bool] = {}
@@ -116,7 +115,7 @@ def io_lines(
                 plain = format_shape(placed.shape)
                 if text.startswith(plain):
                     text = placed.format_shape() + text[len(plain) :]
-                how = placed.how_fed(None)
+                how = placed.how_fed()
                 text += f"  ({how})" if how else ""
             lines.append(f"{kind} {printable(tensor.name)} {text}")
     if static is not None:
@@ -127,9 +126,38 @@ def io_lines(
     return lines
 
 
-def feeding_dict(layout: FeedLayout | None) -> dict[str, Any] | None:
-    """The layout for ``--json`` (None when it was not read)."""
-    return None if layout is None else layout.to_dict()
+def info_text(
+    info: Any, head: str, *more: str, table: tuple[list[str], list[Any]] | None = None
+) -> str:
+    """The human report: ``head``, inputs and outputs, weights, ``more`` lines, a table."""
+    lines = [head, *io_lines(info.inputs, info.outputs, info.layout)]
+    lines += [weights_line(info.weights_by_dtype), *more]
+    return "\n".join(lines if table is None else [*lines, "", format_table(*table)])
+
+
+def ops_report(info: Any, head: str, custom: Mapping[str, str], note: str) -> str:
+    """The human report of a graph format, with its op table.
+
+    ``custom`` maps each op outside the format's standard set to its histogram label; when
+    there are any, a line names them with their counts and ``note`` (``"what: ...; why"``).
+    """
+    what, why = note.split(": ", 1)
+    used = ", ".join(
+        f"{printable(op)} {TIMES}{info.op_histogram.get(label, 0)}" for op, label in custom.items()
+    )
+    rows = [[printable(op), str(n)] for op, n in info.op_histogram.items()]
+    more = [f"{what}: {used}; {why}"] if custom else []
+    return info_text(info, head, *more, table=(["op", "count"], rows))
+
+
+def io_dict(info: Any) -> dict[str, Any]:
+    """What every format's ``--json`` shares: inputs, outputs, feeding (None when not read)."""
+    return {
+        "inputs": [tensor.to_dict() for tensor in info.inputs],
+        "outputs": [tensor.to_dict() for tensor in info.outputs],
+        "feeding": None if info.layout is None else info.layout.to_dict(),
+        "weights_by_dtype": [group.to_dict() for group in info.weights_by_dtype],
+    }
 
 
 def printable(text: str) -> str:

@@ -13,20 +13,17 @@ from typing import Any
 
 from tfcompress.errors import MissingDependencyError
 from tfcompress.inspection.common import (
-    TIMES,
     WeightGroup,
-    feeding_dict,
     group_weights,
-    io_lines,
+    io_dict,
+    ops_report,
     printable,
     share,
-    weights_line,
 )
 from tfcompress.models import onnx as onnx_file
 from tfcompress.models.feeding import FeedLayout
 from tfcompress.models.onnx import OnnxModel, onnx_graphs
 from tfcompress.models.signature import TensorSpec, model_signature
-from tfcompress.report.table import format_table
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 # Which input of a node is its bias.
@@ -78,34 +75,24 @@ class OnnxInfo:
             "opsets": [{"domain": d, "version": v} for d, v in self.opsets],
             "node_count": self.node_count,
             "weight_bytes": self.weight_bytes,
-            "inputs": [spec.to_dict() for spec in self.inputs],
-            "outputs": [spec.to_dict() for spec in self.outputs],
-            "feeding": feeding_dict(self.layout),
-            "weights_by_dtype": [g.to_dict() for g in self.weights_by_dtype],
+            **io_dict(self),
             "op_histogram": dict(self.op_histogram),
             "custom_ops": list(self.custom_ops),
         }
 
     def __str__(self) -> str:
         opsets = ", ".join(f"{printable(d)} {v}" for d, v in self.opsets) or "none"
-        lines = [
+        head = (
             f"{self.name}: {self.size_bytes:,} bytes (weights {self.weight_bytes:,} = "
             f"{share(self.weight_bytes, self.size_bytes)}); ONNX IR {self.ir_version}, "
             f"opset {opsets}; producer {printable(self.producer) or 'unknown'}; "
-            f"{self.node_count} nodes",
-            *io_lines(self.inputs, self.outputs, self.layout),
-            weights_line(self.weights_by_dtype),
-        ]
-        if self.custom_ops:
-            used = ", ".join(
-                f"{printable(op)} {TIMES}{self.op_histogram.get(op, 0)}" for op in self.custom_ops
-            )
-            lines.append(
-                f"ops outside ai.onnx: {used}; they run only on a runtime that implements "
-                "their domain (ONNX Runtime implements com.microsoft)"
-            )
-        rows = [[printable(op), str(n)] for op, n in self.op_histogram.items()]
-        return "\n".join([*lines, "", format_table(["op", "count"], rows)])
+            f"{self.node_count} nodes"
+        )
+        note = (
+            "ops outside ai.onnx: they run only on a runtime that implements their domain "
+            "(ONNX Runtime implements com.microsoft)"
+        )
+        return ops_report(self, head, {op: op for op in self.custom_ops}, note)
 
 
 def inspect_onnx(model: OnnxModel) -> OnnxInfo:
@@ -128,14 +115,15 @@ def inspect_onnx(model: OnnxModel) -> OnnxInfo:
     for graph in onnx_graphs(proto.graph):
         biases = set()
         for node in graph.node:
-            ops[_op_name(node)] += 1
-            position = _BIAS_INPUT.get(node.op_type) if node.domain in _DEFAULT_DOMAINS else None
+            default = node.domain in _DEFAULT_DOMAINS
+            ops[str(node.op_type) if default else f"{node.domain}:{node.op_type}"] += 1
+            position = _BIAS_INPUT.get(node.op_type) if default else None
             if position is not None and len(node.input) > position:
                 biases.add(node.input[position])
         for tensor in graph.initializer:
             entries.append((*_initializer_size(onnx, tensor), tensor.name in biases))
-        for tensor, output in constant_tensors(graph):  # weights some exporters keep as nodes
-            entries.append((*_initializer_size(onnx, tensor), output in biases))
+        for node, tensor in constant_tensors(graph):  # weights some exporters keep as nodes
+            entries.append((*_initializer_size(onnx, tensor), node.output[0] in biases))
     histogram = dict(ops.most_common())
     signature = model_signature(model)
     producer = " ".join(p for p in (proto.producer_name, proto.producer_version) if p)
@@ -156,8 +144,8 @@ def inspect_onnx(model: OnnxModel) -> OnnxInfo:
     )
 
 
-def constant_tensors(graph: Any) -> Iterator[tuple[Any, str]]:
-    """The tensors held by ``Constant`` nodes of ``graph`` (not its subgraphs), with their outputs.
+def constant_tensors(graph: Any) -> Iterator[tuple[Any, Any]]:
+    """The ``Constant`` nodes of ``graph`` (not its subgraphs), each with the tensor it holds.
 
     Paddle2ONNX and some PyTorch exports store weights as ``Constant`` nodes rather than
     initializers (PaddleOCR's recogniser: 10.8 MB of them): they are the model's weights
@@ -168,13 +156,7 @@ def constant_tensors(graph: Any) -> Iterator[tuple[Any, str]]:
             continue
         for attribute in node.attribute:
             if attribute.name == "value" and attribute.HasField("t"):
-                yield attribute.t, node.output[0]
-
-
-def _op_name(node: Any) -> str:
-    if node.domain in _DEFAULT_DOMAINS:
-        return str(node.op_type)
-    return f"{node.domain}:{node.op_type}"
+                yield node, attribute.t
 
 
 def _initializer_size(onnx: Any, tensor: Any) -> tuple[str, int]:

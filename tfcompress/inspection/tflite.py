@@ -7,24 +7,14 @@ input and output names are the signature's (:func:`~tfcompress.models.signature.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tfcompress.inspection.common import (
-    TIMES,
-    WeightGroup,
-    feeding_dict,
-    group_weights,
-    io_lines,
-    printable,
-    share,
-    weights_line,
-)
+from tfcompress.inspection.common import WeightGroup, group_weights, io_dict, ops_report, share
 from tfcompress.models.feeding import FeedLayout
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.signature import Shape, TensorSpec, format_shape, tflite_io_tensors
 from tfcompress.models.tflite_file import Tensor, TFLiteFile, read_tflite
-from tfcompress.report.table import format_table
 
 _CUSTOM_PREFIX = "CUSTOM:"
 NO_CODE = "(no code)"
@@ -47,7 +37,6 @@ class TensorInfo:
         dtype: The stored dtype (``int8``/``uint8`` for quantized I/O, else ``float32``...).
         shape: Batch dimension first; None for a dynamic dimension.
         scale: Per-tensor quantization scale (0.0 when not quantized per tensor).
-        zero_point: Per-tensor zero point.
         tensor: The tensor's own name in the graph (``serving_default_image:0``).
 
     Example:
@@ -71,15 +60,8 @@ class TensorInfo:
         return f"{format_shape(self.shape)} {self.dtype}{quant}"
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data: ``{"name", "shape", "dtype", "scale", "zero_point", "tensor"}``."""
-        return {
-            "name": self.name,
-            "shape": list(self.shape),
-            "dtype": self.dtype,
-            "scale": self.scale,
-            "zero_point": self.zero_point,
-            "tensor": self.tensor,
-        }
+        """Plain data: ``{"name", "dtype", "shape", "scale", "zero_point", "tensor"}``."""
+        return {**asdict(self), "shape": list(self.shape)}
 
 
 @dataclass(frozen=True)
@@ -90,7 +72,6 @@ class TFLiteInfo:
         op_histogram: Op name -> count, most used first; a custom op is ``CUSTOM: <code>``
             (``CUSTOM: (no code)`` when its code is empty).
         custom_ops: The custom codes the model uses, in order of first use.
-        weights_by_dtype: Constant tensors grouped by dtype.
     """
 
     name: str
@@ -120,10 +101,7 @@ class TFLiteInfo:
             "size_bytes": self.size_bytes,
             "weight_bytes": self.weight_bytes,
             "graph_bytes": self.graph_bytes,
-            "inputs": [t.to_dict() for t in self.inputs],
-            "outputs": [t.to_dict() for t in self.outputs],
-            "feeding": feeding_dict(self.layout),
-            "weights_by_dtype": [g.to_dict() for g in self.weights_by_dtype],
+            **io_dict(self),
             "op_histogram": dict(self.op_histogram),
             "custom_ops": list(self.custom_ops),
             "tensor_count": self.tensor_count,
@@ -131,25 +109,18 @@ class TFLiteInfo:
         }
 
     def __str__(self) -> str:
-        rows = [[printable(op), str(n)] for op, n in self.op_histogram.items()]
-        lines = [
+        head = (
             f"{self.name}: {self.size_bytes:,} bytes (weights {self.weight_bytes:,} = "
             f"{share(self.weight_bytes, self.size_bytes)}, graph {self.graph_bytes:,}); "
             f"{self.tensor_count} tensors, {sum(self.op_histogram.values())} ops in "
-            f"{self.subgraph_count} subgraph(s)",
-            *io_lines(self.inputs, self.outputs, self.layout),
-            weights_line(self.weights_by_dtype),
-        ]
-        if self.custom_ops:
-            used = ", ".join(
-                f"{printable(code)} {TIMES}{self.op_histogram.get(op_label(code), 0)}"
-                for code in self.custom_ops
-            )
-            lines.append(
-                f"custom ops: {used}; not TFLite builtins: the model runs only with the "
-                "runtime or delegate that defines them"
-            )
-        return "\n".join([*lines, "", format_table(["op", "count"], rows)])
+            f"{self.subgraph_count} subgraph(s)"
+        )
+        custom = {code: op_label(code) for code in self.custom_ops}
+        note = (
+            "custom ops: not TFLite builtins: the model runs only with the runtime or delegate "
+            "that defines them"
+        )
+        return ops_report(self, head, custom, note)
 
 
 def op_label(custom_code: str) -> str:

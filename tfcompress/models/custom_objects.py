@@ -19,6 +19,7 @@ resolves to Keras 3, whose layers a tf-keras model cannot hold.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import inspect
@@ -58,13 +59,10 @@ def import_custom_objects(
         raise InvalidInputError(f"--custom-objects {file}: Python cannot import this file.")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look classes up by module
-    try:
-        if tf_keras:
-            from tfcompress._compat.keras import tensorflow_keras_is_tf_keras
+    from tfcompress._compat.keras import tensorflow_keras_is_tf_keras
 
-            with tensorflow_keras_is_tf_keras():
-                spec.loader.exec_module(module)
-        else:
+    try:
+        with tensorflow_keras_is_tf_keras() if tf_keras else contextlib.nullcontext():
             spec.loader.exec_module(module)
     # The user's code may raise anything while it runs; it is reported as their file's error.
     except Exception as error:

@@ -98,8 +98,8 @@ class TensorLayout:
         """Shape and dtype, e.g. ``(2, N, 64) float32``; ``scalar`` for a rank-0 tensor."""
         return f"{self.format_shape()} {self.spec.dtype}" + (" scalar" if self.is_scalar else "")
 
-    def how_fed(self, static_batch: int | None) -> str | None:
-        """Words for what is not "batch first": a scalar, a batch elsewhere, a static batch."""
+    def how_fed(self) -> str | None:
+        """Words for what is not "batch first": a scalar, a batch elsewhere, a declared one."""
         if self.is_scalar:
             return "scalar: one value per call, never batched"
         if self.batch_axis is None:
@@ -109,8 +109,6 @@ class TensorLayout:
             words.append(f"batch at dimension {self.batch_axis}")
         if self.declared:
             words.append("declared with --batch-dim")
-        if static_batch is not None:
-            words.append(f"static batch {static_batch}")
         return ", ".join(words) or None
 
     def to_samples(self, array: np.ndarray, count: int | None = None) -> np.ndarray:
@@ -214,7 +212,7 @@ class FeedLayout:
             )
         for kind, tensors in (("input", self.inputs), ("output", self.outputs)):
             for tensor in tensors:
-                how = tensor.how_fed(None)
+                how = tensor.how_fed()
                 if how is not None:
                     lines.append(f"{kind} {tensor.name} {tensor.format_shape()}: {how}")
         return lines

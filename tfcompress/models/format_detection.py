@@ -28,9 +28,6 @@ def detect_formats(content: bytes) -> tuple[ModelFormat, ...]:
     ``model_config``, a ZIP directory anywhere that lists ``config.json``, a protobuf that
     parses as an ONNX model with a graph (ONNX has no magic bytes: the parse is the test).
 
-    Args:
-        content: A file's bytes.
-
     Returns:
         The formats, possibly none; more than one means a polyglot file.
 

@@ -14,17 +14,18 @@ a private copy of exactly them).
 from __future__ import annotations
 
 import enum
-import io
-import json
 import logging
-import zipfile
-import zlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tfcompress._files import read_regular_bytes
-from tfcompress.errors import ModelLoadError, UnsupportedModelError
+from tfcompress.errors import InvalidArgumentTypeError, ModelLoadError, UnsupportedModelError
 from tfcompress.models.onnx import is_onnx_bytes
+
+if TYPE_CHECKING:
+    from tfcompress.models.tflite_file import TFLiteFile
 
 TFLITE_IDENTIFIER = b"TFL3"
 logger = logging.getLogger(__name__)
@@ -45,27 +46,20 @@ class ModelFormat(enum.StrEnum):
     @property
     def description(self) -> str:
         """How messages name the format, e.g. ``'a .keras (zip) archive'``."""
-        return _DESCRIPTIONS[self]
+        return _ABOUT[self][0]
 
     @property
     def suffix(self) -> str:
         """The file extension of the format (``''`` for a SavedModel directory)."""
-        return _SUFFIXES[self]
+        return _ABOUT[self][1]
 
 
-_DESCRIPTIONS = {
-    ModelFormat.KERAS: "a .keras (zip) archive",
-    ModelFormat.H5: "an HDF5 (.h5) model",
-    ModelFormat.SAVED_MODEL: "a SavedModel directory",
-    ModelFormat.TFLITE: "a .tflite flatbuffer",
-    ModelFormat.ONNX: "an ONNX model",
-}
-_SUFFIXES = {
-    ModelFormat.KERAS: ".keras",
-    ModelFormat.H5: ".h5",
-    ModelFormat.SAVED_MODEL: "",
-    ModelFormat.TFLITE: ".tflite",
-    ModelFormat.ONNX: ".onnx",
+_ABOUT = {
+    ModelFormat.KERAS: ("a .keras (zip) archive", ".keras"),
+    ModelFormat.H5: ("an HDF5 (.h5) model", ".h5"),
+    ModelFormat.SAVED_MODEL: ("a SavedModel directory", ""),
+    ModelFormat.TFLITE: ("a .tflite flatbuffer", ".tflite"),
+    ModelFormat.ONNX: ("an ONNX model", ".onnx"),
 }
 _CLAIMS = {
     ".keras": ModelFormat.KERAS,
@@ -159,9 +153,6 @@ def sniff_format(path: Path) -> ModelFormat:
     Args:
         path: A file or a SavedModel directory.
 
-    Returns:
-        The detected format.
-
     Raises:
         ModelLoadError: The path is missing, its bytes match no supported format or more
             than one, its extension disagrees with its content, or a directory holds no
@@ -205,47 +196,14 @@ def keras_version_of(checked: CheckedFile) -> str:
         ModelLoadError: The file is truncated or corrupt, or its ``metadata.json`` is not a
             JSON object.
     """
-    path, model_format = checked.path, checked.format
-    try:
-        if model_format is ModelFormat.KERAS:
-            with zipfile.ZipFile(io.BytesIO(checked.content)) as archive:
-                if archive.getinfo("metadata.json").file_size > 2**20:
-                    raise ValueError("metadata.json is over 1 MiB")
-                metadata = json.loads(archive.read("metadata.json"))
-        else:
-            import h5py  # ships with TensorFlow and Keras
+    from tfcompress.models.keras_safety import h5_attribute, parse_config, zip_member
 
-            with h5py.File(io.BytesIO(checked.content), "r") as handle:
-                version = handle.attrs.get("keras_version", "")
-            return version.decode() if isinstance(version, bytes) else str(version)
-    except RecursionError:
-        raise ModelLoadError(
-            f"{path}: metadata.json nests deeper than any real file (hostile or corrupt); "
-            "save the model again."
-        ) from None
-    # zlib.error, EOFError, NotImplementedError: a damaged or exotic deflate stream;
-    # RuntimeError: h5py's word for HDF5 library errors.
-    except (
-        OSError,
-        KeyError,
-        ValueError,
-        RuntimeError,
-        zipfile.BadZipFile,
-        zlib.error,
-        EOFError,
-        NotImplementedError,
-    ) as error:
-        reason = " ".join(str(error).split())[:200] or type(error).__name__
-        raise ModelLoadError(
-            f"{path}: the {model_format.value} file is truncated or corrupt ({reason}); "
-            "save the model again."
-        ) from error
-    if not isinstance(metadata, dict):
-        raise ModelLoadError(
-            f"{path}: metadata.json is a JSON {type(metadata).__name__}, not an object; the "
-            ".keras file is corrupt; save the model again."
-        )
-    return str(metadata.get("keras_version", ""))
+    if checked.format is ModelFormat.KERAS:
+        text = zip_member(checked, "metadata.json", limit=2**20)
+        metadata = parse_config(checked.path, text, "metadata.json", "an object")
+        return str(metadata.get("keras_version", ""))
+    version = h5_attribute(checked, "keras_version") or ""
+    return version.decode() if isinstance(version, bytes) else str(version)
 
 
 def _unrecognised(path: Path, content: bytes, claimed: ModelFormat | None) -> str:
@@ -267,12 +225,48 @@ def _unrecognised(path: Path, content: bytes, claimed: ModelFormat | None) -> st
     return f"{path}: unrecognised model format; pass {_SUPPORTED}."
 
 
-def read_tflite_path(path: Path, refusal: str) -> bytes:
-    """The bytes of a file a ``.tflite``-only tool was given (the Edge TPU linter, TFLM).
+def read_tflite_input(model: Any, refusal: str) -> tuple[bytes, str, TFLiteFile]:
+    """The bytes, name and parsed file of what a ``.tflite``-only tool was given.
 
-    A missing file, a folder or a file of another format we know is refused, ``refusal``
-    saying what to pass instead; bytes of no known format come back for the caller to refuse.
+    ``model`` is a path, bytes or a :class:`~tfcompress.models.TFLiteModel` (the Edge TPU
+    linter and compiler, TFLM's checks, the GPU check). The structural checks of
+    :mod:`tfcompress.models.tflite_checks` run here, in Python, before any native code reads
+    the bytes (docs/security.md). ``refusal`` says which tool reads ``.tflite`` files and the
+    command that makes one for it: the advice for another format, a folder or another type.
+
+    Raises:
+        ModelLoadError: A missing file, or bytes that are not a valid ``.tflite``.
+        UnsupportedModelError: Another model format, or a directory.
+        InvalidArgumentTypeError: ``model`` is none of the accepted types.
     """
+    from tfcompress.models.loading import TFLiteModel
+    from tfcompress.models.tflite_file import read_tflite
+
+    if isinstance(model, TFLiteModel):
+        content, source = model.content, str(model.path or model.name)
+    elif isinstance(model, bytes | bytearray | memoryview):
+        content, source = bytes(model), "<bytes>"
+    elif isinstance(model, str | os.PathLike):
+        content, source = _tflite_path_bytes(Path(model), refusal), str(model)
+    else:
+        raise InvalidArgumentTypeError(
+            f"expected a .tflite path, its bytes or a TFLiteModel, got {type(model).__name__}; "
+            + refusal
+        )
+    if not is_tflite_bytes(content):
+        raise ModelLoadError(
+            f"{source}: not a TFLite model (no 'TFL3' identifier) or truncated; " + refusal
+        )
+    parsed = read_tflite(content, source=source)
+    parsed.validate(source=source)
+    if not parsed.subgraphs:
+        raise ModelLoadError(f"{source}: the .tflite has no subgraph; re-export the model.")
+    return content, source, parsed
+
+
+def _tflite_path_bytes(path: Path, refusal: str) -> bytes:
+    # A missing file, a folder or a file of another format we know is refused here; bytes of
+    # no known format come back for the caller to refuse as a bad .tflite.
     if not path.exists():
         raise ModelLoadError(f"{path}: no such file; pass the path of the .tflite to check.")
     if path.is_dir():
@@ -282,6 +276,6 @@ def read_tflite_path(path: Path, refusal: str) -> bytes:
         return content
     try:
         found = sniff_format(path)
-    except ModelLoadError:  # no format we know: the caller reports it as a bad .tflite
+    except ModelLoadError:
         return content
     raise UnsupportedModelError(f"{path}: a {found.value} model, not a .tflite; {refusal}")

@@ -137,15 +137,24 @@ def file_configs(checked: CheckedFile) -> list[dict[str, Any]]:
     """
     path, model_format = checked.path, checked.format
     if model_format is ModelFormat.KERAS:
-        text, where = _zip_member(checked, "config.json"), "config.json"
-    elif model_format is ModelFormat.H5:
-        text, where = _h5_model_config(checked), "the model_config attribute"
-    else:
+        return [parse_config(path, zip_member(checked, "config.json"), "config.json")]
+    if model_format is not ModelFormat.H5:
         raise ModelLoadError(
             f"{path}: a {model_format.value} file holds no Keras config; pass a .keras, an "
             ".h5 or a tf-keras SavedModel directory."
         )
-    return [_parse(path, text, where)]
+    config = h5_attribute(checked, "model_config")
+    if config is None:
+        raise ModelLoadError(
+            f"{path}: the .h5 file holds no model config (weights only?); save the whole "
+            "model with model.save()."
+        )
+    if not isinstance(config, bytes | str):  # numpy's bytes_/str_ subclass these
+        raise ModelLoadError(
+            f"{path}: the .h5 model_config attribute is a {type(config).__name__}, not text; "
+            "the file is corrupt or hostile; save the model again."
+        )
+    return [parse_config(path, config, "the model_config attribute")]
 
 
 def saved_model_configs(metadata: bytes, path: Path) -> list[dict[str, Any]]:
@@ -154,7 +163,9 @@ def saved_model_configs(metadata: bytes, path: Path) -> list[dict[str, Any]]:
     Raises:
         ModelLoadError: The protobuf or a config in it is corrupt, empty or not an object.
     """
-    return [_parse(path, text, where) for text, where in _saved_model_metadata(metadata, path)]
+    return [
+        parse_config(path, text, where) for text, where in _saved_model_metadata(metadata, path)
+    ]
 
 
 def check_configs(
@@ -282,7 +293,14 @@ def _unique(references: Iterator[CodeReference]) -> list[CodeReference]:
     return list(kept.values())
 
 
-def _parse(path: Path, text: bytes | str, where: str) -> dict[str, Any]:
+def parse_config(
+    path: Path, text: bytes | str, where: str, holds: str = "a model config object"
+) -> dict[str, Any]:
+    """``text`` (``where`` in the file at ``path``) parsed as a JSON object (``holds``).
+
+    Raises:
+        ModelLoadError: Not JSON, nested deeper than the parser goes, or not an object.
+    """
     try:
         config = json.loads(text)
     except RecursionError:
@@ -297,45 +315,44 @@ def _parse(path: Path, text: bytes | str, where: str) -> dict[str, Any]:
         ) from error
     if not isinstance(config, dict):
         raise ModelLoadError(
-            f"{path}: {where} is a JSON {type(config).__name__}, not a model config object; "
-            "the file is corrupt or hostile; save the model again."
+            f"{path}: {where} is a JSON {type(config).__name__}, not {holds}; the file is "
+            "corrupt or hostile; save the model again."
         )
     return config
 
 
-def _h5_model_config(checked: CheckedFile) -> bytes | str:
+def h5_attribute(checked: CheckedFile, name: str) -> Any:
+    """The root attribute ``name`` of a checked ``.h5`` (None when absent).
+
+    Raises:
+        ModelLoadError: The file is truncated or corrupt.
+    """
     import h5py  # ships with TensorFlow and Keras
 
-    path = checked.path
     try:
         with h5py.File(io.BytesIO(checked.content), "r") as handle:
-            config = handle.attrs.get("model_config")
+            return handle.attrs.get(name)
     # RuntimeError: h5py reports some HDF5 library errors (a damaged attribute) this way.
     except (OSError, KeyError, ValueError, TypeError, RuntimeError) as error:
         raise ModelLoadError(
-            f"{path}: the .h5 file is truncated or corrupt ({_label(error)}); save the model again."
+            f"{checked.path}: the .h5 file is truncated or corrupt ({_label(error)}); save the "
+            "model again."
         ) from error
-    if config is None:
-        raise ModelLoadError(
-            f"{path}: the .h5 file holds no model config (weights only?); save the whole "
-            "model with model.save()."
-        )
-    if isinstance(config, bytes | str):  # numpy's bytes_/str_ subclass these
-        return config
-    raise ModelLoadError(
-        f"{path}: the .h5 model_config attribute is a {type(config).__name__}, not text; "
-        "the file is corrupt or hostile; save the model again."
-    )
 
 
-def _zip_member(checked: CheckedFile, member: str) -> bytes:
+def zip_member(checked: CheckedFile, member: str, *, limit: int = MAX_CONFIG_BYTES) -> bytes:
+    """The bytes of ``member`` of a checked ``.keras`` archive, refused past ``limit``.
+
+    Raises:
+        ModelLoadError: A missing member, a damaged archive, or one inflating past ``limit``.
+    """
     path = checked.path
     try:
         with zipfile.ZipFile(io.BytesIO(checked.content)) as archive:
             size = archive.getinfo(member).file_size
-            if size > MAX_CONFIG_BYTES:
+            if size > limit:
                 raise ModelLoadError(
-                    f"{path}: {member} inflates to {size} bytes, far more than any model config; "
+                    f"{path}: {member} inflates to {size} bytes, far more than a model needs; "
                     "the archive is hostile or corrupt; save the model again."
                 )
             return archive.read(member)

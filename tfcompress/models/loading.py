@@ -14,6 +14,7 @@ import functools
 import logging
 import os
 import re
+import sys
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -35,7 +36,7 @@ from tfcompress.models.graph_ops import GraphOp
 from tfcompress.models.keras_safety import check_configs, file_configs, saved_model_configs
 from tfcompress.models.onnx import OnnxModel, load_onnx
 from tfcompress.models.private import PrivateFolder, private_file
-from tfcompress.models.saved_model import check_saved_model, describe_ops
+from tfcompress.models.saved_model import check_saved_model, describe_ops, first_line
 
 logger = logging.getLogger(__name__)
 
@@ -142,11 +143,121 @@ class SavedModelDir:
             )
 
 
+@dataclass(frozen=True)
+class KerasFile:
+    """A checked ``.keras``/``.h5`` file, loaded where TensorFlow runs: the converter's child.
+
+    ``quantize MODEL.keras`` needs of the model only what that child reads (its name,
+    signature and layer names: :meth:`facts`) and the ``.tflite`` it converts there
+    (:func:`~tfcompress.quantization.converter.convert_all`), so the caller never imports
+    TensorFlow (:func:`open_model`); :meth:`apply` runs a function on the model there.
+
+    Example:
+        >>> open_model("mnist_cnn.keras").name  # doctest: +SKIP
+        'mnist_cnn'
+    """
+
+    path: Path
+    content: bytes = field(repr=False)  # the checked bytes: the only ones ever loaded
+    flavour: KerasFlavour
+    suffix: str  # the checked format's: Keras loaders choose their reader by the name
+    safe_mode: bool = True
+    custom_objects: CustomObjects = None
+    _facts: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        """The Keras model's own name (what ``model_name`` says of the loaded model)."""
+        return str(self.facts()["name"])
+
+    def facts(self) -> dict[str, Any]:
+        """``name``, ``signature`` and ``layers`` of the model, read once in the child."""
+        if not self._facts:
+            self._facts.update(self.apply("tfcompress.models.loading:keras_facts", what="loading"))
+        return self._facts
+
+    def apply(self, target: str, *args: Any, what: str, **kwargs: Any) -> Any:
+        """``target(model, *args, **kwargs)`` where the model is loaded: the converter's child.
+
+        Here instead when TensorFlow is imported here, or no such child runs
+        (:func:`~tfcompress._child.call`'s ``follow``). ``what``: a verb, for messages.
+        """
+        from tfcompress._child import call
+
+        what = f"{what} the Keras model {self.path}"
+        return call(_APPLY, self, target, args, kwargs, what=what, follow="tensorflow")
+
+    def load(self) -> Any:
+        """The Keras model, loaded in this process from the checked bytes."""
+        with private_file(self.content, self.suffix) as copy:
+            return _load_keras(
+                copy,
+                self.flavour,
+                safe_mode=self.safe_mode,
+                shown=self.path,
+                custom_objects=self.custom_objects,
+            )
+
+
+@functools.lru_cache(maxsize=1)  # the last one: the file the command works on
+def loaded_keras(file: KerasFile) -> Any:
+    """``file``'s Keras model, loaded once for every call that needs it (in the child)."""
+    return file.load()
+
+
+_APPLY = "tfcompress.models.loading:applied"
+
+
+def applied(file: KerasFile, target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """In the child: ``target`` called on ``file``'s model (see :meth:`KerasFile.apply`)."""
+    from tfcompress._child.serve import resolve
+
+    return resolve(target)(loaded_keras(file), *args, **kwargs)
+
+
+def keras_facts(model: Any) -> dict[str, Any]:
+    """In the child: what the caller needs of the model (see :meth:`KerasFile.facts`)."""
+    from tfcompress.models.signature import model_signature
+
+    layers, name = keras_layer_names(model)
+    signature = model_signature(model)
+    return {"name": name or model_name(model), "signature": signature, "layers": layers}
+
+
+def keras_layer_names(model: Any) -> tuple[set[str], str]:
+    """Every (nested) Keras layer name of ``model`` and its own name; empty otherwise."""
+    if isinstance(model, KerasFile):  # read in the child that converts it
+        return set(model.facts()["layers"]), model.name
+    names: set[str] = set()
+    stack = list(getattr(model, "layers", None) or [])
+    while stack:
+        layer = stack.pop()
+        names.add(layer.name)
+        stack.extend(getattr(layer, "layers", None) or [])
+    return names, str(getattr(model, "name", ""))
+
+
+def open_model(
+    path: str | os.PathLike[str], *, safe_mode: bool = True, custom_objects: CustomObjects = None
+) -> Any:
+    """:func:`load_model`, but a Keras file is a :class:`KerasFile` the converter's child loads.
+
+    Where TensorFlow is imported here already, or calls run in this process, or the custom
+    classes are Python objects, the model is loaded here (:func:`load_model`).
+    """
+    from tfcompress._child import IN_PROCESS
+
+    here = "tensorflow" in sys.modules or os.environ.get(IN_PROCESS, "") == "1"
+    lazy = not here and not isinstance(custom_objects, dict)
+    return load_model(path, safe_mode=safe_mode, custom_objects=custom_objects, _lazy=lazy)
+
+
 def load_model(
     path: str | os.PathLike[str],
     *,
     safe_mode: bool = True,
     custom_objects: CustomObjects = None,
+    _lazy: bool = False,
 ) -> Any:
     """Load a model file or directory.
 
@@ -181,7 +292,8 @@ def load_model(
             "path of a .keras, .h5, .tflite, .onnx file or a SavedModel directory."
         ) from None
     if path.is_dir():
-        note_job_bytes(_saved_model_bytes(path))
+        files = [path / "saved_model.pb", *(path / "variables").glob("variables.*")]
+        note_job_bytes(sum(f.stat().st_size for f in files if f.is_file()))  # graph and weights
         return _load_saved_model(path, safe_mode=safe_mode, custom_objects=custom_objects)
     if not path.exists():
         raise ModelLoadError(
@@ -207,16 +319,9 @@ def load_model(
     check_configs(
         configs, path, tf_keras_loader=flavour is KerasFlavour.TF_KERAS, safe_mode=safe_mode
     )
-    with private_file(checked.content, checked.format.suffix) as copy:
-        return _load_keras(
-            copy, flavour, safe_mode=safe_mode, shown=path, custom_objects=custom_objects
-        )
-
-
-def _saved_model_bytes(path: Path) -> int:
-    """Bytes of a SavedModel's graph and weights (for the memory its conversion gets)."""
-    files = [path / "saved_model.pb", *(path / "variables").glob("variables.*")]
-    return sum(f.stat().st_size for f in files if f.is_file())
+    suffix = checked.format.suffix
+    file = KerasFile(path, checked.content, flavour, suffix, safe_mode, custom_objects)
+    return file if _lazy else file.load()
 
 
 def resolve_model(model: ModelLike, *, safe_mode: bool = True) -> Any:
@@ -236,7 +341,9 @@ def resolve_model(model: ModelLike, *, safe_mode: bool = True) -> Any:
     if isinstance(model, TFLiteModel) and not model.verified:
         _check_tflite_loads(model.content, model.path or model.name)
         return dataclasses.replace(model, verified=True)
-    if isinstance(model, TFLiteModel | SavedModelDir | OnnxModel) or flavour_of(model) is not None:
+    if isinstance(model, TFLiteModel | SavedModelDir | OnnxModel | KerasFile):
+        return model
+    if flavour_of(model) is not None:
         return model
     raise InvalidArgumentTypeError(
         f"expected a Keras model, .tflite bytes or a model path, got {type(model).__name__}; "
@@ -247,7 +354,7 @@ def resolve_model(model: ModelLike, *, safe_mode: bool = True) -> Any:
 
 def model_name(model: Any) -> str:
     """A short human label for a loaded model."""
-    if isinstance(model, TFLiteModel | SavedModelDir | OnnxModel):
+    if isinstance(model, TFLiteModel | SavedModelDir | OnnxModel | KerasFile):
         return model.name
     return str(getattr(model, "name", type(model).__name__))
 
@@ -272,10 +379,10 @@ def saved_model_errors(path: Path, *, copy: Path | None = None) -> Iterator[None
     except (tf.errors.ResourceExhaustedError, MemoryError, OverflowError) as error:
         raise ModelLoadError(_too_large(path, error, copy)) from error
     except RecursionError as error:
-        raise ModelLoadError(_too_deep(path)) from error
+        raise ModelLoadError(too_deep(path)) from error
     # IndexError: TensorFlow's reader says "Read less bytes than requested" for a cut file.
     except (tf.errors.OpError, OSError, ValueError, KeyError, IndexError, DecodeError) as error:
-        reason = _first_line(error)
+        reason = first_line(error)
         if copy is not None:
             reason = reason.replace(str(copy), str(path))
         raise ModelLoadError(
@@ -359,7 +466,7 @@ def _load_keras(
     except (tf.errors.ResourceExhaustedError, MemoryError, OverflowError) as error:
         raise ModelLoadError(_too_large(path, error, copy)) from error
     except RecursionError as error:
-        raise ModelLoadError(_too_deep(path)) from error
+        raise ModelLoadError(too_deep(path)) from error
     # RuntimeError: h5py's word for HDF5 library errors; BadZipFile/zlib.error/EOFError: a
     # damaged .keras archive (weights member) that Keras reads after the config.
     except (
@@ -375,7 +482,7 @@ def _load_keras(
         EOFError,
         tf.errors.OpError,
     ) as error:
-        reason = _first_line(error).replace(str(copy), str(path))
+        reason = first_line(error).replace(str(copy), str(path))
         if "too big" in reason or "overflow" in reason.lower():  # numpy/TF size checks
             raise ModelLoadError(_too_large(path, error, copy)) from error
         if "lambda" in reason.lower() or "safe_mode" in reason:
@@ -440,14 +547,8 @@ def _custom_objects_for(
     return given
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    line = text.splitlines()[0].strip() if text else type(error).__name__
-    return line if len(line) <= 200 else line[:197] + "..."
-
-
 def _too_large(path: Path, error: BaseException, copy: Path | None = None) -> str:
-    reason = _first_line(error)
+    reason = first_line(error)
     if copy is not None:
         reason = reason.replace(str(copy), str(path))
     return (
@@ -457,7 +558,8 @@ def _too_large(path: Path, error: BaseException, copy: Path | None = None) -> st
     )
 
 
-def _too_deep(path: Path) -> str:
+def too_deep(path: Path) -> str:
+    """What to say of a model whose config nests too deep to read (here and in saved_model)."""
     return (
         f"{path}: the model config nests deeper than any real model (hostile or corrupt); "
         "do not load this file, or save the model again."

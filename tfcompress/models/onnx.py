@@ -12,22 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfcompress._child.probe import ORT_DTYPES
 from tfcompress._files import read_regular_bytes
-from tfcompress.errors import MissingDependencyError, ModelLoadError, UnsupportedModelError
+from tfcompress.errors import MissingDependencyError, ModelLoadError
 from tfcompress.models.probe import probe_model
 
 # An ONNX ModelProto starts with field 1 (ir_version, varint): tag byte 0x08. Exporters
 # write the fields in order, so this tells a protobuf ModelProto from the other formats.
 _IR_VERSION_TAG = 0x08
-_ONNX_DTYPES = {
-    "tensor(float)": "float32",
-    "tensor(float16)": "float16",
-    "tensor(double)": "float64",
-    "tensor(int8)": "int8",
-    "tensor(uint8)": "uint8",
-    "tensor(int32)": "int32",
-    "tensor(int64)": "int64",
-}
 
 
 def is_onnx_bytes(content: bytes) -> bool:
@@ -82,9 +74,6 @@ def load_onnx(path: Path, *, content: bytes | None = None) -> OnnxModel:
         path: The file.
         content: Its bytes, when the caller has read and checked them already (the file is
             then not opened again).
-
-    Returns:
-        The model.
 
     Raises:
         ModelLoadError: The file is not an ONNX model, is truncated/corrupt, points at data
@@ -148,42 +137,9 @@ def parse(model: OnnxModel) -> Any | None:
     return proto
 
 
-def onnx_signature(
-    model: OnnxModel,
-) -> tuple[
-    list[tuple[tuple[int | None, ...], str, str]], list[tuple[tuple[int | None, ...], str, str]]
-]:
-    """The inputs and outputs of an ONNX model as ``(shape, dtype, name)``, read from its graph.
-
-    Initializers listed as graph inputs (older exporters do so) are constants, not inputs.
-
-    Raises:
-        UnsupportedModelError: ``onnx`` is not installed to read them.
-    """
-    proto = parse(model)
-    if proto is None:
-        raise UnsupportedModelError(
-            f"{model.name}: reading an ONNX model's inputs needs the onnx package; "
-            "pip install 'tfcompress[onnx]'."
-        )
-    import onnx
-
-    def spec(value: Any) -> tuple[tuple[int | None, ...], str, str]:
-        tensor = value.type.tensor_type
-        shape = tuple(
-            int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else None
-            for d in tensor.shape.dim
-        )
-        return shape, onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name, value.name
-
-    constants = {init.name for init in proto.graph.initializer}
-    inputs = [spec(i) for i in proto.graph.input if i.name not in constants]
-    return inputs, [spec(o) for o in proto.graph.output]
-
-
 def ort_dtype(type_name: str) -> str:
     """Map an onnxruntime type string (``'tensor(float)'``) to a numpy dtype name."""
-    return _ONNX_DTYPES.get(type_name, "float32")
+    return ORT_DTYPES.get(type_name, "float32")
 
 
 def onnx_graphs(graph: Any) -> Iterator[Any]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tfcompress._files import file_kind
+from tfcompress._limits import physical_memory
 from tfcompress.errors import ModelLoadError
 
 _PROTOBUF_LIMIT = 2**31 - 1  # a serialized protobuf message cannot be larger
@@ -63,7 +64,7 @@ def check_feedable(proto: Any, path: Path) -> None:
     import onnx
 
     constants = {init.name for init in proto.graph.initializer}
-    memory = _memory_bytes()
+    memory = physical_memory()
     for value in proto.graph.input:
         if value.name in constants:
             continue
@@ -89,7 +90,7 @@ def check_feedable(proto: Any, path: Path) -> None:
         except (KeyError, TypeError, ValueError):
             itemsize = 1  # an element type numpy lacks: the runner refuses it by name
         needed = math.prod(max(d, 1) for d in dims) * max(itemsize, 1)
-        if memory is not None and needed > memory:
+        if needed > memory:
             raise ModelLoadError(
                 f"{path}: input {value.name!r} declares shape {dims}: {needed} bytes for one "
                 f"sample, more than this machine's {memory} bytes of memory; the model can "
@@ -177,10 +178,3 @@ def _all_tensors(proto: Any) -> Iterator[Any]:
             if attribute.HasField("g"):
                 graphs.append(attribute.g)
             graphs.extend(attribute.graphs)
-
-
-def _memory_bytes() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None

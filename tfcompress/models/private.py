@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
-import os
 import shutil
 import stat
 import tempfile
@@ -20,7 +19,7 @@ import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
-from tfcompress._files import file_kind
+from tfcompress._files import file_kind, open_regular
 from tfcompress.errors import ModelLoadError, OutputLocationError
 
 _PREFIX = "tfcompress-checked-"
@@ -46,9 +45,6 @@ def private_file(content: bytes, suffix: str) -> Iterator[Path]:
         content: The checked bytes.
         suffix: The extension of the decided format (``.keras``, ``.h5``): Keras loaders
             choose their reader by the name, so the name must say what was checked.
-
-    Yields:
-        The private file's path.
     """
     with temporary_space():
         folder = Path(tempfile.mkdtemp(dir=_private_root()))
@@ -148,16 +144,8 @@ def _identity(path: Path) -> tuple[int, int]:
 
 
 def _copy_file(source: Path, target: Path, *, what: str) -> None:
-    try:
-        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as failure:
-        raise ModelLoadError(
-            f"{source}: cannot be opened inside {what} ({failure.strerror})."
-        ) from None
-    with os.fdopen(fd, "rb") as handle, target.open("wb") as out:
-        mode = os.fstat(handle.fileno()).st_mode
-        if not stat.S_ISREG(mode):
-            raise ModelLoadError(
-                f"{source}: is {file_kind(mode)} inside {what}; only regular files are read."
-            )
+    with (
+        open_regular(source, error=ModelLoadError, what=f"a regular file inside {what}") as handle,
+        target.open("wb") as out,
+    ):
         shutil.copyfileobj(handle, out, 1 << 20)

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfcompress import _child
+from tfcompress._limits import CHILD_TIMEOUT
 from tfcompress.errors import (
     ChildTimeoutError,
     InvalidDataError,
@@ -126,7 +127,7 @@ def probe_model(
         raise InvalidInputError(f"cannot probe {kind!r} models; use one of {sorted(_RUNTIMES)}.")
     if _disabled() or (kind == "onnx" and importlib.util.find_spec("onnxruntime") is None):
         return  # nothing here will run the model natively, so nothing to contain
-    limit = _timeout(timeout)
+    limit = CHILD_TIMEOUT.given(timeout, name="the probe timeout")  # finite, a week at most
     key = (kind, hashlib.sha256(content).hexdigest())
     verdict = _verdicts.get(key)
     if verdict is None:
@@ -208,7 +209,9 @@ def probe_inputs(
         return
     key = (kind, hashlib.sha256(content).hexdigest())
     arrays = {name: np.asarray(array) for name, array in inputs.items()}
-    verdict = _run_child(content, kind, _timeout(timeout), arrays)
+    verdict = _run_child(
+        content, kind, CHILD_TIMEOUT.given(timeout, name="the probe timeout"), arrays
+    )
     if verdict.reason is None:
         _verdicts[key] = verdict  # it ran: no need to ask again in this process
         return
@@ -223,18 +226,6 @@ def probe_inputs(
 
 def _disabled() -> bool:
     return os.environ.get("TFCOMPRESS_NO_PROBE", "") not in {"", "0"}
-
-
-def _timeout(timeout: float | None) -> float:
-    """``timeout``, else the one time limit: finite, above 0, a week at most.
-
-    Raises:
-        InvalidInputError: Naming the variable (or the value) and the valid range; ``inf``
-            or ``1e308`` would overflow the child's wait.
-    """
-    from tfcompress._limits import CHILD_TIMEOUT
-
-    return CHILD_TIMEOUT.given(timeout, name="the probe timeout")
 
 
 @contextlib.contextmanager

@@ -161,10 +161,9 @@ def _parse_saved_model(content: bytes, source: Path, path: Path) -> Any:
         else:
             text_format.Parse(content.decode("utf-8"), proto)
     except RecursionError as error:
-        raise ModelLoadError(
-            f"{path}: the model config nests deeper than any real model (hostile or "
-            "corrupt); do not load this file, or save the model again."
-        ) from error
+        from tfcompress.models.loading import too_deep
+
+        raise ModelLoadError(too_deep(path)) from error
     except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as error:
         raise ModelLoadError(
             f"{path}: {source.name} is truncated or corrupt ({first_line(error)}); export "

@@ -10,9 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tfcompress._compat.keras import input_name, layer_name
 from tfcompress.errors import UnsupportedModelError
-from tfcompress.models.loading import SavedModelDir, TFLiteModel, load_saved_model, model_name
-from tfcompress.models.onnx import OnnxModel, onnx_signature
+from tfcompress.models.loading import (
+    KerasFile,
+    SavedModelDir,
+    TFLiteModel,
+    load_saved_model,
+    model_name,
+)
+from tfcompress.models.onnx import OnnxModel, parse
 
 Shape = tuple[int | None, ...]
 
@@ -116,9 +123,6 @@ class ModelSignature:
 def model_signature(model: Any) -> ModelSignature:
     """Read every input and output of a loaded model.
 
-    Args:
-        model: A loaded model (see :func:`tfcompress.models.load_model`).
-
     Returns:
         Inputs and outputs, named and in a stable order.
 
@@ -132,6 +136,8 @@ def model_signature(model: Any) -> ModelSignature:
     """
     if isinstance(model, TFLiteModel):
         return _tflite_signature(model)
+    if isinstance(model, KerasFile):  # read in the child that converts it
+        return model.facts()["signature"]  # type: ignore[no-any-return]
     if isinstance(model, SavedModelDir):  # TensorFlow loads it in the child that converts
         from dataclasses import replace
 
@@ -144,11 +150,7 @@ def model_signature(model: Any) -> ModelSignature:
             follow="tensorflow",
         )
     if isinstance(model, OnnxModel):
-        inputs, outputs = onnx_signature(model)
-        return ModelSignature(
-            tuple(TensorSpec(*spec) for spec in inputs),
-            tuple(TensorSpec(*spec) for spec in outputs),
-        )
+        return _onnx_signature(model)
     return _keras_signature(model)
 
 
@@ -185,29 +187,16 @@ def _keras_signature(model: Any) -> ModelSignature:
         )
     output_names = _keras_output_names(model, len(outputs))
     return ModelSignature(
-        tuple(_keras_tensor(t, _keras_input_name(t, i)) for i, t in enumerate(inputs)),
+        tuple(_keras_tensor(t, input_name(t, i)) for i, t in enumerate(inputs)),
         tuple(_keras_tensor(t, name) for t, name in zip(outputs, output_names, strict=True)),
     )
-
-
-def _keras_input_name(tensor: Any, index: int) -> str:
-    # Keras 3 names an input tensor after its Input layer; tf-keras after the layer too,
-    # with a ":0" suffix on graph tensors.
-    history = getattr(tensor, "_keras_history", None)
-    layer = getattr(history, "operation", None) or getattr(history, "layer", None)
-    name = getattr(layer, "name", None) or getattr(tensor, "name", None) or f"x{index}"
-    return str(name).split(":")[0]
 
 
 def _keras_output_names(model: Any, count: int) -> list[str]:
     names = list(getattr(model, "output_names", None) or [])
     if len(names) == count and len(set(names)) == count:
         return [str(n) for n in names]
-    found = []
-    for index, tensor in enumerate(model.outputs):
-        history = getattr(tensor, "_keras_history", None)
-        layer = getattr(history, "operation", None) or getattr(history, "layer", None)
-        found.append(str(getattr(layer, "name", None) or f"output_{index}"))
+    found = [str(layer_name(t) or f"output_{i}") for i, t in enumerate(model.outputs)]
     return found if len(set(found)) == count else [f"output_{i}" for i in range(count)]
 
 
@@ -215,6 +204,34 @@ def _keras_tensor(tensor: Any, name: str) -> TensorSpec:
     shape = tensor.shape.as_list() if hasattr(tensor.shape, "as_list") else list(tensor.shape)
     dtype = getattr(tensor.dtype, "name", tensor.dtype)
     return TensorSpec(tuple(None if d is None else int(d) for d in shape), str(dtype), name)
+
+
+def _onnx_signature(model: OnnxModel) -> ModelSignature:
+    """Read from the graph; initializers listed as graph inputs (older exporters) are constants.
+
+    Raises:
+        UnsupportedModelError: ``onnx`` is not installed to read them.
+    """
+    proto = parse(model)
+    if proto is None:
+        raise UnsupportedModelError(
+            f"{model.name}: reading an ONNX model's inputs needs the onnx package; "
+            "pip install 'tfcompress[onnx]'."
+        )
+    import onnx
+
+    def spec(value: Any) -> TensorSpec:
+        tensor = value.type.tensor_type
+        shape = tuple(
+            int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else None
+            for d in tensor.shape.dim
+        )
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
+        return TensorSpec(shape, dtype, value.name)
+
+    constants = {init.name for init in proto.graph.initializer}
+    inputs = tuple(spec(i) for i in proto.graph.input if i.name not in constants)
+    return ModelSignature(inputs, tuple(spec(o) for o in proto.graph.output))
 
 
 def _tflite_signature(model: TFLiteModel) -> ModelSignature:

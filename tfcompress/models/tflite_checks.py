@@ -57,15 +57,8 @@ _SUFFIX = (
 def validate(model: TFLiteFile, *, source: object = "<bytes>") -> None:
     """Check that every index, shape, quantization parameter and buffer of ``model`` is sane.
 
-    Args:
-        model: The parsed file.
-        source: How the message names the file.
-
     Raises:
         ModelLoadError: The first problem found (and how many more there are).
-
-    Example:
-        >>> validate(read_tflite(content))  # doctest: +SKIP
     """
     problems = _problems(model)
     first = next(problems, None)

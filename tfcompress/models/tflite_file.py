@@ -188,10 +188,6 @@ class TFLiteFile:
 def read_tflite(content: bytes, *, source: object = "<bytes>") -> TFLiteFile:
     """Parse a ``.tflite`` flatbuffer without running any native code.
 
-    Args:
-        content: The file's bytes.
-        source: How error messages name the file (a path, ``"<bytes>"``).
-
     Returns:
         The parsed model. It is not validated: call :meth:`TFLiteFile.validate`.
 

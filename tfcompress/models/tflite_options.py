@@ -35,20 +35,8 @@ _READ: dict[str, tuple[str, tuple[str, ...]]] = {
     "STRIDED_SLICE": ("StridedSliceOptions", ("EllipsisMask", "NewAxisMask", "ShrinkAxisMask")),
     "SQUEEZE": ("SqueezeOptions", ("SqueezeDims",)),
 }
-_DEFAULTS: dict[str, OptionValue] = {
-    "FusedActivationFunction": 0,
-    "Axis": 0,
-    "DilationWFactor": 1,
-    "DilationHFactor": 1,
-    "DepthMultiplier": 0,
-    "Mode": 0,
-    "WeightsFormat": 0,
-    "KeepNumDims": 0,
-    "EllipsisMask": 0,
-    "NewAxisMask": 0,
-    "ShrinkAxisMask": 0,
-    "SqueezeDims": (),
-}
+# The schema's defaults that are not 0 (a flatbuffer field left out reads as its default).
+_DEFAULTS: dict[str, OptionValue] = {"DilationWFactor": 1, "DilationHFactor": 1, "SqueezeDims": ()}
 _ERRORS = (IndexError, struct.error, TypeError, ValueError, OverflowError, RecursionError)
 
 
@@ -79,7 +67,7 @@ def read_options(model: TFLiteFile, *, subgraph: int = 0) -> dict[int, dict[str,
 
 def _fields(schema: Any, operator: Any, opcode: str, index: int) -> dict[str, OptionValue]:
     table_name, names = _READ[opcode]
-    values = {name: _DEFAULTS[name] for name in names}
+    values = {name: _DEFAULTS.get(name, 0) for name in names}
     kind = int(operator.BuiltinOptionsType())
     table = operator.BuiltinOptions()
     if kind == 0 or table is None:  # options absent: every field takes its default

@@ -34,9 +34,11 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from tfcompress._config_fields import (
     CONFIG_VERSION,
     MAX_SEED,
+    check_fields,
     check_version,
+    checked_fields,
+    integer,
     option,
-    require_int,
     shown,
 )
 from tfcompress.errors import InvalidInputError, TFCompressError
@@ -47,6 +49,13 @@ from tfcompress.quantization.rules import Rule
 if TYPE_CHECKING:
     from tfcompress.quantization.onnx_ptq import OnnxRecipe
     from tfcompress.targets.contract import Target
+
+
+def _per_op_min_snr(name: str, value: Any) -> float | None:
+    """The check of ``PerOpBar.per_op_min_snr``, where it is declared (None: its default)."""
+    from tfcompress.quantization.methods.per_op import PerOpBar
+
+    return value if value is None else PerOpBar(per_op_min_snr=value).per_op_min_snr
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,21 +72,19 @@ class PTQConfig:
             recipe name is read as ``Recipe(name)``. A target's rules are applied to it on
             construction (the Edge TPU's uint8 I/O, integer-only, batch 1), so it is the
             recipe that is made.
-        seed: Seed of the calibration subset, 0 to 2**32-1.
+        seed, engine, methods: Options, each declared with its default and help by
+            :func:`~tfcompress._config_fields.option` below (``engine`` and ``methods``:
+            ``.tflite`` only; ``methods`` may also be a list of names, and None applies the
+            recipe's own ``recipe.methods`` as given).
         target: A registered target (:func:`tfcompress.targets.base.list_targets`); None:
             none. ``.tflite`` only.
         target_options: Options of the target's check, by name (its declared
             ``Target.options``: the Edge TPU's ``compiler``); an option the target does not
             take is refused, and the target checks the values it takes (a compiler that is
             not an executable).
-        engine: ``"converter"`` or ``"litert-quantizer"``; None: the default for the model
-            (LiteRT Quantizer for a ``.tflite`` and the recipes only it makes). ``.tflite``
-            only.
-        methods: ``int8``: post-training methods tried against plain int8 (``"auto"``,
-            ``"none"``, a comma list as ``--method`` takes, or names); None: the recipe's own
-            (``recipe.methods``) applied as given, else the converter's plain int8 (or
-            ``"auto"`` when quantize's ``gate`` fails plain int8 on ``eval_data``).
-            ``.tflite`` only.
+        per_op_min_snr: ``methods="per-op"`` without a gate: the SNR (dB) its weakest
+            output must reach (declared, with its default, by
+            :class:`~tfcompress.quantization.methods.per_op.PerOpBar`); None: that default.
         batch_dims: How the calibration data is laid out, as ``benchmark`` and ``gate``
             read it: input name -> the dimension that is its batch, for inputs whose
             signature cannot tell (``{"state": 1}`` for a ``(2, N, 128)`` state;
@@ -100,12 +107,34 @@ class PTQConfig:
 
     recipe: Recipe | OnnxRecipe
     seed: int = option(
-        0, help="seed of the calibration subset, 0 to 2**32-1: same seed and data, same bytes"
+        0,
+        help="seed of the calibration subset, 0 to 2**32-1: same seed and data, same bytes",
+        check=integer(0, MAX_SEED),
     )
     target: str | None = None
     target_options: Mapping[str, Any] = field(default_factory=dict)
-    engine: str | None = None
-    methods: str | tuple[str, ...] | None = None
+    engine: str | None = option(
+        None,
+        metavar="ENGINE",
+        help="converter (TFLite converter; default for Keras/SavedModel) or litert-quantizer "
+        "(LiteRT Quantizer; default for a .tflite and the int4 recipes)",
+    )
+    methods: str | tuple[str, ...] | None = option(
+        None,
+        metavar="METHODS",
+        names="METHODS",
+        help="int8 .tflite: post-training methods tried against the converter's plain int8 "
+        "(scored on --eval): auto, none, or names separated by commas. Kept: with a gate "
+        "(--min-snr, --max-drop...), among those that pass it the smallest, then the largest "
+        "margin on the weakest output; without, the best weakest output; plain int8 wins "
+        "ties. Default: none (the converter's int8); with --eval and a gate, auto runs only "
+        "if plain int8 fails the gate. auto, asked for or so started, makes the candidates "
+        "by expected payoff per second and skips, unmade and said, those that would take it "
+        "past 1.5x plain int8's seconds (and those that need a Keras model, on a "
+        "SavedModel); named, methods are always made, or refused where they cannot run "
+        "(see docs/quantization.md#beyond-minmax-int8). Registered:",
+    )
+    per_op_min_snr: float | None = field(default=None, metadata={"check": _per_op_min_snr})
     batch_dims: Mapping[str, int] = field(default_factory=dict)
     input_values: Mapping[str, float] = field(default_factory=dict)
     version: int = CONFIG_VERSION
@@ -118,7 +147,7 @@ class PTQConfig:
                 f"recipe must be a tfcompress.Recipe, an OnnxRecipe or a recipe name, got "
                 f"{type(recipe).__name__}."
             )
-        require_int("seed", self.seed, 0, MAX_SEED, f"an integer 0 to {MAX_SEED}")
+        check_fields(self)
         options = _checked_target_options(self.target_options)
         object.__setattr__(self, "target_options", options)
         if isinstance(recipe, Recipe):
@@ -129,24 +158,23 @@ class PTQConfig:
                 object.__setattr__(self, "methods", _checked_methods(self.methods, recipe))
         else:
             _refuse_for_onnx(self.target, options, self.engine, self.methods)
+        named = self.methods.split(",") if isinstance(self.methods, str) else self.methods
+        if self.per_op_min_snr is not None and "per-op" not in (
+            *(named or ()),
+            *getattr(recipe, "methods", ()),
+        ):
+            raise InvalidInputError(
+                "per_op_min_snr (--per-op-min-snr) is the bar of methods='per-op' (--methods "
+                "per-op): pass that method, or drop the bar."
+            )
         object.__setattr__(self, "recipe", recipe)
         object.__setattr__(self, "batch_dims", config_batch_dims(self.batch_dims))
         object.__setattr__(self, "input_values", config_input_values(self.input_values))
 
-    def __hash__(self) -> int:  # results are hashed (caches); the options dict is not
-        options = tuple(sorted(self.target_options.items()))
+    def __hash__(self) -> int:  # results are hashed (caches); a mapping field is not
+        values = (getattr(self, f.name) for f in fields(self))
         return hash(
-            (
-                self.recipe,
-                self.seed,
-                self.target,
-                options,
-                self.engine,
-                self.methods,
-                tuple(self.batch_dims.items()),
-                tuple(self.input_values.items()),
-                self.version,
-            )
+            tuple(tuple(sorted(v.items())) if isinstance(v, Mapping) else v for v in values)
         )
 
     @property
@@ -177,6 +205,7 @@ class PTQConfig:
         compiler: str | os.PathLike[str] | None = None,
         target_options: Mapping[str, Any] | None = None,
         seed: int | None = None,
+        per_op_min_snr: float | None = None,
         batch_dims: Mapping[str, int] | None = None,
         input_values: Mapping[str, float] | None = None,
     ) -> PTQConfig:
@@ -196,6 +225,20 @@ class PTQConfig:
             'int8'
         """
         chosen_options = _target_options(target_options, compiler)
+
+        def made(chosen: Recipe | OnnxRecipe) -> PTQConfig:
+            return cls(
+                recipe=chosen,
+                seed=0 if seed is None else seed,
+                target=target,
+                target_options=chosen_options,
+                engine=engine,
+                methods=methods if methods is None or isinstance(methods, str) else tuple(methods),
+                per_op_min_snr=per_op_min_snr,
+                batch_dims=batch_dims or {},
+                input_values=input_values or {},
+            )
+
         if _resolve_format(format, recipe) == "onnx":
             _refuse_tflite_options(
                 input_type=input_type,
@@ -206,22 +249,13 @@ class PTQConfig:
                 block_size=block_size,
                 static_batch=static_batch,
             )
-            return cls(
-                recipe=_onnx_recipe(
-                    recipe, per_channel, calibration_samples, calibration_method, opset
-                ),
-                seed=0 if seed is None else seed,
-                target=target,
-                target_options=chosen_options,
-                engine=engine,
-                methods=None if methods is None else _methods_value(methods),
-                batch_dims=batch_dims or {},
-                input_values=input_values or {},
+            return made(
+                _onnx_recipe(recipe, per_channel, calibration_samples, calibration_method, opset)
             )
         for name, value in (("calibration_method", calibration_method), ("opset", opset)):
             if value is not None:
                 raise InvalidInputError(
-                    f"{name} (--{name.split('_')[0]}) applies to format='onnx' (--format "
+                    f"{name} (--{name.replace('_', '-')}) applies to format='onnx' (--format "
                     "onnx); the TFLite converter calibrates min-max ranges and has no opset."
                 )
         if not isinstance(recipe, str | Recipe | None):
@@ -231,35 +265,23 @@ class PTQConfig:
         base = Recipe.coerce(recipe)
         io_options: dict[str, Any] = {
             "input_type": input_type,
-            "output_type": output_type or input_type,
+            "output_type": output_type,
             "integer_only": integer_only,
             "static_batch": static_batch,
         }
         if target is not None:  # what the user asked for, checked against the device's rules
-            io_options = _device(target).recipe_options(
-                base,
-                input_type=input_type,
-                output_type=output_type,
-                integer_only=integer_only,
-                static_batch=static_batch,
+            io_options = _device(target).recipe_options(base, **io_options)
+        else:
+            io_options["output_type"] = output_type or input_type
+        return made(
+            base.with_options(
+                per_channel=per_channel,
+                calibration_samples=calibration_samples,
+                float_nodes=float_nodes,
+                rules=None if rules is None else list(rules),
+                block_size=block_size,
+                **io_options,
             )
-        chosen = base.with_options(
-            per_channel=per_channel,
-            calibration_samples=calibration_samples,
-            float_nodes=float_nodes,
-            rules=None if rules is None else list(rules),
-            block_size=block_size,
-            **io_options,
-        )
-        return cls(
-            recipe=chosen,
-            seed=0 if seed is None else seed,
-            target=target,
-            target_options=chosen_options,
-            engine=engine,
-            methods=None if methods is None else _methods_value(methods),
-            batch_dims=batch_dims or {},
-            input_values=input_values or {},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -271,7 +293,7 @@ class PTQConfig:
         data: dict[str, Any] = {"recipe": self.recipe.to_dict(), "seed": self.seed}
         if self.format == "onnx":
             data["format"] = "onnx"
-        for name in ("target", "engine", "methods"):
+        for name in ("target", "engine", "methods", "per_op_min_snr"):
             value = getattr(self, name)
             if value is not None:
                 data[name] = list(value) if isinstance(value, tuple) else value
@@ -290,26 +312,14 @@ class PTQConfig:
             InvalidInputError: Not a mapping, an unknown key, a recipe that is not an object
                 or that its recipe class refuses, or a field of the wrong type or range.
         """
-        if not isinstance(data, Mapping):
-            raise InvalidInputError(f"a PTQ recipe is a JSON object, not a {type(data).__name__}.")
-        if "recipe" not in data:  # a rung's (or an old attempt's) bare recipe
+        if isinstance(data, Mapping) and "recipe" not in data:  # a rung's bare recipe
             return cls(recipe=recipe_from_data(data))
-        known = {f.name for f in fields(cls)} | {"format"}
-        unknown = sorted((k for k in data if k not in known), key=str)
-        if unknown:
-            raise InvalidInputError(
-                f"a PTQ attempt records no {', '.join(map(shown, unknown))} (it records "
-                f"{', '.join(sorted(known))})."
-            )
+        checked_fields(cls, data, what="a PTQ recipe", taker="a PTQ attempt", also=("format",))
         if not isinstance(data["recipe"], Mapping):
             raise InvalidInputError(
                 f"recipe holds no recipe object (a JSON {type(data['recipe']).__name__})."
             )
-        kind = data.get("format", "tflite")
-        if kind not in FORMATS:
-            raise InvalidInputError(
-                f"unknown format {shown(kind)}; choose one of {', '.join(FORMATS)}."
-            )
+        kind = _resolve_format(data.get("format"), None)
         rest = {k: v for k, v in data.items() if k != "format"}
         return cls(**{**rest, "recipe": recipe_from_data(data["recipe"], format=kind)})
 
@@ -320,7 +330,7 @@ class PTQOptions(TypedDict, total=False):
     ``format`` (``"tflite"`` or ``"onnx"``), ``recipe`` (a name, a :class:`Recipe` or an
     ``OnnxRecipe``) and the recipe's fields that override it (see :class:`Recipe`; ONNX:
     ``OnnxRecipe``), then :class:`PTQConfig`'s ``engine``, ``methods``, ``target`` (with its
-    options: ``compiler`` or ``target_options``), ``seed``, ``batch_dims`` and
+    options: ``compiler`` or ``target_options``), ``seed``, ``per_op_min_snr``, ``batch_dims`` and
     ``input_values``. None: not given. ``tests/test_cli_options.py`` keeps it equal to
     :meth:`PTQConfig.from_options`'s keywords.
     """
@@ -344,6 +354,7 @@ class PTQOptions(TypedDict, total=False):
     compiler: str | os.PathLike[str] | None
     target_options: Mapping[str, Any] | None
     seed: int | None
+    per_op_min_snr: float | None
     batch_dims: Mapping[str, int] | None
     input_values: Mapping[str, float] | None
 
@@ -393,9 +404,10 @@ litert-quantizer.
         )
     if recipe.methods or methods not in (None, "none"):
         raise InvalidInputError(
-            "the post-training methods (--method) rewrite the Keras model before the "
+            "the post-training methods (--methods) rewrite the Keras model before the "
             "converter quantizes it; LiteRT Quantizer has its own weight algorithms (rules "
-            "with algorithm=...): drop --method, or use --engine converter."
+            "with algorithm=...): drop --methods, or quantize the Keras model or SavedModel "
+            "with --engine converter (a .tflite input has LiteRT Quantizer only)."
         )
 
 
@@ -463,19 +475,14 @@ def _checked_target_options(options: Any) -> dict[str, Any]:
 def _target_options(
     options: Mapping[str, Any] | None, compiler: str | os.PathLike[str] | None
 ) -> dict[str, Any]:
-    """The target's check options given (``compiler`` is one of them)."""
-    if options is not None and not isinstance(options, Mapping):
-        raise InvalidInputError(
-            f"target_options must be a mapping of option names to values, got {shown(options)}."
-        )
-    chosen = dict(options or {})
-    if compiler is not None:
-        chosen["compiler"] = compiler
-    return chosen
+    """The target's check options given (``compiler`` is one of them; PTQConfig checks them)."""
+    if compiler is None or not isinstance(options, Mapping | None):
+        return {} if options is None else options  # type: ignore[return-value]
+    return {**(options or {}), "compiler": compiler}
 
 
 def _checked_methods(methods: Any, recipe: Recipe) -> str | tuple[str, ...]:
-    """``"auto"``/``"none"``/a comma list as ``--method``, or names, fit for ``recipe``."""
+    """``"auto"``/``"none"``/a comma list as ``--methods``, or names, fit for ``recipe``."""
     from tfcompress.quantization.methods.catalog import canonical_methods, plan_candidates
 
     if isinstance(methods, str):
@@ -489,10 +496,6 @@ def _checked_methods(methods: Any, recipe: Recipe) -> str | tuple[str, ...]:
     # Unknown names, methods on a recipe other than int8, or beside the recipe's own.
     plan_candidates(recipe.name, recipe.methods, checked, has_eval=False)
     return checked
-
-
-def _methods_value(methods: Any) -> Any:
-    return methods if isinstance(methods, str) else tuple(methods)
 
 
 def _resolve_format(format: str | None, recipe: object) -> str:
@@ -531,18 +534,12 @@ def _onnx_recipe(
     )
 
 
-#: The ``tfcompress quantize`` flag of each .tflite-only option, as the parser declares it
-#: (tests/test_cli_options.py checks each exists): a message never names another.
-TFLITE_FLAGS = {
-    "input_type": "--input-type",
-    "output_type": "--output-type",
-    "integer_only": "--integer-only",
-    "float_nodes": "--float-node",
-    "rules": "--rule",
-    "block_size": "--block-size",
-    "static_batch": "--static-batch",
-    "engine": "--engine",
-}
+#: The refusal of the post-training methods (or their eval data) with ``format="onnx"``.
+ONNX_NO_METHODS = (
+    "methods and eval_data (the post-training methods) apply to .tflite only: ONNX Runtime "
+    "calibrates its own way (calibration_method); drop them, or quantize the Keras model or "
+    "SavedModel to a .tflite (--format tflite; an .onnx input stays an .onnx)."
+)
 
 
 def _refuse_tflite_options(**options: Any) -> None:
@@ -550,7 +547,7 @@ def _refuse_tflite_options(**options: Any) -> None:
     for name, value in options.items():
         if value is not None and not (name.endswith("_type") and value == "float32"):
             raise InvalidInputError(
-                f"{name} ({TFLITE_FLAGS[name]}) applies to .tflite only: ONNX Runtime's "
+                f"{name} (--{name.replace('_', '-')}) applies to .tflite only: ONNX Runtime's "
                 "quantized models keep float32 inputs and outputs and leave ops without an int8 "
                 "kernel in float on their own; drop it, or use --format tflite."
             )
@@ -567,8 +564,4 @@ def _refuse_for_onnx(
     if engine is not None:
         _refuse_tflite_options(engine=engine)
     if methods is not None:
-        raise InvalidInputError(
-            "methods and eval_data (the post-training methods) apply to .tflite only: "
-            "ONNX Runtime calibrates its own way (calibration_method); drop them, or use "
-            "--format tflite."
-        )
+        raise InvalidInputError(ONNX_NO_METHODS)

@@ -28,7 +28,14 @@ from tfcompress._compat.keras import KerasFlavour, flavour_of
 from tfcompress._compat.tf import tensorflow
 from tfcompress._compat.tflite_loads import Loads, loads_shared
 from tfcompress.errors import ConversionError, NativeCrashError, UnsupportedModelError
-from tfcompress.models.loading import SavedModelDir, TFLiteModel, model_name, saved_model_errors
+from tfcompress.models.loading import (
+    KerasFile,
+    SavedModelDir,
+    TFLiteModel,
+    loaded_keras,
+    model_name,
+    saved_model_errors,
+)
 from tfcompress.quantization.converter_errors import (
     DYNAMIC_LIST,
     Captured,
@@ -143,28 +150,6 @@ def _import_converter() -> None:
     tensorflow().lite.TFLiteConverter  # noqa: B018 - the lazy module loads on first touch
 
 
-def convert(model: Any, configure: ConverterSettings) -> Conversion:
-    """Convert ``model`` to ``.tflite`` with the options of ``configure``.
-
-    Args:
-        model: A Keras model (either flavour) or a :class:`SavedModelDir`.
-        configure: Optimizations, representative data, types... for the converter.
-
-    Returns:
-        The flatbuffer, the wall time and the converter's warnings.
-
-    Raises:
-        UnsupportedModelError: ``model`` is already a ``.tflite``.
-        ModelLoadError: TensorFlow cannot read the SavedModel.
-        ConversionError: The converter rejected the model.
-        NativeCrashError: The converter crashed (in its child process).
-
-    Example:
-        >>> conversion = convert(model, ConverterSettings(Recipe("float16")))  # doctest: +SKIP
-    """
-    return convert_all(model, [configure])[0]
-
-
 def convert_all(
     model: Any, configures: Sequence[ConverterSettings | None], *, static_batch: int | None = None
 ) -> tuple[Conversion, ...]:
@@ -216,7 +201,7 @@ CHILD_TARGET = "tfcompress.quantization.converter:convert_saved_model"
 
 def _in_child(
     model: Any,
-    path: str,
+    path: str | KerasFile,
     shown: str | None,
     configures: list[ConverterSettings | None],
     name: str,
@@ -237,6 +222,7 @@ def _in_child(
             name=name,
             shown=shown,
             single_batch_lists=single,
+            static_batch=static_batch,
             what=f"the TFLite converter on {name!r}",
             echo=any(c is not None and c.progress for c in configures),
         )
@@ -252,27 +238,34 @@ def _in_child(
 
 
 def convert_saved_model(
-    path: str,
+    path: str | KerasFile,
     configures: Sequence[ConverterSettings | None],
     *,
     name: str,
     shown: str | None,
     single_batch_lists: bool = False,
+    static_batch: int | None = None,
 ) -> Made:
     """Convert the SavedModel at ``path`` once per entry (what the child of convert_all runs).
 
     Args:
-        path: The SavedModel folder.
+        path: The SavedModel folder, or a Keras file loaded and traced here first.
         configures: Settings per output (None: float32).
         name: The model's name, for messages.
         shown: The folder the user named, when ``path`` is the user's own SavedModel (its
             load errors are then the user's model's); None for our own export.
         single_batch_lists: Tensor lists whose batch is unknown take a batch of 1 (a
             SavedModel's RNN converted at ``static_batch=1``).
+        static_batch: The batch a Keras file is traced at (None: its own).
 
     Returns:
         ``(content, seconds, warnings)`` per entry.
     """
+    if isinstance(path, KerasFile):  # loaded and traced here, where TensorFlow is
+        with capture_warnings() as captured, _traced(loaded_keras(path), static_batch) as traced:
+            said = captured.take()
+            made = convert_saved_model(traced[0], configures, name=name, shown=None)
+        return [(content, seconds, said + warned) for content, seconds, warned in made]
     source = None if shown is None else (Path(shown), Path(path))
 
     def new_converter() -> Any:
@@ -294,15 +287,20 @@ def _convert_each(
     made: Made = []
     converter: Any = None
     loads: Loads = {}  # what this converter loaded: convert() reuses it
+    calibrated: dict[tuple[int, int], tuple[bytes, float]] = {}  # by recipe and samples
     for configure in configures:
         start = time.perf_counter()
+        key = (id(getattr(configure, "recipe", None)), id(getattr(configure, "calibration", None)))
+        if configure is not None and configure.calibrate_only and key in calibrated:
+            made.append((*calibrated[key], captured.take()))  # its seconds: its calibration's
+            continue  # the calibrated model an earlier conversion quantized: none more
         if converter is None:
             loads = {}
             with loads_shared(loads):
                 converter = new_converter()
         if configure is not None:
             configure.apply(converter)
-        with loads_shared(loads):
+        with loads_shared(loads), _kept_calibration(calibrated, key):
             content = _run(converter, name)
         if configure is not None:  # its settings must not reach the next output
             converter = None
@@ -311,7 +309,32 @@ def _convert_each(
 
 
 @contextlib.contextmanager
-def _traced(model: Any, static_batch: int | None = None) -> Iterator[tuple[str, str | None]]:
+def _kept_calibration(kept: dict[tuple[int, int], Any], key: tuple[int, int]) -> Iterator[None]:
+    """Inside, the calibrated model the quantizer is given is kept in ``kept[key]``.
+
+    A calibrate-only conversion of the same recipe and samples after it is that model: no
+    second conversion or pass over the samples (issue 39; it lacks only the converter's
+    CONVERSION_METADATA entry, which nothing reads).
+    """
+    from tensorflow.lite.python.optimize import calibrator
+
+    real = calibrator.Calibrator.calibrate
+
+    def calibrate(self: Any, dataset_gen: Any) -> Any:
+        start = time.perf_counter()
+        result = real(self, dataset_gen)
+        kept[key] = (bytes(result), time.perf_counter() - start)  # with its pass's seconds
+        return result
+
+    calibrator.Calibrator.calibrate = calibrate
+    try:
+        yield
+    finally:
+        calibrator.Calibrator.calibrate = real
+
+
+@contextlib.contextmanager
+def _traced(model: Any, static_batch: int | None = None) -> Iterator[tuple[Any, str | None]]:
     """Trace ``model`` once; yield ``(SavedModel folder, the user's folder or None)``.
 
     Keras 3 models are exported with their serving function and tf-keras models saved with
@@ -319,6 +342,7 @@ def _traced(model: Any, static_batch: int | None = None) -> Iterator[tuple[str, 
     once instead of once per conversion. A ``static_batch`` re-traces the serving
     function with that batch, for each kind of model. A tf-keras model TensorFlow cannot
     save is saved frozen (:func:`_save_frozen`), so its conversion still runs in the child.
+    A :class:`KerasFile` is yielded as it is: the child loads and traces it.
     """
     if isinstance(model, TFLiteModel):
         raise UnsupportedModelError(
@@ -326,6 +350,9 @@ def _traced(model: Any, static_batch: int | None = None) -> Iterator[tuple[str, 
         )
     if isinstance(model, SavedModelDir) and static_batch is None:
         yield str(model.path), str(model.shown)  # the child reads it: no TensorFlow here
+        return
+    if isinstance(model, KerasFile):  # no TensorFlow here
+        yield model, None
         return
     tf = tensorflow()
     with tempfile.TemporaryDirectory(prefix="tfcompress-export-") as export_dir:

@@ -27,6 +27,7 @@ from tfcompress.quantization.methods.catalog import (
     auto_if_plain_fails,
     plan_candidates,
 )
+from tfcompress.quantization.methods.registry import precision_method
 from tfcompress.quantization.notes import artifact_notes
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.selective import check_kept_float, quantize_calibrated
@@ -126,6 +127,7 @@ def converter_result(
     check_options: Mapping[str, Any],
     *,
     methods: str | Sequence[str] | None,
+    per_op_min_snr: float | None = None,
     eval_data: DataLike | None,
     feeding: Mapping[str, Any] | None = None,
     gate: GateConfig | None = None,
@@ -151,10 +153,17 @@ def converter_result(
     if has_eval and not plan[0]:  # an accepted option is used or refused
         raise InvalidInputError(
             "eval_data scores the int8 post-training methods, and none run here: pass "
-            "methods='auto' (--method auto) or a gate (gate=, --min-snr...) to run them, or "
+            "methods='auto' (--methods auto) or a gate (gate=, --min-snr...) to run them, or "
             "drop eval_data and judge the file with tfcompress.evaluate."
         )
     check_runnable(loaded, plan[0], source=model_name(loaded))  # before any data is read
+    if (precision := precision_method(plan[0])) is not None:  # per-op: LiteRT's CPU only
+        precision.check_target(chosen_target)
+    if per_op_min_snr is not None and gate is not None:  # honoured or refused, never dropped
+        raise InvalidInputError(
+            "per_op_min_snr (--per-op-min-snr) is per-op's bar without a gate; the gate "
+            "(--min-snr, --max-drop...) is its bar here: drop one of them."
+        )
     calibration = _calibration_set(loaded, chosen, representative_data, seed, feeding)
     skipped: tuple[str, ...] = ()
     if plan[0] and _fed_otherwise(calibration):
@@ -175,6 +184,7 @@ def converter_result(
             gate=gate,
             only_if_plain_fails=only_if_fails,
             started=started,
+            per_op_min_snr=per_op_min_snr,
         )
         reference, quantized = outcome.reference, outcome.quantized
         chosen, report = outcome.recipe, outcome.report
@@ -223,7 +233,7 @@ def _no_methods_here(
     They score batch-first samples on LiteRT's interpreter: a model fed in another layout
     (a ``(layers, N, units)`` state, a scalar) gets plain int8 when only a gate would have
     started them (``auto`` when plain int8 fails it), with a note that says so; asked for
-    (``methods=``, ``--method``, ``auto`` included, or a recipe that records them), they
+    (``methods=``, ``--methods``, ``auto`` included, or a recipe that records them), they
     are refused.
 
     Returns:
@@ -239,7 +249,7 @@ def _no_methods_here(
 
         raise UnsupportedModelError(
             f"the post-training methods score batch-first samples, but {model_name(loaded)} "
-            f"is fed otherwise ({how}); drop --method (methods=) for the converter's int8."
+            f"is fed otherwise ({how}); drop --methods (methods=) for the converter's int8."
         )
     note = (
         "post-training methods not tried: the model is fed otherwise than batch first "
@@ -282,7 +292,7 @@ def _checked_float_ops(
     loaded: Any, chosen: Recipe, kept: Recipe, content: bytes, target: Target | None = None
 ) -> tuple[str, ...] | None:
     """The ops that stayed float, after checking the file keeps the recipe's promises."""
-    from tfcompress.quantization.selective_names import keras_layer_names
+    from tfcompress.models.loading import keras_layer_names
 
     if not chosen.spec.integer_activations:
         return None

@@ -23,28 +23,19 @@ from collections.abc import Iterator, Sequence
 from tfcompress.errors import ConversionError
 from tfcompress.models.tflite_file import Operator, Subgraph, TFLiteFile, read_tflite
 
-__all__ = ["FLOAT_DTYPES", "check_integer_model", "describe_float_ops", "find_float_ops"]
-
 FLOAT_DTYPES = frozenset({"float16", "float32", "float64", "bfloat16"})
 _BOUNDARY = frozenset({"QUANTIZE", "DEQUANTIZE"})
 _SHAPE_ONLY = frozenset({"SHAPE", "RANK"})  # read the shape of a float tensor, not its values
 
 
 def find_float_ops(model: TFLiteFile | bytes) -> tuple[str, ...]:
-    """Opcode names of the operators that compute in float, one entry per operator.
+    """Opcode names of the operators of ``model`` (parsed, or bytes) that compute in float.
 
-    Args:
-        model: A parsed ``.tflite`` or its bytes.
-
-    Returns:
-        Names in graph order (subgraph by subgraph); ``("NEG", "NEG")`` means two NEG ops.
+    One entry per operator, in graph order (subgraph by subgraph): ``("NEG", "NEG")`` means
+    two NEG ops.
 
     Raises:
         ModelLoadError: ``model`` is bytes that are not a readable ``.tflite``.
-
-    Example:
-        >>> find_float_ops(result.model_content)  # doctest: +SKIP
-        ('NEG',)
     """
     parsed = model if isinstance(model, TFLiteFile) else read_tflite(model)
     return tuple(op for op, _ in _float_nodes(parsed))
@@ -76,12 +67,7 @@ def _float_ops_of(model: TFLiteFile, graph: Subgraph) -> Iterator[Operator]:
 
 
 def describe_float_ops(ops: Sequence[str]) -> str:
-    """``"NEG x2, PRELU"``: each name once, with its count when above one.
-
-    Example:
-        >>> describe_float_ops(["NEG", "PRELU", "NEG"])
-        'NEG x2, PRELU'
-    """
+    """``"NEG x2, PRELU"``: each name once, with its count when above one."""
     counts = Counter(ops)
     return ", ".join(name if n == 1 else f"{name} x{n}" for name, n in counts.items())
 
@@ -102,32 +88,14 @@ def check_integer_model(
     The converter of TF 2.21 leaves some ops float even without ``TFLITE_BUILTINS`` in the
     supported ops (``int8`` with NEG, SIN, ... has no error), so ``integer_only`` is checked
     on the file; and it silently keeps a float input or output when the first or last op
-    stayed float: that is checked here too.
-
-    Args:
-        content: The converted flatbuffer.
-        recipe: Recipe name, for messages.
-        input_type: The input dtype the recipe asked for.
-        output_type: The output dtype the recipe asked for.
-        integer_only: Refuse any op that stayed float.
-        source: Model name, for messages.
-        layers: The Keras model's layer names and its own name
-            (:func:`~tfcompress.quantization.selective_names.keras_layer_names`): the refusal
-            names the layer each float op came from, read from the converter's tensor names.
-        fix: What the refusal advises (default: replace the layers, or drop
-            ``--integer-only``); a target that is integer-only by nature says its own.
-
-    Returns:
-        The ops that stayed float (see :func:`find_float_ops`).
+    stayed float: that is checked here too. ``layers`` (the Keras model's layer names and
+    its own, :func:`~tfcompress.models.loading.keras_layer_names`) lets the
+    refusal name the layer each float op came from; ``fix`` is what it advises (default:
+    replace the layers, or drop ``--integer-only``). The ops are :func:`find_float_ops`'s.
 
     Raises:
         ConversionError: Float ops with ``integer_only``, or an input/output whose dtype is
             not the one asked for.
-
-    Example:
-        >>> check_integer_model(content, recipe="int8", input_type="float32",
-        ...     output_type="float32", integer_only=False, source="m")  # doctest: +SKIP
-        ('NEG',)
     """
     parsed = read_tflite(content, source=source)
     nodes = tuple(_float_nodes(parsed))
@@ -142,30 +110,33 @@ def check_integer_model(
             f"({describe_float_ops(ops)}){_made_by(nodes, layers)}, and the recipe is "
             f"integer-only; {remedy}."
         )
-    main = parsed.subgraphs[0] if parsed.subgraphs else None
-    if main is not None:
-        for kind, wanted, indices in (
-            ("input", input_type, main.inputs),
-            ("output", output_type, main.outputs),
-        ):
-            got = {main.tensors[i].dtype for i in indices if 0 <= i < len(main.tensors)}
-            if got and got != {wanted}:
-                raise ConversionError(
-                    f"{recipe} kept the {kind} of {source!r} as {', '.join(sorted(got))}, not "
-                    f"{wanted}: the op next to it has no {recipe} kernel and stayed float "
-                    f"({describe_float_ops(ops)}); use {kind}_type float32 "
-                    f"(--{kind}-type float32)."
-                )
+    wrong = io_mismatch(parsed.subgraphs[0], input_type, output_type) if parsed.subgraphs else None
+    if wrong is not None:
+        kind, wanted, got = wrong
+        raise ConversionError(
+            f"{recipe} kept the {kind} of {source!r} as {', '.join(got)}, not {wanted}: the op "
+            f"next to it has no {recipe} kernel and stayed float ({describe_float_ops(ops)}); "
+            f"use {kind}_type float32 (--{kind}-type float32)."
+        )
     return ops
 
 
-def _made_by(nodes: Sequence[tuple[str, str]], layers: tuple[set[str], str] | None) -> str:
-    """``, made by layer 'layer_normalization'``: the Keras layers the float ops came from.
+def io_mismatch(
+    graph: Subgraph, input_type: str, output_type: str
+) -> tuple[str, str, list[str]] | None:
+    """``(kind, wanted, got)`` of the first of the I/O whose dtypes are not the ones asked for."""
+    for kind, wanted, indices in (
+        ("input", input_type, graph.inputs),
+        ("output", output_type, graph.outputs),
+    ):
+        got = sorted({graph.tensors[i].dtype for i in indices if 0 <= i < len(graph.tensors)})
+        if got and got != [wanted]:
+            return kind, wanted, got
+    return None
 
-    Example:
-        >>> _made_by([("NEG", "m/layer_norm/neg")], ({"layer_norm"}, "m"))
-        ", made by layer 'layer_norm'"
-    """
+
+def _made_by(nodes: Sequence[tuple[str, str]], layers: tuple[set[str], str] | None) -> str:
+    """``, made by layer 'layer_normalization'``: the Keras layers the float ops came from."""
     from tfcompress.quantization.selective_names import layer_of
 
     if not layers:

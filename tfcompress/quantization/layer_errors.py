@@ -14,12 +14,6 @@ the float model's, dequantized, and compared over all samples together:
 The list is sorted worst first (lowest SNR). Both engines' files are measured the same way;
 the converter renames a few fused tensors, and tensors without a float counterpart are
 counted in ``unmatched``, not guessed.
-
-Example:
-    >>> errors = measure_layer_errors(result.reference_content, result.model_content, x)
-    ... # doctest: +SKIP
-    >>> errors.tensors[0].snr_db  # doctest: +SKIP
-    21.4
 """
 
 from __future__ import annotations
@@ -28,20 +22,19 @@ import contextlib
 import math
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from tfcompress._json import json_safe
 from tfcompress.data import Dataset
 from tfcompress.errors import UnsupportedModelError
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.signature import model_signature
 from tfcompress.models.tflite_file import TFLiteFile, read_tflite
 from tfcompress.quantization.engines.check import op_modes
-
-__all__ = ["LayerErrors", "TensorError", "measure_layer_errors"]
 
 #: Samples the errors are measured on at most (a seeded subset of the data given).
 MAX_SAMPLES = 64
@@ -50,16 +43,10 @@ _INTEGER = frozenset({"int8", "uint8", "int16", "int32"})
 
 @dataclass(frozen=True)
 class TensorError:
-    """How far one quantized op's output is from the float model's.
+    """How far one quantized op's output is from the float model's (the module's metrics).
 
-    Attributes:
-        tensor: The output tensor's name (the same in both models).
-        op_type: The op that writes it.
-        mode: What the op became (``int8``, ``int16``, ``weights``, ``dynamic``, ``float16``).
-        snr_db: Signal-to-noise ratio in dB (inf when identical).
-        cosine: Cosine similarity.
-        rmse: Root-mean-square error.
-        max_abs: Largest absolute difference.
+    ``tensor`` is named alike in both models; SNR is infinite when identical; ``mode`` is
+    what the op became (``int8``, ``int16``, ``weights``, ``dynamic``, ``float16``).
     """
 
     tensor: str
@@ -72,7 +59,7 @@ class TensorError:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (inf and NaN as None)."""
-        return {k: _finite(v) for k, v in asdict(self).items()}
+        return json_safe(asdict(self))
 
 
 @dataclass(frozen=True)
@@ -117,23 +104,42 @@ class LayerErrors:
         return f"per-tensor error vs float, worst first ({self.samples} samples):\n{text}{tail}"
 
 
+def contained_layer_errors(
+    reference: bytes,
+    quantized: bytes,
+    data: Any,
+    *,
+    seed: int,
+    what: str,
+    feeding: Mapping[str, Any] | None = None,
+) -> LayerErrors:
+    """:func:`measure_layer_errors` on a seeded subset of ``data``, in a child process.
+
+    ``MAX_SAMPLES`` at most, read in the float file's layout (``feeding``: ``batch_dims``
+    and ``input_values``). Both files run on the user's data, every tensor kept: native code
+    whose allocations the data can size (a FILL whose shape is an input value), so it runs
+    where a crash or a runaway allocation is one error (:mod:`tfcompress._child`).
+
+    Raises:
+        NativeCrashError: LiteRT crashed on one of the files.
+        ResourceLimitError: It allocated past the child's memory limit.
+        ChildTimeoutError: It ran past its time limit.
+    """
+    from tfcompress._child import call
+    from tfcompress.data.calibration import calibration_set
+
+    signature = model_signature(TFLiteModel(reference, verified=True))
+    samples = calibration_set(signature, data, limit=MAX_SAMPLES, seed=seed, **(feeding or {}))
+    where = "tfcompress.quantization.layer_errors:measure_layer_errors"
+    return call(where, reference, quantized, samples, what=what)
+
+
 def measure_layer_errors(
     reference: bytes, quantized: bytes, samples: Dataset, *, limit: int = MAX_SAMPLES
 ) -> LayerErrors:
-    """Compare every quantized tensor of ``quantized`` with ``reference`` on ``samples``.
+    """Every quantized tensor of ``quantized`` against its float model ``reference``, worst first.
 
-    Args:
-        reference: The float ``.tflite`` the artifact was made from.
-        quantized: The quantized ``.tflite``.
-        samples: Inputs (labels ignored), one array or a dict by input name.
-        limit: Samples used at most (the first ``limit``).
-
-    Returns:
-        The errors, worst first.
-
-    Example:
-        >>> measure_layer_errors(ref, q, Dataset(x)).tensors[0].tensor  # doctest: +SKIP
-        'model/dense_2/MatMul'
+    Measured on the first ``limit`` of ``samples`` (labels ignored).
     """
     count = min(len(samples), limit)
     ref_file, q_file = read_tflite(reference), read_tflite(quantized)
@@ -216,14 +222,9 @@ def _feeds(samples: Dataset, names: tuple[str, ...], count: int) -> Iterator[lis
                 return
             yield [np.asarray(call[name]) for name in names]
         return
+    x = samples.x
     for i in range(count):
-        yield [_sample(samples.x, name, k, i) for k, name in enumerate(names)]
-
-
-def _sample(x: Any, name: str, position: int, i: int) -> np.ndarray:
-    array = x[name] if isinstance(x, dict) else x
-    del position
-    return np.asarray(array[i : i + 1])
+        yield [np.asarray((x[name] if isinstance(x, dict) else x)[i : i + 1]) for name in names]
 
 
 class _Runner:
@@ -339,9 +340,3 @@ def _metrics(reference: np.ndarray, quantized: np.ndarray) -> dict[str, float]:
         "rmse": float(np.sqrt(np.mean(error**2))),
         "max_abs": float(np.max(np.abs(error))),
     }
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -9,10 +9,6 @@ engine wrote it:
   entry and dequantizes on exit; integer-only targets need integer I/O);
 - **XNNPACK**: ops with 16-bit activations run on LiteRT's reference kernels, because
   XNNPACK (LiteRT's default CPU delegate) has no 16-bit activation kernels.
-
-Example:
-    >>> artifact_notes(result.model_content)  # doctest: +SKIP
-    ('1 float island(s): SOFTMAX runs in float between DEQUANTIZE and QUANTIZE', ...)
 """
 
 from __future__ import annotations
@@ -22,18 +18,11 @@ from collections import Counter
 from tfcompress.models.tflite_file import TFLiteFile, read_tflite
 from tfcompress.quantization.float_ops import FLOAT_DTYPES, describe_float_ops
 
-__all__ = ["artifact_notes", "float_islands"]
-
 _INTEGER_ACTIVATIONS = frozenset({"int8", "uint8", "int16"})
 
 
 def float_islands(parsed: TFLiteFile) -> list[list[str]]:
-    """Runs of float ops fed by DEQUANTIZE of an integer activation, in graph order.
-
-    Example:
-        >>> float_islands(read_tflite(content))  # doctest: +SKIP
-        [['SOFTMAX']]
-    """
+    """Runs of float ops fed by DEQUANTIZE of an integer activation, in graph order."""
     graph = parsed.subgraphs[0]
     tensors = graph.tensors
     producer = {i: op for op in graph.operators for i in op.outputs}
@@ -73,18 +62,7 @@ def float_islands(parsed: TFLiteFile) -> list[list[str]]:
 
 
 def artifact_notes(content: bytes) -> tuple[str, ...]:
-    """The notes of one quantized ``.tflite`` (empty for a float model).
-
-    Args:
-        content: The written flatbuffer.
-
-    Returns:
-        One sentence per finding.
-
-    Example:
-        >>> artifact_notes(float_content)  # doctest: +SKIP
-        ()
-    """
+    """The notes of one quantized ``.tflite``, one sentence per finding (none for a float model)."""
     parsed = read_tflite(content)
     graph = parsed.subgraphs[0]
     tensors = graph.tensors

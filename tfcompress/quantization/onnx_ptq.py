@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from tfcompress._compat.keras import flavour_of
+from tfcompress._config_fields import check_fields, option
 from tfcompress.data import DataLike
 from tfcompress.data.calibration import calibration_for
 from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
@@ -30,7 +31,7 @@ from tfcompress.quantization.recipes import (
     check_calibration_samples,
 )
 from tfcompress.targets.onnx import ort_quantize
-from tfcompress.targets.onnx.export import DEFAULT_OPSET, OPSETS, export_onnx
+from tfcompress.targets.onnx.export import DEFAULT_OPSET, check_opset, export_onnx
 from tfcompress.targets.onnx.verify import OnnxVerification
 
 logger = logging.getLogger(__name__)
@@ -69,10 +70,18 @@ calibration_method='entropy', opset=17)
     name: str
     per_channel: bool | None = None
     calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
-    calibration_method: str | None = None
-    opset: int = DEFAULT_OPSET
+    calibration_method: str | None = option(
+        None,
+        names="CALIBRATION_METHODS",
+        help="--format onnx, int8: ONNX Runtime's calibration method (default minmax)",
+        check=lambda _, v: v if v is None else ort_quantize.check_calibration_method(v),
+    )
+    opset: int = option(
+        DEFAULT_OPSET, help="ONNX opset of the tf2onnx export, 13 to 18", check=check_opset
+    )
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if self.name == "int16x8":
             raise InvalidInputError(
                 "recipe 'int16x8' is .tflite only: tfcompress quantizes .onnx with ONNX "
@@ -83,31 +92,23 @@ calibration_method='entropy', opset=17)
             raise InvalidInputError(
                 f"unknown ONNX recipe {self.name!r}; choose one of {', '.join(ONNX_RECIPES)}."
             )
-        calibrates = ONNX_RECIPES[self.name][1]
         if self.per_channel is None and self.name in _PER_CHANNEL_RECIPES:
             object.__setattr__(self, "per_channel", True)
         elif self.per_channel is not None and self.name not in _PER_CHANNEL_RECIPES:
             raise InvalidInputError(
-                f"recipe {self.name!r} has no integer weights: per_channel (--per-tensor) "
+                f"recipe {self.name!r} has no integer weights: per_channel (--no-per-channel) "
                 f"applies to {' and '.join(_PER_CHANNEL_RECIPES)}."
             )
-        if self.calibration_method is None and calibrates:
+        if self.calibration_method is None and self.needs_calibration:
             object.__setattr__(self, "calibration_method", "minmax")
-        elif self.calibration_method is not None:
-            if not calibrates:
-                raise InvalidInputError(
-                    f"recipe {self.name!r} does not calibrate: calibration_method "
-                    "(--calibration) applies to int8."
-                )
-            ort_quantize.check_calibration_method(self.calibration_method)
+        elif self.calibration_method is not None and not self.needs_calibration:
+            raise InvalidInputError(
+                f"recipe {self.name!r} does not calibrate: calibration_method "
+                "(--calibration-method) applies to int8."
+            )
         object.__setattr__(
             self, "calibration_samples", check_calibration_samples(self.calibration_samples)
         )
-        if self.opset not in OPSETS:
-            raise InvalidInputError(
-                f"opset {self.opset!r} is not one tf2onnx 1.17 writes; choose {OPSETS.start} "
-                f"to {OPSETS.stop - 1}."
-            )
 
     @property
     def needs_calibration(self) -> bool:
@@ -119,18 +120,10 @@ calibration_method='entropy', opset=17)
 class OnnxQuantizationResult(QuantizedArtifact):
     """A quantized ``.onnx`` and what it cost to make (the ``.tflite`` result's interface).
 
-    Attributes:
-        recipe: The exact recipe that produced ``model_content`` (replayable).
-        model_content: The quantized ``.onnx``.
+    Attributes (besides :class:`~tfcompress.quantization.artifact.QuantizedArtifact`'s):
         reference_content: The float32 ``.onnx`` (the verified export) it was made from.
-        source: Name of the model that was quantized.
         conversion_seconds: Wall time of the export, its check and the quantization.
-        calibration_samples: Samples actually used for calibration (0 when none needed).
         export_check: How far the float export is from Keras (None for an ``.onnx`` input).
-        warnings: Warnings met on the way.
-        config: The :class:`~tfcompress.quantization.config.PTQConfig` that made it (its
-            ``recipe`` is ``recipe``): ``quantize(model, config=result.config, ...)`` makes
-            the same file again.
 
     Example:
         >>> result = tfcompress.quantize(model, format="onnx", representative_data=x)
@@ -142,11 +135,6 @@ class OnnxQuantizationResult(QuantizedArtifact):
     format: ClassVar[str] = "onnx"
 
     recipe: OnnxRecipe
-    model_content: bytes = field(repr=False)
-    reference_content: bytes = field(repr=False)
-    source: str
-    conversion_seconds: float
-    calibration_samples: int
     export_check: OnnxVerification | None = None
     warnings: tuple[str, ...] = ()
     config: Any = None
@@ -191,28 +179,11 @@ def quantize_onnx(
     Called by :func:`tfcompress.quantize` for a config whose recipe is an
     :class:`OnnxRecipe` (``format="onnx"``); see it for the options.
 
-    Args:
-        model: A Keras model, a float ``.onnx``, or a path to one.
-        recipe: The recipe, every option in it.
-        representative_data: Calibration samples (``int8``).
-        seed: Seed of the calibration subset.
-        safe_mode: See :func:`tfcompress.models.load_model` (paths only).
-        progress: Show a progress bar during calibration.
-        batch_dims: Input name -> the batch dimension of the calibration arrays, where
-            the signature cannot tell (``--batch-dim``).
-        input_values: Input name -> one value fed on every calibration call
-            (``--input-value``).
-
     Raises:
         InvalidInputError: Calibration data missing, or an opset other than the default
             for an ``.onnx`` input (it is exported already).
         InvalidDataError: Calibration data does not fit the model.
         ConversionError: The export failed its check, or ONNX Runtime failed.
-
-    Example:
-        >>> quantize_onnx(model, recipe=OnnxRecipe("int8"), representative_data=x_train).size_ratio
-        ... # doctest: +SKIP
-        0.268
     """
     start = time.perf_counter()
     loaded = resolve_model(model, safe_mode=safe_mode)
@@ -285,12 +256,23 @@ def _apply(recipe: OnnxRecipe, reference: OnnxModel, calibration: Any, progress:
 
 
 def _check_loads(content: bytes, recipe: str, source: str) -> None:
-    """The quantized model must open in ONNX Runtime (CPU) before anyone gets it."""
-    from tfcompress.runtime.onnxruntime import CPU, OnnxRuntimeRunner
+    """The quantized model must open in ONNX Runtime (CPU) before anyone gets it (in a child)."""
+    from tfcompress._child import call
 
     try:
-        OnnxRuntimeRunner(OnnxModel(content, label=f"{source}_{recipe}"), providers=[CPU]).close()
+        call(
+            "tfcompress.quantization.onnx_ptq:opens",
+            OnnxModel(content, label=f"{source}_{recipe}"),
+            what=f"ONNX Runtime opening the {recipe} model of {source}",
+        )
     except UnsupportedModelError as error:
         raise ConversionError(
             f"ONNX Runtime made a {recipe} model of {source} that it cannot load ({error})."
         ) from error
+
+
+def opens(model: OnnxModel) -> None:
+    """In the child: open ``model`` in ONNX Runtime's CPU provider, and close it."""
+    from tfcompress.runtime.onnxruntime import CPU, OnnxRuntimeRunner
+
+    OnnxRuntimeRunner(model, providers=[CPU]).close()

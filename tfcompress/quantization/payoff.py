@@ -8,10 +8,6 @@ reads the two files and says so in one sentence each; :func:`tfcompress.quantize
 to ``result.warnings`` (the CLI prints them); compress, which never chooses a file larger
 than its float32 one, records an attempt that quantized nothing as failed with that reason
 (:func:`payoff_failure`).
-
-Example:
-    >>> payoff_warnings(result)  # doctest: +SKIP
-    ('the dynamic file is 1,689 bytes, 119.1% larger than its float32 input (771 bytes)',)
 """
 
 from __future__ import annotations
@@ -30,12 +26,8 @@ _TFLITE_LOW_TYPES = frozenset({"int8", "uint8", "int16", "int4", "float16"})
 def payoff_warnings(result: Any) -> tuple[str, ...]:
     """Sentences for a quantized file that is larger than its input or quantized nothing.
 
-    Args:
-        result: A ``QuantizationResult`` or ``OnnxQuantizationResult`` (its recipe, the
-            quantized bytes and the float32 bytes it was made from).
-
-    Returns:
-        Zero, one or two sentences (``float32``, which quantizes nothing, gets none).
+    Of a ``QuantizationResult`` or ``OnnxQuantizationResult``: zero, one or two sentences
+    (``float32``, which quantizes nothing, gets none).
     """
     name = getattr(result.recipe, "name", str(result.recipe))
     if name == "float32":
@@ -47,7 +39,10 @@ def payoff_warnings(result: Any) -> tuple[str, ...]:
             f"the {name} file is {size:,} bytes, {size / reference - 1:.1%} larger than its "
             f"float32 input ({reference:,} bytes): quantizing did not make it smaller"
         )
-    nothing = _nothing_quantized(result)
+    if getattr(result, "format", "tflite") == "onnx":
+        nothing = _onnx_nothing(result.model_content, result.reference_content)
+    else:
+        nothing = _tflite_nothing(result.model_content)
     if nothing is not None:
         said.append(f"nothing in the {name} file was quantized: {nothing}")
     return tuple(said)
@@ -58,16 +53,8 @@ def payoff_failure(technique: str, recipe: Any, content: bytes) -> str | None:
 
     A file larger than its input is refused by compress's own size rule; this is the other
     half of "did not pay off". Fine-tuned exports (which may stay float on purpose: a pruned
-    float32 file) and ``float32`` itself are not judged.
-
-    Args:
-        technique: The attempt's technique (``ptq``, ``selective``...).
-        recipe: What the attempt records (``{"recipe": {"name": ...}}`` or a bare recipe).
-        content: The artifact's bytes.
-
-    Example:
-        >>> payoff_failure("ptq", {"name": "int8"}, content)  # doctest: +SKIP
-        'nothing in the int8 file was quantized: every tensor is still float32 (...)'
+    float32 file) and ``float32`` itself are not judged. ``recipe`` is what the attempt
+    records (``{"recipe": {"name": ...}}`` or a bare recipe).
     """
     if technique not in ("ptq", "selective"):
         return None
@@ -77,12 +64,6 @@ def payoff_failure(technique: str, recipe: Any, content: bytes) -> str | None:
         return None
     nothing = _tflite_nothing(content)
     return None if nothing is None else f"nothing in the {name} file was quantized: {nothing}"
-
-
-def _nothing_quantized(result: Any) -> str | None:
-    if getattr(result, "format", "tflite") == "onnx":
-        return _onnx_nothing(result.model_content, result.reference_content)
-    return _tflite_nothing(result.model_content)
 
 
 def _onnx_nothing(content: bytes, reference: bytes) -> str | None:

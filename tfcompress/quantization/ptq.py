@@ -7,31 +7,34 @@ work to :mod:`tfcompress.quantization.onnx_ptq`.
 from __future__ import annotations
 
 import logging
+import os
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
 from tfcompress._config_fields import check_option_names, config_or_options
-from tfcompress.data import DataLike, Dataset
+from tfcompress.data import DataLike
 from tfcompress.data.calibration import calibration_set
 from tfcompress.errors import InvalidInputError
 from tfcompress.models.loading import (
+    KerasFile,
     ModelLike,
     OnnxModel,
     TFLiteModel,
+    loaded_keras,
     model_name,
+    open_model,
     resolve_model,
 )
 from tfcompress.models.quantized import refuse_quantized
 from tfcompress.models.signature import model_signature
 from tfcompress.quantization.artifact import QuantizedArtifact
-from tfcompress.quantization.config import PTQConfig, PTQOptions, check_engine
+from tfcompress.quantization.config import ONNX_NO_METHODS, PTQConfig, PTQOptions, check_engine
 from tfcompress.quantization.converter import warm_converter
 from tfcompress.quantization.converter_ptq import converter_result
 from tfcompress.quantization.engines import choose_engine
 from tfcompress.quantization.float_ops import describe_float_ops
-from tfcompress.quantization.layer_errors import LayerErrors
+from tfcompress.quantization.layer_errors import LayerErrors, contained_layer_errors
 from tfcompress.quantization.methods.report import MethodsReport
 from tfcompress.quantization.methods.selection import check_methods_gate
 from tfcompress.quantization.notes import artifact_notes
@@ -50,15 +53,9 @@ logger = logging.getLogger(__name__)
 class QuantizationResult(QuantizedArtifact):
     """A quantized ``.tflite`` and what it cost to make.
 
-    Attributes:
-        recipe: The exact recipe that produced ``model_content`` (replayable).
-        model_content: The quantized flatbuffer.
-        reference_content: The float32 ``.tflite`` of the same model, for comparison.
-        source: Name of the model that was quantized.
+    Attributes (besides :class:`~tfcompress.quantization.artifact.QuantizedArtifact`'s):
         conversion_seconds: Wall time of the quantized conversion: the model's trace (shared
             with the reference) plus its conversion and calibration.
-        calibration_samples: Samples actually used for calibration (0 when none needed).
-        warnings: Warnings the converter emitted.
         float_ops: For ``int8``/``int16x8``: the ops that stayed float because they have no
             integer kernel (or were kept float on purpose, ``float_nodes``), one name per
             operator in graph order (always empty with ``recipe.integer_only``); None for the
@@ -83,10 +80,6 @@ class QuantizationResult(QuantizedArtifact):
             names methods): every candidate and plain int8 scored against the float32
             reference, which was kept and why, and what each method changed; else None. See
             :mod:`tfcompress.quantization.methods`.
-        config: The :class:`~tfcompress.quantization.config.PTQConfig` that made
-            ``model_content``: its recipe is ``recipe`` (the methods kept, when methods were
-            tried), so ``quantize(model, config=result.config, representative_data=...)``
-            makes the same file again.
         calibration: LiteRT Quantizer: which activation calibration made the file
             (``min-max`` or ``moving-average``) and, with ``eval_data``, both candidates'
             per-output SNR and why one was kept
@@ -103,11 +96,6 @@ class QuantizationResult(QuantizedArtifact):
     format: ClassVar[str] = "tflite"
 
     recipe: Recipe
-    model_content: bytes = field(repr=False)
-    reference_content: bytes = field(repr=False)
-    source: str
-    conversion_seconds: float
-    calibration_samples: int
     warnings: tuple[str, ...] = ()
     float_ops: tuple[str, ...] | None = None
     target: str | None = None
@@ -160,15 +148,9 @@ class QuantizationResult(QuantizedArtifact):
         if self.float_nodes:
             text += f"; kept float on purpose: {', '.join(self.float_nodes)}"
         text += "".join(f"\n- {note}" for note in self.notes)
-        if self.layer_errors is not None:
-            text += f"\n{self.layer_errors.table()}"
-        if self.methods is not None:
-            text += f"\n{self.methods}"
-        if self.calibration is not None:
-            text += f"\n{self.calibration}"
-        if self.target_verdict is not None:
-            text += f"\n{self.target_verdict}"
-        return text
+        table = None if self.layer_errors is None else self.layer_errors.table()
+        parts = (table, self.methods, self.calibration, self.target_verdict)
+        return text + "".join(f"\n{part}" for part in parts if part is not None)
 
 
 def quantize(
@@ -202,25 +184,20 @@ def quantize(
             source :func:`tfcompress.data.load_data` reads. Labels are ignored.
         eval_data: ``int8``: the samples the post-training methods are scored on (labels
             unused without ``gate``; at most 1,000, a seeded subset; with ``gate``, every
-            sample and its labels); default: the calibration samples. Eval data alone does
-            not turn the methods on (and is refused with the converter: it would decide
-            nothing): with ``gate`` too, plain int8 is judged first and ``"auto"`` runs
-            only when it fails. For a ``.tflite`` (LiteRT Quantizer):
-            both activation calibrations (full min/max and LiteRT Quantizer's moving
-            average) are made and scored on it, the better kept (``result.calibration``).
+            sample and its labels); default: the calibration samples. Alone it turns no
+            method on (and is refused with the converter: it would decide nothing; see
+            ``gate``). For a ``.tflite`` (LiteRT Quantizer): both activation calibrations
+            (full min/max and LiteRT Quantizer's moving average) are made and scored on it,
+            the better kept (``result.calibration``).
         gate: ``int8``, with ``eval_data``: the gate, as ``check_gate(config=...)`` takes it
-            (``tfcompress.testing.GateConfig.from_options(min_snr=25)``: its outputs,
-            metrics, thresholds or checks and settings; the CLI's ``--min-snr``,
-            ``--max-drop``...; its ``threads``, ``batch_dims``, ``input_values`` and a
-            backend other than ``"cpu"`` are refused: quantize's own config feeds the
-            samples, on LiteRT's CPU) the post-training methods are
-            decided by: plain int8 is judged first and ``"auto"`` runs when it fails (or when
-            ``methods`` asks); among the candidates that pass, the smallest, then the largest
-            margin on the weakest output is kept
-            (:func:`~tfcompress.quantization.methods.selection.choose`). For a ``.tflite``
-            (LiteRT Quantizer) the same rule picks the calibration (min/max or moving
-            average). Refused where nothing is decided (another recipe, ``methods="none"``,
-            ONNX).
+            (``tfcompress.testing.GateConfig.from_options(min_snr=25)``; what quantize runs
+            its own way is refused: :func:`~.methods.selection.check_methods_gate`), that
+            decides the post-training methods: plain int8 is judged first and ``"auto"``
+            runs when it fails (or when ``methods`` asks); among the candidates that pass,
+            the smallest, then the largest margin on the weakest output is kept
+            (:func:`~.methods.selection.choose`). For a ``.tflite`` (LiteRT Quantizer) the
+            same rule picks the calibration. Refused where nothing is decided (another
+            recipe, ``methods="none"``, ONNX).
         layer_errors: Also measure every quantized tensor against the float reference on
             up to 64 of the representative samples (``result.layer_errors``; ``.tflite``).
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
@@ -277,42 +254,26 @@ def quantize(
         example="PTQConfig(recipe=...)",
         put_it="dataclasses.replace(config, ...) or Recipe(..., option=...)",
     )
-    return _quantize(
-        model,
-        config,
-        representative_data=representative_data,
-        eval_data=eval_data,
-        layer_errors=layer_errors,
-        safe_mode=safe_mode,
-        progress=progress,
-        gate=gate,
-    )
-
-
-def _quantize(
-    model: ModelLike,
-    config: PTQConfig,
-    *,
-    representative_data: DataLike | None,
-    eval_data: DataLike | None,
-    layer_errors: bool,
-    safe_mode: bool,
-    progress: bool,
-    gate: GateConfig | None = None,
-) -> QuantizationResult | OnnxQuantizationResult:
-    """Make the artifact ``config`` describes (see :func:`quantize`)."""
     started = time.perf_counter()  # auto's budget counts what plain int8's call does too
     _check_gate(gate, config, eval_data)
     if config.format == "onnx":
-        return _onnx_result(
-            model, config, representative_data, eval_data, layer_errors, safe_mode, progress
-        )
+        if layer_errors:
+            raise InvalidInputError(
+                "layer_errors (--layer-errors) applies to .tflite only: it compares LiteRT's "
+                "tensors; drop it, or quantize the Keras model or SavedModel to a .tflite "
+                "(--format tflite; an .onnx input stays an .onnx)."
+            )
+        if eval_data is not None:
+            raise InvalidInputError(ONNX_NO_METHODS)
+        return _onnx_result(model, config, representative_data, safe_mode, progress)
     warm_converter(model)  # its child imports TensorFlow while the model loads here
     if layer_errors and representative_data is None:
         raise InvalidInputError(
             "layer_errors (--layer-errors) compares tensors on sample inputs: pass "
             "representative_data (--data)."
         )
+    if isinstance(model, str | os.PathLike):  # a Keras file: loaded in the converter's child
+        model = open_model(model, safe_mode=safe_mode)
     loaded = resolve_model(model, safe_mode=safe_mode)
     refuse_quantized(loaded)  # said first: whatever else this file or config has against it
     if isinstance(loaded, OnnxModel):  # nothing converts ONNX to .tflite here
@@ -322,6 +283,10 @@ def _quantize(
         )
     chosen = config.recipe
     engine = choose_engine(config.engine, loaded, chosen)
+    # Methods named transform the Keras model here; auto loads it only for a rewrite it makes.
+    named = chosen.methods or config.methods not in (None, "auto")
+    if isinstance(loaded, KerasFile) and (engine != "converter" or named):
+        loaded = loaded_keras(loaded)
     if engine != config.engine:  # chosen for this model: does it fit the rest of the config?
         check_engine(engine, chosen, target=config.target, methods=config.methods)
     if gate is not None and engine != "converter" and not chosen.spec.needs_calibration:
@@ -349,16 +314,7 @@ def _quantize(
                 **feeding,
             )
     if engine == "litert-quantizer":
-        result = _litert_result(
-            loaded,
-            chosen,
-            representative_data,
-            config.seed,
-            progress,
-            eval_data=eval_data,
-            gate=gate,
-        )
-        result = replace(result, target=config.target)
+        result = _litert_result(loaded, config, representative_data, progress, eval_data, gate)
     else:
         result = converter_result(
             loaded,
@@ -369,18 +325,26 @@ def _quantize(
             None if config.target is None else get_target(config.target),
             config.target_options,
             methods=config.methods,
+            per_op_min_snr=config.per_op_min_snr,
             eval_data=eval_data,
             feeding=feeding,
             gate=gate,
             started=started,
         )
     # What made the file: the recipe kept (the methods it chose, if it searched).
-    result = replace(result, config=replace(config, recipe=result.recipe, methods=None))
+    # The kept recipe records the per-op choice (float_nodes): the bar that made it is spent.
+    spent = {"methods": None, "per_op_min_snr": None}
+    result = replace(result, config=replace(config, recipe=result.recipe, **spent))
     if layer_errors:
-        result = replace(
-            result,
-            layer_errors=_layer_errors(result, representative_data, config.seed, feeding),
+        errors = contained_layer_errors(
+            result.reference_content,
+            result.model_content,
+            representative_data,
+            seed=config.seed,
+            what=f"the layer-error report of {model_name(result.reference)!r}",
+            feeding=feeding,
         )
+        result = replace(result, layer_errors=errors)
     # Last: a step that fails above is its one error line, with no warning before it.
     return with_payoff_warnings(result)  # larger than its input, or nothing quantized
 
@@ -404,31 +368,14 @@ def _check_gate(gate: GateConfig | None, config: PTQConfig, eval_data: Any) -> N
 
 
 def _onnx_result(
-    model: ModelLike,
-    config: PTQConfig,
-    representative_data: DataLike | None,
-    eval_data: DataLike | None,
-    layer_errors: bool,
-    safe_mode: bool,
-    progress: bool,
+    model: ModelLike, config: PTQConfig, data: DataLike | None, safe_mode: bool, progress: bool
 ) -> OnnxQuantizationResult:
     from tfcompress.quantization.onnx_ptq import quantize_onnx
 
-    if layer_errors:
-        raise InvalidInputError(
-            "layer_errors (--layer-errors) applies to .tflite only: it compares LiteRT's "
-            "tensors; drop it, or use --format tflite."
-        )
-    if eval_data is not None:
-        raise InvalidInputError(
-            "methods and eval_data (the post-training methods) apply to .tflite only: "
-            "ONNX Runtime calibrates its own way (calibration_method); drop them, or use "
-            "--format tflite."
-        )
     result = quantize_onnx(
         model,
         recipe=config.recipe,  # type: ignore[arg-type]
-        representative_data=representative_data,
+        representative_data=data,
         seed=config.seed,
         safe_mode=safe_mode,
         progress=progress,
@@ -454,22 +401,21 @@ def with_payoff_warnings(result: Any) -> Any:
 
 def _litert_result(
     loaded: Any,
-    chosen: Recipe,
+    config: PTQConfig,
     data: DataLike | None,
-    seed: int,
     progress: bool,
-    *,
-    eval_data: DataLike | None = None,
-    gate: GateConfig | None = None,
+    eval_data: DataLike | None,
+    gate: GateConfig | None,
 ) -> QuantizationResult:
     from tfcompress.quantization.engines.litert_quantizer import quantize_litert
 
+    chosen = config.recipe
     # eval_data: both calibrations are made and the better kept (engines/calibration.py).
     made = quantize_litert(
         loaded,
         chosen,
         representative_data=data,
-        seed=seed,
+        seed=config.seed,
         progress=progress,
         eval_data=eval_data,
         gate=gate,
@@ -485,40 +431,8 @@ def _litert_result(
         conversion_seconds=made.seconds,
         calibration_samples=made.calibration_samples,
         float_ops=made.float_ops,
+        target=config.target,
         engine="litert-quantizer",
         notes=(*made.notes, *artifact_notes(made.content)),
         calibration=made.calibration,
-    )
-
-
-def _layer_errors(
-    result: QuantizationResult, data: DataLike, seed: int, feeding: Mapping[str, Any]
-) -> LayerErrors:
-    from tfcompress.quantization.layer_errors import MAX_SAMPLES
-
-    signature = model_signature(result.reference)
-    samples = calibration_set(signature, data, limit=MAX_SAMPLES, seed=seed, **feeding)
-    return contained_layer_errors(result, samples)
-
-
-def contained_layer_errors(result: QuantizationResult, samples: Dataset) -> LayerErrors:
-    """Every quantized tensor against the float reference, run in a child process.
-
-    Both files run on the user's data, every tensor kept: native code whose allocations the
-    data can size (a FILL whose shape is an input value), so it runs where a crash or a
-    runaway allocation is one error (:mod:`tfcompress._child`).
-
-    Raises:
-        NativeCrashError: LiteRT crashed on one of the files.
-        ResourceLimitError: It allocated past the child's memory limit.
-        ChildTimeoutError: It ran past its time limit.
-    """
-    from tfcompress._child import call
-
-    return call(
-        "tfcompress.quantization.layer_errors:measure_layer_errors",
-        result.reference_content,
-        result.model_content,
-        samples,
-        what=f"the layer-error report of {model_name(result.reference)!r}",
     )

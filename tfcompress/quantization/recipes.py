@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, ClassVar, TypeVar
 
+from tfcompress._config_fields import boolean, check_fields, integer, option
 from tfcompress._registry import Registry
 from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES
 from tfcompress.data.validation import check_count
@@ -26,8 +27,11 @@ from tfcompress.quantization.rules import Rule, coerce_rules
 ENGINES = ("converter", "litert-quantizer")
 #: Blockwise weight scales LiteRT Quantizer offers (``Recipe.block_size``).
 BLOCK_SIZES = (32, 64, 128)
+#: What ``--input-type`` shows: :func:`list_io_types` (tests/test_cli_vocabulary.py checks it).
+IO_METAVAR = "{float32,int8,uint8,int16}"
 #: The largest static batch dimension (``Recipe.static_batch``): a tensor dimension is int32.
-MAX_STATIC_BATCH = 2**31 - 1
+MAX_STATIC_BATCH = 2**31 - 1  # 2**64 overflows the converter
+STATIC_BATCHES = f"a positive integer up to {MAX_STATIC_BATCH} or None"
 
 Configure = Callable[[Any, "Recipe", Any], None]  # (converter, recipe, tensorflow module)
 
@@ -40,9 +44,9 @@ class RecipeSpec:
     """What a recipe name means: converter settings and the options it allows."""
 
     name: str
-    summary: str
-    needs_calibration: bool
-    io_types: tuple[str, ...]
+    summary: str  # one line for listings
+    needs_calibration: bool  # calibrates activation ranges on representative data
+    io_types: tuple[str, ...]  # the dtypes the model's input and output may take
     configure: Configure
     integer_activations: bool = False  # integer activations: ``integer_only`` applies
     engines: tuple[str, ...] = ("converter",)
@@ -55,29 +59,11 @@ class RecipeSpec:
 RECIPES: Registry[RecipeSpec] = Registry("recipe", "quantization", "register_recipe", ordered=True)
 
 
-def register_recipe(
-    name: str,
-    *,
-    summary: str,
-    needs_calibration: bool,
-    io_types: tuple[str, ...],
-    integer_activations: bool = False,
-    engines: tuple[str, ...] = ("converter",),
-    base_rule: Rule | None = None,
-    float16_weights: bool = False,
-) -> Callable[[Configure], Configure]:
+def register_recipe(name: str, **spec: Any) -> Callable[[Configure], Configure]:
     """Register the converter settings of recipe ``name``.
 
-    Args:
-        name: The recipe's name.
-        summary: One line for listings.
-        needs_calibration: The recipe calibrates activation ranges on representative data.
-        io_types: dtypes the model's input and output may take.
-        integer_activations: The recipe quantizes activations to integers: ops without an
-            integer kernel stay float unless ``Recipe(..., integer_only=True)``.
-        engines: The engines that make it (``converter``, ``litert-quantizer``).
-        base_rule: For LiteRT Quantizer: what every op becomes, as a :class:`Rule`.
-        float16_weights: For LiteRT Quantizer: weights cast to float16 (``float16``).
+    The keywords are the :class:`RecipeSpec` fields of the same names (see it): ``summary``,
+    ``needs_calibration`` and ``io_types`` are required.
 
     Returns:
         A decorator registering ``configure(converter, recipe, tf)``.
@@ -88,18 +74,7 @@ def register_recipe(
     """
 
     def decorate(configure: Configure) -> Configure:
-        spec = RecipeSpec(
-            name,
-            summary,
-            needs_calibration,
-            io_types,
-            configure,
-            integer_activations,
-            engines,
-            base_rule,
-            float16_weights,
-        )
-        RECIPES.register(name, spec, replace=True)
+        RECIPES.register(name, RecipeSpec(name, configure=configure, **spec), replace=True)
         return configure
 
     return decorate
@@ -245,20 +220,52 @@ class Recipe(RecipeData):
     }
 
     name: str
-    input_type: str = "float32"
-    output_type: str = "float32"
-    per_channel: bool = True
-    calibration_samples: int = DEFAULT_CALIBRATION_SAMPLES
-    integer_only: bool = False
-    static_batch: int | None = None
-    float_nodes: tuple[str, ...] = ()
-    rules: tuple[Rule, ...] = ()
-    block_size: int | None = None
+    input_type: str = option("float32", metavar=IO_METAVAR, help="model input dtype (.tflite)")
+    output_type: str = option(
+        "float32", metavar=IO_METAVAR, help="model output dtype (.tflite; none: --input-type's)"
+    )
+    per_channel: bool = option(
+        True,
+        help="per-channel weight scales; --no-per-channel: one scale per weight tensor",
+        check=boolean,
+    )
+    calibration_samples: int = option(DEFAULT_CALIBRATION_SAMPLES, help="calibration samples")
+    integer_only: bool = option(
+        False,
+        help="int8/int16x8 .tflite: refuse a model with ops that have no integer kernel (Edge "
+        "TPU, microcontrollers) instead of keeping them float, the converter's default",
+        check=boolean,
+    )
+    static_batch: int | None = option(
+        None,
+        help=".tflite: a static batch dimension in the file (e.g. 1; RNNs whose conversion "
+        "needs one)",
+        check=integer(1, MAX_STATIC_BATCH, STATIC_BATCHES, optional=True),
+    )
+    float_nodes: tuple[str, ...] = option(
+        (),
+        metavar="NODE,NODE",
+        help="int8 .tflite: keep these op outputs in float (names as rank_layers reports them, "
+        "see docs/quantization.md#selective-quantization)",
+    )
+    rules: tuple[Rule, ...] = option(
+        (),
+        metavar="RULE",
+        parse="tfcompress.cli.quantize:parse_rule",
+        help="per-op rule, repeatable, later ones win: PATTERN=MODE or OP_TYPE:PATTERN=MODE "
+        "(MODE: float, int8, int16, weights, dynamic), or a JSON object with pattern, "
+        "op_type, mode, weight_bits, granularity, algorithm (see docs/quantization.md#rules)",
+        check=lambda _, v: coerce_rules(v),
+    )
+    block_size: int | None = option(
+        None, help="litert-quantizer, dynamic/int4 recipes: blockwise weight scales (32, 64, 128)"
+    )
     methods: tuple[str, ...] = ()
     range_percentile: float = DEFAULT_PERCENTILE
     calibration: str | None = None
 
     def __post_init__(self) -> None:
+        check_fields(self)
         spec = recipe_spec(self.name)
         if self.calibration is not None:
             if self.calibration not in LITERT_CALIBRATIONS:
@@ -273,35 +280,21 @@ class Recipe(RecipeData):
                 )
         # JSON gives a list back: store a tuple, so a replayed recipe equals the original.
         object.__setattr__(self, "float_nodes", _check_float_nodes(self.name, self.float_nodes))
-        object.__setattr__(self, "rules", coerce_rules(self.rules))
         _check_block_size(spec, self.block_size)
         methods = canonical_methods(self.methods)
         object.__setattr__(self, "methods", methods)
         percentile = check_methods_for(self.name, methods, self.range_percentile)
         object.__setattr__(self, "range_percentile", percentile)
-        for option in ("input_type", "output_type"):
-            value = getattr(self, option)
+        for io in ("input_type", "output_type"):
+            value = getattr(self, io)
             if value not in spec.io_types:
                 raise InvalidInputError(
-                    f"recipe {self.name!r} does not support {option}={value!r}; choose one of "
+                    f"recipe {self.name!r} does not support {io}={value!r}; choose one of "
                     f"{', '.join(spec.io_types)}."
                 )
         object.__setattr__(
             self, "calibration_samples", check_calibration_samples(self.calibration_samples)
         )
-        if self.static_batch is not None and (
-            isinstance(self.static_batch, bool)
-            or not isinstance(self.static_batch, int)
-            or not 1 <= self.static_batch <= MAX_STATIC_BATCH  # 2**64 overflows the converter
-        ):
-            raise InvalidInputError(
-                f"static_batch must be a positive integer up to {MAX_STATIC_BATCH} or None, got "
-                f"{repr(self.static_batch)[:40]}."
-            )
-        if not isinstance(self.integer_only, bool):
-            raise InvalidInputError(
-                f"integer_only must be True or False, got {self.integer_only!r}."
-            )
         if self.integer_only and not spec.integer_activations:
             raise InvalidInputError(
                 f"recipe {self.name!r} keeps float activations, so it cannot be integer-only; "
@@ -450,12 +443,16 @@ def _float16(converter: Any, recipe: Recipe, tf: Any) -> None:
     converter.target_spec.supported_types = [tf.float16]
 
 
-def _with_fallback(ops: list[Any], recipe: Recipe, tf: Any) -> list[Any]:
+def _integer(converter: Any, recipe: Recipe, tf: Any, integer_ops: Any) -> None:
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
     # TFLITE_BUILTINS next to the integer set is the converter's documented "allow float"
     # switch (QuantizationMode.is_allow_float), and its behaviour when no ops are set: ops
     # without an integer kernel stay float between DEQUANTIZE and QUANTIZE instead of
     # failing the conversion. integer_only leaves the integer set alone.
-    return ops if recipe.integer_only else [*ops, tf.lite.OpsSet.TFLITE_BUILTINS]
+    fallback = [] if recipe.integer_only else [tf.lite.OpsSet.TFLITE_BUILTINS]
+    converter.target_spec.supported_ops = [integer_ops, *fallback]
+    converter.inference_input_type = getattr(tf, recipe.input_type)
+    converter.inference_output_type = getattr(tf, recipe.output_type)
 
 
 @register_recipe(
@@ -468,12 +465,7 @@ def _with_fallback(ops: list[Any], recipe: Recipe, tf: Any) -> list[Any]:
     base_rule=Rule(mode="int8"),
 )
 def _int8(converter: Any, recipe: Recipe, tf: Any) -> None:
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.target_spec.supported_ops = _with_fallback(
-        [tf.lite.OpsSet.TFLITE_BUILTINS_INT8], recipe, tf
-    )
-    converter.inference_input_type = getattr(tf, recipe.input_type)
-    converter.inference_output_type = getattr(tf, recipe.output_type)
+    _integer(converter, recipe, tf, tf.lite.OpsSet.TFLITE_BUILTINS_INT8)
 
 
 @register_recipe(
@@ -486,12 +478,8 @@ def _int8(converter: Any, recipe: Recipe, tf: Any) -> None:
     base_rule=Rule(mode="int16"),
 )
 def _int16x8(converter: Any, recipe: Recipe, tf: Any) -> None:
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.target_spec.supported_ops = _with_fallback(
-        [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8], recipe, tf
-    )
-    converter.inference_input_type = getattr(tf, recipe.input_type)
-    converter.inference_output_type = getattr(tf, recipe.output_type)
+    ops = tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+    _integer(converter, recipe, tf, ops)
 
 
 @register_recipe(

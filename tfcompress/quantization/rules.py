@@ -27,11 +27,6 @@ pattern (no backreferences or lookaround; Python's ``re`` backtracks, and ``(.*)
 ``conv.*relu`` on a 100,000-character name would run for minutes or forever). A pattern is
 at most :data:`PATTERN_LIMIT` characters and is searched in the first :data:`SCOPE_LIMIT`
 characters of an op's scope.
-
-Example:
-    >>> rule = Rule(pattern="dense_2", mode="float")
-    >>> Rule.from_dict(rule.to_dict()) == rule
-    True
 """
 
 from __future__ import annotations
@@ -42,16 +37,6 @@ from functools import lru_cache
 from typing import Any
 
 from tfcompress.errors import InvalidInputError, MissingDependencyError, shown_name
-
-__all__ = [
-    "ALGORITHMS",
-    "GRANULARITIES",
-    "MODES",
-    "PATTERN_LIMIT",
-    "SCOPE_LIMIT",
-    "Rule",
-    "coerce_rules",
-]
 
 #: Characters of a rule's pattern at most.
 PATTERN_LIMIT = 1_000

@@ -29,34 +29,24 @@ from tqdm.auto import tqdm
 
 from tfcompress._compat.tf import tensorflow
 from tfcompress.data import DataLike, Dataset
-from tfcompress.data.calibration import DEFAULT_CALIBRATION_SAMPLES, calibration_set
-from tfcompress.data.validation import check_count
-from tfcompress.errors import ConversionError, InvalidDataError, InvalidInputError
-from tfcompress.models.loading import ModelLike, model_name, resolve_model
+from tfcompress.data.calibration import calibration_set
+from tfcompress.errors import ConversionError, InvalidInputError
+from tfcompress.models.loading import ModelLike, keras_layer_names, model_name, resolve_model
 from tfcompress.models.signature import model_signature
 from tfcompress.models.tflite_file import read_tflite
 from tfcompress.quantization.converter import (
     Conversion,
     ConverterSettings,
-    calibrate_only,
     convert_all,
 )
+from tfcompress.quantization.converter_errors import first_error
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.selective_names import (
     check_nodes,
     float_name,
-    keras_layer_names,
     layer_of,
     node_names,
 )
-
-__all__ = [
-    "LayerSensitivity",
-    "calibrate_only",
-    "check_kept_float",
-    "quantize_calibrated",
-    "rank_layers",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -75,10 +65,6 @@ class LayerSensitivity:
         rmse_per_scale: ``rmse / scale``: about 0.29 is rounding alone; higher is worse.
         layer: The Keras layer the op belongs to, when its name can be read from the
             node name; else None.
-
-    Example:
-        >>> ranking[0].rmse_per_scale  # doctest: +SKIP
-        24.6
     """
 
     node: str
@@ -143,12 +129,7 @@ def rank_layers(
         >>> recipe = Recipe("int8", float_nodes=(ranking[0].node,))
         >>> result = tfcompress.quantize(model, recipe=recipe, representative_data=x_train)
     """
-    if calibration_samples is not None:
-        check_count(
-            calibration_samples,
-            "calibration_samples",
-            f"e.g. {DEFAULT_CALIBRATION_SAMPLES} (the default)",
-        )
+    # The recipe checks the count, with the one message every way of giving it gets.
     chosen = Recipe.coerce(recipe).with_options(calibration_samples=calibration_samples)
     if chosen.name != "int8":
         raise InvalidInputError(
@@ -162,7 +143,8 @@ def rank_layers(
     samples = calibration
     if eval_data is not None:
         samples = calibration_set(signature, eval_data, limit=limit, seed=seed, what="eval data")
-    calibrated = calibrated_model(loaded, chosen, calibration)
+    settings = ConverterSettings(chosen, calibration, calibrate_only=True)  # ranges, not int8
+    calibrated = convert_all(loaded, [settings], static_batch=chosen.static_batch)[0].content
     debug_model = _mlir_quantize(
         calibrated,
         source,
@@ -187,29 +169,14 @@ def rank_layers(
     return ranking
 
 
-def calibrated_model(model: Any, recipe: Recipe, calibration: Dataset) -> bytes:
-    """The float ``.tflite`` of ``model`` with its calibrated ranges (no quantization yet)."""
-    settings = ConverterSettings(recipe, calibration, calibrate_only=True)
-    return convert_all(model, [settings], static_batch=recipe.static_batch)[0].content
-
-
 def quantize_calibrated(conversion: Conversion, recipe: Recipe, *, source: str) -> Conversion:
-    """Quantize a calibrate-only conversion with ``recipe.float_nodes`` kept float.
+    """A calibrate-only conversion quantized by an ``int8`` recipe, its ``float_nodes`` float.
 
-    Args:
-        conversion: The converter's output after :func:`calibrate_only`.
-        recipe: An ``int8`` recipe: its I/O types, ``per_channel`` and ``float_nodes``.
-        source: Model name, for messages.
-
-    Returns:
-        The same conversion with the quantized bytes.
+    The recipe's I/O types and ``per_channel`` are honoured.
 
     Raises:
         InvalidInputError: A ``float_nodes`` name is not an op output of the model.
         ConversionError: The quantizer rejected the model.
-
-    Example:
-        >>> quantized = quantize_calibrated(calibrated, recipe, source="mnist")  # doctest: +SKIP
     """
     content = _mlir_quantize(
         conversion.content,
@@ -274,22 +241,10 @@ def mlir_quantize_here(
     try:
         return bytes(mlir_quantize(calibrated, denylisted_nodes=list(nodes) or None, **options))
     except Exception as error:  # the quantizer raises ConverterError, RuntimeError...
-        text = str(error).strip()
-        first = text.splitlines()[0] if text else type(error).__name__
         raise ConversionError(
-            f"the TFLite quantizer rejected {source!r} (float_nodes {list(nodes)}): {first}; "
-            "keep other nodes float, or use plain int8."
+            f"the TFLite quantizer rejected {source!r} (float_nodes {list(nodes)}): "
+            f"{first_error(error)}; keep other nodes float, or use plain int8."
         ) from error
-
-
-def _by_name(data: Dataset) -> Iterator[Any]:
-    """Calibration samples as the converter reads them: a dict by input name for several."""
-    x = data.x
-    for i in range(len(data)):
-        if isinstance(x, dict):
-            yield {name: array[i : i + 1] for name, array in x.items()}
-        else:
-            yield [x[i : i + 1]]
 
 
 def _samples(data: Dataset, order: Sequence[str] | None, progress: bool) -> Iterator[Any]:
@@ -312,28 +267,15 @@ def _samples(data: Dataset, order: Sequence[str] | None, progress: bool) -> Iter
             yield [x[i : i + 1]]
 
 
-def _input_order(debug_model: bytes, data: Dataset) -> list[str] | None:
-    """The data's input names in the order of the model's input tensors."""
-    if not isinstance(data.x, dict):
-        return None
-    graph = read_tflite(debug_model).subgraphs[0]
-    order = []
-    for index in graph.inputs:
-        name = graph.tensors[index].name
-        matches = [k for k in data.x if name in (k, f"serving_default_{k}:0")]
-        if len(matches) != 1:
-            raise InvalidDataError(
-                f"cannot tell which data array feeds model input {name!r} (arrays: "
-                f"{', '.join(sorted(data.x))}); name the arrays after the model's inputs."
-            )
-        order.append(matches[0])
-    return order
-
-
 def _debug(debug_model: bytes, data: Dataset, progress: bool) -> dict[str, dict[str, float]]:
     """Run TFLite's QuantizationDebugger over ``data``: per NumericVerify tensor, its metrics."""
+    from tfcompress.quantization.methods.calibrated import input_keys
+
     tf = tensorflow()
-    order = _input_order(debug_model, data)
+    order = None
+    if isinstance(data.x, dict):  # the data's input names in the model's input order
+        graph = read_tflite(debug_model).subgraphs[0]
+        order = input_keys([graph.tensors[i].name for i in graph.inputs], data.x)
     samples: Callable[[], Iterator[Any]] = lambda: _samples(data, order, progress)  # noqa: E731
     with warnings.catch_warnings():  # tf.lite.Interpreter's deprecation notice, every call
         warnings.simplefilter("ignore", UserWarning)

@@ -11,29 +11,18 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from tfcompress.errors import ConversionError, InvalidInputError
 from tfcompress.models.tflite_file import read_tflite
-
-__all__ = ["check_nodes", "float_name", "keras_layer_names", "layer_of", "node_names"]
 
 
 def node_names(content: bytes) -> tuple[str, ...]:
     """Output tensor names of every op of a (calibrated) ``.tflite``, in graph order.
 
-    Args:
-        content: The flatbuffer.
-
-    Returns:
-        The names ``denylisted_nodes`` can take.
+    The names ``denylisted_nodes`` can take.
 
     Raises:
         ModelLoadError: ``content`` is not a readable ``.tflite``.
-
-    Example:
-        >>> node_names(calibrated)[:1]  # doctest: +SKIP
-        ('functional_1/dense_1/MatMul;functional_1/dense_1/Relu',)
     """
     parsed = read_tflite(content)
     return tuple(
@@ -46,23 +35,12 @@ def node_names(content: bytes) -> tuple[str, ...]:
 
 
 def check_nodes(content: bytes, nodes: Sequence[str], source: str) -> tuple[str, ...]:
-    """Refuse node names the model does not have (the quantizer ignores them silently).
+    """``nodes`` as a tuple, every one an op output of the calibrated flatbuffer ``content``.
 
-    Args:
-        content: The calibrated flatbuffer the names must belong to.
-        nodes: The names asked for.
-        source: Model name, for messages.
-
-    Returns:
-        ``nodes``, as a tuple.
+    The quantizer would ignore an unknown name silently.
 
     Raises:
         InvalidInputError: One line naming the unknown node and the nearest real ones.
-
-    Example:
-        >>> check_nodes(calibrated, ["model/dense/MatMul"], "m")  # doctest: +SKIP
-        Traceback (most recent call last):
-        InvalidInputError: float_nodes: 'model/dense/MatMul' is not an op output of 'm'; ...
     """
     known = node_names(content)
     for node in nodes:
@@ -91,17 +69,6 @@ def float_name(name: str, known: set[str]) -> str:
         "calibrated model; this TensorFlow version names debug tensors differently: please "
         "report it."
     )
-
-
-def keras_layer_names(model: Any) -> tuple[set[str], str]:
-    """Every (nested) Keras layer name of ``model`` and its own name; empty otherwise."""
-    names: set[str] = set()
-    stack = list(getattr(model, "layers", None) or [])
-    while stack:
-        layer = stack.pop()
-        names.add(layer.name)
-        stack.extend(getattr(layer, "layers", None) or [])
-    return names, str(getattr(model, "name", ""))
 
 
 _SUFFIX = re.compile(r"_\d+$")

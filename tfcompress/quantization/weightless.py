@@ -10,9 +10,6 @@ A genuinely stateful model initialises its variables in a ``CALL_ONCE`` subgraph
 ``ASSIGN_VARIABLE``; a weightless one has reads and no writes. That is what is checked here,
 on the float32 conversion every :func:`tfcompress.quantize` makes (or on the quantized
 file alone, where no reference is converted: it reads the same variables).
-
-Example:
-    >>> check_weights_captured(result.reference_content, "model")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -23,8 +20,6 @@ from tfcompress.errors import ConversionError
 from tfcompress.models.loading import SavedModelDir, model_name
 from tfcompress.models.tflite_file import read_tflite
 
-__all__ = ["check_weights_captured", "uninitialised_variables"]
-
 _READS = "READ_VARIABLE"
 _WRITES = frozenset({"ASSIGN_VARIABLE", "CALL_ONCE"})
 
@@ -32,16 +27,8 @@ _WRITES = frozenset({"ASSIGN_VARIABLE", "CALL_ONCE"})
 def uninitialised_variables(content: bytes) -> tuple[str, ...]:
     """Names of the resource variables a ``.tflite`` reads without ever setting them.
 
-    Args:
-        content: A converted flatbuffer.
-
-    Returns:
-        The names of the ``VAR_HANDLE`` tensors read by ``READ_VARIABLE`` ops, in graph
-        order; empty when the file reads no variable or initialises its variables.
-
-    Example:
-        >>> uninitialised_variables(weightless_tflite)  # doctest: +SKIP
-        ('dense/bias', 'dense/kernel')
+    The ``VAR_HANDLE`` tensors read by ``READ_VARIABLE`` ops, in graph order; empty when the
+    file reads no variable or initialises its variables.
     """
     parsed = read_tflite(content)
     opcodes = {op.opcode for graph in parsed.subgraphs for op in graph.operators}
@@ -56,12 +43,9 @@ def uninitialised_variables(content: bytes) -> tuple[str, ...]:
 
 
 def check_weights_captured(content: bytes, model: Any) -> None:
-    """Raise when a conversion of ``model`` reads variables it never sets.
+    """Raise when ``content``, a conversion of ``model``, reads variables it never sets.
 
-    Args:
-        content: A ``.tflite`` of ``model``: its float32 reference, or the quantized file
-            where no reference was converted.
-        model: The converted model (a Keras model or a :class:`SavedModelDir`), for messages.
+    ``content`` is the float32 reference, or the quantized file where none was converted.
 
     Raises:
         ConversionError: The file reads variables nothing initialises; the message says how

@@ -24,16 +24,30 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     A point is on the front when no other point has latency <= and accuracy >= with at
     least one strictly better. Returned in order of increasing latency.
     """
-    front = []
-    for i, (x, y) in enumerate(points):
-        dominated = any(
-            (ox <= x and oy >= y) and (ox < x or oy > y)
-            for j, (ox, oy) in enumerate(points)
+    return pareto_indices([(x, -y) for x, y in points])
+
+
+def pareto_indices(points: Sequence[Sequence[float]]) -> list[int]:
+    """Indices of the points no other point dominates, every coordinate to be minimised.
+
+    A point is dominated when another is <= on every coordinate and < on at least one. Equal
+    points are all kept. Returned in lexicographic order of the points.
+
+    Example:
+        >>> pareto_indices([(1, 1, 1), (2, 2, 2), (0, 3, 1), (1, 1, 1)])
+        [2, 0, 3]
+    """
+    front = [
+        i
+        for i, point in enumerate(points)
+        if not any(
+            all(o <= p for o, p in zip(other, point, strict=True))
+            and any(o < p for o, p in zip(other, point, strict=True))
+            for j, other in enumerate(points)
             if j != i
         )
-        if not dominated:
-            front.append(i)
-    return sorted(front, key=lambda i: (points[i][0], -points[i][1]))
+    ]
+    return sorted(front, key=lambda i: (tuple(points[i]), i))
 
 
 def pyplot() -> Any:

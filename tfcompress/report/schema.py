@@ -73,13 +73,15 @@ ROW_KEYS = (
     "op_profile",
 )
 LATENCY_KEYS = ("runs", "mean", "std", "min", "p50", "p90", "p99", "max")
-#: Row keys a report of schema 2.0 (before them) lacks; a reader of 2.x takes it without them.
-ROW_KEYS_SINCE_2_1 = ("samples_per_call", "calls", "latency_per_call_ms", "latency_per_sample_ms")
-#: Keys a report before 2.2 lacks (row keys, then report keys).
-ROW_KEYS_SINCE_2_2 = ("device",)
-REPORT_KEYS_SINCE_2_2 = ("devices",)
-REPORT_KEYS_SINCE_2_3 = ("config",)
-ROW_KEYS_SINCE_2_4 = ("op_profile",)
+#: Keys (of rows or of the report) a report older than the version lacks: a reader of 2.x
+#: takes it without them.
+KEYS_SINCE = {
+    "2.0": (),
+    "2.1": ("samples_per_call", "calls", "latency_per_call_ms", "latency_per_sample_ms"),
+    "2.2": ("device", "devices"),
+    "2.3": ("config",),
+    "2.4": ("op_profile",),
+}
 
 
 def validate_report(report: dict[str, Any]) -> dict[str, Any]:
@@ -100,23 +102,12 @@ def validate_report(report: dict[str, Any]) -> dict[str, Any]:
             f"tfcompress (reads {SCHEMA_VERSION}); upgrade tfcompress."
         )
     version = str(report.get("schema_version"))
-    older = version in ("2.0", "2.1")
-    before_2_3 = older or version == "2.2"
-    missing = [
-        k
-        for k in REPORT_KEYS
-        if k not in report
-        and not (older and k in REPORT_KEYS_SINCE_2_2)
-        and not (before_2_3 and k in REPORT_KEYS_SINCE_2_3)
-    ]
-    expected = tuple(
-        k
-        for k in ROW_KEYS
-        if not (older and k in ROW_KEYS_SINCE_2_2)
-        and not ((before_2_3 or version == "2.3") and k in ROW_KEYS_SINCE_2_4)
-    )
-    if version == "2.0":
-        expected = tuple(k for k in expected if k not in ROW_KEYS_SINCE_2_1)
+    known = list(KEYS_SINCE)
+    # A known older minor lacks the keys of every later one (an unknown one: none missing).
+    later = known[known.index(version) + 1 :] if version in known else []
+    newer = {key for since in later for key in KEYS_SINCE[since]}
+    missing = [k for k in REPORT_KEYS if k not in report and k not in newer]
+    expected = tuple(k for k in ROW_KEYS if k not in newer)
     for index, row in enumerate(report.get("rows", [])):
         missing += [f"rows[{index}].{k}" for k in expected if k not in row]
         latency = row.get("latency_ms")

@@ -52,17 +52,10 @@ def write_report(
 ) -> list[Path]:
     """Write ``benchmark.json``, ``benchmark.csv``, ``benchmark.md`` and plots into ``directory``.
 
-    Like every tfcompress output, existing files are replaced only with ``overwrite``; all
-    of them are checked before the first is written, so a refusal leaves no half report.
-
-    Args:
-        result: What to write.
-        directory: Output folder (created when missing).
-        formats: A subset of ``json``, ``csv``, ``md``, ``png``.
-        overwrite: Replace report files of the same names (see :func:`report_paths`).
-
-    Returns:
-        The files written.
+    Like every tfcompress output, existing files are replaced only with ``overwrite`` (see
+    :func:`report_paths`); all of them are checked before the first is written, so a refusal
+    leaves no half report. ``directory`` is created when missing; ``formats`` is a subset of
+    ``json``, ``csv``, ``md``, ``png``. Returns the files written.
 
     Raises:
         InvalidInputError: Unknown format.
@@ -107,13 +100,7 @@ def check_report_dir(
     Nothing is created: a missing folder's nearest existing ancestor must accept new files.
     In an existing folder, every file the report may write (:func:`report_paths`) must be
     absent, unless ``overwrite``; a folder or special file in their place is refused even
-    then.
-
-    Raises:
-        InvalidInputError: Unknown format.
-        OutputExistsError: ``directory`` is a file, or report files exist without
-            ``overwrite``.
-        OutputLocationError: The folder (or where it would be created) is not writable.
+    then. Raises InvalidInputError for an unknown format, else as :func:`check_report_folder`.
     """
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -130,25 +117,13 @@ def check_report_folder(
     Every report (benchmark, compress, selection) refuses the same things before its work
     starts: a file where the folder should be, any of ``files`` already there without
     ``overwrite`` (a folder or special file in their place even with it), and a folder that
-    cannot be created or written.
-
-    Args:
-        directory: The report folder.
-        files: Every file the report may write into it.
-        overwrite: Allow replacing existing report files (``--force``).
-
-    Returns:
-        ``directory`` as a :class:`~pathlib.Path`.
+    cannot be created or written (``files``: every file the report may write into it;
+    ``overwrite``: ``--force``). Returns ``directory`` as a :class:`~pathlib.Path`.
 
     Raises:
         OutputExistsError: ``directory`` is a file, or report files exist without
             ``overwrite``.
         OutputLocationError: The folder (or where it would be created) is not writable.
-
-    Example:
-        >>> files = [Path("r/compress.json")]
-        >>> check_report_folder(Path("r"), files, overwrite=False)  # doctest: +SKIP
-        PosixPath('r')
     """
     directory = Path(directory)
     # os.path's tests, not Path's: they answer False for a name too long to stat.
@@ -199,10 +174,6 @@ def report_files(directory: Path, files: Sequence[Path]) -> Iterator[list[Path]]
 
     Raises:
         OutputLocationError: The folder cannot be created.
-
-    Example:
-        >>> with report_files(Path("r"), [Path("r/a.json")]) as written:  # doctest: +SKIP
-        ...     written.append(write_text_atomic(Path("r/a.json"), "{}"))
     """
     existed = {path for path in files if os.path.lexists(path)}
     created = []
@@ -241,24 +212,13 @@ def write_together(
     system) before the first one takes its name; the renames follow one another, and a
     failure or a signal at any point takes back every report file that was not there before
     (:func:`report_files`). A report never shows a file without its companions, nor names
-    an artifact that was not written.
-
-    Args:
-        directory: The report folder (created when missing).
-        contents: Final path -> text or bytes, in the order they appear.
-        overwrite: Replace files of the same names (without it, a file that appeared since
-            the up-front check is never replaced: the rename is a hard link that fails).
-
-    Returns:
-        The paths written.
+    an artifact that was not written. ``contents``: final path -> text or bytes, in order.
+    Without ``overwrite``, a file that appeared since the up-front check is never replaced
+    (the rename is a hard link that fails). Returns the paths written.
 
     Raises:
         OutputExistsError: A report file exists and ``overwrite`` is False.
         OutputLocationError: The folder cannot be created or written.
-
-    Example:
-        >>> write_together(Path("r"), {Path("r/a.json"): "{}"})  # doctest: +SKIP
-        [PosixPath('r/a.json')]
     """
     with report_files(directory, list(contents)) as written:
         try:
@@ -269,20 +229,14 @@ def write_together(
                 "another folder."
             ) from None
         try:
-            staged = [
-                (path, write_bytes_atomic(staging / path.name, _as_bytes(data)))
-                for path, data in contents.items()
-            ]
+            encoded = {p: d.encode() if isinstance(d, str) else d for p, d in contents.items()}
+            staged = [(p, write_bytes_atomic(staging / p.name, d)) for p, d in encoded.items()]
             for path, file in staged:
                 _publish(file, path, overwrite)
                 written.append(path)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return written
-
-
-def _as_bytes(data: str | bytes) -> bytes:
-    return data.encode("utf-8") if isinstance(data, str) else data
 
 
 def _publish(staged: Path, path: Path, overwrite: bool) -> None:
@@ -321,10 +275,14 @@ def csv_columns() -> list[str]:
     columns: list[str] = []
     for key in ROW_KEYS:
         if key == "latency_ms":
-            columns += ["latency_runs" if k == "runs" else f"latency_{k}_ms" for k in LATENCY_KEYS]
+            columns += [_latency_column(k) for k in LATENCY_KEYS]
         elif key not in ("backend_details", "op_profile"):  # nested: left to the JSON
             columns.append(key)
     return columns
+
+
+def _latency_column(key: str) -> str:
+    return "latency_runs" if key == "runs" else f"latency_{key}_ms"
 
 
 def to_csv(result: BenchmarkResult) -> str:
@@ -335,10 +293,7 @@ def to_csv(result: BenchmarkResult) -> str:
     for row in result.to_dict()["rows"]:
         flat: dict[str, Any] = {k: v for k, v in row.items() if k in writer.fieldnames}
         latency = row.get("latency_ms") or {}
-        for key in LATENCY_KEYS:
-            column = "latency_runs" if key == "runs" else f"latency_{key}_ms"
-            flat[column] = latency.get(key)
-        writer.writerow(flat)
+        writer.writerow({**flat, **{_latency_column(k): latency.get(k) for k in LATENCY_KEYS}})
     return buffer.getvalue()
 
 

@@ -56,16 +56,7 @@ def default_backend(model: Any) -> str:
 
 
 def backend_option_names(backend: str) -> tuple[str, ...]:
-    """The keyword options ``backend``'s runner takes (read from its ``__init__`` signature).
-
-    Args:
-        backend: A registered backend name.
-
-    Returns:
-        Option names in signature order.
-
-    Raises:
-        InvalidInputError: No such backend.
+    """The keyword options ``backend``'s runner takes, in its ``__init__`` signature's order.
 
     Example:
         >>> backend_option_names("cpu")
@@ -82,14 +73,7 @@ def check_backend_options(backend: str, options: Mapping[str, Any]) -> None:
 
     Every backend honours the options it accepts; one it cannot honour is not in its
     signature, so it is refused here instead of being dropped (``use_xnnpack`` on
-    ``cpu-compiled``, ``device`` on ``cpu``...).
-
-    Args:
-        backend: A registered backend name.
-        options: The keyword options meant for its runner.
-
-    Raises:
-        InvalidInputError: No such backend, or an option it does not take.
+    ``cpu-compiled``, ``device`` on ``cpu``...): InvalidInputError, as for an unknown backend.
 
     Example:
         >>> check_backend_options("cpu-compiled", {"use_xnnpack": False})  # doctest: +ELLIPSIS
@@ -112,12 +96,10 @@ def _forwards_keywords(backend: str) -> bool:
 
 def _unknown_option(backend: str, option: str, accepted: tuple[str, ...]) -> InvalidInputError:
     takers = [name for name in list_backends() if option in backend_option_names(name)]
+    plural = "s" if len(takers) > 1 else ""
+    where = f"{option!r} is an option of the {', '.join(takers)} backend{plural}"
     if not takers:
         where = f"no backend has an option {option!r}"
-    elif len(takers) == 1:
-        where = f"{option!r} is an option of the {takers[0]} backend"
-    else:
-        where = f"{option!r} is an option of the {', '.join(takers)} backends"
     return InvalidInputError(
         f"the {backend!r} backend has no option {option!r} (its options: "
         f"{', '.join(accepted) or 'none'}); {where}."

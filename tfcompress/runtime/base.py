@@ -5,14 +5,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, ClassVar
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from tfcompress._registry import Registry
-from tfcompress.errors import InvalidDataError, InvalidInputError
+from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.feeding import FeedLayout, feed_layout
 from tfcompress.models.signature import ModelSignature
 
@@ -37,11 +36,6 @@ class BackendFlag:
         help: One line for ``--help`` (the CLI prefixes the backend's name).
         value: The option's value when the flag is given without one (``False`` for
             ``--no-xnnpack``); None: the flag takes a value.
-        metavar: How ``--help`` shows the value.
-
-    Example:
-        >>> BackendFlag("device", "--edgetpu-device", "e.g. usb:0", metavar="DEVICE").flag
-        '--edgetpu-device'
     """
 
     option: str
@@ -66,11 +60,6 @@ class Runner(abc.ABC):
     batch of 1) and the runner moves it there: a scalar input's one value is fed on each
     call, and a static-batch model runs as calls of its own batch size, whatever the
     number of samples. :meth:`predict_batch` is the one call, in the model's own layout.
-
-    Example:
-        >>> with create_runner(model, backend="cpu", threads=2) as runner:  # doctest: +SKIP
-        ...     logits = runner.predict(x_test)  # one output: an array
-        ...     heads = runner.run({"image": images, "scale": scales})  # dict by output name
     """
 
     backend: ClassVar[str]
@@ -164,7 +153,7 @@ class Runner(abc.ABC):
         batch_size: int | None = None,
         progress: bool = False,
     ) -> Outputs:
-        """Run all samples in batches and return every output, keyed by output name.
+        """Run all samples in batches; every output, batch first, keyed by output name.
 
         Args:
             x: Samples, batch first: one array (single-input model) or a dict keyed by
@@ -172,9 +161,6 @@ class Runner(abc.ABC):
             batch_size: Samples per call; default :attr:`preferred_batch_size`. A model
                 with a static batch always runs calls of its own size (the last padded).
             progress: Draw a progress bar (the CLI turns it on for long runs).
-
-        Returns:
-            One array per output, batch first, rows in sample order.
         """
         feed = self.feed(x)
         count = feed_count(feed)
@@ -210,16 +196,7 @@ class Runner(abc.ABC):
         batch_size: int | None = None,
         progress: bool = False,
     ) -> np.ndarray | Outputs:
-        """Like :meth:`run`, but a single-output model returns its one array (as Keras does).
-
-        Args:
-            x: Samples: one array (single-input model) or a dict keyed by input name.
-            batch_size: Samples per call; default :attr:`preferred_batch_size`.
-            progress: Draw a progress bar.
-
-        Returns:
-            The outputs of a single-output model, else a dict keyed by output name.
-        """
+        """Like :meth:`run`, but a single-output model returns its one array (as Keras does)."""
         outputs = self.run(x, batch_size=batch_size, progress=progress)
         return next(iter(outputs.values())) if len(outputs) == 1 else outputs
 
@@ -235,13 +212,8 @@ class Runner(abc.ABC):
         times ``Invoke()``: input conversion happens here, once, not in the loop, and no
         output is read back. A static-batch model runs the batch as :meth:`calls_for` calls
         of its own size, bound by :meth:`bind_calls` on the same terms as a single call, so
-        time per sample compares across batches.
-
-        Args:
-            x: One batch of float samples, batch first (an array, or a dict by input name).
-
-        Returns:
-            A callable without arguments; each call runs the model once on ``x``.
+        time per sample compares across batches. ``x``: one batch of float samples, batch
+        first; each call of the returned callable runs the model once on it.
         """
         feed = self.feed(x)
         static = self.layout.static_batch
@@ -268,6 +240,15 @@ class Runner(abc.ABC):
         calls = [self.bind_call(feed) for feed in feeds]
         return lambda: [call() for call in calls]
 
+    def _accept(self, model: object, threads: int, advice: str) -> None:
+        """Refuse another format (``advice``: what to do instead) and fewer than 1 thread."""
+        if not self.accepts(model):
+            raise UnsupportedModelError(
+                f"the {self.backend!r} backend runs {self.runs} models; {advice}"
+            )
+        if threads < 1:
+            raise InvalidInputError(f"threads must be at least 1, got {threads}.")
+
     def details(self) -> dict[str, object]:
         """Backend facts for reports (delegated ops, accelerators, providers...)."""
         return {}
@@ -290,12 +271,7 @@ class Runner(abc.ABC):
     def __enter__(self) -> Runner:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -21,18 +20,6 @@ from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
 from tfcompress.runtime.gpu_diagnosis import delegate_cpu_ops, diagnose, native_log
 from tfcompress.runtime.litert import custom_op_advice, dequantize, quantize
 
-logger = logging.getLogger(__name__)
-
-
-def _litert_compiled_model() -> tuple[Any, Any, Any, Any]:
-    compiled = compiled_model_module()
-    return (
-        compiled.CompiledModel,
-        compiled.HardwareAccelerator,
-        compiled.Options,
-        compiled.CpuOptions,
-    )
-
 
 class CompiledModelRunner(Runner):
     """Runs a ``.tflite`` through LiteRT's ``CompiledModel`` on the given accelerators.
@@ -41,10 +28,8 @@ class CompiledModelRunner(Runner):
     cannot resize an input of a compiled model reliably): the runner's layout has the
     file's stored batch as a static batch, and batches run as calls of that size.
 
-    Args:
-        model: The ``.tflite`` to run.
-        accelerators: Names among ``"gpu"``, ``"npu"`` and ``"cpu"``; order is irrelevant.
-        threads: CPU threads for the ops that run on the CPU.
+    ``accelerators``: names among ``"gpu"``, ``"npu"`` and ``"cpu"`` (in any order);
+    ``threads``: CPU threads for the ops that run on the CPU.
 
     Raises:
         BackendUnavailableError: LiteRT found no GPU device here ("no GPU"), or could not
@@ -65,14 +50,10 @@ class CompiledModelRunner(Runner):
         accelerators: tuple[str, ...] = ("gpu", "cpu"),
         threads: int = 1,
     ) -> None:
-        if not isinstance(model, TFLiteModel):
-            raise UnsupportedModelError(
-                f"the {self.backend!r} backend runs .tflite models; convert the model first."
-            )
-        if threads < 1:
-            raise InvalidInputError(f"threads must be at least 1, got {threads}.")
+        self._accept(model, threads, "convert the model first.")
         accelerators = tuple(a.lower() for a in accelerators)
-        compiled_model, accelerator, options, cpu_options = _litert_compiled_model()
+        litert = compiled_model_module()
+        accelerator = litert.HardwareAccelerator
         flags = 0
         for name in accelerators:
             if name.upper() not in {"CPU", "GPU", "NPU"}:
@@ -81,11 +62,11 @@ class CompiledModelRunner(Runner):
         self.model, self.threads, self.accelerators = model, threads, tuple(accelerators)
         try:
             with native_log() as log:  # LiteRT says why only there (gpu_diagnosis)
-                self._compiled = compiled_model.from_buffer(
+                self._compiled = litert.CompiledModel.from_buffer(
                     model.content,
-                    options=options(
+                    options=litert.Options(
                         hardware_accelerators=accelerator(flags),
-                        cpu_options=cpu_options(num_threads=threads),
+                        cpu_options=litert.CpuOptions(num_threads=threads),
                     ),
                 )
         except RuntimeError as error:
@@ -173,18 +154,14 @@ class CompiledModelRunner(Runner):
             "accelerators": "|".join(a.upper() for a in self.accelerators),
             "fully_accelerated": self.fully_accelerated,
         }
-        if "gpu" in self.accelerators and not details["fully_accelerated"]:
-            details.update(self._fallback())
-        return details
-
-    def _fallback(self) -> dict[str, object]:
-        """The ops on the CPU of a model the GPU took in part, and who said so."""
+        if "gpu" not in self.accelerators or details["fully_accelerated"]:
+            return details
         if self.cpu_ops:
-            return {"cpu_ops": list(self.cpu_ops), "cpu_ops_source": "LiteRT"}
+            return {**details, "cpu_ops": list(self.cpu_ops), "cpu_ops_source": "LiteRT"}
         from tfcompress.runtime.gpu_support import gpu_support
 
         found = [str(op) for op in gpu_support(self.model.content).cpu_ops]
-        return {"cpu_ops": found, "cpu_ops_source": "static check"}
+        return {**details, "cpu_ops": found, "cpu_ops_source": "static check"}
 
     def close(self) -> None:
         """Release the compiled model."""
@@ -219,15 +196,9 @@ def _slot(compiled: dict[str, Any], ours: dict[int, Any]) -> tuple[str, dict[str
 class GpuRunner(CompiledModelRunner):
     """LiteRT ``CompiledModel`` with ``HardwareAccelerator.GPU | CPU``.
 
-    Ops the GPU supports run there; the others fall back to the CPU. :meth:`details` tells
-    whether the model was fully accelerated.
-
-    Args:
-        model: The ``.tflite`` to run (float32 or float16 models suit GPUs best).
-        threads: CPU threads for the ops that fall back to the CPU.
-
-    Raises:
-        BackendUnavailableError: No GPU (or no WebGPU/OpenCL driver) here.
+    Ops the GPU supports run there; the others fall back to the CPU (``threads`` of it).
+    :meth:`details` tells whether the model was fully accelerated. float32 or float16 models
+    suit GPUs best. BackendUnavailableError: no GPU (or no WebGPU/OpenCL driver) here.
     """
 
     def __init__(self, model: TFLiteModel, *, threads: int = 1) -> None:
@@ -241,10 +212,6 @@ class CompiledCpuRunner(CompiledModelRunner):
     This is the runtime path of LiteRT's own benchmark tool
     (``python -m ai_edge_litert.tools.benchmark_litert_model``), and the newer alternative to
     the ``cpu`` backend's ``Interpreter``; both use XNNPACK kernels.
-
-    Args:
-        model: The ``.tflite`` to run.
-        threads: CPU threads.
     """
 
     def __init__(self, model: TFLiteModel, *, threads: int = 1) -> None:

@@ -27,14 +27,9 @@ _INSTALL_HINT = (
 
 
 def find_library(library: str | None = None) -> str:
-    """Locate the Edge TPU runtime library without loading it.
+    """Locate the Edge TPU runtime library without loading it (BackendUnavailableError if absent).
 
-    Args:
-        library: A library name or path; default ``$TFCOMPRESS_EDGETPU_LIB`` or
-            ``libedgetpu.so.1``.
-
-    Raises:
-        BackendUnavailableError: The library is not installed here.
+    ``library``: a library name or path; default ``$TFCOMPRESS_EDGETPU_LIB`` or ``libedgetpu.so.1``.
     """
     name = library or os.environ.get("TFCOMPRESS_EDGETPU_LIB") or DEFAULT_LIBRARY
     if os.sep in name:
@@ -62,13 +57,9 @@ class EdgeTPURunner(LiteRTRunner):
     the CPU, which :meth:`details` shows as ``edgetpu_ops: 0``; for a compiled one it counts
     the ops inside the custom ops from the compiler's log (:func:`count_tpu_ops`).
 
-    Args:
-        model: The ``.tflite`` to run (ideally ``*_edgetpu.tflite``).
-        threads: CPU threads for the ops left on the CPU.
-        library: Path or name of the Edge TPU runtime (default ``libedgetpu.so.1``).
-        device: Which Edge TPU, e.g. ``"usb"``, ``"usb:0"`` or ``"pci:0"`` (default: any).
-        compiler_log: The compiler's log of this model, to count the ops the TPU runs
-            (default: ``<model>.log`` beside the model file, as the compiler writes it).
+    ``library`` (default ``libedgetpu.so.1``), ``device`` (``"usb"``, ``"usb:0"``,
+    ``"pci:0"``; default: any) and ``compiler_log`` (default: ``<model>.log`` beside the
+    model, as the compiler writes it) are its flags' options; ``threads`` run the CPU's ops.
 
     Raises:
         BackendUnavailableError: No Edge TPU runtime library, or no device.
@@ -172,19 +163,9 @@ def count_tpu_ops(
     whose payload is the TPU's own program, so the compiled file no longer says how many
     ops went in. The compiler's operation log does: the one it writes next to the compiled
     model (``model_edgetpu.log``, also written by ``tfcompress quantize --target edgetpu``),
-    or the one given.
-
-    Args:
-        op_names: The compiled graph's op names, in order.
-        model_path: Where the compiled model was read from (its ``.log`` is looked for).
-        compiler_log: The compiler's log (its printed output or its ``.log`` file).
-
-    Returns:
-        The count, the custom-op nodes, and the source of the count.
-
-    Raises:
-        InvalidInputError: ``compiler_log`` was given and cannot be read or has no
-            operator table.
+    or the one given (its printed output or its ``.log`` file; else the ``.log`` beside
+    ``model_path``). InvalidInputError: a ``compiler_log`` that cannot be read or has no
+    operator table.
 
     Example:
         >>> count_tpu_ops(["QUANTIZE", "CONV_2D"]).ops

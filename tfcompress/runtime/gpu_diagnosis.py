@@ -1,22 +1,15 @@
 """Why LiteRT could not put a model on the GPU: no GPU here, or a model the GPU refuses.
 
-LiteRT 2.3's ``CompiledModel`` raises the same bare ``RuntimeError`` (two source locations)
-whether the machine has no GPU or the GPU delegate refused the model; the cause is only in
-what its native code writes on the C standard error. :func:`native_log` captures that text
-for the length of a compilation, and :func:`diagnose` picks the message from it:
-
-- LiteRT found no GPU device (WebGPU has no adapter, the Vulkan loader or its ICD is
-  missing): ``BackendUnavailableError``, "no GPU", with what to install;
-- a GPU answered but the delegate refused the model (the whole graph, for a tensor sized at
-  run time, or the ops it left to the CPU): ``UnsupportedModelError`` naming the causes and
-  the dynamic inputs behind them (from the static check, :mod:`tfcompress.runtime.gpu_support`)
-  and the fix (``--target gpu``, ``--static-batch``);
-- anything else: ``BackendUnavailableError`` with LiteRT's own words, never "no GPU".
-
-The marker strings are LiteRT's own, read from ai-edge-litert 2.3.0's libraries
-(``libLiteRtWebGpuAccelerator.so``, ``libLiteRt.so``) and from the sources in
-google-ai-edge/LiteRT (``GetOpsToReplaceWithOptions`` in ``ml_drift_delegate/tflite/
-model_builder.cc``; ``ModifyGraphWithDelegate`` in ``tflite/core/subgraph.cc``).
+LiteRT 2.3's ``CompiledModel`` raises the same bare ``RuntimeError`` whether the machine has
+no GPU or the GPU delegate refused the model; the cause is only in what its native code
+writes on the C standard error. :func:`native_log` captures that text for the length of a
+compilation, and :func:`diagnose` picks the error from it: ``BackendUnavailableError`` "no
+GPU" with what to install (no adapter, no Vulkan loader or ICD); ``UnsupportedModelError``
+with the causes, the dynamic inputs and the fix from the static check
+(:mod:`tfcompress.runtime.gpu_support`) when a GPU refused the model; otherwise
+``BackendUnavailableError`` with LiteRT's own words, never "no GPU". The marker strings are
+LiteRT's own (ai-edge-litert 2.3.0's libraries; ``model_builder.cc`` and
+``tflite/core/subgraph.cc`` in google-ai-edge/LiteRT).
 """
 
 from __future__ import annotations
@@ -28,7 +21,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tfcompress.errors import BackendUnavailableError, TFCompressError, UnsupportedModelError
@@ -73,7 +66,6 @@ class NativeLog:
     """What native code wrote on file descriptor 2 while :func:`native_log` held it."""
 
     text: str = ""
-    lines: list[str] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -96,7 +88,6 @@ def native_log() -> Iterator[NativeLog]:
             os.close(saved)
             sink.seek(0)
             captured.text = sink.read(1 << 20).decode("utf-8", "replace")
-            captured.lines = captured.text.splitlines()
     if captured.text.strip():
         logger.debug("LiteRT's native log:\n%s", captured.text.rstrip())
 
@@ -146,7 +137,7 @@ def diagnose(
         )
     if kind == "delegate_failed":
         return UnsupportedModelError(_refusal(name, content, both))
-    last = next((line.strip() for line in reversed(log.lines) if "ERROR" in line), "")
+    last = next((line.strip() for line in reversed(log.text.splitlines()) if "ERROR" in line), "")
     detail = "; ".join(part for part in (said, last[:200]) if part)
     return BackendUnavailableError(
         f"LiteRT could not compile {name} for {wanted} ({detail}); it did not say whether a "

@@ -1,20 +1,12 @@
 """LiteRT's GPU accelerator's rules, op by op: what ML Drift's model builder takes.
 
-ai-edge-litert 2.3's GPU accelerator is ML Drift (over WebGPU on Linux). Which ops it takes
-is decided by ``GetOpsToReplaceWithOptions`` in ``ml_drift_delegate/tflite/model_builder.cc``
-of google-ai-edge/LiteRT, read at commit :data:`LITERT_COMMIT`:
-
-- the op list: ``NewOperationParser``'s switch (an op without a parser is "Operation is not
-  supported."), with the op-version caps its parsers check (:data:`MAX_VERSION`,
-  ``CheckMaxSupportedOpVersion`` / ``ValidateSupport({.max_version})``);
-- each parser's ``IsSupported``, which for most ops also calls
-  ``tflite/tools/versioning/gpu_compatibility.cc``'s ``CheckGpuDelegateCompatibility``
-  (with enhanced broadcasting for the elementwise ops); the parsers that skip it (ARG_MAX,
-  CAST, ONE_HOT, SLICE, UNPACK, PRELU) are judged by their own checks only;
-- the tensor-type table (``allowed_in_types`` / ``allowed_out_types``, with quantized ops and
-  bool tensors allowed, as LiteRT builds the delegate), checked by ``IsAllAllowedTensors`` on
-  every tensor computed at run time, and its rank rule (rank 5 or more is refused, constants
-  too).
+ai-edge-litert 2.3's GPU accelerator is ML Drift. Which ops it takes is decided by
+``GetOpsToReplaceWithOptions`` in ``ml_drift_delegate/tflite/model_builder.cc`` of
+google-ai-edge/LiteRT, read at commit :data:`LITERT_COMMIT` (docs/gpu.md, "Where the rules
+come from"): the op list with its version caps (:data:`MAX_VERSION`), each parser's
+``IsSupported`` (for most ops also ``gpu_compatibility.cc``'s
+``CheckGpuDelegateCompatibility``; ARG_MAX, CAST, ONE_HOT, SLICE, UNPACK and PRELU only by
+their own checks), and the tensor-type table and rank rule of ``IsAllAllowedTensors``.
 
 Each check returns a :class:`Refusal` (why, in the source's terms, and the change that works)
 or None. :mod:`tfcompress.runtime.gpu_support` runs them over a file.
@@ -38,6 +30,7 @@ LITERT_SOURCE = (
 #: A change that works for most refusals: let the converter write the file for the GPU.
 REMAKE = "make the file with `tfcompress quantize MODEL --target gpu`"
 KEEP_ON_CPU = "or accept that it runs on the CPU"
+_REPLACE = f"replace this layer with ops the GPU takes, {KEEP_ON_CPU}"
 
 _ONE_ARG = ("ABS", "CEIL", "COS", "ELU", "EXP", "FLOOR", "GELU", "LOG", "LOGICAL_NOT", "LOGISTIC",
             "NEG", "ROUND", "RSQRT", "SIGN", "SIN", "SQRT", "SQUARE", "TANH")  # fmt: skip
@@ -164,9 +157,9 @@ def refusal(view: View) -> Refusal | None:
         custom = name.split(":", 1)[1]
         if custom in CUSTOM_OPS:
             return _tensor_rule(view)
-        return Refusal(f"no GPU kernel for the custom op {custom}", _replace(), "op")
+        return Refusal(f"no GPU kernel for the custom op {custom}", _REPLACE, "op")
     if name not in MAX_VERSION:
-        return Refusal("no GPU kernel (Operation is not supported.)", _replace(), "op")
+        return Refusal("no GPU kernel (Operation is not supported.)", _REPLACE, "op")
     cap = MAX_VERSION[name]
     if cap is not None and view.op.version > cap:
         return Refusal(
@@ -179,10 +172,6 @@ def refusal(view: View) -> Refusal | None:
         rule = _one_arg if name in _ONE_ARG else _two_arg if name in _TWO_ARG else None
     found = rule(view) if rule is not None else None
     return found or _tensor_rule(view)
-
-
-def _replace() -> str:
-    return f"replace this layer with ops the GPU takes, {KEEP_ON_CPU}"
 
 
 def _version_fix(name: str) -> str:
@@ -333,7 +322,7 @@ def _pool(view: View) -> Refusal | None:
     if (found := _operands(view, 1, None)) is not None:
         return found
     if view.options.get("FusedActivationFunction") == _SIGN_BIT:
-        return Refusal("fused SIGN_BIT activation", _replace())
+        return Refusal("fused SIGN_BIT activation", _REPLACE)
     return None
 
 
@@ -455,10 +444,6 @@ def _unpack(view: View) -> Refusal | None:
     return None if rank <= 4 else Refusal(f"UNPACK of a {rank}-D tensor", REMAKE, "rank")
 
 
-def _needs_one_runtime(view: View) -> Refusal | None:
-    return _operands(view, 1, None)
-
-
 def _batch_matmul(view: View) -> Refusal | None:
     """Two inputs; with one run-time input, the second is the constant."""
     count = len(view.op.inputs)
@@ -496,7 +481,7 @@ _RULES: dict[str, Callable[[View], Refusal | None]] = {
     **dict.fromkeys(
         ("RESHAPE", "TILE", "TRANSPOSE", "QUANTIZE", "HARD_SWISH", "DEPTH_TO_SPACE",
          "SPACE_TO_DEPTH", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "TOPK_V2"),
-        _needs_one_runtime,
+        lambda view: _operands(view, 1, None),
     ),
     **dict.fromkeys(("RELU", "RELU6", "RELU_N1_TO_1", "LEAKY_RELU"), _one_arg),
 }  # fmt: skip

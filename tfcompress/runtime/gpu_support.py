@@ -4,20 +4,12 @@ Where no GPU answers, this is how tfcompress judges whether a file would run who
 (``quantize --target gpu``'s check, ``tfcompress gpu``); where a GPU refuses a model, the
 ``gpu`` backend names the causes from it. It reads the file only (no native code, no numpy).
 
-Three verdicts, as LiteRT reaches them:
-
-- **whole**: every op is one the accelerator (ML Drift) takes, by the rules of
-  :mod:`tfcompress.runtime.gpu_rules` (its op list, tensor types, op-version caps and per-op
-  checks, read from google-ai-edge/LiteRT at :data:`~tfcompress.runtime.gpu_rules.LITERT_COMMIT`);
-- **falls back**: some ops are refused; they run on the CPU, the rest on the GPU;
-- **refused**: a tensor's size is known only at run time (a RESHAPE to a shape computed from
-  the input, as Keras makes of a ``Flatten`` after a dynamic batch). TFLite's
-  ``ModifyGraphWithDelegate`` (``tflite/core/subgraph.cc``) then refuses the delegate for the
-  whole graph ("Attempting to use a delegate that only supports static-sized tensors"):
-  nothing runs on the GPU. Which tensors are sized at run time follows TFLite's kernels:
-  SHAPE's output, and CONCATENATION, GATHER, MUL, RANGE, RESHAPE, STRIDED_SLICE, TILE and the
-  reductions of such values, are computed when tensors are allocated; an op whose output size
-  depends on any other computed value (a RESHAPE's new shape, a SLICE's size) makes it dynamic.
+The three verdicts (whole, falls back, refused) are docs/gpu.md's; the op rules are
+:mod:`tfcompress.runtime.gpu_rules`'. Which tensors are sized at run time (the whole graph
+refused) follows TFLite's kernels: SHAPE's output, and CONCATENATION, GATHER, MUL, RANGE,
+RESHAPE, STRIDED_SLICE, TILE and the reductions of such values, are computed when tensors
+are allocated; an op whose output size depends on any other computed value (a RESHAPE's new
+shape, a SLICE's size) makes it dynamic.
 
 Each refused op names the Keras layer it came from (the converter's tensor names), a change
 that works, and, when it is refused only for a tensor another refused op made (the rank-5
@@ -35,18 +27,7 @@ from typing import Any
 
 from tfcompress.models.tflite_file import Operator, Subgraph, TFLiteFile, read_tflite
 from tfcompress.models.tflite_options import read_options
-from tfcompress.runtime.gpu_rules import LITERT_COMMIT, LITERT_SOURCE, View, refusal
-
-__all__ = [
-    "CpuOp",
-    "DynamicTensor",
-    "Fp16Risk",
-    "GpuSupport",
-    "LITERT_COMMIT",
-    "STATIC_BATCH_FIX",
-    "gpu_support",
-    "layer_of",
-]
+from tfcompress.runtime.gpu_rules import LITERT_SOURCE, View, refusal
 
 #: What makes a dynamic-batch model whole for the GPU (the target's rule and its flag).
 STATIC_BATCH_FIX = (
@@ -86,7 +67,6 @@ class CpuOp:
         reason: Which rule refuses it.
         from_dynamic_shape: It computes (or consumes) a shape at run time: a static batch
             folds it away.
-        version: The op's version in the file.
         layer: The Keras layer it came from (the converter's name scope), None if unnamed.
         fix: A change that makes the GPU take it.
         follows: The refused op whose tensor is the only cause (its fix is this op's), or None.
@@ -107,16 +87,7 @@ class CpuOp:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
-        return {
-            "index": self.index,
-            "op": self.op,
-            "version": self.version,
-            "layer": self.layer,
-            "reason": self.reason,
-            "fix": self.fix,
-            "follows": self.follows,
-            "from_dynamic_shape": self.from_dynamic_shape,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -125,8 +96,6 @@ class DynamicTensor:
 
     Attributes:
         index: The op that makes it.
-        op: That op's type.
-        tensor: The tensor's name.
         layer: The Keras layer, None if unnamed.
         from_dynamic_batch: Its size comes from the input's dynamic batch (a static batch
             folds it away).
@@ -183,14 +152,7 @@ class Fp16Risk:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
-        return {
-            "index": self.index,
-            "op": self.op,
-            "layer": self.layer,
-            "elements": self.elements,
-            "bound": self.bound,
-            "file_float16": self.file_float16,
-        }
+        return {**asdict(self), "bound": self.bound}
 
 
 @dataclass(frozen=True)
@@ -198,7 +160,6 @@ class GpuSupport:
     """The static verdict: whole, falls back (ops on the CPU) or refused (the whole graph).
 
     Attributes:
-        ops_total: Ops in the main subgraph.
         cpu_ops: The ops the accelerator refuses (they run on the CPU).
         dynamic_inputs: ``(name, shape signature)`` of each input with a dynamic dimension.
         dynamic_tensors: Tensors sized at run time: the whole graph is refused.
@@ -318,20 +279,10 @@ class GpuSupport:
 def gpu_support(content: bytes | TFLiteFile) -> GpuSupport:
     """Check statically what LiteRT's GPU accelerator makes of a ``.tflite``.
 
-    Args:
-        content: The file's bytes (read and validated here) or a validated parsed file.
-
-    Returns:
-        The verdict: the refused ops with their layers, reasons and fixes, the tensors sized
-        at run time (the whole graph refused), the inputs with a dynamic dimension and the
-        float16 overflow risks.
-
-    Raises:
-        ModelLoadError: Not a readable ``.tflite``.
-
-    Example:
-        >>> gpu_support(static_batch_content).compatible  # doctest: +SKIP
-        True
+    ``content``: the file's bytes (read and validated here; ModelLoadError if it is not a
+    readable ``.tflite``) or a validated parsed file. The verdict holds the refused ops with
+    their layers, reasons and fixes, the tensors sized at run time (the whole graph refused),
+    the inputs with a dynamic dimension and the float16 overflow risks.
     """
     model = content if isinstance(content, TFLiteFile) else _read(content)
     if not model.subgraphs:
@@ -530,15 +481,8 @@ def _fp16_risks(
             continue
         elements = math.prod(shape[a % len(shape)] for a in axes) if axes else 1
         if elements >= _FP16_ROW:
-            risks.append(
-                Fp16Risk(
-                    op.index,
-                    op.opcode,
-                    layer_of(graph, op, constants),
-                    elements,
-                    precision == "float16",
-                )
-            )
+            layer = layer_of(graph, op, constants)
+            risks.append(Fp16Risk(op.index, op.opcode, layer, elements, precision == "float16"))
     return tuple(risks)
 
 

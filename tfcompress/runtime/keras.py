@@ -64,12 +64,7 @@ def _default_pool_size(variable: str) -> int:
 
 
 def threads_pinned() -> bool:
-    """Whether TensorFlow's intra-op pool size was set explicitly (not left to its default).
-
-    Example:
-        >>> threads_pinned()  # doctest: +SKIP
-        False
-    """
+    """Whether TensorFlow's intra-op pool size was set explicitly (not left to its default)."""
     return bool(tensorflow().config.threading.get_intra_op_parallelism_threads())
 
 
@@ -79,16 +74,8 @@ def pin_tensorflow_threads(threads: int) -> bool:
     Sets the intra-op pool to ``threads`` and the inter-op pool to 1 (ops run one after the
     other, as the ``onnxruntime`` backend runs them). This works only before TensorFlow's
     runtime starts, and holds for the rest of the process. Afterwards nothing changes and
-    the answer says whether TensorFlow already runs ``threads`` intra-op threads.
-
-    Args:
-        threads: Intra-op threads, at least 1.
-
-    Returns:
-        True when TensorFlow's ops now run on ``threads`` intra-op threads.
-
-    Raises:
-        InvalidInputError: ``threads`` is not an integer >= 1.
+    the answer (True: they now run on ``threads``) says whether TensorFlow already runs
+    ``threads`` intra-op threads. InvalidInputError: ``threads`` is not an integer >= 1.
 
     Example:
         >>> pin_tensorflow_threads(1)  # first thing in a script  # doctest: +SKIP
@@ -123,17 +110,13 @@ class KerasRunner(Runner):
     serving signature. :meth:`details` says which (``"call"``), and the thread counts
     TensorFlow ran.
 
-    Args:
-        model: A Keras model or a :class:`~tfcompress.models.SavedModelDir`.
-        threads: Intra-op threads. None leaves TensorFlow's thread pools as they are. A
-            number pins them when TensorFlow has not started yet, is accepted when
-            TensorFlow already runs that many intra-op threads, and refused otherwise.
+    ``threads`` (intra-op) None leaves TensorFlow's thread pools as they are; a number pins
+    them when TensorFlow has not started yet, is accepted when TensorFlow already runs that
+    many intra-op threads, and refused otherwise (SettingUnavailableError; see the module).
 
     Raises:
         UnsupportedModelError: A ``.tflite`` or ``.onnx`` (use ``cpu`` or ``onnxruntime``).
         InvalidInputError: ``threads`` is not an integer >= 1.
-        SettingUnavailableError: TensorFlow already runs another number of intra-op threads
-            in this process.
         ModelLoadError: A SavedModel that cannot be read.
     """
 
@@ -223,9 +206,7 @@ class KerasRunner(Runner):
                 f"inputs it was given: {reason}; feed the shapes and values its signature "
                 "declares (tfcompress inspect shows them)."
             ) from error
-        if self._signature is not None:
-            return {name: np.asarray(results[name], dtype=np.float32) for name in names}
-        if isinstance(results, Mapping):
+        if self._signature is not None or isinstance(results, Mapping):
             return {name: np.asarray(results[name], dtype=np.float32) for name in names}
         if not isinstance(results, list | tuple):
             results = [results]

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tfcompress._compat.litert import make_interpreter
-from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedModelError
+from tfcompress.errors import InvalidDataError, UnsupportedModelError
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.probe import probe_inputs, zeros_refused
 from tfcompress.models.signature import model_signature
@@ -34,16 +34,8 @@ class LiteRTRunner(Runner):
     as each call holds independent samples. Batches run in one invoke when the model's
     batch is free; a static-batch model runs calls of its own batch size (see
     :attr:`~tfcompress.runtime.base.Runner.layout`). Other dynamic dimensions (an audio
-    length) take the size of the data fed.
-
-    Args:
-        model: The ``.tflite`` to run.
-        threads: CPU threads for kernels and XNNPACK.
-        use_xnnpack: False runs LiteRT's built-in kernels only.
-
-    Example:
-        >>> with LiteRTRunner(TFLiteModel(content), threads=1) as runner:  # doctest: +SKIP
-        ...     probabilities = runner.predict(x_test)
+    length) take the size of the data fed. ``threads``: CPU threads for kernels and XNNPACK;
+    ``use_xnnpack=False`` runs LiteRT's built-in kernels only.
     """
 
     runtime_name = "LiteRT"
@@ -53,13 +45,8 @@ class LiteRTRunner(Runner):
     pads_last_batch = True  # one input shape for every call: no resize, no re-allocation
 
     def __init__(self, model: TFLiteModel, *, threads: int = 1, use_xnnpack: bool = True) -> None:
-        if threads < 1:
-            raise InvalidInputError(f"threads must be at least 1, got {threads}.")
-        if not isinstance(model, TFLiteModel):
-            raise UnsupportedModelError(
-                "the 'cpu' backend runs .tflite models; convert with tfcompress.quantize() or "
-                "use backend='keras' for Keras models."
-            )
+        advice = "convert with tfcompress.quantize() or use backend='keras' for Keras models."
+        self._accept(model, threads, advice)
         self.model = model
         self.threads = threads
         self.use_xnnpack = use_xnnpack
@@ -70,6 +57,7 @@ class LiteRTRunner(Runner):
             raise self._cannot_run(error) from error
         self._inputs = self.interpreter.get_input_details()
         self._outputs = self.interpreter.get_output_details()
+        self._pairs = list(zip(self._inputs, self.signature.input_names, strict=True))
         # A fused LSTM/RNN keeps its state in variable tensors, which persist from one
         # invoke to the next: each call of independent samples starts from the initial state.
         self._stateful = _has_variable_tensors(model)
@@ -111,10 +99,6 @@ class LiteRTRunner(Runner):
         """The interpreter's details of the first input tensor."""
         return self._inputs[0]
 
-    def predict_batch(self, feed: Feed) -> Outputs:
-        """Run one call (model layout, float values) and return dequantized float outputs."""
-        return self._invoke(feed)
-
     def bind_call(self, feed: Feed) -> Callable[[], object]:
         """Convert the inputs once; each timed call copies them in and invokes."""
         return self.bind_calls([feed])
@@ -125,8 +109,7 @@ class LiteRTRunner(Runner):
         The interpreter holds one set of input tensors (see :func:`copying_calls`).
         """
         self._set_inputs(feeds[0])  # resized, allocated and probed once, at these shapes
-        pairs = list(zip(self._inputs, self.signature.input_names, strict=True))
-        prepared = [[(d["index"], quantize(feed[n], d)) for d, n in pairs] for feed in feeds]
+        prepared = [[(d["index"], quantize(feed[n], d)) for d, n in self._pairs] for feed in feeds]
         return copying_calls(prepared, self.interpreter.set_tensor, self.interpreter.invoke)
 
     def details(self) -> dict[str, object]:
@@ -141,7 +124,7 @@ class LiteRTRunner(Runner):
 
     def _set_inputs(self, feed: Feed) -> None:
         resized = False
-        for detail, name in zip(self._inputs, self.signature.input_names, strict=True):
+        for detail, name in self._pairs:
             shape = tuple(int(n) for n in feed[name].shape)
             if shape != self._shapes[detail["index"]]:
                 try:
@@ -159,29 +142,24 @@ class LiteRTRunner(Runner):
             except (RuntimeError, ValueError) as error:
                 raise self._cannot_run(error) from error
             self._allocated = True
-        values = {
-            detail["index"]: quantize(feed[name], detail)
-            for detail, name in zip(self._inputs, self.signature.input_names, strict=True)
-        }
+        values = {d["index"]: (name, quantize(feed[name], d)) for d, name in self._pairs}
         if self._unproven is not None:
-            source = self.model.path or self.model.name
+            probed = {f"t{i}": value for i, (_, value) in values.items()}
             probe_inputs(
-                self.model.content, "tflite", {f"t{i}": v for i, v in values.items()}, source=source
+                self.model.content, "tflite", probed, source=self.model.path or self.model.name
             )
             self._unproven = None
-        names = {
-            d["index"]: n for d, n in zip(self._inputs, self.signature.input_names, strict=True)
-        }
-        for index, value in values.items():
+        for index, (name, value) in values.items():
             try:
                 self.interpreter.set_tensor(index, value)
             except ValueError as error:  # LiteRT refusing the array: name the input
                 raise InvalidDataError(
-                    f"input {names[index]!r} of {self.model.name}: LiteRT refused the array "
+                    f"input {name!r} of {self.model.name}: LiteRT refused the array "
                     f"({' '.join(str(error).split())[:200]}); feed its declared shape."
                 ) from error
 
-    def _invoke(self, feed: Feed) -> Outputs:
+    def predict_batch(self, feed: Feed) -> Outputs:
+        """Run one call (model layout, float values) and return dequantized float outputs."""
         self._set_inputs(feed)
         if self._stateful:
             self.interpreter.reset_all_variables()
@@ -283,14 +261,7 @@ def custom_op_advice(model: TFLiteModel) -> str:
 
 
 def delegated_ops(interpreter: Any) -> tuple[int, int]:
-    """Count the model's ops, and those that run inside delegate kernels (XNNPACK, Edge TPU...).
-
-    Args:
-        interpreter: An allocated LiteRT interpreter.
-
-    Returns:
-        ``(ops, delegated)``: the model's op count and how many of them a delegate runs.
-    """
+    """``(ops, delegated)``: an allocated interpreter's ops, and those a delegate runs."""
     nodes = interpreter._get_ops_details()  # the public API has no per-node view
     own = [n for n in nodes if n["op_name"] != "DELEGATE"]
     return len(own), sum(len(ops) for ops in delegated_partitions(interpreter))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,15 +11,12 @@ from tfcompress._compat.onnx import onnxruntime_module, ort_errors
 from tfcompress.errors import (
     BackendUnavailableError,
     InvalidDataError,
-    InvalidInputError,
     UnsupportedModelError,
 )
 from tfcompress.models.onnx import OnnxModel, ort_dtype
 from tfcompress.models.probe import probe_inputs, zeros_refused
 from tfcompress.models.signature import ModelSignature, TensorSpec
 from tfcompress.runtime.base import Feed, Outputs, Runner, register_backend
-
-logger = logging.getLogger(__name__)
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -35,19 +31,13 @@ def default_providers(available: Sequence[str]) -> list[str]:
 class OnnxRuntimeRunner(Runner):
     """Runs an ``.onnx`` with ONNX Runtime (graph optimizations on, sequential execution).
 
-    Args:
-        model: The ``.onnx`` to run.
-        threads: Intra-op threads (inter-op is 1: the graph runs op after op).
-        providers: Execution providers in priority order; default CUDA (when present) then CPU.
+    ``threads``: intra-op threads (inter-op is 1: the graph runs op after op); ``providers``:
+    execution providers in priority order (default CUDA, when present, then CPU).
 
     Raises:
         MissingDependencyError: onnxruntime is not installed.
         BackendUnavailableError: A requested provider is not available here.
         UnsupportedModelError: Not an ONNX model, or several inputs/outputs.
-
-    Example:
-        >>> with OnnxRuntimeRunner(load_model("model.onnx"), threads=2) as runner:  # doctest: +SKIP
-        ...     outputs = runner.predict(x)
     """
 
     runtime_name = "ONNX Runtime"
@@ -62,13 +52,7 @@ class OnnxRuntimeRunner(Runner):
         threads: int = 1,
         providers: Sequence[str] | None = None,
     ) -> None:
-        if not isinstance(model, OnnxModel):
-            raise UnsupportedModelError(
-                "the 'onnxruntime' backend runs .onnx models; export Keras models with "
-                "tfcompress.targets.onnx.export_onnx()."
-            )
-        if threads < 1:
-            raise InvalidInputError(f"threads must be at least 1, got {threads}.")
+        self._accept(model, threads, "export Keras models with tfcompress.export_onnx().")
         ort = onnxruntime_module()
         available = ort.get_available_providers()
         chosen = list(providers) if providers else default_providers(available)
@@ -172,10 +156,8 @@ def _named_inputs(inputs: tuple[str, ...], error: BaseException) -> list[str]:
 
 def _refused(model: str, name: str, error: BaseException) -> InvalidDataError:
     """ONNX Runtime's refusal of one named input, as a data error."""
-    reason = " ".join(str(error).split())
-    reason = (
-        reason.split("] ", 1)[-1][:300] or type(error).__name__
-    )  # drop "[ONNXRuntimeError] : 2 :"
+    # Without ONNX Runtime's "[ONNXRuntimeError] : 2 :" prefix.
+    reason = " ".join(str(error).split()).split("] ", 1)[-1][:300] or type(error).__name__
     return InvalidDataError(
         f"{model}: ONNX Runtime refused input {name!r}: {reason}; feed the shape and values "
         "the model's signature declares (tfcompress inspect shows it)."

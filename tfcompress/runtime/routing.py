@@ -30,7 +30,6 @@ class Route:
     """How one artifact meets one backend.
 
     Attributes:
-        backend: The backend name.
         convert: None to run the artifact as it is; :data:`KERAS_TO_ONNX` to run its ONNX
             export.
         skipped: Why this pair has no measurement (the row's status), or None.
@@ -48,15 +47,10 @@ class Route:
 
 def kind_of(model: object) -> str:
     """What the artifact is, in words, for a ``skipped:`` status."""
-    if isinstance(model, TFLiteModel):
-        return "a .tflite"
-    if isinstance(model, OnnxModel):
-        return "an .onnx"
-    if isinstance(model, SavedModelDir):
-        return "a SavedModel"
-    if flavour_of(model) is not None:
-        return "a Keras model"
-    return f"a {type(model).__name__}"
+    kinds = ((TFLiteModel, "a .tflite"), (OnnxModel, "an .onnx"), (SavedModelDir, "a SavedModel"))
+    found = next((words for kind, words in kinds if isinstance(model, kind)), None)
+    keras = "a Keras model" if flavour_of(model) is not None else f"a {type(model).__name__}"
+    return found or keras
 
 
 def plan_routes(models: Mapping[str, Any], requested: Sequence[str]) -> dict[str, list[Route]]:

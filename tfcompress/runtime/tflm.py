@@ -1,6 +1,6 @@
 """``tflm``: TensorFlow Lite for Microcontrollers' interpreter, run on this host.
 
-For accuracy through TFLM on the user's data (``tfcompress benchmark --backend tflm``, a gate
+For accuracy through TFLM on the user's data (``tfcompress benchmark --backends tflm``, a gate
 on ``tflm``): the same integers a board computes with TFLM's reference kernels. Its latency
 is host time of reference kernels, one sample per invoke: not a device figure (every row's
 ``backend_details`` says so). The harness runs ``.tflite`` runners in a worker process, so a
@@ -24,6 +24,7 @@ from tfcompress.errors import (
 from tfcompress.models.loading import TFLiteModel
 from tfcompress.models.signature import ModelSignature, model_signature
 from tfcompress.runtime.base import Feed, Outputs, Runner, copying_calls, register_backend
+from tfcompress.runtime.litert import dequantize, quantize
 
 #: What every row of this backend says about its latency.
 NOT_A_DEVICE_FIGURE = "host time of TFLM's reference kernels, not a device latency"
@@ -37,13 +38,9 @@ class TFLMRunner(Runner):
 
     Inputs are quantized with each input's scale and zero point and outputs dequantized, so
     it takes float data like every backend. TFLM plans fixed shapes: each call runs the
-    model's own batch (1 for a converted Keras model).
-
-    Args:
-        model: The ``.tflite`` to run.
-        threads: Must be 1: TFLM runs on one thread.
-        arena_size: Tensor arena in bytes (default: ten times the model, at least 64 KiB,
-            grown while TFLM cannot allocate).
+    model's own batch (1 for a converted Keras model). ``threads`` must be 1 (TFLM has no
+    threads); ``arena_size`` is the tensor arena in bytes (default: ten times the model, at
+    least 64 KiB, grown while TFLM cannot allocate).
     """
 
     runtime_name = "TFLite Micro"
@@ -94,7 +91,7 @@ class TFLMRunner(Runner):
         self._set_inputs(feed)
         self.interpreter.invoke()
         return {
-            name: _dequantize(np.asarray(self.interpreter.get_output(i)), detail)
+            name: dequantize(np.asarray(self.interpreter.get_output(i)), _scaled(detail))
             for i, (name, detail) in enumerate(
                 zip(self.signature.output_names, self._outputs, strict=True)
             )
@@ -131,7 +128,7 @@ class TFLMRunner(Runner):
     def _converted(self, feed: Feed) -> list[np.ndarray]:
         """Each input in the model's type and shape, in input order."""
         return [
-            _quantize(np.asarray(feed[name]), detail).reshape(tuple(detail["shape"]))
+            quantize(np.asarray(feed[name]), _scaled(detail)).reshape(tuple(detail["shape"]))
             for name, detail in zip(self.signature.input_names, self._inputs, strict=True)
         ]
 
@@ -157,19 +154,8 @@ def _allocate(runtime: Any, model: TFLiteModel, arena_size: int | None) -> tuple
             size *= 4
 
 
-def _quantize(x: np.ndarray, detail: dict[str, Any]) -> np.ndarray:
-    dtype = np.dtype(detail["dtype"])
-    scales = detail["quantization_parameters"]["scales"]
-    if dtype.kind == "f" or not len(scales) or scales[0] == 0:
-        return x.astype(dtype)
-    zero = int(detail["quantization_parameters"]["zero_points"][0])
-    info = np.iinfo(dtype)
-    return np.clip(np.round(x / float(scales[0]) + zero), info.min, info.max).astype(dtype)
-
-
-def _dequantize(q: np.ndarray, detail: dict[str, Any]) -> np.ndarray:
-    scales = detail["quantization_parameters"]["scales"]
-    if q.dtype.kind == "f" or not len(scales) or scales[0] == 0:
-        return q.astype(np.float32, copy=False)
-    zero = int(detail["quantization_parameters"]["zero_points"][0])
-    return ((q.astype(np.float32) - zero) * float(scales[0])).astype(np.float32)
+def _scaled(detail: dict[str, Any]) -> dict[str, Any]:
+    """A TFLM tensor's details as LiteRT gives them: its first (scale, zero point), or (0, 0)."""
+    scales, zeros = (detail["quantization_parameters"][k] for k in ("scales", "zero_points"))
+    first = (float(scales[0]), int(zeros[0])) if len(scales) else (0.0, 0)
+    return {"dtype": detail["dtype"], "quantization": first}

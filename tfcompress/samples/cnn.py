@@ -19,16 +19,7 @@ def small_cnn(
     Large enough that weights, not the flatbuffer's graph, dominate the file size, so size
     ratios mean what they say; small enough to train in seconds on two cores.
 
-    Args:
-        input_shape: One sample's shape.
-        num_classes: Outputs (softmax probabilities).
-        flavour: ``"keras3"`` or ``"tf_keras"``.
-
-    Returns:
-        An uncompiled Sequential model.
-
-    Example:
-        >>> model = small_cnn(flavour="tf_keras")  # doctest: +SKIP
+    Uncompiled; ``flavour`` is ``"keras3"`` or ``"tf_keras"``.
     """
     keras = keras_module(KerasFlavour(flavour))
     layers = keras.layers
@@ -54,9 +45,6 @@ def residual_cnn(*, flavour: str | KerasFlavour = KerasFlavour.KERAS3) -> Any:
 
     Shaped like the mobile blocks users bring, with one layer (PReLU) that tfmot can neither
     quantize nor prune: the model behind the coverage tests and docs/qat.md's table.
-
-    Example:
-        >>> model = residual_cnn()  # doctest: +SKIP
     """
     keras = keras_module(KerasFlavour(flavour))
     layers = keras.layers

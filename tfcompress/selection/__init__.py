@@ -12,17 +12,6 @@ from typing import TYPE_CHECKING
 
 from tfcompress._lazy import lazy_exports
 
-# public name -> the module that defines it, imported on first use (PEP 562).
-_LAZY = {
-    "Budgets": "tfcompress.selection.budgets",
-    "Candidate": "tfcompress.selection.candidates",
-    "InlineExecutor": "tfcompress.selection.executors",
-    "connect_scheduler": "tfcompress.selection.executors",
-    "CandidateRecord": "tfcompress.selection.result",
-    "SelectionResult": "tfcompress.selection.result",
-    "SelectionConfig": "tfcompress.selection.config",
-    "select_model": "tfcompress.selection.search",
-}
 __all__ = [
     "Budgets",
     "Candidate",
@@ -33,7 +22,7 @@ __all__ = [
     "connect_scheduler",
     "select_model",
 ]
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__)
 
 if TYPE_CHECKING:
     from tfcompress.selection.budgets import Budgets

@@ -7,8 +7,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tfcompress._config_fields import check_fields, checked_fields, integer, number, option
 from tfcompress.errors import InvalidInputError
 from tfcompress.targets.base import get_target, list_targets
+
+_BELOW_0, _ABOVE_1 = math.nextafter(0.0, -1.0), math.nextafter(1.0, 2.0)  # [0, 1], closed
 
 
 @dataclass(frozen=True)
@@ -20,28 +23,51 @@ class Budgets:
     threads, on the worker that ran the candidate.
 
     Attributes:
-        max_size_bytes: Largest int8 ``.tflite`` file, in bytes.
-        max_latency_ms: Largest median latency, in milliseconds.
+        max_size, max_latency, threads, min_accuracy: Options, each declared with its unit
+            and help by :func:`~tfcompress._config_fields.option` below.
         target: The target latency (and int8 accuracy) is measured for, on its latency
             backend (:func:`tfcompress.targets.base.list_targets`; ``select --target``).
-        threads: CPU threads of that backend.
-        min_accuracy: Smallest int8 accuracy on the eval data, in [0, 1].
         target_limits: Upper limits on what that target measures of each candidate's int8
-            file (its budget fields: ``{"max_edgetpu_segments": 1}`` for the Edge TPU).
+            file (its budget fields: ``{"max_edgetpu_segments": 1}`` for the Edge TPU,
+            ``{"max_arena": 65536}`` for TFLite Micro, in bytes as ``mcu --max-arena``).
 
     Example:
-        >>> Budgets(max_size_bytes=300_000, max_latency_ms=5.0, min_accuracy=0.9).threads
+        >>> Budgets(max_size=300_000, max_latency=5.0, min_accuracy=0.9).threads
         1
     """
 
-    max_size_bytes: int | None = None
-    max_latency_ms: float | None = None
+    max_size: int | None = option(
+        None,
+        unit="B",
+        parse="parse_size",
+        metavar="SIZE",
+        help="largest int8 .tflite, e.g. 500KB",
+        check=integer(1, expected="a positive whole number of bytes", optional=True),
+    )
+    max_latency: float | None = option(
+        None,
+        unit="ms",
+        parse="latency_ms",
+        metavar="TIME",
+        help="largest p50 latency of one int8 inference on the target's backend, e.g. 5ms",
+        check=number(0, math.inf, "a positive number of milliseconds", optional=True),
+    )
     target: str = "cpu"
-    threads: int = 1
-    min_accuracy: float | None = None
+    threads: int = option(
+        1,
+        help="CPU threads of the target's latency backend",
+        check=integer(1, expected="a whole number >= 1"),
+    )
+    min_accuracy: float | None = option(
+        None,
+        parse="fraction",
+        help="smallest int8 accuracy on --eval, e.g. 0.95 or 95%",
+        check=number(_BELOW_0, _ABOVE_1, "a fraction in [0, 1] (0.95 for 95%)", optional=True),
+    )
     target_limits: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        check_fields(self)
         object.__setattr__(self, "target_limits", dict(self.target_limits))
         check_budgets(self)
 
@@ -56,20 +82,15 @@ class Budgets:
         Raises:
             InvalidInputError: Unknown keys or impossible values.
         """
-        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise InvalidInputError(
-                f"unknown budget key(s) {unknown}; use {sorted(cls.__dataclass_fields__)}."
-            )
-        return cls(**data)
+        return cls(**checked_fields(cls, data, what="budgets", taker="Budgets"))
 
     def __str__(self) -> str:
         parts = []
-        if self.max_size_bytes is not None:
-            parts.append(f"size <= {self.max_size_bytes:,} B")
-        if self.max_latency_ms is not None:
+        if self.max_size is not None:
+            parts.append(f"size <= {self.max_size:,} B")
+        if self.max_latency is not None:
             parts.append(
-                f"latency <= {self.max_latency_ms:g} ms ({self.target}, "
+                f"latency <= {self.max_latency:g} ms ({self.target}, "
                 f"{self.threads} thread{'s' if self.threads != 1 else ''})"
             )
         if self.min_accuracy is not None:
@@ -86,65 +107,35 @@ def target_budget_fields(budgets: Budgets) -> list[Any]:
 
 
 def check_budgets(budgets: Budgets) -> None:
-    """Refuse budgets no model can meet or that make no sense.
+    """Refuse budgets that do not fit their target (each field checks its own value).
 
     Raises:
-        InvalidInputError: A negative or zero limit, an accuracy outside [0, 1], an unknown
-            target or a thread count below 1.
+        InvalidInputError: An unknown target, a limit of another target's, or a latency
+            budget for a target whose host time is no device figure.
     """
-    size = budgets.max_size_bytes
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
-        raise InvalidInputError(
-            f"max_size_bytes must be a positive whole number of bytes, got {size!r}."
-        )
-    latency = budgets.max_latency_ms
-    if latency is not None and (
-        isinstance(latency, bool)
-        or not isinstance(latency, int | float)
-        or not math.isfinite(latency)
-        or latency <= 0
-    ):
-        raise InvalidInputError(f"max_latency_ms must be a positive number, got {latency!r}.")
-    accuracy = budgets.min_accuracy
-    if accuracy is not None and (
-        isinstance(accuracy, bool)
-        or not isinstance(accuracy, int | float)
-        or not 0.0 <= accuracy <= 1.0
-    ):
-        raise InvalidInputError(
-            f"min_accuracy must be a fraction in [0, 1] (0.95 for 95%), got {accuracy!r}."
-        )
     target = get_target(budgets.target)  # UnknownNameError lists them
     _check_target_limits(budgets.target, budgets.target_limits)
-    if latency is not None and not target.judges_latency:
+    if budgets.max_latency is not None and not target.judges_latency:
         flags = ", ".join(f.flag for f in target.budget_fields)
         raise InvalidInputError(
-            f"max_latency_ms (--max-latency) would judge by {target.latency_backend}'s time on "
+            f"max_latency (--max-latency) would judge by {target.latency_backend}'s time on "
             f"this host, which is no device figure for {target.display_name}: budget "
             f"{flags or 'the size'} instead (the host time is still shown)."
         )
-    threads = budgets.threads
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise InvalidInputError(f"threads must be a whole number >= 1, got {threads!r}.")
 
 
 def _check_target_limits(target: str, limits: Mapping[str, Any]) -> None:
     known = {f.name: f for f in get_target(target).budget_fields}
     for name, limit in limits.items():
-        if name not in known:
-            owners = [
-                t for t in list_targets() if name in {f.name for f in get_target(t).budget_fields}
-            ]
-            where = f"target {owners[0]!r} (--target {owners[0]})" if owners else None
+        owners = [(t, f) for t in list_targets() for f in get_target(t).budget_fields]
+        owner = next(((t, f.flag) for t, f in owners if f.name == name), None)
+        if name not in known and owner is not None:  # in the CLI's words: "budget --max-arena"
             raise InvalidInputError(
-                f"budget {name!r} applies to {where}, not {target!r}."
-                if where
-                else f"unknown budget {name!r}; {target!r} takes {sorted(known) or 'none'}."
+                f"budget {name} ({owner[1]}) applies to target {owner[0]!r} (--target "
+                f"{owner[0]}), not {target!r}."
             )
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int | float)
-            or not math.isfinite(limit)
-            or limit <= 0
-        ):
-            raise InvalidInputError(f"{name} must be a positive number, got {limit!r}.")
+        if name not in known:
+            raise InvalidInputError(
+                f"unknown budget {name!r}; {target!r} takes {sorted(known) or 'none'}."
+            )
+        number(0, math.inf, "a positive number")(name, limit)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tfcompress._config_fields import number, require_int
 from tfcompress.errors import InvalidInputError
 
 
@@ -61,15 +62,9 @@ def enumerate_candidates(
     for family in families:
         get_entry(family)  # UnknownNameError: the zoo's names, close ones first
     for width in widths:
-        if isinstance(width, bool) or not isinstance(width, int | float) or not width > 0:
-            raise InvalidInputError(f"width multipliers must be > 0, got {width!r}.")
-        if not math.isfinite(width):
-            raise InvalidInputError(f"width multipliers must be finite, got {width!r}.")
+        number(0, math.inf, "finite numbers > 0")("width multipliers", width)
     for resolution in resolutions:
-        if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 1:
-            raise InvalidInputError(
-                f"resolutions must be whole numbers of pixels >= 1, got {resolution!r}."
-            )
+        require_int("resolutions", resolution, 1, 2**63 - 1, "whole numbers of pixels >= 1")
     for family in families:
         minimum = get_entry(family).min_resolution
         too_small = [r for r in resolutions if r < minimum]

@@ -30,17 +30,19 @@ from typing import Any, TypedDict
 from tfcompress._config_fields import (
     CONFIG_VERSION,
     MAX_SEED,
+    check_fields,
     check_version,
     checked_fields,
+    integer,
+    number,
     option,
-    require_int,
-    shown,
 )
 from tfcompress.errors import InvalidInputError
 from tfcompress.selection.budgets import Budgets
 
 MAX_LATENCY_SECONDS = 3600.0
 OBJECTIVES = ("accuracy", "reward")  # a literal: option() below declares it
+_AT_LEAST_1 = integer(1, expected="a whole number >= 1")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,22 +68,40 @@ class SelectionConfig:
     )
     width_multipliers: tuple[float, ...] = option((0.35, 0.5), help="width multipliers to try")
     resolutions: tuple[int, ...] = option((32,), help="square input resolutions to try")
-    epochs: int = option(3, help="training epochs of each candidate within the budgets")
+    epochs: int = option(
+        3, help="training epochs of each candidate within the budgets", check=_AT_LEAST_1
+    )
     objective: str = option(
         "accuracy",
         choices=OBJECTIVES,
         help="accuracy, or MnasNet's reward accuracy*(latency/max)^-0.07 (needs --max-latency)",
     )
-    seed: int = option(0, help="seed of model initialisation, training and calibration")
-    batch_size: int = option(32, help="training batch size")
-    learning_rate: float = option(1e-3, help="Adam's learning rate, finite and > 0")
+    seed: int = option(
+        0, help="seed of model initialisation, training and calibration", check=integer(0, MAX_SEED)
+    )
+    batch_size: int = option(32, help="training batch size", check=_AT_LEAST_1)
+    learning_rate: float = option(
+        1e-3,
+        help="Adam's learning rate, finite and > 0",
+        check=number(0, math.inf, "a finite number > 0"),
+    )
     calibration_samples: int | None = option(
         None,
         help="training images that calibrate each trained int8 model (default: the int8 recipe's)",
+        check=integer(1, expected="a whole number >= 1", optional=True),
     )
-    latency_runs: int = option(50, help="minimum timed runs per latency measurement")
+    latency_runs: int = option(
+        50, help="minimum timed runs per latency measurement", check=_AT_LEAST_1
+    )
     latency_seconds: float = option(
-        0.5, unit="s", help="minimum timed seconds per latency measurement (0 to an hour)"
+        0.5,
+        unit="s",
+        help="minimum timed seconds per latency measurement (0 to an hour)",
+        check=number(  # closed: 0 and an hour are allowed
+            math.nextafter(0.0, -1.0),
+            math.nextafter(MAX_LATENCY_SECONDS, math.inf),
+            f"from 0 to {MAX_LATENCY_SECONDS:g} (a measurement needs a finite minimum time)",
+        ),
     )
     version: int = CONFIG_VERSION
 
@@ -95,32 +115,11 @@ class SelectionConfig:
             raise InvalidInputError(
                 f"unknown objective {self.objective!r}; choose from {OBJECTIVES}."
             )
-        if self.objective == "reward" and self.budgets.max_latency_ms is None:
+        if self.objective == "reward" and self.budgets.max_latency is None:
             raise InvalidInputError(
-                "objective 'reward' scales accuracy by latency / max_latency_ms: set "
-                "max_latency_ms."
+                "objective 'reward' scales accuracy by latency / max_latency: set max_latency."
             )
-        for name in ("epochs", "batch_size", "calibration_samples", "latency_runs"):
-            if getattr(self, name) is not None:  # calibration_samples: the recipe's
-                _check_positive_int(name, getattr(self, name))
-        rate = self.learning_rate
-        if isinstance(rate, bool) or not isinstance(rate, int | float):
-            raise InvalidInputError(
-                f"learning_rate must be a finite number > 0, got {shown(rate)}."
-            )
-        if not (rate > 0 and math.isfinite(rate)):
-            raise InvalidInputError(f"learning_rate must be a finite number > 0, got {rate}.")
-        seconds = self.latency_seconds
-        if (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, int | float)
-            or not 0 <= seconds <= MAX_LATENCY_SECONDS
-        ):
-            raise InvalidInputError(
-                f"latency_seconds must be from 0 to {MAX_LATENCY_SECONDS:g}, got "
-                f"{shown(seconds)}; a measurement needs a finite minimum time."
-            )
-        require_int("seed", self.seed, 0, MAX_SEED, f"an integer 0 to {MAX_SEED}")
+        check_fields(self)
         # Unknown families, widths <= 0, resolutions a family cannot take: before any work.
         enumerate_candidates(self.families, self.width_multipliers, self.resolutions)
         for name in ("families", "width_multipliers", "resolutions"):
@@ -209,10 +208,6 @@ def _budgets(budgets: Any) -> Budgets:
     return budgets
 
 
-def _check_positive_int(name: str, value: Any) -> None:
-    require_int(name, value, 1, 2**63 - 1, "a whole number >= 1")
-
-
 def check_workers(workers: Any) -> None:
     """Refuse a local pool size that is not a whole number >= 1."""
-    _check_positive_int("workers", workers)
+    _AT_LEAST_1("workers", workers)

@@ -7,7 +7,7 @@ from typing import Any
 
 from tfcompress.selection.worker import (
     build_model,
-    deployed_recipe,
+    deployed_int8,
     failure,
     resize_images,
     worker_identity,
@@ -47,7 +47,6 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         1.27
     """
     from tfcompress.bench.harness import benchmark
-    from tfcompress.quantization.converter_ptq import quantized_content
 
     started = time.perf_counter()
     stage = "build"
@@ -57,27 +56,18 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         _perturb(model, int(task["seed"]))
         stage = "int8 conversion"
         calibration = resize_images(task["calibration"], int(task["candidate"]["resolution"]))
-        # Only the int8 file is measured: no float32 reference is converted.
-        target = get_target(task["backend"])
-        int8 = quantized_content(
-            model,
-            recipe=deployed_recipe(target),
-            representative_data=calibration,
-            seed=int(task["seed"]),
-        ).content
+        target, int8 = deployed_int8(task, model, calibration)
         stage = "target budgets"
-        target_measures = {budget.name: budget.measure(int8) for budget in target.budget_fields}
+        sizes = {
+            "params": params,
+            "size_bytes": len(int8),
+            "latency_backend": task["backend"],
+            "threads": int(task["threads"]),
+            "target_measures": {b.name: b.measure(int8) for b in target.budget_fields},
+        }
         if task.get("latency_on"):  # timed on the device by the caller: the bytes go back
-            return {
-                "ok": True,
-                "params": params,
-                "macs": None,  # the device's benchmark row counts them
-                "size_bytes": len(int8),
-                "latency_backend": task["backend"],
-                "threads": int(task["threads"]),
-                "target_measures": target_measures,
-                "int8": int8,
-            }
+            # macs: None, the device's benchmark row counts them
+            return {"ok": True, **sizes, "macs": None, "int8": int8}
         stage = "latency measurement"
         name = f"{task['candidate']['family']}_int8"
         result = benchmark(
@@ -92,12 +82,8 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
         return failure(error, stage, started)
     row = result.rows[0]
     measured: dict[str, Any] = {
-        "params": params,
+        **sizes,
         "macs": row.size.macs if row.size else None,
-        "size_bytes": len(int8),
-        "latency_backend": task["backend"],
-        "threads": int(task["threads"]),
-        "target_measures": target_measures,
         "seconds": round(time.perf_counter() - started, 3),
         "finished_at": time.time(),
         **worker_identity(),
@@ -113,7 +99,7 @@ def measure_candidate(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def time_on_device(
-    outcome: dict[str, Any], task: dict[str, Any], where: Any, started: float
+    outcome: dict[str, Any], task: dict[str, Any], started: float, where: Any
 ) -> dict[str, Any]:
     """Phase 1's outcome of ``select --on``: its int8 file timed on the device ``where``.
 

@@ -38,9 +38,6 @@ def read_selection_data(train_data: Any, eval_data: Any) -> SelectionData:
     Raises:
         InvalidDataError: A source without labels, labels that are not class indices,
             images that are not (N, H, W[, C]), NaN/Inf, or channel counts that differ.
-
-    Example:
-        >>> data = read_selection_data((x_train, y_train), "eval.npz")  # doctest: +SKIP
     """
     x_train, y_train = _images(train_data, "train_data")
     x_val, y_val = _images(eval_data, "eval_data")

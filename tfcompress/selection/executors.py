@@ -211,18 +211,7 @@ class Runner:
 def connect_scheduler(address: str, *, timeout_s: float = 5.0, tls: TLSFiles | None = None) -> Any:
     """A Dask client connected to ``address`` (e.g. ``tcp://10.0.0.5:8786``).
 
-    Args:
-        address: The scheduler's address, as ``dask scheduler`` prints it (``tcp://`` or
-            ``tls://``).
-        timeout_s: Seconds to wait for the connection.
-        tls: This client's certificate files for a ``tls://`` address (None: Dask's config).
-
-    Returns:
-        The connected ``dask.distributed.Client``.
-
-    Raises:
-        MissingDependencyError: Dask's distributed package is not installed.
-        InvalidInputError: The scheduler cannot be reached in ``timeout_s`` seconds.
+    The arguments, result and errors are :func:`tfcompress._compat.dask.connect`'s.
 
     Example:
         >>> client = connect_scheduler("tcp://127.0.0.1:8786")  # doctest: +SKIP

@@ -216,46 +216,26 @@ def plot_png(result: SelectionResult) -> bytes:
 
 
 def _budget_lines(axes: Any, result: SelectionResult, slowest: float | None) -> None:
-    budgets = result.budgets
-    far = slowest is not None and budgets.max_latency_ms is not None
-    if far and budgets.max_latency_ms > 3 * slowest:  # type: ignore[operator]
+    latency, accuracy = result.budgets.max_latency, result.budgets.min_accuracy
+    if latency is not None and slowest is not None and latency > 3 * slowest:
         # A line that far right would squash every point against the left edge: say it.
-        axes.set_xlim(0, slowest * 1.3)  # type: ignore[operator]
-        axes.plot(
-            [],
-            [],
-            " ",
-            label=f"latency budget {budgets.max_latency_ms:g} ms (off the right edge)",
-        )
-    elif budgets.max_latency_ms is not None:
-        axes.axvline(
-            budgets.max_latency_ms,
-            color="tab:red",
-            linestyle=":",
-            label=f"latency budget {budgets.max_latency_ms:g} ms",
-        )
-    if budgets.min_accuracy is not None:
-        axes.axhline(
-            budgets.min_accuracy,
-            color="tab:green",
-            linestyle=":",
-            label=f"accuracy budget {budgets.min_accuracy:.0%}",
-        )
+        axes.set_xlim(0, slowest * 1.3)
+        axes.plot([], [], " ", label=f"latency budget {latency:g} ms (off the right edge)")
+    elif latency is not None:
+        label = f"latency budget {latency:g} ms"
+        axes.axvline(latency, color="tab:red", linestyle=":", label=label)
+    if accuracy is not None:
+        label = f"accuracy budget {accuracy:.0%}"
+        axes.axhline(accuracy, color="tab:green", linestyle=":", label=label)
 
 
 def check_selection_report_dir(directory: Path, *, overwrite: bool) -> list[Path]:
     """Fail before any work when the report could not be written into ``directory``.
 
-    Returns:
-        The report files' paths.
-
     Raises:
         OutputExistsError: ``directory`` is a file, or report files exist without
             ``overwrite``.
         OutputLocationError: The folder (or where it would be created) is not writable.
-
-    Example:
-        >>> check_selection_report_dir(Path("selection_report"), overwrite=False)  # doctest: +SKIP
     """
     from tfcompress.report.writers import check_report_folder
 

@@ -106,17 +106,6 @@ class SelectionResult:
     notes: tuple[str, ...] = ()
     config: SelectionConfig | None = None
 
-    def record(self, name: str) -> CandidateRecord:
-        """The record of the candidate called ``name``.
-
-        Raises:
-            KeyError: No such candidate.
-        """
-        for record in self.candidates:
-            if record.name == name:
-                return record
-        raise KeyError(name)
-
     def closest(self, count: int = 3) -> list[CandidateRecord]:
         """The candidates nearest to meeting the budgets (largest relative miss first small)."""
         measured = [r for r in self.candidates if r.status != FAILED]
@@ -152,9 +141,6 @@ class SelectionResult:
             directory: The report folder (created if missing).
             overwrite: Replace report files already there.
 
-        Returns:
-            The files written.
-
         Raises:
             OutputExistsError: Report files exist and ``overwrite`` is False.
             MissingDependencyError: matplotlib is not installed (checked before writing).
@@ -169,14 +155,14 @@ def shortfall(record: CandidateRecord, budgets: Budgets) -> float:
 
     Example:
         >>> shortfall(CandidateRecord("m", "f", 1.0, 32, TRAINED, size_bytes=150),
-        ...           Budgets(max_size_bytes=100))
+        ...           Budgets(max_size=100))
         0.5
     """
     misses = [0.0]
-    if budgets.max_size_bytes is not None and record.size_bytes is not None:
-        misses.append(record.size_bytes / budgets.max_size_bytes - 1.0)
-    if budgets.max_latency_ms is not None and record.latency_ms is not None:
-        misses.append(record.latency_ms / budgets.max_latency_ms - 1.0)
+    if budgets.max_size is not None and record.size_bytes is not None:
+        misses.append(record.size_bytes / budgets.max_size - 1.0)
+    if budgets.max_latency is not None and record.latency_ms is not None:
+        misses.append(record.latency_ms / budgets.max_latency - 1.0)
     if budgets.min_accuracy is not None:
         if record.accuracy is None:
             misses.append(1.0)  # untrained: its accuracy is unknown

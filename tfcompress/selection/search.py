@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any, Unpack
 
 from tqdm.auto import tqdm
@@ -17,13 +18,13 @@ from tfcompress.errors import BackendUnavailableError, InvalidInputError
 from tfcompress.selection.budgets import Budgets
 from tfcompress.selection.candidates import Candidate, enumerate_candidates
 from tfcompress.selection.config import SelectionConfig, SelectionOptions, check_workers
-from tfcompress.selection.costs import measure_candidate
+from tfcompress.selection.costs import measure_candidate, time_on_device
 from tfcompress.selection.data import SelectionData, read_selection_data
 from tfcompress.selection.executors import Runner, is_dask_client
 from tfcompress.selection.result import SelectionResult
 from tfcompress.selection.store import CandidateStore, settings_key
 from tfcompress.selection.training import train_candidate
-from tfcompress.selection.verdicts import build_records, pick, within_cost_budgets
+from tfcompress.selection.verdicts import build_records, pareto_names, pick, within_cost_budgets
 from tfcompress.targets.base import get_target
 
 logger = logging.getLogger(__name__)
@@ -56,19 +57,12 @@ def select_model(
     images and scores the int8 ``.tflite`` on ``eval_data``. Images are resized to each
     candidate's resolution (``tf.image.resize``, bilinear), channels kept.
 
-    What is searched for is a :class:`~tfcompress.selection.config.SelectionConfig`
-    (``config=``): budgets and target, candidates, training, calibration, timing, objective
-    and seed. The keyword options (``**options``) only build the same config and are
-    refused next to ``config=``. Who builds and trains (``executor``/``workers``), where
-    work is kept (``workdir``), ``progress`` and the device that times the int8 files
-    (``on``/``device``) stay keywords: they change where the work runs, not what is picked.
-    ``result.config`` records the config.
-
     Args:
         train_data: Training images with integer class labels (see
             :func:`tfcompress.data.load_data`: arrays, ``(x, y)``, ``.npz``...).
         eval_data: Images with labels to score each trained candidate's int8 artifact on.
-        config: What to search for; None: built from ``**options``.
+        config: What to search for (budgets, candidates, training, timing, objective, seed),
+            recorded as ``result.config``; None: built from ``**options``.
         executor: A ``concurrent.futures.Executor`` or a ``dask.distributed.Client``; None
             runs ``workers`` local child processes (:class:`~.executors.ChildPool`).
         workdir: Folder for one JSON file per candidate; a re-run with it skips finished
@@ -84,14 +78,8 @@ def select_model(
         device: With ``on``, the worker's name (``dask worker ... --name pi5``); None: the
             only worker (several and none named is refused: budgets are judged on one).
         **options: :class:`~tfcompress.selection.config.SelectionConfig`'s fields by name
-            (``budgets``: a :class:`Budgets` or its dict, None for no limits;
-            ``families``, ``width_multipliers``, ``resolutions``, ``epochs``,
-            ``objective``, ``seed``, ``batch_size``, ``learning_rate``,
-            ``calibration_samples``, ``latency_runs``, ``latency_seconds``: see it for each
-            and its defaults); an unknown one is refused, naming the valid ones.
-
-    Returns:
-        The frozen :class:`SelectionResult`.
+            (see it for each and its defaults), refused next to ``config=``; an unknown one
+            is refused, naming the valid ones.
 
     Raises:
         InvalidInputError: What :class:`~tfcompress.selection.config.SelectionConfig`
@@ -104,7 +92,7 @@ def select_model(
     Example:
         >>> result = tfcompress.select_model(
         ...     train_data="train.npz", eval_data="eval.npz",
-        ...     budgets=Budgets(max_size_bytes=500_000, max_latency_ms=5, min_accuracy=0.9),
+        ...     budgets=Budgets(max_size=500_000, max_latency=5, min_accuracy=0.9),
         ...     families=("mobilenet_v2", "mixnet_s"), epochs=3, workdir="selection_work",
         ... )  # doctest: +SKIP
         >>> print(result.best)  # doctest: +SKIP
@@ -151,6 +139,8 @@ def _select(
     where: Any,
 ) -> SelectionResult:
     """The two phases of :func:`select_model`, its settings checked."""
+    from tfcompress import __version__
+
     budgets = config.budgets
     timing = {"runs": config.latency_runs, "min_seconds": config.latency_seconds}
     training_options = {name: getattr(config, name) for name in _TRAINING}
@@ -172,7 +162,7 @@ def _select(
         **_target_measure_key(budgets),
         "train": data.train_fingerprint,
         **timing,
-        "version": _version(),
+        "version": __version__,
     }
     train_settings = {
         **measure_settings,
@@ -199,7 +189,8 @@ def _select(
                 measure_candidate,
                 bar,
                 work,
-                finish=None if where is None else _on_device(where),
+                # with on=: each int8 file timed on the device, in turn
+                finish=None if where is None else partial(time_on_device, where=where),
             )
             _check_something_measured(costs, budgets)
             survivors = [c for c in candidates if within_cost_budgets(costs[c.name], budgets)]
@@ -318,13 +309,6 @@ def _phase(
     return done
 
 
-def _on_device(where: Any) -> Callable[[dict[str, Any], dict[str, Any], float], dict[str, Any]]:
-    """Phase 1's ``finish`` with ``on=``: each int8 file timed on the device, in turn."""
-    from tfcompress.selection.costs import time_on_device
-
-    return lambda outcome, task, started: time_on_device(outcome, task, where, started)
-
-
 def _latency_optional(budgets: Budgets) -> dict[str, bool]:
     """A target that goes on without its latency backend (the GPU) may, with no latency budget.
 
@@ -332,7 +316,7 @@ def _latency_optional(budgets: Budgets) -> dict[str, bool]:
     """
     if get_target(budgets.target).fallback_backend is None:
         return {}
-    return {"latency_optional": budgets.max_latency_ms is None}
+    return {"latency_optional": budgets.max_latency is None}
 
 
 def _unmeasured_notes(costs: dict[str, dict[str, Any]], budgets: Budgets) -> tuple[str, ...]:
@@ -363,7 +347,6 @@ def _result(
     settings: dict[str, Any],
 ) -> SelectionResult:
     from tfcompress.bench.environment import capture_environment
-    from tfcompress.selection.pareto import pareto_names
 
     records = build_records(candidates, costs, training, budgets)
     settings = {
@@ -386,12 +369,6 @@ def _result(
         executor=executor,
         environment=capture_environment().to_dict(),
     )
-
-
-def _version() -> str:
-    from tfcompress import __version__
-
-    return __version__
 
 
 def _target_measure_key(budgets: Budgets) -> dict[str, Any]:

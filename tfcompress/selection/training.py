@@ -7,13 +7,12 @@ from typing import Any
 
 from tfcompress.selection.worker import (
     build_model,
-    deployed_recipe,
+    deployed_int8,
     failure,
     resize_images,
     scoring_backend,
     worker_identity,
 )
-from tfcompress.targets.base import get_target
 
 
 def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +44,6 @@ def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
 
     from tfcompress._compat.keras import KerasFlavour, keras_module
     from tfcompress.bench.accuracy import evaluate
-    from tfcompress.quantization.converter_ptq import quantized_content
 
     started = time.perf_counter()
     stage = "build"
@@ -75,17 +73,9 @@ def train_candidate(task: dict[str, Any]) -> dict[str, Any]:
         recalibrate_batch_norm(model, x_train, keras)
         train_seconds = time.perf_counter() - trained
         stage = "int8 conversion"
-        # Only the int8 file is deployed and scored: no float32 reference is converted.
-        target = get_target(task["backend"])
-        int8 = quantized_content(
-            model,
-            recipe=deployed_recipe(target),
-            representative_data=x_train,
-            calibration_samples=None
-            if task["calibration_samples"] is None  # the recipe's own
-            else min(int(task["calibration_samples"]), len(x_train)),
-            seed=int(task["seed"]),
-        ).content
+        samples = task["calibration_samples"]  # None: the recipe's own
+        samples = None if samples is None else min(int(samples), len(x_train))
+        target, int8 = deployed_int8(task, model, x_train, samples)
         stage = "int8 evaluation"
         evaluation = evaluate(
             int8,

@@ -1,10 +1,14 @@
-"""Verdicts: which candidate is over budget, which meets every budget, which one is picked."""
+"""Verdicts: which candidate is over budget, which meets every budget, which one is picked.
+
+And the Pareto front of the trained ones: accuracy up, latency down, size down.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from tfcompress.report.plots import pareto_indices
 from tfcompress.selection.budgets import Budgets, target_budget_fields
 from tfcompress.selection.candidates import Candidate
 from tfcompress.selection.result import FAILED, OVER_BUDGET, TRAINED, CandidateRecord
@@ -28,15 +32,11 @@ def cost_misses(costs: dict[str, Any], budgets: Budgets) -> list[str]:
     """The size, latency and target budgets a measured candidate misses, in words."""
     misses = []
     size, latency = costs.get("size_bytes"), costs.get("latency_ms")
-    if budgets.max_size_bytes is not None and size is not None and size > budgets.max_size_bytes:
-        misses.append(f"int8 size {size:,} B > {budgets.max_size_bytes:,} B")
-    if (
-        budgets.max_latency_ms is not None
-        and latency is not None
-        and latency > budgets.max_latency_ms
-    ):
+    if budgets.max_size is not None and size is not None and size > budgets.max_size:
+        misses.append(f"int8 size {size:,} B > {budgets.max_size:,} B")
+    if None not in (budgets.max_latency, latency) and latency > budgets.max_latency:
         misses.append(
-            f"latency {latency:.3f} ms > {budgets.max_latency_ms:g} ms "
+            f"latency {latency:.3f} ms > {budgets.max_latency:g} ms "
             f"({costs.get('latency_backend')}, {costs.get('threads')} thread(s), "
             f"on {costs.get('host')})"
         )
@@ -115,8 +115,8 @@ def _record(
     accuracy = base["accuracy"]
     if budgets.min_accuracy is not None and accuracy < budgets.min_accuracy:
         misses.append(f"int8 accuracy {accuracy:.2%} < {budgets.min_accuracy:.2%}")
-    if budgets.max_latency_ms is not None and base["latency_ms"] is not None:
-        base["reward"] = round(reward(accuracy, base["latency_ms"], budgets.max_latency_ms), 6)
+    if budgets.max_latency is not None and base["latency_ms"] is not None:
+        base["reward"] = round(reward(accuracy, base["latency_ms"], budgets.max_latency), 6)
     return CandidateRecord(
         **base, status=TRAINED, meets_budgets=not misses, reason="; ".join(misses) or None
     )
@@ -129,8 +129,26 @@ def pick(records: Sequence[CandidateRecord], objective: str) -> CandidateRecord 
         return None
 
     def score(record: CandidateRecord) -> tuple[float, float, float]:
-        first = record.reward if objective == "reward" and record.reward is not None else 0.0
-        main = first if objective == "reward" else float(record.accuracy or 0.0)
-        return (main, -(record.latency_ms or 0.0), -(record.size_bytes or 0))
+        main = record.reward if objective == "reward" else record.accuracy
+        return (float(main or 0.0), -(record.latency_ms or 0.0), -(record.size_bytes or 0))
 
     return max(eligible, key=score)
+
+
+def pareto_names(records: Sequence[CandidateRecord]) -> list[str]:
+    """Names of the trained records on the (accuracy up, latency down, size down) front.
+
+    Records without a measured accuracy, latency or size take no part; where no record has
+    a latency (a GPU target on a machine without one), the front is accuracy and size.
+    """
+    trained = [
+        r
+        for r in records
+        if r.status == TRAINED and r.accuracy is not None and r.size_bytes is not None
+    ]
+    timed = [r for r in trained if r.latency_ms is not None]
+    if timed or not trained:
+        points = [(-float(r.accuracy), float(r.latency_ms), float(r.size_bytes)) for r in timed]  # type: ignore[arg-type]
+        return [timed[i].name for i in pareto_indices(points)]
+    points = [(-float(r.accuracy), float(r.size_bytes)) for r in trained]  # type: ignore[arg-type, misc]
+    return [trained[i].name for i in pareto_indices(points)]

@@ -73,17 +73,31 @@ def build_model(task: dict[str, Any]) -> Any:
     )
 
 
-def deployed_recipe(target: Any) -> Any:
-    """The int8 recipe a candidate is deployed with on ``target``.
+def deployed_int8(
+    task: dict[str, Any], model: Any, data: Any, calibration_samples: int | None = None
+) -> tuple[Any, bytes]:
+    """The task's target and the int8 ``.tflite`` a candidate is deployed with there.
 
-    A target whose files need a static batch by default (the GPU: its delegate refuses the
-    shape ops a dynamic batch leaves) gets int8 at that batch; the others plain ``"int8"``.
+    Only the int8 file is measured and scored: no float32 reference is converted. A target
+    whose files need a static batch by default (the GPU: its delegate refuses the shape ops
+    a dynamic batch leaves) gets int8 at that batch; the others plain ``"int8"``.
     """
+    from tfcompress.quantization.converter_ptq import quantized_content
     from tfcompress.quantization.recipes import Recipe
+    from tfcompress.targets.base import get_target
 
-    if target.rules.batch_is_default and target.rules.static_batch is not None:
-        return Recipe("int8", static_batch=target.rules.static_batch)
-    return "int8"
+    target = get_target(task["backend"])
+    rules = target.rules
+    static = rules.batch_is_default and rules.static_batch is not None
+    recipe = Recipe("int8", static_batch=rules.static_batch) if static else "int8"
+    int8 = quantized_content(
+        model,
+        recipe=recipe,
+        representative_data=data,
+        calibration_samples=calibration_samples,
+        seed=int(task["seed"]),
+    )
+    return target, int8.content
 
 
 def scoring_backend(target: Any, content: bytes) -> str:

@@ -1,24 +1,13 @@
 """Deployment targets, found rather than listed: register, discover, look up.
 
 A target is a :class:`~tfcompress.targets.contract.Target` subclass decorated with
-:func:`register_target`, in one of three places:
-
-- a module of this package (``targets/cpu.py``, ``targets/edgetpu/target.py``): found by
-  the one discovery rule of every registry (:data:`TARGETS`), no list to edit;
-- another installed package that names it under the entry point group
-  ``tfcompress.targets`` (``mcu = my_package.targets:Mcu``);
-- anything that calls :func:`register_target` (or ``TARGETS.register``) before the
-  lookup (a test, a notebook).
-
-Everything that depends on where an artifact goes reads the target from here:
-``quantize(target=)`` applies its recipe rules and runs its check, ``compress(target=)``
-keeps the rungs it admits, gates on its gate backend, times on its latency backend and ranks
-with its rank, ``select_model`` measures on its latency backend and applies its budget
-fields, and the CLI makes ``--target`` choices and flags of the declarations
-(``tests/test_targets.py`` runs every target through the same contract,
-``tests/test_target_template.py`` adds one in a single file).
-
-Importing this module imports no TensorFlow; the first lookup imports the built-in targets.
+:func:`register_target`: in a module of this package (found by the one discovery rule of
+every registry, :data:`TARGETS`), in another installed package under the entry point group
+``tfcompress.targets``, or registered by anything before the lookup (a test, a notebook;
+docs/architecture.md, "Add a target"). Everything that depends on where an artifact goes
+(``quantize``, ``compress``, ``select_model``, the CLI's ``--target``) reads the target
+from here. Importing this module imports no TensorFlow; the first lookup imports the
+built-in targets.
 
 Example:
     >>> get_target("edgetpu").rules.static_batch
@@ -212,7 +201,8 @@ def _discover() -> None:
             continue
         try:
             loaded = load()
-            if not (isinstance(loaded, Target) or _is_target_class(loaded)):
+            is_class = isinstance(loaded, type) and issubclass(loaded, Target)
+            if not (isinstance(loaded, Target) or is_class):
                 raise InvalidInputError(f"it names {loaded!r}, not a Target subclass")
             if name not in TARGETS.loaded():  # its module may have registered it already
                 register_target(loaded)
@@ -221,19 +211,8 @@ def _discover() -> None:
             logger.warning("target %r (entry point) could not be loaded: %s", name, error)
 
 
-def _is_target_class(value: Any) -> bool:
-    return isinstance(value, type) and issubclass(value, Target)
-
-
 def _entry_points() -> list[tuple[str, Any]]:
     """(name, load) of each installed ``tfcompress.targets`` entry point."""
     from importlib.metadata import entry_points
 
     return [(ep.name, ep.load) for ep in entry_points(group=ENTRY_POINT_GROUP)]
-
-
-def _rediscover() -> None:
-    """Load the installed packages' entry points again on the next lookup (new installs)."""
-    global _entry_points_loaded
-    _entry_points_loaded = False
-    _BROKEN.clear()

@@ -29,15 +29,6 @@ from typing import Any, ClassVar, Protocol
 
 from tfcompress.errors import InvalidInputError
 
-__all__ = [
-    "BudgetField",
-    "RecipeRules",
-    "Target",
-    "TargetOption",
-    "TargetVerdict",
-    "Verdict",
-]
-
 
 @dataclass(frozen=True)
 class RecipeRules:

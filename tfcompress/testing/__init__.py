@@ -14,33 +14,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-# public name -> module that defines it
-_LAZY = {
-    "AccuracyGateError": "tfcompress.testing.gates",
-    "assert_accuracy_drop": "tfcompress.testing.gates",
-    "check_accuracy_drop": "tfcompress.testing.gates",
-    "judge_outputs": "tfcompress.testing.gates",
-    "Check": "tfcompress.testing.judge",
-    "GateConfig": "tfcompress.testing.config",
-    "build_checks": "tfcompress.testing.judge",
-    "judge_outputs_by_name": "tfcompress.testing.judge",
-    "GateError": "tfcompress.testing.output_gates",
-    "assert_gate": "tfcompress.testing.output_gates",
-    "check_gate": "tfcompress.testing.output_gates",
-    "ClassChange": "tfcompress.testing.report",
-    "GateReport": "tfcompress.testing.report",
-    "Verdict": "tfcompress.testing.report",
-    "GATE_MODES": "tfcompress.testing.settings",
-    "GateSettings": "tfcompress.testing.settings",
-    "PairedDifference": "tfcompress.testing.stats",
-    "bootstrap_interval": "tfcompress.testing.stats",
-    "clopper_pearson": "tfcompress.testing.stats",
-    "mcnemar_exact": "tfcompress.testing.stats",
-    "paired_difference": "tfcompress.testing.stats",
-}
+from tfcompress._lazy import lazy_exports
 
 __all__ = [
     "GATE_MODES",
@@ -65,6 +41,7 @@ __all__ = [
     "mcnemar_exact",
     "paired_difference",
 ]
+__getattr__, __dir__ = lazy_exports(__name__)
 
 if TYPE_CHECKING:
     from tfcompress.testing.config import GateConfig
@@ -85,15 +62,3 @@ if TYPE_CHECKING:
         mcnemar_exact,
         paired_difference,
     )
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'tfcompress.testing' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)

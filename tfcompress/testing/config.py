@@ -27,12 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from tfcompress._config_fields import (
     CONFIG_VERSION,
     check_version,
     checked_fields,
+    name_list,
     require_int,
     shown,
 )
@@ -47,20 +48,14 @@ if TYPE_CHECKING:
 class GateConfig:
     """Everything that decides a gate's verdicts: what is checked, how it is judged and fed.
 
-    Attributes:
-        outputs: Output names to gate (empty: every output); a name is read as one.
-        metrics: Metric names (empty: one chosen per output from its shape and the data).
-        thresholds: The threshold table's keywords (``max_drop``, ``min_snr``,
-            ``min_cosine``, ``max_abs``, ``min_agreement``) with their values.
-        checks: Ready-made :class:`~tfcompress.testing.judge.Check` objects; with them,
-            ``metrics`` and ``thresholds`` must stay empty. None: built from the three above.
-        settings: How verdicts are judged: mode, backend (of a ``.tflite`` candidate),
-            confidence, interval, bootstrap resamples and seed (its ``max_drop`` and
-            ``metric`` are the single-output gate's; this gate's travel on the checks).
-        threads: CPU threads of both runs.
-        batch_dims: Input name -> the dimension that is its batch (``--batch-dim h=1``).
-        input_values: Input name -> one value fed on every call (``--input-value sr=16000``).
-        version: The config format.
+    ``outputs`` empty gates every output (a name is read as one); ``metrics`` empty chooses
+    one per output from its shape and the data; ``thresholds`` holds the threshold table's
+    keywords with their values. Ready-made ``checks`` (:class:`~tfcompress.testing.judge.Check`)
+    replace those three (``metrics`` and ``thresholds`` then stay empty). ``settings`` says
+    how verdicts are judged: mode, backend (of a ``.tflite`` candidate), confidence,
+    interval, bootstrap resamples and seed (its ``max_drop`` and ``metric`` are the
+    single-output gate's; this gate's travel on the checks). ``threads``, ``batch_dims``
+    (``--batch-dim h=1``) and ``input_values`` (``--input-value sr=16000``) feed both runs.
 
     Raises:
         InvalidInputError: An unknown threshold, metric or setting; a threshold no metric
@@ -87,8 +82,8 @@ class GateConfig:
 
         set_ = object.__setattr__
         check_version("gate", self.version)
-        set_(self, "outputs", _names(self.outputs, "outputs"))
-        set_(self, "metrics", _names(self.metrics, "metrics"))
+        set_(self, "outputs", name_list("outputs", self.outputs))
+        set_(self, "metrics", name_list("metrics", self.metrics))
         if not isinstance(self.thresholds, Mapping):
             raise InvalidInputError(
                 f"thresholds must map threshold names to values, got {shown(self.thresholds)}."
@@ -136,27 +131,13 @@ class GateConfig:
         return build_checks(self.outputs or None, self.metrics or None, **self.thresholds)
 
     @classmethod
-    def from_options(
-        cls,
-        *,
-        outputs: Sequence[str] | str | None = None,
-        metrics: Sequence[str] | str | None = None,
-        mode: str | None = None,
-        backend: str | None = None,
-        confidence: float | None = None,
-        interval: str | None = None,
-        threads: int | None = None,
-        checks: Sequence[Check] | None = None,
-        settings: GateSettings | None = None,
-        batch_dims: Mapping[str, int] | None = None,
-        input_values: Mapping[str, float] | None = None,
-        **thresholds: float | None,
-    ) -> GateConfig:
+    def from_options(cls, **options: Unpack[CheckGateOptions]) -> GateConfig:
         """The config :func:`~tfcompress.testing.output_gates.check_gate`'s keywords describe.
 
         A keyword left None keeps the default; ``mode``, ``backend``, ``confidence`` and
         ``interval`` build the :class:`GateSettings` (refused next to ``settings=`` unless
-        they equal its defaults, as before); ``**thresholds`` are the threshold table's.
+        they equal its defaults, as before); the other keywords not among the fields are
+        the threshold table's.
 
         Raises:
             InvalidInputError: What :class:`GateConfig` or :class:`GateSettings` refuses.
@@ -165,22 +146,20 @@ class GateConfig:
             >>> GateConfig.from_options(metrics="snr", min_snr=30).thresholds
             {'min_snr': 30}
         """
-        loose = {"mode": mode, "backend": backend, "confidence": confidence, "interval": interval}
-        loose = {name: value for name, value in loose.items() if value is not None}
+        given: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
+        loose = {
+            k: given.pop(k) for k in ("mode", "backend", "confidence", "interval") if k in given
+        }
+        settings = given.pop("settings", None)
         if settings is None:
             settings = GateSettings(**loose)
         else:
             refuse_with_settings(**loose)
-        given = {
-            "outputs": outputs,
-            "metrics": metrics,
-            "threads": threads,
-            "checks": None if checks is None else tuple(checks),
-            "batch_dims": batch_dims,
-            "input_values": input_values,
-        }
-        chosen = {name: value for name, value in given.items() if value is not None}
-        return cls(**chosen, settings=settings, thresholds=thresholds)
+        if "checks" in given:
+            given["checks"] = tuple(given["checks"])
+        fields = ("outputs", "metrics", "threads", "checks", "batch_dims", "input_values")
+        chosen = {k: given.pop(k) for k in fields if k in given}
+        return cls(**chosen, settings=settings, thresholds=given)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe data: every option (tuples as lists, checks and settings as dicts)."""
@@ -221,8 +200,10 @@ class GateConfig:
         from tfcompress.testing.judge import Check
 
         values = checked_fields(cls, data, what="a gate config", taker="check_gate")
-        if isinstance(values.get("settings"), Mapping):
-            values["settings"] = _settings_from_dict(values["settings"])
+        settings = values.get("settings")
+        if isinstance(settings, Mapping):
+            kept = checked_fields(GateSettings, settings, what="settings", taker="GateSettings")
+            values["settings"] = GateSettings(**kept)
         if isinstance(values.get("checks"), Sequence):
             checks = values["checks"]
             if not all(isinstance(c, Mapping) for c in checks):
@@ -231,29 +212,39 @@ class GateConfig:
         return cls(**values)
 
 
+class GateThresholds(TypedDict, total=False):
+    """The threshold table's rows as keywords of a gating verb (None: the default)."""
+
+    max_drop: float | None
+    min_snr: float | None
+    min_cosine: float | None
+    max_abs: float | None
+    min_agreement: float | None
+
+
+class CheckGateOptions(GateThresholds, total=False):
+    """:meth:`GateConfig.from_options`' (and ``check_gate``'s) keywords; None: the default.
+
+    ``mode``, ``backend``, ``confidence`` and ``interval`` build the :class:`GateSettings`;
+    a metric registered with a threshold of its own adds a keyword beyond these.
+    """
+
+    outputs: Sequence[str] | str | None
+    metrics: Sequence[str] | str | None
+    mode: str | None
+    backend: str | None
+    confidence: float | None
+    interval: str | None
+    threads: int | None
+    checks: Sequence[Check] | None
+    settings: GateSettings | None
+    batch_dims: Mapping[str, int] | None
+    input_values: Mapping[str, float] | None
+
+
 def _settings_dict(settings: GateSettings) -> dict[str, Any]:
     """The settings as data; a metric name as given (``top1`` stays ``top1``)."""
     data = settings.to_dict()
     if isinstance(settings.metric, str):
         data["metric"] = settings.metric
     return data
-
-
-def _settings_from_dict(data: Mapping[str, Any]) -> GateSettings:
-    known = {f.name for f in fields(GateSettings)}
-    unknown = sorted((k for k in data if k not in known), key=str)
-    if unknown:
-        raise InvalidInputError(
-            f"gate settings take no option {', '.join(map(shown, unknown))} (they take "
-            f"{', '.join(sorted(known))})."
-        )
-    return GateSettings(**data)
-
-
-def _names(value: Any, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    names = (value,) if isinstance(value, str) else value
-    if not isinstance(names, Sequence) or not all(isinstance(n, str) and n for n in names):
-        raise InvalidInputError(f"{what} must be names (strings), got {shown(value)}.")
-    return tuple(names)

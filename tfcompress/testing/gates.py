@@ -4,15 +4,15 @@
 a model with several inputs or outputs and a metric that cannot score a classifier, then run
 :func:`~tfcompress.testing.output_gates.check_gate` with that one metric and return its
 :class:`~tfcompress.testing.report.GateReport`, the report every gate returns. A metric
-function (``metric=fn``) is judged like a named metric (see
-:mod:`tfcompress.bench.custom_metric`). :func:`judge_outputs` judges outputs the caller has
-already computed.
+function (``metric=fn``) is judged like a named metric
+(:func:`~tfcompress.bench.task_metrics.function_metric`). :func:`judge_outputs` judges
+outputs the caller has already computed.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -21,12 +21,7 @@ from tfcompress.errors import InvalidInputError
 from tfcompress.testing.judge import Check, judge_outputs_by_name
 from tfcompress.testing.output_gates import GateError, check_gate, load_pair
 from tfcompress.testing.report import GateReport
-from tfcompress.testing.settings import (
-    DEFAULT_BACKEND,
-    DEFAULT_MAX_DROP,
-    GateSettings,
-    refuse_with_settings,
-)
+from tfcompress.testing.settings import GateSettings, refuse_with_settings
 
 if TYPE_CHECKING:
     from tfcompress.bench.metric_def import MetricDef
@@ -48,6 +43,17 @@ class AccuracyGateError(GateError):
     """An accuracy gate failed: :attr:`report` holds every verdict."""
 
 
+class AccuracyGateOptions(TypedDict, total=False):
+    """The :class:`GateSettings` fields the single-output gates take as keywords."""
+
+    max_drop: float
+    metric: MetricLike
+    backend: str
+    mode: str
+    confidence: float
+    interval: str
+
+
 def judge_outputs(
     labels: np.ndarray,
     reference_outputs: np.ndarray,
@@ -61,21 +67,10 @@ def judge_outputs(
 ) -> GateReport:
     """Judge a candidate from both models' outputs on the same labelled samples.
 
-    Use this when you ran the models yourself; :func:`check_accuracy_drop` runs them for you.
-    The one output is named ``"output"`` in the report.
-
-    Args:
-        labels: Integer class per sample.
-        reference_outputs: Reference outputs, one row per sample.
-        candidate_outputs: Candidate outputs, same shape and sample order.
-        settings: Threshold (``max_drop``), metric (a name or a function), mode and interval.
-        reference: Reference display name.
-        candidate: Candidate display name.
-        reference_backend: Where the reference ran (for the report).
-        backend: Where the candidate ran.
-
-    Returns:
-        The report; it does not raise when the gate fails.
+    Use this when you ran the models yourself (integer class labels, one output row per
+    sample); :func:`check_accuracy_drop` runs them for you. ``settings`` holds the
+    threshold, the metric, mode and interval; the names and backends label the report, whose
+    one output is ``"output"``. It does not raise when the gate fails.
 
     Raises:
         InvalidInputError: Outputs of different shapes or not one row per label.
@@ -87,12 +82,6 @@ def judge_outputs(
     """
     labels = np.asarray(labels).reshape(-1)
     ref_out, cand_out = np.asarray(reference_outputs), np.asarray(candidate_outputs)
-    if ref_out.shape != cand_out.shape:
-        raise InvalidInputError(
-            f"the reference outputs shape {ref_out.shape[1:]} but the candidate outputs "
-            f"{cand_out.shape[1:]} (over {ref_out.shape[:1]} vs {cand_out.shape[:1]} samples); "
-            "gate a compressed variant of the same model on the same samples."
-        )
     if ref_out.ndim == 0 or len(ref_out) != len(labels):
         raise InvalidInputError(
             f"{len(labels)} labels but outputs for {ref_out.shape[:1]} samples; pass one output "
@@ -116,14 +105,9 @@ def check_accuracy_drop(
     candidate: Any,
     data: Any,
     *,
-    max_drop: float = DEFAULT_MAX_DROP,
-    metric: MetricLike = "top1",
-    backend: str = DEFAULT_BACKEND,
-    mode: str = "strict",
-    confidence: float = 0.95,
-    interval: str = "auto",
     threads: int = 1,
     settings: GateSettings | None = None,
+    **options: Unpack[AccuracyGateOptions],
 ) -> GateReport:
     """Score both models on ``data`` and judge the drop, without raising when it fails.
 
@@ -137,15 +121,14 @@ def check_accuracy_drop(
         reference: The model the candidate must match (Keras model, ``.tflite`` or a path).
         candidate: The deployed artifact (usually a ``.tflite``: bytes, path or model).
         data: Labelled samples (arrays, ``(x, y)``, ``.npz``, folder... see ``load_data``).
-        max_drop: Allowed drop as a fraction in [0, 1] (0.01 = one accuracy point).
-        metric: ``"top1"``, ``"topK"`` or ``callable(labels, outputs) -> float``.
-        backend: Runtime for a ``.tflite`` candidate (a Keras candidate runs on Keras).
-        mode: ``"strict"``, ``"tolerant"`` or ``"proven"`` (see :class:`GateSettings`).
-        confidence: Two-sided level of the interval.
-        interval: ``"auto"``, ``"mcnemar"`` or ``"bootstrap"``.
         threads: CPU threads for LiteRT.
-        settings: Ready-made settings; then the options above must keep their defaults
-            (one changed next to ``settings=`` is refused, never ignored).
+        settings: Ready-made settings; then ``options`` must keep their defaults (one
+            changed next to ``settings=`` is refused, never ignored).
+        **options: :class:`AccuracyGateOptions`, the fields of :class:`GateSettings` they
+            build: ``max_drop`` (a fraction, 0.01 = one accuracy point), ``metric``
+            (``"top1"``, ``"topK"`` or ``callable(labels, outputs) -> float``), ``backend``
+            (of a ``.tflite`` candidate; a Keras candidate runs on Keras), ``mode``
+            (``"strict"``, ``"tolerant"`` or ``"proven"``), ``confidence``, ``interval``.
 
     Returns:
         The report (one verdict); ``report.drop``, ``report.per_class`` read it.
@@ -166,14 +149,9 @@ def check_accuracy_drop(
     """
     from tfcompress.models import model_name, model_signature
 
-    options = {
-        "max_drop": max_drop,
-        "metric": metric,
-        "backend": backend,
-        "mode": mode,
-        "confidence": confidence,
-        "interval": interval,
-    }
+    unknown = sorted(set(options) - set(AccuracyGateOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"check_accuracy_drop() got an unexpected keyword argument {unknown[0]!r}")
     if settings is None:
         settings = GateSettings(**options)
     else:
@@ -207,13 +185,8 @@ def assert_accuracy_drop(
     candidate: Any,
     data: Any,
     *,
-    max_drop: float = DEFAULT_MAX_DROP,
-    metric: MetricLike = "top1",
-    backend: str = DEFAULT_BACKEND,
-    mode: str = "strict",
-    confidence: float = 0.95,
-    interval: str = "auto",
     threads: int = 1,
+    **options: Unpack[AccuracyGateOptions],
 ) -> GateReport:
     """Fail (raise) when ``candidate`` lost more than ``max_drop`` against ``reference``.
 
@@ -222,20 +195,8 @@ def assert_accuracy_drop(
     CI on small test sets; ``"proven"`` passes only when the interval's upper bound is within
     ``max_drop``, for release pipelines.
 
-    Args:
-        reference: The model the candidate must match (Keras model, ``.tflite`` or a path).
-        candidate: The deployed artifact, run through ``backend``.
-        data: Labelled samples.
-        max_drop: Allowed drop as a fraction in [0, 1] (0.01 = one accuracy point).
-        metric: ``"top1"``, ``"topK"`` or ``callable(labels, outputs) -> float``.
-        backend: Runtime for a ``.tflite`` candidate.
-        mode: ``"strict"``, ``"tolerant"`` or ``"proven"``.
-        confidence: Two-sided level of the interval.
-        interval: ``"auto"``, ``"mcnemar"`` or ``"bootstrap"``.
-        threads: CPU threads for LiteRT.
-
-    Returns:
-        The report of a passing gate.
+    It takes the arguments of :func:`check_accuracy_drop` but ``settings`` and returns the
+    report of a passing gate.
 
     Raises:
         AccuracyGateError: The gate failed (a :class:`~tfcompress.errors.GateFailedError` and
@@ -247,18 +208,7 @@ def assert_accuracy_drop(
         >>> q = tfcompress.quantize(model, recipe="int8", representative_data=x)  # doctest: +SKIP
         >>> assert_accuracy_drop(model, q.model, (x_test, y_test), max_drop=0.01)  # doctest: +SKIP
     """
-    report = check_accuracy_drop(
-        reference,
-        candidate,
-        data,
-        max_drop=max_drop,
-        metric=metric,
-        backend=backend,
-        mode=mode,
-        confidence=confidence,
-        interval=interval,
-        threads=threads,
-    )
+    report = check_accuracy_drop(reference, candidate, data, threads=threads, **options)
     if not report.passed:
         raise AccuracyGateError(report)
     return report
@@ -266,7 +216,7 @@ def assert_accuracy_drop(
 
 def _metric(settings: GateSettings) -> str | MetricDef:
     """The settings' metric as a check takes it: a name, or a metric function's definition."""
-    from tfcompress.bench.custom_metric import function_metric
+    from tfcompress.bench.task_metrics import function_metric
 
     if callable(settings.metric):
         return function_metric(settings.metric)

@@ -7,24 +7,14 @@ the metric :func:`~tfcompress.bench.metrics.choose_metric` picks, and the report
 This module plans the checks (which metric, on which output, against which threshold);
 :func:`~tfcompress.testing.verdicts.judge_check` judges each one.
 
-Thresholds are in each metric's unit (``--max-drop`` for task metrics: a fraction for
-accuracy-like metrics and mIoU, the metric's own unit for mse/mae/rmse; ``--min-snr`` in dB;
-``--min-cosine``; ``--max-abs`` in the outputs' unit; ``--min-agreement`` a fraction).
-Defaults when none is given: the settings' ``max_drop`` (0.01) for fraction task metrics,
-20 dB, 0.99 cosine and 0.99 agreement (see :mod:`tfcompress.bench.fidelity` for why); mse,
-mae, rmse and max_abs have no unit-free default and must be given one.
-
-Importing this module imports no TensorFlow.
-
-Example:
-    >>> checks = build_checks(["box"], ["snr"], min_snr=25)
-    >>> checks
-    (Check(output='box', metric='snr', threshold=25.0),)
+Thresholds are in each metric's unit (:mod:`tfcompress.bench.thresholds`); without one, a
+fraction task metric takes the settings' ``max_drop`` and a fidelity metric its default
+(:mod:`tfcompress.bench.fidelity` says why); mse, mae, rmse and max_abs have no unit-free
+default and must be given one. Importing this module imports no TensorFlow.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,17 +33,14 @@ __all__ = ["Check", "build_checks", "judge_outputs_by_name", "plan_checks"]
 
 @dataclass(frozen=True)
 class Check:
-    """One thing a gate checks: a metric on an output against a threshold.
+    """One thing a gate checks: a metric on an output (None: every one) against a threshold.
 
-    Attributes:
-        output: Output name; None checks every output.
-        metric: Metric name (canonicalised, e.g. ``"top1"`` -> ``"accuracy"``), or a
-            :class:`~tfcompress.bench.metric_def.MetricDef` of the caller's own (a metric
-            function, see :mod:`tfcompress.bench.custom_metric`); None lets
-            :func:`~tfcompress.bench.metrics.choose_metric` pick one per output.
-        threshold: In the metric's unit, for its :attr:`MetricDef.threshold_name`; None
-            takes the default. With ``metric=None`` it is a ``max_drop`` and applies where
-            the chosen metric is a task metric.
+    ``metric`` is a name (canonicalised, e.g. ``"top1"`` -> ``"accuracy"``), a
+    :class:`~tfcompress.bench.metric_def.MetricDef` of the caller's own (a metric function,
+    see :func:`tfcompress.bench.task_metrics.function_metric`), or None to let
+    :func:`~tfcompress.bench.metrics.choose_metric` pick one per output. ``threshold`` is in
+    the metric's unit, for its :attr:`MetricDef.threshold_name` (None: the default); with
+    ``metric=None`` it is a ``max_drop`` and applies where the chosen metric is a task metric.
 
     Raises:
         InvalidInputError: An unknown metric, or a threshold out of the metric's range.
@@ -81,19 +68,11 @@ class Check:
                 value = definition.check_threshold(self.threshold, source=option)
                 object.__setattr__(self, "threshold", value)
         elif self.threshold is not None:
-            # a max_drop for a metric chosen later: its range is checked once it is known
-            try:
-                value = float(self.threshold)
-            except (TypeError, ValueError) as error:
-                raise InvalidInputError(
-                    f"--max-drop must be a number, got {self.threshold!r}."
-                ) from error
-            if isinstance(self.threshold, bool) or not 0.0 <= value < math.inf:
-                raise InvalidInputError(
-                    "--max-drop must be a finite number >= 0 (the allowed worsening of the "
-                    f"chosen task metric, in its unit), got {self.threshold!r}."
-                )
-            object.__setattr__(self, "threshold", value)
+            # a max_drop for a metric chosen later: its unit's range is checked once it is known
+            drop = get_threshold("max_drop").check(
+                self.threshold, source="--max-drop", metric="the chosen task metric"
+            )
+            object.__setattr__(self, "threshold", drop)
 
     @property
     def threshold_name(self) -> str:
@@ -113,19 +92,10 @@ def build_checks(
     refused. Without ``metrics``, a fidelity threshold asks for its metric (``min_snr`` ->
     snr...) and the remaining check lets :func:`choose_metric` pick per output, with
     ``max_drop`` for the task metrics it picks (omitted when only fidelity thresholds are
-    given).
-
-    Args:
-        outputs: Output names to check; None or empty checks every output.
-        metrics: Metric names; None or empty lets the judge choose.
-        **thresholds: One keyword per row of the threshold table
-            (:func:`tfcompress.bench.thresholds.thresholds`): ``max_drop`` (allowed
-            worsening of task metrics, in the metric's unit), ``min_snr`` (dB),
-            ``min_cosine`` (in [-1, 1]), ``max_abs`` (in the outputs' unit),
-            ``min_agreement`` (in [0, 1]); None values are ignored.
-
-    Returns:
-        One :class:`Check` per (output, metric).
+    given). No ``outputs`` checks every output; no ``metrics`` lets the judge choose.
+    ``thresholds`` holds one keyword per row of the threshold table
+    (:func:`tfcompress.bench.thresholds.thresholds`), each in its metric's unit; None values
+    are ignored. One :class:`Check` per (output, metric) comes back.
 
     Raises:
         InvalidInputError: A threshold no requested metric uses (``min_snr`` with only
@@ -184,23 +154,11 @@ def judge_outputs_by_name(
     judges the point value, tolerant the favourable end of the interval, proven the
     unfavourable end; a verdict without an interval uses the point value in every mode.
 
-    Args:
-        labels: Output name -> labels for it; an output missing here (or None) has none.
-        reference_outputs: Output name -> the reference's outputs, sample axis first.
-        candidate_outputs: Output name -> the candidate's outputs, same names and shapes.
-        checks: What to check (see :func:`build_checks`); None lets
-            :func:`~tfcompress.bench.metrics.choose_metric` pick one metric per output.
-        settings: Mode, confidence, interval (``"auto"``; ``"bootstrap"`` for every interval;
-            ``"mcnemar"`` for task metrics with per-sample correctness), resamples, seed, and
-            ``max_drop``, the default threshold of fraction task metrics. Its ``metric`` is
-            not used: the checks name the metrics.
-        reference: Reference display name.
-        candidate: Candidate display name.
-        reference_backend: Where the reference ran (for the report).
-        backend: Where the candidate ran.
-
-    Returns:
-        The report; it does not raise when a check fails.
+    The three mappings go from output name to arrays, sample axis first (an output without
+    labels has none). ``checks`` None lets :func:`~tfcompress.bench.metrics.choose_metric`
+    pick one metric per output. ``settings.max_drop`` is the default threshold of fraction
+    task metrics; its ``metric`` is not used (the checks name the metrics). The names and
+    backends label the report, which comes back without raising when a check fails.
 
     Raises:
         InvalidInputError: Different output names or shapes, an unknown output in a check,

@@ -10,16 +10,15 @@ the pytest plugin and ``quantize/qat/prune/cluster --max-drop`` run.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Unpack
 
 from tfcompress._config_fields import config_or_options
 from tfcompress.errors import GateFailedError, UnsupportedModelError
-from tfcompress.testing.config import GateConfig
-from tfcompress.testing.judge import Check, judge_outputs_by_name
+from tfcompress.testing.config import CheckGateOptions, GateConfig
+from tfcompress.testing.judge import judge_outputs_by_name
 from tfcompress.testing.report import GateReport
-from tfcompress.testing.settings import DEFAULT_BACKEND, GateSettings
+from tfcompress.testing.settings import DEFAULT_BACKEND
 
 logger = logging.getLogger(__name__)
 
@@ -40,21 +39,10 @@ def check_gate(
     data: Any,
     *,
     config: GateConfig | None = None,
-    outputs: Sequence[str] | str | None = None,
-    metrics: Sequence[str] | str | None = None,
-    mode: str | None = None,
-    backend: str | None = None,
-    confidence: float | None = None,
-    interval: str | None = None,
-    threads: int | None = None,
-    checks: Sequence[Check] | None = None,
-    settings: GateSettings | None = None,
-    batch_dims: Mapping[str, int] | None = None,
-    input_values: Mapping[str, float] | None = None,
     safe_mode: bool = True,
     on: Any = None,
     device: str | None = None,
-    **thresholds: float | None,
+    **options: Unpack[CheckGateOptions],
 ) -> GateReport:
     """Run both models on ``data`` and judge each (output, metric); a failed gate is returned.
 
@@ -63,8 +51,8 @@ def check_gate(
     top-1 agreement for probabilities, SNR otherwise) and the verdict says why.
 
     What the gate judges and how is a :class:`~tfcompress.testing.config.GateConfig`
-    (``config=``); the keyword options from ``outputs`` to ``input_values`` and the
-    thresholds only build the same config, and are refused next to ``config=``. The models,
+    (``config=``); the keyword options only build the same config, and are refused next
+    to ``config=``. The models,
     the data, ``safe_mode`` and where the candidate runs (``on``/``device``) stay keywords:
     the same config judges a file here and on a device. ``report.config`` records it.
 
@@ -74,39 +62,24 @@ def check_gate(
         candidate: The deployed artifact.
         data: Samples (one array, ``(x, y)``, a dict or ``.npz`` with one array per input
             name); labels per output as ``y`` or ``y_<output name>``, optional.
-        config: What to check and how; None: built from the options below (defaults:
-            mode ``"strict"``, backend ``"cpu"``, confidence 0.95, interval ``"auto"``,
-            one thread).
-        outputs: Output names to gate (default: every output).
-        metrics: Metric names (``accuracy``, ``top5``, ``binary_accuracy``, ``mse``, ``mae``,
-            ``rmse``, ``miou``, ``snr``, ``cosine``, ``max_abs``, ``agreement``).
-        mode: ``"strict"``, ``"tolerant"`` or ``"proven"`` (see :class:`GateSettings`).
-        backend: Runtime of a ``.tflite`` candidate.
-        confidence: Two-sided level of the intervals.
-        interval: ``"auto"``, ``"mcnemar"`` or ``"bootstrap"``.
-        threads: CPU threads for LiteRT.
-        checks: Ready-made checks; when given, the metric and threshold options above must
-            be left out.
-        settings: Ready-made settings; then ``mode``, ``backend``, ``confidence`` and
-            ``interval`` must be left out or at their defaults (refused otherwise, never
-            ignored).
-        batch_dims: Input name -> the dimension that is its batch, for inputs whose
-            signature cannot tell (``{"h": 1}``; ``--batch-dim h=1``); an output's name
-            too, where outputs are joined (``{"stateN": 1}`` for a state of ``(?, ?, ?)``;
-            otherwise the reference's layout places it, or the calls' arrays do).
-        input_values: Input name -> one value fed on every call to inputs the data lacks
-            (a scalar sample rate: ``{"sr": 16000}``; ``--input-value sr=16000``).
+        config: What to check and how; None: built from ``**options``.
         safe_mode: Refuse Keras files that would run code when loaded (Lambda layers);
             False only for files you trust (``--unsafe``).
         on: Run the candidate on a device: a Dask scheduler's address or a connected
             ``distributed.Client`` whose worker runs it (``gate --on``; see
             :func:`tfcompress.bench.device_gate.run_on_device`); the reference runs here.
         device: With ``on``, the worker's name (None: the only worker).
-        **thresholds: One keyword per row of the threshold table
-            (:func:`tfcompress.bench.thresholds.thresholds`): ``max_drop`` (allowed worsening
-            of task metrics in the metric's unit; default 0.01 for accuracy-like ones),
-            ``min_snr`` (dB, default 20), ``min_cosine`` (default 0.99), ``max_abs`` (no
-            default), ``min_agreement`` (default 0.99).
+        **options: :class:`~tfcompress.testing.config.CheckGateOptions`, what
+            :meth:`GateConfig.from_options` takes: ``outputs`` (default: every output),
+            ``metrics`` (:func:`~tfcompress.bench.metrics.metric_names`), the
+            :class:`GateSettings` fields ``mode``, ``backend`` (of a ``.tflite`` candidate),
+            ``confidence`` and ``interval``, or ready-made ``settings``; ``threads``;
+            ready-made ``checks`` (then no metric or threshold options); ``batch_dims``
+            (``--batch-dim h=1``; an output's name too, where outputs are joined);
+            ``input_values`` (``--input-value sr=16000``); and one keyword per row of the
+            threshold table (:func:`tfcompress.bench.thresholds.thresholds`): ``max_drop``
+            (default 0.01 for accuracy-like metrics), ``min_snr`` (dB, default 20),
+            ``min_cosine`` (0.99), ``max_abs`` (no default), ``min_agreement`` (0.99).
 
     The signature decides how both models are fed (:mod:`tfcompress.models.feeding`): a
     scalar input gets one value per call, a ``(layers, N, units)`` state its batch in the
@@ -137,20 +110,7 @@ def check_gate(
     config = config_or_options(
         config,
         GateConfig,
-        {
-            "outputs": outputs,
-            "metrics": metrics,
-            "mode": mode,
-            "backend": backend,
-            "confidence": confidence,
-            "interval": interval,
-            "threads": threads,
-            "checks": checks,
-            "settings": settings,
-            "batch_dims": batch_dims,
-            "input_values": input_values,
-            **thresholds,
-        },
+        options,
         GateConfig.from_options,
         holds="what the gate checks and how",
         example="GateConfig.from_options(metrics=..., min_snr=...)",
@@ -199,16 +159,7 @@ def check_gate(
 
 
 def assert_gate(reference: Any, candidate: Any, data: Any, **options: Any) -> GateReport:
-    """Like :func:`check_gate`, but raise :class:`GateError` when any verdict fails.
-
-    Args:
-        reference: The model the candidate must match.
-        candidate: The deployed artifact.
-        data: Samples, with or without labels.
-        **options: The keyword options of :func:`check_gate`.
-
-    Returns:
-        The report of a passing gate.
+    """Like :func:`check_gate` (the same arguments), but raise :class:`GateError` on a failure.
 
     Raises:
         GateError: A verdict failed (an ``AssertionError`` too); the message holds every
@@ -230,9 +181,6 @@ def load_pair(
 
     Raises:
         UnsupportedModelError: ``backend`` runs ``.tflite`` files and the candidate is not one.
-
-    Example:
-        >>> ref, cand = load_pair("model.keras", "model_int8.tflite", "cpu")  # doctest: +SKIP
     """
     from tfcompress.models import TFLiteModel, model_name, resolve_model
     from tfcompress.models.probe import sharing_zygote

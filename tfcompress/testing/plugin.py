@@ -12,19 +12,9 @@ fidelity threshold asks for its metric, and one that fits no metric is an error.
 set for the whole run (``--tfc-min-snr``, ``tfc_min_snr``...) are defaults instead: they
 apply wherever that metric is judged and never add a metric.
 
-Each verdict travels in the test report's ``user_properties`` (so JUnit XML and pytest-xdist
-see it); the terminal summary and ``--tfc-gate-report`` JSON are built from there.
-
-``--tfc-gate-report PATH`` replaces an existing file at PATH, unlike tfcompress's other
-outputs (which need ``--force``): it is this test session's record, named on the pytest
-command line, and follows pytest's own reports (``--junitxml``, ``--report-log``), which
-every CI run rewrites in place. It is checked when the session starts (a directory, special
-file, or missing or read-only folder there is a usage error) and written atomically at the
-end, so a crashed session leaves the previous report whole.
-
-Option resolution lives in :mod:`tfcompress.testing.plugin_options` and the records, summary
-and JSON report in :mod:`tfcompress.testing.plugin_report`; this module holds the pytest
-hooks and the fixture, and re-exports their public names.
+Option resolution lives in :mod:`tfcompress.testing.plugin_options` and the verdicts'
+records, summary and ``--tfc-gate-report`` JSON in :mod:`tfcompress.testing.plugin_report`;
+this module holds the pytest hooks and the fixture.
 
 Example:
     >>> @pytest.mark.accuracy_gate(max_drop=0.01, mode="tolerant")  # doctest: +SKIP
@@ -42,8 +32,6 @@ from tfcompress.bench.thresholds import thresholds
 from tfcompress.testing.plugin_options import (
     MARKER,
     MARKER_ARGUMENTS,
-    SUITE_OPTIONS,
-    THRESHOLDS,
     GateOptions,
     OptionError,
     backend_argument,
@@ -51,12 +39,10 @@ from tfcompress.testing.plugin_options import (
     max_drop_argument,
     metrics_argument,
     resolve_options,
-    resolve_settings,
     threshold_argument,
     with_run_defaults,
 )
 from tfcompress.testing.plugin_report import (
-    PROPERTY,
     GateRecorder,
     gate_records,
     report_clash,
@@ -68,20 +54,11 @@ if TYPE_CHECKING:
     from tfcompress.testing.report import GateReport
 
 __all__ = [
-    "MARKER",
-    "MARKER_ARGUMENTS",
-    "PROPERTY",
-    "SUITE_OPTIONS",
-    "THRESHOLDS",
     "AccuracyGate",
-    "GateOptions",
-    "GateRecorder",
     "accuracy_gate",
     "pytest_addoption",
     "pytest_collection_modifyitems",
     "pytest_configure",
-    "resolve_options",
-    "resolve_settings",
 ]
 
 _RECORDER = "tfcompress-accuracy-gates"
@@ -126,6 +103,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             metavar="X",
             help=f"{row.help} wherever {row.metric} is judged without a threshold of its own",
         )
+        parser.addini(row.ini_key, f"default {row.meaning} of gates", default="")
     group.addoption(
         "--tfc-gate-report",
         default=None,
@@ -142,9 +120,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("tfc_max_drop", "default allowed drop of accuracy-like metrics", default="")
     parser.addini("tfc_backend", "default runtime backend of gates", default="")
     parser.addini("tfc_metric", "default metrics of gates (comma list)", default="")
-    for row in thresholds():
-        if row.suite_default and row.metric is not None:
-            parser.addini(row.ini_key, f"default {row.meaning} of gates", default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -219,18 +194,10 @@ class AccuracyGate:
     ) -> GateReport:
         """Gate ``candidate`` against ``reference`` on ``data``, every output.
 
-        Args:
-            reference: The model the candidate must match (Keras model, ``.tflite``, path).
-            candidate: The deployed artifact, run on the resolved backend.
-            data: Samples (arrays, ``(x, y)``, a dict or ``.npz`` with one array per input);
-                labels (``y`` or ``y_<output>``) are optional: outputs without them are
-                judged by fidelity to the reference.
-            threads: CPU threads for LiteRT.
-            **overrides: Marker arguments for this call only (``metrics=``, ``min_snr=``,
-                ``mode=``...).
-
-        Returns:
-            The report of a passing gate.
+        As :func:`~tfcompress.testing.output_gates.check_gate` takes them (labels are
+        optional: outputs without them are judged by fidelity to the reference), the
+        candidate on the resolved backend; ``overrides`` are marker arguments for this call
+        only (``metrics=``, ``min_snr=``, ``mode=``...). Returns the report of a passing gate.
 
         Raises:
             GateError: A verdict failed; the message is the report's explanation

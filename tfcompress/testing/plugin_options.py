@@ -7,11 +7,6 @@ usage error at collection, an ``InvalidInputError`` for a call's keywords) or an
 ``argparse.ArgumentTypeError`` for a command-line value. Thresholds a test sets (marker or
 call) are the gate's own; those of the whole run are defaults that never add a metric.
 Importing it imports no TensorFlow: metric and settings code loads when options resolve.
-
-Example:
-    >>> options = resolve_options(item.config, item)  # doctest: +SKIP
-    >>> options.settings.mode, options.sources["max_drop"]  # doctest: +SKIP
-    ('strict', 'marker')
 """
 
 from __future__ import annotations
@@ -99,22 +94,13 @@ def resolve_options(
 ) -> GateOptions:
     """Options of ``item``'s gate: call keywords > marker > command line > ini > defaults.
 
-    Args:
-        config: The pytest config (command line and ini values).
-        item: The test; its ``accuracy_gate`` markers, closest last, are merged.
-        overrides: Keywords of one gate call, which win over everything.
-
-    Returns:
-        The validated options.
+    ``item``'s ``accuracy_gate`` markers are merged, closest last; ``overrides``, the
+    keywords of one gate call, win over everything.
 
     Raises:
         OptionError: A marker with positional or unknown arguments, a bad value, or options
             that contradict each other (``min_snr`` with only ``metrics=["accuracy"]``).
         pytest.UsageError: A bad ``tfc_*`` ini value.
-
-    Example:
-        >>> resolve_options(item.config, item).settings.mode  # doctest: +SKIP
-        'strict'
     """
     from tfcompress.errors import InvalidInputError
 
@@ -140,45 +126,8 @@ def resolve_options(
         raise OptionError(_plugin_words(str(error))) from error
 
 
-def resolve_settings(
-    config: pytest.Config, item: pytest.Item
-) -> tuple[GateSettings, dict[str, str]]:
-    """The :class:`GateSettings` of ``item``'s gate and where each option came from.
-
-    Kept for callers of the single-output plugin; :func:`resolve_options` has everything.
-
-    Args:
-        config: The pytest config (command line and ini values).
-        item: The test whose ``accuracy_gate`` markers are merged.
-
-    Returns:
-        The settings and, per option, where it came from (``"marker"``, ``"ini"``...).
-
-    Raises:
-        pytest.UsageError: Bad marker arguments or values; the message names the test.
-
-    Example:
-        >>> settings, sources = resolve_settings(item.config, item)  # doctest: +SKIP
-        >>> sources["max_drop"]  # doctest: +SKIP
-        'marker'
-    """
-    try:
-        options = resolve_options(config, item)
-    except OptionError as error:
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}: {error}") from None
-    return options.settings, dict(options.sources)
-
-
 def with_run_defaults(report: GateReport, options: GateOptions) -> GateReport:
-    """``report`` re-judged with the run's default thresholds where the test set none.
-
-    Args:
-        report: What :func:`~tfcompress.testing.output_gates.check_gate` returned.
-        options: The options the gate ran with; their ``defaults`` apply.
-
-    Returns:
-        The report with those verdicts' thresholds and ``passed`` replaced.
-    """
+    """``report`` re-judged with the run's default thresholds where the test set none."""
     verdicts = []
     for verdict in report.verdicts:
         name = verdict.threshold_name
@@ -284,13 +233,7 @@ def _plugin_words(message: str) -> str:
 
 
 def ini_values(config: pytest.Config) -> dict[str, Any]:
-    """The ``tfc_*`` ini keys that are set, parsed and checked.
-
-    Args:
-        config: The pytest config.
-
-    Returns:
-        Option key (``max_drop``, ``metrics``...) -> parsed value, for non-empty keys only.
+    """Option key (``max_drop``, ``metrics``...) -> parsed value of each ``tfc_*`` ini key set.
 
     Raises:
         pytest.UsageError: A value that does not parse; the message names the ini key.
@@ -315,15 +258,7 @@ def ini_values(config: pytest.Config) -> dict[str, Any]:
 def max_drop_argument(text: str, *, source: str = "--tfc-max-drop") -> float:
     """Parse ``--tfc-max-drop`` (argparse ``type=``): a fraction in [0, 1] (0.01 = 1 pt).
 
-    Args:
-        text: The value as given.
-        source: Where it was given, for the message.
-
-    Returns:
-        The allowed drop as a fraction.
-
-    Raises:
-        argparse.ArgumentTypeError: Not a valid drop.
+    ``source`` names where the value was given, for the message, as in the parsers below.
     """
     from tfcompress.errors import InvalidInputError
     from tfcompress.testing.settings import parse_max_drop
@@ -338,16 +273,6 @@ def backend_argument(text: str, *, source: str = "--tfc-backend") -> str:
     """Parse ``--tfc-backend`` (argparse ``type=``): a registered runtime backend.
 
     Checked when pytest starts, so a typo is one usage error instead of every gate failing.
-
-    Args:
-        text: The value as given.
-        source: Where it was given, for the message.
-
-    Returns:
-        The backend name.
-
-    Raises:
-        argparse.ArgumentTypeError: Not a backend tfcompress knows (the message lists them).
     """
     from tfcompress.errors import UnknownNameError
     from tfcompress.runtime.base import BACKENDS
@@ -361,18 +286,7 @@ def backend_argument(text: str, *, source: str = "--tfc-backend") -> str:
 
 
 def metrics_argument(text: str, *, source: str = "--tfc-metric") -> tuple[str, ...]:
-    """Parse ``--tfc-metric`` (argparse ``type=``): a comma list of metric names.
-
-    Args:
-        text: The value as given.
-        source: Where it was given, for the message.
-
-    Returns:
-        The canonical metric names.
-
-    Raises:
-        argparse.ArgumentTypeError: An unknown metric, or no name at all.
-    """
+    """Parse ``--tfc-metric`` (argparse ``type=``): a comma list of metric names, canonical."""
     from tfcompress.bench.metrics import get_metric
     from tfcompress.errors import InvalidInputError
 
@@ -388,15 +302,7 @@ def _empty(source: str) -> tuple[str, ...]:
 
 
 def threshold_argument(key: str) -> Callable[..., float]:
-    """The argparse ``type=`` of the run-wide threshold ``key`` (``min_snr``...).
-
-    Args:
-        key: A key of :data:`SUITE_OPTIONS` that :data:`IMPLIED` maps to a metric.
-
-    Returns:
-        ``parse(text, *, source=...) -> float``, checked in that metric's unit; it raises
-        ``argparse.ArgumentTypeError`` for a bad value.
-    """
+    """The argparse ``type=`` of run-wide threshold ``key``, in its IMPLIED metric's unit."""
 
     def parse(text: str, *, source: str = SUITE_OPTIONS[key][0]) -> float:
         from tfcompress.bench.metrics import get_metric

@@ -6,10 +6,6 @@ record (:func:`gate_records`) that travels in the test report's ``user_propertie
 collects them from the reports, prints the ``tfcompress accuracy gates`` section and writes
 ``--tfc-gate-report`` atomically at the end (:func:`report_path` checks that path when the
 session starts). Importing it imports no TensorFlow.
-
-Example:
-    >>> [r["status"] for r in gate_records(report, index=0)]  # doctest: +SKIP
-    ['passed', 'passed']
 """
 
 from __future__ import annotations
@@ -50,20 +46,14 @@ _PROPERTY_FIELDS = (
     "samples",
     "backend",
 )
-_CLASSES_IN_REPORT = 10  # as Verdict.to_dict keeps
 _REPORT_VERSION = 2  # 2: one record per (gate call, output, metric)
 
 
 def gate_records(outcome: GateReport, index: int) -> list[dict[str, Any]]:
-    """One JSON-ready record per verdict of one gate call (the ``--tfc-gate-report`` rows).
+    """One JSON-ready record per verdict of gate call ``index`` (from 0) of a test.
 
-    Args:
-        outcome: What the gate returned.
-        index: Which gate call of the test this was, from 0.
-
-    Returns:
-        The records, with the version-1 names (``reference_accuracy``, ``max_drop``...)
-        alongside where they apply.
+    These are the ``--tfc-gate-report`` rows, with the version-1 names
+    (``reference_accuracy``, ``max_drop``...) alongside where they apply.
     """
     records = []
     for verdict in outcome.verdicts:
@@ -86,12 +76,8 @@ def gate_records(outcome: GateReport, index: int) -> list[dict[str, Any]]:
 def user_properties(record: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """The ``user_properties`` entries of one record: all of it as JSON, then its main fields.
 
-    Args:
-        record: A record of :func:`gate_records` (or of a skipped gate).
-
-    Returns:
-        ``(PROPERTY, json)`` first, which :class:`GateRecorder` reads back, then one
-        ``tfc_<field>`` entry per field a JUnit reader may want on its own.
+    ``(PROPERTY, json)`` comes first, which :class:`GateRecorder` reads back, then one
+    ``tfc_<field>`` entry per field a JUnit reader may want on its own.
     """
     properties: list[tuple[str, Any]] = [(PROPERTY, json.dumps(record, default=str))]
     properties.extend((f"tfc_{k}", record[k]) for k in _PROPERTY_FIELDS if k in record)
@@ -99,13 +85,12 @@ def user_properties(record: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def report_path(config: pytest.Config) -> Path:
-    """The checked ``--tfc-gate-report`` path, relative to where pytest was invoked.
+    """The checked ``--tfc-gate-report`` path (set), relative to where pytest was invoked.
 
-    Args:
-        config: The pytest config; its ``tfc_gate_report`` option must be set.
-
-    Returns:
-        The path, which may exist as a file (it is replaced, like ``--junitxml``).
+    Unlike tfcompress's other outputs (which need ``--force``), an existing file is replaced:
+    it is the session's record, named on the pytest command line, and every CI run rewrites
+    it in place like ``--junitxml``. It is written atomically at the end, so a crashed
+    session leaves the previous report whole.
 
     Raises:
         pytest.UsageError: The path is a directory or special file, or its folder is
@@ -126,16 +111,9 @@ def report_clash(config: pytest.Config, inputs: Mapping[str, Any]) -> str | None
 
     The report replaces its path at the session's end; a path that is the gate's model,
     candidate or data file (the same file by device and inode, or by resolved path), or a
-    file inside a SavedModel or image folder the gate reads, would be lost.
-
-    Args:
-        config: The pytest config.
-        inputs: The gate's arguments by role (``reference``, ``candidate``, ``data``); only
-            paths are compared.
-
-    Returns:
-        One line naming the option, the path and the input it would replace; None when the
-        option is unset or names none of them.
+    file inside a SavedModel or image folder the gate reads, would be lost. ``inputs`` are
+    the gate's arguments by role (only paths are compared). The answer is one line naming the
+    option, the path and the input it would replace; None when there is no clash.
     """
     target = config.getoption("tfc_gate_report")
     if not target:
@@ -166,9 +144,7 @@ def _holds(source: Path, report: Path) -> bool:
 class GateRecorder:
     """Collects gate verdicts from test reports; prints the summary and writes the JSON.
 
-    Attributes:
-        config: The pytest config.
-        records: One record per (test, gate call, output, metric), in the order seen.
+    ``records`` holds one record per (test, gate call, output, metric), in the order seen.
     """
 
     def __init__(self, config: pytest.Config) -> None:
@@ -221,8 +197,7 @@ class GateRecorder:
         }
         payload = {"version": _REPORT_VERSION, **counts, "gates": records}
         path = report_path(self.config)
-        # Replaced on every run like pytest's --junitxml (see tfcompress.testing.plugin's
-        # docstring); never a directory or special file, which report_path refuses.
+        # Replaced on every run (see report_path); never a directory or special file.
         write_text_atomic(path, json.dumps(payload, indent=2) + "\n", overwrite=True)
         logger.info("wrote %d gate verdicts to %s", len(records), path)
 

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from tfcompress.bench.metric_def import MetricDef
 from tfcompress.report.table import format_table
-from tfcompress.testing.estimates import MetricEstimate
 from tfcompress.testing.settings import GateSettings
-from tfcompress.testing.stats import PairedDifference
+from tfcompress.testing.stats import MetricEstimate, PairedDifference
 
 if TYPE_CHECKING:
     from tfcompress.testing.config import GateConfig
@@ -84,11 +83,6 @@ class Verdict:
         difference: The paired drop (task metrics).
         estimate: The value with its interval (fidelity metrics).
         notes: Remarks shown with the verdict (e.g. non-finite candidate outputs).
-
-    Example:
-        >>> verdict = report.verdict("box", "snr")  # doctest: +SKIP
-        >>> verdict.passed, verdict.rule()  # doctest: +SKIP
-        (False, 'snr 12.31 dB < min_snr 20.00 dB')
     """
 
     output: str
@@ -187,9 +181,7 @@ class Verdict:
             "passed": self.passed,
             "chosen_because": self.chosen_because,
             "samples": self.samples,
-            "p_value": diff.p_value if diff is not None else None,
-            "reference_only": diff.reference_only if diff is not None else None,
-            "candidate_only": diff.candidate_only if diff is not None else None,
+            **{k: getattr(diff, k, None) for k in ("p_value", "reference_only", "candidate_only")},
             "per_class": [change.to_dict() for change in self.per_class[:10]],
             "notes": list(self.notes),
         }
@@ -254,12 +246,7 @@ class Verdict:
         )
 
     def meets_threshold(self, number: float | None = None) -> bool:
-        """Whether ``number`` (default: :attr:`deciding_value`) meets the threshold; NaN never.
-
-        Example:
-            >>> verdict.meets_threshold(verdict.value)  # doctest: +SKIP
-            True
-        """
+        """Whether ``number`` (default: :attr:`deciding_value`) meets the threshold; NaN never."""
         number = self.deciding_value if number is None else number
         if math.isnan(number):
             return False
@@ -289,12 +276,6 @@ class GateReport:
         config: The :class:`~tfcompress.testing.config.GateConfig` of a
             :func:`~tfcompress.testing.output_gates.check_gate` run (``to_dict()["config"]``;
             ``GateConfig.from_dict`` reads it back); None for other gates.
-
-    Example:
-        >>> s = GateSettings()
-        >>> report = judge_outputs_by_name(y, ref, cand, checks=None, settings=s)  # doctest: +SKIP
-        >>> report.passed, [v.metric for v in report.verdicts]  # doctest: +SKIP
-        (True, ['accuracy', 'snr'])
     """
 
     verdicts: tuple[Verdict, ...]
@@ -379,13 +360,7 @@ class GateReport:
         return found[0]
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data: the keys of the CLI's ``--json`` for a many-output gate.
-
-        Keys: ``passed``, ``mode``, ``confidence``, ``samples``, ``failed`` (count),
-        ``reference``, ``candidate``, ``reference_backend``, ``backend`` and ``checks``, one
-        :meth:`Verdict.to_dict` per (output, metric); ``config`` (:meth:`GateConfig.to_dict`)
-        when :func:`~tfcompress.testing.output_gates.check_gate` made the report.
-        """
+        """Plain data, the CLI's ``--json``: ``checks`` holds one :meth:`Verdict.to_dict` each."""
         return {
             "passed": self.passed,
             "mode": self.settings.mode,

@@ -7,20 +7,25 @@ this module imports no TensorFlow.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tfcompress._config_fields import option
+from tfcompress._config_fields import MAX_SEED, check_fields, integer, option
 from tfcompress.bench.metrics import MetricLike, resolve_metric
 from tfcompress.bench.thresholds import DEFAULT_MAX_DROP, finite_number, get_threshold
 from tfcompress.errors import InvalidInputError
-from tfcompress.testing.estimates import check_confidence
-from tfcompress.testing.stats import INTERVAL_METHODS
+from tfcompress.testing.stats import INTERVAL_METHODS, check_confidence
 
 __all__ = ["DEFAULT_BACKEND", "DEFAULT_MAX_DROP", "GATE_MODES", "GateSettings", "parse_max_drop"]
 
 GATE_MODES = ("strict", "tolerant", "proven")
 DEFAULT_BACKEND = "cpu"
+
+
+def _backend_name(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError(f"{name} must be a backend name such as 'cpu', got {value!r}.")
+    return value
 
 
 @dataclass(frozen=True)
@@ -53,27 +58,30 @@ class GateSettings:
     max_drop: float = DEFAULT_MAX_DROP
     metric: MetricLike = "top1"
     mode: str = "strict"
-    backend: str = DEFAULT_BACKEND
+    backend: str = option(
+        DEFAULT_BACKEND,
+        help="runtime of a .tflite candidate",
+        parse="registered_backend",  # built-ins and backends a program registered
+        names="BACKENDS",
+        check=_backend_name,
+    )
     confidence: float = option(0.95, help="two-sided level of the interval of the drop")
     interval: str = option(
         "auto",
         choices=("auto", "mcnemar", "bootstrap"),  # "auto" and testing.stats.INTERVAL_METHODS
         help="auto = exact McNemar where the metric is per-sample correctness, else bootstrap",
     )
-    resamples: int = 2000
-    seed: int = 0
+    resamples: int = field(default=2000, metadata={"check": integer(1)})
+    seed: int = field(default=0, metadata={"check": integer(0, MAX_SEED)})
 
     def __post_init__(self) -> None:
+        check_fields(self)
         object.__setattr__(self, "max_drop", parse_max_drop(self.max_drop))
         if self.mode not in GATE_MODES:
             raise InvalidInputError(
                 f"unknown gate mode {self.mode!r}; choose one of {', '.join(GATE_MODES)}."
             )
         resolve_metric(self.metric)
-        if not isinstance(self.backend, str) or not self.backend:
-            raise InvalidInputError(
-                f"backend must be a backend name such as 'cpu', got {self.backend!r}."
-            )
         confidence = finite_number(self.confidence, "confidence")
         check_confidence(confidence)
         object.__setattr__(self, "confidence", confidence)
@@ -86,12 +94,6 @@ class GateSettings:
                 "interval='mcnemar' needs per-sample correctness (top1/topK metrics); use "
                 "interval='bootstrap' with a callable metric."
             )
-        if isinstance(self.resamples, bool) or not isinstance(self.resamples, int):
-            raise InvalidInputError(f"resamples must be an integer, got {self.resamples!r}.")
-        if self.resamples < 1:
-            raise InvalidInputError(f"resamples must be at least 1, got {self.resamples}.")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise InvalidInputError(f"seed must be an integer, got {self.seed!r}.")
 
     @property
     def metric_name(self) -> str:

@@ -10,6 +10,7 @@ Importing this module imports no TensorFlow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -17,15 +18,17 @@ import numpy as np
 
 from tfcompress.bench.metric_def import MetricDef
 from tfcompress.errors import InvalidInputError
-from tfcompress.testing.estimates import (
+from tfcompress.testing.report import ClassChange, Verdict
+from tfcompress.testing.settings import GateSettings
+from tfcompress.testing.stats import (
     MetricEstimate,
+    PairedDifference,
     bootstrap_estimate,
+    paired_difference,
+    paired_metric_difference,
     point_estimate,
     proportion_estimate,
 )
-from tfcompress.testing.report import ClassChange, Verdict
-from tfcompress.testing.settings import GateSettings
-from tfcompress.testing.stats import PairedDifference, paired_difference, paired_metric_difference
 
 __all__ = ["judge_check"]
 
@@ -45,20 +48,9 @@ def judge_check(
     A task metric's drop gets McNemar's interval when the metric is per-sample correctness
     (unless ``settings.interval`` is ``"bootstrap"``), else a seeded paired bootstrap; a
     fidelity metric's value gets Clopper-Pearson (agreement), a bootstrap, or no interval
-    (max_abs). ``settings.mode`` decides which number meets the threshold.
-
-    Args:
-        output: The output's name.
-        definition: The metric (bound to the reference's outputs here).
-        threshold: The threshold, in the metric's unit.
-        reason: Why the metric was chosen, when the user named none.
-        labels: The output's labels (task metrics), else None.
-        ref: The reference's outputs, sample axis first.
-        cand: The candidate's outputs, same shape.
-        settings: Mode, confidence, interval method, resamples and seed.
-
-    Returns:
-        The verdict, passed or not.
+    (max_abs). ``settings.mode`` decides which number meets ``threshold`` (in the metric's
+    unit). ``definition`` is bound to the reference's outputs here; ``reason`` says why it
+    was chosen (None when the user named it); ``labels`` are None for fidelity metrics.
 
     Raises:
         InvalidInputError: ``interval='mcnemar'`` for a metric that is not per-sample
@@ -138,7 +130,7 @@ def _drop(
         if ref_ok is not None and cand_ok is not None:
             method = "bootstrap" if settings.interval == "bootstrap" else "mcnemar"
             difference = paired_difference(ref_ok, cand_ok, method=method, **options)
-            return difference, _per_class(ref_target, ref_ok, cand_ok)
+            return difference, _per_class(ref_target, ref_ok.__getitem__, cand_ok.__getitem__)
     if settings.interval == "mcnemar":
         raise InvalidInputError(
             f"interval='mcnemar' needs per-sample correctness, but {metric.name} on output "
@@ -153,7 +145,15 @@ def _drop(
         higher_is_better=metric.higher_is_better,
         **options,
     )
-    return difference, _per_class_scores(metric, ref_target, ref_rows, cand_rows)
+    # Per class only for accuracy-like scores (a metric function such as a mean true-class
+    # probability) whose labels are class ids.
+    if not (metric.higher_is_better and metric.unit == "fraction"):
+        return difference, ()
+    if np.asarray(ref_target).dtype.kind not in "iu":
+        return difference, ()
+    score = metric.aggregate
+    per_class = _per_class(ref_target, lambda i: score(ref_rows[i]), lambda i: score(cand_rows[i]))
+    return difference, per_class
 
 
 def _fidelity(
@@ -185,20 +185,16 @@ def _bootstrap_options(settings: GateSettings) -> dict[str, Any]:
     }
 
 
-def _per_class_scores(
-    metric: MetricDef, target: np.ndarray, ref_rows: np.ndarray, cand_rows: np.ndarray
+def _per_class(
+    target: np.ndarray,
+    reference: Callable[[np.ndarray], Any],
+    candidate: Callable[[np.ndarray], Any],
 ) -> tuple[ClassChange, ...]:
-    """Both models' score per class, for accuracy-like metrics without per-sample correctness.
-
-    Only where the labels are one class id per sample and the metric is a fraction where
-    higher is better (a metric function such as a mean true-class probability).
-    """
+    """Both models' score per class (the mean of what each gives on the class's indices)."""
     flat = np.asarray(target).reshape(len(target), -1)
-    if flat.shape[1] != 1 or flat.dtype.kind not in "iu":
+    if flat.shape[1] != 1:
         return ()
-    if not (metric.higher_is_better and metric.unit == "fraction"):
-        return ()
-    labels = flat[:, 0]
+    labels = flat[:, 0].astype(np.int64)
     changes = []
     for label in np.unique(labels):
         indices = np.flatnonzero(labels == label)
@@ -206,29 +202,8 @@ def _per_class_scores(
             ClassChange(
                 int(label),
                 int(indices.size),
-                float(metric.aggregate(ref_rows[indices])),
-                float(metric.aggregate(cand_rows[indices])),
-            )
-        )
-    return tuple(sorted(changes, key=lambda c: (c.change, c.label)))
-
-
-def _per_class(
-    target: np.ndarray, reference_ok: np.ndarray, candidate_ok: np.ndarray
-) -> tuple[ClassChange, ...]:
-    flat = target.reshape(len(target), -1)
-    if flat.shape[1] != 1:
-        return ()
-    labels = flat[:, 0].astype(np.int64)
-    changes = []
-    for label in np.unique(labels):
-        mask = labels == label
-        changes.append(
-            ClassChange(
-                int(label),
-                int(mask.sum()),
-                float(reference_ok[mask].mean()),
-                float(candidate_ok[mask].mean()),
+                float(np.mean(reference(indices))),
+                float(np.mean(candidate(indices))),
             )
         )
     return tuple(sorted(changes, key=lambda c: (c.change, c.label)))

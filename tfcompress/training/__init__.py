@@ -18,21 +18,6 @@ from typing import TYPE_CHECKING
 from tfcompress._lazy import lazy_exports
 
 # public name -> the module that defines it, imported on first use (PEP 562). The verbs
-# share their modules' names: `tfcompress.training.qat` stays the function.
-_LAZY = {
-    "TRAINING_CONFIGS": "tfcompress.training.configs",
-    "ClusterConfig": "tfcompress.training.configs",
-    "PruneConfig": "tfcompress.training.configs",
-    "QATConfig": "tfcompress.training.configs",
-    "config_from_dict": "tfcompress.training.configs",
-    "LayerCoverage": "tfcompress.training.coverage",
-    "OutputScore": "tfcompress.training.scoring",
-    "TrainingResult": "tfcompress.training.result",
-    "WeightSparsity": "tfcompress.training.sparsity",
-    "cluster": "tfcompress.training.cluster",
-    "prune": "tfcompress.training.prune",
-    "qat": "tfcompress.training.qat",
-}
 __all__ = [
     "TRAINING_CONFIGS",
     "ClusterConfig",
@@ -47,7 +32,7 @@ __all__ = [
     "prune",
     "qat",
 ]
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = lazy_exports(__name__)
 
 if TYPE_CHECKING:
     from tfcompress.training.cluster import cluster

@@ -28,9 +28,6 @@ def freeze_batchnorm(model: Any) -> int:
     (``QuantizeWrapperV2``, pruning and clustering wrappers) call their inner layer, which
     keeps its own ``trainable``, while the wrapper's own quantizer ranges still train.
 
-    Args:
-        model: A tf-keras model, tfmot's wrappers or not.
-
     Returns:
         How many layers were frozen.
 

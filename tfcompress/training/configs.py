@@ -18,10 +18,24 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Self
 
-from tfcompress._config_fields import CONFIG_VERSION, MAX_SEED, check_version, require_int
+from tfcompress._config_fields import (
+    CONFIG_VERSION,
+    MAX_SEED,
+    boolean,
+    check_fields,
+    check_version,
+    checked_fields,
+    integer,
+    names,
+    new_default,
+    number,
+    one_of,
+    option,
+    shown,
+)
 from tfcompress.errors import InvalidInputError
 
 MAX_EPOCHS = 1000
@@ -36,16 +50,14 @@ EXPORT_RECIPES = ("float32", "float16", "dynamic", "int8")
 _STRUCTURE = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 
 
-class _ConfigDefault:
-    """The default of every keyword option of the verbs: "whatever the config says"."""
+def _structure(name: str, value: Any) -> Any:
+    if value is not None and not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be 'M:N' (e.g. '2:4') or null, got {shown(value)}.")
+    return value
 
-    def __repr__(self) -> str:
-        return "<config default>"
 
-
-#: The default of the verbs' keyword options (``qat(epochs=...)``): an option left at it is
-#: not given, so the config's own default (or ``config=``'s value) applies.
-CONFIG_DEFAULT: Any = _ConfigDefault()
+def _precision(name: str, value: Any) -> Any:  # float32 is None: no conversion after
+    return None if value == "float32" else one_of(EXPORT_RECIPES)(name, value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,53 +65,53 @@ class TrainingConfig:
     """The options every fine-tuning technique shares (the base of the three configs).
 
     Attributes:
-        epochs: Fine-tuning epochs, 1 to :data:`MAX_EPOCHS`.
-        learning_rate: Adam learning rate, in (0, 1).
+        epochs: Fine-tuning epochs, 1 to :data:`MAX_EPOCHS` (1-2 are usually enough from a
+            trained model).
+        learning_rate: Adam learning rate, in (0, 1); keep it small, the model is already
+            trained.
         batch_size: Samples per step.
-        seed: Seed of training and calibration sampling, 0 to :data:`MAX_SEED`.
-        freeze_batchnorm: Keep BatchNormalization layers in inference mode.
+        seed: Seed of training and calibration sampling (and of the clusters' centroids),
+            0 to :data:`MAX_SEED`.
+        freeze_batchnorm: Keep BatchNormalization layers in inference mode while
+            fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
+            on data unlike the training set, or without labels, otherwise moves them and
+            makes the model worse than post-training quantization. False trains them, for a
+            real, representative training set (``--no-freeze-batchnorm``).
         version: The config format (:data:`CONFIG_VERSION`).
     """
 
     technique: ClassVar[str] = ""
 
-    epochs: int = 1
-    learning_rate: float = 1e-4
-    batch_size: int = 32
-    seed: int = 0
-    freeze_batchnorm: bool = True
+    epochs: int = option(1, help="fine-tuning epochs", check=integer(1, MAX_EPOCHS))
+    learning_rate: float = option(
+        1e-4,
+        help="Adam learning rate",
+        check=number(0, 1, "a number between 0 and 1 (fine-tuning usually wants 1e-4 to 1e-3)"),
+    )
+    batch_size: int = option(
+        32, help="samples per step", check=integer(1, MAX_BATCH_SIZE, "a positive integer")
+    )
+    seed: int = option(0, help="training seed", check=integer(0, MAX_SEED))
+    freeze_batchnorm: bool = option(
+        True,
+        help="keep BatchNormalization statistics frozen, so fine-tuning on data unlike the "
+        "training set cannot move them; --no-freeze-batchnorm lets them train, for a real "
+        "training set",
+        check=boolean,
+    )
     version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:
         check_version(self.technique or "training", self.version)
-        require_int("epochs", self.epochs, 1, MAX_EPOCHS, f"an integer 1 to {MAX_EPOCHS}")
-        _require(
-            "learning_rate",
-            self.learning_rate,
-            _is_number(self.learning_rate) and 0 < self.learning_rate < 1,
-            "a number between 0 and 1 (fine-tuning usually wants 1e-4 to 1e-3)",
-        )
-        require_int("batch_size", self.batch_size, 1, MAX_BATCH_SIZE, "a positive integer")
-        require_int("seed", self.seed, 0, MAX_SEED, f"an integer 0 to {MAX_SEED}")
-        _require(
-            "freeze_batchnorm",
-            self.freeze_batchnorm,
-            isinstance(self.freeze_batchnorm, bool),
-            "true or false",
-        )
+        check_fields(self)
 
     @classmethod
     def build(cls, config: Self | None = None, **options: Any) -> Self:
         """The config a verb runs with: ``config``, or the one its keyword options make.
 
         The verbs' keyword options (``qat(epochs=2)``) are a shorthand for the config
-        (``qat(config=QATConfig(epochs=2))``): each one left at :data:`CONFIG_DEFAULT` is
-        not given. Every check is the config's, so a bad value gives the same message
-        whichever way it came in.
-
-        Args:
-            config: The config given as ``config=``, or None.
-            **options: The verb's keyword options, by field name.
+        (``qat(config=QATConfig(epochs=2))``). Every check is the config's, so a bad value
+        gives the same message whichever way it came in.
 
         Returns:
             ``config`` itself, or a new config of the given options (defaults for the rest).
@@ -109,7 +121,7 @@ class TrainingConfig:
                 says otherwise than ``config``; or the config refuses a value.
 
         Example:
-            >>> QATConfig.build(None, epochs=2, seed=CONFIG_DEFAULT).epochs
+            >>> QATConfig.build(None, epochs=2).epochs
             2
             >>> try:
             ...     QATConfig.build(QATConfig(epochs=2), epochs=3)
@@ -118,39 +130,24 @@ class TrainingConfig:
             qat got config= and epochs=3, but the config sets epochs to 2: set it in the
             config or drop the keyword.
         """
-        given = {name: value for name, value in options.items() if value is not CONFIG_DEFAULT}
         if config is None:
-            return cls(**given)
+            return cls(**options)
         if not isinstance(config, cls):
             raise InvalidInputError(
                 f"{cls.technique} takes config={cls.__name__}(...), not a {type(config).__name__}."
             )
         conflicts = [
-            name for name, value in given.items() if not _same(value, getattr(config, name))
+            name for name, value in options.items() if not _same(value, getattr(config, name))
         ]
         if conflicts:
-            said = ", ".join(f"{name}={_shown(given[name])}" for name in conflicts)
-            sets = ", ".join(f"{name} to {_shown(getattr(config, name))}" for name in conflicts)
+            said = ", ".join(f"{name}={shown(options[name])}" for name in conflicts)
+            sets = ", ".join(f"{name} to {shown(getattr(config, name))}" for name in conflicts)
             raise InvalidInputError(
                 f"{cls.technique} got config= and {said}, but the config sets {sets}: set "
                 f"{'them' if len(conflicts) > 1 else 'it'} in the config or drop the keyword"
                 f"{'s' if len(conflicts) > 1 else ''}."
             )
         return config
-
-    @classmethod
-    def defaults(cls) -> dict[str, Any]:
-        """Every option's default, by field name (what the command line shows and omits).
-
-        Example:
-            >>> PruneConfig.defaults()["epochs"]
-            2
-        """
-        return {
-            f.name: f.default
-            for f in fields(cls)
-            if f.name != "version" and f.default is not MISSING
-        }
 
     def steps(self, samples: int) -> int:
         """Optimizer steps of a fine-tune over ``samples`` training samples.
@@ -209,18 +206,12 @@ class TrainingConfig:
         technique = data.get("technique", cls.technique)
         if technique != cls.technique:
             raise InvalidInputError(
-                f"a {_shown(technique)} config is not a {cls.technique} config; read it with "
-                f"config_from_dict({_shown(technique)}, ...)."
+                f"a {shown(technique)} config is not a {cls.technique} config; read it with "
+                f"config_from_dict({shown(technique)}, ...)."
             )
-        known = {f.name for f in fields(cls)}
-        unknown = sorted((k for k in data if k not in known and k != "technique"), key=str)
-        if unknown:
-            accepted = ", ".join(sorted(known - {"version"}))
-            raise InvalidInputError(
-                f"{cls.technique} takes no option {', '.join(map(_shown, unknown))} "
-                f"(it takes {accepted}, and version)."
-            )
-        return cls(**{k: v for k, v in data.items() if k != "technique"})
+        options = {k: v for k, v in data.items() if k != "technique"}
+        what = f"a {cls.technique} config"
+        return cls(**checked_fields(cls, options, what=what, taker=cls.technique))
 
     @classmethod
     def from_json(cls, text: str) -> Self:
@@ -230,11 +221,11 @@ class TrainingConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class QATConfig(TrainingConfig):
-    """Options of :func:`tfcompress.qat` (see its docstring for each).
+    """Options of :func:`tfcompress.qat`: :class:`TrainingConfig`'s and ``preserve``.
 
     Attributes:
-        preserve: None, ``"sparsity"`` or ``"clusters"``: what QAT keeps of an earlier
-            pruning or clustering.
+        preserve: ``"sparsity"`` keeps the zeros of a pruned model (pruning-preserving QAT),
+            ``"clusters"`` keeps shared weights of a clustered model; None for plain QAT.
 
     Example:
         >>> QATConfig(preserve="sparsity").to_dict()["preserve"]
@@ -243,11 +234,12 @@ class QATConfig(TrainingConfig):
 
     technique: ClassVar[str] = "qat"
 
-    preserve: str | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _require_choice("preserve", self.preserve, PRESERVE)
+    preserve: str | None = option(
+        None,
+        help="keep the zeros of a pruned model or the shared weights of a clustered one",
+        choices=PRESERVE,
+        check=one_of(PRESERVE),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,22 +249,23 @@ class _ExportedConfig(TrainingConfig):
     #: What the QAT after it keeps with ``then="int8"`` (``QATConfig.preserve``).
     preserves: ClassVar[str] = ""
 
-    then: str | None = None
-    qat_epochs: int = 1
-    skip_layers: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _require_choice("then", self.then, EXPORT_RECIPES)
-        require_int("qat_epochs", self.qat_epochs, 0, MAX_EPOCHS, f"an integer 0 to {MAX_EPOCHS}")
-        layers = self.skip_layers
-        _require(
-            "skip_layers",
-            layers,
-            isinstance(layers, list | tuple) and all(isinstance(n, str) for n in layers),
-            "a list of layer names",
-        )
-        object.__setattr__(self, "skip_layers", tuple(layers))  # JSON gives a list
+    then: str | None = option(
+        None,
+        help="export precision (none: float32); int8 runs a QAT that keeps what this made",
+        choices=EXPORT_RECIPES,
+        check=_precision,
+    )
+    qat_epochs: int = option(
+        1,
+        help="epochs of the preserving QAT with --then int8 (0: post-training int8)",
+        check=integer(0, MAX_EPOCHS),
+    )
+    skip_layers: tuple[str, ...] = option(
+        (),
+        metavar="NAME,NAME",
+        help="leave these layers untouched (comma-separated)",
+        check=names("layer names"),
+    )
 
     def preserving_qat(self, learning_rate: float | None = None) -> QATConfig:
         """The QAT that follows with ``then="int8"``, keeping the zeros or the clusters.
@@ -291,16 +284,26 @@ class _ExportedConfig(TrainingConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class PruneConfig(_ExportedConfig):
-    """Options of :func:`tfcompress.prune` (see its docstring for each).
+    """Options of :func:`tfcompress.prune`: :class:`TrainingConfig`'s and these.
+
+    Its own defaults: 2 epochs at learning rate 5e-4.
 
     Attributes:
         target_sparsity: Share of each pruned kernel set to zero, in (0, 1); None: 0.75,
             or M/N with a structure (which it must equal when given).
-        schedule: None, ``"polynomial"`` or ``"constant"``.
-        structure: None or ``"M:N"`` with 0 < M < N (e.g. ``"2:4"``).
-        then: Export precision: None (float32), ``"float16"``, ``"dynamic"``, ``"int8"``.
+        schedule: ``"polynomial"`` (sparsity ramps up over the first ~70% of the steps)
+            or ``"constant"`` (target sparsity from the first step). None: polynomial, or
+            constant with ``structure``. An M:N structure always runs the constant schedule
+            (tfmot applies the whole M:N mask at every pruning step, so there is nothing to
+            ramp): ``"polynomial"`` with a structure runs constant, says so in
+            ``result.warnings`` and is recorded as ``"constant"``.
+        structure: None or ``"M:N"`` with 0 < M < N (e.g. ``"2:4"``): M zeros in every N
+            consecutive weights along the input-channel axis, the pattern sparse kernels
+            can exploit. Conv2D/Dense only.
+        then: Export precision: None (float32), ``"float16"``, ``"dynamic"`` or ``"int8"``,
+            which runs pruning-preserving QAT for ``qat_epochs`` (0: post-training int8).
         qat_epochs: Pruning-preserving QAT epochs with ``then="int8"``, 0 to 1000.
-        skip_layers: Layers left dense.
+        skip_layers: Layers left dense (e.g. a small first convolution).
 
     Example:
         >>> PruneConfig(structure="2:4", target_sparsity=0.5).structure
@@ -310,28 +313,27 @@ class PruneConfig(_ExportedConfig):
     technique: ClassVar[str] = "prune"
     preserves: ClassVar[str] = "sparsity"
 
-    target_sparsity: float | None = None
-    schedule: str | None = None
-    structure: str | None = None
-    epochs: int = 2
-    learning_rate: float = 5e-4
+    target_sparsity: float | None = option(
+        None,
+        help="share of each pruned kernel set to zero, in (0, 1) (none: 0.75, or M/N with "
+        "--structure)",
+        check=number(0, 1, "a number between 0 and 1 (exclusive), or null", optional=True),
+    )
+    schedule: str | None = option(
+        None,
+        help="none: polynomial, or constant with --structure (the only one M:N can use)",
+        choices=SCHEDULES,
+        check=one_of(SCHEDULES),
+    )
+    structure: str | None = option(
+        None, metavar="M:N", help="M:N structured sparsity, e.g. 2:4", check=_structure
+    )
+    epochs: int = new_default(TrainingConfig, "epochs", 2)
+    learning_rate: float = new_default(TrainingConfig, "learning_rate", 5e-4)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         sparsity = self.target_sparsity
-        _require(
-            "target_sparsity",
-            sparsity,
-            sparsity is None or (_is_number(sparsity) and 0 < sparsity < 1),
-            "a number between 0 and 1 (exclusive), or null",
-        )
-        _require_choice("schedule", self.schedule, SCHEDULES)
-        _require(
-            "structure",
-            self.structure,
-            self.structure is None or isinstance(self.structure, str),
-            "'M:N' (e.g. '2:4') or null",
-        )
         m_by_n = parse_structure(self.structure)
         if (
             m_by_n is not None
@@ -346,10 +348,11 @@ class PruneConfig(_ExportedConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class ClusterConfig(_ExportedConfig):
-    """Options of :func:`tfcompress.cluster` (see its docstring for each).
+    """Options of :func:`tfcompress.cluster`: :class:`TrainingConfig`'s and these.
 
     Attributes:
-        clusters: Distinct values per clustered kernel, 2 to :data:`MAX_CLUSTERS`.
+        clusters: Distinct values per clustered kernel, 2 to :data:`MAX_CLUSTERS` (16, a
+            common choice, by default).
         then: Export precision: None (float32), ``"float16"``, ``"dynamic"``, ``"int8"``.
         qat_epochs: Cluster-preserving QAT epochs with ``then="int8"``, 0 to 1000.
         skip_layers: Layers left unclustered.
@@ -362,11 +365,7 @@ class ClusterConfig(_ExportedConfig):
     technique: ClassVar[str] = "cluster"
     preserves: ClassVar[str] = "clusters"
 
-    clusters: int = 16
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require_int("clusters", self.clusters, 2, MAX_CLUSTERS, f"an integer 2 to {MAX_CLUSTERS}")
+    clusters: int = option(16, help="values per kernel", check=integer(2, MAX_CLUSTERS))
 
 
 #: Technique name -> its config class: how compress and ``--replay`` read a recipe.
@@ -387,7 +386,7 @@ def config_from_dict(technique: str, data: Mapping[str, Any]) -> TrainingConfig:
     """
     if not isinstance(technique, str) or technique not in TRAINING_CONFIGS:
         raise InvalidInputError(
-            f"unknown fine-tuning technique {_shown(technique)}; choose one of "
+            f"unknown fine-tuning technique {shown(technique)}; choose one of "
             f"{', '.join(TRAINING_CONFIGS)}."
         )
     return TRAINING_CONFIGS[technique].from_dict(data)
@@ -421,7 +420,7 @@ def layer_names(value: Any) -> Any:
 
     A string, or anything not iterable, is returned as it is, for the config to refuse.
     """
-    if value is CONFIG_DEFAULT or isinstance(value, str | bytes | Mapping):
+    if isinstance(value, str | bytes | Mapping):
         return value
     try:
         return tuple(value)
@@ -434,24 +433,3 @@ def _same(given: Any, configured: Any) -> bool:
     if isinstance(given, list | tuple) and isinstance(configured, tuple):
         return tuple(given) == configured
     return type(given) is type(configured) and given == configured
-
-
-def _require_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    ok = value is None or (isinstance(value, str) and value in choices)
-    _require(name, value, ok, f"null or one of {', '.join(map(repr, choices))}")
-
-
-def _require(name: str, value: Any, ok: bool, expected: str) -> None:
-    if not ok:
-        raise InvalidInputError(f"{name} must be {expected}, got {_shown(value)}.")
-
-
-def _is_number(value: Any) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return math.isfinite(value)
-
-
-def _shown(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

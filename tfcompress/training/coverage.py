@@ -239,7 +239,9 @@ def prunable_layers(
             channels split into whole groups of ``n`` qualify.
         skip: Layer names the user excluded.
     """
-    registry = _prune_registry()
+    from tensorflow_model_optimization.python.core.sparsity.keras.prune_registry import (
+        PruneRegistry as registry,
+    )
 
     def obstacle(layer: Any, kind: str) -> str:
         if not registry.supports(layer):
@@ -255,7 +257,9 @@ def clusterable_layers(
     model: Any, *, clusters: int, skip: frozenset[str] = frozenset()
 ) -> list[LayerCoverage]:
     """Decide, for each layer with weights, whether weight clustering applies."""
-    registry = _cluster_registry()
+    from tensorflow_model_optimization.python.core.clustering.keras.clustering_registry import (
+        ClusteringRegistry as registry,
+    )
 
     def obstacle(layer: Any, kind: str) -> str:
         if not registry.supports(layer) or not registry._weight_names(layer):
@@ -297,19 +301,3 @@ def _m_by_n_obstacle(layer: Any, m_by_n: tuple[int, int]) -> str:
 def _has_enough_weights(layer: Any, clusters: int) -> bool:
     kernel = getattr(layer, "kernel", None)
     return kernel is None or int(kernel.shape.num_elements()) > clusters
-
-
-def _prune_registry() -> Any:
-    from tensorflow_model_optimization.python.core.sparsity.keras.prune_registry import (
-        PruneRegistry,
-    )
-
-    return PruneRegistry
-
-
-def _cluster_registry() -> Any:
-    from tensorflow_model_optimization.python.core.clustering.keras.clustering_registry import (
-        ClusteringRegistry,
-    )
-
-    return ClusteringRegistry

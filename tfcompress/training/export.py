@@ -19,13 +19,12 @@ from tfcompress.models.signature import ModelSignature
 from tfcompress.quantization.converter import (
     Conversion,
     ConverterSettings,
-    convert,
     convert_all,
     save_serving_function,
 )
+from tfcompress.quantization.converter_errors import first_error
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.runtime import default_backend
-from tfcompress.training.configs import EXPORT_RECIPES as EXPORT_RECIPES  # read here by tests
 from tfcompress.training.configs import TrainingConfig
 from tfcompress.training.coverage import LayerCoverage
 from tfcompress.training.gating import judge_export
@@ -55,33 +54,21 @@ def export(
     tf-keras SavedModel names its outputs after those layers. So ``model`` is saved with a
     serving function whose inputs are ``signature``'s input names and whose outputs are a
     dict keyed by ``signature``'s output names, as
-    :func:`~tfcompress.quantization.converter.convert` does for Keras 3 models: the
+    :func:`~tfcompress.quantization.converter.convert_all` does for Keras 3 models: the
     ``.tflite`` then names its tensors like the original model, so ``y_<output name>``
     labels and ``--output NAME`` mean the same head in the model and in the artifact.
 
-    Args:
-        model: A tf-keras model, QAT/pruned/clustered wrappers stripped, with the inputs and
-            outputs of ``signature`` in the same order.
-        recipe: A name from :data:`EXPORT_RECIPES`.
-        calibration: Samples for activation ranges (used by ``int8`` only), one array per
-            input keyed by input name.
-        signature: The original model's inputs and outputs.
-        name: The model's name, for messages.
-
-    Returns:
-        The converter's output.
+    ``model`` has its QAT/prune/cluster wrappers stripped; ``calibration`` (one array per
+    input, by name) is used by ``int8`` only.
 
     Raises:
         ConversionError: The model could not be saved, or the converter rejected it.
-
-    Example:
-        >>> export(tuned, "int8", calibration, signature=setup.signature)  # doctest: +SKIP
     """
     with tempfile.TemporaryDirectory(prefix="tfcompress-training-") as directory:
         # the folder's name is the one conversion errors show; keep it one plain path part
         saved = Path(directory) / (re.sub(r"[^\w.-]+", "_", name).strip("._") or "model")
         _save_named(model, signature, saved, name)
-        return convert(SavedModelDir(saved), _configure(recipe, calibration))
+        return convert_all(SavedModelDir(saved), [_configure(recipe, calibration)])[0]
 
 
 def _save_named(model: Any, signature: ModelSignature, path: Path, name: str) -> None:
@@ -105,10 +92,8 @@ def _save_named(model: Any, signature: ModelSignature, path: Path, name: str) ->
     # TensorFlow raises ValueError, TypeError, its own OpErrors... while tracing or saving;
     # each becomes one typed error that names the model.
     except Exception as error:
-        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        first = lines[0] if lines else type(error).__name__
         raise ConversionError(
-            f"could not save the fine-tuned {name!r} for conversion: {first}"
+            f"could not save the fine-tuned {name!r} for conversion: {first_error(error)}"
         ) from error
 
 
@@ -150,18 +135,7 @@ def finish(
     ``.tflite`` on the eval data; the gate (``setup.gate``), when there is one, judges
     the ``.tflite``'s outputs against the original's.
 
-    Args:
-        setup: The checked inputs.
-        tuned: The fine-tuned tf-keras model, wrappers stripped (fake-quant kept for QAT).
-        config: The options as they ran (recorded: ``result.options``, ``result.config``).
-        recipe: Export precision.
-        coverage: The per-layer report.
-        train_seconds: Fine-tuning wall time.
-        losses: Per-epoch training losses.
-        m_by_n: Structure to verify on the exported kernels.
-
-    Returns:
-        The result (with the gate's report; a failed gate does not raise).
+    A failed gate does not raise: the result carries its report.
 
     Raises:
         ConversionError: The converter rejected a model.
@@ -170,13 +144,8 @@ def finish(
     rng = np.random.default_rng(config.seed)
     count = min(CALIBRATION_SAMPLES, len(setup.train))
     chosen = np.sort(rng.choice(len(setup.train), count, False))
-    calibration = Dataset(
-        {
-            name: array[chosen]
-            for name, array in zip(setup.signature.input_names, setup.train_inputs, strict=True)
-        }
-    )
     signature = setup.signature
+    calibration = Dataset({name: setup.train.x[name][chosen] for name in signature.input_names})
     exported = export(tuned, recipe, calibration, signature=signature, name=setup.name)
     reference, float_reference = export_reference(setup.original, recipe, calibration)
     artifact = TFLiteModel(exported.content, label=technique, verified=True)
@@ -210,16 +179,9 @@ def finish(
         logger.info("%s", gate.headline())
     kernels = [layer.name for layer in setup.legacy.layers if _has_kernel(layer)]
     weights = measure(exported.content, layer_names=kernels, m_by_n=m_by_n)
-    for score in scores:
-        logger.info(
-            "%s -> %s, output %s: %s %s (reference %s)",
-            technique,
-            recipe,
-            score.output,
-            score.metric,
-            score.format(score.tflite),
-            score.format(score.reference),
-        )
+    for s in scores:
+        shown = (s.output, s.metric, s.format(s.tflite), s.format(s.reference))
+        logger.info("%s -> %s, output %s: %s %s (reference %s)", technique, recipe, *shown)
     return TrainingResult(
         technique=technique,
         options=config.recorded(),

@@ -5,7 +5,7 @@ TensorFlow 2.21's oneDNN kernels have been seen to segfault inside ``fit`` on so
 minutes of work, and a ``compress --train`` search with it. With ``isolate=True``,
 :func:`tfcompress.qat`, :func:`~tfcompress.prune` and :func:`~tfcompress.cluster` run in a
 child Python process, through the one mechanism every native call that model or data drive
-uses (:mod:`tfcompress._child`, which runs :func:`tfcompress.training._child.run_request`):
+uses (:mod:`tfcompress._child`, which runs :func:`run_request`):
 
 * the parent loads and checks the data (so bad data fails at once), saves the model where
   it is not a file already, and hands both to the child in a private temporary folder;
@@ -31,6 +31,7 @@ import signal
 import tempfile
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
 #: What the child runs (tests point it at a program that really crashes).
-CHILD_TARGET = "tfcompress.training._child:run_request"
+CHILD_TARGET = "tfcompress.training.isolation:run_request"
 #: Signals a kernel bug raises; SIGKILL (the out-of-memory killer) is not retried.
 _KERNEL_SIGNALS = frozenset(
     {signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT}
@@ -65,30 +66,37 @@ def run_isolated(
     :func:`~tfcompress.training.configs.config_from_dict`, so the child runs exactly what a
     compress report would record.
 
-    Args:
-        model: A Keras model or the path of one.
-        config: What to run: a :class:`~tfcompress.training.configs.QATConfig`,
-            ``PruneConfig`` or ``ClusterConfig``.
-        safe_mode: See :func:`tfcompress.models.load_model` (paths only).
-        train_data: Samples to fine-tune on, as the caller passed them.
-        eval_data: Samples to score on, or None.
-        gate: The verb's ``gate``.
-        gate_settings: The verb's ``gate_settings``.
-
     Raises:
         NativeCrashError: The child died by a signal (after the retry, where one applies).
         TFCompressError: Whatever the technique raised in the child (same type, same message).
         RuntimeError: A bug in the child (its type and message).
     """
+    from tfcompress.training.setup import load_keras, read_samples
+
     technique = config.technique
-    options = {
-        "train_data": train_data,
-        "eval_data": eval_data,
-        "gate": gate,
-        "gate_settings": gate_settings,
-    }
     with tempfile.TemporaryDirectory(prefix="tfcompress-train-") as folder:
-        request = _request(config, model, safe_mode, options, Path(folder))
+        loaded, signature = load_keras(model, safe_mode)  # refused here as in process
+        if isinstance(model, str | os.PathLike):
+            path, child_safe_mode = Path(model).resolve(), safe_mode
+        else:  # the caller's own model: saved by us, loaded back as it was
+            path, child_safe_mode = Path(folder) / "model.keras", False
+            loaded.save(path)
+        # The data is loaded and checked here, so bad data fails before the child starts.
+        options = {
+            "train_data": read_samples(train_data, signature, "training data"),
+            "eval_data": None
+            if eval_data is None
+            else read_samples(eval_data, signature, "eval data"),
+            "gate": gate,
+            "gate_settings": gate_settings,
+        }
+        request = {
+            "technique": technique,
+            "config": config.to_dict(),
+            "model": str(path),
+            "safe_mode": child_safe_mode,
+            "options": options,
+        }
         started = time.monotonic()
         warnings: tuple[str, ...] = ()
         try:
@@ -119,43 +127,30 @@ def run_isolated(
             time.monotonic() - started,
         )
     if warnings:
-        from dataclasses import replace
-
         result = replace(result, warnings=(*warnings, *result.warnings))
     return result
 
 
-def _request(
-    config: TrainingConfig, model: Any, safe_mode: bool, options: dict[str, Any], root: Path
-) -> dict[str, Any]:
-    """What the child needs: the config as data, the model as a file, the data checked here."""
-    from tfcompress._compat.bridge import ensure_graph_model
-    from tfcompress.models.loading import SavedModelDir, TFLiteModel, resolve_model
-    from tfcompress.models.onnx import OnnxModel
-    from tfcompress.models.signature import model_signature
-    from tfcompress.training.setup import read_samples, refuse_not_keras
+def run_request(request: dict[str, Any]) -> Any:
+    """In the child: read the config, load the model, run the technique, return its result.
 
-    loaded = resolve_model(model, safe_mode=safe_mode)
-    if isinstance(loaded, TFLiteModel | SavedModelDir | OnnxModel):  # the usual words
-        refuse_not_keras(loaded)
-    ensure_graph_model(loaded)  # a subclassed model is refused here, as in process
-    if isinstance(model, str | os.PathLike):
-        path, child_safe_mode = Path(model).resolve(), safe_mode
-    else:  # the caller's own model: saved by us, loaded back as it was
-        path, child_safe_mode = root / "model.keras", False
-        loaded.save(path)
-    signature = model_signature(loaded)
-    data = dict(options)
-    data["train_data"] = read_samples(options["train_data"], signature, "training data")
-    if options.get("eval_data") is not None:
-        data["eval_data"] = read_samples(options["eval_data"], signature, "eval data")
-    return {
-        "technique": config.technique,
-        "config": config.to_dict(),
-        "model": str(path),
-        "safe_mode": child_safe_mode,
-        "options": data,
-    }
+    The request is what :func:`run_isolated` sends: the technique, its config as JSON data
+    (read back with :func:`~tfcompress.training.configs.config_from_dict`), the model as a
+    file, the data (already loaded and checked in the caller) and the gate. The result goes
+    back without ``keras_model``: the fine-tuned Keras model stays in the child.
+    """
+    from tfcompress.models import load_model
+    from tfcompress.training.cluster import cluster
+    from tfcompress.training.configs import config_from_dict
+    from tfcompress.training.prune import prune
+    from tfcompress.training.qat import qat
+
+    verbs = {"qat": qat, "prune": prune, "cluster": cluster}
+    technique = request["technique"]
+    config = config_from_dict(technique, request["config"])
+    model = load_model(request["model"], safe_mode=request["safe_mode"])
+    result = verbs[technique](model, config=config, isolate=False, **request["options"])
+    return replace(result, keras_model=None)
 
 
 def _run(technique: str, request: dict[str, Any], env: Mapping[str, str], *, warm: bool) -> Any:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import logging
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from tfcompress._compat.tfmot import tfmot
+from tfcompress._config_fields import check_option_names
 from tfcompress.data import DataLike
 from tfcompress.models.loading import ModelLike
 from tfcompress.testing.settings import GateSettings
 from tfcompress.training.batchnorm import freeze_batchnorm as freeze
-from tfcompress.training.configs import CONFIG_DEFAULT, QATConfig
 from tfcompress.training.configs import PRESERVE as PRESERVE  # its home; the CLI reads it here
+from tfcompress.training.configs import QATConfig, TrainingConfig, layer_names
 from tfcompress.training.coverage import LayerCoverage, quantize_with_fallback
 from tfcompress.training.export import finish
 from tfcompress.training.gating import GateLike
@@ -19,10 +21,46 @@ from tfcompress.training.ranges import initialize_ranges
 from tfcompress.training.result import TrainingResult
 from tfcompress.training.setup import Setup, fine_tune, run_technique
 
-logger = logging.getLogger(__name__)
-
+C = TypeVar("C", bound=TrainingConfig)
 #: ``QATConfig.preserve`` -> tfmot's quantization scheme.
 _SCHEMES = {None: "default", "sparsity": "prune_preserve", "clusters": "cluster_preserve"}
+
+
+class TrainingOptions(TypedDict, total=False):
+    """The keyword options of every training verb: the fields of ``TrainingConfig``."""
+
+    epochs: int
+    learning_rate: float
+    batch_size: int
+    seed: int
+    freeze_batchnorm: bool
+
+
+class QATOptions(TrainingOptions, total=False):
+    """:func:`qat`'s keyword options: :class:`QATConfig`'s fields (a test keeps them equal)."""
+
+    preserve: str | None
+
+
+class ExportedOptions(TrainingOptions, total=False):
+    """What prune and cluster add: how they export (``_ExportedConfig``'s fields)."""
+
+    then: str | None
+    qat_epochs: int
+    skip_layers: Iterable[str]
+
+
+def build_config(cls: type[C], config: C | None, options: Mapping[str, Any], typed: Any) -> C:
+    """The config a training verb runs with: ``config``, or the one its keyword options build.
+
+    Raises:
+        InvalidArgumentTypeError: An option the verb does not take (naming those it takes).
+        InvalidInputError: See :meth:`TrainingConfig.build`.
+    """
+    check_option_names(options, typed, taker=cls.technique)
+    if "skip_layers" in options:  # any iterable of names, as the config's tuple
+        options = {**options, "skip_layers": layer_names(options["skip_layers"])}
+    return cls.build(config, **options)
 
 
 def qat(
@@ -31,16 +69,11 @@ def qat(
     train_data: DataLike,
     eval_data: DataLike | None = None,
     config: QATConfig | None = None,
-    epochs: int = CONFIG_DEFAULT,
-    learning_rate: float = CONFIG_DEFAULT,
-    batch_size: int = CONFIG_DEFAULT,
-    preserve: str | None = CONFIG_DEFAULT,
-    seed: int = CONFIG_DEFAULT,
-    freeze_batchnorm: bool = CONFIG_DEFAULT,
     safe_mode: bool = True,
     gate: GateLike | None = None,
     gate_settings: GateSettings | None = None,
     isolate: bool = True,
+    **options: Unpack[QATOptions],
 ) -> TrainingResult:
     """Quantization-aware training to a full-int8 ``.tflite`` (float32 input and output).
 
@@ -64,23 +97,12 @@ def qat(
         eval_data: Samples to score the original, fine-tuned and exported models on: against
             labels where given, else against the float model. None holds out 20% of
             ``train_data`` (seeded; ``result.warnings`` says so).
-        config: Every option below from ``epochs`` to ``freeze_batchnorm`` as one
-            :class:`~tfcompress.training.configs.QATConfig` (what ``result.config`` and a
-            compress report record). Those keyword options are a shorthand that builds the
-            same config; one given with ``config`` must agree with it. Default: QATConfig().
-        epochs: Fine-tuning epochs (default 1; 1-2 are usually enough from a trained model).
-        learning_rate: Adam learning rate (default 1e-4); keep it small, the model is
-            already trained.
-        batch_size: Samples per step (default 32).
-        preserve: ``"sparsity"`` keeps the zeros of a pruned model (pruning-preserving QAT),
-            ``"clusters"`` keeps shared weights of a clustered model; None (the default) for
-            plain QAT.
-        seed: Seed of training and calibration sampling (default 0).
-        freeze_batchnorm: Keep BatchNormalization layers in inference mode while
-            fine-tuning (their statistics, scale and offset fixed; the default): fine-tuning
-            on data unlike the training set, or without labels, otherwise moves them and
-            makes the model worse than post-training quantization. False trains them, for a
-            real, representative training set (``--no-freeze-batchnorm``).
+        config: The options (``epochs``, ``learning_rate``, ``batch_size``, ``preserve``,
+            ``seed``, ``freeze_batchnorm``) as one
+            :class:`~tfcompress.training.configs.QATConfig`, which describes each (what
+            ``result.config`` and a compress report record). Default: QATConfig().
+        **options: Those options as keywords (:class:`QATOptions`), a shorthand that
+            builds the same config; one given with ``config`` must agree with it.
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
         gate: Checks to judge the exported ``.tflite`` by, against the original float
             model on ``eval_data`` (labels per output where given, fidelity where not): a
@@ -123,15 +145,7 @@ def qat(
         {'cls': 'categorical_crossentropy (self-distillation)', 'box': 'mse (self-distillation)'}
         >>> same = tfcompress.qat(model, config=QATConfig(epochs=1), train_data=(x, y))
     """
-    config = QATConfig.build(
-        config,
-        epochs=epochs,
-        learning_rate=learning_rate,
-        batch_size=batch_size,
-        preserve=preserve,
-        seed=seed,
-        freeze_batchnorm=freeze_batchnorm,
-    )
+    config = build_config(QATConfig, config, options, QATOptions)
 
     def work(setup: Setup) -> TrainingResult:
         qat_model, coverage, seconds, losses = quantization_aware(setup, setup.legacy, config)
@@ -163,15 +177,31 @@ def quantization_aware(
     return qat_model, coverage, seconds, losses
 
 
-def then_int8(
-    setup: Setup, stripped: Any, config: Any, qat_config: QATConfig, coverage: list[LayerCoverage]
-) -> tuple[Any, list[LayerCoverage], float, tuple[float, ...]]:
-    """After pruning or clustering with ``then="int8"``: the QAT that keeps zeros or clusters.
+def export_preserved(
+    setup: Setup,
+    trained: tuple[Any, float, tuple[float, ...]],
+    config: Any,
+    qat_config: QATConfig,
+    coverage: list[LayerCoverage],
+    *,
+    m_by_n: tuple[int, int] | None = None,
+    **ran: Any,
+) -> TrainingResult:
+    """Export a pruned or clustered model (with ``then="int8"``, after the preserving QAT).
 
-    Returns ``stripped`` unchanged (no rows, no time) when the export is not int8 or
-    ``qat_epochs`` is 0 (post-training int8).
+    ``qat_epochs`` 0 is post-training int8. The recorded config is what ran (with the
+    ``ran`` fields), so it replays the run.
     """
-    if config.then != "int8" or config.qat_epochs == 0:
-        return stripped, coverage, 0.0, ()
-    tuned, rows, seconds, losses = quantization_aware(setup, stripped, qat_config)
-    return tuned, coverage + rows, seconds, losses
+    stripped, seconds, losses = trained
+    if config.then == "int8" and config.qat_epochs:
+        stripped, rows, more, more_losses = quantization_aware(setup, stripped, qat_config)
+        coverage, seconds, losses = coverage + rows, seconds + more, losses + more_losses
+    ran_config = replace(
+        config,
+        qat_epochs=config.qat_epochs if config.then == "int8" else 0,
+        skip_layers=tuple(sorted(config.skip_layers)),
+        **ran,
+    )
+    recipe = config.then or "float32"
+    return finish(setup, stripped, config=ran_config, recipe=recipe, coverage=coverage,
+                  train_seconds=seconds, losses=losses, m_by_n=m_by_n)  # fmt: skip

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfcompress._files import PathLike, write_bytes_atomic
 from tfcompress.models.loading import TFLiteModel
+from tfcompress.quantization.artifact import MadeFile
 from tfcompress.report.table import format_table
 from tfcompress.training.configs import TrainingConfig, config_from_dict
 from tfcompress.training.coverage import LayerCoverage
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, eq=False)
-class TrainingResult:
+class TrainingResult(MadeFile):
     """A ``.tflite`` made by training-time compression, with the evidence of what it cost.
 
     Attributes:
@@ -102,19 +101,9 @@ class TrainingResult:
         return None if self.gate is None else self.gate.passed
 
     @property
-    def size_bytes(self) -> int:
-        """Bytes of the exported ``.tflite``."""
-        return len(self.model_content)
-
-    @property
     def gzip_bytes(self) -> int:
         """Bytes of the exported ``.tflite`` after gzip -9."""
         return gzip_size(self.model_content)
-
-    @property
-    def reference_size_bytes(self) -> int:
-        """Bytes of the original model exported at the same precision."""
-        return len(self.reference_content)
 
     @property
     def reference_gzip_bytes(self) -> int:
@@ -187,10 +176,6 @@ class TrainingResult:
         """Exported kernels that belong to pruned or clustered layers."""
         touched = {c.layer for c in self.coverage if c.status in {"pruned", "clustered"}}
         return [w for w in self.weights if w.layer in touched]
-
-    def save(self, path: PathLike, *, overwrite: bool = False) -> Path:
-        """Write the ``.tflite`` atomically; refuses to replace a file unless ``overwrite``."""
-        return write_bytes_atomic(path, self.model_content, overwrite=overwrite)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON reports (no model bytes); ``gate`` and ``passed`` with a gate."""

@@ -7,7 +7,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from tfcompress._compat.bridge import ensure_graph_model, to_tf_keras
 from tfcompress._compat.tfmot import tf_keras
 from tfcompress.data import DataLike, Dataset, load_data
 from tfcompress.data.validation import validate_for_signature
-from tfcompress.errors import InvalidDataError, UnsupportedModelError
+from tfcompress.errors import InvalidDataError, InvalidInputError, UnsupportedModelError
 from tfcompress.models.loading import ModelLike, SavedModelDir, TFLiteModel, model_name
 from tfcompress.models.loading import resolve_model as _resolve
 from tfcompress.models.matching import match_tensors
@@ -154,9 +154,6 @@ def prepare(
         seed: Seed of the held-out split.
         gate: What to check on the export (see :func:`~tfcompress.training.gating.plan_gate`).
 
-    Returns:
-        The checked inputs.
-
     Raises:
         UnsupportedModelError: Not a Keras Sequential/Functional model, or it cannot be bridged.
         InvalidDataError: Data or labels that do not match the model, or too few samples to
@@ -169,11 +166,7 @@ def prepare(
         >>> setup.loss_functions  # doctest: +SKIP
         {'cls': 'sparse_categorical_crossentropy', 'box': 'mse'}
     """
-    loaded = _resolve(model, safe_mode=safe_mode)
-    if isinstance(loaded, TFLiteModel | SavedModelDir | OnnxModel):
-        refuse_not_keras(loaded)
-    ensure_graph_model(loaded)
-    signature = model_signature(loaded)
+    loaded, signature = load_keras(model, safe_mode)
     train = read_samples(train_data, signature, "training data")
     notes: tuple[str, ...] = ()
     if eval_data is None:
@@ -227,11 +220,7 @@ def fine_tune(
 
     ``config`` gives the epochs, batch size, learning rate and seed; with
     ``config.freeze_batchnorm`` every BatchNormalization layer stays in inference mode (its
-    moving statistics, scale and offset fixed). Fine-tuning data often differs from the
-    training set (a user's own images, label-free calibration samples), and statistics that
-    move towards it change what the model computes: on a real classifier, self-distillation
-    with trainable BatchNorm fell to 76.7% agreement with the float model, with frozen
-    BatchNorm it stayed at 99.5%.
+    moving statistics, scale and offset fixed; why: :mod:`tfcompress.training.batchnorm`).
 
     Inputs and targets are passed in input and output order (tfmot's wrappers rename
     layers, so names would not match). Every output's loss weighs 1.
@@ -270,6 +259,34 @@ def fine_tune(
         )
     logger.info("fine-tuned %d epoch(s) in %.1fs, loss %s", config.epochs, seconds, epoch_losses)
     return seconds, epoch_losses
+
+
+def tune_wrapped(
+    setup: Setup,
+    config: TrainingConfig,
+    coverage: Sequence[Any],
+    status: str,
+    wrap: Callable[[Any], Any],
+    strip: Callable[[Any], Any],
+    callbacks: list[Any] | None = None,
+) -> tuple[Any, float, tuple[float, ...]]:
+    """Wrap (tfmot's ``wrap``) the layers whose coverage row says ``status``, fine-tune, strip.
+
+    Raises:
+        InvalidInputError: No layer has that status: the technique would change nothing.
+    """
+    names = {row.layer for row in coverage if row.status == status}
+    if not names:
+        why = "; ".join(f"{row.layer}: {row.reason}" for row in coverage) or "it has no weights"
+        raise InvalidInputError(
+            f"no layer of {setup.name!r} can be {status} ({why}); that would change nothing."
+        )
+    logger.info("%s: %d layer(s)", status, len(names))
+    wrapped = tf_keras().models.clone_model(
+        setup.legacy, clone_function=lambda layer: wrap(layer) if layer.name in names else layer
+    )
+    seconds, losses = fine_tune(wrapped, setup, config, callbacks=callbacks)
+    return strip(wrapped), seconds, losses
 
 
 def model_outputs(
@@ -323,16 +340,20 @@ def read_samples(source: DataLike, signature: ModelSignature, what: str) -> Data
     return validate_for_signature(load_data(source, sample_rank=rank), signature, what=what)
 
 
-def refuse_not_keras(loaded: Any) -> NoReturn:
-    """Training-time compression fine-tunes Keras weights: refuse anything else.
+def load_keras(model: ModelLike, safe_mode: bool) -> tuple[Any, ModelSignature]:
+    """The Sequential/Functional Keras model ``model`` is (or names), and its signature.
 
     Raises:
-        UnsupportedModelError: Always, naming the model.
+        UnsupportedModelError: Not a Keras model, or a subclassed one.
     """
-    raise UnsupportedModelError(
-        f"{model_name(loaded)} is not a Keras model; training-time compression fine-tunes "
-        "weights, so pass the Keras model (.keras/.h5) it came from."
-    )
+    loaded = _resolve(model, safe_mode=safe_mode)
+    if isinstance(loaded, TFLiteModel | SavedModelDir | OnnxModel):
+        raise UnsupportedModelError(
+            f"{model_name(loaded)} is not a Keras model; training-time compression fine-tunes "
+            "weights, so pass the Keras model (.keras/.h5) it came from."
+        )
+    ensure_graph_model(loaded)  # a subclassed model is refused here
+    return loaded, model_signature(loaded)
 
 
 def _hold_out(train: Dataset, seed: int) -> tuple[Dataset, Dataset]:

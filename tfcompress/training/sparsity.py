@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -59,16 +59,7 @@ class WeightSparsity:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON reports."""
-        return {
-            "tensor": self.tensor,
-            "layer": self.layer,
-            "op": self.op,
-            "dtype": self.dtype,
-            "shape": list(self.shape),
-            "sparsity": round(self.sparsity, 4),
-            "unique_values": self.unique_values,
-            "m_by_n_ok": self.m_by_n_ok,
-        }
+        return {**asdict(self), "shape": list(self.shape), "sparsity": round(self.sparsity, 4)}
 
 
 def gzip_size(content: bytes) -> int:
@@ -113,9 +104,6 @@ def measure(
 
     Returns:
         One row per kernel.
-
-    Example:
-        >>> rows = measure(result.model_content, layer_names=["dense"])  # doctest: +SKIP
     """
     names = sorted(set(layer_names), key=len, reverse=True)
     rows = []

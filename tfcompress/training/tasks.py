@@ -91,7 +91,7 @@ def is_distribution(outputs: np.ndarray) -> bool:
         return False
     if outputs.min() < 0 or outputs.max() > 1:
         return False
-    return bool(np.allclose(outputs.sum(axis=-1), 1.0, atol=_SUM_TOLERANCE))
+    return _sums_to_one(outputs)
 
 
 def in_unit_range(outputs: np.ndarray) -> bool:
@@ -103,13 +103,6 @@ def read_labels(
     labels: np.ndarray, sample_shape: tuple[int, ...], *, output: str, what: str
 ) -> Labels:
     """Decide what labels of one output are (class ids, 0/1, distributions or targets).
-
-    Args:
-        labels: One output's labels, sample axis first.
-        sample_shape: The output's shape without the batch axis, e.g. ``(10,)`` or
-            ``(8, 8, 2)``.
-        output: The output's name, for messages.
-        what: How to call the data in messages.
 
     Raises:
         InvalidDataError: Non-numeric or non-finite labels, class ids out of range, or a

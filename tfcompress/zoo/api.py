@@ -137,18 +137,8 @@ def model_info(
 ) -> ZooModelInfo:
     """Build ``name`` (random weights) and count its parameters and MACs, without converting.
 
-    Results are cached per process.
-
-    Args:
-        name: A name from :func:`list_models`.
-        input_shape: (height, width, channels).
-        num_classes: Classes of the head.
-        width_multiplier: Channel multiplier.
-        count_macs: Count MACs (from the layers, a second even for MixNet-L at 224);
-            False leaves ``macs`` None.
-
-    Returns:
-        Parameters and MACs at that shape.
+    Results are cached per process. Counting MACs (from the layers) takes a second even for
+    MixNet-L at 224; ``count_macs=False`` leaves ``macs`` None.
 
     Raises:
         InvalidInputError: As :func:`create_model`.
@@ -170,17 +160,13 @@ def _cached_info(
 
     entry = get_entry(name)
     model = create_model(name, input_shape=shape, num_classes=classes, width_multiplier=width)
-    params = int(model.count_params())
-    macs = None
-    if count_macs:
-        macs = mac_counter.count_macs(model)
     return ZooModelInfo(
         name=name,
         family=entry.family,
         input_shape=shape,
         num_classes=classes,
         width_multiplier=width,
-        params=params,
-        macs=macs,
+        params=int(model.count_params()),
+        macs=mac_counter.count_macs(model) if count_macs else None,
         min_resolution=entry.min_resolution,
     )

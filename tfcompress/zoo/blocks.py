@@ -59,9 +59,6 @@ def decode_block(text: str) -> BlockSpec:
     Args:
         text: E.g. ``"r1_k3.5.7_a1.1_p1.1_s22_e6_i24_o40_se0.5_sw"``.
 
-    Returns:
-        The stage it describes.
-
     Raises:
         InvalidInputError: An unknown or malformed token, or a required one missing.
 

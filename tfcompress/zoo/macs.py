@@ -23,13 +23,9 @@ __all__ = ["count_macs"]
 
 
 def count_macs(model: Any) -> int:
-    """MACs of one sample through ``model`` (batch dimension excluded).
+    """MACs of one sample (batch excluded) through a built Keras 3 functional/sequential model.
 
-    Args:
-        model: A built Keras 3 functional or sequential model.
-
-    Returns:
-        The multiply-accumulates of its convolutions, depthwise convolutions and dense layers.
+    What counts: its convolutions, depthwise convolutions and dense layers.
 
     Example:
         >>> dense = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])  # doctest: +SKIP

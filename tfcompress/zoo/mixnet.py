@@ -68,20 +68,8 @@ def build_mixnet(
 ) -> Any:
     """Build a MixNet from block strings (see docs/zoo.md for the notation).
 
-    Args:
-        name: Model name.
-        blocks: The stages, as block strings.
-        stem_filters: Channels of the stem conv at width 1.0.
-        input_shape: (height, width, channels).
-        num_classes: Classes of the dense head.
-        width_multiplier: Scales every channel count (rounded to multiples of 8).
-        weights: None (random init) or a path to a weights file of this architecture.
-        dropout_rate: Dropout before the dense head.
-        classifier_activation: Activation of the head (None: logits).
-        head_filters: Channels of the 1x1 head conv (not scaled by the width).
-
-    Returns:
-        A float32 ``keras.Model``.
+    A float32 ``keras.Model``: ``width_multiplier`` scales every channel count (rounded to
+    multiples of 8) but ``head_filters`` (the 1x1 head conv); ``stem_filters`` is at width 1.0.
 
     Raises:
         InvalidInputError: ``weights="imagenet"`` (no MixNet weights ship with Keras), a

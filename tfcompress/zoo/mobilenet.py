@@ -87,54 +87,33 @@ def mobilenet_v2(*, weights: str | None = None, **arguments: Any) -> Any:
     )
 
 
-def _v3(
-    name: str, *, large: bool, minimalistic: bool, weights: str | None, **arguments: Any
-) -> Any:
-    return _build(
-        name,
-        lambda apps: apps.MobileNetV3Large if large else apps.MobileNetV3Small,
-        weights=weights,
-        dropout_keyword="dropout_rate",
-        minimalistic=minimalistic,
-        include_preprocessing=False,
-        **_split(arguments),
-    )
+def _v3(name: str, large: bool, minimalistic: bool) -> Callable[..., Any]:
+    """MobileNetV3 (Howard et al. 2019): hard-swish and squeeze-excite, unless minimalistic.
+
+    Minimalistic: ReLU, 3x3 kernels, no squeeze-excite.
+    """
+
+    def build(*, weights: str | None = None, **arguments: Any) -> Any:
+        return _build(
+            name,
+            lambda apps: apps.MobileNetV3Large if large else apps.MobileNetV3Small,
+            weights=weights,
+            dropout_keyword="dropout_rate",
+            minimalistic=minimalistic,
+            include_preprocessing=False,
+            **_split(arguments),
+        )
+
+    return build
 
 
-@register_model("mobilenet_v3_small", family="mobilenet_v3", min_resolution=_MIN)
-def mobilenet_v3_small(*, weights: str | None = None, **arguments: Any) -> Any:
-    """MobileNetV3-Small (Howard et al. 2019): hard-swish and squeeze-excite."""
-    return _v3("mobilenet_v3_small", large=False, minimalistic=False, weights=weights, **arguments)
-
-
-@register_model("mobilenet_v3_large", family="mobilenet_v3", min_resolution=_MIN)
-def mobilenet_v3_large(*, weights: str | None = None, **arguments: Any) -> Any:
-    """MobileNetV3-Large (Howard et al. 2019): hard-swish and squeeze-excite."""
-    return _v3("mobilenet_v3_large", large=True, minimalistic=False, weights=weights, **arguments)
-
-
-@register_model("mobilenet_v3_small_minimalistic", family="mobilenet_v3", min_resolution=_MIN)
-def mobilenet_v3_small_minimalistic(*, weights: str | None = None, **arguments: Any) -> Any:
-    """MobileNetV3-Small minimalistic: ReLU, 3x3 kernels, no squeeze-excite."""
-    return _v3(
-        "mobilenet_v3_small_minimalistic",
-        large=False,
-        minimalistic=True,
-        weights=weights,
-        **arguments,
-    )
-
-
-@register_model("mobilenet_v3_large_minimalistic", family="mobilenet_v3", min_resolution=_MIN)
-def mobilenet_v3_large_minimalistic(*, weights: str | None = None, **arguments: Any) -> Any:
-    """MobileNetV3-Large minimalistic: ReLU, 3x3 kernels, no squeeze-excite."""
-    return _v3(
-        "mobilenet_v3_large_minimalistic",
-        large=True,
-        minimalistic=True,
-        weights=weights,
-        **arguments,
-    )
+for _name, _large, _minimal in (
+    ("mobilenet_v3_small", False, False),
+    ("mobilenet_v3_large", True, False),
+    ("mobilenet_v3_small_minimalistic", False, True),
+    ("mobilenet_v3_large_minimalistic", True, True),
+):
+    register_model(_name, family="mobilenet_v3", min_resolution=_MIN)(_v3(_name, _large, _minimal))
 
 
 def _split(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tfcompress._config_fields import number
 from tfcompress._registry import Registry
 from tfcompress.errors import InvalidInputError
 
@@ -51,9 +52,6 @@ def register_model(
         min_resolution: Smallest input height and width it accepts.
         summary: One line for listings.
 
-    Returns:
-        The decorator; it returns the builder unchanged.
-
     Raises:
         ValueError: ``name`` is already registered.
         InvalidInputError: ``min_resolution`` < 1.
@@ -74,12 +72,6 @@ def register_model(
 
 def list_models(pattern: str = "*") -> list[str]:
     """Names of the registered models matching a shell-style pattern, sorted.
-
-    Args:
-        pattern: ``fnmatch`` pattern, e.g. ``"mixnet*"`` or ``"mobilenet_v3_*"``.
-
-    Returns:
-        The matching names (possibly none).
 
     Example:
         >>> list_models("mixnet*")
@@ -148,16 +140,11 @@ def validate_arguments(
         raise InvalidInputError(
             f"num_classes must be an integer from 1 to {MAX_CLASSES}, got {num_classes!r}."
         )
-    if (
-        isinstance(width_multiplier, bool)
-        or not isinstance(width_multiplier, int | float)
-        or not math.isfinite(width_multiplier)
-        or not 0 < width_multiplier <= MAX_WIDTH_MULTIPLIER
-    ):
-        raise InvalidInputError(
-            f"width_multiplier must be a number above 0 and at most {MAX_WIDTH_MULTIPLIER:g}, "
-            f"got {width_multiplier!r}; e.g. 0.5, 1.0 or 1.3."
-        )
+    number(  # closed above: 8 itself is allowed
+        0,
+        math.nextafter(MAX_WIDTH_MULTIPLIER, math.inf),
+        f"a number above 0 and at most {MAX_WIDTH_MULTIPLIER:g} (e.g. 0.5, 1.0 or 1.3)",
+    )("width_multiplier", width_multiplier)
     return (height, width, channels), int(num_classes), float(width_multiplier)
 
 

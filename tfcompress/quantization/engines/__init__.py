@@ -11,10 +11,6 @@
 
 :func:`choose_engine` picks the default (LiteRT Quantizer for a ``.tflite`` input or a
 recipe only it makes, else the converter) and refuses a pairing that cannot work.
-
-Example:
-    >>> choose_engine(None, TFLiteModel(content), Recipe("int8"))  # doctest: +SKIP
-    'litert-quantizer'
 """
 
 from __future__ import annotations
@@ -29,23 +25,11 @@ __all__ = ["ENGINES", "choose_engine", "converter_float_nodes"]
 
 
 def choose_engine(engine: str | None, model: Any, recipe: Recipe) -> str:
-    """The engine that makes ``recipe`` from ``model``.
-
-    Args:
-        engine: ``"converter"``, ``"litert-quantizer"`` or None (the default for the input).
-        model: The loaded model.
-        recipe: The recipe.
-
-    Returns:
-        The engine's name.
+    """The engine (``engine``, or the default for the input when None) that makes ``recipe``.
 
     Raises:
         InvalidInputError: An unknown engine, a ``.tflite`` for the converter, or a recipe
             (or rule) the engine does not make.
-
-    Example:
-        >>> choose_engine(None, keras_model, Recipe("int4-weights"))  # doctest: +SKIP
-        'litert-quantizer'
     """
     is_tflite = isinstance(model, TFLiteModel)
     if engine is None:
@@ -88,21 +72,12 @@ def _check_converter_rules(recipe: Recipe) -> None:
 def converter_float_nodes(calibrated: bytes, recipe: Recipe, *, source: str) -> tuple[str, ...]:
     """The converter nodes ``recipe.float_nodes`` and its ``float`` rules keep float.
 
-    Args:
-        calibrated: The calibrate-only conversion (the names ``denylisted_nodes`` takes).
-        recipe: An ``int8`` recipe whose rules are all ``float`` (see :func:`choose_engine`).
-        source: How messages name the model.
-
-    Returns:
-        The node names, ``float_nodes`` first, each once.
+    ``calibrated`` is the calibrate-only conversion (the names ``denylisted_nodes`` takes);
+    ``recipe`` an ``int8`` recipe whose rules are all ``float``. The node names come
+    ``float_nodes`` first, each once.
 
     Raises:
         InvalidInputError: A rule matches no op of the model.
-
-    Example:
-        >>> converter_float_nodes(calibrated, Recipe("int8", rules=[{"pattern": "dense_2",
-        ...     "mode": "float"}]), source="m")  # doctest: +SKIP
-        ('functional_1/dense_2/MatMul;functional_1/dense_2/BiasAdd',)
     """
     from tfcompress.models.tflite_file import read_tflite
     from tfcompress.quantization.engines.plan import plan_ops

@@ -18,12 +18,6 @@ place of plain int8):
 Without eval data nothing is measured and :data:`DEFAULT_CALIBRATION` is made. A recipe
 that names one (``Recipe(..., calibration="moving-average")``, what a result's recipe records
 after a comparison) gets that one, compared with nothing: a replay makes the same file.
-
-Example:
-    >>> a = CalibrationCandidate("min-max", (OutputFidelity("y", 30.0, None),))
-    >>> b = CalibrationCandidate("moving-average", (OutputFidelity("y", 34.5, None),))
-    >>> keep_calibration((a, b))
-    (1, "moving-average's weakest output is 34.50 dB (y) against float32 vs min-max's 30.00 dB (y)")
 """
 
 from __future__ import annotations
@@ -33,18 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tfcompress._json import json_safe
 from tfcompress.quantization.methods.report import PLAIN, Candidate, GateMargin, OutputFidelity
 from tfcompress.quantization.recipes import LITERT_CALIBRATIONS
-
-__all__ = [
-    "CALIBRATIONS",
-    "DEFAULT_CALIBRATION",
-    "MIN_MAX",
-    "MOVING_AVERAGE",
-    "CalibrationCandidate",
-    "CalibrationChoice",
-    "keep_calibration",
-]
 
 #: Both calibrations, the default first (``Recipe.calibration`` takes either).
 CALIBRATIONS = LITERT_CALIBRATIONS
@@ -87,7 +72,7 @@ class CalibrationCandidate:
         candidate = self.as_candidate
         out: dict[str, Any] = {
             "method": self.method,
-            "worst_snr_db": _finite_or_none(self.worst_snr_db),
+            "worst_snr_db": json_safe(float(self.worst_snr_db)),
             "outputs": [f.to_dict() for f in self.fidelity],
             "size_bytes": self.size_bytes,
         }
@@ -133,7 +118,10 @@ class CalibrationChoice:
     def __str__(self) -> str:
         if not self.measured:
             return f"calibration: {self.kept} ({self.reason})"
-        scores = ", ".join(f"{c.method} {_db(c.worst_snr_db)}" for c in self.candidates)
+        scores = ", ".join(
+            f"{c.method} {'exact' if c.worst_snr_db == math.inf else f'{c.worst_snr_db:.2f} dB'}"
+            for c in self.candidates
+        )
         return (
             f"calibration: kept {self.kept} (worst-output SNR on {self.measured_on} eval "
             f"samples: {scores}; {self.reason})"
@@ -149,12 +137,6 @@ def keep_calibration(
     (:func:`~tfcompress.quantization.methods.selection.choose`), with the default
     calibration where plain int8 stands: by the gate's checks when ``gated`` (every
     candidate carries them), else by the weakest output; ties keep the default.
-
-    Example:
-        >>> a = CalibrationCandidate("min-max", (OutputFidelity("y", 30.0, None),))
-        >>> b = CalibrationCandidate("moving-average", (OutputFidelity("y", 30.0, None),))
-        >>> keep_calibration((b, a))[0]
-        1
     """
     from tfcompress.quantization.methods.selection import choose
 
@@ -169,11 +151,3 @@ def keep_calibration(
         gated=gated,
     )
     return (default if index is None else others[index]), reason.replace(PLAIN, DEFAULT_CALIBRATION)
-
-
-def _db(value: float) -> str:
-    return "exact" if math.isinf(value) and value > 0 else f"{value:.2f} dB"
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None

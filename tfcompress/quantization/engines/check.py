@@ -15,11 +15,6 @@ tensors:
 An op planned integer that stayed float is a *float op*: kept and listed (as the converter
 keeps ops without an integer kernel in float), refused when the recipe is ``integer_only``.
 Every other difference (a rule not applied to some of its ops) becomes a note.
-
-Example:
-    >>> outcome = check_against_plan(plan, content, Recipe("int8"))  # doctest: +SKIP
-    >>> outcome.float_ops  # doctest: +SKIP
-    ()
 """
 
 from __future__ import annotations
@@ -30,10 +25,13 @@ from dataclasses import dataclass
 from tfcompress.errors import ConversionError
 from tfcompress.models.tflite_file import Subgraph, TFLiteFile, read_tflite
 from tfcompress.quantization.engines.plan import OpPlan
-from tfcompress.quantization.float_ops import FLOAT_DTYPES, describe_float_ops, find_float_ops
+from tfcompress.quantization.float_ops import (
+    FLOAT_DTYPES,
+    describe_float_ops,
+    find_float_ops,
+    io_mismatch,
+)
 from tfcompress.quantization.recipes import Recipe
-
-__all__ = ["Outcome", "check_against_plan", "op_modes"]
 
 _INTEGER = frozenset({"int8", "uint8", "int16", "int4"})
 _STATIC = frozenset({"int8", "int16"})
@@ -49,12 +47,7 @@ class Outcome:
 
 
 def op_modes(parsed: TFLiteFile) -> dict[str, str]:
-    """What each op of a quantized model became, keyed by each of its output tensor names.
-
-    Example:
-        >>> op_modes(read_tflite(content))["model/dense/MatMul"]  # doctest: +SKIP
-        'int8'
-    """
+    """What each op of a quantized model became, keyed by each of its output tensor names."""
     graph = parsed.subgraphs[0]
     producer = {i: op for op in graph.operators for i in op.outputs}
     modes = {}
@@ -104,21 +97,11 @@ def check_against_plan(
 ) -> Outcome:
     """Compare the written file with the plan; refuse float ops the recipe did not allow.
 
-    Args:
-        plan: What each op should become (:func:`~tfcompress.quantization.engines.plan.plan_ops`).
-        content: The quantized ``.tflite``.
-        recipe: The recipe (its ``integer_only`` and rules).
-        source: How messages name the model.
-
     Returns:
         The float ops (for integer-activation recipes, else None) and notes.
 
     Raises:
         ConversionError: Ops planned integer stayed float and the recipe is ``integer_only``.
-
-    Example:
-        >>> check_against_plan(plan, content, Recipe("int8")).notes  # doctest: +SKIP
-        ()
     """
     parsed = read_tflite(content, source=source)
     modes = op_modes(parsed)
@@ -157,31 +140,11 @@ def check_against_plan(
 
 def _check_io(parsed: TFLiteFile, recipe: Recipe, source: str) -> None:
     """The inputs and outputs have the dtypes the recipe asked for."""
-    graph = parsed.subgraphs[0]
-    for kind, wanted, indices in (
-        ("input", recipe.input_type, graph.inputs),
-        ("output", recipe.output_type, graph.outputs),
-    ):
-        got = sorted({graph.tensors[i].dtype for i in indices if 0 <= i < len(graph.tensors)})
-        if got and got != [wanted]:
-            raise ConversionError(
-                f"LiteRT Quantizer made the {kind} of {source!r} {', '.join(got)}, not "
-                f"{wanted} (the op next to it has no such setting); use {kind}_type float32 "
-                f"(--{kind}-type float32)."
-            )
-
-
-def tensors_are_float(parsed: TFLiteFile, name: str) -> bool:
-    """Every tensor of the op writing ``name`` (inputs, weights, outputs) is float.
-
-    Example:
-        >>> tensors_are_float(read_tflite(content), "model/dense_2/MatMul")  # doctest: +SKIP
-        True
-    """
-    graph = parsed.subgraphs[0]
-    for op in graph.operators:
-        names = [graph.tensors[i].name for i in op.outputs]
-        if name in names:
-            indices = [i for i in (*op.inputs, *op.outputs) if 0 <= i < len(graph.tensors)]
-            return all(graph.tensors[i].dtype in FLOAT_DTYPES for i in indices)
-    return False
+    wrong = io_mismatch(parsed.subgraphs[0], recipe.input_type, recipe.output_type)
+    if wrong is not None:
+        kind, wanted, got = wrong
+        raise ConversionError(
+            f"LiteRT Quantizer made the {kind} of {source!r} {', '.join(got)}, not {wanted} "
+            f"(the op next to it has no such setting); use {kind}_type float32 "
+            f"(--{kind}-type float32)."
+        )

@@ -14,11 +14,6 @@ LiteRT Quantizer (``litert-quantizer``, formerly ai-edge-quantizer) quantizes a 
    float reference (:mod:`~tfcompress.quantization.engines.calibration`);
 4. checks the written file: the structural validator, then one run in the probe's child
    process (a file that does not run is never returned), then op by op against the plan.
-
-Example:
-    >>> made = quantize_litert(model, Recipe("int8"), representative_data=x)  # doctest: +SKIP
-    >>> made.notes  # doctest: +SKIP
-    ('float32 input and output: ...',)
 """
 
 from __future__ import annotations
@@ -35,7 +30,7 @@ from types import ModuleType
 from typing import Any
 
 from tfcompress.data import DataLike
-from tfcompress.data.calibration import calibration_set
+from tfcompress.data.calibration import calibration_for
 from tfcompress.errors import (
     ConversionError,
     InvalidInputError,
@@ -62,29 +57,19 @@ from tfcompress.quantization.engines.unrunnable import unrunnable_message
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.rules import Rule
 
-__all__ = ["INSTALL_HINT", "EngineOutput", "litert_quantizer_module", "quantize_litert"]
-
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'tfcompress[litert-quantizer]' (litert-quantizer==0.11.0)"
 _CALIBRATION_THREADS = 4
-#: Eval samples the two calibrations are scored on, at most (a seeded subset).
-EVAL_SAMPLES = 1000
 
 
 @dataclass(frozen=True)
 class EngineOutput:
     """What an engine made: the quantized bytes, the float reference and what to say.
 
-    Attributes:
-        content: The quantized ``.tflite``.
-        reference: The float ``.tflite`` that was quantized (after preparation).
-        seconds: Wall time of the quantization (and, for Keras input, the float conversion).
-        calibration_samples: Samples calibrated on (0 when none were needed).
-        float_ops: Ops that compute in float, for integer-activation recipes; else None.
-        notes: Preparation changes, rules not honoured op by op.
-        calibration: Which activation calibration made ``content`` and, with eval data,
-            both candidates' scores; None when the recipe calibrates nothing.
+    ``reference`` is the float ``.tflite`` quantized (after preparation); ``seconds`` include
+    a Keras input's float conversion; ``float_ops`` is None for recipes with float
+    activations; ``calibration`` None when the recipe calibrates nothing.
     """
 
     content: bytes
@@ -122,26 +107,12 @@ def quantize_litert(
     eval_data: DataLike | None = None,
     gate: Any = None,
 ) -> EngineOutput:
-    """Quantize ``model`` with LiteRT Quantizer.
+    """Quantize a loaded ``model`` (a float ``.tflite``, Keras model or SavedModel).
 
-    Args:
-        model: A loaded model (:func:`tfcompress.models.resolve_model`): a float
-            :class:`~tfcompress.models.TFLiteModel`, a Keras model or a SavedModel.
-        recipe: A recipe LiteRT Quantizer makes, with its rules.
-        representative_data: Calibration samples, by input name for several inputs.
-        seed: Seed of the calibration subset (and of the eval subset).
-        progress: Show LiteRT Quantizer's progress bars.
-        eval_data: Samples to choose the calibration on: both calibrations are made and
-            scored against the float reference on them (at most 1,000, a seeded subset),
-            the better kept (:mod:`~tfcompress.quantization.engines.calibration`). None:
-            the default calibration (full min/max), nothing measured.
-        gate: With ``eval_data``: the user's gate, a
-            :class:`~tfcompress.testing.config.GateConfig`; the calibration
-            that passes every output's gate is kept, then the larger worst-output margin
-            (the methods' keep rule).
-
-    Returns:
-        The quantized bytes with the float reference.
+    With ``eval_data`` both calibrations are made and scored against the float reference
+    on it (at most 1,000, a seeded subset), the better kept by the methods' keep rule, by
+    ``gate`` (a ``GateConfig``) when given (:mod:`~.calibration`); without, the default
+    calibration (full min/max) is made and nothing measured. ``seed`` picks the subsets.
 
     Raises:
         MissingDependencyError: LiteRT Quantizer is not installed.
@@ -151,10 +122,6 @@ def quantize_litert(
             several subgraphs, custom ops it would have to run).
         ConversionError: LiteRT Quantizer failed, or wrote a file LiteRT cannot run, or left
             ops float against an ``integer_only`` recipe.
-
-    Example:
-        >>> quantize_litert(resolve_model("face.tflite"), Recipe("int8"),
-        ...     representative_data="calib.npz").content[:8]  # doctest: +SKIP
     """
     # The converter takes the source model, never a .tflite: advise it only where it can run.
     converter = (
@@ -166,7 +133,12 @@ def quantize_litert(
     litert_quantizer_module()  # missing: one line naming the install, before any work
     source = model_name(model)
     started = time.monotonic()
-    reference = _float_tflite(model, recipe)
+    if isinstance(model, TFLiteModel):
+        reference = model.content
+    else:
+        from tfcompress.quantization.converter import convert_all
+
+        reference = convert_all(model, [None], static_batch=recipe.static_batch)[0].content
     prepared = prepare_float_tflite(reference, source=source)
     if prepared.content is not reference:  # rewritten bytes: checked like any other input
         resolve_model(TFLiteModel(prepared.content, label=source))
@@ -176,15 +148,15 @@ def quantize_litert(
     calibrates = recipe.spec.needs_calibration or any(r.calibrates for r in recipe.rules)
     samples = None
     methods: tuple[str, ...] = ()
-    if calibrates:
-        if representative_data is None:
-            raise InvalidInputError(
-                f"recipe {recipe.name!r} calibrates activation ranges: pass "
-                "representative_data (--data CALIB.npz) with a few hundred typical samples."
-            )
+    if calibrates:  # refused without data, with the converter's message
         signature = model_signature(TFLiteModel(prepared.content, verified=True))
-        calibration = calibration_set(
-            signature, representative_data, limit=recipe.calibration_samples, seed=seed
+        calibration = calibration_for(
+            signature,
+            representative_data,
+            recipe_name=recipe.name,
+            needs_calibration=True,
+            limit=recipe.calibration_samples,
+            seed=seed,
         )
         samples = list(_by_name(calibration, signature.input_names))
         if prepared.custom_ops:
@@ -241,13 +213,19 @@ def quantize_litert(
         )  # fmt: skip
     else:
         content = next(iter(made.values()))
-        _check_runs_written(
-            content,
-            bool(prepared.custom_ops),
-            source,
-            in_warm_child=bool(entries),
-            requantize=remake(next(iter(made))),
-        )
+        # Never return a file that does not run: validated, then run once in a child (the
+        # calibration's warm child, up already, when something was quantized).
+        said = _fails(content, bool(prepared.custom_ops), source, in_warm_child=bool(entries))
+        if said is not None:
+            raise ConversionError(
+                unrunnable_message(
+                    content,
+                    said,
+                    source,
+                    requantize=remake(next(iter(made))),
+                    fails=lambda remade: _fails(remade, bool(prepared.custom_ops), source),
+                )
+            )
         if samples is not None and entries:
             if gptq:
                 kept, reason = MOVING_AVERAGE, "the one GPTQ rules take; nothing was compared"
@@ -289,7 +267,7 @@ def _keep_better(
     the error of the default's file (``remake``: that file made again with more float
     rules, to find every op to keep float).
     """
-    from tfcompress.quantization.methods.selection import score
+    from tfcompress.quantization.methods.selection import score, scoring_set
 
     runs: dict[str, bytes] = {}
     said: dict[str, str] = {}
@@ -320,15 +298,7 @@ def _keep_better(
             candidates=(),
             reason=f"the {lost} calibration's file does not run ({error})",
         )
-    signature = model_signature(TFLiteModel(reference, verified=True))
-    if gate is not None:  # every sample with its labels, as the final gate judges them
-        from tfcompress.bench.paired import read_for_reference
-
-        data = read_for_reference(eval_data, TFLiteModel(reference, verified=True), "eval data")
-    else:
-        data = calibration_set(
-            signature, eval_data, limit=EVAL_SAMPLES, seed=seed, what="eval data"
-        )
+    data = scoring_set(eval_data, TFLiteModel(reference, verified=True), seed=seed, gate=gate)
     names = tuple(runs)
     scored = score(reference, [runs[m] for m in names], data, source=source, gate=gate)
     candidates = tuple(
@@ -362,23 +332,15 @@ def _check_options(recipe: Recipe, converter: str = "use --engine converter") ->
             )
     if recipe.float_nodes:
         raise InvalidInputError(
-            "float_nodes (--float-node) name the converter's nodes; with LiteRT Quantizer "
+            "float_nodes (--float-nodes) name the converter's nodes; with LiteRT Quantizer "
             "keep ops float with a rule: rules=[{'pattern': NAME, 'mode': 'float'}] "
-            "(--rule NAME=float)."
+            "(--rules NAME=float)."
         )
     if recipe.static_batch is not None:
         raise InvalidInputError(
             "static_batch re-traces a Keras model; LiteRT Quantizer keeps the float .tflite's "
             f"shapes: drop static_batch (--static-batch), or {converter}."
         )
-
-
-def _float_tflite(model: Any, recipe: Recipe) -> bytes:
-    if isinstance(model, TFLiteModel):
-        return model.content
-    from tfcompress.quantization.converter import convert_all
-
-    return convert_all(model, [None], static_batch=recipe.static_batch)[0].content
 
 
 def _run_here(
@@ -395,52 +357,38 @@ def _run_here(
         The quantized file by calibration method (one entry, the default, when ``methods``
         has one or nothing calibrates).
     """
-    module = litert_quantizer_module()
-    if samples is None:
-        return {DEFAULT_CALIBRATION: _run(module, prepared, entries, None, source, progress)}
-    return {
-        method: _run(module, prepared, entries, samples, source, progress, method)
-        for method in methods or (DEFAULT_CALIBRATION,)
-    }
+    quantizer = litert_quantizer_module()
+    made: dict[str, bytes] = {}
+    for method in (methods or (DEFAULT_CALIBRATION,)) if samples is not None else ("",):
+        try:
+            engine = quantizer.Quantizer(bytearray(prepared.content), entries)
+        except ValueError as error:  # a rule whose setting an op type does not support
+            raise InvalidInputError(
+                f"LiteRT Quantizer refuses the recipe's rules: {_first_line(error)}; change "
+                "the rule (mode, weight_bits, granularity) for that op type."
+            ) from error
+        quiet = contextlib.nullcontext() if progress else contextlib.redirect_stderr(io.StringIO())
+        try:
+            with quiet, warnings.catch_warnings():  # its tqdm bars write to stderr
+                # Its calibrator keeps every tensor, which LiteRT warns is "for debugging".
+                warnings.simplefilter("ignore", UserWarning)
+                calibration = None
+                if samples is not None:
+                    calibration = _calibrate(prepared, entries, samples, method)
+                quantized = engine.quantize(
+                    calibration, enable_progress_bar=progress, enable_progress_report=False
+                )
+        except (ValueError, RuntimeError, KeyError, IndexError, TypeError) as error:
+            from tfcompress.runtime.litert import memory_hint
 
-
-def _run(
-    quantizer: ModuleType,
-    prepared: Any,
-    entries: list[dict[str, Any]],
-    samples: Any,
-    source: str,
-    progress: bool,
-    method: str = DEFAULT_CALIBRATION,
-) -> bytes:
-    try:
-        engine = quantizer.Quantizer(bytearray(prepared.content), entries)
-    except ValueError as error:  # a rule whose setting an op type does not support
-        raise InvalidInputError(
-            f"LiteRT Quantizer refuses the recipe's rules: {_first_line(error)}; change the "
-            "rule (mode, weight_bits, granularity) for that op type."
-        ) from error
-    quiet = contextlib.nullcontext() if progress else contextlib.redirect_stderr(io.StringIO())
-    try:
-        with quiet, warnings.catch_warnings():  # its tqdm bars write to stderr
-            # Its calibrator keeps every tensor, which LiteRT warns is "for debugging".
-            warnings.simplefilter("ignore", UserWarning)
-            calibration = None
-            if samples is not None:
-                calibration = _calibrate(prepared, entries, samples, method)
-            made = engine.quantize(
-                calibration, enable_progress_bar=progress, enable_progress_report=False
-            )
-    except (ValueError, RuntimeError, KeyError, IndexError, TypeError) as error:
-        from tfcompress.runtime.litert import memory_hint
-
-        reason = _first_line(error)
-        raise ConversionError(
-            f"LiteRT Quantizer failed on {source!r}: {reason}{memory_hint(reason)}; try "
-            "another recipe, or keep the failing ops float with a rule (--rule "
-            "'OP_TYPE:NAME=float'; `tfcompress inspect` names them)."
-        ) from error
-    return bytes(made.quantized_model)
+            reason = _first_line(error)
+            raise ConversionError(
+                f"LiteRT Quantizer failed on {source!r}: {reason}{memory_hint(reason)}; try "
+                "another recipe, or keep the failing ops float with a rule (--rules "
+                "'OP_TYPE:NAME=float'; `tfcompress inspect` names them)."
+            ) from error
+        made[method or DEFAULT_CALIBRATION] = bytes(quantized.quantized_model)
+    return made
 
 
 def _calibrate(
@@ -507,36 +455,6 @@ def _check_runs(content: bytes, custom_ops: tuple[str, ...], source: str) -> Non
             "and LiteRT Quantizer must run the model to calibrate it; use a weight-only "
             "recipe (int4-weights, dynamic, float16), or register the op's kernel."
         ) from error
-
-
-def _check_runs_written(
-    content: bytes,
-    custom_ops: bool,
-    source: str,
-    *,
-    in_warm_child: bool = False,
-    requantize: Callable[[tuple[Rule, ...]], bytes] | None = None,
-) -> None:
-    """Never return a file that does not run: validate it, then run it once in a child.
-
-    ``in_warm_child``: the calibration's warm child runs it (it is up already: no process
-    is started for the probe). ``requantize``: make the file again with extra float rules,
-    to find every op LiteRT cannot run (:mod:`.unrunnable`).
-
-    Raises:
-        ConversionError: LiteRT cannot run it: every op to keep float and the rules that do.
-    """
-    said = _fails(content, custom_ops, source, in_warm_child=in_warm_child)
-    if said is not None:
-        raise ConversionError(
-            unrunnable_message(
-                content,
-                said,
-                source,
-                requantize=requantize,
-                fails=lambda remade: _fails(remade, custom_ops, source),
-            )
-        )
 
 
 def _fails(content: bytes, custom_ops: bool, source: str, *, in_warm_child: bool = False) -> Any:

@@ -14,10 +14,6 @@ which a crafted op name or pattern can keep busy for hours; given the model's op
 recipe names the ops each rule matched (by RE2, see :mod:`tfcompress.quantization.rules`)
 as escaped, anchored literals instead of the user's pattern, which ``re`` matches in
 linear time.
-
-Example:
-    >>> [entry["algorithm_key"] for entry in litert_recipe(Recipe("int8"))]
-    ['min_max_uniform_quantize']
 """
 
 from __future__ import annotations
@@ -31,8 +27,6 @@ from tfcompress.errors import InvalidInputError, shown_name
 from tfcompress.models.tflite_file import Subgraph, TFLiteFile
 from tfcompress.quantization.recipes import Recipe
 from tfcompress.quantization.rules import ALGORITHMS, SCOPE_LIMIT, Rule
-
-__all__ = ["OpPlan", "litert_ops", "litert_recipe", "op_scope", "plan_ops"]
 
 _BOUNDARY = frozenset({"QUANTIZE", "DEQUANTIZE"})
 _GRANULARITY = {
@@ -53,16 +47,10 @@ _FLOAT = Rule(mode="float")
 class OpPlan:
     """What one op of the float model should become.
 
-    Attributes:
-        index: The op's index in the float model's main subgraph.
-        op_type: Its TFLite op type.
-        scope: Its output tensor names, ``;``-joined with a trailing ``;``.
-        outputs: Those names.
-        rule: 0 for the recipe's own setting, else the 1-based index of the deciding rule.
-        mode: ``float``, ``int8``, ``int16``, ``weights``, ``dynamic`` or ``float16``
-            (the ``float16`` recipe), or None when the recipe quantizes nothing.
-        has_weights: The op reads a constant float tensor of rank 2 or more (what
-            weight-only, dynamic and float16 settings quantize).
+    ``index`` is in the main subgraph; ``scope`` its ``outputs`` ``;``-joined with a
+    trailing ``;``; ``rule`` 0 for the recipe's own setting, else the 1-based deciding rule;
+    ``mode`` None when the recipe quantizes nothing; ``has_weights``: the op reads a constant
+    float tensor of rank 2 or more (what weight-only, dynamic and float16 settings quantize).
     """
 
     index: int
@@ -75,12 +63,7 @@ class OpPlan:
 
 
 def op_scope(names: list[str] | tuple[str, ...]) -> str:
-    """An op's scope from its output tensor names (LiteRT Quantizer's ``get_op_scope``).
-
-    Example:
-        >>> op_scope(["model/dense/MatMul", "model/dense/Relu"])
-        'model/dense/MatMul;model/dense/Relu;'
-    """
+    """An op's scope from its output tensor names (LiteRT Quantizer's ``get_op_scope``)."""
     names = [n for n in names if n]
     return ";".join(names) + ";" if names else ""
 
@@ -88,24 +71,16 @@ def op_scope(names: list[str] | tuple[str, ...]) -> str:
 def plan_ops(parsed: TFLiteFile, recipe: Recipe, *, source: object = "model") -> tuple[OpPlan, ...]:
     """What every op of the float model's main subgraph should become under ``recipe``.
 
-    Args:
-        parsed: The float model.
-        recipe: The recipe, with its rules.
-        source: How messages name the model.
-
     Returns:
         One plan per op (QUANTIZE/DEQUANTIZE left out), in graph order.
 
     Raises:
         InvalidInputError: A rule matches no op of the model (a typo would otherwise be
             dropped silently); the message lists a few op names.
-
-    Example:
-        >>> plan_ops(read_tflite(content), Recipe("int8"))[0].mode  # doctest: +SKIP
-        'int8'
     """
     graph = parsed.subgraphs[0]
-    base = _base_mode(recipe)
+    spec = recipe.spec
+    base = "float16" if spec.float16_weights else spec.base_rule and spec.base_rule.mode
     plans = []
     used = [False] * len(recipe.rules)
     for op in graph.operators:
@@ -144,10 +119,6 @@ def litert_ops(parsed: TFLiteFile) -> tuple[tuple[str, str], ...]:
 
     Every subgraph's operators, then its ``INPUT`` and ``OUTPUT`` pseudo-ops (scoped by
     the subgraph's input and output tensor names), as LiteRT Quantizer 0.11 walks them.
-
-    Example:
-        >>> litert_ops(read_tflite(content))[-1]  # doctest: +SKIP
-        ('OUTPUT', 'StatefulPartitionedCall:0;')
     """
     ops = []
     for graph in parsed.subgraphs:
@@ -179,19 +150,13 @@ def _literal_regex(rule: Rule, ops: Sequence[tuple[str, str]], number: int) -> s
     return rf"\A(?:{'|'.join(sorted(scopes))})(?#rule {number})"
 
 
-def _base_mode(recipe: Recipe) -> str | None:
-    if recipe.spec.float16_weights:
-        return "float16"
-    return None if recipe.spec.base_rule is None else recipe.spec.base_rule.mode
-
-
 def litert_recipe(
     recipe: Recipe, ops: Sequence[tuple[str, str]] | None = None
 ) -> list[dict[str, Any]]:
     """``recipe`` (and its rules) as a LiteRT Quantizer recipe.
 
     Args:
-        recipe: A recipe LiteRT Quantizer makes (``recipe.spec.engines``).
+        recipe: A recipe LiteRT Quantizer makes.
         ops: The model's ops (:func:`litert_ops`). Given, each rule's regex is the escaped
             scopes of the ops it matches (safe for LiteRT Quantizer's backtracking
             ``re``); None, the rule's own pattern (a recipe to read, or for a trusted model).
@@ -201,10 +166,6 @@ def litert_recipe(
 
     Raises:
         InvalidInputError: The recipe is not made by LiteRT Quantizer.
-
-    Example:
-        >>> litert_recipe(Recipe("int4-weights"))[0]["op_config"]["weight_tensor_config"]
-        {'num_bits': 4, 'symmetric': True, 'granularity': 'CHANNELWISE', 'dtype': 'INT'}
     """
     spec = recipe.spec
     if "litert-quantizer" not in spec.engines:

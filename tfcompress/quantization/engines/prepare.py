@@ -20,11 +20,6 @@ naively, so before it sees one, this module rewrites what it would misread:
 Refused, each in one line: a model that is already quantized, and a model with several
 subgraphs (control flow), which LiteRT Quantizer does not quantize. Custom ops are passed
 through float (see :mod:`tfcompress.quantization.engines.litert_quantizer`).
-
-Example:
-    >>> prepared = prepare_float_tflite(content, source="face.tflite")  # doctest: +SKIP
-    >>> prepared.changes  # doctest: +SKIP
-    ('added signature serving_default (1 input, 2 outputs)',)
 """
 
 from __future__ import annotations
@@ -38,8 +33,6 @@ from tfcompress.errors import UnsupportedModelError
 from tfcompress.models.quantized import quantized_refusal, tflite_precision
 from tfcompress.models.tflite_file import TFLiteFile, read_tflite
 
-__all__ = ["PreparedModel", "prepare_float_tflite"]
-
 SIGNATURE_KEY = "serving_default"
 _PLACEHOLDER_FOR_GREATER_OP_CODES = 127  # the deprecated field's "look in builtin_code"
 
@@ -48,11 +41,8 @@ _PLACEHOLDER_FOR_GREATER_OP_CODES = 127  # the deprecated field's "look in built
 class PreparedModel:
     """The float ``.tflite`` LiteRT Quantizer is given, and what was changed to make it.
 
-    Attributes:
-        content: The bytes (the input's own bytes when nothing needed changing).
-        signature_key: The signature calibration data is fed through.
-        changes: One line per rewrite, for the result's notes (empty: none).
-        custom_ops: Custom op codes in the model (passed through float).
+    ``content`` is the input's own bytes when nothing needed changing; ``changes`` one line
+    per rewrite, for the result's notes; ``custom_ops`` are passed through float.
     """
 
     content: bytes
@@ -62,21 +52,10 @@ class PreparedModel:
 
 
 def prepare_float_tflite(content: bytes, *, source: object = "<bytes>") -> PreparedModel:
-    """Check a float ``.tflite`` and rewrite what LiteRT Quantizer would misread.
-
-    Args:
-        content: A ``.tflite`` that passed :func:`tfcompress.load_model`'s checks.
-        source: How messages name the model.
-
-    Returns:
-        The model to quantize, with the list of changes.
+    """Rewrite what LiteRT Quantizer would misread in a float ``.tflite`` (past its load checks).
 
     Raises:
         UnsupportedModelError: Already quantized, or several subgraphs.
-
-    Example:
-        >>> prepare_float_tflite(content).signature_key  # doctest: +SKIP
-        'serving_default'
     """
     parsed = read_tflite(content, source=source)
     _refuse(parsed, source)
@@ -114,7 +93,7 @@ def prepare_float_tflite(content: bytes, *, source: object = "<bytes>") -> Prepa
             f"widened {widened} float16 weight(s) to float32 and removed their DEQUANTIZE ops"
         )
     if needs_signature:
-        changes.append(_add_signature(utils, model))
+        changes.append(_add_signature(model))
     rewritten = bytes(utils.convert_object_to_bytearray(model))
     read_tflite(rewritten, source=source).validate(source=source)
     return PreparedModel(rewritten, key, tuple(changes), parsed.custom_ops)
@@ -220,7 +199,7 @@ def _unique_names(names: list[str]) -> dict[int, str]:
     return renames
 
 
-def _add_signature(utils: Any, model: Any) -> str:
+def _add_signature(model: Any) -> str:
     schema = _schema()
     graph = model.subgraphs[0]
 
@@ -236,7 +215,6 @@ def _add_signature(utils: Any, model: Any) -> str:
     signature.inputs = [tensor_map(i) for i in graph.inputs]
     signature.outputs = [tensor_map(i) for i in graph.outputs]
     model.signatureDefs = [*(model.signatureDefs or []), signature]
-    del utils
     return (
         f"added signature {SIGNATURE_KEY} from the graph's {len(graph.inputs)} input(s) and "
         f"{len(graph.outputs)} output(s) (LiteRT Quantizer needs one)"

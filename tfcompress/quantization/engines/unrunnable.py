@@ -11,11 +11,7 @@ one error fails on the next such op when followed.
 :func:`unrunnable_message` therefore iterates: each op LiteRT names is kept float by a rule,
 the float model is quantized again with those rules and run again, until the file runs (or
 no new op is named, or :data:`MAX_ROUNDS` passed). The message names every op found and the
-``--rule`` flags that, followed, made a file that runs: checked, not guessed.
-
-Example:
-    >>> rule_flags((Rule(pattern="^a;|^b;", op_type="CONV_2D", mode="float"),))
-    "--rule 'CONV_2D:^a;|^b;=float'"
+``--rules`` flags that, followed, made a file that runs: checked, not guessed.
 """
 
 from __future__ import annotations
@@ -29,8 +25,6 @@ from tfcompress.models.probe import failing_op, runtime_said
 from tfcompress.models.tflite_file import read_tflite
 from tfcompress.quantization.rules import PATTERN_LIMIT, Rule
 
-__all__ = ["MAX_ROUNDS", "FailingOp", "rule_flags", "rule_pattern", "unrunnable_message"]
-
 #: Quantizations made again, at most, to find every op LiteRT cannot run.
 MAX_ROUNDS = 8
 
@@ -39,9 +33,7 @@ MAX_ROUNDS = 8
 class FailingOp:
     """An op of a quantized file that LiteRT cannot prepare or run.
 
-    Attributes:
-        op_type: Its TFLite type (``CONV_2D``).
-        name: Its first output tensor's name (the start of its scope), "" if it has none.
+    ``name`` is its first output tensor's name (the start of its scope), "" if it has none.
     """
 
     op_type: str
@@ -77,10 +69,6 @@ def rule_pattern(name: str) -> str:
     An op's scope is its output names joined by ``;`` (:func:`~.plan.op_scope`), so the
     escaped name anchored at the start and followed by ``;`` matches that op and no other.
     A name too long for a pattern is matched by its start.
-
-    Example:
-        >>> rule_pattern("model/conv.1/Relu")
-        '^model/conv\\.1/Relu;'
     """
     pattern = "^" + re.escape(name) + ";"
     while len(pattern) > PATTERN_LIMIT // 4:  # room for several ops in one pattern
@@ -100,9 +88,9 @@ def float_rules(ops: Sequence[FailingOp]) -> tuple[Rule, ...]:
 
 
 def rule_flags(rules: Sequence[Rule]) -> str:
-    """The ``--rule`` flags of ``rules``, quoted for a POSIX shell, as ``quantize`` reads them."""
+    """The ``--rules`` flags of ``rules``, quoted for a POSIX shell, as ``quantize`` reads them."""
     return " ".join(
-        f"--rule {shlex.quote(f'{rule.op_type}:{rule.pattern}={rule.mode}')}" for rule in rules
+        f"--rules {shlex.quote(f'{rule.op_type}:{rule.pattern}={rule.mode}')}" for rule in rules
     )
 
 
@@ -125,7 +113,7 @@ def unrunnable_message(
         fails: None when LiteRT runs a file; else what it said.
 
     Returns:
-        One line: every op found, LiteRT's words on the first, and the ``--rule`` flags,
+        One line: every op found, LiteRT's words on the first, and the ``--rules`` flags,
         with whether a file made with them was run.
     """
     first_said = " ".join((runtime_said(content, "tflite") or said).split())[:300]
@@ -133,7 +121,7 @@ def unrunnable_message(
     if not found:
         return (
             f"LiteRT Quantizer produced a model LiteRT cannot run ({said}); nothing was "
-            "returned: keep the failing ops float with quantize's --rule "
+            "returned: keep the failing ops float with quantize's --rules "
             "'OP_TYPE:NAME=float' (rules= in the API; see `tfcompress inspect` for the "
             "names), or try another recipe."
         )

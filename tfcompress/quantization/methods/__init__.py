@@ -4,7 +4,8 @@ Weight methods rewrite a copy of the float Keras model (BatchNorm folding, cross
 equalization, AdaRound); the others edit the calibrate-only conversion before the
 converter's quantizer runs, so they work on SavedModels too: bias correction its biases,
 the range methods its activation ranges. The artifact
-is an ordinary full-int8 ``.tflite``: same ops, same inputs and outputs as converter int8.
+is an ordinary full-int8 ``.tflite``: same ops, same inputs and outputs as converter int8
+(``per-op`` alone keeps the ops it measured slower or worse float: :mod:`.per_op`).
 See ``docs/quantization.md#beyond-minmax-int8`` and :mod:`.catalog` for the names; each
 method is a class registered in :mod:`.registry` (``docs/architecture.md``: add a PTQ method).
 """
@@ -19,6 +20,7 @@ from tfcompress.quantization.methods.catalog import (
 )
 from tfcompress.quantization.methods.registry import (
     GraphMethod,
+    PrecisionMethod,
     PTQMethod,
     RangeMethod,
     WeightMethod,
@@ -32,6 +34,7 @@ __all__ = [
     "WEIGHT_METHODS",
     "GraphMethod",
     "PTQMethod",
+    "PrecisionMethod",
     "RangeMethod",
     "WeightMethod",
     "canonical_methods",

@@ -19,7 +19,7 @@ output error keeps nearest rounding.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -66,13 +66,8 @@ class RoundedLayer:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON reports."""
-        return {
-            "layer": self.layer,
-            "error_nearest": float(f"{self.error_nearest:.6g}"),
-            "error_learned": float(f"{self.error_learned:.6g}"),
-            "flipped": round(self.flipped, 6),
-            "kept_nearest": self.kept_nearest,
-        }
+        errors = {k: float(f"{getattr(self, k):.6g}") for k in ("error_nearest", "error_learned")}
+        return {**asdict(self), **errors, "flipped": round(self.flipped, 6)}
 
 
 @register_method
@@ -109,20 +104,9 @@ def adaround(
 ) -> tuple[RoundedLayer, ...]:
     """Round every linear layer's weights of ``graph``'s model to the int8 grid, in place.
 
-    Args:
-        graph: The graph of the model copy (BatchNorms folded, equalized if asked).
-        x: Calibration samples (one array or a dict by input name).
-        per_channel: The converter quantizes weights per output channel (else per tensor).
-        probe: A probe of the model returning every tensor asked for (shared by the methods
-            of one rewrite, traced once); None builds one.
-        also: More ``(tensor, update)`` requests served by the same pass (the rewrite's
-            float check).
-
-    Returns:
-        One entry per layer.
-
-    Example:
-        >>> rounded = adaround(LayerGraph(copy), x_calib, per_channel=True)  # doctest: +SKIP
+    On the calibration samples ``x``, in one pass of ``probe`` (shared by the methods of one
+    rewrite; None builds one) that also serves the ``also`` requests (the rewrite's float
+    check). One entry per layer.
     """
     layers = list(graph.linear_nodes())
     moments = {id(n): PatchMoments(n.layer, n.kind, gram=True) for n in layers}

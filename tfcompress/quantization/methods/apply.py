@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfcompress.data import Dataset
 from tfcompress.errors import ConversionError, ResourceLimitError, UnsupportedModelError
+from tfcompress.models.loading import KerasFile
 from tfcompress.quantization.converter import Conversion, ConverterSettings, convert_all
 from tfcompress.quantization.methods.budget import (
     AUTO_BUDGET,
@@ -43,6 +44,7 @@ from tfcompress.quantization.methods.catalog import (
 from tfcompress.quantization.methods.registry import (
     GraphMethod,
     RangeContext,
+    precision_method,
     range_methods,
 )
 from tfcompress.quantization.methods.report import Candidate, MethodsReport
@@ -50,6 +52,7 @@ from tfcompress.quantization.methods.rewrite import Rewrite, rewrite_model
 from tfcompress.quantization.methods.selection import (
     Scorer,
     choose,
+    scoring_set,
     worse_than_plain,
 )
 from tfcompress.quantization.recipes import Recipe
@@ -79,23 +82,17 @@ class MethodsOutcome:
 #: The clock auto's budget is measured by (a test may stand in a fake one).
 _clock = time.perf_counter
 
-#: Eval samples the methods are scored on without a gate, at most (a seeded subset of
-#: more). With a gate, every eval sample: the one the final gate judges.
-EVAL_SAMPLES = 1000
-
 
 def why_not_keras(model: Any) -> str | None:
     """None when the weight methods can rewrite ``model``; else why not, in a few words.
 
     Cheap (no TensorFlow call): decided before any conversion is paid for.
-
-    Example:
-        >>> why_not_keras(object())
-        'it is a object, not a Keras model'
     """
     from tfcompress._compat.keras import flavour_of
     from tfcompress.quantization.methods.graph import LayerGraph
 
+    if isinstance(model, KerasFile):  # loaded for a rewrite auto makes, and told there
+        return None
     if flavour_of(model) is None:
         kind = "SavedModel" if type(model).__name__ == "SavedModelDir" else type(model).__name__
         return f"it is a {kind}, not a Keras model"
@@ -134,111 +131,47 @@ def run_methods(
     gate: GateConfig | None = None,
     only_if_plain_fails: bool = False,
     started: float | None = None,
-) -> MethodsOutcome:
-    """:func:`quantize_with_methods` scored on ``eval_data`` (else the calibration samples).
-
-    Args:
-        model: The loaded model.
-        recipe: The ``int8`` recipe.
-        plan: ``(candidates, searched)`` from
-            :func:`~tfcompress.quantization.methods.catalog.plan_candidates`.
-        calibration: The calibration samples.
-        eval_data: The data to score on (any source ``load_data`` reads), or None.
-        configure_for: The converter settings of a recipe.
-        seed: Seed of the eval subset.
-        gate: Judge every candidate by it (needs ``eval_data``; every sample is used).
-        only_if_plain_fails: Judge plain int8 by ``gate`` first; make the candidates only
-            when it fails.
-        started: ``time.perf_counter()`` when the verb began: what it did before the
-            methods (loading the model, reading the data) is part of plain int8's seconds,
-            which auto's budget multiplies.
-
-    Raises:
-        InvalidDataError: ``eval_data`` does not fit the model.
-    """
-    from tfcompress.bench.paired import read_for_reference
-    from tfcompress.data.calibration import calibration_set
-    from tfcompress.models.loading import model_name
-    from tfcompress.models.signature import model_signature
-
-    scoring, measured_on = calibration, "calibration samples"
-    if eval_data is not None and gate is not None:
-        # Every sample with its labels: the gate's task metrics read them, and the choice is
-        # judged on what the final gate judges.
-        scoring = read_for_reference(eval_data, model, "eval data")
-        measured_on = "eval samples"
-    elif eval_data is not None:
-        signature = model_signature(model)
-        scoring = calibration_set(
-            signature, eval_data, limit=EVAL_SAMPLES, seed=seed, what="eval data"
-        )
-        measured_on = "eval samples"
-    candidates, searched = plan
-    return quantize_with_methods(
-        model,
-        recipe,
-        candidates=candidates,
-        searched=searched,
-        calibration=calibration,
-        scoring=scoring,
-        measured_on=measured_on,
-        configure_for=configure_for,
-        source=model_name(model),
-        gate=gate,
-        only_if_plain_fails=only_if_plain_fails,
-        before=0.0 if started is None else time.perf_counter() - started,
-    )
-
-
-def quantize_with_methods(
-    model: Any,
-    recipe: Recipe,
-    *,
-    candidates: Sequence[tuple[str, ...]],
-    searched: bool,
-    calibration: Dataset,
-    scoring: Dataset,
-    measured_on: str,
-    configure_for: ConfigureFor,
-    source: str,
-    gate: GateConfig | None = None,
-    only_if_plain_fails: bool = False,
-    before: float = 0.0,
+    per_op_min_snr: float | None = None,
 ) -> MethodsOutcome:
     """Make plain int8 and each candidate, score them (judge them by the gate), keep one.
 
     The float32 reference and plain int8 come from one trace; the reference runs once on
-    the scoring samples for every candidate. Candidates whose methods cannot run on this
-    model (a weight method on a SavedModel) are skipped before anything is made, and listed
-    with why in the report.
-
-    Args:
-        model: The loaded model (Keras, either flavour, or a SavedModel: range methods only).
-        recipe: The ``int8`` recipe (its ``methods`` are ignored: ``candidates`` say which).
-        candidates: Each set of methods to make, in catalog order.
-        searched: Keep one by :func:`~tfcompress.quantization.methods.selection.choose`;
-            False: keep the one candidate, as a recipe that names methods asks.
-        calibration: The calibration samples.
-        scoring: The samples every artifact is scored on.
-        measured_on: How to call them in the report (``"eval data"``...).
-        configure_for: The converter settings of a recipe.
-        source: Model name, for messages.
-        gate: Judge every artifact by it, and choose by it.
-        only_if_plain_fails: Judge plain int8 first; the candidates are made only when it
-            fails ``gate``.
-        before: Seconds the verb spent before (loading the model, reading the data): part of
-            plain int8's seconds too, for auto's budget.
-
-    Returns:
-        The reference, the kept artifact with its recipe, and the report.
+    the scoring samples (``eval_data``, else the calibration samples) for every candidate.
+    Candidates whose methods cannot run on this model (a weight method on a SavedModel) are
+    skipped before anything is made, and listed with why in the report. The recipe's own
+    ``methods`` are ignored: ``plan`` (:func:`~.catalog.plan_candidates`) says which sets to
+    make, in catalog order, and whether to keep one by :func:`~.selection.choose` (else the
+    one named is kept, as a recipe that names methods asks). ``gate`` judges and chooses on
+    every eval sample; with ``only_if_plain_fails``, plain int8 is judged first and the
+    candidates made only when it fails. ``started`` (when the verb began) counts what came
+    before in plain int8's seconds, which auto's budget multiplies. ``per_op_min_snr``:
+    per-op's bar (None: its default).
 
     Raises:
-        InvalidInputError: ``searched`` is False (or one set was named) and a method in it
-            needs a Keras model this model is not.
-        UnsupportedModelError: ``searched`` is False and the weight methods cannot rewrite
-            the model.
-        ConversionError: ``searched`` is False and the quantizer rejected the candidate.
+        InvalidDataError: ``eval_data`` does not fit the model.
+        InvalidInputError: Not searched (or one set named) and a method in it needs a
+            Keras model this model is not.
+        UnsupportedModelError: Not searched and the weight methods cannot rewrite the model.
+        ConversionError: Not searched and the quantizer rejected the candidate.
     """
+    from tfcompress.models.loading import model_name
+
+    candidates, searched = plan
+    source = model_name(model)
+    scoring = calibration
+    if eval_data is not None:
+        scoring = scoring_set(eval_data, model, seed=seed, gate=gate)
+    measured_on = "calibration samples" if eval_data is None else "eval samples"
+    before = 0.0 if started is None else time.perf_counter() - started
+    precision = precision_method(candidates)  # per-op: run alone, instead of the candidates
+    if precision is not None:
+        context = {"calibration": calibration, "scoring": scoring, "measured_on": measured_on}
+        context.update(configure_for=configure_for, source=source, gate=gate)
+        if per_op_min_snr is not None:  # the PerOpBar field; its default otherwise
+            from tfcompress.quantization.methods.per_op import PerOpBar
+
+            context["bar"] = PerOpBar(per_op_min_snr=per_op_min_snr)
+        return precision.quantize(model, recipe, **context)  # type: ignore[no-any-return]
     start = _clock()
     check_runnable(model, candidates, source=source)
     runnable, skipped_list = runnable_candidates(candidates, why_not_keras(model))
@@ -249,21 +182,21 @@ def quantize_with_methods(
     plain_recipe = with_methods(recipe, ())
     configures: list[ConverterSettings | None] = [None, configure_for(plain_recipe, False)]
     ranges_only = any(not weight_names(c) for c in runnable)
-    # One trace for all three: the graph candidates' calibrate-only conversion then costs
-    # one more calibration pass, not a second trace (it cannot stand in for the converter's
-    # plain int8, whose bytes differ: see docs/quantization.md). Under a gate that plain
-    # int8 passes, that pass is spent for nothing: it is counted in the run's total.
+    # One trace for all three; the graph candidates' calibrate-only conversion is the model
+    # plain int8 calibrated, not a conversion more (it cannot stand in for the converter's
+    # plain int8, whose bytes differ: docs/quantization.md).
     if ranges_only:
         configures.append(configure_for(plain_recipe, True))
     made = convert_all(model, configures, static_batch=recipe.static_batch)
     reference, plain = made[0], made[1]
-    plain_path = _clock() - start
-    if len(made) > 2:  # the calibrate-only conversion's own seconds are not the plain path's
-        # each conversion's seconds hold the shared trace: the calibrate-only one's own is
-        # its calibration pass, what it took over the float32 reference's (at least 5% of
-        # plain int8's conversion, lest a noisy clock call it free)
-        calibration_pass = max(made[2].seconds - made[0].seconds, 0.05 * made[1].seconds)
-        plain_path = max(plain_path - calibration_pass, 0.0)
+    plain_path, float_run, loading = _clock() - start, plain.seconds, 0.0
+    if len(made) > 2:
+        # The calibrate-only one is plain int8's calibration (the trace T every one's seconds
+        # hold, and that pass): the wall is T, overheads and each own (s - T), so the pass
+        # took at most 2 s2 + wall - (s0 + s1 + s2). A Keras file is traced in the child.
+        s0, s1, s2 = (m.seconds for m in made)
+        float_run = min(s2, max(s2 + plain_path - s0 - s1, 0.0))
+        loading = max(plain_path - s0 - s1 - s2 + float_run, 0.0)
     if plain_recipe.float_nodes:
         plain = quantize_calibrated(plain, plain_recipe, source=source)
     # Auto is bounded, asked for or started by a gate; methods named are made.
@@ -271,37 +204,16 @@ def quantize_with_methods(
     judge = _Judge(reference.content, scoring, source, gate, plain)
     if gate is not None:  # plain int8 judged first, whatever is made
         judge.ready()
-    plain_candidate = judge.plain
-    scoring_seconds = judge.seconds
-    why_run = "asked"
-    if only_if_plain_fails:
-        if plain_candidate.passes:
-            worst = plain_candidate.worst_margin
-            reason = (
-                f"plain int8 passes every gate (worst margin {worst.shown if worst else '?'}): "
-                "auto not run"
-            )
-            report = MethodsReport(
-                measured_on=measured_on,
-                samples=len(scoring),
-                plain=plain_candidate,
-                candidates=(),
-                kept=(),
-                reason=reason,
-                searched=True,
-                why_run="plain int8 passed the gate: auto not run",
-                gated=True,
-                reference_seconds=reference.seconds,
-                scoring_seconds=scoring_seconds,
-                total_seconds=_clock() - start,
-            )
-            logger.info("methods for %s: %s", source, reason)
-            return MethodsOutcome(reference, plain, plain_recipe, report, ())
+    plain_candidate, scoring_seconds = judge.plain, judge.seconds
+    why_run, passed = "asked", only_if_plain_fails and plain_candidate.passes
+    if passed:  # under a gate that plain int8 passes, nothing more is made
+        runnable, skipped, why_run = (), [], "plain int8 passed the gate: auto not run"
+    elif only_if_plain_fails:
         why_run = "plain int8 failed the gate"
         logger.info("plain int8 of %s fails the gate: trying the methods (auto)", source)
     calibrated: dict[tuple[str, ...], tuple[Conversion, Rewrite | None, float] | str] = {}
     if len(made) > 2:
-        calibrated[()] = (made[2], None, made[2].seconds)
+        calibrated[()] = (made[2], None, 0.0)
     built: list[Candidate] = []
     contents: list[bytes | None] = []
     measured: dict[tuple[str, ...], dict[str, Any]] = {}  # shared by the range methods
@@ -309,24 +221,32 @@ def quantize_with_methods(
     # --eval judges the artifact either way), not auto's: under a gate the budget counts the
     # rest; asked for, auto's scoring of plain int8 is its own.
     judging_plain = scoring_seconds if gate is not None else 0.0
-    float_run = calibration_pass if len(made) > 2 else plain.seconds
-    # Before anything is scored, a candidate's scoring is estimated as a float run; the
-    # first also pays for running the reference and plain int8 on the samples.
+    # Until measured, a run over the scoring samples is estimated as the calibration's
+    # (scaled by the counts), a graph candidate as two (its quantizer call and scoring).
+    run = float_run * len(scoring) / max(len(calibration), 1)
     costs = Costs(
-        graph=scoring_seconds or float_run,
-        rewrite=2 * plain.seconds,
+        graph=scoring_seconds or 2 * run,
+        rewrite=2 * plain.seconds + 3 * loading,  # two conversions and a Keras file's load
         float_run=float_run,
-        judging=0.0 if judge.scorer is not None else 2 * float_run,
+        judging=0.0 if judge.scorer is not None else 2 * run,
     )
     pending = list(runnable)
     too_dear: dict[tuple[str, ...], str] = {}  # a float run stopped: its candidates skipped
+
+    def spent() -> float:
+        return _clock() - start + before - judging_plain
+
     while pending:
         methods = costs.best(pending, calibrated, measured)
         pending.remove(methods)
         weights, label = weight_names(methods), "+".join(methods)
+        if judge.scorer is None and not budget.refuses(
+            label, spent=spent(), estimate=costs.judging
+        ):
+            judge.ready()  # paid once it fits: the candidates are then costed on its seconds
+            costs.judging, costs.graph = 0.0, judge.seconds
         estimate = costs.of(methods, calibrated, measured)
-        spent = _clock() - start + before - judging_plain
-        why = too_dear.get(weights) or budget.refuses(label, spent=spent, estimate=estimate)
+        why = too_dear.get(weights) or budget.refuses(label, spent=spent(), estimate=estimate)
         if why is not None:
             skipped.append((label, why))
             logger.info("%s skipped: %s", label, why)
@@ -343,8 +263,7 @@ def quantize_with_methods(
         shared = measured.setdefault(weights, {})
         shared.setdefault(WANTED_KEY, wanted([methods, *pending], weights))
         if budget.ratio is not None:  # room left for this candidate's quantizer and scoring
-            left = budget.seconds - (_clock() - start + before - judging_plain)
-            shared[SECONDS_LEFT_KEY] = left - costs.graph
+            shared[SECONDS_LEFT_KEY] = budget.seconds - spent() - costs.graph
         candidate_start = _clock()
         try:
             candidate, content = _candidate(
@@ -362,13 +281,10 @@ def quantize_with_methods(
         # The shared rewrite and calibration are charged to the first candidate made from
         # them: the candidates' seconds add up to what the methods cost.
         calibrated[weights] = (base[0], base[1], 0.0)
-        judged = judge.seconds
         if content is not None:
             fidelity, margins = judge.score(content)
             candidate = replace(candidate, fidelity=fidelity, gate=margins)
-        first = judge.first_seconds if judged == 0.0 and judge.scorer is not None else 0.0
-        costs.judging = 0.0 if judge.scorer is not None else costs.judging
-        costs.made(_clock() - candidate_start - shared.pop(RUN_SECONDS_KEY, 0.0) - first, built)
+        costs.made(_clock() - candidate_start - shared.pop(RUN_SECONDS_KEY, 0.0), built)
         built.append(candidate)
         contents.append(content)
     gated = gate is not None
@@ -376,10 +292,14 @@ def quantize_with_methods(
     warnings: list[str] = []
     if searched:
         index, reason = choose(plain_candidate, built, gated=gated)
-        if not built and budget.ratio is not None and skipped:
+        if passed:
+            worst = plain_candidate.worst_margin
+            shown = worst.shown if worst else "?"
+            reason = f"plain int8 passes every gate (worst margin {shown}): auto not run"
+        elif not built and budget.ratio is not None and skipped:
             reason = (
                 f"auto's budget ({budget.ratio:g}x plain int8, {budget.seconds:.1f} s) left "
-                "room for no candidate: plain int8 kept (name methods with --method to make "
+                "room for no candidate: plain int8 kept (name methods with --methods to make "
                 "them)"
             )
     else:
@@ -408,7 +328,7 @@ def quantize_with_methods(
         reference_seconds=reference.seconds,
         scoring_seconds=scoring_seconds,
         total_seconds=total,
-        budget_seconds=budget.seconds if budget.ratio is not None else None,
+        budget_seconds=None if budget.ratio is None or passed else budget.seconds,
     )
     logger.info("methods for %s: kept %s (%s) in %.1fs", source, kept or "plain", reason, total)
     quantized = Conversion(chosen.content, total, plain.warnings + tuple(warnings))
@@ -416,13 +336,7 @@ def quantize_with_methods(
 
 
 def with_methods(recipe: Recipe, methods: tuple[str, ...]) -> Recipe:
-    """``recipe`` with ``methods``; its percentile kept only where a method reads it.
-
-    Example:
-        >>> with_methods(Recipe("int8", methods=("percentile-ranges",), range_percentile=99.0),
-        ...              ()).range_percentile
-        99.99
-    """
+    """``recipe`` with ``methods``; its percentile kept only where a method reads it."""
     used = option_used("range_percentile", methods)
     percentile = recipe.range_percentile if used else DEFAULT_PERCENTILE
     return replace(recipe, methods=methods, range_percentile=percentile)
@@ -440,6 +354,8 @@ def _rewritten(
     """The calibrate-only conversion of the rewritten copy (or why it could not be made)."""
     start = time.perf_counter()
     try:
+        if isinstance(model, KerasFile):  # auto's: loaded here only for a rewrite
+            model = model.load()
         copy, rewrite = rewrite_model(model, weights, calibration, per_channel=recipe.per_channel)
         plain = with_methods(recipe, ())
         conversion = convert_all(
@@ -465,12 +381,9 @@ def _candidate(
 ) -> tuple[Candidate, bytes | None]:
     """Apply the graph and range methods to the calibrated model and quantize one candidate.
 
-    A graph method's changes go to the candidate's ``edits`` under its ``report_key``; a
-    range method's chosen ranges to its ``ranges``.
-
-    ``shared`` is the range methods' cache for the calibrated model (its histograms):
-    candidates that share a rewrite share one float run of it, whatever range method each
-    uses.
+    A graph method's changes go to ``edits`` under its ``report_key``, a range method's
+    ranges to ``ranges``; ``shared`` is the float run's cache, shared by one rewrite's
+    candidates.
     """
     conversion, rewrite, seconds = base
     start = time.perf_counter()
@@ -505,8 +418,7 @@ def _candidate(
 class _Judge:
     """The scorer of the candidates and plain int8's scores, made when first needed.
 
-    Asked for without a gate, auto runs the reference and plain int8 on the samples only
-    once a candidate is made: a run that can afford none pays nothing for them.
+    Auto without a gate runs the reference and plain int8 only once its budget has room.
     """
 
     def __init__(
@@ -516,7 +428,7 @@ class _Judge:
         self.content = plain.content
         self.plain = Candidate((), (), len(plain.content), plain.seconds)
         self.scorer: Scorer | None = None
-        self.seconds = self.first_seconds = 0.0
+        self.seconds = 0.0
 
     def ready(self) -> Scorer:
         """The scorer, with plain int8 scored (the first call runs the reference)."""
@@ -526,8 +438,7 @@ class _Judge:
             self.scorer = Scorer(reference, scoring, source=source, gate=gate)
             fidelity, margins = self.scorer.score(self.content)
             self.plain = replace(self.plain, fidelity=fidelity, gate=margins)
-            self.first_seconds = _clock() - start
-            self.seconds += self.first_seconds
+            self.seconds += _clock() - start
         return self.scorer
 
     def score(self, content: bytes) -> tuple[Any, Any]:

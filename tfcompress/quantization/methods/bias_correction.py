@@ -57,10 +57,8 @@ class BiasCorrection:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON reports."""
-        return {
-            "layer": self.layer,
-            "max_shift": float(f"{self.max_shift:.6g}"),
-            "max_bias": float(f"{self.max_bias:.6g}"),
+        return {"layer": self.layer} | {
+            k: float(f"{getattr(self, k):.6g}") for k in ("max_shift", "max_bias")
         }
 
 
@@ -87,20 +85,9 @@ def correct_biases(
 ) -> tuple[bytes, tuple[BiasCorrection, ...]]:
     """Correct the bias of every linear op of a calibrate-only ``.tflite``.
 
-    Args:
-        calibrated: The converter's calibrate-only output.
-        statistics: :func:`~.calibrated.float_statistics` of it (or of the model it was
-            edited from: the op indices are the same).
-        per_channel: The converter quantizes weights per output channel (else per tensor).
-
-    Returns:
-        The model with the corrected biases (everything else as it was), and one entry
-        per corrected op.
-
-    Example:
-        >>> stats = float_statistics(calibrated, calib)  # doctest: +SKIP
-        >>> content, corrections = correct_biases(calibrated, stats, per_channel=True)
-        ... # doctest: +SKIP
+    ``statistics`` are :func:`~.calibrated.float_statistics` of it (or of the model it was
+    edited from: the op indices are the same). Returns the model with the corrected biases
+    (everything else as it was), and one entry per corrected op.
     """
     utils = flatbuffer_utils()
     model = utils.read_model_from_bytearray(bytearray(calibrated))

@@ -1,11 +1,8 @@
 """What ``auto`` may spend, and what it expects each candidate to cost.
 
-:func:`~tfcompress.quantization.methods.apply.quantize_with_methods` measures the plain path
-(the float32 reference and plain int8) and gives ``auto`` :data:`AUTO_BUDGET` times its
-seconds. Candidates are made in the order of their expected payoff
-(:data:`~tfcompress.quantization.methods.catalog.AUTO_PAYOFF`) per estimated second
-(:class:`Costs`: what they share is paid once); one whose estimate would pass the budget is
-skipped before it is paid for, and the report says so with the numbers.
+:data:`AUTO_BUDGET` times plain int8's seconds (:func:`~.apply.run_methods` measures them);
+candidates by expected payoff per second (:class:`Costs`: what they share is paid once), one
+whose estimate would pass the budget skipped unmade, and said with the numbers.
 """
 
 from __future__ import annotations
@@ -18,17 +15,10 @@ from tfcompress.quantization.methods.calibrated import SHARED_KEY
 from tfcompress.quantization.methods.catalog import AUTO_PAYOFF
 from tfcompress.quantization.methods.registry import GraphMethod, range_methods, weight_methods
 
-#: The budget of ``auto``, asked for (``--method auto``) or started by a gate that plain int8
-#: fails: its run (plain int8, the float32 reference, the shared calibration, every candidate
-#: and its scoring; under a gate, not judging plain int8 itself, which the gate does anyway)
-#: may take at most this many times plain int8's seconds: what ``quantize`` without methods
-#: does (loading the model, reading the data, the float32 reference and plain int8
-#: conversion), measured in the same run.
-#: A candidate whose estimated cost would pass it is skipped before it is paid for (a rewrite
-#: costs about two conversions, the shared float run about one calibration pass, a candidate
-#: on the calibrated graph about the cheapest one made so far); the float run itself stops
-#: when, paced on its batches, it would pass it. Every skip is reported with its numbers.
-#: Methods named (``--method mse-ranges``) are always made: named is paid for.
+#: The budget of ``auto``, asked for or started by a gate that plain int8 fails: the call
+#: may take at most this many times what ``quantize`` without methods takes (measured in the
+#: same run: up to plain int8's conversion auto does what it does). Every skip is reported
+#: with its numbers; methods named are always made (docs/quantization.md, "What it costs").
 AUTO_BUDGET = 1.5
 
 
@@ -38,15 +28,7 @@ class Budget:
 
     Attributes:
         ratio: :data:`AUTO_BUDGET`, or None when the methods were named.
-        plain_seconds: Plain int8's seconds in this run (the verb up to the methods, the
-            float32 reference and plain int8).
-
-    Example:
-        >>> budget = Budget(1.5, 0.6)
-        >>> budget.refuses("equalize+bias-correction", spent=0.7, estimate=0.5)[:66]
-        "auto's budget 1.5x plain int8 (0.9 s) would be passed (0.7 s spent"
-        >>> budget.refuses("mse-ranges", spent=0.7, estimate=0.1) is None
-        True
+        plain_seconds: Plain int8's seconds in this run (the verb up to plain int8's end).
     """
 
     ratio: float | None
@@ -67,7 +49,7 @@ class Budget:
         """Why ``label`` was skipped: the budget, ``why`` it would be passed, how to make it."""
         return (
             f"auto's budget {self.ratio:g}x plain int8 ({self.seconds:.1f} s) would be passed "
-            f"({why}); name it to make it (--method {label.replace('+', ',')})"
+            f"({why}); name it to make it (--methods {label.replace('+', ',')})"
         )
 
 
@@ -76,15 +58,10 @@ class Costs:
     """What auto expects the next candidate to cost, in seconds, from this run's timings.
 
     Attributes:
-        graph: A candidate on a calibrated graph: its edit, quantizer call and scoring (the
-            cheapest made so far; before any, plain int8's scoring).
-        rewrite: A weight method's rewrite and its calibrate-only conversion: about two
-            of plain int8's conversions (the rewrite runs a Keras sub-model over the samples
-            for its statistics, then converts and calibrates again).
-        float_run: The float run of a calibrated graph that its candidates share (one
-            calibration pass, as the calibrate-only conversion measured it).
-        judging: Running the reference and plain int8 on the samples, paid with the first
-            candidate scored (0 once paid).
+        graph: A candidate on the calibrated graph: its quantizer call and scoring.
+        rewrite: A weight method's rewrite and its calibrate-only conversion.
+        float_run: The float run of a calibrated graph that its candidates share.
+        judging: Running the reference and plain int8 on the samples (0 once paid).
     """
 
     graph: float

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ import numpy as np
 from tfcompress._compat.litert import flatbuffer_utils, interpreter_module
 from tfcompress.data import Dataset
 from tfcompress.errors import ConversionError, InvalidDataError
-from tfcompress.quantization.methods.stats import _pad
+from tfcompress.quantization.methods.stats import Update, tap_windows
 
 #: Bins of each tensor's histogram over its calibrated range.
 BINS = 2048
@@ -39,8 +39,6 @@ BATCH = 32
 LINEAR_OPS = {3: "conv", 4: "depthwise", 9: "dense"}  # CONV_2D, DEPTHWISE_CONV_2D, FC
 #: ``Padding`` of the conv options: SAME is 0, VALID 1.
 _SAME = 0
-
-Update = Callable[[np.ndarray], None]
 
 
 @dataclass
@@ -79,22 +77,12 @@ class Histogram:
 
 @dataclass(frozen=True)
 class LinearOp:
-    """A CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED op of the calibrated model.
+    """A CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED op (``kind`` conv, depthwise, dense).
 
-    Attributes:
-        index: The op's position in the subgraph.
-        kind: ``conv``, ``depthwise`` or ``dense``.
-        input: Tensor index of its activation input.
-        weights: Tensor index of its (constant, float32) weights.
-        bias: Tensor index of its bias, or -1 when it has none.
-        output: Tensor index of its output.
-        name: Its output tensor's name (how reports name the op).
-        in_channels: Input channels (the input's last dimension; FULLY_CONNECTED reads
-            its input as ``(-1, in_channels)``).
-        kernel: ``(kh, kw)``; ``(1, 1)`` for dense.
-        strides: ``(sh, sw)``.
-        dilation: ``(dh, dw)``.
-        padding: ``"same"`` or ``"valid"``.
+    ``index`` is its position in the subgraph; ``input``, ``weights`` (constant float32),
+    ``bias`` (-1: none) and ``output`` are tensor indices; ``name`` is its output tensor's
+    name (how reports name the op); FULLY_CONNECTED reads its input as
+    ``(-1, in_channels)``; the geometry is ``(h, w)`` pairs (``(1, 1)`` for dense).
     """
 
     index: int
@@ -154,7 +142,7 @@ def linear_ops(model: Any) -> list[LinearOp]:
                 weights,
                 bias,
                 output,
-                _name(graph.tensors[output]),
+                tensor_name(graph.tensors[output]),
                 in_channels,
                 **geometry,
             )
@@ -185,20 +173,15 @@ class PatchMean:
             self.count += flat.shape[0]
             self.total[0] += flat.sum(axis=0, dtype=np.float64)
             return
-        (kh, kw), (sh, sw), (dh, dw) = self.op.kernel, self.op.strides, self.op.dilation
+        op = self.op
         # Every tap sums the same positions of every sample: add the samples up first, then
         # pad and slice one (H, W, C) image per tap instead of the whole batch.
         summed = x.sum(axis=0, dtype=np.float64)[None]
-        padded, (ho, wo) = _pad(summed, (kh, kw), (sh, sw), (dh, dw), self.op.padding)
+        geometry = (op.kernel, op.strides, op.dilation, op.padding)
+        windows, (ho, wo) = tap_windows(summed, *geometry)
         self.count += x.shape[0] * ho * wo
-        for i in range(kh):
-            for j in range(kw):
-                window = padded[
-                    :,
-                    i * dh : i * dh + (ho - 1) * sh + 1 : sh,
-                    j * dw : j * dw + (wo - 1) * sw + 1 : sw,
-                ]
-                self.total[i * kw + j] += window.sum(axis=(0, 1, 2))
+        for tap, window in enumerate(windows):
+            self.total[tap] += window.sum(axis=(0, 1, 2))
 
     @property
     def mean(self) -> np.ndarray:
@@ -208,12 +191,7 @@ class PatchMean:
 
 @dataclass
 class FloatStatistics:
-    """What one float run of a calibrated model measured.
-
-    Attributes:
-        histograms: Each activation tensor's histogram, by tensor index.
-        patches: Each linear op's mean input patch, by op index.
-    """
+    """One float run's activation histograms (by tensor index) and mean patches (by op)."""
 
     histograms: dict[int, Histogram]
     patches: dict[int, PatchMean]
@@ -338,7 +316,9 @@ def run_float(
             experimental_preserve_all_tensors=True,
         )
     inputs = interpreter.get_input_details()
-    arrays = arrays_by_input(inputs, samples.x)
+    x = samples.x
+    keys = input_keys([str(d["name"]) for d in inputs], x) if isinstance(x, Mapping) else None
+    arrays = [np.asarray(x)] if keys is None else [np.asarray(x[k]) for k in keys]
     resizable = all(-1 in list(d.get("shape_signature", [])[:1]) for d in inputs)
     count = len(samples)
     if resizable:
@@ -413,27 +393,22 @@ def _batch_within_memory(
     return max(1, min(most, count, bound // max(one, 1)))
 
 
-def arrays_by_input(
-    inputs: list[dict[str, Any]], x: np.ndarray | Mapping[str, np.ndarray]
-) -> list[np.ndarray]:
-    """The sample arrays in the order of the interpreter's inputs.
+def input_keys(names: Sequence[str], x: Mapping[str, Any]) -> list[str]:
+    """The key of ``x`` that feeds each model input of ``names`` (a tensor's name, in order).
 
     Raises:
         InvalidDataError: An input no array (or more than one) is named after.
     """
-    if not isinstance(x, Mapping):
-        return [np.asarray(x)]
-    arrays = []
-    for detail in inputs:
-        name = str(detail["name"])
+    keys = []
+    for name in names:
         found = [k for k in x if name in (k, f"serving_default_{k}:0")]
         if len(found) != 1:
             raise InvalidDataError(
-                f"cannot tell which calibration array feeds model input {name!r} (arrays: "
+                f"cannot tell which data array feeds model input {name!r} (arrays: "
                 f"{', '.join(sorted(x))}); name the arrays after the model's inputs."
             )
-        arrays.append(np.asarray(x[found[0]]))
-    return arrays
+        keys.append(found[0])
+    return keys
 
 
 def _float_constant(model: Any, index: int) -> bool:
@@ -443,5 +418,6 @@ def _float_constant(model: Any, index: int) -> bool:
     return tensor.type == 0 and model.buffers[tensor.buffer].data is not None  # FLOAT32
 
 
-def _name(tensor: Any) -> str:
+def tensor_name(tensor: Any) -> str:
+    """A flatbuffer object model tensor's name, as text."""
     return tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)

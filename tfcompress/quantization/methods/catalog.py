@@ -12,17 +12,14 @@ folding (implied by every weight method), the weight methods by their ``order``
 calibrated flatbuffer, the graph edit (``bias-correction``) and the activation ranges
 (``percentile-ranges`` or ``mse-ranges``) before the converter quantizes. The stored tuple
 is in that order, so equal recipes compare equal.
-
-Example:
-    >>> canonical_methods(["mse-ranges", "equalize"])
-    ('equalize', 'mse-ranges')
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, overload
+from typing import Any
 
+from tfcompress._config_fields import number
 from tfcompress.errors import InvalidInputError
 from tfcompress.quantization.methods.registry import (
     CALIBRATED_FLATBUFFER,
@@ -61,11 +58,7 @@ class _Names(Sequence[str]):
     def _names(self) -> tuple[str, ...]:
         return tuple(m.name for m in registered_methods() if m.needs == self.needs)
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
-    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+    def __getitem__(self, index: Any) -> Any:
         return self._names()[index]
 
     def __len__(self) -> int:
@@ -90,14 +83,9 @@ WEIGHT_METHODS: Sequence[str] = _Names(KERAS_MODEL)
 RANGE_METHODS: Sequence[str] = _Names(CALIBRATED_FLATBUFFER)
 #: What ``methods="auto"`` tries next to the converter's plain int8 (one is kept by
 #: :func:`~tfcompress.quantization.methods.selection.choose`): the methods on the calibrated
-#: flatbuffer (range search, bias correction: no rewrite, so on any model the converter
-#: takes; they share one calibrate-only conversion and one float run, then cost one
-#: quantizer call and one scoring each), then the weight methods with min/max, MSE and
-#: percentile ranges (a Keras model only: skipped, before any work, on a SavedModel; each
-#: rewrite costs a statistics pass, a trace and a calibration). Auto makes them in the
-#: order of :data:`AUTO_PAYOFF` per estimated cost, stops making them where its budget
-#: (:data:`~tfcompress.quantization.methods.budget.AUTO_BUDGET`) would be passed, and says
-#: which it skipped.
+#: flatbuffer (any model the converter takes), then the weight methods with min/max, MSE and
+#: percentile ranges (a Keras model only), in the order of :data:`AUTO_PAYOFF` per estimated
+#: cost, within :data:`~tfcompress.quantization.methods.budget.AUTO_BUDGET`.
 AUTO_CANDIDATES: tuple[tuple[str, ...], ...] = (
     ("mse-ranges",),
     ("percentile-ranges",),
@@ -128,13 +116,7 @@ DEFAULT_PERCENTILE = 99.99
 
 
 def canonical_methods(methods: Any) -> tuple[str, ...]:
-    """Validate method names and return them in the order they are applied.
-
-    Args:
-        methods: A list or tuple of names from :data:`METHODS`.
-
-    Returns:
-        The names in application order.
+    """Validate method names (a list or tuple from :data:`METHODS`), in the order applied.
 
     Raises:
         InvalidInputError: Not a list of names, an unknown or repeated name, or two range
@@ -174,18 +156,13 @@ def _registered() -> dict[str, Any]:
 
 
 def option_used(option: str, names: Sequence[str]) -> bool:
-    """Whether one of the methods ``names`` reads the recipe field ``option``.
-
-    Example:
-        >>> option_used("range_percentile", ("equalize", "percentile-ranges"))
-        True
-    """
+    """Whether one of the methods ``names`` reads the recipe field ``option``."""
     known = _registered()
     return any(option in known[n].options for n in names if n in known)
 
 
 def parse_methods(text: str) -> tuple[tuple[str, ...], ...] | None:
-    """Read the CLI's ``--method``: ``auto``, ``none`` or a comma-separated list of names.
+    """Read the CLI's ``--methods``: ``auto``, ``none`` or a comma-separated list of names.
 
     Returns:
         The candidates to try next to plain int8 (``auto``: :data:`AUTO_CANDIDATES`; a list:
@@ -207,17 +184,14 @@ def parse_methods(text: str) -> tuple[tuple[str, ...], ...] | None:
         return None
     if not words or "auto" in words or "none" in words:
         raise InvalidInputError(
-            f"--method {text!r}: pass auto, none, or method names separated by commas "
+            f"--methods {text!r}: pass auto, none, or method names separated by commas "
             f"({', '.join(method_names())})."
         )
     return (canonical_methods(words),)
 
 
 def check_methods_for(recipe: str, methods: Sequence[str], percentile: Any) -> float:
-    """Refuse methods on a recipe that is not ``int8``, and a percentile nothing uses.
-
-    Returns:
-        The percentile as a float.
+    """The percentile as a float; methods on a recipe not ``int8`` and unused percentiles refused.
 
     Raises:
         InvalidInputError: Methods on another recipe, a percentile outside (50, 100), or a
@@ -228,13 +202,8 @@ def check_methods_for(recipe: str, methods: Sequence[str], percentile: Any) -> f
             f"methods ({', '.join(methods)}) apply to recipe 'int8' only, not {recipe!r}; "
             "drop them or use recipe='int8'."
         )
-    if isinstance(percentile, bool) or not isinstance(percentile, int | float):
-        raise InvalidInputError(f"range_percentile must be a number, got {percentile!r}.")
-    if not 50.0 < float(percentile) < 100.0:
-        raise InvalidInputError(
-            f"range_percentile must lie between 50 and 100 (exclusive), got {percentile!r}; "
-            f"e.g. {DEFAULT_PERCENTILE}."
-        )
+    expected = f"a number between 50 and 100 (exclusive), e.g. {DEFAULT_PERCENTILE}"
+    number(50.0, 100.0, expected)("range_percentile", percentile)
     if float(percentile) != DEFAULT_PERCENTILE and not option_used("range_percentile", methods):
         readers = " or ".join(
             repr(m.name) for m in registered_methods() if "range_percentile" in m.options
@@ -268,14 +237,6 @@ def plan_candidates(
     Raises:
         InvalidInputError: ``methods`` together with a recipe that names methods, methods or
             eval data on a recipe other than ``int8``, or an unknown method.
-
-    Example:
-        >>> plan_candidates("int8", (), None, has_eval=True)
-        ((), False)
-        >>> plan_candidates("int8", (), "auto", has_eval=False) == (AUTO_CANDIDATES, True)
-        True
-        >>> plan_candidates("int8", ("equalize",), None, has_eval=False)
-        ((('equalize',),), False)
     """
     if methods is not None and recipe_methods:
         raise InvalidInputError(
@@ -307,12 +268,6 @@ def auto_if_plain_fails(
     That is the default of ``int8`` with eval data and a gate (``--min-snr``,
     ``--max-drop``...) and no ``methods`` named: what the user asked for is the converter's
     int8 that passes the gate; the methods are the way to get there when it does not.
-
-    Example:
-        >>> auto_if_plain_fails("int8", (), None, has_eval=True, gated=True)
-        True
-        >>> auto_if_plain_fails("int8", (), None, has_eval=True, gated=False)
-        False
     """
     return recipe == "int8" and not recipe_methods and methods is None and has_eval and gated
 
@@ -321,10 +276,6 @@ def keras_only(methods: Sequence[str]) -> tuple[str, ...]:
     """The methods among ``methods`` that need a Keras model to rewrite (their ``needs``).
 
     A method whose ``needs`` is the calibrated graph runs on any model the converter takes.
-
-    Example:
-        >>> keras_only(("equalize", "mse-ranges"))
-        ('equalize',)
     """
     known = _registered()
     return tuple(m for m in methods if m in known and known[m].needs == KERAS_MODEL)
@@ -338,20 +289,8 @@ def runnable_candidates(
     On a model that is not a Keras model, a candidate loses its methods that need one (by
     each method's ``needs``): what is left is tried, unless nothing is or an earlier
     candidate is the same. A method that works on the calibrated graph is therefore tried on
-    a SavedModel as soon as it is registered so.
-
-    Args:
-        candidates: Sets of method names.
-        why_not_keras: None when the model is a Keras model the weight methods can rewrite;
-            else why not (``"it is a SavedModel, not a Keras model"``).
-
-    Example:
-        >>> kept, skipped = runnable_candidates(
-        ...     (("mse-ranges",), ("equalize", "mse-ranges")), "a SavedModel")
-        >>> kept
-        (('mse-ranges',),)
-        >>> skipped[0][1]
-        'equalize needs a Keras model (a SavedModel); the rest is mse-ranges, tried already'
+    a SavedModel as soon as it is registered so. ``why_not_keras`` is None when the model
+    is a Keras model the weight methods can rewrite, else why not (``"a SavedModel"``).
     """
     if why_not_keras is None:
         return tuple(candidates), ()
@@ -366,13 +305,10 @@ def runnable_candidates(
             continue
         why = f"{', '.join(needing)} need{'s' if len(needing) == 1 else ''} a Keras model "
         why += f"({why_not_keras})"
-        if not rest:
-            skipped.append(("+".join(methods), why))
-        elif rest in kept:
-            why += f"; the rest is {'+'.join(rest)}, tried already"
-            skipped.append(("+".join(methods), why))
-        else:
-            skipped.append(("+".join(methods), f"{why}; tried as {'+'.join(rest)}"))
+        # Said when planning: whether the rest then runs (a budget) is its own row's to say.
+        rest_row = f"; {'+'.join(rest)} is a candidate of its own" if rest else ""
+        skipped.append(("+".join(methods), why + rest_row))
+        if rest and rest not in kept:
             kept.append(rest)
     return tuple(kept), tuple(skipped)
 
@@ -382,12 +318,6 @@ def refuse_unrunnable(methods: Sequence[str], why_not_keras: str | None, *, sour
 
     Raises:
         InvalidInputError: A method that needs a Keras model, on a model that is not one.
-
-    Example:
-        >>> refuse_unrunnable(("equalize", "mse-ranges"), "it is a SavedModel", source="hed")
-        Traceback (most recent call last):
-        ...
-        tfcompress.errors.InvalidInputError: method equalize needs a Keras model to rewrite...
     """
     needing = keras_only(methods)
     if why_not_keras is None or not needing:

@@ -26,7 +26,7 @@ original.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -77,12 +77,10 @@ class Equalize(WeightMethod):
 
 @dataclass(eq=False)
 class Group:
-    """A source layer, the homogeneous layers after it, and the linear layers it feeds.
+    """A source layer ``A``, the homogeneous layers after it, and the ``B`` layers it feeds.
 
-    Attributes:
-        source: ``A``: its output channels are divided by the scales.
-        members: The per-channel layers between ``A`` and the targets.
-        targets: The ``B`` layers: their input channels are multiplied by the scales.
+    ``A``'s output channels are divided by the scales, the targets' input channels
+    multiplied by them.
     """
 
     source: Node
@@ -128,16 +126,9 @@ class EqualizedPair:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON reports."""
-        return {
-            "source": self.source,
-            "targets": list(self.targets),
-            "channels": self.channels,
-            "scale_min": round(self.scale_min, 6),
-            "scale_max": round(self.scale_max, 6),
-            "held": self.held,
-            "range_before": round(self.range_before, 3),
-            "range_after": round(self.range_after, 3),
-        }
+        rounded = {"scale_min": 6, "scale_max": 6, "range_before": 3, "range_after": 3}
+        data = {**asdict(self), "targets": list(self.targets)}
+        return {k: round(v, rounded[k]) if k in rounded else v for k, v in data.items()}
 
     def __str__(self) -> str:
         return (
@@ -149,12 +140,7 @@ class EqualizedPair:
 
 
 def find_groups(graph: LayerGraph) -> list[Group]:
-    """Every source layer whose output reaches only linear layers through homogeneous layers.
-
-    Example:
-        >>> [g.source.name for g in find_groups(LayerGraph(model))]  # doctest: +SKIP
-        ['conv2d', 'depthwise_conv2d']
-    """
+    """Every source layer whose output reaches only linear layers through homogeneous layers."""
     groups = []
     for node in graph.linear_nodes():
         group = _group_from(node) if node.homogeneous else None
@@ -189,24 +175,11 @@ def _group_from(source: Node) -> Group | None:
 def equalize(
     graph: LayerGraph, x: Any, *, per_channel: bool, probe: Probe | None = None
 ) -> tuple[EqualizedPair, ...]:
-    """Equalize every group of ``graph``'s model in place.
+    """Equalize every group of ``graph``'s model (BatchNorms folded) in place.
 
-    Args:
-        graph: The graph of the model copy, BatchNorms already folded.
-        x: Calibration samples (one array or a dict by input name): the activation ranges,
-            the ReLU6 peaks and the targets' input statistics are measured on them, in one
-            pass.
-        per_channel: The weights will be quantized per output channel (else per tensor).
-        probe: A probe of the model returning every tensor asked for (shared by the methods
-            of one rewrite, traced once); None builds one.
-
-    Returns:
-        One entry per rescaled source layer.
-
-    Example:
-        >>> pairs = equalize(LayerGraph(copy), x_calib, per_channel=False)  # doctest: +SKIP
-        >>> print(pairs[0])  # doctest: +SKIP
-        conv2d -> depthwise_conv2d: 16 channels scaled 0.41..3.2; ...
+    The activation ranges, the ReLU6 peaks and the targets' input statistics are measured
+    on the calibration samples ``x`` in one pass of ``probe`` (shared by the methods of one
+    rewrite; None builds one). One entry per rescaled source layer.
     """
     groups = find_groups(graph)
     peaks: dict[int, ChannelPeak] = {}

@@ -76,14 +76,7 @@ def noise(
     bottom: np.ndarray,
     source: SourceTerms | None,
 ) -> tuple[float, np.ndarray]:
-    """The noise-to-power sum at ``s = exp(log_scale)`` and its gradient in ``log_scale``.
-
-    Example:
-        >>> t = TargetTerms(np.ones((2, 1)), np.array([[0], [1]]), np.ones((2, 1)), 1.0, True)
-        >>> value, grad = noise(np.zeros(2), [t], np.ones(2), np.zeros(2), None)
-        >>> value > 0, grad.shape
-        (True, (2,))
-    """
+    """The noise-to-power sum at ``s = exp(log_scale)`` and its gradient in ``log_scale``."""
     s = np.exp(log_scale)
     channels = len(s)
     grad = np.zeros(channels)
@@ -150,16 +143,9 @@ def optimise(
 ) -> np.ndarray:
     """The scales (within ``[low, high]`` per channel) with the least noise seen.
 
-    Args:
-        targets: The target layers.
-        top: Each channel's largest value in the tensor (>= 0), at ``s = 1``.
-        bottom: Each channel's smallest value (<= 0).
-        source: The source's weight terms with per-tensor weights, else None.
-        low: The smallest scale each channel may take (1 where a channel must stay).
-        high: The largest.
-
-    Returns:
-        One scale per channel; all ones when nothing lowers the noise.
+    ``top`` and ``bottom`` are each channel's largest (>= 0) and smallest (<= 0) value in the
+    tensor at ``s = 1``; ``source`` the source's weight terms with per-tensor weights, else
+    None. All ones when nothing lowers the noise.
     """
     u = np.zeros(len(top))
     lo, hi = np.log(low), np.log(high)

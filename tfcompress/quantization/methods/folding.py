@@ -10,7 +10,7 @@ it away again, so the ``.tflite`` has the same ops as the original's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -35,26 +35,14 @@ class FoldedBatchNorm:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON reports."""
-        return {
-            "batchnorm": self.batchnorm,
-            "into": self.into,
-            "bias_held_by_batchnorm": self.bias_held_by_batchnorm,
-        }
+        return asdict(self)
 
 
 def fold_batchnorms(graph: LayerGraph) -> tuple[FoldedBatchNorm, ...]:
     """Fold every BatchNorm that directly follows a linear layer with no activation.
 
-    Args:
-        graph: The graph of the model copy to rewrite (its layers are changed in place).
-
-    Returns:
-        One entry per folded BatchNorm, in graph order.
-
-    Example:
-        >>> folded = fold_batchnorms(LayerGraph(copy))  # doctest: +SKIP
-        >>> folded[0].into  # doctest: +SKIP
-        'conv2d'
+    The layers of ``graph`` (the model copy) change in place; one entry per folded
+    BatchNorm, in graph order.
     """
     folded = []
     for node in graph.nodes:

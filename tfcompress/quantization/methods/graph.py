@@ -49,18 +49,11 @@ HOMOGENEOUS_ACTIVATIONS = frozenset({"linear", "relu", "relu6", "leaky_relu"})
 class Node:
     """One layer called once, with the nodes that feed it and the nodes it feeds.
 
-    Attributes:
-        layer: The Keras layer.
-        kind: ``conv``, ``depthwise``, ``dense``, ``batchnorm``, ``activation``,
-            ``pass`` or ``other``.
-        producers: The nodes whose outputs this layer reads (None for a model input).
-        consumers: The nodes that read this layer's output.
-        is_output: The layer's output is one of the model's outputs.
-        clip: The value a ReLU6-like layer clips at (None: it does not clip).
-        folded: For a BatchNormalization: it was folded into the layer before it and is
-            now the identity (set by :mod:`.folding`).
-        bias_in: For a linear layer without a bias of its own: the folded BatchNormalization
-            that now adds its bias (set by :mod:`.folding`).
+    ``kind`` is ``conv``, ``depthwise``, ``dense``, ``batchnorm``, ``activation``, ``pass``
+    or ``other``; a producer is None for a model input; ``clip`` the value a ReLU6-like
+    layer clips at. :mod:`.folding` sets ``folded`` on a BatchNormalization folded into the
+    layer before it (now the identity), and ``bias_in`` on a linear layer without a bias of
+    its own (that BatchNormalization adds it).
     """
 
     layer: Any
@@ -89,13 +82,7 @@ class Node:
 
 
 class LayerGraph:
-    """The layers of a Sequential or Functional model, in topological order.
-
-    Example:
-        >>> graph = LayerGraph(model)  # doctest: +SKIP
-        >>> [n.name for n in graph.linear_nodes()]  # doctest: +SKIP
-        ['conv2d', 'depthwise_conv2d', 'dense']
-    """
+    """The layers of a Sequential or Functional model, in topological order."""
 
     def __init__(self, model: Any) -> None:
         if type(model).__name__ not in ("Functional", "Sequential", "Model") or not getattr(
@@ -137,7 +124,9 @@ class LayerGraph:
         # An opaque layer reads tensors too: whatever feeds it cannot be rescaled.
         for node in self.nodes:
             if node.kind == "other":
-                for tensor in _flat(_inputs_or_none(node.layer)):
+                # every tensor any call of it read (shared layers included)
+                read = [t for call in node.layer._inbound_nodes for t in _flat(call.input_tensors)]
+                for tensor in read:
                     producer = by_output.get(id(tensor))
                     if producer is not None:
                         producer.consumers.append(node)
@@ -163,7 +152,8 @@ def _kind(layer: Any) -> str:
     if isinstance(layer.output, list | tuple):
         return "other"
     if name in LINEAR:
-        return LINEAR[name] if _plain_linear(layer) else "other"
+        plain = getattr(layer, "data_format", "channels_last") == "channels_last"
+        return LINEAR[name] if plain and getattr(layer, "groups", 1) == 1 else "other"
     if name == "BatchNormalization":
         return "batchnorm" if _last_axis(layer) else "other"
     if name in ("ReLU", "LeakyReLU", "Activation"):
@@ -174,12 +164,6 @@ def _kind(layer: Any) -> str:
     ):
         return "pass"
     return "other"
-
-
-def _plain_linear(layer: Any) -> bool:
-    if getattr(layer, "data_format", "channels_last") != "channels_last":
-        return False
-    return getattr(layer, "groups", 1) == 1
 
 
 def activation_name(layer: Any) -> str:
@@ -216,11 +200,6 @@ def _flat(value: Any) -> list[Any]:
     if isinstance(value, list | tuple):
         return [t for v in value for t in _flat(v)]
     return [value]
-
-
-def _inputs_or_none(layer: Any) -> Any:
-    """Every tensor any call of ``layer`` read (shared layers included)."""
-    return [t for node in layer._inbound_nodes for t in _flat(node.input_tensors)]
 
 
 def ordered_feed(model: Any, x: np.ndarray | Mapping[str, np.ndarray]) -> Any:

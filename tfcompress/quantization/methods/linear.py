@@ -28,11 +28,6 @@ class LinearWeights:
         kernel: Keras layout: conv ``(kh, kw, cin, cout)``, depthwise ``(kh, kw, cin, mult)``,
             dense ``(cin, cout)``.
         bias: One value per output channel, or None when nothing adds a bias.
-
-    Example:
-        >>> weights = LinearWeights.read(graph.node("conv2d"))  # doctest: +SKIP
-        >>> weights.matrix().shape  # doctest: +SKIP
-        (27, 16)
     """
 
     node: Node
@@ -101,24 +96,6 @@ class LinearWeights:
         else:
             self.kernel = self.kernel * scale[None, None, :, None]
 
-    def input_ranges(self, *, per_channel: bool) -> np.ndarray:
-        """How much of its quantization range each input channel's weights use, in [0, 1].
-
-        Per tensor, one scale covers the whole kernel: a weight's share is ``|w| / max|W|``.
-        Per channel, each output channel has its own scale: the share is taken within the
-        output channel first. The largest share over the weights reading input ``i`` is
-        returned.
-        """
-        shares = np.abs(self.matrix())
-        shares = shares / _safe(shares.max(axis=0, keepdims=True) if per_channel else shares.max())
-        if self.kind == "depthwise":
-            kh, kw, cin, mult = self.kernel.shape
-            return shares.reshape(kh * kw, cin, mult).max(axis=(0, 2))
-        if self.kind == "dense":
-            return shares.max(axis=1)
-        kh, kw, cin, cout = self.kernel.shape
-        return shares.reshape(kh * kw, cin, cout).max(axis=(0, 2))
-
     def output_ranges(self) -> np.ndarray:
         """``max |w|`` of each output channel."""
         return np.abs(self.matrix()).max(axis=0)
@@ -139,15 +116,6 @@ def quantization_scales(matrix: np.ndarray, *, per_channel: bool) -> np.ndarray:
 
 
 def quantize_matrix(matrix: np.ndarray, *, per_channel: bool) -> np.ndarray:
-    """``matrix`` after the converter's int8 weight quantization, back in float.
-
-    Example:
-        >>> quantize_matrix(np.array([[1.0], [0.3]]), per_channel=True).round(4).ravel().tolist()
-        [1.0, 0.2992]
-    """
+    """``matrix`` after the converter's int8 weight quantization, back in float."""
     scales = quantization_scales(matrix, per_channel=per_channel)
     return np.clip(np.round(matrix / scales), -WEIGHT_MAX, WEIGHT_MAX) * scales
-
-
-def _safe(value: np.ndarray | float) -> np.ndarray | float:
-    return np.where(np.asarray(value) > 0, value, 1.0)

@@ -27,15 +27,13 @@ from typing import Any
 import numpy as np
 
 from tfcompress._compat.litert import flatbuffer_utils
-from tfcompress.data import Dataset
-from tfcompress.quantization.methods.calibrated import BINS, float_statistics
+from tfcompress.quantization.methods.calibrated import BINS, float_statistics, tensor_name
 from tfcompress.quantization.methods.calibrated import Histogram as _Histogram
+from tfcompress.quantization.methods.equalize_noise import LEVELS
 from tfcompress.quantization.methods.registry import RangeContext, RangeMethod, register_method
 
 #: Shrink factors of each bound tried by ``mse`` (1 keeps the calibrated bound).
 SHRINK = np.geomspace(1.0, 0.02, 96)
-#: int8 levels.
-LEVELS = 255
 
 
 @dataclass(frozen=True)
@@ -67,56 +65,23 @@ class TensorRange:
         }
 
 
-def histograms(calibrated: bytes, samples: Dataset) -> dict[int, _Histogram]:
-    """Each activation tensor's histogram over its calibrated range, from one float run.
-
-    Args:
-        calibrated: The converter's calibrate-only output (float, with min/max statistics).
-        samples: The calibration samples (one array or a dict by input name).
-
-    Returns:
-        Histograms by tensor index; :func:`search_ranges` chooses ranges from them (several
-        methods can share one run).
-
-    Raises:
-        InvalidDataError: The samples cannot be matched to the model's inputs.
-    """
-    return float_statistics(calibrated, samples).histograms
-
-
 def search_ranges(
-    calibrated: bytes,
-    samples: Dataset,
-    *,
-    method: str,
-    percentile: float,
-    measured: dict[int, _Histogram] | None = None,
+    calibrated: bytes, histograms: dict[int, _Histogram], *, method: str, percentile: float
 ) -> tuple[bytes, tuple[TensorRange, ...]]:
     """Choose every activation tensor's range of a calibrate-only ``.tflite``.
 
-    Args:
-        calibrated: The converter's calibrate-only output (float, with min/max statistics).
-        samples: The calibration samples (one array or a dict by input name).
-        method: ``"percentile"`` or ``"mse"``.
-        percentile: The percentile kept by ``"percentile"``.
-        measured: :func:`histograms` of ``calibrated`` already made (else made here).
+    From its tensors' ``histograms`` (by tensor index, from one float run:
+    :func:`~.calibrated.float_statistics`), by ``method``: ``"percentile"`` (keeping
+    ``percentile``) or ``"mse"``.
 
     Returns:
         The calibrated model with the new statistics, and each tensor's ranges.
-
-    Raises:
-        InvalidDataError: The samples cannot be matched to the model's inputs.
-
-    Example:
-        >>> edited, ranges = search_ranges(calibrated, calib, method="mse", percentile=99.99)
-        ... # doctest: +SKIP
     """
-    stats = histograms(calibrated, samples) if measured is None else measured
     utils = flatbuffer_utils()
     model = utils.read_model_from_bytearray(bytearray(calibrated))
     graph = model.subgraphs[0]
     chosen = []
-    for index, histogram in stats.items():
+    for index, histogram in histograms.items():
         tensor = graph.tensors[index]
         low, high = (
             _percentile_range(histogram, percentile)
@@ -127,8 +92,8 @@ def search_ranges(
         before = (float(q.min[0]), float(q.max[0]))
         q.min = np.array([low], np.float32)
         q.max = np.array([high], np.float32)
-        name = tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
-        chosen.append(TensorRange(name, before, (float(q.min[0]), float(q.max[0]))))
+        after = (float(q.min[0]), float(q.max[0]))
+        chosen.append(TensorRange(tensor_name(tensor), before, after))
     return bytes(utils.convert_object_to_bytearray(model)), tuple(chosen)
 
 
@@ -145,10 +110,9 @@ class _SearchedRanges(RangeMethod):
         measured = float_statistics(calibrated, context.calibration, context.shared)
         return search_ranges(
             calibrated,
-            context.calibration,
+            measured.histograms,
             method=self.rule,
             percentile=context.recipe.range_percentile,
-            measured=measured.histograms,
         )
 
 

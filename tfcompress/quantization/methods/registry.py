@@ -3,8 +3,9 @@
 Every method is a subclass of :class:`WeightMethod` (it rewrites a copy of the float Keras
 model: :mod:`.rewrite` calls :meth:`WeightMethod.rewrite` in order), :class:`RangeMethod`
 (it edits the calibrated activation ranges of the calibrate-only flatbuffer: :mod:`.apply`
-calls :meth:`RangeMethod.edit_ranges`) or :class:`GraphMethod` (it edits the weights or
-biases of that flatbuffer, called the same way, by its order), decorated with
+calls :meth:`RangeMethod.edit_ranges`), :class:`GraphMethod` (it edits the weights or
+biases of that flatbuffer, called the same way, by its order) or :class:`PrecisionMethod`
+(it keeps ops float by measurement, run alone), decorated with
 :func:`register_method` in the module that holds its algorithm. The names, their order and
 their one-line summaries (:mod:`.catalog`) are read from here; nothing else lists them.
 
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from tfcompress._registry import Registry
+from tfcompress.errors import InvalidInputError
 
 #: What a method works on: a Keras model to rewrite (a copy of it).
 KERAS_MODEL = "keras-model"
@@ -39,8 +41,8 @@ class PTQMethod:
     """One post-training method: what it is, where it runs, what it needs and reads.
 
     Attributes:
-        name: The name recipes, ``quantize(methods=...)`` and ``--method`` use.
-        summary: One line for ``--method``'s help and error messages.
+        name: The name recipes, ``quantize(methods=...)`` and ``--methods`` use.
+        summary: One line for ``--methods``'s help and error messages.
         kind: What it does, in words (``"weight rewrite"``, ``"rounding"``, ``"bias"``,
             ``"range edit"``).
         order: Its place in the order every recipe applies its methods (lower first; the
@@ -161,6 +163,42 @@ class GraphMethod(RangeMethod):
     report_key: ClassVar[str]
 
 
+class PrecisionMethod(PTQMethod):
+    """A method that decides which ops stay float by measuring int8 files (``per-op``).
+
+    It edits nothing the candidates share: ``quantize`` runs it instead of them
+    (:meth:`quantize`, from :mod:`.apply`), on the calibrate-only conversion of any model
+    the converter takes, alone (:func:`precision_method`).
+    """
+
+    needs: ClassVar[str] = CALIBRATED_FLATBUFFER
+    kind: ClassVar[str] = "precision per op"
+    exclusive: ClassVar[str | None] = "precision"
+
+    def check_target(self, target: Any) -> None:
+        """Refuse, in one line, a target (a ``Target`` or None) it cannot measure for."""
+
+    def quantize(self, model: Any, recipe: Any, **context: Any) -> Any:
+        """The ``MethodsOutcome`` of the method (``context``: as :mod:`.apply` passes it)."""
+        raise NotImplementedError
+
+
+def precision_method(candidates: Sequence[Sequence[str]]) -> PrecisionMethod | None:
+    """The precision method named among ``candidates``, alone, or None when none is.
+
+    Raises:
+        InvalidInputError: It is named with another method.
+    """
+    named = [PTQ_METHODS.get(n) for c in candidates for n in c]
+    found = [m for m in named if isinstance(m, PrecisionMethod)]
+    if found and len(named) > 1:
+        raise InvalidInputError(
+            f"method {found[0].name} decides the precision op by op and combines with no other "
+            f"method: name it alone (--methods {found[0].name})."
+        )
+    return found[0] if found else None
+
+
 #: Every method: a PTQMethod subclass with ``@register_method`` in a module of methods/.
 PTQ_METHODS: Registry[PTQMethod] = Registry(
     "method", "quantization/methods", "register_method", hint=" (or 'auto', or 'none')"
@@ -176,8 +214,8 @@ def register_method(cls: M) -> M:
             missing attribute.
     """
     PTQ_METHODS.discover()  # the built-in methods first: a later one cannot take their places
-    if not issubclass(cls, WeightMethod | RangeMethod):
-        raise ValueError(f"{cls.__name__} is neither a WeightMethod nor a RangeMethod")
+    if not issubclass(cls, WeightMethod | RangeMethod | PrecisionMethod):
+        raise ValueError(f"{cls.__name__} is no WeightMethod, RangeMethod or PrecisionMethod")
     for attribute in ("name", "summary", "kind", "order"):
         if not hasattr(cls, attribute):
             raise ValueError(f"method {cls.__name__} has no {attribute}")

@@ -1,22 +1,15 @@
 """What the post-training methods did and how each candidate compared with plain int8.
 
 :class:`MethodsReport` is ``QuantizationResult.methods``: every candidate made in the run
-(plain converter int8 first), each scored against the float32 ``.tflite`` of the same model
-on the same samples (and, with a gate, judged by it: :class:`GateMargin`), which one was
-kept and why (:func:`~tfcompress.quantization.methods.selection.choose`), which candidates
-were skipped before any work and why, what each cost in seconds, and what each method
-changed: the rewrite's folding, equalization scales and rounding (``rewrite``), the graph
-methods' edits of the calibrated flatbuffer by their ``report_key`` (``edits``: bias
-corrections under ``"corrected"``), the activation ranges a range method chose (``ranges``).
-Candidates auto did not make are listed with why (``skipped``: a method that needs a Keras
-model, or auto's cost budget, with its numbers).
+(plain converter int8 first), scored (and judged) alike, which one was kept and why, what
+each cost and changed, and the candidates skipped before any work, with why.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tfcompress.quantization.methods.ranges import TensorRange
@@ -86,21 +79,11 @@ class GateMargin:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON reports (non-finite numbers as null)."""
-
-        def number(value: float) -> float | None:
-            return round(value, 6) if math.isfinite(value) else None
-
-        return {
-            "output": self.output,
-            "metric": self.metric,
-            "threshold_name": self.threshold_name,
-            "value": number(self.value),
-            "threshold": number(self.threshold),
-            "passed": self.passed,
-            "margin": number(self.margin),
-            "scaled_margin": number(self.scaled),
-            "shown": self.shown,
-        }
+        data: dict[str, Any] = asdict(self)
+        for key in ("value", "threshold", "margin", "scaled"):
+            data[key] = round(data[key], 6) if math.isfinite(data[key]) else None
+        data["scaled_margin"] = data.pop("scaled")
+        return data
 
 
 @dataclass(frozen=True)
@@ -118,6 +101,8 @@ class Candidate:
             ``report_key`` (``{"corrected": (BiasCorrection, ...)}``; empty without one).
         error: Why it could not be made (None when it was).
         gate: With a gate: each of its checks on this candidate (empty without one).
+        latency_ms: Its median ms per sample on LiteRT's CPU, where the method timed it
+            (``per-op``; else None).
     """
 
     methods: tuple[str, ...]
@@ -129,6 +114,7 @@ class Candidate:
     error: str | None = None
     gate: tuple[GateMargin, ...] = ()
     edits: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    latency_ms: float | None = None
 
     @property
     def passes(self) -> bool:
@@ -164,6 +150,7 @@ class Candidate:
             "error": self.error,
             "gate": [g.to_dict() for g in self.gate],
             "passes": self.passes if self.gate else None,
+            "latency_ms": self.latency_ms,
         }
 
     def line(self) -> str:
@@ -176,6 +163,7 @@ class Candidate:
             verdict = "passes the gate" if self.passes else "fails the gate"
             scores += f"; {verdict}, worst margin {worst.shown} ({worst.output} {worst.metric})"
         size = "" if self.size_bytes is None else f"{self.size_bytes:,} bytes, "
+        size += "" if self.latency_ms is None else f"{self.latency_ms:.4g} ms/sample, "
         edits = "".join(f", {len(v)} {k}" for k, v in self.edits.items())
         return f"{self.label}: {scores} ({size}{self.seconds:.1f}s{edits})"
 
@@ -200,7 +188,7 @@ class MethodsReport:
         searched: True when the methods were tried against plain int8 and one kept by
             :func:`~tfcompress.quantization.methods.selection.choose`; False when a
             recipe's methods were applied as given.
-        why_run: Why the methods ran: ``"asked"`` (``methods=``/``--method``, or a recipe
+        why_run: Why the methods ran: ``"asked"`` (``methods=``/``--methods``, or a recipe
             that names them), ``"plain int8 failed the gate"`` or ``"plain int8 passed the
             gate: auto not run"``.
         gated: The candidates were judged by the user's gate (else by worst-output SNR).
@@ -213,10 +201,6 @@ class MethodsReport:
         budget_seconds: ``auto``'s budget in this run
             (:data:`~tfcompress.quantization.methods.budget.AUTO_BUDGET` times the plain
             path's seconds); None when the methods were named (all made) or auto did not run.
-
-    Example:
-        >>> result.methods.kept  # doctest: +SKIP
-        ('equalize', 'bias-correction')
     """
 
     measured_on: str
@@ -233,12 +217,6 @@ class MethodsReport:
     scoring_seconds: float = 0.0
     total_seconds: float = 0.0
     budget_seconds: float | None = None
-
-    @property
-    def cost_ratio(self) -> float:
-        """Total seconds over plain int8's conversion seconds (1.0: nothing but plain)."""
-        base = self.plain.seconds
-        return self.total_seconds / base if base > 0 else math.nan
 
     @property
     def kept_candidate(self) -> Candidate:

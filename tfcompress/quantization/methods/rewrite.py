@@ -99,26 +99,14 @@ class Rewrite:
 def rewrite_model(
     model: Any, methods: Sequence[str], calibration: Dataset, *, per_channel: bool
 ) -> tuple[Any, Rewrite]:
-    """A copy of ``model`` with the weight methods in ``methods`` applied.
+    """A copy of ``model`` with the weight methods of ``methods`` applied, and what changed.
 
-    Args:
-        model: A Sequential or Functional Keras model (either flavour).
-        methods: Method names; the weight methods among them run (in registry order).
-        calibration: The calibration samples (one array or a dict by input name).
-        per_channel: The converter will quantize weights per output channel.
-
-    Returns:
-        The rewritten copy and what was changed.
+    ``model`` is Sequential or Functional; the methods run in registry order; with
+    ``per_channel`` the converter will quantize weights per output channel.
 
     Raises:
         UnsupportedModelError: Not a Keras model built on ``keras.Input``, or a model that
             cannot be cloned.
-
-    Example:
-        >>> copy, rewrite = rewrite_model(model, ["equalize"], calib, per_channel=True)
-        ... # doctest: +SKIP
-        >>> rewrite.float_max_difference < 1e-4  # doctest: +SKIP
-        True
     """
     start = time.perf_counter()
     flavour = flavour_of(model)
@@ -152,7 +140,7 @@ def rewrite_model(
         entries[method.name] = method.rewrite(context)
     if check is None:
         check = _OutputCheck(expected, copy.outputs)
-    if not check.done:
+    if not check.claimed:
         probe.run(calibration.x, check.requests())
     difference = check.difference
     if not difference <= FLOAT_TOLERANCE * peak + 1e-6:
@@ -210,9 +198,7 @@ def _tensors(graph: LayerGraph, copy: Any, everyone: Sequence[WeightMethod]) -> 
 def _reference_outputs(model: Any, calibration: Dataset) -> tuple[list[np.ndarray], float]:
     """The original's outputs on the samples, and its largest absolute output.
 
-    Returns:
-        One list per batch (as :func:`batches` cuts them) of the outputs in output order,
-        and the peak.
+    One list per batch (as :func:`batches` cuts them) of the outputs in output order.
     """
     outputs, peak = [], 0.0
     for part, count in batches(calibration.x, CHECK_BATCH):
@@ -236,10 +222,6 @@ class _OutputCheck:
         self.seen: dict[int, int] = {}
         self.difference = 0.0
         self.claimed = False
-
-    @property
-    def done(self) -> bool:
-        return self.claimed
 
     def requests(self) -> list[tuple[Any, Any]]:
         """Requests for the copy's outputs, served once (by the first pass that takes them)."""

@@ -3,19 +3,15 @@
 Every output of every candidate is scored on the same samples against the float32
 ``.tflite`` made from the same model in the same run: its SNR, and for class scores
 (probability rows, as gates without labels read them) its top-1 agreement. With a gate
-(a :class:`~tfcompress.testing.config.GateConfig`, the one ``check_gate`` takes: the
-checks of ``quantize``'s ``--min-snr``, ``--max-drop``... and its settings), each candidate
-is also judged by it, exactly as ``tfcompress gate`` judges
-(:func:`~tfcompress.testing.judge.judge_outputs_by_name`), and every check's margin is
-recorded (:class:`~tfcompress.quantization.methods.report.GateMargin`). :func:`choose` then
-keeps one by the rule of docs/quantization.md#beyond-minmax-int8: pass the gate, then the
-smallest, then the largest margin on the weakest output; plain int8 wins ties.
+(the ``GateConfig`` ``check_gate`` takes) each is also judged exactly as ``tfcompress gate``
+judges, every check's margin recorded. :func:`choose` then keeps one by the rule of
+docs/quantization.md#beyond-minmax-int8.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,6 +38,8 @@ SIZE_SLACK = 4096
 #: without a gate) to be kept instead: plain int8 wins ties. 0.1 dB is below what a
 #: thousand eval samples can tell apart (on the demo CNN, candidates spread 0.06 dB).
 TIE = 0.1
+#: Eval samples candidates are scored on without a gate, at most (a seeded subset of more).
+EVAL_SAMPLES = 1000
 
 
 #: The :class:`~tfcompress.testing.config.GateConfig` fields quantize feeds from its own
@@ -57,23 +55,11 @@ NOT_IN_QUANTIZE = {
 def check_methods_gate(gate: Any) -> GateConfig:
     """``gate`` if quantize can honour all of it, else one line saying what it cannot.
 
-    quantize's gate is the gate's own config (:class:`~tfcompress.testing.config.GateConfig`:
-    outputs, metrics, thresholds or checks, settings), as ``check_gate(config=...)`` takes
-    it. Its feeding and threads are quantize's own (:data:`NOT_IN_QUANTIZE`), and the
-    candidates run on LiteRT's CPU interpreter, so a ``settings.backend`` other than
-    ``"cpu"`` is refused too.
+    The gate's own config, as ``check_gate(config=...)`` takes it; its feeding and threads
+    are quantize's own (:data:`NOT_IN_QUANTIZE`), and its backend LiteRT's CPU.
 
     Raises:
         InvalidInputError: Not a ``GateConfig``, or a field quantize would not honour.
-
-    Example:
-        >>> from tfcompress.testing import GateConfig
-        >>> check_methods_gate(GateConfig.from_options(min_snr=25)).thresholds
-        {'min_snr': 25}
-        >>> check_methods_gate(GateConfig(threads=4))
-        Traceback (most recent call last):
-        ...
-        tfcompress.errors.InvalidInputError: gate=GateConfig(threads=4) is not used by quantize...
     """
     from tfcompress.errors import InvalidInputError
     from tfcompress.testing.config import GateConfig
@@ -101,37 +87,28 @@ def check_methods_gate(gate: Any) -> GateConfig:
     return gate
 
 
-def judge(
-    gate: GateConfig,
-    labels: Mapping[str, Any] | None,
-    reference: Mapping[str, np.ndarray],
-    candidate: Mapping[str, np.ndarray],
-) -> tuple[GateMargin, ...]:
-    """Every check of ``gate`` on one candidate's outputs, with its margin (:func:`gate_margin`).
+def scoring_set(eval_data: Any, model: Any, *, seed: int, gate: Any) -> Dataset:
+    """The eval samples candidates are scored on.
 
-    Judged exactly as ``tfcompress gate`` judges
-    (:func:`~tfcompress.testing.judge.judge_outputs_by_name`), with the config's checks and
-    settings.
+    With a gate, every sample with its labels: the gate's task metrics read them, and the
+    choice is judged on what the final gate judges. Else at most :data:`EVAL_SAMPLES`, a
+    seeded subset.
     """
-    report = judge_outputs_by_name(
-        labels, reference, candidate, checks=gate.checks_to_run or None, settings=gate.settings
-    )
-    return tuple(gate_margin(v) for v in report.verdicts)
+    if gate is not None:
+        from tfcompress.bench.paired import read_for_reference
+
+        return read_for_reference(eval_data, model, "eval data")
+    from tfcompress.data.calibration import calibration_set
+
+    signature = model_signature(model)
+    return calibration_set(signature, eval_data, limit=EVAL_SAMPLES, seed=seed, what="eval data")
 
 
 class Scorer:
-    """Scores ``.tflite`` files against one float32 reference, run once on the samples.
+    """Scores ``.tflite`` files against one float32 ``reference``, run once on ``data``.
 
-    Args:
-        reference: The float32 ``.tflite``.
-        data: Samples: one array, or a dict keyed by input name; labels (``y`` keyed by
-            output name) are read only by a gate's task metrics.
-        source: Model name, for the runners' labels.
-        gate: Judge each file by it too (None: fidelity only).
-
-    Example:
-        >>> scorer = Scorer(result.reference_content, calib, source="m")  # doctest: +SKIP
-        >>> fidelity, margins = scorer.score(result.model_content)  # doctest: +SKIP
+    The labels of ``data`` (``y`` keyed by output name) are read only by ``gate``'s task
+    metrics; without a gate, fidelity only.
     """
 
     def __init__(
@@ -141,35 +118,48 @@ class Scorer:
         self.signature = model_signature(ref_model)
         x = data.x if isinstance(data.x, dict) else {self.signature.inputs[0].name: data.x}
         self.feed = Dataset(x)
-        self.expected = run_model(ref_model, self.feed, self.signature, name="float32").outputs
-        self.labels = data.y if isinstance(data.y, dict) else None
         self.source, self.gate, self.count = source, gate, 0
+        self.expected = self._run(reference, "float32")
+        self.labels = data.y if isinstance(data.y, dict) else None
+
+    def _run(self, content: bytes, name: str) -> dict[str, np.ndarray]:
+        """``content``'s outputs, in the warm child (no worker started per file): issue 39."""
+        from tfcompress._child import call
+
+        args = (content, self.feed, self.signature, f"{self.source}_{name.replace(' ', '')}")
+        what = f"running {name} on the scoring samples"
+        return call(f"{__name__}:run_file", *args, name, what=what)  # type: ignore[no-any-return]
 
     def score(self, content: bytes) -> tuple[tuple[OutputFidelity, ...], tuple[GateMargin, ...]]:
-        """One file's per-output fidelities (reference order) and the gate's checks on it."""
+        """One file's per-output fidelities (reference order) and the gate's checks on it.
+
+        Judged exactly as ``tfcompress gate`` judges, with the gate's checks and settings;
+        each check with its margin (:func:`gate_margin`).
+        """
         self.count += 1
-        model = TFLiteModel(content, label=f"{self.source}_candidate{self.count}", verified=True)
-        outputs = run_model(model, self.feed, self.signature, name=f"candidate {self.count}")
-        got = outputs.outputs
+        got = self._run(content, f"candidate {self.count}")
         fidelity = tuple(_fidelity(n, self.expected[n], got[n]) for n in self.expected)
-        margins = () if self.gate is None else judge(self.gate, self.labels, self.expected, got)
-        return fidelity, margins
+        if self.gate is None:
+            return fidelity, ()
+        checks = self.gate.checks_to_run or None
+        report = judge_outputs_by_name(
+            self.labels, self.expected, got, checks=checks, settings=self.gate.settings
+        )
+        return fidelity, tuple(gate_margin(v) for v in report.verdicts)
+
+
+def run_file(
+    content: bytes, feed: Dataset, signature: Any, label: str, name: str
+) -> dict[str, np.ndarray]:
+    """In a child: one ``.tflite``'s outputs on ``feed`` (a crash there is one error)."""
+    model = TFLiteModel(content, label=label, verified=True)
+    return run_model(model, feed, signature, name=name, isolate=False).outputs
 
 
 def score(
-    reference: bytes,
-    contents: Sequence[bytes],
-    data: Dataset,
-    *,
-    source: str,
-    gate: GateConfig | None = None,
+    reference: bytes, contents: Sequence[bytes], data: Dataset, *, source: str, gate: Any = None
 ) -> list[tuple[tuple[OutputFidelity, ...], tuple[GateMargin, ...]]]:
-    """Each ``.tflite`` in ``contents`` scored against ``reference`` on ``data`` (:class:`Scorer`).
-
-    Returns:
-        Per file: its per-output fidelities (outputs in the reference's order) and the
-        gate's checks with their margins (empty without a gate).
-    """
+    """Each ``.tflite`` of ``contents`` scored against ``reference`` on ``data``."""
     scorer = Scorer(reference, data, source=source, gate=gate)
     return [scorer.score(content) for content in contents]
 
@@ -192,12 +182,6 @@ def scaled_margin(margin: float, unit: str, threshold: float) -> float:
     agreement, mIoU: ``0.01`` is 1), or one percent of the threshold for metrics in the
     outputs' own unit (cosine, mse, max_abs...). So an output 3 dB inside ``--min-snr``
     and another 3 points inside ``--max-drop`` are equally safe.
-
-    Example:
-        >>> scaled_margin(0.02, "fraction", 0.01), scaled_margin(3.0, "dB", 20.0)
-        (2.0, 3.0)
-        >>> round(scaled_margin(0.005, "number", 0.99), 3)  # cosine 0.995 against 0.99
-        0.505
     """
     if math.isnan(margin):
         return -math.inf
@@ -278,7 +262,7 @@ def choose(
         return _by_gate(plain, made)
     best, best_key = None, plain.worst_snr
     for index, candidate in made:
-        if not _same_size_or_smaller(candidate, plain):
+        if (candidate.size_bytes or 0) > _size_limit(plain.size_bytes):
             continue  # a bigger file is never kept without a gate that asked for fidelity
         if candidate.worst_snr > best_key + TIE:
             best, best_key = index, candidate.worst_snr
@@ -301,8 +285,7 @@ def _by_gate(plain: Candidate, made: list[tuple[int | None, Candidate]]) -> tupl
     pool: list[tuple[int | None, Candidate]] = [(None, plain), *made]
     passing = [(i, c) for i, c in pool if c.passes]
     if passing:
-        smallest = min(c.size_bytes or 0 for _, c in passing)
-        limit = max(smallest * (1 + SIZE_TOLERANCE), smallest + SIZE_SLACK)
+        limit = _size_limit(min(c.size_bytes or 0 for _, c in passing))
         pool = [(i, c) for i, c in passing if (c.size_bytes or 0) <= limit]
     best, best_candidate = pool[0]  # plain int8 when it is in the pool
     for index, candidate in pool[1:]:
@@ -330,8 +313,7 @@ def _by_gate(plain: Candidate, made: list[tuple[int | None, Candidate]]) -> tupl
             f"its size does better (best: {rival.label}'s {_margin_text(rival)})"
         )
     size = ""
-    plain_size, best_size = plain.size_bytes or 0, best_candidate.size_bytes or 0
-    if plain_size > max(best_size * (1 + SIZE_TOLERANCE), best_size + SIZE_SLACK):
+    if (plain.size_bytes or 0) > _size_limit(best_candidate.size_bytes):
         size = f", {best_candidate.size_bytes:,} bytes vs plain int8's {plain.size_bytes:,}"
     return best, (
         f"{best_candidate.label} passes every gate, worst margin {_margin_text(best_candidate)} "
@@ -339,9 +321,9 @@ def _by_gate(plain: Candidate, made: list[tuple[int | None, Candidate]]) -> tupl
     )
 
 
-def _same_size_or_smaller(candidate: Candidate, plain: Candidate) -> bool:
-    size, base = candidate.size_bytes or 0, plain.size_bytes or 0
-    return size <= max(base * (1 + SIZE_TOLERANCE), base + SIZE_SLACK)
+def _size_limit(size: int | None) -> float:
+    """The largest size that counts as equal to ``size`` (:data:`SIZE_TOLERANCE`)."""
+    return max((size or 0) * (1 + SIZE_TOLERANCE), (size or 0) + SIZE_SLACK)
 
 
 def _worst(candidate: Candidate) -> float:
@@ -368,12 +350,6 @@ def worse_than_plain(candidate: Candidate, plain: Candidate, *, gated: bool) -> 
 
     Worse by the rule of :func:`choose`: it fails a gate plain int8 passes, or its weakest
     check (without a gate: its weakest output) is below plain int8's.
-
-    Example:
-        >>> a = Candidate((), (OutputFidelity("y", 20.0, None),))
-        >>> worse_than_plain(Candidate(("equalize",), (OutputFidelity("y", 19.0, None),)), a,
-        ...                  gated=False)
-        'weakest output 19.00 dB (y) vs plain int8 20.00 dB (y)'
     """
     if gated:
         if plain.passes and not candidate.passes:

@@ -44,13 +44,9 @@ class ChannelPeak:
 class PatchMoments:
     """Running sums over a linear layer's input patches, one tap at a time.
 
-    Attributes:
-        layer: The conv, depthwise or dense layer whose input this reads.
-        kind: ``conv``, ``depthwise`` or ``dense``.
-        gram: Also accumulate ``sum(patch patch^T)`` (AdaRound's loss needs it).
-        weights: ``(matrix, bias)`` of the layer as measured: also accumulate each output
-            channel's power ``sum(y^2)`` before the activation (equalization weighs the
-            targets' noise by it).
+    With ``gram``, also ``sum(patch patch^T)`` (AdaRound's loss needs it); with ``weights``,
+    the layer's ``(matrix, bias)`` as measured, also each output channel's power
+    ``sum(y^2)`` before the activation (equalization weighs the targets' noise by it).
     """
 
     layer: Any
@@ -134,29 +130,24 @@ def layer_taps(layer: Any, kind: str, x: np.ndarray) -> list[np.ndarray]:
     channels = x.shape[-1]
     if kind == "dense":
         return [x.reshape(-1, channels)]
-    kh, kw = layer.kernel_size
-    sh, sw = layer.strides
-    dh, dw = layer.dilation_rate
-    if (kh, kw, sh, sw) == (1, 1, 1, 1):
+    if (*layer.kernel_size, *layer.strides) == (1, 1, 1, 1):
         return [x.reshape(-1, channels)]
-    padded, (ho, wo) = _pad(x, (kh, kw), (sh, sw), (dh, dw), layer.padding)
-    return [
-        padded[
-            :, i * dh : i * dh + (ho - 1) * sh + 1 : sh, j * dw : j * dw + (wo - 1) * sw + 1 : sw
-        ].reshape(-1, channels)
-        for i in range(kh)
-        for j in range(kw)
-    ]
+    geometry = (layer.kernel_size, layer.strides, layer.dilation_rate, layer.padding)
+    return [window.reshape(-1, channels) for window in tap_windows(x, *geometry)[0]]
 
 
-def _pad(
+def tap_windows(
     x: np.ndarray,
     kernel: tuple[int, int],
     strides: tuple[int, int],
     dilation: tuple[int, int],
     padding: str,
-) -> tuple[np.ndarray, tuple[int, int]]:
-    """Zero-pad ``x`` as TensorFlow's ``same``/``valid`` does; also the output size."""
+) -> tuple[list[np.ndarray], tuple[int, int]]:
+    """What each kernel tap reads of ``x`` (``(N, H, W, C)``), in ``(kh, kw)`` order.
+
+    ``x`` is zero-padded as TensorFlow's ``same``/``valid`` does; each window is
+    ``(N, ho, wo, C)``, and ``(ho, wo)`` comes back with them.
+    """
     pads, sizes = [], []
     for size, k, s, d in zip(x.shape[1:3], kernel, strides, dilation, strict=True):
         span = (k - 1) * d + 1
@@ -168,7 +159,16 @@ def _pad(
             out = -(-(size - span + 1) // s)
             pads.append((0, 0))
         sizes.append(out)
-    return np.pad(x, [(0, 0), *pads, (0, 0)]), (sizes[0], sizes[1])
+    padded = np.pad(x, [(0, 0), *pads, (0, 0)])
+    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, strides, dilation, sizes
+    windows = [
+        padded[
+            :, i * dh : i * dh + (ho - 1) * sh + 1 : sh, j * dw : j * dw + (wo - 1) * sw + 1 : sw
+        ]
+        for i in range(kh)
+        for j in range(kw)
+    ]
+    return windows, (ho, wo)
 
 
 class Probe:
@@ -176,11 +176,6 @@ class Probe:
 
     It is traced once, on its first run; later runs read the layers' current weights (a
     rewrite changes variables, not the graph), so every method of one rewrite shares it.
-
-    Example:
-        >>> probe = Probe(model, [model.layers[1].output])  # doctest: +SKIP
-        >>> peak = ChannelPeak()
-        >>> probe.run(x, [(model.layers[1].output, peak.update)])  # doctest: +SKIP
     """
 
     def __init__(self, model: Any, tensors: Sequence[Any]) -> None:
@@ -199,15 +194,9 @@ class Probe:
         """Whether every tensor of ``tensors`` is one this probe returns."""
         return all(id(t) in self.index for t in tensors)
 
-    def run(
-        self,
-        x: np.ndarray | Mapping[str, np.ndarray],
-        requests: Sequence[tuple[Any, Update]],
-        *,
-        batch: int = BATCH,
-    ) -> None:
+    def run(self, x: Any, requests: Sequence[tuple[Any, Update]]) -> None:
         """Hand each requested tensor's values, batch by batch, to its update."""
-        for part, count in batches(x, batch):
+        for part, count in batches(x, BATCH):
             values = self.sub.predict_on_batch(ordered_feed(self.model, part))
             values = values if isinstance(values, list | tuple) else [values]
             for tensor, update in requests:
@@ -219,30 +208,21 @@ def collect(
     x: np.ndarray | Mapping[str, np.ndarray],
     requests: Sequence[tuple[Any, Update]],
     *,
-    batch: int = BATCH,
     probe: Probe | None = None,
 ) -> None:
     """Run ``model`` over ``x`` and hand each requested tensor's values to its update.
 
-    Args:
-        model: A Sequential or Functional Keras model.
-        x: The samples: one array, or a dict keyed by input name.
-        requests: ``(tensor, update)`` pairs: a Keras tensor of ``model`` and what to do with
-            its values, batch by batch (the same tensor may be asked for several times).
-        batch: Samples per forward pass.
-        probe: A probe of ``model`` that returns every requested tensor (reused, no new
-            trace); None builds one for these tensors.
-
-    Example:
-        >>> peak = ChannelPeak()
-        >>> collect(model, x, [(model.layers[1].output, peak.update)])  # doctest: +SKIP
+    ``requests`` are ``(tensor, update)`` pairs: a Keras tensor of ``model`` and what to do
+    with its values, batch by batch (a tensor may be asked for several times). ``probe``, a
+    probe of ``model`` returning every requested tensor, is reused (no new trace); None
+    builds one for these tensors.
     """
     if not requests:
         return
     tensors = [tensor for tensor, _ in requests]
     if probe is None or not probe.covers(tensors):
         probe = Probe(model, tensors)
-    probe.run(x, requests, batch=batch)
+    probe.run(x, requests)
 
 
 def batches(x: np.ndarray | Mapping[str, np.ndarray], size: int) -> Iterator[tuple[Any, int]]:
@@ -251,10 +231,6 @@ def batches(x: np.ndarray | Mapping[str, np.ndarray], size: int) -> Iterator[tup
     ``predict_on_batch`` runs one compiled function (eager layer calls are many times
     slower), traced once per input shape: the last batch is padded with its own rows so the
     model is traced once, and the caller keeps the first ``count`` rows of the outputs.
-
-    Example:
-        >>> [(len(part), count) for part, count in batches(np.zeros((5, 2)), 4)]
-        [(4, 4), (4, 1)]
     """
     total = len(next(iter(x.values()))) if isinstance(x, Mapping) else len(x)
     size = max(1, min(size, total))

@@ -1,12 +1,13 @@
 """Run Coral's ``edgetpu_compiler`` on a ``.tflite`` and keep what it made and said.
 
-The compiler runs in a temporary folder under the one time limit, in a worker process
-(:mod:`tfcompress._child.program`) that kills everything the compiler started before the
-call returns, daemons included. The compiled ``*_edgetpu.tflite`` comes back as bytes next
-to the parsed log (:class:`CompilerRun`) only if it is a regular file of that folder that
-the ``.tflite`` reader validates, and nothing is written next to the input. A failure, a
-refusal or a hang is one typed error (:class:`EdgeTPUCompilerError`) that quotes the
-compiler's own line.
+The compiler runs in a temporary folder under the one time limit and the one memory limit,
+in a worker process (:func:`tfcompress._child.program.run_program`) that kills everything
+the compiler started before the call returns, daemons included, and reads its log capped.
+The compiler is the user's program (``--compiler``): tfcompress does not sandbox it, but it
+bounds it. The compiled ``*_edgetpu.tflite`` comes back as bytes next to the parsed log
+(:class:`CompilerRun`) only if it is a regular file of that folder that the ``.tflite``
+reader validates; nothing is written next to the input. A failure, a refusal or a hang is
+one typed error (:class:`EdgeTPUCompilerError`) that quotes the compiler's own line.
 """
 
 from __future__ import annotations
@@ -21,10 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfcompress._files import file_kind
-from tfcompress.errors import BackendUnavailableError, ConversionError
+from tfcompress._files import file_kind, write_bytes_atomic
+from tfcompress._lifetime import last_words
+from tfcompress.errors import (
+    BackendUnavailableError,
+    ChildTimeoutError,
+    ConversionError,
+    NativeCrashError,
+)
 from tfcompress.targets.edgetpu.compiler_log import CompilerLog, parse_compiler_log
-from tfcompress.targets.edgetpu.compiler_process import run_supervised
 
 logger = logging.getLogger(__name__)
 logger.addHandler(logging.NullHandler())
@@ -59,9 +65,6 @@ class CompilerRun:
 
     Attributes:
         log: The compiler's summary and operator table, parsed.
-        compiled: The bytes of the compiled ``*_edgetpu.tflite``.
-        compiler: The executable that ran.
-        seconds: Wall time of the run.
     """
 
     log: CompilerLog
@@ -70,37 +73,15 @@ class CompilerRun:
     seconds: float
 
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-        """Write the compiled model.
-
-        Args:
-            path: Where to write it (name it ``*_edgetpu.tflite``).
-            overwrite: Replace an existing file.
-
-        Returns:
-            The path written.
+        """Write the compiled model atomically to ``path`` (name it ``*_edgetpu.tflite``).
 
         Raises:
             OutputExistsError: ``path`` exists and ``overwrite`` is False.
-
-        Example:
-            >>> run.save("model_int8_edgetpu.tflite")  # doctest: +SKIP
         """
-        from tfcompress.errors import OutputExistsError
-
-        out = Path(path)
-        if out.exists() and not overwrite:
-            raise OutputExistsError(f"{out}: exists; pass overwrite=True to replace it.")
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_bytes(self.compiled)
-        tmp.replace(out)
-        return out
+        return write_bytes_atomic(path, self.compiled, overwrite=overwrite)
 
     def to_dict(self) -> dict[str, Any]:
-        """The parsed log plus the compiler path, wall time and compiled size.
-
-        Returns:
-            A JSON-ready dict.
-        """
+        """The parsed log plus the compiler path, wall time and compiled size, for JSON."""
         return {
             **self.log.to_dict(),
             "compiler": self.compiler,
@@ -113,21 +94,12 @@ class CompilerRun:
 
 
 def find_compiler(compiler: str | os.PathLike[str] | None = None) -> str | None:
-    """Locate ``edgetpu_compiler``.
+    """The path of ``compiler`` (a path or a name on PATH), else of ``edgetpu_compiler`` on PATH.
 
-    Args:
-        compiler: A path (or a name to look up on PATH) given by the user; None looks up
-            ``edgetpu_compiler`` on PATH.
-
-    Returns:
-        The executable's path, or None when ``compiler`` is None and PATH has none.
+    None when ``compiler`` is None and PATH has none.
 
     Raises:
         BackendUnavailableError: ``compiler`` was given but is not an executable file.
-
-    Example:
-        >>> find_compiler() is None  # on a machine without Coral's compiler  # doctest: +SKIP
-        True
     """
     if compiler is None:
         return shutil.which(COMPILER_NAME)
@@ -149,14 +121,9 @@ def compile_for_edgetpu(
 ) -> CompilerRun:
     """Compile a full-int8 ``.tflite`` with ``edgetpu_compiler -s`` and parse its verdict.
 
-    Args:
-        model: A ``.tflite`` path, its bytes, or a :class:`~tfcompress.models.TFLiteModel`.
-        compiler: The compiler to run; None looks up ``edgetpu_compiler`` on PATH.
-        timeout: Seconds before the run is stopped with everything it started (default:
-            the one time limit, ``--timeout`` or ``TFCOMPRESS_TIMEOUT``).
-
-    Returns:
-        The parsed log and the compiled model's bytes.
+    ``model``: a ``.tflite`` path, its bytes, or a :class:`~tfcompress.models.TFLiteModel`;
+    ``compiler`` None looks up ``edgetpu_compiler`` on PATH; ``timeout``: seconds before the
+    run is stopped with everything it started (default: the one time limit).
 
     Raises:
         BackendUnavailableError: No compiler on PATH, or ``compiler`` is not executable.
@@ -165,19 +132,16 @@ def compile_for_edgetpu(
         InvalidInputError: ``timeout`` (or ``TFCOMPRESS_TIMEOUT``) is not a positive number
             of seconds, a week at most.
         ModelLoadError: ``model`` is not a readable ``.tflite``.
-
-    Example:
-        >>> run = compile_for_edgetpu("model_int8.tflite", timeout=60)  # doctest: +SKIP
-        >>> print(run.log)  # doctest: +SKIP
     """
     from tfcompress._limits import CHILD_TIMEOUT
-    from tfcompress.targets.edgetpu.linter import read_model
+    from tfcompress.models.formats import read_tflite_input
+    from tfcompress.targets.edgetpu.linter import TFLITE_ONLY
 
     limit = CHILD_TIMEOUT.given(timeout)
     executable = find_compiler(compiler)
     if executable is None:
         raise BackendUnavailableError(f"edgetpu_compiler not installed: {_INSTALL_HINT}.")
-    content, source = read_model(model)
+    content, source, _ = read_tflite_input(model, TFLITE_ONLY)
     stem = Path(source).stem if source != "<bytes>" else "model"
     with tempfile.TemporaryDirectory(prefix="tfcompress-edgetpu-") as work:
         folder = Path(work)
@@ -193,7 +157,8 @@ def compile_for_edgetpu(
             seconds = time.perf_counter() - started
             log = parse_compiler_log(text)
             if returncode != 0 or not log.succeeded:
-                reason = _short(log.error or _last_line(text) or "it printed nothing")
+                # the compiler's own line naming the failure, else the last it printed
+                reason = last_words((log.error or text).encode(), 300) or "it printed nothing"
                 status = f"exit status {returncode}" if returncode != 0 else "no successful compile"
                 raise EdgeTPUCompilerError(
                     f"{source}: edgetpu_compiler failed ({status}): {reason}{_fix(log)}", log=log
@@ -202,6 +167,43 @@ def compile_for_edgetpu(
         finally:
             os.close(folder_fd)
         return CompilerRun(log, compiled, executable, seconds)
+
+
+def run_supervised(
+    command: list[str], *, cwd: Path, timeout: float, source: str
+) -> tuple[str, int]:
+    """Run the compiler in its worker; its log (stdout and stderr, 1 MiB at most) and status.
+
+    Raises:
+        BackendUnavailableError: The compiler cannot be started.
+        EdgeTPUCompilerError: It ran past ``timeout`` (``timed_out``), or its worker died.
+    """
+    from tfcompress._child.program import run_program
+
+    try:
+        done = run_program(command, cwd=cwd, timeout=timeout)
+    except ChildTimeoutError:  # the worker outlived the limit by its grace: killed
+        done = {"output": b"", "returncode": None, "timed_out": True}
+    except NativeCrashError as crash:
+        raise EdgeTPUCompilerError(
+            f"{source}: edgetpu_compiler's worker ended unexpectedly ({crash}).", log=None
+        ) from crash
+    text = done["output"].decode("utf-8", errors="replace")
+    if done.get("error"):
+        raise BackendUnavailableError(
+            f"{command[0]}: cannot be started ({done['error']}); {_INSTALL_HINT}."
+        )
+    if done["timed_out"] or done["returncode"] is None:
+        raise EdgeTPUCompilerError(
+            f"{source}: edgetpu_compiler did not finish within {timeout:g} s and was "
+            "stopped with everything it started; raise the time limit (--timeout or "
+            "TFCOMPRESS_TIMEOUT=SECONDS) or compile a smaller model.",
+            log=parse_compiler_log(text),
+            timed_out=True,
+        )
+    if done.get("stray"):
+        logger.info("stopped %s process(es) the compiler left running", done["stray"])
+    return text, int(done["returncode"])
 
 
 def _read_output(folder_fd: int, name: str, *, source: str, log: CompilerLog) -> bytes:
@@ -253,15 +255,6 @@ def _read_output(folder_fd: int, name: str, *, source: str, log: CompilerLog) ->
             log=log,
         ) from error
     return compiled
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-def _last_line(text: str) -> str | None:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else None
 
 
 def _fix(log: CompilerLog) -> str:

@@ -11,7 +11,7 @@ compiler predates, ``Internal compiler error. Aborting!``, ``Compilation failed:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 MAPPED_STATUS = "Mapped to Edge TPU"
@@ -55,7 +55,6 @@ class OperatorStatus:
 
     Attributes:
         operator: The op as the compiler names it (``CONV_2D``, ``CUSTOM``...).
-        count: How many ops of that type share this status.
         status: The compiler's own words (``Mapped to Edge TPU``, ``More than one subgraph
             is not supported``, ``Operation is working on an unsupported data type``...).
     """
@@ -77,28 +76,18 @@ class CompilerLog:
     A field the log does not print is None (older compilers print no memory lines; a run
     without ``-s`` prints no operator table; a failed run prints no summary).
 
+    The summary lines become the fields of the same names (paths as printed, sizes in bytes:
+    the log rounds them to 2 decimals of KiB/MiB; ``subgraphs`` 0: nothing on the TPU).
+
     Attributes:
-        text: The log as printed.
-        compiler_version: ``16.0.384591198``, or None when the banner is missing.
         succeeded: The log says ``Model compiled successfully`` and states no error.
         error: The compiler's own line naming the failure (the first ``ERROR:`` cause,
             ``Compilation failed: ...``, ``Internal compiler error. Aborting!``, ``Invalid
             model: ...``), or None.
         unsupported_op_version: ``("CONV_2D", 6)`` when the compiler refused an op version
             it predates ("Didn't find op for builtin opcode ..."), else None.
-        compile_ms: The compile time the compiler reports, in milliseconds.
-        input_model: The input path as printed.
-        output_model: The compiled ``*_edgetpu.tflite`` path as printed.
-        input_size_bytes: ``Input size`` in bytes (the log rounds it to 2 decimals of KiB/MiB).
-        output_size_bytes: ``Output size`` in bytes.
-        on_chip_memory_bytes: On-chip memory used for caching model parameters.
-        on_chip_remaining_bytes: On-chip memory left for caching model parameters.
-        off_chip_memory_bytes: Off-chip memory used for streaming uncached parameters.
-        subgraphs: Number of Edge TPU subgraphs (0: nothing runs on the TPU).
-        ops_total: Total number of operations.
         ops_on_tpu_stated: ``Number of operations that will run on Edge TPU``, as printed
             (the compiler prints it only when some op stays on the CPU).
-        ops_on_cpu_stated: ``Number of operations that will run on CPU``, as printed.
         operators: The ``Operator Count Status`` rows, in the compiler's order.
     """
 
@@ -157,37 +146,18 @@ class CompilerLog:
         return self.succeeded and self.ops_total is not None and self.ops_mapped == self.ops_total
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every parsed field (the raw text left out).
+        """A JSON-ready dict of every parsed field but the raw text and the stated counts.
 
-        Returns:
-            The fields, plus ``ops_mapped``, ``ops_on_cpu`` and ``operators`` as a list of
-            ``{operator, count, status}``.
+        ``ops_mapped`` and ``ops_on_cpu`` are the derived counts; ``operators`` a list of
+        ``{operator, count, status}``.
         """
+        stated = ("text", "ops_on_tpu_stated", "ops_on_cpu_stated")
+        data = {key: value for key, value in asdict(self).items() if key not in stated}
         op_version = self.unsupported_op_version
-        return {
-            "compiler_version": self.compiler_version,
-            "succeeded": self.succeeded,
-            "error": self.error,
-            "unsupported_op_version": (
-                None if op_version is None else {"op": op_version[0], "version": op_version[1]}
-            ),
-            "compile_ms": self.compile_ms,
-            "input_model": self.input_model,
-            "output_model": self.output_model,
-            "input_size_bytes": self.input_size_bytes,
-            "output_size_bytes": self.output_size_bytes,
-            "on_chip_memory_bytes": self.on_chip_memory_bytes,
-            "on_chip_remaining_bytes": self.on_chip_remaining_bytes,
-            "off_chip_memory_bytes": self.off_chip_memory_bytes,
-            "subgraphs": self.subgraphs,
-            "ops_total": self.ops_total,
-            "ops_mapped": self.ops_mapped,
-            "ops_on_cpu": self.ops_on_cpu,
-            "operators": [
-                {"operator": row.operator, "count": row.count, "status": row.status}
-                for row in self.operators
-            ],
-        }
+        if op_version is not None:
+            data["unsupported_op_version"] = {"op": op_version[0], "version": op_version[1]}
+        counts = {"ops_mapped": self.ops_mapped, "ops_on_cpu": self.ops_on_cpu}
+        return {**data, **counts, "operators": list(data["operators"])}
 
     def __str__(self) -> str:
         version = self.compiler_version or "unknown version"
@@ -218,13 +188,8 @@ def parse_compiler_log(text: str) -> CompilerLog:
     """Parse the console output of one ``edgetpu_compiler`` run.
 
     When a log holds several summaries (``-d`` tries several segments), the last value of
-    each summary line wins and the operator table is the last one printed.
-
-    Args:
-        text: stdout and stderr of the compiler, together, as printed.
-
-    Returns:
-        The parsed run; fields the log does not print are None.
+    each summary line wins and the operator table is the last one printed. ``text``: stdout
+    and stderr of the compiler, together, as printed; fields the log does not print are None.
 
     Example:
         >>> log = parse_compiler_log(open("model_edgetpu.txt").read())  # doctest: +SKIP
@@ -291,19 +256,16 @@ def _int(found: dict[str, str], key: str) -> int | None:
     return int(found[key]) if key in found else None
 
 
+# The lines that state why a run failed, most telling first.
+_FAILURE_LINES = (
+    lambda line: line.startswith("ERROR:") and not any(echo in line for echo in _ECHO_ERRORS),
+    lambda line: line.startswith("Compilation failed:"),
+    lambda line: line.startswith((_INTERNAL, "Compilation failed!")),
+    lambda line: line.startswith("Invalid model:") or line == "Model could not be parsed",
+)
+
+
 def _error_line(lines: list[str]) -> str | None:
     """The compiler's own words for why the run failed, or None when it did not say."""
     stripped = [line.strip() for line in lines]
-    for line in stripped:
-        if line.startswith("ERROR:") and not any(echo in line for echo in _ECHO_ERRORS):
-            return line
-    for line in stripped:
-        if line.startswith("Compilation failed:"):
-            return line
-    for line in stripped:
-        if line.startswith(_INTERNAL) or line.startswith("Compilation failed!"):
-            return line.rstrip()
-    for line in stripped:
-        if line.startswith("Invalid model:") or line == "Model could not be parsed":
-            return line
-    return None
+    return next((line for rule in _FAILURE_LINES for line in stripped if rule(line)), None)

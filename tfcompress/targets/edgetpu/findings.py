@@ -51,8 +51,6 @@ class Finding:
         op: The op's type (``CONV_2D``), None for the whole file.
         index: The op's position in execution order, None for the whole file.
         rule: The rule's stable name (``not-fully-quantized``, ``dynamic-shape``...).
-        message: What is wrong, naming the tensor or value.
-        fix: What to try.
         effect: ``compile-fails``, ``cpu`` or ``info`` (see :class:`Effect`).
         source: Where the rule comes from (URL and what it says), "" for Coral's requirements.
     """

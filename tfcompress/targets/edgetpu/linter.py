@@ -3,23 +3,17 @@
 The file is read with the project's one reader (:func:`read_tflite`, then its structural
 validator); no native code runs. Every op of the main subgraph is checked against Coral's
 model requirements and op table (:mod:`.checks`, :mod:`.ops`); the file as a whole against
-what makes the compiler refuse it (op versions it predates, :mod:`.versions`; dynamic-sized
-tensors). Then the split: the compiler maps ops in execution order from the first it can map
-until the first it cannot; that op and everything after it run on the CPU, in one Edge TPU
-segment by default. QUANTIZE ops that turn a float model input into integers stay on the
-CPU before the segment without ending it (as compiler logs show:
-https://github.com/f0cal/google-coral/issues/20).
+what makes the compiler refuse it (:mod:`.versions`; dynamic-sized tensors). Then the split,
+as docs/edgetpu.md ("Reading the report") describes it: from the first op the compiler can
+map to the first it cannot, input QUANTIZE ops staying on the CPU before the segment.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
-from tfcompress.errors import InvalidArgumentTypeError, ModelLoadError
-from tfcompress.models.formats import is_tflite_bytes, read_tflite_path
-from tfcompress.models.tflite_file import Subgraph, TFLiteFile, read_tflite
+from tfcompress.models.formats import read_tflite_input
+from tfcompress.models.tflite_file import Subgraph, TFLiteFile
 from tfcompress.models.tflite_options import read_options
 from tfcompress.targets.edgetpu.checks import FIX_STATIC_SHAPE, is_input_quantizer, op_issues
 from tfcompress.targets.edgetpu.findings import (
@@ -42,7 +36,7 @@ from tfcompress.targets.edgetpu.versions import (
 from tfcompress.targets.edgetpu.view import OpView
 
 _COMPILED_OP = "CUSTOM:edgetpu-custom-op"
-_TFLITE_ONLY = (
+TFLITE_ONLY = (
     "the Edge TPU linter reads .tflite files: convert the model first with `tfcompress quantize "
     "MODEL --recipe int8 --input-type uint8 --data CALIB.npz --out M.tflite`"
 )
@@ -51,27 +45,16 @@ _TFLITE_ONLY = (
 def check(model: Any) -> EdgeTPUReport:
     """Lint a ``.tflite`` for the Edge TPU: which ops edgetpu_compiler 16 maps, and why not.
 
-    Args:
-        model: A ``.tflite`` path, its bytes, or a :class:`~tfcompress.models.TFLiteModel`.
-
-    Returns:
-        The prediction: ops and MACs on the TPU, where the graph splits, every finding with
-        its rule, message and fix.
+    ``model``: a ``.tflite`` path, its bytes, or a :class:`~tfcompress.models.TFLiteModel`.
+    The prediction: ops and MACs on the TPU, where the graph splits, every finding with its
+    rule, message and fix.
 
     Raises:
         ModelLoadError: Missing file, or bytes that are not a readable ``.tflite``.
         UnsupportedModelError: A model file of another format (``.onnx``, Keras...).
         InvalidArgumentTypeError: ``model`` is none of the accepted types.
-
-    Example:
-        >>> from tfcompress.edgetpu import check
-        >>> print(check("model_int8.tflite"))  # doctest: +SKIP
     """
-    content, source = read_model(model)
-    parsed = read_tflite(content, source=source)
-    parsed.validate(source=source)
-    if not parsed.subgraphs:
-        raise ModelLoadError(f"{source}: the .tflite has no subgraph; re-export the model.")
+    _, source, parsed = read_tflite_input(model, TFLITE_ONLY)
     graph = parsed.subgraphs[0]
     options = read_options(parsed)
     views = [OpView(parsed, graph, op, options.get(op.index, {})) for op in graph.operators]
@@ -90,36 +73,6 @@ def check(model: Any) -> EdgeTPUReport:
     findings.sort(key=lambda f: -1 if f.index is None else f.index)
     compiles = not any(f.effect is Effect.COMPILE_FAILS for f in findings)
     return EdgeTPUReport(source, compiles, ops, tuple(findings), end if end < len(views) else None)
-
-
-def read_model(model: Any) -> tuple[bytes, str]:
-    """The ``.tflite`` bytes of ``model`` (a path, bytes or TFLiteModel) and its name.
-
-    Raises:
-        ModelLoadError: A missing file or bytes that are not a ``.tflite``.
-        UnsupportedModelError: Another format (``.onnx``, Keras, a directory).
-        InvalidArgumentTypeError: Anything else.
-    """
-    from tfcompress.models.loading import TFLiteModel
-
-    if isinstance(model, TFLiteModel):
-        return model.content, str(model.path or model.name)
-    if isinstance(model, bytes | bytearray | memoryview):
-        return bytes(model), "<bytes>"
-    if not isinstance(model, str | os.PathLike):
-        raise InvalidArgumentTypeError(
-            f"expected a .tflite path, its bytes or a TFLiteModel, got {type(model).__name__}; "
-            "convert a Keras model first: tfcompress.quantize(model, recipe='int8', "
-            "input_type='uint8', representative_data=...)."
-        )
-    path = Path(model)
-    content = read_tflite_path(path, _TFLITE_ONLY)
-    if is_tflite_bytes(content):
-        return content, str(path)
-    raise ModelLoadError(
-        f"{path}: not a TFLite model (no 'TFL3' identifier) or truncated; pass the .tflite to "
-        "check (re-export it with `tfcompress quantize`)."
-    )
 
 
 def _segment(views: list[OpView], issues: list[list[Issue]]) -> tuple[int, int]:
@@ -193,23 +146,21 @@ def _version_findings(views: list[OpView]) -> list[Finding]:
         if limit is not None and view.op.version >= limit.refused_from:
             key = (view.op.opcode, view.op.version)
             seen.setdefault(key, (limit, []))[1].append(view.op.index)
-    findings = []
-    for (opcode, version), (limit, indices) in seen.items():
-        findings.append(
-            Finding(
-                opcode,
-                indices[0],
-                OP_VERSION,
-                f"the file's {opcode} is version {version} (shared by its {len(indices)} "
-                f"{opcode} op(s)): edgetpu_compiler {COMPILER_VERSION} predates it and refuses "
-                f"the whole file (refused from version {limit.refused_from} in public reports); "
-                f"{limit.cause}",
-                f"{limit.workaround}; in general: {'; or '.join(GENERAL_WORKAROUNDS)}",
-                Effect.COMPILE_FAILS,
-                limit.evidence,
-            )
+    return [
+        Finding(
+            opcode,
+            indices[0],
+            OP_VERSION,
+            f"the file's {opcode} is version {version} (shared by its {len(indices)} "
+            f"{opcode} op(s)): edgetpu_compiler {COMPILER_VERSION} predates it and refuses "
+            f"the whole file (refused from version {limit.refused_from} in public reports); "
+            f"{limit.cause}",
+            f"{limit.workaround}; in general: {'; or '.join(GENERAL_WORKAROUNDS)}",
+            Effect.COMPILE_FAILS,
+            limit.evidence,
         )
-    return findings
+        for (opcode, version), (limit, indices) in seen.items()
+    ]
 
 
 def _dynamic_shapes(graph: Subgraph, views: list[OpView]) -> Finding | None:

@@ -2,16 +2,10 @@
 
 Each :class:`OpRule` row names the TFLite builtin ops it covers, whether Coral's table lists
 them (``yes``), rules them out (``no``) or could not be confirmed (``unknown``), the
-limitation text as Coral words it, the names of the limitation checks the linter runs
-(:mod:`tfcompress.targets.edgetpu.limitations`), the inputs that must be compile-time
-constants, and where the row came from.
-
-Coral's current table (https://coral.ai/docs/edgetpu/models-intro/#supported-operations) could
-be read verbatim from ``Add`` through ``ResizeBilinear``, alphabetically (the ARTPEC-7 chip
-embeds the same Edge TPU and Axis publishes the same rows). The rows after ``ResizeBilinear``
-come from an earlier copy of Coral's table and from Coral maintainers in public issues; the
-ones neither confirms are ``unknown``. An op in none of the rows is ``no`` when its name sorts
-inside the range read verbatim (the table would list it), else ``unknown``.
+limitation as Coral words it, the limitation checks the linter runs
+(:mod:`tfcompress.targets.edgetpu.limitations`), the inputs that must be constants, and where
+the row came from (docs/edgetpu.md, "The op table": which rows were read verbatim, which from
+an earlier copy or Coral's issues, and why an op past :data:`READ_THROUGH` is ``unknown``).
 """
 
 from __future__ import annotations
@@ -52,11 +46,8 @@ class OpRule:
     Attributes:
         name: The op as Coral's table names it (``Conv2d``).
         tflite_ops: The TFLite builtin names (or ``CUSTOM:<code>``) the row covers.
-        support: Whether the compiler maps the op.
         limitation: The limitation as the source words it ("" when none).
-        checks: Names of the limitation checks the linter runs for this op.
         constant_inputs: Input positions that must be compile-time constants.
-        source: Where the row comes from (URL and what it says).
         fix: What to do when ``support`` is not ``yes`` ("" for supported ops).
     """
 

@@ -19,9 +19,7 @@ class OpPrediction:
     """Where one op is predicted to run.
 
     Attributes:
-        index: Position in execution order.
         type: The op (``CONV_2D``, ``CUSTOM:<code>``).
-        version: The op's version in the file.
         on_tpu: Predicted inside the Edge TPU segment.
         macs: Multiply-accumulates of one sample (0 for ops the counter does not weigh).
     """
@@ -38,7 +36,6 @@ class EdgeTPUReport:
     """What edgetpu_compiler 16 is predicted to do with a ``.tflite``, and why.
 
     Attributes:
-        source: The model's name (path or label).
         compiles: False when the compiler is predicted to refuse the whole file (an op
             version it does not know, dynamic shapes): then nothing runs on the TPU until that
             is fixed, and ``ops_mapped`` is what it would map afterwards.
@@ -96,12 +93,7 @@ class EdgeTPUReport:
         return sum(op.macs for op in self.ops if op.on_tpu) / total if total else None
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for JSON (``tfcompress edgetpu --json``).
-
-        Example:
-            >>> sorted(report.to_dict())[:3]  # doctest: +SKIP
-            ['compatible', 'compiler', 'compiles']
-        """
+        """Plain data for JSON (``tfcompress edgetpu --json``)."""
         first, split = self.first_unmapped_op, self.split_op
         return {
             "source": self.source,

@@ -44,10 +44,6 @@ class EdgeTPUVerdict:
         compiler: The compiler's run (parsed log and compiled bytes); None when it did not run.
         compiler_status: ``"compiled"`` or ``"edgetpu_compiler not installed"``.
         disagreements: Each point where the compiler's result differs from the prediction.
-
-    Example:
-        >>> verdict.trusted, verdict.disagreements  # doctest: +SKIP
-        ('compiler', ('ops mapped: linter 12 of 14, compiler 10 of 14',))
     """
 
     linter: EdgeTPUReport
@@ -84,10 +80,8 @@ class EdgeTPUVerdict:
         """Write what the compiler made next to ``out``: ``OUT_edgetpu.tflite`` and its log.
 
         The log sits beside the compiled model as edgetpu_compiler leaves it: the ``edgetpu``
-        benchmark backend reads it to count the ops inside the custom op.
-
-        Returns:
-            ``{"compiled_output": path or None}`` for the CLI's JSON.
+        benchmark backend reads it to count the ops inside the custom op. Returns
+        ``{"compiled_output": path or None}`` for the CLI's JSON.
         """
         if self.compiler is None:
             return {"compiled_output": None}
@@ -125,20 +119,6 @@ def compiled_path(out: str | os.PathLike[str]) -> Path:
     return path.with_name(f"{path.stem}_edgetpu{path.suffix or '.tflite'}")
 
 
-def _side_outputs(
-    out: str | os.PathLike[str], *, compiler: str | os.PathLike[str] | None = None
-) -> tuple[Path, ...]:
-    """The files :meth:`EdgeTPUVerdict.save_beside` will write, known before any work."""
-    if find_compiler(compiler) is None:
-        return ()
-    compiled = compiled_path(out)
-    return compiled, compiled.with_suffix(".log")
-
-
-def _count(value: int | None) -> str:
-    return "?" if value is None else str(value)
-
-
 def edgetpu_verdict(
     content: bytes,
     *,
@@ -147,12 +127,8 @@ def edgetpu_verdict(
 ) -> EdgeTPUVerdict:
     """Lint ``content``, compile it where a compiler is found, and compare the two.
 
-    Args:
-        content: A full-integer ``.tflite``.
-        compiler: The compiler to run; None looks for ``edgetpu_compiler`` on PATH and, when
-            there is none, says so in the verdict instead of failing.
-        timeout: Seconds before the compiler is stopped (default: the one time limit,
-            ``--timeout`` or ``TFCOMPRESS_TIMEOUT``).
+    ``compiler`` None looks for ``edgetpu_compiler`` on PATH and, when there is none, says so
+    in the verdict instead of failing; ``timeout`` as :func:`compile_for_edgetpu` takes it.
 
     Raises:
         BackendUnavailableError: ``compiler`` was given and is not an executable.
@@ -169,15 +145,15 @@ def edgetpu_verdict(
 
 
 def _disagreements(report: EdgeTPUReport, run: CompilerRun) -> tuple[str, ...]:
-    log = run.log
-    found: list[str] = []
+    log, found = run.log, []
     if log.ops_mapped is not None and (log.ops_mapped, log.ops_total) != (
         report.ops_mapped,
         report.ops_total,
     ):
+        total = "?" if log.ops_total is None else log.ops_total
         found.append(
             f"ops mapped: linter {report.ops_mapped} of {report.ops_total}, compiler "
-            f"{log.ops_mapped} of {_count(log.ops_total)}"
+            f"{log.ops_mapped} of {total}"
         )
     if log.subgraphs is not None and log.subgraphs != report.segments_predicted:
         found.append(
@@ -189,48 +165,6 @@ def _disagreements(report: EdgeTPUReport, run: CompilerRun) -> tuple[str, ...]:
             f"compatible: linter {'yes' if report.compatible else 'no'}, compiler {verdict}"
         )
     return tuple(found)
-
-
-# -- what compress keeps of a verdict, and how it judges and ranks candidates ----------------
-
-
-def edgetpu_summary(verdict: Any) -> dict[str, Any]:
-    """The linter's numbers a compress attempt keeps (from a verdict or a bare linter report)."""
-    report = getattr(verdict, "linter", verdict)
-    return {
-        "compatible": bool(report.compatible),
-        "ops_mapped": int(report.ops_mapped),
-        "ops_total": int(report.ops_total),
-        "segments_predicted": int(report.segments_predicted),
-        "first_unmapped_op": _op_name(report.first_unmapped_op),
-    }
-
-
-def edgetpu_refusal(summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
-    """Why an artifact does not qualify for the Edge TPU, or None when it does.
-
-    Only fully-integer artifacts qualify; a selective-float one is kept in the report with
-    its predicted split so the price of its float layers is visible.
-    """
-    split = (
-        f"the Edge TPU would run {summary['ops_mapped']} of {summary['ops_total']} ops in "
-        f"{summary['segments_predicted']} segment(s)"
-    )
-    if float_nodes:
-        only = "only fully-integer artifacts qualify"
-        return f"keeps {len(float_nodes)} node(s) float: {split}; {only}"
-    if summary["ops_mapped"] == 0:
-        return f"no op maps to the Edge TPU: {split}"
-    return None
-
-
-def edgetpu_rank(attempt: Any) -> int:
-    """0 for an artifact the linter predicts in one Edge TPU segment, 1 otherwise.
-
-    Reads ``attempt.target_verdict``: what :func:`edgetpu_summary` kept.
-    """
-    summary = getattr(attempt, "target_verdict", None) or {}
-    return 0 if summary.get("segments_predicted") == 1 and summary.get("compatible") else 1
 
 
 def _op_name(op: Any) -> str | None:
@@ -295,18 +229,46 @@ class EdgeTPUTarget(Target):
         if options.get("compiler") is not None:
             find_compiler(options["compiler"])
 
-    def side_outputs(self, out: str | os.PathLike[str], **options: Any) -> tuple[Path, ...]:
-        """``OUT_edgetpu.tflite`` and its log, when a compiler will run."""
-        return _side_outputs(out, **options)
+    def side_outputs(
+        self, out: str | os.PathLike[str], *, compiler: str | os.PathLike[str] | None = None
+    ) -> tuple[Path, ...]:
+        """``OUT_edgetpu.tflite`` and its log (see ``save_beside``), when a compiler runs."""
+        if find_compiler(compiler) is None:
+            return ()
+        compiled = compiled_path(out)
+        return compiled, compiled.with_suffix(".log")
 
     def summarize(self, verdict: Any) -> dict[str, Any] | None:
-        """The linter's numbers (see :func:`edgetpu_summary`)."""
-        return None if verdict is None else edgetpu_summary(verdict)
+        """The linter's numbers a compress attempt keeps (of a verdict or a bare report)."""
+        if verdict is None:
+            return None
+        report = getattr(verdict, "linter", verdict)
+        return {
+            "compatible": bool(report.compatible),
+            "ops_mapped": int(report.ops_mapped),
+            "ops_total": int(report.ops_total),
+            "segments_predicted": int(report.segments_predicted),
+            "first_unmapped_op": _op_name(report.first_unmapped_op),
+        }
 
     def refusal(self, summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
-        """Only fully-integer artifacts qualify (see :func:`edgetpu_refusal`)."""
-        return edgetpu_refusal(summary, float_nodes)
+        """Only fully-integer artifacts qualify.
+
+        A selective-float one is kept in the report with its predicted split so the price of
+        its float layers is visible.
+        """
+        split = (
+            f"the Edge TPU would run {summary['ops_mapped']} of {summary['ops_total']} ops in "
+            f"{summary['segments_predicted']} segment(s)"
+        )
+        if float_nodes:
+            only = "only fully-integer artifacts qualify"
+            return f"keeps {len(float_nodes)} node(s) float: {split}; {only}"
+        if summary["ops_mapped"] == 0:
+            return f"no op maps to the Edge TPU: {split}"
+        return None
 
     def rank(self, attempt: Any) -> int:
-        """One Edge TPU segment first (see :func:`edgetpu_rank`)."""
-        return edgetpu_rank(attempt)
+        """0 for an artifact the linter predicts in one Edge TPU segment, 1 otherwise."""
+        summary = getattr(attempt, "target_verdict", None) or {}
+        return 0 if summary.get("segments_predicted") == 1 and summary.get("compatible") else 1

@@ -1,17 +1,11 @@
 """Op versions the last Edge TPU compiler (16.0.384591198) refuses, with the evidence named.
 
-The compiler bundles the TFLite op resolver of its day (2021). A file holding an op at a
-version that resolver does not know is refused as a whole ("Didn't find op for builtin opcode
-'CONV_2D' version '6' ... Registration failed. Invalid model"), before any op is mapped.
-Recent converters write such versions when a model uses a feature added to the op later.
-
-Each :class:`VersionLimit` records the lowest version a public compiler-16 report shows being
-refused. Whether the versions below it are accepted is not recorded anywhere public for most
-ops: ``highest_known_accepted`` stays ``None`` ("unknown") unless a source says so, and ops
-without a row are not checked. The causes come from TFLite's
-``tensorflow/lite/tools/versioning/op_version.cc``; the CONV_2D cause was also checked with
-this project's converter (TF 2.21: ``Conv2D(groups=2)`` is written as CONV_2D v6, an ordinary
-int8 convolution as v3).
+A file holding an op at a version the compiler's bundled resolver (2021) does not know is
+refused as a whole, before any op is mapped (docs/edgetpu.md, "Op versions"). Each
+:class:`VersionLimit` records the lowest version a public compiler-16 report shows refused;
+``highest_known_accepted`` stays ``None`` ("unknown") unless a source says so, and ops
+without a row are not checked. The causes come from TFLite's ``op_version.cc`` (CONV_2D's
+also checked with TF 2.21: ``Conv2D(groups=2)`` is written as v6, a plain int8 one as v3).
 """
 
 from __future__ import annotations
@@ -33,10 +27,8 @@ class VersionLimit:
     """What is known about one op's versions and edgetpu_compiler 16.
 
     Attributes:
-        op: The TFLite builtin name.
         refused_from: The lowest version a public compiler-16 report shows refused.
         highest_known_accepted: The highest version a source shows accepted; None: unknown.
-        evidence: The report (URL) and what it says.
         cause: What makes the converter write ``refused_from`` (op_version.cc).
         workaround: What the reports did about it, or "unknown" where none is reported.
     """

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,21 +25,21 @@ from tfcompress.runtime.gpu_rules import LITERT_SOURCE
 from tfcompress.runtime.gpu_support import GpuSupport
 from tfcompress.targets.gpu.target import COMPILED, GpuVerdict
 
-__all__ = ["DEFAULT_SAMPLES", "GpuReport", "Numerics", "check", "compare_backends"]
-
 DEFAULT_SAMPLES = 100
+# What a model of another format is told: a GPU file needs no calibration data.
+_TFLITE_ONLY = (
+    "LiteRT's GPU delegate runs .tflite files: convert it first with `tfcompress quantize "
+    "MODEL --target gpu --out model_gpu.tflite`."
+)
 
 
 @dataclass(frozen=True)
 class Numerics:
     """One backend's outputs against another's on the same samples.
 
-    Attributes:
-        samples: Samples compared.
-        source: Where they came from (``sample data`` or ``random inputs (seed 0)``).
-        backend: The backend checked (``gpu``).
-        reference: The backend it is compared with (``cpu``: LiteRT's CPU kernels).
-        max_abs_difference: Per output name, the largest absolute difference.
+    ``source`` says where the samples came from (``sample data`` or ``random inputs (seed
+    0)``); ``backend`` (``gpu``) is compared with ``reference`` (``cpu``: LiteRT's CPU
+    kernels), output by output (``max_abs_difference``).
     """
 
     samples: int
@@ -55,13 +55,7 @@ class Numerics:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {
-            "samples": self.samples,
-            "source": self.source,
-            "backend": self.backend,
-            "reference": self.reference,
-            "max_abs_difference": dict(self.max_abs_difference),
-        }
+        return {**asdict(self), "max_abs_difference": dict(self.max_abs_difference)}
 
     def __str__(self) -> str:
         each = ", ".join(f"{name} {value:.3g}" for name, value in self.max_abs_difference.items())
@@ -76,14 +70,11 @@ class GpuReport:
     """What ``tfcompress gpu`` found.
 
     Attributes:
-        source: The file checked.
-        model_bytes: Its size.
         verdict: The GPU verdict (compiled where a GPU answered, static otherwise); its
             ``support`` is the static verdict, always computed.
-        numerics: The GPU against the CPU on the samples, where the GPU compiled the file.
-        numerics_skipped: Why there is no numeric check, when there is none.
+        numerics: The GPU against the CPU on the samples, where the GPU compiled the file
+            (else ``numerics_skipped`` says why).
         max_difference: The budget on the largest difference, if one was set.
-        seconds: Time the check took.
     """
 
     source: str
@@ -202,10 +193,6 @@ def check(
         timeout_s: Seconds each compilation or run (in a worker process) may take; None: the
             one time limit (``TFCOMPRESS_TIMEOUT``).
 
-    Returns:
-        The report: the static verdict (causes by Keras layer, fixes, float16 risks), the
-        compiled verdict and the numeric check where a GPU answered, and why not otherwise.
-
     Raises:
         ModelLoadError: A missing, corrupt or truncated ``.tflite``.
         UnsupportedModelError: Another model format.
@@ -217,13 +204,13 @@ def check(
         >>> report.support.verdict, report.verdict.checked  # doctest: +SKIP
         ('whole', 'static')
     """
+    from tfcompress.models.formats import read_tflite_input
     from tfcompress.models.loading import TFLiteModel
     from tfcompress.targets.gpu.target import gpu_verdict
     from tfcompress.targets.mcu.exactness import sample_inputs
-    from tfcompress.targets.mcu.loading import GPU_TFLITE_ONLY, read_checked
 
     start = time.perf_counter()
-    content, source = read_checked(model, tflite_only=GPU_TFLITE_ONLY)
+    content, source, _ = read_tflite_input(model, _TFLITE_ONLY)
     samples, described = sample_inputs(content, source, sample_data, max_samples=max_samples)
     label = Path(source).name if source != "<bytes>" else "the model"
     verdict = gpu_verdict(content, timeout=timeout_s, label=label)
@@ -255,18 +242,10 @@ def compare_backends(
     reference: str = "cpu",
     timeout: float | None = None,
 ) -> Numerics:
-    """Run the samples on ``backend`` and ``reference`` (worker processes); compare outputs.
+    """The largest absolute difference of each output of ``backend`` against ``reference``.
 
-    Args:
-        model: A :class:`~tfcompress.models.TFLiteModel`.
-        samples: One array per input, in the subgraph's input order, batch first.
-        source: Where the samples came from (for the report).
-        backend: The backend checked.
-        reference: The backend it is compared with.
-        timeout: Seconds each worker may take.
-
-    Returns:
-        The largest absolute difference of each output.
+    ``samples``: one array per input, in the subgraph's input order, batch first, run in
+    worker processes (``timeout`` seconds each); ``source`` says where they came from.
     """
     import numpy as np
 
@@ -279,17 +258,9 @@ def compare_backends(
     for name in (backend, reference):
         with IsolatedRunner(model, backend=name, timeout=timeout) as runner:
             runs[name] = runner.run(feed)
-    worst = {
-        output: float(
-            np.max(
-                np.abs(
-                    np.asarray(values, np.float64) - np.asarray(runs[reference][output], np.float64)
-                )
-            )
-        )
-        if np.size(values)
-        else 0.0
-        for output, values in runs[backend].items()
-    }
+    worst = {}
+    for output, values in runs[backend].items():
+        diff = np.asarray(values, np.float64) - np.asarray(runs[reference][output], np.float64)
+        worst[output] = float(np.abs(diff).max()) if diff.size else 0.0
     count = len(samples[0]) if samples else 0
     return Numerics(count, source, backend, reference, worst)

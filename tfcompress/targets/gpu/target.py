@@ -1,34 +1,20 @@
 """``--target gpu``: float16 at a static batch, judged on the GPU where one answers.
 
-``quantize(..., target="gpu")`` makes ``float16`` unless a recipe is named (``float32`` and
-``int8`` are the other recipes a GPU runs well) at a static batch of 1 (``static_batch=N`` for
-another), then runs :func:`gpu_verdict` on the file:
-
-- where LiteRT finds a GPU, the file is compiled there (in a worker process, like every
-  native run of an artifact) and the verdict says whether it is fully accelerated and which
-  ops run on the CPU, as LiteRT's delegate listed them;
-- where it finds none, the static check (:mod:`tfcompress.runtime.gpu_support`) reads the
-  file against the GPU delegate's op-and-tensor rules, and the verdict says it checked
-  statically, and why.
-
-A file that would not run whole on a GPU fails the check: ``tfcompress quantize --target
-gpu`` prints one line with the ops at fault and the fix, and exits 1. ``compress`` keeps the
-float16, float32 and int8 rungs, admits only the artifacts the GPU takes whole, and gates them
-on the ``gpu`` backend and ranks them by their latency there (unless ``objective="size"``);
-on a machine where LiteRT finds no GPU it gates on the CPU and ranks by size, and says so.
-``select`` measures candidates on the GPU where there is one, and ranks without latency
-(accuracy, then size) where there is none, saying so.
-
-Example:
-    >>> result = tfcompress.quantize(model, target="gpu")  # doctest: +SKIP
-    >>> result.recipe.name, result.target_verdict.checked  # doctest: +SKIP
-    ('float16', 'static')
+The recipe and the two ways of judging (compiled in a worker where LiteRT finds a GPU, the
+static check otherwise) are the package's (:mod:`tfcompress.targets.gpu`). A file that would
+not run whole on a GPU fails the check: ``tfcompress quantize --target gpu`` prints one line
+with the ops at fault and the fix, and exits 1. ``compress`` keeps the float16, float32 and
+int8 rungs, admits only the artifacts the GPU takes whole, and gates them on the ``gpu``
+backend and ranks them by their latency there (unless ``objective="size"``); on a machine
+where LiteRT finds no GPU it gates on the CPU and ranks by size, and says so. ``select``
+measures candidates on the GPU where there is one, and ranks without latency (accuracy, then
+size) where there is none, saying so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from tfcompress.errors import BackendUnavailableError, NativeCrashError, UnsupportedModelError
@@ -37,7 +23,6 @@ from tfcompress.targets.base import RecipeRules, Target, register_target
 if TYPE_CHECKING:
     from tfcompress.runtime.gpu_support import GpuSupport
 
-__all__ = ["GpuTarget", "GpuVerdict", "gpu_verdict"]
 
 COMPILED = "gpu"
 STATIC = "static"
@@ -55,14 +40,9 @@ class GpuVerdict:
             statically; False when the GPU refused the model).
         cpu_ops: The ops that run on the CPU, as LiteRT's delegate listed them (compiled),
             else as the static check finds them.
-        cpu_ops_source: ``"LiteRT"`` or ``"static check"``.
         device: The GPU's name where one was used (from the driver's tools), else None.
         why_static: Why no GPU compiled it (LiteRT's "no GPU" message), when static.
         refused: LiteRT's refusal when a GPU answered and could not take the model.
-
-    Example:
-        >>> verdict.compatible, verdict.checked  # doctest: +SKIP
-        (True, 'static')
     """
 
     checked: str
@@ -112,15 +92,8 @@ class GpuVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: the verdict, how it was reached, and the static check in full."""
-        return {
-            **self.summary(),
-            "cpu_ops_source": self.cpu_ops_source,
-            "device": self.device,
-            "why_static": self.why_static,
-            "refused": self.refused,
-            "fix": self.fix(),
-            "static_check": self.support.to_dict(),
-        }
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "support"}
+        return {**data, **self.summary(), "fix": self.fix(), "static_check": self.support.to_dict()}
 
     def save_beside(self, out: Any, *, overwrite: bool = False) -> dict[str, Any]:
         """Nothing to write: the verdict lives in the JSON."""
@@ -157,17 +130,9 @@ def gpu_verdict(
 ) -> GpuVerdict:
     """Compile ``content`` on the GPU where LiteRT finds one; check it statically otherwise.
 
-    Args:
-        content: A ``.tflite``.
-        timeout: Seconds the compilation (in a worker process) may take; None: the one time
-            limit (``TFCOMPRESS_TIMEOUT``).
-        label: How LiteRT's messages name the file.
-
-    Returns:
-        The verdict (see :class:`GpuVerdict`).
-
-    Raises:
-        ModelLoadError: Not a readable ``.tflite``.
+    ``timeout``: seconds the compilation (in a worker process) may take; None: the one time
+    limit (``TFCOMPRESS_TIMEOUT``). ``label``: how LiteRT's messages name the file.
+    ModelLoadError: not a readable ``.tflite``.
 
     Example:
         >>> print(gpu_verdict(Path("cnn_b1.tflite").read_bytes()))  # doctest: +SKIP
@@ -207,21 +172,6 @@ def gpu_verdict(
     )
 
 
-def gpu_refusal(summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
-    """Why a compress candidate does not qualify for the GPU, or None when it does.
-
-    Example:
-        >>> gpu_refusal({"compatible": False, "checked": "static",
-        ...              "cpu_ops": ["SHAPE (op 4): no GPU delegate kernel"]}, ())
-        'the GPU would not run it whole (static check): SHAPE (op 4): no GPU delegate kernel'
-    """
-    if summary.get("compatible") is not False:
-        return None
-    how = "compiled on the GPU" if summary.get("checked") == COMPILED else "static check"
-    ops = "; ".join(list(summary.get("cpu_ops") or [])[:3]) or "see its verdict"
-    return f"the GPU would not run it whole ({how}): {ops}"
-
-
 @register_target
 class GpuTarget(Target):
     """LiteRT's GPU (``CompiledModel``, GPU with CPU fallback): float16 at a static batch."""
@@ -250,5 +200,15 @@ class GpuTarget(Target):
         return None if verdict is None else verdict.failure()
 
     def refusal(self, summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
-        """Only artifacts the GPU runs whole qualify (see :func:`gpu_refusal`)."""
-        return gpu_refusal(summary, float_nodes)
+        """Only artifacts the GPU runs whole qualify.
+
+        Example:
+            >>> GpuTarget().refusal({"compatible": False, "checked": "static",
+            ...                      "cpu_ops": ["SHAPE (op 4): no GPU delegate kernel"]}, ())
+            'the GPU would not run it whole (static check): SHAPE (op 4): no GPU delegate kernel'
+        """
+        if summary.get("compatible") is not False:
+            return None
+        how = "compiled on the GPU" if summary.get("checked") == COMPILED else "static check"
+        ops = "; ".join(list(summary.get("cpu_ops") or [])[:3]) or "see its verdict"
+        return f"the GPU would not run it whole ({how}): {ops}"

@@ -1,15 +1,11 @@
 """Microcontrollers as a deployment target: TensorFlow Lite for Microcontrollers (TFLM).
 
-:func:`check` answers, on the host, what TinyML engineers otherwise learn on the board: does
-TFLM have a kernel for every op, how big a tensor arena must the firmware declare (the
-smallest that allocates, bisected, with TFLM's own breakdown and a stated margin), how much
-flash the model takes as a C array, and does TFLM compute what LiteRT's reference kernels
-compute. :func:`export_c` writes the model as the C array firmware compiles in. The
-registered ``mcu`` target (:mod:`.target`) makes ``quantize`` and ``compress`` produce full
-int8 with int8 input and output and judge every artifact with :func:`check`.
-
-Every TFLM call runs in a child process (:mod:`.probe`): a crash or a hang is a finding with
-its signal, never the caller's death. Needs ``tflite-micro``: ``pip install 'tfcompress[mcu]'``.
+:func:`check` answers on the host what TinyML engineers otherwise learn on the board: a
+kernel for every op, the tensor arena to declare, the flash the model takes, and whether TFLM
+computes what LiteRT's reference kernels compute; :func:`export_c` writes the C array firmware
+compiles in; the registered ``mcu`` target (:mod:`.target`) makes ``quantize`` and
+``compress`` produce full int8 judged by :func:`check` (docs/mcu.md). Every TFLM call runs in
+a child process (:mod:`.probe`). Needs ``tflite-micro``: ``pip install 'tfcompress[mcu]'``.
 
 Example:
     >>> from tfcompress.targets.mcu import check

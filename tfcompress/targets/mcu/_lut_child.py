@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from tfcompress.targets.mcu._tflm import _interpreter, _run_tflm, _stderr_to
+from tfcompress.targets.mcu._tflm import _interpreter, _run_tflm, _stderr_to, first_allocating
 
 #: The widest index TFLM's LUT format holds; 8 bits would save nothing on int8 weights.
 MAX_BITS = 7
@@ -87,15 +87,6 @@ def _compress(content: bytes, chosen: list[dict[str, Any]]) -> tuple[bytes, list
     return b"", []
 
 
-def _allocating(content: bytes, most: int) -> int | None:
-    size = _FIRST_ARENA
-    while size <= most:
-        if _interpreter(content, size) is not None:
-            return size
-        size *= 2
-    return None
-
-
 def compress_and_compare(
     content: bytes, *, log: str, samples: int = 8, most_arena: int = 256 * 2**20
 ) -> dict[str, Any]:
@@ -105,6 +96,7 @@ def compress_and_compare(
     import numpy as np
 
     from tfcompress.models.tflite_file import read_tflite
+    from tfcompress.targets.mcu.exactness import random_values
 
     with _stderr_to(log), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "index_bitwidth larger than necessary" and the like
@@ -115,18 +107,10 @@ def compress_and_compare(
         if not tensors:
             return {"content": b"", "tensors": [], "refused": None}
         graph = read_tflite(content).subgraphs[0]
-        rng = np.random.default_rng(0)
-        inputs = []
-        for index in graph.inputs:
-            tensor = graph.tensors[index]
-            shape = (samples, *(tensor.shape or ()))
-            if tensor.dtype in {"int8", "int16", "uint8"}:
-                info = np.iinfo(tensor.dtype)
-                inputs.append(rng.integers(info.min, info.max, shape, endpoint=True,
-                                           dtype=tensor.dtype))  # fmt: skip
-            else:
-                inputs.append(rng.standard_normal(shape).astype(tensor.dtype))
-        plain_arena, arena = _allocating(content, most_arena), _allocating(compressed, most_arena)
+        rng, tensors_in = np.random.default_rng(0), [graph.tensors[i] for i in graph.inputs]
+        inputs = [random_values(rng, (samples, *(t.shape or ())), t.dtype) for t in tensors_in]
+        plain_arena, _ = first_allocating(content, _FIRST_ARENA, most_arena, 2)
+        arena, _ = first_allocating(compressed, _FIRST_ARENA, most_arena, 2)
         difference = None
         if plain_arena is not None and arena is not None:
             plain = _run_tflm(_interpreter(content, plain_arena), inputs, len(graph.outputs))

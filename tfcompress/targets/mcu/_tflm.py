@@ -5,9 +5,6 @@ Nothing here is called in the caller's process: :mod:`.probe` calls these functi
 never the caller. TFLM writes its messages and its allocation breakdown on the C standard
 error; each function sends that file descriptor to ``log`` (a file the caller named, which
 survives a crash) for its duration.
-
-The bisection keeps its bracket in ``progress`` before each probe, so the caller can go on
-from there when a probe crashes the child.
 """
 
 from __future__ import annotations
@@ -35,15 +32,31 @@ def _stderr_to(log: str) -> Iterator[None]:
         os.close(target)
 
 
-def _interpreter(content: bytes, arena_size: int) -> Any:
+def _interpreter(content: bytes, arena_size: int, *, keep_all: bool = False) -> Any:
     """TFLM's interpreter with its tensors allocated, or None when it could not allocate."""
     from tfcompress._compat.tflm import tflm_runtime
 
     runtime = tflm_runtime()
-    try:
-        return runtime.Interpreter.from_bytes(content, arena_size=int(arena_size))
+    keep = {"intrepreter_config": runtime.InterpreterConfig.kPreserveAllTensors} if keep_all else {}
+    try:  # (sic: tflite-micro's keyword is spelled so)
+        return runtime.Interpreter.from_bytes(content, arena_size=int(arena_size), **keep)
     except RuntimeError:  # 'TFLM failed to allocate tensors': why is in the log
         return None
+
+
+def first_allocating(
+    content: bytes, size: int, most: int, factor: int, *, keep_all: bool = False
+) -> tuple[int | None, Any]:
+    """The first arena from ``size`` on, times ``factor``, up to ``most`` that allocates.
+
+    With its interpreter; ``(None, None)`` when none does.
+    """
+    while size <= most:
+        interpreter = _interpreter(content, size, keep_all=keep_all)
+        if interpreter is not None:
+            return size, interpreter
+        size *= factor
+    return None, None
 
 
 def load(
@@ -57,17 +70,10 @@ def load(
 ) -> dict[str, Any]:
     """Allocate ``content`` in an arena of ``arena_size`` bytes; run samples; print the arena.
 
-    Args:
-        content: The ``.tflite`` bytes.
-        arena_size: Bytes of tensor arena.
-        log: File that receives TFLM's standard error.
-        samples: One array per input (in the subgraph's input order), each ``(N, ...)`` in
-            the input's own dtype; every sample is run through ``invoke``.
-        outputs: How many outputs the model has (all are read after each run).
-        allocations: Call ``print_allocations()`` after the runs (into ``log``).
-
-    Returns:
-        ``{"allocated": bool, "outputs": [array per output] or None}``.
+    ``log`` receives TFLM's standard error (and ``print_allocations()`` with
+    ``allocations``); ``samples``: one array per input (in the subgraph's input order), each
+    ``(N, ...)`` in the input's own dtype, each sample run through ``invoke`` and all
+    ``outputs`` read. Returns ``{"allocated": bool, "outputs": [array per output] or None}``.
     """
     with _stderr_to(log):
         interpreter = _interpreter(content, arena_size)
@@ -92,10 +98,8 @@ def kernels(codes: Sequence[tuple[int, str | None]], *, log: str) -> list[bool |
     options) and an op of a builtin code past every real one. TFLM looks every op's kernel
     up, in order, before it initializes or prepares any, and stops at the first it lacks:
     when it reaches the second op, the first had a kernel; nothing is ever prepared or run.
-
-    Returns:
-        One answer per code: True (a kernel), False (none), None (TFLM said neither, or its
-        Python side refused the probe).
+    One answer per code: True (a kernel), False (none), None (TFLM said neither, or its
+    Python side refused the probe).
     """
     found: list[bool | None] = []
     with _stderr_to(log):
@@ -146,17 +150,30 @@ def _lookup_model(builtin: int, custom: str | None) -> bytes:
     return bytes(builder.Output())
 
 
+def _each_sample(samples: Sequence[Any], feed: Any, invoke: Any, read: Any) -> dict[Any, Any]:
+    """Feed each sample (``feed(input, value)``), invoke, ``read()`` a dict; stack the reads."""
+    import numpy as np
+
+    rows = []
+    for n in range(len(samples[0])):
+        for i, array in enumerate(samples):
+            feed(i, np.ascontiguousarray(array[n]))
+        invoke()
+        rows.append(read())
+    return {key: np.stack([row[key] for row in rows]) for key in rows[0]} if rows else {}
+
+
+def _tflm_feed(interpreter: Any, count: int) -> Any:
+    shapes = [tuple(interpreter.get_input_details(i)["shape"]) for i in range(count)]
+    return lambda i, value: interpreter.set_input(value.reshape(shapes[i]), i)
+
+
 def _run_tflm(interpreter: Any, samples: Sequence[Any], count: int) -> list[Any]:
     import numpy as np
 
-    shapes = [tuple(interpreter.get_input_details(i)["shape"]) for i in range(len(samples))]
-    rows: list[list[Any]] = []
-    for n in range(len(samples[0])):
-        for i, array in enumerate(samples):
-            interpreter.set_input(np.ascontiguousarray(array[n]).reshape(shapes[i]), i)
-        interpreter.invoke()
-        rows.append([np.array(interpreter.get_output(j)) for j in range(count)])
-    return [np.stack([row[j] for row in rows]) for j in range(count)] if rows else []
+    read = lambda: {j: np.array(interpreter.get_output(j)) for j in range(count)}  # noqa: E731
+    feed = _tflm_feed(interpreter, len(samples))
+    return list(_each_sample(samples, feed, interpreter.invoke, read).values())
 
 
 def smallest_arena(
@@ -183,15 +200,10 @@ def smallest_arena(
 
 
 def reference_outputs(content: bytes, samples: Sequence[Any], *, log: str) -> list[Any]:
-    """Run every sample through LiteRT with its reference kernels (``BUILTIN_REF``).
+    """Every sample (as :func:`load` takes them) through LiteRT's reference kernels.
 
-    Args:
-        content: The ``.tflite`` bytes.
-        samples: As :func:`load` takes them.
-        log: File that receives LiteRT's standard error.
-
-    Returns:
-        One array per output (in the subgraph's output order), ``(N, ...)`` in its dtype.
+    One array per output (in the subgraph's output order), ``(N, ...)`` in its dtype;
+    LiteRT's standard error goes to ``log``.
     """
     with _stderr_to(log):
         return _run_litert(content, samples)
@@ -200,23 +212,29 @@ def reference_outputs(content: bytes, samples: Sequence[Any], *, log: str) -> li
 def _run_litert(content: bytes, samples: Sequence[Any]) -> list[Any]:
     import numpy as np
 
+    interpreter, feed = _reference(content)
+    outputs = interpreter.get_output_details()
+    read = lambda: {j: np.array(interpreter.get_tensor(d["index"])) for j, d in enumerate(outputs)}  # noqa: E731
+    return list(_each_sample(samples, feed, interpreter.invoke, read).values())
+
+
+def _reference(content: bytes, *, keep_all: bool = False) -> tuple[Any, Any]:
+    """LiteRT's interpreter on its reference kernels (``BUILTIN_REF``), allocated, and its feed."""
     from tfcompress._compat.litert import interpreter_module
 
     module, _ = interpreter_module()
     interpreter = module.Interpreter(
         model_content=content,
         experimental_op_resolver_type=module.OpResolverType.BUILTIN_REF,
+        experimental_preserve_all_tensors=keep_all,
     )
     interpreter.allocate_tensors()
-    inputs, outputs = interpreter.get_input_details(), interpreter.get_output_details()
-    rows: list[list[Any]] = []
-    for n in range(len(samples[0])):
-        for detail, array in zip(inputs, samples, strict=True):
-            value = np.ascontiguousarray(array[n]).reshape(detail["shape"])
-            interpreter.set_tensor(detail["index"], value)
-        interpreter.invoke()
-        rows.append([np.array(interpreter.get_tensor(d["index"])) for d in outputs])
-    return [np.stack([row[j] for row in rows]) for j in range(len(outputs))] if rows else []
+    inputs = interpreter.get_input_details()
+
+    def feed(i: int, value: Any) -> None:
+        interpreter.set_tensor(inputs[i]["index"], value.reshape(inputs[i]["shape"]))
+
+    return interpreter, feed
 
 
 def tflm_tensors(
@@ -229,31 +247,13 @@ def tflm_tensors(
     """
     import numpy as np
 
-    from tfcompress._compat.tflm import tflm_runtime
-
-    runtime = tflm_runtime()
-    keep = runtime.InterpreterConfig.kPreserveAllTensors
-    size = int(arena_size)
     with _stderr_to(log):
-        while True:
-            try:
-                interpreter = runtime.Interpreter.from_bytes(
-                    content, arena_size=size, intrepreter_config=keep
-                )
-                break
-            except RuntimeError:
-                size *= 4
-                if size > 256 * 2**20:
-                    return None
-        shapes = [tuple(interpreter.get_input_details(i)["shape"]) for i in range(len(samples))]
-        found: dict[int, list[Any]] = {t: [] for t in tensors}
-        for n in range(len(samples[0])):
-            for i, array in enumerate(samples):
-                interpreter.set_input(np.ascontiguousarray(array[n]).reshape(shapes[i]), i)
-            interpreter.invoke()
-            for t in tensors:
-                found[t].append(np.array(interpreter.GetTensor(t, 0)["tensor_data"]))
-    return {t: np.stack(arrays) for t, arrays in found.items()}
+        _, interpreter = first_allocating(content, int(arena_size), 256 * 2**20, 4, keep_all=True)
+        if interpreter is None:
+            return None
+        read = lambda: {t: np.array(interpreter.GetTensor(t, 0)["tensor_data"]) for t in tensors}  # noqa: E731
+        feed = _tflm_feed(interpreter, len(samples))
+        return _each_sample(samples, feed, interpreter.invoke, read)
 
 
 def reference_tensors(
@@ -262,23 +262,7 @@ def reference_tensors(
     """Every listed tensor after each sample, on LiteRT's reference kernels (all kept)."""
     import numpy as np
 
-    from tfcompress._compat.litert import interpreter_module
-
     with _stderr_to(log):
-        module, _ = interpreter_module()
-        interpreter = module.Interpreter(
-            model_content=content,
-            experimental_op_resolver_type=module.OpResolverType.BUILTIN_REF,
-            experimental_preserve_all_tensors=True,
-        )
-        interpreter.allocate_tensors()
-        inputs = interpreter.get_input_details()
-        found: dict[int, list[Any]] = {t: [] for t in tensors}
-        for n in range(len(samples[0])):
-            for detail, array in zip(inputs, samples, strict=True):
-                value = np.ascontiguousarray(array[n]).reshape(detail["shape"])
-                interpreter.set_tensor(detail["index"], value)
-            interpreter.invoke()
-            for t in tensors:
-                found[t].append(np.array(interpreter.get_tensor(t)))
-    return {t: np.stack(arrays) for t, arrays in found.items()}
+        interpreter, feed = _reference(content, keep_all=True)
+        read = lambda: {t: np.array(interpreter.get_tensor(t)) for t in tensors}  # noqa: E731
+        return _each_sample(samples, feed, interpreter.invoke, read)

@@ -1,17 +1,10 @@
 """The tensor arena: the smallest that allocates, found by bisection, and what TFLM records.
 
-TFLM places every tensor, scratch buffer and its own bookkeeping in one arena the firmware
-declares (``alignas(16) uint8_t tensor_arena[N]``). :func:`smallest_arena` bisects ``N`` in
-child processes: a size allocates when TFLM's interpreter constructs (it allocates there);
-the answer ``N`` allocates and ``N - 1`` does not. A probe that crashes (a too-small arena
-has been seen to segfault TFLM) counts as too small, is recorded with its signal, and the
-bisection goes on in a fresh child from the bracket it had reached.
-
-It is a host estimate. The host build is 64-bit: TFLM's bookkeeping (tensor structs, node
-structs, pointers) is larger there than on a 32-bit microcontroller, which errs on the safe
-side; but the host runs TFLM's reference kernels, and the optimized kernels a board links
-(CMSIS-NN, ESP-NN, Xtensa) may ask for scratch buffers the reference kernels do not. Hence
-:data:`MARGIN`: the recommended arena is the smallest plus 10%, rounded up to 16 bytes.
+:func:`smallest_arena` bisects in child processes: the answer ``N`` allocates and ``N - 1``
+does not; a probe that crashes (a too-small arena can segfault TFLM) counts as too small and
+the bisection goes on in a fresh child. It is a host estimate (docs/mcu.md, "The arena is a
+host estimate"), hence :data:`MARGIN`: the recommended arena is the smallest plus 10%,
+rounded up to 16 bytes.
 """
 
 from __future__ import annotations
@@ -42,7 +35,6 @@ class Allocations:
     """TFLM's own account of an arena (``RecordingMicroAllocator``, ``print_allocations``).
 
     Attributes:
-        total: Bytes of the arena in use.
         head: The non-persistent part (activations, scratch: planned, reused).
         tail: The persistent part (tensor structs, op data, quantization parameters).
         sections: ``(what, bytes used, bytes requested, allocations)`` per kind.
@@ -94,7 +86,6 @@ class Bisection:
 
     Attributes:
         low: The largest size that failed (``high - 1`` when it converged).
-        high: The smallest size that allocated.
         probes: Sizes tried (in every child, crashed ones included).
         crashes: ``(arena bytes, signal)`` of each probe that crashed TFLM.
         failure: Why it stopped early (a crash before any probe, a time-out), else None.
@@ -157,7 +148,6 @@ class Arena:
         recommended: What to declare on the board: ``smallest`` plus :data:`MARGIN`,
             rounded up to 16 bytes.
         recorded: TFLM's own breakdown at ``smallest`` (None where it printed none).
-        probes: Arena sizes tried by the bisection.
         crashes: ``(arena bytes, signal)`` of probes that crashed TFLM instead of failing.
         tried_up_to: The largest size tried when none allocated.
     """

@@ -76,7 +76,7 @@ def file_identifier(file_name: str) -> tuple[str, str | None]:
         name = f"{name}_tflite"
     if name == xxd:
         return name, None
-    return name, f"{_shown(xxd)} is {identifier_problem(xxd) or problem}"
+    return name, f"{shown(xxd)} is {identifier_problem(xxd) or problem}"
 
 
 def header_guard(stem: str, suffix: str = "H") -> str:
@@ -94,5 +94,6 @@ def include_name_problem(file_name: str) -> str | None:
     return None
 
 
-def _shown(text: str, limit: int = 60) -> str:
+def shown(text: str, limit: int = 60) -> str:
+    """``text``, or its first ``limit`` characters and its length (a crafted name stays short)."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"

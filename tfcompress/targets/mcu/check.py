@@ -1,19 +1,11 @@
 """``check(model)``: will TFLite Micro run it, in how much RAM and flash, computing what?
 
-The steps, each TFLM call in a child process (:mod:`.probe`):
-
-1. the file is validated and read (ops, precision) without native code;
-2. TFLM loads it in a generous arena (ten times the model, at least 64 KiB, growing while
-   TFLM says the arena is short); when it lacks a kernel, every distinct op code is looked up
-   on its own in one child, so every missing op is found in one pass (:mod:`.ops`);
-3. the smallest arena that allocates is bisected (:mod:`.arena`);
-4. the samples run through TFLM at that arena (with TFLM's allocation breakdown) and
-   through LiteRT's reference kernels, and the outputs are compared (:mod:`.exactness`).
-
-A crash, a hang or a runtime's refusal at any step is a finding (with the op, when the
-runtime named it); the report is always returned. The whole check runs under one time
-limit (a :class:`~.probe.Budget`); nothing is allocated in this process from sizes the file
-declares before they are checked (:data:`~.exactness.MAX_IO_BYTES`).
+The steps (docs/mcu.md, "What it checks"), each TFLM call in a child process (:mod:`.probe`)
+under one time limit (a :class:`~.probe.Budget`): the file read without native code; TFLM
+loads it in a generous arena, looking every missing op up in one pass (:mod:`.ops`); the
+smallest arena is bisected (:mod:`.arena`); the samples run through TFLM and LiteRT's
+reference kernels (:mod:`.exactness`). A crash, a hang or a refusal at any step is a finding;
+the report is always returned.
 """
 
 from __future__ import annotations
@@ -58,6 +50,11 @@ from tfcompress.targets.mcu.probe import Budget, Failure, Outcome, in_child
 from tfcompress.targets.mcu.report import McuReport
 
 _MIN_FIRST_ARENA = 64 * 1024
+#: What a model of another format is told (``check``, ``export_c``, ``lut_compress``).
+TFLITE_ONLY = (
+    "TFLite Micro runs .tflite files: convert it first with `tfcompress quantize MODEL "
+    "--target mcu --data CALIB.npz --out model_int8.tflite`."
+)
 
 
 def check(
@@ -170,13 +167,11 @@ def measure_arena(model: Any, *, timeout_s: float | None = None) -> float:
 def _opened(model: Any, timeout_s: float | None) -> tuple[Budget, bytes, str, str, Any]:
     """TFLM installed, the one time limit, the checked bytes, their name, the parsed file."""
     from tfcompress._compat.tflm import require
-    from tfcompress.models.tflite_file import read_tflite
-    from tfcompress.targets.mcu.loading import read_checked
+    from tfcompress.models.formats import read_tflite_input
 
     require()
     budget = Budget(CHILD_TIMEOUT.given(timeout_s, name="timeout_s"))
-    content, source = read_checked(model)
-    parsed = read_tflite(content, source=source)
+    content, source, parsed = read_tflite_input(model, TFLITE_ONLY)
     readable(content, source)
     name = Path(source).name if source != "<bytes>" else "the model"
     return budget, content, source, name, parsed
@@ -205,32 +200,24 @@ def _order(finding: Finding) -> tuple[int, int, int]:
     )
 
 
+# A call's failure -> the finding's rule and what to do (a crash for any other kind).
+_FAILURES = {
+    "memory": ("memory", "the model's tensors need more memory than this host lets a check "
+               "use: no microcontroller holds it; make it smaller"),
+    "timeout": ("hang", "find the op that loops (a WHILE whose condition never ends), or allow "
+                "more time (--timeout) if the model is merely large"),
+    "crash": ("crash", "on a board this is a hard fault: report the model and this line to "
+              "tflite-micro, and bisect the model (fewer layers) to find the op at fault"),
+}  # fmt: skip
+
+
 def _failure_finding(failure: Failure, log: str = "") -> Finding:
     if failure.kind == "error":  # the runtime raised: TFLM's words say which op, if any
         if op_refusal(log) is not None:
             return _refusal_finding(log, 0, [])
         return Finding("refused", f"TFLM refused the model: {failure.message}", _GENERAL)
-    if failure.kind == "memory":
-        return Finding(
-            "memory",
-            failure.message,
-            "the model's tensors need more memory than this host lets a check use: no "
-            "microcontroller holds it; make it smaller",
-        )
-    if failure.kind == "timeout":
-        return Finding(
-            "hang",
-            failure.message,
-            "find the op that loops (a WHILE whose condition never ends), or allow more time "
-            "(--timeout) if the model is merely large",
-        )
-    return Finding(
-        "crash",
-        failure.message,
-        "on a board this is a hard fault: report the model and this line to tflite-micro, "
-        "and bisect the model (fewer layers) to find the op at fault",
-        signal=failure.signal,
-    )
+    rule, fix = _FAILURES.get(failure.kind, _FAILURES["crash"])
+    return Finding(rule, failure.message, fix, signal=failure.signal)
 
 
 def _load(

@@ -1,25 +1,16 @@
 """Does the board compute what the desktop computed? TFLM against LiteRT's reference kernels.
 
-The same samples run through TFLM (at the arena the bisection found) and through LiteRT with
-its reference kernels (``BUILTIN_REF``: the kernels TFLM's were derived from), each in a
-child process. Integer outputs are compared in quantized units (the output's own integers):
-0 is bit-exact, 1 is one rounding step. Float outputs are compared as floats.
-
-Samples: the user's (float, as every tfcompress data source; quantized here with each
-input's scale and zero point) or, without any, seeded random values over each input's
-whole integer range (a float input: uniform in [-1, 1)). Each sample is one invocation at the
-file's own input shape, batch included (a model converted with batch 2 takes its rows two
-at a time).
-
-Nothing is allocated from sizes the file declares before they are checked against
-:data:`MAX_IO_BYTES`: inputs and outputs declaring more (a 500-byte file can declare a
-``[1, 10000, 10000, 1]`` input) are a finding, and no sample is made; the samples compared
-are as many as fit in :data:`MAX_SAMPLE_BYTES`.
+The same samples (the user's, quantized with each input's scale and zero point, or seeded
+random values over each input's range; one invocation per sample at the file's own shape)
+run through TFLM and LiteRT's ``BUILTIN_REF`` kernels, each in a child; integer outputs are
+compared in quantized units, float ones as floats (docs/mcu.md, "What it checks", 4).
+Nothing is allocated from declared sizes before they are checked against
+:data:`MAX_IO_BYTES`; the samples compared are as many as fit in :data:`MAX_SAMPLE_BYTES`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from tfcompress.targets.mcu.findings import Finding
@@ -52,11 +43,9 @@ class OutputDifference:
     """TFLM against LiteRT on one output.
 
     Attributes:
-        name: The output's name.
         dtype: Its dtype in the file (``int8``; ``float32`` for a float output).
         max_abs_difference: The largest absolute difference over every sample and element,
             in quantized units for an integer output, in float for a float one.
-        samples_differing: Samples where any element differs.
     """
 
     name: str
@@ -71,13 +60,7 @@ class OutputDifference:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {
-            "name": self.name,
-            "dtype": self.dtype,
-            "max_abs_difference": self.max_abs_difference,
-            "units": self.units,
-            "samples_differing": self.samples_differing,
-        }
+        return {**asdict(self), "units": self.units}
 
 
 @dataclass(frozen=True)
@@ -86,7 +69,6 @@ class OpDifference:
 
     Attributes:
         index: The op's index in the main subgraph.
-        op: Its name.
         max_abs_difference: The largest difference of its output, in its own units.
     """
 
@@ -96,7 +78,7 @@ class OpDifference:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"index": self.index, "op": self.op, "max_abs_difference": self.max_abs_difference}
+        return asdict(self)
 
     def __str__(self) -> str:
         return f"{self.op} (op {self.index}) by {self.max_abs_difference:g}"
@@ -107,9 +89,7 @@ class Exactness:
     """TFLM's outputs against LiteRT's reference kernels, on the same samples.
 
     Attributes:
-        samples: Samples compared.
         source: Where they came from (``sample data`` or ``random inputs (seed 0)``).
-        outputs: One comparison per output.
         ops: Where they part, when they differ: every op whose output differs on the
             differing samples (at most 16 rerun with all tensors kept), in op order.
     """
@@ -133,15 +113,11 @@ class Exactness:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "samples": self.samples,
-            "source": self.source,
-            "bit_exact": self.bit_exact,
-            "within_one_unit": self.within_one_unit,
-            "outputs": [o.to_dict() for o in self.outputs],
-            "ops_differing": [o.to_dict() for o in self.ops],
-        }
+        """JSON form (``ops`` as ``ops_differing``)."""
+        data, outputs = asdict(self), [o.to_dict() for o in self.outputs]
+        exact = {"bit_exact": self.bit_exact, "within_one_unit": self.within_one_unit}
+        ops = list(data.pop("ops"))
+        return {**data, **exact, "outputs": outputs, "ops_differing": ops}
 
     def __str__(self) -> str:
         if self.bit_exact:
@@ -204,15 +180,9 @@ def sample_inputs(
 ) -> tuple[list[Any], str]:
     """The arrays to feed, one per input in the subgraph's order, in each input's dtype.
 
-    Args:
-        content: The ``.tflite`` bytes.
-        source: Its name, for messages.
-        sample_data: Anything :func:`tfcompress.data.load_data` reads (float samples), or
-            None for seeded random inputs.
-        max_samples: The first this many samples are used.
-
-    Raises:
-        InvalidDataError: Data that does not fit the model's inputs.
+    ``sample_data``: anything :func:`tfcompress.data.load_data` reads (float samples), or
+    None for seeded random inputs; the first ``max_samples`` are used. InvalidDataError:
+    data that does not fit the model's inputs (``source`` names the model).
     """
     import numpy as np
 
@@ -228,11 +198,11 @@ def sample_inputs(
     if sample_data is None:
         rng = np.random.default_rng(_SEED)
         count = min(count, _RANDOM_SAMPLES)
-        arrays = [_random(rng, (count, *_shape(spec, t)), t.dtype) for spec, t in inputs]
+        arrays = [random_values(rng, (count, *_shape(spec, t)), t.dtype) for spec, t in inputs]
         return arrays, f"random inputs (seed {_SEED})"
     signature = ModelSignature(tuple(s for s, _ in inputs), tuple(s for s, _ in outputs))
     dataset = validate_for_signature(load_data(sample_data), signature, what="sample data")
-    batch = max(_batch(_shape(spec, t)) for spec, t in inputs) if inputs else 1
+    batch = max((_shape(spec, t) or (1,))[0] for spec, t in inputs) if inputs else 1
     if len(dataset) < batch:
         raise InvalidDataError(
             f"sample data has {len(dataset)} sample(s) but {source} runs {batch} at a time "
@@ -253,11 +223,7 @@ def _shape(spec: Any, tensor: Any) -> tuple[int, ...]:
     return tuple(max(1, int(d)) for d in shape)
 
 
-def _batch(shape: tuple[int, ...]) -> int:
-    return shape[0] if shape else 1
-
-
-def _random(rng: Any, shape: tuple[int, ...], dtype: str) -> Any:
+def random_values(rng: Any, shape: tuple[int, ...], dtype: str) -> Any:
     """Seeded values over the dtype's whole range, made in the dtype (no wider copy)."""
     import numpy as np
 
@@ -404,7 +370,7 @@ def against_litert(
         fix = (
             f"the first op that differs, {exactness.ops[0]}, is one rounding step apart "
             "(TFLM's and LiteRT's kernels round differently); the ops after it grow that step: "
-            "check the accuracy through TFLM (`tfcompress benchmark --backend tflm`)"
+            "check the accuracy through TFLM (`tfcompress benchmark --backends tflm`)"
             if rounding
             else "TFLM and LiteRT disagree by more than a rounding step: run the model on the "
             "board before trusting it, and report the op to tflite-micro"

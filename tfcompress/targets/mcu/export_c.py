@@ -1,22 +1,10 @@
 """A ``.tflite`` as firmware source: the C array, the op resolver it needs and a ``main()``.
 
-TFLM reads the model in place from flash, so firmware compiles it in as an array. The files
-follow ``xxd -i``'s naming, which TFLM's examples use: for ``person_detect.tflite`` the array
-is ``person_detect_tflite`` and its length ``person_detect_tflite_len`` (a name that would not
-compile as C++ is fixed with a suffix or prefix, and said: :mod:`.c_names`). The array is
-``alignas(16) const unsigned char[]`` (TFLM reads the flatbuffer's fields in place, so
-the buffer must be aligned; ``const`` keeps it in flash, not RAM) and the length a
-``const unsigned int``. The header declares both ``extern``; the ``.cc`` includes it, so the
-definitions have external linkage in C++.
-
-Beside them: ``OUT_ops.h``, a ``tflite::MicroMutableOpResolver<N>`` with exactly the model's
-``Add...()`` calls (:mod:`.resolver`), and ``OUT_main.cc``, one inference with the arena
-declared at its measured size plus the margin (:mod:`.firmware`). All files are written or
-none (:func:`tfcompress._files.write_files_atomic`).
-
-Flash: the array is the model's bytes, plus up to 15 bytes of padding before it (16-byte
-alignment) and the 4-byte length: :func:`flash_bytes`. TFLM's own code (interpreter and
-the kernels the resolver registers) is the firmware's, and comes on top.
+The files and their conventions are docs/mcu.md's ("Firmware"): ``xxd -i``'s names (fixed
+where they would not compile, and said: :mod:`.c_names`), an ``alignas(16) const unsigned
+char[]`` (TFLM reads the flatbuffer in place; ``const`` keeps it in flash), ``OUT_ops.h``
+(:mod:`.resolver`) and ``OUT_main.cc`` (:mod:`.firmware`), all written or none. Flash is the
+model's bytes plus :data:`ARRAY_OVERHEAD_BYTES` (:func:`flash_bytes`).
 """
 
 from __future__ import annotations
@@ -32,6 +20,7 @@ from tfcompress.targets.mcu.c_names import (
     header_guard,
     identifier_problem,
     include_name_problem,
+    shown,
 )
 from tfcompress.targets.mcu.resolver import OpCall
 
@@ -52,26 +41,17 @@ def flash_bytes(model_bytes: int) -> int:
     return int(model_bytes) + ARRAY_OVERHEAD_BYTES
 
 
-def c_identifier(file_name: str) -> str:
-    """The array name for a model file: ``xxd -i``'s, made a valid C++ global identifier."""
-    return file_identifier(file_name)[0]
-
-
 @dataclass(frozen=True)
 class CArray:
     """What :func:`export_c` wrote.
 
     Attributes:
-        source: The ``.cc`` file.
-        header: The ``.h`` file.
+        source: The ``.cc`` file (``header``: the ``.h``).
         name: The array's identifier (its length is ``NAME_len``).
-        model_bytes: Bytes in the array.
-        flash_bytes: The model's flash as a C array (see :func:`flash_bytes`).
         ops: The model's distinct ops, each with its resolver method (None: TFLM has none).
         ops_header: ``OUT_ops.h``, the op resolver (None when an op has no method).
         main: ``OUT_main.cc``, one inference (None without a resolver or an arena size).
         arena_bytes: The arena ``OUT_main.cc`` declares.
-        notes: What was fixed or left out, and why.
         lut: With ``lut=True``: the compression, flash and arena before and after.
     """
 
@@ -195,12 +175,13 @@ def export_c(
         CArray(source=PosixPath('model_data.cc'), ..., name='mnist_int8_tflite', ...)
     """
     from tfcompress._files import check_output_path, write_files_atomic
+    from tfcompress.models.formats import read_tflite_input
     from tfcompress.models.tflite_file import read_tflite
+    from tfcompress.targets.mcu.check import TFLITE_ONLY
     from tfcompress.targets.mcu.firmware import render_main
-    from tfcompress.targets.mcu.loading import read_checked
     from tfcompress.targets.mcu.resolver import render_ops_header, resolver_ops
 
-    content, source = read_checked(model)
+    content, source, _ = read_tflite_input(model, TFLITE_ONLY)
     base = _base_path(out)
     name, notes = _array_name(name, source, base.name)
     files = {
@@ -285,7 +266,7 @@ def _base_path(out: str | os.PathLike[str]) -> Path:
         base = base.with_suffix("")
     if not text or base.name in {"", ".", ".."} or text.endswith(os.sep):
         raise OutputLocationError(
-            f"--out {_shown(text)!r}: give a path and a base name for the files, e.g. "
+            f"--out {shown(text)!r}: give a path and a base name for the files, e.g. "
             "--out model_data (writes model_data.cc, model_data.h, ...)."
         )
     try:
@@ -294,13 +275,13 @@ def _base_path(out: str | os.PathLike[str]) -> Path:
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
         raise OutputLocationError(
-            f"--out {_shown(text)!r}: is {file_kind(mode)}; give a path and a base name, "
+            f"--out {shown(text)!r}: is {file_kind(mode)}; give a path and a base name, "
             "e.g. --out DIR/model_data."
         )
     problem = include_name_problem(base.name + ".h")
     if problem is not None:
         raise OutputLocationError(
-            f'--out {_shown(text)!r}: the header\'s name goes into #include "..." and {problem}; '
+            f'--out {shown(text)!r}: the header\'s name goes into #include "..." and {problem}; '
             "choose a base name such as model_data."
         )
     return base
@@ -320,7 +301,7 @@ def _array_name(name: str | None, source: str, stem: str) -> tuple[str, list[str
         problem = "the header guard's name"
     if problem is not None:
         raise InvalidInputError(
-            f"--name {_shown(str(name))!r} cannot name the array: it is {problem}; choose "
+            f"--name {shown(str(name))!r} cannot name the array: it is {problem}; choose "
             "another identifier, e.g. model_tflite."
         )
     return name, []
@@ -361,7 +342,7 @@ def _arena(
     if math.isinf(measured):
         notes.append(
             f"no {main.name}: TFLM could not allocate the model on this host; `tfcompress mcu "
-            f"{_shown(source)}` says why (or pass --arena SIZE)"
+            f"{shown(source)}` says why (or pass --arena SIZE)"
         )
         return None, ""
     return int(measured), (
@@ -369,7 +350,3 @@ def _arena(
         f"+ {MARGIN:.0%}, rounded up to 16 B. A host estimate: confirm with "
         "interpreter.arena_used_bytes() on the board"
     )
-
-
-def _shown(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"

@@ -22,7 +22,7 @@ Rules (``Finding.rule``), each a fact the report states:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 #: Rules that mean TFLM cannot run the model as it is.
@@ -37,11 +37,8 @@ class Finding:
 
     Attributes:
         rule: Its kind (see the module's list).
-        message: What was found, with the numbers.
-        fix: What to do about it.
         op: The op's name (``TOPK_V2``), when it is about one.
         index: The first op's index in its subgraph.
-        subgraph: Its subgraph.
         indices: Every op index it is about (an op used several times).
         signal: The signal of a crash (11 for SIGSEGV).
 
@@ -65,18 +62,9 @@ class Finding:
         return self.rule in BLOCKING
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "rule": self.rule,
-            "blocking": self.blocking,
-            "op": self.op,
-            "index": self.index,
-            "subgraph": self.subgraph,
-            "indices": list(self.indices or (() if self.index is None else (self.index,))),
-            "signal": self.signal,
-            "message": self.message,
-            "fix": self.fix,
-        }
+        """JSON form (``indices`` holds ``index`` when no other was given)."""
+        indices = list(self.indices or (() if self.index is None else (self.index,)))
+        return {**asdict(self), "blocking": self.blocking, "indices": indices}
 
     def __str__(self) -> str:
         return f"{self.message}: {self.fix}"

@@ -1,20 +1,10 @@
 """Weights as look-up tables for TFLite Micro: clustered weights in less flash, decoded on board.
 
-TFLM ships a compressor (in the ``tflite-micro`` package) that stores a weight tensor with few
-distinct values as ``bits``-wide indices into a table of values per channel, and inserts a
-``TFLM_DECODE`` custom op (registered with ``AddDecode()``) that expands it into the arena
-before its consumer runs. A clustered model (``tfcompress cluster``, 16 clusters) quantized
-to int8 has at most 16 values per channel: 4-bit indices, about half the flash of its int8
-weights. :func:`lut_compress` picks every int8 weight whose values fit a table that saves
-bytes, compresses them with TFLM's tool, and runs the compressed and the uncompressed file
-through TFLM's host interpreter on the same seeded inputs (in a child process, like every
-TFLM call): the outputs must be identical, since a LUT is lossless.
-
-The compressed file's arena is larger: DECODE's outputs, the decoded weights, are planned
-in it (the largest of them at least, as they are alive one op at a time), so flash is traded
-for RAM. Both arenas are bisected (:func:`~.arena.smallest_arena`) and reported.
-``tfcompress mcu`` does not take the compressed file (its structural checks see packed
-indices where int8 weights were declared): check the uncompressed file, then compress.
+:func:`lut_compress` picks every int8 weight whose values per channel fit a table that saves
+bytes, compresses them with TFLM's own tool (a ``TFLM_DECODE`` op expands them into the
+arena), and runs both files through TFLM on the same seeded inputs in a child: a LUT is
+lossless, so the outputs must be identical. Both arenas are bisected: flash is traded for
+RAM (docs/mcu.md, "Less flash with look-up tables").
 """
 
 from __future__ import annotations
@@ -30,13 +20,10 @@ class LutCompression:
     """A model with LUT-compressed weights and how it compares with the uncompressed one.
 
     Attributes:
-        content: The compressed ``.tflite``.
         tensors: Each tensor compressed: name, index bits, bytes before.
-        model_bytes: ``(before, after)``.
         arena: Recommended arenas ``(before, after)`` (smallest that allocates + 10%; None
             where the bisection did not finish): DECODE's outputs live in the arena.
         max_difference: Largest difference per output between the two files through TFLM.
-        samples: How many seeded random inputs were compared.
     """
 
     content: bytes
@@ -94,10 +81,8 @@ def lut_compress(
 ) -> LutCompression:
     """Compress ``model``'s int8 weights into look-up tables with TFLite Micro's own tool.
 
-    Args:
-        model: A ``.tflite`` path, its bytes or a :class:`~tfcompress.models.TFLiteModel`.
-        name: The model's name, for messages.
-        timeout_s: Seconds each TFLM call may take.
+    ``model``: a ``.tflite`` path, its bytes or a :class:`~tfcompress.models.TFLiteModel`;
+    ``name`` names it in messages; ``timeout_s``: seconds each TFLM call may take.
 
     Raises:
         MissingDependencyError: ``tflite-micro`` is not installed.
@@ -114,11 +99,12 @@ def lut_compress(
     from tfcompress._child import call
     from tfcompress._compat.tflm import require
     from tfcompress.errors import InvalidInputError, TFCompressError
+    from tfcompress.models.formats import read_tflite_input
     from tfcompress.targets.mcu.arena import recommended, smallest_arena
-    from tfcompress.targets.mcu.loading import read_checked
+    from tfcompress.targets.mcu.check import TFLITE_ONLY
 
     require()
-    content, _ = read_checked(model)
+    content, _, _ = read_tflite_input(model, TFLITE_ONLY)
     with tempfile.TemporaryDirectory(prefix="tfcompress-lut-") as folder:
         answer = call(
             "tfcompress.targets.mcu._lut_child:compress_and_compare",

@@ -76,7 +76,6 @@ class OpRef:
     Attributes:
         subgraph: Its subgraph (0 is the main one).
         index: Its index in that subgraph (what TFLM and Netron call it).
-        opcode_index: Its entry in the operator-code table.
         name: Its builtin name (``CONV_2D``), ``CUSTOM:<code>`` for a custom op.
     """
 

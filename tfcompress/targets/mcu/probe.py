@@ -1,29 +1,22 @@
 """Every TFLM call, made in a child process: a crash, a hang or a refusal comes back as data.
 
-TFLM's host interpreter is native code that a model's bytes drive, and it is known to
-segfault (an arena of a few hundred bytes for a model that needs thirty thousand). Each call
-goes through :func:`tfcompress._child.call` (time and memory limits, a fresh child after a
-crash) and comes back as an :class:`Outcome`: the function's answer, what TFLM printed on
-its standard error (kept in a file the crash cannot take with it), and the crash or time-out
-when there was one, as a :class:`Failure` with its signal; an exception the runtime raised
-there (LiteRT refusing an op, TFLM's ``invoke`` failing, a file its Python side cannot read)
-or the memory limit is a :class:`Failure` too. Callers turn failures into findings; none
-reaches the user as an exception.
-
-The whole check runs under one time limit: a :class:`Budget` made once and passed as the
-``timeout`` of every call gives each call what is left of it, and a call made after it ran
-out is a time-out without a child.
+Each call goes through :func:`tfcompress._child.call` and comes back as an :class:`Outcome`:
+the answer, what TFLM printed on its standard error (kept in a file a crash cannot take with
+it), and a :class:`Failure` (crash with its signal, time-out, the memory limit, an exception
+the runtime raised there) that callers turn into findings. A :class:`Budget` made once and
+passed as every call's ``timeout`` holds the whole check to one time limit; a call made after
+it ran out is a time-out without a child.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tfcompress._child import call, signal_name
+from tfcompress._child import call, last_words, signal_name
 from tfcompress._limits import CHILD_TIMEOUT
 from tfcompress.errors import ChildTimeoutError, NativeCrashError, ResourceLimitError
 
@@ -53,12 +46,7 @@ class Failure:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {
-            "kind": self.kind,
-            "signal": self.signal,
-            "signal_name": self.signal_name,
-            "message": self.message,
-        }
+        return {**asdict(self), "signal_name": self.signal_name}
 
 
 class Budget:
@@ -83,7 +71,6 @@ class Outcome:
     """What one TFLM call came back with.
 
     Attributes:
-        value: The function's answer; None when it failed.
         log: What TFLM printed on its standard error during the call (the tail).
         progress: What the function wrote in its progress file (the bisection's brackets).
         failure: The crash or time-out, None when it answered.
@@ -105,14 +92,9 @@ def in_child(
 ) -> Outcome:
     """Call ``tfcompress.targets.mcu._tflm:function`` in the child; never raise for a crash.
 
-    Args:
-        function: A function of :mod:`._tflm` that takes ``log=`` (and ``progress=``).
-        *args: Its positional arguments.
-        what: What the call does, for messages.
-        timeout: Seconds it may take, or the :class:`Budget` of the whole check (default:
-            the one time limit, ``TFCOMPRESS_TIMEOUT``, which ``--timeout`` sets).
-        progress: Give the function a progress file too, and return what it wrote.
-        **kwargs: Its other keyword arguments.
+    ``function`` takes ``log=`` (and ``progress=``: a progress file whose text comes back);
+    ``what`` says what the call does, for messages; ``timeout`` is seconds, or the
+    :class:`Budget` of the whole check (default: the one time limit, ``TFCOMPRESS_TIMEOUT``).
 
     Raises:
         TFCompressError: What the function raised on purpose there (``tflite-micro``
@@ -149,11 +131,10 @@ def in_child(
             said = str(error).split(" in its child process: ", 1)[-1]
             failure = Failure("error", None, f"{what} failed: {_words(said)}")
         text = _tail(log)
-        if failure is not None and _last_line(text):
-            failure = Failure(
-                failure.kind, failure.signal, f"{failure.message}; TFLM's last words: "
-                f"{_last_line(text)}"
-            )  # fmt: skip
+        last = last_words(text.encode())
+        if failure is not None and last:
+            said = f"{failure.message}; TFLM's last words: {last}"
+            failure = Failure(failure.kind, failure.signal, said)
         return Outcome(value, text, _tail(steps), failure)
 
 
@@ -172,8 +153,3 @@ def _tail(path: Path) -> str:
             return handle.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:200] if lines else ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from tfcompress.targets.mcu.arena import HOST_NOTE, MARGIN, Arena
@@ -17,8 +17,6 @@ class Budget:
     """A limit the user set (``--max-arena``, ``--max-flash``) and how the model did.
 
     Attributes:
-        name: ``arena`` or ``flash``.
-        limit: Bytes allowed.
         value: Bytes measured (the recommended arena, with its margin; the flash), None when
             it could not be measured.
     """
@@ -49,21 +47,12 @@ class McuReport:
 
     Attributes:
         source: The model's path (``<bytes>`` for bytes).
-        model_bytes: The ``.tflite``'s size.
         flash_bytes: Its flash as a C array (model + :data:`ARRAY_OVERHEAD_BYTES`).
         precision: ``int8``, ``float32``, ``mixed`` or ``int16x8``.
         ops: Every op's name, in the main subgraph's order.
         findings: What was found, each with what to do (ops TFLM lacks, by name and index).
         arena: The tensor arena (None when TFLM could not load the model).
         exactness: TFLM against LiteRT's reference kernels (None when it could not run).
-        budgets: The limits asked for and how the model did.
-        tflm_version: The ``tflite-micro`` version that answered.
-        seconds: How long the check took.
-
-    Example:
-        >>> report = tfcompress.mcu.check("mnist_int8.tflite")  # doctest: +SKIP
-        >>> report.compatible, report.arena.smallest  # doctest: +SKIP
-        (True, 31736)
     """
 
     source: str
@@ -114,12 +103,7 @@ class McuReport:
     def with_budgets(
         self, *, max_arena: int | None = None, max_flash: int | None = None
     ) -> McuReport:
-        """This report with budgets checked: the recommended arena and the flash.
-
-        Example:
-            >>> report.with_budgets(max_arena=64_000).within_budgets  # doctest: +SKIP
-            True
-        """
+        """This report with budgets checked: the recommended arena and the flash."""
         budgets = []
         if max_arena is not None:
             value = None if self.arena is None else self.arena.recommended
@@ -159,29 +143,26 @@ class McuReport:
         return {}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
+        """JSON form: every field (nested ones as their JSON) and what follows from them."""
+        nested = {"arena": self.arena, "exactness": self.exactness}
+        lists = {"findings": self.findings, "budgets": self.budgets}
+        calls = self.resolver
         return {
-            "source": self.source,
+            **{f.name: getattr(self, f.name) for f in fields(self)},
+            **{key: None if value is None else value.to_dict() for key, value in nested.items()},
+            **{key: [item.to_dict() for item in items] for key, items in lists.items()},
+            "ops": list(self.ops),
+            "seconds": round(self.seconds, 3),
             "compatible": self.compatible,
             "full_int8": self.full_int8,
-            "precision": self.precision,
-            "model_bytes": self.model_bytes,
-            "flash_bytes": self.flash_bytes,
             "flash_overhead_bytes": ARRAY_OVERHEAD_BYTES,
-            "arena": None if self.arena is None else self.arena.to_dict(),
-            "exactness": None if self.exactness is None else self.exactness.to_dict(),
-            "ops": list(self.ops),
             "resolver": {
-                "size": len(self.resolver),
-                "methods": [c.method for c in self.resolver if c.method],
-                "without_method": [c.op for c in self.resolver if not c.method],
+                "size": len(calls),
+                "methods": [c.method for c in calls if c.method],
+                "without_method": [c.op for c in calls if not c.method],
             },
             "unsupported_ops": [f.to_dict() for f in self.unsupported],
-            "findings": [f.to_dict() for f in self.findings],
-            "budgets": [b.to_dict() for b in self.budgets],
             "within_budgets": self.within_budgets,
-            "tflm_version": self.tflm_version,
-            "seconds": round(self.seconds, 3),
         }
 
     def __str__(self) -> str:
@@ -212,7 +193,9 @@ class McuReport:
             f"flash: {self.flash_bytes:,} B (model {self.model_bytes:,} B + C array "
             f"overhead <= {ARRAY_OVERHEAD_BYTES} B; TFLM's code comes on top)"
         )
-        lines.append(_resolver_line(self.resolver))
+        calls = self.resolver
+        adds = ", ".join(f"{c.method}()" if c.method else f"{c.op} (no Add method)" for c in calls)
+        lines.append(f"ops to register: tflite::MicroMutableOpResolver<{len(calls)}> with {adds}")
         if self.exactness is not None:
             lines.append(f"outputs: {self.exactness}")
         for budget in self.budgets:
@@ -222,9 +205,3 @@ class McuReport:
             lines.extend(f"  - {finding}" for finding in self.findings)
         lines.append(f"checked in {self.seconds:.1f} s")
         return "\n".join(lines)
-
-
-def _resolver_line(calls: tuple[OpCall, ...]) -> str:
-    """``ops to register: tflite::MicroMutableOpResolver<3> with AddConv2D(), ...``."""
-    adds = ", ".join(f"{c.method}()" if c.method else f"{c.op} (no Add method)" for c in calls)
-    return f"ops to register: tflite::MicroMutableOpResolver<{len(calls)}> with {adds}"

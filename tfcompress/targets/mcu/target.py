@@ -19,28 +19,6 @@ _FLASH_SPAN = 1 << 40
 _UNKNOWN = 1 << 80
 
 
-def mcu_refusal(summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
-    """Why an artifact does not qualify for a microcontroller, or None when it does."""
-    if float_nodes:
-        return f"keeps {len(float_nodes)} node(s) float: a microcontroller needs full int8"
-    if not summary.get("compatible"):
-        ops = summary.get("unsupported_ops") or []
-        why = f" (no kernel for {', '.join(ops)})" if ops else ""
-        return f"TFLite Micro cannot run it{why}"
-    if summary.get("full_int8") is False:
-        return "it computes in float in places: a microcontroller needs full int8"
-    return None
-
-
-def mcu_rank(attempt: Any) -> int:
-    """Smaller is better: the recommended arena first, then the flash."""
-    summary = getattr(attempt, "target_verdict", None) or {}
-    arena, flash = summary.get("arena_recommended_bytes"), summary.get("flash_bytes")
-    if arena is None or flash is None:
-        return _UNKNOWN
-    return int(arena) * _FLASH_SPAN + int(flash)
-
-
 def _arena_bytes(content: bytes) -> float:
     from tfcompress.targets.mcu.check import measure_arena
 
@@ -71,7 +49,7 @@ class McuTarget(Target):
     gate_backend = "cpu"  # TFLM computes what LiteRT's int8 kernels compute (the check says)
     budget_fields = (
         BudgetField(
-            name="max_arena_bytes",
+            name="max_arena",
             flag="--max-arena",
             label="TFLM arena",
             help="largest tensor arena TFLite Micro may need for a candidate's int8 file, e.g. "
@@ -81,7 +59,7 @@ class McuTarget(Target):
             type="size",
         ),
         BudgetField(
-            name="max_flash_bytes",
+            name="max_flash",
             flag="--max-flash",
             label="flash",
             help="largest flash a candidate's int8 file may take as a C array, e.g. 256KB",
@@ -126,9 +104,21 @@ class McuTarget(Target):
         return f"TFLite Micro cannot run the artifact: {first.message}{more}; fix: {first.fix}"
 
     def refusal(self, summary: Mapping[str, Any], float_nodes: tuple[str, ...]) -> str | None:
-        """Only artifacts TFLM runs whole, in full int8, qualify (see :func:`mcu_refusal`)."""
-        return mcu_refusal(summary, float_nodes)
+        """Only artifacts TFLM runs whole, in full int8, qualify."""
+        if float_nodes:
+            return f"keeps {len(float_nodes)} node(s) float: a microcontroller needs full int8"
+        if not summary.get("compatible"):
+            ops = summary.get("unsupported_ops") or []
+            why = f" (no kernel for {', '.join(ops)})" if ops else ""
+            return f"TFLite Micro cannot run it{why}"
+        if summary.get("full_int8") is False:
+            return "it computes in float in places: a microcontroller needs full int8"
+        return None
 
     def rank(self, attempt: Any) -> int:
-        """Smallest arena first, then flash (see :func:`mcu_rank`)."""
-        return mcu_rank(attempt)
+        """Smaller is better: the recommended arena first, then the flash."""
+        summary = getattr(attempt, "target_verdict", None) or {}
+        arena, flash = summary.get("arena_recommended_bytes"), summary.get("flash_bytes")
+        if arena is None or flash is None:
+            return _UNKNOWN
+        return int(arena) * _FLASH_SPAN + int(flash)

@@ -61,16 +61,8 @@ class OnnxExport(OnnxModel):
     It is an :class:`~tfcompress.models.onnx.OnnxModel`: run it, evaluate it, quantize it.
 
     Attributes:
-        source: Name of the Keras model.
-        opset: The ONNX opset of the graph.
         verification: Max abs difference to Keras, output by output.
         seconds: Wall time of the conversion and the check.
-
-    Example:
-        >>> export = tfcompress.export_onnx(model)  # doctest: +SKIP
-        >>> print(export)  # doctest: +SKIP
-        small_cnn -> ONNX opset 17: 903,903 bytes; max |onnx - keras| 2.98e-07 <= 0.0001 ...
-        >>> export.save("model.onnx")  # doctest: +SKIP
     """
 
     source: str = "model"
@@ -98,6 +90,16 @@ class OnnxExport(OnnxModel):
         if self.verification is not None:
             text += f"; {self.verification}"
         return text + f" ({self.seconds:.1f}s)"
+
+
+def check_opset(name: str, value: Any) -> int:
+    """The check of ``OnnxRecipe.opset`` and :func:`export_onnx`'s: one tf2onnx writes."""
+    if isinstance(value, bool) or value not in OPSETS:
+        raise InvalidInputError(
+            f"{name} {value!r} is not one tf2onnx 1.17 writes; choose {OPSETS.start} to "
+            f"{OPSETS.stop - 1} (default {DEFAULT_OPSET})."
+        )
+    return value
 
 
 def export_onnx(
@@ -129,9 +131,6 @@ def export_onnx(
         overwrite: Replace ``path`` if it exists.
         safe_mode: See :func:`tfcompress.models.load_model` (paths only).
 
-    Returns:
-        The verified export.
-
     Raises:
         UnsupportedModelError: Not a Keras model, or an export over protobuf's 2 GB.
         InvalidInputError: An opset outside 13-18, or a negative ``atol``.
@@ -150,18 +149,20 @@ def export_onnx(
         >>> export.save("model.onnx")  # doctest: +SKIP
     """
     start = time.perf_counter()
-    if opset not in OPSETS:
-        raise InvalidInputError(
-            f"opset {opset!r} is not one tf2onnx 1.17 writes; choose {OPSETS.start} to "
-            f"{OPSETS.stop - 1} (default {DEFAULT_OPSET})."
-        )
+    check_opset("opset", opset)
     if not (isinstance(atol, int | float) and atol >= 0):
         raise InvalidInputError(f"atol must be a number >= 0, got {atol!r}.")
     loaded = resolve_model(model, safe_mode=safe_mode)
     if flavour_of(loaded) is None:
+        kind = type(loaded).__name__
+        what = {
+            "SavedModelDir": "a SavedModel",
+            "TFLiteModel": "a .tflite",
+            "OnnxModel": "an .onnx",
+        }.get(kind, kind)
         raise UnsupportedModelError(
-            f"export_onnx converts Keras models; got {type(loaded).__name__}. Load the .keras "
-            "or .h5 file (or pass the model object)."
+            f"export-onnx converts Keras models, not {what}: give the .keras or .h5 file it "
+            "came from (or pass the Keras model object)."
         )
     if path is not None:
         check_output_path(path, overwrite=overwrite)

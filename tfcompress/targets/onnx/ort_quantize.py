@@ -1,17 +1,10 @@
 """ONNX Runtime's quantizers on in-memory ``.onnx`` bytes: static int8 (QDQ), dynamic, float16.
 
-Static int8 calibration streams: a :class:`CalibrationDataReader` hands ONNX Runtime one
-batch of :data:`CALIBRATION_BATCH` samples per call, drawn lazily from the calibration set.
-ONNX Runtime's histogram calibrators (``entropy``, ``percentile``) keep every activation
-they are fed within one ``collect_data`` call and build their histograms only at its end
-(checked in onnxruntime 1.32, ``calibrate.HistogramCalibrater.collect_data``); ``minmax``
-keeps only each batch's minimum and maximum. So the reader is *strided*
-(``CalibStridedMinMax``, which ONNX Runtime applies to every method): ONNX Runtime collects
-:data:`CALIBRATION_CHUNK` batches at a time and merges the histograms (or ranges) between
-chunks. Peak calibration memory is therefore the activations of ``CALIBRATION_BATCH *
-CALIBRATION_CHUNK`` samples plus the histograms, whatever the size of the calibration set.
-Merging histograms chunk by chunk re-bins the earlier ones, so ``entropy``/``percentile``
-ranges can differ slightly from one pass over all samples.
+Static int8 calibration streams (docs/onnx.md, "Calibration methods and memory"): a strided
+:class:`CalibrationDataReader` (``CalibStridedMinMax``) hands ONNX Runtime batches of
+:data:`CALIBRATION_BATCH` samples, :data:`CALIBRATION_CHUNK` batches per range, since its
+histogram calibrators keep every activation fed within one ``collect_data`` (onnxruntime
+1.32); peak memory is one chunk's activations, whatever the calibration set's size.
 """
 
 from __future__ import annotations
@@ -85,41 +78,39 @@ def static_int8(
     """Quantize to int8 with ONNX Runtime's static quantizer, in QDQ format.
 
     Weights and activations become int8 (weights per output channel when ``per_channel``),
-    activation ranges calibrated on ``calibration``; inputs and outputs stay float32.
-
-    Args:
-        model: The float model.
-        calibration: Samples keyed by the model's input names (one array for a
-            single-input model), already checked against the model.
-        method: ``"minmax"``, ``"entropy"`` or ``"percentile"``.
-        per_channel: One weight scale per output channel (else per tensor).
-        progress: Draw a progress bar over the calibration batches.
-
-    Returns:
-        The quantized model's bytes.
+    activation ranges calibrated on ``calibration`` (samples keyed by the model's input
+    names, already checked against the model) with ``method`` (``"minmax"``, ``"entropy"``
+    or ``"percentile"``); inputs and outputs stay float32. Returns the quantized bytes.
 
     Raises:
         InvalidInputError: Unknown calibration method, or no calibration samples.
         ConversionError: ONNX Runtime's quantizer failed.
         MissingDependencyError: onnxruntime is not installed.
-
-    Example:
-        >>> content = static_int8(float_model, Dataset(x_calib))  # doctest: +SKIP
     """
     from tfcompress._child import call
 
     check_calibration_method(method)
-    content, _ = call(
-        "tfcompress.targets.onnx.ort_quantize:calibrate_static",
-        model,
-        _feeds(model, calibration),
-        method=method,
-        per_channel=per_channel,
-        progress=progress,
-        what=f"ONNX Runtime's int8 calibration of {model.name!r}",
-        echo=progress,
-    )
-    return content
+
+    def run(batch: int, chunk: int) -> bytes:
+        return call(
+            "tfcompress.targets.onnx.ort_quantize:calibrate_static",
+            model,
+            _feeds(model, calibration, batch),
+            method=method,
+            per_channel=per_channel,
+            chunk=chunk,
+            progress=progress,
+            what=f"ONNX Runtime's int8 calibration of {model.name!r}",
+            echo=progress,
+        )[0]
+
+    # A long input (DNSMOS: 144,160 audio samples) can need more than the call's memory in one
+    # run of 8; its activations grow with the batch, so one sample per run is the retry.
+    try:
+        return run(CALIBRATION_BATCH, CALIBRATION_CHUNK)
+    except ResourceLimitError:
+        logger.warning("%s: calibration ran out of memory; one sample per run", model.name)
+    return run(1, 1)
 
 
 def calibrate_static(
@@ -128,6 +119,7 @@ def calibrate_static(
     *,
     method: str,
     per_channel: bool,
+    chunk: int = CALIBRATION_CHUNK,
     progress: bool = False,
 ) -> tuple[bytes, dict[str, int]]:
     """:func:`static_int8`'s work, in its child: ONNX Runtime runs the user's graph on the data.
@@ -138,8 +130,8 @@ def calibrate_static(
     """
     quantization = ort_quantization()
     chosen = getattr(quantization.CalibrationMethod, CALIBRATION_METHODS[method])
-    reader = make_reader(quantization.CalibrationDataReader, feeds, progress=progress)
-    options = {"CalibStridedMinMax": CALIBRATION_CHUNK}
+    reader = make_reader(quantization.CalibrationDataReader, feeds, chunk, progress=progress)
+    options = {"CalibStridedMinMax": chunk}
     content = _run(
         model,
         "static int8",
@@ -164,19 +156,9 @@ def dynamic_int8(model: OnnxModel, *, per_channel: bool = True) -> bytes:
     Activations are quantized at run time (``DynamicQuantizeLinear``, uint8): no
     calibration. Convolutions become ``ConvInteger``, matrix products ``MatMulInteger``.
 
-    Args:
-        model: The float model.
-        per_channel: One weight scale per output channel (else per tensor).
-
-    Returns:
-        The quantized model's bytes.
-
     Raises:
         ConversionError: ONNX Runtime's quantizer failed.
         MissingDependencyError: onnxruntime is not installed.
-
-    Example:
-        >>> content = dynamic_int8(float_model)  # doctest: +SKIP
     """
     quantization = ort_quantization()
     return _run(
@@ -197,13 +179,9 @@ def float16(model: OnnxModel) -> bytes:
     Raises:
         ConversionError: The converter failed.
         MissingDependencyError: No float16 converter is installed (names the package).
-
-    Example:
-        >>> content = float16(float_model)  # doctest: +SKIP
     """
     converter = float16_converter()
-    onnx = onnx_module()
-    proto = onnx.load_from_string(model.content)
+    proto = onnx_module().load_from_string(model.content)
     try:
         with quiet_onnx_tools("float16"):
             converted = converter.convert_float_to_float16(proto, keep_io_types=True)
@@ -215,24 +193,17 @@ def float16(model: OnnxModel) -> bytes:
     return bytes(converted.SerializeToString())
 
 
-def make_reader(base: type, feeds: list[dict[str, np.ndarray]], *, progress: bool = False) -> Any:
-    """A strided ``CalibrationDataReader`` over ``feeds``, one batch per ``get_next``.
+def make_reader(
+    base: type, feeds: list[dict[str, np.ndarray]], chunk: int, *, progress: bool = False
+) -> Any:
+    """A strided ``base`` (ONNX Runtime's ``CalibrationDataReader``), a batch per ``get_next``.
 
-    Its length is the batch count rounded up to a multiple of :data:`CALIBRATION_CHUNK`
-    (ONNX Runtime requires a multiple); ``set_range`` clamps to the real batches, and no
-    chunk is empty, since every chunk starts below the batch count.
-
-    Args:
-        base: ``onnxruntime.quantization.CalibrationDataReader``.
-        feeds: One feed (input name -> batch) per batch.
-        progress: Draw a progress bar over the batches.
-
-    Returns:
-        The reader; ``largest_chunk`` says how many batches one range held at most and
-        ``ranges`` how many ranges ONNX Runtime collected one after the other.
+    Its length is rounded up to a multiple of ``chunk`` (ONNX Runtime requires one);
+    ``set_range`` clamps to the real batches. ``largest_chunk``: batches one range held at
+    most; ``ranges``: ranges ONNX Runtime collected one after the other.
     """
     batches = len(feeds)
-    padded = math.ceil(batches / CALIBRATION_CHUNK) * CALIBRATION_CHUNK
+    padded = math.ceil(batches / chunk) * chunk
 
     class StridedReader(base):  # type: ignore[misc, valid-type]
         def __init__(self) -> None:
@@ -260,13 +231,11 @@ def make_reader(base: type, feeds: list[dict[str, np.ndarray]], *, progress: boo
     return StridedReader()
 
 
-def _feeds(model: OnnxModel, calibration: Dataset) -> list[dict[str, np.ndarray]]:
+def _feeds(model: OnnxModel, calibration: Dataset, batch: int) -> list[dict[str, np.ndarray]]:
     """The calibration samples in calls ONNX Runtime can run, by input name, model layout.
 
-    :data:`CALIBRATION_BATCH` samples per call, or the model's own static batch (a file
-    exported at batch 1 runs calls of 1, as ``benchmark`` and ``gate`` run it); a state
-    whose batch is not its first dimension and a scalar input are fed as the model takes
-    them (:func:`tfcompress.data.calibration.model_feeds`).
+    ``batch`` samples per call, or the model's own static batch (as ``benchmark`` runs it);
+    states and scalars fed as the model takes them (``data.calibration.model_feeds``).
     """
     from tfcompress.data.calibration import CalibrationSet, model_feeds
     from tfcompress.models.feeding import feed_layout
@@ -291,57 +260,7 @@ def _feeds(model: OnnxModel, calibration: Dataset) -> list[dict[str, np.ndarray]
         calibration = CalibrationSet(
             {name: arrays[name] for name in names}, layout=feed_layout(signature)
         )
-    return list(model_feeds(calibration, CALIBRATION_BATCH, names[:1]))
-
-
-def constants_as_initializers(content: bytes) -> bytes:
-    """``Constant`` nodes that hold float weights, moved to the graph's initializers.
-
-    Paddle2ONNX and some PyTorch exports keep weights in ``Constant`` nodes; ONNX Runtime's
-    quantizers only quantize initializers, so such a model came out of int8 3-5% *larger*
-    (scales added, nothing quantized). The same tensor under the same name is the same
-    model; ``content`` comes back unchanged when it has no such node.
-
-    Example:
-        >>> constants_as_initializers(content) == content  # no Constant weights
-        ... # doctest: +SKIP
-        True
-    """
-    onnx = onnx_module()
-    proto = onnx.load_from_string(content)
-    moved = 0
-    for graph in onnx_graphs(proto.graph):
-        kept = []
-        for node in graph.node:
-            tensor = _float_constant(onnx, node)
-            if tensor is None:
-                kept.append(node)
-                continue
-            tensor.name = node.output[0]
-            graph.initializer.append(tensor)
-            moved += 1
-        if len(kept) != len(graph.node):
-            del graph.node[:]
-            graph.node.extend(kept)
-    if not moved:
-        return content
-    logger.info("%d Constant node weight(s) moved to initializers to be quantized", moved)
-    return bytes(proto.SerializeToString())
-
-
-def _float_constant(onnx: Any, node: Any) -> Any | None:
-    """The float tensor of a ``Constant`` node worth quantizing (a weight), else None."""
-    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
-        return None
-    for attribute in node.attribute:
-        if attribute.name == "value" and attribute.HasField("t"):
-            tensor = attribute.t
-            floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE)
-            if tensor.data_type in floats and len(tensor.dims) >= 1:
-                copy = onnx.TensorProto()
-                copy.CopyFrom(tensor)
-                return copy
-    return None
+    return list(model_feeds(calibration, batch, names[:1]))
 
 
 # DequantizeLinear gained ``axis`` (per-channel scales) in opset 13.
@@ -387,12 +306,15 @@ def per_channel_ready(model: OnnxModel) -> tuple[OnnxModel, bool, str | None]:
 def _run(model: OnnxModel, what: str, quantize: Any) -> bytes:
     """Write ``model`` to a private folder, run ``quantize(source, target)``, read the result.
 
-    Weights kept as ``Constant`` nodes are moved to initializers first
-    (:func:`constants_as_initializers`), so the 8-bit quantizers see them.
+    Weights kept as ``Constant`` nodes become initializers (:func:`_renamed`), and inner
+    tensors go under short names (ONNX Runtime 1.32's numbered bias copies met basic-pitch's
+    tf2onnx name ``conv1d_252``: an int8 file it could not load), the given ones back after.
     """
+    names: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="tfcompress-onnx-") as folder:
         source, target = Path(folder) / "float.onnx", Path(folder) / "quantized.onnx"
-        source.write_bytes(constants_as_initializers(model.content))
+        short = lambda n: names.setdefault(n, f"tfcq{len(names)}x")  # noqa: E731
+        source.write_bytes(_renamed(model.content, short, weights=True))
         # ONNX Runtime's own errors (InvalidArgument: a calibration call the model refuses)
         # derive from Exception only: one ConversionError naming the step, not exit 3.
         errors = (*ort_errors(), KeyError, TypeError, AssertionError)
@@ -413,7 +335,38 @@ def _run(model: OnnxModel, what: str, quantize: Any) -> bytes:
                 f"ONNX Runtime could not apply {what} quantization to {model.name} "
                 f"({type(error).__name__}: {words[:300]})."
             ) from error
-        return target.read_bytes()
+        # The model's own tensors get their names back; those ONNX Runtime added keep short
+        # ones (basic-pitch: 232,221 B, against 367,776 B with tf2onnx's long names in each).
+        given = {short: name for name, short in names.items()}
+        return _renamed(target.read_bytes(), lambda n: given.get(n, n))
+
+
+def _renamed(content: bytes, rename: Any, *, weights: bool = False) -> bytes:
+    """``content`` with every tensor name but the model's inputs' and outputs' ``rename``d.
+
+    ``weights``: float ``Constant`` nodes become initializers too (Paddle2ONNX, some PyTorch
+    exports): ONNX Runtime quantizes only initializers, and such a model came out of int8
+    3-5% *larger* (scales added, nothing quantized).
+    """
+    from tfcompress.inspection.onnx import constant_tensors
+
+    onnx = onnx_module()
+    proto = onnx.load_from_string(content)
+    kept = {"", *(v.name for v in (*proto.graph.input, *proto.graph.output))}
+    new = lambda name: name if name in kept else rename(name)  # noqa: E731
+    floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE)
+    for graph in onnx_graphs(proto.graph):
+        for node, tensor in list(constant_tensors(graph)) if weights else []:
+            if tensor.data_type in floats and len(tensor.dims) >= 1:  # a weight, not a scalar
+                weight = graph.initializer.add()
+                weight.CopyFrom(tensor)
+                weight.name = node.output[0]
+                graph.node.remove(node)
+        for node in graph.node:
+            node.input[:], node.output[:] = [*map(new, node.input)], [*map(new, node.output)]
+        for entry in (*graph.initializer, *graph.value_info, *graph.input, *graph.output):
+            entry.name = new(entry.name)
+    return bytes(proto.SerializeToString())
 
 
 def quantize_onnx_static(
@@ -442,17 +395,11 @@ def quantize_onnx_static(
         calibration_method: ``"minmax"``, ``"entropy"`` or ``"percentile"``.
         overwrite: Replace ``path`` if it exists.
 
-    Returns:
-        The int8 ONNX model.
-
     Raises:
         UnsupportedModelError: Not an ``.onnx`` model.
         InvalidDataError: The data does not fit the model's inputs.
         ConversionError: ONNX Runtime's quantizer failed.
         MissingDependencyError: onnxruntime is not installed.
-
-    Example:
-        >>> int8 = quantize_onnx_static("m.onnx", x_train, "m_int8.onnx")  # doctest: +SKIP
     """
     from tfcompress._files import check_output_path, write_bytes_atomic
     from tfcompress.data.calibration import calibration_set

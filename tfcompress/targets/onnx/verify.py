@@ -36,10 +36,8 @@ class OnnxVerification:
     Attributes:
         max_abs_diff: ``(output name, largest absolute difference)`` per output, in the
             model's output order (``inf`` where one side is NaN/Inf and the other is not).
-        samples: Samples both models ran.
         inputs: ``"random"`` (seeded uniform [0, 1) floats, integers in [0, 100)) or
             ``"data"`` (the samples given).
-        atol: The largest difference allowed.
 
     Example:
         >>> check = OnnxVerification((("probs", 2.4e-07),), samples=8, inputs="random")
@@ -86,16 +84,10 @@ class OnnxVerification:
 def verification_feed(
     signature: ModelSignature, sample_data: DataLike | None, *, name: str
 ) -> tuple[Dataset, str]:
-    """The samples an export is checked on, keyed by the Keras model's input names.
+    """The samples an export is checked on (``x`` by input name), and ``"data"`` or ``"random"``.
 
-    Args:
-        signature: The Keras model's inputs and outputs.
-        sample_data: Samples (any source :func:`tfcompress.data.load_data` reads; labels are
-            ignored), or None for seeded random inputs.
-        name: The model's name, for messages.
-
-    Returns:
-        The samples (``x`` a dict by input name) and ``"data"`` or ``"random"``.
+    ``sample_data``: any source :func:`tfcompress.data.load_data` reads (labels ignored), or
+    None for seeded random inputs; ``name`` names the model in messages.
 
     Raises:
         InvalidDataError: Data that does not fit the model, or no data for a model with
@@ -131,16 +123,8 @@ def compare_outputs(
 ) -> OnnxVerification:
     """Run the Keras function and the ONNX model on ``feed``; measure each output's gap.
 
-    Args:
-        keras_function: The traced Keras call: inputs by name in, outputs by name out.
-        onnx_model: The export.
-        keras_signature: The Keras model's inputs and outputs (names and order).
-        feed: Samples keyed by the Keras input names.
-        inputs: ``"data"`` or ``"random"``, recorded in the result.
-        atol: The largest difference allowed (recorded; not enforced here).
-
-    Returns:
-        The differences, output by output.
+    ``keras_function`` is the traced Keras call (inputs by name in, outputs by name out);
+    ``inputs`` (``"data"`` or ``"random"``) and ``atol`` are recorded, not enforced here.
 
     Raises:
         ConversionError: ONNX Runtime cannot load or run the export, or an output's shape
