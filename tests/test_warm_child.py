@@ -82,3 +82,28 @@ def test_the_serving_child_exits_when_its_pipe_closes():
     os.close(answers_read)
     done = subprocess.run(command[:5], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "usage:" in done.stderr
+
+
+def test_a_command_starts_its_converter_child_first_and_kills_it_when_refused(
+    tmp_path, monkeypatch, capfd
+):
+    """quantize starts the converter's child before it imports its own modules; a command
+    refused after that does not wait at exit for the child's TensorFlow import: it is killed."""
+    import signal
+
+    from tfcompress.cli import main
+
+    monkeypatch.setattr(warm, "CONVERTER", "tests._child_fakes:hang")  # a 60 s warm-up
+    warm.close_warm_child()
+    model = tmp_path / "m.keras"
+    model.write_bytes(b"not a zip: refused when the file is checked, after the child started")
+    argv = ["quantize", str(model), "--out", str(tmp_path / "q.tflite"), "--data", "d.npz"]
+    try:
+        assert main(argv) == 2
+        assert "wrong magic bytes" in capfd.readouterr().err
+        child = warm._current
+        assert child is not None and child.process.poll() is None  # started, still warming
+    finally:
+        warm.close_warm_child(kill=True)  # what exit does
+    assert child.process.returncode == -signal.SIGKILL
+    assert not (tmp_path / "q.tflite").exists()

@@ -15,8 +15,9 @@ seconds) are paid once per process, which is what makes a ``compress`` search of
 conversions, or a notebook that quantizes again and again, no slower than converting
 in-process (docs/benchmarks.md, ``child_cost``). Keras' global state is reset between calls
 (:mod:`.serve`). It exits when its parent closes its pipe, or after
-:data:`~.serve.IDLE_SECONDS` without a call; the next call after a crash or a time-out
-starts a fresh one. Its temporary files go in a private folder removed with it, even when
+:data:`~.serve.IDLE_SECONDS` without a call, and is killed when its parent exits (every
+answer is in; a child started early may still be importing TensorFlow); the next call
+after a crash or a time-out starts a fresh one. Its temporary files go in a private folder removed with it, even when
 it is killed. ``warm=False`` runs one call in a child of its own (a retry in another
 environment). ``TFCOMPRESS_IN_PROCESS=1`` runs calls in the caller (for a debugger); then
 nothing is contained.
@@ -109,6 +110,10 @@ def call(
     return result(reply, what=what, seconds=limit_s, memory=applied)
 
 
+#: What the converter's child runs first: it imports TensorFlow's converter.
+CONVERTER = "tfcompress.quantization.converter:_import_converter"
+
+
 def prestart(*warm_up: str) -> None:
     """Start this process's warm child now, running ``warm_up`` there while the caller works.
 
@@ -143,9 +148,13 @@ def running() -> bool:
         return _current is not None and _current.owner == os.getpid()
 
 
-@atexit.register
-def close_warm_child() -> None:
+def close_warm_child(*, kill: bool = False) -> None:
     """End this process's warm child, if any (the next call starts a fresh one).
+
+    Args:
+        kill: Kill it rather than wait for it to leave (at exit: every answer is in, and a
+            child started early may still be importing TensorFlow, which it would finish
+            before reading that its pipe closed).
 
     Example:
         >>> close_warm_child()
@@ -153,8 +162,11 @@ def close_warm_child() -> None:
     global _current
     with _lock:
         if _current is not None and _current.owner == os.getpid():
-            _current.close()
+            _current.close(kill=kill)
         _current = None
+
+
+atexit.register(close_warm_child, kill=True)
 
 
 def usable(child: Child, env: Mapping[str, str], memory: int) -> bool:

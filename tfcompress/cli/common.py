@@ -55,6 +55,20 @@ def load_cli_model(
     return load(path, safe_mode=not args.unsafe, custom_objects=objects)
 
 
+def warm_converter(model: object) -> None:
+    """Start the converter's child first, before this process imports its own modules.
+
+    TensorFlow's import there is a converting command's longest step, and this process
+    needs none of it (numpy and the verb's modules take it half a second): the two overlap.
+    A ``.tflite`` or ``.onnx`` input needs no converter. A command refused after this ends
+    the child at exit (it is killed, not waited for).
+    """
+    if not str(model).lower().endswith((".tflite", ".onnx")):
+        from tfcompress._child.warm import CONVERTER, prestart
+
+        prestart(CONVERTER)
+
+
 def argument_type(parse: Callable[[str], Any] | str) -> Callable[[str], Any]:
     """An argparse ``type`` from a parser that raises :class:`InvalidInputError`.
 

@@ -20,6 +20,7 @@ from tfcompress.cli.common import (
     feeding_options,
     load_cli_model,
     positive_int,
+    warm_converter,
 )
 
 if TYPE_CHECKING:
@@ -104,11 +105,11 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         InvalidDataError: Data that does not fit the model, a task metric without labels.
         BackendUnavailableError: ``--target gpu`` with no usable GPU.
     """
+    warm_converter(args.model)  # its child imports TensorFlow while this one works
     from tfcompress.compression.api import check_on, compress
     from tfcompress.compression.report import check_compress_report_dir, report_paths
     from tfcompress.errors import InvalidInputError
     from tfcompress.models import check_output_path
-    from tfcompress.quantization.converter import warm_converter
 
     inputs = [p for p in (args.model, args.data, args.eval_data, args.train, args.replay) if p]
     if args.replay is not None:
@@ -132,7 +133,6 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     config = compress_config(args)  # every option checked before the model is read
     check_on(config, bool(args.on), args.device)
     client = connect_on(args)  # an unreachable scheduler is one line (exit 2) before any work
-    warm_converter(args.model)  # its child imports TensorFlow while this one reads the files
     try:
         model = load_cli_model(args, in_child=True)
         result = compress(

@@ -19,6 +19,7 @@ from tfcompress.cli.common import (
     load_cli_model,
     positive_int,
     show_progress,
+    warm_converter,
 )
 
 if TYPE_CHECKING:
@@ -149,21 +150,22 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         ConversionError: The converter rejected the model (e.g. an op without an integer
             kernel with ``--integer-only``), or the ONNX export failed its check.
     """
+    if args.list_recipes:
+        from tfcompress.cli._quantize_output import recipes_table
+
+        out.write(recipes_table() + "\n")
+        return 0
+    _check_usage(args)
+    if args.format == "tflite":  # the converter's child starts: a SavedModel is read there
+        warm_converter(args.model)
     from tfcompress.bench.paired import read_for_reference
-    from tfcompress.cli._quantize_output import evaluation_fields, quantize_text, recipes_table
+    from tfcompress.cli._quantize_output import evaluation_fields, quantize_text
     from tfcompress.models import check_output_path
-    from tfcompress.quantization.converter import warm_converter
     from tfcompress.quantization.ptq import quantize
     from tfcompress.targets.base import get_target
     from tfcompress.testing.config import GateConfig
 
-    if args.list_recipes:
-        out.write(recipes_table() + "\n")
-        return 0
-    _check_usage(args)
     config = ptq_config(args)  # every option checked before any file is touched
-    if config.format == "tflite":  # the converter's child starts: a SavedModel is read there
-        warm_converter(args.model)
     gate_config = GateConfig.from_options(**gate_options(args))  # checked before any work
     inputs = [p for p in (args.model, args.data, args.eval_data) if p]
     check_output_path(args.out, overwrite=args.force, inputs=inputs)

@@ -140,13 +140,13 @@ def warm_converter(model: Any) -> None:
     """
     if isinstance(model, TFLiteModel) or str(model).lower().endswith(".tflite"):
         return
-    from tfcompress._child import prestart
+    from tfcompress._child.warm import CONVERTER, prestart
 
-    prestart("tfcompress.quantization.converter:_import_converter")
+    prestart(CONVERTER)
 
 
 def _import_converter() -> None:
-    """What the converter's child imports before its first call."""
+    """What the converter's child imports before its first call (``warm.CONVERTER``)."""
     tensorflow().lite.TFLiteConverter  # noqa: B018 - the lazy module loads on first touch
 
 
