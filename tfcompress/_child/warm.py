@@ -17,10 +17,10 @@ in-process (docs/benchmarks.md, ``child_cost``). Keras' global state is reset be
 (:mod:`.serve`). It exits when its parent closes its pipe, or after
 :data:`~.serve.IDLE_SECONDS` without a call, and is killed when its parent exits (every
 answer is in; a child started early may still be importing TensorFlow); the next call
-after a crash or a time-out starts a fresh one. Its temporary files go in a private folder removed with it, even when
-it is killed. ``warm=False`` runs one call in a child of its own (a retry in another
-environment). ``TFCOMPRESS_IN_PROCESS=1`` runs calls in the caller (for a debugger); then
-nothing is contained.
+after a crash or a time-out starts a fresh one. Its temporary files go in a private folder
+removed with it, even when it is killed. ``warm=False`` runs one call in a child of its
+own (a retry in another environment). ``TFCOMPRESS_IN_PROCESS=1`` runs calls in the caller
+(for a debugger); then nothing is contained.
 """
 
 from __future__ import annotations
