@@ -53,6 +53,9 @@ def test_mnist_one_point_gate_gives_int8_under_30_percent(trained_cnn, mnist_spl
         representative_data=mnist_split.train,
         eval_data=mnist_split.test,
         max_drop=0.01,
+        # Not a speed test: on an AMD EPYC this CNN's first int8 CONV_2D (one input channel)
+        # takes 57 us against 8-14 us in float, and the speed rule passes plain int8 over.
+        measure_latency=False,
     )
     chosen = result.chosen
     assert result.passed and chosen is not None and chosen.name == "int8"

@@ -132,8 +132,13 @@ def test_onet_keeps_its_prelu_float_on_purpose(onet, monkeypatch) -> None:
     assert counts.get("PRELU", 0) >= 4, chosen.name
     assert "in int8 vs" in chosen.notes[0] and "x float32's" in chosen.notes[0]
     assert find_float_ops(result.model_content).count("PRELU") == counts["PRELU"]
-    assert chosen.size_bytes < 0.3 * result.float32_bytes  # int8-class: weights int8
-    assert chosen.size_bytes < 1.02 * int8.size_bytes
+    # Every op kept float was timed slower in int8 here: the PRELUs on any CPU; on some (an
+    # AMD EPYC) a CONV_2D of few input channels too, and the file is larger by its weights.
+    for op in counts:
+        assert re.search(rf"\({op} [\d.]+ us in int8 vs", chosen.notes[0]), (op, chosen.notes)
+    assert chosen.size_bytes < 0.5 * result.float32_bytes  # under float16's: the climb's end
+    if set(counts) == {"PRELU"}:
+        assert chosen.size_bytes < 1.02 * int8.size_bytes  # the alphas only
     # Plain int8 passed the gate and was refused as slower; the per-op file was not.
     assert int8.gate["passed"] and not int8.passed and "ms/sample is" in int8.why
     # benchmark labels the file by what it holds, read from the file.

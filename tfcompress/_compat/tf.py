@@ -8,10 +8,12 @@ adds it: one line in the CLI (exit 2), never a ``ModuleNotFoundError`` from deep
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
 from types import ModuleType
+from typing import Any
 
 from tfcompress._compat.heap import settled_import
 from tfcompress.errors import MissingDependencyError
@@ -39,16 +41,42 @@ def import_heavy(name: str) -> ModuleType:
     Raises:
         MissingDependencyError: ``name`` (or TensorFlow, which it needs) is not installed.
     """
-    if name in sys.modules:
-        return sys.modules[name]
-    try:
-        with settled_import():
-            module = importlib.import_module(name)
-    except ModuleNotFoundError as error:
-        if not is_missing_tensorflow(error):
-            raise
-        raise missing_tensorflow(f"this step (it imports {name})") from error
-    return module
+    if name not in sys.modules:
+        try:
+            with settled_import():
+                importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if not is_missing_tensorflow(error):
+                raise
+            raise missing_tensorflow(f"this step (it imports {name})") from error
+    _autograph_leaves_no_bytecode()  # also where the caller imported TensorFlow first
+    return sys.modules[name]
+
+
+def _autograph_leaves_no_bytecode() -> None:
+    """Autograph's modules write no bytecode (as Python's ``-B``): none is left in $TMPDIR.
+
+    Autograph writes each function it converts to ``$TMPDIR`` as a module and imports it; it
+    removes the source at exit, but Python has cached its bytecode beside it: a
+    ``__pycache__`` left in the user's temporary folder by every command that traced a
+    Keras model (``benchmark``, ``gate``, ``export-onnx``).
+    """
+    loader = sys.modules.get("tensorflow.python.autograph.pyct.loader")
+    load = getattr(loader, "load_source", None)
+    if load is None or getattr(load, "without_bytecode", False):
+        return
+
+    @functools.wraps(load)
+    def load_source(*args: Any, **kwargs: Any) -> Any:
+        before = sys.dont_write_bytecode
+        sys.dont_write_bytecode = True
+        try:
+            return load(*args, **kwargs)
+        finally:
+            sys.dont_write_bytecode = before
+
+    load_source.without_bytecode = True  # type: ignore[attr-defined]
+    loader.load_source = load_source  # type: ignore[union-attr]
 
 
 def has_tensorflow() -> bool:
