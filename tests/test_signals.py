@@ -22,6 +22,15 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 CODES = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
 
+# Ctrl-C as from a terminal: a job a non-interactive shell sends to the background (`cmd &`,
+# as a CI script or nohup may run the suite) starts with SIGINT ignored, which its children
+# inherit and the CLI rightly keeps ignoring. The run under test starts with the default.
+_AS_FROM_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'tfcompress', *sys.argv[1:]])"
+)
+
+
 class Run:
     """``python -m tfcompress ARGV`` with its own TMPDIR; stderr goes to a file we can cut."""
 
@@ -33,7 +42,7 @@ class Run:
         env.pop("TFCOMPRESS_NO_PROBE", None)
         with open(self.log, "wb") as stderr:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tfcompress", *argv],
+                [sys.executable, "-c", _AS_FROM_A_TERMINAL, *argv],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
