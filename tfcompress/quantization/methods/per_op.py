@@ -9,10 +9,11 @@ selective quantization makes it: one quantizer call, no new calibration): the sl
 until a step's weakest output reaches the bar (:class:`PerOpBar`, or the gate when one is
 given) and the step is not slower than float32 (:func:`~.slow_ops.too_slow`); a step at
 float16's size (half float32's) ends the climb too. Each step is a candidate of the report
-with its size, latency and scores. The file kept is the first good enough and not slower than
-float32 (plain int8 first: a step only for being faster beyond the timings' noise), else of
-those not slower and under float16's size the one nearest the bar (the gate's "better": its
-margin on the weakest output), with a warning that names float16.
+with its size, latency and scores. No step at float16's size or more is kept. The file kept
+is the first good enough and not slower than float32 (plain int8 first: a step only for being
+faster beyond the timings' noise), else of those not slower the one nearest the bar (the
+gate's "better": its margin on the weakest output), else plain int8, with a warning that
+names float16.
 """
 
 from __future__ import annotations
@@ -225,7 +226,10 @@ class _Climb:
         """The file to keep and why (the module docstring's rule)."""
         made = [plain, *(c for c, _, _ in self.steps if c.error is None)]
         bar = "the gate" if self.gate is not None else f"the {self.bar.per_op_min_snr:g} dB bar"
-        fast = [c for c in made if not self._slower(c)]
+        # A step at float16's size or more is never kept: float16 keeps float accuracy there
+        # (on a tiny model, ops kept float made a file larger than float32's).
+        small = [c for c in made if 2 * c.size_bytes < len(self.reference.content)]
+        fast = [c for c in made if not self._slower(c) and (c is plain or c in small)]
         good = [c for c in fast if self._good(c)]
         if good:
             # A later step made only by float ops: kept for speed, or not at all (the
@@ -236,8 +240,13 @@ class _Climb:
                 f" (+{extra:.1f} us: within the timings' spread or under the {FLOOR_MS * 1000:g}"
                 " us floor, not slower)" * (extra > 0)
             )
-        small = [c for c in fast if 2 * c.size_bytes < len(self.reference.content)]
-        best = max(small or fast or made, key=lambda c: (self._margin(c), -c.size_bytes))
+        if not fast:
+            return plain, (
+                f"every file that keeps ops float reached float16's size, and plain int8 is "
+                f"slower than float32 ({self._cost(plain)}): kept plain int8, the smallest; "
+                "--recipe float16 keeps float accuracy at half float32's size"
+            )
+        best = max(fast, key=lambda c: (self._margin(c), -c.size_bytes))
         return best, (
             f"no file reached {bar} without being slower than float32 or reaching float16's "
             f"size; kept {best.label}, the nearest to it of those not slower ({self._cost(best)}"
