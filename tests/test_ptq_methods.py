@@ -200,6 +200,45 @@ def test_tf_keras_model_with_a_recipe_that_names_methods(depthwise_tf_keras, dig
     assert result.to_dict()["methods"]["kept"] == ["equalize", "bias-correction"]
 
 
+def test_equalization_looks_through_prelu(digits):
+    """O-Net's conv and fc + PReLU blocks are equalized: PReLU(x / s) = PReLU(x) / s, s > 0.
+
+    The real O-Net's fc + PReLU output (256 channels) spans 22x between its widest and
+    narrowest channels; one int8 range then leaves its box head, a small signal that reads
+    every channel, at 22 dB. The stand-in's fc channels are spread so here, the heads
+    counter-scaled (the same function): equalization must narrow them and lift the box head.
+    """
+    from tfcompress.samples.face_nets import onet, onet_data
+
+    model = onet(seed=0)
+    fc = model.get_layer("fc")
+    kernel, bias = fc.get_weights()
+    spread = np.geomspace(1.0, 30.0, kernel.shape[1]).astype(np.float32)
+    np.random.default_rng(0).shuffle(spread)
+    fc.set_weights([kernel * spread, bias * spread])
+    for head in ("cls", "box", "landmarks"):
+        weights, head_bias = model.get_layer(head).get_weights()
+        model.get_layer(head).set_weights([weights / spread[:, None], head_bias])
+    calibration = onet_data(Dataset(digits.train.x[:200], digits.train.y[:200])).x
+    test = onet_data(Dataset(digits.test.x, digits.test.y)).x
+
+    _, rewrite = rewrite_model(model, ["equalize"], Dataset(calibration), per_channel=True)
+    assert {p.source for p in rewrite.equalized} == {"conv1", "conv2", "conv3", "fc"}
+    pair = next(p for p in rewrite.equalized if p.source == "fc")
+    assert sorted(pair.targets) == ["box", "cls", "landmarks"]
+    assert pair.range_before > 3 * pair.range_after
+    assert rewrite.float_max_difference <= 1e-4 * rewrite.float_output_peak
+
+    result = tfcompress.quantize(
+        model, representative_data=calibration, eval_data=test, methods="equalize"
+    )
+    report = result.methods
+    assert report is not None and report.kept == ("equalize",)
+    plain = {f.output: f.snr_db for f in report.plain.fidelity}
+    kept = {f.output: f.snr_db for f in report.kept_candidate.fidelity}
+    assert kept["box"] >= plain["box"] + 3, (plain, kept)
+
+
 def test_small_regression_head_gains_6_db(digits, monkeypatch):
     from tfcompress.quantization.methods import apply
 
@@ -281,6 +320,25 @@ def test_adaround_lowers_each_layers_error(depthwise, digits):
     np.testing.assert_allclose(kernel / steps, np.round(kernel / steps), atol=1e-3)
 
 
+FLOAT_DENSE = {"pattern": ".*", "op_type": "FULLY_CONNECTED", "mode": "float"}
+
+
+def test_ops_kept_float_stay_float_with_methods(depthwise, digits):
+    """A float rule (or float_nodes) holds in plain int8 and in every candidate made."""
+    result = tfcompress.quantize(
+        depthwise,
+        recipe=Recipe("int8", rules=(FLOAT_DENSE,)),
+        methods="equalize",
+        representative_data=digits.train.x,
+    )
+    assert result.methods is not None and result.methods.kept == ("equalize",)
+    assert result.float_ops == ("FULLY_CONNECTED",)
+    # recorded as the nodes the rule named, as without methods: a replay makes the same file
+    assert result.recipe.rules == () and len(result.recipe.float_nodes) == 1
+    again = tfcompress.quantize(depthwise, recipe=result.recipe, representative_data=digits.train.x)
+    assert again.model_content == result.model_content
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -290,6 +348,10 @@ def test_adaround_lowers_each_layers_error(depthwise, digits):
         ({"recipe": "float16", "methods": ["equalize"]}, "apply to recipe 'int8' only"),
         ({"recipe": "dynamic", "eval_data": np.zeros((2, 8, 8, 1), np.float32)}, "eval_data"),
         ({"format": "onnx", "methods": "auto"}, "apply to .tflite only"),
+        (
+            {"recipe": Recipe("int8", rules=(FLOAT_DENSE,)), "methods": "per-op"},
+            "drop --rules \\(rules\\), or drop --methods per-op",
+        ),
     ],
 )
 def test_refusals(depthwise, options, message):

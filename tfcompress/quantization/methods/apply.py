@@ -21,6 +21,7 @@ from tfcompress.data import Dataset
 from tfcompress.errors import ConversionError, ResourceLimitError, UnsupportedModelError
 from tfcompress.models.loading import KerasFile
 from tfcompress.quantization.converter import Conversion, ConverterSettings, convert_all
+from tfcompress.quantization.engines import converter_float_nodes
 from tfcompress.quantization.methods.budget import (
     AUTO_BUDGET,
     Budget,
@@ -180,7 +181,10 @@ def run_methods(
         logger.info("%s skipped: %s", label, why)
     auto = searched and tuple(candidates) == AUTO_CANDIDATES
     plain_recipe = with_methods(recipe, ())
-    configures: list[ConverterSettings | None] = [None, configure_for(plain_recipe, False)]
+    # Ops kept float (float_nodes, float rules): plain int8 is its calibration quantized with
+    # them denylisted, as every candidate is; the rules become the nodes they name.
+    selective = bool(plain_recipe.float_nodes or plain_recipe.rules)
+    configures: list[ConverterSettings | None] = [None, configure_for(plain_recipe, selective)]
     ranges_only = any(not weight_names(c) for c in runnable)
     # One trace for all three; the graph candidates' calibrate-only conversion is the model
     # plain int8 calibrated, not a conversion more (it cannot stand in for the converter's
@@ -197,7 +201,10 @@ def run_methods(
         s0, s1, s2 = (m.seconds for m in made)
         float_run = min(s2, max(s2 + plain_path - s0 - s1, 0.0))
         loading = max(plain_path - s0 - s1 - s2 + float_run, 0.0)
-    if plain_recipe.float_nodes:
+    if selective:
+        nodes = converter_float_nodes(plain.content, plain_recipe, source=source)
+        recipe = replace(recipe, float_nodes=nodes, rules=())
+        plain_recipe = with_methods(recipe, ())
         plain = quantize_calibrated(plain, plain_recipe, source=source)
     # Auto is bounded, asked for or started by a gate; methods named are made.
     budget = Budget(AUTO_BUDGET if auto else None, plain_path + before)

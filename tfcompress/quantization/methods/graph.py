@@ -13,8 +13,9 @@ Keras itself ships (a user subclass named ``Conv2D`` may compute anything):
   ReLU6 or a leaky ReLU);
 * ``BatchNormalization`` over the last axis (folded into the linear layer before it);
 * per-channel positively homogeneous layers, ``f(x / s) = f(x) / s`` for a per-channel
-  ``s > 0``: ReLU and leaky ReLU (exactly), ReLU6/``ReLU(max_value)`` (where a channel never
-  reaches the clip, see :mod:`.equalize`), dropout, zero padding and pooling.
+  ``s > 0``: ReLU, leaky ReLU and PReLU (exactly, whatever the slopes: an ``s > 0`` keeps
+  each value's sign), ReLU6/``ReLU(max_value)`` (where a channel never reaches the clip, see
+  :mod:`.equalize`), dropout, zero padding and pooling.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ LINEAR = {"Conv2D": "conv", "DepthwiseConv2D": "depthwise", "Dense": "dense"}
 PASS_THROUGH = frozenset(
     {
         "Dropout",
+        # Not fused into the layer before it: its own op, whose output the converter
+        # quantizes (MTCNN's O-Net: conv + PReLU, fc + PReLU into three heads).
+        "PReLU",
         "SpatialDropout1D",
         "SpatialDropout2D",
         "ZeroPadding2D",

@@ -86,11 +86,19 @@ class PerOp(PrecisionMethod):
 
     def quantize(self, model: Any, recipe: Any, **context: Any) -> Any:
         """Climb (see the module docstring); the outcome :mod:`.apply` returns for methods."""
-        if recipe.float_nodes or recipe.integer_only:
+        fixed = [
+            flag
+            for flag, given in (
+                ("--float-nodes (float_nodes)", recipe.float_nodes),
+                ("--rules (rules)", recipe.rules),
+                ("--integer-only", recipe.integer_only),
+            )
+            if given
+        ]
+        if fixed:
             raise InvalidInputError(
-                "--methods per-op chooses the ops kept float itself: drop "
-                + ("--float-node (float_nodes)" if recipe.float_nodes else "--integer-only")
-                + ", or drop --methods per-op."
+                f"--methods per-op chooses the ops kept float itself: drop {' and '.join(fixed)}"
+                ", or drop --methods per-op."
             )
         return _Climb(model, recipe, **context).run()
 
