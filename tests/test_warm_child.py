@@ -107,3 +107,42 @@ def test_a_command_starts_its_converter_child_first_and_kills_it_when_refused(
         warm.close_warm_child(kill=True)  # what exit does
     assert child.process.returncode == -signal.SIGKILL
     assert not (tmp_path / "q.tflite").exists()
+
+
+@pytest.mark.parametrize(
+    ("words", "early"),
+    [
+        (["quantize", "MODEL", "--data", "d.npz", "--out", "q.tflite"], True),
+        (["compress", "MODEL", "--data", "d.npz", "--out", "c.tflite"], True),
+        (["quantize", "m.tflite", "--data", "d.npz", "--out", "q.tflite"], False),  # no converter
+        (["quantize", "MODEL", "--out", "q.onnx"], False),  # the verb decides
+        (["quantize", "MODEL", "--timeout", "30", "--out", "q.tflite"], False),  # child's env
+        (["-v", "quantize", "MODEL", "--out", "q.tflite"], False),  # the native log level
+        (["quantize", "MODEL", "--help"], False),
+    ],
+)
+def test_the_converter_child_starts_before_the_parser_is_built(
+    words, early, tmp_path, monkeypatch, capfd
+):
+    """Building the parser reads every option declaration (a quarter second on two cores):
+    a plain ``quantize``/``compress`` of a Keras model starts its child first."""
+    import tfcompress.cli as cli
+
+    monkeypatch.setattr(warm, "CONVERTER", "tests._child_fakes:hang")  # a 60 s warm-up
+    model = tmp_path / "m.keras"
+    model.write_bytes(b"not a zip: refused when the file is checked")
+    words = [str(model) if w == "MODEL" else w for w in words]
+    started: list[bool] = []
+    build = cli.build_parser
+
+    def recording():
+        started.append(warm.running())
+        return build()
+
+    monkeypatch.setattr(cli, "build_parser", recording)
+    warm.close_warm_child()
+    try:
+        cli.main(words)
+    finally:
+        warm.close_warm_child(kill=True)
+    assert started == [early]

@@ -121,10 +121,12 @@ def _time_limit(args: argparse.Namespace) -> Iterator[None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit code (never raises for bad input)."""
-    renamed = renamed_flag_error(list(sys.argv[1:] if argv is None else argv))
+    words = list(sys.argv[1:] if argv is None else argv)
+    renamed = renamed_flag_error(words)
     if renamed is not None:
         print(renamed, file=sys.stderr)
         return 2
+    _start_converter_early(words)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -176,6 +178,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.collect()
     print(details + line, file=sys.stderr)
     return code
+
+
+#: The verbs whose converter's child :func:`_start_converter_early` may start.
+_CONVERTING = ("quantize", "compress")
+#: Words after which the verb starts its child itself, if it needs one.
+_LEFT_TO_THE_VERB = ("-h", "--help", "--list-recipes", "--format", "--timeout")
+
+
+def _start_converter_early(words: list[str]) -> None:
+    """Start the converter's child before the parser is built, for ``VERB MODEL ...``.
+
+    ``quantize`` and ``compress`` of a Keras model or SavedModel spend their longest step
+    importing TensorFlow in that child; building the parser (a quarter of a second reading
+    the option declarations on two cores) and the verb's imports overlap it from here. Only
+    the plain form is read: the verb first, the model next. The child must see the
+    environment its calls will, so global flags (``--verbose``), ``--timeout`` (the child's
+    variable), ``--format``, an ``.onnx`` or ``.tflite`` model and help requests leave the
+    start to the verb (:func:`tfcompress.cli.common.warm_converter`), as before. A command
+    refused later kills the child at exit.
+    """
+    if len(words) < 2 or words[0] not in _CONVERTING or words[1].startswith("-"):
+        return
+    if words[1].lower().endswith((".tflite", ".onnx")) or any(
+        word.lower().endswith(".onnx") or word.split("=", 1)[0] in _LEFT_TO_THE_VERB
+        for word in words
+    ):
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # as main sets it after parsing
+    from tfcompress._child.warm import CONVERTER, prestart
+
+    prestart(CONVERTER)
 
 
 def _run(args: argparse.Namespace, out: IO[str]) -> int:
