@@ -148,8 +148,12 @@ def main() -> None:
     lines.append(
         "* The files made are byte for byte the same in every arm and round."
         if same
-        else "* The files made differ between arms or rounds: "
-        + ", ".join(f"{verb} {len(files)} kinds" for verb, files in made.items())
+        else "* The files made are not all the same: "
+        + ", ".join(
+            f"{verb} made {len(files)} different files" if len(files) > 1 else f"{verb} one"
+            for verb, files in made.items()
+        )
+        + " (compress's choice can follow its latency timings)."
     )
     path = write_section("tf_once", "\n".join(lines))
     print("\n".join(lines))
