@@ -14,13 +14,19 @@ HEADER = (
 
 
 def machine_line() -> str:
-    """CPU model, core count and Python version of this machine."""
+    """CPU model, its vector flags, core count and Python version of this machine.
+
+    The flags matter: on an AVX2-only CPU (no AVX-512 VNNI) int8 convolutions can run
+    slower than float32, which turns latency verdicts around.
+    """
     from tfcompress.bench.environment import parse_cpuinfo
 
     cpuinfo = Path("/proc/cpuinfo")
-    model, _ = parse_cpuinfo(cpuinfo.read_text()) if cpuinfo.exists() else ("", ())
+    model, flags = parse_cpuinfo(cpuinfo.read_text()) if cpuinfo.exists() else ("", None)
+    shown = "" if flags is None else f" ({', '.join(flags) or 'no tracked vector flags'})"
     return (
-        f"{model or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        f"{model or platform.machine()}{shown}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}"
     )
 
 

@@ -21,11 +21,12 @@ The four .npz files are made by benchmarks/real_files_data.py from five face pho
 repos' example photos): calibration and held-out samples come from different photos
 (different faces); each set is augmented (shift, scale, flip, brightness). For each model,
 each command in its own process: ``quantize`` float32, int8, float16, ``--methods per-op``,
-``--methods auto``, and ``compress`` with the issue's gates (emotion: ``--min-agreement
-0.97``; O-Net: default settings and ``--min-snr 24``). Then every file is timed back to back
-by ``benchmark`` (LiteRT CPU, 1 thread) and scored against the float32 file on the held-out
-samples (each output's SNR; top-1 agreement of class outputs); the ops that stayed float are
-read from each file. Every sentence of the section is computed from these runs.
+``--methods auto``, ``--methods equalize``, and ``compress`` with the issue's gates (emotion:
+``--min-agreement 0.97``; O-Net: default settings and ``--min-snr 24``). Then every file is
+timed back to back by ``benchmark`` (LiteRT CPU, 1 thread) and scored against the float32
+file on the held-out samples (each output's SNR; top-1 agreement of class outputs); the ops
+that stayed float are read from each file. Every sentence of the section is computed from
+these runs.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ WHERE = {
     "onet.lz4": "github.com/ipazc/mtcnn mtcnn/assets/weights/onet.lz4",
 }
 MAX_SIZE, MIN_AGREEMENT, BOX_DB = 0.45, 0.97, 24.0  # issue 39's goals
+METHODS = ("per-op", "auto", "equalize")  # each a quantize --methods row
 
 
 def _files(folder: Path) -> dict[str, Path]:
@@ -145,7 +147,7 @@ def one_model(title: str, model: Path, calib: Path, test: Path, gates: list[list
         for name in ("float32", "int8", "float16")
     ]
     commands += [(f"quantize --methods {m}", ["quantize", str(model), "--methods", m, *data,
-                                              *held]) for m in ("per-op", "auto")]  # fmt: skip
+                                              *held]) for m in METHODS]  # fmt: skip
     commands += [("compress " + (" ".join(g) or "(default gate)"),
                   ["compress", str(model), *data, *held, *g]) for g in gates]  # fmt: skip
     rows = []
