@@ -117,6 +117,7 @@ def test_a_command_starts_its_converter_child_first_and_kills_it_when_refused(
         (["quantize", "m.tflite", "--data", "d.npz", "--out", "q.tflite"], False),  # no converter
         (["quantize", "MODEL", "--out", "q.onnx"], False),  # the verb decides
         (["quantize", "MODEL", "--timeout", "30", "--out", "q.tflite"], False),  # child's env
+        (["quantize", "MODEL", "--timeo=30", "--out", "q.tflite"], False),  # argparse's prefix
         (["-v", "quantize", "MODEL", "--out", "q.tflite"], False),  # the native log level
         (["quantize", "MODEL", "--help"], False),
     ],

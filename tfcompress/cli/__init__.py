@@ -182,8 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 #: The verbs whose converter's child :func:`_start_converter_early` may start.
 _CONVERTING = ("quantize", "compress")
-#: Words after which the verb starts its child itself, if it needs one.
-_LEFT_TO_THE_VERB = ("-h", "--help", "--list-recipes", "--format", "--timeout")
+#: Flags (or argparse's abbreviations of them) that leave the start to the verb.
+_LEFT_TO_THE_VERB = ("--help", "--list-recipes", "--format", "--timeout")
 
 
 def _start_converter_early(words: list[str]) -> None:
@@ -191,18 +191,22 @@ def _start_converter_early(words: list[str]) -> None:
 
     ``quantize`` and ``compress`` of a Keras model or SavedModel spend their longest step
     importing TensorFlow in that child; building the parser (a quarter of a second reading
-    the option declarations on two cores) and the verb's imports overlap it from here. Only
-    the plain form is read: the verb first, the model next. The child must see the
-    environment its calls will, so global flags (``--verbose``), ``--timeout`` (the child's
-    variable), ``--format``, an ``.onnx`` or ``.tflite`` model and help requests leave the
-    start to the verb (:func:`tfcompress.cli.common.warm_converter`), as before. A command
-    refused later kills the child at exit.
+    the option declarations) and the verb's imports overlap it from here. Only the plain
+    form is read: the verb first, the model next. The child must see the environment its
+    calls will, so global flags (``-v``), ``--timeout`` (the child's variable), ``--format``,
+    an ``.onnx`` or ``.tflite`` and help leave the start to the verb, as before
+    (:func:`tfcompress.cli.common.warm_converter`). A command refused later kills it at exit.
     """
-    if len(words) < 2 or words[0] not in _CONVERTING or words[1].startswith("-"):
+    if len(words) < 2 or words[0] not in _CONVERTING or words[1].lower().endswith(".tflite"):
         return
-    if words[1].lower().endswith((".tflite", ".onnx")) or any(
-        word.lower().endswith(".onnx") or word.split("=", 1)[0] in _LEFT_TO_THE_VERB
-        for word in words
+    flags = [w.split("=", 1)[0] for w in words[1:] if w.startswith("-")]
+    if (
+        words[1].startswith("-")
+        or any(w.lower().endswith(".onnx") for w in words)
+        or any(
+            f == "-h" or (len(f) > 2 and any(x.startswith(f) for x in _LEFT_TO_THE_VERB))
+            for f in flags
+        )
     ):
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # as main sets it after parsing

@@ -86,15 +86,9 @@ class PerOp(PrecisionMethod):
 
     def quantize(self, model: Any, recipe: Any, **context: Any) -> Any:
         """Climb (see the module docstring); the outcome :mod:`.apply` returns for methods."""
-        fixed = [
-            flag
-            for flag, given in (
-                ("--float-nodes (float_nodes)", recipe.float_nodes),
-                ("--rules (rules)", recipe.rules),
-                ("--integer-only", recipe.integer_only),
-            )
-            if given
-        ]
+        given = (recipe.float_nodes, recipe.rules, recipe.integer_only)
+        flags = ("--float-nodes (float_nodes)", "--rules (rules)", "--integer-only")
+        fixed = [flag for flag, value in zip(flags, given, strict=True) if value]
         if fixed:
             raise InvalidInputError(
                 f"--methods per-op chooses the ops kept float itself: drop {' and '.join(fixed)}"
