@@ -197,7 +197,7 @@ def _start_converter_early(words: list[str]) -> None:
     an ``.onnx`` or ``.tflite`` and help leave the start to the verb, as before
     (:func:`tfcompress.cli.common.warm_converter`). A command refused later kills it at exit.
     """
-    if len(words) < 2 or words[0] not in _CONVERTING or words[1].lower().endswith(".tflite"):
+    if len(words) < 2 or words[0] not in _CONVERTING:
         return
     flags = [w.split("=", 1)[0] for w in words[1:] if w.startswith("-")]
     if (
@@ -210,9 +210,9 @@ def _start_converter_early(words: list[str]) -> None:
     ):
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # as main sets it after parsing
-    from tfcompress._child.warm import CONVERTER, prestart
+    from tfcompress.cli.common import warm_converter  # none for a .tflite model
 
-    prestart(CONVERTER)
+    warm_converter(words[1])
 
 
 def _run(args: argparse.Namespace, out: IO[str]) -> int:
