@@ -84,7 +84,6 @@ def option(
     parse: str | None = None,
     choices: tuple[str, ...] | None = None,
     names: str | None = None,
-    factory: Callable[[], Any] | None = None,
     check: Callable[[str, Any], Any] | None = None,
 ) -> Any:
     """A config field that declares an option: its default, help, unit and check.
@@ -104,8 +103,6 @@ def option(
     """
     metadata = {"help": help, "unit": unit, "metavar": metavar, "parse": parse, "choices": choices}
     metadata.update(names=names, check=check)
-    if factory is not None:
-        return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
 
 

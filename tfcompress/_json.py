@@ -24,9 +24,7 @@ def json_safe(value: Any) -> Any:
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
         return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(item) for item in value]
-    return value
+    return [json_safe(item) for item in value] if isinstance(value, list | tuple) else value
 
 
 def dumps(payload: Any, *, indent: int | None = None) -> str:

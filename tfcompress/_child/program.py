@@ -138,8 +138,7 @@ def _children(pid: int) -> list[int]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
         except OSError:
             continue  # it exited meanwhile
         # Field 4 (ppid) follows the command name, which may hold spaces: split after ')'.

@@ -140,9 +140,7 @@ def receive(fd: int, idle: float | None) -> bytes | None:
         if not ready:
             return None
     header = _read_blocking(fd, _HEADER.size)
-    if header is None:
-        return None
-    return _read_blocking(fd, _HEADER.unpack(header)[0])
+    return None if header is None else _read_blocking(fd, _HEADER.unpack(header)[0])
 
 
 def _read_blocking(fd: int, size: int) -> bytes | None:

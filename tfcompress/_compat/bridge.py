@@ -219,9 +219,7 @@ def _plain(value: Any, key: str = "") -> Any:
                 inner = {"seed": inner["seed"]} if inner.get("seed") is not None else {}
             return {"class_name": value["class_name"], "config": _plain(inner)}
         return {k: _plain(v, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+    return [_plain(v) for v in value] if isinstance(value, list) else value
 
 
 def _copy_weights(source: Any, target: Any) -> None:

@@ -124,9 +124,7 @@ class Environment:
         if self.cpu_flags is None:
             return None
         found = tuple(f for f in self.cpu_flags if f in INT8_DOT_FLAGS)
-        if found or self.cpu_flags_source in _COMPLETE_SOURCES:
-            return found
-        return None
+        return found if found or self.cpu_flags_source in _COMPLETE_SOURCES else None
 
     @property
     def int8_dot_product_unknown_because(self) -> str | None:

@@ -25,9 +25,7 @@ def binary_threshold(outputs: np.ndarray) -> float:
     """The cut of a single-unit output: 0.5 for probabilities in [0, 1], 0.0 for logits."""
     finite = np.asarray(outputs, dtype=np.float64)
     finite = finite[np.isfinite(finite)]
-    if finite.size == 0 or (finite.min() >= 0.0 and finite.max() <= 1.0):
-        return 0.5
-    return 0.0
+    return 0.5 if finite.size == 0 or (finite.min() >= 0.0 and finite.max() <= 1.0) else 0.0
 
 
 def class_scores(outputs: np.ndarray) -> np.ndarray | None:
@@ -86,9 +84,7 @@ def snr_db(sums: np.ndarray) -> float:
         return math.nan
     if noise == 0.0:
         return math.inf
-    if signal == 0.0:
-        return -math.inf
-    return 10.0 * math.log10(signal / noise)
+    return -math.inf if signal == 0.0 else 10.0 * math.log10(signal / noise)
 
 
 def cosine_per_sample(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:

@@ -275,9 +275,7 @@ def _named(artifacts: Any) -> dict[str, Any]:
 def _label(item: Any) -> str:
     if isinstance(item, str | os.PathLike):
         return Path(item).name
-    if isinstance(item, bytes | bytearray):
-        return "tflite"
-    return model_name(item)
+    return "tflite" if isinstance(item, bytes | bytearray) else model_name(item)
 
 
 def _check_names(

@@ -177,9 +177,7 @@ class MetricDef:
             return f"{value:+} dB" if self.unit == "dB" else f"{value:+}"
         if self.unit == "fraction":
             return f"{value:.2%}"
-        if self.unit == "dB":
-            return f"{value:.2f} dB"
-        return f"{value:.6g}"
+        return f"{value:.2f} dB" if self.unit == "dB" else f"{value:.6g}"
 
     def format_change(self, value: float | None, *, signed: bool = True) -> str:
         """A drop or change: ``+1.25 pt`` (fraction), ``+0.5 dB``, ``+0.0031`` (number)."""
@@ -190,9 +188,7 @@ class MetricDef:
             return f"{value:{sign}}"
         if self.unit == "fraction":
             return f"{value * 100:{sign}.2f} pt"
-        if self.unit == "dB":
-            return f"{value:{sign}.2f} dB"
-        return f"{value:{sign}.6g}"
+        return f"{value:{sign}.2f} dB" if self.unit == "dB" else f"{value:{sign}.6g}"
 
     def format_threshold(self, value: float) -> str:
         """The threshold as shown next to its name: ``1.00 pt``, ``20.00 dB``, ``99.00%``."""

@@ -37,12 +37,7 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
         "from its shape and the data)",
     )
     for row in thresholds():  # one flag per threshold: --max-drop, --min-snr...
-        parser.add_argument(
-            row.flag,
-            type=float,
-            metavar=row.metavar,
-            help=row.help,
-        )
+        parser.add_argument(row.flag, type=float, metavar=row.metavar, help=row.help)
     parser.add_argument(
         "--mode",
         choices=GATE_MODES,

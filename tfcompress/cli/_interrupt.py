@@ -161,9 +161,7 @@ def cause(error: BaseException) -> BaseException | None:
 
 def exit_code(interruption: BaseException) -> int:
     """130 for a Ctrl-C, 128+N for :class:`Terminated` by signal N."""
-    if isinstance(interruption, Terminated):
-        return 128 + interruption.signum
-    return EXIT_SIGINT
+    return 128 + interruption.signum if isinstance(interruption, Terminated) else EXIT_SIGINT
 
 
 def message(interruption: BaseException) -> str:

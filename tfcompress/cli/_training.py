@@ -11,11 +11,7 @@ from typing import IO, TYPE_CHECKING, Any
 from tfcompress._config_fields import declared_options
 from tfcompress.cli._gating import add_gate_options, gate_options, gate_requested
 from tfcompress.cli._options import add_config_flags, config_values
-from tfcompress.cli.common import (
-    add_shared_flags,
-    emit_json,
-    load_cli_model,
-)
+from tfcompress.cli.common import add_shared_flags, emit_json, load_cli_model
 from tfcompress.training.configs import TrainingConfig  # no numpy: the defaults' one home
 
 if TYPE_CHECKING:

@@ -14,6 +14,7 @@ from tfcompress.cli.common import (
     add_per_input_flag,
     add_shared_flags,
     emit_json,
+    feeding_options,
     show_progress,
 )
 
@@ -100,8 +101,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
     config = BenchmarkConfig.from_options(
         **config_values(args, _CONFIG[2:]),
         input_shapes=dict(args.input_shape),
-        batch_dims=dict(args.batch_dim),
-        input_values=dict(args.input_value),
+        **feeding_options(args),
         backend_options=backend_options(args),
         safe_mode=not args.unsafe,
     )

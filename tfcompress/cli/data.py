@@ -5,13 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from tfcompress.cli.common import (
-    add_shared_flags,
-    emit,
-    load_cli_model,
-    positive_int,
-    seed,
-)
+from tfcompress.cli.common import add_shared_flags, emit, load_cli_model, positive_int, seed
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -5,12 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from tfcompress.cli.common import (
-    add_shared_flags,
-    emit,
-    positive_int,
-    show_progress,
-)
+from tfcompress.cli.common import add_shared_flags, emit, positive_int, show_progress
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

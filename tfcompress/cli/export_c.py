@@ -5,11 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from tfcompress.cli.common import (
-    add_shared_flags,
-    emit,
-    parse_size,
-)
+from tfcompress.cli.common import add_shared_flags, emit, parse_size
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -12,7 +12,7 @@ from typing import IO, Any
 from tfcompress.cli._devices import add_on_flags, connect_on
 from tfcompress.cli._gating import add_gate_options, gate_options
 from tfcompress.cli._options import add_config_flags, config_values
-from tfcompress.cli.common import add_feeding_flags, add_shared_flags, emit_json
+from tfcompress.cli.common import add_feeding_flags, add_shared_flags, emit_json, feeding_options
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +73,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         **gate_options(args),
         **config_values(args, _SETTINGS[2:]),
         threads=args.threads,
-        batch_dims=dict(args.batch_dim),
-        input_values=dict(args.input_value),
+        **feeding_options(args),
     )
     refused: dict[str, Any] = {}  # a file its runtime crashed, hung or refused on: its row
     reference, candidate = load_cli_models(args, [args.reference, args.candidate], refused)

@@ -45,9 +45,7 @@ def read_header(content: bytes) -> ImageHeader | None:
         return _jpeg(content)
     if content.startswith((b"GIF87a", b"GIF89a")):
         return _gif(content)
-    if content.startswith(b"BM"):
-        return _bmp(content)
-    return None
+    return _bmp(content) if content.startswith(b"BM") else None
 
 
 def _png(content: bytes) -> ImageHeader:

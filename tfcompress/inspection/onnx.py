@@ -120,8 +120,7 @@ def inspect_onnx(model: OnnxModel) -> OnnxInfo:
             position = _BIAS_INPUT.get(node.op_type) if default else None
             if position is not None and len(node.input) > position:
                 biases.add(node.input[position])
-        for tensor in graph.initializer:
-            entries.append((*_initializer_size(onnx, tensor), tensor.name in biases))
+        entries += [(*_initializer_size(onnx, t), t.name in biases) for t in graph.initializer]
         for node, tensor in constant_tensors(graph):  # weights some exporters keep as nodes
             entries.append((*_initializer_size(onnx, tensor), node.output[0] in biases))
     histogram = dict(ops.most_common())

@@ -51,9 +51,7 @@ def _named_by_first_bytes(content: bytes) -> ModelFormat | None:
         return ModelFormat.TFLITE
     if content.startswith(_HDF5_MAGIC):
         return ModelFormat.H5
-    if content.startswith(_ZIP_MAGIC):
-        return ModelFormat.KERAS
-    return None
+    return ModelFormat.KERAS if content.startswith(_ZIP_MAGIC) else None
 
 
 def _holds_hdf5_model(content: bytes) -> bool:

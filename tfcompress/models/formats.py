@@ -164,9 +164,7 @@ def sniff_format(path: Path) -> ModelFormat:
     """
     if not path.exists():
         raise ModelLoadError(f"{path}: no such file or directory; pass {_SUPPORTED}.")
-    if path.is_dir():
-        return check_saved_model_dir(path)
-    return read_model_file(path).format
+    return check_saved_model_dir(path) if path.is_dir() else read_model_file(path).format
 
 
 def check_saved_model_dir(path: Path) -> ModelFormat:

@@ -58,9 +58,7 @@ def quantized_precision(model: Any) -> str | None:
 
     if isinstance(model, TFLiteModel):
         return tflite_precision(model.content)
-    if isinstance(model, OnnxModel):
-        return _onnx_precision(model)
-    return None
+    return _onnx_precision(model) if isinstance(model, OnnxModel) else None
 
 
 def already_quantized(model: Any) -> str | None:

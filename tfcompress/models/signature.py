@@ -149,9 +149,7 @@ def model_signature(model: Any) -> ModelSignature:
             what=f"reading the signature of the SavedModel {model.shown}",
             follow="tensorflow",
         )
-    if isinstance(model, OnnxModel):
-        return _onnx_signature(model)
-    return _keras_signature(model)
+    return _onnx_signature(model) if isinstance(model, OnnxModel) else _keras_signature(model)
 
 
 def input_spec(model: Any) -> TensorSpec:

@@ -250,9 +250,7 @@ def _apply(recipe: OnnxRecipe, reference: OnnxModel, calibration: Any, progress:
         )
     if recipe.name == "dynamic":
         return ort_quantize.dynamic_int8(reference, per_channel=bool(recipe.per_channel))
-    if recipe.name == "float16":
-        return ort_quantize.float16(reference)
-    return reference.content
+    return ort_quantize.float16(reference) if recipe.name == "float16" else reference.content
 
 
 def _check_loads(content: bytes, recipe: str, source: str) -> None:

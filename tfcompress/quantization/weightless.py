@@ -34,12 +34,12 @@ def uninitialised_variables(content: bytes) -> tuple[str, ...]:
     opcodes = {op.opcode for graph in parsed.subgraphs for op in graph.operators}
     if _READS not in opcodes or opcodes & _WRITES:
         return ()
-    names: list[str] = []
-    for graph in parsed.subgraphs:
-        for op in graph.operators:
-            if op.opcode == _READS and op.inputs and 0 <= op.inputs[0] < len(graph.tensors):
-                names.append(graph.tensors[op.inputs[0]].name)
-    return tuple(names)
+    return tuple(
+        graph.tensors[op.inputs[0]].name
+        for graph in parsed.subgraphs
+        for op in graph.operators
+        if op.opcode == _READS and op.inputs and 0 <= op.inputs[0] < len(graph.tensors)
+    )
 
 
 def check_weights_captured(content: bytes, model: Any) -> None:

@@ -50,9 +50,7 @@ def default_backend(model: Any) -> str:
     """'cpu' (LiteRT) for a ``.tflite``, 'onnxruntime' for an ``.onnx``, else 'keras'."""
     if isinstance(model, TFLiteModel):
         return litert.LiteRTRunner.backend
-    if isinstance(model, OnnxModel):
-        return onnxruntime.OnnxRuntimeRunner.backend
-    return "keras"
+    return onnxruntime.OnnxRuntimeRunner.backend if isinstance(model, OnnxModel) else "keras"
 
 
 def backend_option_names(backend: str) -> tuple[str, ...]:

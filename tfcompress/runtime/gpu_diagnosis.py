@@ -96,9 +96,7 @@ def failure_kind(text: str) -> str:
     """``"no_device"``, ``"delegate_failed"`` or ``"unknown"``: which failure ``text`` reports."""
     if any(marker in text for marker in NO_DEVICE):
         return "no_device"
-    if any(marker in text for marker in DELEGATE_FAILED):
-        return "delegate_failed"
-    return "unknown"
+    return "delegate_failed" if any(marker in text for marker in DELEGATE_FAILED) else "unknown"
 
 
 def delegate_cpu_ops(text: str) -> list[str]:

@@ -262,10 +262,7 @@ def _one_arg(view: View) -> Refusal | None:
 
 def _broadcasts(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     """CheckIsBroadcastable / IsBroadcastable: numpy's rule from the last dimension."""
-    for x, y in zip(reversed(a), reversed(b), strict=False):
-        if x != y and x != 1 and y != 1:
-            return False
-    return True
+    return all(x == y or 1 in (x, y) for x, y in zip(reversed(a), reversed(b), strict=False))
 
 
 def _two_arg(view: View) -> Refusal | None:

@@ -81,7 +81,8 @@ def pin_tensorflow_threads(threads: int) -> bool:
         >>> pin_tensorflow_threads(1)  # first thing in a script  # doctest: +SKIP
         True
     """
-    _check_threads(threads)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise InvalidInputError(f"threads must be an integer >= 1, got {threads!r}.")
     require_tensorflow("the keras backend (a Keras model or SavedModel to run)")
     threading = tensorflow().config.threading
     try:
@@ -93,11 +94,6 @@ def pin_tensorflow_threads(threads: int) -> bool:
         # raise. What matters is whether the intra-op pool has the size asked for.
         return tensorflow_threads()[0] == threads
     return True
-
-
-def _check_threads(threads: object) -> None:
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise InvalidInputError(f"threads must be an integer >= 1, got {threads!r}.")
 
 
 @register_backend("keras")

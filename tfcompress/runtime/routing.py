@@ -116,10 +116,9 @@ def may_run_on_keras(sources: Sequence[Any], requested: Sequence[str]) -> bool:
     if "keras" in requested:
         return True
     tensorflow_formats = {ModelFormat.KERAS, ModelFormat.H5, ModelFormat.SAVED_MODEL}
-    for source in sources:
-        if isinstance(source, str | os.PathLike):
-            if sniff_format(Path(source)) in tensorflow_formats:
-                return True
-        elif isinstance(source, SavedModelDir) or flavour_of(source) is not None:
-            return True
-    return False
+    return any(
+        sniff_format(Path(source)) in tensorflow_formats
+        if isinstance(source, str | os.PathLike)
+        else isinstance(source, SavedModelDir) or flavour_of(source) is not None
+        for source in sources
+    )

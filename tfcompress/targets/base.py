@@ -170,9 +170,7 @@ def verdict_under(target: str | None, verdict: Any, key: str) -> Any:
         >>> verdict_under("cpu", None, "edgetpu") is None
         True
     """
-    if target is None or get_target(target).verdict_key != key:
-        return None
-    return verdict
+    return None if target is None or get_target(target).verdict_key != key else verdict
 
 
 class _NoTarget(Target):

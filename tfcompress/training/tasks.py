@@ -122,7 +122,7 @@ def read_labels(
         return Labels(INDICES, _class_ids(values.reshape((count, *shape[:-1])), classes, where))
     if given == shape or (shape == (1,) and given == ()):
         values = values.reshape((count, *shape))
-        if _is_binary(values):
+        if np.all((values == 0) | (values == 1)):
             if classes == 1:
                 return Labels(BINARY, values.astype(np.float32))
             if np.all(values.sum(axis=-1) == 1):  # one-hot rows: class ids
@@ -181,10 +181,6 @@ def _class_ids(values: np.ndarray, classes: int, where: str) -> np.ndarray:
                 f"(ids 0 to {classes - 1}); check that the data belongs to this model."
             )
     return values.astype(np.int64)
-
-
-def _is_binary(values: np.ndarray) -> bool:
-    return bool(np.all((values == 0) | (values == 1)))
 
 
 def _sums_to_one(values: np.ndarray) -> bool:

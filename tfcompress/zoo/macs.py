@@ -38,8 +38,7 @@ def count_macs(model: Any) -> int:
             total += count_macs(layer)
             continue
         out_shape = tuple(layer.output.shape)
-        for inner in _weighted(layer):
-            total += _layer_macs(inner, out_shape)
+        total += sum(_layer_macs(inner, out_shape) for inner in _weighted(layer))
     return total
 
 

@@ -178,8 +178,7 @@ def litert_recipe(
         entries.append(_entry(".*", "*", replace(spec.base_rule, granularity=granularity)))
         if recipe.block_size is not None:  # blockwise where the kernels have it
             blockwise = replace(spec.base_rule, granularity=f"block{recipe.block_size}")
-            for op in _BLOCKWISE_OPS:
-                entries.append(_entry(f"(?:.*)(?#blockwise {op})", op, blockwise))
+            entries += [_entry(f"(?:.*)(?#blockwise {op})", op, blockwise) for op in _BLOCKWISE_OPS]
     for k, rule in enumerate(recipe.rules, start=1):
         operation = _LITERT_OP_NAMES.get(rule.op_type, rule.op_type)
         own = f"(?:{rule.pattern})(?#rule {k})"

@@ -93,12 +93,12 @@ class Costs:
 
 def wanted(candidates: Sequence[tuple[str, ...]], weights: tuple[str, ...]) -> set[str]:
     """The statistics the candidates on one rewrite read from its float run."""
-    wanted: set[str] = set()
-    for methods in candidates:
-        if weight_names(methods) == weights:
-            for method in range_methods(methods):
-                wanted.add("patches" if isinstance(method, GraphMethod) else "histograms")
-    return wanted
+    return {
+        "patches" if isinstance(method, GraphMethod) else "histograms"
+        for methods in candidates
+        if weight_names(methods) == weights
+        for method in range_methods(methods)
+    }
 
 
 def weight_names(methods: tuple[str, ...]) -> tuple[str, ...]:

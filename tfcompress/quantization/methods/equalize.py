@@ -63,10 +63,11 @@ class Equalize(WeightMethod):
 
     def probe_tensors(self, graph: LayerGraph) -> list[Any]:
         """The outputs of every group's quantized and clipping layers (peaks, clip limits)."""
-        tensors = []
-        for group in find_groups(graph):
-            tensors += [n.layer.output for n in {*group.quantized(), *group.clipping()}]
-        return tensors
+        return [
+            n.layer.output
+            for group in find_groups(graph)
+            for n in {*group.quantized(), *group.clipping()}
+        ]
 
     def rewrite(self, context: RewriteContext) -> tuple[EqualizedPair, ...]:
         """:func:`equalize` on the copy (no float check requests: it keeps the function)."""

@@ -187,9 +187,7 @@ def _homogeneous(layer: Any) -> bool:
     name = type(layer).__name__
     if name == "ReLU":
         return float(layer.threshold or 0.0) == 0.0
-    if name == "LeakyReLU":
-        return True
-    return activation_name(layer) in HOMOGENEOUS_ACTIVATIONS
+    return name == "LeakyReLU" or activation_name(layer) in HOMOGENEOUS_ACTIVATIONS
 
 
 def _clip_of(layer: Any) -> float | None:
@@ -201,9 +199,7 @@ def _clip_of(layer: Any) -> float | None:
 def _flat(value: Any) -> list[Any]:
     if isinstance(value, Mapping):
         return [t for v in value.values() for t in _flat(v)]
-    if isinstance(value, list | tuple):
-        return [t for v in value for t in _flat(v)]
-    return [value]
+    return [t for v in value for t in _flat(v)] if isinstance(value, list | tuple) else [value]
 
 
 def ordered_feed(model: Any, x: np.ndarray | Mapping[str, np.ndarray]) -> Any:

@@ -217,9 +217,7 @@ def _shown(margin: float, unit: str) -> str:
         return "unmeasurable"
     if unit == "dB":
         return f"{margin:+.2f} dB"
-    if unit == "fraction":
-        return f"{100 * margin:+.2f} pt"
-    return f"{margin:+.4g}"
+    return f"{100 * margin:+.2f} pt" if unit == "fraction" else f"{margin:+.4g}"
 
 
 def choose(
@@ -333,9 +331,7 @@ def _worst(candidate: Candidate) -> float:
 
 def _margin_text(candidate: Candidate) -> str:
     worst = candidate.worst_margin
-    if worst is None:
-        return "not judged"
-    return f"{worst.shown} ({worst.output} {worst.metric})"
+    return "not judged" if worst is None else f"{worst.shown} ({worst.output} {worst.metric})"
 
 
 def _weakest(candidate: Candidate) -> str:

@@ -181,12 +181,8 @@ class Probe:
     def __init__(self, model: Any, tensors: Sequence[Any]) -> None:
         keras = keras_module(flavour_of(model))
         self.model = model
-        self.index: dict[int, int] = {}
-        unique = []
-        for tensor in tensors:
-            if id(tensor) not in self.index:
-                self.index[id(tensor)] = len(unique)
-                unique.append(tensor)
+        unique = list({id(tensor): tensor for tensor in tensors}.values())
+        self.index = {id(tensor): k for k, tensor in enumerate(unique)}
         inputs = model.inputs[0] if len(model.inputs) == 1 else model.inputs
         self.sub = keras.Model(inputs, unique)
 

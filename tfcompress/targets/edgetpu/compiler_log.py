@@ -179,9 +179,7 @@ class CompilerLog:
 def parse_size(text: str) -> int | None:
     """Bytes of a size as the compiler prints it (``6.00MiB``, ``41.75KiB``, ``0.00B``)."""
     match = _SIZE.match(text)
-    if match is None:
-        return None
-    return round(float(match.group(1)) * _UNITS[match.group(2)])
+    return None if match is None else round(float(match.group(1)) * _UNITS[match.group(2)])
 
 
 def parse_compiler_log(text: str) -> CompilerLog:

@@ -198,8 +198,7 @@ class McuReport:
         lines.append(f"ops to register: tflite::MicroMutableOpResolver<{len(calls)}> with {adds}")
         if self.exactness is not None:
             lines.append(f"outputs: {self.exactness}")
-        for budget in self.budgets:
-            lines.append(f"budget: {budget}")
+        lines.extend(f"budget: {budget}" for budget in self.budgets)
         if self.findings:
             lines.append("findings:")
             lines.extend(f"  - {finding}" for finding in self.findings)

@@ -185,8 +185,7 @@ def _max_abs(a: np.ndarray, b: np.ndarray) -> float:
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     same_special = (np.isnan(a64) & np.isnan(b64)) | (np.isinf(a64) & (a64 == b64))
     diff = np.where(same_special, 0.0, np.abs(a64 - b64))
-    worst = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
-    return worst
+    return float(np.max(np.where(np.isnan(diff), np.inf, diff)))
 
 
 def _finite_or_none(value: float) -> float | None:
