@@ -126,7 +126,7 @@ def test_onet_keeps_its_prelu_float_on_purpose(onet, monkeypatch) -> None:
     # (XNNPACK has no int8 PRELU), kept float; the name says what the file holds.
     # (The last PRELU, 256 values, costs under a microsecond either way: it may or may not
     # clear the per-op floor on a busy machine; the four on feature maps always do.)
-    held = re.fullmatch(r"int8 \((.+) float\)", chosen.name)
+    held = re.fullmatch(r"int8 \((.+) float\)( \+ equalize)?", chosen.name)
     assert held is not None, chosen.name
     counts = {op: int(n) for n, op in (part.split(" ") for part in held.group(1).split(", "))}
     assert counts.get("PRELU", 0) >= 4, chosen.name
@@ -202,7 +202,7 @@ def test_quantize_method_per_op_keeps_the_prelu_float(prelu_net, tmp_path, capfd
     assert main([*argv, "--methods", "per-op", *bar, "--out", str(out), "--json"]) == 0
     report = json.loads(capfd.readouterr().out)["methods"]
     (kept,) = report["kept"]
-    assert re.fullmatch(r"int8 \(2 PRELU(, \d+ [A-Z_0-9]+)* float\)", kept), kept
+    assert re.fullmatch(r"int8 \(2 PRELU(, \d+ [A-Z_0-9]+)* float\)( \+ equalize)?", kept), kept
     step = next(c for c in report["candidates"] if c["methods"] == [kept])
     # The method's own measurement: good enough and not slower than float32.
     assert report["reason"].startswith("it reaches the 24 dB bar"), report["reason"]

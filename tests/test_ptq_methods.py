@@ -7,6 +7,7 @@ digits; every comparison is with the converter's plain int8 made in the same run
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -200,14 +201,8 @@ def test_tf_keras_model_with_a_recipe_that_names_methods(depthwise_tf_keras, dig
     assert result.to_dict()["methods"]["kept"] == ["equalize", "bias-correction"]
 
 
-def test_equalization_looks_through_prelu(digits):
-    """O-Net's conv and fc + PReLU blocks are equalized: PReLU(x / s) = PReLU(x) / s, s > 0.
-
-    The real O-Net's fc + PReLU output (256 channels) spans 22x between its widest and
-    narrowest channels; one int8 range then leaves its box head, a small signal that reads
-    every channel, at 22 dB. The stand-in's fc channels are spread so here, the heads
-    counter-scaled (the same function): equalization must narrow them and lift the box head.
-    """
+def _spread_onet(digits):
+    """The O-Net stand-in with its fc channels spread 30x, the heads counter-scaled."""
     from tfcompress.samples.face_nets import onet, onet_data
 
     model = onet(seed=0)
@@ -220,8 +215,18 @@ def test_equalization_looks_through_prelu(digits):
         weights, head_bias = model.get_layer(head).get_weights()
         model.get_layer(head).set_weights([weights / spread[:, None], head_bias])
     calibration = onet_data(Dataset(digits.train.x[:200], digits.train.y[:200])).x
-    test = onet_data(Dataset(digits.test.x, digits.test.y)).x
+    return model, calibration, onet_data(Dataset(digits.test.x, digits.test.y)).x
 
+
+def test_equalization_looks_through_prelu(digits):
+    """O-Net's conv and fc + PReLU blocks are equalized: PReLU(x / s) = PReLU(x) / s, s > 0.
+
+    The real O-Net's fc + PReLU output (256 channels) spans 22x between its widest and
+    narrowest channels; one int8 range then leaves its box head, a small signal that reads
+    every channel, at 22 dB. The stand-in's fc channels are spread so here, the heads
+    counter-scaled (the same function): equalization must narrow them and lift the box head.
+    """
+    model, calibration, test = _spread_onet(digits)
     _, rewrite = rewrite_model(model, ["equalize"], Dataset(calibration), per_channel=True)
     assert {p.source for p in rewrite.equalized} == {"conv1", "conv2", "conv3", "fc"}
     pair = next(p for p in rewrite.equalized if p.source == "fc")
@@ -237,6 +242,36 @@ def test_equalization_looks_through_prelu(digits):
     plain = {f.output: f.snr_db for f in report.plain.fidelity}
     kept = {f.output: f.snr_db for f in report.kept_candidate.fidelity}
     assert kept["box"] >= plain["box"] + 3, (plain, kept)
+
+
+def test_ops_kept_float_per_op_build_on_equalization_when_it_is_better(digits, monkeypatch):
+    """The per-op climb (quantize --methods per-op, compress's per-op rung) tries equalization
+    at its first step and builds on it: the PRELU ops float for speed, equalized for the box
+    head. The recipe records both and replays to the same bytes."""
+    from tfcompress.compression import api
+
+    model, calibration, test = _spread_onet(digits)
+    test = test[:300]
+    result = tfcompress.quantize(
+        model, representative_data=calibration, eval_data=test, methods="per-op"
+    )
+    (kept,) = result.methods.kept
+    assert re.fullmatch(r"int8 \(\d+ PRELU(, \d+ [A-Z_0-9]+)* float\) \+ equalize", kept), kept
+    gain = re.search(r"([\d.]+) dB with equalize, ([\d.]+) dB without", result.methods.reason)
+    assert gain is not None and float(gain[1]) >= float(gain[2]) + 3, result.methods.reason
+    assert result.recipe.methods == ("equalize",) and result.float_ops.count("PRELU") >= 4
+    again = tfcompress.quantize(model, recipe=result.recipe, representative_data=calibration)
+    assert again.model_content == result.model_content
+    # compress: plain int8 is too slow here (int8 PRELU), so the rungs that run its graph
+    # are skipped, and the per-op rung's first step is the same file.
+    ladder, rungs = api.plan_ladder, ("int8", "int8-methods", "per-op")
+    monkeypatch.setattr(api, "plan_ladder", lambda **o: [r for r in ladder(**o) if r.name in rungs])
+    compressed = tfcompress.compress(
+        model, representative_data=calibration, eval_data=test, min_snr=20.0
+    )
+    assert [a.name for a in compressed.attempts] == ["int8", kept], str(compressed)
+    assert compressed.model_content == result.model_content
+    assert "int8-methods runs plain int8's graph, and int8 " in compressed.stop_reason
 
 
 def test_small_regression_head_gains_6_db(digits, monkeypatch):

@@ -413,6 +413,9 @@ def _climb(state: SearchState, ladder: Any) -> None:
             state.stop_reason = f"{best.name if best else 'nothing'} cannot be beaten: {why}"
             return
         rung = live[0]
+        for dropped in state.pending[: state.pending.index(rung)]:  # say why, once
+            state.skipped.append(str(state.beaten(dropped)))
+            state.say(f"  skipping {dropped.name}: {state.skipped[-1]}")
         state.pending = state.pending[state.pending.index(rung) + 1 :]
         if state.out_of_time():
             state.stop_reason = (

@@ -27,7 +27,7 @@ from typing import Any
 
 from tfcompress.compression.attempts import Attempt
 from tfcompress.compression.bounds import SizeBound, float16_bound, selective_bound
-from tfcompress.compression.candidates import Rung
+from tfcompress.compression.candidates import Rung, rung_recipe
 from tfcompress.compression.handlers import Built, build, get_handler
 from tfcompress.errors import (
     ConversionError,
@@ -231,10 +231,14 @@ class SearchState:
             return self.not_smaller_than_float32(rung.name, bound) or self.bigger_than_best(
                 rung.name, bound
             )
-        if best is None or rung.bound != "int8":
-            return None
         int8 = self.plain_int8()
-        if int8 is None or self.key(best)[0] > 0:
+        if rung.bound != "int8" or int8 is None:
+            return None
+        # Another calibration, the methods, QAT: every op still int8, so plain int8's time.
+        slow = rung.technique not in ("selective", "per-op") and rung_recipe(rung) == "int8"
+        if slow and (why := self.slowness(int8.name, int8.latency_ms)) is not None:
+            return f"{rung.name} runs plain int8's graph, and {why}"
+        if best is None or self.key(best)[0] > 0:
             return None
         if self.objective == "latency":
             if int8.latency_ms is None or best.latency_ms is None:

@@ -24,7 +24,7 @@ from functools import reduce
 from typing import Any
 
 from tfcompress._config_fields import check_fields, number, option
-from tfcompress.errors import ConversionError, InvalidInputError
+from tfcompress.errors import ConversionError, InvalidInputError, UnsupportedModelError
 from tfcompress.quantization.methods.registry import PrecisionMethod, register_method
 from tfcompress.quantization.methods.slow_ops import (
     FLOOR_MS,
@@ -105,7 +105,7 @@ class _Climb:
         configure_for: Any, source: str, gate: Any = None, bar: PerOpBar | None = None,
     ) -> None:  # fmt: skip
         from tfcompress.quantization.converter import convert_all
-        from tfcompress.quantization.methods.apply import _clock, with_methods
+        from tfcompress.quantization.methods.apply import _clock, why_not_keras, with_methods
         from tfcompress.quantization.methods.selection import Scorer
 
         self.start = _clock()
@@ -125,6 +125,12 @@ class _Climb:
         self.float_ms = min(self._time(self.reference.content, "float32") for _ in range(2))
         self.opcodes = opcodes_of(self.reference.content)
         self.steps: list[tuple[Any, bytes, tuple[str, ...]]] = []
+        # Equalization (keeps every op int8 and the float function) is tried at the first
+        # step against its plain form; the steps after it build on the better (compress's
+        # per-op rung does the same: tfcompress.compression.perop).
+        self.model, self.configure_for = model, configure_for
+        self.methods: tuple[str, ...] | None = None if why_not_keras(model) is None else ()
+        self.first = ""  # what the first step's comparison showed
 
     def run(self) -> Any:
         """Find the slow ops, climb, keep one file; the report says what each step cost."""
@@ -147,7 +153,7 @@ class _Climb:
             plain=plain,
             candidates=tuple(c for c, _, _ in self.steps),
             kept=chosen.methods,
-            reason=f"{why}; {finding}",
+            reason="; ".join(filter(None, (why, self.first, finding))),
             searched=True,
             gated=self.gate is not None,
             reference_seconds=self.reference.seconds,
@@ -155,7 +161,8 @@ class _Climb:
             total_seconds=_clock() - self.start,
         )
         quantized = replace(self.plain, content=content, warnings=self.plain.warnings + warnings)
-        kept_recipe = replace(self.plain_recipe, float_nodes=kept)
+        methods = (self.methods or ()) if kept else ()  # plain int8: none of the steps'
+        kept_recipe = replace(self.plain_recipe, float_nodes=kept, methods=methods)
         return MethodsOutcome(self.reference, quantized, kept_recipe, report, warnings)
 
     def _measured(self, call: Any, *args: Any, **options: Any) -> Any:
@@ -217,12 +224,44 @@ class _Climb:
         except ConversionError as error:
             self.steps.append((Candidate((label,), error=str(error)), b"", kept))
             return False
-        step = self._judged((label,), made.content, _clock() - start)
+        step = self._judged((" + ".join((label, *(self.methods or ()))),), made.content,
+                            _clock() - start)  # fmt: skip
+        if self.methods is None:  # the first step: equalized too, the better kept
+            step, made = self._equalized(kept, label, step, made)
         self.steps.append((step, made.content, kept))
         # Good enough, slower than float32 (more float ops only add time), or at float16's
         # size (half float32's: float16 keeps float accuracy there): stop.
         big = 2 * (step.size_bytes or 0) >= len(self.reference.content)
         return not (self._slower(step) or self._good(step) or big)
+
+    def _equalized(self, kept: tuple[str, ...], label: str, step: Any, made: Any) -> Any:
+        """The first step, or its equalized form when better by :func:`.selection.choose`.
+
+        An equalized form kept becomes the calibrated file every later step quantizes.
+        """
+        from tfcompress.quantization.methods.apply import _clock, _rewritten
+        from tfcompress.quantization.methods.selection import choose
+        from tfcompress.quantization.selective import quantize_calibrated
+
+        self.methods, start, name = (), _clock(), f"{label} + equalize"
+        recipe = replace(self.plain_recipe, float_nodes=kept, methods=("equalize",))
+        try:
+            base = _rewritten(self.model, ("equalize",), recipe, self.calibration,
+                              self.configure_for, searched=False)[0]  # fmt: skip
+            equalized = quantize_calibrated(base, recipe, source=self.source)
+        except (ConversionError, UnsupportedModelError) as error:
+            self.first = f"{name} not made: {error}"
+            return step, made
+        other = self._judged((name,), equalized.content, _clock() - start)
+        index, _ = choose(step, [other], gated=self.gate is not None)
+        self.first = (
+            f"{name if index == 0 else label} kept: weakest output {other.worst_snr:.1f} dB with "
+            f"equalize, {step.worst_snr:.1f} dB without"
+        )
+        if index != 0:
+            return step, made
+        self.methods, self.calibrated = ("equalize",), base
+        return other, equalized
 
     def _choose(self, plain: Any) -> tuple[Any, str]:
         """The file to keep and why (the module docstring's rule)."""
