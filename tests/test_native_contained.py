@@ -230,7 +230,8 @@ def test_a_tf_keras_model_tensorflow_cannot_save_is_converted_in_the_child(monke
 
 
 def test_quantize_and_compress_of_a_model_file_import_tensorflow_only_in_their_child(tmp_path):
-    # The caller checks the file as data; the converter's child loads, runs and converts it.
+    # The caller checks the file as data; the converter's child loads, runs, rewrites (the
+    # post-training methods) and converts it.
     # compress's artifact is then made again in process, where TensorFlow is: byte for byte.
     import subprocess
     import sys
@@ -249,6 +250,8 @@ def test_quantize_and_compress_of_a_model_file_import_tensorflow_only_in_their_c
         "import os, sys; from tfcompress.cli import main\n"
         "codes = [main(['quantize', m, '--data', 'calib.npz', '--out', m + '.tflite']) "
         "for m in ('sm', 'model.keras', 'model.h5')]\n"
+        "codes.append(main(['quantize', 'model.keras', '--data', 'calib.npz', '--methods', "
+        "'equalize', '--out', 'eq.tflite']))\n"  # rewritten where it is loaded too
         "compress = ['compress', 'model.keras', '--data', 'calib.npz', '--eval', 'test.npz', "
         "'--min-snr', '20', '--no-measure-latency', '--out']\n"
         "codes.append(main([*compress, 'child.tflite']))\n"
@@ -259,7 +262,7 @@ def test_quantize_and_compress_of_a_model_file_import_tensorflow_only_in_their_c
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path,
                           capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
     said = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("codes ")]
-    assert said == [["0"] * 4 + ["False"], ["0", "True"]], done.stderr[-2000:]
+    assert said == [["0"] * 5 + ["False"], ["0", "True"]], done.stderr[-2000:]
     for made in ("sm", "model.keras", "model.h5"):
         assert (tmp_path / f"{made}.tflite").stat().st_size > 0
     assert (tmp_path / "child.tflite").read_bytes() == (tmp_path / "here.tflite").read_bytes()

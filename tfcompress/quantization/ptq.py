@@ -283,9 +283,8 @@ def quantize(
         )
     chosen = config.recipe
     engine = choose_engine(config.engine, loaded, chosen)
-    # Methods named transform the Keras model here; auto loads it only for a rewrite it makes.
-    named = chosen.methods or config.methods not in (None, "auto")
-    if isinstance(loaded, KerasFile) and (engine != "converter" or named):
+    # The methods rewrite a Keras file where the converter loads it (its child).
+    if isinstance(loaded, KerasFile) and engine != "converter":
         loaded = loaded_keras(loaded)
     if engine != config.engine:  # chosen for this model: does it fit the rest of the config?
         check_engine(engine, chosen, target=config.target, methods=config.methods)

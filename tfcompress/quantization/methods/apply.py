@@ -87,13 +87,14 @@ _clock = time.perf_counter
 def why_not_keras(model: Any) -> str | None:
     """None when the weight methods can rewrite ``model``; else why not, in a few words.
 
-    Cheap (no TensorFlow call): decided before any conversion is paid for.
+    Cheap (no TensorFlow call): decided before any conversion is paid for. A Keras file is
+    asked where it is loaded, the converter's child.
     """
     from tfcompress._compat.keras import flavour_of
     from tfcompress.quantization.methods.graph import LayerGraph
 
-    if isinstance(model, KerasFile):  # loaded for a rewrite auto makes, and told there
-        return None
+    if isinstance(model, KerasFile):
+        return model.apply(f"{__name__}:why_not_keras", what="reading")  # type: ignore[no-any-return]
     if flavour_of(model) is None:
         kind = "SavedModel" if type(model).__name__ == "SavedModelDir" else type(model).__name__
         return f"it is a {kind}, not a Keras model"
@@ -358,22 +359,34 @@ def _rewritten(
     *,
     searched: bool,
 ) -> tuple[Conversion, Rewrite | None, float] | str:
-    """The calibrate-only conversion of the rewritten copy (or why it could not be made)."""
+    """The calibrate-only conversion of the rewritten copy (or why it could not be made).
+
+    A Keras file is rewritten where it is loaded, the converter's child: the user's model
+    runs there, contained, and TensorFlow stays out of the caller.
+    """
     start = time.perf_counter()
+    settings = configure_for(with_methods(recipe, ()), True)
+    given = (weights, calibration, settings, recipe.per_channel, recipe.static_batch)
     try:
-        if isinstance(model, KerasFile):  # auto's: loaded here only for a rewrite
-            model = model.load()
-        copy, rewrite = rewrite_model(model, weights, calibration, per_channel=recipe.per_channel)
-        plain = with_methods(recipe, ())
-        conversion = convert_all(
-            copy, [configure_for(plain, True)], static_batch=recipe.static_batch
-        )
+        if isinstance(model, KerasFile):
+            made = model.apply(f"{__name__}:rewrite_and_calibrate", *given, what="rewriting")
+        else:
+            made = rewrite_and_calibrate(model, *given)
     except (UnsupportedModelError, ConversionError) as error:
         if not searched:
             raise
         logger.info("%s not tried: %s", "+".join(weights), error)
         return str(error)
-    return conversion[0], rewrite, time.perf_counter() - start
+    return (*made, time.perf_counter() - start)
+
+
+def rewrite_and_calibrate(
+    model: Any, weights: tuple[str, ...], calibration: Dataset, settings: ConverterSettings,
+    per_channel: bool, static_batch: int | None,
+) -> tuple[Conversion, Rewrite]:  # fmt: skip
+    """The rewritten copy of ``model``, converted as ``settings`` say (calibrate-only)."""
+    copy, rewrite = rewrite_model(model, weights, calibration, per_channel=per_channel)
+    return convert_all(copy, [settings], static_batch=static_batch)[0], rewrite
 
 
 def _candidate(
