@@ -146,8 +146,8 @@ def _step(
     from tfcompress.models.loading import keras_layer_names
     from tfcompress.quantization.selective_names import layer_of
 
-    searched = isinstance(methods, str)
-    name = describe(kept, opcodes) + "".join(f" + {m}" for m in ((), methods)[not searched])
+    searched = isinstance(methods, str)  # tried at this step; a tuple: applied as given
+    name = describe(kept, opcodes) + ("" if searched else "".join(f" + {m}" for m in methods))
     layers, model = keras_layer_names(state.reference)
     shown = tuple(layer_of(n, layers, model) or short(n) for n in kept)
     if config.engine == "litert-quantizer":
@@ -165,9 +165,8 @@ def _step(
         if searched and kept_methods:  # the name says what the file holds
             index, name = state.attempts.index(done), f"{name} + {' + '.join(kept_methods)}"
             gate = {**done.gate, "candidate": name} if done.gate else done.gate
-            state.paired.update(
-                {name: state.paired[done.name]} if done.name in state.paired else {}
-            )
+            if done.name in state.paired:  # its back-to-back timing, under its new name
+                state.paired[name] = state.paired[done.name]
             done = state.attempts[index] = replace(done, name=name, gate=gate)
     if done.status == "error":
         return None

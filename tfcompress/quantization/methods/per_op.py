@@ -283,8 +283,8 @@ class _Climb:
             )
         if not fast:
             return plain, (
-                f"every file that keeps ops float reached float16's size, and plain int8 is "
-                f"slower than float32 ({self._cost(plain)}): kept plain int8, the smallest; "
+                f"every file that keeps ops float is slower than float32 or at float16's size, "
+                f"and so is plain int8 ({self._cost(plain)}): kept plain int8, the smallest; "
                 "--recipe float16 keeps float accuracy at half float32's size"
             )
         best = max(fast, key=lambda c: (self._margin(c), -c.size_bytes))
